@@ -1,0 +1,3 @@
+from crewbridge.cli import main
+
+main()

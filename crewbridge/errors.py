@@ -1,0 +1,58 @@
+"""The one error hierarchy. The engine raises these; only the CLI turns them into messages."""
+from __future__ import annotations
+
+
+class CrewError(Exception):
+    """Base of every error crew reports to a person. The message names the thing and the next step."""
+
+    exit_code = 1
+
+
+class UsageError(CrewError):
+    """The command line or its input was wrong."""
+
+    exit_code = 2
+
+
+class ConfigError(CrewError):
+    """crew.yaml (or another configuration source) is invalid."""
+
+    exit_code = 2
+
+
+class AgentNotFound(UsageError):
+    """A mention names an agent that is not configured."""
+
+
+class ToolNotFound(CrewError):
+    """A tool name that is not registered."""
+
+
+class ProviderError(CrewError):
+    """The wrapped CLI failed or reported an API error."""
+
+    exit_code = 3
+
+
+class CLINotFound(ProviderError):
+    """The wrapped CLI is not installed (not on PATH)."""
+
+    exit_code = 127
+
+
+class MaxTurnsReached(CrewError):
+    """The model kept calling tools past --max-turns."""
+
+    exit_code = 4
+
+
+class CrewTimeout(CrewError):
+    """A deadline passed; the process group was ended."""
+
+    exit_code = 124
+
+
+class Interrupted(CrewError):
+    """Ctrl-C: the child was ended and the transcript closed."""
+
+    exit_code = 130

@@ -1,0 +1,59 @@
+"""What a decoder makes of one line of CLI output. Only `Text` is assistant-authored."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+
+@dataclass(frozen=True)
+class Text:
+    """A delta of assistant-authored text: the only thing the extractor ever sees."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class MessageEnd:
+    """An assistant message (or content block) ended; a fence never spans this boundary."""
+
+
+@dataclass(frozen=True)
+class Session:
+    """The CLI told us its session/thread id and/or model."""
+
+    session_id: str | None = None
+    model: str | None = None
+
+
+@dataclass(frozen=True)
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = None
+
+
+@dataclass(frozen=True)
+class Failure:
+    """The CLI reported an error (API error, max turns, …) in its own words."""
+
+    message: str
+    status: int | None = None
+
+
+@dataclass(frozen=True)
+class Done:
+    """The CLI's reply ended (its final/result event)."""
+
+    ok: bool = True
+
+
+@dataclass(frozen=True)
+class Notice:
+    """Something seen and set aside: a corrupt line, a native tool event, an echoed prompt."""
+
+    kind: str
+    detail: str = ""
+    raw: dict[str, Any] = field(default_factory=dict, compare=False)
+
+
+Event = Union[Text, MessageEnd, Session, Usage, Failure, Done, Notice]

@@ -1,0 +1,207 @@
+"""Tool registry: declaration, prefixed names, validation, dispatch, and the result envelope."""
+from __future__ import annotations
+
+import difflib
+import inspect
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from crewbridge.errors import CrewError, ToolNotFound
+from crewbridge.validation import compile_schema, first_error
+
+DEFAULT_PREFIX = "crew"
+DEFAULT_TOOL_TIMEOUT = 60.0
+MAX_OUTPUT_CHARS = 20_000
+
+
+class ToolFailure(Exception):
+    """Raised by a tool for an expected failure; its message goes back to the model as the error."""
+
+
+@dataclass
+class ToolContext:
+    """What a running tool may know: where it works and how much it may return."""
+
+    workdir: Path
+    timeout: float = DEFAULT_TOOL_TIMEOUT
+    max_output: int = MAX_OUTPUT_CHARS
+    truncated: bool = False  # a tool sets this when it cut its output
+
+    def cut(self, text: str, limit: int | None = None) -> str:
+        """Truncate `text` to the output limit with a marker saying how much was cut."""
+        limit = self.max_output if limit is None else limit
+        if len(text) <= limit:
+            return text
+        self.truncated = True
+        return text[:limit] + f"\n[… truncated: {len(text) - limit} more characters not shown]"
+
+
+@dataclass
+class ToolResult:
+    """The result envelope every tool call produces, success or not."""
+
+    success: bool
+    data: Any = None
+    error: str | None = None
+    tool: str = ""
+    duration_ms: float = 0.0
+    truncated: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "success": self.success,
+            "data": self.data,
+            "error": self.error,
+            "metadata": {"tool": self.tool, "duration_ms": round(self.duration_ms, 3),
+                         "truncated": self.truncated},
+        }
+
+
+@dataclass
+class Tool:
+    """A registered tool. `func(ctx, **input)` returns JSON-able data or raises ToolFailure."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    func: Callable[..., Any]
+    read_only: bool = False
+    output_schema: dict[str, Any] | None = None
+    timeout: float | None = None
+    needs_approval: bool = False
+    _validator: Any = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self._validator = compile_schema(self.input_schema, f"tool '{self.name}' input_schema")
+        if self.output_schema is not None:
+            compile_schema(self.output_schema, f"tool '{self.name}' output_schema")
+
+    @property
+    def summary(self) -> str:
+        return self.description.strip().splitlines()[0] if self.description.strip() else ""
+
+    def check(self, data: Any) -> str | None:
+        """Validate an input object; the error message, or None."""
+        if not isinstance(data, dict):
+            return f"at $: input must be an object, got {type(data).__name__}"
+        return first_error(self._validator, data)
+
+
+def tool(*, schema: dict[str, Any], read_only: bool = False, name: str | None = None,
+         output_schema: dict[str, Any] | None = None, timeout: float | None = None,
+         needs_approval: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Declare a plain function as a tool; its docstring is the description."""
+
+    def wrap(func: Callable[..., Any]) -> Callable[..., Any]:
+        func.__crew_tool__ = Tool(  # type: ignore[attr-defined]
+            name=name or func.__name__,
+            description=inspect.cleandoc(func.__doc__ or ""),
+            input_schema=schema, func=func, read_only=read_only,
+            output_schema=output_schema, timeout=timeout, needs_approval=needs_approval)
+        return func
+
+    return wrap
+
+
+def as_tool(obj: Any) -> Tool:
+    """A Tool from a Tool or a function decorated with @tool."""
+    if isinstance(obj, Tool):
+        return obj
+    spec = getattr(obj, "__crew_tool__", None)
+    if spec is None:
+        raise CrewError(f"{obj!r} is not a tool; decorate it with @crewbridge.registry.tool(...)")
+    return spec
+
+
+class ToolRegistry:
+    """Named tools, exposed to the model as `<prefix>:<name>`."""
+
+    def __init__(self, prefix: str = DEFAULT_PREFIX) -> None:
+        self.prefix = prefix
+        self._tools: dict[str, Tool] = {}
+
+    def register(self, obj: Any, *, replace: bool = False) -> Tool:
+        spec = as_tool(obj)
+        if spec.name in self._tools and not replace:
+            raise CrewError(f"tool '{spec.name}' is registered twice; rename one of them")
+        self._tools[spec.name] = spec
+        return spec
+
+    def register_all(self, objs: Iterable[Any]) -> None:
+        for obj in objs:
+            self.register(obj)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._tools
+
+    def __iter__(self):
+        return iter(self._tools.values())
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def qualified(self, name: str) -> str:
+        return f"{self.prefix}:{name}"
+
+    def resolve(self, qualified: str) -> Tool:
+        """The tool a `prefix:name` (or bare `name`) refers to; ToolNotFound suggests the nearest."""
+        bare = qualified.split(":", 1)[1] if qualified.startswith(self.prefix + ":") else qualified
+        if bare in self._tools:
+            return self._tools[bare]
+        raise ToolNotFound(self.unknown_message(qualified))
+
+    def unknown_message(self, qualified: str) -> str:
+        bare = qualified.rsplit(":", 1)[-1]
+        near = difflib.get_close_matches(bare, self._tools, n=1, cutoff=0.5)
+        hint = f"did you mean '{self.qualified(near[0])}'?" if near else \
+            "available: " + ", ".join(self.qualified(n) for n in self._tools)
+        return f"unknown tool '{qualified}'; {hint}"
+
+    def subset(self, keep: Callable[[Tool], bool]) -> "ToolRegistry":
+        out = ToolRegistry(self.prefix)
+        out._tools = {n: t for n, t in self._tools.items() if keep(t)}
+        return out
+
+    def call(self, qualified: str, data: Any, ctx: ToolContext) -> ToolResult:
+        """Validate and run a tool; always an envelope, never an exception."""
+        start = time.perf_counter()
+        try:
+            spec = self.resolve(qualified)
+        except ToolNotFound as exc:
+            return ToolResult(False, error=str(exc), tool=qualified)
+        problem = spec.check(data)
+        if problem:
+            return ToolResult(False, error=f"invalid input for {self.qualified(spec.name)} {problem}",
+                              tool=spec.name)
+        result = run_with_timeout(spec, data, ctx, spec.timeout or ctx.timeout)
+        result.duration_ms = (time.perf_counter() - start) * 1000
+        return result
+
+
+def run_with_timeout(spec: Tool, data: dict[str, Any], ctx: ToolContext, timeout: float) -> ToolResult:
+    """Run `spec.func` in a worker thread; a tool that overruns is reported, not waited for."""
+    box: dict[str, Any] = {}
+    local = ToolContext(ctx.workdir, timeout=timeout, max_output=ctx.max_output)
+
+    def target() -> None:
+        try:
+            box["data"] = spec.func(local, **data)
+        except ToolFailure as exc:
+            box["error"] = str(exc)
+        except Exception as exc:  # a tool's bug goes back to the model, it does not crash the loop
+            box["error"] = f"{type(exc).__name__}: {exc}"
+
+    worker = threading.Thread(target=target, name=f"tool-{spec.name}", daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive():
+        return ToolResult(False, error=f"tool '{spec.name}' timed out after {timeout:g}s", tool=spec.name)
+    if "error" in box:
+        return ToolResult(False, error=box["error"], tool=spec.name, truncated=local.truncated)
+    return ToolResult(True, data=box.get("data"), tool=spec.name, truncated=local.truncated)

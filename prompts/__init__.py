@@ -1,0 +1,1 @@
+"""The words the model sees, as package data (read with importlib.resources)."""

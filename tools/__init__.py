@@ -1,0 +1,2 @@
+"""Built-in tools, one small module per family."""
+from __future__ import annotations
