@@ -28,6 +28,7 @@ class ToolContext:
     workdir: Path
     timeout: float = DEFAULT_TOOL_TIMEOUT
     max_output: int = MAX_OUTPUT_CHARS
+    registry: Any = None  # the ToolRegistry the call came through (for tools like `help`)
     truncated: bool = False  # a tool sets this when it cut its output
 
     def cut(self, text: str, limit: int | None = None) -> str:
@@ -187,7 +188,7 @@ class ToolRegistry:
 def run_with_timeout(spec: Tool, data: dict[str, Any], ctx: ToolContext, timeout: float) -> ToolResult:
     """Run `spec.func` in a worker thread; a tool that overruns is reported, not waited for."""
     box: dict[str, Any] = {}
-    local = ToolContext(ctx.workdir, timeout=timeout, max_output=ctx.max_output)
+    local = ToolContext(ctx.workdir, timeout=timeout, max_output=ctx.max_output, registry=ctx.registry)
 
     def target() -> None:
         try:

@@ -1,0 +1,96 @@
+"""Claude Code: `claude -p --output-format stream-json --verbose`, prompt on stdin."""
+from __future__ import annotations
+
+from typing import Any
+
+from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session, Text, Usage
+from crewbridge.providers.base import JsonLineDecoder, Provider, Turn
+
+# Claude's own tools that can change files or run commands; query mode disallows them.
+WRITE_TOOLS = ["Bash", "Edit", "Write", "MultiEdit", "NotebookEdit", "KillShell", "Task"]
+
+
+class ClaudeDecoder(JsonLineDecoder):
+    """stream-json events → assistant text. With --include-partial-messages the text arrives as
+    stream_event deltas, and the full `assistant` event that follows repeats it: skip that copy."""
+
+    def __init__(self) -> None:
+        self._streamed: set[str] = set()  # message ids whose text came as deltas
+        self._current: str | None = None
+
+    def event(self, obj: dict[str, Any]) -> list[Event]:
+        kind = obj.get("type")
+        if kind == "system":
+            if obj.get("subtype") == "init":
+                return [Session(obj.get("session_id"), obj.get("model"))]
+            return [Notice("system", str(obj.get("subtype")))]
+        if kind == "stream_event":
+            return self._stream_event(obj["event"])
+        if kind == "assistant":
+            return self._assistant(obj["message"])
+        if kind == "user":
+            return [Notice("native_tool_result")]
+        if kind == "result":
+            return self._result(obj)
+        return [Notice("unknown", str(kind))]
+
+    def _stream_event(self, ev: dict[str, Any]) -> list[Event]:
+        kind = ev.get("type")
+        if kind == "message_start":
+            self._current = ev["message"].get("id")
+        elif kind == "content_block_delta" and ev["delta"].get("type") == "text_delta":
+            if self._current:
+                self._streamed.add(self._current)
+            return [Text(ev["delta"]["text"])]
+        elif kind == "content_block_stop":
+            return [MessageEnd()]
+        return []
+
+    def _assistant(self, msg: dict[str, Any]) -> list[Event]:
+        if msg.get("model") == "<synthetic>":  # written by the CLI (API error), not by the model
+            return [Notice("synthetic", _text_of(msg))]
+        if msg.get("id") in self._streamed:
+            return []
+        out: list[Event] = []
+        for block in msg.get("content") or []:
+            if block.get("type") == "text":
+                out += [Text(block["text"]), MessageEnd()]
+            elif block.get("type") == "tool_use":
+                out.append(Notice("native_tool", block.get("name", "")))
+        return out
+
+    def _result(self, obj: dict[str, Any]) -> list[Event]:
+        usage = obj.get("usage") or {}
+        out: list[Event] = [Session(obj.get("session_id")),
+                            Usage(usage.get("input_tokens", 0), usage.get("output_tokens", 0),
+                                  obj.get("total_cost_usd"))]
+        if obj.get("is_error"):
+            message = obj.get("result") or "; ".join(obj.get("errors") or []) or obj.get("subtype")
+            out.append(Failure(str(message), obj.get("api_error_status")))
+        out.append(Done(ok=not obj.get("is_error")))
+        return out
+
+
+def _text_of(msg: dict[str, Any]) -> str:
+    return "".join(b.get("text", "") for b in msg.get("content") or [] if b.get("type") == "text")
+
+
+class ClaudeProvider(Provider):
+    name = "claude"
+    binary = "claude"
+    install_hint = "npm install -g @anthropic-ai/claude-code"
+
+    def argv(self, turn: Turn) -> list[str]:
+        argv = [self.binary, "-p", "--output-format", "stream-json", "--verbose"]
+        if turn.model:
+            argv += ["--model", turn.model]
+        if turn.session_id:
+            argv += ["--resume", turn.session_id]
+        if turn.system_prompt:
+            argv += ["--append-system-prompt", turn.system_prompt]
+        if turn.mode == "query":
+            argv += ["--disallowedTools", *WRITE_TOOLS]
+        return argv + turn.options
+
+    def decoder(self) -> ClaudeDecoder:
+        return ClaudeDecoder()

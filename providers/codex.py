@@ -1,0 +1,49 @@
+"""Codex CLI: `codex exec --json -`, prompt on stdin; `exec resume ID` continues."""
+from __future__ import annotations
+
+from typing import Any
+
+from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session, Text, Usage
+from crewbridge.providers.base import JsonLineDecoder, Provider, Turn
+
+
+class CodexDecoder(JsonLineDecoder):
+    """exec --json events → assistant text (one agent_message item per message; no deltas)."""
+
+    def event(self, obj: dict[str, Any]) -> list[Event]:
+        kind = obj.get("type")
+        if kind == "thread.started":
+            return [Session(obj.get("thread_id"))]
+        if kind in ("item.started", "item.updated", "item.completed"):
+            item = obj["item"]
+            if item.get("type") == "agent_message":
+                return [Text(item.get("text") or ""), MessageEnd()] if kind == "item.completed" else []
+            return [Notice("native_" + str(item.get("type")))]
+        if kind == "turn.completed":
+            usage = obj.get("usage") or {}
+            return [Usage(usage.get("input_tokens", 0), usage.get("output_tokens", 0)), Done()]
+        if kind == "turn.failed":
+            err = obj.get("error") or {}
+            return [Failure(str(err.get("message") or err)), Done(ok=False)]
+        if kind == "error":
+            return [Failure(str(obj.get("message") or obj))]
+        return [Notice("unknown", str(kind))]
+
+
+class CodexProvider(Provider):
+    name = "codex"
+    binary = "codex"
+    install_hint = "npm install -g @openai/codex"
+
+    def argv(self, turn: Turn) -> list[str]:
+        sandbox = "read-only" if turn.mode == "query" else "workspace-write"
+        argv = [self.binary, "exec", "--json", "--skip-git-repo-check", "--sandbox", sandbox]
+        if turn.model:
+            argv += ["--model", turn.model]
+        argv += turn.options
+        if turn.session_id:
+            argv += ["resume", turn.session_id]
+        return argv + ["-"]
+
+    def decoder(self) -> CodexDecoder:
+        return CodexDecoder()

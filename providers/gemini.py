@@ -1,0 +1,56 @@
+"""Gemini CLI: `gemini -o stream-json`, prompt on stdin (no -p)."""
+from __future__ import annotations
+
+from typing import Any
+
+from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session, Text, Usage
+from crewbridge.providers.base import JsonLineDecoder, Provider, Turn
+
+
+class GeminiDecoder(JsonLineDecoder):
+    """stream-json events → assistant text. The prompt is echoed as a role "user" message: skip it."""
+
+    def event(self, obj: dict[str, Any]) -> list[Event]:
+        kind = obj.get("type")
+        if kind == "init":
+            return [Session(obj.get("session_id"), obj.get("model"))]
+        if kind == "message":
+            if obj.get("role") == "assistant":
+                return [Text(obj.get("content") or "")]
+            return [Notice("echo", str(obj.get("role")))]
+        if kind in ("tool_use", "tool_result"):
+            return [MessageEnd(), Notice("native_" + kind, str(obj.get("tool_name") or obj.get("tool_id")))]
+        if kind == "result":
+            return self._result(obj)
+        if kind == "error":
+            return [Failure(str(obj.get("message") or obj))]
+        return [Notice("unknown", str(kind))]
+
+    def _result(self, obj: dict[str, Any]) -> list[Event]:
+        stats = obj.get("stats") or {}
+        out: list[Event] = [MessageEnd(), Usage(stats.get("input_tokens", 0), stats.get("output_tokens", 0))]
+        if obj.get("status") == "error":
+            err = obj.get("error") or {}
+            out.append(Failure(str(err.get("message") if isinstance(err, dict) else err)))
+            out.append(Done(ok=False))
+        else:
+            out.append(Done())
+        return out
+
+
+class GeminiProvider(Provider):
+    name = "gemini"
+    binary = "gemini"
+    install_hint = "npm install -g @google/gemini-cli"
+    default_model = "gemini-2.5-pro"  # naming a model skips the CLI's extra routing call
+
+    def argv(self, turn: Turn) -> list[str]:
+        argv = [self.binary, "-o", "stream-json", "-m", turn.model or self.default_model]
+        if turn.session_id:
+            argv += ["--resume", turn.session_id]
+        if turn.mode == "execute":
+            argv += ["--approval-mode", "auto_edit"]
+        return argv + turn.options
+
+    def decoder(self) -> GeminiDecoder:
+        return GeminiDecoder()
