@@ -1,0 +1,86 @@
+"""A conversation with one CLI, turn by turn. The loop talks to this; how a turn reaches the CLI
+(a new process per turn with the CLI's own resume, a replayed transcript, or a live process) is here."""
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from pathlib import Path
+from typing import Iterator, Protocol
+
+from crewbridge.events import Event, Failure, Session
+from crewbridge.process import Child
+from crewbridge.prompts import render
+from crewbridge.providers.base import Provider, Turn
+
+
+class Conversation(Protocol):
+    session_id: str | None
+
+    def send(self, message: str, deadline: float | None) -> Iterator[Event]:
+        """Start a turn with `message`; the events of the model's reply as they stream."""
+
+    def stop(self) -> None:
+        """Stop the current reply now: the loop has acted on it and wants no more of it."""
+
+    def keep(self, kept: str, stopped: bool) -> bool:
+        """Record that the reply is `kept` (cut at its last tool block). True when the CLI's own
+        history now holds exactly that text, so the follow-up needn't restate it."""
+
+    def close(self) -> None:
+        """End anything still running."""
+
+
+class ProcessConversation:
+    """A new CLI process per turn, continued by the CLI's own resume, or by replaying the
+    transcript for CLIs that have none. Stopping a reply kills the process group."""
+
+    def __init__(self, provider: Provider, base: Turn, *, cwd: Path, env: dict[str, str] | None = None) -> None:
+        self.provider = provider
+        self.base = base
+        self.cwd = cwd
+        self.env = {**os.environ, **provider.env(), **(env or {})}
+        self.session_id: str | None = None
+        self.history: list[tuple[str, str]] = []  # (role, text), for replay
+        self.child: Child | None = None
+
+    def _prompt(self, message: str) -> str:
+        if self.provider.resumable or not self.history:
+            return message
+        history = "\n".join(f"[{role}]\n{text}" for role, text in self.history)
+        return render("replay.md", history=history, message=message)
+
+    def send(self, message: str, deadline: float | None) -> Iterator[Event]:
+        prompt = self._prompt(message)
+        self.history.append(("user", message))
+        turn = replace(self.base, prompt=prompt, session_id=self.session_id if self.provider.resumable else None)
+        stdin = prompt if self.provider.prompt_on_stdin else None
+        self.child = child = Child(self.provider.argv(turn), env=self.env, cwd=self.cwd, stdin=stdin,
+                                   install_hint=self.provider.install_hint)
+        decoder = self.provider.decoder()
+        failed = False
+        try:
+            for line in child.lines(deadline):
+                for event in decoder.decode(line):
+                    if isinstance(event, Session) and event.session_id:
+                        self.session_id = event.session_id
+                    failed = failed or isinstance(event, Failure)
+                    yield event
+            code = child.wait()
+            if code != 0 and not failed:
+                detail = child.stderr.strip().splitlines()[-1:] or ["no message on stderr"]
+                yield Failure(f"{self.provider.name} exited with status {code}: {detail[0]}")
+        finally:
+            child.close()
+
+    def stop(self) -> None:
+        if self.child is not None:
+            self.child.kill()
+
+    def keep(self, kept: str, stopped: bool) -> bool:
+        self.history.append(("assistant", kept))
+        # A killed CLI loses the reply from its own session; a replayed transcript holds it exactly.
+        return not self.provider.resumable or not stopped
+
+    def close(self) -> None:
+        if self.child is not None:
+            self.child.close()

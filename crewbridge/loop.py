@@ -1,0 +1,225 @@
+"""The agent loop: send, read the reply as it streams, run each tool call the moment its block
+closes, stop the reply where it starts talking past its calls, send the results back, repeat."""
+from __future__ import annotations
+
+import json
+import re
+import time
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from crewbridge.catalogue import build_prompt, render_catalogue
+from crewbridge.conversation import Conversation
+from crewbridge.errors import CrewError, MaxTurnsReached, ProviderError
+from crewbridge.events import Failure, MessageEnd, Session, Text, Usage
+from crewbridge.extract import Extractor, ToolCall
+from crewbridge.hooks import Hooks
+from crewbridge.policy import Policy
+from crewbridge.prompts import render
+from crewbridge.registry import ToolContext, ToolRegistry, ToolResult
+from crewbridge.transcript import Transcript
+
+REPEAT_LIMIT = 3  # the same failing call this many times ends the run
+
+
+@dataclass
+class CallRecord:
+    name: str
+    input: Any
+    result: ToolResult
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "input": self.input, "success": self.result.success,
+                "error": self.result.error}
+
+
+@dataclass
+class Progress:
+    """What the loop reports while it runs (for live output, --jsonl and the Python API)."""
+
+    kind: str  # text | call | result | turn | notice
+    agent: str
+    text: str = ""
+    call: CallRecord | None = None
+
+
+@dataclass
+class RunResult:
+    agent: str
+    answer: str
+    tool_calls: list[CallRecord] = field(default_factory=list)
+    usage: dict[str, Any] = field(default_factory=dict)
+    session: str | None = None
+    turns: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"agent": self.agent, "answer": self.answer,
+                "tool_calls": [c.to_dict() for c in self.tool_calls],
+                "usage": self.usage, "session": self.session, "turns": self.turns}
+
+
+@dataclass
+class Reply:
+    text: str
+    calls: list[ToolCall]
+    pending: list[Future[ToolResult]]
+    stopped: bool
+
+
+class AgentLoop:
+    def __init__(self, agent: str, conversation: Conversation, registry: ToolRegistry, policy: Policy, *,
+                 workdir: Path, hooks: Hooks | None = None, transcript: Transcript | None = None,
+                 max_turns: int = 10, timeout: float | None = 300.0, compact: bool | None = None,
+                 on_progress: Callable[[Progress], None] | None = None) -> None:
+        self.agent = agent
+        self.conv = conversation
+        self.registry = registry
+        self.policy = policy
+        self.ctx = ToolContext(workdir=workdir, registry=policy.offered(registry))
+        self.hooks = hooks or Hooks()
+        self.transcript = transcript or Transcript()
+        self.max_turns = max_turns
+        self.timeout = timeout
+        self.compact = compact
+        self.emit = on_progress or (lambda progress: None)
+        self.usage = {"input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0}
+        self.failures: dict[str, int] = {}
+        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix=f"crew-{agent}")
+
+    def run(self, task: str) -> RunResult:
+        catalogue = render_catalogue(self.ctx.registry, self.policy.mode, compact=self.compact)
+        message = build_prompt(catalogue, task)
+        records: list[CallRecord] = []
+        try:
+            for turn in range(1, self.max_turns + 1):
+                self.emit(Progress("turn", self.agent, str(turn)))
+                self.transcript.write("prompt", agent=self.agent, turn=turn, text=message)
+                reply = self._reply(message)
+                if not reply.calls:
+                    self.transcript.write("answer", agent=self.agent, text=reply.text, usage=self.usage)
+                    return RunResult(self.agent, reply.text.strip(), records, self.usage,
+                                     self.conv.session_id, turn)
+                batch = self._collect(reply)
+                records += batch
+                if turn == self.max_turns:
+                    raise MaxTurnsReached(f"@{self.agent} still called tools after {self.max_turns} turns; "
+                                          "raise --max-turns or narrow the task")
+                message = self._follow_up(reply, batch)
+        finally:
+            self.conv.close()
+            self._pool.shutdown(wait=False, cancel_futures=True)
+        raise AssertionError("unreachable")
+
+    def _reply(self, message: str) -> Reply:
+        """Stream one reply, starting each tool as its block closes."""
+        extractor = Extractor(self.registry, self.registry.prefix)
+        parts: list[str] = []
+        calls: list[ToolCall] = []
+        pending: list[Future[ToolResult]] = []
+        failure: Failure | None = None
+        stopped = False
+        deadline = time.monotonic() + self.timeout if self.timeout else None
+        events = self.conv.send(message, deadline)
+        try:
+            for event in events:
+                new: list[ToolCall] = []
+                if isinstance(event, Text):
+                    parts.append(event.text)
+                    self.emit(Progress("text", self.agent, event.text))
+                    new = extractor.feed(event.text)
+                elif isinstance(event, MessageEnd):
+                    new = extractor.end_message()
+                elif isinstance(event, Failure):
+                    failure = event
+                elif isinstance(event, Usage):
+                    self._add_usage(event)
+                elif isinstance(event, Session):
+                    self.transcript.write("session", agent=self.agent, session=event.session_id)
+                for call in new:
+                    calls.append(call)
+                    pending.append(self._start(call, pending))
+                if calls and extractor.prose_after_calls:
+                    self.conv.stop()  # the rest would be the model talking past its own calls
+                    stopped = True
+                    break
+        finally:
+            events.close()
+        if not stopped:
+            for call in extractor.finish():
+                calls.append(call)
+                pending.append(self._start(call, pending))
+        if failure is not None and not calls:
+            self.transcript.write("error", agent=self.agent, message=failure.message)
+            raise ProviderError(f"@{self.agent}: {failure.message}")
+        return Reply("".join(parts), calls, pending, stopped)
+
+    def _start(self, call: ToolCall, earlier: list[Future[ToolResult]]) -> Future[ToolResult]:
+        self.emit(Progress("call", self.agent, call=CallRecord(call.name, call.input, ToolResult(False))))
+        if call.error is not None:
+            done: Future[ToolResult] = Future()
+            done.set_result(ToolResult(False, error=call.error, tool=call.name))
+            return done
+        read_only = call.name in self.registry and self.registry.resolve(call.name).read_only
+        if read_only and all(f.done() or getattr(f, "read_only", False) for f in earlier):
+            future = self._pool.submit(self._execute, call)
+        else:  # a change runs after everything before it, and everything after waits for it
+            snapshot = list(earlier)
+            future = self._pool.submit(lambda: (wait(snapshot), self._execute(call))[1])
+        future.read_only = read_only  # type: ignore[attr-defined]
+        return future
+
+    def _execute(self, call: ToolCall) -> ToolResult:
+        self.transcript.write("tool_call", agent=self.agent, name=call.name, input=call.input)
+        spec = self.registry.resolve(call.name)
+        refusal = self.policy.check(spec, call.input)
+        data, block = (call.input, refusal) if refusal else self.hooks.before(spec.name, call.input, self.agent)
+        if block:
+            result = ToolResult(False, error=block, tool=spec.name)
+        else:
+            result = self.registry.call(spec.name, data, self.ctx)
+            result = self.hooks.after(spec.name, data, result, self.agent)
+        self.transcript.write("tool_result", agent=self.agent, name=call.name, result=result.to_dict())
+        return result
+
+    def _collect(self, reply: Reply) -> list[CallRecord]:
+        batch = []
+        for call, future in zip(reply.calls, reply.pending):
+            record = CallRecord(call.name, call.input, future.result())
+            batch.append(record)
+            self.emit(Progress("result", self.agent, call=record))
+        return batch
+
+    def _follow_up(self, reply: Reply, batch: list[CallRecord]) -> str:
+        """The next message: every result, plus what the model must know about its own last reply."""
+        end = reply.calls[-1].end
+        kept, tail = reply.text[:end], reply.text[end:]
+        exact = self.conv.keep(kept, reply.stopped)
+        results = "\n".join(self._result_text(record) for record in batch)
+        restate = "" if exact else render("restate.md", kept=kept.rstrip())
+        tail_note = render("tail_ignored.md", tail=tail.strip()) if tail.strip() and not reply.stopped else ""
+        return render("tool_results.md", restate=restate, results=results, tail=tail_note)
+
+    def _result_text(self, record: CallRecord) -> str:
+        envelope = json.dumps(record.result.to_dict(), ensure_ascii=False)
+        if not record.result.success:
+            key = record.name + json.dumps(record.input, sort_keys=True, default=str)
+            self.failures[key] = seen = self.failures.get(key, 0) + 1
+            if seen >= REPEAT_LIMIT:
+                raise CrewError(f"@{self.agent} repeated the same failing call {record.name} {seen} times; "
+                                f"last error: {record.result.error}")
+            if seen > 1:
+                envelope += "\n" + render("repeated_failure.md").strip()
+        fence = "`" * max(3, _longest_backtick_run(envelope) + 1)
+        return render("tool_result.md", name=record.name, fence=fence,
+                      input=json.dumps(record.input, ensure_ascii=False), envelope=envelope)
+
+    def _add_usage(self, usage: Usage) -> None:
+        self.usage["input_tokens"] += usage.input_tokens
+        self.usage["output_tokens"] += usage.output_tokens
+        self.usage["cost_usd"] += usage.cost_usd or 0.0
+
+
+def _longest_backtick_run(text: str) -> int:
+    return max(map(len, re.findall("`+", text)), default=0)

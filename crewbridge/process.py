@@ -1,0 +1,131 @@
+"""A child CLI process: its own process group, stdout read as it streams (pexpect), deadlines."""
+from __future__ import annotations
+
+import collections
+import os
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pexpect
+from pexpect import fdpexpect
+
+from crewbridge.errors import CLINotFound, CrewTimeout
+
+CHUNK = 1 << 16
+MAX_LINE = 8 << 20  # a longer line is cut (memory stays bounded whatever the CLI prints)
+STDERR_KEEP = 8192
+
+
+class Child:
+    """A running CLI. Read its stdout with `lines()`, write with `send_line()`, end it with `kill()`."""
+
+    def __init__(self, argv: list[str], *, env: dict[str, str] | None = None, cwd: Path | None = None,
+                 stdin: str | None = None, keep_stdin: bool = False, install_hint: str = "") -> None:
+        self.argv = argv
+        try:
+            self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         stderr=subprocess.PIPE, cwd=cwd, env=env,
+                                         start_new_session=True)
+        except FileNotFoundError:
+            hint = f"; install it with: {install_hint}" if install_hint else "; install it or fix PATH"
+            raise CLINotFound(f"'{argv[0]}' not found on PATH{hint}") from None
+        self.pgid = self.proc.pid
+        self.out = fdpexpect.fdspawn(self.proc.stdout.fileno(), timeout=None, maxread=CHUNK)
+        self._stderr: collections.deque[bytes] = collections.deque()
+        self._stderr_size = 0
+        threading.Thread(target=self._drain_stderr, daemon=True).start()
+        self.cut_lines = 0
+        if stdin is not None:
+            self._write(stdin.encode())
+        if not keep_stdin:
+            self._close_stdin()
+
+    def _write(self, data: bytes) -> None:
+        try:
+            self.proc.stdin.write(data)
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass  # the CLI stopped reading; its exit status and stderr tell why
+
+    def _close_stdin(self) -> None:
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+
+    def send_line(self, text: str) -> None:
+        self._write(text.encode() + b"\n")
+
+    def _drain_stderr(self) -> None:
+        for chunk in iter(lambda: self.proc.stderr.read1(CHUNK), b""):
+            self._stderr.append(chunk)
+            self._stderr_size += len(chunk)
+            while self._stderr_size > STDERR_KEEP and len(self._stderr) > 1:
+                self._stderr_size -= len(self._stderr.popleft())
+
+    @property
+    def stderr(self) -> str:
+        return b"".join(self._stderr).decode("utf-8", "replace")[-STDERR_KEEP:]
+
+    def lines(self, deadline: float | None = None) -> Iterator[str]:
+        """stdout lines as they arrive; CrewTimeout (after killing the group) when `deadline` passes."""
+        pending = b""
+        while True:
+            wait = None if deadline is None else deadline - time.monotonic()
+            if wait is not None and wait <= 0:
+                self.kill()
+                raise CrewTimeout(f"'{os.path.basename(self.argv[0])}' gave no complete reply in time; "
+                                  "it was stopped (raise --timeout if it needs longer)")
+            try:
+                chunk = self.out.read_nonblocking(CHUNK, timeout=wait)
+            except pexpect.TIMEOUT:
+                continue
+            except pexpect.EOF:
+                break
+            start = 0
+            while (nl := chunk.find(b"\n", start)) >= 0:
+                yield (pending + chunk[start:nl]).decode("utf-8", "replace")
+                pending = b""
+                start = nl + 1
+            pending += chunk[start:]
+            if len(pending) > MAX_LINE:
+                self.cut_lines += 1
+                pending = pending[:MAX_LINE]
+        if pending:
+            yield pending.decode("utf-8", "replace")
+
+    def wait(self, timeout: float = 5.0) -> int:
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return self.proc.wait()
+
+    def kill(self, grace: float = 0.5) -> None:
+        """End the whole process group: SIGTERM, then SIGKILL after `grace` seconds."""
+        if self.proc.poll() is None:
+            _signal_group(self.pgid, signal.SIGTERM)
+            try:
+                self.proc.wait(grace)
+            except subprocess.TimeoutExpired:
+                pass
+        _signal_group(self.pgid, signal.SIGKILL)  # also any grandchildren left in the group
+        self.proc.wait()
+        self._close_stdin()
+        if not self.out.closed:
+            self.out.close()
+
+    def close(self) -> None:
+        """Reap after a normal end; ends anything left in the group."""
+        self.kill(grace=0)
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass

@@ -1,0 +1,16 @@
+"""Prompt templates from the `crewbridge.prompts` package data."""
+from __future__ import annotations
+
+from functools import lru_cache
+from importlib import resources
+from string import Template
+
+
+@lru_cache(maxsize=None)
+def template(name: str) -> Template:
+    return Template(resources.files("crewbridge.prompts").joinpath(name).read_text(encoding="utf-8"))
+
+
+def render(name: str, **values: object) -> str:
+    """Fill `prompts/<name>` ($-placeholders) with `values`."""
+    return template(name).substitute({k: str(v) for k, v in values.items()})
