@@ -35,6 +35,15 @@ class Config:
     hooks: dict[str, list[Any]] = field(default_factory=dict)  # before_tool_call/after_tool_call
     compact_catalogue: bool | None = None  # None: compact when many tools
 
+    def provider(self, name: str):  # -> Provider
+        from crewbridge import providers
+
+        if name in self.providers:
+            from crewbridge.providers.generic import GenericProvider
+
+            return GenericProvider(self.providers[name])
+        return providers.load(name)
+
     def agent(self, agent_id: str) -> AgentSpec:
         if agent_id in self.agents:
             return self.agents[agent_id]

@@ -1,0 +1,93 @@
+"""The engine entry point: run a task on one or more agents, in parallel, with their tools."""
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from crewbridge.config import Config, load_config
+from crewbridge.conversation import ProcessConversation
+from crewbridge.errors import CrewError, UsageError
+from crewbridge.hooks import Hooks
+from crewbridge.loop import AgentLoop, Progress, RunResult
+from crewbridge.mentions import Mention, parse_mentions
+from crewbridge.policy import Policy
+from crewbridge.providers.base import Turn
+from crewbridge.registry import ToolRegistry
+from crewbridge.transcript import Transcript
+
+MODES = ("query", "execute")
+
+
+@dataclass
+class Outcome:
+    """One agent's run: its result, or the error that ended it."""
+
+    agent: str
+    result: RunResult | None = None
+    error: CrewError | None = None
+
+
+class Bridge:
+    def __init__(self, config: Config | None = None, workdir: Path | None = None) -> None:
+        self.config = config or load_config()
+        self.workdir = (workdir or Path.cwd()).resolve()
+        self._registry: ToolRegistry | None = None
+
+    @property
+    def registry(self) -> ToolRegistry:
+        if self._registry is None:
+            from crewbridge.tools import builtin_registry
+
+            self._registry = builtin_registry(self.config.prefix)
+        return self._registry
+
+    def first_prompt(self, text: str, mode: str = "query") -> str:
+        """The exact first message the (first) mentioned agent would be sent, catalogue included."""
+        from crewbridge.catalogue import build_prompt, render_catalogue
+
+        mentions, task = parse_mentions(text)
+        policy = Policy(self.config.agent(mentions[0].agent), mode)
+        catalogue = render_catalogue(policy.offered(self.registry), mode, compact=self.config.compact_catalogue)
+        return build_prompt(catalogue, task)
+
+    def run(self, text: str, mode: str = "query", *, context: str | None = None, max_turns: int = 10,
+            timeout: float | None = 300.0, approve_all: bool = False, transcript: Transcript | None = None,
+            on_progress: Callable[[Progress], None] | None = None) -> list[Outcome]:
+        """Run the task in `text` ("@agent[:model] … task") on every mentioned agent at once."""
+        if mode not in MODES:
+            raise UsageError(f"mode '{mode}' is not one of {', '.join(MODES)}")
+        mentions, task = parse_mentions(text)
+        for mention in mentions:
+            self.config.agent(mention.agent)  # fail before starting anything
+        if context:
+            task = f"{task}\n\n{context}"
+
+        def one(mention: Mention) -> Outcome:
+            try:
+                loop = self._loop(mention, mode, max_turns=max_turns, timeout=timeout,
+                                  approve_all=approve_all, transcript=transcript, on_progress=on_progress)
+                return Outcome(mention.agent, result=loop.run(task))
+            except CrewError as exc:
+                return Outcome(mention.agent, error=exc)
+
+        if len(mentions) == 1:
+            return [one(mentions[0])]
+        with ThreadPoolExecutor(max_workers=len(mentions)) as pool:
+            return list(pool.map(one, mentions))
+
+    def _loop(self, mention: Mention, mode: str, *, max_turns: int, timeout: float | None,
+              approve_all: bool, transcript: Transcript | None,
+              on_progress: Callable[[Progress], None] | None) -> AgentLoop:
+        agent = self.config.agent(mention.agent)
+        provider = self.config.provider(agent.provider)
+        workdir = (self.workdir / agent.workdir).resolve() if agent.workdir else self.workdir
+        base = Turn(prompt="", mode=mode, model=mention.model or agent.model,
+                    system_prompt=agent.system_prompt, options=list(agent.options.get(mode, [])))
+        conversation = ProcessConversation(provider, base, cwd=workdir)
+        return AgentLoop(mention.agent, conversation, self.registry,
+                         Policy(agent, mode, approve_all=approve_all), workdir=workdir,
+                         hooks=Hooks(self.config.hooks), transcript=transcript, max_turns=max_turns,
+                         timeout=agent.timeout or timeout, compact=self.config.compact_catalogue,
+                         on_progress=on_progress)

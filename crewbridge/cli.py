@@ -1,0 +1,156 @@
+"""The `crew` command. Thin: parse arguments, call the engine, print. Heavy imports stay lazy."""
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import click
+
+from crewbridge import __version__
+from crewbridge.errors import CrewError, Interrupted, UsageError
+
+
+def config_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    @click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
+                  help="crew.yaml to use (default: found in this directory or its parents, then ~/.config).")
+    @functools.wraps(func)
+    def wrapper(*args: Any, config_path: Path | None, **kwargs: Any) -> Any:
+        from crewbridge.config import load_config
+
+        return func(*args, config=load_config(config_path, Path.cwd()), **kwargs)
+
+    return wrapper
+
+
+def run_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    for option in reversed([
+        click.argument("text", nargs=-1, required=True),
+        click.option("--timeout", type=click.FloatRange(min=0.1), default=300.0, show_default=True,
+                     help="Seconds one model turn may take; then the CLI's process group is ended."),
+        click.option("--max-turns", type=click.IntRange(min=1), default=10, show_default=True,
+                     help="Model replies allowed before crew stops a tool loop."),
+        click.option("--json", "as_json", is_flag=True, help="Print one JSON object (answer, tool_calls, …)."),
+        click.option("--yes", "-y", "approve_all", is_flag=True, help="Approve every tool that needs approval."),
+        config_option,
+    ]):
+        func = option(func)
+    return func
+
+
+def _run(mode: str, text: tuple[str, ...], config: Any, timeout: float, max_turns: int,
+         as_json: bool, approve_all: bool) -> None:
+    from crewbridge.bridge import Bridge
+    from crewbridge.render import Renderer
+
+    stdin = sys.stdin
+    context = stdin.read() if stdin is not None and not stdin.isatty() else None
+    renderer = Renderer(quiet=as_json)
+    outcomes = Bridge(config).run(" ".join(text), mode, context=context or None, max_turns=max_turns,
+                                  timeout=timeout, approve_all=approve_all, on_progress=renderer.progress)
+    renderer.finish(outcomes, as_json=as_json)
+    failed = [o.error for o in outcomes if o.error is not None]
+    if failed:
+        sys.exit(failed[0].exit_code)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", "-V", prog_name="crew")
+def cli() -> None:
+    """Give CLI language models (claude, gemini, codex, any CLI) tools they don't have."""
+
+
+@cli.command("query")
+@run_options
+def query_command(**options: Any) -> None:
+    """Ask agents a question with read-only tools: crew query "@claude what does notes.txt say?" """
+    _run("query", **options)
+
+
+@cli.command("execute")
+@run_options
+def execute_command(**options: Any) -> None:
+    """Let agents act, with every tool policy allows: crew execute "@claude fix the typo in a.py" """
+    _run("execute", **options)
+
+
+@cli.command("prompt")
+@click.argument("text", nargs=-1, required=True)
+@click.option("--mode", type=click.Choice(["query", "execute"]), default="query", show_default=True)
+@config_option
+def prompt_command(text: tuple[str, ...], mode: str, config: Any) -> None:
+    """Print the exact prompt that would be sent, catalogue included."""
+    from crewbridge.bridge import Bridge
+
+    click.echo(Bridge(config).first_prompt(" ".join(text), mode))
+
+
+@cli.group("tools")
+def tools_group() -> None:
+    """List, inspect and call crew's tools."""
+
+
+@tools_group.command("list")
+@config_option
+def tools_list_command(config: Any) -> None:
+    """One line per tool: name, read-only or not, summary."""
+    from crewbridge.bridge import Bridge
+
+    registry = Bridge(config).registry
+    width = max((len(registry.qualified(t.name)) for t in registry), default=0)
+    for spec in registry:
+        kind = "read-only" if spec.read_only else "writes   "
+        click.echo(f"{registry.qualified(spec.name):<{width}}  {kind}  {spec.summary}")
+
+
+@tools_group.command("show")
+@click.argument("name")
+@config_option
+def tools_show_command(name: str, config: Any) -> None:
+    """A tool's description and input schema."""
+    from crewbridge.bridge import Bridge
+
+    spec = Bridge(config).registry.resolve(name)
+    click.echo(json.dumps({"name": spec.name, "read_only": spec.read_only, "description": spec.description,
+                           "input_schema": spec.input_schema, "output_schema": spec.output_schema}, indent=2))
+
+
+@tools_group.command("call")
+@click.argument("name")
+@click.option("--input", "raw_input", default="{}", show_default=True, help="The tool's input as JSON.")
+@config_option
+def tools_call_command(name: str, raw_input: str, config: Any) -> None:
+    """Run one tool here and print its result envelope (exit 1 when it fails)."""
+    from crewbridge.bridge import Bridge
+    from crewbridge.registry import ToolContext
+
+    try:
+        data = json.loads(raw_input)
+    except ValueError as exc:
+        raise UsageError(f"--input is not valid JSON ({exc}); pass an object, e.g. '{{\"path\": \"a.txt\"}}'")
+    bridge = Bridge(config)
+    result = bridge.registry.call(name, data, ToolContext(bridge.workdir, registry=bridge.registry))
+    click.echo(json.dumps(result.to_dict(), ensure_ascii=False, indent=2))
+    if not result.success:
+        sys.exit(1)
+
+
+def main() -> None:
+    try:
+        cli.main(prog_name="crew", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("crew: interrupted", err=True)
+        sys.exit(Interrupted.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except CrewError as exc:
+        click.echo(f"crew: error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        click.echo("crew: interrupted", err=True)
+        sys.exit(Interrupted.exit_code)

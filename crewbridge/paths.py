@@ -1,0 +1,41 @@
+"""Paths a tool may touch: everything resolves inside the working directory, symlinks included."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from crewbridge.errors import CrewError
+from crewbridge.registry import ToolFailure
+
+
+class PathOutside(CrewError, ToolFailure):
+    """A path that leads outside the working directory (by `..`, an absolute path or a symlink)."""
+
+
+def resolve_inside(workdir: Path, user_path: str) -> Path:
+    """The real path `user_path` names, relative to `workdir`; refused if it leads outside.
+
+    Symlinks are followed (also dangling ones and symlinked parent directories), so the answer is
+    where a read or write would really land. Paths that do not exist yet resolve through their
+    existing parents, which is what write_file needs.
+    """
+    if "\0" in user_path:
+        raise ToolFailure(f"path {user_path!r} contains a NUL character; give a plain file path")
+    root = Path(os.path.realpath(workdir))
+    if not root.is_dir():
+        raise ToolFailure(f"working directory {root} does not exist; start crew in an existing directory")
+    target = Path(root, user_path or ".")  # an absolute user_path replaces root here
+    real = Path(os.path.realpath(target))
+    if real.is_relative_to(root):
+        return real
+    shown = f"path '{user_path}'"
+    if Path(os.path.normpath(target)).is_relative_to(root):
+        raise PathOutside(f"{shown} leads outside the working directory {root} through a symlink "
+                          f"(to {real}); only files inside it can be used")
+    raise PathOutside(f"{shown} is outside the working directory {root}; "
+                      "use a path inside it (relative paths start there)")
+
+
+def shown_path(workdir: Path, real: Path) -> str:
+    """How a resolved path is shown to the model: relative to the working directory, '/'-separated."""
+    return real.relative_to(os.path.realpath(workdir)).as_posix()
