@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any, Callable
@@ -154,3 +155,9 @@ def main() -> None:
     except KeyboardInterrupt:
         click.echo("crew: interrupted", err=True)
         sys.exit(Interrupted.exit_code)
+    except Exception as exc:  # a bug in crew: one line, and the traceback only on request
+        if os.environ.get("CREW_DEBUG"):
+            raise
+        click.echo(f"crew: internal error: {type(exc).__name__}: {exc} (CREW_DEBUG=1 shows the traceback; "
+                   "please report it)", err=True)
+        sys.exit(1)
