@@ -39,6 +39,11 @@ class Child:
         self._stderr_size = 0
         threading.Thread(target=self._drain_stderr, daemon=True).start()
         self.cut_lines = 0
+        if stdin is not None or not keep_stdin:
+            # From a thread: a CLI that writes while we write would otherwise deadlock on full pipes.
+            threading.Thread(target=self._feed, args=(stdin, keep_stdin), daemon=True).start()
+
+    def _feed(self, stdin: str | None, keep_stdin: bool) -> None:
         if stdin is not None:
             self._write(stdin.encode())
         if not keep_stdin:

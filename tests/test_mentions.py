@@ -1,0 +1,33 @@
+import pytest
+
+from crewbridge.errors import UsageError
+from crewbridge.mentions import Mention, parse_mentions
+
+
+@pytest.mark.parametrize("text, mentions, task", [
+    ("@claude what does notes.txt say?", [Mention("claude")], "what does notes.txt say?"),
+    ("@claude:haiku hi", [Mention("claude", "haiku")], "hi"),
+    ("@gemini:gemini-2.5-flash x", [Mention("gemini", "gemini-2.5-flash")], "x"),
+    ("  @claude @gemini compare", [Mention("claude"), Mention("gemini")], "compare"),
+    ("@claude mail bob@example.com the summary", [Mention("claude")], "mail bob@example.com the summary"),
+    ("@claude bump @types/node", [Mention("claude")], "bump @types/node"),
+    ("@claude ask @gemini later", [Mention("claude")], "ask @gemini later"),
+    ("@codex\nmulti\nline", [Mention("codex")], "multi\nline"),
+])
+def test_leading_mentions_and_task(text, mentions, task):
+    assert parse_mentions(text) == (mentions, task)
+
+
+def test_no_mention_is_a_usage_error_that_shows_how():
+    with pytest.raises(UsageError, match=r'start the task with one, e\.g\. crew query "@claude'):
+        parse_mentions("what does notes.txt say?")
+
+
+def test_an_email_address_alone_is_not_a_mention():
+    with pytest.raises(UsageError, match="no agent mentioned"):
+        parse_mentions("bob@example.com says hi")
+
+
+def test_mention_without_task():
+    with pytest.raises(UsageError, match="no task after @claude @gemini"):
+        parse_mentions("@claude @gemini   ")

@@ -1,0 +1,89 @@
+import os
+import signal
+import sys
+import time
+
+import pytest
+
+from crewbridge.errors import CLINotFound, CrewTimeout
+from crewbridge.process import MAX_LINE, Child
+
+PY = sys.executable
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is as good as gone
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_lines_stream_in_order_and_split_across_chunks():
+    child = Child([PY, "-c", "import sys\nfor i in range(3000): sys.stdout.write(f'line {i}\\n')"])
+    lines = list(child.lines())
+    child.close()
+    assert lines == [f"line {i}" for i in range(3000)]
+
+
+def test_stdin_is_delivered_and_closed():
+    child = Child([PY, "-c", "import sys; print(sys.stdin.read().upper())"], stdin="héllo " * 50_000)
+    assert list(child.lines()) == ["HÉLLO " * 50_000]
+    assert child.wait() == 0
+
+
+def test_a_cli_that_echoes_a_large_stdin_does_not_deadlock():
+    child = Child(["cat"], stdin="x" * 1_000_000 + "\n")
+    assert [len(line) for line in child.lines(deadline=time.monotonic() + 20)] == [1_000_000]
+
+
+def test_a_missing_cli_names_itself_and_how_to_install():
+    with pytest.raises(CLINotFound, match="'no-such-cli-x' not found on PATH; install it with: npm i x"):
+        Child(["no-such-cli-x"], install_hint="npm i x")
+
+
+def test_deadline_kills_the_whole_group_including_grandchildren(tmp_path):
+    script = ("import subprocess, sys, time\n"
+              f"p = subprocess.Popen([{PY!r}, '-c', 'import time; time.sleep(60)'])\n"
+              "print(p.pid, flush=True)\n"
+              "time.sleep(60)\n")
+    child = Child([PY, "-c", script])
+    lines = child.lines(deadline=time.monotonic() + 3)
+    grandchild = int(next(lines))
+    with pytest.raises(CrewTimeout, match="gave no complete reply in time; it was stopped"):
+        next(lines)
+    assert child.proc.poll() is not None
+    for _ in range(50):
+        if not alive(grandchild):
+            break
+        time.sleep(0.05)
+    assert not alive(grandchild)
+
+
+def test_kill_ends_a_process_that_ignores_sigterm():
+    child = Child([PY, "-c", "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+                   "print('ready', flush=True)\ntime.sleep(60)"])
+    assert next(child.lines()) == "ready"
+    child.kill(grace=0.2)
+    assert child.proc.returncode == -signal.SIGKILL
+
+
+def test_an_endless_line_is_cut_so_memory_stays_bounded():
+    size = MAX_LINE * 3
+    child = Child([PY, "-c", f"import sys; sys.stdout.write('x' * {size}); sys.stdout.write('\\nend\\n')"])
+    lines = list(child.lines())
+    child.close()
+    assert [len(line) for line in lines] == [MAX_LINE, 3]
+    assert child.cut_lines >= 1
+
+
+def test_stderr_is_kept_apart_and_bounded():
+    child = Child([PY, "-c", "import sys; sys.stderr.write('e' * 100000 + 'LAST'); print('out')"])
+    assert list(child.lines()) == ["out"]
+    child.wait()
+    time.sleep(0.05)
+    assert child.stderr.endswith("LAST") and len(child.stderr) <= 8192
