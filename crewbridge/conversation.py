@@ -13,6 +13,9 @@ from crewbridge.prompts import render
 from crewbridge.providers.base import Provider, Turn
 
 
+EXACT, LOST, FULL = "exact", "lost", "full"
+
+
 class Conversation(Protocol):
     session_id: str | None
 
@@ -22,9 +25,11 @@ class Conversation(Protocol):
     def stop(self) -> None:
         """Stop the current reply now: the loop has acted on it and wants no more of it."""
 
-    def keep(self, kept: str, stopped: bool) -> bool:
-        """Record that the reply is `kept` (cut at its last tool block). True when the CLI's own
-        history now holds exactly that text, so the follow-up needn't restate it."""
+    def keep(self, kept: str, stopped: bool) -> str:
+        """Record that the reply is `kept` (cut at its last tool block) and say what the CLI's own
+        history now holds: EXACT (that text, nothing after it), LOST (none of the reply: the
+        follow-up restates it) or FULL (the whole reply, tail included: the stop came too late, so
+        the follow-up says which part was acted on)."""
 
     def close(self) -> None:
         """End anything still running."""
@@ -42,6 +47,7 @@ class ProcessConversation:
         self.session_id: str | None = None
         self.history: list[tuple[str, str]] = []  # (role, text), for replay
         self.child: Child | None = None
+        self.finished_before_stop = False
 
     def _prompt(self, message: str) -> str:
         if self.provider.resumable or not self.history:
@@ -74,12 +80,16 @@ class ProcessConversation:
 
     def stop(self) -> None:
         if self.child is not None:
+            self.finished_before_stop = self.child.proc.poll() is not None
             self.child.kill()
 
-    def keep(self, kept: str, stopped: bool) -> bool:
+    def keep(self, kept: str, stopped: bool) -> str:
         self.history.append(("assistant", kept))
-        # A killed CLI loses the reply from its own session; a replayed transcript holds it exactly.
-        return not self.provider.resumable or not stopped
+        if not self.provider.resumable:
+            return EXACT  # crew replays its own transcript, which holds exactly `kept`
+        if stopped and not self.finished_before_stop:
+            return LOST  # a killed CLI does not store the reply it was writing
+        return FULL
 
     def close(self) -> None:
         if self.child is not None:

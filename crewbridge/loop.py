@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from crewbridge.catalogue import build_prompt, render_catalogue
-from crewbridge.conversation import Conversation
+from crewbridge.conversation import FULL, LOST, Conversation
 from crewbridge.errors import CrewError, MaxTurnsReached, ProviderError
 from crewbridge.events import Failure, MessageEnd, Session, Text, Usage
 from crewbridge.extract import Extractor, ToolCall
@@ -195,10 +195,10 @@ class AgentLoop:
         """The next message: every result, plus what the model must know about its own last reply."""
         end = reply.calls[-1].end
         kept, tail = reply.text[:end], reply.text[end:]
-        exact = self.conv.keep(kept, reply.stopped)
+        held = self.conv.keep(kept, reply.stopped)
         results = "\n".join(self._result_text(record) for record in batch)
-        restate = "" if exact else render("restate.md", kept=kept.rstrip())
-        tail_note = render("tail_ignored.md", tail=tail.strip()) if tail.strip() and not reply.stopped else ""
+        restate = render("restate.md", kept=kept.rstrip()) if held == LOST else ""
+        tail_note = render("tail_ignored.md", tail=tail.strip()) if held == FULL and tail.strip() else ""
         return render("tool_results.md", restate=restate, results=results, tail=tail_note)
 
     def _result_text(self, record: CallRecord) -> str:
