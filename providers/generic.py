@@ -33,6 +33,13 @@ class JsonlDecoder(JsonLineDecoder):
         return out
 
 
+def _fill(part: str, values: dict[str, str]) -> str:
+    """Replace the known placeholders only: other braces in an argument are the user's own."""
+    for key, value in values.items():
+        part = part.replace(key, value)
+    return part
+
+
 def _dig(obj: Any, keys: list[str]) -> Any:
     for key in keys:
         if not isinstance(obj, dict):
@@ -72,12 +79,10 @@ class GenericProvider(Provider):
         self.prompt_on_stdin = not any("{prompt}" in part for part in spec.command)
 
     def argv(self, turn: Turn) -> list[str]:
-        values = {"model": turn.model or self.spec.model or "", "prompt": turn.prompt,
-                  "session": turn.session_id or ""}
-        argv = [part.format(**values) for part in self.spec.command]
-        if turn.session_id and self.resumable:
-            argv += [part.format(**values) for part in self.spec.resume]
-        return argv + turn.options
+        values = {"{model}": turn.model or self.spec.model or "", "{prompt}": turn.prompt,
+                  "{session}": turn.session_id or ""}
+        parts = self.spec.command + (self.spec.resume if turn.session_id and self.resumable else [])
+        return [_fill(part, values) for part in parts] + turn.options
 
     def decoder(self) -> Decoder:
         if self.spec.format == "jsonl":

@@ -1,0 +1,76 @@
+"""ProcessConversation against small fake CLIs (real processes, honest about what they do)."""
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+from crewbridge.conversation import EXACT, FULL, LOST, ProcessConversation
+from crewbridge.events import Failure, Session, Text
+from crewbridge.providers.base import Turn
+from crewbridge.providers.generic import GenericProvider, GenericSpec
+
+# A CLI with sessions: prints its session id, then what it was asked and which session it resumed.
+SESSION_CLI = """
+import json, sys
+resumed = sys.argv[sys.argv.index('--resume') + 1] if '--resume' in sys.argv else None
+print(json.dumps({'session': resumed or 'S1'}))
+print(json.dumps({'text': 'got ' + sys.stdin.read() + ' resumed=' + str(resumed)}))
+"""
+
+
+def texts(events):
+    return "".join(e.text for e in events if isinstance(e, Text))
+
+
+def conversation(tmp_path, command, **spec):
+    provider = GenericProvider(GenericSpec(name="fake", command=command, **spec))
+    return ProcessConversation(provider, Turn(prompt=""), cwd=tmp_path)
+
+
+def test_a_cli_without_resume_is_continued_by_replaying_the_transcript(tmp_path):
+    conv = conversation(tmp_path, [sys.executable, "-c", "import sys; print(sys.stdin.read())"])
+    assert texts(conv.send("first question", None)).strip() == "first question"
+    assert conv.keep("first answer", stopped=False) == EXACT
+    second = texts(conv.send("second", None))
+    assert "[user]\nfirst question" in second and "[assistant]\nfirst answer" in second
+    assert second.rstrip().endswith("second")
+
+
+def test_a_cli_with_resume_is_continued_by_its_own_session(tmp_path):
+    conv = conversation(tmp_path, [sys.executable, "-c", SESSION_CLI], format="jsonl", text_key="text",
+                        session_key="session", resume=["--resume", "{session}"])
+    events = list(conv.send("one", None))
+    assert Session("S1") in events and conv.session_id == "S1"
+    assert conv.keep("answer", stopped=False) == FULL
+    assert texts(conv.send("two", None)) == "got two resumed=S1"
+
+
+def test_stopping_a_resumable_cli_mid_reply_loses_the_reply(tmp_path):
+    script = "import time\nprint('part one', flush=True)\ntime.sleep(30)\nprint('invented tail')"
+    conv = conversation(tmp_path, [sys.executable, "-c", script], format="text",
+                        resume=["--resume", "{session}"], session_key="x")
+    events = conv.send("q", None)
+    assert next(events) == Text("part one\n")
+    started = time.monotonic()
+    conv.stop()
+    events.close()
+    assert time.monotonic() - started < 5
+    assert conv.child.proc.poll() is not None
+    assert conv.keep("part one\n", stopped=True) == LOST
+
+
+def test_a_failing_cli_reports_its_status_and_last_stderr_line(tmp_path):
+    conv = conversation(tmp_path, [sys.executable, "-c", "import sys; sys.stderr.write('boom: no key\\n'); sys.exit(3)"])
+    failures = [e for e in conv.send("q", None) if isinstance(e, Failure)]
+    assert failures == [Failure("fake exited with status 3: boom: no key")]
+
+
+def test_the_prompt_goes_in_argv_when_the_template_asks_for_it(tmp_path):
+    conv = conversation(tmp_path, [sys.executable, "-c", "import sys; print(sys.argv[1])", "{prompt}"])
+    assert texts(conv.send("in argv", None)).strip() == "in argv"
+
+
+def test_the_cli_runs_in_the_agents_working_directory(tmp_path):
+    conv = conversation(tmp_path, [sys.executable, "-c", "import os; print(os.getcwd())"])
+    assert texts(conv.send("q", None)).strip() == str(tmp_path)
