@@ -9,7 +9,7 @@ from typing import Iterator, Protocol
 
 from crewbridge.events import Event, Failure, Session
 from crewbridge.process import Child
-from crewbridge.prompts import render
+from crewbridge.templates import render
 from crewbridge.providers.base import Provider, Turn
 
 

@@ -17,7 +17,7 @@ from crewbridge.events import Failure, MessageEnd, Session, Text, Usage
 from crewbridge.extract import Extractor, ToolCall
 from crewbridge.hooks import Hooks
 from crewbridge.policy import Policy
-from crewbridge.prompts import render
+from crewbridge.templates import render
 from crewbridge.registry import ToolContext, ToolRegistry, ToolResult
 from crewbridge.transcript import Transcript
 

@@ -34,7 +34,9 @@ class Child:
             hint = f"; install it with: {install_hint}" if install_hint else "; install it or fix PATH"
             raise CLINotFound(f"'{argv[0]}' not found on PATH{hint}") from None
         self.pgid = self.proc.pid
-        self.out = fdpexpect.fdspawn(self.proc.stdout.fileno(), timeout=None, maxread=CHUNK)
+        # pexpect gets its own descriptor: closing it must never close one the pipe object still owns
+        # (a later GC of that object would then close whatever reused the number).
+        self.out = fdpexpect.fdspawn(os.dup(self.proc.stdout.fileno()), timeout=None, maxread=CHUNK)
         self._stderr: collections.deque[bytes] = collections.deque()
         self._stderr_size = 0
         threading.Thread(target=self._drain_stderr, daemon=True).start()
@@ -123,6 +125,7 @@ class Child:
         self._close_stdin()
         if not self.out.closed:
             self.out.close()
+            self.proc.stdout.close()
 
     def close(self) -> None:
         """Reap after a normal end; ends anything left in the group."""
