@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import difflib
 import inspect
+import json
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -15,6 +16,7 @@ from crewbridge.validation import compile_schema, first_error
 DEFAULT_PREFIX = "crew"
 DEFAULT_TOOL_TIMEOUT = 60.0
 MAX_OUTPUT_CHARS = 20_000
+TIMEOUT_GRACE = 0.5  # a tool that enforces ctx.timeout itself (run_command) gets this long to clean up
 
 
 class ToolFailure(Exception):
@@ -180,6 +182,8 @@ class ToolRegistry:
         if problem:
             return ToolResult(False, error=f"invalid input for {self.qualified(spec.name)} {problem}",
                               tool=spec.name)
+        if ctx.registry is None:  # `help` describes the registry the call came through
+            ctx = replace(ctx, registry=self)
         result = run_with_timeout(spec, data, ctx, spec.timeout or ctx.timeout)
         result.duration_ms = (time.perf_counter() - start) * 1000
         return result
@@ -192,15 +196,17 @@ def run_with_timeout(spec: Tool, data: dict[str, Any], ctx: ToolContext, timeout
 
     def target() -> None:
         try:
-            box["data"] = spec.func(local, **data)
+            out = spec.func(local, **data)
+            json.dumps(out)  # data that is not JSON is a tool bug, reported like one
+            box["data"] = out
         except ToolFailure as exc:
             box["error"] = str(exc)
-        except Exception as exc:  # a tool's bug goes back to the model, it does not crash the loop
+        except BaseException as exc:  # a tool's bug (even sys.exit) goes back to the model, not the loop
             box["error"] = f"{type(exc).__name__}: {exc}"
 
     worker = threading.Thread(target=target, name=f"tool-{spec.name}", daemon=True)
     worker.start()
-    worker.join(timeout)
+    worker.join(timeout + TIMEOUT_GRACE)
     if worker.is_alive():
         return ToolResult(False, error=f"tool '{spec.name}' timed out after {timeout:g}s", tool=spec.name)
     if "error" in box:

@@ -1,0 +1,97 @@
+"""The tool catalogue the model reads before its task, rendered from templates in prompts/."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from crewbridge.errors import CrewError
+from crewbridge.registry import Tool, ToolRegistry
+from crewbridge.templates import render
+
+AUTO_COMPACT_TOKENS = 4000  # with compact=None, a full catalogue larger than this is made compact
+COMPACT_TOKENS = 2000  # a compact catalogue cuts summaries to stay within this (names are never cut)
+SUMMARY_CHARS = (24, 80)  # the shortest and longest a compact summary is cut to
+PLACEHOLDERS = {"integer": 1, "number": 1, "boolean": True, "array": [], "object": {}, "null": None}
+
+
+def render_catalogue(registry: ToolRegistry, mode: str, *, compact: bool | None = False) -> str:
+    """The catalogue of the tools in `registry` (already filtered for `mode`); "" when it is empty.
+
+    compact=True lists names and one-line summaries only and points to the help tool for schemas;
+    compact=None picks compact when the full catalogue would exceed AUTO_COMPACT_TOKENS.
+    """
+    if not len(registry):
+        return ""
+    if compact is None:
+        full = _render(registry, mode, compact=False)
+        if tokens(full) <= AUTO_COMPACT_TOKENS or "help" not in registry:
+            return full
+        compact = True
+    if compact and "help" not in registry:
+        raise CrewError(f"the compact catalogue sends the model to {registry.qualified('help')} for schemas, "
+                        "but help is not offered; allow it or use the full catalogue")
+    return _render(registry, mode, compact=compact)
+
+
+def build_prompt(catalogue: str, task: str) -> str:
+    """The first message to the model: the catalogue, then the task (the task alone without tools)."""
+    return render("prompt.md", catalogue=catalogue, task=task) if catalogue else task
+
+
+def tokens(text: str) -> int:
+    """A model-independent token estimate: one token per four characters."""
+    return -(-len(text) // 4)
+
+
+def _render(registry: ToolRegistry, mode: str, *, compact: bool) -> str:
+    first = next(iter(registry))
+    example = {"type": "tool_use", "name": registry.qualified(first.name), "input": _example_input(first)}
+
+    def page(lines: list[str]) -> str:
+        template = "catalogue_tools_compact.md" if compact else "catalogue_tools.md"
+        listing = render(template, prefix=registry.prefix, tools="\n".join(lines))
+        return render("catalogue.md", mode=mode, example=json.dumps(example, ensure_ascii=False),
+                      tools=listing).strip()
+
+    if not compact:
+        return page([f"- {registry.qualified(t.name)}: {t.summary}\n  {_json(t.input_schema)}"
+                     for t in registry])
+    names = [f"- {registry.qualified(t.name)}: " for t in registry]
+    room = COMPACT_TOKENS * 4 - len(page(names))
+    cap = _summary_cap([len(t.summary) for t in registry], room)
+    return page([name + _cut(t.summary, cap) for name, t in zip(names, registry)])
+
+
+def _summary_cap(lengths: list[int], room: int) -> int:
+    """The longest cut that keeps all summaries within `room` characters, within SUMMARY_CHARS."""
+    shortest, longest = SUMMARY_CHARS
+    spent = 0
+    for index, length in enumerate(sorted(lengths)):
+        left = len(lengths) - index
+        if spent + length * left > room:
+            return min(max((room - spent) // left, shortest), longest)
+        spent += length
+    return longest
+
+
+def _example_input(spec: Tool) -> dict[str, Any]:
+    """An input holding the tool's required properties: each one's schema example, or a placeholder."""
+    props = spec.input_schema.get("properties", {})
+    return {name: _placeholder(name, props.get(name)) for name in spec.input_schema.get("required", [])}
+
+
+def _placeholder(name: str, prop: Any) -> Any:
+    prop = prop if isinstance(prop, dict) else {}  # a property schema may be a bare true/false
+    if prop.get("examples"):
+        return prop["examples"][0]
+    kind = prop.get("type")
+    kind = kind[0] if isinstance(kind, list) and kind else kind
+    return PLACEHOLDERS.get(kind, f"<{name}>") if isinstance(kind, str) else f"<{name}>"
+
+
+def _cut(summary: str, cap: int) -> str:
+    return summary if len(summary) <= cap else summary[:cap - 1].rstrip() + "…"
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))

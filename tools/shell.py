@@ -1,0 +1,89 @@
+"""Shell tool: run_command, a /bin/sh command in the working directory, in its own process group."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+from typing import IO, Any
+
+from crewbridge.registry import ToolContext, ToolFailure, tool
+
+DRAIN_WAIT = 0.25  # after the group is ended, how long to wait for output still in the pipe
+
+RUN_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "command": {"type": "string", "minLength": 1},
+        "timeout": {"type": "number", "exclusiveMinimum": 0, "description": "seconds (capped by crew)"},
+    },
+    "required": ["command"],
+    "additionalProperties": False,
+}
+
+
+@tool(schema=RUN_SCHEMA, read_only=False)
+def run_command(ctx: ToolContext, command: str, timeout: float | None = None) -> dict[str, Any]:
+    """Run a /bin/sh command in the working directory; returns output and exit code.
+
+    stdout and stderr come back merged; stdin is empty. When the command ends (or times out), its whole process group is ended too,
+    background jobs included.
+    """
+    limit = min(timeout or ctx.timeout, ctx.timeout)
+    capture = _Capture(ctx.max_output)
+    try:
+        proc = subprocess.Popen(["/bin/sh", "-c", command], cwd=ctx.workdir, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    except OSError as exc:
+        raise ToolFailure(f"cannot start /bin/sh in {ctx.workdir}: {exc.strerror or exc}") from None
+    reader = threading.Thread(target=capture.drain, args=(proc.stdout,), daemon=True,
+                              name="run_command-output")
+    reader.start()
+    try:
+        code: int | None = proc.wait(limit)
+    except subprocess.TimeoutExpired:
+        code = None
+    finally:  # also on KeyboardInterrupt: nothing the command started outlives the call
+        _end_group(proc.pid)
+        proc.wait()
+        reader.join(DRAIN_WAIT)  # a process that left the group may hold the pipe open; don't wait for it
+    output = capture.text()
+    ctx.truncated = capture.cut > 0
+    if code is None:
+        raise ToolFailure(f"command timed out after {limit:g}s and was killed with its process group; "
+                          f"output until then:\n{output}")
+    return {"exit_code": code, "output": output}
+
+
+def _end_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass  # the group is already empty
+
+
+class _Capture:
+    """Output kept within `limit` characters: the start and the end, with a marker for the middle."""
+
+    def __init__(self, limit: int) -> None:
+        self.half = max(limit // 2, 1)
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.cut = 0  # bytes dropped from the middle
+
+    def drain(self, pipe: IO[bytes]) -> None:
+        with pipe:
+            while chunk := os.read(pipe.fileno(), 65536):
+                room = self.half - len(self.head)
+                self.head += chunk[:room]
+                self.tail += chunk[room:]
+                if len(self.tail) > self.half:
+                    self.cut += len(self.tail) - self.half
+                    del self.tail[:-self.half]
+
+    def text(self) -> str:
+        head = self.head.decode("utf-8", errors="replace")
+        tail = self.tail.decode("utf-8", errors="replace")
+        if not self.cut:
+            return head + tail
+        return f"{head}\n[… truncated: {self.cut} bytes not shown …]\n{tail}"
