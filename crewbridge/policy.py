@@ -1,28 +1,206 @@
-"""Which tools an agent is offered and may run, in which mode."""
+"""Which tools an agent is offered and may run, in which mode, and which calls need a person's yes.
+
+Every layer only narrows: the profile is the ceiling, `allow` (when given) narrows it, `deny` removes
+(deny wins), and `query` mode keeps read-only tools only, whatever the configuration says.
+"""
 from __future__ import annotations
 
-from typing import Any
+import fnmatch
+import json
+import re
+import shlex
+import sys
+import threading
+from typing import IO, Any, Iterable
 
 from crewbridge.config import AgentSpec
+from crewbridge.errors import ConfigError
 from crewbridge.registry import Tool, ToolRegistry
+
+CODING_TOOLS = frozenset({"write_file", "edit_file", "run_command"})  # besides every read-only tool
+PROFILES = ("read-only", "coding", "full")
+COMMAND_TOOL = "run_command"
+SHOWN_INPUT = 2000  # characters of a call's input shown in an approval question
+
+# Words that run the command after them: `sudo rm x` is checked as `rm x`.
+_WRAPPERS = frozenset({"sudo", "doas", "env", "command", "builtin", "exec", "nohup", "nice", "time",
+                       "xargs", "stdbuf", "setsid", "timeout", "watch", "strace", "chroot", "unshare",
+                       "if", "elif", "then", "else", "while", "until", "do", "!", "{"})
+_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "fish", "busybox"})
+
+_prompt_lock = threading.Lock()  # one question on the terminal at a time, across agents
+
+
+def matches(name: str, patterns: Iterable[str]) -> bool:
+    """Whether tool `name` matches any glob; a pattern may carry a prefix (`crew:write_*`)."""
+    return any(fnmatch.fnmatchcase(name, pattern.rsplit(":", 1)[-1]) for pattern in patterns)
+
+
+class Approver:
+    """Asks a person yes/no on the terminal; says no without asking when there is no terminal."""
+
+    def __init__(self, stdin: IO[str] | None = None, stderr: IO[str] | None = None) -> None:
+        self.stdin = stdin or sys.stdin
+        self.stderr = stderr or sys.stderr
+
+    @property
+    def interactive(self) -> bool:
+        return _isatty(self.stdin) and _isatty(self.stderr)
+
+    def ask(self, question: str) -> str:
+        """The answer: "yes", "always" (this tool, for the rest of the run) or "no"."""
+        with _prompt_lock:
+            self.stderr.write(f"{question} [y/N/a=always] ")
+            self.stderr.flush()
+            answer = self.stdin.readline().strip().lower()
+        return {"y": "yes", "yes": "yes", "a": "always", "always": "always"}.get(answer, "no")
 
 
 class Policy:
-    def __init__(self, agent: AgentSpec, mode: str, *, approve_all: bool = False) -> None:
+    def __init__(self, agent: AgentSpec, mode: str, *, approve_all: bool = False,
+                 approver: Approver | None = None) -> None:
+        if agent.profile not in PROFILES:
+            raise ConfigError(f"agent '{agent.id}': profile '{agent.profile}' is not one of "
+                              f"{', '.join(PROFILES)}")
         self.agent = agent
         self.mode = mode
         self.approve_all = approve_all
+        self.approver = approver or Approver()
+        self._always: set[str] = set()
 
     def allowed(self, spec: Tool) -> bool:
-        return spec.read_only or self.mode == "execute"
+        """Whether the agent may use this tool at all in this mode."""
+        if self.mode != "execute" and not spec.read_only:
+            return False
+        if not _in_profile(self.agent.profile, spec):
+            return False
+        if self.agent.allow and not matches(spec.name, self.agent.allow):
+            return False
+        return not matches(spec.name, self.agent.deny)
 
     def offered(self, registry: ToolRegistry) -> ToolRegistry:
         """The tools the model is told about."""
         return registry.subset(self.allowed)
 
     def check(self, spec: Tool, data: dict[str, Any]) -> str | None:
-        """Why this call may not run, or None."""
+        """Why this call may not run, or None. May ask a person (called from tool worker threads)."""
         if not self.allowed(spec):
+            return self._refusal(spec)
+        if spec.name == COMMAND_TOOL and isinstance(data.get("command"), str):
+            problem = command_refusal(data["command"], self.agent.deny_commands, self.agent.allow_commands)
+            if problem:
+                return problem
+        if self.needs_approval(spec):
+            return self._approve(spec, data)
+        return None
+
+    def needs_approval(self, spec: Tool) -> bool:
+        return spec.needs_approval or matches(spec.name, self.agent.approval)
+
+    def _refusal(self, spec: Tool) -> str:
+        if self.mode != "execute" and not spec.read_only:
             return (f"tool '{spec.name}' is not available in {self.mode} mode "
                     "(query mode offers read-only tools only; the user can run `crew execute`)")
+        return (f"tool '{spec.name}' is not allowed for agent '{self.agent.id}' by its configuration "
+                f"(profile {self.agent.profile}, allow/deny in crew.yaml); use another tool")
+
+    def _approve(self, spec: Tool, data: dict[str, Any]) -> str | None:
+        if self.approve_all or spec.name in self._always:
+            return None
+        if not self.approver.interactive:
+            return (f"tool '{spec.name}' needs a person's approval and there is no terminal to ask on; "
+                    "it was not run (the user can re-run with --yes to approve every call)")
+        shown = json.dumps(data, ensure_ascii=True)  # escapes control characters: nothing can hide
+        if len(shown) > SHOWN_INPUT:
+            shown = shown[:SHOWN_INPUT] + f"… ({len(shown) - SHOWN_INPUT} more characters)"
+        answer = self.approver.ask(f"@{self.agent.id} wants to run {spec.name} {shown}\nAllow?")
+        if answer == "always":
+            self._always.add(spec.name)
+        if answer == "no":
+            return f"the user declined this call to '{spec.name}'; it was not run. Ask or try another way."
         return None
+
+
+def _in_profile(profile: str, spec: Tool) -> bool:
+    if profile == "full":
+        return True
+    return spec.read_only or (profile == "coding" and spec.name in CODING_TOOLS)
+
+
+def _isatty(stream: IO[str]) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def command_refusal(command: str, deny: list[str], allow: list[str]) -> str | None:
+    """Why `command` may not run under these command globs, or None.
+
+    Each simple command inside it (split at `;`, `&&`, `|`, newlines, `$(…)`, backticks, and inside
+    `sh -c '…'` or `eval`) is matched with quotes, variable assignments and the program's directory
+    taken away. After a wrapper (`sudo`, `env`, `xargs`, `if`, …) every later word may start the real
+    command, so deny globs are tried from each. A glob `rm *` also matches a bare `rm`. With `allow`,
+    every simple command must match one of its globs as written.
+    """
+    if not deny and not allow:
+        return None
+    try:
+        commands = simple_commands(command)
+    except ValueError as exc:
+        return f"the command could not be checked against the command policy ({exc}); it was not run"
+    for forms in commands:
+        denied = next((form for form in forms if _glob_any(form, deny)), None)
+        if denied is not None:
+            return (f"the command policy forbids '{denied}' (deny_commands in crew.yaml); "
+                    "it was not run. Do it another way or ask the user")
+        if allow and not _glob_any(forms[0], allow):
+            return (f"the command policy does not allow '{forms[0]}' (allow_commands in crew.yaml: "
+                    f"{', '.join(allow)}); it was not run")
+    return None
+
+
+def _glob_any(text: str, patterns: list[str]) -> bool:
+    return any(fnmatch.fnmatchcase(text, p) or fnmatch.fnmatchcase(text + " ", p) for p in patterns)
+
+
+def simple_commands(command: str, depth: int = 0) -> list[list[str]]:
+    """The simple commands of a shell command line, each as the forms a glob is matched against
+    (the command as written first). ValueError when the line cannot be split (unbalanced quotes)."""
+    # Substitutions and line breaks start commands of their own; splitting more than the shell
+    # would only ever make a deny glob match more.
+    for mark in ("$(", "`", "\n", "<(", ">("):
+        command = command.replace(mark, " ; ")
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=";&|()<>")
+    lexer.whitespace_split = True
+    lexer.commenters = ""
+    out: list[list[str]] = []
+    words: list[str] = []
+    for token in [*lexer, ";"]:
+        if set(token) <= set(";&|()"):
+            out += _forms(words, depth)
+            words = []
+        else:
+            words.append(token)
+    return out
+
+
+def _forms(words: list[str], depth: int) -> list[list[str]]:
+    while words and "=" in words[0] and words[0].split("=", 1)[0].isidentifier():
+        words = words[1:]  # FOO=1 rm x
+    if not words:
+        return []
+    words = [_program(words[0]), *words[1:]]
+    starts = range(1, len(words)) if words[0] in _WRAPPERS else []
+    forms = [" ".join(words)] + [" ".join([_program(words[i]), *words[i + 1:]]) for i in starts]
+    out = [forms]
+    flag = next((i for i, w in enumerate(words[1:-1], 1) if re.fullmatch(r"-[a-z]*c[a-z]*", w)), None)
+    if depth < 3 and words[0] in _SHELLS and flag is not None:  # sh -c '…', bash -lc '…'
+        out += simple_commands(words[flag + 1], depth + 1)
+    elif depth < 3 and words[0] == "eval":
+        out += simple_commands(" ".join(words[1:]), depth + 1)
+    return out
+
+
+def _program(word: str) -> str:
+    return word.rsplit("/", 1)[-1] or word

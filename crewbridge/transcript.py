@@ -1,14 +1,197 @@
-"""Run transcripts: JSONL events appended as they happen."""
+"""Run transcripts: JSONL events appended and flushed as they happen, secrets redacted.
+
+One file per run under `$XDG_STATE_HOME/crewbridge/runs/` (default `~/.local/state`), named by the run
+id (start time + random suffix, so names sort by time). The first event is `start`, the last `end`
+(absent when the process died: the run shows as unfinished). `list_runs` and `read_run` serve `crew log`.
+"""
 from __future__ import annotations
 
-from typing import Any
+import json
+import os
+import re
+import secrets
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any, Mapping
+
+from crewbridge import __version__
+from crewbridge.config import state_dir
+from crewbridge.errors import CrewError, UsageError
+from crewbridge.redact import Redactor
+
+_RUN_ID = re.compile(r"^[0-9]{8}-[0-9]{6}-[0-9a-f]{6}$")
+_TAIL = 1 << 16  # bytes read from the end of a file to find its `end` event
+
+
+def runs_dir(env: Mapping[str, str] | None = None) -> Path:
+    return state_dir(env) / "runs"
 
 
 class Transcript:
-    """Discards everything (file-backed transcripts come with configuration support)."""
+    """A run's event log. `Transcript()` discards everything; `Transcript.open()` writes a file."""
+
+    def __init__(self) -> None:
+        self.run_id: str | None = None
+        self.path: Path | None = None
+        self._file: IO[str] | None = None
+        self._lock = threading.Lock()
+        self._start = time.monotonic()
+        self._redactor: Redactor | None = None
+        self._counts = {"tool_call": 0, "error": 0}  # events counted for the `end` summary
+
+    @classmethod
+    def open(cls, directory: Path | None = None, *, env: Mapping[str, str] | None = None,
+             **fields: Any) -> "Transcript":
+        """Start a transcript file and write its `start` event with `fields` (command, agents, task…).
+        Secrets are taken from `env` (default: this process's environment)."""
+        self = cls()
+        directory = directory or runs_dir(env)
+        try:
+            directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+            self.run_id = _new_run_id()
+            self.path = directory / f"{self.run_id}.jsonl"
+            # 0600: a transcript holds prompts, file contents and command output
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600)
+        except OSError as exc:
+            raise CrewError(f"cannot write the run transcript in {directory}: {exc.strerror or exc}; "
+                            "set XDG_STATE_HOME to a writable directory") from None
+        self._file = os.fdopen(fd, "w", encoding="utf-8")
+        self._redactor = Redactor(env)
+        self.write("start", run_id=self.run_id, version=__version__, pid=os.getpid(), cwd=os.getcwd(),
+                   **fields)
+        return self
 
     def write(self, kind: str, **fields: Any) -> None:
-        pass
+        """Append one event (thread-safe); it is on disk before this returns. Ignored once closed."""
+        if self._file is None:
+            return
+        event = {"kind": kind, "time": _now(), "ms": round((time.monotonic() - self._start) * 1000, 1),
+                 **fields}
+        assert self._redactor is not None
+        line = json.dumps(self._redactor.value(event), ensure_ascii=False, default=str) + "\n"
+        with self._lock:
+            if self._file is not None:
+                if kind in self._counts:
+                    self._counts[kind] += 1
+                self._file.write(line)
+                self._file.flush()
 
     def close(self, status: str) -> None:
-        pass
+        """Write the `end` event (status, counts) and close; a second close does nothing."""
+        if self._file is None:
+            return
+        self.write("end", status=status, tool_calls=self._counts["tool_call"], errors=self._counts["error"])
+        with self._lock:
+            file, self._file = self._file, None
+        if file is not None:
+            file.close()
+
+    def __enter__(self) -> "Transcript":
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if kind is None:
+            self.close("ok")
+        elif issubclass(kind, KeyboardInterrupt):
+            self.close("interrupted")
+        else:
+            self.write("error", message=str(exc), type=kind.__name__)
+            self.close("error")
+
+
+@dataclass
+class RunSummary:
+    """One line of `crew log`: from a transcript's first and last events."""
+
+    run_id: str
+    path: Path
+    started: str
+    status: str  # the `end` status, or "unfinished" when the run has no end event
+    fields: dict[str, Any]  # the `start` event (command, agents, task, …)
+    end: dict[str, Any]  # the `end` event (counts, ms), empty when unfinished
+
+    @property
+    def tool_calls(self) -> int:
+        return int(self.end.get("tool_calls", 0))
+
+    @property
+    def seconds(self) -> float | None:
+        return self.end["ms"] / 1000 if "ms" in self.end else None
+
+
+def list_runs(limit: int = 20, directory: Path | None = None) -> list[RunSummary]:
+    """The most recent runs, newest first."""
+    directory = directory or runs_dir()
+    if not directory.is_dir():
+        return []
+    files = sorted((p for p in directory.glob("*.jsonl") if _RUN_ID.match(p.stem)), reverse=True)
+    return [_summary(path) for path in files[:max(limit, 0)]]
+
+
+def read_run(run_id: str, directory: Path | None = None) -> list[dict[str, Any]]:
+    """Every event of one run. `run_id` may be a unique prefix, or `last`. A line that is not JSON
+    (the run died while writing it) comes back as `{"kind": "corrupt", "line": n, "text": …}`."""
+    path = find_run(run_id, directory)
+    events: list[dict[str, Any]] = []
+    with path.open(encoding="utf-8", errors="replace") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                events.append(json.loads(line))
+            except ValueError:
+                events.append({"kind": "corrupt", "line": number, "text": line[:200]})
+    return events
+
+
+def find_run(run_id: str, directory: Path | None = None) -> Path:
+    """The transcript file of `run_id` (a full id, a unique prefix, or `last`)."""
+    directory = directory or runs_dir()
+    names = sorted(p.stem for p in directory.glob("*.jsonl") if _RUN_ID.match(p.stem)) \
+        if directory.is_dir() else []
+    if run_id == "last":
+        if not names:
+            raise UsageError(f"no runs recorded yet in {directory}")
+        return directory / f"{names[-1]}.jsonl"
+    if not re.fullmatch(r"[0-9a-f-]+", run_id):
+        raise UsageError(f"run id '{run_id}' is not valid; `crew log` lists runs (ids look like "
+                         "20250101-120000-ab12cd)")
+    found = [name for name in names if name.startswith(run_id)]
+    if len(found) == 1:
+        return directory / f"{found[0]}.jsonl"
+    if not found:
+        raise UsageError(f"run '{run_id}' not found in {directory}; `crew log` lists runs")
+    raise UsageError(f"run id '{run_id}' matches {len(found)} runs ({', '.join(found[:5])}); give more of it")
+
+
+def _summary(path: Path) -> RunSummary:
+    with path.open("rb") as handle:
+        first = _json(handle.readline())
+        size = handle.seek(0, os.SEEK_END)
+        handle.seek(max(size - _TAIL, 0))
+        tail = handle.read().splitlines()
+    last = _json(tail[-1]) if tail else {}
+    end = last if last.get("kind") == "end" else {}
+    return RunSummary(run_id=path.stem, path=path, started=str(first.get("time", "")),
+                      status=str(end.get("status", "unfinished")), fields=first, end=end)
+
+
+def _json(raw: bytes) -> dict[str, Any]:
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _new_run_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3)
