@@ -9,7 +9,7 @@ from crewbridge.registry import Tool, ToolRegistry
 from crewbridge.templates import render
 
 AUTO_COMPACT_TOKENS = 4000  # with compact=None, a full catalogue larger than this is made compact
-COMPACT_TOKENS = 2000  # a compact catalogue cuts summaries to stay within this (names are never cut)
+COMPACT_TOKENS = 2000  # a compact catalogue cuts summaries (never names) to stay within this
 SUMMARY_CHARS = (24, 80)  # the shortest and longest a compact summary is cut to
 PLACEHOLDERS = {"integer": 1, "number": 1, "boolean": True, "array": [], "object": {}, "null": None}
 
@@ -28,13 +28,13 @@ def render_catalogue(registry: ToolRegistry, mode: str, *, compact: bool | None 
             return full
         compact = True
     if compact and "help" not in registry:
-        raise CrewError(f"the compact catalogue sends the model to {registry.qualified('help')} for schemas, "
-                        "but help is not offered; allow it or use the full catalogue")
+        raise CrewError(f"the compact catalogue sends the model to {registry.qualified('help')} "
+                        "for schemas, but help is not offered; allow it or use the full catalogue")
     return _render(registry, mode, compact=compact)
 
 
 def build_prompt(catalogue: str, task: str) -> str:
-    """The first message to the model: the catalogue, then the task (the task alone without tools)."""
+    """The first message to the model: the catalogue, then the task (without tools, the task)."""
     return render("prompt.md", catalogue=catalogue, task=task) if catalogue else task
 
 
@@ -45,7 +45,8 @@ def tokens(text: str) -> int:
 
 def _render(registry: ToolRegistry, mode: str, *, compact: bool) -> str:
     first = next(iter(registry))
-    example = {"type": "tool_use", "name": registry.qualified(first.name), "input": _example_input(first)}
+    example = {"type": "tool_use", "name": registry.qualified(first.name),
+               "input": _example_input(first)}
 
     def page(lines: list[str]) -> str:
         template = "catalogue_tools_compact.md" if compact else "catalogue_tools.md"
@@ -59,7 +60,7 @@ def _render(registry: ToolRegistry, mode: str, *, compact: bool) -> str:
     names = [f"- {registry.qualified(t.name)}: " for t in registry]
     room = COMPACT_TOKENS * 4 - len(page(names))
     cap = _summary_cap([len(t.summary) for t in registry], room)
-    return page([name + _cut(t.summary, cap) for name, t in zip(names, registry)])
+    return page([name + _cut(t.summary, cap) for name, t in zip(names, registry, strict=True)])
 
 
 def _summary_cap(lengths: list[int], room: int) -> int:
@@ -75,9 +76,10 @@ def _summary_cap(lengths: list[int], room: int) -> int:
 
 
 def _example_input(spec: Tool) -> dict[str, Any]:
-    """An input holding the tool's required properties: each one's schema example, or a placeholder."""
+    """An input with the tool's required properties: each one's schema example, or a placeholder."""
     props = spec.input_schema.get("properties", {})
-    return {name: _placeholder(name, props.get(name)) for name in spec.input_schema.get("required", [])}
+    return {name: _placeholder(name, props.get(name))
+            for name in spec.input_schema.get("required", [])}
 
 
 def _placeholder(name: str, prop: Any) -> Any:

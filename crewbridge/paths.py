@@ -23,7 +23,8 @@ def resolve_inside(workdir: Path, user_path: str) -> Path:
         raise ToolFailure(f"path {user_path!r} contains a NUL character; give a plain file path")
     root = Path(os.path.realpath(workdir))
     if not root.is_dir():
-        raise ToolFailure(f"working directory {root} does not exist; start crew in an existing directory")
+        raise ToolFailure(f"working directory {root} does not exist; "
+                          "start crew in an existing directory")
     target = Path(root, user_path or ".")  # an absolute user_path replaces root here
     real = Path(os.path.realpath(target))
     if real.is_relative_to(root):
@@ -37,5 +38,5 @@ def resolve_inside(workdir: Path, user_path: str) -> Path:
 
 
 def shown_path(workdir: Path, real: Path) -> str:
-    """How a resolved path is shown to the model: relative to the working directory, '/'-separated."""
+    """A resolved path as the model sees it: relative to the working directory, '/'-separated."""
     return real.relative_to(os.path.realpath(workdir)).as_posix()

@@ -1,4 +1,4 @@
-"""File tools: read_file, write_file, edit_file, list_files. Every path stays inside the working directory."""
+"""File tools: read_file, write_file, edit_file, list_files, inside the working directory."""
 from __future__ import annotations
 
 import os
@@ -11,7 +11,7 @@ from typing import Any, BinaryIO, Iterable, Iterator
 from crewbridge.paths import resolve_inside, shown_path
 from crewbridge.registry import ToolContext, ToolFailure, tool
 
-SNIFF_BYTES = 8192  # a NUL byte in this much of a file's start means binary (as git and grep decide)
+SNIFF_BYTES = 8192  # a NUL byte in this much of a file's start means binary (as git and grep say)
 MAX_ENTRIES = 1000
 LEFT_OUT = frozenset({".git", ".hg", ".svn"})  # version-control internals: never listed or searched
 NOT_EXPANDED = frozenset({"node_modules", "__pycache__", ".venv", "venv", ".tox",
@@ -24,19 +24,22 @@ def fs_errors(path: str) -> Iterator[None]:
     try:
         yield
     except FileNotFoundError:
-        raise ToolFailure(f"'{path}' does not exist; list its directory to see what is there") from None
+        message = f"'{path}' does not exist; list its directory to see what is there"
     except NotADirectoryError:
-        raise ToolFailure(f"a parent of '{path}' is a file, not a directory; check the path") from None
+        message = f"a parent of '{path}' is a file, not a directory; check the path"
     except IsADirectoryError:
-        raise ToolFailure(f"'{path}' is a directory, not a file; list it to see its files") from None
+        message = f"'{path}' is a directory, not a file; list it to see its files"
     except PermissionError:
-        raise ToolFailure(f"permission denied for '{path}'; crew runs with your user's rights") from None
+        message = f"permission denied for '{path}'; crew runs with your user's rights"
     except OSError as exc:
-        raise ToolFailure(f"cannot use '{path}': {exc.strerror or exc}") from None
+        message = f"cannot use '{path}': {exc.strerror or exc}"
+    else:
+        return
+    raise ToolFailure(message)
 
 
 def text_file(real: Path, path: str) -> None:
-    """Refuse anything but an existing regular text file (a FIFO or device would block or never end)."""
+    """Refuse all but an existing regular text file (a FIFO or device could block or never end)."""
     mode = real.stat().st_mode
     if stat.S_ISDIR(mode):
         raise IsADirectoryError(path)
@@ -89,7 +92,8 @@ READ_SCHEMA = {
 
 
 @tool(schema=READ_SCHEMA, read_only=True)
-def read_file(ctx: ToolContext, path: str, offset: int = 1, limit: int | None = None) -> dict[str, Any]:
+def read_file(ctx: ToolContext, path: str, offset: int = 1,
+              limit: int | None = None) -> dict[str, Any]:
     """Read a text file as stored (no line numbers added); offset/limit select lines.
 
     A long file comes back in parts: when next_offset is present, call again with that offset.
@@ -114,7 +118,8 @@ def read_file(ctx: ToolContext, path: str, offset: int = 1, limit: int | None = 
     return data
 
 
-def _read_window(real: Path, offset: int, last: int | None, budget: int) -> tuple[list[str], int, bool]:
+def _read_window(real: Path, offset: int, last: int | None,
+                 budget: int) -> tuple[list[str], int, bool]:
     """Lines offset..last (whole lines, at most `budget` characters but at least one), the file's
     line count, and whether the budget stopped the window early."""
     lines: list[str] = []
@@ -249,7 +254,7 @@ def list_files(ctx: ToolContext, path: str = ".") -> dict[str, Any]:
     real = resolve_inside(ctx.workdir, path)
     closed: list[str] = []
     with fs_errors(path):
-        if not real.is_dir():
+        if not stat.S_ISDIR(real.stat().st_mode):  # stat: a missing path is reported as missing
             raise ToolFailure(f"'{path}' is not a directory; read it as a file instead")
         entries = take(ctx, _names(ctx.workdir, real, closed), MAX_ENTRIES)
     data: dict[str, Any] = {"path": shown_path(ctx.workdir, real), "entries": sorted(entries)}

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from crewbridge.templates import render
 from crewbridge.errors import ToolNotFound
 from crewbridge.registry import ToolContext, ToolFailure, tool
+from crewbridge.templates import render
 
 HELP_SCHEMA = {
     "type": "object",

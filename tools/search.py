@@ -33,8 +33,8 @@ def grep(ctx: ToolContext, pattern: str, path: str = ".") -> dict[str, Any]:
     try:
         regex = re.compile(pattern)
     except re.error as exc:
-        raise ToolFailure(f"invalid regular expression {pattern!r}: {exc}; "
-                          "fix it (escape special characters with \\ for a literal search)") from None
+        raise ToolFailure(f"invalid regular expression {pattern!r}: {exc}; fix it "
+                          "(escape special characters with \\ for a literal search)") from None
     real = resolve_inside(ctx.workdir, path)
     counts = {"files_searched": 0, "binary_files_skipped": 0}
     with fs_errors(path):

@@ -1,6 +1,7 @@
 """Shell tool: run_command, a /bin/sh command in the working directory, in its own process group."""
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -15,7 +16,8 @@ RUN_SCHEMA = {
     "type": "object",
     "properties": {
         "command": {"type": "string", "minLength": 1},
-        "timeout": {"type": "number", "exclusiveMinimum": 0, "description": "seconds (capped by crew)"},
+        "timeout": {"type": "number", "exclusiveMinimum": 0,
+                    "description": "seconds (capped by crew)"},
     },
     "required": ["command"],
     "additionalProperties": False,
@@ -26,14 +28,15 @@ RUN_SCHEMA = {
 def run_command(ctx: ToolContext, command: str, timeout: float | None = None) -> dict[str, Any]:
     """Run a /bin/sh command in the working directory; returns output and exit code.
 
-    stdout and stderr come back merged; stdin is empty. When the command ends (or times out), its whole process group is ended too,
-    background jobs included.
+    stdout and stderr come back merged; stdin is empty. When the command ends (or times out),
+    its whole process group is ended too, background jobs included.
     """
     limit = min(timeout or ctx.timeout, ctx.timeout)
     capture = _Capture(ctx.max_output)
     try:
-        proc = subprocess.Popen(["/bin/sh", "-c", command], cwd=ctx.workdir, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(["/bin/sh", "-c", command], cwd=ctx.workdir,
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, start_new_session=True)
     except OSError as exc:
         raise ToolFailure(f"cannot start /bin/sh in {ctx.workdir}: {exc.strerror or exc}") from None
     reader = threading.Thread(target=capture.drain, args=(proc.stdout,), daemon=True,
@@ -46,24 +49,22 @@ def run_command(ctx: ToolContext, command: str, timeout: float | None = None) ->
     finally:  # also on KeyboardInterrupt: nothing the command started outlives the call
         _end_group(proc.pid)
         proc.wait()
-        reader.join(DRAIN_WAIT)  # a process that left the group may hold the pipe open; don't wait for it
+        reader.join(DRAIN_WAIT)  # a process that left the group may hold the pipe open: no waiting
     output = capture.text()
     ctx.truncated = capture.cut > 0
     if code is None:
-        raise ToolFailure(f"command timed out after {limit:g}s and was killed with its process group; "
-                          f"output until then:\n{output}")
+        raise ToolFailure(f"command timed out after {limit:g}s and was killed with its process "
+                          f"group; output until then:\n{output}")
     return {"exit_code": code, "output": output}
 
 
 def _end_group(pgid: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):  # the group is already empty
         os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass  # the group is already empty
 
 
 class _Capture:
-    """Output kept within `limit` characters: the start and the end, with a marker for the middle."""
+    """Output kept within `limit` bytes: the start and the end, with a marker for the middle."""
 
     def __init__(self, limit: int) -> None:
         self.half = max(limit // 2, 1)

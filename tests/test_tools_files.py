@@ -1,0 +1,311 @@
+"""read_file, write_file, edit_file, list_files: success and failure, called via the registry."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from crewbridge.registry import ToolContext
+from crewbridge.tools import builtin_registry
+from crewbridge.tools.files import MAX_ENTRIES
+
+REGISTRY = builtin_registry()
+
+
+@pytest.fixture
+def work(workdir: Path) -> Path:
+    """The working directory with notes.txt, and ../outside/secret.txt beside it."""
+    (workdir / "notes.txt").write_text("one\ntwo\nthree\n")
+    (workdir.parent / "outside").mkdir()
+    (workdir.parent / "outside" / "secret.txt").write_text("secret\n")
+    return workdir
+
+
+def call(work: Path, name: str, max_output: int = 20_000, **data: Any) -> dict[str, Any]:
+    return REGISTRY.call(f"crew:{name}", data, ToolContext(work, max_output=max_output)).to_dict()
+
+
+def edit(work: Path, path: str, old: str, new: str) -> dict[str, Any]:
+    return call(work, "edit_file", path=path, old_string=old, new_string=new)
+
+
+def ok(envelope: dict[str, Any]) -> Any:
+    assert envelope["success"], envelope["error"]
+    assert envelope["error"] is None
+    return envelope["data"]
+
+
+def failed(envelope: dict[str, Any]) -> str:
+    assert envelope["success"] is False and envelope["data"] is None
+    return envelope["error"]
+
+
+# --- every file tool refuses paths that lead outside -----------------------------------------
+
+def linked(work: Path, link: str, target: str, path: str) -> str:
+    (work / link).symlink_to(work.parent / "outside" / target)
+    return path
+
+
+ESCAPES = {
+    "dotdot": lambda work: "../outside/secret.txt",
+    "absolute": lambda work: str(work.parent / "outside" / "secret.txt"),
+    "symlink": lambda work: linked(work, "link.txt", "secret.txt", "link.txt"),
+    "symlinked parent": lambda work: linked(work, "out", "", "out/secret.txt"),
+}
+FILE_CALLS = {
+    "read_file": {},
+    "write_file": {"content": "overwritten\n"},
+    "edit_file": {"old_string": "secret", "new_string": "leaked"},
+    "list_files": {},
+}
+
+
+@pytest.mark.parametrize("escape", ESCAPES)
+@pytest.mark.parametrize("tool", FILE_CALLS)
+def test_every_file_tool_refuses_paths_leading_outside(work: Path, tool: str, escape: str) -> None:
+    path = ESCAPES[escape](work)
+    error = failed(call(work, tool, path=path, **FILE_CALLS[tool]))
+    assert "outside the working directory" in error
+    assert (work.parent / "outside" / "secret.txt").read_text() == "secret\n"
+
+
+def test_write_through_symlinked_parent_creates_nothing_outside(work: Path) -> None:
+    (work / "out").symlink_to(work.parent / "outside")
+    error = failed(call(work, "write_file", path="out/new/x.txt", content="x"))
+    assert "through a symlink" in error
+    assert sorted(os.listdir(work.parent / "outside")) == ["secret.txt"]
+
+
+# --- read_file --------------------------------------------------------------------------------
+
+def test_read_file_returns_exact_content_and_line_counts(work: Path) -> None:
+    data = ok(call(work, "read_file", path="notes.txt"))
+    assert data == {"path": "notes.txt", "start_line": 1, "end_line": 3, "total_lines": 3,
+                    "content": "one\ntwo\nthree\n"}
+
+
+def test_read_file_keeps_crlf_and_a_missing_final_newline(work: Path) -> None:
+    (work / "dos.txt").write_bytes(b"a\r\nb\r\nc")
+    data = ok(call(work, "read_file", path="dos.txt"))
+    assert data["content"] == "a\r\nb\r\nc" and data["total_lines"] == 3
+
+
+def test_read_file_offset_and_limit_select_lines(work: Path) -> None:
+    data = ok(call(work, "read_file", path="notes.txt", offset=2, limit=1))
+    assert data["content"] == "two\n"
+    lines = ("start_line", "end_line", "total_lines", "next_offset")
+    assert [data[k] for k in lines] == [2, 2, 3, 3]
+    assert "note" not in data
+
+
+def test_read_file_offset_past_the_end_is_an_error(work: Path) -> None:
+    assert failed(call(work, "read_file", path="notes.txt", offset=9)) == \
+        "offset 9 is past the end of 'notes.txt', which has 3 lines"
+
+
+def test_read_file_empty_file(work: Path) -> None:
+    (work / "empty").write_text("")
+    data = ok(call(work, "read_file", path="empty"))
+    assert (data["content"], data["total_lines"], data["end_line"]) == ("", 0, 0)
+
+
+def test_read_file_large_file_stops_at_a_line_and_says_where_to_go_on(work: Path) -> None:
+    (work / "big.txt").write_text("".join(f"line {n:04d}\n" for n in range(1, 1001)))  # 10 a line
+    envelope = call(work, "read_file", path="big.txt", max_output=100)
+    data = ok(envelope)
+    assert envelope["metadata"]["truncated"] is True
+    assert data["content"] == "".join(f"line {n:04d}\n" for n in range(1, 11))
+    assert (data["end_line"], data["total_lines"], data["next_offset"]) == (10, 1000, 11)
+    assert data["note"] == \
+        "output limit reached: lines 11-1000 were not shown; read on from next_offset"
+    following = ok(call(work, "read_file", path="big.txt", offset=11, limit=5, max_output=100))
+    assert following["content"].startswith("line 0011\n") and following["next_offset"] == 16
+
+
+def test_read_file_single_line_longer_than_the_limit_is_cut_with_a_marker(work: Path) -> None:
+    (work / "min.js").write_text("x" * 250)
+    envelope = call(work, "read_file", path="min.js", max_output=100)
+    assert ok(envelope)["content"] == "x" * 100 + "\n[… truncated: 150 more characters not shown]"
+    assert envelope["metadata"]["truncated"] is True
+
+
+def test_read_file_small_file_is_not_marked_truncated(work: Path) -> None:
+    assert call(work, "read_file", path="notes.txt")["metadata"]["truncated"] is False
+
+
+def test_read_file_invalid_utf8_is_replaced_not_fatal(work: Path) -> None:
+    (work / "latin1.txt").write_bytes(b"caf\xe9\n")
+    assert ok(call(work, "read_file", path="latin1.txt"))["content"] == "caf\ufffd\n"
+
+
+def test_read_file_refuses_binary_files(work: Path) -> None:
+    (work / "image.png").write_bytes(b"\x89PNG\r\n\x1a\n\0\0\0")
+    assert failed(call(work, "read_file", path="image.png")) == \
+        "'image.png' is a binary file (11 bytes); only text files can be read or edited"
+
+
+def test_read_file_missing_file(work: Path) -> None:
+    assert failed(call(work, "read_file", path="nope.txt")) == \
+        "'nope.txt' does not exist; list its directory to see what is there"
+
+
+def test_read_file_on_a_directory(work: Path) -> None:
+    (work / "src").mkdir()
+    assert "'src' is a directory, not a file" in failed(call(work, "read_file", path="src"))
+
+
+def test_read_file_refuses_a_fifo_instead_of_blocking(work: Path) -> None:
+    os.mkfifo(work / "pipe")
+    assert failed(call(work, "read_file", path="pipe")) == \
+        "'pipe' is not a regular file; only files can be read"
+
+
+def test_read_file_path_below_a_file(work: Path) -> None:
+    assert "is a file, not a directory" in failed(call(work, "read_file", path="notes.txt/x"))
+
+
+def test_read_file_validates_its_input(work: Path) -> None:
+    assert failed(call(work, "read_file", path="notes.txt", offset=0)) == \
+        "invalid input for crew:read_file at $.offset: 0 is less than the minimum of 1"
+    assert "'path' is a required property" in failed(call(work, "read_file"))
+
+
+# --- write_file -------------------------------------------------------------------------------
+
+def test_write_file_creates_a_file_and_its_parent_folders(work: Path) -> None:
+    data = ok(call(work, "write_file", path="a/b/c.txt", content="héllo\n"))
+    assert data == {"path": "a/b/c.txt", "bytes": 7, "created": True}
+    assert (work / "a" / "b" / "c.txt").read_bytes() == "héllo\n".encode()
+
+
+def test_write_file_overwrites_exactly(work: Path) -> None:
+    data = ok(call(work, "write_file", path="notes.txt", content="new\r\ntext"))
+    assert data["created"] is False
+    assert (work / "notes.txt").read_bytes() == b"new\r\ntext"
+
+
+def test_write_file_through_a_symlink_inside_writes_its_target(work: Path) -> None:
+    (work / "alias").symlink_to(work / "notes.txt")
+    assert ok(call(work, "write_file", path="alias", content="via alias\n"))["path"] == "notes.txt"
+    assert (work / "notes.txt").read_text() == "via alias\n"
+
+
+@pytest.mark.parametrize("path", ["", "folder/", "."])
+def test_write_file_refuses_directory_paths(work: Path, path: str) -> None:
+    (work / "folder").mkdir()
+    assert "directory" in failed(call(work, "write_file", path=path, content="x"))
+
+
+def test_write_file_refuses_a_lone_surrogate(work: Path) -> None:
+    assert "cannot be written as UTF-8 (a lone surrogate at index 2)" in \
+        failed(call(work, "write_file", path="s.txt", content="ab\ud800"))
+    assert not (work / "s.txt").exists()
+
+
+# --- edit_file --------------------------------------------------------------------------------
+
+def test_edit_file_replaces_the_single_occurrence(work: Path) -> None:
+    assert ok(edit(work, "notes.txt", "two", "2")) == \
+        {"path": "notes.txt", "line": 2}
+    assert (work / "notes.txt").read_text() == "one\n2\nthree\n"
+
+
+def test_edit_file_not_found_says_so_and_changes_nothing(work: Path) -> None:
+    error = failed(edit(work, "notes.txt", "four", "4"))
+    assert error.startswith("old_string was not found in 'notes.txt'; read the file and copy")
+    assert (work / "notes.txt").read_text() == "one\ntwo\nthree\n"
+
+
+def test_edit_file_not_found_in_a_crlf_file_names_the_line_endings(work: Path) -> None:
+    (work / "dos.txt").write_bytes(b"a\r\nb\r\n")
+    assert "(the file has CRLF line endings)" in \
+        failed(edit(work, "dos.txt", "a\nb", "x"))
+
+
+def test_edit_file_several_occurrences_says_how_many_and_where(work: Path) -> None:
+    (work / "dup.txt").write_text("x = 1\ny = 2\nx = 1\n")
+    assert failed(edit(work, "dup.txt", "x = 1", "x = 3")) == (
+        "old_string occurs 2 times in 'dup.txt' (starting on lines 1, 3); "
+        "include more surrounding text so it matches exactly once")
+    assert (work / "dup.txt").read_text() == "x = 1\ny = 2\nx = 1\n"
+
+
+def test_edit_file_counts_overlapping_occurrences(work: Path) -> None:
+    (work / "a.txt").write_text("aaa")
+    assert "occurs 2 times" in failed(edit(work, "a.txt", "aa", "b"))
+
+
+def test_edit_file_identical_strings_is_an_error(work: Path) -> None:
+    assert failed(edit(work, "notes.txt", "one", "one")) == \
+        "old_string and new_string are the same; there is nothing to change"
+
+
+def test_edit_file_empty_old_string_is_a_validation_error(work: Path) -> None:
+    assert failed(edit(work, "notes.txt", "", "x")) == \
+        "invalid input for crew:edit_file at $.old_string: '' should be non-empty"
+
+
+def test_edit_file_keeps_bytes_that_are_not_utf8(work: Path) -> None:
+    (work / "mixed.txt").write_bytes(b"caf\xe9 = 1\nvalue = 2\n")
+    ok(edit(work, "mixed.txt", "value = 2", "value = 3"))
+    assert (work / "mixed.txt").read_bytes() == b"caf\xe9 = 1\nvalue = 3\n"
+
+
+def test_edit_file_refuses_binary_and_missing_files(work: Path) -> None:
+    (work / "blob").write_bytes(b"ab\0cd")
+    assert "binary file" in failed(edit(work, "blob", "ab", "x"))
+    assert "does not exist" in failed(edit(work, "nope", "a", "b"))
+
+
+# --- list_files -------------------------------------------------------------------------------
+
+def test_list_files_is_recursive_sorted_and_relative_to_the_working_directory(work: Path) -> None:
+    (work / "src" / "pkg").mkdir(parents=True)
+    (work / "src" / "pkg" / "m.py").write_text("")
+    (work / "src" / "main.py").write_text("")
+    assert ok(call(work, "list_files")) == {
+        "path": ".", "entries": ["notes.txt", "src/", "src/main.py", "src/pkg/", "src/pkg/m.py"]}
+    assert ok(call(work, "list_files", path="src/pkg"))["entries"] == ["src/pkg/m.py"]
+
+
+def test_list_files_leaves_out_git_and_does_not_enter_dependency_folders(work: Path) -> None:
+    (work / ".git" / "objects").mkdir(parents=True)
+    (work / "node_modules" / "lib").mkdir(parents=True)
+    data = ok(call(work, "list_files"))
+    assert data["entries"] == ["node_modules/", "notes.txt"]
+    assert data["not_expanded"] == ["node_modules/"]
+    assert ok(call(work, "list_files", path="node_modules"))["entries"] == ["node_modules/lib/"]
+
+
+def test_list_files_shows_symlinked_folders_without_entering_them(work: Path) -> None:
+    (work / "loop").symlink_to(work)
+    assert ok(call(work, "list_files"))["entries"] == ["loop/", "notes.txt"]
+
+
+def test_list_files_caps_a_large_tree_top_levels_first(work: Path) -> None:
+    (work / "deep").mkdir()
+    for n in range(MAX_ENTRIES + 5):
+        (work / "deep" / f"f{n:04d}").write_text("")
+    envelope = call(work, "list_files")
+    data = ok(envelope)
+    assert envelope["metadata"]["truncated"] is True
+    assert len(data["entries"]) == MAX_ENTRIES and data["entries"][:2] == ["deep/", "deep/f0000"]
+    assert data["note"] == (f"listing stopped after {MAX_ENTRIES} entries (top levels first); "
+                            "list a subdirectory to see the rest")
+
+
+def test_list_files_stays_within_the_output_limit(work: Path) -> None:
+    for n in range(50):
+        (work / f"file-{n:02d}.txt").write_text("")
+    envelope = call(work, "list_files", max_output=200)
+    assert envelope["metadata"]["truncated"] is True
+    assert 0 < len(ok(envelope)["entries"]) < 15
+
+
+def test_list_files_on_a_file_or_missing_folder(work: Path) -> None:
+    assert failed(call(work, "list_files", path="notes.txt")) == \
+        "'notes.txt' is not a directory; read it as a file instead"
+    assert "does not exist" in failed(call(work, "list_files", path="nowhere"))
