@@ -199,6 +199,11 @@ def test_write_file_refuses_directory_paths(work: Path, path: str) -> None:
     assert "directory" in failed(call(work, "write_file", path=path, content="x"))
 
 
+def test_write_file_below_a_file_says_the_parent_is_a_file(work: Path) -> None:
+    assert failed(call(work, "write_file", path="notes.txt/deeper/x.txt", content="x")) == \
+        "a parent of 'notes.txt/deeper/x.txt' is a file, not a directory; check the path"
+
+
 def test_write_file_refuses_a_lone_surrogate(work: Path) -> None:
     assert "cannot be written as UTF-8 (a lone surrogate at index 2)" in \
         failed(call(work, "write_file", path="s.txt", content="ab\ud800"))

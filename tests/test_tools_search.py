@@ -8,6 +8,7 @@ import pytest
 
 from crewbridge.registry import ToolContext
 from crewbridge.tools import builtin_registry
+from crewbridge.tools import search
 from crewbridge.tools.search import LINE_WIDTH, MAX_MATCHES
 
 REGISTRY = builtin_registry()
@@ -54,6 +55,16 @@ def test_line_ends_are_not_part_of_the_line(work: Path) -> None:
     (work / "dos.txt").write_bytes(b"alpha\r\nbeta\r\n")
     assert grep(work, pattern="a$", path="dos.txt")["data"]["matches"] == \
         ["dos.txt:1:alpha", "dos.txt:2:beta"]
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 7, 1 << 20])
+def test_lines_are_numbered_the_same_whatever_the_read_size(work: Path, chunk: int,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(search, "CHUNK", chunk)
+    (work / "mixed.txt").write_bytes("alpha\r\n\nbéta\nlonger line here\ngamma".encode())
+    assert grep(work, pattern="", path="mixed.txt")["data"]["matches"] == [
+        "mixed.txt:1:alpha", "mixed.txt:2:", "mixed.txt:3:béta", "mixed.txt:4:longer line here",
+        "mixed.txt:5:gamma"]
 
 
 def test_invalid_regex_is_reported_clearly(work: Path) -> None:

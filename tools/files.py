@@ -25,7 +25,7 @@ def fs_errors(path: str) -> Iterator[None]:
         yield
     except FileNotFoundError:
         message = f"'{path}' does not exist; list its directory to see what is there"
-    except NotADirectoryError:
+    except (NotADirectoryError, FileExistsError):  # FileExistsError: mkdir met a file
         message = f"a parent of '{path}' is a file, not a directory; check the path"
     except IsADirectoryError:
         message = f"'{path}' is a directory, not a file; list it to see its files"
