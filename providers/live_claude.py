@@ -1,0 +1,140 @@
+"""Claude Code, live: one `claude -p --input-format stream-json` process for the whole conversation.
+
+Each message is a stream-json user line on stdin; the reply's text arrives as stream_event deltas.
+Stopping a reply sends the interrupt control request (it lands within milliseconds). Claude then
+holds the reply as far as it had streamed, which is past the tool block by at least the text that
+made crew stop. So before the next message crew rewinds the conversation to the message the reply
+answered (the rewind_conversation control request), puts that message back without querying the
+model (`shouldQuery: false`), and appends the reply cut at its last block as an assistant line. The
+history is then exact — prompt, reply up to the block, and next the tool result — whether the
+interrupt landed mid-reply or the reply had already finished (the race).
+
+The rewind needs an assistant message before its target; for the first message there is none, so
+the process starts with an empty assistant line, which Claude leaves out of every model request.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import uuid
+from pathlib import Path
+from typing import Any, Iterator
+
+from crewbridge.conversation import EXACT, FULL
+from crewbridge.errors import ProviderError
+from crewbridge.events import Event, Failure, Session
+from crewbridge.providers.base import Turn
+from crewbridge.providers.claude import ClaudeDecoder, ClaudeProvider
+from crewbridge.providers.live_process import LiveProcess, control_deadline, decode
+
+LIVE_FLAGS = ["--input-format", "stream-json", "--include-partial-messages"]
+
+
+def user_line(message: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {"type": "user", "uuid": str(uuid.uuid4()), "message": message, **extra}
+
+
+def assistant_line(text: str) -> dict[str, Any]:
+    return {"type": "assistant", "uuid": str(uuid.uuid4()),
+            "message": {"role": "assistant", "content": [{"type": "text", "text": text}]}}
+
+
+class ClaudeLiveConversation:
+    def __init__(self, provider: ClaudeProvider, base: Turn, *, cwd: Path,
+                 env: dict[str, str] | None = None) -> None:
+        self.provider = provider
+        self.argv = provider.argv(base) + LIVE_FLAGS
+        self.cwd = cwd
+        self.env = {**os.environ, **provider.env(), **(env or {})}
+        self.session_id: str | None = None
+        self.process: LiveProcess | None = None
+        self._requests = itertools.count(1)
+        self._open = False  # a turn whose result line has not been read yet
+        self._answered: dict[str, Any] = {}  # the user line the current reply answers
+        self._native = False  # the current reply used one of Claude's own tools
+
+    def _start(self) -> LiveProcess:
+        if self.process is None:
+            self.process = LiveProcess(self.argv, env=self.env, cwd=self.cwd,
+                                       install_hint=self.provider.install_hint)
+            self.process.write(assistant_line(""))  # an anchor for rewinding to the first message
+        return self.process
+
+    def send(self, message: str, deadline: float | None) -> Iterator[Event]:
+        try:
+            process = self._start()
+            self._finish_turn()
+            self._answered = user_line({"role": "user", "content": message})
+            self._native = False
+            process.write(self._answered)
+            self._open = True
+            yield from self._reply(process, deadline)
+        except ProviderError as exc:  # the CLI exited
+            self._open = False
+            yield Failure(str(exc))
+
+    def _reply(self, process: LiveProcess, deadline: float | None) -> Iterator[Event]:
+        decoder = ClaudeDecoder()
+        while self._open:
+            obj = process.read(deadline)
+            if isinstance(obj, dict):
+                self._open = not _is_result(obj)
+                self._native = self._native or _is_tool_result(obj)
+            for event in decode(decoder, obj):
+                if isinstance(event, Session) and event.session_id:
+                    self.session_id = event.session_id
+                yield event
+
+    def _finish_turn(self) -> None:
+        """Read what is left of a reply the loop stopped reading, up to its result line."""
+        if self._open and self.process is not None:
+            self.process.read_until(_is_result, control_deadline())
+            self._open = False
+
+    def _request(self, process: LiveProcess, request: dict[str, Any]) -> str:
+        request_id = f"crew-{next(self._requests)}"
+        process.write({"type": "control_request", "request_id": request_id, "request": request})
+        return request_id
+
+    def _control(self, process: LiveProcess, request: dict[str, Any]) -> dict[str, Any]:
+        """Send a control request and wait for its answer."""
+        request_id = self._request(process, request)
+        reply = process.read_until(lambda obj: obj.get("type") == "control_response"
+                                   and obj["response"].get("request_id") == request_id, control_deadline())
+        return reply["response"].get("response") or {}
+
+    def stop(self) -> None:
+        if self._open and self.process is not None:
+            self._request(self.process, {"subtype": "interrupt"})
+
+    def keep(self, kept: str, stopped: bool) -> str:
+        self._finish_turn()
+        if not stopped or self._native:
+            # Claude holds the reply as it streamed. A reply that used Claude's own tools is left
+            # whole: rewinding would drop those calls too, and the follow-up names the tail instead.
+            return FULL
+        assert self.process is not None  # a reply was stopped, so the process exists
+        rewound = self._control(self.process, {"subtype": "rewind_conversation", "interrupt_if_running": True,
+                                               "target_message_uuid": self._answered["uuid"]})
+        if not rewound.get("rewound"):
+            return FULL
+        self.process.write(user_line(self._answered["message"], shouldQuery=False))
+        self._open = True
+        self._finish_turn()  # that message is in the history before the reply goes in after it
+        self.process.write(assistant_line(kept))
+        return EXACT
+
+    def close(self) -> None:
+        if self.process is not None:
+            self.process.close()
+
+
+def _is_result(obj: dict[str, Any]) -> bool:
+    return obj.get("type") == "result"
+
+
+def _is_tool_result(obj: dict[str, Any]) -> bool:
+    """A user line Claude wrote for one of its own tools' results."""
+    content = obj.get("message", {}).get("content") if obj.get("type") == "user" else None
+    return isinstance(content, list) and any(
+        isinstance(part, dict) and part.get("type") == "tool_result" for part in content)

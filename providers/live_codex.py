@@ -1,0 +1,178 @@
+"""Codex, live: one `codex app-server` process (JSON-RPC 2.0 over stdio) for the whole conversation.
+
+A thread is started once; each message is a turn/start, and the reply's text arrives as
+item/agentMessage/delta notifications. Stopping a reply sends turn/interrupt: Codex then keeps the
+messages it had completed in that turn and drops the one it was writing, so before the next message
+crew injects (thread/inject_items, an experimental method) the rest of the reply up to its last tool
+block as an assistant message. If Codex had already completed a message holding text past the block
+(the race: the reply finished before the interrupt landed), crew reverts the turn (thread/revert) and
+injects the message and the reply cut at the block instead. Either way the history is exact.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+from pathlib import Path
+from typing import Any, Iterator
+
+from crewbridge.conversation import EXACT, FULL
+from crewbridge.errors import ProviderError
+from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session, Text, Usage
+from crewbridge.providers.base import JsonLineDecoder, Turn
+from crewbridge.providers.codex import CodexProvider
+from crewbridge.providers.live_process import LiveProcess, control_deadline, decode
+
+CLIENT = {"name": "crewbridge", "title": "crewbridge", "version": "1"}
+SANDBOX = {"query": "read-only", "execute": "workspace-write"}
+
+
+class AppServerDecoder(JsonLineDecoder):
+    """app-server notifications → events. Codex's own tool items are set aside as notices."""
+
+    def event(self, obj: dict[str, Any]) -> list[Event]:
+        method, params = obj.get("method"), obj.get("params") or {}
+        if method == "item/agentMessage/delta":
+            return [Text(params["delta"])]
+        if method in ("item/started", "item/completed"):
+            kind = params["item"].get("type")
+            if kind == "agentMessage":
+                return [MessageEnd()] if method == "item/completed" else []
+            return [Notice("native_" + str(kind))] if method == "item/started" and kind != "userMessage" else []
+        if method == "thread/tokenUsage/updated":
+            last = params["tokenUsage"]["last"]
+            return [Usage(last.get("inputTokens", 0), last.get("outputTokens", 0))]
+        if method == "turn/completed":
+            turn = params["turn"]
+            if turn.get("status") == "failed":
+                message = (turn.get("error") or {}).get("message") or "the turn failed"
+                return [Failure(str(message)), Done(ok=False)]
+            return [Done()]
+        if method == "error" and not params.get("willRetry"):
+            return [Failure(str(params["error"].get("message")))]
+        return [Notice("unknown", str(method))]
+
+
+def user_item(text: str) -> dict[str, Any]:
+    return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
+
+
+def assistant_item(text: str) -> dict[str, Any]:
+    return {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}
+
+
+class CodexLiveConversation:
+    def __init__(self, provider: CodexProvider, base: Turn, *, cwd: Path,
+                 env: dict[str, str] | None = None) -> None:
+        self.provider = provider
+        self.base = base
+        self.cwd = cwd
+        self.env = {**os.environ, **provider.env(), **(env or {})}
+        self.session_id: str | None = None
+        self.process: LiveProcess | None = None
+        self._ids = itertools.count(1)
+        self._turn: str | None = None  # the current (or last) turn
+        self._running = False  # turn/completed of the current turn is still to be read
+        self._message = ""  # what the current turn was started with
+        self._stored = ""  # text of the agent messages Codex completed (so stored) in this turn
+        self._native = False  # the current turn ran one of Codex's own tools
+
+    def _start(self) -> LiveProcess:
+        if self.process is None:
+            self.process = LiveProcess([self.provider.binary, "app-server", *self.base.options], env=self.env,
+                                       cwd=self.cwd, install_hint=self.provider.install_hint)
+            self._call("initialize", {"clientInfo": CLIENT, "capabilities": {"experimentalApi": True}})
+            self.process.write({"jsonrpc": "2.0", "method": "initialized"})
+            thread = self._call("thread/start", {"cwd": str(self.cwd), "model": self.base.model,
+                                                 "sandbox": SANDBOX.get(self.base.mode, "read-only"),
+                                                 "approvalPolicy": "never"})["thread"]
+            self.session_id = thread["id"]
+        return self.process
+
+    def _request(self, method: str, params: dict[str, Any]) -> int:
+        assert self.process is not None
+        request_id = next(self._ids)
+        self.process.write({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+        return request_id
+
+    def _call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """A request and its result; what arrives meanwhile is set aside (nothing is running)."""
+        request_id = self._request(method, params)
+        assert self.process is not None
+        reply = self.process.read_until(lambda obj: obj.get("id") == request_id and "method" not in obj,
+                                        control_deadline())
+        if "error" in reply:
+            raise ProviderError(f"codex app-server refused {method}: {reply['error'].get('message')}")
+        return reply.get("result") or {}
+
+    def send(self, message: str, deadline: float | None) -> Iterator[Event]:
+        try:
+            process = self._start()
+            self._finish_turn()
+            yield Session(self.session_id)
+            self._message, self._stored, self._native = message, "", False
+            self._turn = None
+            self._running = True
+            request_id = self._request("turn/start", {"threadId": self.session_id,
+                                                      "input": [{"type": "text", "text": message}]})
+            decoder = AppServerDecoder()
+            while self._running:
+                obj = process.read(deadline)
+                if isinstance(obj, dict) and "method" not in obj:  # the answer to a request
+                    if obj.get("id") == request_id and "error" in obj:
+                        self._running = False
+                        yield Failure(f"codex refused the turn: {obj['error'].get('message')}")
+                    elif obj.get("id") == request_id:
+                        self._turn = obj["result"]["turn"]["id"]
+                    continue
+                if isinstance(obj, dict):
+                    self._note(obj)
+                yield from decode(decoder, obj)
+        except ProviderError as exc:  # the app-server exited
+            self._running = False
+            yield Failure(str(exc))
+
+    def _note(self, obj: dict[str, Any]) -> None:
+        """Track what Codex stores of the current turn; answer its requests (it asks nothing when
+        approvals are off, but a request left unanswered would hang the turn)."""
+        method, params = obj["method"], obj.get("params") or {}
+        if "id" in obj:
+            assert self.process is not None
+            self.process.write({"jsonrpc": "2.0", "id": obj["id"],
+                                "error": {"code": -32601, "message": f"crew does not handle {method}"}})
+        elif method == "item/completed" and params["item"].get("type") == "agentMessage":
+            self._stored += params["item"].get("text") or ""
+        elif method == "item/started" and params["item"].get("type") not in ("agentMessage", "userMessage"):
+            self._native = True
+        elif method == "turn/completed" and params["turn"]["id"] == self._turn:
+            self._running = False
+
+    def _finish_turn(self) -> None:
+        """Read what is left of a turn the loop stopped reading, up to its turn/completed."""
+        while self._running and self.process is not None:
+            obj = self.process.read(control_deadline())
+            if isinstance(obj, dict) and "method" in obj:
+                self._note(obj)
+
+    def stop(self) -> None:
+        if self._running and self._turn is not None:
+            self._request("turn/interrupt", {"threadId": self.session_id, "turnId": self._turn})
+
+    def keep(self, kept: str, stopped: bool) -> str:
+        self._finish_turn()
+        if not stopped:
+            return FULL
+        if kept.startswith(self._stored):  # Codex holds the start of the reply at most: add the rest
+            rest = kept[len(self._stored):]
+            if rest:
+                self._call("thread/inject_items", {"threadId": self.session_id, "items": [assistant_item(rest)]})
+            return EXACT
+        if self._native or self._turn is None:
+            return FULL  # reverting would also drop the results of Codex's own tools
+        self._call("thread/revert", {"threadId": self.session_id, "beforeTurnId": self._turn})
+        self._call("thread/inject_items", {"threadId": self.session_id,
+                                           "items": [user_item(self._message), assistant_item(kept)]})
+        return EXACT
+
+    def close(self) -> None:
+        if self.process is not None:
+            self.process.close()

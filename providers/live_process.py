@@ -1,0 +1,97 @@
+"""A long-lived CLI that reads JSON lines on stdin and writes JSON lines on stdout, driven with pexpect:
+send a line, read lines as they come, every read bounded by a deadline. The process runs in its own
+process group, ended as a whole on close, on errors and on timeouts."""
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import pexpect
+
+from crewbridge.errors import CrewTimeout, ProviderError
+from crewbridge.events import Event, Notice
+from crewbridge.process import Child
+from crewbridge.providers.base import JsonLineDecoder
+
+LIVE_ENV = "CREW_LIVE"  # "0" makes every provider start a fresh CLI process per turn
+CONTROL_TIMEOUT = 30.0  # seconds a live CLI gets to answer a control message between turns
+
+
+def live_enabled(env: dict[str, str] | None) -> bool:
+    """Whether live continuation is on (CREW_LIVE unset or not "0", in `env` or the environment)."""
+    return {**os.environ, **(env or {})}.get(LIVE_ENV, "1").strip() != "0"
+
+
+def control_deadline() -> float:
+    return time.monotonic() + CONTROL_TIMEOUT
+
+
+class LiveProcess:
+    """One running CLI process for a whole conversation."""
+
+    def __init__(self, argv: list[str], *, env: dict[str, str], cwd: Path, install_hint: str = "") -> None:
+        self.name = os.path.basename(argv[0])
+        self.child = Child(argv, env=env, cwd=cwd, keep_stdin=True, install_hint=install_hint)
+
+    @property
+    def pid(self) -> int:
+        return self.child.proc.pid
+
+    def write(self, obj: dict[str, Any]) -> None:
+        self.child.send_line(json.dumps(obj))
+
+    def read(self, deadline: float | None) -> dict[str, Any] | Notice:
+        """The next JSON object the CLI writes (a Notice for a line that is not one). Raises
+        CrewTimeout, after ending the process group, when `deadline` passes; ProviderError when
+        the CLI exits."""
+        while True:
+            wait = None if deadline is None else deadline - time.monotonic()
+            if wait is not None and wait <= 0:
+                self.close()
+                raise CrewTimeout(f"'{self.name}' gave no complete reply in time; it was stopped "
+                                  "(raise --timeout if it needs longer)")
+            try:
+                self.child.out.expect_exact(b"\n", timeout=wait)
+            except pexpect.TIMEOUT:
+                continue
+            except pexpect.EOF:
+                raise ProviderError(self._exit_message()) from None
+            line = self.child.out.before.decode("utf-8", "replace").strip()
+            if not line:
+                continue
+            try:
+                obj = json.loads(line)
+            except ValueError as exc:
+                return Notice("corrupt", f"not JSON ({exc.msg}): {line[:120]}")
+            except RecursionError:
+                return Notice("corrupt", f"JSON nested too deeply: {line[:120]}")
+            return obj if isinstance(obj, dict) else Notice("corrupt", f"not a JSON object: {line[:120]}")
+
+    def read_until(self, done: Callable[[dict[str, Any]], bool], deadline: float | None) -> dict[str, Any]:
+        """Read (and set aside) everything up to the first object for which `done` is true."""
+        while True:
+            obj = self.read(deadline)
+            if isinstance(obj, dict) and done(obj):
+                return obj
+
+    def _exit_message(self) -> str:
+        code = self.child.wait()
+        detail = self.child.stderr.strip().splitlines()[-1:] or ["no message on stderr"]
+        return f"{self.name} exited with status {code}: {detail[0]}"
+
+    def close(self) -> None:
+        """End the whole process group (SIGTERM, then SIGKILL if it lingers)."""
+        self.child.kill()
+
+
+def decode(decoder: JsonLineDecoder, obj: dict[str, Any] | Notice) -> list[Event]:
+    """The events one object read from a live CLI stands for (a corrupt one gives a Notice)."""
+    if isinstance(obj, Notice):
+        return [obj]
+    try:
+        return decoder.event(obj)
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
+        return [Notice("corrupt", f"unexpected event shape ({exc}): {json.dumps(obj)[:120]}")]
