@@ -11,6 +11,6 @@ def template(name: str) -> Template:
     return Template(resources.files("crewbridge.prompts").joinpath(name).read_text(encoding="utf-8"))
 
 
-def render(name: str, **values: object) -> str:
+def render(name: str, /, **values: object) -> str:
     """Fill `prompts/<name>` ($-placeholders) with `values`."""
     return template(name).substitute({k: str(v) for k, v in values.items()})
