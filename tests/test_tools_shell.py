@@ -103,6 +103,11 @@ def test_large_output_keeps_its_start_and_end_with_a_marker(tmp_path: Path) -> N
     assert output == f"{full[:100]}\n{marker}\n{full[-100:]}"
 
 
+def test_output_that_fits_is_never_split_inside_a_character(tmp_path: Path) -> None:
+    envelope = run(tmp_path, {"command": "printf 'ééééé'"}, max_output=10)  # 10 bytes, 5 + 5
+    assert envelope["data"]["output"] == "ééééé" and envelope["metadata"]["truncated"] is False
+
+
 @pytest.mark.parametrize("data, error", [
     ({"command": ""}, "invalid input for crew:run_command at $.command: '' should be non-empty"),
     ({"command": "touch ran", "timeout": 0}, "invalid input for crew:run_command at $.timeout: "

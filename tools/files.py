@@ -159,7 +159,7 @@ WRITE_SCHEMA = {
 @tool(schema=WRITE_SCHEMA, read_only=False)
 def write_file(ctx: ToolContext, path: str, content: str) -> dict[str, Any]:
     """Create or overwrite a UTF-8 text file, creating missing parent directories."""
-    if path.endswith(("/", os.sep)) or not path:
+    if not path or path.endswith("/"):
         raise ToolFailure(f"'{path}' names a directory; give the path of a file to write")
     real = resolve_inside(ctx.workdir, path)
     encoded = _encode(content, "content")

@@ -46,7 +46,7 @@ def run_command(ctx: ToolContext, command: str, timeout: float | None = None) ->
         code: int | None = proc.wait(limit)
     except subprocess.TimeoutExpired:
         code = None
-    finally:  # also on KeyboardInterrupt: nothing the command started outlives the call
+    finally:  # whatever happened, nothing the command started outlives the call
         _end_group(proc.pid)
         proc.wait()
         reader.join(DRAIN_WAIT)  # a process that left the group may hold the pipe open: no waiting
@@ -83,8 +83,8 @@ class _Capture:
                     del self.tail[:-self.half]
 
     def text(self) -> str:
+        if not self.cut:  # decoded as one, so a character split between head and tail stays whole
+            return (self.head + self.tail).decode("utf-8", errors="replace")
         head = self.head.decode("utf-8", errors="replace")
         tail = self.tail.decode("utf-8", errors="replace")
-        if not self.cut:
-            return head + tail
         return f"{head}\n[… truncated: {self.cut} bytes not shown …]\n{tail}"
