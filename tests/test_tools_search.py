@@ -58,8 +58,8 @@ def test_line_ends_are_not_part_of_the_line(work: Path) -> None:
 
 
 @pytest.mark.parametrize("chunk", [1, 3, 7, 1 << 20])
-def test_lines_are_numbered_the_same_whatever_the_read_size(work: Path, chunk: int,
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_lines_are_numbered_the_same_whatever_the_read_size(
+        work: Path, chunk: int, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(search, "CHUNK", chunk)
     (work / "mixed.txt").write_bytes("alpha\r\n\nbéta\nlonger line here\ngamma".encode())
     assert grep(work, pattern="", path="mixed.txt")["data"]["matches"] == [
