@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import collections
+import fcntl
 import os
 import signal
 import subprocess
@@ -34,6 +35,7 @@ class Child:
             hint = f"; install it with: {install_hint}" if install_hint else "; install it or fix PATH"
             raise CLINotFound(f"'{argv[0]}' not found on PATH{hint}") from None
         self.pgid = self.proc.pid
+        _grow_pipe(self.proc.stdout.fileno())
         # pexpect gets its own descriptor: closing it must never close one the pipe object still owns
         # (a later GC of that object would then close whatever reused the number).
         self.out = fdpexpect.fdspawn(os.dup(self.proc.stdout.fileno()), timeout=None, maxread=CHUNK)
@@ -130,6 +132,17 @@ class Child:
     def close(self) -> None:
         """Reap after a normal end; ends anything left in the group."""
         self.kill(grace=0)
+
+
+def _grow_pipe(fd: int) -> None:
+    """Make a pipe as large as the system allows. Gemini CLI 0.61 loses all its output after a
+    stdout line longer than ~192 KiB (its echo of a long prompt) when the pipe is the default 64 KiB;
+    with 1 MiB it is whole (measured up to a 3.3 MB line)."""
+    try:
+        size = int(Path("/proc/sys/fs/pipe-max-size").read_text())
+        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, size)
+    except (AttributeError, OSError, ValueError):
+        pass  # not Linux, or a limit we may not raise: the default pipe still works for most output
 
 
 def _signal_group(pgid: int, sig: int) -> None:

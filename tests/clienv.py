@@ -1,0 +1,154 @@
+"""Scratch homes and environments that point the real claude, gemini and codex CLIs at the mock,
+and `run_cli`, which runs one provider turn through crew's own process handling and decodes it.
+
+`cli_env(name, mock_url, home)` writes the settings files DESIGN.md describes under `home` (a fresh
+directory per test) and returns the complete environment to run that CLI with. Nothing of the
+caller's own credentials or CLI settings leaks in, and nothing leaves 127.0.0.1: the model base URL
+is the mock, and every HTTP(S) proxy variable points at the mock too, which refuses and records any
+request for another host (`MockServer.problems`).
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from crewbridge import providers
+from crewbridge.events import Done, Event, Failure, Session, Text, Usage
+from crewbridge.process import Child
+from crewbridge.providers.base import Turn
+
+REPO = Path(__file__).resolve().parent.parent
+BIN = REPO / "node_modules" / ".bin"
+CLIS = ("claude", "gemini", "codex")
+
+# Variables of the caller's environment that could carry real credentials or redirect a CLI.
+_VENDOR_PREFIXES = ("ANTHROPIC_", "CLAUDE", "GEMINI_", "GOOGLE_", "OPENAI_", "CODEX_", "VERTEX")
+_PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
+
+
+def cli_env(name: str, mock_url: str, home: Path) -> dict[str, str]:
+    """The environment for CLI `name` with its scratch HOME at `home`, talking to `mock_url`."""
+    if name not in CLIS:
+        raise ValueError(f"no environment for CLI {name!r}; known: {', '.join(CLIS)}")
+    home.mkdir(parents=True, exist_ok=True)
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(_VENDOR_PREFIXES) and k not in _PROXY_VARS
+           and k.upper() != "NO_PROXY"}
+    env.update(HOME=str(home), PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}",
+               XDG_CONFIG_HOME=str(home / ".config"), XDG_CACHE_HOME=str(home / ".cache"),
+               XDG_DATA_HOME=str(home / ".local" / "share"), XDG_STATE_HOME=str(home / ".local" / "state"),
+               NO_COLOR="1",
+               NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost")
+    env.update({var: mock_url for var in _PROXY_VARS})
+    env.update(_SETUP[name](mock_url, home))
+    return env
+
+
+def _claude(mock_url: str, home: Path) -> dict[str, str]:
+    return {"ANTHROPIC_BASE_URL": mock_url, "ANTHROPIC_API_KEY": "dummy",
+            "CLAUDE_CODE_MAX_RETRIES": "0", "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1",
+            "DISABLE_ERROR_REPORTING": "1", "DISABLE_BUG_COMMAND": "1",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
+
+
+GEMINI_SETTINGS = {
+    "security": {"auth": {"selectedType": "gemini-api-key"}},
+    "general": {"maxAttempts": 1, "enableAutoUpdate": False, "enableAutoUpdateNotification": False,
+                "sessionRetention": {"enabled": False}},
+    "telemetry": {"enabled": False},
+    "privacy": {"usageStatisticsEnabled": False},
+}
+
+
+def _gemini(mock_url: str, home: Path) -> dict[str, str]:
+    settings = home / ".gemini" / "settings.json"
+    settings.parent.mkdir(parents=True, exist_ok=True)
+    settings.write_text(json.dumps(GEMINI_SETTINGS, indent=2))
+    return {"GEMINI_API_KEY": "dummy", "GOOGLE_GEMINI_BASE_URL": mock_url,
+            "GEMINI_CLI_TRUST_WORKSPACE": "true"}
+
+
+CODEX_CONFIG = """\
+model_provider = "mock"
+check_for_update_on_startup = false
+
+[analytics]
+enabled = false
+
+[model_providers.mock]
+name = "mock"
+base_url = "{url}/v1"
+wire_api = "responses"
+env_key = "OPENAI_API_KEY"
+request_max_retries = 0
+stream_max_retries = 0
+
+[features]
+plugins = false
+remote_plugin = false
+apps = false
+api_key_model_discovery = false
+"""
+
+
+def _codex(mock_url: str, home: Path) -> dict[str, str]:
+    codex_home = home / ".codex"
+    codex_home.mkdir(parents=True, exist_ok=True)
+    (codex_home / "config.toml").write_text(CODEX_CONFIG.format(url=mock_url))
+    return {"CODEX_HOME": str(codex_home), "OPENAI_API_KEY": "dummy"}
+
+
+_SETUP = {"claude": _claude, "gemini": _gemini, "codex": _codex}
+
+
+@dataclass
+class Run:
+    """One finished CLI run: exit status, raw stdout lines, the decoder's events, stderr."""
+
+    returncode: int
+    lines: list[str]
+    events: list[Event]
+    stderr: str
+    seconds: float
+
+    @property
+    def text(self) -> str:
+        """The assistant text, as the decoder delivered it."""
+        return "".join(e.text for e in self.events if isinstance(e, Text))
+
+    @property
+    def session_id(self) -> str | None:
+        return next((e.session_id for e in self.events if isinstance(e, Session) and e.session_id),
+                    None)
+
+    @property
+    def failures(self) -> list[Failure]:
+        return [e for e in self.events if isinstance(e, Failure)]
+
+    @property
+    def usage(self) -> list[Usage]:
+        return [e for e in self.events if isinstance(e, Usage)]
+
+    @property
+    def done(self) -> Done | None:
+        """The last Done event, if the run reported its end."""
+        return next((e for e in reversed(self.events) if isinstance(e, Done)), None)
+
+
+def run_cli(name: str, turn: Turn, env: dict[str, str], cwd: Path, timeout: float = 60.0) -> Run:
+    """Run `turn` through provider `name` (prompt on stdin) and decode its whole output."""
+    provider = providers.load(name)
+    start = time.monotonic()
+    child = Child(provider.argv(turn), env={**provider.env(), **env}, cwd=cwd, stdin=turn.prompt,
+                  install_hint=provider.install_hint)
+    try:
+        lines = list(child.lines(deadline=start + timeout))
+        returncode = child.wait()
+    finally:
+        child.close()
+    decoder = provider.decoder()
+    events = [event for line in lines for event in decoder.decode(line)]
+    return Run(returncode, lines, events, child.stderr, time.monotonic() - start)
