@@ -6,8 +6,9 @@ from typing import Any
 from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session, Text, Usage
 from crewbridge.providers.base import JsonLineDecoder, Provider, Turn
 
-# Claude's own tools that can change files or run commands; query mode disallows them.
-WRITE_TOOLS = ["Bash", "Edit", "Write", "MultiEdit", "NotebookEdit", "KillShell", "Task"]
+# Query mode offers only these of Claude's own tools. An allow list, not a deny list: 2.1.197 also
+# has CronCreate, EnterWorktree, Skill, Workflow, … and each version adds more.
+READ_ONLY_TOOLS = "Read,Glob,Grep"
 
 
 class ClaudeDecoder(JsonLineDecoder):
@@ -89,7 +90,7 @@ class ClaudeProvider(Provider):
         if turn.system_prompt:
             argv += ["--append-system-prompt", turn.system_prompt]
         if turn.mode == "query":
-            argv += ["--disallowedTools", *WRITE_TOOLS]
+            argv += ["--tools", READ_ONLY_TOOLS]  # one argument: the option takes several
         return argv + turn.options
 
     def decoder(self) -> ClaudeDecoder:

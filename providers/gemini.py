@@ -48,8 +48,9 @@ class GeminiProvider(Provider):
         argv = [self.binary, "-o", "stream-json", "-m", turn.model or self.default_model]
         if turn.session_id:
             argv += ["--resume", turn.session_id]
-        if turn.mode == "execute":
-            argv += ["--approval-mode", "auto_edit"]
+        # Always explicit: settings.json may set general.defaultApprovalMode. Headless "default"
+        # leaves out every tool that would ask for approval (writes, shell).
+        argv += ["--approval-mode", "auto_edit" if turn.mode == "execute" else "default"]
         return argv + turn.options
 
     def decoder(self) -> GeminiDecoder:
