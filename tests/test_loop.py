@@ -1,0 +1,251 @@
+"""The agent loop, driven by a scripted conversation (a small, honest fake of a CLI session)."""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from crewbridge.config import AgentSpec
+from crewbridge.conversation import EXACT, FULL, LOST
+from crewbridge.errors import CrewError, MaxTurnsReached, ProviderError
+from crewbridge.events import Done, Failure, MessageEnd, Text
+from crewbridge.loop import AgentLoop
+from crewbridge.policy import Policy
+from crewbridge.registry import ToolFailure, ToolRegistry, tool
+
+
+def block(name, **data):
+    return "```json\n" + json.dumps({"type": "tool_use", "name": name, "input": data}) + "\n```\n"
+
+
+class Script:
+    """A conversation whose replies are scripted. Records what was sent, stopped and kept."""
+
+    def __init__(self, *replies, holds=None):
+        self.replies = list(replies)
+        self.sent: list[str] = []
+        self.consumed: list[int] = []  # how many events of each reply the loop read
+        self.stops = 0
+        self.kept: list[tuple[str, bool]] = []
+        self.holds = holds
+        self.session_id = "sess-1"
+        self.closed = False
+
+    def send(self, message, deadline):
+        self.sent.append(message)
+        self.consumed.append(0)
+        for event in self.replies[len(self.sent) - 1]:
+            self.consumed[-1] += 1
+            yield event
+
+    def stop(self):
+        self.stops += 1
+
+    def keep(self, kept, stopped):
+        self.kept.append((kept, stopped))
+        return self.holds or (LOST if stopped else FULL)
+
+    def close(self):
+        self.closed = True
+
+
+def text(*chunks):
+    return [Text(c) for c in chunks] + [MessageEnd(), Done()]
+
+
+@pytest.fixture
+def registry(tmp_path):
+    reg = ToolRegistry("crew")
+    log: list[str] = []
+
+    @tool(schema={"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"],
+                  "additionalProperties": False}, read_only=True)
+    def read_file(ctx, path: str) -> dict:
+        """Read a file."""
+        log.append(f"read {path}")
+        try:
+            return {"content": (ctx.workdir / path).read_text()}
+        except FileNotFoundError:
+            raise ToolFailure(f"no file '{path}'")
+
+    @tool(schema={"type": "object", "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
+                  "required": ["path", "content"]})
+    def write_file(ctx, path: str, content: str) -> dict:
+        """Write a file."""
+        log.append(f"write {path}")
+        (ctx.workdir / path).write_text(content)
+        return {"written": len(content)}
+
+    reg.register(read_file)
+    reg.register(write_file)
+    reg.log = log
+    (tmp_path / "notes.txt").write_text("the secret is 42")
+    return reg
+
+
+def make_loop(script, registry, tmp_path, mode="query", **kw):
+    return AgentLoop("claude", script, registry, Policy(AgentSpec("claude", "claude"), mode),
+                     workdir=tmp_path, **kw)
+
+
+def test_a_reply_without_calls_is_the_answer(registry, tmp_path):
+    script = Script(text("Just ", "an answer."))
+    result = make_loop(script, registry, tmp_path).run("hi")
+    assert result.answer == "Just an answer."
+    assert result.tool_calls == [] and result.turns == 1 and result.session == "sess-1"
+    assert len(script.sent) == 1 and "hi" in script.sent[0] and "crew:read_file" in script.sent[0]
+    assert script.closed
+
+
+def test_the_first_message_offers_only_the_modes_tools(registry, tmp_path):
+    query, execute = Script(text("a")), Script(text("a"))
+    make_loop(query, registry, tmp_path).run("t")
+    make_loop(execute, registry, tmp_path, mode="execute").run("t")
+    assert "crew:write_file" not in query.sent[0]
+    assert "crew:write_file" in execute.sent[0]
+
+
+def test_a_call_runs_and_its_result_goes_back(registry, tmp_path):
+    script = Script(text("Reading.\n", block("crew:read_file", path="notes.txt")), text("It says 42."))
+    result = make_loop(script, registry, tmp_path).run("what does notes.txt say?")
+    assert result.answer == "It says 42."
+    assert [(c.name, c.input, c.result.success) for c in result.tool_calls] == \
+        [("crew:read_file", {"path": "notes.txt"}, True)]
+    follow_up = script.sent[1]
+    assert "the secret is 42" in follow_up and '"success": true' in follow_up
+    assert script.stops == 0  # the reply ended on its own after the block
+
+
+def test_prose_after_the_call_stops_the_reply_and_is_never_shown_as_real(registry, tmp_path):
+    invented = "The file says the secret is 7."
+    reply = [Text("Reading.\n" + block("crew:read_file", path="notes.txt")), Text(invented), Text(" more"),
+             MessageEnd(), Done()]
+    script = Script(reply, text("It says 42."))
+    result = make_loop(script, registry, tmp_path).run("what does notes.txt say?")
+    assert script.stops == 1 and script.consumed[0] == 2  # nothing read after the stop
+    kept, stopped = script.kept[0]
+    assert stopped and kept == "Reading.\n" + block("crew:read_file", path="notes.txt")
+    follow_up = script.sent[1]
+    assert invented not in follow_up
+    assert "Your previous reply was stopped" in follow_up and kept.rstrip() in follow_up  # restated (LOST)
+    assert result.answer == "It says 42."
+
+
+def test_when_the_history_holds_the_whole_reply_the_tail_is_named_as_not_acted_on(registry, tmp_path):
+    reply = text("Reading.\n" + block("crew:read_file", path="notes.txt") + "It says 7.")
+    script = Script(reply, text("42."), holds=FULL)
+    make_loop(script, registry, tmp_path).run("t")
+    assert "It says 7." in script.sent[1] and "NOT acted on" in script.sent[1]
+    assert "Your previous reply was stopped" not in script.sent[1]
+
+
+def test_an_exact_history_needs_neither_restatement_nor_note(registry, tmp_path):
+    reply = text("Reading.\n" + block("crew:read_file", path="notes.txt") + "It says 7.")
+    script = Script(reply, text("42."), holds=EXACT)
+    make_loop(script, registry, tmp_path).run("t")
+    assert "It says 7." not in script.sent[1] and "previous reply" not in script.sent[1]
+
+
+def test_consecutive_blocks_are_one_batch_and_all_results_go_back_together(registry, tmp_path):
+    (tmp_path / "b.txt").write_text("bee")
+    reply = text("Two.\n" + block("crew:read_file", path="notes.txt") + "\n" + block("crew:read_file", path="b.txt"))
+    script = Script(reply, text("done"))
+    result = make_loop(script, registry, tmp_path).run("t")
+    assert [c.input["path"] for c in result.tool_calls] == ["notes.txt", "b.txt"]
+    assert script.stops == 0
+    assert script.sent[1].index("the secret is 42") < script.sent[1].index("bee")
+
+
+def test_a_tool_starts_while_the_cli_is_still_talking(registry, tmp_path):
+    started = threading.Event()
+    original = registry.resolve("read_file").func
+
+    def watched(ctx, path):
+        started.set()
+        return original(ctx, path)
+
+    object.__setattr__(registry.resolve("read_file"), "func", watched)
+    seen_before_end = []
+
+    def reply():
+        yield Text(block("crew:read_file", path="notes.txt"))
+        seen_before_end.append(started.wait(2))  # the CLI is still "running" here
+        yield MessageEnd()
+        yield Done()
+
+    script = Script(reply(), text("ok"))
+    make_loop(script, registry, tmp_path).run("t")
+    assert seen_before_end == [True]
+
+
+def test_model_mistakes_go_back_as_errors_and_are_never_run(registry, tmp_path):
+    reply = text(block("crew:read_fil", path="notes.txt") + block("crew:read_file", path=3))
+    script = Script(reply, text("sorry"))
+    result = make_loop(script, registry, tmp_path).run("t")
+    assert [c.result.success for c in result.tool_calls] == [False, False]
+    assert "did you mean 'crew:read_file'" in script.sent[1]
+    assert "$.path" in script.sent[1]
+    assert registry.log == []
+
+
+def test_query_mode_refuses_a_write_tool_even_when_the_model_names_it(registry, tmp_path):
+    script = Script(text(block("crew:write_file", path="x.txt", content="hi")), text("ok"))
+    result = make_loop(script, registry, tmp_path).run("t")
+    assert result.tool_calls[0].result.success is False
+    assert "not available in query mode" in script.sent[1]
+    assert not (tmp_path / "x.txt").exists() and registry.log == []
+
+
+def test_execute_mode_runs_a_write_tool(registry, tmp_path):
+    script = Script(text(block("crew:write_file", path="x.txt", content="hi")), text("ok"))
+    make_loop(script, registry, tmp_path, mode="execute").run("t")
+    assert (tmp_path / "x.txt").read_text() == "hi"
+
+
+def test_a_write_waits_for_reads_before_it_and_reads_after_it_wait_for_the_write(registry, tmp_path):
+    reply = text(block("crew:read_file", path="notes.txt") + block("crew:write_file", path="notes.txt", content="new")
+                 + block("crew:read_file", path="notes.txt"))
+    script = Script(reply, text("ok"))
+    result = make_loop(script, registry, tmp_path, mode="execute").run("t")
+    contents = [c.result.data.get("content") for c in result.tool_calls]
+    assert contents == ["the secret is 42", None, "new"]
+
+
+def test_the_same_failing_call_repeated_stops_the_run(registry, tmp_path):
+    bad = text(block("crew:read_file", path="missing.txt"))
+    script = Script(bad, bad, bad, bad)
+    with pytest.raises(CrewError, match="repeated the same failing call crew:read_file 3 times; last error: no file"):
+        make_loop(script, registry, tmp_path).run("t")
+    assert "This exact call already failed" in script.sent[2]
+
+
+def test_max_turns(registry, tmp_path):
+    call = text(block("crew:read_file", path="notes.txt"))
+    with pytest.raises(MaxTurnsReached, match="after 2 turns; raise --max-turns"):
+        make_loop(Script(call, call, call), registry, tmp_path, max_turns=2).run("t")
+
+
+def test_a_cli_failure_is_a_provider_error_with_its_message(registry, tmp_path):
+    script = Script([Failure("API Error: 500 mock failure", 500), Done(ok=False)])
+    with pytest.raises(ProviderError, match="@claude: API Error: 500 mock failure"):
+        make_loop(script, registry, tmp_path).run("t")
+    assert script.closed
+
+
+def test_a_result_holding_a_fence_cannot_break_out_of_its_block(registry, tmp_path):
+    (tmp_path / "f.md").write_text("````\n```json\n{}\n```")
+    script = Script(text(block("crew:read_file", path="f.md")), text("ok"))
+    make_loop(script, registry, tmp_path).run("t")
+    assert "`````json\n" in script.sent[1]
+
+
+def test_usage_is_summed_over_turns(registry, tmp_path):
+    from crewbridge.events import Usage
+
+    script = Script([*text(block("crew:read_file", path="notes.txt")), Usage(10, 2, 0.5)],
+                    [*text("ok"), Usage(5, 1, 0.25)])
+    result = make_loop(script, registry, tmp_path).run("t")
+    assert result.usage == {"input_tokens": 15, "output_tokens": 3, "cost_usd": 0.75}
