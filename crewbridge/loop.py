@@ -173,8 +173,10 @@ class AgentLoop:
     def _execute(self, call: ToolCall) -> ToolResult:
         self.transcript.write("tool_call", agent=self.agent, name=call.name, input=call.input)
         spec = self.registry.resolve(call.name)
-        refusal = self.policy.check(spec, call.input)
-        data, block = (call.input, refusal) if refusal else self.hooks.before(spec.name, call.input, self.agent)
+        # Hooks see only calls the policy allows; command globs and approval see the input that will run.
+        data, block = self.hooks.before(spec.name, call.input, self.agent, spec) if self.policy.allowed(spec) \
+            else (call.input, None)
+        block = block or self.policy.check(spec, data)
         if block:
             result = ToolResult(False, error=block, tool=spec.name)
         else:

@@ -1,0 +1,215 @@
+import json
+import os
+import stat
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from crewbridge.errors import UsageError
+from crewbridge.redact import Redactor
+from crewbridge.transcript import Transcript, list_runs, read_run, runs_dir
+
+SECRET = "s3cr3t-value-1234"
+ENV = {"ANTHROPIC_API_KEY": SECRET, "GITHUB_TOKEN": "tok-abcdef", "DB_PASSWORD": "hunter22",
+       "SHORT_KEY": "dummy", "HOME": "/home/someone", "EDITOR": "vim-editor"}
+
+
+@pytest.fixture(autouse=True)
+def state(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    return tmp_path / "state" / "crewbridge" / "runs"
+
+
+def lines(transcript: Transcript) -> list[dict]:
+    return [json.loads(line) for line in transcript.path.read_text().splitlines()]
+
+
+def test_the_default_transcript_discards_everything(state):
+    transcript = Transcript()
+    transcript.write("prompt", text="hi")
+    transcript.close("ok")
+    assert not state.exists() and transcript.path is None
+
+
+def test_a_run_is_a_jsonl_file_under_the_user_state_dir(state):
+    transcript = Transcript.open(command="query", agents=["claude"], task="what is in notes.txt?")
+    assert transcript.path.parent == state == runs_dir()
+    first = lines(transcript)[0]
+    assert first["kind"] == "start" and first["run_id"] == transcript.run_id
+    assert (first["command"], first["agents"], first["task"]) == ("query", ["claude"], "what is in notes.txt?")
+    assert {"time", "ms", "pid", "cwd", "version"} <= set(first)
+
+
+def test_every_event_is_on_disk_as_soon_as_it_is_written():
+    transcript = Transcript.open()
+    transcript.write("tool_call", agent="claude", name="crew:read_file", input={"path": "a"})
+    assert [e["kind"] for e in lines(transcript)] == ["start", "tool_call"]  # before close
+    transcript.write("tool_result", agent="claude", name="crew:read_file", result={"success": True})
+    assert lines(transcript)[-1]["result"] == {"success": True}
+
+
+def test_close_writes_the_end_with_counts_and_is_idempotent():
+    transcript = Transcript.open()
+    transcript.write("tool_call", name="a")
+    transcript.write("tool_call", name="b")
+    transcript.write("error", message="boom")
+    transcript.close("error")
+    transcript.close("ok")
+    transcript.write("late", note="after close")
+    end = lines(transcript)[-1]
+    assert (end["kind"], end["status"], end["tool_calls"], end["errors"]) == ("end", "error", 2, 1)
+    assert [e["kind"] for e in lines(transcript)].count("end") == 1
+
+
+def test_transcripts_are_private_to_the_user(state):
+    transcript = Transcript.open()
+    assert stat.S_IMODE(transcript.path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(state.stat().st_mode) == 0o700
+
+
+def test_secrets_are_redacted_before_they_reach_the_disk():
+    transcript = Transcript.open(env=ENV, argv=["crew", "query", f"--key={SECRET}"])
+    transcript.write("tool_result", result={"data": {"output": f"export ANTHROPIC_API_KEY={SECRET}\n"
+                                                               "token tok-abcdef, pw hunter22",
+                                                     SECRET: ["nested", "dummy"]}})
+    transcript.close("ok")
+    text = transcript.path.read_text()
+    assert SECRET not in text and "tok-abcdef" not in text and "hunter22" not in text
+    result = lines(transcript)[1]["result"]
+    assert result["data"]["output"] == ("export ANTHROPIC_API_KEY=[REDACTED:ANTHROPIC_API_KEY]\n"
+                                        "token [REDACTED:GITHUB_TOKEN], pw [REDACTED:DB_PASSWORD]")
+    assert result["data"]["[REDACTED:ANTHROPIC_API_KEY]"] == ["nested", "dummy"]  # short values stay
+    assert lines(transcript)[0]["argv"][2] == "--key=[REDACTED:ANTHROPIC_API_KEY]"
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("key sk-ant-api03-" + "A" * 40 + " end", "key [REDACTED:sk] end"),
+    ("openai sk-proj-" + "b1" * 12, "openai [REDACTED:sk]"),
+    ("aws AKIAIOSFODNN7EXAMPLE", "aws [REDACTED:aws]"),
+    ("gh ghp_" + "a" * 36, "gh [REDACTED:github]"),
+    ("pat github_pat_" + "1" * 40, "pat [REDACTED:github]"),
+    ("slack xoxb-123456789012-abcdefghij", "slack [REDACTED:slack]"),
+    ("google AIza" + "Z" * 35, "google [REDACTED:google]"),
+    ("Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.payload.sig", "Authorization: Bearer [REDACTED:bearer]"),
+    ("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXk\n-----END OPENSSH PRIVATE KEY-----\nafter",
+     "[REDACTED:private-key]\nafter"),
+    ("cut -----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA", "cut [REDACTED:private-key]"),
+])
+def test_common_key_formats_are_redacted(text, expected):
+    assert Redactor({}).text(text) == expected
+
+
+@pytest.mark.parametrize("text", [
+    "the keyboard is a sketchy skeleton", "sk-short", "Bearer of bad news", "AKIA-not-a-key",
+    "ordinary text with vim-editor in it", "-----BEGIN PUBLIC KEY-----\nMIIB\n-----END PUBLIC KEY-----",
+])
+def test_ordinary_text_is_left_alone(text):
+    assert Redactor(ENV).text(text) == text
+
+
+def test_the_longest_secret_is_redacted_whole():
+    redactor = Redactor({"A_KEY": "abcdefgh", "B_KEY": "abcdefgh-and-more"})
+    assert redactor.text("abcdefgh-and-more") == "[REDACTED:B_KEY]"
+
+
+def test_parallel_writers_never_mix_their_lines():
+    transcript = Transcript.open()
+
+    def agent(name: str) -> None:
+        for i in range(200):
+            transcript.write("text", agent=name, text=f"{name} line {i} " + "x" * 500)
+
+    threads = [threading.Thread(target=agent, args=(f"agent{n}",)) for n in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    transcript.close("ok")
+    events = lines(transcript)  # every line parses
+    assert len(events) == 2 + 6 * 200
+    assert all(sum(1 for e in events if e.get("agent") == f"agent{n}") == 200 for n in range(6))
+
+
+def test_a_run_that_dies_loses_nothing_it_wrote_and_shows_as_unfinished(tmp_path):
+    script = ("import os, sys\n"
+              "from crewbridge.transcript import Transcript\n"
+              "t = Transcript.open(command='query')\n"
+              "for i in range(50):\n"
+              "    t.write('tool_call', name=f'call{i}')\n"
+              "os.kill(os.getpid(), 9)\n")
+    subprocess.run([sys.executable, "-c", script], env=os.environ, check=False, start_new_session=True)
+    (run,) = list_runs()
+    assert run.status == "unfinished" and run.end == {} and run.fields["command"] == "query"
+    assert [e["name"] for e in read_run(run.run_id)[1:]] == [f"call{i}" for i in range(50)]
+
+
+def test_using_it_as_a_context_manager_closes_with_the_outcome():
+    with Transcript.open() as ok:
+        pass
+    with pytest.raises(ValueError), Transcript.open() as failed:
+        raise ValueError("bad input")
+    with pytest.raises(KeyboardInterrupt), Transcript.open() as stopped:
+        raise KeyboardInterrupt
+    assert lines(ok)[-1]["status"] == "ok"
+    assert [(e["kind"], e.get("message")) for e in lines(failed)[-2:]] == [("error", "bad input"), ("end", None)]
+    assert lines(failed)[-1]["status"] == "error"
+    assert lines(stopped)[-1]["status"] == "interrupted"
+
+
+# --- crew log ---------------------------------------------------------------------------------------
+
+def make_runs(count: int) -> list[str]:
+    ids = []
+    for n in range(count):
+        transcript = Transcript.open(command="query", task=f"task {n}")
+        transcript.write("tool_call", name="x")
+        transcript.close("ok")
+        ids.append(transcript.run_id)
+    return ids
+
+
+def test_list_runs_gives_the_newest_first_up_to_the_limit(state):
+    for n, run_id in enumerate(make_runs(3)):  # ids sort by start time; make the order certain
+        os.rename(state / f"{run_id}.jsonl", state / f"2030010{n}-000000-{run_id[-6:]}.jsonl")
+    runs = list_runs(limit=2)
+    assert [r.fields["task"] for r in runs] == ["task 2", "task 1"]
+    assert (runs[0].status, runs[0].tool_calls) == ("ok", 1) and runs[0].seconds >= 0
+    assert list_runs(limit=0) == []
+
+
+def test_list_runs_without_any_runs_is_empty():
+    assert list_runs() == []
+
+
+def test_read_run_by_id_prefix_or_last():
+    (run_id,) = make_runs(1)
+    events = read_run(run_id)
+    assert [e["kind"] for e in events] == ["start", "tool_call", "end"]
+    assert read_run(run_id[:17]) == events == read_run("last")
+
+
+def test_read_run_reports_a_half_written_last_line(state):
+    (run_id,) = make_runs(1)
+    with open(state / f"{run_id}.jsonl", "a") as handle:
+        handle.write('{"kind": "tool_ca')
+    assert read_run(run_id)[-1] == {"kind": "corrupt", "line": 4, "text": '{"kind": "tool_ca'}
+
+
+def test_read_run_errors_name_the_problem_and_the_next_step(state):
+    with pytest.raises(UsageError, match="no runs recorded yet"):
+        read_run("last")
+    ids = make_runs(2)
+    with pytest.raises(UsageError, match="run 'ffff' not found in .*; `crew log` lists runs"):
+        read_run("ffff")
+    common = os.path.commonprefix(ids)
+    with pytest.raises(UsageError, match=f"run id '{common}' matches 2 runs"):
+        read_run(common)
+
+
+@pytest.mark.parametrize("bad", ["../../etc/passwd", "/etc/passwd", "x.jsonl", ""])
+def test_read_run_refuses_anything_but_a_run_id(bad):
+    make_runs(1)
+    with pytest.raises(UsageError, match="is not valid; `crew log` lists runs"):
+        read_run(bad)
