@@ -41,7 +41,8 @@ class Child:
         self.out = fdpexpect.fdspawn(os.dup(self.proc.stdout.fileno()), timeout=None, maxread=CHUNK)
         self._stderr: collections.deque[bytes] = collections.deque()
         self._stderr_size = 0
-        threading.Thread(target=self._drain_stderr, daemon=True).start()
+        self._stderr_reader = threading.Thread(target=self._drain_stderr, daemon=True)
+        self._stderr_reader.start()
         self.cut_lines = 0
         if stdin is not None or not keep_stdin:
             # From a thread: a CLI that writes while we write would otherwise deadlock on full pipes.
@@ -78,6 +79,8 @@ class Child:
 
     @property
     def stderr(self) -> str:
+        if self.proc.poll() is not None:  # all it wrote is in the pipe: let the reader take it
+            self._stderr_reader.join(0.5)
         return b"".join(self._stderr).decode("utf-8", "replace")[-STDERR_KEEP:]
 
     def lines(self, deadline: float | None = None) -> Iterator[str]:
