@@ -178,6 +178,15 @@ def _openai_messages(items: Any) -> list[tuple[str, str]]:
     return out
 
 
+def _codex_request_kind(request: Request) -> str | None:
+    """What codex says a Responses call is for ("turn", "compaction", …), from its metadata header."""
+    metadata = {k.lower(): v for k, v in request.headers.items()}.get("x-codex-turn-metadata")
+    try:
+        return json.loads(metadata).get("request_kind") if metadata else None
+    except (ValueError, AttributeError):
+        return None
+
+
 class MockServer:
     """The server. Use as a context manager, or call `start()` and `stop()`."""
 
@@ -463,7 +472,14 @@ class _Handler(BaseHTTPRequestHandler):
     # -- OpenAI Responses -----------------------------------------------------------------------
 
     def _openai(self, request: Request) -> None:
-        answer = self.server.mock._next(request)
+        if _codex_request_kind(request) not in ("turn", None):
+            # Codex's own calls, e.g. "compaction" when a session resumes with another model: the
+            # summary it asks for is the conversation so far (its last message is the request).
+            self.server.mock._note(request)
+            talk = [text for role, text in request.messages()[:-1] if role != "system"]
+            answer = reply("\n\n".join(talk))
+        else:
+            answer = self.server.mock._next(request)
         if answer.status != 200:
             kind = OPENAI_ERRORS.get(answer.status, "server_error")
             error_body = {"message": answer.message, "type": kind, "param": None, "code": kind}

@@ -127,6 +127,21 @@ def test_auxiliary_calls_are_answered_without_consuming_the_script(mock_server):
                                                  "/v1/messages/count_tokens"]
 
 
+def test_a_codex_compaction_call_gets_the_conversation_as_summary_without_using_the_script(
+        mock_server):
+    mock_server.script("kept")
+    metadata = json.dumps({"request_kind": "compaction"})
+    events = sse(post(mock_server, "/v1/responses", {"input": [
+        {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "s"}]},
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "task"}]},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "a"}]},
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "sum up"}]},
+    ]}, **{"x-codex-turn-metadata": metadata}))
+    assert events[-1][1]["response"]["output"][0]["content"][0]["text"] == "task\n\na"
+    assert mock_server.pending == 1 and mock_server.requests == []
+    assert len(mock_server.aux) == 1
+
+
 def test_a_chunked_request_body_is_read():
     with MockServer() as mock:
         mock.script("ok")

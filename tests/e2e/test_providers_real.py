@@ -94,6 +94,23 @@ def test_a_resumed_query_keeps_the_read_only_limits(cli, cli_env, mock_server, w
         assert not set(request.tool_names()) & WRITE_TOOLS[cli]
 
 
+def test_codex_resumed_with_another_model_keeps_the_history_through_its_compaction(
+        cli_env, mock_server, workdir):
+    """Resuming with a model other than the session's makes codex first ask the old model for a
+    summary ("compaction"); the mock answers that aside, with the conversation itself."""
+    env = cli_env("codex")
+    mock_server.script("Noted: PAPAYA.", "It was PAPAYA.")
+    first = run_cli("codex", Turn("Remember the word PAPAYA."), env, workdir)
+    second = run_cli("codex", Turn("Which word?", session_id=first.session_id, model="gpt-5.5"),
+                     env, workdir)
+    assert second.returncode == 0, second.stderr
+    assert second.text == "It was PAPAYA."
+    assert len(mock_server.aux) == 1
+    last = mock_server.requests[-1]
+    assert last.model == "gpt-5.5"
+    assert "Remember the word PAPAYA." in last.text() and "Noted: PAPAYA." in last.text()
+
+
 EXIT_ON_500 = {"claude": 1, "gemini": 244, "codex": 1}  # gemini exits with the HTTP status mod 256
 MESSAGE_ON_500 = {"claude": "the mock model is down", "gemini": "the mock model is down",
                   "codex": "high demand"}  # codex shows its own words, not the server's
