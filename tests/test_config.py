@@ -405,3 +405,14 @@ def test_trust_is_remembered_by_path_and_content_hash(user_dirs, tmp_path):
 
 def test_the_schema_and_the_tool_class_agree_on_tool_objects():
     assert isinstance(custom_tools.CommandTool("t", ["true"], {"type": "object"}).tool(), Tool)
+
+
+def test_the_documented_example_is_a_valid_configuration(tmp_path):
+    doc = (Path(__file__).parent.parent / "docs" / "configuration.md").read_text()
+    example = doc.split("## A complete example\n\n```yaml\n", 1)[1].split("```", 1)[0]
+    config = load(tmp_path, example)
+    assert {"claude", "reviewer", "tester", "local", "demo"} <= set(config.agents)
+    assert config.agent("tester").workdir == str(tmp_path.resolve())
+    assert set(config.tools) == {"count_lines", "deploy"} and "llama" in config.providers
+    assert [len(config.hooks[e]) for e in ("before_tool_call", "after_tool_call")] == [2, 1]
+    assert {"count_lines", "deploy"} <= set(config.registry().names())
