@@ -11,6 +11,10 @@ class Text:
 
     text: str
 
+    def __post_init__(self) -> None:  # a decoder that meets another shape reports the line as corrupt
+        if not isinstance(self.text, str):
+            raise TypeError(f"text is {type(self.text).__name__}, not a string")
+
 
 @dataclass(frozen=True)
 class MessageEnd:

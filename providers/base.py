@@ -1,11 +1,16 @@
 """What every provider is: how to build the command, decode one output line, and resume."""
 from __future__ import annotations
 
+import importlib
 import json
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 from crewbridge.events import Event, Notice
+
+if TYPE_CHECKING:
+    from crewbridge.conversation import Conversation
 
 
 @dataclass
@@ -36,6 +41,8 @@ class JsonLineDecoder:
             obj = json.loads(line)
         except ValueError as exc:
             return [Notice("corrupt", f"not JSON ({exc.msg}): {line[:120]}")]
+        except RecursionError:
+            return [Notice("corrupt", f"JSON nested too deeply: {line[:120]}")]
         if not isinstance(obj, dict):
             return [Notice("corrupt", f"not a JSON object: {line[:120]}")]
         try:
@@ -55,6 +62,7 @@ class Provider:
     install_hint = ""  # how a person installs the CLI
     resumable = True  # has its own session resume; otherwise crew replays the transcript
     prompt_on_stdin = True  # argv is capped at 128 KiB; stdin is not
+    live = ""  # "module:Class" of its exact, live conversation (providers/live_*.py), if it has one
 
     def argv(self, turn: Turn) -> list[str]:
         raise NotImplementedError
@@ -65,3 +73,15 @@ class Provider:
     def env(self) -> dict[str, str]:
         """Variables added to the inherited environment."""
         return {}
+
+    def conversation(self, base: Turn, cwd: Path, env: dict[str, str] | None = None) -> Conversation:
+        """How crew talks to this CLI across turns: the provider's `live` conversation (exact
+        continuation, in one process where the CLI allows), else — and always with CREW_LIVE=0 — a
+        new process per turn, continued by the CLI's resume or a replayed transcript."""
+        from crewbridge.conversation import ProcessConversation
+        from crewbridge.providers.live_process import live_enabled
+
+        if self.live and live_enabled(env):
+            module, _, name = self.live.partition(":")
+            return getattr(importlib.import_module(module), name)(self, base, cwd=cwd, env=env)
+        return ProcessConversation(self, base, cwd=cwd, env=env)

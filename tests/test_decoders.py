@@ -1,0 +1,183 @@
+"""Output decoders (providers/*.py): real CLI output → assistant text and metadata.
+
+Only assistant-authored text becomes `Text`: never the echoed prompt, tool results, the CLI's own
+native tool events, a subagent's words, claude's final `result`, or the same text twice.
+"""
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session, Text, Usage
+from crewbridge.parse import DECODERS, decoder_for
+
+FIXTURES = Path(__file__).parent / "fixtures"
+MOCK_REPLY = ('Mock model reply. I will call a tool:\n```json\n'
+              '{"tool_use": {"name": "search", "input": {"query": "hello world"}}}\n```\n')
+
+
+def decode(fmt: str, name: str) -> list[Event]:
+    decoder = decoder_for(fmt)
+    return [event for line in (FIXTURES / name).read_text().splitlines(keepends=True)
+            for event in decoder.decode(line)]
+
+
+def text_of(events: list[Event]) -> str:
+    return "".join(e.text for e in events if isinstance(e, Text))
+
+
+def only(kind: type, events: list[Event]) -> list[Event]:
+    return [e for e in events if isinstance(e, kind)]
+
+
+def notices(events: list[Event]) -> list[str]:
+    return [e.kind for e in events if isinstance(e, Notice)]
+
+
+class TestClaude:
+    def test_a_plain_reply(self) -> None:
+        events = decode("claude", "claude_stream_simple.jsonl")
+        assert text_of(events) == MOCK_REPLY  # once: the final `result` repeats it and is not text
+        assert events[0] == Session("1957e5e0-485c-42b5-8ba0-b9aade957c0a", "claude-opus-4-8[1m]")
+        assert only(Usage, events) == [Usage(100, 20, 0.001)]
+        assert events[-1] == Done(ok=True) and not only(Failure, events)
+
+    def test_each_text_block_is_a_message(self) -> None:
+        events = decode("claude", "claude_stream.jsonl")
+        assert [e for e in events if isinstance(e, (Text, MessageEnd))] == [
+            Text("Running a tool."), MessageEnd(), Text("Tool said hello. " + MOCK_REPLY), MessageEnd()]
+
+    def test_native_tool_calls_and_results_are_not_text(self) -> None:
+        events = decode("claude", "claude_stream.jsonl")
+        assert "native_tool" in notices(events) and "native_tool_result" in notices(events)
+        assert "hello-from-tool" not in text_of(events)
+
+    def test_partial_messages_give_the_text_once(self) -> None:
+        events = decode("claude", "claude_stream_partial.jsonl")
+        assert text_of(events) == MOCK_REPLY
+        assert len(only(Text, events)) == 5  # the deltas, not the full `assistant` event after them
+        assert only(MessageEnd, events) == [MessageEnd()]  # content_block_stop
+
+    def test_max_turns_is_a_failure(self) -> None:
+        events = decode("claude", "claude_stream_maxturns.jsonl")
+        assert only(Failure, events) == [Failure("Reached maximum number of turns (1)")]
+        assert events[-1] == Done(ok=False)
+
+    def test_an_api_error_is_a_failure_and_its_synthetic_message_is_not_text(self) -> None:
+        events = decode("claude", "claude_stream_error500.jsonl")
+        assert text_of(events) == ""
+        assert "synthetic" in notices(events)
+        [failure] = only(Failure, events)
+        assert failure.status == 500 and failure.message.startswith("API Error: 500 mock failure 500")
+        assert events[-1] == Done(ok=False)
+
+    def test_a_subagents_words_are_not_text(self) -> None:
+        events = decode("claude", "claude_crew.jsonl")
+        assert "subagent" in notices(events)
+        assert "Subagent says" not in text_of(events)
+
+    def test_a_corrupt_line_is_reported_and_the_rest_still_read(self) -> None:
+        events = decode("claude", "claude_crew.jsonl")
+        [corrupt] = [e for e in events if isinstance(e, Notice) and e.kind == "corrupt"]
+        assert corrupt.detail.startswith("not JSON (Unterminated string")
+        assert text_of(events).endswith("I expect three hits.")
+
+
+class TestGemini:
+    def test_the_echoed_prompt_is_not_text(self) -> None:
+        events = decode("gemini", "gemini_stream.jsonl")
+        assert "MOCK_TOOL_USE" not in text_of(events) and "echo" in notices(events)
+
+    def test_deltas_make_the_reply_and_native_tools_end_a_message(self) -> None:
+        events = decode("gemini", "gemini_stream.jsonl")
+        assert text_of(events) == "Running a tool.Tool said hello. " + MOCK_REPLY
+        assert events[0] == Session("8f9b0b9a-7e54-4ddc-9aed-173675d437f5", "gemini-2.5-pro")
+        first_end = next(i for i, e in enumerate(events) if isinstance(e, MessageEnd))
+        assert text_of(events[:first_end]) == "Running a tool."
+        assert {"native_tool_use", "native_tool_result"} <= set(notices(events))
+        assert "hello-from-tool" not in text_of(events)
+        assert only(Usage, events) == [Usage(200, 40)] and events[-1] == Done(ok=True)
+
+    def test_an_api_error_is_a_failure(self) -> None:
+        events = decode("gemini", "gemini_stream_error500.jsonl")
+        [failure] = only(Failure, events)
+        assert "mock failure 500" in failure.message and events[-1] == Done(ok=False)
+        assert text_of(events) == ""
+
+
+class TestCodex:
+    def test_a_plain_reply(self) -> None:
+        events = decode("codex", "codex_simple.jsonl")
+        assert events[0] == Session("01a20175-1aab-7550-9fa4-376652806941")
+        assert [e for e in events if isinstance(e, (Text, MessageEnd))] == [Text(MOCK_REPLY), MessageEnd()]
+        assert only(Usage, events) == [Usage(100, 20)] and events[-1] == Done(ok=True)
+
+    def test_a_native_command_is_not_text(self) -> None:
+        events = decode("codex", "codex.jsonl")
+        assert text_of(events) == "Tool said hello. " + MOCK_REPLY
+        assert notices(events).count("native_command_execution") == 2
+
+    def test_a_failed_turn(self) -> None:
+        decoder = decoder_for("codex")
+        events = decoder.decode('{"type":"error","message":"stream disconnected"}') + \
+            decoder.decode('{"type":"turn.failed","error":{"message":"stream disconnected"}}')
+        assert events == [Failure("stream disconnected"), Failure("stream disconnected"), Done(ok=False)]
+
+
+class TestText:
+    def test_every_line_is_assistant_text(self) -> None:
+        decoder = decoder_for("text")
+        assert decoder.decode("a line\n") + decoder.decode("last") == [Text("a line\n"), Text("last\n")]
+
+
+@pytest.mark.parametrize("fmt", ["claude", "gemini", "codex"])
+@pytest.mark.parametrize("line", ["{not json", "[1, 2]", '"text"', "[" * 50_000, '{"type": "message", "role": '
+                                  '"assistant", "content": 5}'])
+def test_a_corrupt_or_odd_line_is_reported_not_fatal(fmt: str, line: str) -> None:
+    events = decoder_for(fmt).decode(line)
+    assert all(isinstance(e, Notice) for e in events) and not only(Text, events)
+
+
+@pytest.mark.parametrize("fmt", ["claude", "gemini", "codex"])
+def test_blank_lines_are_nothing(fmt: str) -> None:
+    assert decoder_for(fmt).decode("  \n") == []
+
+
+def real_events() -> list[dict]:
+    events = []
+    for path in sorted(FIXTURES.glob("*.jsonl")):
+        for line in path.read_text().splitlines():
+            try:
+                events.append(json.loads(line))
+            except ValueError:
+                pass  # the corrupt lines the fixtures hold on purpose
+    return events
+
+
+REAL_EVENTS = real_events()
+ODD_VALUES = [None, True, 0, 5, 1.5, "", "x", "assistant", "text", [], [1], ["x"], {}, {"a": 1}, {"type": "text"}]
+
+
+def mutate(value: object, rnd: random.Random) -> object:
+    """A real event with some of its values, at any depth, replaced by a value of another shape."""
+    if isinstance(value, dict):
+        return {k: rnd.choice(ODD_VALUES) if rnd.random() < 0.15 else mutate(v, rnd) for k, v in value.items()}
+    if isinstance(value, list):
+        return [mutate(v, rnd) for v in value]
+    return value
+
+
+@settings(max_examples=150, deadline=None)
+@given(picks=st.lists(st.sampled_from(REAL_EVENTS), min_size=1, max_size=4), rnd=st.randoms())
+def test_real_event_shapes_with_any_values_decode_without_raising_and_text_is_a_string(
+        picks: list[dict], rnd: random.Random) -> None:
+    for make in DECODERS.values():
+        decoder = make()
+        for obj in picks:
+            for event in decoder.decode(json.dumps(mutate(obj, rnd))):
+                assert not isinstance(event, Text) or isinstance(event.text, str)

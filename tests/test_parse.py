@@ -1,0 +1,149 @@
+"""`parse_stream`, the engine of `crew parse`: raw CLI output in, one record per tool-call attempt out."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from crewbridge.errors import UsageError
+from crewbridge.parse import FORMATS, parse_stream
+from test_extract import make_registry
+
+FIXTURES = Path(__file__).parent / "fixtures"
+CAPTURES = {"claude": ["claude_stream_simple.jsonl", "claude_stream.jsonl", "claude_stream_partial.jsonl",
+                       "claude_stream_maxturns.jsonl", "claude_stream_error500.jsonl"],
+            "gemini": ["gemini_stream.jsonl", "gemini_stream_error500.jsonl"],
+            "codex": ["codex_simple.jsonl", "codex.jsonl"]}
+
+
+REGISTRY = make_registry()
+
+
+def parse(fmt: str, name: str, **kw: Any) -> tuple[list[dict], list[str]]:
+    warnings: list[str] = []
+    lines = (FIXTURES / name).read_text().splitlines(keepends=True)
+    records = list(parse_stream(lines, fmt, kw.pop("registry", REGISTRY), warn=warnings.append, **kw))
+    return records, warnings
+
+
+def ok(name: str, data: dict) -> dict:
+    return {"name": name, "input": data, "error": None}
+
+
+@pytest.mark.parametrize("fmt,name", [(fmt, name) for fmt, names in CAPTURES.items() for name in names])
+def test_the_captures_hold_no_crew_call(fmt: str, name: str) -> None:
+    records, warnings = parse(fmt, name)
+    assert records == []  # their {"tool_use": {"name": "search"}} block is not the format
+    assert all("the CLI reported an error" in w for w in warnings)
+
+
+def test_claude() -> None:
+    records, warnings = parse("claude", "claude_crew.jsonl")
+    assert records[:2] == [ok("crew:read_file", {"path": "a.txt"}), ok("crew:read_file", {"path": "b.txt"})]
+    assert records[2]["name"] == "crew:grpe" and "did you mean 'crew:grep'?" in records[2]["error"]
+    assert len(records) == 3  # not the tool result's, the subagent's, nor the final `result` copy
+    assert warnings == ["line 6: not JSON (Unterminated string starting at): "
+                        '{"type":"assistant","message":{"id":"msg_cut","content":[{"type":"te']
+
+
+def test_claude_partial_messages_give_each_call_once() -> None:
+    records, _ = parse("claude", "claude_crew_partial.jsonl")
+    assert records == [ok("crew:write_file", {"path": "q.txt", "content": 'say "hi" \\ 😀'})]
+
+
+def test_gemini() -> None:
+    records, warnings = parse("gemini", "gemini_crew.jsonl")
+    assert records == [ok("crew:read_file", {"path": "😀.txt"}), ok("crew:list_files", {})]
+    assert warnings == ["line 11: not JSON (Expecting value): not json at all"]
+
+
+def test_codex() -> None:
+    records, _ = parse("codex", "codex_crew.jsonl")
+    assert records == [{"name": "crew:read_file", "input": {"path": 7},
+                        "error": "invalid input for crew:read_file at $.path: 7 is not of type 'string'"}]
+
+
+def test_text() -> None:
+    records, _ = parse("text", "text_crew.txt")
+    assert records == [ok("crew:read_file", {"path": "a.txt"})]
+
+
+def test_an_api_error_is_a_warning() -> None:
+    _, warnings = parse("gemini", "gemini_stream_error500.jsonl")
+    assert len(warnings) == 1 and warnings[0].startswith("line 3: the CLI reported an error: [API Error")
+
+
+def test_without_a_registry_only_the_format_is_checked() -> None:
+    records, _ = parse("claude", "claude_crew.jsonl", registry=None)
+    assert records[2] == ok("crew:grpe", {"pattern": "TODO"})
+
+
+def test_another_prefix() -> None:
+    records, _ = parse("text", "text_crew.txt", registry=make_registry("ops"), prefix="ops")
+    assert records == []
+
+
+def test_an_unknown_format_names_the_known_ones() -> None:
+    with pytest.raises(UsageError, match="format 'json' is not known; use one of: claude, gemini, codex, text"):
+        list(parse_stream([], "json"))
+    assert FORMATS == ("claude", "gemini", "codex", "text")
+
+
+def test_a_record_comes_as_soon_as_its_block_closes() -> None:
+    lines = (FIXTURES / "claude_crew.jsonl").read_text().splitlines(keepends=True)
+    read = 0
+
+    def source() -> Iterator[str]:
+        nonlocal read
+        for line in lines:
+            read += 1
+            yield line
+
+    records = parse_stream(source(), "claude", REGISTRY)
+    next(records)
+    assert read == 2  # the init line and the first assistant event, nothing after
+
+
+def test_records_print_as_json() -> None:
+    records, _ = parse("gemini", "gemini_crew.jsonl")
+    assert [json.loads(json.dumps(r)) for r in records] == records
+
+
+def gemini_lines(pieces: list[str]) -> list[str]:
+    head = [{"type": "init", "session_id": "s", "model": "gemini-2.5-pro"},
+            {"type": "message", "role": "user", "content": "run " + REPLY}]
+    deltas = [{"type": "message", "role": "assistant", "content": p, "delta": True} for p in pieces]
+    return [json.dumps(e) + "\n" for e in head + deltas + [{"type": "result", "status": "success", "stats": {}}]]
+
+
+def claude_partial_lines(pieces: list[str]) -> list[str]:
+    def event(ev: dict) -> dict:
+        return {"type": "stream_event", "event": ev, "session_id": "s", "parent_tool_use_id": None}
+    events = [event({"type": "message_start", "message": {"id": "msg_1", "content": []}})]
+    events += [event({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": p}})
+               for p in pieces]
+    events += [{"type": "assistant", "message": {"id": "msg_1", "model": "m",
+                                                 "content": [{"type": "text", "text": "".join(pieces)}]}},
+               event({"type": "content_block_stop", "index": 0}),
+               {"type": "result", "is_error": False, "result": "".join(pieces), "usage": {}}]
+    return [json.dumps(e, ensure_ascii=False) + "\n" for e in events]
+
+
+REPLY = ("Two calls:\n```json\n" + json.dumps({"type": "tool_use", "name": "crew:write_file",
+                                               "input": {"path": "a", "content": 'q "\\ ```\n😀'}})
+         + "\n```\n~~~\n" + json.dumps([{"type": "tool_use", "name": "crew:grep", "input": {"pattern": "é"}}],
+                                       ensure_ascii=False) + "\n~~~\nDone.")
+
+
+@settings(max_examples=100, deadline=None)
+@given(cuts=st.lists(st.integers(min_value=0, max_value=len(REPLY)), max_size=12))
+def test_any_cut_of_the_reply_into_events_gives_the_same_records(cuts: list[int]) -> None:
+    points = sorted(set(cuts) | {0, len(REPLY)})
+    pieces = [REPLY[a:b] for a, b in zip(points, points[1:])]
+    expected = [ok("crew:write_file", {"path": "a", "content": 'q "\\ ```\n😀'}), ok("crew:grep", {"pattern": "é"})]
+    assert list(parse_stream(gemini_lines(pieces), "gemini", REGISTRY)) == expected
+    assert list(parse_stream(claude_partial_lines(pieces), "claude", REGISTRY)) == expected
