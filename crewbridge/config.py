@@ -12,15 +12,17 @@ repository and running crew in it would run whatever its crew.yaml says.
 """
 from __future__ import annotations
 
+import contextlib
 import difflib
 import functools
 import hashlib
 import json
 import os
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from importlib.resources import files
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 import yaml
 from jsonschema import Draft202012Validator
@@ -66,7 +68,7 @@ class Config:
     providers: dict[str, Any] = field(default_factory=dict)  # id → GenericSpec
     hooks: dict[str, list[Any]] = field(default_factory=dict)  # before_tool_call/after_tool_call → HookSpec
     compact_catalogue: bool | None = None  # None: compact when many tools
-    tools: dict[str, "CommandTool"] = field(default_factory=dict)
+    tools: dict[str, CommandTool] = field(default_factory=dict)
     plugins: bool = True  # tools from the `crewbridge.tools` entry point group
     transcripts: bool = True
     marks: dict[Keys, int] = field(default_factory=dict, repr=False)  # key path → line in `path`
@@ -81,7 +83,7 @@ class Config:
                              f"'{spec.workdir}' is not a directory; create it or fix the path")
         return spec
 
-    def provider(self, name: str) -> "Provider":
+    def provider(self, name: str) -> Provider:
         """A provider by name: one configured under `providers:` first, then a built-in one."""
         from crewbridge.providers import BUILTIN, load
         from crewbridge.providers.generic import GenericProvider
@@ -288,7 +290,7 @@ def _explain(error: ValidationError) -> tuple[Keys, str]:
         return (*keys, instance), "not a valid name; names start with a letter and hold letters, digits, _ and -"
     if kind == "additionalProperties":
         known = list(schema.get("properties", {}))
-        unknown = sorted(k for k in instance if k not in known)[0]
+        unknown = min(k for k in instance if k not in known)
         near = difflib.get_close_matches(unknown, known, n=1, cutoff=0.6)
         return (*keys, unknown), "unknown key; " + (f"did you mean '{near[0]}'?" if near
                                                     else f"known keys: {', '.join(known)}")
@@ -361,14 +363,16 @@ def _build(data: dict[str, Any], marks: dict[Keys, int], path: Path, shown: str)
                     compact_catalogue=data.get("compact_catalogue"), plugins=data.get("plugins", True),
                     transcripts=data.get("transcripts", True), marks=marks, shown=shown)
 
-    def located(keys: Keys, make: Any) -> Any:
+    @contextlib.contextmanager
+    def located(keys: Keys) -> Iterator[None]:
         try:
-            return make()
+            yield
         except CrewError as exc:  # the object's own check: put the file and line in front
             raise config.error(keys, str(exc)) from None
 
     for name, entry in data.get("providers", {}).items():
-        config.providers[name] = located(("providers", name), lambda: GenericSpec(name=name, **entry))
+        with located(("providers", name)):
+            config.providers[name] = GenericSpec(name=name, **entry)
     providers = sorted({*BUILTIN, *config.providers})
     for agent_id, entry in data.get("agents", {}).items():
         fields = {**entry, "provider": entry.get("provider", agent_id)}
@@ -381,14 +385,18 @@ def _build(data: dict[str, Any], marks: dict[Keys, int], path: Path, shown: str)
         config.agents[agent_id] = AgentSpec(id=agent_id, **fields)
     for name, entry in data.get("tools", {}).items():
         schema = entry.get("schema", {"type": "object", "properties": {}, "additionalProperties": False})
-        config.tools[name] = tool = located(("tools", name), lambda: CommandTool(
-            name=name, command=entry["command"], schema=schema, description=entry.get("description", ""),
-            read_only=entry.get("read_only", False), timeout=entry.get("timeout"),
-            needs_approval=entry.get("approval", False), base=base))
-        located(("tools", name, "schema"), tool.tool)  # compiles the schema
+        with located(("tools", name)):
+            config.tools[name] = CommandTool(
+                name=name, command=entry["command"], schema=schema, description=entry.get("description", ""),
+                read_only=entry.get("read_only", False), timeout=entry.get("timeout"),
+                needs_approval=entry.get("approval", False), base=base)
+        with located(("tools", name, "schema")):
+            config.tools[name].tool()  # compiles the schema
     for event, items in data.get("hooks", {}).items():
-        config.hooks[event] = [located(("hooks", event, i), lambda: HookSpec(event=event, base=base, **item))
-                               for i, item in enumerate(items)]
+        config.hooks[event] = []
+        for i, item in enumerate(items):
+            with located(("hooks", event, i)):
+                config.hooks[event].append(HookSpec(event=event, base=base, **item))
     return config
 
 

@@ -14,9 +14,10 @@ import json
 import logging
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from crewbridge.custom_tools import run_argv
 from crewbridge.errors import CrewError, CrewTimeout

@@ -11,7 +11,8 @@ import re
 import shlex
 import sys
 import threading
-from typing import IO, Any, Iterable
+from collections.abc import Iterable
+from typing import IO, Any
 
 from crewbridge.config import AgentSpec
 from crewbridge.errors import ConfigError

@@ -12,15 +12,16 @@ import re
 import secrets
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any, Mapping
+from typing import IO, Any
 
 from crewbridge import __version__
 from crewbridge.config import state_dir
-from crewbridge.errors import CrewError, UsageError
+from crewbridge.errors import CrewError, Interrupted, UsageError
 from crewbridge.redact import Redactor
 
 _RUN_ID = re.compile(r"^[0-9]{8}-[0-9]{6}-[0-9a-f]{6}$")
@@ -45,7 +46,7 @@ class Transcript:
 
     @classmethod
     def open(cls, directory: Path | None = None, *, env: Mapping[str, str] | None = None,
-             **fields: Any) -> "Transcript":
+             **fields: Any) -> Transcript:
         """Start a transcript file and write its `start` event with `fields` (command, agents, task…).
         Secrets are taken from `env` (default: this process's environment)."""
         self = cls()
@@ -66,38 +67,41 @@ class Transcript:
         return self
 
     def write(self, kind: str, **fields: Any) -> None:
-        """Append one event (thread-safe); it is on disk before this returns. Ignored once closed."""
-        if self._file is None:
-            return
-        event = {"kind": kind, "time": _now(), "ms": round((time.monotonic() - self._start) * 1000, 1),
-                 **fields}
-        assert self._redactor is not None
-        line = json.dumps(self._redactor.value(event), ensure_ascii=False, default=str) + "\n"
-        with self._lock:
-            if self._file is not None:
-                if kind in self._counts:
-                    self._counts[kind] += 1
-                self._file.write(line)
-                self._file.flush()
+        """Append one event (thread-safe); it is on disk before this returns. Ignored once closed
+        (a tool still running when its run ended may report late)."""
+        if self._file is not None:
+            self._append(kind, fields)
 
     def close(self, status: str) -> None:
         """Write the `end` event (status, counts) and close; a second close does nothing."""
-        if self._file is None:
-            return
-        self.write("end", status=status, tool_calls=self._counts["tool_call"], errors=self._counts["error"])
-        with self._lock:
-            file, self._file = self._file, None
-        if file is not None:
-            file.close()
+        if self._file is not None:
+            self._append("end", {"status": status}, last=True)
 
-    def __enter__(self) -> "Transcript":
+    def _append(self, kind: str, fields: dict[str, Any], last: bool = False) -> None:
+        assert self._redactor is not None
+        with self._lock:
+            if self._file is None:
+                return
+            if kind in self._counts:
+                self._counts[kind] += 1
+            if last:
+                fields = {**fields, "tool_calls": self._counts["tool_call"], "errors": self._counts["error"]}
+            event = {"kind": kind, "time": _now(), "ms": round((time.monotonic() - self._start) * 1000, 1),
+                     **fields}
+            self._file.write(json.dumps(self._redactor.value(event), ensure_ascii=False, default=str) + "\n")
+            self._file.flush()
+            if last:
+                self._file.close()
+                self._file = None
+
+    def __enter__(self) -> Transcript:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         if kind is None:
             self.close("ok")
-        elif issubclass(kind, KeyboardInterrupt):
+        elif issubclass(kind, (KeyboardInterrupt, Interrupted)):
             self.close("interrupted")
         else:
             self.write("error", message=str(exc), type=kind.__name__)
@@ -175,8 +179,8 @@ def _summary(path: Path) -> RunSummary:
         size = handle.seek(0, os.SEEK_END)
         handle.seek(max(size - _TAIL, 0))
         tail = handle.read().splitlines()
-    last = _json(tail[-1]) if tail else {}
-    end = last if last.get("kind") == "end" else {}
+    # the end event is normally last; a tool that reported after its run ended may follow it
+    end = next((event for event in map(_json, reversed(tail)) if event.get("kind") == "end"), {})
     return RunSummary(run_id=path.stem, path=path, started=str(first.get("time", "")),
                       status=str(end.get("status", "unfinished")), fields=first, end=end)
 

@@ -4,13 +4,20 @@ from importlib.metadata import EntryPoint
 from pathlib import Path
 
 import pytest
+from crewbridge.providers.generic import GenericProvider
 from jsonschema import Draft202012Validator
 
 from crewbridge import custom_tools
-from crewbridge.config import AgentSpec, Config, config_schema, default_agents, load_config, trust_config
+from crewbridge.config import (
+    AgentSpec,
+    Config,
+    config_schema,
+    default_agents,
+    load_config,
+    trust_config,
+)
 from crewbridge.errors import AgentNotFound, ConfigError, UsageError
 from crewbridge.hooks import HookSpec
-from crewbridge.providers.generic import GenericProvider
 from crewbridge.registry import Tool, ToolContext, tool
 
 

@@ -2,6 +2,8 @@ import json
 import threading
 
 import pytest
+from crewbridge.tools import builtin_registry
+from test_custom_tools import gone
 
 from crewbridge.config import AgentSpec
 from crewbridge.conversation import EXACT
@@ -11,8 +13,6 @@ from crewbridge.hooks import AFTER, BEFORE, Block, Hooks, HookSpec
 from crewbridge.loop import AgentLoop
 from crewbridge.policy import Policy
 from crewbridge.registry import Tool, ToolResult
-from crewbridge.tools import builtin_registry
-from test_custom_tools import gone
 
 WRITE = Tool(name="write_file", description="", func=lambda ctx, **kw: None, input_schema={
     "type": "object", "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
@@ -66,7 +66,7 @@ def test_the_hook_receives_the_call_as_json_on_stdin_and_in_its_environment(tmp_
 
 def test_exit_2_blocks_with_stdout_as_the_reason():
     data, block, reports = before(shell("echo 'no writes on Fridays'; exit 2"))
-    assert block == "blocked by a before_tool_call hook: no writes on Fridays"
+    assert data == INPUT and block == "blocked by a before_tool_call hook: no writes on Fridays"
     assert reports == []  # a block is the hook working, not failing
 
 
@@ -127,7 +127,7 @@ def test_a_hook_that_hangs_is_stopped_with_its_whole_group_and_blocks(tmp_path):
     pids = tmp_path / "pids"
     spec = shell(f"sleep 60 & echo $! > {pids}; sleep 60", timeout=0.5)
     data, block, reports = before(spec)
-    assert "gave no answer within 0.5s and was stopped" in block and reports == [block]
+    assert data == INPUT and "gave no answer within 0.5s and was stopped" in block and reports == [block]
     assert gone(int(pids.read_text()))
 
 
@@ -227,7 +227,7 @@ def test_a_python_hook_blocks_by_raising_block():
 
 def test_a_python_hook_that_crashes_is_reported_and_blocks():
     data, block, reports = before(HookSpec(event=BEFORE, python=f"{__name__}:crash"))
-    assert "raised ZeroDivisionError: division by zero; the call was not run" in block and reports == [block]
+    assert data == INPUT and "raised ZeroDivisionError: division by zero; the call was not run" in block and reports == [block]
 
 
 def test_a_python_hook_that_hangs_blocks_after_its_timeout():

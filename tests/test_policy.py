@@ -2,12 +2,12 @@ import io
 import threading
 
 import pytest
+from crewbridge.tools import builtin_registry
 
 from crewbridge.config import AgentSpec
 from crewbridge.errors import ConfigError
 from crewbridge.policy import Approver, Policy, command_refusal, simple_commands
 from crewbridge.registry import Tool, ToolRegistry
-from crewbridge.tools import builtin_registry
 
 READ_ONLY = {"read_file", "list_files", "grep", "help", "count_lines"}
 CODING = READ_ONLY | {"write_file", "edit_file", "run_command"}
@@ -165,8 +165,8 @@ def test_a_tool_matching_approval_globs_asks_and_runs_on_yes(registry):
     terminal = Terminal("y")
     policy = asking(terminal, approval=["write_*"])
     assert policy.check(registry.resolve("write_file"), {"path": "a.txt", "content": "x"}) is None
-    assert terminal.asked == ['@claude wants to run write_file {"path": "a.txt", "content": "x"}\nAllow? '
-                              "[y/N/a=always] "]
+    assert terminal.asked == [('@claude wants to run write_file {"path": "a.txt", "content": "x"}\n'
+                               "Allow? [y/N/a=always] ")]
     assert policy.check(registry.resolve("read_file"), {"path": "a.txt"}) is None  # not asked
     assert len(terminal.asked) == 1
 

@@ -60,7 +60,29 @@ def test_close_writes_the_end_with_counts_and_is_idempotent():
     transcript.write("late", note="after close")
     end = lines(transcript)[-1]
     assert (end["kind"], end["status"], end["tool_calls"], end["errors"]) == ("end", "error", 2, 1)
-    assert [e["kind"] for e in lines(transcript)].count("end") == 1
+    assert [e["kind"] for e in lines(transcript)][-2:] == ["error", "end"]
+
+
+def test_nothing_follows_the_end_even_when_tools_still_report():
+    transcript = Transcript.open()
+    stop = threading.Event()
+
+    def late_tool() -> None:
+        while not stop.is_set():
+            transcript.write("tool_result", name="slow")
+
+    workers = [threading.Thread(target=late_tool) for _ in range(3)]
+    for worker in workers:
+        worker.start()
+    while len(transcript.path.read_text().splitlines()) < 50:
+        pass
+    transcript.close("interrupted")
+    stop.set()
+    for worker in workers:
+        worker.join()
+    events = lines(transcript)
+    assert events[-1]["kind"] == "end" and events[-1]["tool_calls"] == 0
+    assert list_runs()[0].status == "interrupted"
 
 
 def test_transcripts_are_private_to_the_user(state):
