@@ -39,7 +39,7 @@ class CallRecord:
 class Progress:
     """What the loop reports while it runs (for live output, --jsonl and the Python API)."""
 
-    kind: str  # text | call | result | turn | notice
+    kind: str  # turn | text | call | result | answer | notice
     agent: str
     text: str = ""
     call: CallRecord | None = None
@@ -89,28 +89,41 @@ class AgentLoop:
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix=f"crew-{agent}")
 
     def run(self, task: str) -> RunResult:
-        catalogue = render_catalogue(self.ctx.registry, self.policy.mode, compact=self.compact)
-        message = build_prompt(catalogue, task)
-        records: list[CallRecord] = []
+        """The task, catalogue first, to its answer; then the conversation ends."""
         try:
-            for turn in range(1, self.max_turns + 1):
-                self.emit(Progress("turn", self.agent, str(turn)))
-                self.transcript.write("prompt", agent=self.agent, turn=turn, text=message)
-                reply = self._reply(message)
-                if not reply.calls:
-                    self.transcript.write("answer", agent=self.agent, text=reply.text, usage=self.usage)
-                    return RunResult(self.agent, reply.text.strip(), records, self.usage,
-                                     self.conv.session_id, turn)
-                batch = self._collect(reply)
-                records += batch
-                if turn == self.max_turns:
-                    raise MaxTurnsReached(f"@{self.agent} still called tools after {self.max_turns} turns; "
-                                          "raise --max-turns or narrow the task")
-                message = self._follow_up(reply, batch)
+            return self.converse(self.first_message(task))
         finally:
-            self.conv.close()
-            self._pool.shutdown(wait=False, cancel_futures=True)
+            self.close()
+
+    def first_message(self, task: str) -> str:
+        catalogue = render_catalogue(self.ctx.registry, self.policy.mode, compact=self.compact)
+        return build_prompt(catalogue, task)
+
+    def converse(self, message: str) -> RunResult:
+        """Send `message`, run the calls of each reply, until a reply has none. The conversation
+        stays open, so a next message continues it (crew chat)."""
+        records: list[CallRecord] = []
+        for turn in range(1, self.max_turns + 1):
+            self.emit(Progress("turn", self.agent, str(turn)))
+            self.transcript.write("prompt", agent=self.agent, turn=turn, text=message)
+            reply = self._reply(message)
+            if not reply.calls:
+                self.transcript.write("answer", agent=self.agent, text=reply.text, usage=self.usage)
+                result = RunResult(self.agent, reply.text.strip(), records, self.usage, self.conv.session_id, turn)
+                self.emit(Progress("answer", self.agent, result.answer))
+                return result
+            batch = self._collect(reply)
+            records += batch
+            if turn == self.max_turns:
+                raise MaxTurnsReached(f"@{self.agent} still called tools after {self.max_turns} turns; "
+                                      "raise --max-turns or narrow the task")
+            message = self._follow_up(reply, batch)
         raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        """End the conversation and drop tool calls that have not started."""
+        self.conv.close()
+        self._pool.shutdown(wait=False, cancel_futures=True)
 
     def _reply(self, message: str) -> Reply:
         """Stream one reply, starting each tool as its block closes."""

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import collections
 import fcntl
+import logging
 import os
+import shlex
 import signal
 import subprocess
 import threading
@@ -20,6 +22,8 @@ CHUNK = 1 << 16
 MAX_LINE = 8 << 20  # a longer line is cut (memory stays bounded whatever the CLI prints)
 STDERR_KEEP = 8192
 
+log = logging.getLogger(__name__)  # crew --verbose shows it: each command run, each line read and sent
+
 
 class Child:
     """A running CLI. Read its stdout with `lines()`, write with `send_line()`, end it with `kill()`."""
@@ -35,6 +39,7 @@ class Child:
             hint = f"; install it with: {install_hint}" if install_hint else "; install it or fix PATH"
             raise CLINotFound(f"'{argv[0]}' not found on PATH{hint}") from None
         self.pgid = self.proc.pid
+        self.trace("$", shlex.join(argv))
         _grow_pipe(self.proc.stdout.fileno())
         # pexpect gets its own descriptor: closing it must never close one the pipe object still owns
         # (a later GC of that object would then close whatever reused the number).
@@ -44,6 +49,8 @@ class Child:
         self._stderr_reader = threading.Thread(target=self._drain_stderr, daemon=True)
         self._stderr_reader.start()
         self.cut_lines = 0
+        if stdin is not None:
+            self.trace("<", stdin)
         if stdin is not None or not keep_stdin:
             # From a thread: a CLI that writes while we write would otherwise deadlock on full pipes.
             threading.Thread(target=self._feed, args=(stdin, keep_stdin), daemon=True).start()
@@ -68,7 +75,13 @@ class Child:
             pass
 
     def send_line(self, text: str) -> None:
+        self.trace("<", text)
         self._write(text.encode() + b"\n")
+
+    def trace(self, mark: str, text: str) -> None:
+        """Log a line of the exchange: `$` the command, `<` a line sent, `>` a line read."""
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("%s[%d] %s %s", os.path.basename(self.argv[0]), self.pgid, mark, text)
 
     def _drain_stderr(self) -> None:
         for chunk in iter(lambda: self.proc.stderr.read1(CHUNK), b""):
@@ -100,7 +113,9 @@ class Child:
                 break
             start = 0
             while (nl := chunk.find(b"\n", start)) >= 0:
-                yield (pending + chunk[start:nl]).decode("utf-8", "replace")
+                line = (pending + chunk[start:nl]).decode("utf-8", "replace")
+                self.trace(">", line)
+                yield line
                 pending = b""
                 start = nl + 1
             pending += chunk[start:]
@@ -108,7 +123,8 @@ class Child:
                 self.cut_lines += 1
                 pending = pending[:MAX_LINE]
         if pending:
-            yield pending.decode("utf-8", "replace")
+            self.trace(">", line := pending.decode("utf-8", "replace"))
+            yield line
 
     def wait(self, timeout: float = 5.0) -> int:
         try:

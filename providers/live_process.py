@@ -60,6 +60,7 @@ class LiveProcess:
             except pexpect.EOF:
                 raise ProviderError(self._exit_message()) from None
             line = self.child.out.before.decode("utf-8", "replace").strip()
+            self.child.trace(">", line)
             if not line:
                 continue
             try:
