@@ -218,3 +218,18 @@ def test_messages_normalise_roles_and_render_tool_traffic():
     assert openai.messages() == [("system", "sys"), ("user", "q"), ("assistant", "shell({})"),
                                  ("tool", "out")]
     assert openai.text() == "q\n\nshell({})\n\nout"
+
+
+def test_system_prompt_and_offered_tools_per_vendor():
+    anthropic = Request("POST", "/v1/messages", "", {}, {
+        "system": [{"type": "text", "text": "be brief"}], "tools": [{"name": "Read"}]}, "anthropic")
+    gemini = Request("POST", "/v1beta/models/g:streamGenerateContent", "", {}, {
+        "systemInstruction": {"parts": [{"text": "be brief"}]},
+        "tools": [{"functionDeclarations": [{"name": "read_file"}, {"name": "glob"}]}]}, "gemini")
+    openai = Request("POST", "/v1/responses", "", {}, {
+        "instructions": "be brief", "tools": [{"type": "function", "name": "shell"},
+                                              {"type": "web_search"}]}, "openai")
+    assert anthropic.system == gemini.system == openai.system == "be brief"
+    assert anthropic.tool_names() == ["Read"]
+    assert gemini.tool_names() == ["read_file", "glob"]
+    assert openai.tool_names() == ["shell", "web_search"]
