@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Callable
 
 from crewbridge.config import Config, load_config
-from crewbridge.conversation import ProcessConversation
 from crewbridge.errors import CrewError, UsageError
 from crewbridge.hooks import Hooks
 from crewbridge.loop import AgentLoop, Progress, RunResult
@@ -37,10 +36,9 @@ class Bridge:
 
     @property
     def registry(self) -> ToolRegistry:
+        """Built-in, configured and plugin tools."""
         if self._registry is None:
-            from crewbridge.tools import builtin_registry
-
-            self._registry = builtin_registry(self.config.prefix)
+            self._registry = self.config.registry()
         return self._registry
 
     def first_prompt(self, text: str, mode: str = "query") -> str:
@@ -63,6 +61,10 @@ class Bridge:
             self.config.agent(mention.agent)  # fail before starting anything
         if context:
             task = f"{task}\n\n{context}"
+        own = transcript is None
+        if transcript is None:
+            transcript = Transcript.open(command=mode, agents=[m.agent for m in mentions], task=task) \
+                if self.config.transcripts else Transcript()
 
         def one(mention: Mention) -> Outcome:
             try:
@@ -70,12 +72,21 @@ class Bridge:
                                   approve_all=approve_all, transcript=transcript, on_progress=on_progress)
                 return Outcome(mention.agent, result=loop.run(task))
             except CrewError as exc:
+                transcript.write("error", agent=mention.agent, message=str(exc))
                 return Outcome(mention.agent, error=exc)
 
-        if len(mentions) == 1:
-            return [one(mentions[0])]
-        with ThreadPoolExecutor(max_workers=len(mentions)) as pool:
-            return list(pool.map(one, mentions))
+        status = "interrupted"
+        try:
+            if len(mentions) == 1:
+                outcomes = [one(mentions[0])]
+            else:
+                with ThreadPoolExecutor(max_workers=len(mentions)) as pool:
+                    outcomes = list(pool.map(one, mentions))
+            status = "ok" if all(o.error is None for o in outcomes) else "failed"
+            return outcomes
+        finally:
+            if own:
+                transcript.close(status)
 
     def _loop(self, mention: Mention, mode: str, *, max_turns: int, timeout: float | None,
               approve_all: bool, transcript: Transcript | None,
@@ -85,9 +96,9 @@ class Bridge:
         workdir = (self.workdir / agent.workdir).resolve() if agent.workdir else self.workdir
         base = Turn(prompt="", mode=mode, model=mention.model or agent.model,
                     system_prompt=agent.system_prompt, options=list(agent.options.get(mode, [])))
-        conversation = ProcessConversation(provider, base, cwd=workdir)
+        conversation = provider.conversation(base, cwd=workdir)
         return AgentLoop(mention.agent, conversation, self.registry,
                          Policy(agent, mode, approve_all=approve_all), workdir=workdir,
-                         hooks=Hooks(self.config.hooks), transcript=transcript, max_turns=max_turns,
+                         hooks=Hooks(self.config.hooks, workdir=workdir), transcript=transcript, max_turns=max_turns,
                          timeout=agent.timeout or timeout, compact=self.config.compact_catalogue,
                          on_progress=on_progress)

@@ -138,6 +138,63 @@ def tools_call_command(name: str, raw_input: str, config: Any) -> None:
         sys.exit(1)
 
 
+@cli.command("parse")
+@click.option("--format", "fmt", type=click.Choice(["claude", "gemini", "codex", "text"]), required=True,
+              help="Which CLI wrote the output on stdin.")
+@click.option("--prefix", default=None, help="Tool-name prefix (default: the configured one, crew).")
+@config_option
+def parse_command(fmt: str, prefix: str | None, config: Any) -> None:
+    """Read raw CLI output on stdin; print one JSON line per tool-call attempt, validated."""
+    from crewbridge.parse import parse_stream
+
+    registry = config.registry()
+    if prefix:
+        registry.prefix = prefix
+    warn = functools.partial(click.echo, err=True)
+    for record in parse_stream(sys.stdin, fmt, registry, registry.prefix, warn=lambda m: warn(f"crew: {m}")):
+        click.echo(json.dumps(record, ensure_ascii=False))
+
+
+@cli.group("log", invoke_without_command=True)
+@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
+@click.pass_context
+def log_group(ctx: click.Context, limit: int) -> None:
+    """List recent runs (newest first); `crew log show ID` prints one run's events."""
+    if ctx.invoked_subcommand is None:
+        from crewbridge.transcript import list_runs
+
+        for run in list_runs(limit):
+            task = str(run.fields.get("task", "")).splitlines()[0:1] or [""]
+            click.echo(f"{run.run_id}  {run.status:11} {run.tool_calls:3} calls  {task[0][:60]}")
+
+
+@log_group.command("show")
+@click.argument("run_id")
+def log_show_command(run_id: str) -> None:
+    """Print one run's events as JSON lines."""
+    from crewbridge.transcript import read_run
+
+    for event in read_run(run_id):
+        click.echo(json.dumps(event, ensure_ascii=False))
+
+
+@cli.group("config")
+def config_group() -> None:
+    """Work with crew.yaml."""
+
+
+@config_group.command("trust")
+@click.argument("path", required=False, type=click.Path(dir_okay=False, exists=True, path_type=Path))
+def config_trust_command(path: Path | None) -> None:
+    """Allow a project crew.yaml (found here or above) to run its hooks, tools and providers."""
+    from crewbridge.config import find_project_config, trust_config
+
+    target = path or find_project_config(Path.cwd())
+    if target is None:
+        raise UsageError("no crew.yaml in this directory or its parents; name one: crew config trust PATH")
+    click.echo(f"trusted {trust_config(target)}")
+
+
 def main() -> None:
     try:
         cli.main(prog_name="crew", standalone_mode=False)
