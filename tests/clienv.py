@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 from crewbridge import providers
 from crewbridge.events import Done, Event, Failure, Session, Text, Usage
@@ -21,12 +24,30 @@ from crewbridge.process import Child
 from crewbridge.providers.base import Turn
 
 REPO = Path(__file__).resolve().parent.parent
-BIN = REPO / "node_modules" / ".bin"
+BIN = REPO / "node_modules" / ".bin"  # where `npm ci` in the repo root puts the pinned CLIs
 CLIS = ("claude", "gemini", "codex")
+PACKAGES = {"claude": "@anthropic-ai/claude-code", "gemini": "@google/gemini-cli",
+            "codex": "@openai/codex"}
 
 # Variables of the caller's environment that could carry real credentials or redirect a CLI.
 _VENDOR_PREFIXES = ("ANTHROPIC_", "CLAUDE", "GEMINI_", "GOOGLE_", "OPENAI_", "CODEX_", "VERTEX")
 _PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
+
+
+def require_cli(name: str, repo: Path = REPO) -> str:
+    """The path of the real CLI `name` in the repo's node_modules/.bin, at the version package.json
+    pins; fails the test (never skips it) when it is missing or another version."""
+    hint = f"run `npm ci` in {repo} (package.json pins the versions)"
+    path = shutil.which(name, path=str(repo / "node_modules" / ".bin"))
+    if path is None:
+        pytest.fail(f"real CLI '{name}' not found in {repo / 'node_modules' / '.bin'}; {hint}",
+                    pytrace=False)
+    pinned = json.loads((repo / "package.json").read_text())["dependencies"][PACKAGES[name]]
+    installed = json.loads((repo / "node_modules" / PACKAGES[name] / "package.json").read_text())
+    if installed["version"] != pinned:
+        pytest.fail(f"{PACKAGES[name]} {installed['version']} is installed but package.json pins "
+                    f"{pinned}; {hint}", pytrace=False)
+    return path
 
 
 def cli_env(name: str, mock_url: str, home: Path) -> dict[str, str]:
@@ -39,9 +60,9 @@ def cli_env(name: str, mock_url: str, home: Path) -> dict[str, str]:
            and k.upper() != "NO_PROXY"}
     env.update(HOME=str(home), PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}",
                XDG_CONFIG_HOME=str(home / ".config"), XDG_CACHE_HOME=str(home / ".cache"),
-               XDG_DATA_HOME=str(home / ".local" / "share"), XDG_STATE_HOME=str(home / ".local" / "state"),
-               NO_COLOR="1",
-               NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost")
+               XDG_DATA_HOME=str(home / ".local" / "share"),
+               XDG_STATE_HOME=str(home / ".local" / "state"),
+               NO_COLOR="1", NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost")
     env.update({var: mock_url for var in _PROXY_VARS})
     env.update(_SETUP[name](mock_url, home))
     return env
@@ -54,6 +75,7 @@ def _claude(mock_url: str, home: Path) -> dict[str, str]:
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
 
 
+# privacy.usageStatisticsEnabled (default on) sends usage to play.googleapis.com.
 GEMINI_SETTINGS = {
     "security": {"auth": {"selectedType": "gemini-api-key"}},
     "general": {"maxAttempts": 1, "enableAutoUpdate": False, "enableAutoUpdateNotification": False,
@@ -71,6 +93,8 @@ def _gemini(mock_url: str, home: Path) -> dict[str, str]:
             "GEMINI_CLI_TRUST_WORKSPACE": "true"}
 
 
+# [analytics] (default on for exec) sends metrics to ab.chatgpt.com. No `model`: codex's default is
+# one it knows (an unknown one adds a "model metadata not found" error item to the output).
 CODEX_CONFIG = """\
 model_provider = "mock"
 check_for_update_on_startup = false

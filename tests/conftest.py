@@ -1,19 +1,14 @@
 """Shared fixtures: the mock model server, the real CLIs (pinned), and their scratch environments."""
 from __future__ import annotations
 
-import json
-import shutil
 from pathlib import Path
 from typing import Callable, Iterator
 
 import pytest
 
-from clienv import BIN, CLIS, REPO
+from clienv import CLIS, require_cli
 from clienv import cli_env as build_env
 from mockserver import MockServer
-
-PACKAGES = {"claude": "@anthropic-ai/claude-code", "gemini": "@google/gemini-cli",
-            "codex": "@openai/codex"}
 
 
 @pytest.fixture
@@ -23,21 +18,6 @@ def mock_server() -> Iterator[MockServer]:
     with MockServer() as mock:
         yield mock
     assert not mock.problems, f"the mock model server saw: {'; '.join(mock.problems)}"
-
-
-def require_cli(name: str) -> str:
-    """The path of the real CLI `name`, at the version package.json pins; fails the test (never
-    skips it) when it is missing or another version."""
-    hint = f"run `npm ci` in {REPO} (package.json pins the versions)"
-    path = shutil.which(name, path=str(BIN))
-    if path is None:
-        pytest.fail(f"real CLI '{name}' not found in {BIN}; {hint}", pytrace=False)
-    pinned = json.loads((REPO / "package.json").read_text())["dependencies"][PACKAGES[name]]
-    installed = json.loads((REPO / "node_modules" / PACKAGES[name] / "package.json").read_text())
-    if installed["version"] != pinned:
-        pytest.fail(f"{PACKAGES[name]} {installed['version']} is installed but package.json pins "
-                    f"{pinned}; {hint}", pytrace=False)
-    return path
 
 
 @pytest.fixture(params=CLIS)
@@ -64,3 +44,11 @@ def workdir(tmp_path: Path) -> Path:
     path = tmp_path / "work"
     path.mkdir()
     return path
+
+
+@pytest.fixture(autouse=True)
+def private_user_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Transcripts, trusted configs and the user crew.yaml live in a scratch place, never the real home."""
+    base = tmp_path_factory.mktemp("xdg")
+    monkeypatch.setenv("XDG_STATE_HOME", str(base / "state"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(base / "config"))

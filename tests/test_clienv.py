@@ -1,0 +1,94 @@
+"""Scratch environments for the real CLIs: settings files, the mock as the only reachable host, and
+the check that fails a test (never skips it) when a pinned CLI is missing."""
+from __future__ import annotations
+
+import json
+import tomllib
+
+import pytest
+
+from clienv import BIN, cli_env, require_cli
+
+URL = "http://127.0.0.1:4321"
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    """A caller whose environment holds real credentials and a proxy of its own."""
+    for name, value in {"ANTHROPIC_API_KEY": "sk-real", "OPENAI_API_KEY": "sk-real",
+                        "GEMINI_API_KEY": "real", "GOOGLE_CLOUD_PROJECT": "p",
+                        "CLAUDECODE": "1", "CODEX_HOME": "/real/.codex",
+                        "https_proxy": "http://corp:3128", "no_proxy": "corp"}.items():
+        monkeypatch.setenv(name, value)
+    return tmp_path / "home"
+
+
+@pytest.mark.parametrize("name", ["claude", "gemini", "codex"])
+def test_nothing_of_the_callers_credentials_or_proxies_leaks_in(name, home):
+    env = cli_env(name, URL, home)
+    assert env["HOME"] == str(home)
+    assert env["PATH"].split(":")[0] == str(BIN)
+    assert "GOOGLE_CLOUD_PROJECT" not in env and "CLAUDECODE" not in env
+    assert {env[k] for k in ("HTTP_PROXY", "HTTPS_PROXY", "https_proxy", "ALL_PROXY")} == {URL}
+    assert env["NO_PROXY"] == env["no_proxy"] == "127.0.0.1,localhost"
+    assert not any(value.startswith(("sk-real", "real", "/real")) for value in env.values())
+
+
+def test_claude_talks_to_the_mock_without_retries(home):
+    env = cli_env("claude", URL, home)
+    assert env["ANTHROPIC_BASE_URL"] == URL and env["ANTHROPIC_API_KEY"] == "dummy"
+    assert env["CLAUDE_CODE_MAX_RETRIES"] == "0"
+    assert env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] == "1"
+
+
+def test_gemini_has_api_key_auth_one_attempt_and_no_outside_traffic(home):
+    env = cli_env("gemini", URL, home)
+    assert (env["GOOGLE_GEMINI_BASE_URL"], env["GEMINI_API_KEY"]) == (URL, "dummy")
+    assert env["GEMINI_CLI_TRUST_WORKSPACE"] == "true"
+    settings = json.loads((home / ".gemini" / "settings.json").read_text())
+    assert settings["security"]["auth"]["selectedType"] == "gemini-api-key"
+    assert settings["general"]["maxAttempts"] == 1
+    assert settings["general"]["sessionRetention"]["enabled"] is False
+    assert settings["general"]["enableAutoUpdate"] is False
+    assert settings["telemetry"]["enabled"] is False
+    assert settings["privacy"]["usageStatisticsEnabled"] is False
+
+
+def test_codex_uses_the_mock_provider_without_retries_analytics_or_plugins(home):
+    env = cli_env("codex", URL, home)
+    assert env["CODEX_HOME"] == str(home / ".codex") and env["OPENAI_API_KEY"] == "dummy"
+    config = tomllib.loads((home / ".codex" / "config.toml").read_text())
+    assert config["model_provider"] == "mock"
+    assert config["model_providers"]["mock"] == {
+        "name": "mock", "base_url": URL + "/v1", "wire_api": "responses",
+        "env_key": "OPENAI_API_KEY", "request_max_retries": 0, "stream_max_retries": 0}
+    assert config["check_for_update_on_startup"] is False
+    assert config["analytics"] == {"enabled": False}
+    assert not any(config["features"].values())
+
+
+def test_an_unknown_cli_is_named_in_the_error(home):
+    with pytest.raises(ValueError, match="no environment for CLI 'claud'; known: claude, gemini"):
+        cli_env("claud", URL, home)
+
+
+def test_a_missing_cli_fails_the_test_with_how_to_install(tmp_path):
+    (tmp_path / "package.json").write_text('{"dependencies": {"@openai/codex": "1.0.0"}}')
+    with pytest.raises(pytest.fail.Exception, match=r"real CLI 'codex' not found .*npm ci"):
+        require_cli("codex", repo=tmp_path)
+
+
+def test_another_version_than_the_pinned_one_fails_the_test(tmp_path):
+    (tmp_path / "package.json").write_text('{"dependencies": {"@openai/codex": "1.0.0"}}')
+    package = tmp_path / "node_modules" / "@openai" / "codex"
+    package.mkdir(parents=True)
+    (package / "package.json").write_text('{"version": "0.9.0"}')
+    binary = tmp_path / "node_modules" / ".bin" / "codex"
+    binary.parent.mkdir()
+    binary.write_text("#!/bin/sh\n")
+    binary.chmod(0o755)
+    with pytest.raises(pytest.fail.Exception, match="@openai/codex 0.9.0 is installed but "
+                                                    "package.json pins 1.0.0"):
+        require_cli("codex", repo=tmp_path)
+    (package / "package.json").write_text('{"version": "1.0.0"}')
+    assert require_cli("codex", repo=tmp_path) == str(binary)
