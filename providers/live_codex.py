@@ -47,8 +47,9 @@ class AppServerDecoder(JsonLineDecoder):
                 message = (turn.get("error") or {}).get("message") or "the turn failed"
                 return [Failure(str(message)), Done(ok=False)]
             return [Done()]
-        if method == "error" and not params.get("willRetry"):
-            return [Failure(str(params["error"].get("message")))]
+        if method == "error":
+            message = str(params["error"].get("message"))
+            return [Notice("retry", message)] if params.get("willRetry") else [Failure(message)]
         return [Notice("unknown", str(method))]
 
 
@@ -65,6 +66,7 @@ class CodexLiveConversation:
                  env: dict[str, str] | None = None) -> None:
         self.provider = provider
         self.base = base
+        self.argv = [provider.binary, "app-server", *base.options]
         self.cwd = cwd
         self.env = {**os.environ, **provider.env(), **(env or {})}
         self.session_id: str | None = None
@@ -78,8 +80,8 @@ class CodexLiveConversation:
 
     def _start(self) -> LiveProcess:
         if self.process is None:
-            self.process = LiveProcess([self.provider.binary, "app-server", *self.base.options], env=self.env,
-                                       cwd=self.cwd, install_hint=self.provider.install_hint)
+            self.process = LiveProcess(self.argv, env=self.env, cwd=self.cwd,
+                                       install_hint=self.provider.install_hint)
             self._call("initialize", {"clientInfo": CLIENT, "capabilities": {"experimentalApi": True}})
             self.process.write({"jsonrpc": "2.0", "method": "initialized"})
             thread = self._call("thread/start", {"cwd": str(self.cwd), "model": self.base.model,

@@ -1,0 +1,115 @@
+"""What crew adds per tool turn, live (one CLI process for the whole conversation) against a fresh
+CLI process per turn (CREW_LIVE=0), for claude and codex against the mock model server.
+
+Each reply is prose and a crew:read_file block, mostly followed by an invented tail. The figure per
+tool turn is the time from the moment the model's part is over (the tail that makes the loop stop
+the reply, or the block when nothing follows) to the moment the next reply's first text reaches
+the loop, less the model's own time to that first chunk (the mock's, measured with a direct
+request: about a millisecond). It holds stopping, running the tool, correcting the history,
+sending the result, and the CLI's own work to build its next request (see "clean", where crew has
+nothing to correct). Shapes: "clean" (the reply ends at its block), "streamed" (the tail comes 50 ms
+after the block: the stop lands mid-reply) and "burst" (the whole reply in one chunk: it has
+usually finished before the stop lands). Prints figures; asserts nothing.
+
+    .venv/bin/python bench/bench_live.py [--turns 6] [--runs 3] [--cli claude --cli codex]
+"""
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))
+
+from clienv import cli_env  # noqa: E402
+from mockserver import MockServer, reply  # noqa: E402
+
+from crewbridge import providers  # noqa: E402
+from crewbridge.config import AgentSpec  # noqa: E402
+from crewbridge.loop import AgentLoop, Progress  # noqa: E402
+from crewbridge.policy import Policy  # noqa: E402
+from crewbridge.providers.base import Turn  # noqa: E402
+from crewbridge.tools import builtin_registry  # noqa: E402
+
+TAIL = "INVENTED: the file says 7."
+BLOCK = '```json\n{"type": "tool_use", "name": "crew:read_file", "input": {"path": "notes.txt"}}\n```\n'
+# name → (chunks, seconds between them, the text at which the model's part of the turn is over)
+SHAPES = {
+    "clean": (["Reading.\n" + BLOCK], 0.0, BLOCK),  # ends at its block: nothing to stop
+    "streamed": (["Reading.\n" + BLOCK, TAIL, " More."], 0.05, TAIL),  # the stop lands mid-reply
+    "burst": (["Reading.\n" + BLOCK + TAIL], 0.0, TAIL),  # it has all arrived before the stop lands
+}
+
+
+
+def model_time(mock: MockServer) -> float:
+    """The mock model's own time to the first text chunk of a reply, in seconds (a direct request)."""
+    mock.script("x")
+    connection = http.client.HTTPConnection("127.0.0.1", mock.port)
+    started = time.monotonic()
+    connection.request("POST", "/v1/messages", json.dumps({"model": "m", "stream": True, "messages": []}),
+                       {"Content-Type": "application/json"})
+    response = connection.getresponse()
+    while b"content_block_delta" not in response.readline():
+        pass
+    elapsed = time.monotonic() - started
+    connection.close()
+    mock.requests.clear()
+    return elapsed
+
+
+def one_run(cli: str, live: bool, turns: int, shape: str) -> list[float]:
+    """Per tool turn: milliseconds crew and the CLI added between the stop and the next reply."""
+    with MockServer() as mock, tempfile.TemporaryDirectory() as tmp:
+        home, work = Path(tmp) / "home", Path(tmp) / "work"
+        work.mkdir()
+        (work / "notes.txt").write_text("the secret is 42")
+        chunks, delay, marker = SHAPES[shape]
+        ttfc = model_time(mock)
+        mock.script(*[reply(*chunks, delay=delay) for _ in range(turns)], "Done.")
+        stops: list[float] = []
+        firsts: list[float] = []
+        seen_turn = [0]
+
+        def progress(event: Progress) -> None:
+            if event.kind == "turn":
+                seen_turn[0] = int(event.text)
+            elif event.kind == "text":
+                if len(firsts) < seen_turn[0]:
+                    firsts.append(time.monotonic())
+                if marker in event.text and len(stops) < seen_turn[0]:
+                    stops.append(time.monotonic())
+
+        env = {**cli_env(cli, mock.url, home), "CREW_LIVE": "1" if live else "0"}
+        conversation = providers.load(cli).conversation(Turn(prompt=""), cwd=work, env=env)
+        loop = AgentLoop(cli, conversation, builtin_registry(), Policy(AgentSpec(cli, cli), "query"),
+                         workdir=work, timeout=120, max_turns=turns + 1, on_progress=progress)
+        result = loop.run("what does notes.txt say?")
+        assert result.answer == "Done.", result.answer
+        return [(firsts[k + 1] - stops[k] - ttfc) * 1000 for k in range(turns)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--turns", type=int, default=6, help="tool turns per run")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--cli", action="append", choices=["claude", "codex", "gemini"])
+    args = parser.parse_args()
+    print(f"{'cli':7} {'shape':9} {'mode':9} {'median ms':>10} {'min':>7} {'max':>7}   per tool turn "
+          f"({args.runs} runs x {args.turns} turns)")
+    for cli in args.cli or ["claude", "codex"]:
+        for shape in SHAPES:
+            for live in (True, False):
+                samples = [ms for _ in range(args.runs) for ms in one_run(cli, live, args.turns, shape)]
+                print(f"{cli:7} {shape:9} {'live' if live else 'per-turn':9} {statistics.median(samples):10.1f} "
+                      f"{min(samples):7.1f} {max(samples):7.1f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

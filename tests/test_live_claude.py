@@ -1,0 +1,146 @@
+"""The live Claude conversation's side of the stream-json protocol, against a small fake `claude -p
+--input-format stream-json` that logs every line it is sent (the real CLI is in tests/e2e)."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+
+from crewbridge.conversation import EXACT, FULL
+from crewbridge.events import Failure, Session, Text
+from crewbridge.providers.base import Turn
+from crewbridge.providers.claude import ClaudeProvider
+from crewbridge.providers.live_claude import ClaudeLiveConversation
+
+BLOCK = '```json\n{"type":"tool_use","name":"crew:read_file","input":{"path":"a"}}\n```\n'
+REPLY = ["Reading.\n", BLOCK, "It says 7.", " Invented."]
+
+# Streams REPLY as text deltas to every user line that queries, then its result line. argv[1] is the
+# log, argv[2] a behaviour: "ok", "refuse" (the rewind fails), "native" (a native tool result comes
+# first) or "crash" (exits mid-reply).
+FAKE = """
+import json, sys
+log, mode = open(sys.argv[1], "a"), sys.argv[2]
+REPLY = json.loads(sys.argv[3])
+def out(obj):
+    print(json.dumps(obj), flush=True)
+for line in sys.stdin:
+    log.write(line); log.flush()
+    obj = json.loads(line)
+    if obj["type"] == "control_request":
+        answer = {}
+        if obj["request"]["subtype"] == "rewind_conversation":
+            answer = {"rewound": mode != "refuse"}
+        out({"type": "control_response", "response": {"subtype": "success", "request_id": obj["request_id"],
+                                                      "response": answer}})
+    elif obj["type"] == "user" and obj.get("shouldQuery") is False:
+        out({"type": "result", "subtype": "success", "is_error": False, "session_id": "S1"})
+    elif obj["type"] == "user":
+        out({"type": "system", "subtype": "init", "session_id": "S1", "model": "m"})
+        out({"type": "stream_event", "event": {"type": "message_start", "message": {"id": "m1"}}})
+        if mode == "native":
+            out({"type": "user", "message": {"role": "user", "content": [{"type": "tool_result"}]}})
+        for n, text in enumerate(REPLY):
+            if mode == "crash" and n == 2:
+                sys.stderr.write("boom: lost the connection\\n")
+                sys.exit(5)
+            out({"type": "stream_event", "event": {"type": "content_block_delta",
+                                                   "delta": {"type": "text_delta", "text": text}}})
+        out({"type": "result", "subtype": "success", "is_error": False, "session_id": "S1",
+             "usage": {"input_tokens": 3, "output_tokens": 4}})
+"""
+
+
+class FakeClaude(ClaudeProvider):
+    def __init__(self, log, mode):
+        self.log, self.mode = log, mode
+
+    def argv(self, turn):
+        return [sys.executable, "-c", FAKE, str(self.log), self.mode, json.dumps(REPLY)]
+
+
+@pytest.fixture
+def start(tmp_path):
+    made = []
+
+    def go(mode="ok"):
+        log = tmp_path / "stdin.jsonl"
+        conversation = ClaudeLiveConversation(FakeClaude(log, mode), Turn(prompt=""), cwd=tmp_path)
+        made.append(conversation)
+        return conversation, lambda: [json.loads(line) for line in log.read_text().splitlines()]
+    yield go
+    for conversation in made:
+        conversation.close()
+
+
+def until_the_tail(conversation, message):
+    """Read the reply as the loop does: stop at the first text after the block."""
+    events = conversation.send(message, None)
+    text = ""
+    for event in events:
+        if isinstance(event, Text):
+            text += event.text
+            if text.endswith("It says 7."):
+                conversation.stop()
+                break
+    events.close()
+    return text
+
+
+def test_the_process_starts_with_an_empty_assistant_line_to_rewind_the_first_message_against(start):
+    conversation, sent = start()
+    assert until_the_tail(conversation, "first") == "Reading.\n" + BLOCK + "It says 7."
+    anchor, first = sent()[:2]
+    assert anchor["type"] == "assistant" and anchor["message"]["content"] == [{"type": "text", "text": ""}]
+    assert first["type"] == "user" and first["message"] == {"role": "user", "content": "first"}
+
+
+def test_a_stopped_reply_is_rewound_and_replaced_by_the_text_up_to_the_block(start):
+    conversation, sent = start()
+    until_the_tail(conversation, "first")
+    pid = conversation.process.pid
+    assert conversation.keep("Reading.\n" + BLOCK, stopped=True) == EXACT
+    events = list(conversation.send("the result", None))  # on the same process
+    assert conversation.process.pid == pid
+    _, first, interrupt, rewind, again, kept, result = sent()
+    assert interrupt["request"] == {"subtype": "interrupt"}
+    assert rewind["request"] == {"subtype": "rewind_conversation", "interrupt_if_running": True,
+                                 "target_message_uuid": first["uuid"]}
+    assert again["message"] == first["message"] and again["shouldQuery"] is False
+    assert again["uuid"] != first["uuid"]
+    assert kept["type"] == "assistant"
+    assert kept["message"]["content"] == [{"type": "text", "text": "Reading.\n" + BLOCK}]
+    assert result["message"] == {"role": "user", "content": "the result"}
+    assert "".join(e.text for e in events if isinstance(e, Text)) == "".join(REPLY)
+    assert Session("S1", "m") in events and conversation.session_id == "S1"
+
+
+def test_a_reply_that_was_not_stopped_is_left_whole(start):
+    conversation, sent = start()
+    list(conversation.send("first", None))
+    assert conversation.keep("Reading.\n" + BLOCK, stopped=False) == FULL
+    assert [line["type"] for line in sent()] == ["assistant", "user"]
+
+
+def test_when_the_rewind_is_refused_the_history_keeps_the_reply_and_says_so(start):
+    conversation, sent = start("refuse")
+    until_the_tail(conversation, "first")
+    assert conversation.keep("Reading.\n" + BLOCK, stopped=True) == FULL
+    assert sent()[-1]["request"]["subtype"] == "rewind_conversation"  # nothing put back after it
+
+
+def test_a_reply_that_used_claudes_own_tools_is_not_rewound(start):
+    conversation, sent = start("native")
+    until_the_tail(conversation, "first")
+    assert conversation.keep("Reading.\n" + BLOCK, stopped=True) == FULL
+    assert not any(line.get("request", {}).get("subtype") == "rewind_conversation" for line in sent())
+
+
+def test_a_cli_that_exits_mid_reply_is_a_failure_with_its_last_stderr_line(start):
+    conversation, _ = start("crash")
+    events = list(conversation.send("first", None))
+    cli = os.path.basename(sys.executable)
+    assert events[-1] == Failure(f"{cli} exited with status 5: boom: lost the connection")
+    assert "".join(e.text for e in events if isinstance(e, Text)) == "".join(REPLY[:2])
