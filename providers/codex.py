@@ -34,6 +34,7 @@ class CodexProvider(Provider):
     name = "codex"
     binary = "codex"
     install_hint = "npm install -g @openai/codex"
+    live = "crewbridge.providers.live_codex:CodexLiveConversation"
 
     def argv(self, turn: Turn) -> list[str]:
         sandbox = "read-only" if turn.mode == "query" else "workspace-write"

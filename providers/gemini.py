@@ -42,6 +42,7 @@ class GeminiProvider(Provider):
     name = "gemini"
     binary = "gemini"
     install_hint = "npm install -g @google/gemini-cli"
+    live = "crewbridge.providers.live_gemini:GeminiSessionConversation"
     default_model = "gemini-2.5-pro"  # naming a model skips the CLI's extra routing call
 
     def argv(self, turn: Turn) -> list[str]:
