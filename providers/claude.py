@@ -80,6 +80,7 @@ class ClaudeProvider(Provider):
     name = "claude"
     binary = "claude"
     install_hint = "npm install -g @anthropic-ai/claude-code"
+    live = "crewbridge.providers.live_claude:ClaudeLiveConversation"
 
     def argv(self, turn: Turn) -> list[str]:
         argv = [self.binary, "-p", "--output-format", "stream-json", "--verbose"]
