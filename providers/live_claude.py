@@ -99,9 +99,11 @@ class ClaudeLiveConversation:
     def _control(self, process: LiveProcess, request: dict[str, Any]) -> dict[str, Any]:
         """Send a control request and wait for its answer."""
         request_id = self._request(process, request)
-        reply = process.read_until(lambda obj: obj.get("type") == "control_response"
-                                   and obj["response"].get("request_id") == request_id, control_deadline())
-        return reply["response"].get("response") or {}
+
+        def answered(obj: dict[str, Any]) -> bool:
+            return obj.get("type") == "control_response" and obj["response"].get("request_id") == request_id
+
+        return process.read_until(answered, control_deadline())["response"].get("response") or {}
 
     def stop(self) -> None:
         if self._open and self.process is not None:
@@ -110,11 +112,12 @@ class ClaudeLiveConversation:
     def keep(self, kept: str, stopped: bool) -> str:
         self._finish_turn()
         if not stopped or self._native:
-            # Claude holds the reply as it streamed. A reply that used Claude's own tools is left
-            # whole: rewinding would drop those calls too, and the follow-up names the tail instead.
+            # Claude holds the reply as far as it streamed. One that used Claude's own tools is left
+            # so: rewinding would drop those calls too; the follow-up names the tail instead.
             return FULL
         assert self.process is not None  # a reply was stopped, so the process exists
-        rewound = self._control(self.process, {"subtype": "rewind_conversation", "interrupt_if_running": True,
+        rewound = self._control(self.process, {"subtype": "rewind_conversation",
+                                               "interrupt_if_running": True,
                                                "target_message_uuid": self._answered["uuid"]})
         if not rewound.get("rewound"):
             return FULL

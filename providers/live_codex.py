@@ -24,6 +24,7 @@ from crewbridge.providers.live_process import LiveProcess, control_deadline, dec
 
 CLIENT = {"name": "crewbridge", "title": "crewbridge", "version": "1"}
 SANDBOX = {"query": "read-only", "execute": "workspace-write"}
+CONVERSATION_ITEMS = ("agentMessage", "userMessage")  # every other item is one of Codex's own tools
 
 
 class AppServerDecoder(JsonLineDecoder):
@@ -37,7 +38,8 @@ class AppServerDecoder(JsonLineDecoder):
             kind = params["item"].get("type")
             if kind == "agentMessage":
                 return [MessageEnd()] if method == "item/completed" else []
-            return [Notice("native_" + str(kind))] if method == "item/started" and kind != "userMessage" else []
+            started = method == "item/started" and kind not in CONVERSATION_ITEMS
+            return [Notice("native_" + str(kind))] if started else []
         if method == "thread/tokenUsage/updated":
             last = params["tokenUsage"]["last"]
             return [Usage(last.get("inputTokens", 0), last.get("outputTokens", 0))]
@@ -143,7 +145,7 @@ class CodexLiveConversation:
                                 "error": {"code": -32601, "message": f"crew does not handle {method}"}})
         elif method == "item/completed" and params["item"].get("type") == "agentMessage":
             self._stored += params["item"].get("text") or ""
-        elif method == "item/started" and params["item"].get("type") not in ("agentMessage", "userMessage"):
+        elif method == "item/started" and params["item"].get("type") not in CONVERSATION_ITEMS:
             self._native = True
         elif method == "turn/completed" and params["turn"]["id"] == self._turn:
             self._running = False
@@ -166,14 +168,17 @@ class CodexLiveConversation:
         if kept.startswith(self._stored):  # Codex holds the start of the reply at most: add the rest
             rest = kept[len(self._stored):]
             if rest:
-                self._call("thread/inject_items", {"threadId": self.session_id, "items": [assistant_item(rest)]})
+                self._inject(assistant_item(rest))
             return EXACT
         if self._native or self._turn is None:
             return FULL  # reverting would also drop the results of Codex's own tools
         self._call("thread/revert", {"threadId": self.session_id, "beforeTurnId": self._turn})
-        self._call("thread/inject_items", {"threadId": self.session_id,
-                                           "items": [user_item(self._message), assistant_item(kept)]})
+        self._inject(user_item(self._message), assistant_item(kept))
         return EXACT
+
+    def _inject(self, *items: dict[str, Any]) -> None:
+        """Append raw Responses API items to the thread's model-visible history."""
+        self._call("thread/inject_items", {"threadId": self.session_id, "items": list(items)})
 
     def close(self) -> None:
         if self.process is not None:

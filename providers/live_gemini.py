@@ -32,8 +32,8 @@ def session_file(env: dict[str, str], session_id: str | None) -> Path | None:
     if not session_id:
         return None
     home = Path(env.get("GEMINI_CLI_HOME") or env.get("HOME") or Path.home())
-    candidates = [path for path in (home / ".gemini" / "tmp").glob(f"*/chats/session-*-{session_id[:8]}.jsonl")
-                  if _session_id(path) == session_id]
+    pattern = f"*/chats/session-*-{session_id[:8]}.jsonl"
+    candidates = [path for path in (home / ".gemini" / "tmp").glob(pattern) if _session_id(path) == session_id]
     return max(candidates, key=lambda path: path.stat().st_mtime, default=None)
 
 
@@ -49,7 +49,8 @@ def cut_reply(path: Path, message: str, kept: str) -> bool:
     """Make the session at `path` end with user `message` and the reply `kept`. False (and the file
     untouched) when it does not end with that message, or the reply used Gemini's own tools."""
     records = _records(path)
-    last_user = max((i for i, record in enumerate(records) if record.get("type") == "user"), default=None)
+    last_user = max((i for i, record in enumerate(records) if record.get("type") == "user"),
+                    default=None)
     if last_user is None or _text(records[last_user].get("content")).strip() != message.strip():
         return False
     reply = [record for record in records[last_user + 1:] if "id" in record]

@@ -32,7 +32,8 @@ def control_deadline() -> float:
 class LiveProcess:
     """One running CLI process for a whole conversation."""
 
-    def __init__(self, argv: list[str], *, env: dict[str, str], cwd: Path, install_hint: str = "") -> None:
+    def __init__(self, argv: list[str], *, env: dict[str, str], cwd: Path,
+                 install_hint: str = "") -> None:
         self.name = os.path.basename(argv[0])
         self.child = Child(argv, env=env, cwd=cwd, keep_stdin=True, install_hint=install_hint)
 
@@ -69,9 +70,12 @@ class LiveProcess:
                 return Notice("corrupt", f"not JSON ({exc.msg}): {line[:120]}")
             except RecursionError:
                 return Notice("corrupt", f"JSON nested too deeply: {line[:120]}")
-            return obj if isinstance(obj, dict) else Notice("corrupt", f"not a JSON object: {line[:120]}")
+            if not isinstance(obj, dict):
+                return Notice("corrupt", f"not a JSON object: {line[:120]}")
+            return obj
 
-    def read_until(self, done: Callable[[dict[str, Any]], bool], deadline: float | None) -> dict[str, Any]:
+    def read_until(self, done: Callable[[dict[str, Any]], bool],
+                   deadline: float | None) -> dict[str, Any]:
         """Read (and set aside) everything up to the first object for which `done` is true."""
         while True:
             obj = self.read(deadline)
