@@ -34,21 +34,24 @@ class JsonLineDecoder:
     """Base for JSON-lines decoders: parses the line, hands dicts to `event`."""
 
     def decode(self, line: str) -> list[Event]:
-        line = line.strip()
-        if not line:
-            return []
         try:
-            obj = json.loads(line)
-        except ValueError as exc:
-            return [Notice("corrupt", f"not JSON ({exc.msg}): {line[:120]}")]
-        except RecursionError:
-            return [Notice("corrupt", f"JSON nested too deeply: {line[:120]}")]
+            obj = json.loads(line)  # JSON skips the line's own whitespace: no stripped copy is made
+        except (ValueError, RecursionError):
+            line = line.strip()  # blank, corrupt, or padded with whitespace JSON does not allow
+            if not line:
+                return []
+            try:
+                obj = json.loads(line)
+            except ValueError as exc:
+                return [Notice("corrupt", f"not JSON ({exc.msg}): {line[:120]}")]
+            except RecursionError:
+                return [Notice("corrupt", f"JSON nested too deeply: {line[:120]}")]
         if not isinstance(obj, dict):
-            return [Notice("corrupt", f"not a JSON object: {line[:120]}")]
+            return [Notice("corrupt", f"not a JSON object: {line.strip()[:120]}")]
         try:
             return self.event(obj)
         except (AttributeError, KeyError, TypeError, ValueError) as exc:
-            return [Notice("corrupt", f"unexpected event shape ({exc}): {line[:120]}")]
+            return [Notice("corrupt", f"unexpected event shape ({exc}): {line.strip()[:120]}")]
 
     def event(self, obj: dict[str, Any]) -> list[Event]:
         raise NotImplementedError
