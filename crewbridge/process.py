@@ -49,6 +49,9 @@ class Child:
         self._stderr_reader = threading.Thread(target=self._drain_stderr, daemon=True)
         self._stderr_reader.start()
         self.cut_lines = 0
+        self._ready: collections.deque[str] = collections.deque()  # lines read, not yet taken
+        self._pending = b""  # the start of a line whose end has not arrived
+        self._ended = False
         if stdin is not None:
             self.trace("<", stdin)
         if stdin is not None or not keep_stdin:
@@ -98,33 +101,47 @@ class Child:
 
     def lines(self, deadline: float | None = None) -> Iterator[str]:
         """stdout lines as they arrive; CrewTimeout (after killing the group) when `deadline` passes."""
-        pending = b""
-        while True:
-            wait = None if deadline is None else deadline - time.monotonic()
-            if wait is not None and wait <= 0:
-                self.kill()
-                raise CrewTimeout(f"'{os.path.basename(self.argv[0])}' gave no complete reply in time; "
-                                  "it was stopped (raise --timeout if it needs longer)")
-            try:
-                chunk = self.out.read_nonblocking(CHUNK, timeout=wait)
-            except pexpect.TIMEOUT:
-                continue
-            except pexpect.EOF:
-                break
-            start = 0
-            while (nl := chunk.find(b"\n", start)) >= 0:
-                line = (pending + chunk[start:nl]).decode("utf-8", "replace")
-                self.trace(">", line)
-                yield line
-                pending = b""
-                start = nl + 1
-            pending += chunk[start:]
-            if len(pending) > MAX_LINE:
-                self.cut_lines += 1
-                pending = pending[:MAX_LINE]
-        if pending:
-            self.trace(">", line := pending.decode("utf-8", "replace"))
+        while (line := self.read_line(deadline)) is not None:
             yield line
+
+    def read_line(self, deadline: float | None = None) -> str | None:
+        """The next stdout line (None once stdout has ended), without waiting past `deadline`:
+        then CrewTimeout, after killing the group. A chunk read is split into all its lines at once."""
+        while not self._ready:
+            if self._ended:
+                return None
+            self._read_chunk(deadline)
+        return self._ready.popleft()
+
+    def _read_chunk(self, deadline: float | None) -> None:
+        wait = None if deadline is None else deadline - time.monotonic()
+        if wait is not None and wait <= 0:
+            self.kill()
+            raise CrewTimeout(f"'{os.path.basename(self.argv[0])}' gave no complete reply in time; "
+                              "it was stopped (raise --timeout if it needs longer)")
+        try:
+            chunk = self.out.read_nonblocking(CHUNK, timeout=wait)
+        except pexpect.TIMEOUT:
+            return
+        except pexpect.EOF:
+            self._ended = True
+            if self._pending:
+                self._line(self._pending)
+            return
+        start = 0
+        while (nl := chunk.find(b"\n", start)) >= 0:
+            self._line(self._pending + chunk[start:nl])
+            self._pending = b""
+            start = nl + 1
+        self._pending += chunk[start:]
+        if len(self._pending) > MAX_LINE:
+            self.cut_lines += 1
+            self._pending = self._pending[:MAX_LINE]
+
+    def _line(self, raw: bytes) -> None:
+        line = raw.decode("utf-8", "replace")
+        self.trace(">", line)
+        self._ready.append(line)
 
     def wait(self, timeout: float = 5.0) -> int:
         try:
