@@ -195,9 +195,23 @@ class Extractor:
 
     def feed(self, chunk: str) -> list[ToolCall]:
         """The calls whose block closed in this chunk, in order."""
+        line = self._line
+        if self._state == _OUTSIDE and (line is None or not line.size) and "`" not in chunk \
+                and "~" not in chunk:  # the common case: prose, with no fence character in it
+            self._offset += len(chunk)
+            self._check_prose(chunk, 0, len(chunk))
+            tail = chunk.rfind("\n") + 1
+            if tail or line is not None:  # where the last line starts is all that matters
+                rest = len(chunk) - tail
+                if rest > 3 or chunk[tail:].strip(" "):
+                    self._line = None
+                elif rest:
+                    self._line = _Line()
+                    self._grow(self._line, chunk[tail:])
+                elif line is None:
+                    self._line = _Line()
+            return []
         calls: list[ToolCall] = []
-        if not chunk:
-            return calls
         self._base, self._mark = self._offset, 0
         self._offset += len(chunk)
         start = self._resume_line(chunk, calls)
@@ -255,14 +269,14 @@ class Extractor:
     def _scan(self, chunk: str, i: int, calls: list[ToolCall]) -> None:
         """Handle the lines of `chunk` from `i` (a line start): only those that may be fence lines."""
         n = len(chunk)
-        ticks = tildes = -2  # next "```" / "~~~" at or after i (-1: none left)
+        ticks = tildes = -2  # next "```" / "~~~" at or after i (-1: none left, -2: not looked for yet)
         prose_from = i
         while i < n:
             if self._state == _OUTSIDE:
                 if -1 < ticks < i or ticks == -2:
-                    ticks = chunk.find("```", i)
+                    ticks = _find_run(chunk, "`", i)
                 if -1 < tildes < i or tildes == -2:
-                    tildes = chunk.find("~~~", i)
+                    tildes = _find_run(chunk, "~", i)
                 k = tildes if ticks < 0 or -1 < tildes < ticks else ticks
             else:
                 k = chunk.find(self._fence * self._fence_len, i)
@@ -439,6 +453,13 @@ class Extractor:
             return str(exc)
         problem = tool.check(data)
         return f"invalid input for {name} {problem}" if problem else None
+
+
+def _find_run(text: str, char: str, start: int) -> int:
+    """text.find(char * 3, start). A single character is found with memchr, many times faster than
+    a three-character string: text without the character (most text has no `~`) costs almost nothing."""
+    first = text.find(char, start)
+    return first if first < 0 else text.find(char * 3, first)
 
 
 def _fence_of(text: str) -> tuple[str, int, str] | None:
