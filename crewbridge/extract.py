@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from crewbridge.errors import ToolNotFound
@@ -199,7 +199,8 @@ class Extractor:
         if self._state == _OUTSIDE and (line is None or not line.size) and "`" not in chunk \
                 and "~" not in chunk:  # the common case: prose, with no fence character in it
             self._offset += len(chunk)
-            self._check_prose(chunk, 0, len(chunk))
+            if self._called and not self._prose and _NONSPACE.search(chunk):
+                self._prose = True
             tail = chunk.rfind("\n") + 1
             if tail or line is not None:  # where the last line starts is all that matters
                 rest = len(chunk) - tail
@@ -368,9 +369,9 @@ class Extractor:
             value = block.value if block.value_at == length else json.loads(raw, strict=False)
         except RecursionError:
             return self._broken(raw, f"the tool-call JSON is nested deeper than {self._max_depth} levels", end)
-        except ValueError as exc:
+        except ValueError as exc:  # JSONDecodeError, or an integer too long to convert
             hint = "; put several calls in one array [ … ] or in separate blocks" \
-                if exc.msg == "Extra data" else ""  # type: ignore[attr-defined]
+                if getattr(exc, "msg", "") == "Extra data" else ""
             return self._broken(raw, f"invalid JSON in the tool-call block: {exc}{hint}", end)
         return self._calls_in(value, raw, end)
 
@@ -381,10 +382,14 @@ class Extractor:
         if not block.jsonish:
             return []
         raw = block.text(length)
-        found = self._closed(block, length, self._offset) if length <= self._max_block else []
         error = "truncated: the message ended before the block's closing fence; nothing was run"
-        if found:
-            return [ToolCall(c.name, c.input, error, raw, self._offset) for c in found]
+        if length <= self._max_block:
+            try:
+                value = json.loads(raw, strict=False)
+            except (ValueError, RecursionError):
+                pass
+            else:
+                return [replace(c, error=error) for c in self._calls_in(value, raw, self._offset)]
         return self._broken(raw, error, self._offset)
 
     def _broken(self, raw: str, error: str, end: int) -> list[ToolCall]:
@@ -436,7 +441,7 @@ class Extractor:
         if not name.startswith(self._marker):
             return f"tool name '{name}' needs the prefix: write '{self._marker}{name}'"
         if item.get("type") != "tool_use":
-            got = json.dumps(item["type"]) if "type" in item else "nothing"
+            got = json.dumps(item["type"])[:40] if "type" in item else "nothing"
             return f'a tool call needs "type": "tool_use" (got {got})'
         if name == self._marker:
             return f"the tool name is empty; write '{self._marker}<tool>'"

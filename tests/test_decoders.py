@@ -136,8 +136,8 @@ class TestText:
 
 
 @pytest.mark.parametrize("fmt", ["claude", "gemini", "codex"])
-@pytest.mark.parametrize("line", ["{not json", "[1, 2]", '"text"', "[" * 50_000, '{"type": "message", "role": '
-                                  '"assistant", "content": 5}'])
+@pytest.mark.parametrize("line", ["{not json", "[1, 2]", '"text"', "[" * 50_000, '{"type": ' + "1" * 5000 + "}",
+                                  '{"type": "message", "role": "assistant", "content": 5}'])
 def test_a_corrupt_or_odd_line_is_reported_not_fatal(fmt: str, line: str) -> None:
     events = decoder_for(fmt).decode(line)
     assert all(isinstance(e, Notice) for e in events) and not only(Text, events)
