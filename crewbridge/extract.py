@@ -7,11 +7,14 @@ like backticks, because markdown treats them alike and a fence of either kind mu
 to know that what it holds is an example. A fence of any other language (````markdown, ```python …)
 holds examples: nothing inside it is a call, whatever it looks like. A backtick line whose info
 string has a backtick is inline code, not a fence. Only `\\n` ends a line (`\\r\\n` too); a fence
-line longer than MAX_FENCE_LINE characters is not a fence. A message boundary (`end_message`) ends
+line longer than MAX_FENCE_LINE characters is not a fence, nor is one behind a `>` quote marker or
+indented 4 spaces or more (a list item's fence included). A message boundary (`end_message`) ends
 every open fence and starts a new line.
 
-Inside a candidate block whose text starts with `{` or `[`, a fence line that falls inside a JSON
-string (a string with raw newlines) is content. The work per character is constant: the text
+A candidate block is a call attempt only when its text starts with `{` or `[` (so an example
+nested in a bare ```` fence is not one). Inside such a block a fence line that falls inside a JSON
+string (a string with raw newlines) is content; a string left open therefore runs to the end of
+the message, where the block is reported as truncated. The work per character is constant: text
 between fence-looking lines is skipped with `str.find`, and a block is parsed once when it closes.
 """
 from __future__ import annotations

@@ -427,7 +427,7 @@ def _chunk_len(messages: tuple[str, ...], cuts: list[int], start: int) -> int:
     return min(later) - start
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=st.sampled_from(CASES), cuts=st.lists(st.integers(min_value=0, max_value=10_000), max_size=12))
 def test_any_split_of_any_case_gives_the_unsplit_result(case: Case, cuts: list[int]) -> None:
     assert_split_invariant(as_messages(case.text), cuts)
@@ -458,7 +458,7 @@ FRAGMENTS = ["```", "``", "`", "~~~", "~", "````", "json", "JSON", "python", "\n
 fragment_text = st.lists(st.sampled_from(FRAGMENTS), max_size=40).map("".join)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=250, deadline=None)
 @given(messages=st.lists(fragment_text, min_size=1, max_size=3).map(tuple),
        cuts=st.lists(st.integers(min_value=0, max_value=2000), max_size=10))
 def test_any_split_of_fence_heavy_text_gives_the_unsplit_result(messages: tuple[str, ...], cuts: list[int]) -> None:
@@ -503,6 +503,6 @@ def cpu_seconds(chunks: list[str]) -> float:
 
 
 def test_work_grows_linearly_with_the_input() -> None:
-    small, large = busiest_text(150), busiest_text(600)
+    small, large = busiest_text(250), busiest_text(1000)
     ratio = cpu_seconds(large) / cpu_seconds(small)
     assert ratio < 8, f"4x the input took {ratio:.1f}x the time (linear: about 4, quadratic: 16)"
