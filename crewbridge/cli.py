@@ -26,32 +26,56 @@ def config_option(func: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-def run_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    for option in reversed([
-        click.argument("text", nargs=-1, required=True),
+def _apply(func: Callable[..., Any], decorators: list[Callable[..., Any]]) -> Callable[..., Any]:
+    for decorator in reversed(decorators):
+        func = decorator(func)
+    return func
+
+
+def loop_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """The options of every command that runs an agent loop (query, execute, chat)."""
+    return _apply(func, [
         click.option("--timeout", type=click.FloatRange(min=0.1), default=300.0, show_default=True,
                      help="Seconds one model turn may take; then the CLI's process group is ended."),
         click.option("--max-turns", type=click.IntRange(min=1), default=10, show_default=True,
                      help="Model replies allowed before crew stops a tool loop."),
-        click.option("--json", "as_json", is_flag=True, help="Print one JSON object (answer, tool_calls, …)."),
         click.option("--yes", "-y", "approve_all", is_flag=True, help="Approve every tool that needs approval."),
+        click.option("--verbose", "-v", is_flag=True,
+                     help="Show on stderr each CLI command crew runs and every raw line it reads and sends."),
         config_option,
-    ]):
-        func = option(func)
-    return func
+    ])
+
+
+def run_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    return _apply(func, [
+        click.argument("text", nargs=-1, required=True),
+        click.option("--json", "as_json", is_flag=True,
+                     help="Print one JSON object at the end (answer, tool_calls, usage, session, error)."),
+        click.option("--jsonl", "as_jsonl", is_flag=True,
+                     help="Print the events as they happen, one JSON object per line "
+                          "(turn, text, call, result, answer, error)."),
+        loop_options,
+    ])
 
 
 def _run(mode: str, text: tuple[str, ...], config: Any, timeout: float, max_turns: int,
-         as_json: bool, approve_all: bool) -> None:
+         as_json: bool, as_jsonl: bool, verbose: bool, approve_all: bool) -> None:
     from crewbridge.bridge import Bridge
+    from crewbridge.mentions import parse_mentions
     from crewbridge.render import Renderer
 
+    if as_json and as_jsonl:
+        raise UsageError("--json and --jsonl were both given; choose one (--json: one object at the end, "
+                         "--jsonl: the events as they happen)")
+    task = " ".join(text)
+    agents = list(dict.fromkeys(m.agent for m in parse_mentions(task)[0]))
     stdin = sys.stdin
     context = stdin.read() if stdin is not None and not stdin.isatty() else None
-    renderer = Renderer(quiet=as_json)
-    outcomes = Bridge(config).run(" ".join(text), mode, context=context or None, max_turns=max_turns,
-                                  timeout=timeout, approve_all=approve_all, on_progress=renderer.progress)
-    renderer.finish(outcomes, as_json=as_json)
+    output = "json" if as_json else "jsonl" if as_jsonl else "text"
+    with Renderer(output=output, agents=agents, prefix=config.prefix, verbose=verbose) as renderer:
+        outcomes = Bridge(config).run(task, mode, context=context or None, max_turns=max_turns,
+                                      timeout=timeout, approve_all=approve_all, on_progress=renderer.progress)
+        renderer.finish(outcomes)
     failed = [o.error for o in outcomes if o.error is not None]
     if failed:
         sys.exit(failed[0].exit_code)
@@ -75,6 +99,24 @@ def query_command(**options: Any) -> None:
 def execute_command(**options: Any) -> None:
     """Let agents act, with every tool policy allows: crew execute "@claude fix the typo in a.py" """
     _run("execute", **options)
+
+
+@cli.command("chat")
+@click.argument("agent")
+@click.option("--mode", type=click.Choice(["query", "execute"]), default="query", show_default=True,
+              help="query: read-only tools; execute: every tool policy allows.")
+@loop_options
+def chat_command(agent: str, mode: str, config: Any, timeout: float, max_turns: int, approve_all: bool,
+                 verbose: bool) -> None:
+    """Talk with one agent, tools at hand; it keeps the context: crew chat @claude
+
+    /exit or Ctrl-D leaves, Ctrl-C stops a reply. Line editing and history on a terminal; piped
+    stdin is read as one message a line."""
+    from crewbridge.bridge import Bridge
+    from crewbridge.chat import run_chat
+
+    run_chat(Bridge(config), agent, mode=mode, max_turns=max_turns, timeout=timeout, approve_all=approve_all,
+             verbose=verbose)
 
 
 @cli.command("prompt")

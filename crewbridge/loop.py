@@ -43,6 +43,7 @@ class Progress:
     agent: str
     text: str = ""
     call: CallRecord | None = None
+    result: RunResult | None = None  # with kind "answer"
 
 
 @dataclass
@@ -109,8 +110,9 @@ class AgentLoop:
             reply = self._reply(message)
             if not reply.calls:
                 self.transcript.write("answer", agent=self.agent, text=reply.text, usage=self.usage)
-                result = RunResult(self.agent, reply.text.strip(), records, self.usage, self.conv.session_id, turn)
-                self.emit(Progress("answer", self.agent, result.answer))
+                result = RunResult(self.agent, reply.text.strip(), records, dict(self.usage), self.conv.session_id,
+                                   turn)
+                self.emit(Progress("answer", self.agent, result.answer, result=result))
                 return result
             batch = self._collect(reply)
             records += batch

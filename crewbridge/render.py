@@ -1,43 +1,633 @@
-"""What a person sees: the answer on stdout, tool calls as compact lines on stderr."""
+"""What a person sees, and what a script reads, while agents work.
+
+Three outputs, chosen by `Renderer(output=…)`:
+
+``text`` (the default), for a person.
+  stdout carries the model's words. On a terminal, with one agent, they stream as they arrive,
+  without the fenced crew tool-call blocks, and without anything a reply says after its calls (crew
+  stops such a reply: that text is the model guessing results it has not seen). The final answer is
+  the last reply's streamed text, so it is not printed again. When stdout is not a terminal, or
+  several agents run at once, stdout gets only the final answers, each once: `crew query … > a.md`
+  holds the answer and nothing else. Several agents' answers each follow a `── @agent ──` header,
+  on a terminal as each agent finishes, otherwise in the order of the mentions.
+  stderr carries what crew does: a line per tool call (`→ crew:read_file notes.txt`) and one per
+  result (`  ✓ 3 lines`, `  ✗ no file 'x'`), labelled `@agent` when several agents run, and errors.
+  On a terminal a status line (spinner, what each agent waits for) shows while nothing else moves;
+  colours only on a terminal and never with NO_COLOR set. Model text on a terminal has its control
+  characters escaped, so a reply cannot drive the terminal.
+
+``json``: one object on stdout at the end. One agent: its result — ``agent``, ``answer``,
+  ``tool_calls`` (``name``, ``input``, ``success``, ``error``), ``usage``, ``session``, ``turns``,
+  ``error`` (null) — or, when it failed, ``{"agent", "answer": null, "error", "exit_code"}``.
+  Several agents: ``{"results": [one such object per agent, in mention order]}``.
+
+``jsonl``: the event stream, one object per line as it happens, each with ``type`` and ``agent``:
+  ``{"type": "turn", "turn": 1}`` a model reply begins (1, 2, … per task);
+  ``{"type": "text", "text": "…"}`` raw text as the model streams it, tool-call blocks and any text
+  crew cut off included;
+  ``{"type": "call", "name": "crew:read_file", "input": {…}}`` a tool-call block closed;
+  ``{"type": "result", "name", "input", "result": {"success", "data", "error", "metadata"}}`` its
+  result envelope (in call order, once the reply is over);
+  ``{"type": "answer", "answer", "tool_calls", "usage", "session", "turns"}`` the final answer;
+  ``{"type": "error", "error": "…", "exit_code": 3}`` the agent's run failed;
+  ``{"type": "notice", "text": "…"}`` anything else worth knowing.
+
+With ``verbose`` each command crew runs (`$`), every line it reads from the CLI (`>`) and sends it
+(`<`) go to stderr, in every output.
+"""
 from __future__ import annotations
 
 import json
+import logging
+import os
+import re
+import shutil
 import sys
 import threading
-from typing import Any, Sequence
+import time
+from dataclasses import dataclass, field
+from typing import IO, Any, Mapping, Sequence
 
-from crewbridge.loop import Progress
+from crewbridge.loop import CallRecord, Progress
+from crewbridge.policy import _prompt_lock as terminal_lock  # an approval question owns the terminal
+from crewbridge.process import log as process_log
+
+OUTPUTS = ("text", "json", "jsonl")
+MAX_FENCE_LINE = 4096  # as the extractor: a longer line is never a fence line
+TRACE_CHARS = 1000  # a --verbose line is cut after this many characters
+STATUS_IDLE = 0.3  # seconds without output before the status line shows
+TICK = 0.1
+
+_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})(.*)")
+_MAY_BE_FENCE = re.compile(r" {0,3}(?:(?:`{3,}|~{3,}).*|`{0,2}|~{0,2})")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # all but tab and newline
+_ANY_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_COLORS = ("36", "35", "33", "34", "32")  # agent labels: cyan, magenta, yellow, blue, green
+
+
+class TextFilter:
+    """One reply's text as a person should see it, fed as it streams: the fenced crew tool-call
+    blocks are left out, and so is everything after a call. Fences follow the extractor's rules: 3+
+    backticks or tildes indented at most 3 spaces; info `json` or none opens a candidate block (held
+    until it closes, then shown unless it is a call); another language's fence holds examples, shown
+    as they come. A line that may still become a fence line is held until its newline."""
+
+    def __init__(self, prefix: str = "crew") -> None:
+        self.marker = prefix + ":"
+        self.line = ""  # the start of a line that may still become a fence line
+        self.passing = False  # the current line cannot be a fence line: it flows through
+        self.fence: tuple[str, int] | None = None  # the open fence's character and length
+        self.block: list[str] | None = None  # the lines of an open candidate block
+        self.called = False  # a call was seen: the rest of the reply is not shown
+
+    def feed(self, text: str) -> str:
+        """The part of `text` to show now."""
+        return "".join(self._piece(piece) for piece in text.splitlines(keepends=True))
+
+    def end(self) -> str:
+        """The reply ended: what is left to show (a block left open is shown unless it is a call)."""
+        shown = self._line(self.line) if self.line and not self.called else ""
+        if self.block is not None and not self.called and not self._is_call("".join(self.block[1:])):
+            shown += "".join(self.block)
+        self.line, self.passing, self.fence, self.block = "", False, None, None
+        return shown
+
+    def _piece(self, piece: str) -> str:
+        """A piece of one line (it ends with a newline, or it is the end of the text so far)."""
+        if self.called:
+            return ""
+        if self.passing:
+            self.passing = not piece.endswith("\n")
+            return piece
+        self.line += piece
+        if self.line.endswith("\n"):
+            line, self.line = self.line, ""
+            return self._line(line)
+        if self.block is None and (len(self.line) > MAX_FENCE_LINE or not _MAY_BE_FENCE.fullmatch(self.line)):
+            line, self.line, self.passing = self.line, "", True
+            return line
+        return ""
+
+    def _line(self, line: str) -> str:
+        """A whole line: shown, held in a block, or the end of one."""
+        found = _FENCE.fullmatch(line.rstrip("\n").rstrip("\r")) if len(line) <= MAX_FENCE_LINE else None
+        if self.fence is None:
+            if found is None or (found[1][0] == "`" and "`" in found[2]):
+                return line
+            self.fence = (found[1][0], len(found[1]))
+            info = found[2].split()
+            if not info or info[0].lower() == "json":
+                self.block = [line]
+                return ""
+            return line  # another language's fence: examples
+        closes = (found is not None and found[1][0] == self.fence[0] and len(found[1]) >= self.fence[1]
+                  and not found[2].strip(" \t"))
+        if self.block is None:
+            self.fence = None if closes else self.fence
+            return line
+        body = "".join(self.block[1:])
+        if not closes or _inside_json_string(body):
+            self.block.append(line)
+            return ""
+        block, self.block, self.fence = self.block, None, None
+        if self._is_call(body):
+            self.called = True
+            return ""
+        return "".join(block) + line
+
+    def _is_call(self, body: str) -> bool:
+        """Whether a block's text is meant as a crew tool call (valid or not), as the extractor sees it."""
+        text = body.strip()
+        if text[:1] not in ("{", "["):
+            return False
+        try:
+            value = json.loads(text, strict=False)
+        except (ValueError, RecursionError):
+            return "tool_use" in text and self.marker in text
+        items = value if isinstance(value, list) else [value]
+        return any(isinstance(item, dict) and isinstance(item.get("name"), str)
+                   and (item["name"].startswith(self.marker) or item.get("type") == "tool_use")
+                   for item in items)
+
+
+def _inside_json_string(body: str) -> bool:
+    """Whether JSON text ends inside a string (a fence line there is content, not the block's end)."""
+    if body.lstrip()[:1] not in ("{", "["):
+        return False
+    try:
+        json.loads(body, strict=False)
+    except json.JSONDecodeError as exc:
+        return exc.msg.startswith("Unterminated string")
+    except (ValueError, RecursionError):
+        return False
+    return False
+
+
+@dataclass
+class Style:
+    """How a stream may be written to: colours, a live status line, symbols, width."""
+
+    color: bool = False
+    live: bool = False
+    unicode: bool = True
+    width: int = 120
+
+    @classmethod
+    def of(cls, stream: IO[str], env: Mapping[str, str]) -> Style:
+        tty = isatty(stream)
+        dumb = env.get("TERM", "") == "dumb"
+        width = shutil.get_terminal_size((120, 24)).columns if tty else 120
+        try:
+            "→✓✗⠋─".encode(getattr(stream, "encoding", None) or "utf-8")
+            unicode = True
+        except (UnicodeEncodeError, LookupError):
+            unicode = False
+        return cls(color=tty and not dumb and not env.get("NO_COLOR"), live=tty and not dumb,
+                   unicode=unicode, width=max(width, 20))
+
+    def paint(self, text: str, code: str) -> str:
+        return f"\x1b[{code}m{text}\x1b[0m" if self.color and text else text
+
+    def symbol(self, name: str) -> str:
+        return (_UNICODE if self.unicode else _ASCII)[name]
+
+
+_UNICODE = {"call": "→", "ok": "✓", "fail": "✗", "rule": "─", "spin": "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"}
+_ASCII = {"call": "->", "ok": "ok", "fail": "x", "rule": "-", "spin": "|/-\\"}
+
+
+@dataclass
+class _Agent:
+    name: str
+    label: str  # "" with one agent
+    filter: TextFilter
+    state: str = "starting"
+    turn: int = 0
+    since: float = field(default_factory=time.monotonic)
+    calls: int = 0  # call lines shown
+    results: int = 0  # result lines shown
+    answered: bool = False  # its answer is on stdout
+    failed: bool = False
 
 
 class Renderer:
-    def __init__(self, *, quiet: bool = False, out: Any = None, err: Any = None) -> None:
-        self.quiet = quiet
+    """Turns the loop's Progress events (and the outcomes at the end) into output. Thread-safe:
+    several agents report at once. Use as a context manager, or call `close()`."""
+
+    def __init__(self, *, output: str = "text", agents: Sequence[str] = (), prefix: str = "crew",
+                 verbose: bool = False, out: IO[str] | None = None, err: IO[str] | None = None,
+                 env: Mapping[str, str] | None = None) -> None:
+        if output not in OUTPUTS:
+            raise ValueError(f"output '{output}' is not one of {', '.join(OUTPUTS)}")
+        env = os.environ if env is None else env
+        self.output = output
         self.out = out or sys.stdout
         self.err = err or sys.stderr
-        self._lock = threading.Lock()
+        self.prefix = prefix
+        self.style = Style.of(self.err, env)
+        self.out_style = Style.of(self.out, env)
+        self.labelled = len(agents) > 1
+        self.streaming = output == "text" and not self.labelled and isatty(self.out)
+        self.shared_tty = _same_terminal(self.out, self.err)
+        width = max((len(a) for a in agents), default=0)
+        self.agents: dict[str, _Agent] = {}
+        for index, name in enumerate(agents):
+            self._agent(name, index, width)
+        self._lock = threading.RLock()
+        self._column = 0  # characters on stdout's current line (0: at a line start)
+        self._blank = 0  # newlines held back (not shown at the end of an answer)
+        self._fresh = True  # nothing of the current reply shown yet: leading newlines are dropped
+        self._status = False  # the status line is drawn
+        self._quiet_since = time.monotonic()
+        self._last_line: tuple[str, int] | None = None  # (agent, call number) of the last call line
+        self._stop = threading.Event()
+        self._ticker: threading.Thread | None = None
+        self._trace: logging.Handler | None = None
+        if verbose:
+            self._trace = _TraceHandler(self)
+            process_log.addHandler(self._trace)
+            process_log.setLevel(logging.DEBUG)
+        if output == "text" and self.style.live:
+            self._ticker = threading.Thread(target=self._tick, name="crew-status", daemon=True)
+            self._ticker.start()
+
+    def __enter__(self) -> Renderer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the status line and the --verbose trace."""
+        self._stop.set()
+        if self._ticker is not None:
+            self._ticker.join()
+        with self._lock:
+            self._clear_status()
+            self._end_line()
+        if self._trace is not None:
+            process_log.removeHandler(self._trace)
+            process_log.setLevel(logging.NOTSET)
+
+    # -- events ---------------------------------------------------------------------------------
 
     def progress(self, event: Progress) -> None:
-        if self.quiet or event.call is None or event.kind != "result":
-            return
-        call, result = event.call, event.call.result
-        arg = next(iter(call.input.values()), "") if isinstance(call.input, dict) and call.input else ""
-        status = "ok" if result.success else f"error: {result.error}"
+        """One event from an agent loop (the loop's `on_progress`)."""
         with self._lock:
-            self.err.write(f"@{event.agent} → {call.name} {str(arg)[:60]}  [{status}]\n")
+            agent = self._agent(event.agent)
+            if self.output == "jsonl":
+                self._write_out(json.dumps(_event_dict(event), ensure_ascii=False) + "\n")
+            elif self.output == "text":
+                getattr(self, f"_on_{event.kind}", self._on_notice)(agent, event)
+            if event.kind == "turn":
+                agent.turn, agent.state, agent.since = _int(event.text), "waiting for the model", time.monotonic()
+                agent.answered = agent.answered and agent.turn > 1  # turn 1: a new task (crew chat)
+            elif event.kind == "text":
+                agent.state = "writing"
+            elif event.kind == "answer":
+                agent.state = "done"
+
+    def _on_turn(self, agent: _Agent, event: Progress) -> None:
+        self._show(agent.filter.end())
+        agent.filter = TextFilter(self.prefix)
+        self._fresh, self._blank = True, 0
+
+    def _on_text(self, agent: _Agent, event: Progress) -> None:
+        self._show(agent.filter.feed(event.text))
+
+    def _on_call(self, agent: _Agent, event: Progress) -> None:
+        assert event.call is not None
+        agent.calls += 1
+        self._err_line(agent, self.style.paint(f"{self.style.symbol('call')} {self._subject(event.call)}", "36"))
+        self._last_line = (agent.name, agent.calls)
+
+    def _on_result(self, agent: _Agent, event: Progress) -> None:
+        assert event.call is not None
+        agent.results += 1
+        result = event.call.result
+        subject = "" if self._last_line == (agent.name, agent.results) else self._subject(event.call) + ": "
+        if result.success:
+            mark, detail, code = self.style.symbol("ok"), summary(result.data, result.truncated), "32"
+        else:
+            mark, detail, code = self.style.symbol("fail"), one_line(str(result.error)), "31"
+        self._err_line(agent, f"  {self.style.paint(mark, code)} {subject}{detail}")
+        self._last_line = None
+
+    def _on_answer(self, agent: _Agent, event: Progress) -> None:
+        if self.streaming:
+            self._show(agent.filter.end())
+            agent.answered = True
+            self._end_line()
+        elif self.labelled and isatty(self.out):
+            self._answer(agent, event.text)
+
+    def _on_notice(self, agent: _Agent, event: Progress) -> None:
+        self._err_line(agent, self.style.paint(f"  {one_line(event.text)}", "2"))
+
+    def finish(self, outcomes: Sequence[Any]) -> None:
+        """The run is over: answers not shown yet, errors, and the --json object."""
+        with self._lock:
+            self._clear_status()
+            self._end_line()
+            for outcome in outcomes:
+                agent = self._agent(outcome.agent)
+                if outcome.error is not None:
+                    self.failed(outcome.agent, outcome.error)
+                elif self.output == "text" and not agent.answered:
+                    self._answer(agent, outcome.result.answer)
+            if self.output == "json":
+                objs = [outcome_dict(o) for o in outcomes]
+                self._write_out(json.dumps(objs[0] if len(objs) == 1 else {"results": objs},
+                                           ensure_ascii=False) + "\n")
+
+    def failed(self, name: str, error: Exception) -> None:
+        """An agent's run ended with `error`: said on stderr (and in the jsonl stream)."""
+        with self._lock:
+            agent = self._agent(name)
+            agent.failed, agent.state = True, "failed"
+            if self.output == "jsonl":
+                self._write_out(json.dumps({"type": "error", "agent": name, "error": str(error),
+                                            "exit_code": getattr(error, "exit_code", 1)},
+                                           ensure_ascii=False) + "\n")
+            message = str(error)
+            if self.labelled and not message.startswith(f"@{name}"):
+                message = f"@{name}: {message}"
+            self._clear_status()
+            self._end_line()
+            self._write_err(self.style.paint(f"crew: error: {message}", "31") + "\n")
+
+    def idle(self) -> None:
+        """Nothing runs now (crew chat, before it reads the next message): no status line, and the
+        output ends at a line start."""
+        with self._lock:
+            for agent in self.agents.values():
+                agent.state, agent.results = "idle", agent.calls  # a cancelled reply's results never come
+            self._clear_status()
+            self._end_line()
+            self._fresh = True
+
+    # -- writing --------------------------------------------------------------------------------
+
+    def _agent(self, name: str, index: int | None = None, width: int = 0) -> _Agent:
+        agent = self.agents.get(name)
+        if agent is None:
+            index = len(self.agents) if index is None else index
+            label = self.style.paint(f"@{name}".ljust(width + 1), _COLORS[index % len(_COLORS)] + ";1") \
+                if self.labelled else ""
+            agent = self.agents[name] = _Agent(name, label, TextFilter(self.prefix))
+        return agent
+
+    def _subject(self, call: CallRecord) -> str:
+        name = call.name or "(a call crew could not read)"
+        arg = brief(call.input, max(self.style.width - len(name) - 20, 20))
+        return f"{name} {arg}" if arg else name
+
+    def _answer(self, agent: _Agent, answer: str) -> None:
+        """A whole answer on stdout (not streamed), with a header when several agents run."""
+        agent.answered = True
+        if self.labelled:
+            rule = self.out_style.symbol("rule") * 2
+            self._write_out(self.out_style.paint(f"{rule} @{agent.name} {rule}", "1") + "\n")
+        self._write_out(self._safe(answer) + "\n" if answer else "")
+
+    def _show(self, text: str) -> None:
+        """Streamed model text on stdout: leading newlines of a reply dropped, blank lines held
+        until more text follows (so an answer never ends in blank lines)."""
+        if not text or not self.streaming:
+            return
+        text = text.replace("\r\n", "\n")
+        if self._fresh:
+            text = text.lstrip("\r\n")
+            if not text:
+                return
+            self._fresh = False
+            if self._column:
+                text = "\n" + text
+        body = text.rstrip("\n")
+        trailing = len(text) - len(body)
+        if body:
+            body, self._blank = "\n" * self._blank + body, 0
+            self._clear_status()
+            self._write_out(self._safe(body))
+            self._column = len(body) - body.rfind("\n") - 1
+        if trailing:
+            if self._column:
+                self._write_out("\n")
+                self._column = 0
+                trailing -= 1
+            self._blank += trailing
+
+    def _end_line(self) -> None:
+        """Finish a streamed line, so what follows starts at a line start."""
+        self._blank = 0
+        if self._column:
+            self._write_out("\n")
+            self._column = 0
+
+    def _err_line(self, agent: _Agent, text: str) -> None:
+        if self.output != "text":
+            return
+        self._clear_status()
+        if self.shared_tty and self._column:
+            self._end_line()
+        self._write_err(f"{agent.label} {text}\n" if agent.label else text + "\n")
+
+    def _safe(self, text: str) -> str:
+        """Model text for stdout: control characters escaped on a terminal, as written elsewhere."""
+        if not isatty(self.out):
+            return text
+        return _CONTROL.sub(_escape, text)
+
+    def _write_out(self, text: str) -> None:
+        if not text:
+            return
+        self._quiet_since = time.monotonic()
+        try:
+            self.out.write(text)
+            self.out.flush()
+        except BrokenPipeError:  # the reader left (`| head`): the run goes on, its output goes nowhere
+            _silence(self.out)
+
+    def _write_err(self, text: str) -> None:
+        self._quiet_since = time.monotonic()
+        with terminal_lock:
+            try:
+                self.err.write(text)
+                self.err.flush()
+            except BrokenPipeError:
+                _silence(self.err)
+
+    def trace(self, line: str) -> None:
+        """A --verbose line on stderr."""
+        with self._lock:
+            self._clear_status()
+            if self.shared_tty and self._column:
+                self._end_line()
+            self._write_err(self.style.paint(one_line(line, TRACE_CHARS), "2") + "\n")
+
+    # -- the status line ------------------------------------------------------------------------
+
+    def _tick(self) -> None:
+        frame = 0
+        while not self._stop.wait(TICK):
+            with self._lock:
+                frame += 1
+                self.draw_status(frame)
+
+    def draw_status(self, frame: int = 0) -> None:
+        """Draw (or clear) the status line: on a terminal, while an agent works and nothing else moves."""
+        if not self.style.live:
+            return
+        busy = [a for a in self.agents.values() if a.state in ("starting", "waiting for the model", "writing")]
+        waiting_on_tools = any(a.calls > a.results for a in busy)  # a tool may be asking a question
+        if (not busy or waiting_on_tools or (self.shared_tty and self._column)
+                or (not self._status and time.monotonic() - self._quiet_since < STATUS_IDLE)):
+            self._clear_status()
+            return
+        spin = self.style.symbol("spin")
+        now = time.monotonic()
+        parts = [f"@{a.name} {a.state}" + (f" (turn {a.turn})" if a.turn > 1 else "") +
+                 f" {now - a.since:.0f}s" for a in busy]
+        line = one_line(f"{spin[frame % len(spin)]} " + "  ".join(parts), self.style.width - 1)
+        if terminal_lock.acquire(blocking=False):
+            try:
+                self.err.write("\r\x1b[2K" + self.style.paint(line, "2") + "\r")
+                self.err.flush()
+                self._status = True
+            finally:
+                terminal_lock.release()
+
+    def _clear_status(self) -> None:
+        if self._status:
+            self._status = False
+            self.err.write("\r\x1b[2K")
             self.err.flush()
 
-    def finish(self, outcomes: Sequence[Any], *, as_json: bool) -> None:
-        if as_json:
-            objs = [o.result.to_dict() if o.result else {"agent": o.agent, "error": str(o.error)}
-                    for o in outcomes]
-            self.out.write(json.dumps(objs[0] if len(objs) == 1 else {"results": objs}, ensure_ascii=False) + "\n")
-            return
-        labelled = len(outcomes) > 1
-        for outcome in outcomes:
-            if labelled:
-                self.out.write(f"── @{outcome.agent} ──\n")
-            if outcome.result is not None:
-                self.out.write(outcome.result.answer + "\n")
-            else:
-                self.err.write(f"crew: error: {outcome.error}\n")
-        self.out.flush()
+
+class _TraceHandler(logging.Handler):
+    def __init__(self, renderer: Renderer) -> None:
+        super().__init__(logging.DEBUG)
+        self.renderer = renderer
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.renderer.trace(record.getMessage())
+
+
+def summary(data: Any, truncated: bool = False) -> str:
+    """A few words on a tool's result data: `3 lines`, `12 entries`, `exit 0, 4 lines`."""
+    cut = " (truncated)" if truncated else ""
+    if isinstance(data, dict):
+        if isinstance(data.get("exit_code"), int):
+            return f"exit {data['exit_code']}, {_count(len(str(data.get('output', '')).splitlines()), 'line')}{cut}"
+        if isinstance(data.get("content"), str):
+            lines = _count(len(data["content"].splitlines()), "line")
+            total = data.get("total_lines")
+            return (f"{lines} of {total}" if "next_offset" in data and total else lines) + cut
+        if isinstance(data.get("bytes"), int):
+            return f"{'created' if data.get('created') else 'wrote'} {data.get('path', '')}, " \
+                   f"{_count(data['bytes'], 'byte')}{cut}"
+        if isinstance(data.get("line"), int):
+            return f"edited {data.get('path', '')} at line {data['line']}{cut}"
+        for key, value in data.items():
+            if isinstance(value, list):
+                return f"{len(value)} {key if len(value) != 1 else _singular(key)}{cut}"
+        return "done" + cut
+    if isinstance(data, list):
+        return _count(len(data), "item") + cut
+    if isinstance(data, str):
+        return _count(len(data.splitlines()), "line") + cut
+    return "done" + cut if data is None else one_line(json.dumps(data), 60) + cut
+
+
+def brief(data: Any, width: int = 80) -> str:
+    """A call's input in a few characters: its values, long texts as their length."""
+    if data is None or data == {}:
+        return ""
+    if not isinstance(data, dict):
+        return one_line(json.dumps(data, ensure_ascii=False), width)
+    parts = []
+    for key, value in data.items():
+        if isinstance(value, str):
+            parts.append(value if len(value) <= 60 and "\n" not in value else f"({len(value)} characters)")
+        elif isinstance(value, (dict, list)):
+            parts.append(f"{key}={one_line(json.dumps(value, ensure_ascii=False), 40)}")
+        else:
+            parts.append(f"{key}={json.dumps(value)}")
+    return one_line(" ".join(parts), width)
+
+
+def one_line(text: str, width: int = 200) -> str:
+    """`text` on one line, control characters (newlines too) escaped, cut to `width` characters."""
+    text = _ANY_CONTROL.sub(_escape, text)
+    return text if len(text) <= width else text[:max(width - 1, 0)] + "…"
+
+
+def outcome_dict(outcome: Any) -> dict[str, Any]:
+    """One agent's outcome as --json shows it."""
+    if outcome.result is not None:
+        return {**outcome.result.to_dict(), "error": None}
+    return {"agent": outcome.agent, "answer": None, "error": str(outcome.error),
+            "exit_code": getattr(outcome.error, "exit_code", 1)}
+
+
+def _event_dict(event: Progress) -> dict[str, Any]:
+    base: dict[str, Any] = {"type": event.kind, "agent": event.agent}
+    if event.kind == "turn":
+        return {**base, "turn": _int(event.text)}
+    if event.kind in ("call", "result") and event.call is not None:
+        base.update(name=event.call.name, input=event.call.input)
+        return {**base, "result": event.call.result.to_dict()} if event.kind == "result" else base
+    if event.kind == "answer" and event.result is not None:
+        return {**base, **event.result.to_dict()}
+    return {**base, "text": event.text}
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def _singular(noun: str) -> str:
+    """entries → entry, matches → match, files → file (for a count of one)."""
+    for plural, single in (("ies", "y"), ("ches", "ch"), ("shes", "sh"), ("xes", "x"), ("sses", "ss"), ("s", "")):
+        if noun.endswith(plural):
+            return noun[: -len(plural)] + single
+    return noun
+
+
+def _escape(match: re.Match[str]) -> str:
+    return repr(match.group())[1:-1]
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        return 0
+
+
+def isatty(stream: Any) -> bool:
+    """Whether `stream` is a terminal (False for anything that cannot say)."""
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+def _same_terminal(a: Any, b: Any) -> bool:
+    """Whether two streams are the same terminal (so one's status line may cover the other's text)."""
+    if not (isatty(a) and isatty(b)):
+        return False
+    try:
+        return os.path.samestat(os.fstat(a.fileno()), os.fstat(b.fileno()))
+    except (AttributeError, OSError, ValueError):
+        return True  # terminals we cannot look into: assume the usual, one screen
+
+
+def _silence(stream: Any) -> None:
+    """Point a stream whose reader left at /dev/null, so later writes and the exit flush pass."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+        os.close(devnull)
+    except (AttributeError, OSError, ValueError):
+        pass

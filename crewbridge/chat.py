@@ -1,0 +1,187 @@
+"""crew chat: a conversation with one agent, tools at hand, that keeps its context across messages.
+
+One agent loop serves the whole chat and its conversation stays open: each message continues the
+same CLI session (a live process, or the CLI's own resume, or crew's replayed transcript), so the
+model remembers what was said and read. The first message carries the tool catalogue; later ones
+are the person's words as typed. Ctrl-C stops the reply being written (the CLI is told to stop, or
+its process group ended) and the chat goes on; /exit or Ctrl-D ends it. On a terminal, lines are
+read with readline: editing, and a history kept in the state directory (chat_history, mode 600).
+"""
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+from typing import IO, Any, Callable, Iterator
+
+from crewbridge.bridge import Bridge, Outcome
+from crewbridge.config import state_dir
+from crewbridge.errors import CLINotFound, CrewError, UsageError
+from crewbridge.loop import AgentLoop, RunResult
+from crewbridge.mentions import Mention, parse_mentions
+from crewbridge.render import Renderer, isatty
+
+HISTORY_FILE = "chat_history"
+HISTORY_LENGTH = 1000
+PROMPT = "> "
+HELP = "/exit (or Ctrl-D) leaves; Ctrl-C stops a reply; anything else goes to the agent"
+_COMMAND = re.compile(r"/[A-Za-z]+")
+
+
+class Chat:
+    """The engine: messages in, answers out, one conversation throughout."""
+
+    def __init__(self, loop: AgentLoop) -> None:
+        self.loop = loop
+        self.started = False  # a reply came back: the model has the catalogue
+
+    def ask(self, text: str) -> RunResult:
+        """Send a message; the answer once the model is done with its tools."""
+        result = self.loop.converse(text if self.started else self.loop.first_message(text))
+        self.started = True
+        return result
+
+    def cancel(self) -> None:
+        """Stop the reply being written (after a Ctrl-C); the conversation goes on."""
+        self.loop.conv.stop()
+
+    def close(self) -> None:
+        self.loop.close()
+
+
+def parse_agent(text: str) -> Mention:
+    """`@claude` or `@claude:model` (the @ may be left out)."""
+    spec = text if text.startswith("@") else "@" + text
+    try:
+        mentions, rest = parse_mentions(spec + " -")  # a stand-in task: only the mention is wanted
+    except UsageError:
+        mentions, rest = [], ""
+    if len(mentions) != 1 or rest != "-":
+        raise UsageError(f"'{text}' is not one agent mention; write e.g. crew chat @claude or @claude:haiku")
+    return mentions[0]
+
+
+def run_chat(bridge: Bridge, agent: str, *, mode: str = "query", max_turns: int = 10,
+             timeout: float | None = 300.0, approve_all: bool = False, verbose: bool = False,
+             stdin: IO[str] | None = None, history: Path | None = None) -> None:
+    """The chat on this terminal (or on piped stdin, one message a line, no prompt)."""
+    mention = parse_agent(agent)
+    bridge.config.agent(mention.agent)  # an unknown agent fails before anything starts
+    reader = LineReader(stdin or sys.stdin, history or state_dir() / HISTORY_FILE)
+    with Renderer(agents=[mention.agent], prefix=bridge.config.prefix, verbose=verbose) as renderer:
+        loop = bridge._loop(mention, mode, max_turns=max_turns, timeout=timeout, approve_all=approve_all,
+                            transcript=None, on_progress=renderer.progress)
+        tools = "read-only tools" if mode == "query" else "every tool policy allows"
+        converse(Chat(loop), reader, renderer, f"crew chat with @{mention.agent} ({mode} mode: {tools}).")
+
+
+def converse(chat: Chat, reader: LineReader, renderer: Renderer, greeting: str) -> None:
+    """Read messages and answer them until /exit or the end of input; then end the conversation."""
+    reader.say(f"{greeting} {HELP}.")
+    try:
+        for text in reader:
+            if _COMMAND.fullmatch(text):
+                if text in ("/exit", "/quit"):
+                    break
+                reader.say(HELP if text == "/help" else f"unknown command {text}; {HELP}")
+                continue
+            _turn(chat, text, renderer, reader.say)
+    finally:
+        chat.close()
+        reader.close()
+
+
+def _turn(chat: Chat, text: str, renderer: Renderer, say: Callable[[str], None]) -> None:
+    """One message and its answer; an error or a Ctrl-C ends only this reply."""
+    agent = chat.loop.agent
+    try:
+        result = chat.ask(text)
+        renderer.finish([Outcome(agent, result=result)])
+    except KeyboardInterrupt:
+        chat.cancel()
+        renderer.idle()
+        say("(reply stopped)")
+    except CLINotFound:
+        raise  # every message would fail the same way
+    except CrewError as exc:
+        renderer.failed(agent, exc)
+    finally:
+        renderer.idle()
+
+
+class LineReader:
+    """The person's messages: readline with a history on a terminal, plain lines otherwise.
+    Blank lines are skipped; Ctrl-C at the prompt clears the line; Ctrl-D ends."""
+
+    def __init__(self, stdin: IO[str], history: Path) -> None:
+        self.stdin = stdin
+        self.interactive = isatty(stdin)
+        self.history: Path | None = history
+        self.readline: Any = None
+        if self.interactive:
+            self.readline = _readline()
+            if self.readline is not None:
+                self._load_history()
+
+    def __iter__(self) -> Iterator[str]:
+        while True:
+            try:
+                line = self._read()
+            except KeyboardInterrupt:
+                sys.stderr.write("\n")
+                continue
+            if line is None:
+                return
+            line = line.strip()
+            if line:
+                self._remember()
+                yield line
+
+    def _read(self) -> str | None:
+        if not self.interactive:
+            line = self.stdin.readline()
+            return line or None
+        try:
+            return input(PROMPT)
+        except EOFError:
+            sys.stderr.write("\n")
+            return None
+
+    def say(self, text: str) -> None:
+        """A word from crew itself, to the person at the terminal (nothing when stdin is piped)."""
+        if self.interactive:
+            sys.stderr.write(text + "\n")
+            sys.stderr.flush()
+
+    def _load_history(self) -> None:
+        try:
+            self.history.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            os.close(os.open(self.history, os.O_CREAT | os.O_WRONLY, 0o600))
+            self.readline.read_history_file(str(self.history))
+        except OSError:
+            self.history = None  # no history kept, but the chat works
+        self.readline.set_history_length(HISTORY_LENGTH)
+
+    def _remember(self) -> None:
+        if self.readline is not None and self.history is not None:
+            try:
+                self.readline.append_history_file(1, str(self.history))
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        """Keep the history to its last HISTORY_LENGTH lines."""
+        if self.readline is not None and self.history is not None:
+            try:
+                self.readline.write_history_file(str(self.history))
+            except OSError:
+                pass
+
+
+def _readline() -> Any:
+    try:
+        import readline
+    except ImportError:  # a Python built without it: plain input() still works
+        return None
+    return readline

@@ -1,0 +1,208 @@
+"""crew chat: one conversation across messages (the catalogue once, the context kept), commands,
+Ctrl-C stopping only the reply, errors ending only the reply; with the demo agent and the real claude."""
+from __future__ import annotations
+
+import io
+import json
+import logging
+import os
+import re
+
+import pytest
+
+from crewbridge.bridge import Bridge
+from crewbridge.chat import Chat, LineReader, converse, parse_agent, run_chat
+from crewbridge.config import AgentSpec, load_config
+from crewbridge.conversation import FULL
+from crewbridge.errors import UsageError
+from crewbridge.events import Done, Failure, MessageEnd, Text
+from crewbridge.loop import AgentLoop
+from crewbridge.policy import Policy
+from crewbridge.process import log as process_log
+from crewbridge.render import Renderer
+from crewbridge.tools import builtin_registry
+from mockserver import reply
+
+CATALOGUE_MARK = "[crew tools]"
+
+
+def block(**data):
+    return "```json\n" + json.dumps({"type": "tool_use", "name": "crew:read_file", "input": data}) + "\n```\n"
+
+
+def text(*chunks):
+    return [Text(c) for c in chunks] + [MessageEnd(), Done()]
+
+
+class Script:
+    """A conversation with scripted replies (a reply may be KeyboardInterrupt: the person's Ctrl-C
+    while it streams). Records what was sent, stopped and closed."""
+
+    def __init__(self, *replies):
+        self.replies = list(replies)
+        self.sent: list[str] = []
+        self.stops = 0
+        self.closed = False
+        self.session_id = "sess-1"
+
+    def send(self, message, deadline):
+        self.sent.append(message)
+        events = self.replies.pop(0)
+        for event in [Text("Thinking")] + ([] if events is KeyboardInterrupt else events):
+            yield event
+        if events is KeyboardInterrupt:
+            raise KeyboardInterrupt
+
+    def stop(self):
+        self.stops += 1
+
+    def keep(self, kept, stopped):
+        return FULL
+
+    def close(self):
+        self.closed = True
+
+
+@pytest.fixture
+def chat_with(tmp_path):
+    """chat_with(*replies) → (chat, script, out, err): a chat over a scripted conversation."""
+    (tmp_path / "notes.txt").write_text("the secret is 42\n")
+
+    def make(*replies):
+        script = Script(*replies)
+        out, err = io.StringIO(), io.StringIO()
+        renderer = Renderer(out=out, err=err, env={}, agents=["claude"])
+        loop = AgentLoop("claude", script, builtin_registry(), Policy(AgentSpec("claude", "claude"), "query"),
+                         workdir=tmp_path, on_progress=renderer.progress)
+        return Chat(loop), renderer, script, out, err
+    return make
+
+
+def talk(chat, renderer, *lines):
+    converse(chat, LineReader(io.StringIO("".join(line + "\n" for line in lines)), history=None), renderer, "hi")
+
+
+def test_each_message_continues_one_conversation_and_only_the_first_carries_the_catalogue(chat_with):
+    chat, _, script, _, _ = chat_with(text("Hello."), text("You said hi."))
+    assert chat.ask("hi").answer == "Thinking" + "Hello."
+    assert chat.ask("what did I say?").answer == "ThinkingYou said hi."
+    first, second = script.sent
+    assert CATALOGUE_MARK in first and first.rstrip().endswith("hi")
+    assert second == "what did I say?"
+    assert not script.closed  # the conversation stays open between messages
+    chat.close()
+    assert script.closed
+
+
+def test_tools_work_within_a_message(chat_with):
+    chat, _, script, _, _ = chat_with(text("Reading.\n", block(path="notes.txt")), text("It says 42."))
+    result = chat.ask("what does notes.txt say?")
+    assert result.answer == "ThinkingIt says 42."
+    assert [call.result.data["content"] for call in result.tool_calls] == ["the secret is 42\n"]
+    assert "the secret is 42" in script.sent[1]
+
+
+def test_the_chat_answers_each_line_until_exit(chat_with):
+    chat, renderer, script, out, _ = chat_with(text("One."), text("Two."))
+    talk(chat, renderer, "first", "", "   ", "second", "/exit", "never sent")
+    assert script.sent[1:] == ["second"]
+    assert out.getvalue() == "ThinkingOne.\nThinkingTwo.\n"  # piped: each answer once
+    assert script.closed
+
+
+def test_a_command_is_not_sent_to_the_model(chat_with):
+    chat, renderer, script, out, _ = chat_with(text("One."))
+    talk(chat, renderer, "/help", "/nope", "first")
+    assert len(script.sent) == 1 and script.sent[0].rstrip().endswith("first")
+
+
+def test_ctrl_c_stops_the_reply_and_the_chat_goes_on(chat_with):
+    chat, renderer, script, out, _ = chat_with(KeyboardInterrupt, text("Two."))
+    talk(chat, renderer, "first", "second")
+    assert script.stops == 1
+    assert out.getvalue() == "ThinkingTwo.\n"
+    assert CATALOGUE_MARK in script.sent[1]  # the first reply never came back: the catalogue goes again
+
+
+def test_an_error_ends_only_that_reply(chat_with):
+    chat, renderer, script, out, err = chat_with([Failure("API error 500")], text("Two."))
+    talk(chat, renderer, "first", "second")
+    assert "crew: error: @claude: API error 500" in err.getvalue()
+    assert out.getvalue() == "ThinkingTwo.\n"
+
+
+@pytest.mark.parametrize("spec, agent, model", [("@claude", "claude", None), ("claude", "claude", None),
+                                                ("@gemini:flash-2", "gemini", "flash-2")])
+def test_the_agent_is_one_mention(spec, agent, model):
+    mention = parse_agent(spec)
+    assert (mention.agent, mention.model) == (agent, model)
+
+
+@pytest.mark.parametrize("spec", ["", "@", "@claude hello", "@claude @gemini", "@1x"])
+def test_anything_else_is_a_usage_error(spec):
+    with pytest.raises(UsageError, match="not one agent mention"):
+        parse_agent(spec)
+
+
+class Sent(logging.Handler):
+    """What crew wrote to the CLIs it ran (the process log)."""
+
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+
+    def emit(self, record):
+        self.lines.append(record.getMessage())
+
+    def __enter__(self):
+        process_log.addHandler(self)
+        process_log.setLevel(logging.DEBUG)
+        return self
+
+    def __exit__(self, *exc):
+        process_log.removeHandler(self)
+        process_log.setLevel(logging.NOTSET)
+
+    def matching(self, mark):
+        return [line.split(f"] {mark} ", 1)[1] for line in self.lines if f"] {mark} " in line]
+
+
+def test_a_chat_with_the_demo_agent_keeps_the_context(tmp_path, monkeypatch, capsys):
+    (tmp_path / "notes.txt").write_text("alpha\nbeta\n")
+    (tmp_path / "plan.txt").write_text("ship\n")
+    monkeypatch.chdir(tmp_path)
+    with Sent() as sent:
+        run_chat(Bridge(load_config(None, tmp_path), tmp_path), "@demo",
+                 stdin=io.StringIO("what is in notes.txt?\nand in plan.txt?\n"), history=tmp_path / "h")
+    out = capsys.readouterr().out
+    assert out == ("notes.txt has 2 non-empty lines. It begins:\n  alpha\n  beta\n"
+                   "plan.txt has 1 non-empty lines. It begins:\n  ship\n")
+    prompts = sent.matching("<")  # the demo has no resume: crew replays the conversation
+    assert len(prompts) == 4  # two messages, each a call and an answer
+    second = prompts[2]
+    assert "what is in notes.txt?" in second and "alpha" in second and second.rstrip().endswith("and in plan.txt?")
+    assert second.count(CATALOGUE_MARK) == 1  # in the history only: not sent again
+
+
+@pytest.mark.e2e
+def test_a_chat_with_the_real_claude_resumes_its_session(tmp_path, monkeypatch, capsys, cli_env, mock_server):
+    env = {**cli_env("claude"), "CREW_LIVE": "0"}  # a new claude per message: resumed by session id
+    for key in list(os.environ):
+        if key not in env:
+            monkeypatch.delenv(key)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    (tmp_path / "notes.txt").write_text("the secret is 42\n")
+    monkeypatch.chdir(tmp_path)
+    mock_server.script(reply("Reading.\n", block(path="notes.txt")), "It says 42.", "You asked about notes.txt.")
+    with Sent() as sent:
+        run_chat(Bridge(load_config(None, tmp_path), tmp_path), "@claude",
+                 stdin=io.StringIO("what does notes.txt say?\nwhat did I ask first?\n"), history=tmp_path / "h")
+    assert capsys.readouterr().out == "It says 42.\nYou asked about notes.txt.\n"
+    commands = sent.matching("$")
+    assert len(commands) == 3 and "--resume" not in commands[0]
+    session = re.search(r"--resume (\S+)", commands[2])
+    assert session and f"--resume {session[1]}" in commands[1]  # one session throughout
+    last = mock_server.requests[-1]
+    assert "what does notes.txt say?" in last.text() and "the secret is 42" in last.text()
+    assert last.messages()[-1] == ("user", "what did I ask first?")

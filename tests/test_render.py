@@ -1,0 +1,396 @@
+"""What a person sees and what a script reads: the text filter, live text on a terminal, the answer
+alone when piped, tool lines, the status line, colours, --json, --jsonl and --verbose."""
+from __future__ import annotations
+
+import io
+import json
+import re
+
+import pytest
+
+from crewbridge import render
+from crewbridge.bridge import Outcome
+from crewbridge.config import load_config
+from crewbridge.errors import ProviderError
+from crewbridge.loop import CallRecord, Progress, RunResult
+from crewbridge.process import Child
+from crewbridge.registry import ToolResult
+from crewbridge.render import Renderer, TextFilter, brief, one_line, summary
+
+ESC = "\x1b["
+
+
+def block(name="crew:read_file", **data):
+    return "```json\n" + json.dumps({"type": "tool_use", "name": name, "input": data}) + "\n```\n"
+
+
+class Terminal(io.StringIO):
+    """A stream that says it is a terminal."""
+
+    def isatty(self):
+        return True
+
+
+def filtered(*chunks, prefix="crew"):
+    f = TextFilter(prefix)
+    return "".join(f.feed(c) for c in chunks) + f.end()
+
+
+def char_by_char(text):
+    return filtered(*text)
+
+
+# -- the text filter ----------------------------------------------------------------------------
+
+def test_plain_text_passes_whole_however_it_is_chunked():
+    text = "Hello.\n\nA list:\n- one\n  `code` and ``two`` ticks\n~ tilde\n"
+    assert filtered(text) == text
+    assert char_by_char(text) == text
+
+
+def test_a_line_shows_before_its_newline_once_it_cannot_be_a_fence():
+    f = TextFilter()
+    assert f.feed("Hel") == "Hel"
+    assert f.feed("lo\n") == "lo\n"
+    assert f.feed("``") == ""  # may still become a fence line
+    assert f.feed("x y\n") == "``x y\n"
+
+
+def test_a_call_block_is_left_out_and_so_is_everything_after_it():
+    text = "Let me read it.\n" + block(path="notes.txt") + "The file says 7.\n"
+    assert filtered(text) == "Let me read it.\n"
+    assert char_by_char(text) == "Let me read it.\n"
+
+
+def test_several_calls_and_an_array_of_calls_are_left_out():
+    calls = "```json\n" + json.dumps([{"type": "tool_use", "name": "crew:read_file", "input": {"path": "a"}},
+                                      {"type": "tool_use", "name": "crew:grep", "input": {"pattern": "x"}}]) + "\n```\n"
+    assert filtered("Reading.\n", block(path="a"), "\n", block(path="b")) == "Reading.\n"
+    assert filtered("Both.\n" + calls) == "Both.\n"
+
+
+def test_a_broken_call_is_left_out_too():
+    broken = '```json\n{"type": "tool_use", "name": "crew:read_file", "input": {"path": }\n```\n'
+    assert filtered("Reading.\n" + broken) == "Reading.\n"
+
+
+def test_a_json_block_that_is_not_a_call_is_shown_whole_once_it_closes():
+    text = 'The config:\n```json\n{"port": 8080}\n```\nDone.\n'
+    f = TextFilter()
+    assert f.feed('The config:\n```json\n{"port"') == "The config:\n"
+    assert f.feed(': 8080}\n```\nDone.\n') == '```json\n{"port": 8080}\n```\nDone.\n'
+    assert char_by_char(text) == text
+
+
+def test_examples_in_another_language_fence_or_inline_or_indented_are_shown():
+    example = "````markdown\nCall a tool like this:\n" + block(path="x") + "````\nThat was an example.\n"
+    inline = 'Write ```json {"type":"tool_use"}``` inline.\n'
+    indented = "    ```json\n    " + json.dumps({"type": "tool_use", "name": "crew:read_file"}) + "\n    ```\n"
+    for text in (example, inline, indented):
+        assert filtered(text) == text
+        assert char_by_char(text) == text
+
+
+def test_a_fence_line_inside_a_json_string_does_not_end_the_call():
+    raw = ('```json\n{"type": "tool_use", "name": "crew:write_file", "input": {"path": "a.md", '
+           '"content": "# Title\n```\nprint(1)\n```\n"}}\n```\n')
+    assert filtered("Writing.\n" + raw + "Done, I guess.\n") == "Writing.\n"
+    assert char_by_char("Writing.\n" + raw) == "Writing.\n"
+
+
+def test_a_call_with_tildes_or_no_info_string_is_left_out():
+    call = json.dumps({"type": "tool_use", "name": "crew:list_files", "input": {}})
+    assert filtered(f"A.\n~~~\n{call}\n~~~\n") == "A.\n"
+    assert filtered(f"B.\n```\n{call}\n```\n") == "B.\n"
+
+
+def test_the_prefix_decides_what_is_a_call():
+    call = json.dumps({"name": "tools:read_file", "input": {}})
+    assert filtered(f"```json\n{call}\n```\n", prefix="tools") == ""
+    assert filtered(f"```json\n{call}\n```\n", prefix="crew") == f"```json\n{call}\n```\n"
+
+
+def test_a_block_the_reply_left_open_is_shown_unless_it_is_a_call():
+    assert filtered('See:\n```json\n{"a": 1}\n') == 'See:\n```json\n{"a": 1}\n'
+    assert filtered('Reading.\n```json\n{"type": "tool_use", "name": "crew:read_file", "input": {}}') == "Reading.\n"
+
+
+# -- the renderer -------------------------------------------------------------------------------
+
+def call(name="crew:read_file", result=None, **data):
+    return CallRecord(name, data or {"path": "notes.txt"}, result or ToolResult(False))
+
+
+def run_events(agent="claude"):
+    """What the loop reports for: a reply that reads notes.txt (and goes on to invent its
+    content), then the answer, streamed in two pieces."""
+    done = call(result=ToolResult(True, data={"content": "the secret\nis 42\n"}, tool="read_file"))
+    answer = RunResult(agent, "It says 42.", [done], {"input_tokens": 3}, "sess-1", 2)
+    return [Progress("turn", agent, "1"), Progress("text", agent, "Let me read it.\n"),
+            Progress("text", agent, block(path="notes.txt")), Progress("call", agent, call=call()),
+            Progress("text", agent, "It says 7."), Progress("result", agent, call=done),
+            Progress("turn", agent, "2"), Progress("text", agent, "It says "), Progress("text", agent, "42.\n"),
+            Progress("answer", agent, "It says 42.", result=answer)]
+
+
+def outcome(agent="claude"):
+    return Outcome(agent, result=run_events(agent)[-1].result)
+
+
+def renderer(out=None, err=None, env=None, **options):
+    return Renderer(out=out or io.StringIO(), err=err or io.StringIO(), env=env or {},
+                    agents=options.pop("agents", ["claude"]), **options)
+
+
+def test_piped_stdout_gets_the_answer_once_at_the_end_and_stderr_the_tool_lines():
+    out, err = io.StringIO(), io.StringIO()
+    with renderer(out, err) as r:
+        for event in run_events():
+            r.progress(event)
+        assert out.getvalue() == ""  # nothing streamed into a pipe
+        r.finish([outcome()])
+    assert out.getvalue() == "It says 42.\n"
+    assert err.getvalue() == "→ crew:read_file notes.txt\n  ✓ 2 lines\n"  # plain: no colour, no status
+
+
+def test_on_a_terminal_the_text_streams_without_the_call_block_and_the_answer_is_not_repeated():
+    out, err = Terminal(), Terminal()
+    with renderer(out, err, env={"NO_COLOR": "1"}) as r:
+        events = run_events()
+        for event in events[:2]:
+            r.progress(event)
+        assert out.getvalue() == "Let me read it.\n"  # while the model is still writing
+        for event in events[2:]:
+            r.progress(event)
+        r.finish([outcome()])
+    assert out.getvalue() == "Let me read it.\nIt says 42.\n"
+    assert "tool_use" not in out.getvalue() and "7" not in out.getvalue()
+    assert "→ crew:read_file notes.txt\n  ✓ 2 lines\n" in err.getvalue()
+
+
+def test_colours_only_on_a_terminal_and_never_with_no_color():
+    for env, stream, coloured in (({}, Terminal(), True), ({"NO_COLOR": "1"}, Terminal(), False),
+                                  ({"TERM": "dumb"}, Terminal(), False), ({}, io.StringIO(), False)):
+        with renderer(err=stream, env=env) as r:
+            for event in run_events():
+                r.progress(event)
+        assert (ESC in stream.getvalue()) is coloured, env
+        assert "crew:read_file notes.txt" in stream.getvalue()
+
+
+def test_several_agents_are_labelled_and_their_answers_come_in_mention_order_when_piped():
+    out, err = io.StringIO(), io.StringIO()
+    with renderer(out, err, agents=["claude", "gemini"]) as r:
+        for event in run_events("gemini") + run_events("claude"):
+            r.progress(event)
+        r.finish([outcome("claude"), outcome("gemini")])
+    assert out.getvalue() == "── @claude ──\nIt says 42.\n── @gemini ──\nIt says 42.\n"
+    lines = err.getvalue().splitlines()
+    assert lines == ["@gemini → crew:read_file notes.txt", "@gemini   ✓ 2 lines",
+                     "@claude → crew:read_file notes.txt", "@claude   ✓ 2 lines"]
+
+
+def test_several_agents_on_a_terminal_show_each_answer_as_it_comes_not_interleaved():
+    out = Terminal()
+    with renderer(out, agents=["claude", "gemini"], env={"NO_COLOR": "1"}) as r:
+        for event in run_events("gemini"):
+            r.progress(event)
+        assert out.getvalue() == "── @gemini ──\nIt says 42.\n"
+        for event in run_events("claude"):
+            r.progress(event)
+        r.finish([outcome("claude"), outcome("gemini")])
+    assert out.getvalue() == "── @gemini ──\nIt says 42.\n── @claude ──\nIt says 42.\n"
+
+
+def test_a_result_that_does_not_follow_its_call_names_it_and_a_failure_says_why():
+    err = io.StringIO()
+    ok = call(result=ToolResult(True, data={"entries": ["a", "b", "c"]}), name="crew:list_files", path=".")
+    bad = call(result=ToolResult(False, error="no file 'x.txt'\nlook with crew:list_files"), path="x.txt")
+    with renderer(err=err) as r:
+        for event in [Progress("turn", "claude", "1"), Progress("call", "claude", call=call("crew:list_files", path=".")),
+                      Progress("call", "claude", call=call(path="x.txt")), Progress("result", "claude", call=ok),
+                      Progress("result", "claude", call=bad)]:
+            r.progress(event)
+    assert err.getvalue().splitlines() == [
+        "→ crew:list_files .", "→ crew:read_file x.txt", "  ✓ crew:list_files .: 3 entries",
+        "  ✗ crew:read_file x.txt: no file 'x.txt'\\nlook with crew:list_files"]
+
+
+def test_model_text_cannot_drive_the_terminal_but_reaches_a_pipe_as_written():
+    text = "red \x1b[31mtext\x1b]0;title\x07 and \x9b2J\r\n"
+    shown = {}
+    for name, out in (("terminal", Terminal()), ("pipe", io.StringIO())):
+        with renderer(out) as r:
+            r.progress(Progress("turn", "claude", "1"))
+            r.progress(Progress("text", "claude", text))
+            result = RunResult("claude", text.strip(), [], {}, None, 1)
+            r.progress(Progress("answer", "claude", text.strip(), result=result))
+            r.finish([Outcome("claude", result=result)])
+        shown[name] = out.getvalue()
+    assert shown["terminal"] == "red \\x1b[31mtext\\x1b]0;title\\x07 and \\x9b2J\n"
+    assert shown["pipe"] == text.strip() + "\n"
+
+
+def test_tool_lines_escape_what_the_model_wrote_in_a_call():
+    err = io.StringIO()
+    with renderer(err=err) as r:
+        r.progress(Progress("call", "claude", call=call(path="\x1b[2Jevil", mode="\x9b")))
+    assert err.getvalue() == "→ crew:read_file \\x1b[2Jevil \\x9b\n"
+
+
+def test_an_error_goes_to_stderr_named_by_agent_when_several_run():
+    out, err = io.StringIO(), io.StringIO()
+    with renderer(out, err, agents=["claude", "gemini"]) as r:
+        r.finish([outcome("claude"), Outcome("gemini", error=ProviderError("gemini exited with status 41"))])
+    assert "crew: error: @gemini: gemini exited with status 41\n" in err.getvalue()
+    assert out.getvalue() == "── @claude ──\nIt says 42.\n"
+
+
+def test_the_status_line_shows_on_a_terminal_while_waiting_and_is_cleared_before_output(monkeypatch):
+    monkeypatch.setattr(render, "STATUS_IDLE", 0)
+    out, err = Terminal(), Terminal()
+    with renderer(out, err, env={"NO_COLOR": "1"}) as r:
+        r.progress(Progress("turn", "claude", "1"))
+        r.draw_status(0)
+        assert err.getvalue().startswith("\r\x1b[2K⠋ @claude waiting for the model")
+        r.progress(Progress("call", "claude", call=call()))
+        before = err.getvalue()
+        r.draw_status(1)  # a tool is running (it may be asking the person): no status line
+        assert err.getvalue() == before
+        r.progress(Progress("answer", "claude", "x", result=RunResult("claude", "x", [], {}, None, 1)))
+        end = len(err.getvalue())
+        r.draw_status(2)  # nobody works any more
+    assert err.getvalue()[end:] == ""
+    assert "\r\x1b[2K→ crew:read_file notes.txt" in err.getvalue()  # the status was wiped first
+
+
+def test_no_status_line_and_no_control_sequences_when_stderr_is_piped(monkeypatch):
+    monkeypatch.setattr(render, "STATUS_IDLE", 0)
+    err = io.StringIO()
+    with renderer(Terminal(), err) as r:
+        assert r._ticker is None
+        r.progress(Progress("turn", "claude", "1"))
+        r.draw_status(0)
+        r.progress(Progress("call", "claude", call=call()))
+    assert err.getvalue() == "→ crew:read_file notes.txt\n"
+
+
+def test_json_prints_one_object_with_the_answer_and_the_calls():
+    out = io.StringIO()
+    with renderer(out, output="json") as r:
+        for event in run_events():
+            r.progress(event)
+        r.finish([outcome()])
+    obj = json.loads(out.getvalue())
+    assert obj == {"agent": "claude", "answer": "It says 42.", "usage": {"input_tokens": 3}, "session": "sess-1",
+                   "turns": 2, "error": None,
+                   "tool_calls": [{"name": "crew:read_file", "input": {"path": "notes.txt"}, "success": True,
+                                   "error": None}]}
+
+
+def test_json_with_several_agents_and_a_failure():
+    out = io.StringIO()
+    with renderer(out, output="json", agents=["claude", "gemini"]) as r:
+        r.finish([outcome("claude"), Outcome("gemini", error=ProviderError("boom"))])
+    obj = json.loads(out.getvalue())
+    assert [res["agent"] for res in obj["results"]] == ["claude", "gemini"]
+    assert obj["results"][1] == {"agent": "gemini", "answer": None, "error": "boom", "exit_code": 3}
+
+
+def test_jsonl_is_the_event_stream_one_object_per_line():
+    out, err = io.StringIO(), io.StringIO()
+    with renderer(out, err, output="jsonl") as r:
+        for event in run_events():
+            r.progress(event)
+        r.finish([outcome(), Outcome("claude", error=ProviderError("late failure"))])
+    events = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [e["type"] for e in events] == ["turn", "text", "text", "call", "text", "result", "turn", "text",
+                                           "text", "answer", "error"]
+    assert all(e["agent"] == "claude" for e in events)
+    assert events[0] == {"type": "turn", "agent": "claude", "turn": 1}
+    assert events[2]["text"] == block(path="notes.txt")  # the raw stream, blocks included
+    assert events[3] == {"type": "call", "agent": "claude", "name": "crew:read_file", "input": {"path": "notes.txt"}}
+    assert events[5]["result"]["success"] is True and events[5]["result"]["data"]["content"] == "the secret\nis 42\n"
+    assert events[9]["answer"] == "It says 42." and events[9]["session"] == "sess-1" and events[9]["turns"] == 2
+    assert events[10] == {"type": "error", "agent": "claude", "error": "late failure", "exit_code": 3}
+    assert "→" not in err.getvalue()  # no person-facing lines in a script's stream
+
+
+def test_verbose_shows_the_command_and_every_raw_line_on_stderr(tmp_path):
+    err = io.StringIO()
+    with renderer(err=err, verbose=True):
+        child = Child(["sh", "-c", "read x; echo \"got $x\"; echo second"], cwd=tmp_path, stdin="hello\n")
+        assert list(child.lines()) == ["got hello", "second"]
+        child.close()
+    lines = err.getvalue().splitlines()
+    assert re.fullmatch(r"sh\[\d+\] \$ sh -c 'read x; echo \"got \$x\"; echo second'", lines[0])
+    assert [line.split("] ", 1)[1] for line in lines[1:]] == ["< hello\\n", "> got hello", "> second"]
+    child = Child(["sh", "-c", "echo quiet"], cwd=tmp_path)  # after the renderer closed: no trace
+    list(child.lines())
+    child.close()
+    assert len(err.getvalue().splitlines()) == 4
+
+
+def test_a_reader_that_left_does_not_end_the_run():
+    class Gone(io.StringIO):
+        def write(self, text):
+            raise BrokenPipeError
+
+    with renderer(Gone()) as r:
+        for event in run_events():
+            r.progress(event)
+        r.finish([outcome()])
+
+
+def test_the_demo_agent_round_trip_as_a_person_sees_it(tmp_path, monkeypatch):
+    from crewbridge.bridge import Bridge
+
+    (tmp_path / "notes.txt").write_text("alpha\nbeta\n")
+    monkeypatch.chdir(tmp_path)
+    out, err = Terminal(), Terminal()
+    with Renderer(out=out, err=err, env={}, agents=["demo"]) as r:
+        outcomes = Bridge(load_config(None, tmp_path), tmp_path).run("@demo what is in notes.txt?",
+                                                                      on_progress=r.progress)
+        r.finish(outcomes)
+    assert out.getvalue() == ("I'll read notes.txt with the crew tool.\n"
+                              "notes.txt has 2 non-empty lines. It begins:\n  alpha\n  beta\n")
+    assert re.sub(r"\x1b\[[\d;]*[mK]|\r", "", err.getvalue()) == "→ crew:read_file notes.txt\n  ✓ 2 lines\n"
+
+
+# -- summaries ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("data, text", [
+    ({"content": "a\nb\nc\n", "total_lines": 3}, "3 lines"),
+    ({"content": "a\n", "total_lines": 300, "next_offset": 2}, "1 line of 300"),
+    ({"entries": ["a"]}, "1 entry"),
+    ({"matches": ["a:1:x", "b:2:y"], "files_searched": 4}, "2 matches"),
+    ({"exit_code": 2, "output": "error: x\n"}, "exit 2, 1 line"),
+    ({"path": "a.py", "bytes": 12, "created": True}, "created a.py, 12 bytes"),
+    ({"path": "a.py", "line": 4}, "edited a.py at line 4"),
+    ({"name": "crew:grep", "read_only": True}, "done"),
+    ([1, 2], "2 items"),
+    ("one\ntwo", "2 lines"),
+    (None, "done"),
+    (7, "7"),
+])
+def test_a_result_is_summed_up_in_a_few_words(data, text):
+    assert summary(data) == text
+
+
+def test_a_truncated_result_says_so():
+    assert summary({"content": "a\n"}, truncated=True) == "1 line (truncated)"
+
+
+def test_a_call_input_is_shown_briefly():
+    assert brief({"path": "notes.txt"}) == "notes.txt"
+    assert brief({"pattern": "TODO", "path": "src"}) == "TODO src"
+    assert brief({"path": "a.md", "content": "x" * 500}) == "a.md (500 characters)"
+    assert brief({"path": "a", "offset": 3, "flags": ["i"]}) == 'a offset=3 flags=["i"]'
+    assert brief({}) == "" and brief(None) == ""
+    assert brief({"command": "y" * 300}, width=20) == "(300 characters)"
+    assert len(brief({"command": "z " * 25}, width=20)) == 20
+
+
+def test_one_line_escapes_and_cuts():
+    assert one_line("a\nb\tc\x1b") == "a\\nb\\tc\\x1b"
+    assert one_line("abcdef", 4) == "abc…"
