@@ -64,8 +64,9 @@ def model_time(mock: MockServer) -> float:
     return elapsed
 
 
-def one_run(cli: str, live: bool, turns: int, shape: str) -> list[float]:
-    """Per tool turn: milliseconds crew and the CLI added between the stop and the next reply."""
+def one_run(cli: str, live: bool, turns: int, shape: str) -> tuple[list[float], list[float]]:
+    """Per tool turn, in milliseconds: what crew and the CLI added between the stop and the next
+    reply, and of that the time crew spent putting the history right (Conversation.keep)."""
     with MockServer() as mock, tempfile.TemporaryDirectory() as tmp:
         home, work = Path(tmp) / "home", Path(tmp) / "work"
         work.mkdir()
@@ -88,11 +89,20 @@ def one_run(cli: str, live: bool, turns: int, shape: str) -> list[float]:
 
         env = {**cli_env(cli, mock.url, home), "CREW_LIVE": "1" if live else "0"}
         conversation = providers.load(cli).conversation(Turn(prompt=""), cwd=work, env=env)
+        keeps: list[float] = []
+        keep = conversation.keep
+
+        def timed_keep(kept: str, stopped: bool) -> str:
+            started = time.monotonic()
+            held = keep(kept, stopped)
+            keeps.append((time.monotonic() - started) * 1000)
+            return held
+        conversation.keep = timed_keep  # type: ignore[method-assign]
         loop = AgentLoop(cli, conversation, builtin_registry(), Policy(AgentSpec(cli, cli), "query"),
                          workdir=work, timeout=120, max_turns=turns + 1, on_progress=progress)
         result = loop.run("what does notes.txt say?")
         assert result.answer == "Done.", result.answer
-        return [(firsts[k + 1] - stops[k] - ttfc) * 1000 for k in range(turns)]
+        return [(firsts[k + 1] - stops[k] - ttfc) * 1000 for k in range(turns)], keeps
 
 
 def main() -> None:
@@ -101,14 +111,18 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--cli", action="append", choices=["claude", "codex", "gemini"])
     args = parser.parse_args()
-    print(f"{'cli':7} {'shape':9} {'mode':9} {'median ms':>10} {'min':>7} {'max':>7}   per tool turn "
-          f"({args.runs} runs x {args.turns} turns)")
+    print(f"per tool turn, ms ({args.runs} runs x {args.turns} turns); 'keep': of which putting the "
+          "history right")
+    print(f"{'cli':7} {'shape':9} {'mode':9} {'median':>7} {'min':>7} {'max':>7} {'keep':>7}")
     for cli in args.cli or ["claude", "codex"]:
         for shape in SHAPES:
             for live in (True, False):
-                samples = [ms for _ in range(args.runs) for ms in one_run(cli, live, args.turns, shape)]
-                print(f"{cli:7} {shape:9} {'live' if live else 'per-turn':9} {statistics.median(samples):10.1f} "
-                      f"{min(samples):7.1f} {max(samples):7.1f}", flush=True)
+                runs = [one_run(cli, live, args.turns, shape) for _ in range(args.runs)]
+                gaps = [ms for run_gaps, _ in runs for ms in run_gaps]
+                keeps = [ms for _, run_keeps in runs for ms in run_keeps]
+                mode = "live" if live else "per-turn"
+                print(f"{cli:7} {shape:9} {mode:9} {statistics.median(gaps):7.1f} {min(gaps):7.1f} "
+                      f"{max(gaps):7.1f} {statistics.median(keeps):7.1f}", flush=True)
 
 
 if __name__ == "__main__":
