@@ -249,3 +249,17 @@ def test_usage_is_summed_over_turns(registry, tmp_path):
                     [*text("ok"), Usage(5, 1, 0.25)])
     result = make_loop(script, registry, tmp_path).run("t")
     assert result.usage == {"input_tokens": 15, "output_tokens": 3, "cost_usd": 0.75}
+
+
+def test_read_only_calls_in_one_reply_run_in_parallel(registry, tmp_path):
+    barrier = threading.Barrier(2, timeout=5)
+    original = registry.resolve("read_file").func
+
+    def meeting(ctx, path):
+        barrier.wait()  # only passes when both calls are running at the same time
+        return original(ctx, path)
+
+    registry.resolve("read_file").func = meeting
+    reply = text(block("crew:read_file", path="notes.txt") + block("crew:read_file", path="notes.txt"))
+    result = make_loop(Script(reply, text("ok")), registry, tmp_path).run("t")
+    assert [c.result.success for c in result.tool_calls] == [True, True]
