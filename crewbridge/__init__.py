@@ -1,4 +1,73 @@
-"""crewbridge: give CLI language models tools they don't have, by prompt interception."""
+"""crewbridge: give CLI language models tools they don't have, by prompt interception.
+
+The Python API, imported on first use so that `import crewbridge` (and `crew --version`) stay fast:
+
+    from crewbridge import Bridge
+
+    bridge = Bridge()                      # crew.yaml found as the `crew` command finds it
+
+    @bridge.tool(read_only=True)
+    def word_count(path: str) -> int:
+        '''How many words a file holds.
+
+        Args:
+            path: The file, relative to the working directory.
+        '''
+        return len(open(path).read().split())
+
+    print(bridge.ask("@claude how many words are in notes.txt?").answer)
+"""
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
+
+_EXPORTS = {
+    "Bridge": "crewbridge.bridge",
+    "Outcome": "crewbridge.bridge",
+    "EventStream": "crewbridge.api",
+    "Progress": "crewbridge.loop",
+    "RunResult": "crewbridge.loop",
+    "CallRecord": "crewbridge.loop",
+    "tool": "crewbridge.registry",
+    "Tool": "crewbridge.registry",
+    "ToolContext": "crewbridge.registry",
+    "ToolFailure": "crewbridge.registry",
+    "ToolRegistry": "crewbridge.registry",
+    "ToolResult": "crewbridge.registry",
+    "function_tool": "crewbridge.functions",
+    "Config": "crewbridge.config",
+    "load_config": "crewbridge.config",
+    "Provider": "crewbridge.providers.base",
+    "Turn": "crewbridge.providers.base",
+    "CrewError": "crewbridge.errors",
+    "ConfigError": "crewbridge.errors",
+    "UsageError": "crewbridge.errors",
+    "ProviderError": "crewbridge.errors",
+}
+__all__ = ["__version__", *_EXPORTS]
+
+if TYPE_CHECKING:
+    from crewbridge.api import EventStream
+    from crewbridge.bridge import Bridge, Outcome
+    from crewbridge.config import Config, load_config
+    from crewbridge.errors import ConfigError, CrewError, ProviderError, UsageError
+    from crewbridge.functions import function_tool
+    from crewbridge.loop import CallRecord, Progress, RunResult
+    from crewbridge.providers.base import Provider, Turn
+    from crewbridge.registry import Tool, ToolContext, ToolFailure, ToolRegistry, ToolResult, tool
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'crewbridge' has no attribute '{name}'")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # the next access is a plain lookup
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})

@@ -4,7 +4,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from crewbridge.config import Config, load_config
 from crewbridge.errors import CrewError, UsageError
@@ -15,6 +15,9 @@ from crewbridge.policy import Policy
 from crewbridge.providers.base import Turn
 from crewbridge.registry import ToolRegistry
 from crewbridge.transcript import Transcript
+
+if TYPE_CHECKING:
+    from crewbridge.api import EventStream
 
 MODES = ("query", "execute")
 
@@ -40,6 +43,42 @@ class Bridge:
         if self._registry is None:
             self._registry = self.config.registry()
         return self._registry
+
+    def tool(self, func: Callable[..., Any] | None = None, *, name: str | None = None, read_only: bool = False,
+             needs_approval: bool = False, timeout: float | None = None) -> Any:
+        """Offer a plain typed function to the agents as a tool: its input schema comes from the type
+        hints, its description from the docstring (crewbridge.functions). `bridge.tool(func)`, or as
+        a decorator, `@bridge.tool` / `@bridge.tool(read_only=True)`; the function is returned as it was.
+        A function already declared with @crewbridge.tool is registered as declared."""
+        from crewbridge.functions import function_tool
+
+        def register(target: Callable[..., Any]) -> Callable[..., Any]:
+            declared = hasattr(target, "__crew_tool__")
+            self.registry.register(target if declared else function_tool(
+                target, name=name, read_only=read_only, needs_approval=needs_approval, timeout=timeout))
+            return target
+
+        return register if func is None else register(func)
+
+    def ask(self, text: str, mode: str = "query", **options: Any) -> RunResult:
+        """Run a task on one agent ("@agent task") and return its result; an error is raised
+        (a CrewError). Takes the options of `run`, e.g. on_progress=print."""
+        mentions, _ = parse_mentions(text)
+        if len(mentions) != 1:
+            raise UsageError(f"ask() runs one agent, and {len(mentions)} are mentioned; use run() for several")
+        outcome = self.run(text, mode, **options)[0]
+        if outcome.error is not None:
+            raise outcome.error
+        assert outcome.result is not None
+        return outcome.result
+
+    def stream(self, text: str, mode: str = "query", **options: Any) -> EventStream:
+        """Run a task in the background and iterate over its Progress events as they happen (text,
+        call, result, turn); `.outcomes` holds the results once the iteration ends. Leaving the loop
+        early stops the run. Takes the options of `run`."""
+        from crewbridge.api import EventStream
+
+        return EventStream(lambda emit: self.run(text, mode, on_progress=emit, **options))
 
     def first_prompt(self, text: str, mode: str = "query") -> str:
         """The exact first message the (first) mentioned agent would be sent, catalogue included."""

@@ -237,6 +237,64 @@ def config_trust_command(path: Path | None) -> None:
     click.echo(f"trusted {trust_config(target)}")
 
 
+@cli.command("init")
+@click.argument("path", required=False, type=click.Path(path_type=Path))
+@click.option("--force", is_flag=True, help="Replace the file if it exists.")
+@click.option("--user", is_flag=True, help="Write your own crew.yaml (~/.config/crewbridge) instead.")
+def init_command(path: Path | None, force: bool, user: bool) -> None:
+    """Write a commented starter crew.yaml here (or at PATH) that works as it is."""
+    from crewbridge.init import user_file, write_starter
+
+    if user and path is not None:
+        raise UsageError("give a PATH or --user, not both")
+    written = write_starter(user_file() if user else path or Path.cwd(), force=force)
+    click.echo(f"wrote {written}\nnext: crew doctor; crew agents list; crew query \"@demo what is in README.md?\"")
+
+
+@cli.command("doctor")
+@click.argument("providers", nargs=-1)
+@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="crew.yaml to check (default: the one crew would use here).")
+def doctor_command(providers: tuple[str, ...], config_path: Path | None) -> None:
+    """Check crew.yaml and each provider's CLI: installed, version, the options crew passes it.
+    Runs the CLIs with --version and --help only (no model is asked). Exit 1 when something is broken."""
+    import platform
+
+    from crewbridge.doctor import FAIL, diagnose
+
+    click.echo(f"crew {__version__}, Python {platform.python_version()} ({sys.executable})")
+    failed = 0
+    for check in diagnose(config_path, Path.cwd(), only=providers):
+        click.echo(check.line())
+        failed += check.status == FAIL
+    if failed:
+        click.echo(f"crew: {failed} problem{'s' if failed > 1 else ''}: see the FAIL lines", err=True)
+        sys.exit(1)
+
+
+@cli.group("agents")
+def agents_group() -> None:
+    """The agents a task can @mention."""
+
+
+@agents_group.command("list")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+@config_option
+def agents_list_command(as_json: bool, config: Any) -> None:
+    """One line per agent: id, provider, model, profile."""
+    rows = [{"id": a.id, "provider": a.provider, "model": a.model, "profile": a.profile}
+            for a in config.agents.values()]
+    if as_json:
+        for row in rows:
+            click.echo(json.dumps(row, ensure_ascii=False))
+        return
+    table = [("AGENT", "PROVIDER", "MODEL", "PROFILE")] + \
+        [("@" + r["id"], r["provider"], r["model"] or "(default)", r["profile"]) for r in rows]
+    widths = [max(len(row[i]) for row in table) for i in range(3)]
+    for row in table:
+        click.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[3])
+
+
 def main() -> None:
     try:
         cli.main(prog_name="crew", standalone_mode=False)

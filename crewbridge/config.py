@@ -85,14 +85,14 @@ class Config:
 
     def provider(self, name: str) -> Provider:
         """A provider by name: one configured under `providers:` first, then a built-in one."""
-        from crewbridge.providers import BUILTIN, load
+        from crewbridge.providers import BUILTIN, load, names, plugins
         from crewbridge.providers.generic import GenericProvider
 
         if name in self.providers:
             return GenericProvider(self.providers[name])
-        if name in BUILTIN:
+        if name in BUILTIN or name in plugins():
             return load(name)
-        known = sorted({*BUILTIN, *self.providers})
+        known = sorted({*names(), *self.providers})
         raise UsageError(f"provider '{name}' not found; configured providers: {', '.join(known)}")
 
     def registry(self) -> ToolRegistry:
@@ -355,7 +355,7 @@ def _shown(path: Path, cwd: Path | None) -> str:
 def _build(data: dict[str, Any], marks: dict[Keys, int], path: Path, shown: str) -> Config:
     from crewbridge.custom_tools import CommandTool
     from crewbridge.hooks import HookSpec
-    from crewbridge.providers import BUILTIN
+    from crewbridge.providers import BUILTIN, plugins
     from crewbridge.providers.generic import GenericSpec
 
     base = path.parent.absolute()
@@ -376,7 +376,8 @@ def _build(data: dict[str, Any], marks: dict[Keys, int], path: Path, shown: str)
     providers = sorted({*BUILTIN, *config.providers})
     for agent_id, entry in data.get("agents", {}).items():
         fields = {**entry, "provider": entry.get("provider", agent_id)}
-        if fields["provider"] not in providers:
+        if fields["provider"] not in providers and fields["provider"] not in plugins():
+            providers = sorted({*providers, *plugins()})
             key = ("agents", agent_id, "provider") if "provider" in entry else ("agents", agent_id)
             raise config.error(key, f"provider '{fields['provider']}' is not known; give provider: one of "
                                     f"{', '.join(providers)} (or add it under providers:)")

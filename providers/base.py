@@ -77,6 +77,12 @@ class Provider:
         """Variables added to the inherited environment."""
         return {}
 
+    def commands(self) -> list[list[str]]:
+        """Every command line crew may run, with sample values: `crew doctor` checks each one's
+        options against the CLI's --help (no model is asked). Empty: crew only looks for the CLI."""
+        return [self.argv(Turn("", mode, model="MODEL", session_id=session, system_prompt="PROMPT"))
+                for mode in ("query", "execute") for session in (None, "SESSION")]
+
     def conversation(self, base: Turn, cwd: Path, env: dict[str, str] | None = None) -> Conversation:
         """How crew talks to this CLI across turns: the provider's `live` conversation (exact
         continuation, in one process where the CLI allows), else — and always with CREW_LIVE=0 — a

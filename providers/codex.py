@@ -48,3 +48,6 @@ class CodexProvider(Provider):
 
     def decoder(self) -> CodexDecoder:
         return CodexDecoder()
+
+    def commands(self) -> list[list[str]]:
+        return [*super().commands(), [self.binary, "app-server"]]  # the live conversation

@@ -91,3 +91,6 @@ class GenericProvider(Provider):
 
     def env(self) -> dict[str, str]:
         return dict(self.spec.env)
+
+    def commands(self) -> list[list[str]]:
+        return []  # any CLI: its --help could be anything, and even --version might ask a model

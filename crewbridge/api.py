@@ -1,0 +1,99 @@
+"""What the Python API adds to the engine: a run's events as an iterator (`Bridge.stream`).
+
+    from crewbridge import Bridge
+
+    with Bridge().stream("@claude what does notes.txt say?") as events:
+        for event in events:
+            if event.kind == "text":
+                print(event.text, end="", flush=True)
+    answer = events.outcomes[0].result.answer
+"""
+from __future__ import annotations
+
+import queue
+import threading
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+from crewbridge.errors import Interrupted, UsageError
+
+if TYPE_CHECKING:
+    from crewbridge.bridge import Outcome
+    from crewbridge.loop import Progress
+
+Start = Callable[[Callable[["Progress"], None]], "list[Outcome]"]  # runs the task, reporting to a callback
+_END = object()
+
+
+@dataclass
+class _Run:
+    """What the worker thread shares with the reader (never the EventStream itself, so a stream
+    nobody holds any more is collected, and stops its run)."""
+
+    queue: queue.SimpleQueue[Any] = field(default_factory=queue.SimpleQueue)
+    stop: threading.Event = field(default_factory=threading.Event)
+    outcomes: list[Outcome] | None = None
+    error: BaseException | None = None
+
+    def emit(self, event: Progress) -> None:
+        if self.stop.is_set():
+            raise Interrupted("the caller stopped reading this run's events")
+        self.queue.put(event)
+
+    def work(self, start: Start) -> None:
+        try:
+            self.outcomes = start(self.emit)
+        except BaseException as exc:  # handed to the reader, raised there
+            self.error = exc
+        finally:
+            self.queue.put(_END)
+
+
+class EventStream:
+    """The Progress events of a run that goes on in a thread of its own, in the order they happen.
+    Iterate over it; once the iteration ends, `outcomes` holds each agent's result or error.
+    To leave early, `close()` it or read it in a `with` block (a stream dropped unfinished stops
+    too): the run stops at its next event, the CLI's process group is ended, and each unfinished
+    outcome holds an Interrupted error."""
+
+    def __init__(self, start: Start) -> None:
+        self._run = _Run()
+        self._thread = threading.Thread(target=self._run.work, args=(start,), name="crew-stream", daemon=True)
+        self._thread.start()
+
+    def __iter__(self) -> EventStream:
+        return self
+
+    def __next__(self) -> Progress:
+        item = self._run.queue.get()
+        if item is _END:
+            self._run.queue.put(_END)  # a later next() ends at once too
+            self._thread.join()
+            if self._run.error is not None and not self._run.stop.is_set():
+                raise self._run.error
+            raise StopIteration
+        return item
+
+    def close(self) -> None:
+        """Stop the run (at its next event) and wait for it to end."""
+        self._run.stop.set()
+        self._thread.join()
+
+    def __enter__(self) -> EventStream:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        self._run.stop.set()
+
+    @property
+    def outcomes(self) -> list[Outcome]:
+        """Each mentioned agent's Outcome, once the run has ended."""
+        if self._thread.is_alive():
+            raise UsageError("the run is still going; iterate over the stream to its end (or close it) first")
+        if self._run.error is not None:
+            raise self._run.error
+        assert self._run.outcomes is not None
+        return self._run.outcomes

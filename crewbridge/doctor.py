@@ -1,0 +1,312 @@
+"""`crew doctor`: is the configuration valid, is each provider's CLI installed, which version, and does
+it accept every option crew passes it. Each finding is one line that says what to do about it.
+
+No model is ever asked: a CLI is run only with --version and --help (its own and its subcommands'),
+and a CLI described in crew.yaml (`providers:`) is only looked for, since what any other program does
+with --help or --version cannot be known. The runs happen in parallel, each in its own process group
+ended when it finishes or overruns.
+
+A CLI that is not installed is a failure when an agent in crew.yaml uses it, or when it is named on
+the command line (`crew doctor claude`); otherwise it is a warning, as most people use only some.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterator, Mapping, Sequence
+
+from crewbridge.config import Config, default_agents, load_config
+from crewbridge.errors import CrewError, CrewTimeout, UsageError
+from crewbridge.providers.base import Turn
+
+if TYPE_CHECKING:
+    from crewbridge.custom_tools import Finished
+    from crewbridge.providers.base import Provider
+
+OK, WARN, FAIL = "ok", "warn", "FAIL"
+PROBE_TIMEOUT = 60.0  # seconds one --help or --version may take (gemini needs ~10 s on a busy machine)
+HELP_LIMIT = 1 << 20  # characters of help text kept
+_OPTION_IN_HELP = re.compile(r"(?<![\w-])--?[A-Za-z0-9][\w-]*")
+_OPTION_IN_ARGV = re.compile(r"(--?[A-Za-z][\w-]*)(?:=.*)?", re.S)
+
+
+@dataclass(frozen=True)
+class Check:
+    """One finding: `status` ok, warn or FAIL; what it is about; what was found and what to do."""
+
+    status: str
+    subject: str
+    message: str
+
+    def line(self, width: int = 8) -> str:
+        return f"{self.status:<4}  {self.subject:<{width}}  {self.message}"
+
+
+def option_of(token: str) -> str | None:
+    """The option an argv item is (`--model=x` → `--model`), or None for a value or `-`."""
+    match = _OPTION_IN_ARGV.fullmatch(token)
+    return match.group(1) if match else None
+
+
+def options_in_help(text: str) -> set[str]:
+    """Every option a --help text mentions (`-p, --print`, `--append-system-prompt[-file]`, …)."""
+    return set(_OPTION_IN_HELP.findall(text))
+
+
+def help_argv(argv: list[str]) -> list[str]:
+    """The command that prints the help of `argv`'s (sub)command: the program, the words before
+    the first option (`codex exec …` → `codex exec --help`), then --help."""
+    words = []
+    for token in argv[1:]:
+        if token.startswith("-"):
+            break
+        words.append(token)
+    return [argv[0], *words, "--help"]
+
+
+class Prober:
+    """Runs each distinct probe command once, all of them at the same time."""
+
+    def __init__(self, env: Mapping[str, str], cwd: Path, timeout: float) -> None:
+        self.env = dict(env)
+        self.cwd = cwd
+        self.timeout = timeout
+        self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="crew-doctor")
+        self._runs: dict[tuple[str, ...], Future[Finished]] = {}
+
+    def start(self, argv: list[str], env: Mapping[str, str]) -> Future[Finished]:
+        key = tuple(argv)
+        if key not in self._runs:
+            self._runs[key] = self._pool.submit(self._run, argv, {**self.env, **env})
+        return self._runs[key]
+
+    def _run(self, argv: list[str], env: dict[str, str]) -> Finished:
+        from crewbridge.custom_tools import run_argv
+
+        return run_argv(argv, cwd=self.cwd, timeout=self.timeout, env=env, limit=HELP_LIMIT)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+@dataclass
+class _Subject:
+    """A provider to check, and what was started for it."""
+
+    name: str
+    provider: Provider | None = None
+    error: str | None = None  # it could not even be loaded
+    origin: str = ""  # "" built in, "crew.yaml", or "plugin from <package>"
+    path: str | None = None  # the CLI, found on PATH
+    version: Future[Finished] | None = None
+    helps: dict[tuple[str, ...], Future[Finished]] = field(default_factory=dict)  # help argv → run
+    wanted: dict[tuple[str, ...], list[str]] = field(default_factory=dict)  # help argv → options crew uses
+
+
+def diagnose(config_path: Path | None = None, cwd: Path | None = None, *, env: Mapping[str, str] | None = None,
+             only: Sequence[str] = (), timeout: float = PROBE_TIMEOUT) -> Iterator[Check]:
+    """The findings, in order: the configuration, the tools, each provider, each agent's options.
+    They are yielded as they are known, so a slow CLI does not hold back the lines before it."""
+    env = dict(os.environ if env is None else env)
+    cwd = Path(cwd or Path.cwd())
+    config, checks = _configuration(config_path, cwd)
+    yield from checks
+    subjects = _subjects(config, only)
+    prober = Prober(env, cwd, timeout)
+    try:
+        for subject in subjects:
+            _start(subject, prober, env)
+        needed = _needed(config, only)
+        for subject in subjects:
+            yield from _provider_checks(subject, subject.name in needed, config)
+    finally:
+        prober.close()
+
+
+def _configuration(config_path: Path | None, cwd: Path) -> tuple[Config, list[Check]]:
+    """The configuration in force and what is to be said about it; the built-in agents if it is broken."""
+    try:
+        config = load_config(config_path, cwd)
+    except CrewError as exc:
+        return Config(agents=default_agents()), [Check(FAIL, "config", str(exc))]
+    if config.path is None:
+        checks = [Check(OK, "config", "no crew.yaml: the built-in agents are used (`crew init` writes a starter)")]
+    else:
+        counts = ", ".join(_count(len(items), noun) for items, noun in (
+            (config.agents, "agent"), (config.providers, "provider"), (config.tools, "tool"),
+            ([hook for hooks in config.hooks.values() for hook in hooks], "hook")))
+        checks = [Check(OK, "config", f"{config.shown} is valid: {counts}")]
+    for agent_id in config.agents:
+        try:
+            config.agent(agent_id)  # its workdir must exist
+        except CrewError as exc:
+            checks.append(Check(FAIL, f"@{agent_id}", str(exc)))
+    try:
+        registry = config.registry()
+    except CrewError as exc:
+        checks.append(Check(FAIL, "tools", str(exc)))
+    else:
+        checks.append(Check(OK, "tools", f"{_count(len(registry), 'tool')}: {', '.join(registry.names())}"))
+    return config, checks
+
+
+def _subjects(config: Config, only: Sequence[str]) -> list[_Subject]:
+    """The providers to check: built-in, then those of crew.yaml, then plugins (a name in crew.yaml
+    replaces the built-in or plugin one of that name, as it does when crew runs)."""
+    from crewbridge.providers import BUILTIN, load, load_plugin, plugins
+
+    installed = plugins()
+    known = list(dict.fromkeys([*BUILTIN, *config.providers, *installed]))
+    unknown = [name for name in only if name not in known]
+    if unknown:
+        raise UsageError(f"provider '{unknown[0]}' not found; known providers: {', '.join(known)}")
+    subjects = []
+    for name in [name for name in known if name in only] if only else known:
+        subject = _Subject(name)
+        try:
+            if name in config.providers:
+                subject.provider, subject.origin = config.provider(name), config.shown
+            elif name in BUILTIN:
+                subject.provider = load(name)
+            else:
+                point = installed[name]
+                subject.origin = f"plugin from {point.dist.name}" if point.dist else "plugin"
+                subject.provider = load_plugin(point)
+        except CrewError as exc:
+            subject.error = str(exc)
+        subjects.append(subject)
+    return subjects
+
+
+def _needed(config: Config, only: Sequence[str]) -> set[str]:
+    """Providers whose absence is a failure: named on the command line, or used by an agent that
+    crew.yaml defines (the built-in agents exist whether or not their CLI does)."""
+    used = {agent.provider for agent in config.agents.values() if ("agents", agent.id) in config.marks}
+    return {*only, *used}
+
+
+def _start(subject: _Subject, prober: Prober, env: Mapping[str, str]) -> None:
+    """Look for the CLI and start its --version and --help runs."""
+    provider = subject.provider
+    if provider is None:
+        return
+    subject.path = shutil.which(provider.binary, path=env.get("PATH", os.defpath))
+    commands = provider.commands()
+    if subject.path is None or not commands:
+        return
+    extra = provider.env()
+    subject.version = prober.start([subject.path, "--version"], extra)
+    for argv in commands:
+        helper = tuple(help_argv([subject.path, *argv[1:]]))
+        subject.helps.setdefault(helper, prober.start(list(helper), extra))
+        wanted = subject.wanted.setdefault(helper, [])
+        wanted += [o for o in map(option_of, argv[1:]) if o is not None and o not in wanted]
+
+
+def _provider_checks(subject: _Subject, needed: bool, config: Config) -> Iterator[Check]:
+    name, provider = subject.name, subject.provider
+    if provider is None:
+        yield Check(FAIL, name, subject.error or "cannot be loaded")
+        return
+    origin = f" ({subject.origin})" if subject.origin else ""
+    if subject.path is None:
+        where = f"`{provider.binary}` is not on PATH" if "/" not in provider.binary else f"{provider.binary} is missing"
+        install = provider.install_hint or f"install '{provider.binary}'"
+        if needed:
+            yield Check(FAIL, name, f"not installed{origin}: {where}; install it: {install}")
+        else:
+            yield Check(WARN, name, f"not installed: {where}; only @{name} needs it, so install it to use "
+                                    f"that: {install}")
+        return
+    if not subject.helps:
+        runs = f"runs `{shlex.join(provider.argv(Turn('PROMPT')))}`"
+        yield Check(OK, name, f"found{origin}; {runs} (not run here: another CLI might ask its model even "
+                              "for --help)" if subject.origin else f"ready; {runs}")
+        return
+    problems, version, counted = _probe_results(subject)
+    head = f"{version} at {subject.path}{origin}"
+    if problems:
+        yield from (Check(FAIL, name, f"{head}: {problem}") for problem in problems)
+        return
+    yield Check(OK, name, f"{head}; accepts the {_count(counted, 'option')} crew uses")
+    yield from _agent_options(subject, config)
+
+
+def _probe_results(subject: _Subject) -> tuple[list[str], str, int]:
+    """What the runs said: the problems (each with what to do), the version, how many options were checked."""
+    provider = subject.provider
+    assert provider is not None and subject.version is not None
+    fix = f"install a version that has it: {provider.install_hint}" if provider.install_hint else \
+        "install a version that has it"
+    problems: list[str] = []
+    version = "version unknown"
+    out, trouble = _outcome(subject.version)
+    if trouble:
+        problems.append(f"`{_shown([subject.path or '', '--version'])}` {trouble}")
+    else:
+        version = next((line.strip() for line in out.splitlines() if line.strip()), version)[:80]
+    counted = 0
+    for helper, future in subject.helps.items():
+        shown = _shown(list(helper))
+        text, trouble = _outcome(future, help_text=True)
+        offered = options_in_help(text)
+        words = list(helper[1:-1])
+        if trouble:
+            problems.append(f"`{shown}` {trouble}")
+        elif words and not re.search(rf"(?<![\w-]){re.escape(' '.join(words))}(?![\w-])", text):
+            problems.append(f"it has no `{' '.join(words)}` command (`{shown}` does not mention it); {fix}")
+        elif not offered:
+            problems.append(f"`{shown}` lists no options, so crew cannot check the ones it uses; run it "
+                            "yourself to see what is wrong")
+        else:
+            missing = [option for option in subject.wanted[helper] if option not in offered]
+            counted += len(subject.wanted[helper]) - len(missing)
+            if missing:
+                problems.append(f"`{shown}` does not list {', '.join(missing)}, which crew uses; {fix}")
+    return problems, version, counted
+
+
+def _outcome(future: Future[Finished], *, help_text: bool = False) -> tuple[str, str | None]:
+    """The output of a probe run, and what went wrong with it (None: nothing). Help may come on
+    stderr and with any exit status; a version must come with status 0."""
+    try:
+        done = future.result()
+    except CrewTimeout as exc:
+        return "", f"did not finish ({exc}); run it yourself to see where it hangs"
+    except (CrewError, OSError) as exc:
+        return "", f"could not be run ({exc}); check that the file is an executable program"
+    if help_text:
+        return f"{done.stdout}\n{done.stderr}", None
+    if done.code != 0:
+        detail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
+        return "", f"exited with status {done.code} ({detail[0][:200]}); run it yourself to see why"
+    return done.stdout or done.stderr, None
+
+
+def _agent_options(subject: _Subject, config: Config) -> Iterator[Check]:
+    """Options an agent in crew.yaml adds for this provider, checked against its main command's help."""
+    helper = next(iter(subject.helps))
+    offered = options_in_help(_outcome(subject.helps[helper], help_text=True)[0])
+    for agent in config.agents.values():
+        if agent.provider != subject.name:
+            continue
+        for mode, argv in agent.options.items():
+            for i, token in enumerate(argv):
+                option = option_of(token)
+                if option is not None and option not in offered:
+                    message = f"`{_shown(list(helper))}` does not list {option}; fix or remove it"
+                    yield Check(FAIL, f"@{agent.id}", str(config.error(("agents", agent.id, "options", mode, i),
+                                                                         message)))
+
+
+def _shown(argv: list[str]) -> str:
+    return shlex.join([os.path.basename(argv[0]), *argv[1:]])
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"

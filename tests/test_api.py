@@ -1,0 +1,191 @@
+"""The Python API: `import crewbridge` stays light, `Bridge` runs a query from code, registers plain
+typed functions as tools, and reports events through a callback or an iterator."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Literal
+
+import pytest
+
+import crewbridge
+from crewbridge import Bridge, Config, Progress
+from crewbridge.config import AgentSpec, default_agents
+from crewbridge.errors import AgentNotFound, Interrupted, UsageError
+from crewbridge.providers.generic import GenericSpec
+
+# A scripted model run as a CLI: the first turn calls the tool given as its argument, the next
+# answers with what the tool returned. Each turn's whole prompt arrives on stdin (no session resume).
+SCRIPTED = textwrap.dedent('''
+    import json, re, sys, time
+    prompt = sys.stdin.read()
+    results = re.findall(r"^```+json\\n(.*)$", prompt, re.M)
+    if "[crew tool results]" in prompt:
+        print("The tool said: " + json.dumps(json.loads(results[-1])["data"]))
+    else:
+        print("Let me check.")
+        print("```json")
+        print(json.dumps({"type": "tool_use", "name": sys.argv[1], "input": json.loads(sys.argv[2])}))
+        print("```")
+''')
+
+
+@pytest.fixture(autouse=True)
+def scratch_user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No crew.yaml of the person running the tests, transcripts under tmp_path."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg-state"))
+    monkeypatch.setenv("CREW_LIVE", "0")
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    path = tmp_path / "work"
+    path.mkdir()
+    (path / "notes.txt").write_text("Buy milk.\nCall Ada.\n")
+    return path
+
+
+def scripted(tmp_path: Path, call: str, data: dict) -> Config:
+    """A configuration whose agent @fake calls tool `call` with `data` once, then answers."""
+    script = tmp_path / "model.py"
+    script.write_text(SCRIPTED)
+    command = [sys.executable, str(script), call, json.dumps(data)]
+    agents = {**default_agents(), "fake": AgentSpec(id="fake", provider="fake", profile="full")}
+    return Config(agents=agents, providers={"fake": GenericSpec(name="fake", command=command)}, transcripts=False)
+
+
+# --- importing ---------------------------------------------------------------------------------
+
+def test_importing_crewbridge_loads_none_of_the_engine() -> None:
+    code = "import sys, crewbridge; print(sorted(m for m in sys.modules if m.startswith('crewbridge')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "['crewbridge']"
+
+
+def test_the_api_names_are_exported_lazily_and_listed() -> None:
+    from crewbridge.bridge import Bridge as EngineBridge
+    from crewbridge.registry import tool
+
+    assert crewbridge.Bridge is EngineBridge and crewbridge.tool is tool
+    assert {"Bridge", "EventStream", "Progress", "tool", "function_tool", "ToolContext"} <= set(dir(crewbridge))
+    assert set(crewbridge.__all__) <= set(dir(crewbridge))
+    with pytest.raises(AttributeError, match="module 'crewbridge' has no attribute 'Bridg'"):
+        crewbridge.Bridg  # noqa: B018
+
+
+# --- running a query ------------------------------------------------------------------------------
+
+def test_ask_runs_a_query_and_returns_the_answer_with_its_tool_calls(workdir: Path) -> None:
+    result = Bridge(workdir=workdir).ask("@demo what is in notes.txt?")
+    assert result.agent == "demo" and "notes.txt has 2 non-empty lines" in result.answer
+    assert [(c.name, c.input, c.result.success) for c in result.tool_calls] == \
+        [("crew:read_file", {"path": "notes.txt"}, True)]
+
+
+def test_ask_raises_the_error_that_ended_the_run(workdir: Path) -> None:
+    with pytest.raises(AgentNotFound, match="agent 'nobody' not found"):
+        Bridge(workdir=workdir).ask("@nobody hello")
+
+
+def test_ask_takes_one_agent(workdir: Path) -> None:
+    with pytest.raises(UsageError, match=r"ask\(\) runs one agent, and 2 are mentioned; use run\(\)"):
+        Bridge(workdir=workdir).ask("@demo @claude hello")
+
+
+def test_events_arrive_through_a_callback_in_order(workdir: Path) -> None:
+    seen: list[Progress] = []
+    Bridge(workdir=workdir).ask("@demo what is in notes.txt?", on_progress=seen.append)
+    kinds = [event.kind for event in seen]
+    turns = [i for i, kind in enumerate(kinds) if kind == "turn"]
+    assert turns[0] == 0 and len(turns) == 2 and "text" in kinds[:turns[1]]
+    assert kinds.index("call") < kinds.index("result") < turns[1]  # the result is sent in turn 2
+    assert "".join(e.text for e in seen if e.kind == "text").startswith("I'll read notes.txt")
+
+
+# --- tools from plain functions ----------------------------------------------------------------
+
+def test_a_typed_function_becomes_a_tool_the_model_calls(tmp_path: Path, workdir: Path) -> None:
+    bridge = Bridge(scripted(tmp_path, "crew:weather", {"city": "Paris", "days": 2}), workdir=workdir)
+    calls = []
+
+    @bridge.tool(read_only=True)
+    def weather(city: str, unit: Literal["C", "F"] = "C", days: int = 1) -> dict:
+        """Current weather for a city.
+
+        Args:
+            city: The city's name.
+        """
+        calls.append((city, unit, days))
+        return {"city": city, "temperature": 21, "unit": unit}
+
+    assert weather("Rome") == {"city": "Rome", "temperature": 21, "unit": "C"}  # still a function
+    calls.clear()
+    spec = bridge.registry.resolve("crew:weather")
+    assert spec.input_schema["properties"]["city"] == {"type": "string", "description": "The city's name."}
+    assert "crew:weather" in bridge.first_prompt("@fake weather?")
+    result = bridge.ask("@fake what is the weather in Paris?")
+    assert calls == [("Paris", "C", 2)]
+    assert result.answer == 'The tool said: {"city": "Paris", "temperature": 21, "unit": "C"}'
+
+
+def test_input_that_breaks_the_schema_goes_back_to_the_model_and_the_function_never_runs(
+        tmp_path: Path, workdir: Path) -> None:
+    bridge = Bridge(scripted(tmp_path, "crew:weather", {"town": "Paris"}), workdir=workdir)
+    ran = []
+    bridge.tool(lambda city: ran.append(city), name="weather", read_only=True)
+    result = bridge.ask("@fake weather?")
+    assert ran == [] and not result.tool_calls[0].result.success
+    assert "invalid input for crew:weather" in result.tool_calls[0].result.error
+
+
+def test_a_function_declared_with_the_decorator_keeps_its_declaration(workdir: Path) -> None:
+    bridge = Bridge(Config(agents=default_agents(), transcripts=False), workdir=workdir)
+
+    @crewbridge.tool(read_only=True, name="shout")
+    def loud(text: str) -> str:
+        """Say it louder."""
+        return text.upper()
+
+    bridge.tool(loud)
+    assert bridge.registry.resolve("shout").read_only
+
+
+def test_a_tool_name_that_is_taken_is_refused(workdir: Path) -> None:
+    bridge = Bridge(Config(agents=default_agents(), transcripts=False), workdir=workdir)
+
+    def read_file(path: str) -> str:
+        return ""
+
+    with pytest.raises(crewbridge.CrewError, match="tool 'read_file' is registered twice"):
+        bridge.tool(read_file)
+
+
+# --- events as an iterator -----------------------------------------------------------------------
+
+def test_stream_yields_events_as_they_happen_then_holds_the_outcomes(workdir: Path) -> None:
+    events = Bridge(workdir=workdir).stream("@demo what is in notes.txt?")
+    with pytest.raises(UsageError, match="the run is still going"):
+        events.outcomes  # noqa: B018
+    seen = list(events)
+    assert [e.kind for e in seen if e.kind in ("call", "result")] == ["call", "result"]
+    assert next(iter(events), None) is None  # it stays ended
+    (outcome,) = events.outcomes
+    assert outcome.error is None and "notes.txt has 2 non-empty lines" in outcome.result.answer
+
+
+def test_leaving_a_stream_early_stops_the_run(workdir: Path) -> None:
+    with Bridge(workdir=workdir).stream("@demo what is in notes.txt?") as events:
+        first = next(events)
+    assert first.kind == "turn"
+    (outcome,) = events.outcomes
+    assert isinstance(outcome.error, Interrupted) and outcome.result is None
+
+
+def test_a_stream_raises_an_error_of_the_run_itself_to_its_reader(workdir: Path) -> None:
+    events = Bridge(workdir=workdir).stream("no mention here")
+    with pytest.raises(UsageError, match="no agent mentioned"):
+        list(events)

@@ -1,0 +1,265 @@
+"""`crew doctor`: configuration, each provider's CLI found, its version, the options crew passes it
+accepted (read from --help), one line per finding saying what to do; never a model call."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import textwrap
+from pathlib import Path
+from typing import Callable
+
+import pytest
+from click.testing import CliRunner
+
+from clienv import PACKAGES, REPO
+from crewbridge.cli import cli
+from crewbridge.doctor import FAIL, OK, WARN, Check, diagnose, help_argv, option_of, options_in_help
+from crewbridge.errors import UsageError
+from mockserver import MockServer
+
+CLAUDE_HELP = """\
+Usage: claude [options] [command] [prompt]
+
+Options:
+  --append-system-prompt <prompt>   Append a system prompt to the default system prompt
+  --include-partial-messages        Include partial message chunks (only with --print and
+                                    --output-format=stream-json)
+  --input-format <format>           Input format (only works with --print)
+  --model <model>                   Model for the current session
+  --output-format <format>          Output format (only works with --print)
+  -p, --print                       Print response and exit
+  -r, --resume [value]              Resume a conversation by session ID
+  --tools <tools...>                Specify the list of available tools
+  --verbose                         Override verbose mode setting from config
+"""
+
+
+@pytest.fixture(autouse=True)
+def scratch_user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No crew.yaml of the person running the tests, and no plugin providers."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg-state"))
+    monkeypatch.setattr("crewbridge.providers.plugins", dict)
+
+
+@pytest.fixture
+def bin_dir(tmp_path: Path) -> Path:
+    path = tmp_path / "bin"
+    path.mkdir()
+    return path
+
+
+def fake_cli(bin_dir: Path, name: str, *, version: str = "1.0.0", help_text: str = "",
+             sub_help: dict[str, str] | None = None, version_status: int = 0, hang: str = "") -> Path:
+    """A stand-in CLI: prints `version` for --version, `help_text` for --help, `sub_help[word]` for
+    `word --help` (else the main help, as CLIs that take a prompt do), sleeps on argument `hang`,
+    and records every run in <name>.runs."""
+    script = bin_dir / name
+    script.write_text(f"#!{sys.executable}\n" + textwrap.dedent(f"""\
+        import sys, time
+        args = sys.argv[1:]
+        with open({str(bin_dir / (name + '.runs'))!r}, "a") as log:
+            log.write(" ".join(args) + "\\n")
+        if {hang!r} and {hang!r} in args:
+            time.sleep(60)
+        if args == ["--version"]:
+            print({version!r})
+            sys.exit({version_status})
+        subs = {sub_help or {}!r}
+        print(subs.get(args[0], {help_text!r}) if len(args) == 2 and args[1] == "--help" else {help_text!r})
+        """))
+    script.chmod(0o755)
+    return script
+
+
+def runs(bin_dir: Path, name: str) -> list[str]:
+    log = bin_dir / f"{name}.runs"
+    return log.read_text().splitlines() if log.exists() else []
+
+
+def doctor(workdir: Path, bin_dir: Path, *, only: tuple[str, ...] = (), timeout: float = 30.0,
+           config: Path | None = None) -> dict[str, list[Check]]:
+    """The findings by subject, with only `bin_dir` on PATH."""
+    env = {**os.environ, "PATH": str(bin_dir)}
+    out: dict[str, list[Check]] = {}
+    for check in diagnose(config, workdir, env=env, only=only, timeout=timeout):
+        out.setdefault(check.subject, []).append(check)
+    return out
+
+
+def statuses(found: dict[str, list[Check]]) -> dict[str, list[str]]:
+    return {subject: [check.status for check in checks] for subject, checks in found.items()}
+
+
+# --- reading argv and help texts -----------------------------------------------------------------
+
+def test_options_are_read_from_argv_items() -> None:
+    assert [option_of(t) for t in ["--model", "--model=x", "-p", "-", "value", "-1", "--x=a=b"]] == \
+        ["--model", "--model", "-p", None, None, None, "--x"]
+
+
+def test_options_are_read_from_the_help_formats_of_the_three_clis() -> None:
+    assert {"-p", "--print", "--include-partial-messages", "--output-format", "--resume", "-r"} <= \
+        options_in_help(CLAUDE_HELP)
+    yargs = "  -m, --model    Model  [string]\n      --approval-mode  Set the mode  [choices: \"default\"]"
+    clap = "  -s, --sandbox <SANDBOX_MODE>\n      --skip-git-repo-check\n          Allow running outside"
+    assert options_in_help(yargs) == {"-m", "--model", "--approval-mode"}
+    assert options_in_help(clap) == {"-s", "--sandbox", "--skip-git-repo-check"}
+    assert "-interactive" not in options_in_help("Runs in non-interactive mode")
+
+
+def test_the_help_command_is_that_of_the_subcommand_crew_runs() -> None:
+    assert help_argv(["codex", "exec", "--json", "resume", "ID", "-"]) == ["codex", "exec", "--help"]
+    assert help_argv(["codex", "app-server"]) == ["codex", "app-server", "--help"]
+    assert help_argv(["claude", "-p", "--verbose"]) == ["claude", "--help"]
+
+
+# --- the real, pinned CLIs -------------------------------------------------------------------------
+
+def test_the_pinned_clis_pass_and_none_of_them_reaches_a_model(
+        cli_env: Callable[[str], dict[str, str]], mock_server: MockServer, workdir: Path) -> None:
+    env = {**cli_env("claude"), **cli_env("codex"), **cli_env("gemini")}  # one HOME, every CLI set up
+    found = {check.subject: check for check in diagnose(None, workdir, env=env)}
+    for name, package in PACKAGES.items():
+        pinned = json.loads((REPO / "package.json").read_text())["dependencies"][package]
+        assert found[name].status == OK, found[name].line()
+        assert pinned in found[name].message and "accepts the" in found[name].message
+    assert found["demo"].status == OK
+    assert mock_server.requests == [] and mock_server.aux == []  # no model, no other host
+
+
+# --- fake CLIs: missing, lacking an option, broken ---------------------------------------------------
+
+def test_a_cli_that_lacks_an_option_crew_uses_fails_naming_it_and_how_to_update(
+        workdir: Path, bin_dir: Path) -> None:
+    fake_cli(bin_dir, "claude", version="2.0.0 (Claude Code)",
+             help_text=CLAUDE_HELP.replace("--include-partial-messages", "--other-flag"))
+    (check,) = doctor(workdir, bin_dir, only=("claude",))["claude"]
+    assert check.status == FAIL
+    assert check.message == (f"2.0.0 (Claude Code) at {bin_dir / 'claude'}: `claude --help` does not list "
+                             "--include-partial-messages, which crew uses; install a version that has it: "
+                             "npm install -g @anthropic-ai/claude-code")
+
+
+def test_a_cli_with_every_option_passes_with_its_version(workdir: Path, bin_dir: Path) -> None:
+    fake_cli(bin_dir, "claude", version="2.1.197 (Claude Code)", help_text=CLAUDE_HELP)
+    (check,) = doctor(workdir, bin_dir, only=("claude",))["claude"]
+    assert (check.status, check.message) == \
+        (OK, f"2.1.197 (Claude Code) at {bin_dir / 'claude'}; accepts the 9 options crew uses")
+    assert sorted(runs(bin_dir, "claude")) == ["--help", "--version"]  # each probe once, nothing else
+
+
+def test_a_missing_cli_is_a_warning_unless_it_is_needed(workdir: Path, bin_dir: Path) -> None:
+    found = doctor(workdir, bin_dir)
+    assert statuses(found)["gemini"] == [WARN]
+    assert found["gemini"][0].message == ("not installed: `gemini` is not on PATH; only @gemini needs it, so "
+                                          "install it to use that: npm install -g @google/gemini-cli")
+    assert statuses(doctor(workdir, bin_dir, only=("gemini",))) == \
+        {"config": [OK], "tools": [OK], "gemini": [FAIL]}
+
+
+def test_a_missing_cli_that_an_agent_in_crew_yaml_uses_fails(workdir: Path, bin_dir: Path) -> None:
+    (workdir / "crew.yaml").write_text("agents:\n  helper:\n    provider: codex\n")
+    found = doctor(workdir, bin_dir)
+    assert statuses(found)["codex"] == [FAIL] and statuses(found)["gemini"] == [WARN]
+    assert found["codex"][0].message.startswith("not installed: `codex` is not on PATH; install it: npm")
+
+
+def test_a_subcommand_the_cli_lacks_fails(workdir: Path, bin_dir: Path) -> None:
+    exec_help = "Usage: codex exec [OPTIONS]\n  --json\n  --skip-git-repo-check\n  -s, --sandbox <MODE>\n  -m, --model"
+    fake_cli(bin_dir, "codex", help_text="Usage: codex [OPTIONS] [PROMPT]\n  -m, --model", sub_help={"exec": exec_help})
+    (check,) = doctor(workdir, bin_dir, only=("codex",))["codex"]
+    assert check.status == FAIL
+    assert "it has no `app-server` command (`codex app-server --help` does not mention it)" in check.message
+
+
+def test_a_version_run_that_fails_is_reported_with_its_status(workdir: Path, bin_dir: Path) -> None:
+    fake_cli(bin_dir, "claude", help_text=CLAUDE_HELP, version="boom", version_status=3)
+    (check,) = doctor(workdir, bin_dir, only=("claude",))["claude"]
+    assert check.status == FAIL
+    assert "`claude --version` exited with status 3 (boom); run it yourself to see why" in check.message
+
+
+def test_a_help_run_that_hangs_is_stopped_and_reported(workdir: Path, bin_dir: Path) -> None:
+    fake_cli(bin_dir, "claude", help_text=CLAUDE_HELP, hang="--help")
+    (check,) = doctor(workdir, bin_dir, only=("claude",), timeout=1.0)["claude"]
+    assert check.status == FAIL and "`claude --help` did not finish" in check.message
+    assert "run it yourself to see where it hangs" in check.message
+
+
+def test_a_help_that_lists_no_options_cannot_vouch_for_any(workdir: Path, bin_dir: Path) -> None:
+    fake_cli(bin_dir, "claude", help_text="usage: see the manual")
+    (check,) = doctor(workdir, bin_dir, only=("claude",))["claude"]
+    assert check.status == FAIL and "`claude --help` lists no options" in check.message
+
+
+# --- configuration -------------------------------------------------------------------------------
+
+def test_a_cli_described_in_crew_yaml_is_looked_for_but_never_run(workdir: Path, bin_dir: Path) -> None:
+    fake_cli(bin_dir, "llama")
+    (workdir / "crew.yaml").write_text("providers:\n  llama:\n    command: [llama, --prompt, '{prompt}']\n"
+                                       "agents:\n  local:\n    provider: llama\n")
+    (check,) = doctor(workdir, bin_dir, config=workdir / "crew.yaml")["llama"]
+    assert check == Check(OK, "llama", "found (crew.yaml); runs `llama --prompt PROMPT` (not run here: another "
+                                       "CLI might ask its model even for --help)")
+    assert runs(bin_dir, "llama") == []
+    (workdir / "crew.yaml").write_text("providers:\n  llama:\n    command: [llama]\n    install_hint: get llama\n"
+                                       "agents:\n  local:\n    provider: llama\n")
+    (check,) = doctor(workdir, bin_dir / "empty", config=workdir / "crew.yaml")["llama"]
+    assert check == Check(FAIL, "llama", "not installed (crew.yaml): `llama` is not on PATH; install it: get llama")
+
+
+def test_an_invalid_configuration_fails_and_the_clis_are_still_checked(workdir: Path, bin_dir: Path) -> None:
+    (workdir / "crew.yaml").write_text("agents:\n  claude:\n    profile: readonly\n")
+    found = doctor(workdir, bin_dir)
+    assert found["config"][0].status == FAIL
+    assert found["config"][0].message.startswith("crew.yaml:3: agents.claude.profile: 'readonly' is not one of")
+    assert {"claude", "gemini", "codex", "demo"} <= set(found)
+
+
+def test_an_agent_option_the_cli_does_not_accept_fails_with_its_line(workdir: Path, bin_dir: Path) -> None:
+    fake_cli(bin_dir, "claude", help_text=CLAUDE_HELP)
+    (workdir / "crew.yaml").write_text(
+        "agents:\n  claude:\n    options:\n      query: [--verbose]\n      execute: [--max-turnz, '3']\n")
+    found = doctor(workdir, bin_dir, config=workdir / "crew.yaml", only=("claude",))
+    assert statuses(found)["claude"] == [OK]
+    (check,) = found["@claude"]
+    assert (check.status, check.message) == (FAIL, "crew.yaml:5: agents.claude.options.execute[0]: "
+                                                    "`claude --help` does not list --max-turnz; fix or remove it")
+
+
+def test_an_agent_whose_workdir_is_missing_fails(workdir: Path, bin_dir: Path) -> None:
+    (workdir / "crew.yaml").write_text("agents:\n  claude:\n    workdir: nowhere\n")
+    found = doctor(workdir, bin_dir, config=workdir / "crew.yaml")
+    assert found["@claude"][0].status == FAIL and "is not a directory; create it or fix the path" in \
+        found["@claude"][0].message
+
+
+def test_naming_an_unknown_provider_is_a_usage_error(workdir: Path, bin_dir: Path) -> None:
+    with pytest.raises(UsageError, match="provider 'claud' not found; known providers: claude, gemini, codex"):
+        doctor(workdir, bin_dir, only=("claud",))
+
+
+# --- the command ---------------------------------------------------------------------------------
+
+def test_the_command_prints_one_line_per_finding_and_exits_1_on_a_failure(
+        workdir: Path, bin_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_cli(bin_dir, "claude", help_text=CLAUDE_HELP.replace("--verbose", "--loud"))
+    monkeypatch.setenv("PATH", str(bin_dir))
+    monkeypatch.chdir(workdir)
+    result = CliRunner().invoke(cli, ["doctor", "claude", "demo"])
+    lines = result.output.splitlines()
+    assert result.exit_code == 1 and lines[0].startswith("crew 0.1.0, Python ")
+    assert [line.split()[:2] for line in lines[1:5]] == \
+        [["ok", "config"], ["ok", "tools"], ["FAIL", "claude"], ["ok", "demo"]]
+    assert "crew: 1 problem: see the FAIL lines" in lines[-1]
+
+
+def test_the_command_exits_0_when_nothing_is_broken(workdir: Path, bin_dir: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(bin_dir))
+    monkeypatch.chdir(workdir)
+    result = CliRunner().invoke(cli, ["doctor"])  # the three CLIs are missing: warnings only
+    assert result.exit_code == 0, result.output
+    assert [line.split()[0] for line in result.output.splitlines()[1:]] == ["ok", "ok", "warn", "warn", "warn", "ok"]

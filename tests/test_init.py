@@ -1,0 +1,104 @@
+"""`crew init`: a commented starter crew.yaml that loads as written, never replacing a file unasked;
+and `crew agents list`."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from crewbridge.cli import cli
+from crewbridge.config import load_config, read_config
+from crewbridge.errors import UsageError
+from crewbridge.init import starter_text, write_starter
+
+
+@pytest.fixture(autouse=True)
+def scratch_user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg-state"))
+    monkeypatch.setattr("crewbridge.custom_tools.entry_points", lambda group: [])
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "project"
+    path.mkdir()
+    monkeypatch.chdir(path)
+    return path
+
+
+def test_the_starter_is_found_and_used_as_written_without_needing_trust(project: Path) -> None:
+    path = write_starter(project)
+    assert path == project / "crew.yaml" and path.read_text() == starter_text()
+    config = load_config(None, project)  # found by the directory search: a file that runs commands would be refused
+    assert config.path == path and config.prefix == "crew"
+    assert config.agents["reviewer"].profile == "read-only" and config.agents["reviewer"].provider == "claude"
+    assert set(config.agents) == {"claude", "gemini", "codex", "demo", "reviewer"}
+    config.registry()  # its globs all match tools
+
+
+def test_every_commented_example_is_valid_configuration_once_uncommented(project: Path) -> None:
+    out: list[str] = []
+    inside = False  # in a commented-out section: "# tools:" and the "#   …" lines under it
+    for line in starter_text().splitlines():
+        inside = line[2:] in ("tools:", "providers:", "hooks:") or (inside and line.startswith("#   "))
+        out.append(line[2:] if inside else line)
+    (project / "full.yaml").write_text("\n".join(out))
+    config = read_config(project / "full.yaml")
+    assert set(config.tools) == {"count_lines"} and set(config.providers) == {"llama"}
+    assert [hook.command for hook in config.hooks["before_tool_call"]] == [["./hooks/check.sh"]]
+    config.registry()
+
+
+def test_an_existing_file_is_never_replaced_without_force(project: Path) -> None:
+    (project / "crew.yaml").write_text("prefix: mine\n")
+    with pytest.raises(UsageError, match="crew.yaml exists already; edit it, or pass --force to replace it"):
+        write_starter(project)
+    assert (project / "crew.yaml").read_text() == "prefix: mine\n"
+    write_starter(project, force=True)
+    assert (project / "crew.yaml").read_text() == starter_text()
+    assert sorted(p.name for p in project.iterdir()) == ["crew.yaml"]  # no temporary file left
+
+
+def test_the_other_config_name_in_the_same_directory_is_refused_even_with_force(project: Path) -> None:
+    (project / ".crew.yaml").write_text("prefix: hidden\n")
+    with pytest.raises(UsageError, match=r"\.crew\.yaml exists already and crew would find both files"):
+        write_starter(project, force=True)
+    assert not (project / "crew.yaml").exists()
+
+
+def test_a_named_file_is_written_and_a_missing_directory_refused(project: Path) -> None:
+    assert write_starter(project / "team.yaml") == project / "team.yaml"
+    with pytest.raises(UsageError, match="is not a directory; create it first or give another path"):
+        write_starter(project / "missing" / "crew.yaml")
+
+
+def test_the_command_writes_here_or_to_the_users_config(project: Path, tmp_path: Path) -> None:
+    runner = CliRunner()
+    result = runner.invoke(cli, ["init"])
+    assert result.exit_code == 0 and result.output.startswith(f"wrote {project / 'crew.yaml'}\nnext: crew doctor")
+    assert runner.invoke(cli, ["init"]).exit_code != 0
+    assert runner.invoke(cli, ["init", "--force"]).exit_code == 0
+    assert runner.invoke(cli, ["init", "--user"]).exit_code == 0
+    assert (tmp_path / "xdg-config" / "crewbridge" / "crew.yaml").read_text() == starter_text()
+
+
+# --- crew agents list ------------------------------------------------------------------------------
+
+def test_agents_list_shows_id_provider_model_and_profile(project: Path) -> None:
+    (project / "crew.yaml").write_text("agents:\n  fast:\n    provider: gemini\n    model: gemini-2.5-flash\n"
+                                       "    profile: read-only\n")
+    result = CliRunner().invoke(cli, ["agents", "list"])
+    assert result.exit_code == 0
+    assert result.output.splitlines() == [
+        "AGENT    PROVIDER  MODEL             PROFILE",
+        "@claude  claude    (default)         coding",
+        "@gemini  gemini    (default)         coding",
+        "@codex   codex     (default)         coding",
+        "@demo    demo      (default)         coding",
+        "@fast    gemini    gemini-2.5-flash  read-only",
+    ]
+    rows = [json.loads(line) for line in CliRunner().invoke(cli, ["agents", "list", "--json"]).output.splitlines()]
+    assert rows[-1] == {"id": "fast", "provider": "gemini", "model": "gemini-2.5-flash", "profile": "read-only"}

@@ -1,0 +1,122 @@
+"""Finding providers by name: the built-in ones, and those installed packages declare under the entry
+point group `crewbridge.providers` (imported only when used). The tools group `crewbridge.tools` is
+checked here too, from the same installed distribution."""
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from crewbridge import providers
+from crewbridge.bridge import Bridge
+from crewbridge.config import load_config
+from crewbridge.doctor import OK, diagnose
+from crewbridge.errors import ConfigError, UsageError
+from crewbridge.providers.claude import ClaudeProvider
+
+PLUGIN_MODULE = '''
+import sys
+from crewbridge.providers.generic import GenericProvider, GenericSpec
+from crewbridge.registry import tool
+
+class EchoProvider(GenericProvider):
+    """A CLI that always answers the same."""
+    def __init__(self):
+        super().__init__(GenericSpec(name="echo", command=[sys.executable, "-c", "print('hello from echo')"]))
+
+@tool(read_only=True)
+def shout(text: str) -> str:
+    """Say it louder."""
+    return text.upper()
+
+class NotAProvider:
+    pass
+
+def broken():
+    raise RuntimeError("no GPU here")
+'''
+
+ENTRY_POINTS = '''
+[crewbridge.providers]
+echo = crewplug:EchoProvider
+claude = crewplug:EchoProvider
+odd = crewplug:NotAProvider
+broken = crewplug:broken
+
+[crewbridge.tools]
+shout = crewplug:shout
+'''
+
+
+@pytest.fixture
+def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A distribution `crewplug` 1.0 on sys.path, as pip would install it: a module and its
+    .dist-info with entry points. Returns the site directory."""
+    site = tmp_path / "site"
+    info = site / "crewplug-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: crewplug\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(textwrap.dedent(ENTRY_POINTS))
+    (site / "crewplug.py").write_text(PLUGIN_MODULE)
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.delitem(sys.modules, "crewplug", raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg-state"))
+    return site
+
+
+def crew_yaml(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "crew.yaml"
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def test_builtin_providers_load_by_name() -> None:
+    assert isinstance(providers.load("claude"), ClaudeProvider)
+    with pytest.raises(UsageError, match="provider 'nope' not found; known providers: claude, gemini, codex, demo"):
+        providers.load("nope")
+
+
+def test_plugin_providers_are_named_without_being_imported(installed: Path) -> None:
+    assert providers.names() == ["claude", "gemini", "codex", "demo", "broken", "echo", "odd"]
+    assert "crewplug" not in sys.modules
+
+
+def test_a_plugin_cannot_take_a_builtin_name(installed: Path) -> None:
+    assert isinstance(providers.load("claude"), ClaudeProvider)
+
+
+def test_an_agent_runs_on_a_plugin_provider_imported_only_then(installed: Path, tmp_path: Path) -> None:
+    config = load_config(crew_yaml(tmp_path, "agents:\n  echoer:\n    provider: echo\n"), tmp_path)
+    assert "crewplug" not in sys.modules  # checking the name did not import it
+    result = Bridge(config, workdir=tmp_path).ask("@echoer hi")
+    assert result.answer == "hello from echo"
+
+
+def test_an_unknown_provider_in_crew_yaml_names_the_plugin_ones_too(installed: Path, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"crew.yaml:3: agents.x.provider: provider 'ech' is not known; give "
+                                          r"provider: one of broken, claude, codex, demo, echo, gemini, odd"):
+        load_config(crew_yaml(tmp_path, "agents:\n  x:\n    provider: ech\n"), tmp_path)
+
+
+def test_a_broken_plugin_is_named_with_its_package(installed: Path) -> None:
+    with pytest.raises(ConfigError, match=r"plugin provider 'broken' \(crewplug:broken, from crewplug\) cannot be "
+                                          r"loaded: RuntimeError: no GPU here; fix or uninstall the package"):
+        providers.load("broken")
+    with pytest.raises(ConfigError, match=r"plugin provider 'odd' .* gave NotAProvider, not a Provider"):
+        providers.load("odd")
+
+
+def test_plugin_tools_come_from_the_same_distribution(installed: Path, tmp_path: Path) -> None:
+    registry = load_config(None, tmp_path).registry()
+    assert "shout" in registry and registry.resolve("crew:shout").summary == "Say it louder."
+    off = load_config(crew_yaml(tmp_path, "plugins: false\n"), tmp_path).registry()
+    assert "shout" not in off
+
+
+def test_doctor_checks_plugin_providers_and_names_their_package(installed: Path, tmp_path: Path) -> None:
+    found = {check.subject: check for check in diagnose(None, tmp_path, only=("echo", "broken"))}
+    assert found["echo"].status == OK and found["echo"].message.startswith("found (plugin from crewplug); runs `")
+    assert found["broken"].message.startswith("plugin provider 'broken' (crewplug:broken, from crewplug) cannot")
