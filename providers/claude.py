@@ -96,6 +96,7 @@ class ClaudeProvider(Provider):
 
     def decoder(self) -> ClaudeDecoder:
         return ClaudeDecoder()
+
     def commands(self) -> list[list[str]]:
         from crewbridge.providers.live_claude import LIVE_FLAGS
 
