@@ -11,11 +11,12 @@ import pytest
 
 from crewbridge import providers
 from crewbridge.config import AgentSpec
+from crewbridge.errors import ProviderError
 from crewbridge.loop import AgentLoop
 from crewbridge.policy import Policy
 from crewbridge.providers.base import Turn
 from crewbridge.tools import builtin_registry
-from mockserver import reply
+from mockserver import error, reply
 
 pytestmark = pytest.mark.e2e
 
@@ -101,4 +102,20 @@ def test_one_process_carries_every_turn_and_ends_with_the_run(cli, run, mock_ser
     assert assistant_texts(last)[-2:] == ["First.\n" + block("notes.txt"), "Then.\n" + block("plan.txt")]
     assert INVENTED not in last.text() and "monday" not in last.text()
     with pytest.raises(ProcessLookupError):  # the whole process group is gone after the run
+        os.killpg(pid, 0)
+
+
+@pytest.mark.parametrize("cli, message", [("claude", "mock overloaded"),
+                                          ("codex", "high demand")])  # codex words a 500 its own way
+def test_a_model_error_mid_conversation_ends_the_run_with_its_message_and_the_process(cli, message, run):
+    pids = set()
+
+    def watch(conversation):
+        return lambda progress: progress.kind == "text" and pids.add(conversation.process.pid)
+
+    with pytest.raises(ProviderError, match=message):
+        run(cli, reply("Let me read it.\n", block("notes.txt"), INVENTED, delay=SLOW),
+            error(500, "mock overloaded"), on_progress=watch)
+    [pid] = pids
+    with pytest.raises(ProcessLookupError):
         os.killpg(pid, 0)
