@@ -46,6 +46,11 @@ def run(cli_env, mock_server, workdir):
     return go
 
 
+def watching(pids: set[int]):
+    """An on_progress factory noting the pid of the CLI process behind each piece of text."""
+    return lambda conversation: lambda progress: progress.kind == "text" and pids.add(conversation.process.pid)
+
+
 def assistant_texts(request) -> list[str]:
     return [text for role, text in request.messages() if role == "assistant"]
 
@@ -89,13 +94,9 @@ def test_a_reply_that_arrived_all_at_once_still_leaves_no_tail_in_the_history(cl
 @pytest.mark.parametrize("cli", ["claude", "codex"])
 def test_one_process_carries_every_turn_and_ends_with_the_run(cli, run, mock_server):
     pids = set()  # the CLI process that streamed each piece of text, over all turns
-
-    def watch(conversation):
-        return lambda progress: progress.kind == "text" and pids.add(conversation.process.pid)
-
     result, _ = run(cli, reply("First.\n", block("notes.txt"), INVENTED, delay=SLOW),
                     reply("Then.\n", block("plan.txt"), "The plan says monday.", delay=SLOW), "42, friday.",
-                    on_progress=watch)
+                    on_progress=watching(pids))
     assert result.answer == "42, friday." and result.turns == 3
     [pid] = pids
     last = mock_server.requests[2]
@@ -109,13 +110,9 @@ def test_one_process_carries_every_turn_and_ends_with_the_run(cli, run, mock_ser
                                           ("codex", "high demand")])  # codex words a 500 its own way
 def test_a_model_error_mid_conversation_ends_the_run_with_its_message_and_the_process(cli, message, run):
     pids = set()
-
-    def watch(conversation):
-        return lambda progress: progress.kind == "text" and pids.add(conversation.process.pid)
-
     with pytest.raises(ProviderError, match=message):
         run(cli, reply("Let me read it.\n", block("notes.txt"), INVENTED, delay=SLOW),
-            error(500, "mock overloaded"), on_progress=watch)
+            error(500, "mock overloaded"), on_progress=watching(pids))
     [pid] = pids
     with pytest.raises(ProcessLookupError):
         os.killpg(pid, 0)
