@@ -61,8 +61,8 @@ class ClaudeLiveConversation:
         return self.process
 
     def send(self, message: str, deadline: float | None) -> Iterator[Event]:
+        process = self._start()  # a CLI that is not installed raises CLINotFound from here
         try:
-            process = self._start()
             self._finish_turn()
             self._answered = user_line({"role": "user", "content": message})
             self._native = False

@@ -109,8 +109,8 @@ class CodexLiveConversation:
         return reply.get("result") or {}
 
     def send(self, message: str, deadline: float | None) -> Iterator[Event]:
+        process = self._start()  # a CLI that is not installed raises CLINotFound from here
         try:
-            process = self._start()
             self._finish_turn()
             yield Session(self.session_id)
             self._message, self._stored, self._native = message, "", False

@@ -9,7 +9,7 @@ import pytest
 
 from crewbridge import providers
 from crewbridge.conversation import ProcessConversation
-from crewbridge.errors import CrewTimeout, ProviderError
+from crewbridge.errors import CLINotFound, CrewTimeout, ProviderError
 from crewbridge.events import Notice, Text
 from crewbridge.providers.base import JsonLineDecoder, Turn
 from crewbridge.providers.live_claude import ClaudeLiveConversation
@@ -149,3 +149,11 @@ def test_each_provider_talks_live_unless_crew_live_is_0(name, live_class, tmp_pa
 def test_a_provider_without_a_live_mode_gets_a_process_per_turn(tmp_path):
     conversation = providers.load("demo").conversation(Turn(prompt=""), tmp_path)
     assert type(conversation) is ProcessConversation
+
+
+@pytest.mark.parametrize("live_class, provider", [(ClaudeLiveConversation, "claude"),
+                                                  (CodexLiveConversation, "codex")])
+def test_a_cli_that_is_not_installed_says_how_to_install_it(live_class, provider, tmp_path):
+    conversation = live_class(providers.load(provider), Turn(prompt=""), cwd=tmp_path, env={"PATH": str(tmp_path)})
+    with pytest.raises(CLINotFound, match=f"'{provider}' not found on PATH; install it with: npm install -g"):
+        list(conversation.send("hi", None))
