@@ -1,8 +1,11 @@
-"""`crew init`: a commented starter crew.yaml that loads as written, never replacing a file unasked;
-and `crew agents list`."""
+"""Getting started: `crew init` writes a commented starter crew.yaml that loads as written and never
+replaces a file unasked; `crew agents list`; shell completion as the README documents it."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -102,3 +105,23 @@ def test_agents_list_shows_id_provider_model_and_profile(project: Path) -> None:
     ]
     rows = [json.loads(line) for line in CliRunner().invoke(cli, ["agents", "list", "--json"]).output.splitlines()]
     assert rows[-1] == {"id": "fast", "provider": "gemini", "model": "gemini-2.5-flash", "profile": "read-only"}
+
+
+# --- shell completion ------------------------------------------------------------------------------
+
+def completion(**variables: str) -> str:
+    env = {**os.environ, **variables}
+    return subprocess.run([sys.executable, "-m", "crewbridge"], env=env, capture_output=True, text=True,
+                          check=True).stdout
+
+
+@pytest.mark.parametrize("shell, marker", [("bash", "complete -o nosort -F _crew_completion crew"),
+                                           ("zsh", "#compdef crew"), ("fish", "complete --no-files --command crew")])
+def test_the_completion_script_of_each_shell_is_printed(shell: str, marker: str) -> None:
+    assert marker in completion(_CREW_COMPLETE=f"{shell}_source")
+
+
+def test_completion_offers_commands_and_options() -> None:
+    assert "plain,doctor" in completion(_CREW_COMPLETE="bash_complete", COMP_WORDS="crew do", COMP_CWORD="1")
+    words = completion(_CREW_COMPLETE="bash_complete", COMP_WORDS="crew init --", COMP_CWORD="2").split()
+    assert {"plain,--force", "plain,--user"} <= set(words)
