@@ -43,7 +43,7 @@ class Check:
     subject: str
     message: str
 
-    def line(self, width: int = 8) -> str:
+    def line(self, width: int = 10) -> str:
         return f"{self.status:<4}  {self.subject:<{width}}  {self.message}"
 
 
@@ -116,6 +116,7 @@ def diagnose(config_path: Path | None = None, cwd: Path | None = None, *, env: M
     cwd = Path(cwd or Path.cwd())
     config, checks = _configuration(config_path, cwd)
     yield from checks
+    yield from _programs(config, env)
     subjects = _subjects(config, only)
     prober = Prober(env, cwd, timeout)
     try:
@@ -153,6 +154,21 @@ def _configuration(config_path: Path | None, cwd: Path) -> tuple[Config, list[Ch
     else:
         checks.append(Check(OK, "tools", f"{_count(len(registry), 'tool')}: {', '.join(registry.names())}"))
     return config, checks
+
+
+def _programs(config: Config, env: Mapping[str, str]) -> Iterator[Check]:
+    """The program of each command tool and command hook must exist (none is run)."""
+    entries = [("tools", ("tools", name, "command", 0), tool.command[0], tool.base)
+               for name, tool in config.tools.items()]
+    entries += [("hooks", ("hooks", event, i, "command", 0), hook.command[0], hook.base)
+                for event, hooks in config.hooks.items() for i, hook in enumerate(hooks) if hook.command]
+    for subject, keys, program, base in entries:
+        if "{" in program:
+            continue  # the program itself comes from an argument
+        local = "/" in program and not os.path.isabs(program) and base is not None
+        if shutil.which(str(base / program) if local else program, path=env.get("PATH", os.defpath)) is None:
+            where = f"not an executable file (it is looked for in {base})" if local else "not on PATH"
+            yield Check(FAIL, subject, str(config.error(keys, f"'{program}' is {where}; install it or fix the path")))
 
 
 def _subjects(config: Config, only: Sequence[str]) -> list[_Subject]:
@@ -196,7 +212,11 @@ def _start(subject: _Subject, prober: Prober, env: Mapping[str, str]) -> None:
     if provider is None:
         return
     subject.path = shutil.which(provider.binary, path=env.get("PATH", os.defpath))
-    commands = provider.commands()
+    try:
+        commands = provider.commands()
+    except Exception as exc:  # a plugin's bug: named, not a traceback
+        subject.provider, subject.error = None, f"its commands cannot be built ({type(exc).__name__}: {exc})"
+        return
     if subject.path is None or not commands:
         return
     extra = provider.env()

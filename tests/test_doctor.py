@@ -236,6 +236,34 @@ def test_an_agent_whose_workdir_is_missing_fails(workdir: Path, bin_dir: Path) -
         found["@claude"][0].message
 
 
+def test_the_programs_of_command_tools_and_hooks_must_exist(workdir: Path, bin_dir: Path) -> None:
+    fake_cli(bin_dir, "wc")
+    (workdir / "crew.yaml").write_text(
+        "tools:\n"
+        "  count:\n    command: [wc, -l]\n"
+        "  fetch:\n    command: [fetcher, '{url}']\n"
+        "    schema: {type: object, properties: {url: {type: string}}}\n"
+        "hooks:\n  before_tool_call:\n    - command: [./hooks/check.sh]\n")
+    found = doctor(workdir, bin_dir, config=workdir / "crew.yaml")
+    assert [c.message for c in found["tools"] if c.status == FAIL] == \
+        ["crew.yaml:5: tools.fetch.command[0]: 'fetcher' is not on PATH; install it or fix the path"]
+    assert [c.message for c in found["hooks"]] == [
+        f"crew.yaml:9: hooks.before_tool_call[0].command[0]: './hooks/check.sh' is not an executable file "
+        f"(it is looked for in {workdir}); install it or fix the path"]
+    assert runs(bin_dir, "wc") == []
+
+
+def test_a_provider_whose_commands_cannot_be_built_is_reported(workdir: Path, bin_dir: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(self: object) -> list[list[str]]:
+        raise KeyError("model")
+
+    fake_cli(bin_dir, "claude", help_text=CLAUDE_HELP)
+    monkeypatch.setattr("crewbridge.providers.claude.ClaudeProvider.commands", broken)
+    (check,) = doctor(workdir, bin_dir, only=("claude",))["claude"]
+    assert check == Check(FAIL, "claude", "its commands cannot be built (KeyError: 'model')")
+
+
 def test_naming_an_unknown_provider_is_a_usage_error(workdir: Path, bin_dir: Path) -> None:
     with pytest.raises(UsageError, match="provider 'claud' not found; known providers: claude, gemini, codex"):
         doctor(workdir, bin_dir, only=("claud",))
