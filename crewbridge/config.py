@@ -24,14 +24,14 @@ from importlib.resources import files
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import ValidationError, best_match
-
 from crewbridge.errors import AgentNotFound, ConfigError, CrewError, UsageError
 from crewbridge.registry import DEFAULT_PREFIX, ToolRegistry
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # yaml and jsonschema are imported where used: a run without crew.yaml needs neither
+    import yaml
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import ValidationError
+
     from crewbridge.custom_tools import CommandTool
     from crewbridge.providers.base import Provider
 
@@ -209,6 +209,8 @@ def read_config(path: Path, cwd: Path | None = None, *, trusted: bool = True) ->
 def parse_yaml(text: str, shown: str) -> tuple[dict[str, Any], dict[Keys, int]]:
     """The document as plain data, and the line of every key path. Duplicate keys and keys that are
     not text are errors (YAML would quietly keep the last, or turn `no:` into False)."""
+    import yaml
+
     loader = yaml.SafeLoader(text)
     marks: dict[Keys, int] = {}
     try:
@@ -235,6 +237,8 @@ def parse_yaml(text: str, shown: str) -> tuple[dict[str, Any], dict[Keys, int]]:
 
 def _plain(loader: yaml.SafeLoader, node: yaml.Node, keys: Keys, marks: dict[Keys, int], shown: str,
            budget: list[int]) -> Any:
+    import yaml
+
     budget[0] -= 1
     if budget[0] < 0:
         raise ConfigError(f"{shown}: the document expands to more than {MAX_NODES} values "
@@ -266,6 +270,8 @@ def _plain(loader: yaml.SafeLoader, node: yaml.Node, keys: Keys, marks: dict[Key
 
 @functools.lru_cache(maxsize=1)
 def _schema_validator() -> Draft202012Validator:
+    from jsonschema import Draft202012Validator
+
     schema = json.loads(files("crewbridge").joinpath("config_schema.json").read_text(encoding="utf-8"))
     return Draft202012Validator(schema)
 
@@ -276,6 +282,8 @@ def config_schema() -> dict[str, Any]:
 
 
 def _validate(data: dict[str, Any], marks: dict[Keys, int], shown: str) -> None:
+    from jsonschema.exceptions import best_match
+
     error = best_match(_schema_validator().iter_errors(data))
     if error is not None:
         keys, message = _explain(error)

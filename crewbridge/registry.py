@@ -16,6 +16,7 @@ from crewbridge.validation import compile_schema, first_error
 DEFAULT_PREFIX = "crew"
 DEFAULT_TOOL_TIMEOUT = 60.0
 MAX_OUTPUT_CHARS = 20_000
+BUILTIN_MODULES = "crewbridge.tools."  # where the built-in tools are defined
 TIMEOUT_GRACE = 0.5  # a tool that enforces ctx.timeout itself (run_command) gets this long to clean up
 
 
@@ -78,9 +79,12 @@ class Tool:
     _validator: Any = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        self._validator = compile_schema(self.input_schema, f"tool '{self.name}' input_schema")
-        if self.output_schema is not None:
-            compile_schema(self.output_schema, f"tool '{self.name}' output_schema")
+        # The built-in tools' schemas are checked by their tests, and compiled when first used: a run
+        # that calls no tool never imports jsonschema (a tenth of a second). Any other is checked now.
+        if not (getattr(self.func, "__module__", None) or "").startswith(BUILTIN_MODULES):
+            self._validator = compile_schema(self.input_schema, f"tool '{self.name}' input_schema")
+            if self.output_schema is not None:
+                compile_schema(self.output_schema, f"tool '{self.name}' output_schema")
 
     @property
     def summary(self) -> str:
@@ -90,6 +94,8 @@ class Tool:
         """Validate an input object; the error message, or None."""
         if not isinstance(data, dict):
             return f"at $: input must be an object, got {type(data).__name__}"
+        if self._validator is None:
+            self._validator = compile_schema(self.input_schema, f"tool '{self.name}' input_schema")
         return first_error(self._validator, data)
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from crewbridge.errors import CrewError, ToolNotFound
 from crewbridge.registry import Tool, ToolContext, ToolFailure, ToolRegistry, as_tool, tool
+from crewbridge.tools import builtin_registry
 from crewbridge.validation import compile_schema, first_error
 
 ITEMS_SCHEMA = {
@@ -229,3 +230,17 @@ def test_first_error_picks_the_most_relevant_violation() -> None:
               "properties": {"mode": {"enum": ["a", "b"]}, "n": {"type": "integer"}}}
     assert first_error(compile_schema(schema, "x"), {"mode": "c"}) == \
         "at $.mode: 'c' is not one of ['a', 'b']"
+
+
+def test_every_built_in_schema_is_valid_json_schema() -> None:
+    # Built-in tools compile their schemas when first used (startup cost), so this checks them all now.
+    for spec in builtin_registry():
+        compile_schema(spec.input_schema, spec.name)
+        if spec.output_schema is not None:
+            compile_schema(spec.output_schema, spec.name)
+
+
+def test_a_built_in_tool_checks_its_input_with_the_schema_it_compiles_on_first_use() -> None:
+    read_file = builtin_registry().resolve("crew:read_file")
+    assert read_file.check({"path": 1}) == "at $.path: 1 is not of type 'string'"
+    assert read_file.check({"path": "a.txt"}) is None
