@@ -107,6 +107,17 @@ def test_agents_list_shows_id_provider_model_and_profile(project: Path) -> None:
     assert rows[-1] == {"id": "fast", "provider": "gemini", "model": "gemini-2.5-flash", "profile": "read-only"}
 
 
+# --- crew --version ---------------------------------------------------------------------------------
+
+def test_version_is_printed_without_loading_the_engine() -> None:
+    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "crewbridge", "--version"],
+                          capture_output=True, text=True, check=True)
+    assert done.stdout == "crew, version 0.1.0\n"
+    loaded = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines()}
+    assert {"crewbridge", "crewbridge.cli"} <= loaded
+    assert not loaded & {"crewbridge.config", "crewbridge.bridge", "yaml", "jsonschema", "pexpect"}
+
+
 # --- shell completion ------------------------------------------------------------------------------
 
 def completion(**variables: str) -> str:
