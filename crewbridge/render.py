@@ -207,7 +207,7 @@ class _Agent:
     calls: int = 0  # call lines shown
     results: int = 0  # result lines shown
     answered: bool = False  # its answer is on stdout
-    failed: bool = False
+    half: str = ""  # the first half of a surrogate pair, waiting for the second
 
 
 class Renderer:
@@ -276,7 +276,7 @@ class Renderer:
         with self._lock:
             agent = self._agent(event.agent)
             if self.output == "jsonl":
-                self._write_out(json.dumps(_event_dict(event), ensure_ascii=False) + "\n")
+                self._write_out(json_line(_event_dict(event)))
             elif self.output == "text":
                 getattr(self, f"_on_{event.kind}", self._on_notice)(agent, event)
             if event.kind == "turn":
@@ -293,7 +293,11 @@ class Renderer:
         self._fresh, self._blank = True, 0
 
     def _on_text(self, agent: _Agent, event: Progress) -> None:
-        self._show(agent.filter.feed(event.text))
+        if self.streaming:  # a character split into two halves between events is shown whole
+            text, agent.half = agent.half + event.text, ""
+            if text and "\ud800" <= text[-1] <= "\udbff":
+                text, agent.half = text[:-1], text[-1]
+            self._show(agent.filter.feed(text))
 
     def _on_call(self, agent: _Agent, event: Progress) -> None:
         assert event.call is not None
@@ -337,22 +341,18 @@ class Renderer:
                     self._answer(agent, outcome.result.answer)
             if self.output == "json":
                 objs = [outcome_dict(o) for o in outcomes]
-                self._write_out(json.dumps(objs[0] if len(objs) == 1 else {"results": objs},
-                                           ensure_ascii=False) + "\n")
+                self._write_out(json_line(objs[0] if len(objs) == 1 else {"results": objs}))
 
     def failed(self, name: str, error: Exception) -> None:
         """An agent's run ended with `error`: said on stderr (and in the jsonl stream)."""
         with self._lock:
-            agent = self._agent(name)
-            agent.failed, agent.state = True, "failed"
+            self._agent(name).state = "failed"
             if self.output == "jsonl":
-                self._write_out(json.dumps({"type": "error", "agent": name, "error": str(error),
-                                            "exit_code": getattr(error, "exit_code", 1)},
-                                           ensure_ascii=False) + "\n")
+                self._write_out(json_line({"type": "error", "agent": name, "error": str(error),
+                                           "exit_code": getattr(error, "exit_code", 1)}))
             message = str(error)
             if self.labelled and not message.startswith(f"@{name}"):
                 message = f"@{name}: {message}"
-            self._clear_status()
             self._end_line()
             self._write_err(self.style.paint(f"crew: error: {message}", "31") + "\n")
 
@@ -407,7 +407,6 @@ class Renderer:
         trailing = len(text) - len(body)
         if body:
             body, self._blank = "\n" * self._blank + body, 0
-            self._clear_status()
             self._write_out(self._safe(body))
             self._column = len(body) - body.rfind("\n") - 1
         if trailing:
@@ -427,7 +426,6 @@ class Renderer:
     def _err_line(self, agent: _Agent, text: str) -> None:
         if self.output != "text":
             return
-        self._clear_status()
         if self.shared_tty and self._column:
             self._end_line()
         self._write_err(f"{agent.label} {text}\n" if agent.label else text + "\n")
@@ -441,18 +439,22 @@ class Renderer:
     def _write_out(self, text: str) -> None:
         if not text:
             return
+        self._clear_status()
         self._quiet_since = time.monotonic()
         try:
-            self.out.write(text)
+            self.out.write(_encodable(text, self.out))
             self.out.flush()
         except BrokenPipeError:  # the reader left (`| head`): the run goes on, its output goes nowhere
             _silence(self.out)
 
     def _write_err(self, text: str) -> None:
-        self._quiet_since = time.monotonic()
+        """A line on stderr (the status line, if drawn, wiped first); it waits while a person
+        answers an approval question."""
+        self._quiet_since, self._last_line = time.monotonic(), None
         with terminal_lock:
+            self._clear_status()
             try:
-                self.err.write(text)
+                self.err.write(_encodable(text, self.err))
                 self.err.flush()
             except BrokenPipeError:
                 _silence(self.err)
@@ -460,7 +462,6 @@ class Renderer:
     def trace(self, line: str) -> None:
         """A --verbose line on stderr."""
         with self._lock:
-            self._clear_status()
             if self.shared_tty and self._column:
                 self._end_line()
             self._write_err(self.style.paint(one_line(line, TRACE_CHARS), "2") + "\n")
@@ -568,6 +569,31 @@ def outcome_dict(outcome: Any) -> dict[str, Any]:
         return {**outcome.result.to_dict(), "error": None}
     return {"agent": outcome.agent, "answer": None, "error": str(outcome.error),
             "exit_code": getattr(outcome.error, "exit_code", 1)}
+
+
+def json_line(obj: Any) -> str:
+    """One line of JSON; text that cannot be UTF-8 (a lone surrogate) is written as escapes."""
+    line = json.dumps(obj, ensure_ascii=False)
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError:
+        line = json.dumps(obj)
+    return line + "\n"
+
+
+def _encodable(text: str, stream: Any) -> str:
+    """`text` as `stream` can encode it: surrogate halves joined (a lone one replaced), characters
+    its encoding lacks escaped."""
+    encoding = getattr(stream, "encoding", None) or "utf-8"
+    try:
+        text.encode(encoding)
+        return text
+    except (UnicodeEncodeError, LookupError):
+        text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+        try:
+            return text.encode(encoding, "backslashreplace").decode(encoding)
+        except LookupError:
+            return text
 
 
 def _event_dict(event: Progress) -> dict[str, Any]:

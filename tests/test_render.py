@@ -231,6 +231,42 @@ def test_model_text_cannot_drive_the_terminal_but_reaches_a_pipe_as_written():
     assert shown["pipe"] == text.strip() + "\n"
 
 
+def test_a_character_split_between_two_events_is_shown_whole():
+    out, jsonl = Terminal(), io.StringIO()
+    with renderer(out) as r, renderer(jsonl, output="jsonl") as j:
+        for event in (Progress("turn", "claude", "1"), Progress("text", "claude", "smile \ud83d"),
+                      Progress("text", "claude", "\ude00!\n")):
+            r.progress(event)
+            j.progress(event)
+        result = RunResult("claude", "smile \ud83d\ude00!", [], {}, None, 1)
+        r.progress(Progress("answer", "claude", result.answer, result=result))
+        r.finish([Outcome("claude", result=result)])
+    assert out.getvalue() == "smile 😀!\n"
+    lines = jsonl.getvalue().splitlines()
+    assert json.loads(lines[1])["text"] == "smile \ud83d" and lines[1].isascii()  # valid JSON, escaped
+
+
+def test_an_answer_whose_halves_arrived_apart_is_written_whole_when_piped():
+    out = io.StringIO()
+    with renderer(out) as r:
+        r.finish([Outcome("claude", result=RunResult("claude", "ok \ud83d\ude00 and \udc00", [], {}, None, 1))])
+    assert out.getvalue() == "ok 😀 and \ufffd\n"
+
+
+def test_a_stream_that_cannot_show_unicode_gets_ascii_symbols_and_escapes():
+    class Ascii(Terminal):
+        encoding = "ascii"
+
+    out, err = Ascii(), Ascii()
+    with renderer(out, err, env={"NO_COLOR": "1"}) as r:
+        r.progress(Progress("turn", "claude", "1"))
+        r.progress(Progress("text", "claude", "café\n"))
+        r.progress(Progress("call", "claude", call=call(path="naïve.txt")))
+        r.progress(Progress("result", "claude", call=call(result=ToolResult(False, error="no file 'naïve.txt'"))))
+    assert out.getvalue() == "caf\\xe9\n"
+    assert err.getvalue() == "-> crew:read_file na\\xefve.txt\n  x no file 'na\\xefve.txt'\n"
+
+
 def test_tool_lines_escape_what_the_model_wrote_in_a_call():
     err = io.StringIO()
     with renderer(err=err) as r:
@@ -394,3 +430,46 @@ def test_a_call_input_is_shown_briefly():
 def test_one_line_escapes_and_cuts():
     assert one_line("a\nb\tc\x1b") == "a\\nb\\tc\\x1b"
     assert one_line("abcdef", 4) == "abc…"
+
+
+# -- the command line ---------------------------------------------------------------------------
+
+@pytest.fixture
+def crew(tmp_path, monkeypatch):
+    """crew(*args) → click's result of `crew ARGS` in a scratch directory holding notes.txt."""
+    from click.testing import CliRunner
+
+    from crewbridge.cli import cli
+
+    (tmp_path / "notes.txt").write_text("alpha\nbeta\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    return lambda *args: CliRunner().invoke(cli, list(args), input="")
+
+
+def test_the_query_command_streams_jsonl_events_for_scripts(crew):
+    result = crew("query", "--jsonl", "@demo what is in notes.txt?")
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [e["type"] for e in events if e["type"] not in ("text",)] == ["turn", "call", "result", "turn", "answer"]
+    assert events[-1]["answer"].startswith("notes.txt has 2 non-empty lines") and result.stderr == ""
+
+
+def test_the_query_command_prints_one_json_object(crew):
+    result = crew("query", "--json", "@demo what is in notes.txt?")
+    obj = json.loads(result.stdout)
+    assert obj["agent"] == "demo" and obj["error"] is None and obj["turns"] == 2
+    assert obj["tool_calls"] == [{"name": "crew:read_file", "input": {"path": "notes.txt"}, "success": True,
+                                  "error": None}]
+
+
+def test_json_and_jsonl_together_are_refused(crew):
+    result = crew("query", "--json", "--jsonl", "@demo hi")
+    assert "--json and --jsonl were both given; choose one" in str(result.exception)
+
+
+def test_verbose_shows_the_exact_command_crew_ran(crew):
+    result = crew("query", "-v", "@demo what is in notes.txt?")
+    commands = [line for line in result.stderr.splitlines() if "] $ " in line]
+    assert len(commands) == 2 and all(line.endswith(" -m crewbridge.demo") for line in commands)
+    assert result.stdout == "notes.txt has 2 non-empty lines. It begins:\n  alpha\n  beta\n"

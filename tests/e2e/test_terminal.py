@@ -1,0 +1,192 @@
+"""What a person sees at a terminal: `crew` typed into a shell in tmux (a real pseudo-terminal,
+120×40, on a private tmux server), the real claude CLI behind it talking to the mock model server,
+and the screen read back with capture-pane."""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import stat
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from mockserver import reply
+
+pytestmark = pytest.mark.e2e
+
+WAIT = 60.0  # seconds a screen may take to show what a test waits for (a bound, not a measurement)
+SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+
+
+def block(path: str) -> str:
+    return ('```json\n{"type": "tool_use", "name": "crew:read_file", "input": {"path": "' + path + '"}}\n'
+            "```\n")
+
+
+class Screen:
+    """A shell in a tmux session of its own server: type into it, read what it shows."""
+
+    def __init__(self, env: dict[str, str], cwd: Path, rcfile: Path) -> None:
+        self.socket = f"crew-test-{uuid.uuid4().hex[:12]}"
+        self.tmux("new-session", "-d", "-x", "120", "-y", "40", "-c", str(cwd),
+                  f"bash --noprofile --rcfile {rcfile}", env=env)
+        self.shell = int(self.tmux("display-message", "-p", "#{pane_pid}").strip())
+
+    def tmux(self, *args: str, env: dict[str, str] | None = None) -> str:
+        return subprocess.run(["tmux", "-L", self.socket, "-f", os.devnull, *args], env=env, check=True,
+                              capture_output=True, text=True, timeout=30).stdout
+
+    def type(self, text: str) -> None:
+        """Type `text` and press Enter."""
+        self.tmux("send-keys", "-l", text)
+        self.tmux("send-keys", "Enter")
+
+    def press(self, key: str) -> None:
+        self.tmux("send-keys", key)
+
+    def text(self, colors: bool = False) -> str:
+        """The screen and its scrollback, wrapped lines joined (with colour codes, if asked)."""
+        return self.tmux("capture-pane", "-p", "-J", "-S", "-500", *(["-e"] if colors else []))
+
+    def wait_for(self, shows: Callable[[str], bool] | str) -> str:
+        """The screen, once it shows `shows` (a text, or a test on the screen's text)."""
+        test = shows if callable(shows) else (lambda screen: shows in screen)
+        deadline = time.monotonic() + WAIT
+        while not test(screen := self.text()):
+            if time.monotonic() > deadline:
+                pytest.fail(f"the screen never showed {shows!r}; it shows:\n{screen}", pytrace=False)
+            time.sleep(0.05)
+        return screen
+
+    def close(self) -> None:
+        """End everything started in the session (each process group), then the tmux server."""
+        for pgid in sorted({os.getpgid(pid) for pid in _descendants(self.shell)} - {os.getpgrp()}):
+            try:
+                os.killpg(pgid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True, timeout=30)
+
+
+def _descendants(root: int) -> list[int]:
+    """The processes below `root`, from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+@pytest.fixture
+def screen(cli_env, workdir, tmp_path):
+    """A shell at a terminal in `workdir`, where `crew` and the real claude (pointed at the mock) run.
+    Colours on (NO_COLOR unset), UTF-8, prompt `$ `."""
+    (workdir / "notes.txt").write_text("the secret is 42\n")
+    env = {key: value for key, value in cli_env("claude").items() if key != "NO_COLOR"}
+    env.update(PATH=f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}", LANG="C.UTF-8", LC_ALL="C.UTF-8")
+    rcfile = tmp_path / "bashrc"
+    rcfile.write_text("PS1='$ '\nHISTFILE=/dev/null\n")
+    shown = Screen(env, workdir, rcfile)
+    shown.state = Path(env["XDG_STATE_HOME"]) / "crewbridge"  # type: ignore[attr-defined]
+    try:
+        shown.wait_for("$")
+        yield shown
+    finally:
+        shown.close()
+
+
+def lines_of(screen: str) -> list[str]:
+    return [line.rstrip() for line in screen.splitlines()]
+
+
+def at_prompt(screen: str) -> bool:
+    """The chat waits for a message: its last line is the prompt."""
+    shown = [line for line in lines_of(screen) if line]
+    return bool(shown) and shown[-1] == ">"
+
+
+def test_a_query_streams_the_answer_and_shows_each_tool_call_as_one_line(screen, mock_server):
+    mock_server.script(reply("Let me read it.\n", block("notes.txt"), "The file says 7.", delay=0.2),
+                       reply("It says ", "the secret is 42.", delay=0.2))
+    screen.type('crew query "@claude what does notes.txt say?"; echo "[exit $?]"')
+    shown = lines_of(screen.wait_for("[exit 0]"))
+    start = shown.index("$ crew query \"@claude what does notes.txt say?\"; echo \"[exit $?]\"")
+    assert shown[start + 1:start + 6] == ["Let me read it.", "→ crew:read_file notes.txt", "  ✓ 1 line",
+                                          "It says the secret is 42.", "[exit 0]"]
+    text = "\n".join(shown)
+    assert "tool_use" not in text and "```" not in text and "says 7" not in text
+    assert "\x1b[36m→ crew:read_file notes.txt" in screen.text(colors=True)  # colours on a terminal
+
+
+def test_with_stdout_piped_the_answer_comes_once_and_the_tool_lines_stay_on_the_terminal(screen, mock_server):
+    mock_server.script(reply("Let me read it.\n", block("notes.txt")), "It says 42.")
+    screen.type('crew query "@claude what does notes.txt say?" | cat; echo "[exit $?]"')
+    shown = lines_of(screen.wait_for("[exit 0]"))
+    start = next(i for i, line in enumerate(shown) if line.startswith("$ crew query"))
+    assert shown[start + 1:start + 5] == ["→ crew:read_file notes.txt", "  ✓ 1 line", "It says 42.", "[exit 0]"]
+
+
+def test_a_status_line_shows_while_the_model_is_quiet_and_is_gone_afterwards(screen, mock_server):
+    mock_server.script(reply("Line one.\n", "Line two.\n", delay=2.5))
+    screen.type('crew query "@claude say two lines"; echo "[exit $?]"')
+    waiting = screen.wait_for(lambda s: re.search(f"[{SPINNER}] @claude writing \\d+s", s) is not None)
+    assert "Line one." in waiting and "Line two." not in waiting
+    shown = lines_of(screen.wait_for("[exit 0]"))
+    start = next(i for i, line in enumerate(shown) if line.startswith("$ crew query"))
+    assert shown[start + 1:start + 4] == ["Line one.", "Line two.", "[exit 0]"]  # the status line left nothing
+    assert not any(re.search(f"[{SPINNER}]|@claude writing", line) for line in shown)
+
+
+def test_crew_chat_keeps_the_context_across_two_turns(screen, mock_server):
+    mock_server.script(reply("Reading.\n", block("notes.txt")), "It says 42.", "You asked what notes.txt says.")
+    screen.type('crew chat @claude; echo "[exit $?]"')
+    screen.wait_for(at_prompt)
+    screen.type("what does notes.txt say?")
+    screen.wait_for(lambda s: "It says 42." in s and at_prompt(s))
+    screen.type("what did I ask first?")
+    screen.wait_for(lambda s: "You asked what notes.txt says." in s and at_prompt(s))
+    screen.press("C-d")
+    shown = lines_of(screen.wait_for("[exit 0]"))
+    start = next(i for i, line in enumerate(shown) if line.startswith("crew chat with @claude"))
+    assert shown[start + 1:start + 9] == [
+        "> what does notes.txt say?", "Reading.", "→ crew:read_file notes.txt", "  ✓ 1 line", "It says 42.",
+        "> what did I ask first?", "You asked what notes.txt says.", ">"]
+    last = mock_server.requests[-1]  # the second message went with the whole conversation before it
+    assert "what does notes.txt say?" in last.text() and "the secret is 42" in last.text()
+    assert last.messages()[-1] == ("user", "what did I ask first?")
+    history = screen.state / "chat_history"
+    assert history.read_text().splitlines()[-2:] == ["what does notes.txt say?", "what did I ask first?"]
+    assert stat.S_IMODE(history.stat().st_mode) == 0o600
+
+
+def test_ctrl_c_stops_a_reply_and_the_chat_goes_on(screen, mock_server):
+    mock_server.script(reply("Counting: one.\n", "two.\n", "three.\n", "four.\n", delay=1.5), "Still here.")
+    screen.type('crew chat @claude; echo "[exit $?]"')
+    screen.wait_for(at_prompt)
+    screen.type("count slowly")
+    screen.wait_for("Counting: one.")
+    screen.press("C-c")
+    screen.wait_for(lambda s: "(reply stopped)" in s and at_prompt(s))
+    screen.type("are you there?")
+    screen.wait_for(lambda s: "Still here." in s and at_prompt(s))
+    screen.type("/exit")
+    shown = "\n".join(lines_of(screen.wait_for("[exit 0]")))
+    assert "four." not in shown
+    role, text = mock_server.requests[-1].messages()[-1]
+    assert role == "user" and text.rstrip().endswith("are you there?")
+    assert "count slowly" in mock_server.requests[-1].text()  # the same conversation went on
