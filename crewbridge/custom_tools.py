@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from crewbridge.errors import ConfigError, CrewError, CrewTimeout
 from crewbridge.process import Child
@@ -32,11 +32,15 @@ class Finished:
 
 
 def run_argv(argv: list[str], *, cwd: Path | None, timeout: float, stdin: str | None = None,
-             env: dict[str, str] | None = None, limit: int = MAX_OUTPUT_CHARS) -> Finished:
+             env: dict[str, str] | None = None, limit: int = MAX_OUTPUT_CHARS,
+             started: Callable[[Child], None] | None = None) -> Finished:
     """Run `argv` (no shell) in its own process group, stdout kept up to `limit` characters.
-    The group is ended when it finishes or times out (CrewTimeout); OSError when it cannot start."""
+    The group is ended when it finishes or times out (CrewTimeout); OSError when it cannot start.
+    `started` is told the child at once (so that another thread can end it early)."""
     deadline = time.monotonic() + timeout
     child = Child(argv, cwd=cwd, env=env, stdin=stdin)
+    if started is not None:
+        started(child)
     kept: list[str] = []
     size = 0
     try:

@@ -15,6 +15,8 @@ import os
 import re
 import shlex
 import shutil
+import signal
+import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +28,7 @@ from crewbridge.providers.base import Turn
 
 if TYPE_CHECKING:
     from crewbridge.custom_tools import Finished
+    from crewbridge.process import Child
     from crewbridge.providers.base import Provider
 
 OK, WARN, FAIL = "ok", "warn", "FAIL"
@@ -70,7 +73,8 @@ def help_argv(argv: list[str]) -> list[str]:
 
 
 class Prober:
-    """Runs each distinct probe command once, all of them at the same time."""
+    """Runs each distinct probe command once, all of them at the same time. Closing it ends the
+    process groups of the runs still going (Ctrl-C must not wait for a slow CLI)."""
 
     def __init__(self, env: Mapping[str, str], cwd: Path, timeout: float) -> None:
         self.env = dict(env)
@@ -78,6 +82,9 @@ class Prober:
         self.timeout = timeout
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="crew-doctor")
         self._runs: dict[tuple[str, ...], Future[Finished]] = {}
+        self._children: list[Child] = []
+        self._lock = threading.Lock()
+        self._closed = False
 
     def start(self, argv: list[str], env: Mapping[str, str]) -> Future[Finished]:
         key = tuple(argv)
@@ -88,10 +95,31 @@ class Prober:
     def _run(self, argv: list[str], env: dict[str, str]) -> Finished:
         from crewbridge.custom_tools import run_argv
 
-        return run_argv(argv, cwd=self.cwd, timeout=self.timeout, env=env, limit=HELP_LIMIT)
+        return run_argv(argv, cwd=self.cwd, timeout=self.timeout, env=env, limit=HELP_LIMIT, started=self._started)
+
+    def _started(self, child: Child) -> None:
+        with self._lock:
+            self._children.append(child)
+            closed = self._closed
+        if closed:
+            _end(child)
 
     def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            children = list(self._children)
+        for child in children:
+            _end(child)
         self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _end(child: Child) -> None:
+    """End a probe's process group while its leader runs (once it is reaped, the id may be reused)."""
+    if child.proc.poll() is None:
+        try:
+            os.killpg(child.pgid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 @dataclass
@@ -115,9 +143,9 @@ def diagnose(config_path: Path | None = None, cwd: Path | None = None, *, env: M
     env = dict(os.environ if env is None else env)
     cwd = Path(cwd or Path.cwd())
     config, checks = _configuration(config_path, cwd)
+    subjects = _subjects(config, only)  # a name that is not a provider is an error before any line
     yield from checks
     yield from _programs(config, env)
-    subjects = _subjects(config, only)
     prober = Prober(env, cwd, timeout)
     try:
         for subject in subjects:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
+import time
 import textwrap
 from pathlib import Path
 from typing import Callable
@@ -14,7 +16,7 @@ from click.testing import CliRunner
 
 from clienv import PACKAGES, REPO
 from crewbridge.cli import cli
-from crewbridge.doctor import FAIL, OK, WARN, Check, diagnose, help_argv, option_of, options_in_help
+from crewbridge.doctor import FAIL, OK, WARN, Check, Prober, diagnose, help_argv, option_of, options_in_help
 from crewbridge.errors import UsageError
 from mockserver import MockServer
 
@@ -192,6 +194,26 @@ def test_a_help_that_lists_no_options_cannot_vouch_for_any(workdir: Path, bin_di
     fake_cli(bin_dir, "claude", help_text="usage: see the manual")
     (check,) = doctor(workdir, bin_dir, only=("claude",))["claude"]
     assert check.status == FAIL and "`claude --help` lists no options" in check.message
+
+
+def test_closing_the_prober_ends_the_runs_still_going(workdir: Path, bin_dir: Path) -> None:
+    slow = bin_dir / "slow"
+    slow.write_text(f"#!{sys.executable}\nimport os, time\n"
+                    f"open({str(bin_dir / 'pid')!r}, 'w').write(str(os.getpid()))\ntime.sleep(600)\n")
+    slow.chmod(0o755)
+    prober = Prober({}, workdir, timeout=600)
+    run = prober.start([str(slow), "--help"], {})
+    for _ in range(3000):
+        if (bin_dir / "pid").exists() and (bin_dir / "pid").read_text():
+            break
+        time.sleep(0.01)
+    else:
+        pytest.fail("the slow CLI never started")
+    prober.close()  # would wait ten minutes if the run were left to time out
+    assert run.done() and run.result().code == -signal.SIGKILL
+    pid = int((bin_dir / "pid").read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
 
 
 # --- configuration -------------------------------------------------------------------------------
