@@ -21,6 +21,7 @@ from crewbridge.errors import CLINotFound, CrewError, UsageError
 from crewbridge.loop import AgentLoop, RunResult
 from crewbridge.mentions import Mention, parse_mentions
 from crewbridge.render import Renderer, isatty
+from crewbridge.transcript import Transcript
 
 HISTORY_FILE = "chat_history"
 HISTORY_LENGTH = 1000
@@ -69,11 +70,18 @@ def run_chat(bridge: Bridge, agent: str, *, mode: str = "query", max_turns: int 
     mention = parse_agent(agent)
     bridge.config.agent(mention.agent)  # an unknown agent fails before anything starts
     reader = LineReader(stdin or sys.stdin, history or state_dir() / HISTORY_FILE)
-    with Renderer(agents=[mention.agent], prefix=bridge.config.prefix, verbose=verbose) as renderer:
-        loop = bridge._loop(mention, mode, max_turns=max_turns, timeout=timeout, approve_all=approve_all,
-                            transcript=None, on_progress=renderer.progress)
-        tools = "read-only tools" if mode == "query" else "every tool policy allows"
-        converse(Chat(loop), reader, renderer, f"crew chat with @{mention.agent} ({mode} mode: {tools}).")
+    transcript = Transcript.open(command="chat", agents=[mention.agent], mode=mode) \
+        if bridge.config.transcripts else Transcript()
+    status = "interrupted"
+    try:
+        with Renderer(agents=[mention.agent], prefix=bridge.config.prefix, verbose=verbose) as renderer:
+            loop = bridge._loop(mention, mode, max_turns=max_turns, timeout=timeout, approve_all=approve_all,
+                                transcript=transcript, on_progress=renderer.progress)
+            tools = "read-only tools" if mode == "query" else "every tool policy allows"
+            converse(Chat(loop), reader, renderer, f"crew chat with @{mention.agent} ({mode} mode: {tools}).")
+        status = "ok"
+    finally:
+        transcript.close(status)
 
 
 def converse(chat: Chat, reader: LineReader, renderer: Renderer, greeting: str) -> None:
@@ -105,6 +113,7 @@ def _turn(chat: Chat, text: str, renderer: Renderer, say: Callable[[str], None])
     except CLINotFound:
         raise  # every message would fail the same way
     except CrewError as exc:
+        chat.loop.transcript.write("error", agent=agent, message=str(exc))
         renderer.failed(agent, exc)
     finally:
         renderer.idle()

@@ -167,10 +167,11 @@ class Sent(logging.Handler):
         return [line.split(f"] {mark} ", 1)[1] for line in self.lines if f"] {mark} " in line]
 
 
-def test_a_chat_with_the_demo_agent_keeps_the_context(tmp_path, monkeypatch, capsys):
+def test_a_chat_with_the_demo_agent_keeps_the_context_and_a_transcript(tmp_path, monkeypatch, capsys):
     (tmp_path / "notes.txt").write_text("alpha\nbeta\n")
     (tmp_path / "plan.txt").write_text("ship\n")
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     with Sent() as sent:
         run_chat(Bridge(load_config(None, tmp_path), tmp_path), "@demo",
                  stdin=io.StringIO("what is in notes.txt?\nand in plan.txt?\n"), history=tmp_path / "h")
@@ -179,6 +180,11 @@ def test_a_chat_with_the_demo_agent_keeps_the_context(tmp_path, monkeypatch, cap
                    "plan.txt has 1 non-empty lines. It begins:\n  ship\n")
     prompts = sent.matching("<")  # the demo has no resume: crew replays the conversation
     assert len(prompts) == 4  # two messages, each a call and an answer
+    [transcript] = (tmp_path / "state" / "crewbridge" / "runs").glob("*.jsonl")
+    events = [json.loads(line) for line in transcript.read_text().splitlines()]
+    assert (events[0]["kind"], events[0]["command"], events[-1]["kind"], events[-1]["status"]) == \
+        ("start", "chat", "end", "ok")
+    assert [e["text"].split(" has")[0] for e in events if e["kind"] == "answer"] == ["notes.txt", "plan.txt"]
     second = prompts[2]
     assert "what is in notes.txt?" in second and "alpha" in second and second.rstrip().endswith("and in plan.txt?")
     assert second.count(CATALOGUE_MARK) == 1  # in the history only: not sent again
