@@ -15,7 +15,6 @@ the process starts with an empty assistant line, which Claude leaves out of ever
 from __future__ import annotations
 
 import itertools
-import os
 import uuid
 from pathlib import Path
 from typing import Any, Iterator
@@ -25,7 +24,7 @@ from crewbridge.errors import ProviderError
 from crewbridge.events import Event, Failure, Session
 from crewbridge.providers.base import Turn
 from crewbridge.providers.claude import ClaudeDecoder, ClaudeProvider
-from crewbridge.providers.live_process import LiveProcess, control_deadline, decode
+from crewbridge.providers.live_process import LiveConversation, LiveProcess, control_deadline, decode
 
 LIVE_FLAGS = ["--input-format", "stream-json", "--include-partial-messages"]
 
@@ -39,26 +38,20 @@ def assistant_line(text: str) -> dict[str, Any]:
             "message": {"role": "assistant", "content": [{"type": "text", "text": text}]}}
 
 
-class ClaudeLiveConversation:
+class ClaudeLiveConversation(LiveConversation):
     def __init__(self, provider: ClaudeProvider, base: Turn, *, cwd: Path,
                  env: dict[str, str] | None = None) -> None:
-        self.provider = provider
-        self.argv = provider.argv(base) + LIVE_FLAGS
-        self.cwd = cwd
-        self.env = {**os.environ, **provider.env(), **(env or {})}
-        self.session_id: str | None = None
-        self.process: LiveProcess | None = None
+        super().__init__(provider, base, provider.argv(base) + LIVE_FLAGS, cwd=cwd, env=env)
         self._requests = itertools.count(1)
         self._open = False  # a turn whose result line has not been read yet
         self._answered: dict[str, Any] = {}  # the user line the current reply answers
         self._native = False  # the current reply used one of Claude's own tools
 
     def _start(self) -> LiveProcess:
-        if self.process is None:
-            self.process = LiveProcess(self.argv, env=self.env, cwd=self.cwd,
-                                       install_hint=self.provider.install_hint)
-            self.process.write(assistant_line(""))  # an anchor for rewinding to the first message
-        return self.process
+        process, started = self._launch()
+        if started:
+            process.write(assistant_line(""))  # an anchor for rewinding to the first message
+        return process
 
     def send(self, message: str, deadline: float | None) -> Iterator[Event]:
         process = self._start()  # a CLI that is not installed raises CLINotFound from here
@@ -126,10 +119,6 @@ class ClaudeLiveConversation:
         self._finish_turn()  # that message is in the history before the reply goes in after it
         self.process.write(assistant_line(kept))
         return EXACT
-
-    def close(self) -> None:
-        if self.process is not None:
-            self.process.close()
 
 
 def _is_result(obj: dict[str, Any]) -> bool:

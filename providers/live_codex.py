@@ -11,7 +11,6 @@ injects the message and the reply cut at the block instead. Either way the histo
 from __future__ import annotations
 
 import itertools
-import os
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -20,7 +19,7 @@ from crewbridge.errors import ProviderError
 from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session, Text, Usage
 from crewbridge.providers.base import JsonLineDecoder, Turn
 from crewbridge.providers.codex import CodexProvider
-from crewbridge.providers.live_process import LiveProcess, control_deadline, decode
+from crewbridge.providers.live_process import LiveConversation, LiveProcess, control_deadline, decode
 
 CLIENT = {"name": "crewbridge", "title": "crewbridge", "version": "1"}
 SANDBOX = {"query": "read-only", "execute": "workspace-write"}
@@ -63,16 +62,10 @@ def assistant_item(text: str) -> dict[str, Any]:
     return {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}
 
 
-class CodexLiveConversation:
+class CodexLiveConversation(LiveConversation):
     def __init__(self, provider: CodexProvider, base: Turn, *, cwd: Path,
                  env: dict[str, str] | None = None) -> None:
-        self.provider = provider
-        self.base = base
-        self.argv = [provider.binary, "app-server", *base.options]
-        self.cwd = cwd
-        self.env = {**os.environ, **provider.env(), **(env or {})}
-        self.session_id: str | None = None
-        self.process: LiveProcess | None = None
+        super().__init__(provider, base, [provider.binary, "app-server", *base.options], cwd=cwd, env=env)
         self._ids = itertools.count(1)
         self._turn: str | None = None  # the current (or last) turn
         self._running = False  # turn/completed of the current turn is still to be read
@@ -81,16 +74,15 @@ class CodexLiveConversation:
         self._native = False  # the current turn ran one of Codex's own tools
 
     def _start(self) -> LiveProcess:
-        if self.process is None:
-            self.process = LiveProcess(self.argv, env=self.env, cwd=self.cwd,
-                                       install_hint=self.provider.install_hint)
+        process, started = self._launch()
+        if started:
             self._call("initialize", {"clientInfo": CLIENT, "capabilities": {"experimentalApi": True}})
-            self.process.write({"jsonrpc": "2.0", "method": "initialized"})
+            process.write({"jsonrpc": "2.0", "method": "initialized"})
             thread = self._call("thread/start", {"cwd": str(self.cwd), "model": self.base.model,
                                                  "sandbox": SANDBOX.get(self.base.mode, "read-only"),
                                                  "approvalPolicy": "never"})["thread"]
             self.session_id = thread["id"]
-        return self.process
+        return process
 
     def _request(self, method: str, params: dict[str, Any]) -> int:
         assert self.process is not None
@@ -179,7 +171,3 @@ class CodexLiveConversation:
     def _inject(self, *items: dict[str, Any]) -> None:
         """Append raw Responses API items to the thread's model-visible history."""
         self._call("thread/inject_items", {"threadId": self.session_id, "items": list(items)})
-
-    def close(self) -> None:
-        if self.process is not None:
-            self.process.close()

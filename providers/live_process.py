@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -12,7 +13,7 @@ from typing import Any, Callable
 from crewbridge.errors import ProviderError
 from crewbridge.events import Event, Notice
 from crewbridge.process import Child
-from crewbridge.providers.base import JsonLineDecoder
+from crewbridge.providers.base import JsonLineDecoder, Provider, Turn
 
 LIVE_ENV = "CREW_LIVE"  # "0" makes every provider start a fresh CLI process per turn
 CONTROL_TIMEOUT = 30.0  # seconds a live CLI gets to answer a control message between turns
@@ -81,6 +82,40 @@ class LiveProcess:
     def close(self) -> None:
         """End the whole process group (SIGTERM, then SIGKILL if it lingers)."""
         self.child.kill()
+
+
+class LiveConversation:
+    """Base of a conversation held in one long-lived CLI process (`argv`), started by the first
+    message and never after close() — which may come from another thread (Ctrl-C)."""
+
+    def __init__(self, provider: Provider, base: Turn, argv: list[str], *, cwd: Path,
+                 env: dict[str, str] | None = None) -> None:
+        self.provider = provider
+        self.base = base
+        self.argv = argv
+        self.cwd = cwd
+        self.env = {**os.environ, **provider.env(), **(env or {})}
+        self.session_id: str | None = None
+        self.process: LiveProcess | None = None
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def _launch(self) -> tuple[LiveProcess, bool]:
+        """The process, and whether it was started just now (CLINotFound when not installed)."""
+        with self._lock:
+            if self._closed:
+                raise ProviderError(f"{self.provider.name}: the conversation was already closed")
+            if self.process is not None:
+                return self.process, False
+            self.process = LiveProcess(self.argv, env=self.env, cwd=self.cwd,
+                                       install_hint=self.provider.install_hint)
+            return self.process, True
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+        if self.process is not None:
+            self.process.close()
 
 
 def decode(decoder: JsonLineDecoder, obj: dict[str, Any] | Notice) -> list[Event]:

@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 
 import pytest
 
 from crewbridge.conversation import EXACT, FULL
+from crewbridge.errors import ProviderError
 from crewbridge.events import Failure, Session, Text
 from crewbridge.providers.base import Turn
 from crewbridge.providers.claude import ClaudeProvider
@@ -19,7 +21,7 @@ REPLY = ["Reading.\n", BLOCK, "It says 7.", " Invented."]
 
 # Streams REPLY as text deltas to every user line that queries, then its result line. argv[1] is the
 # log, argv[2] a behaviour: "ok", "refuse" (the rewind fails), "native" (a native tool result comes
-# first) or "crash" (exits mid-reply).
+# first), "crash" (exits mid-reply) or "hang" (stops writing mid-reply).
 FAKE = """
 import json, sys
 log, mode = open(sys.argv[1], "a"), sys.argv[2]
@@ -43,6 +45,8 @@ for line in sys.stdin:
         if mode == "native":
             out({"type": "user", "message": {"role": "user", "content": [{"type": "tool_result"}]}})
         for n, text in enumerate(REPLY):
+            if mode == "hang" and n == 2:
+                import time; time.sleep(60)
             if mode == "crash" and n == 2:
                 sys.stderr.write("boom: lost the connection\\n")
                 sys.exit(5)
@@ -144,3 +148,21 @@ def test_a_cli_that_exits_mid_reply_is_a_failure_with_its_last_stderr_line(start
     cli = os.path.basename(sys.executable)
     assert events[-1] == Failure(f"{cli} exited with status 5: boom: lost the connection")
     assert "".join(e.text for e in events if isinstance(e, Text)) == "".join(REPLY[:2])
+
+
+def test_close_from_another_thread_ends_a_reply_in_progress_and_its_process(start):
+    conversation, _ = start("hang")
+    events = conversation.send("first", None)
+    assert next(events) == Session("S1", "m")
+    threading.Timer(0.2, conversation.close).start()  # as Ctrl-C does, from the main thread
+    rest = list(events)
+    assert isinstance(rest[-1], Failure) and "exited with status" in rest[-1].message
+    assert conversation.process.child.proc.poll() is not None
+
+
+def test_a_closed_conversation_starts_no_process(start):
+    conversation, _ = start()
+    conversation.close()
+    with pytest.raises(ProviderError, match="claude: the conversation was already closed"):
+        list(conversation.send("first", None))
+    assert conversation.process is None
