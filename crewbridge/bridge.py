@@ -105,10 +105,13 @@ class Bridge:
             transcript = Transcript.open(command=mode, agents=[m.agent for m in mentions], task=task) \
                 if self.config.transcripts else Transcript()
 
+        loops: list[AgentLoop] = []
+
         def one(mention: Mention) -> Outcome:
             try:
                 loop = self._loop(mention, mode, max_turns=max_turns, timeout=timeout,
                                   approve_all=approve_all, transcript=transcript, on_progress=on_progress)
+                loops.append(loop)
                 return Outcome(mention.agent, result=loop.run(task))
             except CrewError as exc:
                 transcript.write("error", agent=mention.agent, message=str(exc))
@@ -119,8 +122,15 @@ class Bridge:
             if len(mentions) == 1:
                 outcomes = [one(mentions[0])]
             else:
-                with ThreadPoolExecutor(max_workers=len(mentions)) as pool:
+                pool = ThreadPoolExecutor(max_workers=len(mentions))
+                try:
                     outcomes = list(pool.map(one, mentions))
+                except BaseException:  # Ctrl-C: end every agent's CLI now, rather than wait for them
+                    for loop in list(loops):
+                        loop.close()
+                    raise
+                finally:
+                    pool.shutdown(wait=False, cancel_futures=True)
             status = "ok" if all(o.error is None for o in outcomes) else "failed"
             return outcomes
         finally:

@@ -298,7 +298,10 @@ def agents_list_command(as_json: bool, config: Any) -> None:
 def main() -> None:
     try:
         cli.main(prog_name="crew", standalone_mode=False)
-    except click.exceptions.Abort:
+    except (click.exceptions.Abort, KeyboardInterrupt):  # click turns Ctrl-C into Abort
+        from crewbridge.process import end_all
+
+        end_all()  # the tools' commands too: nothing crew started outlives it
         click.echo("crew: interrupted", err=True)
         sys.exit(Interrupted.exit_code)
     except click.ClickException as exc:
@@ -309,9 +312,6 @@ def main() -> None:
     except CrewError as exc:
         click.echo(f"crew: error: {exc}", err=True)
         sys.exit(exc.exit_code)
-    except KeyboardInterrupt:
-        click.echo("crew: interrupted", err=True)
-        sys.exit(Interrupted.exit_code)
     except Exception as exc:  # a bug in crew: one line, and the traceback only on request
         if os.environ.get("CREW_DEBUG"):
             raise

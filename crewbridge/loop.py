@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 from crewbridge.catalogue import build_prompt, render_catalogue
 from crewbridge.conversation import FULL, LOST, Conversation
-from crewbridge.errors import CrewError, MaxTurnsReached, ProviderError
+from crewbridge.errors import CrewError, Interrupted, MaxTurnsReached, ProviderError
 from crewbridge.events import Failure, MessageEnd, Session, Text, Usage
 from crewbridge.extract import Extractor, ToolCall
 from crewbridge.hooks import Hooks
@@ -22,6 +22,7 @@ from crewbridge.registry import ToolContext, ToolRegistry, ToolResult
 from crewbridge.transcript import Transcript
 
 REPEAT_LIMIT = 3  # the same failing call this many times ends the run
+MAX_REPLY = 8 << 20  # characters of one reply; past this the CLI is stopped (memory stays bounded)
 
 
 @dataclass
@@ -87,6 +88,7 @@ class AgentLoop:
         self.emit = on_progress or (lambda progress: None)
         self.usage = {"input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0}
         self.failures: dict[str, int] = {}
+        self.closed = False
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix=f"crew-{agent}")
 
     def run(self, task: str) -> RunResult:
@@ -105,6 +107,8 @@ class AgentLoop:
         stays open, so a next message continues it (crew chat)."""
         records: list[CallRecord] = []
         for turn in range(1, self.max_turns + 1):
+            if self.closed:  # closed from another thread (Ctrl-C): no new turn, no new CLI
+                raise Interrupted(f"@{self.agent} was stopped")
             self.emit(Progress("turn", self.agent, str(turn)))
             self.transcript.write("prompt", agent=self.agent, turn=turn, text=message)
             reply = self._reply(message)
@@ -123,7 +127,8 @@ class AgentLoop:
         raise AssertionError("unreachable")
 
     def close(self) -> None:
-        """End the conversation and drop tool calls that have not started."""
+        """End the conversation and drop tool calls that have not started; no turn starts after this."""
+        self.closed = True
         self.conv.close()
         self._pool.shutdown(wait=False, cancel_futures=True)
 
@@ -135,12 +140,18 @@ class AgentLoop:
         pending: list[Future[ToolResult]] = []
         failure: Failure | None = None
         stopped = False
+        size = 0
         deadline = time.monotonic() + self.timeout if self.timeout else None
         events = self.conv.send(message, deadline)
         try:
             for event in events:
                 new: list[ToolCall] = []
                 if isinstance(event, Text):
+                    size += len(event.text)
+                    if size > MAX_REPLY:
+                        self.conv.stop()
+                        raise ProviderError(f"@{self.agent}: the reply passed {MAX_REPLY >> 20} MB of text; crew "
+                                            "stopped the CLI (a runaway output, not an answer)")
                     parts.append(event.text)
                     self.emit(Progress("text", self.agent, event.text))
                     new = extractor.feed(event.text)

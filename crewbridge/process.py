@@ -23,6 +23,36 @@ MAX_LINE = 8 << 20  # a longer line is cut (memory stays bounded whatever the CL
 STDERR_KEEP = 8192
 
 log = logging.getLogger(__name__)  # crew --verbose shows it: each command run, each line read and sent
+_groups: set[int] = set()  # process groups started and not yet ended: end_all() ends them on Ctrl-C
+_groups_lock = threading.Lock()
+_ending = False
+
+
+def track_group(pgid: int) -> None:
+    """Note a process group crew started (a CLI, a tool's command); once `end_all` ran, end it at once."""
+    with _groups_lock:
+        if not _ending:
+            _groups.add(pgid)
+            return
+    _signal_group(pgid, signal.SIGKILL)
+
+
+def untrack_group(pgid: int) -> None:
+    """The group was ended and its leader reaped."""
+    with _groups_lock:
+        _groups.discard(pgid)
+
+
+def end_all() -> None:
+    """Kill every process group crew started that may still run, and any started from now on: for an
+    interrupted crew, so that nothing it started outlives it."""
+    global _ending
+    with _groups_lock:
+        _ending = True
+        groups = list(_groups)
+    for pgid in groups:
+        _signal_group(pgid, signal.SIGKILL)
+
 
 
 class Child:
@@ -39,6 +69,7 @@ class Child:
             hint = f"; install it with: {install_hint}" if install_hint else "; install it or fix PATH"
             raise CLINotFound(f"'{argv[0]}' not found on PATH{hint}") from None
         self.pgid = self.proc.pid
+        track_group(self.pgid)
         self.trace("$", shlex.join(argv))
         _grow_pipe(self.proc.stdout.fileno())
         # pexpect gets its own descriptor: closing it must never close one the pipe object still owns
@@ -51,6 +82,7 @@ class Child:
         self.cut_lines = 0
         self._ready: collections.deque[str] = collections.deque()  # lines read, not yet taken
         self._pending = b""  # the start of a line whose end has not arrived
+        self._cut = False  # bytes of the current line were dropped (it passed MAX_LINE)
         self._ended = False
         if stdin is not None:
             self.trace("<", stdin)
@@ -125,18 +157,27 @@ class Child:
             return
         except pexpect.EOF:
             self._ended = True
-            if self._pending:
-                self._line(self._pending)
+            if self._pending or self._cut:
+                self._end_line(b"")
             return
         start = 0
         while (nl := chunk.find(b"\n", start)) >= 0:
-            self._line(self._pending + chunk[start:nl])
-            self._pending = b""
+            self._end_line(chunk[start:nl])
             start = nl + 1
-        self._pending += chunk[start:]
-        if len(self._pending) > MAX_LINE:
-            self.cut_lines += 1
-            self._pending = self._pending[:MAX_LINE]
+        self._add(chunk[start:])
+
+    def _add(self, piece: bytes) -> None:
+        room = MAX_LINE - len(self._pending)
+        if len(piece) > room:  # the rest of a line longer than MAX_LINE is dropped, never copied
+            self._cut = True
+            piece = piece[:room]
+        self._pending += piece
+
+    def _end_line(self, piece: bytes) -> None:
+        self._add(piece)
+        self.cut_lines += self._cut
+        self._line(self._pending)
+        self._pending, self._cut = b"", False
 
     def _line(self, raw: bytes) -> None:
         line = raw.decode("utf-8", "replace")
@@ -160,6 +201,7 @@ class Child:
                 pass
         _signal_group(self.pgid, signal.SIGKILL)  # also any grandchildren left in the group
         self.proc.wait()
+        untrack_group(self.pgid)
         self._close_stdin()
         if not self.out.closed:
             self.out.close()

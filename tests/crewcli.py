@@ -1,0 +1,141 @@
+"""The `crew` command run as a person runs it (a subprocess), and small fake CLIs for it to drive.
+
+`run_crew(args, env=…, cwd=…)` runs `python -m crewbridge ARGS` with stdin from /dev/null (or the
+given input) and returns the finished process. `crew_env(home)` is a clean environment for it: a
+scratch HOME and XDG directories (so no user crew.yaml is found and transcripts stay in the test's
+directory). `FakeModel` is a CLI described in crew.yaml under `providers:` that answers each prompt
+with the next scripted reply and records the prompts. `executable` writes any other small fake.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+CREW = [sys.executable, "-m", "crewbridge"]
+
+
+def crew_env(home: Path, **extra: str) -> dict[str, str]:
+    """This process's environment with a scratch HOME (XDG directories under it) and `extra`."""
+    home.mkdir(parents=True, exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("XDG_", "CREW_"))}
+    env.update(HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"),
+               XDG_STATE_HOME=str(home / ".local" / "state"), NO_COLOR="1", **extra)
+    return env
+
+
+def start_crew(args: Sequence[str], *, env: dict[str, str], cwd: Path,
+               stdin: int | None = subprocess.DEVNULL) -> subprocess.Popen[str]:
+    """Start `crew ARGS` in its own process group (so a test can always end all of it)."""
+    return subprocess.Popen([*CREW, *args], cwd=cwd, env=env, stdin=stdin, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def run_crew(args: Sequence[str], *, env: dict[str, str], cwd: Path, input: str | None = None,
+             timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
+    """Run `crew ARGS` to its end; stdin is /dev/null unless `input` is given."""
+    proc = start_crew(args, env=env, cwd=cwd, stdin=subprocess.DEVNULL if input is None else subprocess.PIPE)
+    try:
+        out, err = proc.communicate(input, timeout=timeout)
+    finally:
+        end_group(proc)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def end_group(proc: subprocess.Popen[str]) -> None:
+    """Kill what is left of `proc`'s process group and reap it."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
+
+
+def running(pid: int) -> bool:
+    """Whether process `pid` exists and is not a zombie (dead, waiting to be reaped)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    return "\nState:\tZ" not in status and "\nState:\tX" not in status
+
+
+def processes_in(directory: Path) -> list[str]:
+    """Live processes whose working directory is `directory` or below it, as "pid command"."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or not running(int(entry.name)):
+            continue
+        try:
+            cwd = Path(os.readlink(entry / "cwd"))
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if cwd == directory or directory in cwd.parents:
+            found.append(f"{entry.name} {command.strip()}")
+    return found
+
+
+def executable(path: Path, source: str) -> Path:
+    """A Python program at `path`, runnable as a command (its interpreter is this one)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"#!{sys.executable}\n{source}")
+    path.chmod(0o755)
+    return path
+
+
+def write_config(path: Path, **sections: Any) -> Path:
+    """A crew.yaml holding `sections` (JSON is YAML)."""
+    path.write_text(json.dumps(sections, indent=2))
+    return path
+
+
+_FAKE_MODEL = """\
+import json, sys
+from pathlib import Path
+
+base = Path(__file__)
+prompt = sys.stdin.read()
+with open(f"{base}.prompts.jsonl", "a") as log:
+    log.write(json.dumps({"prompt": prompt, "argv": sys.argv[1:]}) + "\\n")
+turn = len(Path(f"{base}.prompts.jsonl").read_text().splitlines())
+replies = json.loads(Path(f"{base}.replies.json").read_text())
+sys.stdout.write(replies[min(turn, len(replies)) - 1])
+"""
+
+
+class FakeModel:
+    """A CLI that plays a model: each run reads its prompt on stdin, records it, and prints the next
+    scripted reply (the last one again once the script runs out). Configured as a generic provider
+    and agent `name` (plain text output, no resume: crew replays the conversation each turn)."""
+
+    def __init__(self, directory: Path, name: str = "fake") -> None:
+        self.name = name
+        self.path = executable(directory / name, _FAKE_MODEL)
+        self.script("(no reply scripted)")
+
+    def script(self, *replies: str) -> None:
+        Path(f"{self.path}.replies.json").write_text(json.dumps(list(replies)))
+
+    @property
+    def prompts(self) -> list[str]:
+        log = Path(f"{self.path}.prompts.jsonl")
+        return [json.loads(line)["prompt"] for line in log.read_text().splitlines()] if log.exists() else []
+
+    @property
+    def argvs(self) -> list[list[str]]:
+        log = Path(f"{self.path}.prompts.jsonl")
+        return [json.loads(line)["argv"] for line in log.read_text().splitlines()] if log.exists() else []
+
+    def provider(self, *args: str) -> dict[str, Any]:
+        """Its `providers:` entry in crew.yaml."""
+        return {"command": [str(self.path), *args]}
+
+
+def tool_block(name: str, **data: Any) -> str:
+    """A fenced crew tool call, as a model writes it."""
+    return "```json\n" + json.dumps({"type": "tool_use", "name": name, "input": data}) + "\n```\n"

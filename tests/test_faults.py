@@ -1,0 +1,258 @@
+"""Faults of the wrapped CLI process itself, driven through the `crew` command with small fake CLIs:
+not installed, failing, hanging (with a grandchild), interrupted by Ctrl-C, flooding its output; and
+faults inside the loop: a tool that hangs, a model that never stops calling tools."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from crewcli import (FakeModel, crew_env, end_group, executable, run_crew, running, start_crew, tool_block,
+                     write_config)
+
+INSTALL = {"claude": "npm install -g @anthropic-ai/claude-code", "gemini": "npm install -g @google/gemini-cli",
+           "codex": "npm install -g @openai/codex"}
+
+# A CLI that hangs: it starts a grandchild, writes both pids to a file in $FAKE_PIDS, then waits forever.
+HANGS = """\
+import os, subprocess, time
+grandchild = subprocess.Popen(["sleep", "600"])
+path = os.path.join(os.environ["FAKE_PIDS"], str(os.getpid()))
+with open(path + ".tmp", "w") as out:
+    out.write(f"{os.getpid()} {grandchild.pid}")
+os.rename(path + ".tmp", path)
+time.sleep(600)
+"""
+
+
+@pytest.fixture
+def env(tmp_path):
+    """A clean environment whose PATH starts with tmp_path/bin, where fake CLIs go."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    (tmp_path / "pids").mkdir()
+    return crew_env(tmp_path / "home", PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+                    FAKE_PIDS=str(tmp_path / "pids"))
+
+
+@pytest.fixture
+def model(tmp_path, env):
+    """A scripted fake model CLI, agent `fake`, and the crew.yaml that configures it."""
+    fake = FakeModel(tmp_path / "bin")
+    fake.config = write_config(tmp_path / "crew.yaml", providers={"fake": fake.provider()},
+                               agents={"fake": {"provider": "fake"}})
+    return fake
+
+
+def fake_agent(tmp_path, name, source, *args):
+    """A fake CLI running `source` (with `args`), configured as agent `name`; → the crew.yaml."""
+    path = executable(tmp_path / "bin" / name, source)
+    return write_config(tmp_path / "crew.yaml", providers={name: {"command": [str(path), *args]}},
+                        agents={name: {"provider": name}})
+
+
+def hanging_clis(tmp_path):
+    """A hanging CLI as agent `hang` (generic provider), and one as `claude` on PATH; → the crew.yaml."""
+    executable(tmp_path / "bin" / "claude", HANGS)
+    return fake_agent(tmp_path, "hang", HANGS)
+
+
+def written_pids(directory: Path) -> list[int]:
+    return [int(pid) for path in directory.glob("*[0-9]") for pid in path.read_text().split()]
+
+
+def wait_for_pids(directory: Path, proc, writers: int) -> list[int]:
+    """The pids `writers` processes wrote, once they have; fails if crew ended first."""
+    while len(list(directory.glob("*[0-9]"))) < writers:
+        assert proc.poll() is None, f"crew ended before its CLIs started: {proc.communicate()}"
+        time.sleep(0.05)
+    return written_pids(directory)
+
+
+def one_line_error(stderr: str) -> str:
+    lines = [line for line in stderr.splitlines() if line.startswith("crew: ")]
+    assert lines, stderr
+    assert "Traceback" not in stderr, stderr
+    return lines[-1]
+
+
+# -- the CLI is not there ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("cli", ["claude", "gemini", "codex"])
+def test_a_cli_that_is_not_installed_is_named_with_how_to_install_it(cli, tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    done = run_crew(["query", f"@{cli} hello"], env=crew_env(tmp_path / "home", PATH=str(empty)),
+                    cwd=tmp_path)
+    assert done.returncode == 127
+    message = one_line_error(done.stderr)
+    assert f"'{cli}' not found" in message and INSTALL[cli] in message
+
+
+def test_a_configured_cli_that_is_missing_names_its_command_and_its_install_hint(tmp_path, env):
+    config = write_config(tmp_path / "crew.yaml",
+                          providers={"aider": {"command": ["aider-not-here", "--message", "{prompt}"],
+                                               "install_hint": "pipx install aider-chat"}},
+                          agents={"aider": {"provider": "aider"}})
+    done = run_crew(["query", "--config", str(config), "@aider hello"], env=env, cwd=tmp_path)
+    assert done.returncode == 127
+    message = one_line_error(done.stderr)
+    assert "'aider-not-here' not found" in message and "pipx install aider-chat" in message
+
+
+# -- the CLI fails -----------------------------------------------------------------------------------
+
+def test_a_cli_that_exits_non_zero_shows_its_own_last_words(tmp_path, env):
+    config = fake_agent(tmp_path, "broken", "import sys\n"
+                        "print('starting', file=sys.stderr)\n"
+                        "print('broken: quota exhausted for key …42; retry tomorrow', file=sys.stderr)\n"
+                        "sys.exit(2)\n")
+    done = run_crew(["query", "--config", str(config), "@broken hello"], env=env, cwd=tmp_path)
+    assert done.returncode == 3
+    message = one_line_error(done.stderr)
+    assert "@broken" in message and "status 2" in message
+    assert "broken: quota exhausted for key …42; retry tomorrow" in message
+
+
+def test_a_cli_killed_by_a_signal_is_a_failure_not_an_answer(tmp_path, env):
+    config = fake_agent(tmp_path, "dies", "import os, signal\n"
+                        "print('half an ans', flush=True)\n"
+                        "os.kill(os.getpid(), signal.SIGKILL)\n")
+    done = run_crew(["query", "--config", str(config), "@dies hello"], env=env, cwd=tmp_path)
+    assert done.returncode == 3
+    assert "@dies" in one_line_error(done.stderr)
+    assert "half an ans" not in done.stdout
+
+
+# -- the CLI hangs -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("agent", ["hang", "claude"])
+def test_timeout_ends_the_clis_whole_process_group(agent, tmp_path, env):
+    config = hanging_clis(tmp_path)
+    done = run_crew(["query", "--config", str(config), "--timeout", "1", f"@{agent} hello"], env=env,
+                    cwd=tmp_path)
+    assert done.returncode == 124
+    assert "--timeout" in one_line_error(done.stderr)
+    pids = written_pids(tmp_path / "pids")
+    assert len(pids) == 2 and [pid for pid in pids if running(pid)] == []  # the CLI and its grandchild
+
+
+# -- Ctrl-C ------------------------------------------------------------------------------------------
+
+def interrupt(args, tmp_path, env, writers=1):
+    """Start crew with `args`, Ctrl-C it once its CLIs (or tool) have written their pids; → (crew's
+    exit code, its stderr, the pids written)."""
+    proc = start_crew(args, env=env, cwd=tmp_path)
+    try:
+        pids = wait_for_pids(tmp_path / "pids", proc, writers)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        end_group(proc)
+    return proc.returncode, err, pids
+
+
+@pytest.mark.parametrize("agents", [["hang"], ["claude"], ["hang", "claude"]], ids=["generic", "claude", "both"])
+def test_ctrl_c_ends_every_cli_closes_the_transcript_and_exits_130(agents, tmp_path, env):
+    config = hanging_clis(tmp_path)
+    mentions = " ".join(f"@{agent}" for agent in agents)
+    code, err, pids = interrupt(["query", "--config", str(config), f"{mentions} hello"], tmp_path, env,
+                                writers=len(agents))
+    assert code == 130
+    assert one_line_error(err) == "crew: interrupted"
+    assert [pid for pid in pids if running(pid)] == []
+    [transcript] = (tmp_path / "home" / ".local" / "state" / "crewbridge" / "runs").glob("*.jsonl")
+    last = json.loads(transcript.read_text().splitlines()[-1])
+    assert (last["kind"], last["status"]) == ("end", "interrupted")
+
+
+def test_ctrl_c_while_a_tool_runs_ends_the_tools_command_too(model, tmp_path, env):
+    model.script(tool_block("crew:run_command", command=f"cd {tmp_path / 'pids'} && echo $$ > new && mv new 1 && exec sleep 600"),
+                 "never asked")
+    code, _, pids = interrupt(["execute", "--config", str(model.config), "@fake run it"], tmp_path, env)
+    assert code == 130
+    assert [pid for pid in pids if running(pid)] == []
+
+
+# -- output without end ------------------------------------------------------------------------------
+
+# 300 MB on stdout or stderr, in 1 KB lines or as one line without end, as plain text or as claude's
+# stream-json text events; then a short answer.
+FLOOD = """\
+import json, os, sys
+how, stream = os.environ["FLOOD"].split()
+text = "x" * 1000
+line = (json.dumps({"type": "assistant", "message": {"id": "m1", "role": "assistant",
+                    "content": [{"type": "text", "text": text}]}}) if how == "claude" else text)
+out = getattr(sys, stream).buffer
+chunk = (line + ("" if how == "endless" else "\\n")).encode() * 1024
+for _ in range(300 * 1024 * 1024 // len(chunk)):
+    out.write(chunk)
+print("\\ndone")
+"""
+
+
+def peak_rss_mb(proc) -> float:
+    """Wait for `proc` and return its peak resident set size in MB (its own, from wait4)."""
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return usage.ru_maxrss / 1024
+
+
+@pytest.mark.parametrize("how, stream", [("lines", "stdout"), ("claude", "stdout"), ("endless", "stdout"),
+                                         ("lines", "stderr")])
+def test_hundreds_of_megabytes_of_output_keep_crews_memory_bounded(how, stream, tmp_path, env):
+    config = fake_agent(tmp_path, "flood", FLOOD)
+    executable(tmp_path / "bin" / "claude", FLOOD)
+    agent = "claude" if how == "claude" else "flood"
+    proc = start_crew(["query", "--config", str(config), f"@{agent} hello"], cwd=tmp_path,
+                      env={**env, "FLOOD": f"{how} {stream}"})
+    threading.Thread(target=proc.stdout.read, daemon=True).start()  # whatever crew answers
+    try:
+        peak = peak_rss_mb(proc)
+        err = proc.stderr.read()
+    finally:
+        end_group(proc)
+    assert peak < 150, f"crew's peak RSS was {peak:.0f} MB for 300 MB of output on {stream} ({how})"
+    if how != "endless" and stream == "stdout":  # a runaway reply is stopped, not taken as the answer
+        assert proc.returncode == 3 and "MB of text" in one_line_error(err)
+
+
+# -- faults inside the loop --------------------------------------------------------------------------
+
+def test_a_tool_that_hangs_is_ended_by_its_own_timeout_and_the_loop_goes_on(model, tmp_path, env):
+    model.script(tool_block("crew:run_command", command="sleep 600 && echo never", timeout=1),
+                 "The command timed out, so I cannot say.")
+    done = run_crew(["execute", "--config", str(model.config), "@fake run it"], env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "The command timed out, so I cannot say." in done.stdout
+    follow_up = model.prompts[1]
+    assert "timed out after 1s" in follow_up and '"success": false' in follow_up
+
+
+def test_a_custom_command_tool_that_hangs_gives_an_error_result(tmp_path, env):
+    fake = FakeModel(tmp_path / "bin")
+    config = write_config(tmp_path / "crew.yaml", providers={"fake": fake.provider()},
+                          agents={"fake": {"provider": "fake"}},
+                          tools={"stall": {"command": ["sleep", "600"], "read_only": True, "timeout": 1}})
+    fake.script(tool_block("crew:stall"), "It stalled.")
+    done = run_crew(["query", "--config", str(config), "@fake try it"], env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "It stalled." in done.stdout
+    assert "timed out after 1s" in fake.prompts[1]
+
+
+def test_a_model_that_keeps_calling_tools_stops_at_max_turns_with_exit_4(model, tmp_path, env):
+    (tmp_path / "a.txt").write_text("a")
+    model.script(tool_block("crew:read_file", path="a.txt"))  # every reply, however often asked
+    done = run_crew(["query", "--config", str(model.config), "--max-turns", "3", "@fake loop"], env=env,
+                    cwd=tmp_path)
+    assert done.returncode == 4
+    assert "--max-turns" in one_line_error(done.stderr)
+    assert len(model.prompts) == 3
+
