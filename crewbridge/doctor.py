@@ -95,7 +95,11 @@ class Prober:
     def _run(self, argv: list[str], env: dict[str, str]) -> Finished:
         from crewbridge.custom_tools import run_argv
 
-        return run_argv(argv, cwd=self.cwd, timeout=self.timeout, env=env, limit=HELP_LIMIT, started=self._started)
+        try:
+            return run_argv(argv, cwd=self.cwd, timeout=self.timeout, env=env, limit=HELP_LIMIT,
+                            started=self._started)
+        except CrewTimeout:
+            raise CrewTimeout(f"no answer within {self.timeout:g}s") from None
 
     def _started(self, child: Child) -> None:
         with self._lock:
