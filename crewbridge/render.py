@@ -74,7 +74,8 @@ class TextFilter:
 
     def __init__(self, prefix: str = "crew") -> None:
         self.marker = prefix + ":"
-        self.line = ""  # the start of a line that may still become a fence line
+        self.line: list[str] = []  # the start of a line that may still become a fence line, in pieces
+        self.size = 0  # its length
         self.passing = False  # the current line cannot be a fence line: it flows through
         self.fence: tuple[str, int] | None = None  # the open fence's character and length
         self.block: list[str] | None = None  # the lines of an open candidate block
@@ -82,14 +83,19 @@ class TextFilter:
 
     def feed(self, text: str) -> str:
         """The part of `text` to show now."""
-        return "".join(self._piece(piece) for piece in text.splitlines(keepends=True))
+        shown, start = [], 0
+        while start < len(text):  # only "\n" ends a line, as for the extractor
+            end = text.find("\n", start) + 1 or len(text)
+            shown.append(self._piece(text[start:end]))
+            start = end
+        return "".join(shown)
 
     def end(self) -> str:
         """The reply ended: what is left to show (a block left open is shown unless it is a call)."""
-        shown = self._line(self.line) if self.line and not self.called else ""
+        shown = self._line("".join(self.line)) if self.line and not self.called else ""
         if self.block is not None and not self.called and not self._is_call("".join(self.block[1:])):
             shown += "".join(self.block)
-        self.line, self.passing, self.fence, self.block = "", False, None, None
+        self.line, self.size, self.passing, self.fence, self.block = [], 0, False, None, None
         return shown
 
     def _piece(self, piece: str) -> str:
@@ -99,12 +105,14 @@ class TextFilter:
         if self.passing:
             self.passing = not piece.endswith("\n")
             return piece
-        self.line += piece
-        if self.line.endswith("\n"):
-            line, self.line = self.line, ""
-            return self._line(line)
-        if self.block is None and (len(self.line) > MAX_FENCE_LINE or not _MAY_BE_FENCE.fullmatch(self.line)):
-            line, self.line, self.passing = self.line, "", True
+        self.line.append(piece)
+        self.size += len(piece)
+        if piece.endswith("\n") or (self.block is None and (
+                self.size > MAX_FENCE_LINE or not _MAY_BE_FENCE.fullmatch("".join(self.line)))):
+            line, self.line, self.size = "".join(self.line), [], 0
+            if piece.endswith("\n"):
+                return self._line(line)
+            self.passing = True  # the rest of this line flows through as it comes
             return line
         return ""
 
