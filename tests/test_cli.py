@@ -1,0 +1,201 @@
+"""The `crew` command as a person runs it: a subprocess, stdin from /dev/null (or a pipe), run in a
+scratch directory. What it prints on stdout, the one-line errors on stderr, and its exit codes."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from crewcli import FakeModel, crew_env, run_crew, tool_block, write_config
+
+
+@pytest.fixture
+def env(tmp_path):
+    return crew_env(tmp_path / "home")
+
+
+@pytest.fixture
+def crew(tmp_path, env):
+    """crew(*args, input=None) → the finished `crew ARGS`, run in tmp_path."""
+    def run(*args, input=None):
+        return run_crew(list(args), env=env, cwd=tmp_path, input=input)
+    return run
+
+
+@pytest.fixture
+def notes(tmp_path):
+    (tmp_path / "notes.txt").write_text("hello notes\nline two\n")
+
+
+@pytest.fixture
+def fake(tmp_path):
+    """Agents `fake` and `other`: scripted fake model CLIs (generic providers); `fake.config` is the
+    crew.yaml, `fake.other` the second one. `fake` takes the model as `--model {model}`."""
+    model = FakeModel(tmp_path / "bin")
+    model.other = FakeModel(tmp_path / "bin", "other")
+    model.config = str(write_config(
+        tmp_path / "crew.yaml",
+        providers={"fake": model.provider("--model", "{model}"), "other": model.other.provider()},
+        agents={"fake": {"provider": "fake", "model": "fake-default"}, "other": {"provider": "other"}}))
+    return model
+
+
+def error_line(done) -> str:
+    """crew's one-line error: the last line on stderr (after any tool lines), the only one of its kind."""
+    errors = [line for line in done.stderr.splitlines() if line.startswith("crew: ")]
+    assert len(errors) == 1 and done.stderr.endswith(errors[0] + "\n"), done.stderr
+    return errors[0]
+
+
+# -- the command itself ------------------------------------------------------------------------------
+
+def test_version_and_help(crew):
+    from crewbridge import __version__
+
+    version = crew("--version")
+    assert version.returncode == 0 and __version__ in version.stdout
+    helped = crew("--help")
+    assert helped.returncode == 0
+    for command in ("query", "execute", "prompt", "tools"):
+        assert f"\n  {command} " in helped.stdout
+
+
+# -- query and execute -------------------------------------------------------------------------------
+
+def test_query_prints_the_answer_on_stdout_and_the_tool_calls_on_stderr(crew, notes):
+    done = crew("query", "@demo what is in notes.txt?")
+    assert done.returncode == 0, done.stderr
+    assert "notes.txt has 2 non-empty lines" in done.stdout and "hello notes" in done.stdout
+    assert "crew:read_file" not in done.stdout  # the call is on stderr, not in the answer
+    assert "crew:read_file notes.txt" in done.stderr
+
+
+def test_json_prints_one_object_with_the_answer_the_calls_and_the_usage(crew, notes):
+    done = crew("query", "--json", "@demo what is in notes.txt?")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["agent"] == "demo" and "hello notes" in result["answer"]
+    assert [(c["name"], c["input"], c["success"]) for c in result["tool_calls"]] == \
+        [("crew:read_file", {"path": "notes.txt"}, True)]
+    assert {"usage", "session"} <= set(result)
+
+
+def test_piped_stdin_is_added_to_the_task_as_context(crew, fake):
+    fake.script("It failed on line 42.")
+    done = crew("query", "--config", fake.config, "@fake why did the build fail?",
+                input="ERROR at build.py:42: boom\n")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "It failed on line 42.\n"
+    [prompt] = fake.prompts
+    assert prompt.index("why did the build fail?") < prompt.index("ERROR at build.py:42: boom")
+
+
+def test_a_mention_picks_the_model_and_an_email_address_is_task_text(crew, fake):
+    fake.script("ok")
+    assert crew("query", "--config", fake.config, "@fake:big-1 mail bob@example.com").returncode == 0
+    assert crew("query", "--config", fake.config, "@fake say hi").returncode == 0
+    assert fake.argvs == [["--model", "big-1"], ["--model", "fake-default"]]
+    assert fake.prompts[0].rstrip().endswith("mail bob@example.com")
+    assert fake.other.prompts == []
+
+
+def test_several_agents_answer_in_parallel_each_under_its_label(crew, fake):
+    fake.script("from fake")
+    fake.other.script("from other")
+    done = crew("query", "--config", fake.config, "@fake @other hello")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.index("@fake") < done.stdout.index("from fake") < done.stdout.index("@other") \
+        < done.stdout.index("from other")
+    assert len(fake.prompts) == len(fake.other.prompts) == 1
+
+
+@pytest.mark.parametrize("mode", ["query", "execute"])
+def test_query_refuses_a_write_tool_and_execute_runs_it(mode, crew, fake, tmp_path):
+    fake.script(tool_block("crew:write_file", path="out.txt", content="written"), "Done.")
+    done = crew(mode, "--config", fake.config, "@fake write out.txt")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "Done.\n"
+    follow_up = fake.prompts[1]
+    if mode == "query":
+        assert not (tmp_path / "out.txt").exists()
+        assert '"success": false' in follow_up and "query" in follow_up
+    else:
+        assert (tmp_path / "out.txt").read_text() == "written"
+        assert '"success": true' in follow_up
+
+
+def test_the_same_failing_call_repeated_ends_the_run_with_exit_1(crew, fake):
+    fake.script(tool_block("crew:read_file", path="missing.txt"))  # every reply
+    done = crew("query", "--config", fake.config, "@fake read it")
+    assert done.returncode == 1
+    assert "repeated the same failing call crew:read_file" in error_line(done)
+
+
+# -- bad input: one line that says what to do, exit 2 ------------------------------------------------
+
+@pytest.mark.parametrize("args, message", [
+    (["query", "@claud hi"], "agent 'claud' not found; configured agents: claude, gemini, codex, demo"),
+    (["query", "hello"], "no agent mentioned; start the task with one"),
+    (["query", "@demo"], "no task after @demo"),
+    (["query", "--config", "nope.yaml", "@demo hi"], "config file nope.yaml not found; check the --config path"),
+    (["tools", "call", "crew:read_file", "--input", "{bad"], "--input is not valid JSON"),
+])
+def test_bad_usage_is_one_line_and_exit_2(args, message, crew):
+    done = crew(*args)
+    assert done.returncode == 2
+    assert message in error_line(done) and done.stderr.count("\n") == 1
+    assert done.stdout == ""
+
+
+@pytest.mark.parametrize("option", [["--timeout", "0"], ["--max-turns", "0"]])
+def test_an_option_out_of_range_is_refused_before_anything_runs(option, crew):
+    done = crew("query", *option, "@demo hi")
+    assert done.returncode == 2
+    assert f"Invalid value for '{option[0]}'" in done.stderr
+
+
+def test_an_invalid_crew_yaml_is_named_with_its_line_and_key(crew, tmp_path):
+    (tmp_path / "crew.yaml").write_text("agents:\n  x:\n    provider: nope\n")
+    done = crew("query", "--config", "crew.yaml", "@x hi")
+    assert done.returncode == 2
+    assert error_line(done).startswith("crew: error: crew.yaml:3: agents.x.provider: provider 'nope' is not known")
+
+
+# -- prompt and tools --------------------------------------------------------------------------------
+
+def test_prompt_prints_the_catalogue_of_the_mode_and_the_task(crew):
+    query, execute = crew("prompt", "@demo read a.txt"), crew("prompt", "--mode", "execute", "@demo read a.txt")
+    assert query.returncode == execute.returncode == 0
+    assert "crew:read_file" in query.stdout and "crew:write_file" not in query.stdout
+    assert "crew:write_file" in execute.stdout and "crew:run_command" in execute.stdout
+    assert query.stdout.rstrip().endswith("read a.txt")
+
+
+def test_tools_list_shows_the_built_in_and_the_configured_tools(crew, tmp_path):
+    config = write_config(tmp_path / "crew.yaml", tools={"count_lines": {
+        "command": ["wc", "-l", "{path}"], "description": "Count a file's lines.", "read_only": True,
+        "schema": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}})
+    done = crew("tools", "list", "--config", str(config))
+    assert done.returncode == 0, done.stderr
+    rows = {line.split()[0]: line for line in done.stdout.splitlines()}
+    assert {"crew:read_file", "crew:write_file", "crew:run_command", "crew:count_lines"} <= set(rows)
+    assert "read-only" in rows["crew:read_file"] and "read-only" not in rows["crew:write_file"]
+    assert "Count a file's lines." in rows["crew:count_lines"]
+
+
+def test_tools_show_prints_the_input_schema(crew):
+    done = crew("tools", "show", "crew:read_file")
+    assert done.returncode == 0
+    shown = json.loads(done.stdout)
+    assert shown["read_only"] is True and shown["input_schema"]["required"] == ["path"]
+
+
+def test_tools_call_prints_the_envelope_and_exits_1_when_the_tool_fails(crew, notes):
+    ok = crew("tools", "call", "crew:read_file", "--input", '{"path": "notes.txt"}')
+    assert ok.returncode == 0
+    envelope = json.loads(ok.stdout)
+    assert envelope["success"] is True and envelope["data"]["content"] == "hello notes\nline two\n"
+    failed = crew("tools", "call", "crew:read_file", "--input", '{"path": "missing.txt"}')
+    assert failed.returncode == 1
+    envelope = json.loads(failed.stdout)
+    assert envelope["success"] is False and "'missing.txt' does not exist" in envelope["error"]
