@@ -72,9 +72,10 @@ def _run(mode: str, text: tuple[str, ...], config: Any, timeout: float, max_turn
     stdin = sys.stdin
     context = stdin.read() if stdin is not None and not stdin.isatty() else None
     output = "json" if as_json else "jsonl" if as_jsonl else "text"
-    with Renderer(output=output, agents=agents, prefix=config.prefix, verbose=verbose) as renderer:
-        outcomes = Bridge(config).run(task, mode, context=context or None, max_turns=max_turns,
-                                      timeout=timeout, approve_all=approve_all, on_progress=renderer.progress)
+    bridge = Bridge(config)
+    with Renderer(output=output, agents=agents, registry=bridge.registry, verbose=verbose) as renderer:
+        outcomes = bridge.run(task, mode, context=context or None, max_turns=max_turns,
+                              timeout=timeout, approve_all=approve_all, on_progress=renderer.progress)
         renderer.finish(outcomes)
     failed = [o.error for o in outcomes if o.error is not None]
     if failed:

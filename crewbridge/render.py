@@ -46,11 +46,12 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import IO, Any, Mapping, Sequence
+from typing import IO, Any, Iterable, Mapping, Sequence
 
 from crewbridge.loop import CallRecord, Progress
 from crewbridge.policy import _prompt_lock as terminal_lock  # an approval question owns the terminal
 from crewbridge.process import log as process_log
+from crewbridge.registry import DEFAULT_PREFIX, ToolRegistry
 
 OUTPUTS = ("text", "json", "jsonl")
 MAX_FENCE_LINE = 4096  # as the extractor: a longer line is never a fence line
@@ -72,8 +73,9 @@ class TextFilter:
     until it closes, then shown unless it is a call); another language's fence holds examples, shown
     as they come. A line that may still become a fence line is held until its newline."""
 
-    def __init__(self, prefix: str = "crew") -> None:
+    def __init__(self, prefix: str = DEFAULT_PREFIX, names: Iterable[str] = ()) -> None:
         self.marker = prefix + ":"
+        self.names = frozenset(names)  # the registered tools: a call without the prefix still means one
         self.line: list[str] = []  # the start of a line that may still become a fence line, in pieces
         self.size = 0  # its length
         self.passing = False  # the current line cannot be a fence line: it flows through
@@ -154,7 +156,8 @@ class TextFilter:
             return "tool_use" in text and self.marker in text
         items = value if isinstance(value, list) else [value]
         return any(isinstance(item, dict) and isinstance(item.get("name"), str)
-                   and (item["name"].startswith(self.marker) or item.get("type") == "tool_use")
+                   and (item["name"].startswith(self.marker)
+                        or (item.get("type") == "tool_use" and item["name"] in self.names))
                    for item in items)
 
 
@@ -222,7 +225,7 @@ class Renderer:
     """Turns the loop's Progress events (and the outcomes at the end) into output. Thread-safe:
     several agents report at once. Use as a context manager, or call `close()`."""
 
-    def __init__(self, *, output: str = "text", agents: Sequence[str] = (), prefix: str = "crew",
+    def __init__(self, *, output: str = "text", agents: Sequence[str] = (), registry: ToolRegistry | None = None,
                  verbose: bool = False, out: IO[str] | None = None, err: IO[str] | None = None,
                  env: Mapping[str, str] | None = None) -> None:
         if output not in OUTPUTS:
@@ -231,7 +234,8 @@ class Renderer:
         self.output = output
         self.out = out or sys.stdout
         self.err = err or sys.stderr
-        self.prefix = prefix
+        self.prefix = registry.prefix if registry is not None else DEFAULT_PREFIX
+        self.tool_names = registry.names() if registry is not None else []
         self.style = Style.of(self.err, env)
         self.out_style = Style.of(self.out, env)
         self.labelled = len(agents) > 1
@@ -297,7 +301,7 @@ class Renderer:
 
     def _on_turn(self, agent: _Agent, event: Progress) -> None:
         self._show(agent.filter.end())
-        agent.filter = TextFilter(self.prefix)
+        agent.filter = TextFilter(self.prefix, self.tool_names)
         self._fresh, self._blank = True, 0
 
     def _on_text(self, agent: _Agent, event: Progress) -> None:
@@ -382,7 +386,7 @@ class Renderer:
             index = len(self.agents) if index is None else index
             label = self.style.paint(f"@{name}".ljust(width + 1), _COLORS[index % len(_COLORS)] + ";1") \
                 if self.labelled else ""
-            agent = self.agents[name] = _Agent(name, label, TextFilter(self.prefix))
+            agent = self.agents[name] = _Agent(name, label, TextFilter(self.prefix, self.tool_names))
         return agent
 
     def _subject(self, call: CallRecord) -> str:

@@ -7,15 +7,19 @@ import json
 import re
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from crewbridge import render
 from crewbridge.bridge import Outcome
 from crewbridge.config import load_config
 from crewbridge.errors import ProviderError
+from crewbridge.extract import Extractor
 from crewbridge.loop import CallRecord, Progress, RunResult
 from crewbridge.process import Child
 from crewbridge.registry import ToolResult
 from crewbridge.render import Renderer, TextFilter, brief, one_line, summary
+from crewbridge.tools import builtin_registry
 
 ESC = "\x1b["
 
@@ -31,8 +35,11 @@ class Terminal(io.StringIO):
         return True
 
 
+TOOLS = builtin_registry().names()
+
+
 def filtered(*chunks, prefix="crew"):
-    f = TextFilter(prefix)
+    f = TextFilter(prefix, TOOLS)
     return "".join(f.feed(c) for c in chunks) + f.end()
 
 
@@ -110,9 +117,42 @@ def test_the_prefix_decides_what_is_a_call():
     assert filtered(f"```json\n{call}\n```\n", prefix="crew") == f"```json\n{call}\n```\n"
 
 
+def test_a_registered_tool_without_the_prefix_is_a_call_another_tool_use_is_content():
+    bare = json.dumps({"type": "tool_use", "name": "read_file", "input": {"path": "a"}})
+    other = json.dumps({"type": "tool_use", "name": "Bash", "input": {"command": "ls"}})
+    assert filtered(f"Reading.\n```json\n{bare}\n```\n") == "Reading.\n"  # a call, with an error
+    assert filtered(f"Claude's own look like:\n```json\n{other}\n```\n") == \
+        f"Claude's own look like:\n```json\n{other}\n```\n"
+
+
 def test_a_block_the_reply_left_open_is_shown_unless_it_is_a_call():
     assert filtered('See:\n```json\n{"a": 1}\n') == 'See:\n```json\n{"a": 1}\n'
     assert filtered('Reading.\n```json\n{"type": "tool_use", "name": "crew:read_file", "input": {}}') == "Reading.\n"
+
+
+FRAGMENTS = ["```", "``", "~~~", "````", "json", "python", "\n", "\r\n", " ", "    ", "{", "}", "[", '"', "\\",
+             '"type": "tool_use"', '"name": "crew:read_file"', '"name": "read_file"', '"name": "Bash"',
+             '"input": {"path": "a"}', "crew:", "é", "x",
+             "\n" + block(path="a.txt"), "\n```\n[" + json.dumps({"type": "tool_use", "name": "crew:list_files",
+                                                                  "input": {}}) + "]\n```\n", "\n````md\n", "\n````\n"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.lists(st.sampled_from(FRAGMENTS), max_size=40).map("".join),
+       cuts=st.lists(st.integers(min_value=0, max_value=2000), max_size=8))
+def test_a_person_sees_the_text_before_the_first_call_or_all_of_it(text, cuts):
+    """Whatever the text and however it is split: without a call (as the extractor finds them) all
+    of it shows; with one, what shows is the text before the block that holds it."""
+    bounds = sorted({c % (len(text) + 1) for c in cuts} | {0, len(text)})
+    shown = filtered(*(text[a:b] for a, b in zip(bounds, bounds[1:])))
+    assert shown == filtered(text)
+    extractor = Extractor(builtin_registry(), "crew")
+    calls = extractor.feed(text) + extractor.finish()
+    if not calls:
+        assert shown == text
+    else:
+        assert text.startswith(shown) and calls[0].raw in text[len(shown):]
+        assert re.match(r" {0,3}(`{3,}|~{3,})", text[len(shown):])
 
 
 # -- the renderer -------------------------------------------------------------------------------
