@@ -187,7 +187,7 @@ class AgentLoop:
             done: Future[ToolResult] = Future()
             done.set_result(ToolResult(False, error=call.error, tool=call.name))
             return done
-        read_only = call.name in self.registry and self.registry.resolve(call.name).read_only
+        read_only = self.registry.resolve(call.name).read_only  # a call without error names a tool
         if read_only and all(f.done() or getattr(f, "read_only", False) for f in earlier):
             future = self._pool.submit(self._execute, call)
         else:  # a change runs after everything before it, and everything after waits for it

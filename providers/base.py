@@ -43,7 +43,7 @@ class JsonLineDecoder:
             try:
                 obj = json.loads(line)
             except ValueError as exc:
-                return [Notice("corrupt", f"not JSON ({exc.msg}): {line[:120]}")]
+                return [Notice("corrupt", f"not JSON ({getattr(exc, 'msg', exc)}): {line[:120]}")]
             except RecursionError:
                 return [Notice("corrupt", f"JSON nested too deeply: {line[:120]}")]
         if not isinstance(obj, dict):

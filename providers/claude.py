@@ -25,6 +25,8 @@ class ClaudeDecoder(JsonLineDecoder):
             if obj.get("subtype") == "init":
                 return [Session(obj.get("session_id"), obj.get("model"))]
             return [Notice("system", str(obj.get("subtype")))]
+        if obj.get("parent_tool_use_id") and kind in ("stream_event", "assistant"):
+            return [Notice("subagent", str(kind))]  # a native Task subagent wrote it, not the model we asked
         if kind == "stream_event":
             return self._stream_event(obj["event"])
         if kind == "assistant":
