@@ -97,7 +97,6 @@ def converse(chat: Chat, reader: LineReader, renderer: Renderer, greeting: str) 
             _turn(chat, text, renderer, reader.say)
     finally:
         chat.close()
-        reader.close()
 
 
 def _turn(chat: Chat, text: str, renderer: Renderer, say: Callable[[str], None]) -> None:
@@ -123,15 +122,13 @@ class LineReader:
     """The person's messages: readline with a history on a terminal, plain lines otherwise.
     Blank lines are skipped; Ctrl-C at the prompt clears the line; Ctrl-D ends."""
 
-    def __init__(self, stdin: IO[str], history: Path) -> None:
+    def __init__(self, stdin: IO[str], history: Path | None) -> None:
         self.stdin = stdin
         self.interactive = isatty(stdin)
-        self.history: Path | None = history
-        self.readline: Any = None
-        if self.interactive:
-            self.readline = _readline()
-            if self.readline is not None:
-                self._load_history()
+        self.history = history
+        self.readline: Any = _readline() if self.interactive else None
+        if self.readline is not None and history is not None:
+            self._load_history(history)
 
     def __iter__(self) -> Iterator[str]:
         while True:
@@ -163,27 +160,23 @@ class LineReader:
             sys.stderr.write(text + "\n")
             sys.stderr.flush()
 
-    def _load_history(self) -> None:
+    def _load_history(self, path: Path) -> None:
+        """Read the history; a file past HISTORY_LENGTH lines is cut to its last ones. Each line
+        is then appended as it is entered (two chats at once both keep theirs)."""
         try:
-            self.history.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            os.close(os.open(self.history, os.O_CREAT | os.O_WRONLY, 0o600))
-            self.readline.read_history_file(str(self.history))
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+            self.readline.read_history_file(str(path))
+            self.readline.set_history_length(HISTORY_LENGTH)
+            if self.readline.get_current_history_length() > HISTORY_LENGTH:
+                self.readline.write_history_file(str(path))
         except OSError:
             self.history = None  # no history kept, but the chat works
-        self.readline.set_history_length(HISTORY_LENGTH)
 
     def _remember(self) -> None:
         if self.readline is not None and self.history is not None:
             try:
                 self.readline.append_history_file(1, str(self.history))
-            except OSError:
-                pass
-
-    def close(self) -> None:
-        """Keep the history to its last HISTORY_LENGTH lines."""
-        if self.readline is not None and self.history is not None:
-            try:
-                self.readline.write_history_file(str(self.history))
             except OSError:
                 pass
 

@@ -7,11 +7,12 @@ import json
 import logging
 import os
 import re
+import stat
 
 import pytest
 
 from crewbridge.bridge import Bridge
-from crewbridge.chat import Chat, LineReader, converse, parse_agent, run_chat
+from crewbridge.chat import HISTORY_LENGTH, Chat, LineReader, converse, parse_agent, run_chat
 from crewbridge.config import AgentSpec, load_config
 from crewbridge.conversation import FULL
 from crewbridge.errors import UsageError
@@ -212,3 +213,23 @@ def test_a_chat_with_the_real_claude_resumes_its_session(tmp_path, monkeypatch, 
     last = mock_server.requests[-1]
     assert "what does notes.txt say?" in last.text() and "the secret is 42" in last.text()
     assert last.messages()[-1] == ("user", "what did I ask first?")
+
+
+class Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_the_history_file_is_private_and_kept_to_its_last_lines(tmp_path):
+    import readline
+
+    fresh = tmp_path / "state" / "chat_history"
+    LineReader(Terminal(), fresh)
+    assert stat.S_IMODE(fresh.stat().st_mode) == 0o600 and fresh.read_text() == ""
+    long = tmp_path / "long_history"
+    long.write_text("".join(f"message {n}\n" for n in range(HISTORY_LENGTH + 5)))
+    try:
+        LineReader(Terminal(), long)
+    finally:
+        readline.clear_history()
+    assert long.read_text().splitlines() == [f"message {n}" for n in range(5, HISTORY_LENGTH + 5)]
