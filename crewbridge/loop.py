@@ -178,7 +178,8 @@ class AgentLoop:
                 pending.append(self._start(call, pending))
         if failure is not None and not calls:
             self.transcript.write("error", agent=self.agent, message=failure.message)
-            raise ProviderError(f"@{self.agent}: {failure.message}")
+            message = " ".join(failure.message.split())  # one line: gemini's 429 message has two
+            raise ProviderError(f"@{self.agent}: {message}")
         return Reply("".join(parts), calls, pending, stopped)
 
     def _start(self, call: ToolCall, earlier: list[Future[ToolResult]]) -> Future[ToolResult]:

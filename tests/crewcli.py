@@ -46,6 +46,13 @@ def run_crew(args: Sequence[str], *, env: dict[str, str], cwd: Path, input: str 
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
+def error_line(stderr: str) -> str:
+    """crew's error message: one line, the last on stderr (after any tool lines), no traceback."""
+    errors = [line for line in stderr.splitlines() if line.startswith("crew: ")]
+    assert len(errors) == 1 and stderr.endswith(errors[0] + "\n"), stderr
+    return errors[0]
+
+
 def end_group(proc: subprocess.Popen[str]) -> None:
     """Kill what is left of `proc`'s process group and reap it."""
     try:
@@ -65,17 +72,20 @@ def running(pid: int) -> bool:
 
 
 def processes_in(directory: Path) -> list[str]:
-    """Live processes whose working directory is `directory` or below it, as "pid command"."""
+    """Live processes that work in `directory` or below it, or have their HOME there, as "pid command"
+    (what a test's CLIs leave running: they get a scratch HOME and work directory under tmp_path)."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or not running(int(entry.name)):
             continue
         try:
-            cwd = Path(os.readlink(entry / "cwd"))
+            places = [Path(os.readlink(entry / "cwd"))]
+            places += [Path(os.fsdecode(var[5:])) for var in (entry / "environ").read_bytes().split(b"\0")
+                       if var.startswith(b"HOME=/")]
             command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if cwd == directory or directory in cwd.parents:
+        if any(place == directory or directory in place.parents for place in places):
             found.append(f"{entry.name} {command.strip()}")
     return found
 

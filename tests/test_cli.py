@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from crewcli import FakeModel, crew_env, run_crew, tool_block, write_config
+from crewcli import FakeModel, crew_env, error_line, run_crew, tool_block, write_config
 
 
 @pytest.fixture
@@ -38,13 +38,6 @@ def fake(tmp_path):
         providers={"fake": model.provider("--model", "{model}"), "other": model.other.provider()},
         agents={"fake": {"provider": "fake", "model": "fake-default"}, "other": {"provider": "other"}}))
     return model
-
-
-def error_line(done) -> str:
-    """crew's one-line error: the last line on stderr (after any tool lines), the only one of its kind."""
-    errors = [line for line in done.stderr.splitlines() if line.startswith("crew: ")]
-    assert len(errors) == 1 and done.stderr.endswith(errors[0] + "\n"), done.stderr
-    return errors[0]
 
 
 # -- the command itself ------------------------------------------------------------------------------
@@ -128,7 +121,7 @@ def test_the_same_failing_call_repeated_ends_the_run_with_exit_1(crew, fake):
     fake.script(tool_block("crew:read_file", path="missing.txt"))  # every reply
     done = crew("query", "--config", fake.config, "@fake read it")
     assert done.returncode == 1
-    assert "repeated the same failing call crew:read_file" in error_line(done)
+    assert "repeated the same failing call crew:read_file" in error_line(done.stderr)
 
 
 # -- bad input: one line that says what to do, exit 2 ------------------------------------------------
@@ -137,13 +130,14 @@ def test_the_same_failing_call_repeated_ends_the_run_with_exit_1(crew, fake):
     (["query", "@claud hi"], "agent 'claud' not found; configured agents: claude, gemini, codex, demo"),
     (["query", "hello"], "no agent mentioned; start the task with one"),
     (["query", "@demo"], "no task after @demo"),
-    (["query", "--config", "nope.yaml", "@demo hi"], "config file nope.yaml not found; check the --config path"),
+    (["query", "--config", "nope.yaml", "@demo hi"],
+     "config file nope.yaml not found; check the --config path"),
     (["tools", "call", "crew:read_file", "--input", "{bad"], "--input is not valid JSON"),
 ])
 def test_bad_usage_is_one_line_and_exit_2(args, message, crew):
     done = crew(*args)
     assert done.returncode == 2
-    assert message in error_line(done) and done.stderr.count("\n") == 1
+    assert message in error_line(done.stderr) and done.stderr.count("\n") == 1
     assert done.stdout == ""
 
 
@@ -158,13 +152,15 @@ def test_an_invalid_crew_yaml_is_named_with_its_line_and_key(crew, tmp_path):
     (tmp_path / "crew.yaml").write_text("agents:\n  x:\n    provider: nope\n")
     done = crew("query", "--config", "crew.yaml", "@x hi")
     assert done.returncode == 2
-    assert error_line(done).startswith("crew: error: crew.yaml:3: agents.x.provider: provider 'nope' is not known")
+    assert error_line(done.stderr).startswith(
+        "crew: error: crew.yaml:3: agents.x.provider: provider 'nope' is not known")
 
 
 # -- prompt and tools --------------------------------------------------------------------------------
 
 def test_prompt_prints_the_catalogue_of_the_mode_and_the_task(crew):
-    query, execute = crew("prompt", "@demo read a.txt"), crew("prompt", "--mode", "execute", "@demo read a.txt")
+    query = crew("prompt", "@demo read a.txt")
+    execute = crew("prompt", "--mode", "execute", "@demo read a.txt")
     assert query.returncode == execute.returncode == 0
     assert "crew:read_file" in query.stdout and "crew:write_file" not in query.stdout
     assert "crew:write_file" in execute.stdout and "crew:run_command" in execute.stdout

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from crewcli import (FakeModel, crew_env, end_group, executable, run_crew, running, start_crew, tool_block,
-                     write_config)
+from crewcli import (FakeModel, crew_env, end_group, error_line, executable, run_crew, running,
+                     start_crew, tool_block, write_config)
 
-INSTALL = {"claude": "npm install -g @anthropic-ai/claude-code", "gemini": "npm install -g @google/gemini-cli",
+INSTALL = {"claude": "npm install -g @anthropic-ai/claude-code",
+           "gemini": "npm install -g @google/gemini-cli",
            "codex": "npm install -g @openai/codex"}
 
 # A CLI that hangs: it starts a grandchild, writes both pids to a file in $FAKE_PIDS, then waits forever.
@@ -74,13 +75,6 @@ def wait_for_pids(directory: Path, proc, writers: int) -> list[int]:
     return written_pids(directory)
 
 
-def one_line_error(stderr: str) -> str:
-    lines = [line for line in stderr.splitlines() if line.startswith("crew: ")]
-    assert lines, stderr
-    assert "Traceback" not in stderr, stderr
-    return lines[-1]
-
-
 # -- the CLI is not there ----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("cli", ["claude", "gemini", "codex"])
@@ -90,7 +84,7 @@ def test_a_cli_that_is_not_installed_is_named_with_how_to_install_it(cli, tmp_pa
     done = run_crew(["query", f"@{cli} hello"], env=crew_env(tmp_path / "home", PATH=str(empty)),
                     cwd=tmp_path)
     assert done.returncode == 127
-    message = one_line_error(done.stderr)
+    message = error_line(done.stderr)
     assert f"'{cli}' not found" in message and INSTALL[cli] in message
 
 
@@ -101,7 +95,7 @@ def test_a_configured_cli_that_is_missing_names_its_command_and_its_install_hint
                           agents={"aider": {"provider": "aider"}})
     done = run_crew(["query", "--config", str(config), "@aider hello"], env=env, cwd=tmp_path)
     assert done.returncode == 127
-    message = one_line_error(done.stderr)
+    message = error_line(done.stderr)
     assert "'aider-not-here' not found" in message and "pipx install aider-chat" in message
 
 
@@ -114,7 +108,7 @@ def test_a_cli_that_exits_non_zero_shows_its_own_last_words(tmp_path, env):
                         "sys.exit(2)\n")
     done = run_crew(["query", "--config", str(config), "@broken hello"], env=env, cwd=tmp_path)
     assert done.returncode == 3
-    message = one_line_error(done.stderr)
+    message = error_line(done.stderr)
     assert "@broken" in message and "status 2" in message
     assert "broken: quota exhausted for key …42; retry tomorrow" in message
 
@@ -125,7 +119,7 @@ def test_a_cli_killed_by_a_signal_is_a_failure_not_an_answer(tmp_path, env):
                         "os.kill(os.getpid(), signal.SIGKILL)\n")
     done = run_crew(["query", "--config", str(config), "@dies hello"], env=env, cwd=tmp_path)
     assert done.returncode == 3
-    assert "@dies" in one_line_error(done.stderr)
+    assert "@dies" in error_line(done.stderr)
     assert "half an ans" not in done.stdout
 
 
@@ -137,7 +131,7 @@ def test_timeout_ends_the_clis_whole_process_group(agent, tmp_path, env):
     done = run_crew(["query", "--config", str(config), "--timeout", "1", f"@{agent} hello"], env=env,
                     cwd=tmp_path)
     assert done.returncode == 124
-    assert "--timeout" in one_line_error(done.stderr)
+    assert "--timeout" in error_line(done.stderr)
     pids = written_pids(tmp_path / "pids")
     assert len(pids) == 2 and [pid for pid in pids if running(pid)] == []  # the CLI and its grandchild
 
@@ -157,14 +151,15 @@ def interrupt(args, tmp_path, env, writers=1):
     return proc.returncode, err, pids
 
 
-@pytest.mark.parametrize("agents", [["hang"], ["claude"], ["hang", "claude"]], ids=["generic", "claude", "both"])
+@pytest.mark.parametrize("agents", [["hang"], ["claude"], ["hang", "claude"]],
+                         ids=["generic", "claude", "both"])
 def test_ctrl_c_ends_every_cli_closes_the_transcript_and_exits_130(agents, tmp_path, env):
     config = hanging_clis(tmp_path)
     mentions = " ".join(f"@{agent}" for agent in agents)
     code, err, pids = interrupt(["query", "--config", str(config), f"{mentions} hello"], tmp_path, env,
                                 writers=len(agents))
     assert code == 130
-    assert one_line_error(err) == "crew: interrupted"
+    assert error_line(err) == "crew: interrupted"
     assert [pid for pid in pids if running(pid)] == []
     [transcript] = (tmp_path / "home" / ".local" / "state" / "crewbridge" / "runs").glob("*.jsonl")
     last = json.loads(transcript.read_text().splitlines()[-1])
@@ -172,8 +167,8 @@ def test_ctrl_c_ends_every_cli_closes_the_transcript_and_exits_130(agents, tmp_p
 
 
 def test_ctrl_c_while_a_tool_runs_ends_the_tools_command_too(model, tmp_path, env):
-    model.script(tool_block("crew:run_command", command=f"cd {tmp_path / 'pids'} && echo $$ > new && mv new 1 && exec sleep 600"),
-                 "never asked")
+    command = f"cd {tmp_path / 'pids'} && echo $$ > new && mv new 1 && exec sleep 600"
+    model.script(tool_block("crew:run_command", command=command), "never asked")
     code, _, pids = interrupt(["execute", "--config", str(model.config), "@fake run it"], tmp_path, env)
     assert code == 130
     assert [pid for pid in pids if running(pid)] == []
@@ -220,7 +215,7 @@ def test_hundreds_of_megabytes_of_output_keep_crews_memory_bounded(how, stream, 
         end_group(proc)
     assert peak < 150, f"crew's peak RSS was {peak:.0f} MB for 300 MB of output on {stream} ({how})"
     if how != "endless" and stream == "stdout":  # a runaway reply is stopped, not taken as the answer
-        assert proc.returncode == 3 and "MB of text" in one_line_error(err)
+        assert proc.returncode == 3 and "MB of text" in error_line(err)
 
 
 # -- faults inside the loop --------------------------------------------------------------------------
@@ -253,6 +248,6 @@ def test_a_model_that_keeps_calling_tools_stops_at_max_turns_with_exit_4(model, 
     done = run_crew(["query", "--config", str(model.config), "--max-turns", "3", "@fake loop"], env=env,
                     cwd=tmp_path)
     assert done.returncode == 4
-    assert "--max-turns" in one_line_error(done.stderr)
+    assert "--max-turns" in error_line(done.stderr)
     assert len(model.prompts) == 3
 

@@ -12,25 +12,10 @@ import pytest
 
 from clienv import cli_env as build_env
 from clienv import require_cli
-from crewcli import run_crew, tool_block
+from crewcli import processes_in, run_crew, tool_block
 from mockserver import MockServer, reply
 
 pytestmark = pytest.mark.e2e
-
-SECRET = "the launch code is 7-4-1"  # only notes.txt holds it: no model could guess it
-
-
-@pytest.fixture
-def crew(cli_env, workdir):
-    """crew(cli, *args) → the finished `crew ARGS` in the work directory, with `cli`'s scratch env."""
-    def run(cli, *args):
-        return run_crew(list(args), env=cli_env(cli), cwd=workdir)
-    return run
-
-
-@pytest.fixture
-def notes(workdir):
-    (workdir / "notes.txt").write_text(SECRET + "\n")
 
 
 def last_message(request) -> str:
@@ -50,8 +35,8 @@ def test_an_answer_that_needs_a_file_only_a_crew_tool_can_read(cli, crew, mock_s
     assert done.returncode == 0, done.stderr
     assert done.stdout == "The code is 7-4-1.\n"
     first, second = mock_server.requests
-    assert SECRET not in first.text()
-    assert SECRET in second.text() and "what does notes.txt say?" in second.text()
+    assert notes not in first.text()
+    assert notes in second.text() and "what does notes.txt say?" in second.text()
 
 
 def test_a_chain_list_files_then_read_file_then_the_answer(cli, crew, mock_server, workdir):
@@ -79,12 +64,13 @@ def test_model_mistakes_go_back_with_how_to_fix_them_and_are_corrected(cli, crew
     _, errors, read = mock_server.requests
     assert "unknown tool 'crew:read_fil'; did you mean 'crew:read_file'?" in last_message(errors)
     assert "at $.path: 42 is not of type 'string'" in last_message(errors)
-    assert SECRET in last_message(read) and SECRET not in errors.text()
+    assert notes in last_message(read) and notes not in errors.text()
 
 
 @pytest.mark.parametrize("mode", ["query", "execute"])
 def test_query_refuses_a_write_tool_and_execute_runs_it(mode, cli, crew, mock_server, workdir):
-    mock_server.script(tool_block("crew:write_file", path="out.txt", content="written by the model\n"), "Done.")
+    mock_server.script(tool_block("crew:write_file", path="out.txt", content="written by the model\n"),
+                       "Done.")
     done = crew(cli, mode, f"@{cli} write out.txt")
     assert done.returncode == 0, done.stderr
     assert done.stdout == "Done.\n"
@@ -106,9 +92,10 @@ def test_claude_and_gemini_run_in_parallel_each_answer_under_its_label(tmp_path,
         mock_server.script(tool_block("crew:read_file", path="notes.txt"), "Claude: the code is 7-4-1.")
         gemini_mock.script(tool_block("crew:read_file", path="plan.txt"), "Gemini: we ship on Friday.")
         done = run_crew(["query", "@claude @gemini what do the files say?"], env=env, cwd=workdir)
+    assert processes_in(tmp_path) == []
     assert not gemini_mock.problems, gemini_mock.problems
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert out.index("@claude") < out.index("Claude: the code is 7-4-1.") < out.index("@gemini") \
         < out.index("Gemini: we ship on Friday.")
-    assert SECRET in mock_server.requests[1].text() and "ship on friday" in gemini_mock.requests[1].text()
+    assert notes in mock_server.requests[1].text() and "ship on friday" in gemini_mock.requests[1].text()
