@@ -4,6 +4,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any, Callable
@@ -11,7 +12,7 @@ from typing import Any, Callable
 import click
 
 from crewbridge import __version__
-from crewbridge.errors import CrewError, Interrupted, UsageError
+from crewbridge.errors import CrewError, UsageError
 
 
 def config_option(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -296,15 +297,28 @@ def agents_list_command(as_json: bool, config: Any) -> None:
         click.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[3])
 
 
+_stopped_by = signal.SIGINT  # the signal that stopped crew; it exits with 128 + its number
+
+
+def _stop(signum: int, frame: Any) -> None:
+    """SIGTERM and SIGHUP stop crew as Ctrl-C does (else its CLIs, in their own sessions, run on)."""
+    global _stopped_by
+    _stopped_by = signal.Signals(signum)
+    raise KeyboardInterrupt
+
+
 def main() -> None:
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _stop)
     try:
         cli.main(prog_name="crew", standalone_mode=False)
     except (click.exceptions.Abort, KeyboardInterrupt):  # click turns Ctrl-C into Abort
         from crewbridge.process import end_all
 
         end_all()  # the tools' commands too: nothing crew started outlives it
-        click.echo("crew: interrupted", err=True)
-        sys.exit(Interrupted.exit_code)
+        click.echo("crew: interrupted" if _stopped_by == signal.SIGINT else
+                   f"crew: stopped by {_stopped_by.name}", err=True)
+        sys.exit(128 + _stopped_by)
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)

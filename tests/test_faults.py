@@ -138,13 +138,13 @@ def test_timeout_ends_the_clis_whole_process_group(agent, tmp_path, env):
 
 # -- Ctrl-C ------------------------------------------------------------------------------------------
 
-def interrupt(args, tmp_path, env, writers=1):
-    """Start crew with `args`, Ctrl-C it once its CLIs (or tool) have written their pids; → (crew's
-    exit code, its stderr, the pids written)."""
+def interrupt(args, tmp_path, env, writers=1, sig=signal.SIGINT):
+    """Start crew with `args`, Ctrl-C it (or send `sig`) once its CLIs (or tool) have written their
+    pids; → (crew's exit code, its stderr, the pids written)."""
     proc = start_crew(args, env=env, cwd=tmp_path)
     try:
         pids = wait_for_pids(tmp_path / "pids", proc, writers)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         _, err = proc.communicate(timeout=30)
     finally:
         end_group(proc)
@@ -164,6 +164,15 @@ def test_ctrl_c_ends_every_cli_closes_the_transcript_and_exits_130(agents, tmp_p
     [transcript] = (tmp_path / "home" / ".local" / "state" / "crewbridge" / "runs").glob("*.jsonl")
     last = json.loads(transcript.read_text().splitlines()[-1])
     assert (last["kind"], last["status"]) == ("end", "interrupted")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_or_sighup_stop_crew_as_ctrl_c_does(sig, tmp_path, env):
+    config = hanging_clis(tmp_path)
+    code, err, pids = interrupt(["query", "--config", str(config), "@hang hello"], tmp_path, env, sig=sig)
+    assert code == 128 + sig
+    assert error_line(err) == f"crew: stopped by {sig.name}"
+    assert [pid for pid in pids if running(pid)] == []
 
 
 def test_ctrl_c_while_a_tool_runs_ends_the_tools_command_too(model, tmp_path, env):
