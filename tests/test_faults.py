@@ -63,6 +63,11 @@ def hanging_clis(tmp_path):
     return fake_agent(tmp_path, "hang", HANGS)
 
 
+def sleeper(tmp_path) -> str:
+    """A shell command that writes its pid where `written_pids` finds it, then sleeps for 10 minutes."""
+    return f"cd {tmp_path / 'pids'} && echo $$ > new && mv new 1 && exec sleep 600"
+
+
 def written_pids(directory: Path) -> list[int]:
     return [int(pid) for path in directory.glob("*[0-9]") for pid in path.read_text().split()]
 
@@ -176,8 +181,7 @@ def test_sigterm_or_sighup_stop_crew_as_ctrl_c_does(sig, tmp_path, env):
 
 
 def test_ctrl_c_while_a_tool_runs_ends_the_tools_command_too(model, tmp_path, env):
-    command = f"cd {tmp_path / 'pids'} && echo $$ > new && mv new 1 && exec sleep 600"
-    model.script(tool_block("crew:run_command", command=command), "never asked")
+    model.script(tool_block("crew:run_command", command=sleeper(tmp_path)), "never asked")
     code, _, pids = interrupt(["execute", "--config", str(model.config), "@fake run it"], tmp_path, env)
     assert code == 130
     assert [pid for pid in pids if running(pid)] == []
@@ -230,25 +234,30 @@ def test_hundreds_of_megabytes_of_output_keep_crews_memory_bounded(how, stream, 
 # -- faults inside the loop --------------------------------------------------------------------------
 
 def test_a_tool_that_hangs_is_ended_by_its_own_timeout_and_the_loop_goes_on(model, tmp_path, env):
-    model.script(tool_block("crew:run_command", command="sleep 600 && echo never", timeout=1),
+    model.script(tool_block("crew:run_command", command=sleeper(tmp_path), timeout=1),
                  "The command timed out, so I cannot say.")
     done = run_crew(["execute", "--config", str(model.config), "@fake run it"], env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "The command timed out, so I cannot say." in done.stdout
     follow_up = model.prompts[1]
     assert "timed out after 1s" in follow_up and '"success": false' in follow_up
+    [pid] = written_pids(tmp_path / "pids")
+    assert not running(pid)
 
 
 def test_a_custom_command_tool_that_hangs_gives_an_error_result(tmp_path, env):
     fake = FakeModel(tmp_path / "bin")
     config = write_config(tmp_path / "crew.yaml", providers={"fake": fake.provider()},
                           agents={"fake": {"provider": "fake"}},
-                          tools={"stall": {"command": ["sleep", "600"], "read_only": True, "timeout": 1}})
+                          tools={"stall": {"command": ["sh", "-c", sleeper(tmp_path)], "read_only": True,
+                                           "timeout": 1}})
     fake.script(tool_block("crew:stall"), "It stalled.")
     done = run_crew(["query", "--config", str(config), "@fake try it"], env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "It stalled." in done.stdout
     assert "timed out after 1s" in fake.prompts[1]
+    [pid] = written_pids(tmp_path / "pids")
+    assert not running(pid)
 
 
 def test_a_model_that_keeps_calling_tools_stops_at_max_turns_with_exit_4(model, tmp_path, env):
