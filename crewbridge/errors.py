@@ -24,7 +24,7 @@ class AgentNotFound(UsageError):
     """A mention names an agent that is not configured."""
 
 
-class ToolNotFound(CrewError):
+class ToolNotFound(UsageError):
     """A tool name that is not registered."""
 
 

@@ -113,6 +113,9 @@ class AgentLoop:
             self.transcript.write("prompt", agent=self.agent, turn=turn, text=message)
             reply = self._reply(message)
             if not reply.calls:
+                if not reply.text.strip():
+                    raise ProviderError(f"@{self.agent} ended its reply without a word (the CLI printed no "
+                                        "text); crew --verbose shows what it did print")
                 self.transcript.write("answer", agent=self.agent, text=reply.text, usage=self.usage)
                 result = RunResult(self.agent, reply.text.strip(), records, dict(self.usage), self.conv.session_id,
                                    turn)

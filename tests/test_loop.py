@@ -263,3 +263,8 @@ def test_read_only_calls_in_one_reply_run_in_parallel(registry, tmp_path):
     reply = text(block("crew:read_file", path="notes.txt") + block("crew:read_file", path="notes.txt"))
     result = make_loop(Script(reply, text("ok")), registry, tmp_path).run("t")
     assert [c.result.success for c in result.tool_calls] == [True, True]
+
+
+def test_an_empty_reply_is_a_failure_not_an_empty_answer(registry, tmp_path):
+    with pytest.raises(ProviderError, match="@claude ended its reply without a word"):
+        make_loop(Script(text("  \n")), registry, tmp_path).run("t")
