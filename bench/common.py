@@ -1,5 +1,5 @@
 """What every figure shares: the result row, repeated timing with medians and spreads, timed child
-processes, and the scratch and mock-server plumbing (reused from tests/)."""
+processes, and the scratch folder. The mock model server and CLI environments come from tests/."""
 from __future__ import annotations
 
 import os
@@ -12,13 +12,13 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 REPO = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
 CREW = str(Path(PYTHON).with_name("crew"))
 if str(REPO / "tests") not in sys.path:
-    sys.path.insert(0, str(REPO / "tests"))  # mockserver, clienv: the test harness for the real CLIs
+    sys.path.insert(0, str(REPO / "tests"))  # mockserver, clienv: the harness for the real CLIs
 
 
 @dataclass
@@ -33,25 +33,23 @@ class Settings:
 
 @dataclass
 class Row:
-    """One printed figure: `value` (a median) against `target`, optionally as a ratio to `baseline`."""
+    """One printed figure: `value` (a median), as a ratio to `baseline` when there is one."""
 
     figure: str
     what: str
     value: float
     unit: str = ""
     baseline: float | None = None  # the median of the baseline, in `unit`
-    ratio: float | None = None  # value / baseline (the median of paired ratios when timed in pairs)
-    target: float | None = None  # upper bound on `ratio` when a baseline is given, else on `value`
+    ratio: float | None = None  # the median of the paired ratios value / baseline
+    target: float | None = None  # upper bound on `ratio` when there is one, else on `value`
     spread: str = ""  # how much the runs varied
     note: str = ""
 
     @property
-    def measured(self) -> float:
-        return self.ratio if self.ratio is not None else self.value
-
-    @property
     def ok(self) -> bool | None:
-        return None if self.target is None else self.measured <= self.target
+        if self.target is None:
+            return None
+        return (self.ratio if self.ratio is not None else self.value) <= self.target
 
 
 def median(values: Sequence[float]) -> float:
@@ -59,10 +57,10 @@ def median(values: Sequence[float]) -> float:
 
 
 def spread(values: Sequence[float], unit: str = "", scale: float = 1.0) -> str:
-    """`n=5 2.1–2.6 ms`: the number of runs and their range."""
+    """`n=5 2.10–2.60 ms`: the number of runs and their range (`unit` as written after it)."""
     if len(values) == 1:
         return "n=1"
-    return f"n={len(values)} {fmt(min(values) * scale)}–{fmt(max(values) * scale)}{' ' + unit if unit else ''}"
+    return f"n={len(values)} {fmt(min(values) * scale)}–{fmt(max(values) * scale)}{unit}"
 
 
 def fmt(value: float) -> str:
@@ -76,17 +74,10 @@ def fmt(value: float) -> str:
     return f"{value:.2f}" if magnitude >= 0.1 else f"{value:.3f}"
 
 
-def repeat(func: Callable[[], float], runs: int, warmup: int = 1) -> list[float]:
-    """`func()` (which returns one measurement) `warmup` times unrecorded, then `runs` times."""
-    for _ in range(warmup):
-        func()
-    return [func() for _ in range(runs)]
-
-
 def paired(ours: Callable[[], float], base: Callable[[], float], runs: int,
            warmup: int = 1) -> tuple[list[float], list[float], list[float]]:
-    """Alternate the two measurements (order swapped every run, so drift and load hit both alike);
-    (ours, base, ours/base per pair)."""
+    """Alternate the two measurements, the order swapped every run so that drift and load hit
+    both alike, after `warmup` unrecorded pairs: (ours, base, ours/base per pair)."""
     for _ in range(warmup):
         base()
         ours()
@@ -101,11 +92,11 @@ def paired(ours: Callable[[], float], base: Callable[[], float], runs: int,
     return mine, theirs, [a / b for a, b in zip(mine, theirs)]
 
 
-def ratio_row(figure: str, what: str, mine: list[float], theirs: list[float], ratios: list[float], *,
-              unit: str, scale: float, target: float, note: str = "") -> Row:
-    """A row for paired measurements: medians in `unit` (seconds × `scale`), the median ratio."""
-    return Row(figure, what, median(mine) * scale, unit, median(theirs) * scale, median(ratios), target,
-               spread(ratios, "×"), note)
+def ratio_row(figure: str, what: str, mine: list[float], theirs: list[float], ratios: list[float],
+              *, unit: str, scale: float, target: float, note: str = "") -> Row:
+    """A row for paired measurements in seconds: medians in `unit` (× `scale`), the median ratio."""
+    return Row(figure, what, median(mine) * scale, unit, median(theirs) * scale, median(ratios),
+               target, spread(ratios, "×"), note)
 
 
 @dataclass
@@ -117,17 +108,19 @@ class Timed:
     stderr: bytes
 
 
-def run_timed(argv: list[str], *, env: dict[str, str] | None = None, cwd: Path | None = None,
+def run_timed(argv: list[str], *, env: Mapping[str, str] | None = None, cwd: Path | None = None,
               stdin: bytes = b"", timeout: float = 120.0) -> Timed:
-    """Run a command (in its own process group) to its end; reaped with os.wait4, so its CPU time
-    is exact. Output goes through files: nothing blocks on a full pipe, no reader thread competes."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, tempfile.TemporaryFile() as inp:
+    """Run a command in its own process group to its end; reaped with os.wait4, so its CPU time is
+    exact. Output goes through files: nothing blocks on a full pipe, no reader thread competes."""
+    env = with_bytecode(os.environ if env is None else env)
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
+            tempfile.TemporaryFile() as inp:
         inp.write(stdin)
         inp.seek(0)
         start = time.perf_counter()
         proc = subprocess.Popen(argv, env=env, cwd=cwd, stdin=inp, stdout=out, stderr=err,
                                 start_new_session=True)
-        timer = threading.Timer(timeout, _signal, (proc.pid, signal.SIGKILL))
+        timer = threading.Timer(timeout, kill_group, (proc.pid,))
         timer.start()
         try:
             _, status, usage = os.wait4(proc.pid, 0)
@@ -135,21 +128,32 @@ def run_timed(argv: list[str], *, env: dict[str, str] | None = None, cwd: Path |
             timer.cancel()
         wall = time.perf_counter() - start
         proc.returncode = os.waitstatus_to_exitcode(status)
-        _signal(proc.pid, signal.SIGKILL)  # anything it left behind in its group
+        kill_group(proc.pid)  # anything it left behind in its group
         out.seek(0)
         err.seek(0)
         return Timed(wall, usage.ru_utime + usage.ru_stime, proc.returncode, out.read(), err.read())
 
 
-def _signal(pgid: int, sig: int) -> None:
+def with_bytecode(env: Mapping[str, str]) -> dict[str, str]:
+    """`env` for a Python command timed as users run it. An installed package has its bytecode,
+    but PYTHONDONTWRITEBYTECODE (set in some dev shells) would make every run compile crewbridge's
+    modules from source again (~0.1 s). Bytecode goes to a scratch folder, not the source tree."""
+    env = {k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(scratch("pycache"))
+    return env
+
+
+def kill_group(pgid: int) -> None:
+    """SIGKILL a process group (started with start_new_session) that may already be gone."""
     try:
-        os.killpg(pgid, sig)
+        os.killpg(pgid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
 
 
 def scratch(name: str) -> Path:
-    """A cache directory for generated inputs, kept between runs (they take seconds to write)."""
-    path = Path(os.environ.get("CREW_BENCH_DIR") or Path(tempfile.gettempdir()) / "crewbridge-bench") / name
+    """A cache folder for generated inputs, kept between runs (they take seconds to write)."""
+    root = os.environ.get("CREW_BENCH_DIR") or Path(tempfile.gettempdir()) / "crewbridge-bench"
+    path = Path(root) / name
     path.mkdir(parents=True, exist_ok=True)
     return path

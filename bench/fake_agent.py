@@ -8,7 +8,8 @@ at once measure crew, not the machine.
 import sys
 import time
 
-CALL = '```json\n{"type": "tool_use", "name": "crew:read_file", "input": {"path": "notes.txt"}}\n```\n'
+CALL = ('```json\n{"type": "tool_use", "name": "crew:read_file", "input": {"path": "notes.txt"}}'
+        "\n```\n")
 
 
 def main() -> None:

@@ -1,5 +1,5 @@
 """Running crew's agent loop in this process against a CLI the benchmark chooses: a fake one (any
-argv, decoded as claude stream-json or text) or the real claude CLI talking to the mock model server."""
+argv, its output decoded as claude stream-json) or the real claude CLI talking to the mock model."""
 from __future__ import annotations
 
 import contextlib
@@ -47,7 +47,8 @@ def claude_conversation(env: dict[str, str], cwd: Path, mode: str = "query") -> 
 def run_loop(conversation: Conversation, registry: ToolRegistry, task: str, workdir: Path, *,
              mode: str = "query", compact: bool | None = False, **options: Any) -> RunResult:
     policy = Policy(AgentSpec(id="bench", provider="bench"), mode)
-    loop = AgentLoop("bench", conversation, registry, policy, workdir=workdir, compact=compact, **options)
+    loop = AgentLoop("bench", conversation, registry, policy, workdir=workdir, compact=compact,
+                     **options)
     return loop.run(task)
 
 
@@ -60,7 +61,7 @@ def claude_env() -> Iterator[tuple[Any, dict[str, str], Path]]:
 
     binary = REPO / "node_modules" / ".bin" / "claude"
     if not binary.exists():
-        raise RuntimeError(f"the real claude CLI is not installed at {binary}; run `npm ci` in {REPO}")
+        raise RuntimeError(f"the real claude CLI is not in {binary.parent}; run `npm ci` in {REPO}")
     home = Path(tempfile.mkdtemp(prefix="crew-bench-"))
     try:
         with MockServer() as mock:

@@ -35,28 +35,25 @@ def rss_mb(field: str) -> float:
 
 
 def worker(path: Path, way: str) -> dict[str, float]:
+    from bench.harness import fake_conversation, run_loop
+    from crewbridge.errors import ProviderError
     from crewbridge.events import MessageEnd, Text
     from crewbridge.extract import Extractor
     from crewbridge.providers.claude import ClaudeDecoder
     from crewbridge.registry import ToolRegistry
 
-    if way == "loop":
-        from bench.harness import fake_conversation, run_loop
-    from crewbridge.errors import ProviderError
-
     baseline = rss_mb("VmRSS")
-    Path("/proc/self/clear_refs").write_text("5")  # the peak so far (imports) is forgotten: VmHWM = VmRSS
-    stopped = False
+    Path("/proc/self/clear_refs").write_text("5")  # forget the peak of the imports: VmHWM = VmRSS
+    chars, stopped = 0, False
     if way == "loop":
         try:
-            result = run_loop(fake_conversation(["cat", str(path)], path.parent), ToolRegistry(), "go",
-                              path.parent)
+            result = run_loop(fake_conversation(["cat", str(path)], path.parent), ToolRegistry(),
+                              "go", path.parent)
             chars = len(result.answer)
         except ProviderError:  # a runaway reply: the loop stopped it
-            chars, stopped = 0, True
+            stopped = True
     else:
         decoder, extractor = ClaudeDecoder(), Extractor()
-        chars = 0
         with path.open(encoding="utf-8") as lines:
             for line in lines:
                 for event in decoder.decode(line):
@@ -69,16 +66,19 @@ def worker(path: Path, way: str) -> dict[str, float]:
 
 
 def measure(path: Path, way: str) -> dict[str, float]:
-    out = subprocess.run([PYTHON, __file__, str(path), way], capture_output=True, text=True, timeout=600)
+    out = subprocess.run([PYTHON, __file__, str(path), way], capture_output=True, text=True,
+                         timeout=600)
     if out.returncode != 0:
         raise RuntimeError(f"memory worker ({way}) failed: {out.stderr.strip()[-300:]}")
     return json.loads(out.stdout)
 
 
 def bare_interpreter() -> float:
-    out = subprocess.run([PYTHON, "-c", "import resource; print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"],
+    """VmRSS of a fresh interpreter that imported nothing (ru_maxrss would count the fork)."""
+    out = subprocess.run([PYTHON, "-c", "print(open('/proc/self/status').read())"],
                          capture_output=True, text=True, check=True)
-    return int(out.stdout) / 1024
+    return next(int(line.split()[1]) / 1024 for line in out.stdout.splitlines()
+                if line.startswith("VmRSS:"))
 
 
 STREAMS = {  # name → (write_stream options, ways to measure)
@@ -93,16 +93,17 @@ def run(settings: Settings) -> list[Row]:
     rows = []
     bare = bare_interpreter()
     for label, (options, ways) in STREAMS.items():
-        name = "claude-{}MB-{}-nocalls.jsonl".format(size // 1_000_000, label.replace(", ", "-").replace(" ", "_"))
+        slug = label.replace(", ", "-").replace(" ", "_")
+        name = f"claude-{size // 1_000_000}MB-{slug}-nocalls.jsonl"
         path = write_stream(scratch("streams") / name, size, calls=False, **options)
         for way in ways:
             got = measure(path, way)
             text = "the loop stopped the reply at its limit" if got["stopped"] else \
                 f"{got['chars'] / 1e6:.1f}M characters" + (" (the answer)" if way == "loop" else "")
-            rows.append(Row("6 memory", f"{way}: {size // 1_000_000} MB stream, {label}: peak RSS above baseline",
-                            got["peak"] - got["baseline"], "MB", target=TARGET_MB,
-                            note=f"baseline {got['baseline']:.0f} MB (bare interpreter {bare:.0f} MB), "
-                                 f"peak {got['peak']:.0f} MB; assistant text: {text}"))
+            rows.append(Row("6 memory", f"{way}: {size // 1_000_000} MB stream, {label}: peak RSS "
+                            "above baseline", got["peak"] - got["baseline"], "MB", target=TARGET_MB,
+                            note=f"baseline {got['baseline']:.0f} MB (bare interpreter {bare:.0f} "
+                                 f"MB), peak {got['peak']:.0f} MB; assistant text: {text}"))
     return rows
 
 

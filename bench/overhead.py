@@ -12,7 +12,6 @@ ANSWER = "Hello from the mock model."
 def run(settings: Settings) -> list[Row]:
     if not settings.cli:
         return []
-    runs = settings.repeats(9, 3)
     rows = []
     with claude_env() as (mock, env, work):
         cpu: dict[str, list[float]] = {}
@@ -21,25 +20,25 @@ def run(settings: Settings) -> list[Row]:
             mock.script(ANSWER)
             result = run_timed(argv, env=run_env, cwd=work)
             if result.returncode != 0 or ANSWER not in result.stdout.decode():
-                raise RuntimeError(f"{argv[0]} failed (exit {result.returncode}): {_tail(result)}")
+                raise RuntimeError(f"{argv[0]} failed (exit {result.returncode}): {_last(result)}")
             cpu.setdefault(name, []).append(result.cpu)
             return result.wall
 
-        def raw() -> float:
-            return timed("claude", ["claude", "-p", "say hello"], env)
-
-        for label, crew_env in (("live (the default)", env), ("CREW_LIVE=0, a process per turn", without_live(env))):
+        for label, crew_env in (("live (the default)", env),
+                                ("CREW_LIVE=0, a process per turn", without_live(env))):
             cpu.clear()
-            mine, theirs, ratios = paired(lambda: timed("crew", [CREW, "query", "@claude say hello"], crew_env),
-                                          raw, runs)
-            crew_cpu, claude_cpu = median(cpu["crew"][1:]), median(cpu["claude"][1:])  # [0]: the warm-up
-            rows.append(ratio_row("3 overhead", f"crew query, {label}, vs claude -p (wall s)", mine, theirs,
-                                  ratios, unit="s", scale=1, target=TARGET,
-                                  note=f"CPU s per turn (median): claude -p {claude_cpu:.2f}, crew query with "
-                                       f"its claude {crew_cpu:.2f} ({crew_cpu / claude_cpu:.2f}×)"))
+            mine, theirs, ratios = paired(
+                lambda: timed("crew", [CREW, "query", "@claude say hello"], crew_env),
+                lambda: timed("claude", ["claude", "-p", "say hello"], env), settings.repeats(9, 3))
+            crew, claude = median(cpu["crew"][1:]), median(cpu["claude"][1:])  # [0]: the warm-up
+            rows.append(ratio_row("3 overhead", f"crew query, {label}, vs claude -p (wall)", mine,
+                                  theirs, ratios, unit="s", scale=1, target=TARGET,
+                                  note=f"CPU per turn (medians): claude -p {claude:.2f} s, "
+                                       f"crew query with its claude {crew:.2f} s "
+                                       f"({crew / claude:.2f}×)"))
     return rows
 
 
-def _tail(result: Timed) -> str:
+def _last(result: Timed) -> str:
     text = (result.stderr or result.stdout).decode("utf-8", "replace").strip().splitlines()
     return text[-1] if text else "no output"

@@ -25,7 +25,8 @@ TASK = "what is in notes.txt?"
 def fake_config(thinks: dict[str, float]) -> Config:
     config = Config(transcripts=False, plugins=False)
     for name, think in thinks.items():
-        config.providers[name] = GenericSpec(name=name, command=[PYTHON, "-S", str(FAKE), "--think", str(think)])
+        command = [PYTHON, "-S", str(FAKE), "--think", str(think)]
+        config.providers[name] = GenericSpec(name=name, command=command)
         config.agents[name] = AgentSpec(id=name, provider=name)
     return config
 
@@ -36,13 +37,15 @@ def timed_run(bridge: Bridge, text: str) -> float:
     seconds = time.perf_counter() - start
     for outcome in outcomes:
         if outcome.error is not None or outcome.result is None or not outcome.result.tool_calls:
-            raise RuntimeError(f"@{outcome.agent} did not finish its tool round trip: {outcome.error}")
+            raise RuntimeError(f"@{outcome.agent} did not finish its tool round trip: "
+                               f"{outcome.error}")
     return seconds
 
 
-def compare(measure: Callable[[str], float], agents: list[str], runs: int) -> tuple[list[float], list[float], float]:
-    """Each agent alone, then all together, `runs` times in turn, after a warm-up. (together, ratios
-    to the slowest alone in the same round, the slowest agent's median alone)."""
+def compare(measure: Callable[[str], float], agents: list[str],
+            runs: int) -> tuple[list[float], list[float], float]:
+    """Each agent alone, then all together, `runs` rounds after a warm-up: (the times together,
+    each over the slowest alone in its round, the slowest agent's median alone)."""
     together_text = " ".join(f"@{a}" for a in agents) + " "
     measure(together_text)
     alone: dict[str, list[float]] = {a: [] for a in agents}
@@ -61,12 +64,13 @@ def run(settings: Settings) -> list[Row]:
     scale = 0.5 if settings.quick else 1.0
     thinks = {"a": 0.4 * scale, "b": 0.6 * scale, "c": 0.8 * scale}
     bridge = Bridge(fake_config(thinks), work)
-    together, ratios, slowest = compare(lambda mentions: timed_run(bridge, mentions + TASK), list(thinks),
-                                        settings.repeats(5, 2))
+    together, ratios, slowest = compare(lambda mentions: timed_run(bridge, mentions + TASK),
+                                        list(thinks), settings.repeats(5, 2))
     latency = ", ".join(f"{a} {t:g} s" for a, t in thinks.items())
-    return [Row("5 parallel", "@a @b @c vs the slowest alone: fake CLIs, a tool round trip each (wall s)",
-                median(together), "s", slowest, median(ratios), TARGET, spread(ratios, "×"),
-                f"model latency per turn: {latency}")] + ([real_claude(settings)] if settings.cli else [])
+    row = Row("5 parallel", "@a @b @c vs the slowest alone: fake CLIs, a tool round trip each "
+              "(wall)", median(together), "s", slowest, median(ratios), TARGET,
+              spread(ratios, "×"), f"model latency per turn: {latency}")
+    return [row] + ([real_claude(settings)] if settings.cli else [])
 
 
 def real_claude(settings: Settings) -> Row:
@@ -75,18 +79,19 @@ def real_claude(settings: Settings) -> Row:
 
     with claude_env() as (mock, env, work):
         config = work / "bench-crew.yaml"
-        config.write_text("agents:\n  a: {provider: claude}\n  b: {provider: claude}\n  c: {provider: claude}\n")
+        config.write_text("agents:\n" + "".join(f"  {a}: {{provider: claude}}\n" for a in "abc"))
 
         def measure(mentions: str) -> float:
-            count = mentions.count("@")
-            mock.script(*[reply("Hello ", "from ", "the ", "mock.", delay=0.25)] * count)
-            result = run_timed([CREW, "query", "--config", str(config), mentions + "say hello"], env=env, cwd=work)
+            answer = reply("Hello ", "from ", "the ", "mock.", delay=0.25)
+            mock.script(*[answer] * mentions.count("@"))
+            result = run_timed([CREW, "query", "--config", str(config), mentions + "say hello"],
+                               env=env, cwd=work)
             if result.returncode != 0:
-                raise RuntimeError(f"crew query {mentions} failed (exit {result.returncode}): "
+                raise RuntimeError(f"crew query {mentions}failed (exit {result.returncode}): "
                                    f"{result.stderr.decode(errors='replace').strip()[-200:]}")
             return result.wall
 
         together, ratios, slowest = compare(measure, ["a", "b", "c"], settings.repeats(3, 1))
-    return Row("5 parallel", "crew query @a @b @c vs the slowest alone: 3 real claude CLIs (wall s)",
+    return Row("5 parallel", "crew query @a @b @c vs the slowest alone: 3 real claude CLIs (wall)",
                median(together), "s", slowest, median(ratios), None, spread(ratios, "×"),
-               "0.75 s of model latency each; on 2 cores three CLIs starting at once compete for the CPU")
+               "0.75 s of model latency each; three CLIs starting at once share the cores")

@@ -1,12 +1,12 @@
 """Run crewbridge's benchmarks and print every figure side by side (medians, ratios, spreads).
 
-    .venv/bin/python bench/run.py                  # every figure, full size (a few minutes)
-    .venv/bin/python bench/run.py --quick          # smaller inputs, fewer runs (a minute or so)
+    .venv/bin/python bench/run.py                 # every figure, full size (about 6 minutes)
+    .venv/bin/python bench/run.py --quick         # smaller inputs, fewer runs (about 2 minutes)
     .venv/bin/python bench/run.py --only startup,catalogue --runs 9
 
-Figures print what they measure; they are not pass/fail tests. The "ok" column compares the median
-(or the median ratio) with the target of issue 6. On a busy machine the spreads are wide: re-run on a
-quiet one before trusting a figure near its target.
+Figures print what they measure; they are not pass/fail tests. The "ok" column compares the
+median (or the median ratio) with the target of issue 6. On a busy machine the spreads are wide:
+re-run on a quiet one before trusting a figure near its target. Exit status 1: a figure failed.
 """
 from __future__ import annotations
 
@@ -36,14 +36,17 @@ FIGURES = {  # name → module; in the order of issue 6
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="bench/run.py", description="crewbridge benchmarks (issue 6)")
+    parser = argparse.ArgumentParser(prog="bench/run.py",
+                                     description="crewbridge benchmarks (issue 6)")
     parser.add_argument("--quick", action="store_true", help="smaller inputs and fewer runs")
     parser.add_argument("--only", default="", metavar="NAMES",
                         help=f"comma-separated figures to run, of: {', '.join(FIGURES)}")
-    parser.add_argument("--runs", type=int, metavar="N", help="repetitions of each timed measurement")
-    parser.add_argument("--json", dest="as_json", action="store_true", help="print the rows as JSON lines")
+    parser.add_argument("--runs", type=int, metavar="N",
+                        help="repetitions of each timed measurement")
+    parser.add_argument("--json", dest="as_json", action="store_true",
+                        help="print the rows as JSON lines")
     parser.add_argument("--no-cli", dest="cli", action="store_false",
-                        help="skip the rows that need the real claude CLI (and the mock model server)")
+                        help="skip the rows that need the real claude CLI and the mock model")
     args = parser.parse_args(argv)
     names = [n.strip() for n in args.only.split(",") if n.strip()] or list(FIGURES)
     unknown = [n for n in names if n not in FIGURES]
@@ -61,7 +64,8 @@ def table(rows: list[Row]) -> str:
     body = []
     for row in rows:
         unit = f" {row.unit}" if row.unit else ""
-        bound = "" if row.target is None else "≤ " + fmt(row.target) + ("×" if row.ratio is not None else unit)
+        bound = "" if row.target is None else \
+            "≤ " + fmt(row.target) + ("×" if row.ratio is not None else unit)
         body.append((row.figure, row.what, fmt(row.value) + unit,
                      "" if row.baseline is None else fmt(row.baseline) + unit,
                      "" if row.ratio is None else f"{row.ratio:.2f}×", bound,
@@ -79,9 +83,9 @@ def table(rows: list[Row]) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     settings = Settings(quick=args.quick, runs=args.runs, cli=args.cli)
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"crewbridge benchmarks{' (quick)' if args.quick else ''}: Python {platform.python_version()}, "
-          f"{os.cpu_count()} CPUs, load {load:.1f}", file=sys.stderr)
+    print(f"crewbridge benchmarks{' (quick)' if args.quick else ''}: Python "
+          f"{platform.python_version()}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}",
+          file=sys.stderr)
     rows: list[Row] = []
     failed = []
     for name in args.names:
@@ -90,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             new = importlib.import_module(FIGURES[name]).run(settings)
         except Exception as exc:  # one broken figure must not hide the others
-            failed.append(name)
+            failed.append(f"{name} ({type(exc).__name__}: {exc})")
             print(f"  {name} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
             continue
         rows += new
@@ -100,6 +104,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(json.dumps({**row.__dict__, "ok": row.ok}), flush=True)
     if not args.as_json:
         print(table(rows))
+    if failed:
+        print(f"failed: {'; '.join(failed)}", file=sys.stderr)
     return 1 if failed else 0
 
 

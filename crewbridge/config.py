@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from crewbridge.errors import AgentNotFound, ConfigError, CrewError, UsageError
 from crewbridge.registry import DEFAULT_PREFIX, ToolRegistry
 
-if TYPE_CHECKING:  # yaml and jsonschema are imported where used: a run without crew.yaml needs neither
+if TYPE_CHECKING:  # yaml and jsonschema are imported where used: without a crew.yaml, neither is
     import yaml
     from jsonschema import Draft202012Validator
     from jsonschema.exceptions import ValidationError

@@ -138,7 +138,8 @@ class Child:
 
     def read_line(self, deadline: float | None = None) -> str | None:
         """The next stdout line (None once stdout has ended), without waiting past `deadline`:
-        then CrewTimeout, after killing the group. A chunk read is split into all its lines at once."""
+        then CrewTimeout, after killing the group. A chunk read is split into all its lines at once.
+        """
         while not self._ready:
             if self._ended:
                 return None

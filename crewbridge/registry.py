@@ -79,8 +79,8 @@ class Tool:
     _validator: Any = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        # The built-in tools' schemas are checked by their tests, and compiled when first used: a run
-        # that calls no tool never imports jsonschema (a tenth of a second). Any other is checked now.
+        # Built-in tools' schemas are checked by their tests and compiled when first used: a run
+        # that calls no tool never imports jsonschema (a tenth of a second). Others: checked now.
         if not (getattr(self.func, "__module__", None) or "").startswith(BUILTIN_MODULES):
             self._validator = compile_schema(self.input_schema, f"tool '{self.name}' input_schema")
             if self.output_schema is not None:

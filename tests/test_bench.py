@@ -12,15 +12,16 @@ from clienv import REPO, require_cli
 
 
 def bench(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(REPO / "bench" / "run.py"), *args], capture_output=True,
-                          text=True, timeout=300, cwd=REPO)
+    return subprocess.run([sys.executable, str(REPO / "bench" / "run.py"), *args],
+                          capture_output=True, text=True, timeout=300, cwd=REPO)
 
 
 def test_the_catalogue_figure_prints_a_table_with_the_compact_size_against_its_target() -> None:
     out = bench("--quick", "--only", "catalogue", "--no-cli")
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
-    assert lines[0].split() == ["figure", "what", "value", "baseline", "ratio", "target", "ok", "spread"]
+    assert lines[0].split() == ["figure", "what", "value", "baseline", "ratio", "target", "ok",
+                                "spread"]
     [compact] = [line for line in lines if "100 registered tools, compact catalogue" in line]
     assert compact.startswith("4 catalogue") and "tokens" in compact and "≤ 2,000 tokens" in compact
     assert "running catalogue" in out.stderr
@@ -39,7 +40,8 @@ def test_json_gives_one_object_per_row_with_its_target_and_verdict() -> None:
 def test_an_unknown_figure_is_refused_with_the_known_ones() -> None:
     out = bench("--only", "catalog")
     assert out.returncode == 2
-    assert "unknown figure catalog; choose from: throughput, dispatch, overhead, startup, catalogue" in out.stderr
+    assert "unknown figure catalog; choose from: throughput, dispatch, overhead, startup, " \
+           "catalogue, parallel, memory" in out.stderr
 
 
 @pytest.mark.e2e
@@ -48,4 +50,5 @@ def test_the_compact_round_trip_goes_through_the_real_claude() -> None:
     out = bench("--quick", "--only", "catalogue")
     assert out.returncode == 0, out.stderr
     [trip] = [line for line in out.stdout.splitlines() if "compact round trip" in line]
+    assert "the tool ran with the model's input" in out.stdout
     assert "3.00 turns" in trip and trip.split()[-1] == "yes"

@@ -233,7 +233,7 @@ def test_first_error_picks_the_most_relevant_violation() -> None:
 
 
 def test_every_built_in_schema_is_valid_json_schema() -> None:
-    # Built-in tools compile their schemas when first used (startup cost), so this checks them all now.
+    # Built-in tools compile their schemas when first used (start-up cost): this checks them all.
     for spec in builtin_registry():
         compile_schema(spec.input_schema, spec.name)
         if spec.output_schema is not None:
