@@ -196,7 +196,7 @@ def parse_command(fmt: str, prefix: str | None, config: Any) -> None:
         registry.prefix = prefix
     warn = functools.partial(click.echo, err=True)
     for record in parse_stream(sys.stdin, fmt, registry, registry.prefix, warn=lambda m: warn(f"crew: {m}")):
-        click.echo(json.dumps(record, ensure_ascii=False))
+        click.echo(json.dumps(record))  # ASCII: an input may hold a lone surrogate (a "\ud800" escape)
 
 
 @cli.group("log", invoke_without_command=True)
