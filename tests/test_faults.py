@@ -206,10 +206,20 @@ print("\\ndone")
 
 
 def peak_rss_mb(proc) -> float:
-    """Wait for `proc` and return its peak resident set size in MB (its own, from wait4)."""
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return usage.ru_maxrss / 1024
+    """Wait for `proc` and return its peak resident set size in MB, read from the kernel's VmHWM while
+    it runs. (wait4's ru_maxrss would also count the pages it shared with pytest between fork and exec:
+    after a long test session that alone is hundreds of MB.)"""
+    peak_kb = 0
+    while proc.poll() is None:
+        try:
+            with open(f"/proc/{proc.pid}/status") as status:
+                for line in status:
+                    if line.startswith("VmHWM:"):
+                        peak_kb = max(peak_kb, int(line.split()[1]))
+        except (FileNotFoundError, ProcessLookupError):
+            pass
+        time.sleep(0.01)
+    return peak_kb / 1024
 
 
 @pytest.mark.parametrize("how, stream", [("lines", "stdout"), ("claude", "stdout"), ("endless", "stdout"),
