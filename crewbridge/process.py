@@ -80,6 +80,7 @@ class Child:
         self._stderr_reader = threading.Thread(target=self._drain_stderr, daemon=True)
         self._stderr_reader.start()
         self.cut_lines = 0
+        self._kill_lock = threading.Lock()
         self._ready: collections.deque[str] = collections.deque()  # lines read, not yet taken
         self._pending = b""  # the start of a line whose end has not arrived
         self._cut = False  # bytes of the current line were dropped (it passed MAX_LINE)
@@ -156,6 +157,11 @@ class Child:
             chunk = self.out.read_nonblocking(CHUNK, timeout=wait)
         except pexpect.TIMEOUT:
             return
+        except (OSError, ValueError):
+            if not self.out.closed:
+                raise
+            self._ended = True  # kill() from another thread (Ctrl-C, close) closed the reader
+            return
         except pexpect.EOF:
             self._ended = True
             if self._pending or self._cut:
@@ -193,7 +199,12 @@ class Child:
             return self.proc.wait()
 
     def kill(self, grace: float = 0.5) -> None:
-        """End the whole process group: SIGTERM, then SIGKILL after `grace` seconds."""
+        """End the whole process group: SIGTERM, then SIGKILL after `grace` seconds. Safe to call
+        from several threads at once: descriptors are closed exactly once."""
+        with self._kill_lock:
+            self._kill(grace)
+
+    def _kill(self, grace: float) -> None:
         if self.proc.poll() is None:
             _signal_group(self.pgid, signal.SIGTERM)
             try:

@@ -87,3 +87,22 @@ def test_stderr_is_kept_apart_and_bounded():
     child.wait()
     time.sleep(0.05)
     assert child.stderr.endswith("LAST") and len(child.stderr) <= 8192
+
+
+def test_kill_from_several_threads_at_once_while_another_reads():
+    import threading
+
+    for _ in range(20):
+        child = Child([PY, "-c", "import time\nprint('ready', flush=True)\ntime.sleep(60)"])
+        lines = child.lines()
+        assert next(lines) == "ready"
+        reader_saw: list[object] = []
+        reader = threading.Thread(target=lambda: reader_saw.append(list(lines)))
+        reader.start()
+        killers = [threading.Thread(target=child.kill, kwargs={"grace": 0}) for _ in range(4)]
+        for k in killers:
+            k.start()
+        for k in killers:
+            k.join()
+        reader.join(5)
+        assert reader_saw == [[]] and child.proc.returncode is not None
