@@ -1,6 +1,7 @@
 """Gemini CLI: `gemini -o stream-json`, prompt on stdin (no -p)."""
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session, Text, Usage
@@ -31,11 +32,25 @@ class GeminiDecoder(JsonLineDecoder):
         out: list[Event] = [MessageEnd(), Usage(stats.get("input_tokens", 0), stats.get("output_tokens", 0))]
         if obj.get("status") == "error":
             err = obj.get("error") or {}
-            out.append(Failure(str(err.get("message") if isinstance(err, dict) else err)))
+            out.append(Failure(_readable(str(err.get("message") if isinstance(err, dict) else err))))
             out.append(Done(ok=False))
         else:
             out.append(Done())
         return out
+
+
+def _readable(message: str) -> str:
+    """Gemini wraps the API's JSON error body in its message ("[API Error: {…}]"): say it plainly."""
+    start, end = message.find("{"), message.rfind("}")
+    try:
+        body = json.loads(message[start:end + 1]) if 0 <= start < end else None
+    except ValueError:
+        return message
+    error = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(error, dict) or not error.get("message"):
+        return message
+    code = " ".join(str(error[k]) for k in ("code", "status") if error.get(k))
+    return f"API Error{' ' + code if code else ''}: {error['message']}"
 
 
 class GeminiProvider(Provider):

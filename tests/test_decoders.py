@@ -106,7 +106,7 @@ class TestGemini:
     def test_an_api_error_is_a_failure(self) -> None:
         events = decode("gemini", "gemini_stream_error500.jsonl")
         [failure] = only(Failure, events)
-        assert "mock failure 500" in failure.message and events[-1] == Done(ok=False)
+        assert failure.message == "API Error 500 INTERNAL: mock failure 500" and events[-1] == Done(ok=False)
         assert text_of(events) == ""
 
 

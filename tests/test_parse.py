@@ -74,7 +74,7 @@ def test_text() -> None:
 
 def test_an_api_error_is_a_warning() -> None:
     _, warnings = parse("gemini", "gemini_stream_error500.jsonl")
-    assert len(warnings) == 1 and warnings[0].startswith("line 3: the CLI reported an error: [API Error")
+    assert len(warnings) == 1 and warnings[0] == "line 3: the CLI reported an error: API Error 500 INTERNAL: mock failure 500"
 
 
 def test_without_a_registry_only_the_format_is_checked() -> None:
