@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 from typing import Any, Union
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: one is made per streamed delta, and frozen doubles that cost
 class Text:
     """A delta of assistant-authored text: the only thing the extractor ever sees."""
 

@@ -21,14 +21,23 @@ class ClaudeDecoder(JsonLineDecoder):
 
     def event(self, obj: dict[str, Any]) -> list[Event]:
         kind = obj.get("type")
+        if kind == "stream_event" and not obj.get("parent_tool_use_id"):
+            ev = obj["event"]
+            if ev.get("type") == "content_block_delta":  # most lines are text deltas: here first
+                delta = ev["delta"]
+                if delta.get("type") != "text_delta":
+                    return []
+                if self._current:  # the message's first delta: its full copy is to be skipped
+                    self._streamed.add(self._current)
+                    self._current = None
+                return [Text(delta["text"])]
+            return self._stream_event(ev)
         if kind == "system":
             if obj.get("subtype") == "init":
                 return [Session(obj.get("session_id"), obj.get("model"))]
             return [Notice("system", str(obj.get("subtype")))]
         if obj.get("parent_tool_use_id") and kind in ("stream_event", "assistant"):
             return [Notice("subagent", str(kind))]  # a native Task subagent wrote it, not the model we asked
-        if kind == "stream_event":
-            return self._stream_event(obj["event"])
         if kind == "assistant":
             return self._assistant(obj["message"])
         if kind == "user":
@@ -41,10 +50,6 @@ class ClaudeDecoder(JsonLineDecoder):
         kind = ev.get("type")
         if kind == "message_start":
             self._current = ev["message"].get("id")
-        elif kind == "content_block_delta" and ev["delta"].get("type") == "text_delta":
-            if self._current:
-                self._streamed.add(self._current)
-            return [Text(ev["delta"]["text"])]
         elif kind == "content_block_stop":
             return [MessageEnd()]
         return []

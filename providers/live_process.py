@@ -13,7 +13,7 @@ from typing import Any, Callable
 from crewbridge.errors import ProviderError
 from crewbridge.events import Event, Notice
 from crewbridge.process import Child
-from crewbridge.providers.base import JsonLineDecoder, Provider, Turn
+from crewbridge.providers.base import JsonLineDecoder, Provider, Turn, parse_object
 
 LIVE_ENV = "CREW_LIVE"  # "0" makes every provider start a fresh CLI process per turn
 CONTROL_TIMEOUT = 30.0  # seconds a live CLI gets to answer a control message between turns
@@ -53,18 +53,9 @@ class LiveProcess:
             line = self.child.read_line(deadline)
             if line is None:
                 raise ProviderError(self._exit_message())
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                obj = json.loads(line)
-            except ValueError as exc:
-                return Notice("corrupt", f"not JSON ({exc.msg}): {line[:120]}")
-            except RecursionError:
-                return Notice("corrupt", f"JSON nested too deeply: {line[:120]}")
-            if not isinstance(obj, dict):
-                return Notice("corrupt", f"not a JSON object: {line[:120]}")
-            return obj
+            obj = parse_object(line)
+            if obj is not None:
+                return obj
 
     def read_until(self, done: Callable[[dict[str, Any]], bool],
                    deadline: float | None) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session, Text, Usage
 from crewbridge.parse import DECODERS, decoder_for
+from crewbridge.providers.base import parse_object
 
 FIXTURES = Path(__file__).parent / "fixtures"
 MOCK_REPLY = ('Mock model reply. I will call a tool:\n```json\n'
@@ -81,6 +82,29 @@ class TestClaude:
         assert "subagent" in notices(events)
         assert "Subagent says" not in text_of(events)
 
+    def test_each_streamed_message_is_given_once_and_a_message_without_deltas_in_full(self) -> None:
+        def line(obj: dict) -> str:
+            return json.dumps(obj) + "\n"
+
+        def streamed(msg_id: str, text: str) -> list[str]:
+            return [line({"type": "stream_event", "event": {"type": "message_start", "message": {"id": msg_id}}}),
+                    *(line({"type": "stream_event", "event": {"type": "content_block_delta", "index": 0,
+                                                               "delta": {"type": "text_delta", "text": part}}})
+                      for part in (text[:3], text[3:])),
+                    line({"type": "stream_event", "event": {"type": "content_block_delta", "index": 1,
+                                                            "delta": {"type": "input_json_delta", "partial_json": "{"}}}),
+                    line({"type": "stream_event", "event": {"type": "content_block_stop", "index": 0}})]
+
+        def whole(msg_id: str, text: str) -> str:
+            return line({"type": "assistant", "message": {"id": msg_id, "content": [{"type": "text", "text": text}]}})
+
+        decoder = decoder_for("claude")
+        lines = [*streamed("m1", "first"), whole("m1", "first"), *streamed("m2", "second"), whole("m2", "second"),
+                 whole("m3", "third")]
+        events = [e for text in lines for e in decoder.decode(text)]
+        assert [e for e in events if isinstance(e, (Text, MessageEnd))] == [
+            Text("fir"), Text("st"), MessageEnd(), Text("sec"), Text("ond"), MessageEnd(), Text("third"), MessageEnd()]
+
     def test_a_corrupt_line_is_reported_and_the_rest_still_read(self) -> None:
         events = decode("claude", "claude_crew.jsonl")
         [corrupt] = [e for e in events if isinstance(e, Notice) and e.kind == "corrupt"]
@@ -146,6 +170,42 @@ def test_a_corrupt_or_odd_line_is_reported_not_fatal(fmt: str, line: str) -> Non
 @pytest.mark.parametrize("fmt", ["claude", "gemini", "codex"])
 def test_blank_lines_are_nothing(fmt: str) -> None:
     assert decoder_for(fmt).decode("  \n") == []
+
+
+@pytest.mark.parametrize("line, expected", [
+    ('{"a": 1}', {"a": 1}), ('{"a": 1}\r\n', {"a": 1}), ('\t {"a": 1} \n', {"a": 1}),
+    ('\u00a0{"a": 1}\u2003\n', {"a": 1}), (" \r\n", None), ("", None),
+    ('{"a": 1} {"b": 2}\n', "not JSON (Extra data)"), ('{"a": 1}x', "not JSON (Extra data)"),
+    ("{\"a\": 1,}", "not JSON (Expecting property name"), ("\ufeff{}", "not JSON (Unexpected UTF-8 BOM"),
+    ("[1]", "not a JSON object: [1]"), ("[" * 50_000, "JSON nested too deeply"),
+])
+def test_a_line_is_read_as_json_loads_reads_it_stripped(line: str, expected: object) -> None:
+    got = parse_object(line)
+    if isinstance(expected, str):
+        assert isinstance(got, Notice) and got.kind == "corrupt" and got.detail.startswith(expected)
+    else:
+        assert got == expected
+
+
+JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+                           max_leaves=8)
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=JSON_VALUES, before=st.sampled_from(["", " ", "\t", "\n ", "\u00a0"]),
+       after=st.sampled_from(["", "\n", "\r\n", " \t", "\u2028", "x", " 1", "}", "\x00"]))
+def test_any_line_gives_what_json_loads_gives_for_it_stripped(value: object, before: str, after: str) -> None:
+    line = before + json.dumps(value, ensure_ascii=False) + after
+    try:
+        loaded = json.loads(line.strip())
+    except ValueError:
+        loaded = Notice
+    got = parse_object(line)
+    if isinstance(loaded, dict):
+        assert got == loaded
+    else:
+        assert isinstance(got, Notice) and got.kind == "corrupt"
 
 
 def real_events() -> list[dict]:
