@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import threading
 import time
 from collections.abc import Mapping
@@ -197,5 +198,4 @@ def _now() -> str:
 
 
 def _new_run_id() -> str:
-    # os.urandom rather than secrets, which takes 7 ms to import (at every crew start)
-    return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + os.urandom(3).hex()
+    return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3)
