@@ -62,14 +62,17 @@ class JsonLineDecoder:
 
     def decode(self, line: str) -> list[Event]:
         obj = parse_object(line)
-        if obj is None:
-            return []
+        return [] if obj is None else self.decode_object(obj)
+
+    def decode_object(self, obj: dict[str, Any] | Notice) -> list[Event]:
+        """The events one parsed line stands for (a corrupt one gives a Notice); live readers parse
+        their own lines and come in here."""
         if isinstance(obj, Notice):
             return [obj]
         try:
             return self.event(obj)
         except (AttributeError, KeyError, TypeError, ValueError) as exc:
-            return [Notice("corrupt", f"unexpected event shape ({exc}): {line.strip()[:120]}")]
+            return [Notice("corrupt", f"unexpected event shape ({exc}): {json.dumps(obj)[:120]}")]
 
     def event(self, obj: dict[str, Any]) -> list[Event]:
         raise NotImplementedError

@@ -24,7 +24,7 @@ from crewbridge.errors import ProviderError
 from crewbridge.events import Event, Failure, Session
 from crewbridge.providers.base import Turn
 from crewbridge.providers.claude import ClaudeDecoder, ClaudeProvider
-from crewbridge.providers.live_process import LiveConversation, LiveProcess, control_deadline, decode
+from crewbridge.providers.live_process import LiveConversation, LiveProcess, control_deadline
 
 LIVE_FLAGS = ["--input-format", "stream-json", "--include-partial-messages"]
 
@@ -73,7 +73,7 @@ class ClaudeLiveConversation(LiveConversation):
             if isinstance(obj, dict):
                 self._open = not _is_result(obj)
                 self._native = self._native or _is_tool_result(obj)
-            for event in decode(decoder, obj):
+            for event in decoder.decode_object(obj):
                 if isinstance(event, Session) and event.session_id:
                     self.session_id = event.session_id
                 yield event

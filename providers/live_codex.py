@@ -19,7 +19,7 @@ from crewbridge.errors import ProviderError
 from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session, Text, Usage
 from crewbridge.providers.base import JsonLineDecoder, Turn
 from crewbridge.providers.codex import CodexProvider
-from crewbridge.providers.live_process import LiveConversation, LiveProcess, control_deadline, decode
+from crewbridge.providers.live_process import LiveConversation, LiveProcess, control_deadline
 
 CLIENT = {"name": "crewbridge", "title": "crewbridge", "version": "1"}
 SANDBOX = {"query": "read-only", "execute": "workspace-write"}
@@ -122,7 +122,7 @@ class CodexLiveConversation(LiveConversation):
                     continue
                 if isinstance(obj, dict):
                     self._note(obj)
-                yield from decode(decoder, obj)
+                yield from decoder.decode_object(obj)
         except ProviderError as exc:  # the app-server exited
             self._running = False
             yield Failure(str(exc))

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from crewbridge.errors import ProviderError
-from crewbridge.events import Event, Notice
+from crewbridge.events import Notice
 from crewbridge.process import Child
-from crewbridge.providers.base import JsonLineDecoder, Provider, Turn, parse_object
+from crewbridge.providers.base import Provider, Turn, parse_object
 
 LIVE_ENV = "CREW_LIVE"  # "0" makes every provider start a fresh CLI process per turn
 CONTROL_TIMEOUT = 30.0  # seconds a live CLI gets to answer a control message between turns
@@ -107,13 +107,3 @@ class LiveConversation:
             self._closed = True
         if self.process is not None:
             self.process.close()
-
-
-def decode(decoder: JsonLineDecoder, obj: dict[str, Any] | Notice) -> list[Event]:
-    """The events one object read from a live CLI stands for (a corrupt one gives a Notice)."""
-    if isinstance(obj, Notice):
-        return [obj]
-    try:
-        return decoder.event(obj)
-    except (AttributeError, KeyError, TypeError, ValueError) as exc:
-        return [Notice("corrupt", f"unexpected event shape ({exc}): {json.dumps(obj)[:120]}")]

@@ -15,7 +15,7 @@ from crewbridge.providers.base import JsonLineDecoder, Turn
 from crewbridge.providers.live_claude import ClaudeLiveConversation
 from crewbridge.providers.live_codex import CodexLiveConversation
 from crewbridge.providers.live_gemini import GeminiSessionConversation
-from crewbridge.providers.live_process import LiveProcess, decode, live_enabled
+from crewbridge.providers.live_process import LiveProcess, live_enabled
 
 # Answers each JSON line on stdin with {"echo": …}; "slow" lines are answered after a pause.
 ECHO = """
@@ -112,16 +112,16 @@ def test_close_ends_a_running_process(tmp_path):
     process.close()  # twice is harmless
 
 
-def test_decode_turns_an_object_into_events_and_a_bad_shape_into_a_notice():
+def test_decode_object_turns_an_object_into_events_and_a_bad_shape_into_a_notice():
     class Decoder(JsonLineDecoder):
         def event(self, obj):
             return [Text(obj["text"])]
 
-    assert decode(Decoder(), {"text": "hi"}) == [Text("hi")]
-    [notice] = decode(Decoder(), {"other": 1})
+    assert Decoder().decode_object({"text": "hi"}) == [Text("hi")]
+    [notice] = Decoder().decode_object({"other": 1})
     assert notice.kind == "corrupt" and "unexpected event shape" in notice.detail
     corrupt = Notice("corrupt", "x")
-    assert decode(Decoder(), corrupt) == [corrupt]
+    assert Decoder().decode_object(corrupt) == [corrupt]
 
 
 @pytest.mark.parametrize("value, enabled", [(None, True), ("1", True), ("yes", True), ("0", False),
