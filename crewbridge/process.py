@@ -1,10 +1,12 @@
-"""A child CLI process: its own process group, stdout read as it streams (pexpect), deadlines."""
+"""A child CLI process: its own process group, stdout read as it streams, deadlines."""
 from __future__ import annotations
 
 import collections
 import fcntl
 import logging
+import math
 import os
+import select
 import shlex
 import signal
 import subprocess
@@ -13,14 +15,12 @@ import time
 from pathlib import Path
 from typing import Iterator
 
-import pexpect
-from pexpect import fdpexpect
-
 from crewbridge.errors import CLINotFound, CrewTimeout
 
 CHUNK = 1 << 16
 MAX_LINE = 8 << 20  # a longer line is cut (memory stays bounded whatever the CLI prints)
 STDERR_KEEP = 8192
+STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}  # crew stops on each (cli.main)
 
 log = logging.getLogger(__name__)  # crew --verbose shows it: each command run, each line read and sent
 _groups: set[int] = set()  # process groups started and not yet ended: end_all() ends them on Ctrl-C
@@ -71,10 +71,10 @@ class Child:
         self.pgid = self.proc.pid
         track_group(self.pgid)
         self.trace("$", shlex.join(argv))
-        _grow_pipe(self.proc.stdout.fileno())
-        # pexpect gets its own descriptor: closing it must never close one the pipe object still owns
-        # (a later GC of that object would then close whatever reused the number).
-        self.out = fdpexpect.fdspawn(os.dup(self.proc.stdout.fileno()), timeout=None, maxread=CHUNK)
+        self._out = self.proc.stdout.fileno()  # read with os.read: no buffer between the CLI and crew
+        _grow_pipe(self._out)
+        self._poll = select.poll()  # unlike select(), any descriptor number
+        self._poll.register(self._out, select.POLLIN)
         self._stderr: collections.deque[bytes] = collections.deque()
         self._stderr_size = 0
         self._stderr_reader = threading.Thread(target=self._drain_stderr, daemon=True)
@@ -85,17 +85,21 @@ class Child:
         self._pending = b""  # the start of a line whose end has not arrived
         self._cut = False  # bytes of the current line were dropped (it passed MAX_LINE)
         self._ended = False
-        if stdin is not None:
-            self.trace("<", stdin)
-        if stdin is not None or not keep_stdin:
-            # From a thread: a CLI that writes while we write would otherwise deadlock on full pipes.
-            threading.Thread(target=self._feed, args=(stdin, keep_stdin), daemon=True).start()
+        if not keep_stdin:  # else stdin stays open for send_line(), or for a feed() later
+            self.feed(stdin)
 
-    def _feed(self, stdin: str | None, keep_stdin: bool) -> None:
-        if stdin is not None:
-            self._write(stdin.encode())
-        if not keep_stdin:
-            self._close_stdin()
+    def feed(self, text: str | None) -> None:
+        """Write `text` (if any) to stdin and close it: the whole input of a CLI that reads stdin to
+        its end. From a thread: a CLI that writes while we write would otherwise deadlock on full pipes."""
+        if text is not None:
+            self.trace("<", text)
+        threading.Thread(target=self._feed, args=(text,), daemon=True).start()
+
+    def _feed(self, text: str | None) -> None:
+        leave_signals_to_main()
+        if text is not None:
+            self._write(text.encode())
+        self._close_stdin()
 
     def _write(self, data: bytes) -> None:
         try:
@@ -120,6 +124,7 @@ class Child:
             log.debug("%s[%d] %s %s", os.path.basename(self.argv[0]), self.pgid, mark, text)
 
     def _drain_stderr(self) -> None:
+        leave_signals_to_main()
         for chunk in iter(lambda: self.proc.stderr.read1(CHUNK), b""):
             self._stderr.append(chunk)
             self._stderr_size += len(chunk)
@@ -154,15 +159,15 @@ class Child:
             raise CrewTimeout(f"'{os.path.basename(self.argv[0])}' gave no complete reply in time; "
                               "it was stopped (raise --timeout if it needs longer)")
         try:
-            chunk = self.out.read_nonblocking(CHUNK, timeout=wait)
-        except pexpect.TIMEOUT:
-            return
+            if not self._poll.poll(None if wait is None else max(1, math.ceil(wait * 1000))):
+                return  # the deadline passed: the next call ends it
+            chunk = os.read(self._out, CHUNK)
         except (OSError, ValueError):
-            if not self.out.closed:
+            if not self.proc.stdout.closed:
                 raise
-            self._ended = True  # kill() from another thread (Ctrl-C, close) closed the reader
+            self._ended = True  # kill() from another thread (Ctrl-C, close) closed the pipe
             return
-        except pexpect.EOF:
+        if not chunk:
             self._ended = True
             if self._pending or self._cut:
                 self._end_line(b"")
@@ -192,11 +197,9 @@ class Child:
         self._ready.append(line)
 
     def wait(self, timeout: float = 5.0) -> int:
-        try:
-            return self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
+        if not _wait_exit(self.proc, timeout):
             self.kill()
-            return self.proc.wait()
+        return self.proc.wait()
 
     def kill(self, grace: float = 0.5) -> None:
         """End the whole process group: SIGTERM, then SIGKILL after `grace` seconds. Safe to call
@@ -207,17 +210,12 @@ class Child:
     def _kill(self, grace: float) -> None:
         if self.proc.poll() is None:
             _signal_group(self.pgid, signal.SIGTERM)
-            try:
-                self.proc.wait(grace)
-            except subprocess.TimeoutExpired:
-                pass
+            _wait_exit(self.proc, grace)
         _signal_group(self.pgid, signal.SIGKILL)  # also any grandchildren left in the group
         self.proc.wait()
         untrack_group(self.pgid)
         self._close_stdin()
-        if not self.out.closed:
-            self.out.close()
-            self.proc.stdout.close()
+        self.proc.stdout.close()
 
     def close(self) -> None:
         """Reap after a normal end; ends anything left in the group."""
@@ -233,6 +231,37 @@ def _grow_pipe(fd: int) -> None:
         fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, size)
     except (AttributeError, OSError, ValueError):
         pass  # not Linux, or a limit we may not raise: the default pipe still works for most output
+
+
+def leave_signals_to_main() -> None:
+    """Block Ctrl-C and the stop signals in the calling thread (one that never starts a process: a
+    child would inherit the mask). The kernel hands a signal to any thread that does not block it,
+    Python acts on it only in the main thread, and a main thread waiting in poll() is woken only
+    by a signal handed to it: one caught by a reader thread left Ctrl-C unanswered."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+
+
+def _wait_exit(proc: subprocess.Popen[bytes], timeout: float) -> bool:
+    """Wait up to `timeout` seconds for `proc` to exit (True when it has), waking the moment it does:
+    Popen.wait(timeout) polls in sleeps that grow to 50 ms, so a CLI that takes 25 ms to exit
+    was seen gone after 32 ms, one that takes 33 ms after 64 ms."""
+    if proc.poll() is not None:
+        return True
+    try:
+        fd = os.pidfd_open(proc.pid)  # Linux 5.3+: readable once the process has exited
+    except (AttributeError, OSError):
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+    try:
+        exited = select.poll()
+        exited.register(fd, select.POLLIN)
+        exited.poll(max(0, math.ceil(timeout * 1000)))
+    finally:
+        os.close(fd)
+    return proc.poll() is not None
 
 
 def _signal_group(pgid: int, sig: int) -> None:

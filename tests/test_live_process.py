@@ -1,4 +1,4 @@
-"""A long-lived JSON-lines CLI driven with pexpect, and how a provider picks its conversation."""
+"""A long-lived JSON-lines CLI driven through Child, and how a provider picks its conversation."""
 from __future__ import annotations
 
 import os

@@ -1,7 +1,9 @@
 import os
 import signal
 import sys
+import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -34,6 +36,40 @@ def test_stdin_is_delivered_and_closed():
     child = Child([PY, "-c", "import sys; print(sys.stdin.read().upper())"], stdin="héllo " * 50_000)
     assert list(child.lines()) == ["HÉLLO " * 50_000]
     assert child.wait() == 0
+
+
+def test_stdin_kept_open_takes_the_whole_input_later():
+    child = Child([PY, "-c", "import sys; print(sys.stdin.read().upper())"], keep_stdin=True)
+    child.feed("written once the CLI was running")
+    assert list(child.lines(deadline=time.monotonic() + 20)) == ["WRITTEN ONCE THE CLI WAS RUNNING"]
+    assert child.wait() == 0
+
+
+def test_wait_gives_the_exit_status_and_ends_a_cli_that_outlives_it():
+    assert Child([PY, "-c", "import sys; sys.exit(3)"]).wait() == 3
+    child = Child([PY, "-c", "import time; time.sleep(60)"])
+    assert child.wait(timeout=0.2) == -signal.SIGTERM
+    assert not alive(child.proc.pid)
+
+
+def test_reader_threads_leave_ctrl_c_to_the_main_thread():
+    """Python acts on a signal only in its main thread; one the kernel hands to another thread does
+    not wake a main thread waiting in poll(). crew's reader threads block the signals crew stops on."""
+    child = Child([PY, "-c", "import sys, time; sys.stderr.write('ready'); sys.stderr.flush(); time.sleep(60)"])
+    try:
+        deadline = time.monotonic() + 20
+        while "ready" not in child.stderr and time.monotonic() < deadline:  # the reader thread ran
+            time.sleep(0.01)
+        assert {signal.SIGINT, signal.SIGTERM, signal.SIGHUP} <= _blocked_signals(child._stderr_reader.native_id)
+        assert signal.SIGINT not in _blocked_signals(threading.get_native_id())
+    finally:
+        child.close()
+
+
+def _blocked_signals(tid: int) -> set[int]:
+    status = Path(f"/proc/self/task/{tid}/status").read_text()
+    mask = int(next(line for line in status.splitlines() if line.startswith("SigBlk:")).split()[1], 16)
+    return {sig for sig in range(1, 65) if mask >> (sig - 1) & 1}
 
 
 def test_a_cli_that_echoes_a_large_stdin_does_not_deadlock():
