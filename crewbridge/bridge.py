@@ -1,23 +1,23 @@
 """The engine entry point: run a task on one or more agents, in parallel, with their tools."""
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from crewbridge.config import Config, load_config
+from crewbridge.config import AgentSpec, Config, load_config
 from crewbridge.errors import CrewError, UsageError
-from crewbridge.hooks import Hooks
-from crewbridge.loop import AgentLoop, Progress, RunResult
 from crewbridge.mentions import Mention, parse_mentions
-from crewbridge.policy import Policy
 from crewbridge.providers.base import Turn
 from crewbridge.registry import ToolRegistry
 from crewbridge.transcript import Transcript
 
+# The loop and what it needs (loop, hooks, policy, concurrent.futures: ~10 ms to import) are
+# imported where they are used, after the agents' CLIs have started: they load while those boot.
 if TYPE_CHECKING:
     from crewbridge.api import EventStream
+    from crewbridge.conversation import Conversation
+    from crewbridge.loop import AgentLoop, Progress, RunResult
 
 MODES = ("query", "execute")
 
@@ -83,6 +83,7 @@ class Bridge:
     def first_prompt(self, text: str, mode: str = "query") -> str:
         """The exact first message the (first) mentioned agent would be sent, catalogue included."""
         from crewbridge.catalogue import build_prompt, render_catalogue
+        from crewbridge.policy import Policy
 
         mentions, task = parse_mentions(text)
         policy = Policy(self.config.agent(mentions[0].agent), mode)
@@ -104,50 +105,95 @@ class Bridge:
         if transcript is None:
             transcript = Transcript.open(command=mode, agents=[m.agent for m in mentions], task=task) \
                 if self.config.transcripts else Transcript()
+        status = "interrupted"
+        conversations: list[Conversation | CrewError] = []
+        try:
+            for mention in mentions:  # every CLI starts first: it boots while the rest is built
+                conversations.append(self._conversation(mention, mode))
+            self.registry.names()  # built here, once: an error in the tools' configuration ends the run
+            outcomes = self._run_all(mentions, conversations, task, mode, max_turns=max_turns, timeout=timeout,
+                                     approve_all=approve_all, transcript=transcript, on_progress=on_progress)
+            status = "ok" if all(o.error is None for o in outcomes) else "failed"
+            return outcomes
+        finally:
+            for conversation in conversations:
+                if not isinstance(conversation, CrewError):
+                    conversation.close()
+            if own:
+                transcript.close(status)
 
+    def _run_all(self, mentions: list[Mention], conversations: list[Conversation | CrewError], task: str,
+                 mode: str, *, transcript: Transcript, **options: Any) -> list[Outcome]:
         loops: list[AgentLoop] = []
 
-        def one(mention: Mention) -> Outcome:
+        def one(mention: Mention, conversation: Conversation | CrewError) -> Outcome:
             try:
-                loop = self._loop(mention, mode, max_turns=max_turns, timeout=timeout,
-                                  approve_all=approve_all, transcript=transcript, on_progress=on_progress)
+                if isinstance(conversation, CrewError):
+                    raise conversation
+                loop = self._loop(mention, mode, conversation=conversation, transcript=transcript, **options)
                 loops.append(loop)
                 return Outcome(mention.agent, result=loop.run(task))
             except CrewError as exc:
                 transcript.write("error", agent=mention.agent, message=str(exc))
                 return Outcome(mention.agent, error=exc)
 
-        status = "interrupted"
+        if len(mentions) == 1:
+            return [one(mentions[0], conversations[0])]
+        from concurrent.futures import ThreadPoolExecutor, wait
+
+        pool = ThreadPoolExecutor(max_workers=len(mentions))
         try:
-            if len(mentions) == 1:
-                outcomes = [one(mentions[0])]
-            else:
-                pool = ThreadPoolExecutor(max_workers=len(mentions))
-                try:
-                    outcomes = list(pool.map(one, mentions))
-                except BaseException:  # Ctrl-C: end every agent's CLI now, rather than wait for them
-                    for loop in list(loops):
-                        loop.close()
-                    raise
-                finally:
-                    pool.shutdown(wait=False, cancel_futures=True)
-            status = "ok" if all(o.error is None for o in outcomes) else "failed"
-            return outcomes
+            futures = [pool.submit(one, mention, conv) for mention, conv in zip(mentions, conversations)]
+            # Waited for in slices: a Ctrl-C the kernel hands to a worker thread is acted on only
+            # when the main thread runs, and an endless wait would never let it.
+            while wait(futures, timeout=0.25).not_done:
+                pass
+            return [future.result() for future in futures]
+        except BaseException:  # Ctrl-C: end every agent's CLI now, rather than wait for them
+            for loop in list(loops):
+                loop.close()
+            raise
         finally:
-            if own:
-                transcript.close(status)
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    def _conversation(self, mention: Mention, mode: str) -> Conversation | CrewError:
+        """The agent's conversation, its CLI started where it can wait for the first message (or the
+        error that stops this agent alone, such as an unknown provider)."""
+        try:
+            agent = self.config.agent(mention.agent)
+            base = Turn(prompt="", mode=mode, model=mention.model or agent.model,
+                        system_prompt=agent.system_prompt, options=list(agent.options.get(mode, [])))
+            conversation = self.config.provider(agent.provider).conversation(base, cwd=self._workdir(agent))
+        except CrewError as exc:
+            return exc
+        conversation.start()
+        return conversation
+
+    def _workdir(self, agent: AgentSpec) -> Path:
+        return (self.workdir / agent.workdir).resolve() if agent.workdir else self.workdir
 
     def _loop(self, mention: Mention, mode: str, *, max_turns: int, timeout: float | None,
               approve_all: bool, transcript: Transcript | None,
-              on_progress: Callable[[Progress], None] | None) -> AgentLoop:
+              on_progress: Callable[[Progress], None] | None,
+              conversation: Conversation | None = None) -> AgentLoop:
+        """The agent's loop over `conversation` (by default a new one, its CLI started at once)."""
+        from crewbridge.hooks import Hooks
+        from crewbridge.loop import AgentLoop
+        from crewbridge.policy import Policy
+
+        if conversation is None:
+            made = self._conversation(mention, mode)
+            if isinstance(made, CrewError):
+                raise made
+            conversation = made
         agent = self.config.agent(mention.agent)
-        provider = self.config.provider(agent.provider)
-        workdir = (self.workdir / agent.workdir).resolve() if agent.workdir else self.workdir
-        base = Turn(prompt="", mode=mode, model=mention.model or agent.model,
-                    system_prompt=agent.system_prompt, options=list(agent.options.get(mode, [])))
-        conversation = provider.conversation(base, cwd=workdir)
-        return AgentLoop(mention.agent, conversation, self.registry,
-                         Policy(agent, mode, approve_all=approve_all), workdir=workdir,
-                         hooks=Hooks(self.config.hooks, workdir=workdir), transcript=transcript, max_turns=max_turns,
-                         timeout=agent.timeout or timeout, compact=self.config.compact_catalogue,
-                         on_progress=on_progress)
+        workdir = self._workdir(agent)
+        try:
+            return AgentLoop(mention.agent, conversation, self.registry,
+                             Policy(agent, mode, approve_all=approve_all), workdir=workdir,
+                             hooks=Hooks(self.config.hooks, workdir=workdir), transcript=transcript,
+                             max_turns=max_turns, timeout=agent.timeout or timeout,
+                             compact=self.config.compact_catalogue, on_progress=on_progress)
+        except BaseException:
+            conversation.close()
+            raise

@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import functools
+import gc
 import json
 import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NoReturn
 
 import click
 
@@ -74,7 +75,8 @@ def _run(mode: str, text: tuple[str, ...], config: Any, timeout: float, max_turn
     context = stdin.read() if stdin is not None and not stdin.isatty() else None
     output = "json" if as_json else "jsonl" if as_jsonl else "text"
     bridge = Bridge(config)
-    with Renderer(output=output, agents=agents, registry=bridge.registry, verbose=verbose) as renderer:
+    # The tools are built once the agents' CLIs have started (Bridge.run), while those boot.
+    with Renderer(output=output, agents=agents, registry=lambda: bridge.registry, verbose=verbose) as renderer:
         outcomes = bridge.run(task, mode, context=context or None, max_turns=max_turns,
                               timeout=timeout, approve_all=approve_all, on_progress=renderer.progress)
         renderer.finish(outcomes)
@@ -311,6 +313,28 @@ def main() -> None:
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _stop)
     try:
+        _main()
+    finally:
+        # Python's last garbage collections walk every object left (~20 ms, crew's longest pause
+        # after its CLIs end); what crew opened is closed by now, so they are left out.
+        gc.freeze()
+
+
+def _exit_now(code: int) -> NoReturn:
+    """Exit with `code` at once, once everything crew started has been ended. Not sys.exit: a Ctrl-C
+    that lands while Python runs exec() on a string (a dataclass or namedtuple being made, as a
+    module loads) leaves the interpreter to kill itself with SIGINT when it exits, whatever the
+    code; and the normal exit would wait for the threads of tools still running."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass  # closed, or a reader that went away
+    os._exit(code)
+
+
+def _main() -> None:
+    try:
         cli.main(prog_name="crew", standalone_mode=False)
     except (click.exceptions.Abort, KeyboardInterrupt):  # click turns Ctrl-C into Abort
         from crewbridge.process import end_all
@@ -318,7 +342,7 @@ def main() -> None:
         end_all()  # the tools' commands too: nothing crew started outlives it
         click.echo("crew: interrupted" if _stopped_by == signal.SIGINT else
                    f"crew: stopped by {_stopped_by.name}", err=True)
-        sys.exit(128 + _stopped_by)
+        _exit_now(128 + _stopped_by)
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)

@@ -7,6 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Iterator, Protocol
 
+from crewbridge.errors import CrewError
 from crewbridge.events import Event, Failure, Session
 from crewbridge.process import Child
 from crewbridge.templates import render
@@ -18,6 +19,11 @@ EXACT, LOST, FULL = "exact", "lost", "full"
 
 class Conversation(Protocol):
     session_id: str | None
+
+    def start(self) -> None:
+        """Start the CLI now, before the first message is known, where the CLI can wait for it: it
+        boots while crew builds the catalogue. A no-op where it cannot; a CLI that fails to start
+        is reported by send()."""
 
     def send(self, message: str, deadline: float | None) -> Iterator[Event]:
         """Start a turn with `message`; the events of the model's reply as they stream."""
@@ -48,6 +54,7 @@ class ProcessConversation:
         self.history: list[tuple[str, str]] = []  # (role, text), for replay
         self.child: Child | None = None
         self.finished_before_stop = False
+        self._early: Child | None = None  # the first turn's CLI, started before its prompt was known
 
     def _prompt(self, message: str) -> str:
         if self.provider.resumable or not self.history:
@@ -55,13 +62,32 @@ class ProcessConversation:
         history = "\n".join(f"[{role}]\n{text}" for role, text in self.history)
         return render("replay.md", history=history, message=message)
 
+    def start(self) -> None:
+        """Start the first turn's CLI when its prompt goes on stdin: the CLI reads stdin to its end
+        before it does anything, so send() can write the prompt once it is built."""
+        if self.child is not None or self.history or not self.provider.prompt_on_stdin:
+            return
+        try:
+            self.child = self._early = self._child(replace(self.base, prompt="", session_id=None), None,
+                                                   keep_stdin=True)
+        except CrewError:
+            pass  # not installed: send() tries again and reports it
+
+    def _child(self, turn: Turn, stdin: str | None, keep_stdin: bool = False) -> Child:
+        return Child(self.provider.argv(turn), env=self.env, cwd=self.cwd, stdin=stdin, keep_stdin=keep_stdin,
+                     install_hint=self.provider.install_hint)
+
     def send(self, message: str, deadline: float | None) -> Iterator[Event]:
         prompt = self._prompt(message)
         self.history.append(("user", message))
-        turn = replace(self.base, prompt=prompt, session_id=self.session_id if self.provider.resumable else None)
         stdin = prompt if self.provider.prompt_on_stdin else None
-        self.child = child = Child(self.provider.argv(turn), env=self.env, cwd=self.cwd, stdin=stdin,
-                                   install_hint=self.provider.install_hint)
+        if self._early is not None:
+            self.child, self._early = self._early, None
+            self.child.feed(stdin)
+        else:
+            turn = replace(self.base, prompt=prompt, session_id=self.session_id if self.provider.resumable else None)
+            self.child = self._child(turn, stdin)
+        child = self.child
         decoder = self.provider.decoder()
         failed = False
         try:

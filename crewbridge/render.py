@@ -37,21 +37,23 @@ With ``verbose`` each command crew runs (`$`), every line it reads from the CLI 
 """
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
 import re
-import shutil
 import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import IO, Any, Iterable, Mapping, Sequence
+from typing import IO, TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
-from crewbridge.loop import CallRecord, Progress
 from crewbridge.policy import _prompt_lock as terminal_lock  # an approval question owns the terminal
 from crewbridge.process import log as process_log
 from crewbridge.registry import DEFAULT_PREFIX, ToolRegistry
+
+if TYPE_CHECKING:
+    from crewbridge.loop import CallRecord, Progress
 
 OUTPUTS = ("text", "json", "jsonl")
 MAX_FENCE_LINE = 4096  # as the extractor: a longer line is never a fence line
@@ -187,7 +189,11 @@ class Style:
     def of(cls, stream: IO[str], env: Mapping[str, str]) -> Style:
         tty = isatty(stream)
         dumb = env.get("TERM", "") == "dumb"
-        width = shutil.get_terminal_size((120, 24)).columns if tty else 120
+        width = 120
+        if tty:
+            import shutil  # 3 ms to import (it loads bz2, lzma…): only for a terminal
+
+            width = shutil.get_terminal_size((120, 24)).columns
         try:
             "→✓✗⠋─".encode(getattr(stream, "encoding", None) or "utf-8")
             unicode = True
@@ -225,8 +231,8 @@ class Renderer:
     """Turns the loop's Progress events (and the outcomes at the end) into output. Thread-safe:
     several agents report at once. Use as a context manager, or call `close()`."""
 
-    def __init__(self, *, output: str = "text", agents: Sequence[str] = (), registry: ToolRegistry | None = None,
-                 verbose: bool = False, out: IO[str] | None = None, err: IO[str] | None = None,
+    def __init__(self, *, output: str = "text", agents: Sequence[str] = (),
+                 registry: ToolRegistry | Callable[[], ToolRegistry] | None = None, verbose: bool = False, out: IO[str] | None = None, err: IO[str] | None = None,
                  env: Mapping[str, str] | None = None) -> None:
         if output not in OUTPUTS:
             raise ValueError(f"output '{output}' is not one of {', '.join(OUTPUTS)}")
@@ -234,8 +240,7 @@ class Renderer:
         self.output = output
         self.out = out or sys.stdout
         self.err = err or sys.stderr
-        self.prefix = registry.prefix if registry is not None else DEFAULT_PREFIX
-        self.tool_names = registry.names() if registry is not None else []
+        self._registry = registry  # or how to get it: read when the first reply starts (see _tools)
         self.style = Style.of(self.err, env)
         self.out_style = Style.of(self.out, env)
         self.labelled = len(agents) > 1
@@ -301,7 +306,7 @@ class Renderer:
 
     def _on_turn(self, agent: _Agent, event: Progress) -> None:
         self._show(agent.filter.end())
-        agent.filter = TextFilter(self.prefix, self.tool_names)
+        agent.filter = TextFilter(*self._tools)
         self._fresh, self._blank = True, 0
 
     def _on_text(self, agent: _Agent, event: Progress) -> None:
@@ -386,8 +391,15 @@ class Renderer:
             index = len(self.agents) if index is None else index
             label = self.style.paint(f"@{name}".ljust(width + 1), _COLORS[index % len(_COLORS)] + ";1") \
                 if self.labelled else ""
-            agent = self.agents[name] = _Agent(name, label, TextFilter(self.prefix, self.tool_names))
+            agent = self.agents[name] = _Agent(name, label, TextFilter())  # replaced as its first reply starts
         return agent
+
+    @functools.cached_property
+    def _tools(self) -> tuple[str, list[str]]:
+        """The tools' prefix and names (the text filter hides calls to them). Read once the first reply
+        starts, so a caller may pass a function that builds the tools while the CLI starts."""
+        registry = self._registry() if callable(self._registry) else self._registry
+        return (registry.prefix, registry.names()) if registry is not None else (DEFAULT_PREFIX, [])
 
     def _subject(self, call: CallRecord) -> str:
         name = call.name or "(a call crew could not read)"

@@ -85,7 +85,8 @@ class Provider:
     binary = ""
     install_hint = ""  # how a person installs the CLI
     resumable = True  # has its own session resume; otherwise crew replays the transcript
-    prompt_on_stdin = True  # argv is capped at 128 KiB; stdin is not
+    prompt_on_stdin = True  # argv is capped at 128 KiB; stdin is not. Then argv() must not read turn.prompt:
+    # the first turn's CLI is started before its prompt is built (Conversation.start)
     live = ""  # "module:Class" of its exact, live conversation (providers/live_*.py), if it has one
 
     def argv(self, turn: Turn) -> list[str]:

@@ -48,8 +48,8 @@ class ClaudeLiveConversation(LiveConversation):
         self._native = False  # the current reply used one of Claude's own tools
 
     def _start(self) -> LiveProcess:
-        process, started = self._launch()
-        if started:
+        process, first = self._launch()
+        if first:
             process.write(assistant_line(""))  # an anchor for rewinding to the first message
         return process
 

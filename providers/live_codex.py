@@ -74,8 +74,8 @@ class CodexLiveConversation(LiveConversation):
         self._native = False  # the current turn ran one of Codex's own tools
 
     def _start(self) -> LiveProcess:
-        process, started = self._launch()
-        if started:
+        process, first = self._launch()
+        if first:
             self._call("initialize", {"clientInfo": CLIENT, "capabilities": {"experimentalApi": True}})
             process.write({"jsonrpc": "2.0", "method": "initialized"})
             thread = self._call("thread/start", {"cwd": str(self.cwd), "model": self.base.model,

@@ -1,5 +1,5 @@
-"""A long-lived CLI that reads JSON lines on stdin and writes JSON lines on stdout, driven with pexpect:
-send a line, read lines as they come, every read bounded by a deadline. The process runs in its own
+"""A long-lived CLI that reads JSON lines on stdin and writes JSON lines on stdout, driven through
+Child: send a line, read lines as they come, every read bounded by a deadline. The process runs in its own
 process group, ended as a whole on close, on errors and on timeouts."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from crewbridge.errors import ProviderError
+from crewbridge.errors import CrewError, ProviderError
 from crewbridge.events import Notice
 from crewbridge.process import Child
 from crewbridge.providers.base import Provider, Turn, parse_object
@@ -48,8 +48,8 @@ class LiveProcess:
         CrewTimeout, after ending the process group, when `deadline` passes; ProviderError when
         the CLI exits."""
         while True:
-            # Child's reader, not pexpect's expect: that copies the rest of its buffer at each line
-            # (a 40 MB stream of short lines took 5× as long as reading it).
+            # Child's reader splits each chunk into lines once (pexpect's expect, used before, copied
+            # the rest of its buffer at each line: a 40 MB stream of short lines took 5× as long).
             line = self.child.read_line(deadline)
             if line is None:
                 raise ProviderError(self._exit_message())
@@ -76,8 +76,8 @@ class LiveProcess:
 
 
 class LiveConversation:
-    """Base of a conversation held in one long-lived CLI process (`argv`), started by the first
-    message and never after close() — which may come from another thread (Ctrl-C)."""
+    """Base of a conversation held in one long-lived CLI process (`argv`), started by start() or the
+    first message, and never after close() — which may come from another thread (Ctrl-C)."""
 
     def __init__(self, provider: Provider, base: Turn, argv: list[str], *, cwd: Path,
                  env: dict[str, str] | None = None) -> None:
@@ -90,17 +90,31 @@ class LiveConversation:
         self.process: LiveProcess | None = None
         self._lock = threading.Lock()
         self._closed = False
+        self._handed = False  # _launch() gave the process out (and its caller set it up)
+
+    def start(self) -> None:
+        """Start the CLI now: it boots while crew builds the first message, which it waits for."""
+        with self._lock:
+            if self._closed or self.process is not None:
+                return
+            try:
+                self.process = self._new_process()
+            except CrewError:
+                pass  # not installed: send() tries again and reports it
 
     def _launch(self) -> tuple[LiveProcess, bool]:
-        """The process, and whether it was started just now (CLINotFound when not installed)."""
+        """The process, and whether this is the first time it is given out: the caller sets it up
+        then (CLINotFound when the CLI is not installed)."""
         with self._lock:
             if self._closed:
                 raise ProviderError(f"{self.provider.name}: the conversation was already closed")
-            if self.process is not None:
-                return self.process, False
-            self.process = LiveProcess(self.argv, env=self.env, cwd=self.cwd,
-                                       install_hint=self.provider.install_hint)
-            return self.process, True
+            if self.process is None:
+                self.process = self._new_process()
+            first, self._handed = not self._handed, True
+            return self.process, first
+
+    def _new_process(self) -> LiveProcess:
+        return LiveProcess(self.argv, env=self.env, cwd=self.cwd, install_hint=self.provider.install_hint)
 
     def close(self) -> None:
         with self._lock:

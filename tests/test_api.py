@@ -14,7 +14,8 @@ import pytest
 import crewbridge
 from crewbridge import Bridge, Config, Progress
 from crewbridge.config import AgentSpec, default_agents
-from crewbridge.errors import AgentNotFound, Interrupted, UsageError
+from crewbridge import process
+from crewbridge.errors import AgentNotFound, ConfigError, Interrupted, UsageError
 from crewbridge.providers.generic import GenericSpec
 
 # A scripted model run as a CLI: the first turn calls the tool given as its argument, the next
@@ -104,6 +105,34 @@ def test_events_arrive_through_a_callback_in_order(workdir: Path) -> None:
     assert turns[0] == 0 and len(turns) == 2 and "text" in kinds[:turns[1]]
     assert kinds.index("call") < kinds.index("result") < turns[1]  # the result is sent in turn 2
     assert "".join(e.text for e in seen if e.kind == "text").startswith("I'll read notes.txt")
+
+
+def test_each_agents_cli_starts_before_the_tools_and_the_catalogue_are_built(
+        workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    order: list[str] = []
+    spawn, tools = process.Child.__init__, Config.registry
+    monkeypatch.setattr(process.Child, "__init__",
+                        lambda self, argv, **kw: (order.append("cli"), spawn(self, argv, **kw))[1])
+    monkeypatch.setattr(Config, "registry", lambda self: (order.append("tools"), tools(self))[1])
+    result = Bridge(workdir=workdir).ask("@demo what is in notes.txt?")
+    assert "notes.txt has 2 non-empty lines" in result.answer
+    assert order == ["cli", "tools", "cli"]  # turn 1's CLI, then the tools; turn 2 needs its own
+
+
+def test_an_error_in_the_tools_configuration_ends_the_run_and_the_clis_started_for_it(
+        workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    started: list[process.Child] = []
+    spawn = process.Child.__init__
+    monkeypatch.setattr(process.Child, "__init__",
+                        lambda self, argv, **kw: (started.append(self), spawn(self, argv, **kw))[1])
+
+    def broken(self: Config) -> None:
+        raise ConfigError("crew.yaml:3: agents.demo.deny[0]: 'nope' matches no tool")
+
+    monkeypatch.setattr(Config, "registry", broken)
+    with pytest.raises(ConfigError, match="'nope' matches no tool"):
+        Bridge(workdir=workdir).run("@demo @demo hello")
+    assert len(started) == 2 and all(child.proc.poll() is not None for child in started)
 
 
 # --- tools from plain functions ----------------------------------------------------------------

@@ -5,7 +5,10 @@ import json
 import sys
 import time
 
+import pytest
+
 from crewbridge.conversation import EXACT, FULL, LOST, ProcessConversation
+from crewbridge.errors import CLINotFound
 from crewbridge.events import Failure, Session, Text
 from crewbridge.providers.base import Turn
 from crewbridge.providers.generic import GenericProvider, GenericSpec
@@ -74,3 +77,41 @@ def test_the_prompt_goes_in_argv_when_the_template_asks_for_it(tmp_path):
 def test_the_cli_runs_in_the_agents_working_directory(tmp_path):
     conv = conversation(tmp_path, [sys.executable, "-c", "import os; print(os.getcwd())"])
     assert texts(conv.send("q", None)).strip() == str(tmp_path)
+
+
+# Prints its pid, then what it read on stdin.
+PID_CLI = "import os, sys; print(os.getpid()); print(sys.stdin.read())"
+
+
+def test_the_first_turns_cli_starts_early_and_gets_its_prompt_when_it_is_sent(tmp_path):
+    conv = conversation(tmp_path, [sys.executable, "-c", PID_CLI])
+    conv.start()  # as crew does, before it builds the catalogue: the CLI waits for stdin's end
+    early = conv.child
+    assert early is not None and early.proc.poll() is None
+    pid, text = texts(conv.send("the prompt", None)).split("\n", 1)
+    assert int(pid) == early.proc.pid and text.strip() == "the prompt"
+    conv.keep("answer", stopped=False)
+    pid, _ = texts(conv.send("next", None)).split("\n", 1)
+    assert int(pid) != early.proc.pid  # a new process per turn after the first
+
+
+def test_a_cli_that_takes_the_prompt_in_argv_is_not_started_early(tmp_path):
+    conv = conversation(tmp_path, [sys.executable, "-c", "import sys; print(sys.argv[1])", "{prompt}"])
+    conv.start()
+    assert conv.child is None
+    assert texts(conv.send("in argv", None)).strip() == "in argv"
+
+
+def test_closing_a_conversation_started_early_ends_its_cli(tmp_path):
+    conv = conversation(tmp_path, [sys.executable, "-c", PID_CLI])
+    conv.start()
+    conv.close()
+    assert conv.child.proc.poll() is not None
+
+
+def test_a_cli_that_is_not_installed_is_reported_by_the_first_turn_not_by_start(tmp_path):
+    conv = conversation(tmp_path, ["no-such-cli-for-crew"])
+    conv.start()
+    assert conv.child is None
+    with pytest.raises(CLINotFound, match="'no-such-cli-for-crew' not found on PATH"):
+        list(conv.send("q", None))

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -185,6 +187,21 @@ def test_ctrl_c_while_a_tool_runs_ends_the_tools_command_too(model, tmp_path, en
     code, _, pids = interrupt(["execute", "--config", str(model.config), "@fake run it"], tmp_path, env)
     assert code == 130
     assert [pid for pid in pids if running(pid)] == []
+
+
+def test_ctrl_c_inside_code_python_generates_still_exits_130(tmp_path, env):
+    """Python runs the code it generates for a dataclass or namedtuple with exec() on a string. A
+    KeyboardInterrupt raised inside one marks the interpreter, run with -m, to kill itself with
+    SIGINT (-2) when it exits, however crew handled the interrupt. The agents' CLIs start before
+    the tools are built, so a Ctrl-C can land there."""
+    (tmp_path / "interrupted.py").write_text(
+        "from crewbridge import cli\nfrom crewbridge.bridge import Bridge\n"
+        "Bridge.run = lambda *args, **options: exec('raise KeyboardInterrupt')\n"
+        "cli.main()\n")
+    proc = subprocess.run([sys.executable, "-m", "interrupted", "query", "@claude hello"], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 130
+    assert error_line(proc.stderr) == "crew: interrupted"
 
 
 # -- output without end ------------------------------------------------------------------------------

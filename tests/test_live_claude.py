@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from crewbridge.conversation import EXACT, FULL
-from crewbridge.errors import ProviderError
+from crewbridge.errors import CLINotFound, ProviderError
 from crewbridge.events import Failure, Session, Text
 from crewbridge.providers.base import Turn
 from crewbridge.providers.claude import ClaudeProvider
@@ -165,4 +165,33 @@ def test_a_closed_conversation_starts_no_process(start):
     conversation.close()
     with pytest.raises(ProviderError, match="claude: the conversation was already closed"):
         list(conversation.send("first", None))
+    assert conversation.process is None
+
+
+def test_started_before_the_first_message_the_process_waits_for_it_and_is_set_up_once(start):
+    conversation, sent = start()
+    conversation.start()  # as crew does, before it builds the catalogue
+    pid = conversation.process.pid
+    conversation.start()  # again: the same process
+    assert conversation.process.pid == pid
+    list(conversation.send("first", None))
+    assert conversation.keep("Reading.\n" + BLOCK, stopped=False) == FULL
+    list(conversation.send("second", None))
+    assert conversation.process.pid == pid
+    assert [line["type"] for line in sent()] == ["assistant", "user", "user"]  # one anchor, first
+
+
+def test_a_cli_that_cannot_start_early_is_reported_by_the_first_message(tmp_path):
+    conversation = ClaudeLiveConversation(ClaudeProvider(), Turn(prompt=""), cwd=tmp_path,
+                                          env={"PATH": str(tmp_path)})
+    conversation.start()
+    assert conversation.process is None
+    with pytest.raises(CLINotFound, match="'claude' not found on PATH"):
+        list(conversation.send("hi", None))
+
+
+def test_a_closed_conversation_is_not_started_early(start):
+    conversation, _ = start()
+    conversation.close()
+    conversation.start()
     assert conversation.process is None

@@ -208,6 +208,24 @@ def test_on_a_terminal_the_text_streams_without_the_call_block_and_the_answer_is
     assert "→ crew:read_file notes.txt\n  ✓ 2 lines\n" in err.getvalue()
 
 
+def test_the_tools_may_be_given_as_a_function_read_once_the_first_reply_starts():
+    built = []
+
+    def tools():  # crew builds them while the agents' CLIs start
+        built.append(builtin_registry())
+        return built[-1]
+
+    out = Terminal()
+    with renderer(out, env={"NO_COLOR": "1"}, registry=tools) as r:
+        assert built == []
+        unprefixed = '```json\n{"type": "tool_use", "name": "read_file", "input": {}}\n```\n'
+        for turn in ("1", "2"):
+            r.progress(Progress("turn", "claude", turn))
+            r.progress(Progress("text", "claude", "Reading.\n" + unprefixed))
+    assert len(built) == 1
+    assert "tool_use" not in out.getvalue()  # a call by the bare name of a known tool is hidden
+
+
 def test_colours_only_on_a_terminal_and_never_with_no_color():
     for env, stream, coloured in (({}, Terminal(), True), ({"NO_COLOR": "1"}, Terminal(), False),
                                   ({"TERM": "dumb"}, Terminal(), False), ({}, io.StringIO(), False)):
