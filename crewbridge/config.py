@@ -15,12 +15,10 @@ from __future__ import annotations
 import contextlib
 import difflib
 import functools
-import hashlib
 import json
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from importlib.resources import files
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -86,9 +84,10 @@ class Config:
     def provider(self, name: str) -> Provider:
         """A provider by name: one configured under `providers:` first, then a built-in one."""
         from crewbridge.providers import BUILTIN, load, names, plugins
-        from crewbridge.providers.generic import GenericProvider
 
         if name in self.providers:
+            from crewbridge.providers.generic import GenericProvider
+
             return GenericProvider(self.providers[name])
         if name in BUILTIN or name in plugins():
             return load(name)
@@ -270,6 +269,8 @@ def _plain(loader: yaml.SafeLoader, node: yaml.Node, keys: Keys, marks: dict[Key
 
 @functools.lru_cache(maxsize=1)
 def _schema_validator() -> Draft202012Validator:
+    from importlib.resources import files
+
     from jsonschema import Draft202012Validator
 
     schema = json.loads(files("crewbridge").joinpath("config_schema.json").read_text(encoding="utf-8"))
@@ -413,6 +414,8 @@ def _build(data: dict[str, Any], marks: dict[Keys, int], path: Path, shown: str)
 
 def trust_config(path: Path) -> Path:
     """Remember that a person has read this crew.yaml as it is now; a later change needs trust again."""
+    import hashlib
+
     path = path.resolve()
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     store = state_dir() / "trusted.json"
@@ -441,6 +444,8 @@ def _check_trust(path: Path, raw: bytes, data: dict[str, Any], marks: dict[Keys,
     risky = _risky(data, path.parent.absolute())
     if not risky:
         return
+    import hashlib
+
     digest = hashlib.sha256(raw).hexdigest()
     if _trusted(state_dir() / "trusted.json").get(str(path.resolve())) == digest:
         return

@@ -9,7 +9,6 @@ import json
 import string
 import time
 from dataclasses import dataclass
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Callable
 
@@ -141,6 +140,14 @@ def _text(value: Any) -> str:
     if isinstance(value, str):
         return value
     return json.dumps(value, ensure_ascii=False)  # numbers, true/false, objects as JSON
+
+
+def entry_points(group: str) -> Any:
+    """The entry points installed packages declare in `group`. importlib.metadata takes ~15 ms to
+    import, so it is imported only when the tools are built."""
+    from importlib import metadata
+
+    return metadata.entry_points(group=group)
 
 
 def plugin_tools(group: str = PLUGIN_GROUP) -> list[Tool]:

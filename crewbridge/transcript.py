@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import secrets
 import threading
 import time
 from collections.abc import Mapping
@@ -198,4 +197,5 @@ def _now() -> str:
 
 
 def _new_run_id() -> str:
-    return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3)
+    # os.urandom rather than secrets, which takes 7 ms to import (at every crew start)
+    return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + os.urandom(3).hex()
