@@ -1,4 +1,4 @@
-"""A child CLI process: its own process group, stdout read as it streams, deadlines."""
+"""A child CLI process: its own process group, stdout read as it streams (pexpect), deadlines."""
 from __future__ import annotations
 
 import collections
@@ -71,10 +71,19 @@ class Child:
         self.pgid = self.proc.pid
         track_group(self.pgid)
         self.trace("$", shlex.join(argv))
-        self._out = self.proc.stdout.fileno()  # read with os.read: no buffer between the CLI and crew
-        _grow_pipe(self._out)
+        _grow_pipe(self.proc.stdout.fileno())
+        # pexpect reads stdout; imported here, after the CLI started, so its ~20 ms import overlaps
+        # the CLI's own start-up. It gets the only descriptor of the pipe, closed once by _release().
+        from pexpect import fdpexpect
+        self.out = fdpexpect.fdspawn(os.dup(self.proc.stdout.fileno()), timeout=None, maxread=CHUNK,
+                                     use_poll=True)
+        self.proc.stdout.close()
+        self._wake_r, self._wake_w = os.pipe()  # kill() wakes a reader blocked on a silent CLI
         self._poll = select.poll()  # unlike select(), any descriptor number
-        self._poll.register(self._out, select.POLLIN)
+        self._poll.register(self.out.child_fd, select.POLLIN)
+        self._poll.register(self._wake_r, select.POLLIN)
+        self._reading = threading.Lock()  # held while reading: the descriptors stay open meanwhile
+        self._killed = False
         self._stderr: collections.deque[bytes] = collections.deque()
         self._stderr_size = 0
         self._stderr_reader = threading.Thread(target=self._drain_stderr, daemon=True)
@@ -158,20 +167,26 @@ class Child:
             self.kill()
             raise CrewTimeout(f"'{os.path.basename(self.argv[0])}' gave no complete reply in time; "
                               "it was stopped (raise --timeout if it needs longer)")
-        try:
-            if not self._poll.poll(None if wait is None else max(1, math.ceil(wait * 1000))):
+        with self._reading:
+            if self._killed:
+                self._release()
+                return
+            ready = self._poll.poll(None if wait is None else max(1, math.ceil(wait * 1000)))
+            if not ready:
                 return  # the deadline passed: the next call ends it
-            chunk = os.read(self._out, CHUNK)
-        except (OSError, ValueError):
-            if not self.proc.stdout.closed:
-                raise
-            self._ended = True  # kill() from another thread (Ctrl-C, close) closed the pipe
-            return
-        if not chunk:
-            self._ended = True
-            if self._pending or self._cut:
-                self._end_line(b"")
-            return
+            if any(fd == self._wake_r for fd, _ in ready):
+                self._release()  # kill() from another thread (Ctrl-C, a stopped reply)
+                return
+            from pexpect import EOF, TIMEOUT
+            try:
+                chunk = self.out.read_nonblocking(CHUNK, timeout=0)
+            except TIMEOUT:
+                return
+            except EOF:
+                self._ended = True
+                if self._pending or self._cut:
+                    self._end_line(b"")
+                return
         start = 0
         while (nl := chunk.find(b"\n", start)) >= 0:
             self._end_line(chunk[start:nl])
@@ -202,10 +217,19 @@ class Child:
         return self.proc.wait()
 
     def kill(self, grace: float = 0.5) -> None:
-        """End the whole process group: SIGTERM, then SIGKILL after `grace` seconds. Safe to call
-        from several threads at once: descriptors are closed exactly once."""
+        """End the whole process group: SIGTERM, then SIGKILL after `grace` seconds. Safe from any
+        thread, and more than once: a reader blocked on the CLI is woken and ends its lines."""
         with self._kill_lock:
+            if self._killed:
+                return
             self._kill(grace)
+            os.write(self._wake_w, b"!")  # before _killed: a reader that sees it may close the pipe
+            self._killed = True
+        if self._reading.acquire(blocking=False):  # else the reader in progress releases them
+            try:
+                self._release()
+            finally:
+                self._reading.release()
 
     def _kill(self, grace: float) -> None:
         if self.proc.poll() is None:
@@ -215,7 +239,14 @@ class Child:
         self.proc.wait()
         untrack_group(self.pgid)
         self._close_stdin()
-        self.proc.stdout.close()
+
+    def _release(self) -> None:
+        """Close the reading side (with the reading lock held): no line comes after this."""
+        self._ended = True
+        if not self.out.closed:
+            self.out.close()
+            os.close(self._wake_r)
+            os.close(self._wake_w)
 
     def close(self) -> None:
         """Reap after a normal end; ends anything left in the group."""
