@@ -36,7 +36,8 @@ class Redactor:
                 names.setdefault(value, name)
         # the longest first, so a secret that contains another is replaced whole
         self._secrets = sorted(names.items(), key=lambda item: len(item[0]), reverse=True)
-        self._patterns = [(markers, re.compile(pattern, re.DOTALL),
+        # compiled at first use (re caches them): most runs never meet a marker
+        self._patterns = [(markers, pattern,
                            ("\\g<keep>" if "(?P<keep>" in pattern else "") + f"[REDACTED:{label}]")
                           for label, markers, pattern in PATTERNS]
 
@@ -44,9 +45,9 @@ class Redactor:
         for value, name in self._secrets:
             if value in text:
                 text = text.replace(value, f"[REDACTED:{name}]")
-        for markers, regex, replacement in self._patterns:
+        for markers, pattern, replacement in self._patterns:
             if any(marker in text for marker in markers):
-                text = regex.sub(replacement, text)
+                text = re.sub(pattern, replacement, text, flags=re.DOTALL)
         return text
 
     def value(self, value: Any) -> Any:
