@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from crewbridge.errors import ConfigError, CrewError, CrewTimeout
+from crewbridge.plugins import entry_points
 from crewbridge.process import Child
 from crewbridge.registry import MAX_OUTPUT_CHARS, Tool, ToolContext, ToolFailure, as_tool
 
@@ -140,14 +141,6 @@ def _text(value: Any) -> str:
     if isinstance(value, str):
         return value
     return json.dumps(value, ensure_ascii=False)  # numbers, true/false, objects as JSON
-
-
-def entry_points(group: str) -> Any:
-    """The entry points installed packages declare in `group`. importlib.metadata takes ~15 ms to
-    import, so it is imported only when the tools are built."""
-    from importlib import metadata
-
-    return metadata.entry_points(group=group)
 
 
 def plugin_tools(group: str = PLUGIN_GROUP) -> list[Tool]:

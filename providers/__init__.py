@@ -29,7 +29,7 @@ BUILTIN = {
 
 def plugins() -> dict[str, "EntryPoint"]:
     """Providers declared by installed packages, by name (not imported); built-in names left out."""
-    from importlib.metadata import entry_points  # slow to import: only when a plugin is looked for
+    from crewbridge.plugins import entry_points
 
     return {point.name: point for point in entry_points(group=PLUGIN_GROUP) if point.name not in BUILTIN}
 
