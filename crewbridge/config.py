@@ -269,11 +269,11 @@ def _plain(loader: yaml.SafeLoader, node: yaml.Node, keys: Keys, marks: dict[Key
 
 @functools.lru_cache(maxsize=1)
 def _schema_validator() -> Draft202012Validator:
-    from importlib.resources import files
-
     from jsonschema import Draft202012Validator
 
-    schema = json.loads(files("crewbridge").joinpath("config_schema.json").read_text(encoding="utf-8"))
+    from crewbridge.templates import package_text
+
+    schema = json.loads(package_text("crewbridge", "config_schema.json"))
     return Draft202012Validator(schema)
 
 
