@@ -1,12 +1,16 @@
 """Codex, live: one `codex app-server` process (JSON-RPC 2.0 over stdio) for the whole conversation.
 
 A thread is started once; each message is a turn/start, and the reply's text arrives as
-item/agentMessage/delta notifications. Stopping a reply sends turn/interrupt: Codex then keeps the
-messages it had completed in that turn and drops the one it was writing, so before the next message
-crew injects (thread/inject_items, an experimental method) the rest of the reply up to its last tool
-block as an assistant message. If Codex had already completed a message holding text past the block
-(the race: the reply finished before the interrupt landed), crew reverts the turn (thread/revert) and
-injects the message and the reply cut at the block instead. Either way the history is exact.
+item/agentMessage/delta notifications. The thread is ephemeral: Codex writes no session file for
+it, which it would otherwise read again a dozen times in every turn (~30 ms of each tool turn).
+Stopping a reply sends turn/interrupt: Codex then keeps the messages it had completed in that turn
+and drops the one it was writing, so before the next message crew injects (thread/inject_items, an
+experimental method) the rest of the reply up to its last tool block as an assistant message. If
+Codex had already completed a message holding text past the block (the race: the reply finished
+before the interrupt landed), the conversation moves to a new thread into which crew injects the
+history it holds, ending with the reply cut at the block (an ephemeral thread cannot be reverted).
+Either way the history is exact. A turn that ran Codex's own tools left items crew does not hold:
+after one, a race leaves the reply whole and the follow-up names the tail instead.
 """
 from __future__ import annotations
 
@@ -72,17 +76,23 @@ class CodexLiveConversation(LiveConversation):
         self._message = ""  # what the current turn was started with
         self._stored = ""  # text of the agent messages Codex completed (so stored) in this turn
         self._native = False  # the current turn ran one of Codex's own tools
+        # The model-visible conversation, as Responses API items; None once Codex's own tools added
+        # items crew does not hold.
+        self._history: list[dict[str, Any]] | None = []
 
     def _start(self) -> LiveProcess:
         process, first = self._launch()
         if first:
             self._call("initialize", {"clientInfo": CLIENT, "capabilities": {"experimentalApi": True}})
             process.write({"jsonrpc": "2.0", "method": "initialized"})
-            thread = self._call("thread/start", {"cwd": str(self.cwd), "model": self.base.model,
-                                                 "sandbox": SANDBOX.get(self.base.mode, "read-only"),
-                                                 "approvalPolicy": "never"})["thread"]
-            self.session_id = thread["id"]
+            self._new_thread()
         return process
+
+    def _new_thread(self) -> None:
+        thread = self._call("thread/start", {"cwd": str(self.cwd), "model": self.base.model,
+                                             "sandbox": SANDBOX.get(self.base.mode, "read-only"),
+                                             "approvalPolicy": "never", "ephemeral": True})["thread"]
+        self.session_id = thread["id"]
 
     def _request(self, method: str, params: dict[str, Any]) -> int:
         assert self.process is not None
@@ -106,6 +116,7 @@ class CodexLiveConversation(LiveConversation):
             self._finish_turn()
             yield Session(self.session_id)
             self._message, self._stored, self._native = message, "", False
+            self._remember(user_item(message))
             self._turn = None
             self._running = True
             request_id = self._request("turn/start", {"threadId": self.session_id,
@@ -155,18 +166,29 @@ class CodexLiveConversation(LiveConversation):
 
     def keep(self, kept: str, stopped: bool) -> str:
         self._finish_turn()
+        if self._native:
+            self._history = None
         if not stopped:
+            self._remember(assistant_item(self._stored))
             return FULL
         if kept.startswith(self._stored):  # Codex holds the start of the reply at most: add the rest
             rest = kept[len(self._stored):]
+            self._remember(assistant_item(self._stored))
             if rest:
                 self._inject(assistant_item(rest))
+                self._remember(assistant_item(rest))
             return EXACT
-        if self._native or self._turn is None:
-            return FULL  # reverting would also drop the results of Codex's own tools
-        self._call("thread/revert", {"threadId": self.session_id, "beforeTurnId": self._turn})
-        self._inject(user_item(self._message), assistant_item(kept))
+        if self._history is None:
+            return FULL  # a new thread would lack the calls and results of Codex's own tools
+        self._history.append(assistant_item(kept))
+        self._new_thread()
+        self._inject(*self._history)
         return EXACT
+
+    def _remember(self, item: dict[str, Any]) -> None:
+        text = item["content"][0]["text"]
+        if self._history is not None and text:
+            self._history.append(item)
 
     def _inject(self, *items: dict[str, Any]) -> None:
         """Append raw Responses API items to the thread's model-visible history."""

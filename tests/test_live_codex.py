@@ -19,7 +19,8 @@ BLOCK = '```json\n{"type":"tool_use","name":"crew:read_file","input":{"path":"a"
 # Streams argv[3] (a list of agent messages, each a list of deltas) for every turn. argv[2]: "slow"
 # (each message completes only after the last delta, and an interrupt stops it), "race" (the whole
 # turn completes before any interrupt is read), "native" (a command item runs first, then as race),
-# "ask" (the server asks for an approval first and waits for the answer), "fail" (the turn fails).
+# "native-first" (native in the first turn only), "ask" (the server asks for an approval first and
+# waits for the answer), "fail" (the turn fails).
 FAKE = r"""
 import json, sys
 log, mode, messages = open(sys.argv[1], "a"), sys.argv[2], json.loads(sys.argv[3])
@@ -45,7 +46,7 @@ for line in sys.stdin:
         if mode == "ask":
             out({"id": "s1", "method": "item/commandExecution/requestApproval", "params": {}})
             log.write(sys.stdin.readline()); log.flush()  # the turn waits for the answer
-        if mode == "native":
+        if mode == "native" or (mode == "native-first" and turns == 1):
             note("item/started", item={"type": "commandExecution", "id": "c1"})
         if mode == "fail":
             complete("failed")
@@ -125,14 +126,24 @@ def test_messages_codex_completed_before_the_stop_are_not_injected_again(start):
     assert calls(requests) == [("thread/inject_items", {"threadId": "T1", "items": [assistant(BLOCK)]})]
 
 
-def test_a_turn_that_completed_with_its_tail_is_reverted_and_replaced(start):
+def user(text):
+    return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
+
+
+def thread_starts(requests):
+    return [r["params"] for r in requests() if r["method"] == "thread/start"]
+
+
+def test_a_turn_that_completed_with_its_tail_moves_to_a_new_thread_holding_the_exact_history(start):
     conversation, requests = start("race", ["Reading.\n", BLOCK, "It says 7."])
+    list(conversation.send("hello", None))  # an earlier exchange, kept whole
+    assert conversation.keep("", stopped=False) == FULL
     stop_at_the_tail(conversation)
     assert conversation.keep("Reading.\n" + BLOCK, stopped=True) == EXACT
-    user = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "read a"}]}
-    assert calls(requests) == [("thread/revert", {"threadId": "T1", "beforeTurnId": "U1"}),
-                               ("thread/inject_items", {"threadId": "T1",
-                                                        "items": [user, assistant("Reading.\n" + BLOCK)]})]
+    assert len(thread_starts(requests)) == 2  # an ephemeral thread cannot be reverted
+    earlier = "Reading.\n" + BLOCK + "It says 7."
+    assert calls(requests) == [("thread/inject_items", {"threadId": "T1", "items": [
+        user("hello"), assistant(earlier), user("read a"), assistant("Reading.\n" + BLOCK)]})]
 
 
 def test_a_completed_turn_that_ran_codexs_own_tools_is_left_whole(start):
@@ -140,6 +151,15 @@ def test_a_completed_turn_that_ran_codexs_own_tools_is_left_whole(start):
     stop_at_the_tail(conversation)
     assert conversation.keep("Reading.\n" + BLOCK, stopped=True) == FULL
     assert calls(requests) == []
+
+
+def test_after_a_turn_with_codexs_own_tools_a_race_is_left_whole(start):
+    conversation, requests = start("native-first", ["Reading.\n", BLOCK, "It says 7."])
+    list(conversation.send("look around", None))
+    conversation.keep("", stopped=False)
+    stop_at_the_tail(conversation)
+    assert conversation.keep("Reading.\n" + BLOCK, stopped=True) == FULL
+    assert calls(requests) == [] and len(thread_starts(requests)) == 1
 
 
 def test_a_reply_that_was_not_stopped_is_left_whole_and_the_next_turn_uses_the_same_thread(start):
@@ -163,6 +183,7 @@ def test_the_thread_is_started_once_with_the_experimental_api_and_the_modes_sand
     assert initialize["params"]["capabilities"] == {"experimentalApi": True}
     assert thread["method"] == "thread/start"
     assert thread["params"]["sandbox"] == "read-only" and thread["params"]["approvalPolicy"] == "never"
+    assert thread["params"]["ephemeral"] is True  # no session file for Codex to read again each turn
 
 
 def test_a_request_from_the_server_is_answered_so_the_turn_goes_on(start, tmp_path):

@@ -88,7 +88,18 @@ def test_a_reply_that_arrived_all_at_once_still_leaves_no_tail_in_the_history(cl
     assert result.answer == "It says 42."
     follow_up = mock_server.requests[1]
     assert assistant_texts(follow_up)[-1] == "Let me read it.\n" + block("notes.txt")
+    assert TASK in follow_up.text() and "the secret is 42" in last_user_text(follow_up)
     assert INVENTED not in follow_up.text()
+
+
+def test_a_race_in_a_later_turn_keeps_every_earlier_turn_exact(cli, run, mock_server):
+    result, _ = run(cli, reply("First.\n", block("notes.txt"), INVENTED, delay=SLOW),
+                    reply("Then.\n" + block("plan.txt") + "The plan says monday."), "42, friday.")
+    assert result.answer == "42, friday." and result.turns == 3
+    last = mock_server.requests[2]
+    assert assistant_texts(last)[-2:] == ["First.\n" + block("notes.txt"), "Then.\n" + block("plan.txt")]
+    assert TASK in last.text() and "the secret is 42" in last.text() and "ship on friday" in last.text()
+    assert INVENTED not in last.text() and "monday" not in last.text()
 
 
 @pytest.mark.parametrize("cli", ["claude", "codex"])
