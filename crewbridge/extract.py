@@ -196,6 +196,11 @@ class Extractor:
         A line that may still become a fence, or a block still open, does not count yet."""
         return self._prose
 
+    @property
+    def in_block(self) -> bool:
+        """True while a ```json (or unlabelled) block is open: a call may be on its way."""
+        return self._state == _BLOCK
+
     def feed(self, chunk: str) -> list[ToolCall]:
         """The calls whose block closed in this chunk, in order."""
         line = self._line

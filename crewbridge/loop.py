@@ -90,6 +90,7 @@ class AgentLoop:
         self.failures: dict[str, int] = {}
         self.closed = False
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix=f"crew-{agent}")
+        self._prepared = False  # the tools' input checks were readied (registry.prepare)
 
     def run(self, task: str) -> RunResult:
         """The task, catalogue first, to its answer; then the conversation ends."""
@@ -158,6 +159,11 @@ class AgentLoop:
                     parts.append(event.text)
                     self.emit(Progress("text", self.agent, event.text))
                     new = extractor.feed(event.text)
+                    if extractor.in_block and not self._prepared:
+                        # A block is streaming: ready the input checks while the rest arrives (a
+                        # run that calls no tool never pays for them).
+                        self._prepared = True
+                        self._pool.submit(self.registry.prepare)
                 elif isinstance(event, MessageEnd):
                     new = extractor.end_message()
                 elif isinstance(event, Failure):

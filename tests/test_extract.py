@@ -282,6 +282,16 @@ def test_a_call_is_emitted_the_moment_its_closing_line_is_complete() -> None:
     assert got.input == {"path": "a.txt"} and got.error is None
 
 
+def test_in_block_is_true_from_a_json_fence_line_to_its_closing_line() -> None:
+    extractor = Extractor(REGISTRY)
+    seen = []
+    for chunk in ["Reading.\n", "```js", "on\n", call("crew:read_file", path="a.txt"), "\n```\n",
+                  "```python\n", "x = 1\n"]:
+        extractor.feed(chunk)
+        seen.append(extractor.in_block)
+    assert seen == [False, False, True, True, False, False, False]
+
+
 def test_a_batch_shares_its_block() -> None:
     body = "[" + call("crew:read_file", path="a.txt") + "," + call("crew:list_files") + "]"
     calls, _ = run(block(body))

@@ -181,6 +181,25 @@ def test_a_tool_starts_while_the_cli_is_still_talking(registry, tmp_path):
     assert seen_before_end == [True]
 
 
+def test_the_input_checks_are_readied_while_a_block_streams_and_only_then(registry, tmp_path, monkeypatch):
+    prepared = threading.Event()
+    monkeypatch.setattr(registry, "prepare", prepared.set)
+    ready_before_close = []
+
+    def reply():
+        yield Text("Reading.\n```json\n")
+        ready_before_close.append(prepared.wait(2))  # the block's body is still streaming here
+        yield Text(block("crew:read_file", path="notes.txt").removeprefix("```json\n"))
+        yield MessageEnd()
+        yield Done()
+
+    make_loop(Script(reply(), text("ok")), registry, tmp_path).run("t")
+    assert ready_before_close == [True]
+    prepared.clear()
+    make_loop(Script(text("No tools: ```json is only mentioned.")), registry, tmp_path).run("t")
+    assert not prepared.is_set()
+
+
 def test_model_mistakes_go_back_as_errors_and_are_never_run(registry, tmp_path):
     reply = text(block("crew:read_fil", path="notes.txt") + block("crew:read_file", path=3))
     script = Script(reply, text("sorry"))

@@ -244,3 +244,11 @@ def test_a_built_in_tool_checks_its_input_with_the_schema_it_compiles_on_first_u
     read_file = builtin_registry().resolve("crew:read_file")
     assert read_file.check({"path": 1}) == "at $.path: 1 is not of type 'string'"
     assert read_file.check({"path": "a.txt"}) is None
+
+
+def test_prepare_readies_the_input_check_of_every_tool_without_running_any():
+    from crewbridge.tools import builtin_registry
+
+    registry = builtin_registry()
+    registry.prepare()
+    assert all(spec._validator is not None for spec in registry)
