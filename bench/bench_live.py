@@ -7,7 +7,8 @@ the reply, or the block when nothing follows) to the moment the next reply's fir
 the loop, less the model's own time to that first chunk (the mock's, measured with a direct
 request: about a millisecond). It holds stopping, running the tool, correcting the history,
 sending the result, and the CLI's own work to build its next request (see "clean", where crew has
-nothing to correct). Shapes: "clean" (the reply ends at its block), "streamed" (the tail comes 50 ms
+nothing to correct); it is split into crew's part (from the stop to the next message handed to the
+CLI) and the CLI's (from there to the next reply's first text, less the model's time). Shapes: "clean" (the reply ends at its block), "streamed" (the tail comes 50 ms
 after the block: the stop lands mid-reply) and "burst" (the whole reply in one chunk: it has
 usually finished before the stop lands). Prints figures; asserts nothing.
 
@@ -64,9 +65,10 @@ def model_time(mock: MockServer) -> float:
     return elapsed
 
 
-def one_run(cli: str, live: bool, turns: int, shape: str) -> tuple[list[float], list[float]]:
+def one_run(cli: str, live: bool, turns: int, shape: str) -> tuple[list[float], list[float], list[float]]:
     """Per tool turn, in milliseconds: what crew and the CLI added between the stop and the next
-    reply, and of that the time crew spent putting the history right (Conversation.keep)."""
+    reply; of that, the time crew spent putting the history right (Conversation.keep); and crew's
+    whole part, from the stop to handing the CLI the next message (stop, tool, history, send)."""
     with MockServer() as mock, tempfile.TemporaryDirectory() as tmp:
         home, work = Path(tmp) / "home", Path(tmp) / "work"
         work.mkdir()
@@ -98,11 +100,19 @@ def one_run(cli: str, live: bool, turns: int, shape: str) -> tuple[list[float], 
             keeps.append((time.monotonic() - started) * 1000)
             return held
         conversation.keep = timed_keep  # type: ignore[method-assign]
+        sends: list[float] = []
+        send = conversation.send
+
+        def timed_send(message: str, deadline: float | None):  # type: ignore[no-untyped-def]
+            sends.append(time.monotonic())
+            return send(message, deadline)
+        conversation.send = timed_send  # type: ignore[method-assign]
         loop = AgentLoop(cli, conversation, builtin_registry(), Policy(AgentSpec(cli, cli), "query"),
                          workdir=work, timeout=120, max_turns=turns + 1, on_progress=progress)
         result = loop.run("what does notes.txt say?")
         assert result.answer == "Done.", result.answer
-        return [(firsts[k + 1] - stops[k] - ttfc) * 1000 for k in range(turns)], keeps
+        return ([(firsts[k + 1] - stops[k] - ttfc) * 1000 for k in range(turns)], keeps,
+                [(sends[k + 1] - stops[k]) * 1000 for k in range(turns)])
 
 
 def main() -> None:
@@ -111,18 +121,23 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--cli", action="append", choices=["claude", "codex", "gemini"])
     args = parser.parse_args()
-    print(f"per tool turn, ms ({args.runs} runs x {args.turns} turns); 'keep': of which putting the "
-          "history right")
-    print(f"{'cli':7} {'shape':9} {'mode':9} {'median':>7} {'min':>7} {'max':>7} {'keep':>7}")
+    print(f"per tool turn, ms ({args.runs} runs x {args.turns} turns), medians but min and max; of the "
+          "median: 'crew' from the stop to the next message sent (of which 'keep': putting the "
+          "history right), 'cli' from there to the next reply's first text, less the model's own time")
+    print(f"{'cli':7} {'shape':9} {'mode':9} {'median':>7} {'min':>7} {'max':>7} {'crew':>7} {'keep':>7} "
+          f"{'cli':>7}")
     for cli in args.cli or ["claude", "codex"]:
         for shape in SHAPES:
             for live in (True, False):
                 runs = [one_run(cli, live, args.turns, shape) for _ in range(args.runs)]
-                gaps = [ms for run_gaps, _ in runs for ms in run_gaps]
-                keeps = [ms for _, run_keeps in runs for ms in run_keeps]
+                gaps = [ms for run in runs for ms in run[0]]
+                keeps = [ms for run in runs for ms in run[1]]
+                crews = [ms for run in runs for ms in run[2]]
+                clis = [gap - crew for run in runs for gap, crew in zip(run[0], run[2])]
                 mode = "live" if live else "per-turn"
                 print(f"{cli:7} {shape:9} {mode:9} {statistics.median(gaps):7.1f} {min(gaps):7.1f} "
-                      f"{max(gaps):7.1f} {statistics.median(keeps):7.1f}", flush=True)
+                      f"{max(gaps):7.1f} {statistics.median(crews):7.1f} {statistics.median(keeps):7.1f} "
+                      f"{statistics.median(clis):7.1f}", flush=True)
 
 
 if __name__ == "__main__":
