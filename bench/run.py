@@ -11,7 +11,6 @@ re-run on a quiet one before trusting a figure near its target. Exit status 1: a
 from __future__ import annotations
 
 import argparse
-import compileall
 import importlib
 import json
 import os
@@ -23,7 +22,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make `bench` and `crewbridge` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import REPO, Row, Settings, fmt  # noqa: E402
+from bench.common import Row, Settings, fmt  # noqa: E402
 
 FIGURES = {  # name → module; in the order of issue 6
     "throughput": "bench.throughput",
@@ -81,21 +80,12 @@ def table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
-def compile_sources() -> None:
-    """Byte-compile crew's modules, as `pip install` does for an installed crew. An editable install
-    under PYTHONDONTWRITEBYTECODE (set on this machine) never writes them, and every `crew` would
-    compile its ~25 modules from source again: ~45 ms a start that a user's install never pays."""
-    for folder in ("crewbridge", "providers", "tools"):
-        compileall.compile_dir(REPO / folder, quiet=1)
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     settings = Settings(quick=args.quick, runs=args.runs, cli=args.cli)
     print(f"crewbridge benchmarks{' (quick)' if args.quick else ''}: Python "
           f"{platform.python_version()}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}",
           file=sys.stderr)
-    compile_sources()
     rows: list[Row] = []
     failed = []
     for name in args.names:
