@@ -18,7 +18,7 @@ from crewbridge.events import Event, MessageEnd, Text
 from crewbridge.extract import Extractor
 from crewbridge.process import Child
 from crewbridge.providers.claude import ClaudeDecoder
-from crewbridge.providers.live_process import LiveProcess, decode
+from crewbridge.providers.live_process import LiveProcess
 
 TARGET = 1.5
 
@@ -113,7 +113,7 @@ def _live_reader(path: Path) -> int:
     calls = 0
     try:
         while True:
-            calls += _feed(extractor, decode(decoder, process.read(None)))
+            calls += _feed(extractor, decoder.decode_object(process.read(None)))
     except ProviderError:  # cat ended
         return calls
     finally:
