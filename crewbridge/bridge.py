@@ -10,12 +10,12 @@ from crewbridge.errors import CrewError, UsageError
 from crewbridge.mentions import Mention, parse_mentions
 from crewbridge.providers.base import Turn
 from crewbridge.registry import ToolRegistry
-from crewbridge.transcript import Transcript
 
 # The loop and what it needs (loop, hooks, policy, concurrent.futures: ~10 ms to import) are
 # imported where they are used, after the agents' CLIs have started: they load while those boot.
 if TYPE_CHECKING:
     from crewbridge.api import EventStream
+    from crewbridge.transcript import Transcript
     from crewbridge.conversation import Conversation
     from crewbridge.loop import AgentLoop, Progress, RunResult
 
@@ -102,14 +102,16 @@ class Bridge:
         if context:
             task = f"{task}\n\n{context}"
         own = transcript is None
-        if transcript is None:
-            transcript = Transcript.open(command=mode, agents=[m.agent for m in mentions], task=task) \
-                if self.config.transcripts else Transcript()
         status = "interrupted"
         conversations: list[Conversation | CrewError] = []
         try:
             for mention in mentions:  # every CLI starts first: it boots while the rest is built
                 conversations.append(self._conversation(mention, mode))
+            if transcript is None:
+                from crewbridge.transcript import Transcript
+
+                transcript = Transcript.open(command=mode, agents=[m.agent for m in mentions], task=task) \
+                    if self.config.transcripts else Transcript()
             self.registry.names()  # built here, once: an error in the tools' configuration ends the run
             outcomes = self._run_all(mentions, conversations, task, mode, max_turns=max_turns, timeout=timeout,
                                      approve_all=approve_all, transcript=transcript, on_progress=on_progress)
@@ -119,7 +121,7 @@ class Bridge:
             for conversation in conversations:
                 if not isinstance(conversation, CrewError):
                     conversation.close()
-            if own:
+            if own and transcript is not None:
                 transcript.close(status)
 
     def _run_all(self, mentions: list[Mention], conversations: list[Conversation | CrewError], task: str,
