@@ -204,6 +204,23 @@ def test_ctrl_c_inside_code_python_generates_still_exits_130(tmp_path, env):
     assert error_line(proc.stderr) == "crew: interrupted"
 
 
+def test_ctrl_c_while_crew_is_still_loading_exits_130_without_a_traceback(tmp_path, env):
+    # The Ctrl-C lands while the `crew` entry point imports the CLI (before anything has started).
+    (tmp_path / "early.py").write_text(
+        "import os, signal, sys, time\n"
+        "class InterruptAtTheCli:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'crewbridge.cli':\n"
+        "            os.kill(os.getpid(), signal.SIGINT)\n"
+        "            time.sleep(0.5)\n"
+        "sys.meta_path.insert(0, InterruptAtTheCli())\n"
+        "from crewbridge.__main__ import run\n"
+        "run()\n")
+    proc = subprocess.run([sys.executable, "early.py", "query", "@claude hello"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert (proc.returncode, proc.stderr) == (130, "crew: interrupted\n")
+
+
 # -- output without end ------------------------------------------------------------------------------
 
 # 300 MB on stdout or stderr, in 1 KB lines or as one line without end, as plain text or as claude's
