@@ -232,7 +232,8 @@ class Renderer:
     several agents report at once. Use as a context manager, or call `close()`."""
 
     def __init__(self, *, output: str = "text", agents: Sequence[str] = (),
-                 registry: ToolRegistry | Callable[[], ToolRegistry] | None = None, verbose: bool = False, out: IO[str] | None = None, err: IO[str] | None = None,
+                 registry: ToolRegistry | Callable[[], ToolRegistry] | None = None, verbose: bool = False,
+                 out: IO[str] | None = None, err: IO[str] | None = None,
                  env: Mapping[str, str] | None = None) -> None:
         if output not in OUTPUTS:
             raise ValueError(f"output '{output}' is not one of {', '.join(OUTPUTS)}")
