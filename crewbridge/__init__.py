@@ -23,6 +23,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+VERSION_MESSAGE = "crew, version %(version)s"  # what `crew --version` prints
 
 _EXPORTS = {
     "Bridge": "crewbridge.bridge",

@@ -12,7 +12,7 @@ from typing import Any, Callable, NoReturn
 
 import click
 
-from crewbridge import __version__
+from crewbridge import VERSION_MESSAGE, __version__
 from crewbridge.errors import CrewError, UsageError
 
 
@@ -86,7 +86,7 @@ def _run(mode: str, text: tuple[str, ...], config: Any, timeout: float, max_turn
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, "--version", "-V", prog_name="crew")
+@click.version_option(__version__, "--version", "-V", prog_name="crew", message=VERSION_MESSAGE)
 def cli() -> None:
     """Give CLI language models (claude, gemini, codex, any CLI) tools they don't have."""
 

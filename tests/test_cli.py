@@ -3,9 +3,13 @@ scratch directory. What it prints on stdout, the one-line errors on stderr, and 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
+from click.testing import CliRunner
 
+from crewbridge.cli import cli
 from crewcli import FakeModel, crew_env, error_line, run_crew, tool_block, write_config
 
 
@@ -46,11 +50,19 @@ def test_version_and_help(crew):
     from crewbridge import __version__
 
     version = crew("--version")
-    assert version.returncode == 0 and __version__ in version.stdout
+    assert (version.returncode, version.stdout) == (0, f"crew, version {__version__}\n")
+    assert CliRunner().invoke(cli, ["-V"]).output == version.stdout  # click's answer, from the API
     helped = crew("--help")
     assert helped.returncode == 0
     for command in ("query", "execute", "prompt", "tools"):
         assert f"\n  {command} " in helped.stdout
+
+
+def test_the_version_is_answered_without_loading_click():
+    code = ("import sys\nsys.argv = ['crew', '--version']\nfrom crewbridge.__main__ import run\nrun()\n"
+            "print('click' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.splitlines()[-1] == "False"
 
 
 # -- query and execute -------------------------------------------------------------------------------
