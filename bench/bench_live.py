@@ -1,16 +1,17 @@
-"""What crew adds per tool turn, live (one CLI process for the whole conversation) against a fresh
-CLI process per turn (CREW_LIVE=0), for claude and codex against the mock model server.
+"""What crew adds per tool turn, live (one CLI process for the whole conversation) against a fresh CLI
+process per turn (CREW_LIVE=0), for claude and codex against the mock model server.
 
 Each reply is prose and a crew:read_file block, mostly followed by an invented tail. The figure per
 tool turn is the time from the moment the model's part is over (the tail that makes the loop stop
-the reply, or the block when nothing follows) to the moment the next reply's first text reaches
-the loop, less the model's own time to that first chunk (the mock's, measured with a direct
-request: about a millisecond). It holds stopping, running the tool, correcting the history,
-sending the result, and the CLI's own work to build its next request (see "clean", where crew has
-nothing to correct); it is split into crew's part (from the stop to the next message handed to the
-CLI) and the CLI's (from there to the next reply's first text, less the model's time). Shapes: "clean" (the reply ends at its block), "streamed" (the tail comes 50 ms
-after the block: the stop lands mid-reply) and "burst" (the whole reply in one chunk: it has
-usually finished before the stop lands). Prints figures; asserts nothing.
+the reply, or the block when nothing follows) to the moment the next reply's first text reaches the
+loop, less the model's own time to that first chunk (the mock's, measured with a direct request:
+about a millisecond). It holds stopping, running the tool, correcting the history, sending the
+result, and the CLI's own work to build its next request (see "clean", where crew has nothing to
+correct); it is split into crew's part (from the stop to the next message handed to the CLI) and the
+CLI's (from there to the next reply's first text, less the model's time). Shapes: "clean" (the reply
+ends at its block), "streamed" (the tail comes 50 ms after the block: the stop lands mid-reply) and
+"burst" (the whole reply in one chunk: it has usually finished before the stop lands). Prints
+figures; asserts nothing.
 
     .venv/bin/python bench/bench_live.py [--turns 6] [--runs 3] [--cli claude --cli codex]
 """

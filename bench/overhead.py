@@ -2,7 +2,7 @@
 raw `claude -p …` it wraps, both the real CLI talking to the mock model server; timed in pairs."""
 from __future__ import annotations
 
-from bench.common import CREW, Row, Settings, Timed, median, paired, ratio_row, run_timed
+from bench.common import Row, Settings, Timed, installed, median, paired, ratio_row, run_timed
 from bench.harness import claude_env, without_live
 
 TARGET = 1.10
@@ -13,6 +13,7 @@ def run(settings: Settings) -> list[Row]:
     if not settings.cli:
         return []
     rows = []
+    crew_command = str(installed() / "crew")  # as users install it: not .venv's editable install
     with claude_env() as (mock, env, work):
         cpu: dict[str, list[float]] = {}
 
@@ -28,7 +29,7 @@ def run(settings: Settings) -> list[Row]:
                                 ("CREW_LIVE=0, a process per turn", without_live(env))):
             cpu.clear()
             mine, theirs, ratios = paired(
-                lambda: timed("crew", [CREW, "query", "@claude say hello"], crew_env),
+                lambda: timed("crew", [crew_command, "query", "@claude say hello"], crew_env),
                 lambda: timed("claude", ["claude", "-p", "say hello"], env), settings.repeats(9, 3))
             crew, claude = median(cpu["crew"][1:]), median(cpu["claude"][1:])  # [0]: the warm-up
             rows.append(ratio_row("3 overhead", f"crew query, {label}, vs claude -p (wall)", mine,

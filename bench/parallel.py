@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from bench.common import CREW, PYTHON, Row, Settings, median, run_timed, scratch, spread
+from bench.common import PYTHON, Row, Settings, installed, median, run_timed, scratch, spread
 from bench.harness import claude_env
 from crewbridge.bridge import Bridge
 from crewbridge.config import AgentSpec, Config
@@ -77,6 +77,7 @@ def real_claude(settings: Settings) -> Row:
     """`crew query` with three claude agents, each answering after ~0.75 s of model latency."""
     from mockserver import reply
 
+    crew_command = str(installed() / "crew")
     with claude_env() as (mock, env, work):
         config = work / "bench-crew.yaml"
         config.write_text("agents:\n" + "".join(f"  {a}: {{provider: claude}}\n" for a in "abc"))
@@ -84,7 +85,7 @@ def real_claude(settings: Settings) -> Row:
         def measure(mentions: str) -> float:
             answer = reply("Hello ", "from ", "the ", "mock.", delay=0.25)
             mock.script(*[answer] * mentions.count("@"))
-            result = run_timed([CREW, "query", "--config", str(config), mentions + "say hello"],
+            result = run_timed([crew_command, "query", "--config", str(config), mentions + "say hello"],
                                env=env, cwd=work)
             if result.returncode != 0:
                 raise RuntimeError(f"crew query {mentions}failed (exit {result.returncode}): "
