@@ -114,8 +114,9 @@ def test_version_is_printed_without_loading_the_engine() -> None:
                           capture_output=True, text=True, check=True)
     assert done.stdout == "crew, version 0.1.0\n"
     loaded = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines()}
-    assert {"crewbridge", "crewbridge.cli"} <= loaded
-    assert not loaded & {"crewbridge.config", "crewbridge.bridge", "yaml", "jsonschema", "pexpect"}
+    assert "crewbridge" in loaded
+    assert not loaded & {"click", "crewbridge.cli", "crewbridge.config", "crewbridge.bridge", "yaml",
+                         "jsonschema", "pexpect"}
 
 
 # --- shell completion ------------------------------------------------------------------------------
