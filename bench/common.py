@@ -3,6 +3,7 @@ processes, and the scratch folder. The mock model server and CLI environments co
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -158,6 +159,8 @@ def installed() -> Path:
     bin_dir = venv / "bin"
     if (bin_dir / "crew").exists():
         return bin_dir
+    for old in venv.parent.iterdir():  # venvs of earlier sources
+        shutil.rmtree(old, ignore_errors=True)
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     site = next((venv / "lib").glob("python*/site-packages"))
     deps = next((Path(sys.prefix) / "lib").glob("python*/site-packages"))
