@@ -8,22 +8,40 @@ from typing import Any
 
 
 def run() -> None:
-    """Load the CLI and run it. A Ctrl-C while crew is still loading (nothing started yet) ends it
-    with 130 and one line, as a later one does, not with a traceback from the middle of an import."""
+    """Start the agents' CLIs of `crew query|execute` (crewbridge.early), load the CLI, run it. A
+    Ctrl-C (or SIGTERM, SIGHUP) while crew is still loading ends what it started and exits with
+    128 + the signal and one line, as a later one does, not with a traceback from an import."""
     if sys.argv[1:] in (["--version"], ["-V"]):  # answered without loading click: ~45 ms of imports
         from crewbridge import VERSION_MESSAGE, __version__
 
         print(VERSION_MESSAGE % {"version": __version__})
         return
-    signal.signal(signal.SIGINT, _interrupted_while_loading)
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # cli.main() takes them over
+        signal.signal(signum, _stopped_while_loading)
+    from crewbridge import early
+
+    early.start(sys.argv[1:])  # the agents' CLIs boot while click loads
     from crewbridge.cli import main
 
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    main()
+    try:
+        main()
+    finally:
+        _close_waiting()
 
 
-def _interrupted_while_loading(signum: int, frame: Any) -> None:
-    sys.stderr.write("crew: interrupted\n")
+def _close_waiting() -> None:
+    bridge = sys.modules.get("crewbridge.bridge")
+    if bridge is not None:
+        bridge.close_waiting()
+
+
+def _stopped_while_loading(signum: int, frame: Any) -> None:
+    process = sys.modules.get("crewbridge.process")
+    if process is not None:
+        process.end_all()  # a CLI started early must not outlive crew
+    sys.stderr.write("crew: interrupted\n" if signum == signal.SIGINT else
+                     f"crew: stopped by {signal.Signals(signum).name}\n")
     os._exit(128 + signum)
 
 

@@ -204,6 +204,22 @@ def test_ctrl_c_inside_code_python_generates_still_exits_130(tmp_path, env):
     assert error_line(proc.stderr) == "crew: interrupted"
 
 
+def test_a_cli_started_before_click_read_the_arguments_ends_when_click_refuses_them(tmp_path, env):
+    # crew starts the agents' CLIs before click loads (crewbridge.early); click then refuses --timeout
+    waiter = tmp_path / "bin" / "waiter"
+    waiter.parent.mkdir(parents=True, exist_ok=True)
+    waiter.write_text(f"#!/bin/sh\necho $$ > {tmp_path / 'pid'}\nexec cat\n")  # its pid at once
+    waiter.chmod(0o755)
+    config = write_config(tmp_path / "crew.yaml", providers={"waiter": {"command": [str(waiter)]}},
+                          agents={"waiter": {"provider": "waiter"}})
+    done = run_crew(["query", "--config", str(config), "--timeout", "soon", "@waiter hello"], env=env,
+                    cwd=tmp_path)
+    assert done.returncode == 2 and "'soon' is not a valid float" in done.stderr
+    pid = int((tmp_path / "pid").read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
 def test_ctrl_c_while_crew_is_still_loading_exits_130_without_a_traceback(tmp_path, env):
     # The Ctrl-C lands while the `crew` entry point imports the CLI (before anything has started).
     (tmp_path / "early.py").write_text(
