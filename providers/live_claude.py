@@ -15,7 +15,6 @@ the process starts with an empty assistant line, which Claude leaves out of ever
 from __future__ import annotations
 
 import itertools
-import uuid
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -29,12 +28,18 @@ from crewbridge.providers.live_process import LiveConversation, LiveProcess, con
 LIVE_FLAGS = ["--input-format", "stream-json", "--include-partial-messages"]
 
 
+def line_id() -> str:
+    import uuid  # with platform, ~4 ms to import: not before the CLI has started
+
+    return str(uuid.uuid4())
+
+
 def user_line(message: dict[str, Any], **extra: Any) -> dict[str, Any]:
-    return {"type": "user", "uuid": str(uuid.uuid4()), "message": message, **extra}
+    return {"type": "user", "uuid": line_id(), "message": message, **extra}
 
 
 def assistant_line(text: str) -> dict[str, Any]:
-    return {"type": "assistant", "uuid": str(uuid.uuid4()),
+    return {"type": "assistant", "uuid": line_id(),
             "message": {"role": "assistant", "content": [{"type": "text", "text": text}]}}
 
 
