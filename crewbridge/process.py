@@ -74,7 +74,8 @@ class Child:
         _grow_pipe(self.proc.stdout.fileno())
         # pexpect reads stdout; imported here, after the CLI started, so its ~20 ms import overlaps
         # the CLI's own start-up. It gets the only descriptor of the pipe, closed once by _release().
-        from pexpect import fdpexpect
+        from pexpect import EOF, TIMEOUT, fdpexpect
+        self._eof_error, self._timeout_error = EOF, TIMEOUT  # for _read_chunk, without an import per chunk
         self.out = fdpexpect.fdspawn(os.dup(self.proc.stdout.fileno()), timeout=None, maxread=CHUNK,
                                      use_poll=True)
         self.proc.stdout.close()
@@ -177,12 +178,11 @@ class Child:
             if any(fd == self._wake_r for fd, _ in ready):
                 self._release()  # kill() from another thread (Ctrl-C, a stopped reply)
                 return
-            from pexpect import EOF, TIMEOUT
             try:
                 chunk = self.out.read_nonblocking(CHUNK, timeout=0)
-            except TIMEOUT:
+            except self._timeout_error:
                 return
-            except EOF:
+            except self._eof_error:
                 self._ended = True
                 if self._pending or self._cut:
                     self._end_line(b"")
