@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Iterator
 
-from crewbridge.errors import CLINotFound, CrewTimeout
+from crewbridge.errors import CLINotFound, CrewTimeout, ProviderError
 
 CHUNK = 1 << 16
 MAX_LINE = 8 << 20  # a longer line is cut (memory stays bounded whatever the CLI prints)
@@ -68,6 +68,9 @@ class Child:
         except FileNotFoundError:
             hint = f"; install it with: {install_hint}" if install_hint else "; install it or fix PATH"
             raise CLINotFound(f"'{argv[0]}' not found on PATH{hint}") from None
+        except OSError as exc:  # there, but not runnable: not executable, a folder, a bad #! line
+            raise ProviderError(f"'{argv[0]}' cannot be started ({exc.strerror}); make it an executable "
+                                "program or fix the command") from None
         self.pgid = self.proc.pid
         track_group(self.pgid)
         self.trace("$", shlex.join(argv))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from crewbridge.errors import CLINotFound, CrewTimeout
+from crewbridge.errors import CLINotFound, CrewTimeout, ProviderError
 from crewbridge.process import MAX_LINE, Child
 
 PY = sys.executable
@@ -80,6 +80,13 @@ def test_a_cli_that_echoes_a_large_stdin_does_not_deadlock():
 def test_a_missing_cli_names_itself_and_how_to_install():
     with pytest.raises(CLINotFound, match="'no-such-cli-x' not found on PATH; install it with: npm i x"):
         Child(["no-such-cli-x"], install_hint="npm i x")
+
+
+def test_a_cli_that_is_there_but_cannot_run_says_so(tmp_path):
+    script = tmp_path / "not-executable"
+    script.write_text("echo hi\n")
+    with pytest.raises(ProviderError, match=r"not-executable' cannot be started \(Permission denied\)"):
+        Child([str(script)])
 
 
 def test_deadline_kills_the_whole_group_including_grandchildren(tmp_path):
