@@ -16,9 +16,9 @@ from crewbridge.registry import ToolRegistry
 # imported where they are used, after the agents' CLIs have started: they load while those boot.
 if TYPE_CHECKING:
     from crewbridge.api import EventStream
-    from crewbridge.transcript import Transcript
     from crewbridge.conversation import Conversation
     from crewbridge.loop import AgentLoop, Progress, RunResult
+    from crewbridge.transcript import Transcript
 
 MODES = ("query", "execute")
 

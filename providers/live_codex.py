@@ -73,7 +73,6 @@ class CodexLiveConversation(LiveConversation):
         self._ids = itertools.count(1)
         self._turn: str | None = None  # the current (or last) turn
         self._running = False  # turn/completed of the current turn is still to be read
-        self._message = ""  # what the current turn was started with
         self._stored = ""  # text of the agent messages Codex completed (so stored) in this turn
         self._native = False  # the current turn ran one of Codex's own tools
         # The model-visible conversation, as Responses API items; None once Codex's own tools added
@@ -115,7 +114,7 @@ class CodexLiveConversation(LiveConversation):
         try:
             self._finish_turn()
             yield Session(self.session_id)
-            self._message, self._stored, self._native = message, "", False
+            self._stored, self._native = "", False
             self._remember(user_item(message))
             self._turn = None
             self._running = True
