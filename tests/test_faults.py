@@ -145,12 +145,15 @@ def test_timeout_ends_the_clis_whole_process_group(agent, tmp_path, env):
 
 # -- Ctrl-C ------------------------------------------------------------------------------------------
 
-def interrupt(args, tmp_path, env, writers=1, sig=signal.SIGINT):
+def interrupt(args, tmp_path, env, writers=1, sig=signal.SIGINT, until=lambda: True):
     """Start crew with `args`, Ctrl-C it (or send `sig`) once its CLIs (or tool) have written their
-    pids; → (crew's exit code, its stderr, the pids written)."""
+    pids and `until()` holds; → (crew's exit code, its stderr, the pids written)."""
     proc = start_crew(args, env=env, cwd=tmp_path)
     try:
         pids = wait_for_pids(tmp_path / "pids", proc, writers)
+        while not until():
+            assert proc.poll() is None, f"crew ended first: {proc.communicate()}"
+            time.sleep(0.05)
         proc.send_signal(sig)
         _, err = proc.communicate(timeout=30)
     finally:
@@ -163,12 +166,14 @@ def interrupt(args, tmp_path, env, writers=1, sig=signal.SIGINT):
 def test_ctrl_c_ends_every_cli_closes_the_transcript_and_exits_130(agents, tmp_path, env):
     config = hanging_clis(tmp_path)
     mentions = " ".join(f"@{agent}" for agent in agents)
+    runs = tmp_path / "home" / ".local" / "state" / "crewbridge" / "runs"
+    # the CLIs start before crew has loaded (crewbridge.early): the Ctrl-C waits for the run itself
     code, err, pids = interrupt(["query", "--config", str(config), f"{mentions} hello"], tmp_path, env,
-                                writers=len(agents))
+                                writers=len(agents), until=lambda: any(runs.glob("*.jsonl")))
     assert code == 130
     assert error_line(err) == "crew: interrupted"
     assert [pid for pid in pids if running(pid)] == []
-    [transcript] = (tmp_path / "home" / ".local" / "state" / "crewbridge" / "runs").glob("*.jsonl")
+    [transcript] = runs.glob("*.jsonl")
     last = json.loads(transcript.read_text().splitlines()[-1])
     assert (last["kind"], last["status"]) == ("end", "interrupted")
 
