@@ -24,7 +24,7 @@ STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}  # crew stops on e
 
 log = logging.getLogger(__name__)  # crew --verbose shows it: each command run, each line read and sent
 _groups: set[int] = set()  # process groups started and not yet ended: end_all() ends them on Ctrl-C
-_groups_lock = threading.Lock()
+_groups_lock = threading.RLock()  # end_all() may run in a signal handler that interrupted its holder
 _ending = False
 
 
@@ -52,6 +52,19 @@ def end_all() -> None:
         groups = list(_groups)
     for pgid in groups:
         _signal_group(pgid, signal.SIGKILL)
+    deadline = time.monotonic() + 1.0  # crew exits next: the CLIs must be gone, not just told
+    for pgid in groups:
+        while not _reaped(pgid) and time.monotonic() < deadline:
+            time.sleep(0.002)
+
+
+def _reaped(pid: int) -> bool:
+    """Reap child `pid` if it has died (the leader of a group crew started); True once it is gone.
+    As Child.kill does, the wait is for the leader: the rest of its group got the same SIGKILL."""
+    try:
+        return os.waitpid(pid, os.WNOHANG)[0] == pid
+    except ChildProcessError:  # reaped already, by its Popen
+        return True
 
 
 
@@ -118,8 +131,10 @@ class Child:
         try:
             self.proc.stdin.write(data)
             self.proc.stdin.flush()
-        except (BrokenPipeError, OSError):
+        except OSError:
             pass  # the CLI stopped reading; its exit status and stderr tell why
+        except ValueError:
+            pass  # kill() closed stdin from another thread (Ctrl-C, a stopped reply) meanwhile
 
     def _close_stdin(self) -> None:
         try:

@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from crewbridge.errors import CLINotFound, CrewTimeout, ProviderError
-from crewbridge.process import MAX_LINE, Child
+from crewbridge import process
+from crewbridge.process import MAX_LINE, Child, end_all
+from crewcli import running
 
 PY = sys.executable
 
@@ -174,3 +176,33 @@ def test_kill_wakes_a_reader_even_when_an_escaped_process_keeps_the_pipe_open():
     reader.join(5)
     os.kill(escaped, signal.SIGKILL)
     assert not reader.is_alive() and reader_saw == [[]]
+
+
+def test_end_all_returns_once_the_clis_crew_started_are_dead_and_reaped(monkeypatch):
+    monkeypatch.setattr(process, "_ending", False)  # put back afterwards: end_all() is for good
+    script = ("import subprocess, sys, time\n"
+              "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)'])\n"
+              "print(p.pid, flush=True)\ntime.sleep(30)")
+    child = Child([PY, "-c", script])
+    grandchild = int(next(child.lines()))
+    end_all()  # crew exits right after it (Ctrl-C): its CLIs must be gone, not just told
+    assert not Path(f"/proc/{child.proc.pid}").exists()  # dead and reaped
+    gone = time.monotonic() + 1  # the grandchild got the same SIGKILL; the kernel ends it apace
+    while running(grandchild) and time.monotonic() < gone:
+        time.sleep(0.01)
+    assert not running(grandchild)
+    late = Child([PY, "-c", "import time; time.sleep(30)"])  # started after end_all: killed at once
+    assert late.proc.wait(5) == -signal.SIGKILL
+
+
+def test_input_that_comes_after_the_cli_was_killed_is_dropped_quietly():
+    raised = []
+    threading.excepthook = lambda args: raised.append(args.exc_value)  # what a feeder thread raises
+    try:
+        child = Child([PY, "-c", "import time; time.sleep(30)"], keep_stdin=True)
+        child.kill(grace=0)  # Ctrl-C, as the run hands the CLI its prompt
+        child.feed("the prompt")
+        time.sleep(0.2)
+    finally:
+        threading.excepthook = threading.__excepthook__
+    assert raised == []
