@@ -167,9 +167,10 @@ def test_ctrl_c_ends_every_cli_closes_the_transcript_and_exits_130(agents, tmp_p
     config = hanging_clis(tmp_path)
     mentions = " ".join(f"@{agent}" for agent in agents)
     runs = tmp_path / "home" / ".local" / "state" / "crewbridge" / "runs"
-    # the CLIs start before crew has loaded (crewbridge.early): the Ctrl-C waits for the run itself
+    # the CLIs start before crew has loaded (crewbridge.early): the Ctrl-C waits for the run itself,
+    # once its transcript holds its first event
     code, err, pids = interrupt(["query", "--config", str(config), f"{mentions} hello"], tmp_path, env,
-                                writers=len(agents), until=lambda: any(runs.glob("*.jsonl")))
+                                writers=len(agents), until=lambda: any(p.stat().st_size for p in runs.glob("*.jsonl")))
     assert code == 130
     assert error_line(err) == "crew: interrupted"
     assert [pid for pid in pids if running(pid)] == []
