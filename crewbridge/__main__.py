@@ -4,7 +4,10 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from typing import Any
+
+TYPE_CHECKING = False  # typing itself is ~5 ms to import; type checkers read this name as True
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def run() -> None:
@@ -20,11 +23,11 @@ def run() -> None:
         signal.signal(signum, _stopped_while_loading)
     from crewbridge import early
 
-    early.start(sys.argv[1:])  # the agents' CLIs boot while click loads
-    from crewbridge.cli import main
-
-    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
+        early.start(sys.argv[1:])  # the agents' CLIs boot while click loads
+        from crewbridge.cli import main
+
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         main()
     finally:
         _close_waiting()
@@ -34,12 +37,16 @@ def _close_waiting() -> None:
     bridge = sys.modules.get("crewbridge.bridge")
     if bridge is not None:
         bridge.close_waiting()
+    spawn = sys.modules.get("crewbridge.spawn")
+    if spawn is not None:
+        spawn.end_ahead()
 
 
 def _stopped_while_loading(signum: int, frame: Any) -> None:
-    process = sys.modules.get("crewbridge.process")
-    if process is not None:
-        process.end_all()  # a CLI started early must not outlive crew
+    for name, end in (("crewbridge.spawn", "end_ahead"), ("crewbridge.process", "end_all")):
+        module = sys.modules.get(name)
+        if module is not None:
+            getattr(module, end)()  # a CLI started early must not outlive crew
     sys.stderr.write("crew: interrupted\n" if signum == signal.SIGINT else
                      f"crew: stopped by {signal.Signals(signum).name}\n")
     os._exit(128 + signum)

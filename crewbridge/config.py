@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from crewbridge.errors import AgentNotFound, ConfigError, CrewError, UsageError
+from crewbridge.places import CONFIG_NAMES, xdg
 from crewbridge.registry import DEFAULT_PREFIX, ToolRegistry
 
 if TYPE_CHECKING:  # yaml and jsonschema are imported where used: without a crew.yaml, neither is
@@ -33,7 +34,6 @@ if TYPE_CHECKING:  # yaml and jsonschema are imported where used: without a crew
     from crewbridge.custom_tools import CommandTool
     from crewbridge.providers.base import Provider
 
-CONFIG_NAMES = ("crew.yaml", ".crew.yaml")
 BUILTIN_AGENTS = ("claude", "gemini", "codex", "demo")
 MAX_NODES = 100_000  # YAML aliases can make a small file expand without end
 Keys = tuple[Any, ...]  # a key path: ("agents", "claude", "deny", 0)
@@ -170,20 +170,12 @@ def find_project_config(cwd: Path) -> Path | None:
 
 def config_dir(env: Mapping[str, str] | None = None) -> Path:
     """$XDG_CONFIG_HOME/crewbridge (default ~/.config/crewbridge)."""
-    return _xdg("XDG_CONFIG_HOME", ".config", env) / "crewbridge"
+    return Path(xdg("XDG_CONFIG_HOME", ".config", env), "crewbridge")
 
 
 def state_dir(env: Mapping[str, str] | None = None) -> Path:
     """$XDG_STATE_HOME/crewbridge (default ~/.local/state/crewbridge): transcripts, trusted configs."""
-    return _xdg("XDG_STATE_HOME", ".local/state", env) / "crewbridge"
-
-
-def _xdg(variable: str, default: str, env: Mapping[str, str] | None) -> Path:
-    env = os.environ if env is None else env
-    base = env.get(variable, "")
-    if not os.path.isabs(base):  # the XDG spec: a relative value is to be ignored
-        return Path(env.get("HOME") or Path.home()) / default
-    return Path(base)
+    return Path(xdg("XDG_STATE_HOME", ".local/state", env), "crewbridge")
 
 
 def read_config(path: Path, cwd: Path | None = None, *, trusted: bool = True) -> Config:

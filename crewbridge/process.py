@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import collections
-import fcntl
 import logging
 import math
 import os
@@ -15,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Iterator
 
+from crewbridge import spawn
 from crewbridge.errors import CLINotFound, CrewTimeout, ProviderError
 
 CHUNK = 1 << 16
@@ -75,9 +75,7 @@ class Child:
                  stdin: str | None = None, keep_stdin: bool = False, install_hint: str = "") -> None:
         self.argv = argv
         try:
-            self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                         stderr=subprocess.PIPE, cwd=cwd, env=env,
-                                         start_new_session=True)
+            self.proc = spawn.popen(argv, env=env, cwd=cwd)
         except FileNotFoundError:
             hint = f"; install it with: {install_hint}" if install_hint else "; install it or fix PATH"
             raise CLINotFound(f"'{argv[0]}' not found on PATH{hint}") from None
@@ -87,7 +85,6 @@ class Child:
         self.pgid = self.proc.pid
         track_group(self.pgid)
         self.trace("$", shlex.join(argv))
-        _grow_pipe(self.proc.stdout.fileno())
         # pexpect reads stdout; imported here, after the CLI started, so its ~20 ms import overlaps
         # the CLI's own start-up. It gets the only descriptor of the pipe, closed once by _release().
         from pexpect import EOF, TIMEOUT, fdpexpect
@@ -269,17 +266,6 @@ class Child:
     def close(self) -> None:
         """Reap after a normal end; ends anything left in the group."""
         self.kill(grace=0)
-
-
-def _grow_pipe(fd: int) -> None:
-    """Make a pipe as large as the system allows. Gemini CLI 0.61 loses all its output after a
-    stdout line longer than ~192 KiB (its echo of a long prompt) when the pipe is the default 64 KiB;
-    with 1 MiB it is whole (measured up to a 3.3 MB line)."""
-    try:
-        size = int(Path("/proc/sys/fs/pipe-max-size").read_text())
-        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, size)
-    except (AttributeError, OSError, ValueError):
-        pass  # not Linux, or a limit we may not raise: the default pipe still works for most output
 
 
 def leave_signals_to_main() -> None:

@@ -1,8 +1,6 @@
 """Reading `crew query|execute` arguments before click loads, to start the agents' CLIs early."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 import pytest
 
@@ -14,8 +12,8 @@ from crewbridge.early import COMMANDS, OPTIONS, read_args
     (["query", "@claude hi"], ("query", "@claude hi", None)),
     (["execute", "@codex", "fix", "it"], ("execute", "@codex fix it", None)),
     (["query", "--json", "-y", "-v", "--timeout", "9", "--max-turns=3", "@a", "hi"], ("query", "@a hi", None)),
-    (["query", "--config", "team.yaml", "@a hi"], ("query", "@a hi", Path("team.yaml"))),
-    (["query", "--config=team.yaml", "@a hi"], ("query", "@a hi", Path("team.yaml"))),
+    (["query", "--config", "team.yaml", "@a hi"], ("query", "@a hi", "team.yaml")),
+    (["query", "--config=team.yaml", "@a hi"], ("query", "@a hi", "team.yaml")),
     (["query", "--", "@a", "--json"], ("query", "@a --json", None)),
     (["query", "@a", "-"], ("query", "@a -", None)),
 ])
