@@ -69,9 +69,12 @@ def start(argv: list[str]) -> None:
     mode, task, config = read
     key = plan_key(mode, task, config, os.getcwd(), os.environ)
     plans = _read_plans()
-    plan = plans.get(key) if isinstance(plans.get(key), dict) else None
-    if plan is not None and plan.get("stable") is True:
-        spawn.ahead(_replayed(plan))
+    plan = plans.get(key)
+    specs = _replayed(plan)
+    if specs is None:
+        plan = None  # damaged: as if there were none
+    elif plan["stable"] is True:
+        spawn.ahead(specs)
     asked = _start_agents(mode, task, config)
     spawn.end_ahead()  # the plan's CLIs no agent asked for
     if asked is not None:
@@ -142,27 +145,33 @@ def _stored(spec: spawn.Spec) -> dict[str, Any]:
             "unset": sorted(k for k in os.environ if k not in env)}
 
 
-def _replayed(plan: dict[str, Any]) -> list[spawn.Spec]:
-    """The plan's commands in this environment; none if the file holds anything unexpected."""
+def _replayed(plan: Any) -> list[spawn.Spec] | None:
+    """The plan's commands in this environment; None if there is no plan or it is not as written."""
     specs = []
     try:
+        if not isinstance(plan["stable"], bool):
+            return None
         for stored in plan["specs"]:
             argv, cwd, changes, unset = stored["argv"], stored["cwd"], stored["env"], stored["unset"]
             if not (argv and all(isinstance(a, str) for a in argv) and isinstance(cwd, (str, type(None)))
                     and all(isinstance(k, str) and isinstance(v, str) for k, v in changes.items())
                     and isinstance(unset, list)):
-                return []
+                return None
             env = {k: v for k, v in os.environ.items() if k not in unset}
             env.update(changes)
             specs.append((tuple(argv), env, cwd))
     except (AttributeError, KeyError, TypeError):
-        return []
+        return None
     return specs
 
 
 def _read_plans() -> dict[str, Any]:
+    """The plans file, if this user owns it and only they may write it: its commands are run."""
     try:
         with open(plans_file(), "rb") as file:
+            st = os.fstat(file.fileno())
+            if st.st_uid != os.geteuid() or st.st_mode & 0o022:
+                return {}
             plans = json.load(file)
     except (OSError, ValueError):
         return {}
@@ -171,8 +180,8 @@ def _read_plans() -> dict[str, Any]:
 
 def _remember(plans: dict[str, Any], key: str, plan: dict[str, Any] | None, specs: list[dict[str, Any]]) -> None:
     """Keep `specs` as the plan for `key`; usable unless they differ from the plan it held."""
-    same = plan is not None and plan.get("specs") == specs
-    if same and plan.get("stable") is True:
+    same = plan is not None and plan["specs"] == specs
+    if same and plan["stable"]:
         return
     plans.pop(key, None)
     plans[key] = {"specs": specs, "stable": same or plan is None}

@@ -75,7 +75,7 @@ class Child:
                  stdin: str | None = None, keep_stdin: bool = False, install_hint: str = "") -> None:
         self.argv = argv
         try:
-            self.proc = spawn.popen(argv, env=env, cwd=cwd)
+            self.proc, ahead = spawn.popen(argv, env=env, cwd=cwd)
         except FileNotFoundError:
             hint = f"; install it with: {install_hint}" if install_hint else "; install it or fix PATH"
             raise CLINotFound(f"'{argv[0]}' not found on PATH{hint}") from None
@@ -84,7 +84,10 @@ class Child:
                                 "program or fix the command") from None
         self.pgid = self.proc.pid
         track_group(self.pgid)
-        self.trace("$", shlex.join(argv))
+        # the `$` line waits for the first traced line when crew --verbose is not on yet: a CLI
+        # started before crew loaded (crewbridge.early) is shown too
+        self._command: str | None = shlex.join(argv) + ("  (started ahead, from the launch plan)" if ahead else "")
+        self.trace()
         # pexpect reads stdout; imported here, after the CLI started, so its ~20 ms import overlaps
         # the CLI's own start-up. It gets the only descriptor of the pipe, closed once by _release().
         from pexpect import EOF, TIMEOUT, fdpexpect
@@ -143,10 +146,16 @@ class Child:
         self.trace("<", text)
         self._write(text.encode() + b"\n")
 
-    def trace(self, mark: str, text: str) -> None:
-        """Log a line of the exchange: `$` the command, `<` a line sent, `>` a line read."""
-        if log.isEnabledFor(logging.DEBUG):
-            log.debug("%s[%d] %s %s", os.path.basename(self.argv[0]), self.pgid, mark, text)
+    def trace(self, mark: str = "", text: str = "") -> None:
+        """Log a line of the exchange: `$` the command (once, first), `<` a line sent, `>` a line read."""
+        if not log.isEnabledFor(logging.DEBUG):
+            return
+        name = os.path.basename(self.argv[0])
+        if self._command is not None:
+            log.debug("%s[%d] $ %s", name, self.pgid, self._command)
+            self._command = None
+        if mark:
+            log.debug("%s[%d] %s %s", name, self.pgid, mark, text)
 
     def _drain_stderr(self) -> None:
         leave_signals_to_main()

@@ -23,9 +23,10 @@ _asked: list[Spec] | None = None  # while recording: what popen() was asked for
 _lock = threading.RLock()  # end_ahead() may run in a signal handler that interrupted its holder
 
 
-def popen(argv: list[str], *, env: Mapping[str, str] | None, cwd: str | os.PathLike[str] | None) -> Popen:
-    """The CLI `argv` running in `cwd` with `env` (None: this process's): one started ahead with
-    exactly these, else a new one. OSError when it cannot be started."""
+def popen(argv: list[str], *, env: Mapping[str, str] | None,
+          cwd: str | os.PathLike[str] | None) -> tuple[Popen, bool]:
+    """The CLI `argv` running in `cwd` with `env` (None: this process's), and whether it was
+    started ahead with exactly these (else it is new). OSError when it cannot be started."""
     spec = _spec(argv, env, cwd)
     with _lock:
         if _asked is not None:
@@ -33,8 +34,8 @@ def popen(argv: list[str], *, env: Mapping[str, str] | None, cwd: str | os.PathL
         for index, (started, proc) in enumerate(_ahead):
             if started == spec:
                 del _ahead[index]
-                return proc
-    return _start(spec)
+                return proc, True
+    return _start(spec), False
 
 
 def ahead(specs: list[Spec]) -> None:
