@@ -3,7 +3,7 @@
 Node needs most of a second to start a CLI, and crew's own imports took ~60 ms before it could
 start one (click alone ~45). So `crew` first reads its arguments with the table below and:
 1. starts at once the CLIs its launch plan holds for these arguments (the mentions, not the task's
-   words), this working directory, configuration files and crew's settings (`plan_key`), with
+   words), configuration files and crew's settings (`plan_key`), in this working directory, with
    nothing imported but os, json and subprocess;
 2. loads the configuration and starts the mentioned agents' CLIs as a run does (Bridge.start): a
    CLI of step 1 with exactly the command, environment and directory asked for is taken over
@@ -83,8 +83,10 @@ def start(argv: list[str]) -> None:
 
 def plan_key(mode: str, task: str, config: str | None, cwd: str, env: Mapping[str, str]) -> str:
     """What the commands crew starts for a task depend on: its mentions (the task's leading @words),
-    the mode, the directory, every configuration file crew could read (present or not, as stat
-    sees them: any write changes ctime) and crew's settings in the environment."""
+    the mode, the configuration files crew could read from `cwd` that exist (with their stat: any
+    write changes ctime) and crew's settings in the environment. Not the directory itself: the plan
+    holds it as "" where it is the working directory, so a plan made in one place serves every
+    other place with the same configuration."""
     mentions = []
     for word in task.split():
         if not word.startswith("@"):
@@ -103,8 +105,8 @@ def plan_key(mode: str, task: str, config: str | None, cwd: str, env: Mapping[st
     files += [os.path.join(xdg("XDG_CONFIG_HOME", ".config", env), "crewbridge", "crew.yaml"),
               os.path.join(xdg("XDG_STATE_HOME", ".local/state", env), "crewbridge", "trusted.json")]
     settings = sorted((k, v) for k, v in env.items() if k.startswith(("CREW_", "XDG_")) or k == "HOME")
-    return json.dumps([__version__, os.path.dirname(__file__), mode, mentions, cwd,
-                       [_stat(path) for path in files], settings])
+    present = [[path, stat] for path in files if (stat := _stat(path)) is not None]
+    return json.dumps([__version__, os.path.dirname(__file__), mode, mentions, present, settings])
 
 
 def plans_file(env: Mapping[str, str] | None = None) -> str:
@@ -139,9 +141,11 @@ def _start_agents(mode: str, task: str, config: str | None) -> list[spawn.Spec] 
 
 
 def _stored(spec: spawn.Spec) -> dict[str, Any]:
-    """A command as the plan keeps it: its environment as changes to crew's own."""
+    """A command as the plan keeps it: its environment as changes to crew's own, its directory as
+    "" where it is the working directory."""
     argv, env, cwd = spec
-    return {"argv": list(argv), "cwd": cwd, "env": {k: v for k, v in env.items() if os.environ.get(k) != v},
+    return {"argv": list(argv), "cwd": "" if cwd == os.getcwd() else cwd,
+            "env": {k: v for k, v in env.items() if os.environ.get(k) != v},
             "unset": sorted(k for k in os.environ if k not in env)}
 
 
@@ -159,7 +163,7 @@ def _replayed(plan: Any) -> list[spawn.Spec] | None:
                 return None
             env = {k: v for k, v in os.environ.items() if k not in unset}
             env.update(changes)
-            specs.append((tuple(argv), env, cwd))
+            specs.append((tuple(argv), env, os.getcwd() if cwd == "" else cwd))
     except (AttributeError, KeyError, TypeError):
         return None
     return specs

@@ -86,15 +86,28 @@ def test_a_second_run_takes_the_cli_its_plan_started_before_crew_loaded(fake, en
     assert len(fake.prompts) == 2  # one CLI a run: the one started ahead was the one used
 
 
-def test_a_plan_is_for_the_same_mentions_directory_and_configuration_files(fake, env, tmp_path):
+def test_a_plan_is_for_the_same_mentions_mode_configuration_files_and_settings(fake, env, tmp_path):
     query(fake, env, tmp_path)
-    other = tmp_path / "elsewhere"
-    other.mkdir()
-    assert AHEAD not in query(fake, env, other)
+    assert AHEAD not in query(fake, env, tmp_path, "@fake:model hello")
     fake.config.write_text(fake.config.read_text())  # the same text, written again
     assert AHEAD not in query(fake, env, tmp_path)
     assert AHEAD not in query(fake, {**env, "CREW_LIVE": "0"}, tmp_path)
     assert AHEAD in query(fake, env, tmp_path)
+
+
+def test_a_plan_serves_every_directory_with_the_same_configuration(env, tmp_path):
+    def demo(directory: Path) -> str:
+        directory.mkdir(exist_ok=True)
+        done = run_crew(["query", "-v", "@demo hello"], env=env, cwd=directory)
+        assert done.returncode == 0, done.stderr
+        return done.stderr
+
+    assert AHEAD not in demo(tmp_path / "one")
+    assert AHEAD in demo(tmp_path / "two")  # the demo agent, started in "two": no configuration file here either
+    (tmp_path / "three").mkdir()
+    write_config(tmp_path / "three" / "crew.yaml", transcripts=False)
+    assert AHEAD not in demo(tmp_path / "three")  # a project of its own
+    assert AHEAD in demo(tmp_path / "three")
 
 
 def test_a_plan_that_guessed_wrong_is_ended_unused_and_waits_for_two_runs_that_agree(fake, env, tmp_path):
