@@ -19,6 +19,12 @@ def run() -> None:
 
         print(VERSION_MESSAGE % {"version": __version__})
         return
+    try:
+        os.getcwd()
+    except FileNotFoundError:  # every command reads or works in it
+        sys.stderr.write("crew: error: the current directory no longer exists (deleted or moved); "
+                         "cd into one that does and run crew again\n")
+        sys.exit(1)
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # cli.main() takes them over
         signal.signal(signum, _stopped_while_loading)
     from crewbridge import early

@@ -3,6 +3,8 @@ scratch directory. What it prints on stdout, the one-line errors on stderr, and 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 from click.testing import CliRunner
@@ -54,6 +56,17 @@ def test_version_and_help(crew):
     assert helped.returncode == 0
     for command in ("query", "execute", "prompt", "tools"):
         assert f"\n  {command} " in helped.stdout
+
+
+@pytest.mark.parametrize("args", [["query", "@demo hello"], ["agents", "list"]])
+def test_a_current_directory_that_no_longer_exists_is_a_one_line_error(args, tmp_path, env):
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    done = subprocess.run(["sh", "-c", 'cd "$1" && rmdir "$1" && shift && exec "$@"', "sh", str(gone), sys.executable,
+                           "-m", "crewbridge", *args], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert error_line(done.stderr) == ("crew: error: the current directory no longer exists (deleted or "
+                                       "moved); cd into one that does and run crew again")
 
 
 # -- query and execute -------------------------------------------------------------------------------
