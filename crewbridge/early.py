@@ -157,7 +157,8 @@ def _replayed(plan: Any) -> list[spawn.Spec] | None:
             return None
         for stored in plan["specs"]:
             argv, cwd, changes, unset = stored["argv"], stored["cwd"], stored["env"], stored["unset"]
-            if not (argv and all(isinstance(a, str) for a in argv) and isinstance(cwd, (str, type(None)))
+            if not (isinstance(argv, list) and argv and all(isinstance(a, str) for a in argv)
+                    and isinstance(cwd, (str, type(None)))
                     and all(isinstance(k, str) and isinstance(v, str) for k, v in changes.items())
                     and isinstance(unset, list)):
                 return None
@@ -192,11 +193,14 @@ def _remember(plans: dict[str, Any], key: str, plan: dict[str, Any] | None, spec
     for old in list(plans)[:-MAX_PLANS]:
         del plans[old]
     path = plans_file()
+    temporary = f"{path}.{os.getpid()}"
     try:
         os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-        temporary = f"{path}.{os.getpid()}"
         with open(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as file:
             json.dump(plans, file)
         os.replace(temporary, path)
-    except OSError:
-        pass  # no cache directory to write (a read-only home): crew starts as it did before plans
+    except OSError:  # no cache directory to write (a read-only home, a full disk): no plan, as before
+        try:
+            os.remove(temporary)
+        except OSError:
+            pass
