@@ -78,7 +78,7 @@ def plans(env: dict[str, str]) -> dict:
 
 
 def test_a_second_run_takes_the_cli_its_plan_started_before_crew_loaded(fake, env, tmp_path):
-    assert AHEAD not in query(fake, env, tmp_path)
+    assert query(fake, env, tmp_path).endswith(f" $ {fake.path}")  # started before crew loaded, shown
     [plan] = plans(env).values()
     assert plan["stable"] and [spec["argv"] for spec in plan["specs"]] == [[str(fake.path)]]
     assert oct(Path(plans_file(env)).stat().st_mode & 0o777) == "0o600"  # commands and their environment
