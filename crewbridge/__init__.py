@@ -33,7 +33,7 @@ _EXPORTS = {
     "Progress": "crewbridge.loop",
     "RunResult": "crewbridge.loop",
     "CallRecord": "crewbridge.loop",
-    "tool": "crewbridge.registry",
+    "tool": "crewbridge.functions",
     "Tool": "crewbridge.registry",
     "ToolContext": "crewbridge.registry",
     "ToolFailure": "crewbridge.registry",
@@ -58,10 +58,10 @@ if TYPE_CHECKING:
     from crewbridge.bridge import Bridge, Outcome
     from crewbridge.config import Config, load_config
     from crewbridge.errors import ConfigError, CrewError, ProviderError, UsageError
-    from crewbridge.functions import function_tool
+    from crewbridge.functions import function_tool, tool
     from crewbridge.loop import CallRecord, Progress, RunResult
     from crewbridge.providers.base import Provider, Turn
-    from crewbridge.registry import Tool, ToolContext, ToolFailure, ToolRegistry, ToolResult, tool
+    from crewbridge.registry import Tool, ToolContext, ToolFailure, ToolRegistry, ToolResult
 
 
 def __getattr__(name: str) -> Any:

@@ -69,7 +69,7 @@ def test_importing_crewbridge_loads_none_of_the_engine() -> None:
 
 def test_the_api_names_are_exported_lazily_and_listed() -> None:
     from crewbridge.bridge import Bridge as EngineBridge
-    from crewbridge.registry import tool
+    from crewbridge.functions import tool
 
     assert crewbridge.Bridge is EngineBridge and crewbridge.tool is tool
     assert {"Bridge", "EventStream", "Progress", "tool", "function_tool", "ToolContext"} <= set(dir(crewbridge))
