@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from crewbridge.config import AgentSpec, Config, load_config
+from crewbridge.conversation import Conversation, new_conversation
 from crewbridge.errors import CrewError, UsageError
 from crewbridge.mentions import Mention, parse_mentions
 from crewbridge.providers.base import Turn
@@ -16,7 +17,6 @@ from crewbridge.registry import ToolRegistry
 # imported where they are used, after the agents' CLIs have started: they load while those boot.
 if TYPE_CHECKING:
     from crewbridge.api import EventStream
-    from crewbridge.conversation import Conversation
     from crewbridge.loop import AgentLoop, Progress, RunResult
     from crewbridge.transcript import Transcript
 
@@ -194,7 +194,7 @@ class Bridge:
             agent = self.config.agent(mention.agent)
             base = Turn(prompt="", mode=mode, model=mention.model or agent.model,
                         system_prompt=agent.system_prompt, options=list(agent.options.get(mode, [])))
-            conversation = self.config.provider(agent.provider).conversation(base, cwd=self._workdir(agent))
+            conversation = new_conversation(self.config.provider(agent.provider), base, cwd=self._workdir(agent))
         except CrewError as exc:
             return exc
         conversation.start()
