@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from crewbridge.errors import AgentNotFound, ConfigError, CrewError, UsageError
+from crewbridge.globs import matches
 from crewbridge.places import CONFIG_NAMES, xdg
 from crewbridge.registry import DEFAULT_PREFIX, ToolRegistry
 
@@ -115,8 +116,6 @@ class Config:
         return registry
 
     def _check_globs(self, registry: ToolRegistry) -> None:
-        from crewbridge.policy import matches
-
         lists: list[tuple[Keys, list[str]]] = [
             (("agents", agent.id, key), getattr(agent, key))
             for agent in self.agents.values() for key in ("allow", "deny", "approval")]

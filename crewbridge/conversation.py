@@ -128,7 +128,8 @@ def live_enabled(env: dict[str, str] | None) -> bool:
     return {**os.environ, **(env or {})}.get(LIVE_ENV, "1").strip() != "0"
 
 
-def new_conversation(provider: Provider, base: Turn, cwd: Path, env: dict[str, str] | None = None) -> Conversation:
+def new_conversation(provider: Provider, base: Turn, cwd: Path,
+                     env: dict[str, str] | None = None) -> Conversation:
     """How crew talks to this provider's CLI across turns: the provider's `live` conversation (exact
     continuation, in one process where the CLI allows), else — and always with CREW_LIVE=0 — a
     new process per turn, continued by the CLI's resume or a replayed transcript."""

@@ -11,11 +11,11 @@ import re
 import shlex
 import sys
 import threading
-from collections.abc import Iterable
 from typing import IO, Any
 
 from crewbridge.config import AgentSpec
 from crewbridge.errors import ConfigError
+from crewbridge.globs import matches
 from crewbridge.registry import Tool, ToolRegistry
 
 CODING_TOOLS = frozenset({"write_file", "edit_file", "run_command"})  # besides every read-only tool
@@ -30,11 +30,6 @@ _WRAPPERS = frozenset({"sudo", "doas", "env", "command", "builtin", "exec", "noh
 _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "fish", "busybox"})
 
 _prompt_lock = threading.Lock()  # one question on the terminal at a time, across agents
-
-
-def matches(name: str, patterns: Iterable[str]) -> bool:
-    """Whether tool `name` matches any glob; a pattern may carry a prefix (`crew:write_*`)."""
-    return any(fnmatch.fnmatchcase(name, pattern.rsplit(":", 1)[-1]) for pattern in patterns)
 
 
 class Approver:
