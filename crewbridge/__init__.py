@@ -21,10 +21,9 @@ from __future__ import annotations
 
 import importlib
 
-TYPE_CHECKING = False  # typing itself is ~5 ms to import; type checkers read this name as True
+from crewbridge.version import VERSION_MESSAGE, __version__
 
-__version__ = "0.1.0"
-VERSION_MESSAGE = "crew, version %(version)s"  # what `crew --version` prints
+TYPE_CHECKING = False  # typing itself is ~5 ms to import; type checkers read this name as True
 
 _EXPORTS = {
     "Bridge": "crewbridge.bridge",

@@ -77,20 +77,14 @@ def all_imports() -> list[Import]:
 
 
 def cycles(edges: list[Import]) -> list[list[str]]:
-    """One shortest cycle through each strongly connected group of modules, as a path that ends
-    where it starts."""
+    """For each group of modules that import each other, one shortest cycle through its first
+    module, as a path that ends where it starts."""
     graph: dict[str, set[str]] = {}
     for edge in edges:
         graph.setdefault(edge.source, set()).add(edge.target)
         graph.setdefault(edge.target, set())
-    groups = strongly_connected(graph)
-    found = []
-    for group in groups:
-        if len(group) < 2:
-            continue
-        start = min(group)
-        found.append(shortest_cycle(start, graph, group))
-    return sorted(found)
+    return sorted(shortest_cycle(min(group), graph, group)
+                  for group in strongly_connected(graph) if len(group) > 1)
 
 
 def strongly_connected(graph: dict[str, set[str]]) -> list[set[str]]:
