@@ -185,8 +185,9 @@ def tools_call_command(name: str, raw_input: str, config: Any) -> None:
 
 
 @cli.command("parse")
-@click.option("--format", "fmt", type=click.Choice(["claude", "gemini", "codex", "text"]), required=True,
-              help="Which CLI wrote the output on stdin.")
+@click.option("--format", "fmt", required=True,
+              help="Which CLI wrote the output on stdin: a provider's name (claude, gemini, codex, "
+                   "an installed plugin's), or text.")
 @click.option("--prefix", default=None, help="Tool-name prefix (default: the configured one, crew).")
 @config_option
 def parse_command(fmt: str, prefix: str | None, config: Any) -> None:
