@@ -29,7 +29,7 @@ _WRAPPERS = frozenset({"sudo", "doas", "env", "command", "builtin", "exec", "noh
                        "if", "elif", "then", "else", "while", "until", "do", "!", "{"})
 _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "fish", "busybox"})
 
-_prompt_lock = threading.Lock()  # one question on the terminal at a time, across agents
+terminal_lock = threading.Lock()  # one question on the terminal at a time, across agents
 
 
 class Approver:
@@ -45,7 +45,7 @@ class Approver:
 
     def ask(self, question: str) -> str:
         """The answer: "yes", "always" (this tool, for the rest of the run) or "no"."""
-        with _prompt_lock:
+        with terminal_lock:
             self.stderr.write(f"{question} [y/N/a=always] ")
             self.stderr.flush()
             answer = self.stdin.readline().strip().lower()

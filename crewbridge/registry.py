@@ -30,7 +30,7 @@ class ToolContext:
     workdir: Path
     timeout: float = DEFAULT_TOOL_TIMEOUT
     max_output: int = MAX_OUTPUT_CHARS
-    registry: Any = None  # the ToolRegistry the call came through (for tools like `help`)
+    registry: ToolRegistry | None = None  # the one the call came through (for tools like `help`)
     truncated: bool = False  # a tool sets this when it cut its output
 
     def cut(self, text: str, limit: int | None = None) -> str:
