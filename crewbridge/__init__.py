@@ -27,7 +27,7 @@ TYPE_CHECKING = False  # typing itself is ~5 ms to import; type checkers read th
 
 _EXPORTS = {
     "Bridge": "crewbridge.bridge",
-    "Outcome": "crewbridge.bridge",
+    "Outcome": "crewbridge.api",
     "EventStream": "crewbridge.api",
     "Progress": "crewbridge.loop",
     "RunResult": "crewbridge.loop",
@@ -53,8 +53,8 @@ __all__ = ["__version__", *_EXPORTS]
 if TYPE_CHECKING:
     from typing import Any
 
-    from crewbridge.api import EventStream
-    from crewbridge.bridge import Bridge, Outcome
+    from crewbridge.api import EventStream, Outcome
+    from crewbridge.bridge import Bridge
     from crewbridge.config import Config, load_config
     from crewbridge.errors import ConfigError, CrewError, ProviderError, UsageError
     from crewbridge.functions import function_tool, tool

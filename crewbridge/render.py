@@ -53,7 +53,7 @@ from crewbridge.process import log as process_log
 from crewbridge.registry import DEFAULT_PREFIX, ToolRegistry
 
 if TYPE_CHECKING:
-    from crewbridge.bridge import Outcome
+    from crewbridge.api import Outcome
     from crewbridge.loop import CallRecord, Progress
 
 OUTPUTS = ("text", "json", "jsonl")
