@@ -184,7 +184,7 @@ class LineReader:
 
 def _readline() -> Any:
     try:
-        import readline
+        import readline  # for start-up speed: only an interactive chat edits its input lines
     except ImportError:  # a Python built without it: plain input() still works
         return None
     return readline

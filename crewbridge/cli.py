@@ -1,4 +1,5 @@
-"""The `crew` command. Thin: parse arguments, call the engine, print. Heavy imports stay lazy."""
+"""The `crew` command. Thin: parse arguments, call the engine, print. For start-up speed, each
+command imports the engine it needs where it runs: `crew --help` loads click alone."""
 from __future__ import annotations
 
 import functools
