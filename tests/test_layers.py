@@ -76,14 +76,14 @@ def all_imports() -> list[Import]:
     return [found for module, path in known.items() for found in imports_of(module, path, known)]
 
 
-def cycles(edges: list[Import]) -> list[list[str]]:
-    """For each group of modules that import each other, one shortest cycle through its first
-    module, as a path that ends where it starts."""
+def cycles(edges: list[Import]) -> list[tuple[list[str], list[str]]]:
+    """For each group of modules that import each other (directly or around a longer loop): one
+    shortest cycle through its first module, as a path that ends where it starts, and the group."""
     graph: dict[str, set[str]] = {}
     for edge in edges:
         graph.setdefault(edge.source, set()).add(edge.target)
         graph.setdefault(edge.target, set())
-    return sorted(shortest_cycle(min(group), graph, group)
+    return sorted((shortest_cycle(min(group), graph, group), sorted(group))
                   for group in strongly_connected(graph) if len(group) > 1)
 
 
@@ -143,16 +143,20 @@ def shortest_cycle(start: str, graph: dict[str, set[str]], group: set[str]) -> l
     raise AssertionError(f"{start} is in a strongly connected group but on no cycle")
 
 
-def describe(found: list[list[str]], edges: list[Import]) -> str:
+def describe(found: list[tuple[list[str], list[str]]], edges: list[Import]) -> str:
+    """Each cycle (with its whole group, where that is larger), and the import behind each step."""
     lines = []
+    known = modules()
     where = {(edge.source, edge.target): edge for edge in edges}
-    for cycle in found:
-        lines.append(" -> ".join(cycle))
+    for cycle, group in found:
+        larger = len(group) > len(cycle) - 1
+        lines.append(" -> ".join(cycle) + (f"  (group: {', '.join(group)})" if larger else ""))
         for source, target in zip(cycle, cycle[1:]):
             edge = where[source, target]
             how = "inside a function" if edge.in_function else "at module top"
             how += ", under TYPE_CHECKING" if edge.type_checking else ""
-            lines.append(f"    {modules()[source].relative_to(ROOT)}:{edge.line} imports {target} ({how})")
+            path = known[source].relative_to(ROOT) if source in known else source
+            lines.append(f"    {path}:{edge.line} imports {target} ({how})")
     return "\n".join(lines)
 
 
@@ -176,7 +180,14 @@ def edge(source: str, target: str) -> Import:
 
 def test_cycles_names_each_cycle_once_from_its_first_module():
     edges = [edge("a", "b"), edge("b", "c"), edge("c", "a"), edge("c", "d"), edge("d", "e"), edge("e", "d")]
-    assert cycles(edges) == [["a", "b", "c", "a"], ["d", "e", "d"]]
+    assert cycles(edges) == [(["a", "b", "c", "a"], ["a", "b", "c"]), (["d", "e", "d"], ["d", "e"])]
+
+
+def test_a_cycle_is_named_with_every_module_of_its_group():
+    edges = [edge("a", "b"), edge("b", "a"), edge("b", "c"), edge("c", "a")]
+    found = cycles(edges)
+    assert found == [(["a", "b", "a"], ["a", "b", "c"])]
+    assert describe(found, edges).splitlines()[0] == "a -> b -> a  (group: a, b, c)"
 
 
 def test_a_layered_graph_has_no_cycle():
