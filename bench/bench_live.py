@@ -34,6 +34,7 @@ from mockserver import MockServer, reply  # noqa: E402
 
 from crewbridge import providers  # noqa: E402
 from crewbridge.config import AgentSpec  # noqa: E402
+from crewbridge.conversation import new_conversation  # noqa: E402
 from crewbridge.loop import AgentLoop, Progress  # noqa: E402
 from crewbridge.policy import Policy  # noqa: E402
 from crewbridge.providers.base import Turn  # noqa: E402
@@ -91,7 +92,7 @@ def one_run(cli: str, live: bool, turns: int, shape: str) -> tuple[list[float], 
                     stops.append(time.monotonic())
 
         env = {**cli_env(cli, mock.url, home), "CREW_LIVE": "1" if live else "0"}
-        conversation = providers.load(cli).conversation(Turn(prompt=""), cwd=work, env=env)
+        conversation = new_conversation(providers.load(cli), Turn(prompt=""), cwd=work, env=env)
         keeps: list[float] = []
         keep = conversation.keep
 

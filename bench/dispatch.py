@@ -11,8 +11,9 @@ from pathlib import Path
 
 from bench.common import Row, Settings, median, scratch, spread
 from bench.harness import claude_conversation, claude_env, fake_conversation, python_argv, run_loop
+from crewbridge.functions import tool
 from crewbridge.loop import Progress, RunResult
-from crewbridge.registry import ToolContext, ToolRegistry, tool
+from crewbridge.registry import ToolContext, ToolRegistry
 
 TARGET_MS = 20.0
 FAKE = Path(__file__).with_name("fake_claude.py")

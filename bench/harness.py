@@ -10,7 +10,7 @@ from typing import Any, Iterator
 
 from bench.common import PYTHON, REPO
 from crewbridge.config import AgentSpec
-from crewbridge.conversation import Conversation, ProcessConversation
+from crewbridge.conversation import Conversation, ProcessConversation, new_conversation
 from crewbridge.loop import AgentLoop, RunResult
 from crewbridge.policy import Policy
 from crewbridge.providers.base import Decoder, Provider, Turn
@@ -41,7 +41,7 @@ def fake_conversation(argv: list[str], cwd: Path) -> Conversation:
 
 def claude_conversation(env: dict[str, str], cwd: Path, mode: str = "query") -> Conversation:
     """The real claude CLI, the way crew runs it (live, unless env says CREW_LIVE=0)."""
-    return ClaudeProvider().conversation(Turn("", mode=mode), cwd=cwd, env=env)
+    return new_conversation(ClaudeProvider(), Turn("", mode=mode), cwd=cwd, env=env)
 
 
 def run_loop(conversation: Conversation, registry: ToolRegistry, task: str, workdir: Path, *,

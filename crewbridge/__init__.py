@@ -21,19 +21,18 @@ from __future__ import annotations
 
 import importlib
 
-TYPE_CHECKING = False  # typing itself is ~5 ms to import; type checkers read this name as True
+from crewbridge.version import VERSION_MESSAGE, __version__
 
-__version__ = "0.1.0"
-VERSION_MESSAGE = "crew, version %(version)s"  # what `crew --version` prints
+TYPE_CHECKING = False  # typing itself is ~5 ms to import; type checkers read this name as True
 
 _EXPORTS = {
     "Bridge": "crewbridge.bridge",
-    "Outcome": "crewbridge.bridge",
+    "Outcome": "crewbridge.api",
     "EventStream": "crewbridge.api",
     "Progress": "crewbridge.loop",
     "RunResult": "crewbridge.loop",
     "CallRecord": "crewbridge.loop",
-    "tool": "crewbridge.registry",
+    "tool": "crewbridge.functions",
     "Tool": "crewbridge.registry",
     "ToolContext": "crewbridge.registry",
     "ToolFailure": "crewbridge.registry",
@@ -54,14 +53,14 @@ __all__ = ["__version__", *_EXPORTS]
 if TYPE_CHECKING:
     from typing import Any
 
-    from crewbridge.api import EventStream
-    from crewbridge.bridge import Bridge, Outcome
+    from crewbridge.api import EventStream, Outcome
+    from crewbridge.bridge import Bridge
     from crewbridge.config import Config, load_config
     from crewbridge.errors import ConfigError, CrewError, ProviderError, UsageError
-    from crewbridge.functions import function_tool
+    from crewbridge.functions import function_tool, tool
     from crewbridge.loop import CallRecord, Progress, RunResult
     from crewbridge.providers.base import Provider, Turn
-    from crewbridge.registry import Tool, ToolContext, ToolFailure, ToolRegistry, ToolResult, tool
+    from crewbridge.registry import Tool, ToolContext, ToolFailure, ToolRegistry, ToolResult
 
 
 def __getattr__(name: str) -> Any:

@@ -15,14 +15,22 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
-from crewbridge.errors import Interrupted, UsageError
+from crewbridge.errors import CrewError, Interrupted, UsageError
 
 if TYPE_CHECKING:
-    from crewbridge.bridge import Outcome
-    from crewbridge.loop import Progress
+    from crewbridge.loop import Progress, RunResult
 
 Start = Callable[[Callable[["Progress"], None]], "list[Outcome]"]  # runs the task, reporting to a callback
 _END = object()
+
+
+@dataclass
+class Outcome:
+    """One agent's run: its result, or the error that ended it."""
+
+    agent: str
+    result: RunResult | None = None
+    error: CrewError | None = None
 
 
 @dataclass

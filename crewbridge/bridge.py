@@ -2,21 +2,21 @@
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from crewbridge.config import AgentSpec, Config, load_config
+from crewbridge.conversation import Conversation, new_conversation
 from crewbridge.errors import CrewError, UsageError
 from crewbridge.mentions import Mention, parse_mentions
 from crewbridge.providers.base import Turn
 from crewbridge.registry import ToolRegistry
 
-# The loop and what it needs (loop, hooks, policy, concurrent.futures: ~10 ms to import) are
-# imported where they are used, after the agents' CLIs have started: they load while those boot.
+# For start-up speed, what a run needs only once the agents' CLIs have started (the loop, hooks,
+# policy, catalogue, transcript, outcomes, concurrent.futures) is imported where it is used: it loads
+# while those boot. So is what only the Python API uses (function tools, event streams).
 if TYPE_CHECKING:
-    from crewbridge.api import EventStream
-    from crewbridge.conversation import Conversation
+    from crewbridge.api import EventStream, Outcome
     from crewbridge.loop import AgentLoop, Progress, RunResult
     from crewbridge.transcript import Transcript
 
@@ -34,15 +34,6 @@ def close_waiting() -> None:
         _waiting.clear()
     for conversation in left:
         conversation.close()
-
-
-@dataclass
-class Outcome:
-    """One agent's run: its result, or the error that ended it."""
-
-    agent: str
-    result: RunResult | None = None
-    error: CrewError | None = None
 
 
 class Bridge:
@@ -151,6 +142,8 @@ class Bridge:
 
     def _run_all(self, mentions: list[Mention], conversations: list[Conversation | CrewError], task: str,
                  mode: str, *, transcript: Transcript, **options: Any) -> list[Outcome]:
+        from crewbridge.api import Outcome
+
         loops: list[AgentLoop] = []
 
         def one(mention: Mention, conversation: Conversation | CrewError) -> Outcome:
@@ -194,7 +187,7 @@ class Bridge:
             agent = self.config.agent(mention.agent)
             base = Turn(prompt="", mode=mode, model=mention.model or agent.model,
                         system_prompt=agent.system_prompt, options=list(agent.options.get(mode, [])))
-            conversation = self.config.provider(agent.provider).conversation(base, cwd=self._workdir(agent))
+            conversation = new_conversation(self.config.provider(agent.provider), base, cwd=self._workdir(agent))
         except CrewError as exc:
             return exc
         conversation.start()

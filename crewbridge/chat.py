@@ -15,7 +15,8 @@ import sys
 from pathlib import Path
 from typing import IO, Any, Callable, Iterator
 
-from crewbridge.bridge import Bridge, Outcome
+from crewbridge.api import Outcome
+from crewbridge.bridge import Bridge
 from crewbridge.config import state_dir
 from crewbridge.errors import CLINotFound, CrewError, UsageError
 from crewbridge.loop import AgentLoop, RunResult
@@ -183,7 +184,7 @@ class LineReader:
 
 def _readline() -> Any:
     try:
-        import readline
+        import readline  # for start-up speed: only an interactive chat edits its input lines
     except ImportError:  # a Python built without it: plain input() still works
         return None
     return readline

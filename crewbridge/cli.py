@@ -1,4 +1,5 @@
-"""The `crew` command. Thin: parse arguments, call the engine, print. Heavy imports stay lazy."""
+"""The `crew` command. Thin: parse arguments, call the engine, print. For start-up speed, each
+command imports the engine it needs where it runs: `crew --help` loads click alone."""
 from __future__ import annotations
 
 import functools
@@ -8,12 +9,15 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any, Callable, NoReturn
+from typing import TYPE_CHECKING, Any, Callable, NoReturn
 
 import click
 
 from crewbridge import VERSION_MESSAGE, __version__
 from crewbridge.errors import CrewError, UsageError
+
+if TYPE_CHECKING:
+    from crewbridge.config import Config
 
 
 def config_option(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -60,7 +64,7 @@ def run_options(func: Callable[..., Any]) -> Callable[..., Any]:
     ])
 
 
-def _run(mode: str, text: tuple[str, ...], config: Any, timeout: float, max_turns: int,
+def _run(mode: str, text: tuple[str, ...], config: Config, timeout: float, max_turns: int,
          as_json: bool, as_jsonl: bool, verbose: bool, approve_all: bool) -> None:
     from crewbridge.bridge import Bridge
     from crewbridge.mentions import parse_mentions
@@ -110,7 +114,7 @@ def execute_command(**options: Any) -> None:
 @click.option("--mode", type=click.Choice(["query", "execute"]), default="query", show_default=True,
               help="query: read-only tools; execute: every tool policy allows.")
 @loop_options
-def chat_command(agent: str, mode: str, config: Any, timeout: float, max_turns: int, approve_all: bool,
+def chat_command(agent: str, mode: str, config: Config, timeout: float, max_turns: int, approve_all: bool,
                  verbose: bool) -> None:
     """Talk with one agent, tools at hand; it keeps the context: crew chat @claude
 
@@ -127,7 +131,7 @@ def chat_command(agent: str, mode: str, config: Any, timeout: float, max_turns: 
 @click.argument("text", nargs=-1, required=True)
 @click.option("--mode", type=click.Choice(["query", "execute"]), default="query", show_default=True)
 @config_option
-def prompt_command(text: tuple[str, ...], mode: str, config: Any) -> None:
+def prompt_command(text: tuple[str, ...], mode: str, config: Config) -> None:
     """Print the exact prompt that would be sent, catalogue included."""
     from crewbridge.bridge import Bridge
 
@@ -141,7 +145,7 @@ def tools_group() -> None:
 
 @tools_group.command("list")
 @config_option
-def tools_list_command(config: Any) -> None:
+def tools_list_command(config: Config) -> None:
     """One line per tool: name, read-only or not, summary."""
     from crewbridge.bridge import Bridge
 
@@ -155,7 +159,7 @@ def tools_list_command(config: Any) -> None:
 @tools_group.command("show")
 @click.argument("name")
 @config_option
-def tools_show_command(name: str, config: Any) -> None:
+def tools_show_command(name: str, config: Config) -> None:
     """A tool's description and input schema."""
     from crewbridge.bridge import Bridge
 
@@ -168,7 +172,7 @@ def tools_show_command(name: str, config: Any) -> None:
 @click.argument("name")
 @click.option("--input", "raw_input", default="{}", show_default=True, help="The tool's input as JSON.")
 @config_option
-def tools_call_command(name: str, raw_input: str, config: Any) -> None:
+def tools_call_command(name: str, raw_input: str, config: Config) -> None:
     """Run one tool here and print its result envelope (exit 1 when it fails)."""
     from crewbridge.bridge import Bridge
     from crewbridge.registry import ToolContext
@@ -185,11 +189,12 @@ def tools_call_command(name: str, raw_input: str, config: Any) -> None:
 
 
 @cli.command("parse")
-@click.option("--format", "fmt", type=click.Choice(["claude", "gemini", "codex", "text"]), required=True,
-              help="Which CLI wrote the output on stdin.")
+@click.option("--format", "fmt", required=True,
+              help="Which CLI wrote the output on stdin: a provider's name (claude, gemini, codex, "
+                   "an installed plugin's), or text.")
 @click.option("--prefix", default=None, help="Tool-name prefix (default: the configured one, crew).")
 @config_option
-def parse_command(fmt: str, prefix: str | None, config: Any) -> None:
+def parse_command(fmt: str, prefix: str | None, config: Config) -> None:
     """Read raw CLI output on stdin; print one JSON line per tool-call attempt, validated."""
     from crewbridge.parse import parse_stream
 
@@ -284,7 +289,7 @@ def agents_group() -> None:
 @agents_group.command("list")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
 @config_option
-def agents_list_command(as_json: bool, config: Any) -> None:
+def agents_list_command(as_json: bool, config: Config) -> None:
     """One line per agent: id, provider, model, profile."""
     rows = [{"id": a.id, "provider": a.provider, "model": a.model, "profile": a.profile}
             for a in config.agents.values()]
@@ -293,10 +298,10 @@ def agents_list_command(as_json: bool, config: Any) -> None:
             click.echo(json.dumps(row, ensure_ascii=False))
         return
     table = [("AGENT", "PROVIDER", "MODEL", "PROFILE")] + \
-        [("@" + r["id"], r["provider"], r["model"] or "(default)", r["profile"]) for r in rows]
-    widths = [max(len(row[i]) for row in table) for i in range(3)]
-    for row in table:
-        click.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[3])
+        [(f"@{a.id}", a.provider, a.model or "(default)", a.profile) for a in config.agents.values()]
+    widths = [max(len(line[i]) for line in table) for i in range(3)]
+    for line in table:
+        click.echo("  ".join(cell.ljust(width) for cell, width in zip(line, widths)) + "  " + line[3])
 
 
 _stopped_by = signal.SIGINT  # the signal that stopped crew; it exits with 128 + its number

@@ -23,16 +23,23 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from crewbridge.errors import AgentNotFound, ConfigError, CrewError, UsageError
+from crewbridge.globs import matches
 from crewbridge.places import CONFIG_NAMES, xdg
+from crewbridge.providers import BUILTIN, load, names, plugins
 from crewbridge.registry import DEFAULT_PREFIX, ToolRegistry
+from crewbridge.templates import package_text
 
-if TYPE_CHECKING:  # yaml and jsonschema are imported where used: without a crew.yaml, neither is
+# For start-up speed, what only a crew.yaml needs (yaml, jsonschema, command tools, hooks, custom
+# providers) is imported where it is used: without a crew.yaml, none of it is.
+if TYPE_CHECKING:
     import yaml
     from jsonschema import Draft202012Validator
     from jsonschema.exceptions import ValidationError
 
     from crewbridge.custom_tools import CommandTool
+    from crewbridge.hooks import HookSpec
     from crewbridge.providers.base import Provider
+    from crewbridge.providers.generic import GenericSpec
 
 BUILTIN_AGENTS = ("claude", "gemini", "codex", "demo")
 MAX_NODES = 100_000  # YAML aliases can make a small file expand without end
@@ -63,8 +70,8 @@ class Config:
     path: Path | None = None
     prefix: str = DEFAULT_PREFIX
     agents: dict[str, AgentSpec] = field(default_factory=dict)
-    providers: dict[str, Any] = field(default_factory=dict)  # id → GenericSpec
-    hooks: dict[str, list[Any]] = field(default_factory=dict)  # before_tool_call/after_tool_call → HookSpec
+    providers: dict[str, GenericSpec] = field(default_factory=dict)  # by id
+    hooks: dict[str, list[HookSpec]] = field(default_factory=dict)  # by event: before/after_tool_call
     compact_catalogue: bool | None = None  # None: compact when many tools
     tools: dict[str, CommandTool] = field(default_factory=dict)
     plugins: bool = True  # tools from the `crewbridge.tools` entry point group
@@ -83,10 +90,8 @@ class Config:
 
     def provider(self, name: str) -> Provider:
         """A provider by name: one configured under `providers:` first, then a built-in one."""
-        from crewbridge.providers import BUILTIN, load, names, plugins
-
         if name in self.providers:
-            from crewbridge.providers.generic import GenericProvider
+            from crewbridge.providers.generic import GenericProvider  # for start-up speed (see top)
 
             return GenericProvider(self.providers[name])
         if name in BUILTIN or name in plugins():
@@ -98,6 +103,7 @@ class Config:
         """Every tool: the built-ins, the command tools of crew.yaml, and installed plugin tools.
         Globs in allow/deny/approval and hook `tools:` must each match a tool (a typo in a deny list
         would otherwise deny nothing)."""
+        # For start-up speed: the tools are built after the agents' CLIs have started.
         from crewbridge.custom_tools import plugin_tools
         from crewbridge.tools import builtin_registry
 
@@ -115,14 +121,11 @@ class Config:
         return registry
 
     def _check_globs(self, registry: ToolRegistry) -> None:
-        from crewbridge.policy import matches
-
         lists: list[tuple[Keys, list[str]]] = [
             (("agents", agent.id, key), getattr(agent, key))
             for agent in self.agents.values() for key in ("allow", "deny", "approval")]
         lists += [(("hooks", event, i, "tools"), spec.tools)
-                  for event, specs in self.hooks.items() for i, spec in enumerate(specs)
-                  if hasattr(spec, "tools")]
+                  for event, specs in self.hooks.items() for i, spec in enumerate(specs)]
         names = registry.names()
         for keys, patterns in lists:
             for i, pattern in enumerate(patterns):
@@ -200,7 +203,7 @@ def read_config(path: Path, cwd: Path | None = None, *, trusted: bool = True) ->
 def parse_yaml(text: str, shown: str) -> tuple[dict[str, Any], dict[Keys, int]]:
     """The document as plain data, and the line of every key path. Duplicate keys and keys that are
     not text are errors (YAML would quietly keep the last, or turn `no:` into False)."""
-    import yaml
+    import yaml  # for start-up speed (see top)
 
     loader = yaml.SafeLoader(text)
     marks: dict[Keys, int] = {}
@@ -228,7 +231,7 @@ def parse_yaml(text: str, shown: str) -> tuple[dict[str, Any], dict[Keys, int]]:
 
 def _plain(loader: yaml.SafeLoader, node: yaml.Node, keys: Keys, marks: dict[Keys, int], shown: str,
            budget: list[int]) -> Any:
-    import yaml
+    import yaml  # for start-up speed (see top)
 
     budget[0] -= 1
     if budget[0] < 0:
@@ -261,9 +264,7 @@ def _plain(loader: yaml.SafeLoader, node: yaml.Node, keys: Keys, marks: dict[Key
 
 @functools.lru_cache(maxsize=1)
 def _schema_validator() -> Draft202012Validator:
-    from jsonschema import Draft202012Validator
-
-    from crewbridge.templates import package_text
+    from jsonschema import Draft202012Validator  # for start-up speed (see top)
 
     schema = json.loads(package_text("crewbridge", "config_schema.json"))
     return Draft202012Validator(schema)
@@ -275,7 +276,7 @@ def config_schema() -> dict[str, Any]:
 
 
 def _validate(data: dict[str, Any], marks: dict[Keys, int], shown: str) -> None:
-    from jsonschema.exceptions import best_match
+    from jsonschema.exceptions import best_match  # for start-up speed (see top)
 
     error = best_match(_schema_validator().iter_errors(data))
     if error is not None:
@@ -354,9 +355,9 @@ def _shown(path: Path, cwd: Path | None) -> str:
 
 
 def _build(data: dict[str, Any], marks: dict[Keys, int], path: Path, shown: str) -> Config:
+    # For start-up speed (see top).
     from crewbridge.custom_tools import CommandTool
     from crewbridge.hooks import HookSpec
-    from crewbridge.providers import BUILTIN, plugins
     from crewbridge.providers.generic import GenericSpec
 
     base = path.parent.absolute()
@@ -406,7 +407,7 @@ def _build(data: dict[str, Any], marks: dict[Keys, int], path: Path, shown: str)
 
 def trust_config(path: Path) -> Path:
     """Remember that a person has read this crew.yaml as it is now; a later change needs trust again."""
-    import hashlib
+    import hashlib  # for start-up speed: it loads OpenSSL, and most runs check no trust
 
     path = path.resolve()
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
@@ -436,7 +437,7 @@ def _check_trust(path: Path, raw: bytes, data: dict[str, Any], marks: dict[Keys,
     risky = _risky(data, path.parent.absolute())
     if not risky:
         return
-    import hashlib
+    import hashlib  # for start-up speed: it loads OpenSSL, and most runs check no trust
 
     digest = hashlib.sha256(raw).hexdigest()
     if _trusted(state_dir() / "trusted.json").get(str(path.resolve())) == digest:

@@ -2,19 +2,20 @@
 (a new process per turn with the CLI's own resume, a replayed transcript, or a live process) is here."""
 from __future__ import annotations
 
+import importlib
 import os
 from dataclasses import replace
 from pathlib import Path
-from typing import Iterator, Protocol
+from typing import Callable, Iterator, Protocol
 
 from crewbridge.errors import CrewError
 from crewbridge.events import Event, Failure, Session
 from crewbridge.process import Child
-from crewbridge.templates import render
 from crewbridge.providers.base import Provider, Turn
-
+from crewbridge.templates import render
 
 EXACT, LOST, FULL = "exact", "lost", "full"
+LIVE_ENV = "CREW_LIVE"  # "0" makes every provider start a fresh CLI process per turn
 
 
 class Conversation(Protocol):
@@ -120,3 +121,20 @@ class ProcessConversation:
     def close(self) -> None:
         if self.child is not None:
             self.child.close()
+
+
+def live_enabled(env: dict[str, str] | None) -> bool:
+    """Whether live continuation is on (CREW_LIVE unset or not "0", in `env` or the environment)."""
+    return {**os.environ, **(env or {})}.get(LIVE_ENV, "1").strip() != "0"
+
+
+def new_conversation(provider: Provider, base: Turn, cwd: Path,
+                     env: dict[str, str] | None = None) -> Conversation:
+    """How crew talks to this provider's CLI across turns: the provider's `live` conversation (exact
+    continuation, in one process where the CLI allows), else — and always with CREW_LIVE=0 — a
+    new process per turn, continued by the CLI's resume or a replayed transcript."""
+    if provider.live and live_enabled(env):
+        module, _, name = provider.live.partition(":")
+        live: Callable[..., Conversation] = getattr(importlib.import_module(module), name)
+        return live(provider, base, cwd=cwd, env=env)
+    return ProcessConversation(provider, base, cwd=cwd, env=env)

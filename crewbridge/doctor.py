@@ -23,13 +23,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, Mapping, Sequence
 
 from crewbridge.config import Config, default_agents, load_config
+from crewbridge.custom_tools import Finished, run_argv
 from crewbridge.errors import CrewError, CrewTimeout, UsageError
-from crewbridge.providers.base import Turn
+from crewbridge.providers import BUILTIN, load, load_plugin, plugins
+from crewbridge.providers.base import Provider, Turn
 
 if TYPE_CHECKING:
-    from crewbridge.custom_tools import Finished
     from crewbridge.process import Child
-    from crewbridge.providers.base import Provider
 
 OK, WARN, FAIL = "ok", "warn", "FAIL"
 PROBE_TIMEOUT = 60.0  # seconds one --help or --version may take (gemini needs ~10 s on a busy machine)
@@ -93,8 +93,6 @@ class Prober:
         return self._runs[key]
 
     def _run(self, argv: list[str], env: dict[str, str]) -> Finished:
-        from crewbridge.custom_tools import run_argv
-
         try:
             return run_argv(argv, cwd=self.cwd, timeout=self.timeout, env=env, limit=HELP_LIMIT,
                             started=self._started)
@@ -206,8 +204,6 @@ def _programs(config: Config, env: Mapping[str, str]) -> Iterator[Check]:
 def _subjects(config: Config, only: Sequence[str]) -> list[_Subject]:
     """The providers to check: built-in, then those of crew.yaml, then plugins (a name in crew.yaml
     replaces the built-in or plugin one of that name, as it does when crew runs)."""
-    from crewbridge.providers import BUILTIN, load, load_plugin, plugins
-
     installed = plugins()
     known = list(dict.fromkeys([*BUILTIN, *config.providers, *installed]))
     unknown = [name for name in only if name not in known]

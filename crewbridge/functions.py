@@ -20,7 +20,6 @@ integral float sent for an int (3.0) arrives as 3. What the function returns is 
 """
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import enum
 import inspect
@@ -273,6 +272,28 @@ def _shown(hint: Any) -> str:
 
 # --- tools ---------------------------------------------------------------------------------------
 
+def tool(*, schema: dict[str, Any] | None = None, read_only: bool = False, name: str | None = None,
+         output_schema: dict[str, Any] | None = None, timeout: float | None = None,
+         needs_approval: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Declare a plain function as a tool; its docstring is the description. Without `schema`, the
+    input schema comes from the type hints and the docstring."""
+
+    def wrap(func: Callable[..., Any]) -> Callable[..., Any]:
+        if schema is None:
+            func.__crew_tool__ = function_tool(  # type: ignore[attr-defined]
+                func, name=name, read_only=read_only, output_schema=output_schema, timeout=timeout,
+                needs_approval=needs_approval)
+            return func
+        func.__crew_tool__ = Tool(  # type: ignore[attr-defined]
+            name=name or func.__name__,
+            description=inspect.cleandoc(func.__doc__ or ""),
+            input_schema=schema, func=func, read_only=read_only,
+            output_schema=output_schema, timeout=timeout, needs_approval=needs_approval)
+        return func
+
+    return wrap
+
+
 def function_tool(func: Callable[..., Any], *, name: str | None = None, description: str | None = None,
                   read_only: bool = False, output_schema: dict[str, Any] | None = None,
                   timeout: float | None = None, needs_approval: bool = False) -> Tool:
@@ -297,6 +318,8 @@ def _caller(func: Callable[..., Any]) -> Callable[..., Any]:
         args = {key: converters[key](value) if key in converters else value for key, value in data.items()}
         out = func(ctx, **args) if wants_ctx else func(**args)
         if inspect.isawaitable(out):
+            import asyncio  # for start-up speed: slow to import, and only async tools need it
+
             out = asyncio.run(_awaited(out))  # the registry runs tools in a thread of their own
         return _plain(out)
 

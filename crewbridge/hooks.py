@@ -21,7 +21,7 @@ from typing import Any
 
 from crewbridge.custom_tools import run_argv
 from crewbridge.errors import CrewError, CrewTimeout
-from crewbridge.policy import matches
+from crewbridge.globs import matches
 from crewbridge.registry import Tool, ToolResult
 
 BEFORE = "before_tool_call"

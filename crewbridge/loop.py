@@ -79,7 +79,8 @@ class AgentLoop:
         self.conv = conversation
         self.registry = registry
         self.policy = policy
-        self.ctx = ToolContext(workdir=workdir, registry=policy.offered(registry))
+        self.offered = policy.offered(registry)  # the tools the model is told of
+        self.ctx = ToolContext(workdir=workdir, registry=self.offered)
         self.hooks = hooks or Hooks()
         self.transcript = transcript or Transcript()
         self.max_turns = max_turns
@@ -100,7 +101,7 @@ class AgentLoop:
             self.close()
 
     def first_message(self, task: str) -> str:
-        catalogue = render_catalogue(self.ctx.registry, self.policy.mode, compact=self.compact)
+        catalogue = render_catalogue(self.offered, self.policy.mode, compact=self.compact)
         return build_prompt(catalogue, task)
 
     def converse(self, message: str) -> RunResult:

@@ -3,27 +3,29 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Iterator
 
+from crewbridge import providers
 from crewbridge.errors import UsageError
 from crewbridge.events import Failure, MessageEnd, Notice, Text
 from crewbridge.extract import Extractor, ToolCall
 from crewbridge.providers.base import Decoder
-from crewbridge.providers.claude import ClaudeDecoder
-from crewbridge.providers.codex import CodexDecoder
-from crewbridge.providers.gemini import GeminiDecoder
 from crewbridge.providers.generic import TextDecoder
 from crewbridge.registry import DEFAULT_PREFIX, ToolRegistry
 
-DECODERS: dict[str, Callable[[], Decoder]] = {
-    "claude": ClaudeDecoder, "gemini": GeminiDecoder, "codex": CodexDecoder, "text": TextDecoder}
-FORMATS = tuple(DECODERS)
+TEXT = "text"  # plain text, every line the model's
+
+
+def formats() -> list[str]:
+    """Every output format: each provider's (built-in, then installed plugins'), and plain text."""
+    return [*providers.names(), TEXT]
 
 
 def decoder_for(fmt: str) -> Decoder:
-    """A fresh decoder for an output format."""
-    make = DECODERS.get(fmt)
-    if make is None:
-        raise UsageError(f"format '{fmt}' is not known; use one of: {', '.join(FORMATS)}")
-    return make()
+    """A fresh decoder for an output format: the named provider's, or plain text."""
+    if fmt == TEXT:
+        return TextDecoder()
+    if fmt not in providers.names():
+        raise UsageError(f"format '{fmt}' is not known; use one of: {', '.join(formats())}")
+    return providers.load(fmt).decoder()
 
 
 def parse_stream(lines: Iterable[str], fmt: str, registry: ToolRegistry | None = None,

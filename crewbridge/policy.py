@@ -11,11 +11,11 @@ import re
 import shlex
 import sys
 import threading
-from collections.abc import Iterable
 from typing import IO, Any
 
 from crewbridge.config import AgentSpec
 from crewbridge.errors import ConfigError
+from crewbridge.globs import matches
 from crewbridge.registry import Tool, ToolRegistry
 
 CODING_TOOLS = frozenset({"write_file", "edit_file", "run_command"})  # besides every read-only tool
@@ -29,12 +29,7 @@ _WRAPPERS = frozenset({"sudo", "doas", "env", "command", "builtin", "exec", "noh
                        "if", "elif", "then", "else", "while", "until", "do", "!", "{"})
 _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "fish", "busybox"})
 
-_prompt_lock = threading.Lock()  # one question on the terminal at a time, across agents
-
-
-def matches(name: str, patterns: Iterable[str]) -> bool:
-    """Whether tool `name` matches any glob; a pattern may carry a prefix (`crew:write_*`)."""
-    return any(fnmatch.fnmatchcase(name, pattern.rsplit(":", 1)[-1]) for pattern in patterns)
+terminal_lock = threading.Lock()  # one question on the terminal at a time, across agents
 
 
 class Approver:
@@ -50,7 +45,7 @@ class Approver:
 
     def ask(self, question: str) -> str:
         """The answer: "yes", "always" (this tool, for the rest of the run) or "no"."""
-        with _prompt_lock:
+        with terminal_lock:
             self.stderr.write(f"{question} [y/N/a=always] ")
             self.stderr.flush()
             answer = self.stdin.readline().strip().lower()

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import difflib
-import inspect
 import json
 import threading
 import time
@@ -31,7 +30,7 @@ class ToolContext:
     workdir: Path
     timeout: float = DEFAULT_TOOL_TIMEOUT
     max_output: int = MAX_OUTPUT_CHARS
-    registry: Any = None  # the ToolRegistry the call came through (for tools like `help`)
+    registry: ToolRegistry | None = None  # the one the call came through (for tools like `help`)
     truncated: bool = False  # a tool sets this when it cut its output
 
     def cut(self, text: str, limit: int | None = None) -> str:
@@ -99,37 +98,13 @@ class Tool:
         return first_error(self._validator, data)
 
 
-def tool(*, schema: dict[str, Any] | None = None, read_only: bool = False, name: str | None = None,
-         output_schema: dict[str, Any] | None = None, timeout: float | None = None,
-         needs_approval: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Declare a plain function as a tool; its docstring is the description. Without `schema`, the
-    input schema comes from the type hints and the docstring (crewbridge.functions)."""
-
-    def wrap(func: Callable[..., Any]) -> Callable[..., Any]:
-        if schema is None:
-            from crewbridge.functions import function_tool
-
-            func.__crew_tool__ = function_tool(  # type: ignore[attr-defined]
-                func, name=name, read_only=read_only, output_schema=output_schema, timeout=timeout,
-                needs_approval=needs_approval)
-            return func
-        func.__crew_tool__ = Tool(  # type: ignore[attr-defined]
-            name=name or func.__name__,
-            description=inspect.cleandoc(func.__doc__ or ""),
-            input_schema=schema, func=func, read_only=read_only,
-            output_schema=output_schema, timeout=timeout, needs_approval=needs_approval)
-        return func
-
-    return wrap
-
-
 def as_tool(obj: Any) -> Tool:
     """A Tool from a Tool or a function decorated with @tool."""
     if isinstance(obj, Tool):
         return obj
     spec = getattr(obj, "__crew_tool__", None)
     if spec is None:
-        raise CrewError(f"{obj!r} is not a tool; decorate it with @crewbridge.registry.tool(...)")
+        raise CrewError(f"{obj!r} is not a tool; decorate it with @crewbridge.tool(...)")
     return spec
 
 

@@ -48,11 +48,12 @@ import time
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
-from crewbridge.policy import _prompt_lock as terminal_lock  # an approval question owns the terminal
+from crewbridge.policy import terminal_lock  # an approval question owns the terminal
 from crewbridge.process import log as process_log
 from crewbridge.registry import DEFAULT_PREFIX, ToolRegistry
 
 if TYPE_CHECKING:
+    from crewbridge.api import Outcome
     from crewbridge.loop import CallRecord, Progress
 
 OUTPUTS = ("text", "json", "jsonl")
@@ -346,7 +347,7 @@ class Renderer:
     def _on_notice(self, agent: _Agent, event: Progress) -> None:
         self._err_line(agent, self.style.paint(f"  {one_line(event.text)}", "2"))
 
-    def finish(self, outcomes: Sequence[Any]) -> None:
+    def finish(self, outcomes: Sequence[Outcome]) -> None:
         """The run is over: answers not shown yet, errors, and the --json object."""
         with self._lock:
             self._clear_status()
@@ -355,7 +356,7 @@ class Renderer:
                 agent = self._agent(outcome.agent)
                 if outcome.error is not None:
                     self.failed(outcome.agent, outcome.error)
-                elif self.output == "text" and not agent.answered:
+                elif self.output == "text" and not agent.answered and outcome.result is not None:
                     self._answer(agent, outcome.result.answer)
             if self.output == "json":
                 objs = [outcome_dict(o) for o in outcomes]
@@ -588,7 +589,7 @@ def one_line(text: str, width: int = 200) -> str:
     return text if len(text) <= width else text[:max(width - 1, 0)] + "…"
 
 
-def outcome_dict(outcome: Any) -> dict[str, Any]:
+def outcome_dict(outcome: Outcome) -> dict[str, Any]:
     """One agent's outcome as --json shows it."""
     if outcome.result is not None:
         return {**outcome.result.to_dict(), "error": None}

@@ -18,10 +18,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
-from crewbridge import __version__
 from crewbridge.config import state_dir
 from crewbridge.errors import CrewError, Interrupted, UsageError
 from crewbridge.redact import Redactor
+from crewbridge.version import __version__
 
 _RUN_ID = re.compile(r"^[0-9]{8}-[0-9]{6}-[0-9a-f]{6}$")
 _TAIL = 1 << 16  # bytes read from the end of a file to find its `end` event

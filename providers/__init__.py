@@ -10,11 +10,11 @@ import importlib
 from typing import TYPE_CHECKING
 
 from crewbridge.errors import ConfigError, UsageError
+from crewbridge.plugins import entry_points
+from crewbridge.providers.base import Provider
 
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint
-
-    from crewbridge.providers.base import Provider
 
 PLUGIN_GROUP = "crewbridge.providers"
 
@@ -27,10 +27,8 @@ BUILTIN = {
 }
 
 
-def plugins() -> dict[str, "EntryPoint"]:
+def plugins() -> dict[str, EntryPoint]:
     """Providers declared by installed packages, by name (not imported); built-in names left out."""
-    from crewbridge.plugins import entry_points
-
     return {point.name: point for point in entry_points(group=PLUGIN_GROUP) if point.name not in BUILTIN}
 
 
@@ -39,7 +37,7 @@ def names() -> list[str]:
     return [*BUILTIN, *sorted(plugins())]
 
 
-def load(name: str) -> "Provider":
+def load(name: str) -> Provider:
     """A provider by name: a built-in one, else one from an installed plugin."""
     target = BUILTIN.get(name)
     if target is not None:
@@ -51,10 +49,8 @@ def load(name: str) -> "Provider":
     return load_plugin(point)
 
 
-def load_plugin(point: "EntryPoint") -> "Provider":
+def load_plugin(point: EntryPoint) -> Provider:
     """Import a plugin provider; a broken one is named with its package, not shown as a traceback."""
-    from crewbridge.providers.base import Provider
-
     where = f"plugin provider '{point.name}' ({point.value}"
     where += f", from {point.dist.name})" if point.dist is not None else ")"
     try:

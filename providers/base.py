@@ -1,16 +1,11 @@
 """What every provider is: how to build the command, decode one output line, and resume."""
 from __future__ import annotations
 
-import importlib
 import json
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from crewbridge.events import Event, Notice
-
-if TYPE_CHECKING:
-    from crewbridge.conversation import Conversation
 
 
 @dataclass
@@ -104,15 +99,3 @@ class Provider:
         options against the CLI's --help (no model is asked). Empty: crew only looks for the CLI."""
         return [self.argv(Turn("", mode, model="MODEL", session_id=session, system_prompt="PROMPT"))
                 for mode in ("query", "execute") for session in (None, "SESSION")]
-
-    def conversation(self, base: Turn, cwd: Path, env: dict[str, str] | None = None) -> Conversation:
-        """How crew talks to this CLI across turns: the provider's `live` conversation (exact
-        continuation, in one process where the CLI allows), else — and always with CREW_LIVE=0 — a
-        new process per turn, continued by the CLI's resume or a replayed transcript."""
-        from crewbridge.conversation import ProcessConversation
-        from crewbridge.providers.live_process import live_enabled
-
-        if self.live and live_enabled(env):
-            module, _, name = self.live.partition(":")
-            return getattr(importlib.import_module(module), name)(self, base, cwd=cwd, env=env)
-        return ProcessConversation(self, base, cwd=cwd, env=env)

@@ -9,6 +9,8 @@ from crewbridge.providers.base import JsonLineDecoder, Provider, Turn
 # Query mode offers only these of Claude's own tools. An allow list, not a deny list: 2.1.197 also
 # has CronCreate, EnterWorktree, Skill, Workflow, … and each version adds more.
 READ_ONLY_TOOLS = "Read,Glob,Grep"
+# What the live conversation (live_claude.py) adds to the command.
+LIVE_FLAGS = ["--input-format", "stream-json", "--include-partial-messages"]
 
 
 class ClaudeDecoder(JsonLineDecoder):
@@ -105,6 +107,4 @@ class ClaudeProvider(Provider):
         return ClaudeDecoder()
 
     def commands(self) -> list[list[str]]:
-        from crewbridge.providers.live_claude import LIVE_FLAGS
-
         return [*super().commands(), self.argv(Turn("", "query")) + LIVE_FLAGS]

@@ -22,14 +22,13 @@ from crewbridge.conversation import EXACT, FULL
 from crewbridge.errors import ProviderError
 from crewbridge.events import Event, Failure, Session
 from crewbridge.providers.base import Turn
-from crewbridge.providers.claude import ClaudeDecoder, ClaudeProvider
+from crewbridge.providers.claude import LIVE_FLAGS, ClaudeDecoder, ClaudeProvider
 from crewbridge.providers.live_process import LiveConversation, LiveProcess, control_deadline
-
-LIVE_FLAGS = ["--input-format", "stream-json", "--include-partial-messages"]
 
 
 def line_id() -> str:
-    import uuid  # with platform, ~4 ms to import: not before the CLI has started
+    # For start-up speed: uuid loads platform, slow to import, and not needed before the CLI starts.
+    import uuid
 
     return str(uuid.uuid4())
 

@@ -15,13 +15,7 @@ from crewbridge.events import Notice
 from crewbridge.process import Child
 from crewbridge.providers.base import Provider, Turn, parse_object
 
-LIVE_ENV = "CREW_LIVE"  # "0" makes every provider start a fresh CLI process per turn
 CONTROL_TIMEOUT = 30.0  # seconds a live CLI gets to answer a control message between turns
-
-
-def live_enabled(env: dict[str, str] | None) -> bool:
-    """Whether live continuation is on (CREW_LIVE unset or not "0", in `env` or the environment)."""
-    return {**os.environ, **(env or {})}.get(LIVE_ENV, "1").strip() != "0"
 
 
 def control_deadline() -> float:

@@ -64,12 +64,12 @@ def scripted(tmp_path: Path, call: str, data: dict) -> Config:
 def test_importing_crewbridge_loads_none_of_the_engine() -> None:
     code = "import sys, crewbridge; print(sorted(m for m in sys.modules if m.startswith('crewbridge')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "['crewbridge']"
+    assert out.strip() == "['crewbridge', 'crewbridge.version']"
 
 
 def test_the_api_names_are_exported_lazily_and_listed() -> None:
     from crewbridge.bridge import Bridge as EngineBridge
-    from crewbridge.registry import tool
+    from crewbridge.functions import tool
 
     assert crewbridge.Bridge is EngineBridge and crewbridge.tool is tool
     assert {"Bridge", "EventStream", "Progress", "tool", "function_tool", "ToolContext"} <= set(dir(crewbridge))

@@ -17,8 +17,9 @@ from crewbridge.config import (
     trust_config,
 )
 from crewbridge.errors import AgentNotFound, ConfigError, UsageError
+from crewbridge.functions import tool
 from crewbridge.hooks import HookSpec
-from crewbridge.registry import Tool, ToolContext, tool
+from crewbridge.registry import Tool, ToolContext
 
 
 @pytest.fixture(autouse=True)

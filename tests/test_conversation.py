@@ -1,4 +1,5 @@
-"""ProcessConversation against small fake CLIs (real processes, honest about what they do)."""
+"""ProcessConversation against small fake CLIs (real processes, honest about what they do), and which
+conversation a provider gets."""
 from __future__ import annotations
 
 import json
@@ -7,11 +8,15 @@ import time
 
 import pytest
 
-from crewbridge.conversation import EXACT, FULL, LOST, ProcessConversation
+from crewbridge import providers
+from crewbridge.conversation import EXACT, FULL, LOST, ProcessConversation, live_enabled, new_conversation
 from crewbridge.errors import CLINotFound
 from crewbridge.events import Failure, Session, Text
 from crewbridge.providers.base import Turn
 from crewbridge.providers.generic import GenericProvider, GenericSpec
+from crewbridge.providers.live_claude import ClaudeLiveConversation
+from crewbridge.providers.live_codex import CodexLiveConversation
+from crewbridge.providers.live_gemini import GeminiSessionConversation
 
 # A CLI with sessions: prints its session id, then what it was asked and which session it resumed.
 SESSION_CLI = """
@@ -115,3 +120,30 @@ def test_a_cli_that_is_not_installed_is_reported_by_the_first_turn_not_by_start(
     assert conv.child is None
     with pytest.raises(CLINotFound, match="'no-such-cli-for-crew' not found on PATH"):
         list(conv.send("q", None))
+
+
+@pytest.mark.parametrize("value, enabled", [(None, True), ("1", True), ("yes", True), ("0", False),
+                                            (" 0 ", False)])
+def test_crew_live_0_turns_live_continuation_off(value, enabled, monkeypatch):
+    monkeypatch.delenv("CREW_LIVE", raising=False)
+    assert live_enabled(None if value is None else {"CREW_LIVE": value}) is enabled
+    if value is not None:
+        monkeypatch.setenv("CREW_LIVE", value)
+        assert live_enabled({}) is enabled
+
+
+@pytest.mark.parametrize("name, live_class", [("claude", ClaudeLiveConversation),
+                                              ("codex", CodexLiveConversation),
+                                              ("gemini", GeminiSessionConversation)])
+def test_each_provider_talks_live_unless_crew_live_is_0(name, live_class, tmp_path, monkeypatch):
+    monkeypatch.delenv("CREW_LIVE", raising=False)
+    provider = providers.load(name)
+    conversation = new_conversation(provider, Turn(prompt=""), tmp_path, {})
+    assert type(conversation) is live_class
+    fallback = new_conversation(provider, Turn(prompt=""), tmp_path, {"CREW_LIVE": "0"})
+    assert type(fallback) is ProcessConversation
+
+
+def test_a_provider_without_a_live_mode_gets_a_process_per_turn(tmp_path):
+    conversation = new_conversation(providers.load("demo"), Turn(prompt=""), tmp_path)
+    assert type(conversation) is ProcessConversation

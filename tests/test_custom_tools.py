@@ -9,7 +9,8 @@ import pytest
 from crewbridge import custom_tools
 from crewbridge.custom_tools import CommandTool, placeholders, plugin_tools
 from crewbridge.errors import ConfigError
-from crewbridge.registry import ToolContext, tool
+from crewbridge.functions import tool
+from crewbridge.registry import ToolContext
 
 PY = sys.executable
 ECHO_ARGS = [PY, "-c", "import json, sys; print(json.dumps(sys.argv[1:]))"]

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session, Text, Usage
-from crewbridge.parse import DECODERS, decoder_for
+from crewbridge.parse import decoder_for, formats
 from crewbridge.providers.base import parse_object
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -236,8 +236,8 @@ def mutate(value: object, rnd: random.Random) -> object:
 @given(picks=st.lists(st.sampled_from(REAL_EVENTS), min_size=1, max_size=4), rnd=st.randoms())
 def test_real_event_shapes_with_any_values_decode_without_raising_and_text_is_a_string(
         picks: list[dict], rnd: random.Random) -> None:
-    for make in DECODERS.values():
-        decoder = make()
+    for fmt in formats():
+        decoder = decoder_for(fmt)
         for obj in picks:
             for event in decoder.decode(json.dumps(mutate(obj, rnd))):
                 assert not isinstance(event, Text) or isinstance(event.text, str)

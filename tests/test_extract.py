@@ -16,7 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from crewbridge.extract import MAX_FENCE_LINE, Extractor, ToolCall
-from crewbridge.registry import ToolRegistry, tool
+from crewbridge.functions import tool
+from crewbridge.registry import ToolRegistry
 
 @tool(schema={"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"],
               "additionalProperties": False}, read_only=True)

@@ -10,8 +10,8 @@ from typing import Annotated, Any, Dict, List, Literal, Optional, Sequence, Type
 import pytest
 
 from crewbridge.errors import CrewError
-from crewbridge.functions import function_schema, function_tool, parse_docstring, schema_of
-from crewbridge.registry import ToolContext, ToolRegistry, as_tool, tool
+from crewbridge.functions import function_schema, function_tool, parse_docstring, schema_of, tool
+from crewbridge.registry import ToolContext, ToolRegistry, as_tool
 
 
 class Color(enum.Enum):

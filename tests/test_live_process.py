@@ -8,14 +8,12 @@ import time
 import pytest
 
 from crewbridge import providers
-from crewbridge.conversation import ProcessConversation
 from crewbridge.errors import CLINotFound, CrewTimeout, ProviderError
 from crewbridge.events import Notice, Text
 from crewbridge.providers.base import JsonLineDecoder, Turn
 from crewbridge.providers.live_claude import ClaudeLiveConversation
 from crewbridge.providers.live_codex import CodexLiveConversation
-from crewbridge.providers.live_gemini import GeminiSessionConversation
-from crewbridge.providers.live_process import LiveProcess, live_enabled
+from crewbridge.providers.live_process import LiveProcess
 
 # Answers each JSON line on stdin with {"echo": …}; "slow" lines are answered after a pause.
 ECHO = """
@@ -122,33 +120,6 @@ def test_decode_object_turns_an_object_into_events_and_a_bad_shape_into_a_notice
     assert notice.kind == "corrupt" and "unexpected event shape" in notice.detail
     corrupt = Notice("corrupt", "x")
     assert Decoder().decode_object(corrupt) == [corrupt]
-
-
-@pytest.mark.parametrize("value, enabled", [(None, True), ("1", True), ("yes", True), ("0", False),
-                                            (" 0 ", False)])
-def test_crew_live_0_turns_live_continuation_off(value, enabled, monkeypatch):
-    monkeypatch.delenv("CREW_LIVE", raising=False)
-    assert live_enabled(None if value is None else {"CREW_LIVE": value}) is enabled
-    if value is not None:
-        monkeypatch.setenv("CREW_LIVE", value)
-        assert live_enabled({}) is enabled
-
-
-@pytest.mark.parametrize("name, live_class", [("claude", ClaudeLiveConversation),
-                                              ("codex", CodexLiveConversation),
-                                              ("gemini", GeminiSessionConversation)])
-def test_each_provider_talks_live_unless_crew_live_is_0(name, live_class, tmp_path, monkeypatch):
-    monkeypatch.delenv("CREW_LIVE", raising=False)
-    provider = providers.load(name)
-    conversation = provider.conversation(Turn(prompt=""), tmp_path, {})
-    assert type(conversation) is live_class
-    fallback = provider.conversation(Turn(prompt=""), tmp_path, {"CREW_LIVE": "0"})
-    assert type(fallback) is ProcessConversation
-
-
-def test_a_provider_without_a_live_mode_gets_a_process_per_turn(tmp_path):
-    conversation = providers.load("demo").conversation(Turn(prompt=""), tmp_path)
-    assert type(conversation) is ProcessConversation
 
 
 @pytest.mark.parametrize("live_class, provider", [(ClaudeLiveConversation, "claude"),

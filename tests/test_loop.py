@@ -12,9 +12,10 @@ from crewbridge.config import AgentSpec
 from crewbridge.conversation import EXACT, FULL, LOST
 from crewbridge.errors import CrewError, MaxTurnsReached, ProviderError
 from crewbridge.events import Done, Failure, MessageEnd, Text
+from crewbridge.functions import tool
 from crewbridge.loop import AgentLoop
 from crewbridge.policy import Policy
-from crewbridge.registry import ToolFailure, ToolRegistry, tool
+from crewbridge.registry import ToolFailure, ToolRegistry
 
 
 def block(name, **data):

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import json
+import sys
+import textwrap
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -10,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from crewbridge.errors import UsageError
-from crewbridge.parse import FORMATS, parse_stream
+from crewbridge.parse import formats, parse_stream
+from crewcli import crew_env, run_crew
 from test_extract import make_registry
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -88,9 +91,9 @@ def test_another_prefix() -> None:
 
 
 def test_an_unknown_format_names_the_known_ones() -> None:
-    with pytest.raises(UsageError, match="format 'json' is not known; use one of: claude, gemini, codex, text"):
+    with pytest.raises(UsageError, match="format 'json' is not known; use one of: claude, gemini, codex, demo, text"):
         list(parse_stream([], "json"))
-    assert FORMATS == ("claude", "gemini", "codex", "text")
+    assert formats() == ["claude", "gemini", "codex", "demo", "text"]
 
 
 def test_a_record_comes_as_soon_as_its_block_closes() -> None:
@@ -147,3 +150,47 @@ def test_any_cut_of_the_reply_into_events_gives_the_same_records(cuts: list[int]
     expected = [ok("crew:write_file", {"path": "a", "content": 'q "\\ ```\n😀'}), ok("crew:grep", {"pattern": "é"})]
     assert list(parse_stream(gemini_lines(pieces), "gemini", REGISTRY)) == expected
     assert list(parse_stream(claude_partial_lines(pieces), "claude", REGISTRY)) == expected
+
+
+# A plugin provider whose CLI writes {"say": "…"} lines: only its own decoder finds the call in them.
+SAY_PLUGIN = """
+from crewbridge.providers.generic import GenericProvider, GenericSpec
+
+class SayProvider(GenericProvider):
+    def __init__(self):
+        super().__init__(GenericSpec(name="say", command=["say"], format="jsonl", text_key="say"))
+"""
+SAY_OUTPUT = [json.dumps({"session": "s1"}) + "\n",
+              json.dumps({"say": 'Reading it.\n```json\n{"type": "tool_use", "name": "crew:read_file", '
+                                 '"input": {"path": "a.txt"}}\n```\n'}) + "\n"]
+
+
+@pytest.fixture
+def say_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A distribution declaring the provider `say` under crewbridge.providers, on sys.path."""
+    site = tmp_path / "site"
+    info = site / "sayplug-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: sayplug\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[crewbridge.providers]\nsay = sayplug:SayProvider\n")
+    (site / "sayplug.py").write_text(textwrap.dedent(SAY_PLUGIN))
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.delitem(sys.modules, "sayplug", raising=False)
+    return site
+
+
+def test_a_plugin_providers_output_is_read_with_its_own_decoder(say_plugin: Path) -> None:
+    assert formats() == ["claude", "gemini", "codex", "demo", "say", "text"]
+    assert list(parse_stream(SAY_OUTPUT, "say", REGISTRY)) == [ok("crew:read_file", {"path": "a.txt"})]
+    assert list(parse_stream(SAY_OUTPUT, "text", REGISTRY)) == []  # the JSON lines are not its text
+
+
+def test_crew_parse_takes_a_plugin_providers_format(say_plugin: Path, tmp_path: Path) -> None:
+    env = crew_env(tmp_path / "home", PYTHONPATH=str(say_plugin))
+    done = run_crew(["parse", "--format", "say"], env=env, cwd=tmp_path, input="".join(SAY_OUTPUT))
+    assert (done.returncode, done.stderr) == (0, "")
+    assert [json.loads(line) for line in done.stdout.splitlines()] == [ok("crew:read_file", {"path": "a.txt"})]
+    unknown = run_crew(["parse", "--format", "sya"], env=env, cwd=tmp_path, input="")
+    assert (unknown.returncode, unknown.stdout) == (2, "")
+    assert unknown.stderr.splitlines() == [
+        "crew: error: format 'sya' is not known; use one of: claude, gemini, codex, demo, say, text"]

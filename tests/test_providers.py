@@ -19,7 +19,7 @@ from crewbridge.providers.claude import ClaudeProvider
 PLUGIN_MODULE = '''
 import sys
 from crewbridge.providers.generic import GenericProvider, GenericSpec
-from crewbridge.registry import tool
+from crewbridge.functions import tool
 
 class EchoProvider(GenericProvider):
     """A CLI that always answers the same."""

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from crewbridge.errors import CrewError, ToolNotFound
-from crewbridge.registry import Tool, ToolContext, ToolFailure, ToolRegistry, as_tool, tool
+from crewbridge.functions import tool
+from crewbridge.registry import Tool, ToolContext, ToolFailure, ToolRegistry, as_tool
 from crewbridge.tools import builtin_registry
 from crewbridge.validation import compile_schema, first_error
 
@@ -68,7 +69,7 @@ def test_registering_the_same_name_twice_is_refused_unless_replacing() -> None:
 
 
 def test_an_undecorated_function_is_refused() -> None:
-    with pytest.raises(CrewError, match=r"is not a tool; decorate it with @crewbridge\.registry"):
+    with pytest.raises(CrewError, match=r"is not a tool; decorate it with @crewbridge\.tool"):
         ToolRegistry().register(lambda ctx: None)
 
 

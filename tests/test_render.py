@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from crewbridge import render
-from crewbridge.bridge import Outcome
+from crewbridge.api import Outcome
 from crewbridge.config import load_config
 from crewbridge.errors import ProviderError
 from crewbridge.extract import Extractor

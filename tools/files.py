@@ -8,8 +8,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO, Iterable, Iterator
 
+from crewbridge.functions import tool
 from crewbridge.paths import resolve_inside, shown_path
-from crewbridge.registry import ToolContext, ToolFailure, tool
+from crewbridge.registry import ToolContext, ToolFailure
 
 SNIFF_BYTES = 8192  # a NUL byte in this much of a file's start means binary (as git and grep say)
 MAX_ENTRIES = 1000

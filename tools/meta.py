@@ -4,7 +4,8 @@ from __future__ import annotations
 from typing import Any
 
 from crewbridge.errors import ToolNotFound
-from crewbridge.registry import ToolContext, ToolFailure, tool
+from crewbridge.functions import tool
+from crewbridge.registry import ToolContext, ToolFailure
 from crewbridge.templates import render
 
 HELP_SCHEMA = {

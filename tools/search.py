@@ -5,8 +5,9 @@ import re
 from pathlib import Path
 from typing import Any, BinaryIO, Iterator
 
+from crewbridge.functions import tool
 from crewbridge.paths import resolve_inside, shown_path
-from crewbridge.registry import ToolContext, ToolFailure, tool
+from crewbridge.registry import ToolContext, ToolFailure
 from crewbridge.tools.files import fs_errors, looks_binary, take, text_file, walk
 
 MAX_MATCHES = 200

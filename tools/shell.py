@@ -8,8 +8,9 @@ import subprocess
 import threading
 from typing import IO, Any
 
+from crewbridge.functions import tool
 from crewbridge.process import track_group, untrack_group
-from crewbridge.registry import ToolContext, ToolFailure, tool
+from crewbridge.registry import ToolContext, ToolFailure
 
 DRAIN_WAIT = 0.25  # after the group is ended, how long to wait for output still in the pipe
 

@@ -11,6 +11,7 @@ import pytest
 
 from crewbridge import providers
 from crewbridge.config import AgentSpec
+from crewbridge.conversation import new_conversation
 from crewbridge.errors import ProviderError
 from crewbridge.loop import AgentLoop
 from crewbridge.policy import Policy
@@ -39,7 +40,7 @@ def run(cli_env, mock_server, workdir):
     def go(cli, *replies, on_progress=None):
         mock_server.script(*replies)
         env = {**cli_env(cli), "CREW_LIVE": "1"}  # whatever the caller set
-        conversation = providers.load(cli).conversation(Turn(prompt=""), cwd=workdir, env=env)
+        conversation = new_conversation(providers.load(cli), Turn(prompt=""), cwd=workdir, env=env)
         loop = AgentLoop(cli, conversation, builtin_registry(), Policy(AgentSpec(cli, cli), "query"),
                          workdir=workdir, timeout=90, on_progress=on_progress and on_progress(conversation))
         return loop.run(TASK), conversation
