@@ -1,15 +1,9 @@
 """Figure 3a: overhead per turn. `crew query "@claude …"` answered without a tool call, against the
-raw `claude -p …` it wraps, both the real CLI talking to the mock model server; timed in pairs.
-crew's launch plan (crewbridge.early) starts claude before crew loads from the second run in a
-place on; the row "no launch plan" removes it before each run, as for a first run."""
+raw `claude -p …` it wraps, both the real CLI talking to the mock model server; timed in pairs."""
 from __future__ import annotations
-
-import contextlib
-import os
 
 from bench.common import Row, Settings, Timed, installed, median, paired, ratio_row, run_timed
 from bench.harness import claude_env, without_live
-from crewbridge.early import plans_file
 
 TARGET = 1.10
 ANSWER = "Hello from the mock model."
@@ -23,10 +17,7 @@ def run(settings: Settings) -> list[Row]:
     with claude_env() as (mock, env, work):
         cpu: dict[str, list[float]] = {}
 
-        def timed(name: str, argv: list[str], run_env: dict[str, str], plan: bool = True) -> float:
-            if not plan:
-                with contextlib.suppress(FileNotFoundError):
-                    os.remove(plans_file(run_env))
+        def timed(name: str, argv: list[str], run_env: dict[str, str]) -> float:
             mock.script(ANSWER)
             result = run_timed(argv, env=run_env, cwd=work)
             if result.returncode != 0 or ANSWER not in result.stdout.decode():
@@ -34,12 +25,10 @@ def run(settings: Settings) -> list[Row]:
             cpu.setdefault(name, []).append(result.cpu)
             return result.wall
 
-        for label, crew_env, plan in (("live (the default)", env, True),
-                                      ("live, no launch plan (a first run)", env, False),
-                                      ("CREW_LIVE=0, a process per turn", without_live(env), True)):
+        for label, crew_env in (("live (the default)", env), ("CREW_LIVE=0, a process per turn", without_live(env))):
             cpu.clear()
             mine, theirs, ratios = paired(
-                lambda: timed("crew", [crew_command, "query", "@claude say hello"], crew_env, plan),
+                lambda: timed("crew", [crew_command, "query", "@claude say hello"], crew_env),
                 lambda: timed("claude", ["claude", "-p", "say hello"], env), settings.repeats(9, 3))
             crew, claude = median(cpu["crew"][1:]), median(cpu["claude"][1:])  # [0]: the warm-up
             rows.append(ratio_row("3 overhead", f"crew query, {label}, vs claude -p (wall)", mine,

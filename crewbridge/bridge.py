@@ -1,7 +1,6 @@
 """The engine entry point: run a task on one or more agents, in parallel, with their tools."""
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -21,20 +20,6 @@ if TYPE_CHECKING:
     from crewbridge.transcript import Transcript
 
 MODES = ("query", "execute")
-
-# Conversations started ahead of their run (Bridge.start), by (agent, model, mode, working directory)
-_waiting: dict[tuple[str, str | None, str, Path], Conversation] = {}
-_waiting_lock = threading.Lock()
-
-
-def close_waiting() -> None:
-    """End the CLIs started ahead that no run took (the command failed before its run began)."""
-    with _waiting_lock:
-        left = list(_waiting.values())
-        _waiting.clear()
-    for conversation in left:
-        conversation.close()
-
 
 class Bridge:
     def __init__(self, config: Config | None = None, workdir: Path | None = None) -> None:
@@ -85,17 +70,6 @@ class Bridge:
 
         return EventStream(lambda emit: self.run(text, mode, on_progress=emit, **options))
 
-    def start(self, text: str, mode: str = "query") -> None:
-        """Start the CLIs of the agents `text` mentions now, so that they boot while the caller gets
-        ready; the next run of the same task in this process (by any Bridge) takes them. An agent
-        that cannot start is left to that run, which reports it."""
-        mentions, _ = parse_mentions(text)
-        for mention in dict.fromkeys(mentions):
-            conversation = self._conversation(mention, mode)
-            if not isinstance(conversation, CrewError):
-                with _waiting_lock:
-                    _waiting[self._key(mention, mode)] = conversation
-
     def first_prompt(self, text: str, mode: str = "query") -> str:
         """The exact first message the (first) mentioned agent would be sent, catalogue included."""
         from crewbridge.catalogue import build_prompt, render_catalogue
@@ -126,7 +100,8 @@ class Bridge:
             if transcript is None:
                 from crewbridge.transcript import Transcript
 
-                transcript = Transcript.open(command=mode, agents=[m.agent for m in mentions], task=task) \
+                transcript = Transcript.open(command=mode, agents=[m.agent for m in mentions], task=task,
+                                             secrets=self.config.provider_env()) \
                     if self.config.transcripts else Transcript()
             self.registry.names()  # built here, once: an error in the tools' configuration ends the run
             outcomes = self._run_all(mentions, conversations, task, mode, max_turns=max_turns, timeout=timeout,
@@ -180,10 +155,6 @@ class Bridge:
         """The agent's conversation, its CLI started where it can wait for the first message (or the
         error that stops this agent alone, such as an unknown provider)."""
         try:
-            with _waiting_lock:
-                started = _waiting.pop(self._key(mention, mode), None)
-            if started is not None:
-                return started
             agent = self.config.agent(mention.agent)
             base = Turn(prompt="", mode=mode, model=mention.model or agent.model,
                         system_prompt=agent.system_prompt, options=list(agent.options.get(mode, [])))
@@ -192,9 +163,6 @@ class Bridge:
             return exc
         conversation.start()
         return conversation
-
-    def _key(self, mention: Mention, mode: str) -> tuple[str, str | None, str, Path]:
-        return mention.agent, mention.model, mode, self._workdir(self.config.agent(mention.agent))
 
     def _workdir(self, agent: AgentSpec) -> Path:
         return (self.workdir / agent.workdir).resolve() if agent.workdir else self.workdir

@@ -71,7 +71,8 @@ def run_chat(bridge: Bridge, agent: str, *, mode: str = "query", max_turns: int 
     mention = parse_agent(agent)
     bridge.config.agent(mention.agent)  # an unknown agent fails before anything starts
     reader = LineReader(stdin or sys.stdin, history or state_dir() / HISTORY_FILE)
-    transcript = Transcript.open(command="chat", agents=[mention.agent], mode=mode) \
+    transcript = Transcript.open(command="chat", agents=[mention.agent], mode=mode,
+                                 secrets=bridge.config.provider_env()) \
         if bridge.config.transcripts else Transcript()
     status = "interrupted"
     try:

@@ -99,6 +99,10 @@ class Config:
         known = sorted({*names(), *self.providers})
         raise UsageError(f"provider '{name}' not found; configured providers: {', '.join(known)}")
 
+    def provider_env(self) -> dict[str, str]:
+        """The variables crew.yaml's providers add to their CLIs' environment (for redaction)."""
+        return {name: value for spec in self.providers.values() for name, value in spec.env.items()}
+
     def registry(self) -> ToolRegistry:
         """Every tool: the built-ins, the command tools of crew.yaml, and installed plugin tools.
         Globs in allow/deny/approval and hook `tools:` must each match a tool (a typo in a deny list

@@ -1,5 +1,4 @@
-"""Where crew looks for and keeps its files, as plain strings: crewbridge.early reads them before
-crew has loaded, when importing pathlib (~5 ms) would delay the agents' CLIs."""
+"""Where crew looks for and keeps its files."""
 from __future__ import annotations
 
 import os

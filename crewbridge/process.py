@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import collections
+import fcntl
 import logging
 import math
 import os
@@ -14,7 +15,6 @@ import time
 from pathlib import Path
 from typing import Iterator
 
-from crewbridge import spawn
 from crewbridge.errors import CLINotFound, CrewTimeout, ProviderError
 
 CHUNK = 1 << 16
@@ -58,6 +58,27 @@ def end_all() -> None:
             time.sleep(0.002)
 
 
+def _popen(argv: list[str], *, env: dict[str, str] | None, cwd: Path | None) -> subprocess.Popen[bytes]:
+    """The CLI `argv` running in a process group of its own, with pipes for stdin, stdout and stderr.
+    OSError when it cannot be started."""
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            cwd=cwd, env=env, start_new_session=True)
+    assert proc.stdout is not None
+    _grow_pipe(proc.stdout.fileno())
+    return proc
+
+
+def _grow_pipe(fd: int) -> None:
+    """Make a pipe as large as the system allows. Gemini CLI 0.61 loses all its output after a
+    stdout line longer than ~192 KiB (its echo of a long prompt) when the pipe is the default 64 KiB;
+    with 1 MiB it is whole (measured up to a 3.3 MB line)."""
+    try:
+        with open("/proc/sys/fs/pipe-max-size") as limit:
+            fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, int(limit.read()))
+    except (AttributeError, OSError, ValueError):
+        pass  # not Linux, or a limit we may not raise: the default pipe still works for most output
+
+
 def _reaped(pid: int) -> bool:
     """Reap child `pid` if it has died (the leader of a group crew started); True once it is gone.
     As Child.kill does, the wait is for the leader: the rest of its group got the same SIGKILL."""
@@ -75,7 +96,7 @@ class Child:
                  stdin: str | None = None, keep_stdin: bool = False, install_hint: str = "") -> None:
         self.argv = argv
         try:
-            self.proc, ahead = spawn.popen(argv, env=env, cwd=cwd)
+            self.proc = _popen(argv, env=env, cwd=cwd)
         except FileNotFoundError:
             hint = f"; install it with: {install_hint}" if install_hint else "; install it or fix PATH"
             raise CLINotFound(f"'{argv[0]}' not found on PATH{hint}") from None
@@ -84,9 +105,7 @@ class Child:
                                 "program or fix the command") from None
         self.pgid = self.proc.pid
         track_group(self.pgid)
-        # the `$` line waits for the first traced line when crew --verbose is not on yet: a CLI
-        # started before crew loaded (crewbridge.early) is shown too
-        self._command: str | None = shlex.join(argv) + ("  (started ahead, from the launch plan)" if ahead else "")
+        self._command: str | None = shlex.join(argv)  # traced once, before the first line read or sent
         self.trace()
         # pexpect reads stdout; imported here, after the CLI started, so its ~20 ms import overlaps
         # the CLI's own start-up. It gets the only descriptor of the pipe, closed once by _release().

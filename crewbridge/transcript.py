@@ -45,9 +45,10 @@ class Transcript:
 
     @classmethod
     def open(cls, directory: Path | None = None, *, env: Mapping[str, str] | None = None,
-             **fields: Any) -> Transcript:
+             secrets: Mapping[str, str] | None = None, **fields: Any) -> Transcript:
         """Start a transcript file and write its `start` event with `fields` (command, agents, task…).
-        Secrets are taken from `env` (default: this process's environment)."""
+        Secrets are taken from `env` (default: this process's environment) and from `secrets`, variables
+        crew gives its CLIs besides (the `env:` of crew.yaml's providers)."""
         self = cls()
         directory = directory or runs_dir(env)
         try:
@@ -60,7 +61,7 @@ class Transcript:
             raise CrewError(f"cannot write the run transcript in {directory}: {exc.strerror or exc}; "
                             "set XDG_STATE_HOME to a writable directory") from None
         self._file = os.fdopen(fd, "w", encoding="utf-8")
-        self._redactor = Redactor(env)
+        self._redactor = Redactor({**(os.environ if env is None else env), **(secrets or {})})
         self.write("start", run_id=self.run_id, version=__version__, pid=os.getpid(), cwd=os.getcwd(),
                    **fields)
         return self

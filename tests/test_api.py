@@ -135,29 +135,16 @@ def test_an_error_in_the_tools_configuration_ends_the_run_and_the_clis_started_f
     assert len(started) == 2 and all(child.proc.poll() is not None for child in started)
 
 
-def test_clis_started_ahead_are_taken_by_the_run_of_any_bridge(workdir: Path,
+def test_every_run_starts_its_own_clis_and_leaves_none_running(workdir: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     started: list[process.Child] = []
     spawn = process.Child.__init__
     monkeypatch.setattr(process.Child, "__init__",
                         lambda self, argv, **kw: (started.append(self), spawn(self, argv, **kw))[1])
-    Bridge(workdir=workdir).start("@demo what is in notes.txt?")
-    assert len(started) == 1 and started[0].proc.poll() is None  # booting, waiting for its prompt
-    result = Bridge(workdir=workdir).ask("@demo what is in notes.txt?")
-    assert "notes.txt has 2 non-empty lines" in result.answer
-    assert len(started) == 2  # turn 1 ran on the CLI started ahead; turn 2 needs its own
-
-
-def test_clis_started_ahead_that_no_run_takes_are_ended(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from crewbridge.bridge import close_waiting
-
-    started: list[process.Child] = []
-    spawn = process.Child.__init__
-    monkeypatch.setattr(process.Child, "__init__",
-                        lambda self, argv, **kw: (started.append(self), spawn(self, argv, **kw))[1])
-    Bridge(workdir=workdir).start("@demo @demo @nobody hello")  # one CLI per agent; @nobody: the run's error
-    close_waiting()
-    assert len(started) == 1 and started[0].proc.poll() is not None
+    for _ in range(2):  # nothing a run started is kept for, or taken by, another run or Bridge
+        assert "notes.txt has 2 non-empty lines" in Bridge(workdir=workdir).ask("@demo what is in notes.txt?").answer
+    assert len(started) == 4 and len({id(child) for child in started}) == 4
+    assert all(child.proc.poll() is not None for child in started)
 
 
 # --- tools from plain functions ----------------------------------------------------------------

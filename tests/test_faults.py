@@ -167,8 +167,7 @@ def test_ctrl_c_ends_every_cli_closes_the_transcript_and_exits_130(agents, tmp_p
     config = hanging_clis(tmp_path)
     mentions = " ".join(f"@{agent}" for agent in agents)
     runs = tmp_path / "home" / ".local" / "state" / "crewbridge" / "runs"
-    # the CLIs start before crew has loaded (crewbridge.early): the Ctrl-C waits for the run itself,
-    # once its transcript holds its first event
+    # the Ctrl-C waits for the run itself, once its transcript holds its first event
     code, err, pids = interrupt(["query", "--config", str(config), f"{mentions} hello"], tmp_path, env,
                                 writers=len(agents), until=lambda: any(p.stat().st_size for p in runs.glob("*.jsonl")))
     assert code == 130
@@ -210,20 +209,32 @@ def test_ctrl_c_inside_code_python_generates_still_exits_130(tmp_path, env):
     assert error_line(proc.stderr) == "crew: interrupted"
 
 
-def test_a_cli_started_before_click_read_the_arguments_ends_when_click_refuses_them(tmp_path, env):
-    # crew starts the agents' CLIs before click loads (crewbridge.early); click then refuses --timeout
-    waiter = tmp_path / "bin" / "waiter"
-    waiter.parent.mkdir(parents=True, exist_ok=True)
-    waiter.write_text(f"#!/bin/sh\necho $$ > {tmp_path / 'pid'}\nexec cat\n")  # its pid at once
-    waiter.chmod(0o755)
+def test_arguments_click_refuses_start_no_cli(tmp_path, env):
+    waiter = executable(tmp_path / "bin" / "waiter", f"import os, sys\nopen({str(tmp_path / 'pid')!r}, 'w').write"
+                                                      "(str(os.getpid()))\nsys.stdin.read()\n")
     config = write_config(tmp_path / "crew.yaml", providers={"waiter": {"command": [str(waiter)]}},
                           agents={"waiter": {"provider": "waiter"}})
     done = run_crew(["query", "--config", str(config), "--timeout", "soon", "@waiter hello"], env=env,
                     cwd=tmp_path)
     assert done.returncode == 2 and "'soon' is not a valid float" in done.stderr
-    pid = int((tmp_path / "pid").read_text())
-    with pytest.raises(ProcessLookupError):
-        os.kill(pid, 0)
+    assert not (tmp_path / "pid").exists()  # nothing starts before the arguments and configuration are read
+
+
+def test_no_secret_from_crew_yaml_is_on_disk_after_runs(model, tmp_path, env):
+    secret = "tok-7f3a9c2e1b5d"
+    config = write_config(tmp_path / "crew.yaml",
+                          providers={"fake": {**model.provider(), "env": {"FAKE_SERVICE_TOKEN": secret}}},
+                          agents={"fake": {"provider": "fake"}})
+    model.script(tool_block("crew:read_file", path="crew.yaml"), "done")
+    for _ in range(3):
+        done = run_crew(["query", "--config", str(config), "@fake what is configured?"], env=env, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+    # everything crew could have written (the fake model's own log of its prompts aside: a CLI's
+    # history of what it was sent, as claude's sessions, is the CLI's, not crew's)
+    written = [path for path in tmp_path.rglob("*") if path.is_file() and path != config
+               and not path.is_relative_to(tmp_path / "bin")]
+    assert any("crewbridge" in path.parts for path in written)  # the runs were recorded
+    assert [path for path in written if secret.encode() in path.read_bytes()] == []
 
 
 def test_ctrl_c_while_crew_is_still_loading_exits_130_without_a_traceback(tmp_path, env):

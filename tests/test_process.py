@@ -79,6 +79,18 @@ def test_a_cli_that_echoes_a_large_stdin_does_not_deadlock():
     assert [len(line) for line in child.lines(deadline=time.monotonic() + 20)] == [1_000_000]
 
 
+def test_the_cli_runs_in_a_process_group_of_its_own_with_a_large_stdout_pipe():
+    import fcntl
+
+    child = Child(["cat"], keep_stdin=True)
+    try:
+        assert os.getpgid(child.proc.pid) == child.pgid == child.proc.pid != os.getpgid(0)
+        limit = int(open("/proc/sys/fs/pipe-max-size").read())
+        assert fcntl.fcntl(child.out.child_fd, fcntl.F_GETPIPE_SZ) == limit
+    finally:
+        child.kill()
+
+
 def test_a_missing_cli_names_itself_and_how_to_install():
     with pytest.raises(CLINotFound, match="'no-such-cli-x' not found on PATH; install it with: npm i x"):
         Child(["no-such-cli-x"], install_hint="npm i x")
