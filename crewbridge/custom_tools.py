@@ -105,14 +105,23 @@ class CommandTool:
 
     def _run(self, ctx: ToolContext, **args: Any) -> dict[str, Any]:
         argv = self.argv(args)
+        started: list[Child] = []
+
+        def track(child: Child) -> None:
+            started.append(child)
+            ctx.groups.add(child.pgid)
+
         try:
-            done = run_argv(argv, cwd=ctx.workdir, timeout=ctx.timeout, limit=ctx.max_output)
+            done = run_argv(argv, cwd=ctx.workdir, timeout=ctx.timeout, limit=ctx.max_output, started=track)
         except CrewTimeout:
             raise ToolFailure(f"'{self.name}' timed out after {ctx.timeout:g}s and was stopped") from None
         except CrewError as exc:
             raise ToolFailure(str(exc)) from None
         except OSError as exc:
             raise ToolFailure(f"cannot run '{argv[0]}': {exc.strerror or exc}") from None
+        finally:
+            for child in started:  # run_argv ended its group
+                ctx.groups.discard(child.pgid)
         ctx.truncated = done.truncated
         if done.code != 0:
             detail = done.stderr[-STDERR_SHOWN:] or done.stdout[-STDERR_SHOWN:] or "no output"

@@ -3,22 +3,25 @@ closes, stop the reply where it starts talking past its calls, send the results 
 from __future__ import annotations
 
 import json
+import queue
 import re
+import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, wait
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from crewbridge.catalogue import build_prompt, render_catalogue
 from crewbridge.conversation import FULL, LOST, Conversation
-from crewbridge.errors import CrewError, Interrupted, MaxTurnsReached, ProviderError
+from crewbridge.errors import CrewError, CrewTimeout, Interrupted, MaxTurnsReached, ProviderError
 from crewbridge.events import Failure, MessageEnd, Session, Text, Usage
 from crewbridge.extract import Extractor, ToolCall
 from crewbridge.hooks import Hooks
 from crewbridge.policy import Policy
 from crewbridge.templates import render
-from crewbridge.registry import ToolContext, ToolRegistry, ToolResult
+from crewbridge.registry import TIMEOUT_GRACE, ToolContext, ToolRegistry, ToolResult
 from crewbridge.transcript import Transcript
 
 REPEAT_LIMIT = 3  # the same failing call this many times ends the run
@@ -90,7 +93,8 @@ class AgentLoop:
         self.usage = {"input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0}
         self.failures: dict[str, int] = {}
         self.closed = False
-        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix=f"crew-{agent}")
+        self._pool = _DaemonPool(4, f"crew-{agent}")
+        self.deadline: float | None = None  # when the current message's run must be over
         self._prepared = False  # the tools' input checks were readied (registry.prepare)
 
     def run(self, task: str) -> RunResult:
@@ -106,7 +110,10 @@ class AgentLoop:
 
     def converse(self, message: str) -> RunResult:
         """Send `message`, run the calls of each reply, until a reply has none. The conversation
-        stays open, so a next message continues it (crew chat)."""
+        stays open, so a next message continues it (crew chat). `timeout` bounds it all, tools
+        included: past it, CrewTimeout."""
+        self.deadline = time.monotonic() + self.timeout if self.timeout else None
+        self.ctx.deadline = self.deadline
         records: list[CallRecord] = []
         for turn in range(1, self.max_turns + 1):
             if self.closed:  # closed from another thread (Ctrl-C): no new turn, no new CLI
@@ -124,6 +131,8 @@ class AgentLoop:
                 self.emit(Progress("answer", self.agent, result.answer, result=result))
                 return result
             batch = self._collect(reply)
+            if self.deadline is not None and time.monotonic() >= self.deadline:  # a tool was cut off by it
+                raise self._timed_out(batch[-1].name)
             records += batch
             if turn == self.max_turns:
                 raise MaxTurnsReached(f"@{self.agent} still called tools after {self.max_turns} turns; "
@@ -135,7 +144,8 @@ class AgentLoop:
         """End the conversation and drop tool calls that have not started; no turn starts after this."""
         self.closed = True
         self.conv.close()
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._pool.shutdown()
+        self.ctx.groups.end()  # run_command's and command tools' process groups, whatever their threads do
 
     def _reply(self, message: str) -> Reply:
         """Stream one reply, starting each tool as its block closes."""
@@ -146,8 +156,7 @@ class AgentLoop:
         failure: Failure | None = None
         stopped = False
         size = 0
-        deadline = time.monotonic() + self.timeout if self.timeout else None
-        events = self.conv.send(message, deadline)
+        events = self.conv.send(message, self.deadline)
         try:
             for event in events:
                 new: list[ToolCall] = []
@@ -200,7 +209,7 @@ class AgentLoop:
             return done
         read_only = self.registry.resolve(call.name).read_only  # a call without error names a tool
         if read_only and all(f.done() or getattr(f, "read_only", False) for f in earlier):
-            future = self._pool.submit(self._execute, call)
+            future = self._pool.submit(lambda: self._execute(call))
         else:  # a change runs after everything before it, and everything after waits for it
             snapshot = list(earlier)
             future = self._pool.submit(lambda: (wait(snapshot), self._execute(call))[1])
@@ -225,10 +234,21 @@ class AgentLoop:
     def _collect(self, reply: Reply) -> list[CallRecord]:
         batch = []
         for call, future in zip(reply.calls, reply.pending):
-            record = CallRecord(call.name, call.input, future.result())
+            # Tools are given what is left of the run and abandoned past it (+ grace); this wait is
+            # bounded too, in case a hook or an approval question holds the call.
+            wait_for = None if self.deadline is None else max(self.deadline - time.monotonic(), 0) + 2 * TIMEOUT_GRACE
+            try:
+                result = future.result(wait_for)
+            except FutureTimeout:
+                raise self._timed_out(call.name) from None
+            record = CallRecord(call.name, call.input, result)
             batch.append(record)
             self.emit(Progress("result", self.agent, call=record))
         return batch
+
+    def _timed_out(self, name: str) -> CrewTimeout:
+        return CrewTimeout(f"@{self.agent} did not finish in {self.timeout:g}s: {name} was still running; crew "
+                           "ended it and everything the run started (raise --timeout if the task needs longer)")
 
     def _follow_up(self, reply: Reply, batch: list[CallRecord]) -> str:
         """The next message: every result, plus what the model must know about its own last reply."""
@@ -258,6 +278,57 @@ class AgentLoop:
         self.usage["input_tokens"] += usage.input_tokens
         self.usage["output_tokens"] += usage.output_tokens
         self.usage["cost_usd"] += usage.cost_usd or 0.0
+
+
+class _DaemonPool:
+    """A few worker threads that take jobs in order. Unlike ThreadPoolExecutor's, they are daemons,
+    not joined at exit: a tool that never returns holds up neither the run nor crew's exit. (A job
+    that waits for earlier ones cannot deadlock: those were taken first.)"""
+
+    def __init__(self, workers: int, name: str) -> None:
+        self._workers = workers
+        self._name = name
+        self._threads: list[threading.Thread] = []
+        self._jobs: queue.SimpleQueue[tuple[Future[Any], Callable[[], Any]] | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def submit(self, job: Callable[[], Any]) -> Future[Any]:
+        future: Future[Any] = Future()
+        with self._lock:
+            if self._closed:
+                future.cancel()
+                return future
+            self._jobs.put((future, job))
+            if len(self._threads) < self._workers:
+                thread = threading.Thread(target=self._work, name=f"{self._name}-{len(self._threads)}", daemon=True)
+                self._threads.append(thread)
+                thread.start()
+        return future
+
+    def shutdown(self) -> None:
+        """Cancel the jobs not started; running ones finish (or are abandoned) on their own."""
+        with self._lock:
+            self._closed = True
+            while True:
+                try:
+                    item = self._jobs.get_nowait()
+                except queue.Empty:
+                    break
+                if item is not None:
+                    item[0].cancel()
+            for _ in self._threads:
+                self._jobs.put(None)
+
+    def _work(self) -> None:
+        while (item := self._jobs.get()) is not None:
+            future, job = item
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(job())
+            except BaseException as exc:  # handed to whoever waits for the future
+                future.set_exception(exc)
 
 
 def _longest_backtick_run(text: str) -> int:

@@ -58,6 +58,38 @@ def end_all() -> None:
             time.sleep(0.002)
 
 
+class Groups:
+    """The process groups one run's tools started (run_command, command tools): `end()` kills those
+    still running when the run ends or passes its deadline, whatever the tool threads are doing.
+    Each is also tracked for end_all()."""
+
+    def __init__(self) -> None:
+        self._pgids: set[int] = set()
+        self._lock = threading.Lock()
+        self._ended = False
+
+    def add(self, pgid: int) -> None:
+        track_group(pgid)
+        with self._lock:
+            if not self._ended:
+                self._pgids.add(pgid)
+                return
+        _signal_group(pgid, signal.SIGKILL)  # the run is over: a tool still starting gets nothing
+
+    def discard(self, pgid: int) -> None:
+        """The group was ended and its leader reaped by the tool itself."""
+        with self._lock:
+            self._pgids.discard(pgid)
+        untrack_group(pgid)
+
+    def end(self) -> None:
+        with self._lock:
+            self._ended = True
+            pgids, self._pgids = list(self._pgids), set()
+        for pgid in pgids:
+            _signal_group(pgid, signal.SIGKILL)
+
+
 def _popen(argv: list[str], *, env: dict[str, str] | None, cwd: Path | None) -> subprocess.Popen[bytes]:
     """The CLI `argv` running in a process group of its own, with pipes for stdin, stdout and stderr.
     OSError when it cannot be started."""

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from crewbridge.errors import CrewError, ToolNotFound
+from crewbridge.process import Groups
 from crewbridge.validation import compile_schema, first_error
 
 DEFAULT_PREFIX = "crew"
@@ -32,6 +33,8 @@ class ToolContext:
     max_output: int = MAX_OUTPUT_CHARS
     registry: ToolRegistry | None = None  # the one the call came through (for tools like `help`)
     truncated: bool = False  # a tool sets this when it cut its output
+    deadline: float | None = None  # time.monotonic() when the run ends: no tool runs past it
+    groups: Groups = field(default_factory=Groups)  # the process groups the run's tools started
 
     def cut(self, text: str, limit: int | None = None) -> str:
         """Truncate `text` to the output limit with a marker saying how much was cut."""
@@ -179,15 +182,19 @@ class ToolRegistry:
                               tool=spec.name)
         if ctx.registry is None:  # `help` describes the registry the call came through
             ctx = replace(ctx, registry=self)
-        result = run_with_timeout(spec, data, ctx, spec.timeout or ctx.timeout)
+        timeout = spec.timeout or ctx.timeout
+        if ctx.deadline is not None:
+            timeout = max(round(min(timeout, ctx.deadline - time.monotonic()), 2), 0.01)
+        result = run_with_timeout(spec, data, ctx, timeout)
         result.duration_ms = (time.perf_counter() - start) * 1000
         return result
 
 
 def run_with_timeout(spec: Tool, data: dict[str, Any], ctx: ToolContext, timeout: float) -> ToolResult:
-    """Run `spec.func` in a worker thread; a tool that overruns is reported, not waited for."""
+    """Run `spec.func` in a daemon thread; a tool that overruns is reported and abandoned, not waited
+    for (its thread may run on until crew exits, but it holds up neither the run nor the exit)."""
     box: dict[str, Any] = {}
-    local = ToolContext(ctx.workdir, timeout=timeout, max_output=ctx.max_output, registry=ctx.registry)
+    local = replace(ctx, timeout=timeout, truncated=False)
 
     def target() -> None:
         try:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from crewcli import (FakeModel, crew_env, end_group, error_line, executable, run_crew, running,
+from crewcli import (FakeModel, crew_env, end_group, error_line, executable, processes_in, run_crew, running,
                      start_crew, tool_block, write_config)
 
 INSTALL = {"claude": "npm install -g @anthropic-ai/claude-code",
@@ -320,6 +320,58 @@ def test_a_tool_that_hangs_is_ended_by_its_own_timeout_and_the_loop_goes_on(mode
     assert "timed out after 1s" in follow_up and '"success": false' in follow_up
     [pid] = written_pids(tmp_path / "pids")
     assert not running(pid)
+
+
+# --timeout bounds the whole run, tools included: past it crew ends everything the run started and
+# exits 124, whatever a tool's thread is doing (a generous bound: a hang would take minutes).
+SPIN_PLUGIN = """\
+from crewbridge import tool
+
+@tool(read_only=True)
+def spin() -> str:
+    \"\"\"Never returns.\"\"\"
+    while True:
+        pass
+"""
+
+
+def timed_out(args: list[str], tmp_path: Path, env: dict[str, str]) -> str:
+    """Run crew with --timeout 5; check it exits 124 within 10 s leaving nothing running; → stderr."""
+    started = time.monotonic()
+    done = run_crew([args[0], "--timeout", "5", *args[1:]], env=env, cwd=tmp_path)
+    took = time.monotonic() - started
+    assert done.returncode == 124, done.stderr
+    assert took < 10, f"crew took {took:.1f} s to stop at its 5 s timeout"
+    assert processes_in(tmp_path) == []
+    return error_line(done.stderr)
+
+
+def test_timeout_ends_a_run_command_that_sleeps_with_its_group(model, tmp_path, env):
+    model.script(tool_block("crew:run_command", command=sleeper(tmp_path) + " & sleep 300"), "never seen")
+    error = timed_out(["execute", "--config", str(model.config), "@fake run it"], tmp_path, env)
+    assert error.startswith("crew: error: @fake did not finish in 5s: crew:run_command was still running; crew ended it")
+    assert [pid for pid in written_pids(tmp_path / "pids") if running(pid)] == []
+
+
+def test_timeout_abandons_a_python_tool_in_an_endless_loop(model, tmp_path, env):
+    site = tmp_path / "site"
+    (site / "spin-1.0.dist-info").mkdir(parents=True)
+    (site / "spin-1.0.dist-info" / "entry_points.txt").write_text("[crewbridge.tools]\nspin = spinplugin:spin\n")
+    (site / "spinplugin.py").write_text(SPIN_PLUGIN)
+    model.script(tool_block("crew:spin"), "never seen")
+    error = timed_out(["query", "--config", str(model.config), "@fake spin"], tmp_path,
+                      {**env, "PYTHONPATH": str(site)})
+    assert error.startswith("crew: error: @fake did not finish in 5s: crew:spin was still running; crew ended it")
+
+
+def test_a_pattern_that_would_backtrack_for_ever_in_python_is_answered_at_once(model, tmp_path, env):
+    (tmp_path / "evil.txt").write_text("a" * 48 + "!\n")
+    model.script(tool_block("crew:grep", pattern="(a+)+$", path="evil.txt"), "No line ends in a.")
+    started = time.monotonic()
+    done = run_crew(["query", "--timeout", "5", "--config", str(model.config), "@fake grep"], env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert time.monotonic() - started < 10
+    assert '"matches": []' in model.prompts[1]
 
 
 def test_a_custom_command_tool_that_hangs_gives_an_error_result(tmp_path, env):

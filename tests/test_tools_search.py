@@ -1,4 +1,4 @@
-"""grep: a Python regex matched line by line, capped, binary-safe, inside the working directory."""
+"""grep: an RE2 regex matched line by line, capped, binary-safe, inside the working directory."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -71,8 +71,38 @@ def test_invalid_regex_is_reported_clearly(work: Path) -> None:
     envelope = grep(work, pattern="main(")
     assert envelope["success"] is False
     assert envelope["error"] == (
-        "invalid regular expression 'main(': missing ), unterminated subpattern at position 4; "
-        "fix it (escape special characters with \\ for a literal search)")
+        "invalid regular expression 'main(': missing ): main(; fix it (RE2 syntax: no backreferences "
+        "or lookaround; escape special characters with \\ for a literal search)")
+
+
+@pytest.mark.parametrize("pattern", [r"(a)\1", r"(?<=a)b", r"a(?=b)"])
+def test_backreferences_and_lookaround_are_refused_with_what_re2_lacks(work: Path, pattern: str) -> None:
+    envelope = grep(work, pattern=pattern)
+    assert envelope["success"] is False
+    assert envelope["error"].startswith(f"invalid regular expression {pattern!r}: ")
+    assert "no backreferences or lookaround" in envelope["error"]
+
+
+def test_a_pattern_that_backtracks_exponentially_in_pythons_re_is_linear(work: Path) -> None:
+    (work / "evil.txt").write_text("a" * 48 + "!\n" + "a" * 10 + "\n")
+    assert grep(work, pattern="(a+)+$", path="evil.txt")["data"]["matches"] == ["evil.txt:2:aaaaaaaaaa"]
+
+
+@pytest.mark.parametrize("chunk", [1, 5, 1 << 20])
+def test_matches_across_lines_in_a_block_are_not_line_matches(
+        work: Path, chunk: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(search, "CHUNK", chunk)
+    (work / "x.txt").write_text("ab\ncd\nab cd\nabXcd\n")
+    # in the block, b\sc matches across the end of line 1 too
+    assert grep(work, pattern=r"b\sc", path="x.txt")["data"]["matches"] == ["x.txt:3:ab cd"]
+    assert grep(work, pattern=r"b.c", path="x.txt")["data"]["matches"] == ["x.txt:3:ab cd", "x.txt:4:abXcd"]
+    assert grep(work, pattern=r"^cd$", path="x.txt")["data"]["matches"] == ["x.txt:2:cd"]
+    assert grep(work, pattern=r"\Acd", path="x.txt")["data"]["matches"] == ["x.txt:2:cd"]  # \A: each line's start
+
+
+def test_invalid_utf8_is_matched_as_the_replacement_character(work: Path) -> None:
+    (work / "latin1.txt").write_bytes(b"caf\xe9 au lait\nplain\n")
+    assert grep(work, pattern="caf.", path="latin1.txt")["data"]["matches"] == ["latin1.txt:1:caf\ufffd au lait"]
 
 
 def test_binary_files_are_skipped_and_counted(work: Path) -> None:

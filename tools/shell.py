@@ -9,7 +9,6 @@ import threading
 from typing import IO, Any
 
 from crewbridge.functions import tool
-from crewbridge.process import track_group, untrack_group
 from crewbridge.registry import ToolContext, ToolFailure
 
 DRAIN_WAIT = 0.25  # after the group is ended, how long to wait for output still in the pipe
@@ -41,7 +40,7 @@ def run_command(ctx: ToolContext, command: str, timeout: float | None = None) ->
                                 stderr=subprocess.STDOUT, start_new_session=True)
     except OSError as exc:
         raise ToolFailure(f"cannot start /bin/sh in {ctx.workdir}: {exc.strerror or exc}") from None
-    track_group(proc.pid)
+    ctx.groups.add(proc.pid)
     reader = threading.Thread(target=capture.drain, args=(proc.stdout,), daemon=True,
                               name="run_command-output")
     reader.start()
@@ -52,7 +51,7 @@ def run_command(ctx: ToolContext, command: str, timeout: float | None = None) ->
     finally:  # whatever happened, nothing the command started outlives the call
         _end_group(proc.pid)
         proc.wait()
-        untrack_group(proc.pid)
+        ctx.groups.discard(proc.pid)
         reader.join(DRAIN_WAIT)  # a process that left the group may hold the pipe open: no waiting
     output = capture.text()
     ctx.truncated = capture.cut > 0

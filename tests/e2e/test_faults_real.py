@@ -68,6 +68,22 @@ def test_a_reply_slower_than_timeout_ends_the_cli_with_exit_124(cli, crew, mock_
     assert not any(request.finished for request in mock_server.requests)
 
 
+def test_timeout_ends_a_tool_that_sleeps_with_the_cli_and_exits_124(cli, crew, mock_server, workdir):
+    # `crew` checks afterwards that nothing it started runs on: the CLI, the shell, both sleeps
+    mock_server.script(tool_block("crew:run_command", command="sleep 300 & sleep 300"), "never sent")
+    started = time.monotonic()
+    done = crew(cli, "execute", "--timeout", "5", f"@{cli} wait a while")
+    assert time.monotonic() - started < 10  # a generous bound: without the run's deadline it took 60 s
+    assert done.returncode == 124
+    # the tool was given what was left of the 5 s; the run ends on the tool, or on a CLI still replying
+    assert error_line(done.stderr) in (
+        f"crew: error: @{cli} did not finish in 5s: crew:run_command was still running; crew ended it and "
+        "everything the run started (raise --timeout if the task needs longer)",
+        f"crew: error: '{cli}' gave no complete reply in time; it was stopped (raise --timeout if it needs longer)")
+    assert "command timed out after" in done.stderr
+    assert len(mock_server.requests) == 1  # the time was up: no turn after the tool
+
+
 def test_ctrl_c_while_the_model_streams_ends_the_cli_and_exits_130(cli, cli_env, mock_server, workdir,
                                                                     tmp_path):
     mock_server.script(reply("This ", "never ", "ends.", delay=30))
