@@ -402,9 +402,10 @@ class Extractor:
 
     def _broken(self, raw: str, error: str, end: int) -> list[ToolCall]:
         """An error call, when text that is not a valid call still clearly meant one."""
-        if "tool_use" not in raw or self._marker not in raw:
-            return []
         name = _NAME.search(raw)
+        named = name is not None and name.group(1).startswith(self._marker)
+        if not named and ("tool_use" not in raw or self._marker not in raw):
+            return []
         return [ToolCall(name.group(1) if name else "", None, error, raw, end)]
 
     def _calls_in(self, value: Any, raw: str, end: int) -> list[ToolCall]:
@@ -448,9 +449,8 @@ class Extractor:
         name = item["name"]
         if not name.startswith(self._marker):
             return f"tool name '{name}' needs the prefix: write '{self._marker}{name}'"
-        if item.get("type") != "tool_use":
-            got = json.dumps(item["type"])[:40] if "type" in item else "nothing"
-            return f'a tool call needs "type": "tool_use" (got {got})'
+        if "type" in item and item["type"] != "tool_use":  # without "type", the prefix says it all
+            return f'a tool call has "type": "tool_use" (got {json.dumps(item["type"])[:40]})'
         if name == self._marker:
             return f"the tool name is empty; write '{self._marker}<tool>'"
         if "input" not in item:

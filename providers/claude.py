@@ -15,11 +15,16 @@ LIVE_FLAGS = ["--input-format", "stream-json", "--include-partial-messages"]
 
 class ClaudeDecoder(JsonLineDecoder):
     """stream-json events → assistant text. With --include-partial-messages the text arrives as
-    stream_event deltas, and the full `assistant` event that follows repeats it: skip that copy."""
+    stream_event deltas, and the full `assistant` event that follows repeats it: skip that copy.
+    Without it, each content block is an `assistant` event of its own. Either way the text blocks of
+    one message (one `message.id`) are one text: the message ends (MessageEnd) when another message
+    starts, a native tool is used or the result comes, not at each block."""
 
     def __init__(self) -> None:
         self._streamed: set[str] = set()  # message ids whose text came as deltas
-        self._current: str | None = None
+        self._current: str | None = None  # the streaming message, until its first delta
+        self._message: str | None = None  # the streaming message's id
+        self._open: str | None = None  # the message whose text was given and not yet ended
 
     def event(self, obj: dict[str, Any]) -> list[Event]:
         kind = obj.get("type")
@@ -32,7 +37,7 @@ class ClaudeDecoder(JsonLineDecoder):
                 if self._current:  # the message's first delta: its full copy is to be skipped
                     self._streamed.add(self._current)
                     self._current = None
-                return [Text(delta["text"])]
+                return self._text(self._message, delta["text"])
             return self._stream_event(ev)
         if kind == "system":
             if obj.get("subtype") == "init":
@@ -43,30 +48,42 @@ class ClaudeDecoder(JsonLineDecoder):
         if kind == "assistant":
             return self._assistant(obj["message"])
         if kind == "user":
-            return [Notice("native_tool_result")]
+            return [*self._end(), Notice("native_tool_result")]
         if kind == "result":
-            return self._result(obj)
+            return self._end() + self._result(obj)
         return [Notice("unknown", str(kind))]
+
+    def _text(self, message: str | None, text: str) -> list[Event]:
+        out: list[Event] = [] if self._open is None or self._open == message else [MessageEnd()]
+        self._open = message or ""
+        out.append(Text(text))
+        return out
+
+    def _end(self) -> list[Event]:
+        if self._open is None:
+            return []
+        self._open = None
+        return [MessageEnd()]
 
     def _stream_event(self, ev: dict[str, Any]) -> list[Event]:
         kind = ev.get("type")
         if kind == "message_start":
-            self._current = ev["message"].get("id")
-        elif kind == "content_block_stop":
-            return [MessageEnd()]
+            self._current = self._message = ev["message"].get("id")
+        elif kind == "message_stop":
+            return self._end()
         return []
 
     def _assistant(self, msg: dict[str, Any]) -> list[Event]:
         if msg.get("model") == "<synthetic>":  # written by the CLI (API error), not by the model
-            return [Notice("synthetic", _text_of(msg))]
+            return [*self._end(), Notice("synthetic", _text_of(msg))]
         if msg.get("id") in self._streamed:
             return []
         out: list[Event] = []
         for block in msg.get("content") or []:
             if block.get("type") == "text":
-                out += [Text(block["text"]), MessageEnd()]
+                out += self._text(msg.get("id"), block["text"])
             elif block.get("type") == "tool_use":
-                out.append(Notice("native_tool", block.get("name", "")))
+                out += [*self._end(), Notice("native_tool", block.get("name", ""))]
         return out
 
     def _result(self, obj: dict[str, Any]) -> list[Event]:

@@ -14,8 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session, Text, Usage
+from crewbridge.extract import Extractor
 from crewbridge.parse import decoder_for, formats
 from crewbridge.providers.base import parse_object
+from crewcli import tool_block
 
 FIXTURES = Path(__file__).parent / "fixtures"
 MOCK_REPLY = ('Mock model reply. I will call a tool:\n```json\n'
@@ -62,7 +64,7 @@ class TestClaude:
         events = decode("claude", "claude_stream_partial.jsonl")
         assert text_of(events) == MOCK_REPLY
         assert len(only(Text, events)) == 5  # the deltas, not the full `assistant` event after them
-        assert only(MessageEnd, events) == [MessageEnd()]  # content_block_stop
+        assert only(MessageEnd, events) == [MessageEnd()]  # message_stop
 
     def test_max_turns_is_a_failure(self) -> None:
         events = decode("claude", "claude_stream_maxturns.jsonl")
@@ -100,10 +102,30 @@ class TestClaude:
 
         decoder = decoder_for("claude")
         lines = [*streamed("m1", "first"), whole("m1", "first"), *streamed("m2", "second"), whole("m2", "second"),
-                 whole("m3", "third")]
+                 whole("m3", "third"), line({"type": "result", "subtype": "success"})]
         events = [e for text in lines for e in decoder.decode(text)]
         assert [e for e in events if isinstance(e, (Text, MessageEnd))] == [
             Text("fir"), Text("st"), MessageEnd(), Text("sec"), Text("ond"), MessageEnd(), Text("third"), MessageEnd()]
+
+    def test_the_text_blocks_of_one_message_are_one_text_and_a_call_split_across_them_is_whole(self) -> None:
+        # Without partial messages, claude gives one `assistant` event per content block.
+        call = tool_block("crew:read_file", path="notes.txt")
+        parts = ["Let me look.\n``", "`json\n" + call[8:20], call[20:40], call[40:60], call[60:], "\nDone?"]
+
+        def block(msg_id: str, content: dict) -> str:
+            return json.dumps({"type": "assistant", "message": {"id": msg_id, "content": [content]}}) + "\n"
+
+        lines = [block("m1", {"type": "text", "text": part}) for part in parts]
+        lines += [block("m1", {"type": "tool_use", "name": "Read"}), json.dumps({"type": "user"}) + "\n",
+                  block("m2", {"type": "text", "text": "After the native tool."}),
+                  json.dumps({"type": "result", "subtype": "success"}) + "\n"]
+        decoder = decoder_for("claude")
+        events = [e for text in lines for e in decoder.decode(text)]
+        kept = [e for e in events if isinstance(e, (Text, MessageEnd))]
+        assert kept == [*map(Text, parts), MessageEnd(), Text("After the native tool."), MessageEnd()]
+        extractor = Extractor(prefix="crew")
+        calls = [c for e in kept for c in (extractor.feed(e.text) if isinstance(e, Text) else extractor.end_message())]
+        assert [(c.name, c.input, c.error) for c in calls] == [("crew:read_file", {"path": "notes.txt"}, None)]
 
     def test_a_corrupt_line_is_reported_and_the_rest_still_read(self) -> None:
         events = decode("claude", "claude_crew.jsonl")
