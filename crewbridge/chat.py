@@ -76,7 +76,7 @@ def run_chat(bridge: Bridge, agent: str, *, mode: str = "query", max_turns: int 
         if bridge.config.transcripts else Transcript()
     status = "interrupted"
     try:
-        with Renderer(agents=[mention.agent], registry=bridge.registry, verbose=verbose) as renderer:
+        with Renderer(agents=[mention.agent], verbose=verbose) as renderer:
             loop = bridge._loop(mention, mode, max_turns=max_turns, timeout=timeout, approve_all=approve_all,
                                 transcript=transcript, on_progress=renderer.progress)
             tools = "read-only tools" if mode == "query" else "every tool policy allows"

@@ -80,7 +80,7 @@ def _run(mode: str, text: tuple[str, ...], config: Config, timeout: float, max_t
     output = "json" if as_json else "jsonl" if as_jsonl else "text"
     bridge = Bridge(config)
     # The tools are built once the agents' CLIs have started (Bridge.run), while those boot.
-    with Renderer(output=output, agents=agents, registry=lambda: bridge.registry, verbose=verbose) as renderer:
+    with Renderer(output=output, agents=agents, verbose=verbose) as renderer:
         outcomes = bridge.run(task, mode, context=context or None, max_turns=max_turns,
                               timeout=timeout, approve_all=approve_all, on_progress=renderer.progress)
         renderer.finish(outcomes)

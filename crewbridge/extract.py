@@ -96,7 +96,8 @@ class _Line:
 class _Block:
     """The text of an open candidate block, and whether its end so far is inside a JSON string."""
 
-    def __init__(self, origin: int, limit: int) -> None:
+    def __init__(self, start: int, origin: int, limit: int) -> None:
+        self.start = start  # offset of its opening fence line in all text fed
         self.origin = origin  # offset of the block's first character in all text fed
         self.limit = limit
         self.pieces: list[str] = []
@@ -188,6 +189,7 @@ class Extractor:
         self._block: _Block | None = None
         self._called = False
         self._prose = False
+        self._first_call: int | None = None  # where the first call's block starts
 
     @property
     def prose_after_calls(self) -> bool:
@@ -195,6 +197,23 @@ class Extractor:
         another call: text outside fences, a fence of another language, or a block that held no call.
         A line that may still become a fence, or a block still open, does not count yet."""
         return self._prose
+
+    @property
+    def shown_upto(self) -> int:
+        """How much of the text fed a person may see by now: what precedes the first call's block
+        (nothing from there on is shown) and can no longer turn out to be part of one: an open
+        candidate block is held until it closes, a line that may become a fence line until its end."""
+        upto = self._offset
+        if self._state == _BLOCK and self._block is not None:
+            upto = self._block.start
+        elif self._line is not None:
+            upto -= self._line.size
+        return upto if self._first_call is None else min(upto, self._first_call)
+
+    @property
+    def first_call_at(self) -> int | None:
+        """Where the first call's block starts in the text fed (None: no call yet)."""
+        return self._first_call
 
     @property
     def in_block(self) -> bool:
@@ -238,7 +257,8 @@ class Extractor:
         if line is not None and line.size:
             self._handle_line("".join(line.pieces), self._offset - line.size, "", 0, calls)
         if self._state == _BLOCK:
-            self._emit(calls, self._truncated())
+            assert self._block is not None
+            self._emit(calls, self._truncated(), self._block)
         self._state, self._block, self._line = _OUTSIDE, None, _Line()
         return calls
 
@@ -329,7 +349,7 @@ class Extractor:
             info = fence[2].strip()
             if not info or info.split(None, 1)[0].lower() == "json":
                 self._state, self._mark = _BLOCK, after
-                self._block = _Block(start + len(line), self._max_block)
+                self._block = _Block(start, start + len(line), self._max_block)
             else:
                 self._state = _OTHER
                 self._prose = self._called
@@ -345,7 +365,7 @@ class Extractor:
         if block.continues_at(start - block.origin):
             return  # the fence line is inside a JSON string
         self._state, self._block = _OUTSIDE, None
-        self._emit(calls, self._closed(block, start - block.origin, start + len(line)))
+        self._emit(calls, self._closed(block, start - block.origin, start + len(line)), block)
 
     def _add_body(self, chunk: str, upto: int) -> None:
         if upto > self._mark and self._block is not None:
@@ -356,10 +376,12 @@ class Extractor:
         if self._called and not self._prose and self._state == _OUTSIDE and _NONSPACE.search(text, a, b):
             self._prose = True
 
-    def _emit(self, calls: list[ToolCall], new: list[ToolCall]) -> None:
+    def _emit(self, calls: list[ToolCall], new: list[ToolCall], block: _Block) -> None:
         if new:
             calls.extend(new)
             self._called, self._prose = True, False
+            if self._first_call is None:
+                self._first_call = block.start
         else:  # the block was not a call: it is content, like prose
             self._prose = self._called
 
@@ -466,6 +488,33 @@ class Extractor:
             return str(exc)
         problem = tool.check(data)
         return f"invalid input for {name} {problem}" if problem else None
+
+
+class Shown:
+    """One reply's text as a person sees it, as the extractor decides (Extractor.shown_upto): the
+    text before the first call, each part released once it can no longer turn out to be in a call."""
+
+    def __init__(self, extractor: Extractor) -> None:
+        self._extractor = extractor
+        self._held: list[str] = []  # text fed, not shown yet
+        self._at = 0  # offset of the first character held
+
+    def take(self, text: str = "") -> str:
+        """Hold `text`, just fed to the extractor (none after end_message or finish); → what to show now."""
+        upto = self._extractor.shown_upto
+        first_call = self._extractor.first_call_at
+        if first_call is not None and self._at >= first_call:
+            self._held = []  # never shown: the reply is past its first call
+            return ""
+        if text:
+            self._held.append(text)
+        if upto <= self._at:
+            return ""
+        held = "".join(self._held)
+        cut = upto - self._at
+        self._held = [held[cut:]] if cut < len(held) else []
+        self._at = upto
+        return held[:cut]
 
 
 def _find_run(text: str, char: str, start: int) -> int:

@@ -17,7 +17,7 @@ from crewbridge.catalogue import build_prompt, render_catalogue
 from crewbridge.conversation import FULL, LOST, Conversation
 from crewbridge.errors import CrewError, CrewTimeout, Interrupted, MaxTurnsReached, ProviderError
 from crewbridge.events import Failure, MessageEnd, Session, Text, Usage
-from crewbridge.extract import Extractor, ToolCall
+from crewbridge.extract import Extractor, Shown, ToolCall
 from crewbridge.hooks import Hooks
 from crewbridge.policy import Policy
 from crewbridge.templates import render
@@ -48,6 +48,7 @@ class Progress:
     text: str = ""
     call: CallRecord | None = None
     result: RunResult | None = None  # with kind "answer"
+    shown: str = ""  # with kind "text": what a person sees of the reply by now (extract.Shown)
 
 
 @dataclass
@@ -150,6 +151,7 @@ class AgentLoop:
     def _reply(self, message: str) -> Reply:
         """Stream one reply, starting each tool as its block closes."""
         extractor = Extractor(self.registry, self.registry.prefix)
+        shown = Shown(extractor)
         parts: list[str] = []
         calls: list[ToolCall] = []
         pending: list[Future[ToolResult]] = []
@@ -167,8 +169,8 @@ class AgentLoop:
                         raise ProviderError(f"@{self.agent}: the reply passed {MAX_REPLY >> 20} MB of text; crew "
                                             "stopped the CLI (a runaway output, not an answer)")
                     parts.append(event.text)
-                    self.emit(Progress("text", self.agent, event.text))
                     new = extractor.feed(event.text)
+                    self.emit(Progress("text", self.agent, event.text, shown=shown.take(event.text)))
                     if extractor.in_block and not self._prepared:
                         # A block is streaming: ready the input checks while the rest arrives (a
                         # run that calls no tool never pays for them).
@@ -176,6 +178,7 @@ class AgentLoop:
                         self._pool.submit(self.registry.prepare)
                 elif isinstance(event, MessageEnd):
                     new = extractor.end_message()
+                    self._show(shown)
                 elif isinstance(event, Failure):
                     failure = event
                 elif isinstance(event, Usage):
@@ -195,11 +198,18 @@ class AgentLoop:
             for call in extractor.finish():
                 calls.append(call)
                 pending.append(self._start(call, pending))
+            self._show(shown)
         if failure is not None and not calls:
             self.transcript.write("error", agent=self.agent, message=failure.message)
             message = " ".join(failure.message.split())  # one line: gemini's 429 message has two
             raise ProviderError(f"@{self.agent}: {message}")
         return Reply("".join(parts), calls, pending, stopped)
+
+    def _show(self, shown: Shown) -> None:
+        """Report the text a message's end settled as shown (a held line, a block that held no call)."""
+        text = shown.take()
+        if text:
+            self.emit(Progress("text", self.agent, "", shown=text))
 
     def _start(self, call: ToolCall, earlier: list[Future[ToolResult]]) -> Future[ToolResult]:
         self.emit(Progress("call", self.agent, call=CallRecord(call.name, call.input, ToolResult(False))))

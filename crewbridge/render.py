@@ -5,7 +5,8 @@ Three outputs, chosen by `Renderer(output=…)`:
 ``text`` (the default), for a person.
   stdout carries the model's words. On a terminal, with one agent, they stream as they arrive,
   without the fenced crew tool-call blocks, and without anything a reply says after its calls (crew
-  stops such a reply: that text is the model guessing results it has not seen). The final answer is
+  stops such a reply: that text is the model guessing results it has not seen). What is shown is
+  what the extractor decided (a text event's `shown`, crewbridge.extract.Shown): one grammar. The final answer is
   the last reply's streamed text, so it is not printed again. When stdout is not a terminal, or
   several agents run at once, stdout gets only the final answers, each once: `crew query … > a.md`
   holds the answer and nothing else. Several agents' answers each follow a `── @agent ──` header,
@@ -37,7 +38,6 @@ With ``verbose`` each command crew runs (`$`), every line it reads from the CLI 
 """
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import os
@@ -46,135 +46,23 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import IO, TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
+from typing import IO, TYPE_CHECKING, Any, Mapping, Sequence
 
 from crewbridge.policy import terminal_lock  # an approval question owns the terminal
 from crewbridge.process import log as process_log
-from crewbridge.registry import DEFAULT_PREFIX, ToolRegistry
 
 if TYPE_CHECKING:
     from crewbridge.api import Outcome
     from crewbridge.loop import CallRecord, Progress
 
 OUTPUTS = ("text", "json", "jsonl")
-MAX_FENCE_LINE = 4096  # as the extractor: a longer line is never a fence line
 TRACE_CHARS = 1000  # a --verbose line is cut after this many characters
 STATUS_IDLE = 0.3  # seconds without output before the status line shows
 TICK = 0.1
 
-_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})(.*)")
-_MAY_BE_FENCE = re.compile(r" {0,3}(?:(?:`{3,}|~{3,}).*|`{0,2}|~{0,2})")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # all but tab and newline
 _ANY_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _COLORS = ("36", "35", "33", "34", "32")  # agent labels: cyan, magenta, yellow, blue, green
-
-
-class TextFilter:
-    """One reply's text as a person should see it, fed as it streams: the fenced crew tool-call
-    blocks are left out, and so is everything after a call. Fences follow the extractor's rules: 3+
-    backticks or tildes indented at most 3 spaces; info `json` or none opens a candidate block (held
-    until it closes, then shown unless it is a call); another language's fence holds examples, shown
-    as they come. A line that may still become a fence line is held until its newline."""
-
-    def __init__(self, prefix: str = DEFAULT_PREFIX, names: Iterable[str] = ()) -> None:
-        self.marker = prefix + ":"
-        self.names = frozenset(names)  # the registered tools: a call without the prefix still means one
-        self.line: list[str] = []  # the start of a line that may still become a fence line, in pieces
-        self.size = 0  # its length
-        self.passing = False  # the current line cannot be a fence line: it flows through
-        self.fence: tuple[str, int] | None = None  # the open fence's character and length
-        self.block: list[str] | None = None  # the lines of an open candidate block
-        self.called = False  # a call was seen: the rest of the reply is not shown
-
-    def feed(self, text: str) -> str:
-        """The part of `text` to show now."""
-        shown, start = [], 0
-        while start < len(text):  # only "\n" ends a line, as for the extractor
-            end = text.find("\n", start) + 1 or len(text)
-            shown.append(self._piece(text[start:end]))
-            start = end
-        return "".join(shown)
-
-    def end(self) -> str:
-        """The reply ended: what is left to show (a block left open is shown unless it is a call)."""
-        shown = self._line("".join(self.line)) if self.line and not self.called else ""
-        if self.block is not None and not self.called and not self._is_call("".join(self.block[1:])):
-            shown += "".join(self.block)
-        self.line, self.size, self.passing, self.fence, self.block = [], 0, False, None, None
-        return shown
-
-    def _piece(self, piece: str) -> str:
-        """A piece of one line (it ends with a newline, or it is the end of the text so far)."""
-        if self.called:
-            return ""
-        if self.passing:
-            self.passing = not piece.endswith("\n")
-            return piece
-        self.line.append(piece)
-        self.size += len(piece)
-        if piece.endswith("\n") or (self.block is None and (
-                self.size > MAX_FENCE_LINE or not _MAY_BE_FENCE.fullmatch("".join(self.line)))):
-            line, self.line, self.size = "".join(self.line), [], 0
-            if piece.endswith("\n"):
-                return self._line(line)
-            self.passing = True  # the rest of this line flows through as it comes
-            return line
-        return ""
-
-    def _line(self, line: str) -> str:
-        """A whole line: shown, held in a block, or the end of one."""
-        found = _FENCE.fullmatch(line.rstrip("\n").rstrip("\r")) if len(line) <= MAX_FENCE_LINE else None
-        if self.fence is None:
-            if found is None or (found[1][0] == "`" and "`" in found[2]):
-                return line
-            self.fence = (found[1][0], len(found[1]))
-            info = found[2].split()
-            if not info or info[0].lower() == "json":
-                self.block = [line]
-                return ""
-            return line  # another language's fence: examples
-        closes = (found is not None and found[1][0] == self.fence[0] and len(found[1]) >= self.fence[1]
-                  and not found[2].strip(" \t"))
-        if self.block is None:
-            self.fence = None if closes else self.fence
-            return line
-        body = "".join(self.block[1:])
-        if not closes or _inside_json_string(body):
-            self.block.append(line)
-            return ""
-        block, self.block, self.fence = self.block, None, None
-        if self._is_call(body):
-            self.called = True
-            return ""
-        return "".join(block) + line
-
-    def _is_call(self, body: str) -> bool:
-        """Whether a block's text is meant as a crew tool call (valid or not), as the extractor sees it."""
-        text = body.strip()
-        if text[:1] not in ("{", "["):
-            return False
-        try:
-            value = json.loads(text, strict=False)
-        except (ValueError, RecursionError):
-            return "tool_use" in text and self.marker in text
-        items = value if isinstance(value, list) else [value]
-        return any(isinstance(item, dict) and isinstance(item.get("name"), str)
-                   and (item["name"].startswith(self.marker)
-                        or (item.get("type") == "tool_use" and item["name"] in self.names))
-                   for item in items)
-
-
-def _inside_json_string(body: str) -> bool:
-    """Whether JSON text ends inside a string (a fence line there is content, not the block's end)."""
-    if body.lstrip()[:1] not in ("{", "["):
-        return False
-    try:
-        json.loads(body, strict=False)
-    except json.JSONDecodeError as exc:
-        return exc.msg.startswith("Unterminated string")
-    except (ValueError, RecursionError):
-        return False
-    return False
 
 
 @dataclass
@@ -218,7 +106,6 @@ _ASCII = {"call": "->", "ok": "ok", "fail": "x", "rule": "-", "spin": "|/-\\"}
 class _Agent:
     name: str
     label: str  # "" with one agent
-    filter: TextFilter
     state: str = "starting"
     turn: int = 0
     since: float = field(default_factory=time.monotonic)
@@ -233,7 +120,7 @@ class Renderer:
     several agents report at once. Use as a context manager, or call `close()`."""
 
     def __init__(self, *, output: str = "text", agents: Sequence[str] = (),
-                 registry: ToolRegistry | Callable[[], ToolRegistry] | None = None, verbose: bool = False,
+                 verbose: bool = False,
                  out: IO[str] | None = None, err: IO[str] | None = None,
                  env: Mapping[str, str] | None = None) -> None:
         if output not in OUTPUTS:
@@ -242,7 +129,6 @@ class Renderer:
         self.output = output
         self.out = out or sys.stdout
         self.err = err or sys.stderr
-        self._registry = registry  # or how to get it: read when the first reply starts (see _tools)
         self.style = Style.of(self.err, env)
         self.out_style = Style.of(self.out, env)
         self.labelled = len(agents) > 1
@@ -295,7 +181,8 @@ class Renderer:
         with self._lock:
             agent = self._agent(event.agent)
             if self.output == "jsonl":
-                self._write_out(json_line(_event_dict(event)))
+                if event.kind != "text" or event.text:  # not a text event that only settles what is shown
+                    self._write_out(json_line(_event_dict(event)))
             elif self.output == "text":
                 getattr(self, f"_on_{event.kind}", self._on_notice)(agent, event)
             if event.kind == "turn":
@@ -307,16 +194,14 @@ class Renderer:
                 agent.state = "done"
 
     def _on_turn(self, agent: _Agent, event: Progress) -> None:
-        self._show(agent.filter.end())
-        agent.filter = TextFilter(*self._tools)
         self._fresh, self._blank = True, 0
 
     def _on_text(self, agent: _Agent, event: Progress) -> None:
         if self.streaming:  # a character split into two halves between events is shown whole
-            text, agent.half = agent.half + event.text, ""
+            text, agent.half = agent.half + event.shown, ""
             if text and "\ud800" <= text[-1] <= "\udbff":
                 text, agent.half = text[:-1], text[-1]
-            self._show(agent.filter.feed(text))
+            self._show(text)
 
     def _on_call(self, agent: _Agent, event: Progress) -> None:
         assert event.call is not None
@@ -338,7 +223,6 @@ class Renderer:
 
     def _on_answer(self, agent: _Agent, event: Progress) -> None:
         if self.streaming:
-            self._show(agent.filter.end())
             agent.answered = True
             self._end_line()
         elif self.labelled and isatty(self.out):
@@ -393,15 +277,8 @@ class Renderer:
             index = len(self.agents) if index is None else index
             label = self.style.paint(f"@{name}".ljust(width + 1), _COLORS[index % len(_COLORS)] + ";1") \
                 if self.labelled else ""
-            agent = self.agents[name] = _Agent(name, label, TextFilter())  # replaced as its first reply starts
+            agent = self.agents[name] = _Agent(name, label)
         return agent
-
-    @functools.cached_property
-    def _tools(self) -> tuple[str, list[str]]:
-        """The tools' prefix and names (the text filter hides calls to them). Read once the first reply
-        starts, so a caller may pass a function that builds the tools while the CLI starts."""
-        registry = self._registry() if callable(self._registry) else self._registry
-        return (registry.prefix, registry.names()) if registry is not None else (DEFAULT_PREFIX, [])
 
     def _subject(self, call: CallRecord) -> str:
         name = call.name or "(a call crew could not read)"

@@ -7,6 +7,7 @@ end of its closing fence line.
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from crewbridge.extract import MAX_FENCE_LINE, Extractor, ToolCall
+from crewbridge.extract import MAX_FENCE_LINE, Extractor, Shown, ToolCall
 from crewbridge.functions import tool
 from crewbridge.registry import ToolRegistry
 
@@ -518,3 +519,140 @@ def test_work_grows_linearly_with_the_input() -> None:
     small, large = busiest_text(250), busiest_text(1000)
     ratio = cpu_seconds(large) / cpu_seconds(small)
     assert ratio < 8, f"4x the input took {ratio:.1f}x the time (linear: about 4, quadratic: 16)"
+
+
+class View:
+    """One reply fed to an Extractor, and what a person sees of it (Shown)."""
+
+    def __init__(self, prefix: str = "crew") -> None:
+        self.extractor = Extractor(REGISTRY if prefix == REGISTRY.prefix else None, prefix)
+        self.shown = Shown(self.extractor)
+
+    def feed(self, text: str) -> str:
+        self.extractor.feed(text)
+        return self.shown.take(text)
+
+    def end(self) -> str:
+        self.extractor.finish()
+        return self.shown.take()
+
+
+def filtered(*chunks: str, prefix: str = "crew") -> str:
+    view = View(prefix)
+    return "".join(view.feed(c) for c in chunks) + view.end()
+
+
+def call_block(name: str = "crew:read_file", **data: Any) -> str:
+    return "```json\n" + json.dumps({"type": "tool_use", "name": name, "input": data}) + "\n```\n"
+
+
+def char_by_char(text: str) -> str:
+    return filtered(*text)
+
+
+# -- what a person sees: the text before the first call (Shown) ----------------------------------------------------------------------------
+
+def test_plain_text_passes_whole_however_it_is_chunked():
+    text = "Hello.\n\nA list:\n- one\n  `code` and ``two`` ticks\n~ tilde\n"
+    assert filtered(text) == text
+    assert char_by_char(text) == text
+
+
+def test_a_line_shows_before_its_newline_once_it_cannot_be_a_fence():
+    f = View()
+    assert f.feed("Hel") == "Hel"
+    assert f.feed("lo\n") == "lo\n"
+    assert f.feed("``") == ""  # may still become a fence line
+    assert f.feed("x y\n") == "``x y\n"
+
+
+def test_a_call_block_is_left_out_and_so_is_everything_after_it():
+    text = "Let me read it.\n" + call_block(path="notes.txt") + "The file says 7.\n"
+    assert filtered(text) == "Let me read it.\n"
+    assert char_by_char(text) == "Let me read it.\n"
+
+
+def test_several_calls_and_an_array_of_calls_are_left_out():
+    calls = "```json\n" + json.dumps([{"type": "tool_use", "name": "crew:read_file", "input": {"path": "a"}},
+                                      {"type": "tool_use", "name": "crew:grep", "input": {"pattern": "x"}}]) + "\n```\n"
+    assert filtered("Reading.\n", call_block(path="a"), "\n", call_block(path="b")) == "Reading.\n"
+    assert filtered("Both.\n" + calls) == "Both.\n"
+
+
+def test_a_broken_call_is_left_out_too():
+    broken = '```json\n{"type": "tool_use", "name": "crew:read_file", "input": {"path": }\n```\n'
+    assert filtered("Reading.\n" + broken) == "Reading.\n"
+
+
+def test_a_json_block_that_is_not_a_call_is_shown_whole_once_it_closes():
+    text = 'The config:\n```json\n{"port": 8080}\n```\nDone.\n'
+    f = View()
+    assert f.feed('The config:\n```json\n{"port"') == "The config:\n"
+    assert f.feed(': 8080}\n```\nDone.\n') == '```json\n{"port": 8080}\n```\nDone.\n'
+    assert char_by_char(text) == text
+
+
+def test_examples_in_another_language_fence_or_inline_or_indented_are_shown():
+    example = "````markdown\nCall a tool like this:\n" + call_block(path="x") + "````\nThat was an example.\n"
+    inline = 'Write ```json {"type":"tool_use"}``` inline.\n'
+    indented = "    ```json\n    " + json.dumps({"type": "tool_use", "name": "crew:read_file"}) + "\n    ```\n"
+    for text in (example, inline, indented):
+        assert filtered(text) == text
+        assert char_by_char(text) == text
+
+
+def test_a_fence_line_inside_a_json_string_does_not_end_the_call():
+    raw = ('```json\n{"type": "tool_use", "name": "crew:write_file", "input": {"path": "a.md", '
+           '"content": "# Title\n```\nprint(1)\n```\n"}}\n```\n')
+    assert filtered("Writing.\n" + raw + "Done, I guess.\n") == "Writing.\n"
+    assert char_by_char("Writing.\n" + raw) == "Writing.\n"
+
+
+def test_a_call_with_tildes_or_no_info_string_is_left_out():
+    call = json.dumps({"type": "tool_use", "name": "crew:list_files", "input": {}})
+    assert filtered(f"A.\n~~~\n{call}\n~~~\n") == "A.\n"
+    assert filtered(f"B.\n```\n{call}\n```\n") == "B.\n"
+
+
+def test_the_prefix_decides_what_is_a_call():
+    call = json.dumps({"name": "tools:read_file", "input": {}})
+    assert filtered(f"```json\n{call}\n```\n", prefix="tools") == ""
+    assert filtered(f"```json\n{call}\n```\n", prefix="crew") == f"```json\n{call}\n```\n"
+
+
+def test_a_registered_tool_without_the_prefix_is_a_call_another_tool_use_is_content():
+    bare = json.dumps({"type": "tool_use", "name": "read_file", "input": {"path": "a"}})
+    other = json.dumps({"type": "tool_use", "name": "Bash", "input": {"command": "ls"}})
+    assert filtered(f"Reading.\n```json\n{bare}\n```\n") == "Reading.\n"  # a call, with an error
+    assert filtered(f"Claude's own look like:\n```json\n{other}\n```\n") == \
+        f"Claude's own look like:\n```json\n{other}\n```\n"
+
+
+def test_a_block_the_reply_left_open_is_shown_unless_it_is_a_call():
+    assert filtered('See:\n```json\n{"a": 1}\n') == 'See:\n```json\n{"a": 1}\n'
+    assert filtered('Reading.\n```json\n{"type": "tool_use", "name": "crew:read_file", "input": {}}') == "Reading.\n"
+
+
+FRAGMENTS = ["```", "``", "~~~", "````", "json", "python", "\n", "\r\n", " ", "    ", "{", "}", "[", '"', "\\",
+             '"type": "tool_use"', '"name": "crew:read_file"', '"name": "read_file"', '"name": "Bash"',
+             '"input": {"path": "a"}', "crew:", "é", "x",
+             "\n" + call_block(path="a.txt"), "\n```\n[" + json.dumps({"type": "tool_use", "name": "crew:list_files",
+                                                                  "input": {}}) + "]\n```\n", "\n````md\n", "\n````\n"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.lists(st.sampled_from(FRAGMENTS), max_size=40).map("".join),
+       cuts=st.lists(st.integers(min_value=0, max_value=2000), max_size=8))
+def test_a_person_sees_the_text_before_the_first_call_or_all_of_it(text, cuts):
+    """Whatever the text and however it is split: without a call (as the extractor finds them) all
+    of it shows; with one, what shows is the text before the block that holds it."""
+    bounds = sorted({c % (len(text) + 1) for c in cuts} | {0, len(text)})
+    shown = filtered(*(text[a:b] for a, b in zip(bounds, bounds[1:])))
+    assert shown == filtered(text)
+    extractor = Extractor(REGISTRY, "crew")
+    calls = extractor.feed(text) + extractor.finish()
+    if not calls:
+        assert shown == text
+    else:
+        assert text.startswith(shown) and calls[0].raw in text[len(shown):]
+        assert re.match(r" {0,3}(`{3,}|~{3,})", text[len(shown):])

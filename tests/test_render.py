@@ -1,5 +1,5 @@
-"""What a person sees and what a script reads: the text filter, live text on a terminal, the answer
-alone when piped, tool lines, the status line, colours, --json, --jsonl and --verbose."""
+"""What a person sees and what a script reads: live text on a terminal (what the extractor decided to
+show: tests/test_extract.py), the answer alone when piped, tool lines, the status line, colours, --json, --jsonl and --verbose."""
 from __future__ import annotations
 
 import io
@@ -18,7 +18,7 @@ from crewbridge.extract import Extractor
 from crewbridge.loop import CallRecord, Progress, RunResult
 from crewbridge.process import Child
 from crewbridge.registry import ToolResult
-from crewbridge.render import Renderer, TextFilter, brief, one_line, summary
+from crewbridge.render import Renderer, brief, one_line, summary
 from crewbridge.tools import builtin_registry
 
 ESC = "\x1b["
@@ -35,127 +35,12 @@ class Terminal(io.StringIO):
         return True
 
 
-TOOLS = builtin_registry().names()
-
-
-def filtered(*chunks, prefix="crew"):
-    f = TextFilter(prefix, TOOLS)
-    return "".join(f.feed(c) for c in chunks) + f.end()
-
-
-def char_by_char(text):
-    return filtered(*text)
-
-
-# -- the text filter ----------------------------------------------------------------------------
-
-def test_plain_text_passes_whole_however_it_is_chunked():
-    text = "Hello.\n\nA list:\n- one\n  `code` and ``two`` ticks\n~ tilde\n"
-    assert filtered(text) == text
-    assert char_by_char(text) == text
-
-
-def test_a_line_shows_before_its_newline_once_it_cannot_be_a_fence():
-    f = TextFilter()
-    assert f.feed("Hel") == "Hel"
-    assert f.feed("lo\n") == "lo\n"
-    assert f.feed("``") == ""  # may still become a fence line
-    assert f.feed("x y\n") == "``x y\n"
-
-
-def test_a_call_block_is_left_out_and_so_is_everything_after_it():
-    text = "Let me read it.\n" + block(path="notes.txt") + "The file says 7.\n"
-    assert filtered(text) == "Let me read it.\n"
-    assert char_by_char(text) == "Let me read it.\n"
-
-
-def test_several_calls_and_an_array_of_calls_are_left_out():
-    calls = "```json\n" + json.dumps([{"type": "tool_use", "name": "crew:read_file", "input": {"path": "a"}},
-                                      {"type": "tool_use", "name": "crew:grep", "input": {"pattern": "x"}}]) + "\n```\n"
-    assert filtered("Reading.\n", block(path="a"), "\n", block(path="b")) == "Reading.\n"
-    assert filtered("Both.\n" + calls) == "Both.\n"
-
-
-def test_a_broken_call_is_left_out_too():
-    broken = '```json\n{"type": "tool_use", "name": "crew:read_file", "input": {"path": }\n```\n'
-    assert filtered("Reading.\n" + broken) == "Reading.\n"
-
-
-def test_a_json_block_that_is_not_a_call_is_shown_whole_once_it_closes():
-    text = 'The config:\n```json\n{"port": 8080}\n```\nDone.\n'
-    f = TextFilter()
-    assert f.feed('The config:\n```json\n{"port"') == "The config:\n"
-    assert f.feed(': 8080}\n```\nDone.\n') == '```json\n{"port": 8080}\n```\nDone.\n'
-    assert char_by_char(text) == text
-
-
-def test_examples_in_another_language_fence_or_inline_or_indented_are_shown():
-    example = "````markdown\nCall a tool like this:\n" + block(path="x") + "````\nThat was an example.\n"
-    inline = 'Write ```json {"type":"tool_use"}``` inline.\n'
-    indented = "    ```json\n    " + json.dumps({"type": "tool_use", "name": "crew:read_file"}) + "\n    ```\n"
-    for text in (example, inline, indented):
-        assert filtered(text) == text
-        assert char_by_char(text) == text
-
-
-def test_a_fence_line_inside_a_json_string_does_not_end_the_call():
-    raw = ('```json\n{"type": "tool_use", "name": "crew:write_file", "input": {"path": "a.md", '
-           '"content": "# Title\n```\nprint(1)\n```\n"}}\n```\n')
-    assert filtered("Writing.\n" + raw + "Done, I guess.\n") == "Writing.\n"
-    assert char_by_char("Writing.\n" + raw) == "Writing.\n"
-
-
-def test_a_call_with_tildes_or_no_info_string_is_left_out():
-    call = json.dumps({"type": "tool_use", "name": "crew:list_files", "input": {}})
-    assert filtered(f"A.\n~~~\n{call}\n~~~\n") == "A.\n"
-    assert filtered(f"B.\n```\n{call}\n```\n") == "B.\n"
-
-
-def test_the_prefix_decides_what_is_a_call():
-    call = json.dumps({"name": "tools:read_file", "input": {}})
-    assert filtered(f"```json\n{call}\n```\n", prefix="tools") == ""
-    assert filtered(f"```json\n{call}\n```\n", prefix="crew") == f"```json\n{call}\n```\n"
-
-
-def test_a_registered_tool_without_the_prefix_is_a_call_another_tool_use_is_content():
-    bare = json.dumps({"type": "tool_use", "name": "read_file", "input": {"path": "a"}})
-    other = json.dumps({"type": "tool_use", "name": "Bash", "input": {"command": "ls"}})
-    assert filtered(f"Reading.\n```json\n{bare}\n```\n") == "Reading.\n"  # a call, with an error
-    assert filtered(f"Claude's own look like:\n```json\n{other}\n```\n") == \
-        f"Claude's own look like:\n```json\n{other}\n```\n"
-
-
-def test_a_block_the_reply_left_open_is_shown_unless_it_is_a_call():
-    assert filtered('See:\n```json\n{"a": 1}\n') == 'See:\n```json\n{"a": 1}\n'
-    assert filtered('Reading.\n```json\n{"type": "tool_use", "name": "crew:read_file", "input": {}}') == "Reading.\n"
-
-
-FRAGMENTS = ["```", "``", "~~~", "````", "json", "python", "\n", "\r\n", " ", "    ", "{", "}", "[", '"', "\\",
-             '"type": "tool_use"', '"name": "crew:read_file"', '"name": "read_file"', '"name": "Bash"',
-             '"input": {"path": "a"}', "crew:", "é", "x",
-             "\n" + block(path="a.txt"), "\n```\n[" + json.dumps({"type": "tool_use", "name": "crew:list_files",
-                                                                  "input": {}}) + "]\n```\n", "\n````md\n", "\n````\n"]
-
-
-@settings(max_examples=300, deadline=None)
-@given(text=st.lists(st.sampled_from(FRAGMENTS), max_size=40).map("".join),
-       cuts=st.lists(st.integers(min_value=0, max_value=2000), max_size=8))
-def test_a_person_sees_the_text_before_the_first_call_or_all_of_it(text, cuts):
-    """Whatever the text and however it is split: without a call (as the extractor finds them) all
-    of it shows; with one, what shows is the text before the block that holds it."""
-    bounds = sorted({c % (len(text) + 1) for c in cuts} | {0, len(text)})
-    shown = filtered(*(text[a:b] for a, b in zip(bounds, bounds[1:])))
-    assert shown == filtered(text)
-    extractor = Extractor(builtin_registry(), "crew")
-    calls = extractor.feed(text) + extractor.finish()
-    if not calls:
-        assert shown == text
-    else:
-        assert text.startswith(shown) and calls[0].raw in text[len(shown):]
-        assert re.match(r" {0,3}(`{3,}|~{3,})", text[len(shown):])
-
-
 # -- the renderer -------------------------------------------------------------------------------
+
+def said(agent, text, shown=None):
+    """A text event: `text` as the model wrote it, `shown` (by default all of it) what a person sees."""
+    return Progress("text", agent, text, shown=text if shown is None else shown)
+
 
 def call(name="crew:read_file", result=None, **data):
     return CallRecord(name, data or {"path": "notes.txt"}, result or ToolResult(False))
@@ -166,10 +51,10 @@ def run_events(agent="claude"):
     content), then the answer, streamed in two pieces."""
     done = call(result=ToolResult(True, data={"content": "the secret\nis 42\n"}, tool="read_file"))
     answer = RunResult(agent, "It says 42.", [done], {"input_tokens": 3}, "sess-1", 2)
-    return [Progress("turn", agent, "1"), Progress("text", agent, "Let me read it.\n"),
-            Progress("text", agent, block(path="notes.txt")), Progress("call", agent, call=call()),
-            Progress("text", agent, "It says 7."), Progress("result", agent, call=done),
-            Progress("turn", agent, "2"), Progress("text", agent, "It says "), Progress("text", agent, "42.\n"),
+    return [Progress("turn", agent, "1"), said(agent, "Let me read it.\n"),
+            said(agent, block(path="notes.txt"), ""), Progress("call", agent, call=call()),
+            said(agent, "It says 7.", ""), Progress("result", agent, call=done),
+            Progress("turn", agent, "2"), said(agent, "It says "), said(agent, "42.\n"),
             Progress("answer", agent, "It says 42.", result=answer)]
 
 
@@ -206,24 +91,6 @@ def test_on_a_terminal_the_text_streams_without_the_call_block_and_the_answer_is
     assert out.getvalue() == "Let me read it.\nIt says 42.\n"
     assert "tool_use" not in out.getvalue() and "7" not in out.getvalue()
     assert "→ crew:read_file notes.txt\n  ✓ 2 lines\n" in err.getvalue()
-
-
-def test_the_tools_may_be_given_as_a_function_read_once_the_first_reply_starts():
-    built = []
-
-    def tools():  # crew builds them while the agents' CLIs start
-        built.append(builtin_registry())
-        return built[-1]
-
-    out = Terminal()
-    with renderer(out, env={"NO_COLOR": "1"}, registry=tools) as r:
-        assert built == []
-        unprefixed = '```json\n{"type": "tool_use", "name": "read_file", "input": {}}\n```\n'
-        for turn in ("1", "2"):
-            r.progress(Progress("turn", "claude", turn))
-            r.progress(Progress("text", "claude", "Reading.\n" + unprefixed))
-    assert len(built) == 1
-    assert "tool_use" not in out.getvalue()  # a call by the bare name of a known tool is hidden
 
 
 def test_colours_only_on_a_terminal_and_never_with_no_color():
@@ -280,7 +147,7 @@ def test_model_text_cannot_drive_the_terminal_but_reaches_a_pipe_as_written():
     for name, out in (("terminal", Terminal()), ("pipe", io.StringIO())):
         with renderer(out) as r:
             r.progress(Progress("turn", "claude", "1"))
-            r.progress(Progress("text", "claude", text))
+            r.progress(said("claude", text))
             result = RunResult("claude", text.strip(), [], {}, None, 1)
             r.progress(Progress("answer", "claude", text.strip(), result=result))
             r.finish([Outcome("claude", result=result)])
@@ -292,8 +159,7 @@ def test_model_text_cannot_drive_the_terminal_but_reaches_a_pipe_as_written():
 def test_a_character_split_between_two_events_is_shown_whole():
     out, jsonl = Terminal(), io.StringIO()
     with renderer(out) as r, renderer(jsonl, output="jsonl") as j:
-        for event in (Progress("turn", "claude", "1"), Progress("text", "claude", "smile \ud83d"),
-                      Progress("text", "claude", "\ude00!\n")):
+        for event in (Progress("turn", "claude", "1"), said("claude", "smile \ud83d"), said("claude", "\ude00!\n")):
             r.progress(event)
             j.progress(event)
         result = RunResult("claude", "smile \ud83d\ude00!", [], {}, None, 1)
@@ -318,7 +184,7 @@ def test_a_stream_that_cannot_show_unicode_gets_ascii_symbols_and_escapes():
     out, err = Ascii(), Ascii()
     with renderer(out, err, env={"NO_COLOR": "1"}) as r:
         r.progress(Progress("turn", "claude", "1"))
-        r.progress(Progress("text", "claude", "café\n"))
+        r.progress(said("claude", "café\n"))
         r.progress(Progress("call", "claude", call=call(path="naïve.txt")))
         r.progress(Progress("result", "claude", call=call(result=ToolResult(False, error="no file 'naïve.txt'"))))
     assert out.getvalue() == "caf\\xe9\n"
