@@ -16,7 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from crewbridge.extract import MAX_FENCE_LINE, Extractor, Shown, ToolCall
+from crewbridge.extract import Extractor, Shown, ToolCall
+from crewbridge.fences import MAX_FENCE_LINE
 from crewbridge.functions import tool
 from crewbridge.registry import ToolRegistry
 
