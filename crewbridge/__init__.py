@@ -48,7 +48,31 @@ _EXPORTS = {
     "UsageError": "crewbridge.errors",
     "ProviderError": "crewbridge.errors",
 }
-__all__ = ["__version__", *_EXPORTS]
+__all__ = [  # _EXPORTS' names, spelled out for tools that read __all__ (a test holds the two equal)
+    "VERSION_MESSAGE",
+    "Bridge",
+    "CallRecord",
+    "Config",
+    "ConfigError",
+    "CrewError",
+    "EventStream",
+    "Outcome",
+    "Progress",
+    "Provider",
+    "ProviderError",
+    "RunResult",
+    "Tool",
+    "ToolContext",
+    "ToolFailure",
+    "ToolRegistry",
+    "ToolResult",
+    "Turn",
+    "UsageError",
+    "__version__",
+    "function_tool",
+    "load_config",
+    "tool",
+]
 
 if TYPE_CHECKING:
     from typing import Any

@@ -1,8 +1,9 @@
 """The engine entry point: run a task on one or more agents, in parallel, with their tools."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from crewbridge.config import AgentSpec, Config, load_config
 from crewbridge.conversation import Conversation, new_conversation
@@ -138,7 +139,7 @@ class Bridge:
 
         pool = ThreadPoolExecutor(max_workers=len(mentions))
         try:
-            futures = [pool.submit(one, mention, conv) for mention, conv in zip(mentions, conversations)]
+            futures = [pool.submit(one, mention, conv) for mention, conv in zip(mentions, conversations, strict=True)]
             # Waited for in slices: a Ctrl-C the kernel hands to a worker thread is acted on only
             # when the main thread runs, and an endless wait would never let it.
             while wait(futures, timeout=0.25).not_done:

@@ -12,8 +12,9 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, Any, Callable, Iterator
+from typing import IO, Any
 
 from crewbridge.api import Outcome
 from crewbridge.bridge import Bridge

@@ -8,8 +8,9 @@ import json
 import os
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
@@ -180,7 +181,7 @@ def tools_call_command(name: str, raw_input: str, config: Config) -> None:
     try:
         data = json.loads(raw_input)
     except ValueError as exc:
-        raise UsageError(f"--input is not valid JSON ({exc}); pass an object, e.g. '{{\"path\": \"a.txt\"}}'")
+        raise UsageError(f"--input is not valid JSON ({exc}); pass an object, e.g. '{{\"path\": \"a.txt\"}}'") from None
     bridge = Bridge(config)
     result = bridge.registry.call(name, data, ToolContext(bridge.workdir, registry=bridge.registry))
     click.echo(json.dumps(result.to_dict(), ensure_ascii=False, indent=2))
@@ -301,7 +302,7 @@ def agents_list_command(as_json: bool, config: Config) -> None:
         [(f"@{a.id}", a.provider, a.model or "(default)", a.profile) for a in config.agents.values()]
     widths = [max(len(line[i]) for line in table) for i in range(3)]
     for line in table:
-        click.echo("  ".join(cell.ljust(width) for cell, width in zip(line, widths)) + "  " + line[3])
+        click.echo("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=False)) + "  " + line[3])
 
 
 _stopped_by = signal.SIGINT  # the signal that stopped crew; it exits with 128 + its number

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import importlib
 import os
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable, Iterator, Protocol
+from typing import Protocol
 
 from crewbridge.errors import CrewError
 from crewbridge.events import Event, Failure, Session

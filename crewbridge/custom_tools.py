@@ -8,9 +8,10 @@ from __future__ import annotations
 import json
 import string
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from crewbridge.errors import ConfigError, CrewError, CrewTimeout
 from crewbridge.plugins import entry_points

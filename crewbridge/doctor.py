@@ -17,10 +17,11 @@ import shlex
 import shutil
 import signal
 import threading
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from crewbridge.config import Config, default_agents, load_config
 from crewbridge.custom_tools import Finished, run_argv

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 
 @dataclass(slots=True)  # not frozen: one is made per streamed delta, and frozen doubles that cost
@@ -60,4 +60,4 @@ class Notice:
     raw: dict[str, Any] = field(default_factory=dict, compare=False)
 
 
-Event = Union[Text, MessageEnd, Session, Usage, Failure, Done, Notice]
+Event = Text | MessageEnd | Session | Usage | Failure | Done | Notice

@@ -36,7 +36,7 @@ T = TypeVar("T")
 class _Line:
     """The start of a line that may still turn out to be a fence line, kept until its newline."""
 
-    __slots__ = ("pieces", "size", "indent", "char", "run", "settled")
+    __slots__ = ("char", "indent", "pieces", "run", "settled", "size")
 
     def __init__(self) -> None:
         self.pieces: list[str] = []

@@ -28,8 +28,9 @@ import re
 import types
 import typing
 from collections import abc
+from collections.abc import Callable
 from pathlib import PurePath
-from typing import Any, Callable
+from typing import Any
 
 from crewbridge.errors import CrewError
 from crewbridge.registry import Tool, ToolContext
@@ -154,7 +155,8 @@ def function_schema(func: Callable[..., Any]) -> dict[str, Any]:
             extra = schema_of(hint, where) or True
             continue
         if param.default is None and not _allows_none(hint):
-            hint = typing.Optional[hint]  # `x: str = None` means an optional str
+            # `x: str = None` means an optional str; Optional, as `hint | None` fails on a string hint
+            hint = typing.Optional[hint]  # noqa: UP045
         schema = schema_of(hint, where)
         if param.name in described and "description" not in schema:
             schema["description"] = described[param.name]
@@ -388,7 +390,7 @@ def _converter(hint: Any) -> Callable[[Any], Any] | None:
 
         def to_tuple(value: list[Any]) -> tuple[Any, ...]:
             converters = each * len(value) if repeat else each
-            return tuple(convert(v) if convert else v for convert, v in zip(converters, value)) \
+            return tuple(convert(v) if convert else v for convert, v in zip(converters, value, strict=False)) \
                 if any(each) else tuple(value)
 
         return to_tuple

@@ -7,11 +7,12 @@ import queue
 import re
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, wait
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from crewbridge.catalogue import build_prompt, render_catalogue
 from crewbridge.conversation import FULL, LOST, Conversation
@@ -20,8 +21,8 @@ from crewbridge.events import Failure, MessageEnd, Session, Text, Usage
 from crewbridge.extract import Extractor, Shown, ToolCall
 from crewbridge.hooks import Hooks
 from crewbridge.policy import Policy
-from crewbridge.templates import render
 from crewbridge.registry import TIMEOUT_GRACE, ToolContext, ToolRegistry, ToolResult
+from crewbridge.templates import render
 from crewbridge.transcript import Transcript
 
 REPEAT_LIMIT = 3  # the same failing call this many times ends the run
@@ -243,7 +244,7 @@ class AgentLoop:
 
     def _collect(self, reply: Reply) -> list[CallRecord]:
         batch = []
-        for call, future in zip(reply.calls, reply.pending):
+        for call, future in zip(reply.calls, reply.pending, strict=True):
             # Tools are given what is left of the run and abandoned past it (+ grace); this wait is
             # bounded too, in case a hook or an approval question holds the call.
             wait_for = None if self.deadline is None else max(self.deadline - time.monotonic(), 0) + 2 * TIMEOUT_GRACE

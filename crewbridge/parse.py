@@ -1,7 +1,8 @@
 """`crew parse`: raw CLI output in, one record per tool-call attempt out."""
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 from crewbridge import providers
 from crewbridge.errors import UsageError

@@ -12,8 +12,8 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from crewbridge.errors import CLINotFound, CrewTimeout, ProviderError
 

@@ -5,9 +5,10 @@ import difflib
 import json
 import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from crewbridge.errors import CrewError, ToolNotFound
 from crewbridge.process import Groups
@@ -158,7 +159,7 @@ class ToolRegistry:
             "available: " + ", ".join(self.qualified(n) for n in self._tools)
         return f"unknown tool '{qualified}'; {hint}"
 
-    def subset(self, keep: Callable[[Tool], bool]) -> "ToolRegistry":
+    def subset(self, keep: Callable[[Tool], bool]) -> ToolRegistry:
         out = ToolRegistry(self.prefix)
         out._tools = {n: t for n, t in self._tools.items() if keep(t)}
         return out

@@ -45,8 +45,9 @@ import re
 import sys
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import IO, TYPE_CHECKING, Any, Mapping, Sequence
+from typing import IO, TYPE_CHECKING, Any
 
 from crewbridge.policy import terminal_lock  # an approval question owns the terminal
 from crewbridge.process import log as process_log

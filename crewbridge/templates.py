@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import importlib
 import os
-from functools import lru_cache
+from functools import cache
 from string import Template
 
 
@@ -15,7 +15,7 @@ def package_text(package: str, name: str) -> str:
     return spec.loader.get_data(os.path.join(os.path.dirname(spec.origin), name)).decode("utf-8")
 
 
-@lru_cache(maxsize=None)
+@cache
 def template(name: str) -> Template:
     return Template(package_text("crewbridge.prompts", name))
 

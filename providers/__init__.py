@@ -9,9 +9,10 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
+from crewbridge.providers.base import Provider
+
 from crewbridge.errors import ConfigError, UsageError
 from crewbridge.plugins import entry_points
-from crewbridge.providers.base import Provider
 
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session, Text, Usage
 from crewbridge.providers.base import JsonLineDecoder, Provider, Turn
+
+from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session, Text, Usage
 
 # Query mode offers only these of Claude's own tools. An allow list, not a deny list: 2.1.197 also
 # has CronCreate, EnterWorktree, Skill, Workflow, … and each version adds more.

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session, Text, Usage
 from crewbridge.providers.base import JsonLineDecoder, Provider, Turn
+
+from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session, Text, Usage
 
 
 class CodexDecoder(JsonLineDecoder):
@@ -44,7 +45,7 @@ class CodexProvider(Provider):
         argv += turn.options
         if turn.session_id:
             argv += ["resume", turn.session_id]
-        return argv + ["-"]
+        return [*argv, "-"]
 
     def decoder(self) -> CodexDecoder:
         return CodexDecoder()

@@ -4,8 +4,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session, Text, Usage
 from crewbridge.providers.base import JsonLineDecoder, Provider, Turn
+
+from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session, Text, Usage
 
 
 class GeminiDecoder(JsonLineDecoder):

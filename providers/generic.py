@@ -4,9 +4,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from crewbridge.providers.base import Decoder, JsonLineDecoder, Provider, Turn
+
 from crewbridge.errors import ConfigError
 from crewbridge.events import Event, MessageEnd, Session, Text
-from crewbridge.providers.base import Decoder, JsonLineDecoder, Provider, Turn
 
 
 class TextDecoder:

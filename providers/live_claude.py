@@ -15,15 +15,17 @@ the process starts with an empty assistant line, which Claude leaves out of ever
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
+
+from crewbridge.providers.base import Turn
+from crewbridge.providers.claude import LIVE_FLAGS, ClaudeDecoder, ClaudeProvider
+from crewbridge.providers.live_process import LiveConversation, LiveProcess, control_deadline
 
 from crewbridge.conversation import EXACT, FULL
 from crewbridge.errors import ProviderError
 from crewbridge.events import Event, Failure, Session
-from crewbridge.providers.base import Turn
-from crewbridge.providers.claude import LIVE_FLAGS, ClaudeDecoder, ClaudeProvider
-from crewbridge.providers.live_process import LiveConversation, LiveProcess, control_deadline
 
 
 def line_id() -> str:

@@ -15,15 +15,17 @@ after one, a race leaves the reply whole and the follow-up names the tail instea
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
+
+from crewbridge.providers.base import JsonLineDecoder, Turn
+from crewbridge.providers.codex import CodexProvider
+from crewbridge.providers.live_process import LiveConversation, LiveProcess, control_deadline
 
 from crewbridge.conversation import EXACT, FULL
 from crewbridge.errors import ProviderError
 from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session, Text, Usage
-from crewbridge.providers.base import JsonLineDecoder, Turn
-from crewbridge.providers.codex import CodexProvider
-from crewbridge.providers.live_process import LiveConversation, LiveProcess, control_deadline
 
 CLIENT = {"name": "crewbridge", "title": "crewbridge", "version": "1"}
 SANDBOX = {"query": "read-only", "execute": "workspace-write"}

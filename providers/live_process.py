@@ -7,13 +7,15 @@ import json
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+
+from crewbridge.providers.base import Provider, Turn, parse_object
 
 from crewbridge.errors import CrewError, ProviderError
 from crewbridge.events import Notice
 from crewbridge.process import Child
-from crewbridge.providers.base import Provider, Turn, parse_object
 
 CONTROL_TIMEOUT = 30.0  # seconds a live CLI gets to answer a control message between turns
 
@@ -43,7 +45,7 @@ class LiveProcess:
         the CLI exits."""
         while True:
             # Child's reader splits each chunk into lines once (pexpect's expect, used before, copied
-            # the rest of its buffer at each line: a 40 MB stream of short lines took 5× as long).
+            # the rest of its buffer at each line: a 40 MB stream of short lines took 5 times as long).
             line = self.child.read_line(deadline)
             if line is None:
                 raise ProviderError(self._exit_message())

@@ -73,6 +73,7 @@ def test_the_api_names_are_exported_lazily_and_listed() -> None:
 
     assert crewbridge.Bridge is EngineBridge and crewbridge.tool is tool
     assert {"Bridge", "EventStream", "Progress", "tool", "function_tool", "ToolContext"} <= set(dir(crewbridge))
+    assert set(crewbridge.__all__) == {"VERSION_MESSAGE", "__version__", *crewbridge._EXPORTS}
     assert set(crewbridge.__all__) <= set(dir(crewbridge))
     with pytest.raises(AttributeError, match="module 'crewbridge' has no attribute 'Bridg'"):
         crewbridge.Bridg  # noqa: B018

@@ -1,11 +1,12 @@
 """Built-in tools, one small module per family."""
 from __future__ import annotations
 
-from crewbridge.registry import DEFAULT_PREFIX, ToolRegistry
 from crewbridge.tools.files import edit_file, list_files, read_file, write_file
 from crewbridge.tools.meta import crew_help
 from crewbridge.tools.search import grep
 from crewbridge.tools.shell import run_command
+
+from crewbridge.registry import DEFAULT_PREFIX, ToolRegistry
 
 BUILTINS = [read_file, write_file, edit_file, list_files, grep, run_command, crew_help]
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 import os
 import stat
 from collections import deque
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, BinaryIO, Iterable, Iterator
+from typing import Any, BinaryIO
 
 from crewbridge.functions import tool
 from crewbridge.paths import resolve_inside, shown_path

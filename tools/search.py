@@ -3,15 +3,16 @@ the text whatever the pattern, so no pattern a model writes can hang crew (Pytho
 exponential time on `(a+)+$`, holding the GIL, so that not even Ctrl-C is acted on)."""
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, BinaryIO, Iterator
+from typing import Any, BinaryIO
 
 import re2
+from crewbridge.tools.files import fs_errors, looks_binary, take, text_file, walk
 
 from crewbridge.functions import tool
 from crewbridge.paths import resolve_inside, shown_path
 from crewbridge.registry import ToolContext, ToolFailure
-from crewbridge.tools.files import fs_errors, looks_binary, take, text_file, walk
 
 MAX_MATCHES = 200
 CHUNK = 1 << 20
