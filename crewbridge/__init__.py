@@ -17,6 +17,7 @@ The Python API, imported on first use so that `import crewbridge` (and `crew --v
 
     print(bridge.ask("@claude how many words are in notes.txt?").answer)
 """
+
 from __future__ import annotations
 
 import importlib

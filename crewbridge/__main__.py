@@ -1,4 +1,5 @@
 """The `crew` command (and `python -m crewbridge`)."""
+
 from __future__ import annotations
 
 import os
@@ -22,8 +23,10 @@ def run() -> None:
     try:
         os.getcwd()
     except FileNotFoundError:  # every command reads or works in it
-        sys.stderr.write("crew: error: the current directory no longer exists (deleted or moved); "
-                         "cd into one that does and run crew again\n")
+        sys.stderr.write(
+            "crew: error: the current directory no longer exists (deleted or moved); "
+            "cd into one that does and run crew again\n"
+        )
         sys.exit(1)
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # cli.main() takes them over
         signal.signal(signum, _stopped_while_loading)
@@ -34,8 +37,9 @@ def run() -> None:
 
 
 def _stopped_while_loading(signum: int, frame: FrameType | None) -> None:
-    sys.stderr.write("crew: interrupted\n" if signum == signal.SIGINT else
-                     f"crew: stopped by {signal.Signals(signum).name}\n")
+    sys.stderr.write(
+        "crew: interrupted\n" if signum == signal.SIGINT else f"crew: stopped by {signal.Signals(signum).name}\n"
+    )
     os._exit(128 + signum)
 
 

@@ -1,13 +1,14 @@
 """What the Python API adds to the engine: a run's events as an iterator (`Bridge.stream`).
 
-    from crewbridge import Bridge
+from crewbridge import Bridge
 
-    with Bridge().stream("@claude what does notes.txt say?") as events:
-        for event in events:
-            if event.kind == "text":
-                print(event.text, end="", flush=True)
-    answer = events.outcomes[0].result.answer
+with Bridge().stream("@claude what does notes.txt say?") as events:
+    for event in events:
+        if event.kind == "text":
+            print(event.text, end="", flush=True)
+answer = events.outcomes[0].result.answer
 """
+
 from __future__ import annotations
 
 import queue

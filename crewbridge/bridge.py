@@ -1,4 +1,5 @@
 """The engine entry point: run a task on one or more agents, in parallel, with their tools."""
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
 
 MODES = ("query", "execute")
 
+
 class Bridge:
     def __init__(self, config: Config | None = None, workdir: Path | None = None) -> None:
         self.config = config or load_config()
@@ -35,8 +37,15 @@ class Bridge:
             self._registry = self.config.registry()
         return self._registry
 
-    def tool(self, func: Callable[..., Any] | None = None, *, name: str | None = None, read_only: bool = False,
-             needs_approval: bool = False, timeout: float | None = None) -> Any:
+    def tool(
+        self,
+        func: Callable[..., Any] | None = None,
+        *,
+        name: str | None = None,
+        read_only: bool = False,
+        needs_approval: bool = False,
+        timeout: float | None = None,
+    ) -> Any:
         """Offer a plain typed function to the agents as a tool: its input schema comes from the type
         hints, its description from the docstring (crewbridge.functions). `bridge.tool(func)`, or as
         a decorator, `@bridge.tool` / `@bridge.tool(read_only=True)`; the function is returned as it was.
@@ -45,8 +54,13 @@ class Bridge:
 
         def register(target: Callable[..., Any]) -> Callable[..., Any]:
             declared = hasattr(target, "__crew_tool__")
-            self.registry.register(target if declared else function_tool(
-                target, name=name, read_only=read_only, needs_approval=needs_approval, timeout=timeout))
+            self.registry.register(
+                target
+                if declared
+                else function_tool(
+                    target, name=name, read_only=read_only, needs_approval=needs_approval, timeout=timeout
+                )
+            )
             return target
 
         return register if func is None else register(func)
@@ -81,9 +95,18 @@ class Bridge:
         catalogue = render_catalogue(policy.offered(self.registry), mode, compact=self.config.compact_catalogue)
         return build_prompt(catalogue, task)
 
-    def run(self, text: str, mode: str = "query", *, context: str | None = None, max_turns: int = 10,
-            timeout: float | None = 300.0, approve_all: bool = False, transcript: Transcript | None = None,
-            on_progress: Callable[[Progress], None] | None = None) -> list[Outcome]:
+    def run(
+        self,
+        text: str,
+        mode: str = "query",
+        *,
+        context: str | None = None,
+        max_turns: int = 10,
+        timeout: float | None = 300.0,
+        approve_all: bool = False,
+        transcript: Transcript | None = None,
+        on_progress: Callable[[Progress], None] | None = None,
+    ) -> list[Outcome]:
         """Run the task in `text` ("@agent[:model] … task") on every mentioned agent at once."""
         if mode not in MODES:
             raise UsageError(f"mode '{mode}' is not one of {', '.join(MODES)}")
@@ -101,12 +124,25 @@ class Bridge:
             if transcript is None:
                 from crewbridge.transcript import Transcript
 
-                transcript = Transcript.open(command=mode, agents=[m.agent for m in mentions], task=task,
-                                             secrets=self.config.provider_env()) \
-                    if self.config.transcripts else Transcript()
+                transcript = (
+                    Transcript.open(
+                        command=mode, agents=[m.agent for m in mentions], task=task, secrets=self.config.provider_env()
+                    )
+                    if self.config.transcripts
+                    else Transcript()
+                )
             self.registry.names()  # built here, once: an error in the tools' configuration ends the run
-            outcomes = self._run_all(mentions, conversations, task, mode, max_turns=max_turns, timeout=timeout,
-                                     approve_all=approve_all, transcript=transcript, on_progress=on_progress)
+            outcomes = self._run_all(
+                mentions,
+                conversations,
+                task,
+                mode,
+                max_turns=max_turns,
+                timeout=timeout,
+                approve_all=approve_all,
+                transcript=transcript,
+                on_progress=on_progress,
+            )
             status = "ok" if all(o.error is None for o in outcomes) else "failed"
             return outcomes
         finally:
@@ -116,8 +152,16 @@ class Bridge:
             if own and transcript is not None:
                 transcript.close(status)
 
-    def _run_all(self, mentions: list[Mention], conversations: list[Conversation | CrewError], task: str,
-                 mode: str, *, transcript: Transcript, **options: Any) -> list[Outcome]:
+    def _run_all(
+        self,
+        mentions: list[Mention],
+        conversations: list[Conversation | CrewError],
+        task: str,
+        mode: str,
+        *,
+        transcript: Transcript,
+        **options: Any,
+    ) -> list[Outcome]:
         from crewbridge.api import Outcome
 
         loops: list[AgentLoop] = []
@@ -157,8 +201,13 @@ class Bridge:
         error that stops this agent alone, such as an unknown provider)."""
         try:
             agent = self.config.agent(mention.agent)
-            base = Turn(prompt="", mode=mode, model=mention.model or agent.model,
-                        system_prompt=agent.system_prompt, options=list(agent.options.get(mode, [])))
+            base = Turn(
+                prompt="",
+                mode=mode,
+                model=mention.model or agent.model,
+                system_prompt=agent.system_prompt,
+                options=list(agent.options.get(mode, [])),
+            )
             conversation = new_conversation(self.config.provider(agent.provider), base, cwd=self._workdir(agent))
         except CrewError as exc:
             return exc
@@ -168,10 +217,18 @@ class Bridge:
     def _workdir(self, agent: AgentSpec) -> Path:
         return (self.workdir / agent.workdir).resolve() if agent.workdir else self.workdir
 
-    def _loop(self, mention: Mention, mode: str, *, max_turns: int, timeout: float | None,
-              approve_all: bool, transcript: Transcript | None,
-              on_progress: Callable[[Progress], None] | None,
-              conversation: Conversation | None = None) -> AgentLoop:
+    def _loop(
+        self,
+        mention: Mention,
+        mode: str,
+        *,
+        max_turns: int,
+        timeout: float | None,
+        approve_all: bool,
+        transcript: Transcript | None,
+        on_progress: Callable[[Progress], None] | None,
+        conversation: Conversation | None = None,
+    ) -> AgentLoop:
         """The agent's loop over `conversation` (by default a new one, its CLI started at once)."""
         from crewbridge.hooks import Hooks
         from crewbridge.loop import AgentLoop
@@ -185,11 +242,19 @@ class Bridge:
         agent = self.config.agent(mention.agent)
         workdir = self._workdir(agent)
         try:
-            return AgentLoop(mention.agent, conversation, self.registry,
-                             Policy(agent, mode, approve_all=approve_all), workdir=workdir,
-                             hooks=Hooks(self.config.hooks, workdir=workdir), transcript=transcript,
-                             max_turns=max_turns, timeout=agent.timeout or timeout,
-                             compact=self.config.compact_catalogue, on_progress=on_progress)
+            return AgentLoop(
+                mention.agent,
+                conversation,
+                self.registry,
+                Policy(agent, mode, approve_all=approve_all),
+                workdir=workdir,
+                hooks=Hooks(self.config.hooks, workdir=workdir),
+                transcript=transcript,
+                max_turns=max_turns,
+                timeout=agent.timeout or timeout,
+                compact=self.config.compact_catalogue,
+                on_progress=on_progress,
+            )
         except BaseException:
             conversation.close()
             raise

@@ -1,4 +1,5 @@
 """The tool catalogue the model reads before its task, rendered from templates in prompts/."""
+
 from __future__ import annotations
 
 import json
@@ -28,8 +29,10 @@ def render_catalogue(registry: ToolRegistry, mode: str, *, compact: bool | None 
             return full
         compact = True
     if compact and "help" not in registry:
-        raise CrewError(f"the compact catalogue sends the model to {registry.qualified('help')} "
-                        "for schemas, but help is not offered; allow it or use the full catalogue")
+        raise CrewError(
+            f"the compact catalogue sends the model to {registry.qualified('help')} "
+            "for schemas, but help is not offered; allow it or use the full catalogue"
+        )
     return _render(registry, mode, compact=compact)
 
 
@@ -45,18 +48,15 @@ def tokens(text: str) -> int:
 
 def _render(registry: ToolRegistry, mode: str, *, compact: bool) -> str:
     first = next(iter(registry))
-    example = {"type": "tool_use", "name": registry.qualified(first.name),
-               "input": _example_input(first)}
+    example = {"type": "tool_use", "name": registry.qualified(first.name), "input": _example_input(first)}
 
     def page(lines: list[str]) -> str:
         template = "catalogue_tools_compact.md" if compact else "catalogue_tools.md"
         listing = render(template, prefix=registry.prefix, tools="\n".join(lines))
-        return render("catalogue.md", mode=mode, example=json.dumps(example, ensure_ascii=False),
-                      tools=listing).strip()
+        return render("catalogue.md", mode=mode, example=json.dumps(example, ensure_ascii=False), tools=listing).strip()
 
     if not compact:
-        return page([f"- {registry.qualified(t.name)}: {t.summary}\n  {_json(t.input_schema)}"
-                     for t in registry])
+        return page([f"- {registry.qualified(t.name)}: {t.summary}\n  {_json(t.input_schema)}" for t in registry])
     names = [f"- {registry.qualified(t.name)}: " for t in registry]
     room = COMPACT_TOKENS * 4 - len(page(names))
     cap = _summary_cap([len(t.summary) for t in registry], room)
@@ -78,8 +78,7 @@ def _summary_cap(lengths: list[int], room: int) -> int:
 def _example_input(spec: Tool) -> dict[str, Any]:
     """An input with the tool's required properties: each one's schema example, or a placeholder."""
     props = spec.input_schema.get("properties", {})
-    return {name: _placeholder(name, props.get(name))
-            for name in spec.input_schema.get("required", [])}
+    return {name: _placeholder(name, props.get(name)) for name in spec.input_schema.get("required", [])}
 
 
 def _placeholder(name: str, prop: Any) -> Any:
@@ -92,7 +91,7 @@ def _placeholder(name: str, prop: Any) -> Any:
 
 
 def _cut(summary: str, cap: int) -> str:
-    return summary if len(summary) <= cap else summary[:cap - 1].rstrip() + "…"
+    return summary if len(summary) <= cap else summary[: cap - 1].rstrip() + "…"
 
 
 def _json(value: Any) -> str:

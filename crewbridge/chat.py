@@ -7,6 +7,7 @@ are the person's words as typed. Ctrl-C stops the reply being written (the CLI i
 its process group ended) and the chat goes on; /exit or Ctrl-D ends it. On a terminal, lines are
 read with readline: editing, and a history kept in the state directory (chat_history, mode 600).
 """
+
 from __future__ import annotations
 
 import os
@@ -65,21 +66,39 @@ def parse_agent(text: str) -> Mention:
     return mentions[0]
 
 
-def run_chat(bridge: Bridge, agent: str, *, mode: str = "query", max_turns: int = 10,
-             timeout: float | None = 300.0, approve_all: bool = False, verbose: bool = False,
-             stdin: IO[str] | None = None, history: Path | None = None) -> None:
+def run_chat(
+    bridge: Bridge,
+    agent: str,
+    *,
+    mode: str = "query",
+    max_turns: int = 10,
+    timeout: float | None = 300.0,
+    approve_all: bool = False,
+    verbose: bool = False,
+    stdin: IO[str] | None = None,
+    history: Path | None = None,
+) -> None:
     """The chat on this terminal (or on piped stdin, one message a line, no prompt)."""
     mention = parse_agent(agent)
     bridge.config.agent(mention.agent)  # an unknown agent fails before anything starts
     reader = LineReader(stdin or sys.stdin, history or state_dir() / HISTORY_FILE)
-    transcript = Transcript.open(command="chat", agents=[mention.agent], mode=mode,
-                                 secrets=bridge.config.provider_env()) \
-        if bridge.config.transcripts else Transcript()
+    transcript = (
+        Transcript.open(command="chat", agents=[mention.agent], mode=mode, secrets=bridge.config.provider_env())
+        if bridge.config.transcripts
+        else Transcript()
+    )
     status = "interrupted"
     try:
         with Renderer(agents=[mention.agent], verbose=verbose) as renderer:
-            loop = bridge._loop(mention, mode, max_turns=max_turns, timeout=timeout, approve_all=approve_all,
-                                transcript=transcript, on_progress=renderer.progress)
+            loop = bridge._loop(
+                mention,
+                mode,
+                max_turns=max_turns,
+                timeout=timeout,
+                approve_all=approve_all,
+                transcript=transcript,
+                on_progress=renderer.progress,
+            )
             tools = "read-only tools" if mode == "query" else "every tool policy allows"
             converse(Chat(loop), reader, renderer, f"crew chat with @{mention.agent} ({mode} mode: {tools}).")
         status = "ok"

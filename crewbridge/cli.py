@@ -1,5 +1,6 @@
 """The `crew` command. Thin: parse arguments, call the engine, print. For start-up speed, each
 command imports the engine it needs where it runs: `crew --help` loads click alone."""
+
 from __future__ import annotations
 
 import functools
@@ -22,8 +23,12 @@ if TYPE_CHECKING:
 
 
 def config_option(func: Callable[..., Any]) -> Callable[..., Any]:
-    @click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
-                  help="crew.yaml to use (default: found in this directory or its parents, then ~/.config).")
+    @click.option(
+        "--config",
+        "config_path",
+        type=click.Path(dir_okay=False, path_type=Path),
+        help="crew.yaml to use (default: found in this directory or its parents, then ~/.config).",
+    )
     @functools.wraps(func)
     def wrapper(*args: Any, config_path: Path | None, **kwargs: Any) -> Any:
         from crewbridge.config import load_config
@@ -41,39 +46,78 @@ def _apply(func: Callable[..., Any], decorators: list[Callable[..., Any]]) -> Ca
 
 def loop_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """The options of every command that runs an agent loop (query, execute, chat)."""
-    return _apply(func, [
-        click.option("--timeout", type=click.FloatRange(min=0.1), default=300.0, show_default=True,
-                     help="Seconds one model turn may take; then the CLI's process group is ended."),
-        click.option("--max-turns", type=click.IntRange(min=1), default=10, show_default=True,
-                     help="Model replies allowed before crew stops a tool loop."),
-        click.option("--yes", "-y", "approve_all", is_flag=True, help="Approve every tool that needs approval."),
-        click.option("--verbose", "-v", is_flag=True,
-                     help="Show on stderr each CLI command crew runs and every raw line it reads and sends."),
-        config_option,
-    ])
+    return _apply(
+        func,
+        [
+            click.option(
+                "--timeout",
+                type=click.FloatRange(min=0.1),
+                default=300.0,
+                show_default=True,
+                help="Seconds one model turn may take; then the CLI's process group is ended.",
+            ),
+            click.option(
+                "--max-turns",
+                type=click.IntRange(min=1),
+                default=10,
+                show_default=True,
+                help="Model replies allowed before crew stops a tool loop.",
+            ),
+            click.option("--yes", "-y", "approve_all", is_flag=True, help="Approve every tool that needs approval."),
+            click.option(
+                "--verbose",
+                "-v",
+                is_flag=True,
+                help="Show on stderr each CLI command crew runs and every raw line it reads and sends.",
+            ),
+            config_option,
+        ],
+    )
 
 
 def run_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    return _apply(func, [
-        click.argument("text", nargs=-1, required=True),
-        click.option("--json", "as_json", is_flag=True,
-                     help="Print one JSON object at the end (answer, tool_calls, usage, session, error)."),
-        click.option("--jsonl", "as_jsonl", is_flag=True,
-                     help="Print the events as they happen, one JSON object per line "
-                          "(turn, text, call, result, answer, error)."),
-        loop_options,
-    ])
+    return _apply(
+        func,
+        [
+            click.argument("text", nargs=-1, required=True),
+            click.option(
+                "--json",
+                "as_json",
+                is_flag=True,
+                help="Print one JSON object at the end (answer, tool_calls, usage, session, error).",
+            ),
+            click.option(
+                "--jsonl",
+                "as_jsonl",
+                is_flag=True,
+                help="Print the events as they happen, one JSON object per line "
+                "(turn, text, call, result, answer, error).",
+            ),
+            loop_options,
+        ],
+    )
 
 
-def _run(mode: str, text: tuple[str, ...], config: Config, timeout: float, max_turns: int,
-         as_json: bool, as_jsonl: bool, verbose: bool, approve_all: bool) -> None:
+def _run(
+    mode: str,
+    text: tuple[str, ...],
+    config: Config,
+    timeout: float,
+    max_turns: int,
+    as_json: bool,
+    as_jsonl: bool,
+    verbose: bool,
+    approve_all: bool,
+) -> None:
     from crewbridge.bridge import Bridge
     from crewbridge.mentions import parse_mentions
     from crewbridge.render import Renderer
 
     if as_json and as_jsonl:
-        raise UsageError("--json and --jsonl were both given; choose one (--json: one object at the end, "
-                         "--jsonl: the events as they happen)")
+        raise UsageError(
+            "--json and --jsonl were both given; choose one (--json: one object at the end, "
+            "--jsonl: the events as they happen)"
+        )
     task = " ".join(text)
     agents = list(dict.fromkeys(m.agent for m in parse_mentions(task)[0]))
     stdin = sys.stdin
@@ -82,8 +126,15 @@ def _run(mode: str, text: tuple[str, ...], config: Config, timeout: float, max_t
     bridge = Bridge(config)
     # The tools are built once the agents' CLIs have started (Bridge.run), while those boot.
     with Renderer(output=output, agents=agents, verbose=verbose) as renderer:
-        outcomes = bridge.run(task, mode, context=context or None, max_turns=max_turns,
-                              timeout=timeout, approve_all=approve_all, on_progress=renderer.progress)
+        outcomes = bridge.run(
+            task,
+            mode,
+            context=context or None,
+            max_turns=max_turns,
+            timeout=timeout,
+            approve_all=approve_all,
+            on_progress=renderer.progress,
+        )
         renderer.finish(outcomes)
     failed = [o.error for o in outcomes if o.error is not None]
     if failed:
@@ -112,11 +163,17 @@ def execute_command(**options: Any) -> None:
 
 @cli.command("chat")
 @click.argument("agent")
-@click.option("--mode", type=click.Choice(["query", "execute"]), default="query", show_default=True,
-              help="query: read-only tools; execute: every tool policy allows.")
+@click.option(
+    "--mode",
+    type=click.Choice(["query", "execute"]),
+    default="query",
+    show_default=True,
+    help="query: read-only tools; execute: every tool policy allows.",
+)
 @loop_options
-def chat_command(agent: str, mode: str, config: Config, timeout: float, max_turns: int, approve_all: bool,
-                 verbose: bool) -> None:
+def chat_command(
+    agent: str, mode: str, config: Config, timeout: float, max_turns: int, approve_all: bool, verbose: bool
+) -> None:
     """Talk with one agent, tools at hand; it keeps the context: crew chat @claude
 
     /exit or Ctrl-D leaves, Ctrl-C stops a reply. Line editing and history on a terminal; piped
@@ -124,8 +181,9 @@ def chat_command(agent: str, mode: str, config: Config, timeout: float, max_turn
     from crewbridge.bridge import Bridge
     from crewbridge.chat import run_chat
 
-    run_chat(Bridge(config), agent, mode=mode, max_turns=max_turns, timeout=timeout, approve_all=approve_all,
-             verbose=verbose)
+    run_chat(
+        Bridge(config), agent, mode=mode, max_turns=max_turns, timeout=timeout, approve_all=approve_all, verbose=verbose
+    )
 
 
 @cli.command("prompt")
@@ -165,8 +223,18 @@ def tools_show_command(name: str, config: Config) -> None:
     from crewbridge.bridge import Bridge
 
     spec = Bridge(config).registry.resolve(name)
-    click.echo(json.dumps({"name": spec.name, "read_only": spec.read_only, "description": spec.description,
-                           "input_schema": spec.input_schema, "output_schema": spec.output_schema}, indent=2))
+    click.echo(
+        json.dumps(
+            {
+                "name": spec.name,
+                "read_only": spec.read_only,
+                "description": spec.description,
+                "input_schema": spec.input_schema,
+                "output_schema": spec.output_schema,
+            },
+            indent=2,
+        )
+    )
 
 
 @tools_group.command("call")
@@ -181,7 +249,7 @@ def tools_call_command(name: str, raw_input: str, config: Config) -> None:
     try:
         data = json.loads(raw_input)
     except ValueError as exc:
-        raise UsageError(f"--input is not valid JSON ({exc}); pass an object, e.g. '{{\"path\": \"a.txt\"}}'") from None
+        raise UsageError(f'--input is not valid JSON ({exc}); pass an object, e.g. \'{{"path": "a.txt"}}\'') from None
     bridge = Bridge(config)
     result = bridge.registry.call(name, data, ToolContext(bridge.workdir, registry=bridge.registry))
     click.echo(json.dumps(result.to_dict(), ensure_ascii=False, indent=2))
@@ -190,9 +258,13 @@ def tools_call_command(name: str, raw_input: str, config: Config) -> None:
 
 
 @cli.command("parse")
-@click.option("--format", "fmt", required=True,
-              help="Which CLI wrote the output on stdin: a provider's name (claude, gemini, codex, "
-                   "an installed plugin's), or text.")
+@click.option(
+    "--format",
+    "fmt",
+    required=True,
+    help="Which CLI wrote the output on stdin: a provider's name (claude, gemini, codex, "
+    "an installed plugin's), or text.",
+)
 @click.option("--prefix", default=None, help="Tool-name prefix (default: the configured one, crew).")
 @config_option
 def parse_command(fmt: str, prefix: str | None, config: Config) -> None:
@@ -258,13 +330,17 @@ def init_command(path: Path | None, force: bool, user: bool) -> None:
     if user and path is not None:
         raise UsageError("give a PATH or --user, not both")
     written = write_starter(user_file() if user else path or Path.cwd(), force=force)
-    click.echo(f"wrote {written}\nnext: crew doctor; crew agents list; crew query \"@demo what is in README.md?\"")
+    click.echo(f'wrote {written}\nnext: crew doctor; crew agents list; crew query "@demo what is in README.md?"')
 
 
 @cli.command("doctor")
 @click.argument("providers", nargs=-1)
-@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
-              help="crew.yaml to check (default: the one crew would use here).")
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="crew.yaml to check (default: the one crew would use here).",
+)
 def doctor_command(providers: tuple[str, ...], config_path: Path | None) -> None:
     """Check crew.yaml and each provider's CLI: installed, version, the options crew passes it.
     Runs the CLIs with --version and --help only (no model is asked). Exit 1 when something is broken."""
@@ -292,14 +368,16 @@ def agents_group() -> None:
 @config_option
 def agents_list_command(as_json: bool, config: Config) -> None:
     """One line per agent: id, provider, model, profile."""
-    rows = [{"id": a.id, "provider": a.provider, "model": a.model, "profile": a.profile}
-            for a in config.agents.values()]
+    rows = [
+        {"id": a.id, "provider": a.provider, "model": a.model, "profile": a.profile} for a in config.agents.values()
+    ]
     if as_json:
         for row in rows:
             click.echo(json.dumps(row, ensure_ascii=False))
         return
-    table = [("AGENT", "PROVIDER", "MODEL", "PROFILE")] + \
-        [(f"@{a.id}", a.provider, a.model or "(default)", a.profile) for a in config.agents.values()]
+    table = [("AGENT", "PROVIDER", "MODEL", "PROFILE")] + [
+        (f"@{a.id}", a.provider, a.model or "(default)", a.profile) for a in config.agents.values()
+    ]
     widths = [max(len(line[i]) for line in table) for i in range(3)]
     for line in table:
         click.echo("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=False)) + "  " + line[3])
@@ -346,8 +424,9 @@ def _main() -> None:
         from crewbridge.process import end_all
 
         end_all()  # the tools' commands too: nothing crew started outlives it
-        click.echo("crew: interrupted" if _stopped_by == signal.SIGINT else
-                   f"crew: stopped by {_stopped_by.name}", err=True)
+        click.echo(
+            "crew: interrupted" if _stopped_by == signal.SIGINT else f"crew: stopped by {_stopped_by.name}", err=True
+        )
         _exit_now(128 + _stopped_by)
     except click.ClickException as exc:
         exc.show()
@@ -360,6 +439,8 @@ def _main() -> None:
     except Exception as exc:  # a bug in crew: one line, and the traceback only on request
         if os.environ.get("CREW_DEBUG"):
             raise
-        click.echo(f"crew: internal error: {type(exc).__name__}: {exc} (CREW_DEBUG=1 shows the traceback; "
-                   "please report it)", err=True)
+        click.echo(
+            f"crew: internal error: {type(exc).__name__}: {exc} (CREW_DEBUG=1 shows the traceback; please report it)",
+            err=True,
+        )
         sys.exit(1)

@@ -10,6 +10,7 @@ options, a working directory outside the project) is used only once a person has
 (`trust_config`, which remembers its content hash), or named it with --config. Otherwise cloning a
 repository and running crew in it would run whatever its crew.yaml says.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -84,8 +85,9 @@ class Config:
             raise AgentNotFound(f"agent '{agent_id}' not found; configured agents: {', '.join(self.agents)}")
         spec = self.agents[agent_id]
         if spec.workdir is not None and not os.path.isdir(spec.workdir):
-            raise self.error(("agents", agent_id, "workdir"),
-                             f"'{spec.workdir}' is not a directory; create it or fix the path")
+            raise self.error(
+                ("agents", agent_id, "workdir"), f"'{spec.workdir}' is not a directory; create it or fix the path"
+            )
         return spec
 
     def provider(self, name: str) -> Provider:
@@ -118,8 +120,10 @@ class Config:
             registry.register(command_tool.tool())
         for tool in plugin_tools() if self.plugins else []:
             if tool.name in registry:
-                raise ConfigError(f"plugin tool '{tool.name}' has the name of another tool; rename the "
-                                  f"one in {self.shown}, or set plugins: false")
+                raise ConfigError(
+                    f"plugin tool '{tool.name}' has the name of another tool; rename the "
+                    f"one in {self.shown}, or set plugins: false"
+                )
             registry.register(tool)
         self._check_globs(registry)
         return registry
@@ -127,9 +131,14 @@ class Config:
     def _check_globs(self, registry: ToolRegistry) -> None:
         lists: list[tuple[Keys, list[str]]] = [
             (("agents", agent.id, key), getattr(agent, key))
-            for agent in self.agents.values() for key in ("allow", "deny", "approval")]
-        lists += [(("hooks", event, i, "tools"), spec.tools)
-                  for event, specs in self.hooks.items() for i, spec in enumerate(specs)]
+            for agent in self.agents.values()
+            for key in ("allow", "deny", "approval")
+        ]
+        lists += [
+            (("hooks", event, i, "tools"), spec.tools)
+            for event, specs in self.hooks.items()
+            for i, spec in enumerate(specs)
+        ]
         names = registry.names()
         for keys, patterns in lists:
             for i, pattern in enumerate(patterns):
@@ -228,19 +237,22 @@ def parse_yaml(text: str, shown: str) -> tuple[dict[str, Any], dict[Keys, int]]:
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise ConfigError(f"{shown}:1: the file must be a mapping of settings (agents:, tools:, …), "
-                          f"not {type(data).__name__}")
+        raise ConfigError(
+            f"{shown}:1: the file must be a mapping of settings (agents:, tools:, …), not {type(data).__name__}"
+        )
     return data, marks
 
 
-def _plain(loader: yaml.SafeLoader, node: yaml.Node, keys: Keys, marks: dict[Keys, int], shown: str,
-           budget: list[int]) -> Any:
+def _plain(
+    loader: yaml.SafeLoader, node: yaml.Node, keys: Keys, marks: dict[Keys, int], shown: str, budget: list[int]
+) -> Any:
     import yaml  # for start-up speed (see top)
 
     budget[0] -= 1
     if budget[0] < 0:
-        raise ConfigError(f"{shown}: the document expands to more than {MAX_NODES} values "
-                          "(YAML aliases); write it out plainly")
+        raise ConfigError(
+            f"{shown}: the document expands to more than {MAX_NODES} values (YAML aliases); write it out plainly"
+        )
     marks.setdefault(keys, node.start_mark.line + 1)
     if isinstance(node, yaml.SequenceNode):
         return [_plain(loader, item, (*keys, i), marks, shown, budget) for i, item in enumerate(node.value)]
@@ -251,8 +263,15 @@ def _plain(loader: yaml.SafeLoader, node: yaml.Node, keys: Keys, marks: dict[Key
         if isinstance(key_node, yaml.ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge":
             line = key_node.start_mark.line + 1
             if key_node.value in seen:
-                raise ConfigError(_located(shown, {}, (*keys, key_node.value), f"duplicate key (first at "
-                                           f"line {seen[key_node.value]}); keep one", line))
+                raise ConfigError(
+                    _located(
+                        shown,
+                        {},
+                        (*keys, key_node.value),
+                        f"duplicate key (first at line {seen[key_node.value]}); keep one",
+                        line,
+                    )
+                )
             seen[key_node.value] = line
     loader.flatten_mapping(node)
     out: dict[str, Any] = {}
@@ -298,8 +317,9 @@ def _explain(error: ValidationError) -> tuple[Keys, str]:
         known = list(schema.get("properties", {}))
         unknown = min(k for k in instance if k not in known)
         near = difflib.get_close_matches(unknown, known, n=1, cutoff=0.6)
-        return (*keys, unknown), "unknown key; " + (f"did you mean '{near[0]}'?" if near
-                                                    else f"known keys: {', '.join(known)}")
+        return (*keys, unknown), "unknown key; " + (
+            f"did you mean '{near[0]}'?" if near else f"known keys: {', '.join(known)}"
+        )
     if kind == "enum":
         near = difflib.get_close_matches(str(instance), [str(v) for v in schema["enum"]], n=1, cutoff=0.6)
         options = ", ".join(str(v) for v in schema["enum"])
@@ -317,8 +337,9 @@ def _explain(error: ValidationError) -> tuple[Keys, str]:
         message = f"{_short(instance)} is not of type {' or '.join(repr(t) for t in types)}"
     else:
         message = error.message if len(error.message) <= 160 else error.message[:157] + "..."
-    hint = next((e.schema["x-hint"] for e in _lineage(error) if isinstance(e.schema, dict) and "x-hint" in e.schema),
-                None)
+    hint = next(
+        (e.schema["x-hint"] for e in _lineage(error) if isinstance(e.schema, dict) and "x-hint" in e.schema), None
+    )
     return keys, f"{message}; {hint}" if hint else message
 
 
@@ -365,9 +386,16 @@ def _build(data: dict[str, Any], marks: dict[Keys, int], path: Path, shown: str)
     from crewbridge.providers.generic import GenericSpec
 
     base = path.parent.absolute()
-    config = Config(path=path, prefix=data.get("prefix", DEFAULT_PREFIX), agents=default_agents(),
-                    compact_catalogue=data.get("compact_catalogue"), plugins=data.get("plugins", True),
-                    transcripts=data.get("transcripts", True), marks=marks, shown=shown)
+    config = Config(
+        path=path,
+        prefix=data.get("prefix", DEFAULT_PREFIX),
+        agents=default_agents(),
+        compact_catalogue=data.get("compact_catalogue"),
+        plugins=data.get("plugins", True),
+        transcripts=data.get("transcripts", True),
+        marks=marks,
+        shown=shown,
+    )
 
     @contextlib.contextmanager
     def located(keys: Keys) -> Iterator[None]:
@@ -385,8 +413,11 @@ def _build(data: dict[str, Any], marks: dict[Keys, int], path: Path, shown: str)
         if fields["provider"] not in providers and fields["provider"] not in plugins():
             providers = sorted({*providers, *plugins()})
             key = ("agents", agent_id, "provider") if "provider" in entry else ("agents", agent_id)
-            raise config.error(key, f"provider '{fields['provider']}' is not known; give provider: one of "
-                                    f"{', '.join(providers)} (or add it under providers:)")
+            raise config.error(
+                key,
+                f"provider '{fields['provider']}' is not known; give provider: one of "
+                f"{', '.join(providers)} (or add it under providers:)",
+            )
         if "workdir" in fields:
             fields["workdir"] = str((base / os.path.expanduser(fields["workdir"])).resolve())
         config.agents[agent_id] = AgentSpec(id=agent_id, **fields)
@@ -394,9 +425,15 @@ def _build(data: dict[str, Any], marks: dict[Keys, int], path: Path, shown: str)
         schema = entry.get("schema", {"type": "object", "properties": {}, "additionalProperties": False})
         with located(("tools", name)):
             config.tools[name] = CommandTool(
-                name=name, command=entry["command"], schema=schema, description=entry.get("description", ""),
-                read_only=entry.get("read_only", False), timeout=entry.get("timeout"),
-                needs_approval=entry.get("approval", False), base=base)
+                name=name,
+                command=entry["command"],
+                schema=schema,
+                description=entry.get("description", ""),
+                read_only=entry.get("read_only", False),
+                timeout=entry.get("timeout"),
+                needs_approval=entry.get("approval", False),
+                base=base,
+            )
         with located(("tools", name, "schema")):
             config.tools[name].tool()  # compiles the schema
     for event, items in data.get("hooks", {}).items():
@@ -408,6 +445,7 @@ def _build(data: dict[str, Any], marks: dict[Keys, int], path: Path, shown: str)
 
 
 # --- trust -------------------------------------------------------------------------------------------
+
 
 def trust_config(path: Path) -> Path:
     """Remember that a person has read this crew.yaml as it is now; a later change needs trust again."""
@@ -436,8 +474,10 @@ def _trusted(store: Path) -> dict[str, str]:
 def _check_trust(path: Path, raw: bytes, data: dict[str, Any], marks: dict[Keys, int], shown: str) -> None:
     owner = path.stat().st_uid
     if owner not in (os.getuid(), 0):
-        raise ConfigError(f"{shown} belongs to another user (uid {owner}), so crew does not use it; "
-                          f"pass --config {shown} to use it anyway, or remove it")
+        raise ConfigError(
+            f"{shown} belongs to another user (uid {owner}), so crew does not use it; "
+            f"pass --config {shown} to use it anyway, or remove it"
+        )
     risky = _risky(data, path.parent.absolute())
     if not risky:
         return
@@ -446,9 +486,16 @@ def _check_trust(path: Path, raw: bytes, data: dict[str, Any], marks: dict[Keys,
     digest = hashlib.sha256(raw).hexdigest()
     if _trusted(state_dir() / "trusted.json").get(str(path.resolve())) == digest:
         return
-    raise ConfigError(_located(shown, marks, risky, "this project file can run commands and is not trusted "
-                               "yet (or changed since); read it, then run `crew config trust`, or pass "
-                               f"--config {shown}"))
+    raise ConfigError(
+        _located(
+            shown,
+            marks,
+            risky,
+            "this project file can run commands and is not trusted "
+            "yet (or changed since); read it, then run `crew config trust`, or pass "
+            f"--config {shown}",
+        )
+    )
 
 
 def _risky(data: dict[str, Any], base: Path) -> Keys | None:

@@ -1,5 +1,6 @@
 """A conversation with one CLI, turn by turn. The loop talks to this; how a turn reaches the CLI
 (a new process per turn with the CLI's own resume, a replayed transcript, or a live process) is here."""
+
 from __future__ import annotations
 
 import importlib
@@ -70,14 +71,21 @@ class ProcessConversation:
         if self.child is not None or self.history or not self.provider.prompt_on_stdin:
             return
         try:
-            self.child = self._early = self._child(replace(self.base, prompt="", session_id=None), None,
-                                                   keep_stdin=True)
+            self.child = self._early = self._child(
+                replace(self.base, prompt="", session_id=None), None, keep_stdin=True
+            )
         except CrewError:
             pass  # not installed: send() tries again and reports it
 
     def _child(self, turn: Turn, stdin: str | None, keep_stdin: bool = False) -> Child:
-        return Child(self.provider.argv(turn), env=self.env, cwd=self.cwd, stdin=stdin, keep_stdin=keep_stdin,
-                     install_hint=self.provider.install_hint)
+        return Child(
+            self.provider.argv(turn),
+            env=self.env,
+            cwd=self.cwd,
+            stdin=stdin,
+            keep_stdin=keep_stdin,
+            install_hint=self.provider.install_hint,
+        )
 
     def send(self, message: str, deadline: float | None) -> Iterator[Event]:
         prompt = self._prompt(message)
@@ -129,8 +137,7 @@ def live_enabled(env: dict[str, str] | None) -> bool:
     return {**os.environ, **(env or {})}.get(LIVE_ENV, "1").strip() != "0"
 
 
-def new_conversation(provider: Provider, base: Turn, cwd: Path,
-                     env: dict[str, str] | None = None) -> Conversation:
+def new_conversation(provider: Provider, base: Turn, cwd: Path, env: dict[str, str] | None = None) -> Conversation:
     """How crew talks to this provider's CLI across turns: the provider's `live` conversation (exact
     continuation, in one process where the CLI allows), else — and always with CREW_LIVE=0 — a
     new process per turn, continued by the CLI's resume or a replayed transcript."""

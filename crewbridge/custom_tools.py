@@ -3,6 +3,7 @@
 A command tool is an argv template run without a shell: each `{name}` placeholder is filled with the
 argument of that name as one argv item, so no argument can inject shell syntax.
 """
+
 from __future__ import annotations
 
 import json
@@ -32,9 +33,16 @@ class Finished:
     truncated: bool = False
 
 
-def run_argv(argv: list[str], *, cwd: Path | None, timeout: float, stdin: str | None = None,
-             env: dict[str, str] | None = None, limit: int = MAX_OUTPUT_CHARS,
-             started: Callable[[Child], None] | None = None) -> Finished:
+def run_argv(
+    argv: list[str],
+    *,
+    cwd: Path | None,
+    timeout: float,
+    stdin: str | None = None,
+    env: dict[str, str] | None = None,
+    limit: int = MAX_OUTPUT_CHARS,
+    started: Callable[[Child], None] | None = None,
+) -> Finished:
     """Run `argv` (no shell) in its own process group, stdout kept up to `limit` characters.
     The group is ended when it finishes or times out (CrewTimeout); OSError when it cannot start.
     `started` is told the child at once (so that another thread can end it early)."""
@@ -78,14 +86,22 @@ class CommandTool:
             raise ConfigError(f"tool '{self.name}': {exc}") from None
         for field in fields:
             if field not in known:
-                raise ConfigError(f"tool '{self.name}': placeholder {{{field}}} in command is not a "
-                                  f"property of its schema ({', '.join(sorted(known)) or 'none'}); "
-                                  "add it to schema.properties or fix the name")
+                raise ConfigError(
+                    f"tool '{self.name}': placeholder {{{field}}} in command is not a "
+                    f"property of its schema ({', '.join(sorted(known)) or 'none'}); "
+                    "add it to schema.properties or fix the name"
+                )
 
     def tool(self) -> Tool:
-        return Tool(name=self.name, description=self.description or f"Runs `{' '.join(self.command)}`.",
-                    input_schema=self.schema, func=self._run, read_only=self.read_only,
-                    timeout=self.timeout, needs_approval=self.needs_approval)
+        return Tool(
+            name=self.name,
+            description=self.description or f"Runs `{' '.join(self.command)}`.",
+            input_schema=self.schema,
+            func=self._run,
+            read_only=self.read_only,
+            timeout=self.timeout,
+            needs_approval=self.needs_approval,
+        )
 
     def argv(self, args: dict[str, Any]) -> list[str]:
         """The command with each placeholder filled; an item naming an absent argument is left out,
@@ -141,8 +157,10 @@ def placeholders(item: str) -> list[str]:
         if field is None:
             continue
         if not field.isidentifier() or spec or conversion:
-            raise ValueError(f"placeholder {{{field}{'!' + conversion if conversion else ''}"
-                             f"{':' + spec if spec else ''}}} must be a plain {{name}}")
+            raise ValueError(
+                f"placeholder {{{field}{'!' + conversion if conversion else ''}"
+                f"{':' + spec if spec else ''}}} must be a plain {{name}}"
+            )
         fields.append(field)
     return fields
 
@@ -163,6 +181,8 @@ def plugin_tools(group: str = PLUGIN_GROUP) -> list[Tool]:
             items = loaded if isinstance(loaded, (list, tuple)) else [loaded]
             out += [as_tool(item) for item in items]
         except Exception as exc:  # a broken plugin is named, not a traceback
-            raise ConfigError(f"plugin tool '{point.name}' ({point.value}) cannot be loaded: "
-                              f"{type(exc).__name__}: {exc}; fix or uninstall the package providing it") from None
+            raise ConfigError(
+                f"plugin tool '{point.name}' ({point.value}) cannot be loaded: "
+                f"{type(exc).__name__}: {exc}; fix or uninstall the package providing it"
+            ) from None
     return out

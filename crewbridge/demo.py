@@ -1,6 +1,7 @@
 """A scripted stand-in for a model, for the offline demo. It reads the prompt on stdin and answers
 in the protocol a real model follows: a fenced crew tool call when it needs a file, then — once the
 results come back — an answer built from them. It is honest: it never invents a tool result."""
+
 from __future__ import annotations
 
 import json
@@ -17,7 +18,7 @@ def reply(prompt: str) -> str:
     if "[crew tool results]" in latest:
         return answer(latest)
     task = latest.rsplit("[task]", 1)[-1].strip()
-    prefix = (re.search(r'"name": ?"(\w+):read_file"', prompt) or re.search(r"(\w+):read_file", prompt))
+    prefix = re.search(r'"name": ?"(\w+):read_file"', prompt) or re.search(r"(\w+):read_file", prompt)
     tool = prefix.group(1) if prefix else "crew"
     names = FILE.findall(task)
     if names:
@@ -27,8 +28,10 @@ def reply(prompt: str) -> str:
     if re.search(r"\b(files?|list|directory|folder)\b", task, re.I):
         call = {"type": "tool_use", "name": f"{tool}:list_files", "input": {}}
         return f"Let me list the files.\n```json\n{json.dumps(call)}\n```\n"
-    return ("I am crew's offline demo model. Ask me about a file, e.g. "
-            "`crew query \"@demo what is in README.md?\"`, and I will read it with crew:read_file.\n")
+    return (
+        "I am crew's offline demo model. Ask me about a file, e.g. "
+        '`crew query "@demo what is in README.md?"`, and I will read it with crew:read_file.\n'
+    )
 
 
 def answer(message: str) -> str:
@@ -40,8 +43,10 @@ def answer(message: str) -> str:
             out.append(f"I could not use {name} on {target}: {result['error']}")
         elif isinstance(result["data"], dict) and "content" in result["data"]:
             lines = [line for line in str(result["data"]["content"]).splitlines() if line.strip()]
-            out.append(f"{target} has {len(lines)} non-empty lines. It begins:\n" +
-                       "\n".join("  " + line for line in lines[:3]))
+            out.append(
+                f"{target} has {len(lines)} non-empty lines. It begins:\n"
+                + "\n".join("  " + line for line in lines[:3])
+            )
         else:
             out.append(f"{name} on {target} returned:\n{json.dumps(result['data'], indent=1)[:600]}")
     return "\n\n".join(out or ["The tool results were empty."]) + "\n"

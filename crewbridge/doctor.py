@@ -9,6 +9,7 @@ ended when it finishes or overruns.
 A CLI that is not installed is a failure when an agent in crew.yaml uses it, or when it is named on
 the command line (`crew doctor claude`); otherwise it is a warning, as most people use only some.
 """
+
 from __future__ import annotations
 
 import os
@@ -95,8 +96,7 @@ class Prober:
 
     def _run(self, argv: list[str], env: dict[str, str]) -> Finished:
         try:
-            return run_argv(argv, cwd=self.cwd, timeout=self.timeout, env=env, limit=HELP_LIMIT,
-                            started=self._started)
+            return run_argv(argv, cwd=self.cwd, timeout=self.timeout, env=env, limit=HELP_LIMIT, started=self._started)
         except CrewTimeout:
             raise CrewTimeout(f"no answer within {self.timeout:g}s") from None
 
@@ -139,8 +139,14 @@ class _Subject:
     wanted: dict[tuple[str, ...], list[str]] = field(default_factory=dict)  # help argv → options crew uses
 
 
-def diagnose(config_path: Path | None = None, cwd: Path | None = None, *, env: Mapping[str, str] | None = None,
-             only: Sequence[str] = (), timeout: float = PROBE_TIMEOUT) -> Iterator[Check]:
+def diagnose(
+    config_path: Path | None = None,
+    cwd: Path | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    only: Sequence[str] = (),
+    timeout: float = PROBE_TIMEOUT,
+) -> Iterator[Check]:
     """The findings, in order: the configuration, the tools, each provider, each agent's options.
     They are yielded as they are known, so a slow CLI does not hold back the lines before it."""
     env = dict(os.environ if env is None else env)
@@ -169,9 +175,15 @@ def _configuration(config_path: Path | None, cwd: Path) -> tuple[Config, list[Ch
     if config.path is None:
         checks = [Check(OK, "config", "no crew.yaml: the built-in agents are used (`crew init` writes a starter)")]
     else:
-        counts = ", ".join(_count(len(items), noun) for items, noun in (
-            (config.agents, "agent"), (config.providers, "provider"), (config.tools, "tool"),
-            ([hook for hooks in config.hooks.values() for hook in hooks], "hook")))
+        counts = ", ".join(
+            _count(len(items), noun)
+            for items, noun in (
+                (config.agents, "agent"),
+                (config.providers, "provider"),
+                (config.tools, "tool"),
+                ([hook for hooks in config.hooks.values() for hook in hooks], "hook"),
+            )
+        )
         checks = [Check(OK, "config", f"{config.shown} is valid: {counts}")]
     for agent_id in config.agents:
         try:
@@ -189,10 +201,15 @@ def _configuration(config_path: Path | None, cwd: Path) -> tuple[Config, list[Ch
 
 def _programs(config: Config, env: Mapping[str, str]) -> Iterator[Check]:
     """The program of each command tool and command hook must exist (none is run)."""
-    entries = [("tools", ("tools", name, "command", 0), tool.command[0], tool.base)
-               for name, tool in config.tools.items()]
-    entries += [("hooks", ("hooks", event, i, "command", 0), hook.command[0], hook.base)
-                for event, hooks in config.hooks.items() for i, hook in enumerate(hooks) if hook.command]
+    entries = [
+        ("tools", ("tools", name, "command", 0), tool.command[0], tool.base) for name, tool in config.tools.items()
+    ]
+    entries += [
+        ("hooks", ("hooks", event, i, "command", 0), hook.command[0], hook.base)
+        for event, hooks in config.hooks.items()
+        for i, hook in enumerate(hooks)
+        if hook.command
+    ]
     for subject, keys, program, base in entries:
         if "{" in program:
             continue  # the program itself comes from an argument
@@ -269,13 +286,19 @@ def _provider_checks(subject: _Subject, needed: bool, config: Config) -> Iterato
         if needed:
             yield Check(FAIL, name, f"not installed{origin}: {where}; install it: {install}")
         else:
-            yield Check(WARN, name, f"not installed: {where}; only @{name} needs it, so install it to use "
-                                    f"that: {install}")
+            yield Check(
+                WARN, name, f"not installed: {where}; only @{name} needs it, so install it to use that: {install}"
+            )
         return
     if not subject.helps:
         runs = f"runs `{shlex.join(provider.argv(Turn('PROMPT')))}`"
-        yield Check(OK, name, f"found{origin}; {runs} (not run here: another CLI might ask its model even "
-                              "for --help)" if subject.origin else f"ready; {runs}")
+        yield Check(
+            OK,
+            name,
+            f"found{origin}; {runs} (not run here: another CLI might ask its model even for --help)"
+            if subject.origin
+            else f"ready; {runs}",
+        )
         return
     problems, version, counted = _probe_results(subject)
     head = f"{version} at {subject.path}{origin}"
@@ -290,8 +313,11 @@ def _probe_results(subject: _Subject) -> tuple[list[str], str, int]:
     """What the runs said: the problems (each with what to do), the version, how many options were checked."""
     provider = subject.provider
     assert provider is not None and subject.version is not None
-    fix = f"install a version that has it: {provider.install_hint}" if provider.install_hint else \
-        "install a version that has it"
+    fix = (
+        f"install a version that has it: {provider.install_hint}"
+        if provider.install_hint
+        else "install a version that has it"
+    )
     problems: list[str] = []
     version = "version unknown"
     out, trouble = _outcome(subject.version)
@@ -310,8 +336,10 @@ def _probe_results(subject: _Subject) -> tuple[list[str], str, int]:
         elif words and not re.search(rf"(?<![\w-]){re.escape(' '.join(words))}(?![\w-])", text):
             problems.append(f"it has no `{' '.join(words)}` command (`{shown}` does not mention it); {fix}")
         elif not offered:
-            problems.append(f"`{shown}` lists no options, so crew cannot check the ones it uses; run it "
-                            "yourself to see what is wrong")
+            problems.append(
+                f"`{shown}` lists no options, so crew cannot check the ones it uses; run it "
+                "yourself to see what is wrong"
+            )
         else:
             missing = [option for option in subject.wanted[helper] if option not in offered]
             counted += len(subject.wanted[helper]) - len(missing)
@@ -349,8 +377,9 @@ def _agent_options(subject: _Subject, config: Config) -> Iterator[Check]:
                 option = option_of(token)
                 if option is not None and option not in offered:
                     message = f"`{_shown(list(helper))}` does not list {option}; fix or remove it"
-                    yield Check(FAIL, f"@{agent.id}", str(config.error(("agents", agent.id, "options", mode, i),
-                                                                         message)))
+                    yield Check(
+                        FAIL, f"@{agent.id}", str(config.error(("agents", agent.id, "options", mode, i), message))
+                    )
 
 
 def _shown(argv: list[str]) -> str:

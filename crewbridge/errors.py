@@ -1,4 +1,5 @@
 """The one error hierarchy. The engine raises these; only the CLI turns them into messages."""
+
 from __future__ import annotations
 
 

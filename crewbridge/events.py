@@ -1,4 +1,5 @@
 """What a decoder makes of one line of CLI output. Only `Text` is assistant-authored."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

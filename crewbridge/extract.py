@@ -7,6 +7,7 @@ error: the prefix is missing). Each attempt is checked (JSON, shape, the tool's 
 block closes; one that fails is reported with an error and never runs. A block the message ended
 inside is reported as truncated when it meant a call. Anything else is content.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,8 +20,15 @@ from crewbridge.fences import Block, FenceScanner
 from crewbridge.registry import DEFAULT_PREFIX, ToolRegistry
 
 _NAME = re.compile(r'"name"\s*:\s*"([^"\\\n]{1,200})"')
-_JSON_TYPES = {dict: "object", list: "array", str: "string", int: "number", float: "number",
-               bool: "boolean", type(None): "null"}
+_JSON_TYPES = {
+    dict: "object",
+    list: "array",
+    str: "string",
+    int: "number",
+    float: "number",
+    bool: "boolean",
+    type(None): "null",
+}
 
 
 @dataclass(frozen=True)
@@ -37,8 +45,14 @@ class ToolCall:
 class Extractor(FenceScanner[ToolCall]):
     """Feed assistant text chunk by chunk; get each tool call the moment its block closes."""
 
-    def __init__(self, registry: ToolRegistry | None = None, prefix: str = DEFAULT_PREFIX, *,
-                 max_block_chars: int = 1_000_000, max_depth: int = 200) -> None:
+    def __init__(
+        self,
+        registry: ToolRegistry | None = None,
+        prefix: str = DEFAULT_PREFIX,
+        *,
+        max_block_chars: int = 1_000_000,
+        max_depth: int = 200,
+    ) -> None:
         if registry is not None and registry.prefix != prefix:
             raise ValueError(f"registry prefix '{registry.prefix}' differs from extractor prefix '{prefix}'")
         super().__init__(max_block_chars)
@@ -53,15 +67,22 @@ class Extractor(FenceScanner[ToolCall]):
             return []
         raw = block.text(length)
         if length > self._max_block:
-            return self._broken(raw, f"the tool-call block is too large ({length} characters; "
-                                     f"the limit is {self._max_block}); nothing was run", end)
+            return self._broken(
+                raw,
+                f"the tool-call block is too large ({length} characters; "
+                f"the limit is {self._max_block}); nothing was run",
+                end,
+            )
         try:
             value = block.value if block.value_at == length else json.loads(raw, strict=False)
         except RecursionError:
             return self._broken(raw, f"the tool-call JSON is nested deeper than {self._max_depth} levels", end)
         except ValueError as exc:  # JSONDecodeError, or an integer too long to convert
-            hint = "; put several calls in one array [ … ] or in separate blocks" \
-                if getattr(exc, "msg", "") == "Extra data" else ""
+            hint = (
+                "; put several calls in one array [ … ] or in separate blocks"
+                if getattr(exc, "msg", "") == "Extra data"
+                else ""
+            )
             return self._broken(raw, f"invalid JSON in the tool-call block: {exc}{hint}", end)
         return self._calls_in(value, raw, end)
 
@@ -105,8 +126,10 @@ class Extractor(FenceScanner[ToolCall]):
             if too_deep:
                 error: str | None = f"the tool-call JSON is nested deeper than {self._max_depth} levels"
             elif not self._meant(item):
-                error = f"item [{index}] of the array is not a tool call; every item must be " \
-                        f'{{"type": "tool_use", "name": "{self._marker}<tool>", "input": {{…}}}}'
+                error = (
+                    f"item [{index}] of the array is not a tool call; every item must be "
+                    f'{{"type": "tool_use", "name": "{self._marker}<tool>", "input": {{…}}}}'
+                )
             else:
                 error = self._problem(item)
             calls.append(ToolCall(name, data, error, raw, end))

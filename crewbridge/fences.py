@@ -18,6 +18,7 @@ JSON string (a string with raw newlines) is content; a string left open therefor
 the message, where the block is cut. The work per character is constant: text between fence-looking
 lines is skipped with `str.find`, and a block is parsed once when it closes.
 """
+
 from __future__ import annotations
 
 import json
@@ -116,7 +117,7 @@ class Block:
 
     def text(self, length: int) -> str:
         """The block's first `length` characters, at most `limit` of them."""
-        return _whole_surrogates("".join(self.pieces)[:min(length, self.limit)])
+        return _whole_surrogates("".join(self.pieces)[: min(length, self.limit)])
 
     def continues_at(self, length: int) -> bool:
         """A fence line after the first `length` characters: is it inside a JSON string (content)?"""
@@ -133,7 +134,7 @@ class Block:
         return self.in_string
 
     def _scan(self) -> None:
-        for piece in self.pieces[self.scanned:]:
+        for piece in self.pieces[self.scanned :]:
             self._scan_piece(piece)
         self.scanned = len(self.pieces)
 
@@ -211,8 +212,9 @@ class FenceScanner(Generic[T]):
     def feed(self, chunk: str) -> list[T]:
         """The calls whose block closed in this chunk, in order."""
         line = self._line
-        if self._state == _OUTSIDE and (line is None or not line.size) and "`" not in chunk \
-                and "~" not in chunk:  # the common case: prose, with no fence character in it
+        if (
+            self._state == _OUTSIDE and (line is None or not line.size) and "`" not in chunk and "~" not in chunk
+        ):  # the common case: prose, with no fence character in it
             self._offset += len(chunk)
             if self._called and not self._prose and _NONSPACE.search(chunk):
                 self._prose = True
@@ -274,8 +276,7 @@ class FenceScanner(Generic[T]):
                     self._check_prose(piece, 0, len(piece))
             return None
         else:
-            self._handle_line("".join(line.pieces) + chunk[:nl + 1], self._base - line.size, chunk,
-                              nl + 1, calls)
+            self._handle_line("".join(line.pieces) + chunk[: nl + 1], self._base - line.size, chunk, nl + 1, calls)
         self._line = _Line()
         return nl + 1
 
@@ -312,7 +313,7 @@ class FenceScanner(Generic[T]):
             if nl < 0:
                 break
             self._check_prose(chunk, prose_from, line_start)
-            self._handle_line(chunk[line_start:nl + 1], self._base + line_start, chunk, nl + 1, calls)
+            self._handle_line(chunk[line_start : nl + 1], self._base + line_start, chunk, nl + 1, calls)
             i = prose_from = nl + 1
         tail = chunk.rfind("\n", i) + 1 or i  # the last line, unfinished
         self._check_prose(chunk, prose_from, tail)
@@ -358,7 +359,7 @@ class FenceScanner(Generic[T]):
 
     def _add_body(self, chunk: str, upto: int) -> None:
         if upto > self._mark and self._block is not None:
-            self._block.add(chunk[self._mark:upto])
+            self._block.add(chunk[self._mark : upto])
             self._mark = upto
 
     def _check_prose(self, text: str, a: int, b: int) -> None:

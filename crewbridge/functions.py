@@ -18,6 +18,7 @@ part of the schema. Enum, Path, tuple and set parameters are built from their JS
 integral float sent for an int (3.0) arrives as 3. What the function returns is made JSON data
 (dataclasses, enums, paths, tuples and sets included).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -35,22 +36,24 @@ from typing import Any
 from crewbridge.errors import CrewError
 from crewbridge.registry import Tool, ToolContext
 
-SUPPORTED = ("str, int, float, bool, None, list[…], tuple[…], set[…], dict[str, …], Optional[…], "
-             "Union[…], Literal[…], an Enum, a TypedDict, Path, Any, Annotated[…, 'description']")
+SUPPORTED = (
+    "str, int, float, bool, None, list[…], tuple[…], set[…], dict[str, …], Optional[…], "
+    "Union[…], Literal[…], an Enum, a TypedDict, Path, Any, Annotated[…, 'description']"
+)
 NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
-_PRIMITIVES: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean",
-                               type(None): "null"}
+_PRIMITIVES: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean", type(None): "null"}
 _ARRAYS = (list, abc.Sequence, abc.MutableSequence, abc.Iterable, abc.Collection)
 _SETS = (set, frozenset, abc.Set, abc.MutableSet)
 _MAPPINGS = (dict, abc.Mapping, abc.MutableMapping)
 
 # --- docstrings ----------------------------------------------------------------------------------
 
-_SECTION = re.compile(r"(?i)^(args|arguments|parameters|params|keyword args|keyword arguments|"
-                      r"other parameters|returns?|yields?|raises|examples?|notes?|attributes|"
-                      r"see also|warnings?|references|todo):?$")
-_PARAM_SECTIONS = {"args", "arguments", "parameters", "params", "keyword args", "keyword arguments",
-                   "other parameters"}
+_SECTION = re.compile(
+    r"(?i)^(args|arguments|parameters|params|keyword args|keyword arguments|"
+    r"other parameters|returns?|yields?|raises|examples?|notes?|attributes|"
+    r"see also|warnings?|references|todo):?$"
+)
+_PARAM_SECTIONS = {"args", "arguments", "parameters", "params", "keyword args", "keyword arguments", "other parameters"}
 _RULE = re.compile(r"^-{3,}$")  # NumPy underlines a section's title
 _GOOGLE_ITEM = re.compile(r"^\*{0,2}(\w+)\s*(?:\([^)]*\))?\s*:(?:\s+(.*))?$")  # name (type): text
 _NUMPY_ITEM = re.compile(r"^\*{0,2}(\w+)\s*(?::.*)?$")  # name : type
@@ -140,6 +143,7 @@ def _join(parts: list[str]) -> str:
 
 
 # --- schemas -------------------------------------------------------------------------------------
+
 
 def function_schema(func: Callable[..., Any]) -> dict[str, Any]:
     """The JSON Schema of `func`'s keyword arguments (the ctx parameter left out)."""
@@ -234,8 +238,12 @@ def _tuple(args: tuple[Any, ...], where: str) -> dict[str, Any]:
         return {"type": "array", "items": schema_of(args[0], where)}
     if args == ((),):  # tuple[()]: the empty tuple
         return {"type": "array", "maxItems": 0}
-    return {"type": "array", "prefixItems": [schema_of(arg, where) for arg in args],
-            "items": False, "minItems": len(args)}
+    return {
+        "type": "array",
+        "prefixItems": [schema_of(arg, where) for arg in args],
+        "items": False,
+        "minItems": len(args),
+    }
 
 
 def _typed_dict(hint: Any, where: str) -> dict[str, Any]:
@@ -274,47 +282,79 @@ def _shown(hint: Any) -> str:
 
 # --- tools ---------------------------------------------------------------------------------------
 
-def tool(*, schema: dict[str, Any] | None = None, read_only: bool = False, name: str | None = None,
-         output_schema: dict[str, Any] | None = None, timeout: float | None = None,
-         needs_approval: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+
+def tool(
+    *,
+    schema: dict[str, Any] | None = None,
+    read_only: bool = False,
+    name: str | None = None,
+    output_schema: dict[str, Any] | None = None,
+    timeout: float | None = None,
+    needs_approval: bool = False,
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Declare a plain function as a tool; its docstring is the description. Without `schema`, the
     input schema comes from the type hints and the docstring."""
 
     def wrap(func: Callable[..., Any]) -> Callable[..., Any]:
         if schema is None:
             func.__crew_tool__ = function_tool(  # type: ignore[attr-defined]
-                func, name=name, read_only=read_only, output_schema=output_schema, timeout=timeout,
-                needs_approval=needs_approval)
+                func,
+                name=name,
+                read_only=read_only,
+                output_schema=output_schema,
+                timeout=timeout,
+                needs_approval=needs_approval,
+            )
             return func
         func.__crew_tool__ = Tool(  # type: ignore[attr-defined]
             name=name or func.__name__,
             description=inspect.cleandoc(func.__doc__ or ""),
-            input_schema=schema, func=func, read_only=read_only,
-            output_schema=output_schema, timeout=timeout, needs_approval=needs_approval)
+            input_schema=schema,
+            func=func,
+            read_only=read_only,
+            output_schema=output_schema,
+            timeout=timeout,
+            needs_approval=needs_approval,
+        )
         return func
 
     return wrap
 
 
-def function_tool(func: Callable[..., Any], *, name: str | None = None, description: str | None = None,
-                  read_only: bool = False, output_schema: dict[str, Any] | None = None,
-                  timeout: float | None = None, needs_approval: bool = False) -> Tool:
+def function_tool(
+    func: Callable[..., Any],
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    read_only: bool = False,
+    output_schema: dict[str, Any] | None = None,
+    timeout: float | None = None,
+    needs_approval: bool = False,
+) -> Tool:
     """A Tool that calls `func` with the model's (validated, converted) input."""
     tool_name = name or getattr(func, "__name__", "")
     if not NAME.match(tool_name):
-        raise CrewError(f"tool name '{tool_name}' must start with a letter and hold only letters, digits, "
-                        "_ and -; pass name=")
-    return Tool(name=tool_name, description=parse_docstring(func.__doc__).description if description is None
-                else description, input_schema=function_schema(func), func=_caller(func),
-                read_only=read_only, output_schema=output_schema, timeout=timeout,
-                needs_approval=needs_approval)
+        raise CrewError(
+            f"tool name '{tool_name}' must start with a letter and hold only letters, digits, _ and -; pass name="
+        )
+    return Tool(
+        name=tool_name,
+        description=parse_docstring(func.__doc__).description if description is None else description,
+        input_schema=function_schema(func),
+        func=_caller(func),
+        read_only=read_only,
+        output_schema=output_schema,
+        timeout=timeout,
+        needs_approval=needs_approval,
+    )
 
 
 def _caller(func: Callable[..., Any]) -> Callable[..., Any]:
     """`call(ctx, **input)` as the registry calls tools: input converted, ctx passed if wanted."""
     hints, parameters, wants_ctx = _signature(func)
-    converters = {param.name: convert for param in parameters
-                  if (convert := _converter(hints.get(param.name, Any))) is not None}
+    converters = {
+        param.name: convert for param in parameters if (convert := _converter(hints.get(param.name, Any))) is not None
+    }
 
     def call(ctx: ToolContext, **data: Any) -> Any:
         args = {key: converters[key](value) if key in converters else value for key, value in data.items()}
@@ -346,8 +386,10 @@ def _signature(func: Callable[..., Any]) -> tuple[dict[str, Any], list[inspect.P
         parameters = parameters[1:]
     for param in parameters:
         if param.kind in (param.POSITIONAL_ONLY, param.VAR_POSITIONAL):
-            raise CrewError(f"{_name_of(func)}: parameter '{param.name}' cannot be passed by name; tool "
-                            "input is an object, so every parameter needs a name")
+            raise CrewError(
+                f"{_name_of(func)}: parameter '{param.name}' cannot be passed by name; tool "
+                "input is an object, so every parameter needs a name"
+            )
     hints = {param.name: _hint(func, param) for param in parameters}
     return hints, parameters, wants_ctx
 
@@ -362,8 +404,10 @@ def _hint(func: Callable[..., Any], param: inspect.Parameter) -> Any:
     try:
         return typing.get_type_hints(holder, getattr(home, "__globals__", {}), include_extras=True)[param.name]
     except Exception as exc:  # a hint naming something undefined, or not a type at all
-        raise CrewError(f"{_name_of(func)}: the type of parameter '{param.name}' cannot be resolved "
-                        f"({type(exc).__name__}: {exc}); define or import it at module level") from None
+        raise CrewError(
+            f"{_name_of(func)}: the type of parameter '{param.name}' cannot be resolved "
+            f"({type(exc).__name__}: {exc}); define or import it at module level"
+        ) from None
 
 
 def _name_of(func: Callable[..., Any]) -> str:
@@ -390,8 +434,11 @@ def _converter(hint: Any) -> Callable[[Any], Any] | None:
 
         def to_tuple(value: list[Any]) -> tuple[Any, ...]:
             converters = each * len(value) if repeat else each
-            return tuple(convert(v) if convert else v for convert, v in zip(converters, value, strict=False)) \
-                if any(each) else tuple(value)
+            return (
+                tuple(convert(v) if convert else v for convert, v in zip(converters, value, strict=False))
+                if any(each)
+                else tuple(value)
+            )
 
         return to_tuple
     item = _converter(args[0]) if args else None

@@ -1,4 +1,5 @@
 """Tool-name globs, as allow/deny/approval lists and hooks' `tools:` match tools."""
+
 from __future__ import annotations
 
 import fnmatch

@@ -6,6 +6,7 @@ stdout / returns a dict), or blocks it (exit 2 with the reason on stdout or stde
 A hook that fails in any other way (another exit status, a crash, output that is not JSON, no answer
 within its timeout) is reported and blocks the call: a broken guard never lets a call through.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -61,8 +62,9 @@ class HookSpec:
     def __post_init__(self) -> None:
         given = [k for k in ("command", "shell", "python", "func") if getattr(self, k) is not None]
         if len(given) != 1:
-            raise CrewError(f"a {self.event} hook needs exactly one of command, shell, python "
-                            f"(got {', '.join(given) or 'none'})")
+            raise CrewError(
+                f"a {self.event} hook needs exactly one of command, shell, python (got {', '.join(given) or 'none'})"
+            )
 
     @property
     def label(self) -> str:
@@ -84,12 +86,22 @@ class HookSpec:
         argv = list(self.command) if self.command is not None else ["/bin/sh", "-c", self.shell or ""]
         if self.base is not None and "/" in argv[0] and not os.path.isabs(argv[0]):
             argv[0] = str(self.base / argv[0])
-        env = {**os.environ, "CREW_HOOK_EVENT": self.event, "CREW_TOOL": payload["tool"],
-               "CREW_AGENT": payload["agent"], "CREW_WORKDIR": str(workdir or "")}
+        env = {
+            **os.environ,
+            "CREW_HOOK_EVENT": self.event,
+            "CREW_TOOL": payload["tool"],
+            "CREW_AGENT": payload["agent"],
+            "CREW_WORKDIR": str(workdir or ""),
+        }
         try:
-            done = run_argv(argv, cwd=self.base or workdir, timeout=self.timeout, env=env,
-                            stdin=json.dumps(payload, ensure_ascii=False, default=str),
-                            limit=HOOK_OUTPUT_LIMIT)
+            done = run_argv(
+                argv,
+                cwd=self.base or workdir,
+                timeout=self.timeout,
+                env=env,
+                stdin=json.dumps(payload, ensure_ascii=False, default=str),
+                limit=HOOK_OUTPUT_LIMIT,
+            )
         except CrewTimeout:
             raise HookFailed(f"gave no answer within {self.timeout:g}s and was stopped") from None
         except (CrewError, OSError) as exc:
@@ -106,8 +118,10 @@ class HookSpec:
         try:
             return json.loads(done.stdout)
         except ValueError:
-            raise HookFailed("printed something that is not JSON on stdout (print nothing to leave the "
-                             "call unchanged, a JSON object to replace it; logs go to stderr)") from None
+            raise HookFailed(
+                "printed something that is not JSON on stdout (print nothing to leave the "
+                "call unchanged, a JSON object to replace it; logs go to stderr)"
+            ) from None
 
     def _run_python(self, payload: dict[str, Any]) -> Any:
         if self._loaded is None:
@@ -137,14 +151,20 @@ class HookSpec:
 class Hooks:
     """The hooks in force for a run, by event."""
 
-    def __init__(self, specs: dict[str, list[Any]] | None = None, *, workdir: Path | None = None,
-                 report: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        specs: dict[str, list[Any]] | None = None,
+        *,
+        workdir: Path | None = None,
+        report: Callable[[str], None] | None = None,
+    ) -> None:
         self.specs = {event: [_spec(event, s) for s in items] for event, items in (specs or {}).items()}
         self.workdir = workdir
         self.report = report or log.warning
 
-    def before(self, name: str, data: dict[str, Any], agent: str,
-               tool: Tool | None = None) -> tuple[dict[str, Any], str | None]:
+    def before(
+        self, name: str, data: dict[str, Any], agent: str, tool: Tool | None = None
+    ) -> tuple[dict[str, Any], str | None]:
         """The (possibly changed) input, and a reason when a hook blocks the call. A changed input
         is checked against `tool`'s schema; one it does not accept blocks the call."""
         for spec in self._matching(BEFORE, name, agent):
@@ -162,32 +182,46 @@ class Hooks:
             else:
                 problem = tool.check(new) if tool is not None else None
             if problem:
-                return data, self._failed(spec, name, f"changed the input into one the tool does not "
-                                          f"accept: {problem}", "the call was not run")
+                return data, self._failed(
+                    spec,
+                    name,
+                    f"changed the input into one the tool does not accept: {problem}",
+                    "the call was not run",
+                )
             data = new
         return data, None
 
     def after(self, name: str, data: dict[str, Any], result: ToolResult, agent: str) -> ToolResult:
         """The result, possibly changed or withheld by hooks."""
         for spec in self._matching(AFTER, name, agent):
-            payload = {"event": AFTER, "tool": name, "agent": agent, "input": data,
-                       "result": result.to_dict()}
+            payload = {"event": AFTER, "tool": name, "agent": agent, "input": data, "result": result.to_dict()}
             try:
                 new = self._ask(spec, payload)
             except Block as exc:
                 return _withheld(result, f"the tool ran, but a {AFTER} hook withheld its result: {exc}")
             except HookFailed as exc:
-                return _withheld(result, self._failed(spec, name, str(exc),
-                                                      "the tool ran but its result is withheld"))
+                return _withheld(result, self._failed(spec, name, str(exc), "the tool ran but its result is withheld"))
             if new is None:
                 continue
             if not isinstance(new, dict) or not isinstance(new.get("success"), bool):
-                return _withheld(result, self._failed(
-                    spec, name, 'replaced the result with something that is not a result object '
-                    '({"success": true|false, "data": …, "error": …})', "the tool ran but its result is withheld"))
-            result = ToolResult(new["success"], data=new.get("data"),
-                                error=new.get("error") or (None if new["success"] else "failed (set by a hook)"),
-                                tool=result.tool, duration_ms=result.duration_ms, truncated=result.truncated)
+                return _withheld(
+                    result,
+                    self._failed(
+                        spec,
+                        name,
+                        "replaced the result with something that is not a result object "
+                        '({"success": true|false, "data": …, "error": …})',
+                        "the tool ran but its result is withheld",
+                    ),
+                )
+            result = ToolResult(
+                new["success"],
+                data=new.get("data"),
+                error=new.get("error") or (None if new["success"] else "failed (set by a hook)"),
+                tool=result.tool,
+                duration_ms=result.duration_ms,
+                truncated=result.truncated,
+            )
         return result
 
     def _matching(self, event: str, name: str, agent: str) -> list[HookSpec]:

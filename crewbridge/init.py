@@ -1,4 +1,5 @@
 """`crew init`: write a commented starter crew.yaml that loads as it is."""
+
 from __future__ import annotations
 
 import os

@@ -1,5 +1,6 @@
 """The agent loop: send, read the reply as it streams, run each tool call the moment its block
 closes, stop the reply where it starts talking past its calls, send the results back, repeat."""
+
 from __future__ import annotations
 
 import json
@@ -36,8 +37,7 @@ class CallRecord:
     result: ToolResult
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "input": self.input, "success": self.result.success,
-                "error": self.result.error}
+        return {"name": self.name, "input": self.input, "success": self.result.success, "error": self.result.error}
 
 
 @dataclass
@@ -62,9 +62,14 @@ class RunResult:
     turns: int = 0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"agent": self.agent, "answer": self.answer,
-                "tool_calls": [c.to_dict() for c in self.tool_calls],
-                "usage": self.usage, "session": self.session, "turns": self.turns}
+        return {
+            "agent": self.agent,
+            "answer": self.answer,
+            "tool_calls": [c.to_dict() for c in self.tool_calls],
+            "usage": self.usage,
+            "session": self.session,
+            "turns": self.turns,
+        }
 
 
 @dataclass
@@ -76,10 +81,21 @@ class Reply:
 
 
 class AgentLoop:
-    def __init__(self, agent: str, conversation: Conversation, registry: ToolRegistry, policy: Policy, *,
-                 workdir: Path, hooks: Hooks | None = None, transcript: Transcript | None = None,
-                 max_turns: int = 10, timeout: float | None = 300.0, compact: bool | None = None,
-                 on_progress: Callable[[Progress], None] | None = None) -> None:
+    def __init__(
+        self,
+        agent: str,
+        conversation: Conversation,
+        registry: ToolRegistry,
+        policy: Policy,
+        *,
+        workdir: Path,
+        hooks: Hooks | None = None,
+        transcript: Transcript | None = None,
+        max_turns: int = 10,
+        timeout: float | None = 300.0,
+        compact: bool | None = None,
+        on_progress: Callable[[Progress], None] | None = None,
+    ) -> None:
         self.agent = agent
         self.conv = conversation
         self.registry = registry
@@ -125,11 +141,14 @@ class AgentLoop:
             reply = self._reply(message)
             if not reply.calls:
                 if not reply.text.strip():
-                    raise ProviderError(f"@{self.agent} ended its reply without a word (the CLI printed no "
-                                        "text); crew --verbose shows what it did print")
+                    raise ProviderError(
+                        f"@{self.agent} ended its reply without a word (the CLI printed no "
+                        "text); crew --verbose shows what it did print"
+                    )
                 self.transcript.write("answer", agent=self.agent, text=reply.text, usage=self.usage)
-                result = RunResult(self.agent, reply.text.strip(), records, dict(self.usage), self.conv.session_id,
-                                   turn)
+                result = RunResult(
+                    self.agent, reply.text.strip(), records, dict(self.usage), self.conv.session_id, turn
+                )
                 self.emit(Progress("answer", self.agent, result.answer, result=result))
                 return result
             batch = self._collect(reply)
@@ -137,8 +156,10 @@ class AgentLoop:
                 raise self._timed_out(batch[-1].name)
             records += batch
             if turn == self.max_turns:
-                raise MaxTurnsReached(f"@{self.agent} still called tools after {self.max_turns} turns; "
-                                      "raise --max-turns or narrow the task")
+                raise MaxTurnsReached(
+                    f"@{self.agent} still called tools after {self.max_turns} turns; "
+                    "raise --max-turns or narrow the task"
+                )
             message = self._follow_up(reply, batch)
         raise AssertionError("unreachable")
 
@@ -167,8 +188,10 @@ class AgentLoop:
                     size += len(event.text)
                     if size > MAX_REPLY:
                         self.conv.stop()
-                        raise ProviderError(f"@{self.agent}: the reply passed {MAX_REPLY >> 20} MB of text; crew "
-                                            "stopped the CLI (a runaway output, not an answer)")
+                        raise ProviderError(
+                            f"@{self.agent}: the reply passed {MAX_REPLY >> 20} MB of text; crew "
+                            "stopped the CLI (a runaway output, not an answer)"
+                        )
                     parts.append(event.text)
                     new = extractor.feed(event.text)
                     self.emit(Progress("text", self.agent, event.text, shown=shown.take(event.text)))
@@ -231,8 +254,11 @@ class AgentLoop:
         self.transcript.write("tool_call", agent=self.agent, name=call.name, input=call.input)
         spec = self.registry.resolve(call.name)
         # Hooks see only calls the policy allows; command globs and approval see the input that will run.
-        data, block = self.hooks.before(spec.name, call.input, self.agent, spec) if self.policy.allowed(spec) \
+        data, block = (
+            self.hooks.before(spec.name, call.input, self.agent, spec)
+            if self.policy.allowed(spec)
             else (call.input, None)
+        )
         block = block or self.policy.check(spec, data)
         if block:
             result = ToolResult(False, error=block, tool=spec.name)
@@ -258,8 +284,10 @@ class AgentLoop:
         return batch
 
     def _timed_out(self, name: str) -> CrewTimeout:
-        return CrewTimeout(f"@{self.agent} did not finish in {self.timeout:g}s: {name} was still running; crew "
-                           "ended it and everything the run started (raise --timeout if the task needs longer)")
+        return CrewTimeout(
+            f"@{self.agent} did not finish in {self.timeout:g}s: {name} was still running; crew "
+            "ended it and everything the run started (raise --timeout if the task needs longer)"
+        )
 
     def _follow_up(self, reply: Reply, batch: list[CallRecord]) -> str:
         """The next message: every result, plus what the model must know about its own last reply."""
@@ -277,13 +305,20 @@ class AgentLoop:
             key = record.name + json.dumps(record.input, sort_keys=True, default=str)
             self.failures[key] = seen = self.failures.get(key, 0) + 1
             if seen >= REPEAT_LIMIT:
-                raise CrewError(f"@{self.agent} repeated the same failing call {record.name} {seen} times; "
-                                f"last error: {record.result.error}")
+                raise CrewError(
+                    f"@{self.agent} repeated the same failing call {record.name} {seen} times; "
+                    f"last error: {record.result.error}"
+                )
             if seen > 1:
                 envelope += "\n" + render("repeated_failure.md").strip()
         fence = "`" * max(3, _longest_backtick_run(envelope) + 1)
-        return render("tool_result.md", name=record.name, fence=fence,
-                      input=json.dumps(record.input, ensure_ascii=False), envelope=envelope)
+        return render(
+            "tool_result.md",
+            name=record.name,
+            fence=fence,
+            input=json.dumps(record.input, ensure_ascii=False),
+            envelope=envelope,
+        )
 
     def _add_usage(self, usage: Usage) -> None:
         self.usage["input_tokens"] += usage.input_tokens

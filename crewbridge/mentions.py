@@ -1,4 +1,5 @@
 """`@agent` and `@agent:model` mentions at the start of a task."""
+
 from __future__ import annotations
 
 import re
@@ -31,8 +32,10 @@ def parse_mentions(text: str) -> tuple[list[Mention], str]:
         pos = match.end()
     task = text[pos:].strip()
     if not mentions:
-        raise UsageError("no agent mentioned; start the task with one, e.g. crew query \"@claude what does "
-                         "notes.txt say?\" (crew agents list shows the configured agents)")
+        raise UsageError(
+            'no agent mentioned; start the task with one, e.g. crew query "@claude what does '
+            'notes.txt say?" (crew agents list shows the configured agents)'
+        )
     if not task:
         raise UsageError(f"no task after {' '.join('@' + m.agent for m in mentions)}; write what the agent should do")
     return mentions, task

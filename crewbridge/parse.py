@@ -1,4 +1,5 @@
 """`crew parse`: raw CLI output in, one record per tool-call attempt out."""
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
@@ -29,9 +30,14 @@ def decoder_for(fmt: str) -> Decoder:
     return providers.load(fmt).decoder()
 
 
-def parse_stream(lines: Iterable[str], fmt: str, registry: ToolRegistry | None = None,
-                 prefix: str = DEFAULT_PREFIX, *,
-                 warn: Callable[[str], None] = lambda message: None) -> Iterator[dict[str, Any]]:
+def parse_stream(
+    lines: Iterable[str],
+    fmt: str,
+    registry: ToolRegistry | None = None,
+    prefix: str = DEFAULT_PREFIX,
+    *,
+    warn: Callable[[str], None] = lambda message: None,
+) -> Iterator[dict[str, Any]]:
     """`{"name", "input", "error"}` for each tool-call attempt in a CLI's output, as soon as its
     block closes. A corrupt line, or an error the CLI reports, goes to `warn` as one line."""
     decoder = decoder_for(fmt)

@@ -1,4 +1,5 @@
 """Paths a tool may touch: everything resolves inside the working directory, symlinks included."""
+
 from __future__ import annotations
 
 import os
@@ -23,18 +24,20 @@ def resolve_inside(workdir: Path, user_path: str) -> Path:
         raise ToolFailure(f"path {user_path!r} contains a NUL character; give a plain file path")
     root = Path(os.path.realpath(workdir))
     if not root.is_dir():
-        raise ToolFailure(f"working directory {root} does not exist; "
-                          "start crew in an existing directory")
+        raise ToolFailure(f"working directory {root} does not exist; start crew in an existing directory")
     target = Path(root, user_path or ".")  # an absolute user_path replaces root here
     real = Path(os.path.realpath(target))
     if real.is_relative_to(root):
         return real
     shown = f"path '{user_path}'"
     if Path(os.path.normpath(target)).is_relative_to(root):
-        raise PathOutside(f"{shown} leads outside the working directory {root} through a symlink "
-                          f"(to {real}); only files inside it can be used")
-    raise PathOutside(f"{shown} is outside the working directory {root}; "
-                      "use a path inside it (relative paths start there)")
+        raise PathOutside(
+            f"{shown} leads outside the working directory {root} through a symlink "
+            f"(to {real}); only files inside it can be used"
+        )
+    raise PathOutside(
+        f"{shown} is outside the working directory {root}; use a path inside it (relative paths start there)"
+    )
 
 
 def shown_path(workdir: Path, real: Path) -> str:

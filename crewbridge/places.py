@@ -1,4 +1,5 @@
 """Where crew looks for and keeps its files."""
+
 from __future__ import annotations
 
 import os

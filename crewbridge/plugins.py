@@ -1,6 +1,7 @@
 """Entry points of installed packages, found without importing importlib.metadata when none
 declares the group: that import costs ~30 ms of CPU (email, zipfile, csv …), more than everything
 `crew query` does after its CLI starts, and almost no one has a crew plugin installed."""
+
 from __future__ import annotations
 
 import os
@@ -35,8 +36,9 @@ def declared(group: str, path: list[str] | None = None) -> bool:
         for name in names:
             if name.endswith(INFO_SUFFIXES):
                 try:
-                    with open(os.path.join(entry or ".", name, "entry_points.txt"), encoding="utf-8",
-                              errors="replace") as file:
+                    with open(
+                        os.path.join(entry or ".", name, "entry_points.txt"), encoding="utf-8", errors="replace"
+                    ) as file:
                         if group in file.read():
                             return True
                 except OSError:

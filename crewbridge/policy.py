@@ -3,6 +3,7 @@
 Every layer only narrows: the profile is the ceiling, `allow` (when given) narrows it, `deny` removes
 (deny wins), and `query` mode keeps read-only tools only, whatever the configuration says.
 """
+
 from __future__ import annotations
 
 import fnmatch
@@ -24,9 +25,36 @@ COMMAND_TOOL = "run_command"
 SHOWN_INPUT = 2000  # characters of a call's input shown in an approval question
 
 # Words that run the command after them: `sudo rm x` is checked as `rm x`.
-_WRAPPERS = frozenset({"sudo", "doas", "env", "command", "builtin", "exec", "nohup", "nice", "time",
-                       "xargs", "stdbuf", "setsid", "timeout", "watch", "strace", "chroot", "unshare",
-                       "if", "elif", "then", "else", "while", "until", "do", "!", "{"})
+_WRAPPERS = frozenset(
+    {
+        "sudo",
+        "doas",
+        "env",
+        "command",
+        "builtin",
+        "exec",
+        "nohup",
+        "nice",
+        "time",
+        "xargs",
+        "stdbuf",
+        "setsid",
+        "timeout",
+        "watch",
+        "strace",
+        "chroot",
+        "unshare",
+        "if",
+        "elif",
+        "then",
+        "else",
+        "while",
+        "until",
+        "do",
+        "!",
+        "{",
+    }
+)
 _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "fish", "busybox"})
 
 terminal_lock = threading.Lock()  # one question on the terminal at a time, across agents
@@ -53,11 +81,11 @@ class Approver:
 
 
 class Policy:
-    def __init__(self, agent: AgentSpec, mode: str, *, approve_all: bool = False,
-                 approver: Approver | None = None) -> None:
+    def __init__(
+        self, agent: AgentSpec, mode: str, *, approve_all: bool = False, approver: Approver | None = None
+    ) -> None:
         if agent.profile not in PROFILES:
-            raise ConfigError(f"agent '{agent.id}': profile '{agent.profile}' is not one of "
-                              f"{', '.join(PROFILES)}")
+            raise ConfigError(f"agent '{agent.id}': profile '{agent.profile}' is not one of {', '.join(PROFILES)}")
         self.agent = agent
         self.mode = mode
         self.approve_all = approve_all
@@ -95,17 +123,23 @@ class Policy:
 
     def _refusal(self, spec: Tool) -> str:
         if self.mode != "execute" and not spec.read_only:
-            return (f"tool '{spec.name}' is not available in {self.mode} mode "
-                    "(query mode offers read-only tools only; the user can run `crew execute`)")
-        return (f"tool '{spec.name}' is not allowed for agent '{self.agent.id}' by its configuration "
-                f"(profile {self.agent.profile}, allow/deny in crew.yaml); use another tool")
+            return (
+                f"tool '{spec.name}' is not available in {self.mode} mode "
+                "(query mode offers read-only tools only; the user can run `crew execute`)"
+            )
+        return (
+            f"tool '{spec.name}' is not allowed for agent '{self.agent.id}' by its configuration "
+            f"(profile {self.agent.profile}, allow/deny in crew.yaml); use another tool"
+        )
 
     def _approve(self, spec: Tool, data: dict[str, Any]) -> str | None:
         if self.approve_all or spec.name in self._always:
             return None
         if not self.approver.interactive:
-            return (f"tool '{spec.name}' needs a person's approval and there is no terminal to ask on; "
-                    "it was not run (the user can re-run with --yes to approve every call)")
+            return (
+                f"tool '{spec.name}' needs a person's approval and there is no terminal to ask on; "
+                "it was not run (the user can re-run with --yes to approve every call)"
+            )
         shown = json.dumps(data, ensure_ascii=True)  # escapes control characters: nothing can hide
         if len(shown) > SHOWN_INPUT:
             shown = shown[:SHOWN_INPUT] + f"… ({len(shown) - SHOWN_INPUT} more characters)"
@@ -148,11 +182,15 @@ def command_refusal(command: str, deny: list[str], allow: list[str]) -> str | No
     for forms in commands:
         denied = next((form for form in forms if _glob_any(form, deny)), None)
         if denied is not None:
-            return (f"the command policy forbids '{denied}' (deny_commands in crew.yaml); "
-                    "it was not run. Do it another way or ask the user")
+            return (
+                f"the command policy forbids '{denied}' (deny_commands in crew.yaml); "
+                "it was not run. Do it another way or ask the user"
+            )
         if allow and not _glob_any(forms[0], allow):
-            return (f"the command policy does not allow '{forms[0]}' (allow_commands in crew.yaml: "
-                    f"{', '.join(allow)}); it was not run")
+            return (
+                f"the command policy does not allow '{forms[0]}' (allow_commands in crew.yaml: "
+                f"{', '.join(allow)}); it was not run"
+            )
     return None
 
 
@@ -188,7 +226,7 @@ def _forms(words: list[str], depth: int) -> list[list[str]]:
         return []
     words = [_program(words[0]), *words[1:]]
     starts = range(1, len(words)) if words[0] in _WRAPPERS else []
-    forms = [" ".join(words)] + [" ".join([_program(words[i]), *words[i + 1:]]) for i in starts]
+    forms = [" ".join(words)] + [" ".join([_program(words[i]), *words[i + 1 :]]) for i in starts]
     out = [forms]
     flag = next((i for i, w in enumerate(words[1:-1], 1) if re.fullmatch(r"-[a-z]*c[a-z]*", w)), None)
     if depth < 3 and words[0] in _SHELLS and flag is not None:  # sh -c '…', bash -lc '…'

@@ -1,4 +1,5 @@
 """A child CLI process: its own process group, stdout read as it streams (pexpect), deadlines."""
+
 from __future__ import annotations
 
 import collections
@@ -93,8 +94,15 @@ class Groups:
 def _popen(argv: list[str], *, env: dict[str, str] | None, cwd: Path | None) -> subprocess.Popen[bytes]:
     """The CLI `argv` running in a process group of its own, with pipes for stdin, stdout and stderr.
     OSError when it cannot be started."""
-    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            cwd=cwd, env=env, start_new_session=True)
+    proc = subprocess.Popen(
+        argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=cwd,
+        env=env,
+        start_new_session=True,
+    )
     assert proc.stdout is not None
     _grow_pipe(proc.stdout.fileno())
     return proc
@@ -120,12 +128,19 @@ def _reaped(pid: int) -> bool:
         return True
 
 
-
 class Child:
     """A running CLI. Read its stdout with `lines()`, write with `send_line()`, end it with `kill()`."""
 
-    def __init__(self, argv: list[str], *, env: dict[str, str] | None = None, cwd: Path | None = None,
-                 stdin: str | None = None, keep_stdin: bool = False, install_hint: str = "") -> None:
+    def __init__(
+        self,
+        argv: list[str],
+        *,
+        env: dict[str, str] | None = None,
+        cwd: Path | None = None,
+        stdin: str | None = None,
+        keep_stdin: bool = False,
+        install_hint: str = "",
+    ) -> None:
         self.argv = argv
         try:
             self.proc = _popen(argv, env=env, cwd=cwd)
@@ -133,8 +148,9 @@ class Child:
             hint = f"; install it with: {install_hint}" if install_hint else "; install it or fix PATH"
             raise CLINotFound(f"'{argv[0]}' not found on PATH{hint}") from None
         except OSError as exc:  # there, but not runnable: not executable, a folder, a bad #! line
-            raise ProviderError(f"'{argv[0]}' cannot be started ({exc.strerror}); make it an executable "
-                                "program or fix the command") from None
+            raise ProviderError(
+                f"'{argv[0]}' cannot be started ({exc.strerror}); make it an executable program or fix the command"
+            ) from None
         self.pgid = self.proc.pid
         track_group(self.pgid)
         self._command: str | None = shlex.join(argv)  # traced once, before the first line read or sent
@@ -142,9 +158,9 @@ class Child:
         # pexpect reads stdout; imported here, after the CLI started, so its ~20 ms import overlaps
         # the CLI's own start-up. It gets the only descriptor of the pipe, closed once by _release().
         from pexpect import EOF, TIMEOUT, fdpexpect
+
         self._eof_error, self._timeout_error = EOF, TIMEOUT  # for _read_chunk, without an import per chunk
-        self.out = fdpexpect.fdspawn(os.dup(self.proc.stdout.fileno()), timeout=None, maxread=CHUNK,
-                                     use_poll=True)
+        self.out = fdpexpect.fdspawn(os.dup(self.proc.stdout.fileno()), timeout=None, maxread=CHUNK, use_poll=True)
         self.proc.stdout.close()
         self._wake_r, self._wake_w = os.pipe()  # kill() wakes a reader blocked on a silent CLI
         self._poll = select.poll()  # unlike select(), any descriptor number
@@ -241,8 +257,10 @@ class Child:
         wait = None if deadline is None else deadline - time.monotonic()
         if wait is not None and wait <= 0:
             self.kill()
-            raise CrewTimeout(f"'{os.path.basename(self.argv[0])}' gave no complete reply in time; "
-                              "it was stopped (raise --timeout if it needs longer)")
+            raise CrewTimeout(
+                f"'{os.path.basename(self.argv[0])}' gave no complete reply in time; "
+                "it was stopped (raise --timeout if it needs longer)"
+            )
         with self._reading:
             if self._killed:
                 self._release()

@@ -1,4 +1,5 @@
 """Tool registry: declaration, prefixed names, validation, dispatch, and the result envelope."""
+
 from __future__ import annotations
 
 import difflib
@@ -62,8 +63,7 @@ class ToolResult:
             "success": self.success,
             "data": self.data,
             "error": self.error,
-            "metadata": {"tool": self.tool, "duration_ms": round(self.duration_ms, 3),
-                         "truncated": self.truncated},
+            "metadata": {"tool": self.tool, "duration_ms": round(self.duration_ms, 3), "truncated": self.truncated},
         }
 
 
@@ -155,8 +155,11 @@ class ToolRegistry:
     def unknown_message(self, qualified: str) -> str:
         bare = qualified.rsplit(":", 1)[-1]
         near = difflib.get_close_matches(bare, self._tools, n=1, cutoff=0.5)
-        hint = f"did you mean '{self.qualified(near[0])}'?" if near else \
-            "available: " + ", ".join(self.qualified(n) for n in self._tools)
+        hint = (
+            f"did you mean '{self.qualified(near[0])}'?"
+            if near
+            else "available: " + ", ".join(self.qualified(n) for n in self._tools)
+        )
         return f"unknown tool '{qualified}'; {hint}"
 
     def subset(self, keep: Callable[[Tool], bool]) -> ToolRegistry:
@@ -179,8 +182,7 @@ class ToolRegistry:
             return ToolResult(False, error=str(exc), tool=qualified)
         problem = spec.check(data)
         if problem:
-            return ToolResult(False, error=f"invalid input for {self.qualified(spec.name)} {problem}",
-                              tool=spec.name)
+            return ToolResult(False, error=f"invalid input for {self.qualified(spec.name)} {problem}", tool=spec.name)
         if ctx.registry is None:  # `help` describes the registry the call came through
             ctx = replace(ctx, registry=self)
         timeout = spec.timeout or ctx.timeout

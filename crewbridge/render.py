@@ -36,6 +36,7 @@ Three outputs, chosen by `Renderer(output=…)`:
 With ``verbose`` each command crew runs (`$`), every line it reads from the CLI (`>`) and sends it
 (`<`) go to stderr, in every output.
 """
+
 from __future__ import annotations
 
 import json
@@ -89,8 +90,12 @@ class Style:
             unicode = True
         except (UnicodeEncodeError, LookupError):
             unicode = False
-        return cls(color=tty and not dumb and not env.get("NO_COLOR"), live=tty and not dumb,
-                   unicode=unicode, width=max(width, 20))
+        return cls(
+            color=tty and not dumb and not env.get("NO_COLOR"),
+            live=tty and not dumb,
+            unicode=unicode,
+            width=max(width, 20),
+        )
 
     def paint(self, text: str, code: str) -> str:
         return f"\x1b[{code}m{text}\x1b[0m" if self.color and text else text
@@ -120,10 +125,16 @@ class Renderer:
     """Turns the loop's Progress events (and the outcomes at the end) into output. Thread-safe:
     several agents report at once. Use as a context manager, or call `close()`."""
 
-    def __init__(self, *, output: str = "text", agents: Sequence[str] = (),
-                 verbose: bool = False,
-                 out: IO[str] | None = None, err: IO[str] | None = None,
-                 env: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        output: str = "text",
+        agents: Sequence[str] = (),
+        verbose: bool = False,
+        out: IO[str] | None = None,
+        err: IO[str] | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
         if output not in OUTPUTS:
             raise ValueError(f"output '{output}' is not one of {', '.join(OUTPUTS)}")
         env = os.environ if env is None else env
@@ -252,8 +263,16 @@ class Renderer:
         with self._lock:
             self._agent(name).state = "failed"
             if self.output == "jsonl":
-                self._write_out(json_line({"type": "error", "agent": name, "error": str(error),
-                                           "exit_code": getattr(error, "exit_code", 1)}))
+                self._write_out(
+                    json_line(
+                        {
+                            "type": "error",
+                            "agent": name,
+                            "error": str(error),
+                            "exit_code": getattr(error, "exit_code", 1),
+                        }
+                    )
+                )
             message = str(error)
             if self.labelled and not message.startswith(f"@{name}"):
                 message = f"@{name}: {message}"
@@ -276,8 +295,11 @@ class Renderer:
         agent = self.agents.get(name)
         if agent is None:
             index = len(self.agents) if index is None else index
-            label = self.style.paint(f"@{name}".ljust(width + 1), _COLORS[index % len(_COLORS)] + ";1") \
-                if self.labelled else ""
+            label = (
+                self.style.paint(f"@{name}".ljust(width + 1), _COLORS[index % len(_COLORS)] + ";1")
+                if self.labelled
+                else ""
+            )
             agent = self.agents[name] = _Agent(name, label)
         return agent
 
@@ -385,14 +407,20 @@ class Renderer:
             return
         busy = [a for a in self.agents.values() if a.state in ("starting", "waiting for the model", "writing")]
         waiting_on_tools = any(a.calls > a.results for a in busy)  # a tool may be asking a question
-        if (not busy or waiting_on_tools or (self.shared_tty and self._column)
-                or (not self._status and time.monotonic() - self._quiet_since < STATUS_IDLE)):
+        if (
+            not busy
+            or waiting_on_tools
+            or (self.shared_tty and self._column)
+            or (not self._status and time.monotonic() - self._quiet_since < STATUS_IDLE)
+        ):
             self._clear_status()
             return
         spin = self.style.symbol("spin")
         now = time.monotonic()
-        parts = [f"@{a.name} {a.state}" + (f" (turn {a.turn})" if a.turn > 1 else "") +
-                 f" {now - a.since:.0f}s" for a in busy]
+        parts = [
+            f"@{a.name} {a.state}" + (f" (turn {a.turn})" if a.turn > 1 else "") + f" {now - a.since:.0f}s"
+            for a in busy
+        ]
         line = one_line(f"{spin[frame % len(spin)]} " + "  ".join(parts), self.style.width - 1)
         if terminal_lock.acquire(blocking=False):
             try:
@@ -429,8 +457,10 @@ def summary(data: Any, truncated: bool = False) -> str:
             total = data.get("total_lines")
             return (f"{lines} of {total}" if "next_offset" in data and total else lines) + cut
         if isinstance(data.get("bytes"), int):
-            return f"{'created' if data.get('created') else 'wrote'} {data.get('path', '')}, " \
-                   f"{_count(data['bytes'], 'byte')}{cut}"
+            return (
+                f"{'created' if data.get('created') else 'wrote'} {data.get('path', '')}, "
+                f"{_count(data['bytes'], 'byte')}{cut}"
+            )
         if isinstance(data.get("line"), int):
             return f"edited {data.get('path', '')} at line {data['line']}{cut}"
         for key, value in data.items():
@@ -464,15 +494,19 @@ def brief(data: Any, width: int = 80) -> str:
 def one_line(text: str, width: int = 200) -> str:
     """`text` on one line, control characters (newlines too) escaped, cut to `width` characters."""
     text = _ANY_CONTROL.sub(_escape, text)
-    return text if len(text) <= width else text[:max(width - 1, 0)] + "…"
+    return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
 
 
 def outcome_dict(outcome: Outcome) -> dict[str, Any]:
     """One agent's outcome as --json shows it."""
     if outcome.result is not None:
         return {**outcome.result.to_dict(), "error": None}
-    return {"agent": outcome.agent, "answer": None, "error": str(outcome.error),
-            "exit_code": getattr(outcome.error, "exit_code", 1)}
+    return {
+        "agent": outcome.agent,
+        "answer": None,
+        "error": str(outcome.error),
+        "exit_code": getattr(outcome.error, "exit_code", 1),
+    }
 
 
 def json_line(obj: Any) -> str:

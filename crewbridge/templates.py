@@ -1,4 +1,5 @@
 """Prompt templates from the `crewbridge.prompts` package data."""
+
 from __future__ import annotations
 
 import importlib

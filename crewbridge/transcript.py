@@ -4,6 +4,7 @@ One file per run under `$XDG_STATE_HOME/crewbridge/runs/` (default `~/.local/sta
 id (start time + random suffix, so names sort by time). The first event is `start`, the last `end`
 (absent when the process died: the run shows as unfinished). `list_runs` and `read_run` serve `crew log`.
 """
+
 from __future__ import annotations
 
 import json
@@ -44,8 +45,14 @@ class Transcript:
         self._counts = {"tool_call": 0, "error": 0}  # events counted for the `end` summary
 
     @classmethod
-    def open(cls, directory: Path | None = None, *, env: Mapping[str, str] | None = None,
-             secrets: Mapping[str, str] | None = None, **fields: Any) -> Transcript:
+    def open(
+        cls,
+        directory: Path | None = None,
+        *,
+        env: Mapping[str, str] | None = None,
+        secrets: Mapping[str, str] | None = None,
+        **fields: Any,
+    ) -> Transcript:
         """Start a transcript file and write its `start` event with `fields` (command, agents, task…).
         Secrets are taken from `env` (default: this process's environment) and from `secrets`, variables
         crew gives its CLIs besides (the `env:` of crew.yaml's providers)."""
@@ -58,12 +65,13 @@ class Transcript:
             # 0600: a transcript holds prompts, file contents and command output
             fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600)
         except OSError as exc:
-            raise CrewError(f"cannot write the run transcript in {directory}: {exc.strerror or exc}; "
-                            "set XDG_STATE_HOME to a writable directory") from None
+            raise CrewError(
+                f"cannot write the run transcript in {directory}: {exc.strerror or exc}; "
+                "set XDG_STATE_HOME to a writable directory"
+            ) from None
         self._file = os.fdopen(fd, "w", encoding="utf-8")
         self._redactor = Redactor({**(os.environ if env is None else env), **(secrets or {})})
-        self.write("start", run_id=self.run_id, version=__version__, pid=os.getpid(), cwd=os.getcwd(),
-                   **fields)
+        self.write("start", run_id=self.run_id, version=__version__, pid=os.getpid(), cwd=os.getcwd(), **fields)
         return self
 
     def write(self, kind: str, **fields: Any) -> None:
@@ -86,8 +94,7 @@ class Transcript:
                 self._counts[kind] += 1
             if last:
                 fields = {**fields, "tool_calls": self._counts["tool_call"], "errors": self._counts["error"]}
-            event = {"kind": kind, "time": _now(), "ms": round((time.monotonic() - self._start) * 1000, 1),
-                     **fields}
+            event = {"kind": kind, "time": _now(), "ms": round((time.monotonic() - self._start) * 1000, 1), **fields}
             self._file.write(json.dumps(self._redactor.value(event), ensure_ascii=False, default=str) + "\n")
             self._file.flush()
             if last:
@@ -97,8 +104,7 @@ class Transcript:
     def __enter__(self) -> Transcript:
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         if kind is None:
             self.close("ok")
         elif issubclass(kind, (KeyboardInterrupt, Interrupted)):
@@ -134,7 +140,7 @@ def list_runs(limit: int = 20, directory: Path | None = None) -> list[RunSummary
     if not directory.is_dir():
         return []
     files = sorted((p for p in directory.glob("*.jsonl") if _RUN_ID.match(p.stem)), reverse=True)
-    return [_summary(path) for path in files[:max(limit, 0)]]
+    return [_summary(path) for path in files[: max(limit, 0)]]
 
 
 def read_run(run_id: str, directory: Path | None = None) -> list[dict[str, Any]]:
@@ -156,15 +162,15 @@ def read_run(run_id: str, directory: Path | None = None) -> list[dict[str, Any]]
 def find_run(run_id: str, directory: Path | None = None) -> Path:
     """The transcript file of `run_id` (a full id, a unique prefix, or `last`)."""
     directory = directory or runs_dir()
-    names = sorted(p.stem for p in directory.glob("*.jsonl") if _RUN_ID.match(p.stem)) \
-        if directory.is_dir() else []
+    names = sorted(p.stem for p in directory.glob("*.jsonl") if _RUN_ID.match(p.stem)) if directory.is_dir() else []
     if run_id == "last":
         if not names:
             raise UsageError(f"no runs recorded yet in {directory}")
         return directory / f"{names[-1]}.jsonl"
     if not re.fullmatch(r"[0-9a-f-]+", run_id):
-        raise UsageError(f"run id '{run_id}' is not valid; `crew log` lists runs (ids look like "
-                         "20250101-120000-ab12cd)")
+        raise UsageError(
+            f"run id '{run_id}' is not valid; `crew log` lists runs (ids look like 20250101-120000-ab12cd)"
+        )
     found = [name for name in names if name.startswith(run_id)]
     if len(found) == 1:
         return directory / f"{found[0]}.jsonl"
@@ -181,8 +187,14 @@ def _summary(path: Path) -> RunSummary:
         tail = handle.read().splitlines()
     # the end event is normally last; a tool that reported after its run ended may follow it
     end = next((event for event in map(_json, reversed(tail)) if event.get("kind") == "end"), {})
-    return RunSummary(run_id=path.stem, path=path, started=str(first.get("time", "")),
-                      status=str(end.get("status", "unfinished")), fields=first, end=end)
+    return RunSummary(
+        run_id=path.stem,
+        path=path,
+        started=str(first.get("time", "")),
+        status=str(end.get("status", "unfinished")),
+        fields=first,
+        end=end,
+    )
 
 
 def _json(raw: bytes) -> dict[str, Any]:

@@ -1,4 +1,5 @@
 """JSON Schema checks: one compiled validator per schema, errors from best_match with their JSON path."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any

@@ -4,6 +4,7 @@ Installed packages add providers under the entry point group `crewbridge.provide
 point's name is the provider's name, its value a Provider subclass (or a callable returning a
 Provider). It is imported only when an agent uses it. A built-in name cannot be taken over.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -58,9 +59,12 @@ def load_plugin(point: EntryPoint) -> Provider:
         made = point.load()
         provider = made()
     except Exception as exc:
-        raise ConfigError(f"{where} cannot be loaded: {type(exc).__name__}: {exc}; fix or uninstall "
-                          "the package providing it") from None
+        raise ConfigError(
+            f"{where} cannot be loaded: {type(exc).__name__}: {exc}; fix or uninstall the package providing it"
+        ) from None
     if not isinstance(provider, Provider):
-        raise ConfigError(f"{where} gave {type(provider).__name__}, not a Provider; it must name a "
-                          "crewbridge.providers.base.Provider subclass")
+        raise ConfigError(
+            f"{where} gave {type(provider).__name__}, not a Provider; it must name a "
+            "crewbridge.providers.base.Provider subclass"
+        )
     return provider

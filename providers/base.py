@@ -1,4 +1,5 @@
 """What every provider is: how to build the command, decode one output line, and resume."""
+
 from __future__ import annotations
 
 import json
@@ -97,5 +98,8 @@ class Provider:
     def commands(self) -> list[list[str]]:
         """Every command line crew may run, with sample values: `crew doctor` checks each one's
         options against the CLI's --help (no model is asked). Empty: crew only looks for the CLI."""
-        return [self.argv(Turn("", mode, model="MODEL", session_id=session, system_prompt="PROMPT"))
-                for mode in ("query", "execute") for session in (None, "SESSION")]
+        return [
+            self.argv(Turn("", mode, model="MODEL", session_id=session, system_prompt="PROMPT"))
+            for mode in ("query", "execute")
+            for session in (None, "SESSION")
+        ]

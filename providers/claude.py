@@ -1,4 +1,5 @@
 """Claude Code: `claude -p --output-format stream-json --verbose`, prompt on stdin."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -89,9 +90,10 @@ class ClaudeDecoder(JsonLineDecoder):
 
     def _result(self, obj: dict[str, Any]) -> list[Event]:
         usage = obj.get("usage") or {}
-        out: list[Event] = [Session(obj.get("session_id")),
-                            Usage(usage.get("input_tokens", 0), usage.get("output_tokens", 0),
-                                  obj.get("total_cost_usd"))]
+        out: list[Event] = [
+            Session(obj.get("session_id")),
+            Usage(usage.get("input_tokens", 0), usage.get("output_tokens", 0), obj.get("total_cost_usd")),
+        ]
         if obj.get("is_error"):
             message = obj.get("result") or "; ".join(obj.get("errors") or []) or obj.get("subtype")
             out.append(Failure(str(message), obj.get("api_error_status")))

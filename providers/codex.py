@@ -1,4 +1,5 @@
 """Codex CLI: `codex exec --json -`, prompt on stdin; `exec resume ID` continues."""
+
 from __future__ import annotations
 
 from typing import Any

@@ -1,4 +1,5 @@
 """Gemini CLI: `gemini -o stream-json`, prompt on stdin (no -p)."""
+
 from __future__ import annotations
 
 import json
@@ -44,7 +45,7 @@ def _readable(message: str) -> str:
     """Gemini wraps the API's JSON error body in its message ("[API Error: {…}]"): say it plainly."""
     start, end = message.find("{"), message.rfind("}")
     try:
-        body = json.loads(message[start:end + 1]) if 0 <= start < end else None
+        body = json.loads(message[start : end + 1]) if 0 <= start < end else None
     except ValueError:
         return message
     error = body.get("error") if isinstance(body, dict) else None

@@ -1,4 +1,5 @@
 """Any other CLI, described by configuration: a command template, prompt on stdin or argv, text or jsonl."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -80,8 +81,11 @@ class GenericProvider(Provider):
         self.prompt_on_stdin = not any("{prompt}" in part for part in spec.command)
 
     def argv(self, turn: Turn) -> list[str]:
-        values = {"{model}": turn.model or self.spec.model or "", "{prompt}": turn.prompt,
-                  "{session}": turn.session_id or ""}
+        values = {
+            "{model}": turn.model or self.spec.model or "",
+            "{prompt}": turn.prompt,
+            "{session}": turn.session_id or "",
+        }
         parts = self.spec.command + (self.spec.resume if turn.session_id and self.resumable else [])
         return [_fill(part, values) for part in parts] + turn.options
 

@@ -12,6 +12,7 @@ interrupt landed mid-reply or the reply had already finished (the race).
 The rewind needs an assistant message before its target; for the first message there is none, so
 the process starts with an empty assistant line, which Claude leaves out of every model request.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -40,13 +41,15 @@ def user_line(message: dict[str, Any], **extra: Any) -> dict[str, Any]:
 
 
 def assistant_line(text: str) -> dict[str, Any]:
-    return {"type": "assistant", "uuid": line_id(),
-            "message": {"role": "assistant", "content": [{"type": "text", "text": text}]}}
+    return {
+        "type": "assistant",
+        "uuid": line_id(),
+        "message": {"role": "assistant", "content": [{"type": "text", "text": text}]},
+    }
 
 
 class ClaudeLiveConversation(LiveConversation):
-    def __init__(self, provider: ClaudeProvider, base: Turn, *, cwd: Path,
-                 env: dict[str, str] | None = None) -> None:
+    def __init__(self, provider: ClaudeProvider, base: Turn, *, cwd: Path, env: dict[str, str] | None = None) -> None:
         super().__init__(provider, base, provider.argv(base) + LIVE_FLAGS, cwd=cwd, env=env)
         self._requests = itertools.count(1)
         self._open = False  # a turn whose result line has not been read yet
@@ -115,9 +118,14 @@ class ClaudeLiveConversation(LiveConversation):
             # so: rewinding would drop those calls too; the follow-up names the tail instead.
             return FULL
         assert self.process is not None  # a reply was stopped, so the process exists
-        rewound = self._control(self.process, {"subtype": "rewind_conversation",
-                                               "interrupt_if_running": True,
-                                               "target_message_uuid": self._answered["uuid"]})
+        rewound = self._control(
+            self.process,
+            {
+                "subtype": "rewind_conversation",
+                "interrupt_if_running": True,
+                "target_message_uuid": self._answered["uuid"],
+            },
+        )
         if not rewound.get("rewound"):
             return FULL
         self.process.write(user_line(self._answered["message"], shouldQuery=False))
@@ -135,4 +143,5 @@ def _is_tool_result(obj: dict[str, Any]) -> bool:
     """A user line Claude wrote for one of its own tools' results."""
     content = obj.get("message", {}).get("content") if obj.get("type") == "user" else None
     return isinstance(content, list) and any(
-        isinstance(part, dict) and part.get("type") == "tool_result" for part in content)
+        isinstance(part, dict) and part.get("type") == "tool_result" for part in content
+    )

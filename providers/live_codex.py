@@ -12,6 +12,7 @@ history it holds, ending with the reply cut at the block (an ephemeral thread ca
 Either way the history is exact. A turn that ran Codex's own tools left items crew does not hold:
 after one, a race leaves the reply whole and the follow-up names the tail instead.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -69,8 +70,7 @@ def assistant_item(text: str) -> dict[str, Any]:
 
 
 class CodexLiveConversation(LiveConversation):
-    def __init__(self, provider: CodexProvider, base: Turn, *, cwd: Path,
-                 env: dict[str, str] | None = None) -> None:
+    def __init__(self, provider: CodexProvider, base: Turn, *, cwd: Path, env: dict[str, str] | None = None) -> None:
         super().__init__(provider, base, [provider.binary, "app-server", *base.options], cwd=cwd, env=env)
         self._ids = itertools.count(1)
         self._turn: str | None = None  # the current (or last) turn
@@ -90,9 +90,16 @@ class CodexLiveConversation(LiveConversation):
         return process
 
     def _new_thread(self) -> None:
-        thread = self._call("thread/start", {"cwd": str(self.cwd), "model": self.base.model,
-                                             "sandbox": SANDBOX.get(self.base.mode, "read-only"),
-                                             "approvalPolicy": "never", "ephemeral": True})["thread"]
+        thread = self._call(
+            "thread/start",
+            {
+                "cwd": str(self.cwd),
+                "model": self.base.model,
+                "sandbox": SANDBOX.get(self.base.mode, "read-only"),
+                "approvalPolicy": "never",
+                "ephemeral": True,
+            },
+        )["thread"]
         self.session_id = thread["id"]
 
     def _request(self, method: str, params: dict[str, Any]) -> int:
@@ -105,8 +112,9 @@ class CodexLiveConversation(LiveConversation):
         """A request and its result; what arrives meanwhile is set aside (nothing is running)."""
         request_id = self._request(method, params)
         assert self.process is not None
-        reply = self.process.read_until(lambda obj: obj.get("id") == request_id and "method" not in obj,
-                                        control_deadline())
+        reply = self.process.read_until(
+            lambda obj: obj.get("id") == request_id and "method" not in obj, control_deadline()
+        )
         if "error" in reply:
             raise ProviderError(f"codex app-server refused {method}: {reply['error'].get('message')}")
         return reply.get("result") or {}
@@ -120,8 +128,9 @@ class CodexLiveConversation(LiveConversation):
             self._remember(user_item(message))
             self._turn = None
             self._running = True
-            request_id = self._request("turn/start", {"threadId": self.session_id,
-                                                      "input": [{"type": "text", "text": message}]})
+            request_id = self._request(
+                "turn/start", {"threadId": self.session_id, "input": [{"type": "text", "text": message}]}
+            )
             decoder = AppServerDecoder()
             while self._running:
                 obj = process.read(deadline)
@@ -145,8 +154,13 @@ class CodexLiveConversation(LiveConversation):
         method, params = obj["method"], obj.get("params") or {}
         if "id" in obj:
             assert self.process is not None
-            self.process.write({"jsonrpc": "2.0", "id": obj["id"],
-                                "error": {"code": -32601, "message": f"crew does not handle {method}"}})
+            self.process.write(
+                {
+                    "jsonrpc": "2.0",
+                    "id": obj["id"],
+                    "error": {"code": -32601, "message": f"crew does not handle {method}"},
+                }
+            )
         elif method == "item/completed" and params["item"].get("type") == "agentMessage":
             self._stored += params["item"].get("text") or ""
         elif method == "item/started" and params["item"].get("type") not in CONVERSATION_ITEMS:
@@ -173,7 +187,7 @@ class CodexLiveConversation(LiveConversation):
             self._remember(assistant_item(self._stored))
             return FULL
         if kept.startswith(self._stored):  # Codex holds the start of the reply at most: add the rest
-            rest = kept[len(self._stored):]
+            rest = kept[len(self._stored) :]
             self._remember(assistant_item(self._stored))
             if rest:
                 self._inject(assistant_item(rest))

@@ -8,6 +8,7 @@ way crew appends to the file what the CLI itself appends when it rewinds (`{"$re
 drops that message and everything after it) and the reply cut at its last tool block, so the next
 turn resumes from the exact history.
 """
+
 from __future__ import annotations
 
 import json
@@ -49,16 +50,21 @@ def cut_reply(path: Path, message: str, kept: str) -> bool:
     """Make the session at `path` end with user `message` and the reply `kept`. False (and the file
     untouched) when it does not end with that message, or the reply used Gemini's own tools."""
     records = _records(path)
-    last_user = max((i for i, record in enumerate(records) if record.get("type") == "user"),
-                    default=None)
+    last_user = max((i for i, record in enumerate(records) if record.get("type") == "user"), default=None)
     if last_user is None or _text(records[last_user].get("content")).strip() != message.strip():
         return False
-    reply = [record for record in records[last_user + 1:] if "id" in record]
+    reply = [record for record in records[last_user + 1 :] if "id" in record]
     if any(record.get("toolCalls") for record in reply):
         return False  # dropping the reply would drop those calls and their results too
     lines = [{"$rewindTo": reply[0]["id"]}] if reply else []
-    lines.append({"id": str(uuid.uuid4()), "timestamp": datetime.now(timezone.utc).isoformat(),
-                  "type": "gemini", "content": kept})
+    lines.append(
+        {
+            "id": str(uuid.uuid4()),
+            "timestamp": datetime.now(timezone.utc).isoformat(),
+            "type": "gemini",
+            "content": kept,
+        }
+    )
     with path.open("a", encoding="utf-8") as file:
         file.writelines(json.dumps(line) + "\n" for line in lines)
     return True

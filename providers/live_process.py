@@ -1,6 +1,7 @@
 """A long-lived CLI that reads JSON lines on stdin and writes JSON lines on stdout, driven through
 Child: send a line, read lines as they come, every read bounded by a deadline. The process runs in its own
 process group, ended as a whole on close, on errors and on timeouts."""
+
 from __future__ import annotations
 
 import json
@@ -27,8 +28,7 @@ def control_deadline() -> float:
 class LiveProcess:
     """One running CLI process for a whole conversation."""
 
-    def __init__(self, argv: list[str], *, env: dict[str, str], cwd: Path,
-                 install_hint: str = "") -> None:
+    def __init__(self, argv: list[str], *, env: dict[str, str], cwd: Path, install_hint: str = "") -> None:
         self.name = os.path.basename(argv[0])
         self.child = Child(argv, env=env, cwd=cwd, keep_stdin=True, install_hint=install_hint)
 
@@ -53,8 +53,7 @@ class LiveProcess:
             if obj is not None:
                 return obj
 
-    def read_until(self, done: Callable[[dict[str, Any]], bool],
-                   deadline: float | None) -> dict[str, Any]:
+    def read_until(self, done: Callable[[dict[str, Any]], bool], deadline: float | None) -> dict[str, Any]:
         """Read (and set aside) everything up to the first object for which `done` is true."""
         while True:
             obj = self.read(deadline)
@@ -75,8 +74,9 @@ class LiveConversation:
     """Base of a conversation held in one long-lived CLI process (`argv`), started by start() or the
     first message, and never after close() — which may come from another thread (Ctrl-C)."""
 
-    def __init__(self, provider: Provider, base: Turn, argv: list[str], *, cwd: Path,
-                 env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, provider: Provider, base: Turn, argv: list[str], *, cwd: Path, env: dict[str, str] | None = None
+    ) -> None:
         self.provider = provider
         self.base = base
         self.argv = argv

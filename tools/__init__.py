@@ -1,4 +1,5 @@
 """Built-in tools, one small module per family."""
+
 from __future__ import annotations
 
 from crewbridge.tools.files import edit_file, list_files, read_file, write_file

@@ -1,4 +1,5 @@
 """File tools: read_file, write_file, edit_file, list_files, inside the working directory."""
+
 from __future__ import annotations
 
 import os
@@ -16,8 +17,9 @@ from crewbridge.registry import ToolContext, ToolFailure
 SNIFF_BYTES = 8192  # a NUL byte in this much of a file's start means binary (as git and grep say)
 MAX_ENTRIES = 1000
 LEFT_OUT = frozenset({".git", ".hg", ".svn"})  # version-control internals: never listed or searched
-NOT_EXPANDED = frozenset({"node_modules", "__pycache__", ".venv", "venv", ".tox",
-                          ".mypy_cache", ".pytest_cache", ".ruff_cache"})
+NOT_EXPANDED = frozenset(
+    {"node_modules", "__pycache__", ".venv", "venv", ".tox", ".mypy_cache", ".pytest_cache", ".ruff_cache"}
+)
 
 
 @contextmanager
@@ -48,8 +50,9 @@ def text_file(real: Path, path: str) -> None:
     if not stat.S_ISREG(mode):
         raise ToolFailure(f"'{path}' is not a regular file; only files can be read")
     if looks_binary(real):
-        raise ToolFailure(f"'{path}' is a binary file ({real.stat().st_size} bytes); "
-                          "only text files can be read or edited")
+        raise ToolFailure(
+            f"'{path}' is a binary file ({real.stat().st_size} bytes); only text files can be read or edited"
+        )
 
 
 def looks_binary(real: Path) -> bool:
@@ -94,8 +97,7 @@ READ_SCHEMA = {
 
 
 @tool(schema=READ_SCHEMA, read_only=True)
-def read_file(ctx: ToolContext, path: str, offset: int = 1,
-              limit: int | None = None) -> dict[str, Any]:
+def read_file(ctx: ToolContext, path: str, offset: int = 1, limit: int | None = None) -> dict[str, Any]:
     """Read a text file as stored (no line numbers added); offset/limit select lines.
 
     A long file comes back in parts: when next_offset is present, call again with that offset.
@@ -108,20 +110,25 @@ def read_file(ctx: ToolContext, path: str, offset: int = 1,
     if offset > max(total, 1):
         raise ToolFailure(f"offset {offset} is past the end of '{path}', which has {total} lines")
     end = offset + len(lines) - 1
-    data: dict[str, Any] = {"path": shown_path(ctx.workdir, real), "start_line": offset,
-                            "end_line": end, "total_lines": total}
+    data: dict[str, Any] = {
+        "path": shown_path(ctx.workdir, real),
+        "start_line": offset,
+        "end_line": end,
+        "total_lines": total,
+    }
     if full:
         ctx.truncated = True
-        data["note"] = (f"output limit reached: lines {end + 1}-{min(last or total, total)} "
-                        "were not shown; read on from next_offset")
+        data["note"] = (
+            f"output limit reached: lines {end + 1}-{min(last or total, total)} "
+            "were not shown; read on from next_offset"
+        )
     if end < total:
         data["next_offset"] = end + 1
     data["content"] = ctx.cut("".join(lines))  # cuts only a single line longer than the limit
     return data
 
 
-def _read_window(real: Path, offset: int, last: int | None,
-                 budget: int) -> tuple[list[str], int, bool]:
+def _read_window(real: Path, offset: int, last: int | None, budget: int) -> tuple[list[str], int, bool]:
     """Lines offset..last (whole lines, at most `budget` characters but at least one), the file's
     line count, and whether the budget stopped the window early."""
     lines: list[str] = []
@@ -203,7 +210,7 @@ def edit_file(ctx: ToolContext, path: str, old_string: str, new_string: str) -> 
         if len(found) != 1:
             raise ToolFailure(_not_once(path, text, old_string, found))
         at = found[0]
-        updated = text[:at] + new_string + text[at + len(old_string):]
+        updated = text[:at] + new_string + text[at + len(old_string) :]
         real.write_bytes(_encode(updated, "new_string", errors="surrogateescape"))
     return {"path": shown_path(ctx.workdir, real), "line": text.count("\n", 0, at) + 1}
 
@@ -221,20 +228,26 @@ def occurrences(text: str, sub: str) -> list[int]:
 def _not_once(path: str, text: str, old: str, found: list[int]) -> str:
     if not found:
         hint = " (the file has CRLF line endings)" if "\r\n" in text and "\r" not in old else ""
-        return (f"old_string was not found in '{path}'{hint}; read the file and copy the text "
-                "exactly, indentation and line breaks included")
+        return (
+            f"old_string was not found in '{path}'{hint}; read the file and copy the text "
+            "exactly, indentation and line breaks included"
+        )
     lines = ", ".join(str(text.count("\n", 0, at) + 1) for at in found[:10])
     more = ", …" if len(found) > 10 else ""
-    return (f"old_string occurs {len(found)} times in '{path}' (starting on lines {lines}{more}); "
-            "include more surrounding text so it matches exactly once")
+    return (
+        f"old_string occurs {len(found)} times in '{path}' (starting on lines {lines}{more}); "
+        "include more surrounding text so it matches exactly once"
+    )
 
 
 def _encode(text: str, field: str, errors: str = "strict") -> bytes:
     try:
         return text.encode("utf-8", errors=errors)
     except UnicodeEncodeError as exc:
-        raise ToolFailure(f"{field} holds a character that cannot be written as UTF-8 "
-                          f"(a lone surrogate at index {exc.start}); remove it") from None
+        raise ToolFailure(
+            f"{field} holds a character that cannot be written as UTF-8 "
+            f"(a lone surrogate at index {exc.start}); remove it"
+        ) from None
 
 
 LIST_SCHEMA = {
@@ -263,8 +276,9 @@ def list_files(ctx: ToolContext, path: str = ".") -> dict[str, Any]:
     if closed:
         data["not_expanded"] = closed
     if ctx.truncated:
-        data["note"] = (f"listing stopped after {len(entries)} entries (top levels first); "
-                        "list a subdirectory to see the rest")
+        data["note"] = (
+            f"listing stopped after {len(entries)} entries (top levels first); list a subdirectory to see the rest"
+        )
     return data
 
 

@@ -1,4 +1,5 @@
 """Meta tool: help, which describes crew and the tools the model is offered."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -24,11 +25,17 @@ def crew_help(ctx: ToolContext, topic: str = "") -> dict[str, Any]:
     if registry is None:
         raise ToolFailure("help has no tool registry to describe; call it through a registry")
     if not topic.strip():
-        return {"about": render("help.md", prefix=registry.prefix),
-                "tools": {registry.qualified(spec.name): spec.summary for spec in registry}}
+        return {
+            "about": render("help.md", prefix=registry.prefix),
+            "tools": {registry.qualified(spec.name): spec.summary for spec in registry},
+        }
     try:
         spec = registry.resolve(topic.strip())
     except ToolNotFound as exc:
         raise ToolFailure(str(exc)) from None
-    return {"name": registry.qualified(spec.name), "read_only": spec.read_only,
-            "description": spec.description, "input_schema": spec.input_schema}
+    return {
+        "name": registry.qualified(spec.name),
+        "read_only": spec.read_only,
+        "description": spec.description,
+        "input_schema": spec.input_schema,
+    }

@@ -1,6 +1,7 @@
 """Search tool: grep, an RE2 regular expression matched line by line. RE2 runs in time linear in
 the text whatever the pattern, so no pattern a model writes can hang crew (Python's re takes
 exponential time on `(a+)+$`, holding the GIL, so that not even Ctrl-C is acted on)."""
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -46,8 +47,7 @@ def grep(ctx: ToolContext, pattern: str, path: str = ".") -> dict[str, Any]:
     if counts["binary_files_skipped"]:
         data["binary_files_skipped"] = counts["binary_files_skipped"]
     if ctx.truncated:
-        data["note"] = (f"stopped after {len(matches)} matches; narrow the pattern or the path "
-                        "to see the rest")
+        data["note"] = f"stopped after {len(matches)} matches; narrow the pattern or the path to see the rest"
     return data
 
 
@@ -61,13 +61,14 @@ def _compile(pattern: str) -> re2._Regexp:
     except re2.error as exc:
         reason = exc.args[0].decode("utf-8", "replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
         reason = reason.replace("(?m)", "", 1)  # the prefix is crew's, not the model's
-        raise ToolFailure(f"invalid regular expression {pattern!r}: {reason}; fix it (RE2 syntax: no "
-                          "backreferences or lookaround; escape special characters with \\ for a "
-                          "literal search)") from None
+        raise ToolFailure(
+            f"invalid regular expression {pattern!r}: {reason}; fix it (RE2 syntax: no "
+            "backreferences or lookaround; escape special characters with \\ for a "
+            "literal search)"
+        ) from None
 
 
-def _hits(workdir: Path, real: Path, path: str, regex: re2._Regexp,
-          counts: dict[str, int]) -> Iterator[str]:
+def _hits(workdir: Path, real: Path, path: str, regex: re2._Regexp, counts: dict[str, int]) -> Iterator[str]:
     for file in _files(real, path):
         try:
             binary = looks_binary(file)
@@ -145,7 +146,7 @@ def _blocks(handle: BinaryIO) -> Iterator[bytes]:
         if not cut:
             pending.append(chunk)
             continue
-        block = b"".join([*pending, chunk[:cut - 1]])
+        block = b"".join([*pending, chunk[: cut - 1]])
         pending = [chunk[cut:]]
         yield _clean(block)
     if last := b"".join(pending):

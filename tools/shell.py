@@ -1,4 +1,5 @@
 """Shell tool: run_command, a /bin/sh command in the working directory, in its own process group."""
+
 from __future__ import annotations
 
 import contextlib
@@ -17,8 +18,7 @@ RUN_SCHEMA = {
     "type": "object",
     "properties": {
         "command": {"type": "string", "minLength": 1},
-        "timeout": {"type": "number", "exclusiveMinimum": 0,
-                    "description": "seconds (capped by crew)"},
+        "timeout": {"type": "number", "exclusiveMinimum": 0, "description": "seconds (capped by crew)"},
     },
     "required": ["command"],
     "additionalProperties": False,
@@ -35,14 +35,18 @@ def run_command(ctx: ToolContext, command: str, timeout: float | None = None) ->
     limit = min(timeout or ctx.timeout, ctx.timeout)
     capture = _Capture(ctx.max_output)
     try:
-        proc = subprocess.Popen(["/bin/sh", "-c", command], cwd=ctx.workdir,
-                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            ["/bin/sh", "-c", command],
+            cwd=ctx.workdir,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     except OSError as exc:
         raise ToolFailure(f"cannot start /bin/sh in {ctx.workdir}: {exc.strerror or exc}") from None
     ctx.groups.add(proc.pid)
-    reader = threading.Thread(target=capture.drain, args=(proc.stdout,), daemon=True,
-                              name="run_command-output")
+    reader = threading.Thread(target=capture.drain, args=(proc.stdout,), daemon=True, name="run_command-output")
     reader.start()
     try:
         code: int | None = proc.wait(limit)
@@ -56,8 +60,9 @@ def run_command(ctx: ToolContext, command: str, timeout: float | None = None) ->
     output = capture.text()
     ctx.truncated = capture.cut > 0
     if code is None:
-        raise ToolFailure(f"command timed out after {limit:g}s and was killed with its process "
-                          f"group; output until then:\n{output}")
+        raise ToolFailure(
+            f"command timed out after {limit:g}s and was killed with its process group; output until then:\n{output}"
+        )
     return {"exit_code": code, "output": output}
 
 
@@ -83,7 +88,7 @@ class _Capture:
                 self.tail += chunk[room:]
                 if len(self.tail) > self.half:
                     self.cut += len(self.tail) - self.half
-                    del self.tail[:-self.half]
+                    del self.tail[: -self.half]
 
     def text(self) -> str:
         if not self.cut:  # decoded as one, so a character split between head and tail stays whole
