@@ -10,6 +10,7 @@ from crewbridge.config import AgentSpec, Config, load_config
 from crewbridge.conversation import Conversation, new_conversation
 from crewbridge.errors import CrewError, UsageError
 from crewbridge.mentions import Mention, parse_mentions
+from crewbridge.modes import MODES, Mode
 from crewbridge.providers.base import Turn
 from crewbridge.registry import ToolRegistry
 
@@ -20,8 +21,6 @@ if TYPE_CHECKING:
     from crewbridge.api import EventStream, Outcome
     from crewbridge.loop import AgentLoop, Progress, RunResult
     from crewbridge.transcript import Transcript
-
-MODES = ("query", "execute")
 
 
 class Bridge:
@@ -65,7 +64,7 @@ class Bridge:
 
         return register if func is None else register(func)
 
-    def ask(self, text: str, mode: str = "query", **options: Any) -> RunResult:
+    def ask(self, text: str, mode: Mode = "query", **options: Any) -> RunResult:
         """Run a task on one agent ("@agent task") and return its result; an error is raised
         (a CrewError). Takes the options of `run`, e.g. on_progress=print."""
         mentions, _ = parse_mentions(text)
@@ -77,7 +76,7 @@ class Bridge:
         assert outcome.result is not None
         return outcome.result
 
-    def stream(self, text: str, mode: str = "query", **options: Any) -> EventStream:
+    def stream(self, text: str, mode: Mode = "query", **options: Any) -> EventStream:
         """Run a task in the background and iterate over its Progress events as they happen (text,
         call, result, turn); `.outcomes` holds the results once the iteration ends. Leaving the loop
         early stops the run. Takes the options of `run`."""
@@ -85,7 +84,7 @@ class Bridge:
 
         return EventStream(lambda emit: self.run(text, mode, on_progress=emit, **options))
 
-    def first_prompt(self, text: str, mode: str = "query") -> str:
+    def first_prompt(self, text: str, mode: Mode = "query") -> str:
         """The exact first message the (first) mentioned agent would be sent, catalogue included."""
         from crewbridge.catalogue import build_prompt, render_catalogue
         from crewbridge.policy import Policy
@@ -98,7 +97,7 @@ class Bridge:
     def run(
         self,
         text: str,
-        mode: str = "query",
+        mode: Mode = "query",
         *,
         context: str | None = None,
         max_turns: int = 10,
@@ -157,7 +156,7 @@ class Bridge:
         mentions: list[Mention],
         conversations: list[Conversation | CrewError],
         task: str,
-        mode: str,
+        mode: Mode,
         *,
         transcript: Transcript,
         **options: Any,
@@ -196,7 +195,7 @@ class Bridge:
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
 
-    def _conversation(self, mention: Mention, mode: str) -> Conversation | CrewError:
+    def _conversation(self, mention: Mention, mode: Mode) -> Conversation | CrewError:
         """The agent's conversation, its CLI started where it can wait for the first message (or the
         error that stops this agent alone, such as an unknown provider)."""
         try:
@@ -220,7 +219,7 @@ class Bridge:
     def _loop(
         self,
         mention: Mention,
-        mode: str,
+        mode: Mode,
         *,
         max_turns: int,
         timeout: float | None,

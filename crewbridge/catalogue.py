@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from crewbridge.errors import CrewError
+from crewbridge.modes import Mode
 from crewbridge.registry import Tool, ToolRegistry
 from crewbridge.templates import render
 
@@ -15,7 +16,7 @@ SUMMARY_CHARS = (24, 80)  # the shortest and longest a compact summary is cut to
 PLACEHOLDERS = {"integer": 1, "number": 1, "boolean": True, "array": [], "object": {}, "null": None}
 
 
-def render_catalogue(registry: ToolRegistry, mode: str, *, compact: bool | None = False) -> str:
+def render_catalogue(registry: ToolRegistry, mode: Mode, *, compact: bool | None = False) -> str:
     """The catalogue of the tools in `registry` (already filtered for `mode`); "" when it is empty.
 
     compact=True lists names and one-line summaries only and points to the help tool for schemas;
@@ -46,7 +47,7 @@ def tokens(text: str) -> int:
     return -(-len(text) // 4)
 
 
-def _render(registry: ToolRegistry, mode: str, *, compact: bool) -> str:
+def _render(registry: ToolRegistry, mode: Mode, *, compact: bool) -> str:
     first = next(iter(registry))
     example = {"type": "tool_use", "name": registry.qualified(first.name), "input": _example_input(first)}
 

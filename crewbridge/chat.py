@@ -23,6 +23,7 @@ from crewbridge.config import state_dir
 from crewbridge.errors import CLINotFound, CrewError, UsageError
 from crewbridge.loop import AgentLoop, RunResult
 from crewbridge.mentions import Mention, parse_mentions
+from crewbridge.modes import Mode
 from crewbridge.render import Renderer, isatty
 from crewbridge.transcript import Transcript
 
@@ -70,7 +71,7 @@ def run_chat(
     bridge: Bridge,
     agent: str,
     *,
-    mode: str = "query",
+    mode: Mode = "query",
     max_turns: int = 10,
     timeout: float | None = 300.0,
     approve_all: bool = False,

@@ -17,6 +17,7 @@ import click
 
 from crewbridge import VERSION_MESSAGE, __version__
 from crewbridge.errors import CrewError, UsageError
+from crewbridge.modes import Mode
 
 if TYPE_CHECKING:
     from crewbridge.config import Config
@@ -99,7 +100,7 @@ def run_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _run(
-    mode: str,
+    mode: Mode,
     text: tuple[str, ...],
     config: Config,
     timeout: float,
@@ -172,7 +173,7 @@ def execute_command(**options: Any) -> None:
 )
 @loop_options
 def chat_command(
-    agent: str, mode: str, config: Config, timeout: float, max_turns: int, approve_all: bool, verbose: bool
+    agent: str, mode: Mode, config: Config, timeout: float, max_turns: int, approve_all: bool, verbose: bool
 ) -> None:
     """Talk with one agent, tools at hand; it keeps the context: crew chat @claude
 
@@ -190,7 +191,7 @@ def chat_command(
 @click.argument("text", nargs=-1, required=True)
 @click.option("--mode", type=click.Choice(["query", "execute"]), default="query", show_default=True)
 @config_option
-def prompt_command(text: tuple[str, ...], mode: str, config: Config) -> None:
+def prompt_command(text: tuple[str, ...], mode: Mode, config: Config) -> None:
     """Print the exact prompt that would be sent, catalogue included."""
     from crewbridge.bridge import Bridge
 

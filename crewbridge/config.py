@@ -295,7 +295,9 @@ def _schema_validator() -> Draft202012Validator:
 
 def config_schema() -> dict[str, Any]:
     """The JSON Schema crew.yaml is checked against."""
-    return _schema_validator().schema
+    schema = _schema_validator().schema
+    assert isinstance(schema, dict)
+    return schema
 
 
 def _validate(data: dict[str, Any], marks: dict[Keys, int], shown: str) -> None:
@@ -310,7 +312,10 @@ def _validate(data: dict[str, Any], marks: dict[Keys, int], shown: str) -> None:
 def _explain(error: ValidationError) -> tuple[Keys, str]:
     """The key path an error is about and its message, with the fix."""
     keys: Keys = tuple(error.absolute_path)
-    kind, instance, schema = error.validator, error.instance, error.schema
+    kind = error.validator
+    instance: Any = error.instance
+    schema: Mapping[str, Any] = error.schema if isinstance(error.schema, Mapping) else {}
+    expected: Any = error.validator_value
     if "propertyNames" in error.absolute_schema_path:  # the key itself is wrong
         return (*keys, instance), "not a valid name; names start with a letter and hold letters, digits, _ and -"
     if kind == "additionalProperties":
@@ -325,7 +330,7 @@ def _explain(error: ValidationError) -> tuple[Keys, str]:
         options = ", ".join(str(v) for v in schema["enum"])
         return keys, f"{_short(instance)} is not one of {options}" + (f"; did you mean '{near[0]}'?" if near else "")
     if kind == "required":
-        missing = next(k for k in error.validator_value if k not in instance)
+        missing = next(k for k in expected if k not in instance)
         message = f"'{missing}' is missing"
     elif kind == "oneOf":
         given = [k for k in ("command", "shell", "python") if k in instance]
@@ -333,7 +338,7 @@ def _explain(error: ValidationError) -> tuple[Keys, str]:
     elif kind == "pattern":
         message = f"{_short(instance)} is not in the right form"
     elif kind == "type":
-        types = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
+        types = expected if isinstance(expected, list) else [expected]
         message = f"{_short(instance)} is not of type {' or '.join(repr(t) for t in types)}"
     else:
         message = error.message if len(error.message) <= 160 else error.message[:157] + "..."

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from dataclasses import replace
 from pathlib import Path
 from typing import Protocol
@@ -28,7 +28,7 @@ class Conversation(Protocol):
         boots while crew builds the catalogue. A no-op where it cannot; a CLI that fails to start
         is reported by send()."""
 
-    def send(self, message: str, deadline: float | None) -> Iterator[Event]:
+    def send(self, message: str, deadline: float | None) -> Generator[Event, None, None]:
         """Start a turn with `message`; the events of the model's reply as they stream."""
 
     def stop(self) -> None:
@@ -87,7 +87,7 @@ class ProcessConversation:
             install_hint=self.provider.install_hint,
         )
 
-    def send(self, message: str, deadline: float | None) -> Iterator[Event]:
+    def send(self, message: str, deadline: float | None) -> Generator[Event, None, None]:
         prompt = self._prompt(message)
         self.history.append(("user", message))
         stdin = prompt if self.provider.prompt_on_stdin else None

@@ -201,7 +201,7 @@ def _configuration(config_path: Path | None, cwd: Path) -> tuple[Config, list[Ch
 
 def _programs(config: Config, env: Mapping[str, str]) -> Iterator[Check]:
     """The program of each command tool and command hook must exist (none is run)."""
-    entries = [
+    entries: list[tuple[str, tuple[str | int, ...], str, Path | None]] = [
         ("tools", ("tools", name, "command", 0), tool.command[0], tool.base) for name, tool in config.tools.items()
     ]
     entries += [
@@ -213,8 +213,8 @@ def _programs(config: Config, env: Mapping[str, str]) -> Iterator[Check]:
     for subject, keys, program, base in entries:
         if "{" in program:
             continue  # the program itself comes from an argument
-        local = "/" in program and not os.path.isabs(program) and base is not None
-        if shutil.which(str(base / program) if local else program, path=env.get("PATH", os.defpath)) is None:
+        local = base if "/" in program and not os.path.isabs(program) else None  # relative to the config
+        if shutil.which(str(local / program) if local else program, path=env.get("PATH", os.defpath)) is None:
             where = f"not an executable file (it is looked for in {base})" if local else "not on PATH"
             yield Check(FAIL, subject, str(config.error(keys, f"'{program}' is {where}; install it or fix the path")))
 

@@ -277,7 +277,7 @@ def _is_json(value: Any) -> bool:
 
 
 def _shown(hint: Any) -> str:
-    return getattr(hint, "__name__", None) if isinstance(hint, type) else str(hint).replace("typing.", "")
+    return hint.__name__ if isinstance(hint, type) else str(hint).replace("typing.", "")
 
 
 # --- tools ---------------------------------------------------------------------------------------
@@ -332,7 +332,7 @@ def function_tool(
     needs_approval: bool = False,
 ) -> Tool:
     """A Tool that calls `func` with the model's (validated, converted) input."""
-    tool_name = name or getattr(func, "__name__", "")
+    tool_name = name or str(getattr(func, "__name__", ""))
     if not NAME.match(tool_name):
         raise CrewError(
             f"tool name '{tool_name}' must start with a letter and hold only letters, digits, _ and -; pass name="

@@ -17,6 +17,7 @@ from typing import IO, Any
 from crewbridge.config import AgentSpec
 from crewbridge.errors import ConfigError
 from crewbridge.globs import matches
+from crewbridge.modes import Mode
 from crewbridge.registry import Tool, ToolRegistry
 
 CODING_TOOLS = frozenset({"write_file", "edit_file", "run_command"})  # besides every read-only tool
@@ -82,7 +83,7 @@ class Approver:
 
 class Policy:
     def __init__(
-        self, agent: AgentSpec, mode: str, *, approve_all: bool = False, approver: Approver | None = None
+        self, agent: AgentSpec, mode: Mode, *, approve_all: bool = False, approver: Approver | None = None
     ) -> None:
         if agent.profile not in PROFILES:
             raise ConfigError(f"agent '{agent.id}': profile '{agent.profile}' is not one of {', '.join(PROFILES)}")

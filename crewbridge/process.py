@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import fcntl
+import io
 import logging
 import math
 import os
@@ -151,6 +152,10 @@ class Child:
             raise ProviderError(
                 f"'{argv[0]}' cannot be started ({exc.strerror}); make it an executable program or fix the command"
             ) from None
+        pipe_in, pipe_out, pipe_err = self.proc.stdin, self.proc.stdout, self.proc.stderr
+        assert pipe_in is not None and pipe_out is not None and isinstance(pipe_err, io.BufferedReader)  # _popen's
+        self._stdin = pipe_in
+        self._stderr_pipe = pipe_err
         self.pgid = self.proc.pid
         track_group(self.pgid)
         self._command: str | None = shlex.join(argv)  # traced once, before the first line read or sent
@@ -160,8 +165,8 @@ class Child:
         from pexpect import EOF, TIMEOUT, fdpexpect
 
         self._eof_error, self._timeout_error = EOF, TIMEOUT  # for _read_chunk, without an import per chunk
-        self.out = fdpexpect.fdspawn(os.dup(self.proc.stdout.fileno()), timeout=None, maxread=CHUNK, use_poll=True)
-        self.proc.stdout.close()
+        self.out = fdpexpect.fdspawn(os.dup(pipe_out.fileno()), timeout=None, maxread=CHUNK, use_poll=True)
+        pipe_out.close()
         self._wake_r, self._wake_w = os.pipe()  # kill() wakes a reader blocked on a silent CLI
         self._poll = select.poll()  # unlike select(), any descriptor number
         self._poll.register(self.out.child_fd, select.POLLIN)
@@ -196,8 +201,8 @@ class Child:
 
     def _write(self, data: bytes) -> None:
         try:
-            self.proc.stdin.write(data)
-            self.proc.stdin.flush()
+            self._stdin.write(data)
+            self._stdin.flush()
         except OSError:
             pass  # the CLI stopped reading; its exit status and stderr tell why
         except ValueError:
@@ -205,7 +210,7 @@ class Child:
 
     def _close_stdin(self) -> None:
         try:
-            self.proc.stdin.close()
+            self._stdin.close()
         except OSError:
             pass
 
@@ -226,7 +231,7 @@ class Child:
 
     def _drain_stderr(self) -> None:
         leave_signals_to_main()
-        for chunk in iter(lambda: self.proc.stderr.read1(CHUNK), b""):
+        for chunk in iter(lambda: self._stderr_pipe.read1(CHUNK), b""):
             self._stderr.append(chunk)
             self._stderr_size += len(chunk)
             while self._stderr_size > STDERR_KEEP and len(self._stderr) > 1:

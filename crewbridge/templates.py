@@ -13,7 +13,8 @@ def package_text(package: str, name: str) -> str:
     pkgutil.get_data does; importlib.resources and pkgutil cost 6-10 ms to import."""
     spec = importlib.import_module(package).__spec__
     assert spec is not None and spec.loader is not None and spec.origin is not None
-    return spec.loader.get_data(os.path.join(os.path.dirname(spec.origin), name)).decode("utf-8")
+    path = os.path.join(os.path.dirname(spec.origin), name)
+    return spec.loader.get_data(path).decode("utf-8")  # type: ignore[attr-defined]  # every file loader has it
 
 
 @cache

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from crewbridge.events import Event, Notice
+from crewbridge.modes import Mode
 
 
 @dataclass
@@ -14,7 +15,7 @@ class Turn:
     """One invocation of a CLI: the message to send and how."""
 
     prompt: str
-    mode: str = "query"  # "query" (read-only) or "execute"
+    mode: Mode = "query"  # "query" (read-only) or "execute"
     model: str | None = None
     session_id: str | None = None  # continue this session (the CLI's own resume)
     system_prompt: str | None = None
@@ -26,7 +27,7 @@ class Decoder(Protocol):
         """The events one line of CLI output stands for (a corrupt line gives a Notice)."""
 
 
-_scan_once = json.JSONDecoder().scan_once  # the C scanner inside json.loads
+_scan_once = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # the C scanner inside json.loads
 
 
 def parse_object(line: str) -> dict[str, Any] | Notice | None:

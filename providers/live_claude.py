@@ -16,7 +16,7 @@ the process starts with an empty assistant line, which Claude leaves out of ever
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +62,7 @@ class ClaudeLiveConversation(LiveConversation):
             process.write(assistant_line(""))  # an anchor for rewinding to the first message
         return process
 
-    def send(self, message: str, deadline: float | None) -> Iterator[Event]:
+    def send(self, message: str, deadline: float | None) -> Generator[Event, None, None]:
         process = self._start()  # a CLI that is not installed raises CLINotFound from here
         try:
             self._finish_turn()

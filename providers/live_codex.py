@@ -16,7 +16,7 @@ after one, a race leaves the reply whole and the follow-up names the tail instea
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
@@ -119,7 +119,7 @@ class CodexLiveConversation(LiveConversation):
             raise ProviderError(f"codex app-server refused {method}: {reply['error'].get('message')}")
         return reply.get("result") or {}
 
-    def send(self, message: str, deadline: float | None) -> Iterator[Event]:
+    def send(self, message: str, deadline: float | None) -> Generator[Event, None, None]:
         process = self._start()  # a CLI that is not installed raises CLINotFound from here
         try:
             self._finish_turn()
