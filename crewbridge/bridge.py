@@ -13,6 +13,7 @@ from crewbridge.mentions import Mention, parse_mentions
 from crewbridge.modes import MODES, Mode
 from crewbridge.providers.base import Turn
 from crewbridge.registry import ToolRegistry
+from crewbridge.skills import Skill, chosen, discover, roots
 
 # For start-up speed, what a run needs only once the agents' CLIs have started (the loop, hooks,
 # policy, catalogue, transcript, outcomes, concurrent.futures) is imported where it is used: it loads
@@ -86,13 +87,21 @@ class Bridge:
 
     def first_prompt(self, text: str, mode: Mode = "query") -> str:
         """The exact first message the (first) mentioned agent would be sent, catalogue included."""
-        from crewbridge.catalogue import build_prompt, render_catalogue
+        from crewbridge.catalogue import build_prompt, offered_tools, render_catalogue
         from crewbridge.policy import Policy
 
         mentions, task = parse_mentions(text)
-        policy = Policy(self.config.agent(mentions[0].agent), mode)
-        catalogue = render_catalogue(policy.offered(self.registry), mode, compact=self.config.compact_catalogue)
+        agent = self.config.agent(mentions[0].agent)
+        skills = self.skills(agent)
+        tools = offered_tools(Policy(agent, mode).offered(self.registry), skills)
+        catalogue = render_catalogue(tools, mode, compact=self.config.compact_catalogue, skills=list(skills.values()))
         return build_prompt(catalogue, task)
+
+    def skills(self, agent: AgentSpec) -> dict[str, Skill]:
+        """The skills `agent` gets (crewbridge.skills): found from its working directory, crew.yaml's
+        `skills:` folders and the user's, chosen by its `skills:` globs."""
+        places = roots(self._workdir(agent), self.config.skills)
+        return chosen(discover(places).skills, agent.skills)
 
     def run(
         self,
@@ -253,6 +262,7 @@ class Bridge:
                 timeout=agent.timeout or timeout,
                 compact=self.config.compact_catalogue,
                 on_progress=on_progress,
+                skills=self.skills(agent),
             )
         except BaseException:
             conversation.close()

@@ -3,27 +3,57 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from crewbridge.errors import CrewError
 from crewbridge.modes import Mode
 from crewbridge.registry import Tool, ToolRegistry
+from crewbridge.skills import SKILL_TOOL, Skill
 from crewbridge.templates import render
 
 AUTO_COMPACT_TOKENS = 4000  # with compact=None, a full catalogue larger than this is made compact
 COMPACT_TOKENS = 2000  # a compact catalogue cuts summaries (never names) to stay within this
 SUMMARY_CHARS = (24, 80)  # the shortest and longest a compact summary is cut to
+SKILLS_TOKENS = 1500  # the skills section cuts descriptions (never names) to stay within this
+SKILL_CHARS = (24, 300)  # the shortest and longest a skill's description is cut to
 PLACEHOLDERS = {"integer": 1, "number": 1, "boolean": True, "array": [], "object": {}, "null": None}
 
 
-def render_catalogue(registry: ToolRegistry, mode: Mode, *, compact: bool | None = False) -> str:
-    """The catalogue of the tools in `registry` (already filtered for `mode`); "" when it is empty.
+def offered_tools(registry: ToolRegistry, skills: Mapping[str, Skill]) -> ToolRegistry:
+    """The tools an agent is told of, of those its policy allows: the skill tool only with skills."""
+    return registry if skills else registry.subset(lambda tool: tool.name != SKILL_TOOL)
+
+
+def render_catalogue(
+    registry: ToolRegistry, mode: Mode, *, compact: bool | None = False, skills: Sequence[Skill] = ()
+) -> str:
+    """The catalogue of the tools in `registry` (already filtered for `mode`), then the skills
+    section when the skill tool is among them; "" when there is no tool.
 
     compact=True lists names and one-line summaries only and points to the help tool for schemas;
     compact=None picks compact when the full catalogue would exceed AUTO_COMPACT_TOKENS.
     """
     if not len(registry):
         return ""
+    section = skills_section(registry, skills) if SKILL_TOOL in registry else ""
+    return _tools(registry, mode, compact) + (f"\n\n{section}" if section else "")
+
+
+def skills_section(registry: ToolRegistry, skills: Sequence[Skill]) -> str:
+    """Names and descriptions of the skills, and when to read one; descriptions are cut to keep the
+    section within SKILLS_TOKENS. "" without skills."""
+    if not skills:
+        return ""
+    call = f'{registry.qualified(SKILL_TOOL)} {{"name": "<skill>"}}'
+    names = [f"- {skill.name}: " for skill in skills]
+    room = SKILLS_TOKENS * 4 - len(render("skills.md", call=call, skills="\n".join(names)).strip())
+    cap = _summary_cap([len(skill.description) for skill in skills], room, SKILL_CHARS)
+    lines = [name + _cut(skill.description, cap) for name, skill in zip(names, skills, strict=True)]
+    return render("skills.md", call=call, skills="\n".join(lines)).strip()
+
+
+def _tools(registry: ToolRegistry, mode: Mode, compact: bool | None) -> str:
     if compact is None:
         full = _render(registry, mode, compact=False)
         if tokens(full) <= AUTO_COMPACT_TOKENS or "help" not in registry:
@@ -64,9 +94,9 @@ def _render(registry: ToolRegistry, mode: Mode, *, compact: bool) -> str:
     return page([name + _cut(t.summary, cap) for name, t in zip(names, registry, strict=True)])
 
 
-def _summary_cap(lengths: list[int], room: int) -> int:
-    """The longest cut that keeps all summaries within `room` characters, within SUMMARY_CHARS."""
-    shortest, longest = SUMMARY_CHARS
+def _summary_cap(lengths: list[int], room: int, bounds: tuple[int, int] = SUMMARY_CHARS) -> int:
+    """The longest cut that keeps all summaries within `room` characters, within `bounds`."""
+    shortest, longest = bounds
     spent = 0
     for index, length in enumerate(sorted(lengths)):
         left = len(lengths) - index

@@ -64,6 +64,7 @@ class AgentSpec:
     timeout: float | None = None  # seconds for one reply
     deny_commands: list[str] = field(default_factory=list)  # run_command: globs on each command
     allow_commands: list[str] = field(default_factory=list)  # run_command: if given, only these
+    skills: list[str] | None = None  # skill-name globs; None: every skill found, []: none
 
 
 @dataclass
@@ -77,6 +78,7 @@ class Config:
     tools: dict[str, CommandTool] = field(default_factory=dict)
     plugins: bool = True  # tools from the `crewbridge.tools` entry point group
     transcripts: bool = True
+    skills: list[Path] = field(default_factory=list)  # skill folders crew.yaml names (crewbridge.skills)
     marks: dict[Keys, int] = field(default_factory=dict, repr=False)  # key path → line in `path`
     shown: str = "crew.yaml"  # how `path` is named in messages
 
@@ -398,6 +400,7 @@ def _build(data: dict[str, Any], marks: dict[Keys, int], path: Path, shown: str)
         compact_catalogue=data.get("compact_catalogue"),
         plugins=data.get("plugins", True),
         transcripts=data.get("transcripts", True),
+        skills=[(base / os.path.expanduser(folder)).resolve() for folder in data.get("skills", [])],
         marks=marks,
         shown=shown,
     )

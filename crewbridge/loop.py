@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from crewbridge.catalogue import build_prompt, render_catalogue
+from crewbridge.catalogue import build_prompt, offered_tools, render_catalogue
 from crewbridge.conversation import FULL, LOST, Conversation
 from crewbridge.errors import CrewError, CrewTimeout, Interrupted, MaxTurnsReached, ProviderError
 from crewbridge.events import Failure, MessageEnd, Session, Text, Usage
@@ -23,6 +23,7 @@ from crewbridge.extract import Extractor, Shown, ToolCall
 from crewbridge.hooks import Hooks
 from crewbridge.policy import Policy
 from crewbridge.registry import TIMEOUT_GRACE, ToolContext, ToolRegistry, ToolResult
+from crewbridge.skills import Skill
 from crewbridge.templates import render
 from crewbridge.transcript import Transcript
 
@@ -95,13 +96,15 @@ class AgentLoop:
         timeout: float | None = 300.0,
         compact: bool | None = None,
         on_progress: Callable[[Progress], None] | None = None,
+        skills: dict[str, Skill] | None = None,
     ) -> None:
         self.agent = agent
         self.conv = conversation
         self.registry = registry
         self.policy = policy
-        self.offered = policy.offered(registry)  # the tools the model is told of
-        self.ctx = ToolContext(workdir=workdir, registry=self.offered)
+        self.skills = skills or {}
+        self.offered = offered_tools(policy.offered(registry), self.skills)  # the tools the model is told of
+        self.ctx = ToolContext(workdir=workdir, registry=self.offered, skills=self.skills)
         self.hooks = hooks or Hooks()
         self.transcript = transcript or Transcript()
         self.max_turns = max_turns
@@ -123,7 +126,9 @@ class AgentLoop:
             self.close()
 
     def first_message(self, task: str) -> str:
-        catalogue = render_catalogue(self.offered, self.policy.mode, compact=self.compact)
+        catalogue = render_catalogue(
+            self.offered, self.policy.mode, compact=self.compact, skills=list(self.skills.values())
+        )
         return build_prompt(catalogue, task)
 
     def converse(self, message: str) -> RunResult:

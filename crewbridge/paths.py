@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 from crewbridge.errors import CrewError
@@ -40,6 +41,20 @@ def resolve_inside(workdir: Path, user_path: str) -> Path:
     )
 
 
+def resolve_readable(workdir: Path, user_path: str, roots: Iterable[Path]) -> Path:
+    """As resolve_inside, and also an absolute path inside one of `roots`, folders read-only tools
+    may read besides the working directory (a skill's): symlinks are followed there too."""
+    try:
+        return resolve_inside(workdir, user_path)
+    except PathOutside:
+        real = Path(os.path.realpath(user_path))
+        if os.path.isabs(user_path) and any(real.is_relative_to(root) for root in roots):
+            return real
+        raise
+
+
 def shown_path(workdir: Path, real: Path) -> str:
-    """A resolved path as the model sees it: relative to the working directory, '/'-separated."""
-    return real.relative_to(os.path.realpath(workdir)).as_posix()
+    """A resolved path as the model sees it: relative to the working directory, '/'-separated
+    (absolute for a file of a skill's folder)."""
+    root = os.path.realpath(workdir)
+    return real.relative_to(root).as_posix() if real.is_relative_to(root) else real.as_posix()

@@ -13,6 +13,7 @@ from typing import Any
 
 from crewbridge.errors import CrewError, ToolNotFound
 from crewbridge.process import Groups
+from crewbridge.skills import Skill
 from crewbridge.validation import compile_schema, first_error
 
 DEFAULT_PREFIX = "crew"
@@ -37,6 +38,12 @@ class ToolContext:
     truncated: bool = False  # a tool sets this when it cut its output
     deadline: float | None = None  # time.monotonic() when the run ends: no tool runs past it
     groups: Groups = field(default_factory=Groups)  # the process groups the run's tools started
+    skills: dict[str, Skill] = field(default_factory=dict)  # the agent's skills, by name (crew:skill)
+
+    @property
+    def read_roots(self) -> list[Path]:
+        """Folders outside the working directory that read-only tools may read: the skills'."""
+        return [skill.folder for skill in self.skills.values()]
 
     def cut(self, text: str, limit: int | None = None) -> str:
         """Truncate `text` to the output limit with a marker saying how much was cut."""

@@ -9,7 +9,7 @@ from crewbridge.errors import ConfigError
 from crewbridge.policy import Approver, Policy, command_refusal, simple_commands
 from crewbridge.registry import Tool, ToolRegistry
 
-READ_ONLY = {"read_file", "list_files", "grep", "help", "count_lines"}
+READ_ONLY = {"read_file", "list_files", "grep", "help", "skill", "count_lines"}
 CODING = READ_ONLY | {"write_file", "edit_file", "run_command"}
 EVERYTHING = CODING | {"deploy"}
 

@@ -21,7 +21,7 @@ def test_overview_explains_the_protocol_and_lists_every_tool(tmp_path: Path) -> 
     assert '"type": "tool_use", "name": "crew:<tool>"' in data["about"]
     assert 'crew:help with {"topic": "<tool>"}' in data["about"]
     assert list(data["tools"]) == ["crew:read_file", "crew:write_file", "crew:edit_file",
-                                   "crew:list_files", "crew:grep", "crew:run_command", "crew:help"]
+                                   "crew:list_files", "crew:grep", "crew:run_command", "crew:help", "crew:skill"]
     assert data["tools"]["crew:read_file"].startswith("Read a text file")
 
 
@@ -49,7 +49,7 @@ def test_help_follows_the_prefix(tmp_path: Path) -> None:
 def test_help_describes_only_the_tools_offered(tmp_path: Path) -> None:
     offered = builtin_registry().subset(lambda spec: spec.read_only)
     data = help_call(offered, tmp_path)["data"]
-    assert list(data["tools"]) == ["crew:read_file", "crew:list_files", "crew:grep", "crew:help"]
+    assert list(data["tools"]) == ["crew:read_file", "crew:list_files", "crew:grep", "crew:help", "crew:skill"]
     refused = help_call(offered, tmp_path, topic="write_file")
     assert refused["error"].startswith("unknown tool 'write_file'")
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from crewbridge.functions import tool
-from crewbridge.paths import resolve_inside, shown_path
+from crewbridge.paths import resolve_inside, resolve_readable, shown_path
 from crewbridge.registry import ToolContext, ToolFailure
 
 SNIFF_BYTES = 8192  # a NUL byte in this much of a file's start means binary (as git and grep say)
@@ -102,7 +102,7 @@ def read_file(ctx: ToolContext, path: str, offset: int = 1, limit: int | None = 
 
     A long file comes back in parts: when next_offset is present, call again with that offset.
     """
-    real = resolve_inside(ctx.workdir, path)
+    real = resolve_readable(ctx.workdir, path, ctx.read_roots)
     last = offset + limit - 1 if limit else None
     with fs_errors(path):
         text_file(real, path)
@@ -266,7 +266,7 @@ def list_files(ctx: ToolContext, path: str = ".") -> dict[str, Any]:
     Paths are relative to the working directory. Dependency and cache folders (node_modules,
     .venv, …) are listed but not entered; list one by name to see inside.
     """
-    real = resolve_inside(ctx.workdir, path)
+    real = resolve_readable(ctx.workdir, path, ctx.read_roots)
     closed: list[str] = []
     with fs_errors(path):
         if not stat.S_ISDIR(real.stat().st_mode):  # stat: a missing path is reported as missing

@@ -12,7 +12,7 @@ import re2
 from crewbridge.tools.files import fs_errors, looks_binary, take, text_file, walk
 
 from crewbridge.functions import tool
-from crewbridge.paths import resolve_inside, shown_path
+from crewbridge.paths import resolve_readable, shown_path
 from crewbridge.registry import ToolContext, ToolFailure
 
 MAX_MATCHES = 200
@@ -39,7 +39,7 @@ def grep(ctx: ToolContext, pattern: str, path: str = ".") -> dict[str, Any]:
     similar are searched only when named as the path.
     """
     regex = _compile(pattern)
-    real = resolve_inside(ctx.workdir, path)
+    real = resolve_readable(ctx.workdir, path, ctx.read_roots)
     counts = {"files_searched": 0, "binary_files_skipped": 0}
     with fs_errors(path):
         matches = take(ctx, _hits(ctx.workdir, real, path, regex, counts), MAX_MATCHES)
