@@ -1,19 +1,23 @@
 """Figure 4: what the tool catalogue costs the model, in tokens (characters / 4), for the built-in
-tools and for 100 more registered tools, full and compact; and a compact-mode round trip through
+tools and for 100 more registered tools, full and compact; the skills section for 50 skills; and a
+compact-mode round trip through
 the real claude CLI and the mock model: the model asks crew:help for a tool's schema, then calls
 the tool."""
 from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 from typing import Any
 
 from bench.common import Row, Settings
 from bench.harness import claude_conversation, claude_env, run_loop
-from crewbridge.catalogue import COMPACT_TOKENS, render_catalogue, tokens
+from crewbridge.catalogue import COMPACT_TOKENS, SKILLS_TOKENS, offered_tools, render_catalogue, skills_section, tokens
 from crewbridge.config import AgentSpec
+from crewbridge.modes import Mode
 from crewbridge.policy import Policy
 from crewbridge.registry import Tool, ToolContext, ToolRegistry
+from crewbridge.skills import Skill
 from crewbridge.tools import builtin_registry
 
 SYSTEMS = ("jira", "github", "slack", "sentry", "grafana", "postgres", "s3", "stripe", "notion",
@@ -62,11 +66,21 @@ def registry_with(extra: list[Tool]) -> ToolRegistry:
     return registry
 
 
-def offered(registry: ToolRegistry, mode: str) -> ToolRegistry:
-    return Policy(AgentSpec(id="bench", provider="bench"), mode).offered(registry)
+def offered(registry: ToolRegistry, mode: Mode) -> ToolRegistry:
+    """What an agent without skills is offered."""
+    return offered_tools(Policy(AgentSpec(id="bench", provider="bench"), mode).offered(registry), {})
 
 
-def size(registry: ToolRegistry, mode: str, compact: bool) -> int:
+def generated_skills(count: int) -> list[Skill]:
+    """`count` skills with descriptions as long as Claude Code's own (one or two sentences)."""
+    return [Skill(f"{system}-{action}-{index:02}",
+                  f"{action.capitalize()} {OBJECTS[index % 10]} in {system} the way this team does: "
+                  f"naming, review checklist and the commands to run. Use when asked to {action} "
+                  f"{OBJECTS[index % 10]}.", Path("/skills") / str(index), "project")
+            for index, (system, action) in enumerate((SYSTEMS[i % 10], ACTIONS[i // 10 % 10]) for i in range(count))]
+
+
+def size(registry: ToolRegistry, mode: Mode, compact: bool) -> int:
     return tokens(render_catalogue(offered(registry, mode), mode, compact=compact))
 
 
@@ -85,6 +99,13 @@ def run(settings: Settings) -> list[Row]:
     rows.append(Row("4 catalogue", "built-ins + 100 registered tools, compact catalogue", compact,
                     "tokens", target=float(COMPACT_TOKENS),
                     note=f"{compact / full:.2f}× the full one"))
+    skills = generated_skills(50)
+    section = skills_section(builtin_registry(), skills)
+    rows.append(Row("4 catalogue", "the skills section for 50 skills", tokens(section), "tokens",
+                    target=float(SKILLS_TOKENS),
+                    note=f"{len(section):,} characters; descriptions of "
+                         f"{min(len(s.description) for s in skills)}-{max(len(s.description) for s in skills)} "
+                         "characters, cut to fit"))
     return rows + ([round_trip()] if settings.cli else [])
 
 

@@ -13,7 +13,7 @@ from crewbridge.mentions import Mention, parse_mentions
 from crewbridge.modes import MODES, Mode
 from crewbridge.providers.base import Turn
 from crewbridge.registry import ToolRegistry
-from crewbridge.skills import Skill, chosen, discover, roots
+from crewbridge.skills import Found, Skill, chosen, discover, roots
 
 # For start-up speed, what a run needs only once the agents' CLIs have started (the loop, hooks,
 # policy, catalogue, transcript, outcomes, concurrent.futures) is imported where it is used: it loads
@@ -97,11 +97,21 @@ class Bridge:
         catalogue = render_catalogue(tools, mode, compact=self.config.compact_catalogue, skills=list(skills.values()))
         return build_prompt(catalogue, task)
 
+    def skills_section(self, text: str) -> str:
+        """The catalogue's skills section for the (first) agent `text` mentions ("" without skills)."""
+        from crewbridge.catalogue import skills_section
+
+        skills = self.skills(self.config.agent(parse_mentions(text)[0][0].agent))
+        return skills_section(self.registry, list(skills.values()))
+
     def skills(self, agent: AgentSpec) -> dict[str, Skill]:
-        """The skills `agent` gets (crewbridge.skills): found from its working directory, crew.yaml's
-        `skills:` folders and the user's, chosen by its `skills:` globs."""
-        places = roots(self._workdir(agent), self.config.skills)
-        return chosen(discover(places).skills, agent.skills)
+        """The skills `agent` gets: those found from its working directory, chosen by its `skills:` globs."""
+        return chosen(self.found_skills(self._workdir(agent)).skills, agent.skills)
+
+    def found_skills(self, workdir: Path | None = None) -> Found:
+        """Every skill folder found from `workdir` (default the Bridge's), crew.yaml's `skills:`
+        folders and the user's (crewbridge.skills), with the broken and the hidden ones."""
+        return discover(roots(workdir or self.workdir, self.config.skills))
 
     def run(
         self,

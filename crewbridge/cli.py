@@ -194,8 +194,51 @@ def chat_command(
 def prompt_command(text: tuple[str, ...], mode: Mode, config: Config) -> None:
     """Print the exact prompt that would be sent, catalogue included."""
     from crewbridge.bridge import Bridge
+    from crewbridge.catalogue import tokens
 
-    click.echo(Bridge(config).first_prompt(" ".join(text), mode))
+    bridge = Bridge(config)
+    click.echo(bridge.first_prompt(" ".join(text), mode))
+    section = bridge.skills_section(" ".join(text))
+    if section:  # what the skills cost in every first message
+        click.echo(f"crew: skills section: {len(section):,} characters (~{tokens(section):,} tokens)", err=True)
+
+
+@cli.group("skills")
+def skills_group() -> None:
+    """List and show the skills (SKILL.md folders) crew offers to agents."""
+
+
+@skills_group.command("list")
+@config_option
+def skills_list_command(config: Config) -> None:
+    """One line per skill: name, where it was found, description; then any that are broken."""
+    from crewbridge.bridge import Bridge
+
+    found = Bridge(config).found_skills()
+    if not found.skills and not found.problems:
+        click.echo("no skills found; add a folder ./.crew/skills/NAME/ with a SKILL.md (see docs/skills.md)")
+    width = max((len(name) for name in found.skills), default=0)
+    for skill in found.skills.values():
+        click.echo(f"{skill.name:<{width}}  {skill.source:<7}  {skill.description}")
+    for hidden in found.shadowed:
+        click.echo(f"crew: warning: skill '{hidden.name}' in {hidden.folder} is hidden by an earlier one", err=True)
+    for problem in found.problems:
+        click.echo(f"crew: warning: {problem}; the skill is not offered", err=True)
+
+
+@skills_group.command("show")
+@click.argument("name")
+@config_option
+def skills_show_command(name: str, config: Config) -> None:
+    """A skill's file, description and instructions."""
+    from crewbridge.bridge import Bridge
+    from crewbridge.skills import body, unknown
+
+    skills = Bridge(config).found_skills().skills
+    if name not in skills:
+        raise UsageError(str(unknown(name, skills)))
+    skill = skills[name]
+    click.echo(f"{skill.file}  ({skill.source})\n{skill.description}\n\n{body(skill)}")
 
 
 @cli.group("tools")

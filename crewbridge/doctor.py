@@ -29,6 +29,7 @@ from crewbridge.custom_tools import Finished, run_argv
 from crewbridge.errors import CrewError, CrewTimeout, UsageError
 from crewbridge.providers import BUILTIN, load, load_plugin, plugins
 from crewbridge.providers.base import Provider, Turn
+from crewbridge.skills import discover, roots
 
 if TYPE_CHECKING:
     from crewbridge.process import Child
@@ -155,6 +156,7 @@ def diagnose(
     subjects = _subjects(config, only)  # a name that is not a provider is an error before any line
     yield from checks
     yield from _programs(config, env)
+    yield from _skills(config, cwd, env)
     prober = Prober(env, cwd, timeout)
     try:
         for subject in subjects:
@@ -217,6 +219,19 @@ def _programs(config: Config, env: Mapping[str, str]) -> Iterator[Check]:
         if shutil.which(str(local / program) if local else program, path=env.get("PATH", os.defpath)) is None:
             where = f"not an executable file (it is looked for in {base})" if local else "not on PATH"
             yield Check(FAIL, subject, str(config.error(keys, f"'{program}' is {where}; install it or fix the path")))
+
+
+def _skills(config: Config, cwd: Path, env: Mapping[str, str]) -> Iterator[Check]:
+    """Every skill folder found: broken front matter (never dropped unsaid), names hidden by another."""
+    found = discover(roots(cwd, config.skills, env))
+    for problem in found.problems:
+        yield Check(FAIL, "skills", f"{problem}; fix its front matter, or the skill is not offered")
+    for hidden in found.shadowed:
+        winner = found.skills[hidden.name]
+        yield Check(WARN, "skills", f"'{hidden.name}' in {hidden.folder} is hidden by the one in {winner.folder}")
+    if found.skills:
+        names = ", ".join(found.skills)
+        yield Check(OK, "skills", f"{_count(len(found.skills), 'skill')} offered to agents that allow them: {names}")
 
 
 def _subjects(config: Config, only: Sequence[str]) -> list[_Subject]:

@@ -164,7 +164,7 @@ def chosen(skills: Mapping[str, Skill], globs: list[str] | None) -> dict[str, Sk
     """The skills an agent gets: all (None), none ([]), or those whose name matches a glob."""
     if globs is None:
         return dict(skills)
-    return {name: skill for name, skill in skills.items() if any(matches(name, glob) for glob in globs)}
+    return {name: skill for name, skill in skills.items() if matches(name, globs)}
 
 
 def unknown(name: str, skills: Mapping[str, Skill]) -> CrewError:

@@ -31,8 +31,9 @@ def test_json_gives_one_object_per_row_with_its_target_and_verdict() -> None:
     out = bench("--quick", "--only", "catalogue", "--no-cli", "--json")
     assert out.returncode == 0, out.stderr
     rows = [json.loads(line) for line in out.stdout.splitlines()]
-    assert [row["figure"] for row in rows] == ["4 catalogue"] * 3
-    compact = rows[-1]
+    assert [row["figure"] for row in rows] == ["4 catalogue"] * 4
+    compact, skills = rows[-2:]
+    assert skills["target"] == 1500 and skills["ok"] == (skills["value"] <= 1500)
     assert compact["unit"] == "tokens" and compact["target"] == 2000
     assert compact["ok"] == (compact["value"] <= 2000)
 

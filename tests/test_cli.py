@@ -211,3 +211,45 @@ def test_tools_call_prints_the_envelope_and_exits_1_when_the_tool_fails(crew, no
     assert failed.returncode == 1
     envelope = json.loads(failed.stdout)
     assert envelope["success"] is False and "'missing.txt' does not exist" in envelope["error"]
+
+
+# -- skills -------------------------------------------------------------------------------------------
+
+def write_skill(root, name, front="description: Writes release notes.\n", body="Sign with: the crew.\n"):
+    path = root / ".crew" / "skills" / name / "SKILL.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"---\nname: {name}\n{front}---\n{body}")
+    return path
+
+
+def test_skills_list_and_show(crew, tmp_path):
+    write_skill(tmp_path, "release-notes")
+    broken = write_skill(tmp_path, "broken", front="description: [unclosed\n")
+    listed = crew("skills", "list")
+    assert listed.returncode == 0
+    assert listed.stdout == "release-notes  project  Writes release notes.\n"
+    assert f"crew: warning: {broken}:3: front matter is not valid YAML" in listed.stderr
+    shown = crew("skills", "show", "release-notes")
+    assert shown.returncode == 0 and shown.stdout.endswith("Writes release notes.\n\nSign with: the crew.\n")
+    missing = crew("skills", "show", "release-note")
+    assert missing.returncode == 2
+    assert error_line(missing.stderr) == "crew: error: no skill 'release-note'; did you mean release-notes?"
+
+
+def test_no_skills_says_where_to_put_one(crew):
+    assert crew("skills", "list").stdout.startswith("no skills found; add a folder ./.crew/skills/NAME/")
+
+
+def test_prompt_shows_the_skills_section_and_what_it_costs(crew, tmp_path):
+    write_skill(tmp_path, "release-notes")
+    done = crew("prompt", "@claude write the notes")
+    assert "[crew skills]" in done.stdout and "- release-notes: Writes release notes." in done.stdout
+    assert done.stderr.startswith("crew: skills section: ") and "characters (~" in done.stderr
+
+
+def test_an_agent_given_no_skills_gets_no_section_and_no_skill_tool(crew, tmp_path):
+    write_skill(tmp_path, "release-notes")
+    config = write_config(tmp_path / "other.yaml", agents={"claude": {"skills": []}})
+    done = crew("prompt", "--config", str(config), "@claude write the notes")
+    assert done.returncode == 0, done.stderr
+    assert "[crew skills]" not in done.stdout and "crew:skill" not in done.stdout and done.stderr == ""

@@ -313,3 +313,16 @@ def test_the_command_exits_0_when_nothing_is_broken(workdir: Path, bin_dir: Path
     result = CliRunner().invoke(cli, ["doctor"])  # the three CLIs are missing: warnings only
     assert result.exit_code == 0, result.output
     assert [line.split()[0] for line in result.output.splitlines()[1:]] == ["ok", "ok", "warn", "warn", "warn", "ok"]
+
+
+def test_skills_with_a_broken_front_matter_are_reported_not_dropped(workdir: Path, bin_dir: Path) -> None:
+    good = workdir / ".crew" / "skills" / "notes" / "SKILL.md"
+    bad = workdir / ".crew" / "skills" / "bad" / "SKILL.md"
+    for path, front in ((good, "name: notes\ndescription: Takes notes.\n"), (bad, "name: bad\n")):
+        path.parent.mkdir(parents=True)
+        path.write_text(f"---\n{front}---\nbody\n")
+    found = doctor(workdir, bin_dir, only=("claude",))
+    assert [(c.status, c.message) for c in found["skills"]] == [
+        (FAIL, f"{bad}:2: 'description' must be a non-empty line of text; fix its front matter, or the skill "
+               "is not offered"),
+        (OK, "1 skill offered to agents that allow them: notes")]
