@@ -55,7 +55,7 @@ def loop_options(func: Callable[..., Any]) -> Callable[..., Any]:
                 type=click.FloatRange(min=0.1),
                 default=300.0,
                 show_default=True,
-                help="Seconds one model turn may take; then the CLI's process group is ended.",
+                help="Seconds the whole run may take, tools included; then everything it started is ended (exit 124).",
             ),
             click.option(
                 "--max-turns",

@@ -61,7 +61,7 @@ class AgentSpec:
     profile: str = "coding"  # read-only | coding | full
     approval: list[str] = field(default_factory=list)  # tool-name globs that need approval
     workdir: str | None = None  # absolute once loaded from a file
-    timeout: float | None = None  # seconds for one reply
+    timeout: float | None = None  # seconds for the whole run, tools included (replaces --timeout)
     deny_commands: list[str] = field(default_factory=list)  # run_command: globs on each command
     allow_commands: list[str] = field(default_factory=list)  # run_command: if given, only these
     skills: list[str] | None = None  # skill-name globs; None: every skill found, []: none

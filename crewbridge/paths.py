@@ -47,9 +47,10 @@ def resolve_readable(workdir: Path, user_path: str, roots: Iterable[Path]) -> Pa
     try:
         return resolve_inside(workdir, user_path)
     except PathOutside:
-        real = Path(os.path.realpath(user_path))
-        if os.path.isabs(user_path) and any(real.is_relative_to(root) for root in roots):
-            return real
+        if os.path.isabs(user_path):
+            real = Path(os.path.realpath(user_path))
+            if any(real.is_relative_to(root) for root in roots):
+                return real
         raise
 
 

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -288,3 +290,28 @@ def test_read_only_calls_in_one_reply_run_in_parallel(registry, tmp_path):
 def test_an_empty_reply_is_a_failure_not_an_empty_answer(registry, tmp_path):
     with pytest.raises(ProviderError, match="@claude ended its reply without a word"):
         make_loop(Script(text("  \n")), registry, tmp_path).run("t")
+
+
+def test_a_tool_call_that_never_returns_does_not_hold_up_the_exit() -> None:
+    # A call blocked where no tool timeout reaches (an approval question no one answers, a hook) is
+    # left behind at exit: ThreadPoolExecutor's workers would be joined and Python would never exit.
+    script = ("import threading\n"
+              "from crewbridge.loop import _DaemonPool\n"
+              "pool = _DaemonPool(4, 'test')\n"
+              "future = pool.submit(threading.Event().wait)\n"
+              "print('submitted', flush=True)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=30)
+    assert (done.returncode, done.stdout) == (0, "submitted\n")
+
+
+def test_jobs_run_in_order_and_those_not_started_are_cancelled_at_shutdown() -> None:
+    from crewbridge.loop import _DaemonPool
+
+    pool = _DaemonPool(1, "test")
+    release = threading.Event()
+    first = pool.submit(lambda: release.wait(5) and "first")
+    second = pool.submit(lambda: "second")
+    pool.shutdown()
+    release.set()
+    assert first.result(5) == "first" and second.cancelled()
+    assert pool.submit(lambda: "late").cancelled()
