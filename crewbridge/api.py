@@ -35,6 +35,34 @@ class Outcome:
     error: CrewError | None = None
 
 
+class Stop:
+    """Stops a run from any thread (`Bridge.run(stop=…)`): `set()` ends every agent's CLI and the
+    processes its tools started at once, and each unfinished outcome holds an Interrupted error."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._set = False
+        self._callbacks: list[Callable[[], None]] = []
+
+    def set(self) -> None:
+        with self._lock:
+            self._set = True
+            callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            callback()
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def on_set(self, callback: Callable[[], None]) -> None:
+        """Call `callback` when the stop is set (now, if it is already)."""
+        with self._lock:
+            if not self._set:
+                self._callbacks.append(callback)
+                return
+        callback()
+
+
 @dataclass
 class _Run:
     """What the worker thread shares with the reader (never the EventStream itself, so a stream

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from crewbridge.config import AgentSpec, Config, load_config
 from crewbridge.conversation import Conversation, new_conversation
-from crewbridge.errors import CrewError, UsageError
+from crewbridge.errors import CrewError, Interrupted, UsageError
 from crewbridge.mentions import Mention, parse_mentions
 from crewbridge.modes import MODES, Mode
 from crewbridge.providers.base import Turn
@@ -19,15 +19,18 @@ from crewbridge.skills import Found, Skill, chosen, discover, roots
 # policy, catalogue, transcript, outcomes, concurrent.futures) is imported where it is used: it loads
 # while those boot. So is what only the Python API uses (function tools, event streams).
 if TYPE_CHECKING:
-    from crewbridge.api import EventStream, Outcome
+    from crewbridge.api import EventStream, Outcome, Stop
     from crewbridge.loop import AgentLoop, Progress, RunResult
     from crewbridge.transcript import Transcript
 
 
 class Bridge:
-    def __init__(self, config: Config | None = None, workdir: Path | None = None) -> None:
+    def __init__(
+        self, config: Config | None = None, workdir: Path | None = None, env: dict[str, str] | None = None
+    ) -> None:
         self.config = config or load_config()
         self.workdir = (workdir or Path.cwd()).resolve()
+        self.env = env or {}  # added to the environment of the CLIs this Bridge starts
         self._registry: ToolRegistry | None = None
 
     @property
@@ -124,8 +127,10 @@ class Bridge:
         approve_all: bool = False,
         transcript: Transcript | None = None,
         on_progress: Callable[[Progress], None] | None = None,
+        stop: Stop | None = None,
     ) -> list[Outcome]:
-        """Run the task in `text` ("@agent[:model] … task") on every mentioned agent at once."""
+        """Run the task in `text` ("@agent[:model] … task") on every mentioned agent at once.
+        `stop`, when set from another thread, ends the run (crewbridge.api.Stop)."""
         if mode not in MODES:
             raise UsageError(f"mode '{mode}' is not one of {', '.join(MODES)}")
         mentions, task = parse_mentions(text)
@@ -160,6 +165,7 @@ class Bridge:
                 approve_all=approve_all,
                 transcript=transcript,
                 on_progress=on_progress,
+                stop=stop,
             )
             status = "ok" if all(o.error is None for o in outcomes) else "failed"
             return outcomes
@@ -178,6 +184,7 @@ class Bridge:
         mode: Mode,
         *,
         transcript: Transcript,
+        stop: Stop | None,
         **options: Any,
     ) -> list[Outcome]:
         from crewbridge.api import Outcome
@@ -190,8 +197,12 @@ class Bridge:
                     raise conversation
                 loop = self._loop(mention, mode, conversation=conversation, transcript=transcript, **options)
                 loops.append(loop)
+                if stop is not None:
+                    stop.on_set(loop.close)
                 return Outcome(mention.agent, result=loop.run(task))
-            except CrewError as exc:
+            except CrewError:
+                if stop is not None and stop.is_set():  # what the stopped CLI said last is beside the point
+                    exc = Interrupted(f"@{mention.agent} was stopped")
                 transcript.write("error", agent=mention.agent, message=str(exc))
                 return Outcome(mention.agent, error=exc)
 
@@ -226,7 +237,9 @@ class Bridge:
                 system_prompt=agent.system_prompt,
                 options=list(agent.options.get(mode, [])),
             )
-            conversation = new_conversation(self.config.provider(agent.provider), base, cwd=self._workdir(agent))
+            conversation = new_conversation(
+                self.config.provider(agent.provider), base, cwd=self._workdir(agent), env=self.env
+            )
         except CrewError as exc:
             return exc
         conversation.start()

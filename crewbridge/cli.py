@@ -203,6 +203,70 @@ def prompt_command(text: tuple[str, ...], mode: Mode, config: Config) -> None:
         click.echo(f"crew: skills section: {len(section):,} characters (~{tokens(section):,} tokens)", err=True)
 
 
+@cli.group("mcp", invoke_without_command=True)
+@click.option(
+    "--execute", is_flag=True, help="Also serve write_file, edit_file and run_command, and take ask in execute mode."
+)
+@click.option(
+    "--http",
+    "address",
+    metavar="HOST:PORT",
+    help="Serve MCP's streamable HTTP transport at http://HOST:PORT/mcp instead of stdio (port 0: a free one).",
+)
+@click.option(
+    "--policy-of",
+    metavar="AGENT",
+    help="The crew.yaml agent whose policy (profile, allow, deny, approval, command globs) governs the "
+    "client's tool calls (default: profile coding, nothing denied).",
+)
+@click.option(
+    "--ask-depth",
+    type=click.IntRange(min=0),
+    default=1,
+    show_default=True,
+    help="How many times an asked agent may ask another in turn (0: asked agents get no ask).",
+)
+@click.option(
+    "--timeout", type=click.FloatRange(min=0.1), default=300.0, show_default=True, help="Seconds one ask may take."
+)
+@click.option("--max-turns", type=click.IntRange(min=1), default=10, show_default=True, help="Model replies per ask.")
+@config_option
+@click.pass_context
+def mcp_group(
+    ctx: click.Context,
+    execute: bool,
+    address: str | None,
+    policy_of: str | None,
+    ask_depth: int,
+    timeout: float,
+    max_turns: int,
+    config: Config,
+) -> None:
+    """Serve crew's tools, and `ask` to run agents, over MCP (stdio; --http for HTTP).
+    Register it in a CLI with: crew mcp install claude|gemini|codex"""
+    if ctx.invoked_subcommand is not None:
+        return
+    from crewbridge.asking import current_depth
+    from crewbridge.mcp_server import McpServer
+    from crewbridge.mcp_transports import parse_address, serve_http, serve_stdio
+
+    server = McpServer(
+        config,
+        Path.cwd(),
+        execute=execute,
+        policy_of=policy_of,
+        depth=current_depth(),
+        max_depth=ask_depth,
+        timeout=timeout,
+        max_turns=max_turns,
+    )
+    if address is None:
+        serve_stdio(server)
+        return
+    host, port = parse_address(address)
+    serve_http(server, host, port, ready=lambda url: click.echo(f"crew mcp: serving MCP at {url}", err=True))
+
+
 @cli.group("skills")
 def skills_group() -> None:
     """List and show the skills (SKILL.md folders) crew offers to agents."""

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from crewbridge.caller import Caller
 from crewbridge.catalogue import build_prompt, offered_tools, render_catalogue
 from crewbridge.conversation import FULL, LOST, Conversation
 from crewbridge.errors import CrewError, CrewTimeout, Interrupted, MaxTurnsReached, ProviderError
@@ -105,8 +106,8 @@ class AgentLoop:
         self.skills = skills or {}
         self.offered = offered_tools(policy.offered(registry), self.skills)  # the tools the model is told of
         self.ctx = ToolContext(workdir=workdir, registry=self.offered, skills=self.skills)
-        self.hooks = hooks or Hooks()
         self.transcript = transcript or Transcript()
+        self.caller = Caller(agent, registry, policy, hooks or Hooks(), self.transcript)
         self.max_turns = max_turns
         self.timeout = timeout
         self.compact = compact
@@ -256,22 +257,7 @@ class AgentLoop:
         return future
 
     def _execute(self, call: ToolCall) -> ToolResult:
-        self.transcript.write("tool_call", agent=self.agent, name=call.name, input=call.input)
-        spec = self.registry.resolve(call.name)
-        # Hooks see only calls the policy allows; command globs and approval see the input that will run.
-        data, block = (
-            self.hooks.before(spec.name, call.input, self.agent, spec)
-            if self.policy.allowed(spec)
-            else (call.input, None)
-        )
-        block = block or self.policy.check(spec, data)
-        if block:
-            result = ToolResult(False, error=block, tool=spec.name)
-        else:
-            result = self.registry.call(spec.name, data, self.ctx)
-            result = self.hooks.after(spec.name, data, result, self.agent)
-        self.transcript.write("tool_result", agent=self.agent, name=call.name, result=result.to_dict())
-        return result
+        return self.caller.call(call.name, call.input, self.ctx)
 
     def _collect(self, reply: Reply) -> list[CallRecord]:
         batch = []

@@ -1,0 +1,138 @@
+"""Asking agents from outside a run: `crew mcp`'s `ask`, and the same tool handed to the asked agents
+so that one agent can ask another, no deeper than a limit.
+
+The depth travels in the environment: crew sets CREW_ASK_DEPTH in the environment of every CLI it
+runs for an ask, so a `crew mcp` that such a CLI starts knows how deep it is too.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from crewbridge.api import Outcome, Stop
+from crewbridge.bridge import Bridge
+from crewbridge.config import Config
+from crewbridge.errors import UsageError
+from crewbridge.loop import Progress
+from crewbridge.mentions import parse_mentions
+from crewbridge.modes import Mode
+from crewbridge.registry import Tool, ToolContext, ToolFailure
+from crewbridge.render import outcome_dict
+
+DEPTH_ENV = "CREW_ASK_DEPTH"
+DEFAULT_MAX_DEPTH = 1  # an asked agent may ask one more agent, which may not ask again
+
+TASK_PROPERTY = {
+    "type": "string",
+    "minLength": 1,
+    "description": "The agents to ask as leading mentions, then the task: '@gemini what does notes.txt say?'. "
+    "Several mentions ('@claude @gemini:gemini-2.5-flash …') run in parallel; each answers.",
+}
+AGENT_ASK_SCHEMA = {
+    "type": "object",
+    "properties": {"task": TASK_PROPERTY},
+    "required": ["task"],
+    "additionalProperties": False,
+}
+
+
+@dataclass
+class Asked:
+    """What an ask gave: the text a client shows, the --json object, and whether an agent failed."""
+
+    text: str
+    data: dict[str, Any]
+    failed: bool
+
+
+def current_depth(env: Mapping[str, str] | None = None) -> int:
+    """How many asks deep this process runs (0 when no agent asked for it)."""
+    raw = (os.environ if env is None else env).get(DEPTH_ENV, "0")
+    return int(raw) if raw.strip().isdigit() else 0
+
+
+@dataclass
+class Asker:
+    """Runs asks at one depth: the agents it starts run at `depth + 1`."""
+
+    config: Config
+    workdir: Path
+    depth: int = 0
+    max_depth: int = DEFAULT_MAX_DEPTH
+    timeout: float = 300.0
+    max_turns: int = 10
+
+    def ask(
+        self,
+        task: str,
+        mode: Mode = "query",
+        *,
+        on_progress: Callable[[Progress], None] | None = None,
+        stop: Stop | None = None,
+    ) -> Asked:
+        """Run `task` as `crew query` (or `crew execute`) would, minus stdin: the answers."""
+        self.check(task)
+        bridge = Bridge(self.config, self.workdir, env={DEPTH_ENV: str(self.depth + 1)})
+        deeper = Asker(self.config, self.workdir, self.depth + 1, self.max_depth, self.timeout, self.max_turns)
+        if deeper.depth <= self.max_depth:
+            bridge.registry.register(deeper.tool())
+        outcomes = bridge.run(
+            task, mode, max_turns=self.max_turns, timeout=self.timeout, on_progress=on_progress, stop=stop
+        )
+        return asked(outcomes)
+
+    def check(self, task: str) -> None:
+        """Why this ask may not run, as a UsageError: too deep, or no agent named."""
+        if self.depth > self.max_depth:
+            raise UsageError(
+                f"ask is refused {self.depth} asks deep (the limit is {self.max_depth}, so that no chain of "
+                "agents can recurse); answer with what you have"
+            )
+        mentions, rest = parse_mentions(task)
+        if not mentions:
+            raise UsageError("the task names no agent; start it with one, e.g. '@gemini what does notes.txt say?'")
+        if not rest:
+            raise UsageError(f"the task for @{mentions[0].agent} is empty; write it after the mention")
+        for mention in mentions:
+            self.config.agent(mention.agent)
+
+    def tool(self) -> Tool:
+        """`ask` as a tool for agents that were asked themselves: read-only (the agent it asks gets
+        query mode), its run bounded by the asking run's deadline."""
+
+        def ask(ctx: ToolContext, task: str) -> dict[str, Any]:
+            remaining = self.timeout if ctx.deadline is None else max(ctx.deadline - time.monotonic(), 1.0)
+            runner = Asker(self.config, ctx.workdir, self.depth, self.max_depth, remaining, self.max_turns)
+            try:
+                answer = runner.ask(task, "query")
+            except UsageError as exc:
+                raise ToolFailure(str(exc)) from None
+            if answer.failed:
+                raise ToolFailure(answer.text)
+            return answer.data
+
+        return Tool(
+            name="ask",
+            description="Ask other agents (other CLIs and models) and get their answers; they can read "
+            "files with their own tools but not change anything.",
+            input_schema=AGENT_ASK_SCHEMA,
+            func=ask,
+            read_only=True,
+            timeout=self.timeout,
+        )
+
+
+def asked(outcomes: list[Outcome]) -> Asked:
+    """The text and data of a finished ask: each answer (labelled when several agents answered)."""
+    objs = [outcome_dict(o) for o in outcomes]
+    parts = []
+    for outcome in outcomes:
+        body = outcome.result.answer if outcome.result is not None else f"failed: {outcome.error}"
+        parts.append(f"@{outcome.agent}: {body}" if len(outcomes) > 1 or outcome.error is not None else body)
+    data = objs[0] if len(objs) == 1 else {"results": objs}
+    return Asked("\n\n".join(parts), data, any(o.error is not None for o in outcomes))
