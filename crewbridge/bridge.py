@@ -200,11 +200,12 @@ class Bridge:
                 if stop is not None:
                     stop.on_set(loop.close)
                 return Outcome(mention.agent, result=loop.run(task))
-            except CrewError:
+            except CrewError as exc:
+                error = exc
                 if stop is not None and stop.is_set():  # what the stopped CLI said last is beside the point
-                    exc = Interrupted(f"@{mention.agent} was stopped")
-                transcript.write("error", agent=mention.agent, message=str(exc))
-                return Outcome(mention.agent, error=exc)
+                    error = Interrupted(f"@{mention.agent} was stopped")
+                transcript.write("error", agent=mention.agent, message=str(error))
+                return Outcome(mention.agent, error=error)
 
         if len(mentions) == 1:
             return [one(mentions[0], conversations[0])]
