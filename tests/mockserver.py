@@ -47,15 +47,31 @@ class Reply:
     message: str = ""  # the error message, for status != 200
     input_tokens: int = 11
     output_tokens: int = 7
+    tool: str = ""  # a native tool call: the offered tool whose name ends with this
+    arguments: dict[str, Any] = field(default_factory=dict)
 
     @property
     def text(self) -> str:
         return "".join(self.chunks)
 
+    def tool_name(self, request: Request) -> str | None:
+        """The name of the tool this reply calls, as `request` offered it (the CLIs prefix MCP
+        tools: claude `mcp__crew__read_file`, gemini `mcp_crew_read_file`), or None."""
+        offered = request.tool_names()
+        exact = [name for name in offered if name == self.tool]
+        ending = [name for name in offered if re.search(rf"(^|_){re.escape(self.tool)}$", name)]
+        return (exact or ending or [None])[0]
+
 
 def reply(*chunks: str, delay: float = 0.0) -> Reply:
     """A streamed answer made of `chunks`, `delay` seconds apart."""
     return Reply(list(chunks), delay)
+
+
+def tool_call(name: str, arguments: dict[str, Any] | None = None, *chunks: str) -> Reply:
+    """An answer that calls the offered native tool whose name ends with `name` (after the text
+    `chunks`, if any)."""
+    return Reply(list(chunks), tool=name, arguments=arguments or {})
 
 
 def error(status: int, message: str | None = None) -> Reply:
@@ -122,7 +138,10 @@ class Request:
         tools = self.body.get("tools") or []
         if self.vendor == "gemini":
             return [d["name"] for t in tools for d in t.get("functionDeclarations", [])]
-        return [t.get("name") or t.get("type", "") for t in tools]
+        names = [t.get("name") or t.get("type", "") for t in tools]
+        # codex offers MCP tools it found with tool_search in the function_call_output items
+        return names + [t.get("name", "") for item in self.body.get("input") or [] if isinstance(item, dict)
+                        for t in item.get("tools") or [] if isinstance(t, dict)]
 
 
 _ROLES = {"model": "assistant", "developer": "system"}
@@ -242,7 +261,11 @@ class MockServer:
         with self._lock:
             self.requests.append(request)
             if self._queue:
-                return self._queue.pop(0)
+                answer = self._queue.pop(0)
+                if answer.tool and answer.tool_name(request) is None:
+                    self.problems.append(f"a call to tool {answer.tool!r} was scripted, but the request "
+                                         f"offered only {request.tool_names()}")
+                return answer
             self.problems.append(f"script exhausted at {request.method} {request.path}")
         return error(500, "mock script exhausted: the test scripted fewer replies than the CLI "
                           "asked for")
@@ -421,16 +444,29 @@ class _Handler(BaseHTTPRequestHandler):
                                     "usage": {"input_tokens": answer.input_tokens,
                                               "output_tokens": answer.output_tokens}})
 
+        tool = (answer.tool_name(request) or answer.tool) if answer.tool else ""
+
         def events() -> Iterator[tuple[Any, bool]]:
             yield {"type": "message_start", "message": message}, False
-            yield {"type": "content_block_start", "index": 0,
-                   "content_block": {"type": "text", "text": ""}}, False
-            for chunk in answer.chunks:
-                yield {"type": "content_block_delta", "index": 0,
-                       "delta": {"type": "text_delta", "text": chunk}}, True
-            yield {"type": "content_block_stop", "index": 0}, False
+            index = 0
+            if answer.chunks or not tool:
+                yield {"type": "content_block_start", "index": 0,
+                       "content_block": {"type": "text", "text": ""}}, False
+                for chunk in answer.chunks:
+                    yield {"type": "content_block_delta", "index": 0,
+                           "delta": {"type": "text_delta", "text": chunk}}, True
+                yield {"type": "content_block_stop", "index": 0}, False
+                index = 1
+            if tool:
+                yield {"type": "content_block_start", "index": index,
+                       "content_block": {"type": "tool_use", "id": f"toolu_mock{id(request)}",
+                                         "name": tool, "input": {}}}, False
+                yield {"type": "content_block_delta", "index": index,
+                       "delta": {"type": "input_json_delta",
+                                 "partial_json": json.dumps(answer.arguments)}}, True
+                yield {"type": "content_block_stop", "index": index}, False
             yield {"type": "message_delta",
-                   "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                   "delta": {"stop_reason": "tool_use" if tool else "end_turn", "stop_sequence": None},
                    "usage": {"output_tokens": answer.output_tokens}}, False
             yield {"type": "message_stop"}, False
 
@@ -447,12 +483,15 @@ class _Handler(BaseHTTPRequestHandler):
         usage = {"promptTokenCount": answer.input_tokens,
                  "candidatesTokenCount": answer.output_tokens,
                  "totalTokenCount": answer.input_tokens + answer.output_tokens}
-        chunks = answer.chunks or [""]
+        parts: list[dict[str, Any]] = [{"text": chunk} for chunk in answer.chunks]
+        if answer.tool:
+            parts.append({"functionCall": {"name": answer.tool_name(request) or answer.tool,
+                                           "args": answer.arguments}})
 
         def events() -> Iterator[tuple[Any, bool]]:
-            for i, chunk in enumerate(chunks, 1):
-                candidate = {"content": {"parts": [{"text": chunk}], "role": "model"}, "index": 0}
-                last = {"usageMetadata": usage} if i == len(chunks) else {}
+            for i, part in enumerate(parts or [{"text": ""}], 1):
+                candidate = {"content": {"parts": [part], "role": "model"}, "index": 0}
+                last = {"usageMetadata": usage} if i == max(len(parts), 1) else {}
                 if last:
                     candidate["finishReason"] = "STOP"
                 yield {"candidates": [candidate], "modelVersion": request.model, **last}, True
@@ -496,6 +535,26 @@ class _Handler(BaseHTTPRequestHandler):
                  "total_tokens": answer.input_tokens + answer.output_tokens,
                  "input_tokens_details": {"cached_tokens": 0},
                  "output_tokens_details": {"reasoning_tokens": 0}}
+
+        if answer.tool:
+            call = {"type": "function_call", "id": f"fc_mock{id(request)}", "call_id": f"call_mock{id(request)}",
+                    "name": answer.tool_name(request) or answer.tool, "arguments": json.dumps(answer.arguments),
+                    "status": "completed"}
+
+            def events() -> Iterator[tuple[Any, bool]]:
+                yield {"type": "response.created", "response": response}, False
+                yield {"type": "response.output_item.added", "output_index": 0,
+                       "item": {**call, "arguments": "", "status": "in_progress"}}, False
+                yield {"type": "response.function_call_arguments.delta", "item_id": call["id"],
+                       "output_index": 0, "delta": call["arguments"]}, True
+                yield {"type": "response.function_call_arguments.done", "item_id": call["id"],
+                       "output_index": 0, "arguments": call["arguments"]}, False
+                yield {"type": "response.output_item.done", "output_index": 0, "item": call}, False
+                yield {"type": "response.completed",
+                       "response": {**response, "status": "completed", "output": [call],
+                                    "usage": usage}}, False
+
+            return self._stream(request, answer, events())
 
         def events() -> Iterator[tuple[Any, bool]]:
             yield {"type": "response.created", "response": response}, False

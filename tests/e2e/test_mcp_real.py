@@ -1,0 +1,90 @@
+"""`crew mcp` with real MCP clients: the real claude, gemini and codex load it as an MCP server,
+against the mock model server, whose replies call crew's tools natively (a tool_use, functionCall
+or function_call to the tool the request offers). The answers depend on notes.txt, which only crew's
+read_file gives them here."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from clienv import BIN, cli_env
+from crewcli import end_group, processes_in, tool_block
+from mockserver import tool_call
+
+pytestmark = pytest.mark.e2e
+
+SECRET = "the launch code is 7-4-1"
+CREW_MCP = [sys.executable, "-m", "crewbridge", "mcp"]
+
+
+def all_env(mock_url: str, home: Path) -> dict[str, str]:
+    """One environment in which claude, gemini and codex all talk to the mock (one scratch HOME):
+    the MCP client's, and so that of the `crew mcp` it starts and of the agents that one asks."""
+    env: dict[str, str] = {}
+    for name in ("gemini", "codex", "claude"):
+        env.update(cli_env(name, mock_url, home))
+    env["XDG_STATE_HOME"] = str(home / "state")
+    return env
+
+
+def run(argv: list[str], env: dict[str, str], cwd: Path, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(stdin, timeout=120)
+    finally:
+        end_group(proc)
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
+def claude(prompt: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    config = {"mcpServers": {"crew": {"type": "stdio", "command": CREW_MCP[0], "args": CREW_MCP[1:]}}}
+    return run([str(BIN / "claude"), "-p", "--output-format", "stream-json", "--verbose",
+                "--mcp-config", json.dumps(config), "--strict-mcp-config",
+                "--allowedTools", "mcp__crew__read_file,mcp__crew__ask"], env, cwd, stdin=prompt)
+
+
+def tool_results(request) -> str:
+    """The text of the tool results a request carried back to the model."""
+    return "\n".join(text for role, text in request.messages() if role in ("user", "tool"))
+
+
+@pytest.fixture
+def project(workdir: Path) -> Path:
+    (workdir / "notes.txt").write_text(SECRET + "\n")
+    return workdir
+
+
+def test_claude_calls_crews_read_file(mock_server, project, tmp_path):
+    mock_server.script(tool_call("read_file", {"path": "notes.txt"}), "The code is 7-4-1.")
+    done = claude("what is the launch code in notes.txt?", all_env(mock_server.url, tmp_path / "home"), project)
+    assert done.returncode == 0, done.stderr
+    first, second = mock_server.requests
+    assert "mcp__crew__read_file" in first.tool_names()
+    assert "mcp__crew__write_file" not in first.tool_names()  # query mode: not even listed
+    assert SECRET in tool_results(second)
+    assert json.loads(done.stdout.splitlines()[-1])["result"] == "The code is 7-4-1."
+    assert processes_in(tmp_path) == []
+
+
+@pytest.mark.parametrize("asked", ["gemini", "codex"])
+def test_claude_asks_another_agent_through_crew(asked, mock_server, project, tmp_path):
+    mock_server.script(
+        tool_call("ask", {"task": f"@{asked} what is the launch code in notes.txt?"}),
+        tool_block("crew:read_file", path="notes.txt"),  # the asked agent, through crew's catalogue
+        f"{asked} says: 7-4-1",
+        "They say the code is 7-4-1.",
+    )
+    done = claude("ask another agent for the launch code", all_env(mock_server.url, tmp_path / "home"), project)
+    assert done.returncode == 0, done.stderr
+    ask, asked_first, asked_second, last = mock_server.requests
+    assert ask.vendor == "anthropic" and asked_first.vendor == asked_second.vendor != "anthropic"
+    assert "crew:read_file" in asked_first.text()  # the asked agent got crew's catalogue
+    assert SECRET in asked_second.text()
+    assert f"{asked} says: 7-4-1" in tool_results(last)
+    assert processes_in(tmp_path) == []
