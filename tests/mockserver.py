@@ -56,11 +56,10 @@ class Reply:
 
     def tool_name(self, request: Request) -> str | None:
         """The name of the tool this reply calls, as `request` offered it (the CLIs prefix MCP
-        tools: claude `mcp__crew__read_file`, gemini `mcp_crew_read_file`), or None."""
-        offered = request.tool_names()
-        exact = [name for name in offered if name == self.tool]
-        ending = [name for name in offered if re.search(rf"(^|_){re.escape(self.tool)}$", name)]
-        return (exact or ending or [None])[0]
+        tools: claude `mcp__crew__read_file`, gemini `mcp_crew_read_file`), or None. crew's tool
+        comes first when the CLI has one of its own by that name (gemini's `read_file`)."""
+        named = [name for name in request.tool_names() if re.search(rf"(^|_){re.escape(self.tool)}$", name)]
+        return min(named, key=lambda name: ("crew" not in name, len(name)), default=None)
 
 
 def reply(*chunks: str, delay: float = 0.0) -> Reply:

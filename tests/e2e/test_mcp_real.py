@@ -88,3 +88,19 @@ def test_claude_asks_another_agent_through_crew(asked, mock_server, project, tmp
     assert SECRET in asked_second.text()
     assert f"{asked} says: 7-4-1" in tool_results(last)
     assert processes_in(tmp_path) == []
+
+
+def test_gemini_calls_crews_read_file(mock_server, project, tmp_path):
+    env = all_env(mock_server.url, tmp_path / "home")
+    settings = Path(env["HOME"]) / ".gemini" / "settings.json"
+    server = {"command": CREW_MCP[0], "args": CREW_MCP[1:], "trust": True}
+    settings.write_text(json.dumps({**json.loads(settings.read_text()), "mcpServers": {"crew": server}}))
+    mock_server.script(tool_call("read_file", {"path": "notes.txt"}), "The code is 7-4-1.")
+    done = run([str(BIN / "gemini"), "-o", "stream-json", "-m", "gemini-2.5-flash", "-p",
+                "what is the launch code in notes.txt?"], env, project)
+    assert done.returncode == 0, done.stderr
+    first, second = mock_server.requests
+    assert "mcp_crew_read_file" in first.tool_names() and "read_file" in first.tool_names()  # its own, apart
+    assert SECRET in tool_results(second)
+    assert "The code is 7-4-1." in done.stdout
+    assert processes_in(tmp_path) == []
