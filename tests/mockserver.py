@@ -137,10 +137,20 @@ class Request:
         tools = self.body.get("tools") or []
         if self.vendor == "gemini":
             return [d["name"] for t in tools for d in t.get("functionDeclarations", [])]
-        names = [t.get("name") or t.get("type", "") for t in tools]
-        # codex offers MCP tools it found with tool_search in the function_call_output items
-        return names + [t.get("name", "") for item in self.body.get("input") or [] if isinstance(item, dict)
-                        for t in item.get("tools") or [] if isinstance(t, dict)]
+        # codex also offers tools in an `additional_tools` input item, grouped in namespaces
+        tools = tools + [t for item in self.body.get("input") or [] if isinstance(item, dict)
+                         and item.get("type") == "additional_tools" for t in item.get("tools") or []]
+        return _tool_names(tools)
+
+
+def _tool_names(tools: list[dict[str, Any]]) -> list[str]:
+    names = []
+    for tool in tools:
+        if tool.get("type") == "namespace":
+            names += _tool_names(tool.get("tools") or [])
+        else:
+            names.append(tool.get("name") or tool.get("type", ""))
+    return names
 
 
 _ROLES = {"model": "assistant", "developer": "system"}
@@ -190,7 +200,7 @@ def _openai_messages(items: Any) -> list[tuple[str, str]]:
             out.append((_role(item.get("role", "user")), text))
         elif kind == "function_call":
             out.append(("assistant", f"{item.get('name')}({item.get('arguments')})"))
-        elif kind == "function_call_output":
+        elif kind in ("function_call_output", "custom_tool_call_output"):
             output = item.get("output")
             out.append(("tool", output if isinstance(output, str) else json.dumps(output)))
     return out
@@ -539,15 +549,19 @@ class _Handler(BaseHTTPRequestHandler):
             call = {"type": "function_call", "id": f"fc_mock{id(request)}", "call_id": f"call_mock{id(request)}",
                     "name": answer.tool_name(request) or answer.tool, "arguments": json.dumps(answer.arguments),
                     "status": "completed"}
+            if answer.tool == "exec":  # codex's code mode: JavaScript that calls its tools, MCP ones too
+                del call["arguments"]
+                call.update(type="custom_tool_call", input=answer.arguments["code"])
 
             def events() -> Iterator[tuple[Any, bool]]:
                 yield {"type": "response.created", "response": response}, False
-                yield {"type": "response.output_item.added", "output_index": 0,
-                       "item": {**call, "arguments": "", "status": "in_progress"}}, False
-                yield {"type": "response.function_call_arguments.delta", "item_id": call["id"],
-                       "output_index": 0, "delta": call["arguments"]}, True
-                yield {"type": "response.function_call_arguments.done", "item_id": call["id"],
-                       "output_index": 0, "arguments": call["arguments"]}, False
+                if call["type"] == "function_call":
+                    yield {"type": "response.output_item.added", "output_index": 0,
+                           "item": {**call, "arguments": "", "status": "in_progress"}}, False
+                    yield {"type": "response.function_call_arguments.delta", "item_id": call["id"],
+                           "output_index": 0, "delta": call["arguments"]}, True
+                    yield {"type": "response.function_call_arguments.done", "item_id": call["id"],
+                           "output_index": 0, "arguments": call["arguments"]}, False
                 yield {"type": "response.output_item.done", "output_index": 0, "item": call}, False
                 yield {"type": "response.completed",
                        "response": {**response, "status": "completed", "output": [call],

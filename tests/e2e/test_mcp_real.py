@@ -104,3 +104,20 @@ def test_gemini_calls_crews_read_file(mock_server, project, tmp_path):
     assert SECRET in tool_results(second)
     assert "The code is 7-4-1." in done.stdout
     assert processes_in(tmp_path) == []
+
+
+def test_codex_calls_crews_read_file(mock_server, project, tmp_path):
+    """codex 0.169 defers MCP tools behind its code mode: the model writes JavaScript for its `exec`
+    tool that calls `tools.mcp__crew__read_file`, and codex calls crew mcp."""
+    code = 'const r = await tools.mcp__crew__read_file({path: "notes.txt"});\ntext(r);'
+    mock_server.script(tool_call("exec", {"code": code}), "The code is 7-4-1.")
+    done = run([str(BIN / "codex"), "exec", "--json", "--skip-git-repo-check",
+                "-c", f"mcp_servers.crew.command={json.dumps(CREW_MCP[0])}",
+                "-c", f"mcp_servers.crew.args={json.dumps(CREW_MCP[1:])}",
+                "what is the launch code in notes.txt?"], all_env(mock_server.url, tmp_path / "home"), project)
+    assert done.returncode == 0, done.stderr
+    first, second = mock_server.requests
+    assert "mcp__crew" in first.text() + json.dumps(first.body)  # listed among its deferred namespaces
+    assert SECRET in tool_results(second)
+    assert "The code is 7-4-1." in done.stdout
+    assert processes_in(tmp_path) == []
