@@ -7,6 +7,7 @@ import functools
 import gc
 import json
 import os
+import shlex
 import signal
 import sys
 from collections.abc import Callable
@@ -265,6 +266,17 @@ def mcp_group(
         return
     host, port = parse_address(address)
     serve_http(server, host, port, ready=lambda url: click.echo(f"crew mcp: serving MCP at {url}", err=True))
+
+
+@mcp_group.command("install")
+@click.argument("cli_name", metavar="CLI", type=click.Choice(["claude", "gemini", "codex"]))
+@click.option("--execute", is_flag=True, help="Register `crew mcp --execute`: the write and command tools too.")
+def mcp_install_command(cli_name: str, execute: bool) -> None:
+    """Register crew as an MCP server named `crew` in CLI's own configuration (user scope)."""
+    from crewbridge.mcp_install import install
+
+    done = install(cli_name, execute)
+    click.echo(f"registered crew in {cli_name}: {shlex.join(done.add)}\nundo with: {shlex.join(done.remove)}")
 
 
 @cli.group("skills")

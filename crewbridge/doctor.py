@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 from crewbridge.config import Config, default_agents, load_config
 from crewbridge.custom_tools import Finished, run_argv
 from crewbridge.errors import CrewError, CrewTimeout, UsageError
+from crewbridge.mcp_install import registered
 from crewbridge.providers import BUILTIN, load, load_plugin, plugins
 from crewbridge.providers.base import Provider, Turn
 from crewbridge.skills import discover, roots
@@ -157,6 +158,7 @@ def diagnose(
     yield from checks
     yield from _programs(config, env)
     yield from _skills(config, cwd, env)
+    yield _mcp(env, cwd)
     prober = Prober(env, cwd, timeout)
     try:
         for subject in subjects:
@@ -166,6 +168,13 @@ def diagnose(
             yield from _provider_checks(subject, subject.name in needed, config)
     finally:
         prober.close()
+
+
+def _mcp(env: Mapping[str, str], cwd: Path) -> Check:
+    where = registered(env, cwd)
+    if not where:
+        return Check(OK, "mcp", "crew is registered in no CLI (`crew mcp install claude|gemini|codex` does it)")
+    return Check(OK, "mcp", "crew is registered in " + ", ".join(f"{cli} ({path})" for cli, path in where.items()))
 
 
 def _configuration(config_path: Path | None, cwd: Path) -> tuple[Config, list[Check]]:
