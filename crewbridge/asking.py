@@ -87,18 +87,13 @@ class Asker:
         return asked(outcomes)
 
     def check(self, task: str) -> None:
-        """Why this ask may not run, as a UsageError: too deep, or no agent named."""
+        """Why this ask may not run, as a UsageError: too deep, no agent or task, an unknown agent."""
         if self.depth > self.max_depth:
             raise UsageError(
                 f"ask is refused {self.depth} asks deep (the limit is {self.max_depth}, so that no chain of "
                 "agents can recurse); answer with what you have"
             )
-        mentions, rest = parse_mentions(task)
-        if not mentions:
-            raise UsageError("the task names no agent; start it with one, e.g. '@gemini what does notes.txt say?'")
-        if not rest:
-            raise UsageError(f"the task for @{mentions[0].agent} is empty; write it after the mention")
-        for mention in mentions:
+        for mention in parse_mentions(task)[0]:  # no agent, or no task: a UsageError saying so
             self.config.agent(mention.agent)
 
     def tool(self) -> Tool:

@@ -37,7 +37,9 @@ def project(tmp_path: Path) -> Path:
     (work / "notes.txt").write_text("deploy window: Tuesday\n")
     (tmp_path / "pids").mkdir()
     slow = executable(tmp_path / "bin" / "slow", SLOW)
-    write_config(work / "crew.yaml", providers={"slow": {"command": [str(slow)]}}, agents={"slow": {"provider": "slow"}})
+    write_config(work / "crew.yaml", providers={"slow": {"command": [str(slow)]}},
+                 agents={"slow": {"provider": "slow"},
+                         "guarded": {"provider": "demo", "deny": ["grep"], "approval": ["list_files"]}})
     subprocess.run([*CREW, "config", "trust", str(work / "crew.yaml")], env=env_for(tmp_path), check=True,
                    capture_output=True)
     return work
@@ -131,6 +133,29 @@ def test_tool_calls_give_crews_results_and_errors(project, tmp_path):
     assert bad.is_error and text(bad) == "invalid input for crew:read_file at $: 'path' is a required property"
     assert secret.is_error and "root:" not in text(secret)
     assert "write_file" in str(unknown) and "crew mcp --execute" in str(unknown)
+
+
+def test_an_agents_policy_governs_the_clients_calls_and_the_transcript_records_them(project, tmp_path):
+    async def main():
+        async with session(serve(project, tmp_path, "--policy-of", "guarded")) as client:
+            names = [tool.name for tool in (await client.list_tools()).tools]
+            listed = await client.call_tool("list_files", {})
+            read = await client.call_tool("read_file", {"path": "notes.txt"})
+            return names, listed, read
+
+    names, listed, read = anyio.run(main)
+    assert "grep" not in names and "list_files" in names
+    assert listed.is_error and "needs a person's approval and there is no terminal" in text(listed)
+    assert not read.is_error
+    log = subprocess.run([*CREW, "log"], env=env_for(tmp_path), cwd=project, capture_output=True, text=True)
+    run_id = log.stdout.split()[0]
+    events = subprocess.run([*CREW, "log", "show", run_id], env=env_for(tmp_path), cwd=project,
+                            capture_output=True, text=True).stdout
+    calls = [e for e in map(json.loads, events.splitlines()) if e["kind"].startswith("tool_")]
+    assert [(e["kind"], e["name"], e["agent"]) for e in calls] == [
+        ("tool_call", "list_files", "guarded"), ("tool_result", "list_files", "guarded"),
+        ("tool_call", "read_file", "guarded"), ("tool_result", "read_file", "guarded")]
+    assert json.loads(events.splitlines()[0])["command"] == "mcp"
 
 
 def test_ask_runs_the_agent_with_crews_tools_and_reports_progress(project, tmp_path):

@@ -1,0 +1,103 @@
+"""Asking agents from outside a run (crewbridge.asking): the asked agents get `crew:ask` to ask one
+more agent, no deeper than the limit; the depth reaches their CLIs through CREW_ASK_DEPTH."""
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from crewbridge.api import Outcome
+from crewbridge.asking import Asker, asked, current_depth
+from crewbridge.config import AgentSpec, Config, default_agents
+from crewbridge.errors import ProviderError, UsageError
+from crewbridge.loop import RunResult
+from crewbridge.providers.generic import GenericSpec
+
+# A model that calls crew:ask once with the task given as its argument, then answers with the result;
+# it records the CREW_ASK_DEPTH its CLI was started with.
+ASKS = textwrap.dedent('''
+    import json, os, re, sys
+    prompt = sys.stdin.read()
+    open(sys.argv[2], "a").write(os.environ.get("CREW_ASK_DEPTH", "-") + "\\n")
+    results = re.findall(r"^```+json\\n(.*)$", prompt, re.M)
+    if "[crew tool results]" in prompt:
+        print("The tool said: " + json.dumps(json.loads(results[-1])))
+    else:
+        print("```json")
+        print(json.dumps({"type": "tool_use", "name": "crew:ask", "input": {"task": sys.argv[1]}}))
+        print("```")
+''')
+
+
+@pytest.fixture(autouse=True)
+def scratch_user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg-state"))
+    monkeypatch.delenv("CREW_ASK_DEPTH", raising=False)
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    path = tmp_path / "work"
+    path.mkdir()
+    (path / "notes.txt").write_text("Buy milk.\n")
+    return path
+
+
+def config(tmp_path: Path, task: str) -> Config:
+    script = tmp_path / "asks.py"
+    script.write_text(ASKS)
+    command = [sys.executable, str(script), task, str(tmp_path / "depths")]
+    agents = {**default_agents(), "asker": AgentSpec(id="asker", provider="asker")}
+    return Config(agents=agents, providers={"asker": GenericSpec(name="asker", command=command)}, transcripts=False)
+
+
+def test_an_asked_agent_asks_another_with_crews_ask(tmp_path: Path, workdir: Path) -> None:
+    answer = Asker(config(tmp_path, "@demo what is in notes.txt?"), workdir).ask("@asker find out")
+    assert not answer.failed
+    assert answer.data["tool_calls"] == [
+        {"name": "crew:ask", "input": {"task": "@demo what is in notes.txt?"}, "success": True, "error": None}
+    ]
+    assert "Buy milk." in answer.text  # the demo agent's answer, handed back by crew:ask
+    assert (tmp_path / "depths").read_text().split() == ["1", "1"]  # the asked CLI runs one ask deep
+
+
+def test_at_the_depth_limit_the_asked_agent_gets_no_ask(tmp_path: Path, workdir: Path) -> None:
+    answer = Asker(config(tmp_path, "@demo hi"), workdir, max_depth=0).ask("@asker find out")
+    call = answer.data["tool_calls"][0]
+    assert (call["name"], call["success"]) == ("crew:ask", False)
+    assert call["error"].startswith("unknown tool 'crew:ask'")
+
+
+def test_an_ask_past_the_limit_is_refused_before_any_cli_starts(tmp_path: Path, workdir: Path) -> None:
+    with pytest.raises(UsageError, match="refused 2 asks deep .the limit is 1"):
+        Asker(config(tmp_path, "@demo hi"), workdir, depth=2).ask("@asker find out")
+    assert not (tmp_path / "depths").exists()
+
+
+@pytest.mark.parametrize("task, message", [
+    ("what is in notes.txt?", "no agent mentioned"),
+    ("@demo", "no task after @demo"),
+    ("@nobody hi", "agent 'nobody' not found"),
+])
+def test_a_task_without_agent_or_words_is_refused(task: str, message: str, workdir: Path) -> None:
+    with pytest.raises(UsageError, match=message):
+        Asker(Config(agents=default_agents()), workdir).check(task)
+
+
+def test_answers_are_labelled_when_several_agents_answer_or_one_fails() -> None:
+    one = asked([Outcome("a", result=RunResult("a", "yes"))])
+    assert (one.text, one.failed, one.data["answer"]) == ("yes", False, "yes")
+    two = asked([Outcome("a", result=RunResult("a", "yes")), Outcome("b", error=ProviderError("quota"))])
+    assert two.text == "@a: yes\n\n@b: failed: quota" and two.failed
+    assert [r["agent"] for r in two.data["results"]] == ["a", "b"]
+
+
+def test_the_depth_is_read_from_the_environment() -> None:
+    assert current_depth({}) == 0
+    assert current_depth({"CREW_ASK_DEPTH": "2"}) == 2
+    assert current_depth({"CREW_ASK_DEPTH": "x"}) == 0
+    assert json.dumps(current_depth({"CREW_ASK_DEPTH": " 1 "})) == "1"
