@@ -32,6 +32,7 @@ FIGURES = {  # name → module; in the order of issue 6
     "catalogue": "bench.catalogue_size",
     "parallel": "bench.parallel",
     "memory": "bench.memory",
+    "mcp": "bench.mcp",
 }
 
 

@@ -19,7 +19,7 @@ from crewbridge.validation import compile_schema, first_error
 DEFAULT_PREFIX = "crew"
 DEFAULT_TOOL_TIMEOUT = 60.0
 MAX_OUTPUT_CHARS = 20_000
-BUILTIN_MODULES = "crewbridge.tools."  # where the built-in tools are defined
+CREW_MODULES = "crewbridge."  # where crew's own tools are defined (the built-ins, crew mcp's ask)
 TIMEOUT_GRACE = 0.5  # a tool that enforces ctx.timeout itself (run_command) gets this long to clean up
 
 
@@ -89,9 +89,9 @@ class Tool:
     _validator: Any = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        # Built-in tools' schemas are checked by their tests and compiled when first used: a run
+        # crew's own tools' schemas are checked by their tests and compiled when first used: a run
         # that calls no tool never imports jsonschema (a tenth of a second). Others: checked now.
-        if not (getattr(self.func, "__module__", None) or "").startswith(BUILTIN_MODULES):
+        if not (getattr(self.func, "__module__", None) or "").startswith(CREW_MODULES):
             self._validator = compile_schema(self.input_schema, f"tool '{self.name}' input_schema")
             if self.output_schema is not None:
                 compile_schema(self.output_schema, f"tool '{self.name}' output_schema")
