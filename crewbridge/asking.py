@@ -77,10 +77,9 @@ class Asker:
     ) -> Asked:
         """Run `task` as `crew query` (or `crew execute`) would, minus stdin: the answers."""
         self.check(task)
-        bridge = Bridge(self.config, self.workdir, env={DEPTH_ENV: str(self.depth + 1)})
         deeper = Asker(self.config, self.workdir, self.depth + 1, self.max_depth, self.timeout, self.max_turns)
-        if deeper.depth <= self.max_depth:
-            bridge.registry.register(deeper.tool())
+        tools = [deeper.tool()] if deeper.depth <= self.max_depth else []
+        bridge = Bridge(self.config, self.workdir, env={DEPTH_ENV: str(self.depth + 1)}, tools=tools)
         outcomes = bridge.run(
             task, mode, max_turns=self.max_turns, timeout=self.timeout, on_progress=on_progress, stop=stop
         )

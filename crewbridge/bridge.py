@@ -12,7 +12,7 @@ from crewbridge.errors import CrewError, Interrupted, UsageError
 from crewbridge.mentions import Mention, parse_mentions
 from crewbridge.modes import MODES, Mode
 from crewbridge.providers.base import Turn
-from crewbridge.registry import ToolRegistry
+from crewbridge.registry import Tool, ToolRegistry
 from crewbridge.skills import Found, Skill, chosen, discover, roots
 
 # For start-up speed, what a run needs only once the agents' CLIs have started (the loop, hooks,
@@ -26,18 +26,24 @@ if TYPE_CHECKING:
 
 class Bridge:
     def __init__(
-        self, config: Config | None = None, workdir: Path | None = None, env: dict[str, str] | None = None
+        self,
+        config: Config | None = None,
+        workdir: Path | None = None,
+        env: dict[str, str] | None = None,
+        tools: list[Tool] | None = None,
     ) -> None:
         self.config = config or load_config()
         self.workdir = (workdir or Path.cwd()).resolve()
         self.env = env or {}  # added to the environment of the CLIs this Bridge starts
+        self._tools = tools or []  # added to the configured ones (registered once the CLIs started)
         self._registry: ToolRegistry | None = None
 
     @property
     def registry(self) -> ToolRegistry:
-        """Built-in, configured and plugin tools."""
+        """Built-in, configured and plugin tools, and those given to this Bridge."""
         if self._registry is None:
             self._registry = self.config.registry()
+            self._registry.register_all(self._tools)
         return self._registry
 
     def tool(

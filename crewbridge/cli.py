@@ -247,23 +247,24 @@ def mcp_group(
     Register it in a CLI with: crew mcp install claude|gemini|codex"""
     if ctx.invoked_subcommand is not None:
         return
-    from crewbridge.asking import current_depth
     from crewbridge.mcp_server import McpServer
-    from crewbridge.mcp_transports import parse_address, serve_http, serve_stdio
 
     server = McpServer(
         config,
         Path.cwd(),
         execute=execute,
         policy_of=policy_of,
-        depth=current_depth(),
         max_depth=ask_depth,
         timeout=timeout,
         max_turns=max_turns,
     )
     if address is None:
+        from crewbridge.mcp_stdio import serve_stdio
+
         serve_stdio(server)
         return
+    from crewbridge.mcp_http import parse_address, serve_http
+
     host, port = parse_address(address)
     serve_http(server, host, port, ready=lambda url: click.echo(f"crew mcp: serving MCP at {url}", err=True))
 

@@ -16,20 +16,22 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from crewbridge.api import Stop
-from crewbridge.asking import TASK_PROPERTY, Asked, Asker
-from crewbridge.caller import Caller
 from crewbridge.config import AgentSpec, Config
 from crewbridge.errors import CrewError, UsageError
-from crewbridge.hooks import Hooks
-from crewbridge.loop import Progress
 from crewbridge.modes import Mode
-from crewbridge.policy import Policy
-from crewbridge.registry import ToolContext, ToolRegistry
-from crewbridge.transcript import Transcript
 from crewbridge.version import __version__
+
+# For start-up speed: `initialize` is answered before the engine is imported; it loads when the
+# client first lists or calls a tool.
+if TYPE_CHECKING:
+    from crewbridge.api import Stop
+    from crewbridge.asking import Asked, Asker
+    from crewbridge.caller import Caller
+    from crewbridge.loop import Progress
+    from crewbridge.registry import ToolContext, ToolRegistry
+    from crewbridge.transcript import Transcript
 
 PROTOCOL_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")  # oldest to newest
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL_ERROR = -32700, -32600, -32601, -32602, -32603
@@ -84,7 +86,7 @@ class McpServer:
         *,
         execute: bool = False,
         policy_of: str | None = None,
-        depth: int = 0,
+        depth: int | None = None,
         max_depth: int = 1,
         timeout: float = 300.0,
         max_turns: int = 10,
@@ -93,7 +95,7 @@ class McpServer:
         self.workdir = workdir
         self.mode: Mode = "execute" if execute else "query"
         self.client = config.agent(policy_of) if policy_of else AgentSpec(id=CLIENT, provider=CLIENT)
-        self.depth, self.max_depth = depth, max_depth
+        self.depth, self.max_depth = depth, max_depth  # depth None: CREW_ASK_DEPTH says
         self.timeout, self.max_turns = timeout, max_turns
         self._lock = threading.Lock()
         self._running: dict[Any, Stop] = {}  # request id → the Stop of its ask
@@ -177,6 +179,8 @@ class McpServer:
 
     def tool_list(self) -> list[dict[str, Any]]:
         """crew's tools this mode offers, then ask, job and cancel."""
+        from crewbridge.asking import TASK_PROPERTY
+
         registry = self._crew_tools()[0]
         listed = [
             {
@@ -236,6 +240,12 @@ class McpServer:
         """The tools this mode offers the client, and the one path their calls take (made once)."""
         with self._lock:
             if self._tools is None:
+                from crewbridge.caller import Caller
+                from crewbridge.hooks import Hooks
+                from crewbridge.policy import Policy
+                from crewbridge.registry import ToolContext
+                from crewbridge.transcript import Transcript
+
                 policy = Policy(self.client, self.mode)
                 registry = policy.offered(self.config.registry())
                 clash = next((name for name in SERVER_TOOLS if name in registry), None)
@@ -258,6 +268,8 @@ class McpServer:
             raise RpcError(INVALID_PARAMS, "tools/call needs a tool name in params.name")
         token = (params.get("_meta") or {}).get("progressToken")
         if name in SERVER_TOOLS:
+            from crewbridge.api import Stop
+
             stop = Stop()
             with self._lock:
                 self._running[rid] = stop
@@ -308,8 +320,11 @@ class McpServer:
         problem = _ask_problem(arguments, self.mode)
         if problem:
             return _content(problem, error=True)
+        from crewbridge.asking import Asker, current_depth
+
         task, mode = arguments["task"], arguments.get("mode", "query")
-        asker = Asker(self.config, self.workdir, self.depth, self.max_depth, self.timeout, self.max_turns)
+        depth = current_depth() if self.depth is None else self.depth
+        asker = Asker(self.config, self.workdir, depth, self.max_depth, self.timeout, self.max_turns)
         try:
             asker.check(task)
         except CrewError as exc:
@@ -325,6 +340,8 @@ class McpServer:
         return _content(answer.text, error=answer.failed, structured=answer.data)
 
     def _start_job(self, asker: Asker, task: str, mode: Mode) -> Job:
+        from crewbridge.api import Stop
+
         job = Job(uuid.uuid4().hex[:8], task, Stop())
 
         def work() -> None:

@@ -1,11 +1,9 @@
-"""How `crew mcp` talks: JSON-RPC a line on stdio, or MCP's streamable HTTP transport (POST /mcp;
-the answer to a tool call is an event stream, its progress notifications first)."""
+"""How `crew mcp --http` talks: MCP's streamable HTTP transport (POST /mcp; the answer to a tool
+call is an event stream, its progress notifications first)."""
 
 from __future__ import annotations
 
 import json
-import os
-import sys
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -14,41 +12,10 @@ from urllib.parse import urlsplit
 
 from crewbridge.errors import UsageError
 from crewbridge.mcp_server import PARSE_ERROR, McpServer, rpc_error
+from crewbridge.mcp_stdio import encode
 
 PATH = "/mcp"
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
-
-
-def encode(message: dict[str, Any]) -> bytes:
-    """One message as UTF-8 JSON; text that cannot be UTF-8 (a lone surrogate) as escapes."""
-    try:
-        return json.dumps(message, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError:
-        return json.dumps(message).encode("ascii")
-
-
-def serve_stdio(server: McpServer) -> None:
-    """Answer the messages on stdin until it closes; then stop every ask and end what they started.
-    The protocol owns stdout: anything else written to it (a tool's print) goes to stderr."""
-    out = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)
-    lock = threading.Lock()
-
-    def send(message: dict[str, Any]) -> None:
-        data = encode(message) + b"\n"
-        with lock:
-            try:
-                out.write(data)
-                out.flush()
-            except (BrokenPipeError, OSError, ValueError):
-                pass  # the client went away: stdin ends next
-
-    try:
-        for line in sys.stdin.buffer:
-            if line.strip():
-                server.handle_line(line, send)
-    finally:
-        server.close()
 
 
 def parse_address(address: str) -> tuple[str, int]:
