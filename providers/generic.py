@@ -29,8 +29,9 @@ class JsonlDecoder(JsonLineDecoder):
     list: `message.content.*.text`), the session id at another. Output in which no line has text
     there is reported with a sample line, not taken for an empty answer."""
 
-    def __init__(self, name: str, text_key: str, session_key: str | None = None) -> None:
+    def __init__(self, name: str, text_key: str, session_key: str | None = None, deltas: bool = False) -> None:
         self.name = name
+        self.deltas = deltas  # each text is a piece of a message streamed in parts: no message end after it
         self.text_key = text_key
         self.text_path = text_key.split(".")
         self.session_path = session_key.split(".") if session_key else None
@@ -50,7 +51,7 @@ class JsonlDecoder(JsonLineDecoder):
         texts = [text for text in _dig(obj, self.text_path) if isinstance(text, str)]
         if texts:
             self.read_text = True
-            out += [Text("".join(texts)), MessageEnd()]
+            out += [Text("".join(texts))] if self.deltas else [Text("".join(texts)), MessageEnd()]
         return out
 
     def end(self) -> list[Event]:
@@ -95,6 +96,7 @@ class GenericSpec:
     format: str = "text"  # text | jsonl
     text_key: str = "text"  # jsonl: where the assistant text is
     session_key: str | None = None  # jsonl: where a session id is
+    deltas: bool = False  # jsonl: the text at text_key streams in pieces of one message
     resume: list[str] = field(default_factory=list)  # argv added to continue, may hold {session}
     model: str | None = None
     model_args: list[str] = field(default_factory=list)  # argv added when a model is known, holds {model}
@@ -138,7 +140,7 @@ class GenericProvider(Provider):
 
     def decoder(self) -> Decoder:
         if self.spec.format == "jsonl":
-            return JsonlDecoder(self.name, self.spec.text_key, self.spec.session_key)
+            return JsonlDecoder(self.name, self.spec.text_key, self.spec.session_key, self.spec.deltas)
         return TextDecoder()
 
     def env(self) -> dict[str, str]:

@@ -61,3 +61,9 @@ def test_text_output_is_never_a_failure_at_its_end() -> None:
 def test_a_format_other_than_text_or_jsonl_is_refused() -> None:
     with pytest.raises(ConfigError, match="format 'json' is not text or jsonl"):
         provider(format="json")
+
+
+def test_deltas_are_pieces_of_one_message_so_a_block_may_span_them() -> None:
+    decoder = provider(format="jsonl", text_key="event.delta.text", deltas=True).decoder()
+    lines = [{"event": {"delta": {"text": "```js"}}}, {"event": {"delta": {"text": "on\n"}}}]
+    assert [e for line in lines for e in decoder.decode(json.dumps(line))] == [Text("```js"), Text("on\n")]
