@@ -157,11 +157,12 @@ def _codex(mock_url: str, home: Path) -> dict[str, str]:
 
 def _llm(mock_url: str, home: Path) -> dict[str, str]:
     """llm's own model configuration: an OpenAI-compatible model "mock" at the mock's /v1 (no
-    api_key_name: no key is sent or needed)."""
+    api_key_name: no key is sent or needed), its default model."""
     user_path = home / "llm"
     user_path.mkdir(parents=True, exist_ok=True)
     (user_path / "extra-openai-models.yaml").write_text(
         f'- model_id: mock\n  model_name: mock-model\n  api_base: "{mock_url}/v1"\n')
+    (user_path / "default_model.txt").write_text("mock")  # as `llm models default mock` writes it
     return {"LLM_USER_PATH": str(user_path)}
 
 
