@@ -104,6 +104,7 @@ class GenericSpec:
     options: dict[Mode, list[str]] = field(default_factory=dict)  # argv per mode: the read-only switch
     install_hint: str = ""
     env: dict[str, str] = field(default_factory=dict)
+    probe: bool = True  # crew doctor runs its --version and --help (false: a CLI that would do more)
 
     def __post_init__(self) -> None:
         if not self.command:
@@ -147,4 +148,4 @@ class GenericProvider(Provider):
         return dict(self.spec.env)
 
     def commands(self) -> list[list[str]]:
-        return []  # any CLI: its --help could be anything, and even --version might ask a model
+        return super().commands() if self.spec.probe else []
