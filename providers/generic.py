@@ -7,7 +7,7 @@ from typing import Any
 
 from crewbridge.providers.base import Decoder, JsonLineDecoder, Provider, Turn
 
-from crewbridge.errors import ConfigError
+from crewbridge.errors import ConfigKeyError
 from crewbridge.events import Event, Failure, MessageEnd, Session, Text
 from crewbridge.modes import Mode
 
@@ -108,9 +108,27 @@ class GenericSpec:
 
     def __post_init__(self) -> None:
         if not self.command:
-            raise ConfigError(f"provider '{self.name}': command is empty; give the CLI and its arguments")
+            raise ConfigKeyError("command", "it is empty; give the CLI and its arguments, e.g. [llm, prompt]")
         if self.format not in ("text", "jsonl"):
-            raise ConfigError(f"provider '{self.name}': format '{self.format}' is not text or jsonl")
+            raise ConfigKeyError("format", f"'{self.format}' is not text or jsonl")
+        for key, placeholder, example in (
+            ("model_args", "{model}", '[--model, "{model}"]'),
+            ("system_args", "{system}", '[--system, "{system}"]'),
+        ):
+            argv = getattr(self, key)
+            if argv and not any(placeholder in part for part in argv):
+                raise ConfigKeyError(key, f"holds no {placeholder}, so it would pass nothing; e.g. {example}")
+        if self.format == "text":
+            given = [key for key in ("session_key", "deltas") if getattr(self, key)]
+            given += ["text_key"] if self.text_key != "text" else []
+            if given:
+                raise ConfigKeyError(given[0], "is read only from JSON lines; set format: jsonl, or remove it")
+        if self.resume and not self.session_key:
+            raise ConfigKeyError(
+                "resume",
+                "is never used without session_key (where the session id is in the output); give "
+                "session_key, or remove resume and crew replays the conversation",
+            )
 
 
 class GenericProvider(Provider):

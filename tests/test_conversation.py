@@ -74,8 +74,8 @@ def test_a_cli_with_resume_is_continued_by_its_own_session(tmp_path):
 
 
 def test_stopping_a_resumable_cli_mid_reply_loses_the_reply(tmp_path):
-    script = "import time\nprint('part one', flush=True)\ntime.sleep(30)\nprint('invented tail')"
-    conv = conversation(tmp_path, [sys.executable, "-c", script], format="text",
+    script = "import time\nprint('{\"text\": \"part one\\\\n\"}', flush=True)\ntime.sleep(30)\nprint('invented tail')"
+    conv = conversation(tmp_path, [sys.executable, "-c", script], format="jsonl",
                         resume=["--resume", "{session}"], session_key="x")
     events = conv.send("q", None)
     assert next(events) == Text("part one\n")

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from crewbridge.errors import ConfigError
+from crewbridge.errors import ConfigKeyError
 from crewbridge.events import Failure, MessageEnd, Session, Text
 from crewbridge.providers.base import Turn
 from crewbridge.providers.generic import GenericProvider, GenericSpec
@@ -58,9 +58,24 @@ def test_text_output_is_never_a_failure_at_its_end() -> None:
     assert decoder.end() == []
 
 
-def test_a_format_other_than_text_or_jsonl_is_refused() -> None:
-    with pytest.raises(ConfigError, match="format 'json' is not text or jsonl"):
-        provider(format="json")
+def test_text_output_read_as_jsonl_fails_quoting_the_text() -> None:
+    decoder = provider(format="jsonl").decoder()
+    assert [type(e).__name__ for e in decoder.decode("Hello, world")] == ["Notice"]  # not JSON
+    [failure] = decoder.end()
+    assert "no line of its output has text at text_key 'text' (format: jsonl); a line it wrote: Hello, world;" \
+        in failure.message
+
+
+@pytest.mark.parametrize("spec, key", [
+    ({"command": []}, "command"),
+    ({"format": "json"}, "format"),
+    ({"model_args": ["--model"]}, "model_args"),
+    ({"format": "jsonl", "resume": ["-r", "{session}"]}, "resume"),
+])
+def test_a_description_that_cannot_work_names_its_key(spec, key) -> None:
+    with pytest.raises(ConfigKeyError) as caught:
+        provider(**spec)
+    assert caught.value.key == key
 
 
 def test_deltas_are_pieces_of_one_message_so_a_block_may_span_them() -> None:

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from crewcli import tool_block
+from crewcli import error_line, tool_block
 from mockserver import reply
 
 pytestmark = pytest.mark.e2e
@@ -63,6 +63,25 @@ def test_a_chat_keeps_the_conversation(recipe, crew, mock_server):
     assert replayed == (recipe == "llm")
     if recipe == "qwen":
         assert ("assistant", "Noted: PAPAYA.") in second.messages()  # its own history
+
+
+# A wrong format key in each recipe, and how the first line the CLI writes then starts.
+MISREAD = {"llm": ("\n    format: text", "\n    format: jsonl\n    text_key: text", "Hello from the mock"),
+           "qwen": ("\n    text_key: event.delta.text", "\n    text_key: message.text",
+                    '{"type":"system","subtype":"init"')}
+
+
+def test_output_crew_cannot_read_is_an_error_quoting_it_not_an_empty_answer(recipe, crew, workdir, mock_server):
+    old, new, sample = MISREAD[recipe]
+    config = workdir / "crew.yaml"
+    config.write_text(config.read_text().replace(old, new))
+    assert crew(recipe, "config", "trust").returncode == 0
+    mock_server.script("Hello from the mock")
+    done = crew(recipe, "query", f"@{recipe} say hello")
+    assert done.returncode != 0 and done.stdout == ""
+    key = new.split("text_key: ")[1]
+    assert f"provider '{recipe}': no line of its output has text at text_key '{key}' (format: jsonl); " \
+           f"a line it wrote: {sample}" in error_line(done.stderr)
 
 
 @pytest.mark.parametrize("mode", ["query", "execute"])
