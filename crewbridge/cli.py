@@ -444,14 +444,34 @@ def config_trust_command(path: Path | None) -> None:
 @click.argument("path", required=False, type=click.Path(path_type=Path))
 @click.option("--force", is_flag=True, help="Replace the file if it exists.")
 @click.option("--user", is_flag=True, help="Write your own crew.yaml (~/.config/crewbridge) instead.")
-def init_command(path: Path | None, force: bool, user: bool) -> None:
-    """Write a commented starter crew.yaml here (or at PATH) that works as it is."""
-    from crewbridge.init import user_file, write_starter
+@click.option(
+    "--agent",
+    "agents",
+    multiple=True,
+    metavar="CLI",
+    help="Add the agent and provider entries for a known CLI (llm, qwen; see docs/recipes.md) to the file.",
+)
+def init_command(path: Path | None, force: bool, user: bool, agents: tuple[str, ...]) -> None:
+    """Write a commented starter crew.yaml here (or at PATH) that works as it is; with --agent, add a
+    known CLI to it (the file is made if there is none)."""
+    from crewbridge.init import add_recipe, recipe_text, user_file, write_starter
 
     if user and path is not None:
         raise UsageError("give a PATH or --user, not both")
-    written = write_starter(user_file() if user else path or Path.cwd(), force=force)
-    click.echo(f'wrote {written}\nnext: crew doctor; crew agents list; crew query "@demo what is in README.md?"')
+    target = user_file() if user else path or Path.cwd()
+    if not agents:
+        written = write_starter(target, force=force)
+        click.echo(f'wrote {written}\nnext: crew doctor; crew agents list; crew query "@demo what is in README.md?"')
+        return
+    for name in agents:
+        recipe_text(name)  # an unknown name fails before anything is written
+    if force:
+        write_starter(target, force=True)
+    for name in agents:
+        written = add_recipe(target, name)
+    trust = "" if user else "read it, then crew config trust; "
+    ask = f'crew query "@{agents[0]} what is in README.md?"'
+    click.echo(f"added {', '.join(agents)} to {written}\nnext: {trust}crew doctor; {ask}")
 
 
 @cli.command("doctor")

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from crewbridge.errors import AgentNotFound, ConfigError, CrewError, UsageError
+from crewbridge.errors import AgentNotFound, ConfigError, ConfigKeyError, CrewError, UsageError
 from crewbridge.globs import matches
 from crewbridge.places import CONFIG_NAMES, xdg
 from crewbridge.providers import BUILTIN, load, names, plugins
@@ -410,7 +410,8 @@ def _build(data: dict[str, Any], marks: dict[Keys, int], path: Path, shown: str)
         try:
             yield
         except CrewError as exc:  # the object's own check: put the file and line in front
-            raise config.error(keys, str(exc)) from None
+            key = (exc.key,) if isinstance(exc, ConfigKeyError) else ()
+            raise config.error((*keys, *key), str(exc)) from None
 
     for name, entry in data.get("providers", {}).items():
         with located(("providers", name)):

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Protocol
 
 from crewbridge.errors import CrewError
-from crewbridge.events import Event, Failure, Session
+from crewbridge.events import Event, Failure, Session, Text
 from crewbridge.process import Child
 from crewbridge.providers.base import Provider, Turn
 from crewbridge.templates import render
@@ -55,6 +55,7 @@ class ProcessConversation:
         self.env = {**os.environ, **provider.env(), **(env or {})}
         self.session_id: str | None = None
         self.history: list[tuple[str, str]] = []  # (role, text), for replay
+        self.answer = ""  # the text of the last reply, for replay when it was an answer (no keep)
         self.child: Child | None = None
         self.finished_before_stop = False
         self._early: Child | None = None  # the first turn's CLI, started before its prompt was known
@@ -88,6 +89,9 @@ class ProcessConversation:
         )
 
     def send(self, message: str, deadline: float | None) -> Generator[Event, None, None]:
+        if self.history and self.history[-1][0] == "user":  # the last reply was an answer: keep it all
+            self.history.append(("assistant", self.answer))
+        self.answer = ""
         prompt = self._prompt(message)
         self.history.append(("user", message))
         stdin = prompt if self.provider.prompt_on_stdin else None
@@ -105,12 +109,16 @@ class ProcessConversation:
                 for event in decoder.decode(line):
                     if isinstance(event, Session) and event.session_id:
                         self.session_id = event.session_id
+                    elif isinstance(event, Text):
+                        self.answer += event.text
                     failed = failed or isinstance(event, Failure)
                     yield event
             code = child.wait()
             if code != 0 and not failed:
                 detail = child.stderr.strip().splitlines()[-1:] or ["no message on stderr"]
                 yield Failure(f"{self.provider.name} exited with status {code}: {detail[0]}")
+            elif not failed:
+                yield from decoder.end()
         finally:
             child.close()
 

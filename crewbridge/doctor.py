@@ -2,9 +2,9 @@
 it accept every option crew passes it. Each finding is one line that says what to do about it.
 
 No model is ever asked: a CLI is run only with --version and --help (its own and its subcommands'),
-and a CLI described in crew.yaml (`providers:`) is only looked for, since what any other program does
-with --help or --version cannot be known. The runs happen in parallel, each in its own process group
-ended when it finishes or overruns.
+and a CLI described in crew.yaml with `probe: false` is only looked for (a program that would do more
+with them). The runs happen in parallel, each in its own process group ended when it finishes or
+overruns.
 
 A CLI that is not installed is a failure when an agent in crew.yaml uses it, or when it is named on
 the command line (`crew doctor claude`); otherwise it is a warning, as most people use only some.
@@ -316,15 +316,10 @@ def _provider_checks(subject: _Subject, needed: bool, config: Config) -> Iterato
         return
     if not subject.helps:
         runs = f"runs `{shlex.join(provider.argv(Turn('PROMPT')))}`"
-        yield Check(
-            OK,
-            name,
-            f"found{origin}; {runs} (not run here: another CLI might ask its model even for --help)"
-            if subject.origin
-            else f"ready; {runs}",
-        )
+        why = "probe: false" if subject.origin == config.shown else "the provider names no command to check"
+        yield Check(OK, name, f"found{origin}; {runs} (not run here: {why})" if subject.origin else f"ready; {runs}")
         return
-    problems, version, counted = _probe_results(subject)
+    problems, version, counted = _probe_results(subject, config)
     head = f"{version} at {subject.path}{origin}"
     if problems:
         yield from (Check(FAIL, name, f"{head}: {problem}") for problem in problems)
@@ -333,15 +328,16 @@ def _provider_checks(subject: _Subject, needed: bool, config: Config) -> Iterato
     yield from _agent_options(subject, config)
 
 
-def _probe_results(subject: _Subject) -> tuple[list[str], str, int]:
+def _probe_results(subject: _Subject, config: Config) -> tuple[list[str], str, int]:
     """What the runs said: the problems (each with what to do), the version, how many options were checked."""
     provider = subject.provider
     assert provider is not None and subject.version is not None
-    fix = (
-        f"install a version that has it: {provider.install_hint}"
-        if provider.install_hint
-        else "install a version that has it"
-    )
+    if subject.origin == config.shown:  # described in crew.yaml: the description may be what is wrong
+        fix = f"fix providers.{subject.name} in {config.shown}, or install a version that has it"
+    elif provider.install_hint:
+        fix = f"install a version that has it: {provider.install_hint}"
+    else:
+        fix = "install a version that has it"
     problems: list[str] = []
     version = "version unknown"
     out, trouble = _outcome(subject.version)

@@ -21,6 +21,15 @@ class ConfigError(CrewError):
     exit_code = 2
 
 
+class ConfigKeyError(ConfigError):
+    """A ConfigError about one key of an object built from configuration: crew.yaml's loader puts
+    the file, that key's line and its whole path in front of the message."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(message)
+        self.key = key
+
+
 class AgentNotFound(UsageError):
     """A mention names an agent that is not configured."""
 

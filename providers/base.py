@@ -26,6 +26,10 @@ class Decoder(Protocol):
     def decode(self, line: str) -> list[Event]:
         """The events one line of CLI output stands for (a corrupt line gives a Notice)."""
 
+    def end(self) -> list[Event]:
+        """The events the whole output stands for once it has ended well (a Failure when it could
+        not be read at all); called after the CLI exited with status 0."""
+
 
 _scan_once = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # the C scanner inside json.loads
 
@@ -73,6 +77,9 @@ class JsonLineDecoder:
 
     def event(self, obj: dict[str, Any]) -> list[Event]:
         raise NotImplementedError
+
+    def end(self) -> list[Event]:
+        return []
 
 
 class Provider:

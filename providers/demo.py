@@ -16,5 +16,6 @@ class DemoProvider(GenericProvider):
                 command=[sys.executable, "-m", "crewbridge.demo"],
                 format="text",
                 install_hint="it ships with crewbridge",
+                probe=False,  # a script of crew's own: there is nothing to check
             )
         )

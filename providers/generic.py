@@ -7,8 +7,11 @@ from typing import Any
 
 from crewbridge.providers.base import Decoder, JsonLineDecoder, Provider, Turn
 
-from crewbridge.errors import ConfigError
-from crewbridge.events import Event, MessageEnd, Session, Text
+from crewbridge.errors import ConfigKeyError
+from crewbridge.events import Event, Failure, MessageEnd, Session, Text
+from crewbridge.modes import Mode
+
+SAMPLE = 160  # characters of an unreadable line quoted in the error
 
 
 class TextDecoder:
@@ -17,22 +20,50 @@ class TextDecoder:
     def decode(self, line: str) -> list[Event]:
         return [Text(line if line.endswith("\n") else line + "\n")]
 
+    def end(self) -> list[Event]:
+        return []
+
 
 class JsonlDecoder(JsonLineDecoder):
-    """JSON lines; the assistant text is at a dotted key (`message.text`), the session id at another."""
+    """JSON lines; the assistant text is at a dotted key (`message.text`, `*` for every item of a
+    list: `message.content.*.text`), the session id at another. Output in which no line has text
+    there is reported with a sample line, not taken for an empty answer."""
 
-    def __init__(self, text_key: str, session_key: str | None = None) -> None:
-        self.text_key = text_key.split(".")
-        self.session_key = session_key.split(".") if session_key else None
+    def __init__(self, name: str, text_key: str, session_key: str | None = None, deltas: bool = False) -> None:
+        self.name = name
+        self.deltas = deltas  # each text is a piece of a message streamed in parts: no message end after it
+        self.text_key = text_key
+        self.text_path = text_key.split(".")
+        self.session_path = session_key.split(".") if session_key else None
+        self.read_text = False
+        self.sample: str | None = None  # the first line, if it came before any text
+
+    def decode(self, line: str) -> list[Event]:
+        events = super().decode(line)
+        if not self.read_text and self.sample is None and line.strip():
+            self.sample = line.strip()
+        return events
 
     def event(self, obj: dict[str, Any]) -> list[Event]:
         out: list[Event] = []
-        if self.session_key and isinstance(sid := _dig(obj, self.session_key), str):
+        if self.session_path and isinstance(sid := next(iter(_dig(obj, self.session_path)), None), str):
             out.append(Session(sid))
-        text = _dig(obj, self.text_key)
-        if isinstance(text, str):
-            out += [Text(text), MessageEnd()]
+        texts = [text for text in _dig(obj, self.text_path) if isinstance(text, str)]
+        if texts:
+            self.read_text = True
+            out += [Text("".join(texts))] if self.deltas else [Text("".join(texts)), MessageEnd()]
         return out
+
+    def end(self) -> list[Event]:
+        if self.read_text or self.sample is None:
+            return []
+        sample = self.sample if len(self.sample) <= SAMPLE else self.sample[: SAMPLE - 3] + "..."
+        return [
+            Failure(
+                f"provider '{self.name}': no line of its output has text at text_key '{self.text_key}' "
+                f"(format: jsonl); a line it wrote: {sample}; fix format or text_key in crew.yaml"
+            )
+        ]
 
 
 def _fill(part: str, values: dict[str, str]) -> str:
@@ -42,12 +73,18 @@ def _fill(part: str, values: dict[str, str]) -> str:
     return part
 
 
-def _dig(obj: Any, keys: list[str]) -> Any:
+def _dig(obj: Any, keys: list[str]) -> list[Any]:
+    """The values at a dotted key path; `*` takes every item of a list (or value of a mapping)."""
+    found = [obj]
     for key in keys:
-        if not isinstance(obj, dict):
-            return None
-        obj = obj.get(key)
-    return obj
+        step: list[Any] = []
+        for value in found:
+            if key == "*" and isinstance(value, (list, dict)):
+                step += list(value.values()) if isinstance(value, dict) else value
+            elif isinstance(value, dict) and key in value:
+                step.append(value[key])
+        found = step
+    return found
 
 
 @dataclass
@@ -59,16 +96,39 @@ class GenericSpec:
     format: str = "text"  # text | jsonl
     text_key: str = "text"  # jsonl: where the assistant text is
     session_key: str | None = None  # jsonl: where a session id is
+    deltas: bool = False  # jsonl: the text at text_key streams in pieces of one message
     resume: list[str] = field(default_factory=list)  # argv added to continue, may hold {session}
     model: str | None = None
+    model_args: list[str] = field(default_factory=list)  # argv added when a model is known, holds {model}
+    system_args: list[str] = field(default_factory=list)  # argv added for an agent's system_prompt: {system}
+    options: dict[Mode, list[str]] = field(default_factory=dict)  # argv per mode: the read-only switch
     install_hint: str = ""
     env: dict[str, str] = field(default_factory=dict)
+    probe: bool = True  # crew doctor runs its --version and --help (false: a CLI that would do more)
 
     def __post_init__(self) -> None:
         if not self.command:
-            raise ConfigError(f"provider '{self.name}': command is empty; give the CLI and its arguments")
+            raise ConfigKeyError("command", "it is empty; give the CLI and its arguments, e.g. [llm, prompt]")
         if self.format not in ("text", "jsonl"):
-            raise ConfigError(f"provider '{self.name}': format '{self.format}' is not text or jsonl")
+            raise ConfigKeyError("format", f"'{self.format}' is not text or jsonl")
+        for key, placeholder, example in (
+            ("model_args", "{model}", '[--model, "{model}"]'),
+            ("system_args", "{system}", '[--system, "{system}"]'),
+        ):
+            argv = getattr(self, key)
+            if argv and not any(placeholder in part for part in argv):
+                raise ConfigKeyError(key, f"holds no {placeholder}, so it would pass nothing; e.g. {example}")
+        if self.format == "text":
+            given = [key for key in ("session_key", "deltas") if getattr(self, key)]
+            given += ["text_key"] if self.text_key != "text" else []
+            if given:
+                raise ConfigKeyError(given[0], "is read only from JSON lines; set format: jsonl, or remove it")
+        if self.resume and not self.session_key:
+            raise ConfigKeyError(
+                "resume",
+                "is never used without session_key (where the session id is in the output); give "
+                "session_key, or remove resume and crew replays the conversation",
+            )
 
 
 class GenericProvider(Provider):
@@ -81,21 +141,29 @@ class GenericProvider(Provider):
         self.prompt_on_stdin = not any("{prompt}" in part for part in spec.command)
 
     def argv(self, turn: Turn) -> list[str]:
+        model = turn.model or self.spec.model
         values = {
-            "{model}": turn.model or self.spec.model or "",
+            "{model}": model or "",
             "{prompt}": turn.prompt,
             "{session}": turn.session_id or "",
+            "{system}": turn.system_prompt or "",
         }
-        parts = self.spec.command + (self.spec.resume if turn.session_id and self.resumable else [])
+        parts = [
+            *self.spec.command,
+            *(self.spec.model_args if model else []),
+            *(self.spec.system_args if turn.system_prompt else []),
+            *self.spec.options.get(turn.mode, []),
+            *(self.spec.resume if turn.session_id and self.resumable else []),
+        ]
         return [_fill(part, values) for part in parts] + turn.options
 
     def decoder(self) -> Decoder:
         if self.spec.format == "jsonl":
-            return JsonlDecoder(self.spec.text_key, self.spec.session_key)
+            return JsonlDecoder(self.name, self.spec.text_key, self.spec.session_key, self.spec.deltas)
         return TextDecoder()
 
     def env(self) -> dict[str, str]:
         return dict(self.spec.env)
 
     def commands(self) -> list[list[str]]:
-        return []  # any CLI: its --help could be anything, and even --version might ask a model
+        return super().commands() if self.spec.probe else []

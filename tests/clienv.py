@@ -1,5 +1,5 @@
-"""Scratch homes and environments that point the real claude, gemini and codex CLIs at the mock,
-and `run_cli`, which runs one provider turn through crew's own process handling and decodes it.
+"""Scratch homes and environments that point the real claude, gemini and codex CLIs (and the
+third-party CLIs crew drives by configuration alone: llm, qwen) at the mock, and `run_cli`, which runs one provider turn through crew's own process handling and decodes it.
 
 `cli_env(name, mock_url, home)` writes the settings files DESIGN.md describes under `home` (a fresh
 directory per test) and returns the complete environment to run that CLI with. Nothing of the
@@ -9,10 +9,13 @@ request for another host (`MockServer.problems`).
 """
 from __future__ import annotations
 
+import configparser
 import json
 import os
 import shutil
+import sys
 import time
+from importlib.metadata import PackageNotFoundError, version
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,9 +28,11 @@ from crewbridge.providers.base import Turn
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = REPO / "node_modules" / ".bin"  # where `npm ci` in the repo root puts the pinned CLIs
-CLIS = ("claude", "gemini", "codex")
+VENV_BIN = Path(sys.executable).parent  # where pip puts the pinned PyPI CLIs (setup.cfg's test extra)
+CLIS = ("claude", "gemini", "codex")  # the built-in providers
 PACKAGES = {"claude": "@anthropic-ai/claude-code", "gemini": "@google/gemini-cli",
-            "codex": "@openai/codex"}
+            "codex": "@openai/codex", "qwen": "@qwen-code/qwen-code"}
+PYPI = {"llm": "llm"}  # CLIs installed from PyPI, by command
 
 # Variables of the caller's environment that could carry real credentials or redirect a CLI.
 _VENDOR_PREFIXES = ("ANTHROPIC_", "CLAUDE", "GEMINI_", "GOOGLE_", "OPENAI_", "CODEX_", "VERTEX")
@@ -35,8 +40,11 @@ _PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_pr
 
 
 def require_cli(name: str, repo: Path = REPO) -> str:
-    """The path of the real CLI `name` in the repo's node_modules/.bin, at the version package.json
-    pins; fails the test (never skips it) when it is missing or another version."""
+    """The path of the real CLI `name` (in the repo's node_modules/.bin, or this Python's bin for
+    a PyPI one), at the version package.json or setup.cfg pins; fails the test (never skips it)
+    when it is missing or another version."""
+    if name in PYPI:
+        return _require_pypi(name, repo)
     hint = f"run `npm ci` in {repo} (package.json pins the versions)"
     path = shutil.which(name, path=str(repo / "node_modules" / ".bin"))
     if path is None:
@@ -50,15 +58,34 @@ def require_cli(name: str, repo: Path = REPO) -> str:
     return path
 
 
+def _require_pypi(name: str, repo: Path) -> str:
+    hint = f"run `pip install -e '.[test]'` in {repo} (setup.cfg's test extra pins the versions)"
+    setup = configparser.ConfigParser()
+    setup.read(repo / "setup.cfg")
+    test_extra = setup["options.extras_require"]["test"].split()
+    pinned = next(line.split("==")[1] for line in test_extra if line.startswith(f"{PYPI[name]}=="))
+    path = shutil.which(name, path=str(VENV_BIN))
+    try:
+        installed = version(PYPI[name])
+    except PackageNotFoundError:
+        installed = None
+    if path is None or installed is None:
+        pytest.fail(f"real CLI '{name}' not found in {VENV_BIN}; {hint}", pytrace=False)
+    if installed != pinned:
+        pytest.fail(f"{PYPI[name]} {installed} is installed but setup.cfg pins {pinned}; {hint}",
+                    pytrace=False)
+    return path
+
+
 def cli_env(name: str, mock_url: str, home: Path) -> dict[str, str]:
     """The environment for CLI `name` with its scratch HOME at `home`, talking to `mock_url`."""
-    if name not in CLIS:
-        raise ValueError(f"no environment for CLI {name!r}; known: {', '.join(CLIS)}")
+    if name not in _SETUP:
+        raise ValueError(f"no environment for CLI {name!r}; known: {', '.join(_SETUP)}")
     home.mkdir(parents=True, exist_ok=True)
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(_VENDOR_PREFIXES) and k not in _PROXY_VARS
            and k.upper() != "NO_PROXY"}
-    env.update(HOME=str(home), PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}",
+    env.update(HOME=str(home), PATH=os.pathsep.join([str(BIN), str(VENV_BIN), env.get("PATH", "")]),
                XDG_CONFIG_HOME=str(home / ".config"), XDG_CACHE_HOME=str(home / ".cache"),
                XDG_DATA_HOME=str(home / ".local" / "share"),
                XDG_STATE_HOME=str(home / ".local" / "state"),
@@ -85,10 +112,13 @@ GEMINI_SETTINGS = {
 }
 
 
+def _settings(path: Path, settings: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(settings, indent=2))
+
+
 def _gemini(mock_url: str, home: Path) -> dict[str, str]:
-    settings = home / ".gemini" / "settings.json"
-    settings.parent.mkdir(parents=True, exist_ok=True)
-    settings.write_text(json.dumps(GEMINI_SETTINGS, indent=2))
+    _settings(home / ".gemini" / "settings.json", GEMINI_SETTINGS)
     return {"GEMINI_API_KEY": "dummy", "GOOGLE_GEMINI_BASE_URL": mock_url,
             "GEMINI_CLI_TRUST_WORKSPACE": "true"}
 
@@ -125,7 +155,35 @@ def _codex(mock_url: str, home: Path) -> dict[str, str]:
     return {"CODEX_HOME": str(codex_home), "OPENAI_API_KEY": "dummy"}
 
 
-_SETUP = {"claude": _claude, "gemini": _gemini, "codex": _codex}
+def _llm(mock_url: str, home: Path) -> dict[str, str]:
+    """llm's own model configuration: an OpenAI-compatible model "mock" at the mock's /v1 (no
+    api_key_name: no key is sent or needed), its default model."""
+    user_path = home / "llm"
+    user_path.mkdir(parents=True, exist_ok=True)
+    (user_path / "extra-openai-models.yaml").write_text(
+        f'- model_id: mock\n  model_name: mock-model\n  api_base: "{mock_url}/v1"\n')
+    (user_path / "default_model.txt").write_text("mock")  # as `llm models default mock` writes it
+    return {"LLM_USER_PATH": str(user_path)}
+
+
+# Without these, Qwen Code checks for updates, sends usage statistics, and after a turn asks the
+# model again in the background to update its "managed memory".
+QWEN_SETTINGS = {
+    "security": {"auth": {"selectedType": "openai"}},
+    "general": {"enableAutoUpdate": False},
+    "telemetry": {"enabled": False},
+    "privacy": {"usageStatisticsEnabled": False},
+    "memory": {"enableManagedAutoMemory": False},
+}
+
+
+def _qwen(mock_url: str, home: Path) -> dict[str, str]:
+    _settings(home / ".qwen" / "settings.json", QWEN_SETTINGS)
+    return {"OPENAI_BASE_URL": f"{mock_url}/v1", "OPENAI_API_KEY": "dummy",
+            "OPENAI_MODEL": "mock-model"}
+
+
+_SETUP = {"claude": _claude, "gemini": _gemini, "codex": _codex, "llm": _llm, "qwen": _qwen}
 
 
 @dataclass

@@ -1,4 +1,5 @@
-"""A mock model server for the real CLIs: Anthropic Messages, Gemini and OpenAI Responses over SSE.
+"""A mock model server for the real CLIs: Anthropic Messages, Gemini, OpenAI Responses and OpenAI
+Chat Completions over SSE.
 
 It listens on 127.0.0.1 at a free port in a background thread and answers each model request with
 the next reply of a per-test script::
@@ -87,7 +88,7 @@ class Request:
     query: str
     headers: dict[str, str]
     body: Any  # parsed JSON, or the raw text when not JSON
-    vendor: str = ""  # "anthropic", "gemini", "openai" or "" for anything else
+    vendor: str = ""  # "anthropic", "gemini", "openai", "chat" (Chat Completions) or ""
     streamed: int = 0  # chunks written for a scripted reply
     finished: bool = False  # the whole reply was written (False: the client hung up first)
 
@@ -104,6 +105,8 @@ class Request:
                     for c in self.body.get("contents", [])]
         if self.vendor == "openai":
             return _openai_messages(self.body.get("input", []))
+        if self.vendor == "chat":
+            return [_chat_message(m) for m in self.body.get("messages", [])]
         return []
 
     def text(self) -> str:
@@ -128,6 +131,8 @@ class Request:
             return system if isinstance(system, str) else _anthropic_text(system)
         if self.vendor == "gemini":
             return _gemini_text((self.body.get("systemInstruction") or {}).get("parts", []))
+        if self.vendor == "chat":
+            return "\n\n".join(text for role, text in self.messages() if role == "system")
         return str(self.body.get("instructions") or "")
 
     def tool_names(self) -> list[str]:
@@ -137,6 +142,8 @@ class Request:
         tools = self.body.get("tools") or []
         if self.vendor == "gemini":
             return [d["name"] for t in tools for d in t.get("functionDeclarations", [])]
+        if self.vendor == "chat":
+            return [t["function"]["name"] for t in tools if "function" in t]
         # codex also offers tools in an `additional_tools` input item, grouped in namespaces
         tools = tools + [t for item in self.body.get("input") or [] if isinstance(item, dict)
                          and item.get("type") == "additional_tools" for t in item.get("tools") or []]
@@ -204,6 +211,16 @@ def _openai_messages(items: Any) -> list[tuple[str, str]]:
             output = item.get("output")
             out.append(("tool", output if isinstance(output, str) else json.dumps(output)))
     return out
+
+
+def _chat_message(message: dict[str, Any]) -> tuple[str, str]:
+    """One Chat Completions message as (role, text): text parts joined, tool calls as name(args)."""
+    content = message.get("content")
+    parts = [content] if isinstance(content, str) else [
+        c.get("text", "") for c in content or [] if isinstance(c, dict)]
+    parts += [f"{call['function']['name']}({call['function'].get('arguments')})"
+              for call in message.get("tool_calls") or []]
+    return _role(message.get("role", "user")), "\n".join(parts)
 
 
 def _codex_request_kind(request: Request) -> str | None:
@@ -359,6 +376,8 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._count_tokens
         elif path == "/v1/responses":
             return self._openai
+        elif path == "/v1/chat/completions":
+            return self._chat
         return None
 
     def _read(self, path: str, query: str) -> Request:
@@ -369,7 +388,8 @@ class _Handler(BaseHTTPRequestHandler):
             body = raw
         vendor = ("anthropic" if path.startswith("/v1/messages") else
                   "gemini" if GEMINI_PATH.match(path) else
-                  "openai" if path.startswith("/v1/responses") else "")
+                  "openai" if path.startswith("/v1/responses") else
+                  "chat" if path == "/v1/chat/completions" else "")
         return Request(self.command, path, query, dict(self.headers), body, vendor)
 
     def _body(self) -> bytes:
@@ -418,7 +438,8 @@ class _Handler(BaseHTTPRequestHandler):
                         break
                     request.streamed += 1
                 name = f"event: {data['type']}\n" if named else ""
-                payload = f"{name}data: {json.dumps(data)}\n\n".encode()
+                text = data if isinstance(data, str) else json.dumps(data)  # "[DONE]" goes as it is
+                payload = f"{name}data: {text}\n\n".encode()
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(payload), payload))
             else:
                 request.finished = True  # before the last write: a client that has it sees this
@@ -585,3 +606,35 @@ class _Handler(BaseHTTPRequestHandler):
 
         self._stream(request, answer, events())
 
+
+    # -- OpenAI Chat Completions ----------------------------------------------------------------
+
+    def _chat(self, request: Request) -> None:
+        answer = self.server.mock._next(request)
+        if answer.status != 200:
+            kind = OPENAI_ERRORS.get(answer.status, "server_error")
+            error_body = {"message": answer.message, "type": kind, "param": None, "code": kind}
+            return self._json(answer.status, {"error": error_body})
+        usage = {"prompt_tokens": answer.input_tokens, "completion_tokens": answer.output_tokens,
+                 "total_tokens": answer.input_tokens + answer.output_tokens}
+        base = {"id": f"chatcmpl-mock{id(request)}", "created": int(time.time()),
+                "model": request.model}
+        if not request.body.get("stream"):
+            message = {"role": "assistant", "content": answer.text}
+            return self._json(200, {**base, "object": "chat.completion", "usage": usage,
+                                    "choices": [{"index": 0, "message": message,
+                                                 "finish_reason": "stop"}]})
+        chunk = {**base, "object": "chat.completion.chunk"}
+
+        def events() -> Iterator[tuple[Any, bool]]:
+            yield {**chunk, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
+                                         "finish_reason": None}]}, False
+            for text in answer.chunks:
+                yield {**chunk, "choices": [{"index": 0, "delta": {"content": text},
+                                             "finish_reason": None}]}, True
+            yield {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}, False
+            if (request.body.get("stream_options") or {}).get("include_usage"):
+                yield {**chunk, "choices": [], "usage": usage}, False
+            yield "[DONE]", False
+
+        self._stream(request, answer, events(), named=False)

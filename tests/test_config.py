@@ -233,6 +233,32 @@ def test_an_unknown_provider_is_an_error_at_its_line(tmp_path):
         "claude, codex, demo, gemini (or add it under providers:)")
 
 
+@pytest.mark.parametrize("entry, expected", [
+    ("command: [qwen]\n    model_args: [--model]",
+     "crew.yaml:4: providers.qwen.model_args: holds no {model}, so it would pass nothing; "
+     'e.g. [--model, "{model}"]'),
+    ("command: [qwen]\n    system_args: [-s, x]",
+     "crew.yaml:4: providers.qwen.system_args: holds no {system}, so it would pass nothing; "
+     'e.g. [--system, "{system}"]'),
+    ("command: [qwen]\n    text_key: message.text",
+     "crew.yaml:4: providers.qwen.text_key: is read only from JSON lines; set format: jsonl, or remove it"),
+    ("command: [qwen]\n    format: jsonl\n    resume: [-r, \"{session}\"]",
+     "crew.yaml:5: providers.qwen.resume: is never used without session_key (where the session id is in "
+     "the output); give session_key, or remove resume and crew replays the conversation"),
+    ("command: [qwen]\n    format: json",
+     "crew.yaml:4: providers.qwen.format: 'json' is not one of text, jsonl; did you mean 'jsonl'?"),
+    ("command: [qwen]\n    options: {query: [--x], read_only: [--y]}",
+     "crew.yaml:4: providers.qwen.options.read_only: unknown key; known keys: query, execute"),
+    ("command: [qwen]\n    format: jsonl\n    deltas: 1",
+     "crew.yaml:5: providers.qwen.deltas: 1 is not of type 'boolean'; true when the text at text_key "
+     "streams in pieces of a message"),
+    ("command: [qwen]\n    deltas: true",
+     "crew.yaml:4: providers.qwen.deltas: is read only from JSON lines; set format: jsonl, or remove it"),
+])
+def test_a_bad_provider_key_is_one_line_with_the_file_its_line_and_the_key(tmp_path, entry, expected):
+    assert error_of(tmp_path, f"providers:\n  qwen:\n    {entry}\n") == expected
+
+
 def test_config_provider_gives_builtins_and_names_the_configured_ones(tmp_path):
     config = load(tmp_path, "providers:\n  aider: {command: [aider]}\n")
     assert config.provider("claude").name == "claude"

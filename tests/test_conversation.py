@@ -45,6 +45,25 @@ def test_a_cli_without_resume_is_continued_by_replaying_the_transcript(tmp_path)
     assert second.rstrip().endswith("second")
 
 
+def test_a_replayed_transcript_holds_an_answer_the_loop_did_not_keep(tmp_path):
+    """A reply without tool calls is the answer: the loop keeps nothing of it, and the next message
+    of a chat replays it whole."""
+    conv = conversation(tmp_path, [sys.executable, "-c", "import sys; print('answer to', sys.stdin.read())"])
+    assert texts(conv.send("first question", None)) == "answer to first question\n"
+    second = texts(conv.send("second", None))
+    assert "[user]\nfirst question\n[assistant]\nanswer to first question\n" in second
+
+
+def test_a_cli_without_resume_and_bad_jsonl_says_so_with_a_sample_line(tmp_path):
+    conv = conversation(tmp_path, [sys.executable, "-c", "print('{\"msg\": \"hi\"}')"], format="jsonl",
+                        text_key="message.text")
+    [failure] = [e for e in conv.send("q", None) if isinstance(e, Failure)]
+    assert failure.message == (
+        "provider 'fake': no line of its output has text at text_key 'message.text' (format: jsonl); "
+        'a line it wrote: {"msg": "hi"}; fix format or text_key in crew.yaml'
+    )
+
+
 def test_a_cli_with_resume_is_continued_by_its_own_session(tmp_path):
     conv = conversation(tmp_path, [sys.executable, "-c", SESSION_CLI], format="jsonl", text_key="text",
                         session_key="session", resume=["--resume", "{session}"])
@@ -55,8 +74,8 @@ def test_a_cli_with_resume_is_continued_by_its_own_session(tmp_path):
 
 
 def test_stopping_a_resumable_cli_mid_reply_loses_the_reply(tmp_path):
-    script = "import time\nprint('part one', flush=True)\ntime.sleep(30)\nprint('invented tail')"
-    conv = conversation(tmp_path, [sys.executable, "-c", script], format="text",
+    script = "import time\nprint('{\"text\": \"part one\\\\n\"}', flush=True)\ntime.sleep(30)\nprint('invented tail')"
+    conv = conversation(tmp_path, [sys.executable, "-c", script], format="jsonl",
                         resume=["--resume", "{session}"], session_key="x")
     events = conv.send("q", None)
     assert next(events) == Text("part one\n")

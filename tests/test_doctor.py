@@ -14,10 +14,11 @@ from typing import Callable
 import pytest
 from click.testing import CliRunner
 
-from clienv import PACKAGES, REPO
+from clienv import CLIS, PACKAGES, REPO, VENV_BIN
 from crewbridge.cli import cli
 from crewbridge.doctor import FAIL, OK, WARN, Check, Prober, diagnose, help_argv, option_of, options_in_help
 from crewbridge.errors import UsageError
+from crewbridge.init import add_recipe
 from mockserver import MockServer
 
 CLAUDE_HELP = """\
@@ -123,11 +124,24 @@ def test_the_pinned_clis_pass_and_none_of_them_reaches_a_model(
         cli_env: Callable[[str], dict[str, str]], mock_server: MockServer, workdir: Path) -> None:
     env = {**cli_env("claude"), **cli_env("codex"), **cli_env("gemini")}  # one HOME, every CLI set up
     found = {check.subject: check for check in diagnose(None, workdir, env=env)}
-    for name, package in PACKAGES.items():
-        pinned = json.loads((REPO / "package.json").read_text())["dependencies"][package]
+    for name in CLIS:
+        pinned = json.loads((REPO / "package.json").read_text())["dependencies"][PACKAGES[name]]
         assert found[name].status == OK, found[name].line()
         assert pinned in found[name].message and "accepts the" in found[name].message
     assert found["demo"].status == OK
+    assert mock_server.requests == [] and mock_server.aux == []  # no model, no other host
+
+
+def test_the_pinned_third_party_clis_pass_with_their_recipes(
+        cli_env: Callable[[str], dict[str, str]], mock_server: MockServer, workdir: Path) -> None:
+    for name in ("llm", "qwen"):
+        add_recipe(workdir, name)
+    env = {**cli_env("llm"), **cli_env("qwen")}
+    found = {check.subject: check for check in diagnose(workdir / "crew.yaml", workdir, env=env, only=("llm", "qwen"))}
+    assert found["llm"].message.startswith(f"llm, version 0.36 at {VENV_BIN / 'llm'} (crew.yaml); accepts the 3 options")
+    assert found["qwen"].message.startswith(f"0.24.4 at {REPO / 'node_modules' / '.bin' / 'qwen'} (crew.yaml); "
+                                            "accepts the 7 options")
+    assert found["llm"].status == found["qwen"].status == OK
     assert mock_server.requests == [] and mock_server.aux == []  # no model, no other host
 
 
@@ -218,13 +232,40 @@ def test_closing_the_prober_ends_the_runs_still_going(workdir: Path, bin_dir: Pa
 
 # --- configuration -------------------------------------------------------------------------------
 
-def test_a_cli_described_in_crew_yaml_is_looked_for_but_never_run(workdir: Path, bin_dir: Path) -> None:
+LLAMA_YAML = """\
+providers:
+  llama:
+    command: [llama, run, --quiet]
+    model_args: [--model, "{model}"]
+    resume: [--session, "{session}"]
+    session_key: id
+    format: jsonl
+    options: {query: [--read-only]}
+agents:
+  local: {provider: llama}
+"""
+LLAMA_HELP = "Usage: llama run [options]\n  --quiet\n  --model NAME\n  --session ID\n  --read-only\n"
+
+
+def test_a_cli_described_in_crew_yaml_is_checked_like_a_built_in_one(workdir: Path, bin_dir: Path) -> None:
+    fake_cli(bin_dir, "llama", version="llama 3.1", sub_help={"run": LLAMA_HELP})
+    (workdir / "crew.yaml").write_text(LLAMA_YAML)
+    (check,) = doctor(workdir, bin_dir, config=workdir / "crew.yaml")["llama"]
+    assert check == Check(OK, "llama", f"llama 3.1 at {bin_dir / 'llama'} (crew.yaml); accepts the 4 options crew uses")
+    assert sorted(runs(bin_dir, "llama")) == ["--version", "run --help"]
+    fake_cli(bin_dir, "llama", version="llama 3.0", sub_help={"run": LLAMA_HELP.replace("--read-only", "")})
+    (check,) = doctor(workdir, bin_dir, config=workdir / "crew.yaml")["llama"]
+    assert check == Check(FAIL, "llama", f"llama 3.0 at {bin_dir / 'llama'} (crew.yaml): `llama run --help` does not "
+                                         "list --read-only, which crew uses; fix providers.llama in crew.yaml, or "
+                                         "install a version that has it")
+
+
+def test_a_cli_with_probe_false_is_looked_for_but_never_run(workdir: Path, bin_dir: Path) -> None:
     fake_cli(bin_dir, "llama")
     (workdir / "crew.yaml").write_text("providers:\n  llama:\n    command: [llama, --prompt, '{prompt}']\n"
-                                       "agents:\n  local:\n    provider: llama\n")
+                                       "    probe: false\nagents:\n  local:\n    provider: llama\n")
     (check,) = doctor(workdir, bin_dir, config=workdir / "crew.yaml")["llama"]
-    assert check == Check(OK, "llama", "found (crew.yaml); runs `llama --prompt PROMPT` (not run here: another "
-                                       "CLI might ask its model even for --help)")
+    assert check == Check(OK, "llama", "found (crew.yaml); runs `llama --prompt PROMPT` (not run here: probe: false)")
     assert runs(bin_dir, "llama") == []
     (workdir / "crew.yaml").write_text("providers:\n  llama:\n    command: [llama]\n    install_hint: get llama\n"
                                        "agents:\n  local:\n    provider: llama\n")

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from crewbridge.cli import cli
 from crewbridge.config import load_config, read_config
 from crewbridge.errors import UsageError
-from crewbridge.init import starter_text, write_starter
+from crewbridge.init import add_recipe, recipe_names, recipe_text, starter_text, write_starter
 
 
 @pytest.fixture(autouse=True)
@@ -86,6 +86,56 @@ def test_the_command_writes_here_or_to_the_users_config(project: Path, tmp_path:
     assert runner.invoke(cli, ["init", "--force"]).exit_code == 0
     assert runner.invoke(cli, ["init", "--user"]).exit_code == 0
     assert (tmp_path / "xdg-config" / "crewbridge" / "crew.yaml").read_text() == starter_text()
+
+
+# --- crew init --agent: recipes ---------------------------------------------------------------------
+
+def test_every_recipe_loads_and_describes_its_agent_and_provider(project: Path) -> None:
+    assert recipe_names() == ["llm", "qwen"]
+    for name in recipe_names():
+        (project / f"{name}.yaml").write_text(recipe_text(name))
+        config = read_config(project / f"{name}.yaml")
+        assert config.agents[name].provider == name and config.providers[name].install_hint
+
+
+def test_recipes_go_under_the_starters_sections_and_keep_its_comments(project: Path) -> None:
+    add_recipe(project, "llm")
+    add_recipe(project, "qwen")
+    text = (project / "crew.yaml").read_text()
+    assert text.startswith(starter_text().split("\n# Your own command tools")[0])  # kept as it was
+    assert "  # llm (https://llm.datasette.io)" in text and "# Read-only: \"default\" approval" in text
+    config = read_config(project / "crew.yaml")
+    assert {"reviewer", "llm", "qwen"} <= set(config.agents) and set(config.providers) == {"llm", "qwen"}
+    assert config.providers["qwen"].options["query"][:2] == ["--approval-mode", "default"]
+
+
+def test_a_file_without_the_sections_gets_them_and_one_with_the_name_is_refused(project: Path) -> None:
+    (project / "crew.yaml").write_text("prefix: mine   # my own\n")
+    add_recipe(project / "crew.yaml", "llm")
+    text = (project / "crew.yaml").read_text()
+    assert text.startswith("prefix: mine   # my own\n\nagents:\n")
+    assert read_config(project / "crew.yaml").providers["llm"].command[0] == "llm"
+    with pytest.raises(UsageError, match="has an agent or provider 'llm' already; edit it, or remove it first"):
+        add_recipe(project, "llm")
+    assert (project / "crew.yaml").read_text() == text
+
+
+def test_an_inline_section_or_an_unknown_recipe_is_refused_and_nothing_written(project: Path) -> None:
+    (project / "crew.yaml").write_text("agents: {}\n")
+    with pytest.raises(UsageError, match="agents: is written inline .* write it as an indented block"):
+        add_recipe(project, "qwen")
+    with pytest.raises(UsageError, match="no recipe for 'aider'; known: llm, qwen"):
+        add_recipe(project, "aider")
+    assert (project / "crew.yaml").read_text() == "agents: {}\n"
+    assert [p.name for p in project.iterdir()] == ["crew.yaml"]  # no temporary file left
+
+
+def test_the_command_adds_recipes_and_says_to_trust_the_file(project: Path) -> None:
+    result = CliRunner().invoke(cli, ["init", "--agent", "llm", "--agent", "qwen"])
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith(f"added llm, qwen to {project / 'crew.yaml'}\nnext: read it, then crew config trust")
+    result = CliRunner().invoke(cli, ["init", "--agent", "nope"])
+    assert result.exit_code != 0 and "no recipe for 'nope'" in str(result.exception)
 
 
 # --- crew agents list ------------------------------------------------------------------------------

@@ -82,10 +82,33 @@ def test_openai_responses_stream_deltas_then_the_completed_response(mock_server)
     assert done["usage"]["output_tokens"] == 7
 
 
+def test_openai_chat_completions_stream_content_deltas_then_usage_and_done(mock_server):
+    mock_server.script(reply("x", "y"))
+    response = post(mock_server, "/v1/chat/completions", {
+        "model": "m", "stream": True, "stream_options": {"include_usage": True},
+        "messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}]})
+    lines = [line[6:] for line in response.read().decode().splitlines() if line.startswith("data: ")]
+    assert lines[-1] == "[DONE]"
+    chunks = [json.loads(line) for line in lines[:-1]]
+    assert "".join(c["choices"][0]["delta"].get("content", "") for c in chunks if c["choices"]) == "xy"
+    assert [c["choices"][0]["finish_reason"] for c in chunks if c["choices"]][-1] == "stop"
+    assert chunks[-1]["usage"]["completion_tokens"] == 7
+    [request] = mock_server.requests
+    assert request.vendor == "chat" and request.system == "be brief"
+    assert request.messages() == [("system", "be brief"), ("user", "hi")]
+
+
+def test_openai_chat_completions_without_stream_gets_one_completion(mock_server):
+    mock_server.script(reply("a", "b"))
+    body = json.loads(post(mock_server, "/v1/chat/completions", {"model": "m", "messages": []}).read())
+    assert body["choices"][0]["message"] == {"role": "assistant", "content": "ab"}
+
+
 @pytest.mark.parametrize("path, shape", [
     ("/v1/messages", lambda b: (b["type"], b["error"]["message"])),
     (GEMINI_STREAM, lambda b: ("error", b["error"]["message"])),
     ("/v1/responses", lambda b: ("error", b["error"]["message"])),
+    ("/v1/chat/completions", lambda b: ("error", b["error"]["message"])),
 ])
 @pytest.mark.parametrize("status", [500, 429, 401])
 def test_a_scripted_error_has_its_status_and_the_vendors_error_shape(mock_server, path, shape,
@@ -233,3 +256,10 @@ def test_system_prompt_and_offered_tools_per_vendor():
     assert anthropic.tool_names() == ["Read"]
     assert gemini.tool_names() == ["read_file", "glob"]
     assert openai.tool_names() == ["shell", "web_search"]
+    chat = Request("POST", "/v1/chat/completions", "", {}, {"tools": [
+        {"type": "function", "function": {"name": "read_file"}}], "messages": [
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"function": {"name": "glob", "arguments": "{}"}}]},
+        {"role": "tool", "content": [{"type": "text", "text": "a.txt"}]}]}, "chat")
+    assert chat.tool_names() == ["read_file"]
+    assert chat.messages() == [("assistant", "glob({})"), ("tool", "a.txt")]

@@ -24,7 +24,8 @@ from crewbridge.functions import tool
 class EchoProvider(GenericProvider):
     """A CLI that always answers the same."""
     def __init__(self):
-        super().__init__(GenericSpec(name="echo", command=[sys.executable, "-c", "print('hello from echo')"]))
+        super().__init__(GenericSpec(name="echo", command=[sys.executable, "-c", "print('hello from echo')"],
+                                     probe=False))
 
 @tool(read_only=True)
 def shout(text: str) -> str:

@@ -10,10 +10,10 @@ SECRET = "the launch code is 7-4-1"  # only notes.txt holds it: no model could g
 
 @pytest.fixture
 def crew(cli_env, workdir, tmp_path):
-    """crew(cli, *args) → the finished `crew ARGS` in the work directory, with `cli`'s scratch env;
-    then checks that nothing it started runs on."""
-    def run(cli, *args):
-        done = run_crew(list(args), env=cli_env(cli), cwd=workdir)
+    """crew(cli, *args, input=None) → the finished `crew ARGS` in the work directory, with `cli`'s
+    scratch env (and `input` on stdin); then checks that nothing it started runs on."""
+    def run(cli, *args, input=None):
+        done = run_crew(list(args), env=cli_env(cli), cwd=workdir, input=input)
         assert processes_in(tmp_path) == []
         return done
     return run

@@ -1,0 +1,97 @@
+"""Third-party CLIs that crew drives by configuration alone: the real `llm` (PyPI) and Qwen Code
+(npm), installed at pinned versions, talking to the mock model server over OpenAI Chat Completions,
+each set up as a person would: `crew init --agent NAME` writes its recipe into crew.yaml, `crew
+config trust` accepts it. Each runs a whole crew round trip whose answer needs a file only crew's
+read_file can read, and a chat continued over two messages."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from crewcli import error_line, tool_block
+from mockserver import reply
+
+pytestmark = pytest.mark.e2e
+
+RECIPES = ("llm", "qwen")
+# Qwen Code's tools that change nothing: in query mode the recipe leaves it only these.
+QWEN_READ_ONLY = {"read_file", "glob", "grep_search", "list_directory", "get_goal", "list_agents",
+                  "read_mcp_resource", "zoom_image", "cron_list"}
+
+
+def set_up(crew, name: str) -> str:
+    """Add CLI `name` to a new crew.yaml by its recipe, and trust the file."""
+    for args in (["init", "--agent", name], ["config", "trust"]):
+        done = crew(name, *args)
+        assert done.returncode == 0, done.stderr
+    return name
+
+
+@pytest.fixture(params=RECIPES)
+def recipe(request, crew):
+    """Each third-party CLI in turn, set up by its recipe."""
+    return set_up(crew, request.param)
+
+
+def test_an_answer_that_needs_a_file_only_a_crew_tool_can_read(recipe, crew, mock_server, notes):
+    # The block is split inside its opening fence: streamed text deltas must join up again.
+    mock_server.script(reply("Let me read it.\n```js", "on\n" + tool_block("crew:read_file", path="notes.txt")[8:]),
+                       "The code is 7-4-1.")
+    done = crew(recipe, "query", "--json", f"@{recipe} what does notes.txt say?")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["answer"] == "The code is 7-4-1."
+    assert [(call["name"], call["success"]) for call in result["tool_calls"]] == [("crew:read_file", True)]
+    first, second = mock_server.requests
+    assert first.model == second.model == "mock-model"
+    assert notes not in first.text() and "crew:read_file" in first.text()  # the catalogue
+    assert notes in second.text() and "what does notes.txt say?" in second.text()
+
+
+def test_a_chat_keeps_the_conversation(recipe, crew, mock_server):
+    """qwen resumes its own session; llm prints no conversation id, so crew replays the transcript."""
+    mock_server.script("Noted: PAPAYA.", "It was PAPAYA.")
+    done = crew(recipe, "chat", f"@{recipe}", input="Remember the word PAPAYA.\nWhich word?\n")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "It was PAPAYA."
+    first, second = mock_server.requests
+    assert "Noted: PAPAYA." not in first.text()
+    talk = second.text()
+    assert talk.index("Remember the word PAPAYA.") < talk.index("Noted: PAPAYA.") < talk.rindex("Which word?")
+    replayed = "[crew conversation so far" in talk
+    assert replayed == (recipe == "llm")
+    if recipe == "qwen":
+        assert ("assistant", "Noted: PAPAYA.") in second.messages()  # its own history
+
+
+# A wrong format key in each recipe, and how the first line the CLI writes then starts.
+MISREAD = {"llm": ("\n    format: text", "\n    format: jsonl\n    text_key: text", "Hello from the mock"),
+           "qwen": ("\n    text_key: event.delta.text", "\n    text_key: message.text",
+                    '{"type":"system","subtype":"init"')}
+
+
+def test_output_crew_cannot_read_is_an_error_quoting_it_not_an_empty_answer(recipe, crew, workdir, mock_server):
+    old, new, sample = MISREAD[recipe]
+    config = workdir / "crew.yaml"
+    config.write_text(config.read_text().replace(old, new))
+    assert crew(recipe, "config", "trust").returncode == 0
+    mock_server.script("Hello from the mock")
+    done = crew(recipe, "query", f"@{recipe} say hello")
+    assert done.returncode != 0 and done.stdout == ""
+    key = new.split("text_key: ")[1]
+    assert f"provider '{recipe}': no line of its output has text at text_key '{key}' (format: jsonl); " \
+           f"a line it wrote: {sample}" in error_line(done.stderr)
+
+
+@pytest.mark.parametrize("mode", ["query", "execute"])
+def test_qwen_offers_its_writing_tools_only_in_execute_mode(mode, crew, mock_server):
+    set_up(crew, "qwen")
+    mock_server.script("ok")
+    done = crew("qwen", mode, "@qwen look around")
+    assert done.returncode == 0, done.stderr
+    offered = set(mock_server.requests[0].tool_names())
+    if mode == "query":
+        assert "read_file" in offered and offered <= QWEN_READ_ONLY
+    else:
+        assert {"write_file", "edit"} <= offered  # auto-edit: files yes; the shell would ask, so no
