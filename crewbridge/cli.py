@@ -324,16 +324,27 @@ def parse_command(fmt: str, prefix: str | None, config: Config) -> None:
 
 
 @cli.group("log", invoke_without_command=True)
-@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
+@click.option("--limit", type=click.IntRange(min=1), help="Runs listed at most (default 20; every one with --since).")
+@click.option("--since", "since_text", help="Only runs started since a span back (7d, 12h, 30m, 2w) or a date.")
+@click.option("--by", type=click.Choice(["agent"]), help="Sum the runs' tokens and cost per agent (a small table).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line, for scripts.")
 @click.pass_context
-def log_group(ctx: click.Context, limit: int) -> None:
-    """List recent runs (newest first); `crew log show ID` prints one run's events."""
+def log_group(ctx: click.Context, limit: int | None, since_text: str | None, by: str | None, as_json: bool) -> None:
+    """List recent runs (newest first) with their tokens and cost; `crew log show ID` prints one
+    run's events; `crew log --since 7d --by agent` sums usage per agent."""
     if ctx.invoked_subcommand is None:
         from crewbridge.transcript import list_runs
+        from crewbridge.usage import by_agent, since, table
 
-        for run in list_runs(limit):
-            task = str(run.fields.get("task", "")).splitlines()[0:1] or [""]
-            click.echo(f"{run.run_id}  {run.status:11} {run.tool_calls:3} calls  {task[0][:60]}")
+        start = since(since_text) if since_text else None
+        runs = list_runs(limit or (None if start or by else 20), since=start)
+        if by:
+            rows = by_agent(run.usage for run in runs)
+            lines = [json.dumps(row.to_dict()) for row in rows] if as_json else table(rows)
+        else:
+            lines = [json.dumps(run.to_dict(), ensure_ascii=False) if as_json else run.line() for run in runs]
+        for line in lines:
+            click.echo(line)
 
 
 @log_group.command("show")

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Protocol
 
 from crewbridge.errors import CrewError
-from crewbridge.events import Event, Failure, Session
+from crewbridge.events import Event, Failure, Session, Usage
 from crewbridge.process import Child
 from crewbridge.providers.base import Provider, Turn
 from crewbridge.templates import render
@@ -22,6 +22,7 @@ LIVE_ENV = "CREW_LIVE"  # "0" makes every provider start a fresh CLI process per
 
 class Conversation(Protocol):
     session_id: str | None
+    reported: Usage | None  # the session's totals as the CLI last reported them (cumulative usage)
 
     def start(self) -> None:
         """Start the CLI now, before the first message is known, where the CLI can wait for it: it
@@ -40,6 +41,9 @@ class Conversation(Protocol):
         follow-up restates it) or FULL (the whole reply, tail included: the stop came too late, so
         the follow-up says which part was acted on)."""
 
+    def late_usage(self) -> list[Usage]:
+        """Usage the CLI reported for a reply after the loop stopped reading it (read by keep())."""
+
     def close(self) -> None:
         """End anything still running."""
 
@@ -54,6 +58,7 @@ class ProcessConversation:
         self.cwd = cwd
         self.env = {**os.environ, **provider.env(), **(env or {})}
         self.session_id: str | None = None
+        self.reported: Usage | None = None
         self.history: list[tuple[str, str]] = []  # (role, text), for replay
         self.child: Child | None = None
         self.finished_before_stop = False
@@ -97,6 +102,7 @@ class ProcessConversation:
         else:
             turn = replace(self.base, prompt=prompt, session_id=self.session_id if self.provider.resumable else None)
             self.child = self._child(turn, stdin)
+        turn_session = self.session_id if self.provider.resumable else None
         child = self.child
         decoder = self.provider.decoder()
         failed = False
@@ -105,6 +111,8 @@ class ProcessConversation:
                 for event in decoder.decode(line):
                     if isinstance(event, Session) and event.session_id:
                         self.session_id = event.session_id
+                    if isinstance(event, Usage) and event.cumulative:
+                        event = self._share(event, resumed=turn_session is not None)
                     failed = failed or isinstance(event, Failure)
                     yield event
             code = child.wait()
@@ -113,6 +121,20 @@ class ProcessConversation:
                 yield Failure(f"{self.provider.name} exited with status {code}: {detail[0]}")
         finally:
             child.close()
+
+    def _share(self, totals: Usage, resumed: bool) -> Usage:
+        """This reply's part of the session's `totals` (the CLI reports the session so far)."""
+        before = self.reported if resumed and self.reported is not None else Usage()
+        self.reported = replace(totals, cumulative=False)
+        return Usage(
+            max(totals.input_tokens - before.input_tokens, 0),
+            max(totals.output_tokens - before.output_tokens, 0),
+            None if totals.cost_usd is None else max(totals.cost_usd - (before.cost_usd or 0.0), 0.0),
+            max(totals.cached_tokens - before.cached_tokens, 0),
+        )
+
+    def late_usage(self) -> list[Usage]:
+        return []  # a stopped CLI process is killed: it reports nothing more
 
     def stop(self) -> None:
         if self.child is not None:

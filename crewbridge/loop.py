@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, wait
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from crewbridge.registry import TIMEOUT_GRACE, ToolContext, ToolRegistry, ToolRe
 from crewbridge.skills import Skill
 from crewbridge.templates import render
 from crewbridge.transcript import Transcript
+from crewbridge.usage import Tally
 
 REPEAT_LIMIT = 3  # the same failing call this many times ends the run
 MAX_REPLY = 8 << 20  # characters of one reply; past this the CLI is stopped (memory stays bounded)
@@ -45,12 +46,13 @@ class CallRecord:
 class Progress:
     """What the loop reports while it runs (for live output, --jsonl and the Python API)."""
 
-    kind: str  # turn | text | call | result | answer | notice
+    kind: str  # turn | text | call | result | usage | answer | notice
     agent: str
     text: str = ""
     call: CallRecord | None = None
     result: RunResult | None = None  # with kind "answer"
     shown: str = ""  # with kind "text": what a person sees of the reply by now (extract.Shown)
+    usage: Tally | None = None  # with kind "usage": the agent's usage in this run so far
 
 
 @dataclass
@@ -111,7 +113,8 @@ class AgentLoop:
         self.timeout = timeout
         self.compact = compact
         self.emit = on_progress or (lambda progress: None)
-        self.usage = {"input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0}
+        self.usage = Tally()  # this run's, so far
+        self.turn_usage = Tally()  # the current turn's
         self.failures: dict[str, int] = {}
         self.closed = False
         self._pool = _DaemonPool(4, f"crew-{agent}")
@@ -143,30 +146,48 @@ class AgentLoop:
                 raise Interrupted(f"@{self.agent} was stopped")
             self.emit(Progress("turn", self.agent, str(turn)))
             self.transcript.write("prompt", agent=self.agent, turn=turn, text=message)
-            reply = self._reply(message)
-            if not reply.calls:
-                if not reply.text.strip():
-                    raise ProviderError(
-                        f"@{self.agent} ended its reply without a word (the CLI printed no "
-                        "text); crew --verbose shows what it did print"
+            try:
+                reply = self._reply(message)
+                if not reply.calls:
+                    if not reply.text.strip():
+                        raise ProviderError(
+                            f"@{self.agent} ended its reply without a word (the CLI printed no "
+                            "text); crew --verbose shows what it did print"
+                        )
+                    self.transcript.write("answer", agent=self.agent, text=reply.text, usage=self.usage.to_dict())
+                    result = RunResult(
+                        self.agent, reply.text.strip(), records, self.usage.to_dict(), self.conv.session_id, turn
                     )
-                self.transcript.write("answer", agent=self.agent, text=reply.text, usage=self.usage)
-                result = RunResult(
-                    self.agent, reply.text.strip(), records, dict(self.usage), self.conv.session_id, turn
-                )
-                self.emit(Progress("answer", self.agent, result.answer, result=result))
-                return result
-            batch = self._collect(reply)
-            if self.deadline is not None and time.monotonic() >= self.deadline:  # a tool was cut off by it
-                raise self._timed_out(batch[-1].name)
-            records += batch
-            if turn == self.max_turns:
-                raise MaxTurnsReached(
-                    f"@{self.agent} still called tools after {self.max_turns} turns; "
-                    "raise --max-turns or narrow the task"
-                )
-            message = self._follow_up(reply, batch)
+                    self.emit(Progress("answer", self.agent, result.answer, result=result))
+                    return result
+                batch = self._collect(reply)
+                if self.deadline is not None and time.monotonic() >= self.deadline:  # a tool was cut off by it
+                    raise self._timed_out(batch[-1].name)
+                records += batch
+                if turn == self.max_turns:
+                    raise MaxTurnsReached(
+                        f"@{self.agent} still called tools after {self.max_turns} turns; "
+                        "raise --max-turns or narrow the task"
+                    )
+                message = self._follow_up(reply, batch)
+            finally:
+                self._turn_done(turn)
         raise AssertionError("unreachable")
+
+    def _turn_done(self, turn: int) -> None:
+        """Record the turn's usage (with what the CLI reported after the loop stopped reading)."""
+        for usage in self.conv.late_usage():
+            self._add_usage(usage)
+        if self.turn_usage:
+            reported = self.conv.reported
+            self.transcript.write(
+                "usage",
+                agent=self.agent,
+                turn=turn,
+                **self.turn_usage.to_dict(),
+                **({"reported": Tally.of(asdict(reported)).to_dict()} if reported else {}),
+            )
+            self.turn_usage = Tally()
 
     def close(self) -> None:
         """End the conversation and drop tool calls that have not started; no turn starts after this."""
@@ -326,9 +347,9 @@ class AgentLoop:
         )
 
     def _add_usage(self, usage: Usage) -> None:
-        self.usage["input_tokens"] += usage.input_tokens
-        self.usage["output_tokens"] += usage.output_tokens
-        self.usage["cost_usd"] += usage.cost_usd or 0.0
+        self.usage.add(usage)
+        self.turn_usage.add(usage)
+        self.emit(Progress("usage", self.agent, usage=replace(self.usage)))
 
 
 class _DaemonPool:

@@ -29,6 +29,8 @@ Three outputs, chosen by `Renderer(output=…)`:
   ``{"type": "call", "name": "crew:read_file", "input": {…}}`` a tool-call block closed;
   ``{"type": "result", "name", "input", "result": {"success", "data", "error", "metadata"}}`` its
   result envelope (in call order, once the reply is over);
+  ``{"type": "usage", "input_tokens", "output_tokens", "cached_tokens", "cost_usd"}`` the agent's
+  usage in this run so far, each time its CLI reports some;
   ``{"type": "answer", "answer", "tool_calls", "usage", "session", "turns"}`` the final answer;
   ``{"type": "error", "error": "…", "exit_code": 3}`` the agent's run failed;
   ``{"type": "notice", "text": "…"}`` anything else worth knowing.
@@ -118,6 +120,7 @@ class _Agent:
     calls: int = 0  # call lines shown
     results: int = 0  # result lines shown
     answered: bool = False  # its answer is on stdout
+    tokens: int = 0  # used in this run so far (the status line shows them)
     half: str = ""  # the first half of a surrogate pair, waiting for the second
 
 
@@ -204,6 +207,8 @@ class Renderer:
                 agent.state = "writing"
             elif event.kind == "answer":
                 agent.state = "done"
+            elif event.kind == "usage" and event.usage is not None:
+                agent.tokens = event.usage.tokens
 
     def _on_turn(self, agent: _Agent, event: Progress) -> None:
         self._fresh, self._blank = True, 0
@@ -232,6 +237,9 @@ class Renderer:
             mark, detail, code = self.style.symbol("fail"), one_line(str(result.error)), "31"
         self._err_line(agent, f"  {self.style.paint(mark, code)} {subject}{detail}")
         self._last_line = None
+
+    def _on_usage(self, agent: _Agent, event: Progress) -> None:
+        pass  # the status line shows it
 
     def _on_answer(self, agent: _Agent, event: Progress) -> None:
         if self.streaming:
@@ -418,7 +426,10 @@ class Renderer:
         spin = self.style.symbol("spin")
         now = time.monotonic()
         parts = [
-            f"@{a.name} {a.state}" + (f" (turn {a.turn})" if a.turn > 1 else "") + f" {now - a.since:.0f}s"
+            f"@{a.name} {a.state}"
+            + (f" (turn {a.turn})" if a.turn > 1 else "")
+            + f" {now - a.since:.0f}s"
+            + (f", {a.tokens:,} tokens" if a.tokens else "")
             for a in busy
         ]
         line = one_line(f"{spin[frame % len(spin)]} " + "  ".join(parts), self.style.width - 1)
@@ -543,6 +554,8 @@ def _event_dict(event: Progress) -> dict[str, Any]:
         return {**base, "result": event.call.result.to_dict()} if event.kind == "result" else base
     if event.kind == "answer" and event.result is not None:
         return {**base, **event.result.to_dict()}
+    if event.kind == "usage" and event.usage is not None:
+        return {**base, **event.usage.to_dict()}
     return {**base, "text": event.text}
 
 

@@ -90,9 +90,17 @@ class ClaudeDecoder(JsonLineDecoder):
 
     def _result(self, obj: dict[str, Any]) -> list[Event]:
         usage = obj.get("usage") or {}
+        cached = usage.get("cache_read_input_tokens") or 0
+        written = usage.get("cache_creation_input_tokens") or 0
         out: list[Event] = [
             Session(obj.get("session_id")),
-            Usage(usage.get("input_tokens", 0), usage.get("output_tokens", 0), obj.get("total_cost_usd")),
+            # Claude's input_tokens leave out the tokens read from and written to its cache
+            Usage(
+                (usage.get("input_tokens") or 0) + cached + written,
+                usage.get("output_tokens") or 0,
+                obj.get("total_cost_usd"),
+                cached,
+            ),
         ]
         if obj.get("is_error"):
             message = obj.get("result") or "; ".join(obj.get("errors") or []) or obj.get("subtype")

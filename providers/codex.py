@@ -23,7 +23,14 @@ class CodexDecoder(JsonLineDecoder):
             return [Notice("native_" + str(item.get("type")))]
         if kind == "turn.completed":
             usage = obj.get("usage") or {}
-            return [Usage(usage.get("input_tokens", 0), usage.get("output_tokens", 0)), Done()]
+            # the thread's totals so far: on a resumed thread they include the earlier turns
+            totals = Usage(
+                usage.get("input_tokens") or 0,
+                usage.get("output_tokens") or 0,
+                cached_tokens=usage.get("cached_input_tokens") or 0,
+                cumulative=True,
+            )
+            return [totals, Done()]
         if kind == "turn.failed":
             err = obj.get("error") or {}
             return [Failure(str(err.get("message") or err)), Done(ok=False)]

@@ -31,7 +31,10 @@ class GeminiDecoder(JsonLineDecoder):
 
     def _result(self, obj: dict[str, Any]) -> list[Event]:
         stats = obj.get("stats") or {}
-        out: list[Event] = [MessageEnd(), Usage(stats.get("input_tokens", 0), stats.get("output_tokens", 0))]
+        usage = Usage(
+            stats.get("input_tokens") or 0, stats.get("output_tokens") or 0, cached_tokens=stats.get("cached") or 0
+        )
+        out: list[Event] = [MessageEnd(), usage]
         if obj.get("status") == "error":
             err = obj.get("error") or {}
             out.append(Failure(_readable(str(err.get("message") if isinstance(err, dict) else err))))

@@ -48,7 +48,13 @@ class AppServerDecoder(JsonLineDecoder):
             return [Notice("native_" + str(kind))] if started else []
         if method == "thread/tokenUsage/updated":
             last = params["tokenUsage"]["last"]
-            return [Usage(last.get("inputTokens", 0), last.get("outputTokens", 0))]
+            return [
+                Usage(
+                    last.get("inputTokens") or 0,
+                    last.get("outputTokens") or 0,
+                    cached_tokens=last.get("cachedInputTokens") or 0,
+                )
+            ]
         if method == "turn/completed":
             turn = params["turn"]
             if turn.get("status") == "failed":
@@ -174,6 +180,7 @@ class CodexLiveConversation(LiveConversation):
             obj = self.process.read(control_deadline())
             if isinstance(obj, dict) and "method" in obj:
                 self._note(obj)
+                self.late += [event for event in AppServerDecoder().decode_object(obj) if isinstance(event, Usage)]
 
     def stop(self) -> None:
         if self._running and self._turn is not None:

@@ -45,17 +45,19 @@ class Reply:
     delay: float = 0.0
     status: int = 200
     message: str = ""  # the error message, for status != 200
-    input_tokens: int = 11
+    input_tokens: int = 11  # every input token, the cached ones included
     output_tokens: int = 7
+    cached_tokens: int = 0  # of the input tokens, those read from the provider's cache
 
     @property
     def text(self) -> str:
         return "".join(self.chunks)
 
 
-def reply(*chunks: str, delay: float = 0.0) -> Reply:
-    """A streamed answer made of `chunks`, `delay` seconds apart."""
-    return Reply(list(chunks), delay)
+def reply(*chunks: str, delay: float = 0.0, **usage: int) -> Reply:
+    """A streamed answer made of `chunks`, `delay` seconds apart; `usage` sets the token counts it
+    reports (input_tokens, output_tokens, cached_tokens)."""
+    return Reply(list(chunks), delay, **usage)
 
 
 def error(status: int, message: str | None = None) -> Reply:
@@ -411,15 +413,16 @@ class _Handler(BaseHTTPRequestHandler):
             kind = ANTHROPIC_ERRORS.get(answer.status, "api_error")
             error_body = {"type": "error", "error": {"type": kind, "message": answer.message}}
             return self._json(answer.status, error_body)
+        # Anthropic counts cache reads apart from input_tokens
+        input_usage = {"input_tokens": answer.input_tokens - answer.cached_tokens,
+                       "cache_read_input_tokens": answer.cached_tokens}
         message = {"id": f"msg_mock{id(request)}", "type": "message", "role": "assistant",
                    "model": request.model or "claude-mock", "content": [], "stop_reason": None,
-                   "stop_sequence": None,
-                   "usage": {"input_tokens": answer.input_tokens, "output_tokens": 1}}
+                   "stop_sequence": None, "usage": {**input_usage, "output_tokens": 1}}
         if not request.body.get("stream"):
             return self._json(200, {**message, "content": [{"type": "text", "text": answer.text}],
                                     "stop_reason": "end_turn",
-                                    "usage": {"input_tokens": answer.input_tokens,
-                                              "output_tokens": answer.output_tokens}})
+                                    "usage": {**input_usage, "output_tokens": answer.output_tokens}})
 
         def events() -> Iterator[tuple[Any, bool]]:
             yield {"type": "message_start", "message": message}, False
@@ -446,7 +449,8 @@ class _Handler(BaseHTTPRequestHandler):
             return self._json(answer.status, {"error": error_body})
         usage = {"promptTokenCount": answer.input_tokens,
                  "candidatesTokenCount": answer.output_tokens,
-                 "totalTokenCount": answer.input_tokens + answer.output_tokens}
+                 "totalTokenCount": answer.input_tokens + answer.output_tokens,
+                 "cachedContentTokenCount": answer.cached_tokens}
         chunks = answer.chunks or [""]
 
         def events() -> Iterator[tuple[Any, bool]]:
@@ -494,7 +498,7 @@ class _Handler(BaseHTTPRequestHandler):
                     "model": request.model, "output": []}
         usage = {"input_tokens": answer.input_tokens, "output_tokens": answer.output_tokens,
                  "total_tokens": answer.input_tokens + answer.output_tokens,
-                 "input_tokens_details": {"cached_tokens": 0},
+                 "input_tokens_details": {"cached_tokens": answer.cached_tokens},
                  "output_tokens_details": {"reasoning_tokens": 0}}
 
         def events() -> Iterator[tuple[Any, bool]]:

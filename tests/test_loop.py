@@ -36,6 +36,12 @@ class Script:
         self.holds = holds
         self.session_id = "sess-1"
         self.closed = False
+        self.reported = None
+        self.late: list = []  # usage reported after the loop stopped reading a reply
+
+    def late_usage(self):
+        late, self.late = self.late, []
+        return late
 
     def send(self, message, deadline):
         self.sent.append(message)
@@ -270,7 +276,24 @@ def test_usage_is_summed_over_turns(registry, tmp_path):
     script = Script([*text(block("crew:read_file", path="notes.txt")), Usage(10, 2, 0.5)],
                     [*text("ok"), Usage(5, 1, 0.25)])
     result = make_loop(script, registry, tmp_path).run("t")
-    assert result.usage == {"input_tokens": 15, "output_tokens": 3, "cost_usd": 0.75}
+    assert result.usage == {"input_tokens": 15, "output_tokens": 3, "cached_tokens": 0, "cost_usd": 0.75}
+
+
+def test_each_turns_usage_is_in_the_transcript_with_what_came_after_a_stop(registry, tmp_path):
+    from crewbridge.events import Usage
+    from crewbridge.transcript import Transcript, read_run
+
+    script = Script([*text(block("crew:read_file", path="notes.txt")), Usage(10, 2, cached_tokens=4)],
+                    [*text("ok"), Usage(5, 1, 0.25)])
+    script.late = [Usage(3, 3)]  # reported for turn 1 once the loop had stopped reading it
+    progress = []
+    with Transcript.open(tmp_path / "runs") as transcript:
+        result = make_loop(script, registry, tmp_path, transcript=transcript, on_progress=progress.append).run("t")
+    usage = [e for e in read_run(transcript.run_id, tmp_path / "runs") if e["kind"] == "usage"]
+    assert [(e["turn"], e["input_tokens"], e["output_tokens"], e["cached_tokens"], e["cost_usd"]) for e in usage] \
+        == [(1, 13, 5, 4, None), (2, 5, 1, 0, 0.25)]
+    assert result.usage == {"input_tokens": 18, "output_tokens": 6, "cached_tokens": 4, "cost_usd": 0.25}
+    assert [p.usage.tokens for p in progress if p.kind == "usage"] == [12, 18, 24]
 
 
 def test_read_only_calls_in_one_reply_run_in_parallel(registry, tmp_path):
