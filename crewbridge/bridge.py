@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from crewbridge.config import AgentSpec, Config, load_config
 from crewbridge.conversation import Conversation, new_conversation
-from crewbridge.errors import CrewError, UsageError
+from crewbridge.errors import CLINotFound, CrewError, ProviderUnavailable, UsageError
 from crewbridge.mentions import Mention, parse_mentions
 from crewbridge.modes import MODES, Mode
 from crewbridge.providers.base import Turn
@@ -185,15 +186,38 @@ class Bridge:
         loops: list[AgentLoop] = []
 
         def one(mention: Mention, conversation: Conversation | CrewError) -> Outcome:
-            try:
-                if isinstance(conversation, CrewError):
-                    raise conversation
-                loop = self._loop(mention, mode, conversation=conversation, transcript=transcript, **options)
-                loops.append(loop)
-                return Outcome(mention.agent, result=loop.run(task))
-            except CrewError as exc:
-                transcript.write("error", agent=mention.agent, message=str(exc))
-                return Outcome(mention.agent, error=exc)
+            """The mentioned agent's run; when its provider cannot serve, its fallbacks' in turn."""
+            from crewbridge.loop import Progress
+
+            asked = self.config.agent(mention.agent)
+            chain = [mention, *(Mention(name) for name in asked.fallback)]
+            for step, current in enumerate(chain):
+                spec = asked if step == 0 else self._stand_in(asked, current.agent)
+                fell_back_from = mention.agent if step else None
+                try:
+                    if step:
+                        conversation = self._conversation(current, mode, spec)
+                    if isinstance(conversation, CrewError):
+                        raise conversation
+                    loop = self._loop(
+                        current, mode, conversation=conversation, transcript=transcript, spec=spec, **options
+                    )
+                    loops.append(loop)
+                    return Outcome(current.agent, result=loop.run(task), fell_back_from=fell_back_from)
+                except (ProviderUnavailable, CLINotFound) as exc:
+                    if step + 1 == len(chain):
+                        transcript.write("error", agent=current.agent, message=str(exc))
+                        return Outcome(current.agent, error=exc, fell_back_from=fell_back_from)
+                    reason = exc.reason if isinstance(exc, ProviderUnavailable) else "not installed"
+                    after = chain[step + 1].agent
+                    transcript.write("fallback", agent=current.agent, to=after, reason=reason, message=str(exc))
+                    notice = f"@{current.agent} cannot answer ({reason}); @{after} takes over"
+                    if options.get("on_progress"):
+                        options["on_progress"](Progress("fallback", current.agent, notice))
+                except CrewError as exc:
+                    transcript.write("error", agent=current.agent, message=str(exc))
+                    return Outcome(current.agent, error=exc, fell_back_from=fell_back_from)
+            raise AssertionError("unreachable: the chain's last agent returns")
 
         if len(mentions) == 1:
             return [one(mentions[0], conversations[0])]
@@ -214,11 +238,27 @@ class Bridge:
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
 
-    def _conversation(self, mention: Mention, mode: Mode) -> Conversation | CrewError:
+    def _stand_in(self, asked: AgentSpec, name: str) -> AgentSpec:
+        """Agent `name` taking over `asked`'s task: its own CLI and model, `asked`'s tools, limits and
+        working directory."""
+        other = self.config.agent(name)
+        return replace(
+            asked,
+            id=name,
+            provider=other.provider,
+            model=other.model,
+            system_prompt=other.system_prompt,
+            options=other.options,
+            timeout=other.timeout or asked.timeout,
+            fallback=[],
+        )
+
+    def _conversation(self, mention: Mention, mode: Mode, spec: AgentSpec | None = None) -> Conversation | CrewError:
         """The agent's conversation, its CLI started where it can wait for the first message (or the
-        error that stops this agent alone, such as an unknown provider)."""
+        error that stops this agent alone, such as an unknown provider). `spec`: the agent's settings,
+        when not the configured ones (a fallback's)."""
         try:
-            agent = self.config.agent(mention.agent)
+            agent = spec or self.config.agent(mention.agent)
             base = Turn(
                 prompt="",
                 mode=mode,
@@ -246,6 +286,7 @@ class Bridge:
         transcript: Transcript | None,
         on_progress: Callable[[Progress], None] | None,
         conversation: Conversation | None = None,
+        spec: AgentSpec | None = None,
     ) -> AgentLoop:
         """The agent's loop over `conversation` (by default a new one, its CLI started at once)."""
         from crewbridge.hooks import Hooks
@@ -253,11 +294,11 @@ class Bridge:
         from crewbridge.policy import Policy
 
         if conversation is None:
-            made = self._conversation(mention, mode)
+            made = self._conversation(mention, mode, spec)
             if isinstance(made, CrewError):
                 raise made
             conversation = made
-        agent = self.config.agent(mention.agent)
+        agent = spec or self.config.agent(mention.agent)
         workdir = self._workdir(agent)
         try:
             return AgentLoop(

@@ -105,7 +105,7 @@ class ProcessConversation:
         turn_session = self.session_id if self.provider.resumable else None
         child = self.child
         decoder = self.provider.decoder()
-        failed = False
+        failed: Failure | None = None
         try:
             for line in child.lines(deadline):
                 for event in decoder.decode(line):
@@ -113,10 +113,13 @@ class ProcessConversation:
                         self.session_id = event.session_id
                     if isinstance(event, Usage) and event.cumulative:
                         event = self._share(event, resumed=turn_session is not None)
-                    failed = failed or isinstance(event, Failure)
+                    failed = event if isinstance(event, Failure) else failed
                     yield event
             code = child.wait()
-            if code != 0 and not failed:
+            status = self.provider.api_status(code) if failed is not None and failed.status is None else None
+            if status is not None and failed is not None:  # the exit code says what the message did not
+                yield replace(failed, status=status)
+            elif code != 0 and failed is None:
                 detail = child.stderr.strip().splitlines()[-1:] or ["no message on stderr"]
                 yield Failure(f"{self.provider.name} exited with status {code}: {detail[0]}")
         finally:

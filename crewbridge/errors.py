@@ -35,6 +35,15 @@ class ProviderError(CrewError):
     exit_code = 3
 
 
+class ProviderUnavailable(ProviderError):
+    """The CLI's provider cannot serve now (rate limit, quota, overload, authentication, model):
+    an agent's `fallback` may take the task over."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
 class CLINotFound(ProviderError):
     """The wrapped CLI is not installed (not on PATH)."""
 

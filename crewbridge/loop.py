@@ -15,9 +15,10 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from crewbridge.availability import unavailable
 from crewbridge.catalogue import build_prompt, offered_tools, render_catalogue
 from crewbridge.conversation import FULL, LOST, Conversation
-from crewbridge.errors import CrewError, CrewTimeout, Interrupted, MaxTurnsReached, ProviderError
+from crewbridge.errors import CrewError, CrewTimeout, Interrupted, MaxTurnsReached, ProviderError, ProviderUnavailable
 from crewbridge.events import Failure, MessageEnd, Session, Text, Usage
 from crewbridge.extract import Extractor, Shown, ToolCall
 from crewbridge.hooks import Hooks
@@ -46,7 +47,7 @@ class CallRecord:
 class Progress:
     """What the loop reports while it runs (for live output, --jsonl and the Python API)."""
 
-    kind: str  # turn | text | call | result | usage | answer | notice
+    kind: str  # turn | text | call | result | usage | answer | fallback | notice
     agent: str
     text: str = ""
     call: CallRecord | None = None
@@ -250,8 +251,13 @@ class AgentLoop:
                 pending.append(self._start(call, pending))
             self._show(shown)
         if failure is not None and not calls:
-            self.transcript.write("error", agent=self.agent, message=failure.message)
+            self.transcript.write("error", agent=self.agent, message=failure.message, status=failure.status)
             message = " ".join(failure.message.split())  # one line: gemini's 429 message has two
+            if failure.status and str(failure.status) not in message:
+                message += f" (HTTP {failure.status})"
+            reason = unavailable(message, failure.status)
+            if reason:
+                raise ProviderUnavailable(f"@{self.agent}: {message}", reason)
             raise ProviderError(f"@{self.agent}: {message}")
         return Reply("".join(parts), calls, pending, stopped)
 

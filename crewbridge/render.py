@@ -19,7 +19,8 @@ Three outputs, chosen by `Renderer(output=…)`:
 
 ``json``: one object on stdout at the end. One agent: its result — ``agent``, ``answer``,
   ``tool_calls`` (``name``, ``input``, ``success``, ``error``), ``usage``, ``session``, ``turns``,
-  ``error`` (null) — or, when it failed, ``{"agent", "answer": null, "error", "exit_code"}``.
+  ``fell_back_from`` (the agent asked, when another took its task over, else null), ``error``
+  (null) — or, when it failed, ``{"agent", "answer": null, "fell_back_from", "error", "exit_code"}``.
   Several agents: ``{"results": [one such object per agent, in mention order]}``.
 
 ``jsonl``: the event stream, one object per line as it happens, each with ``type`` and ``agent``:
@@ -33,6 +34,8 @@ Three outputs, chosen by `Renderer(output=…)`:
   usage in this run so far, each time its CLI reports some;
   ``{"type": "answer", "answer", "tool_calls", "usage", "session", "turns"}`` the final answer;
   ``{"type": "error", "error": "…", "exit_code": 3}`` the agent's run failed;
+  ``{"type": "fallback", "agent", "text"}`` the agent's provider cannot answer; the next one of
+  its `fallback:` takes the task over (then ``answer`` has ``fell_back_from``);
   ``{"type": "notice", "text": "…"}`` anything else worth knowing.
 
 With ``verbose`` each command crew runs (`$`), every line it reads from the CLI (`>`) and sends it
@@ -198,7 +201,7 @@ class Renderer:
             if self.output == "jsonl":
                 if event.kind != "text" or event.text:  # not a text event that only settles what is shown
                     self._write_out(json_line(_event_dict(event)))
-            elif self.output == "text":
+            elif self.output == "text" or event.kind == "fallback":  # said on stderr with --json too
                 getattr(self, f"_on_{event.kind}", self._on_notice)(agent, event)
             if event.kind == "turn":
                 agent.turn, agent.state, agent.since = _int(event.text), "waiting for the model", time.monotonic()
@@ -248,6 +251,11 @@ class Renderer:
         elif self.labelled and isatty(self.out):
             self._answer(agent, event.text)
 
+    def _on_fallback(self, agent: _Agent, event: Progress) -> None:
+        agent.state = "failed"
+        self._end_line()
+        self._write_err(self.style.paint(f"crew: {one_line(event.text)}", "33") + "\n")
+
     def _on_notice(self, agent: _Agent, event: Progress) -> None:
         self._err_line(agent, self.style.paint(f"  {one_line(event.text)}", "2"))
 
@@ -261,7 +269,7 @@ class Renderer:
                 if outcome.error is not None:
                     self.failed(outcome.agent, outcome.error)
                 elif self.output == "text" and not agent.answered and outcome.result is not None:
-                    self._answer(agent, outcome.result.answer)
+                    self._answer(agent, outcome.result.answer, header=self.labelled or bool(outcome.fell_back_from))
             if self.output == "json":
                 objs = [outcome_dict(o) for o in outcomes]
                 self._write_out(json_line(objs[0] if len(objs) == 1 else {"results": objs}))
@@ -316,10 +324,11 @@ class Renderer:
         arg = brief(call.input, max(self.style.width - len(name) - 20, 20))
         return f"{name} {arg}" if arg else name
 
-    def _answer(self, agent: _Agent, answer: str) -> None:
-        """A whole answer on stdout (not streamed), with a header when several agents run."""
+    def _answer(self, agent: _Agent, answer: str, header: bool | None = None) -> None:
+        """A whole answer on stdout (not streamed), with a header when several agents run (or
+        another agent took the task over)."""
         agent.answered = True
-        if self.labelled:
+        if self.labelled if header is None else header:
             rule = self.out_style.symbol("rule") * 2
             self._write_out(self.out_style.paint(f"{rule} @{agent.name} {rule}", "1") + "\n")
         self._write_out(self._safe(answer) + "\n" if answer else "")
@@ -511,10 +520,11 @@ def one_line(text: str, width: int = 200) -> str:
 def outcome_dict(outcome: Outcome) -> dict[str, Any]:
     """One agent's outcome as --json shows it."""
     if outcome.result is not None:
-        return {**outcome.result.to_dict(), "error": None}
+        return {**outcome.result.to_dict(), "fell_back_from": outcome.fell_back_from, "error": None}
     return {
         "agent": outcome.agent,
         "answer": None,
+        "fell_back_from": outcome.fell_back_from,
         "error": str(outcome.error),
         "exit_code": getattr(outcome.error, "exit_code", 1),
     }

@@ -92,6 +92,11 @@ class Provider:
     def decoder(self) -> Decoder:
         raise NotImplementedError
 
+    def api_status(self, exit_code: int) -> int | None:
+        """The HTTP status of the API error that made the CLI exit with `exit_code`, when the CLI
+        says it that way only."""
+        return None
+
     def env(self) -> dict[str, str]:
         """Variables added to the inherited environment."""
         return {}

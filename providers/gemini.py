@@ -77,6 +77,11 @@ class GeminiProvider(Provider):
     def decoder(self) -> GeminiDecoder:
         return GeminiDecoder()
 
+    def api_status(self, exit_code: int) -> int | None:
+        # After an API error Gemini exits with the HTTP status mod 256 (429 → 173): 400 to 511 are
+        # told apart from its own exit codes (below 144).
+        return exit_code + 256 if 144 <= exit_code < 256 else None
+
     def env(self) -> dict[str, str]:
         # Without it the CLI starts a second node process for itself (only to raise its heap
         # limit): measured here 4.5 s instead of 8.4 s a turn under load, and one process, not a
