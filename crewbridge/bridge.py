@@ -15,6 +15,7 @@ from crewbridge.modes import MODES, Mode
 from crewbridge.providers.base import Turn
 from crewbridge.registry import ToolRegistry
 from crewbridge.skills import Found, Skill, chosen, discover, roots
+from crewbridge.usage import Budget
 
 # For start-up speed, what a run needs only once the agents' CLIs have started (the loop, hooks,
 # policy, catalogue, transcript, outcomes, concurrent.futures) is imported where it is used: it loads
@@ -123,10 +124,14 @@ class Bridge:
         max_turns: int = 10,
         timeout: float | None = 300.0,
         approve_all: bool = False,
+        max_cost: float | None = None,
+        max_tokens: int | None = None,
         transcript: Transcript | None = None,
         on_progress: Callable[[Progress], None] | None = None,
     ) -> list[Outcome]:
-        """Run the task in `text` ("@agent[:model] … task") on every mentioned agent at once."""
+        """Run the task in `text` ("@agent[:model] … task") on every mentioned agent at once.
+        `max_cost` (dollars) and `max_tokens` bound the whole run, every agent's usage summed: past
+        one, each agent stops before its next tool turn (BudgetExceeded)."""
         if mode not in MODES:
             raise UsageError(f"mode '{mode}' is not one of {', '.join(MODES)}")
         mentions, task = parse_mentions(text)
@@ -159,6 +164,7 @@ class Bridge:
                 max_turns=max_turns,
                 timeout=timeout,
                 approve_all=approve_all,
+                budget=Budget(max_cost, max_tokens),
                 transcript=transcript,
                 on_progress=on_progress,
             )
@@ -287,6 +293,7 @@ class Bridge:
         on_progress: Callable[[Progress], None] | None,
         conversation: Conversation | None = None,
         spec: AgentSpec | None = None,
+        budget: Budget | None = None,
     ) -> AgentLoop:
         """The agent's loop over `conversation` (by default a new one, its CLI started at once)."""
         from crewbridge.hooks import Hooks
@@ -314,6 +321,10 @@ class Bridge:
                 compact=self.config.compact_catalogue,
                 on_progress=on_progress,
                 skills=self.skills(agent),
+                budgets=[
+                    budget or Budget(None, None),
+                    Budget(agent.max_cost, agent.max_tokens, (f"agents.{agent.id}.max_cost", f"agents.{agent.id}.max_tokens")),
+                ],
             )
         except BaseException:
             conversation.close()

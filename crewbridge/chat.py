@@ -26,6 +26,7 @@ from crewbridge.mentions import Mention, parse_mentions
 from crewbridge.modes import Mode
 from crewbridge.render import Renderer, isatty
 from crewbridge.transcript import Transcript
+from crewbridge.usage import Budget
 
 HISTORY_FILE = "chat_history"
 HISTORY_LENGTH = 1000
@@ -75,6 +76,8 @@ def run_chat(
     max_turns: int = 10,
     timeout: float | None = 300.0,
     approve_all: bool = False,
+    max_cost: float | None = None,
+    max_tokens: int | None = None,
     verbose: bool = False,
     stdin: IO[str] | None = None,
     history: Path | None = None,
@@ -97,6 +100,7 @@ def run_chat(
                 max_turns=max_turns,
                 timeout=timeout,
                 approve_all=approve_all,
+                budget=Budget(max_cost, max_tokens),
                 transcript=transcript,
                 on_progress=renderer.progress,
             )

@@ -64,6 +64,17 @@ def loop_options(func: Callable[..., Any]) -> Callable[..., Any]:
                 show_default=True,
                 help="Model replies allowed before crew stops a tool loop.",
             ),
+            click.option(
+                "--max-cost",
+                type=click.FloatRange(min=0, min_open=True),
+                help="Dollars the run may cost (as the CLIs report it); past it, crew stops before the "
+                "next tool turn (exit 5).",
+            ),
+            click.option(
+                "--max-tokens",
+                type=click.IntRange(min=1),
+                help="Tokens (input + output) the run may use; past it, crew stops before the next tool turn (exit 5).",
+            ),
             click.option("--yes", "-y", "approve_all", is_flag=True, help="Approve every tool that needs approval."),
             click.option(
                 "--verbose",
@@ -109,6 +120,8 @@ def _run(
     as_jsonl: bool,
     verbose: bool,
     approve_all: bool,
+    max_cost: float | None,
+    max_tokens: int | None,
 ) -> None:
     from crewbridge.bridge import Bridge
     from crewbridge.mentions import parse_mentions
@@ -134,6 +147,8 @@ def _run(
             max_turns=max_turns,
             timeout=timeout,
             approve_all=approve_all,
+            max_cost=max_cost,
+            max_tokens=max_tokens,
             on_progress=renderer.progress,
         )
         renderer.finish(outcomes)
@@ -172,9 +187,7 @@ def execute_command(**options: Any) -> None:
     help="query: read-only tools; execute: every tool policy allows.",
 )
 @loop_options
-def chat_command(
-    agent: str, mode: Mode, config: Config, timeout: float, max_turns: int, approve_all: bool, verbose: bool
-) -> None:
+def chat_command(agent: str, mode: Mode, config: Config, **options: Any) -> None:
     """Talk with one agent, tools at hand; it keeps the context: crew chat @claude
 
     /exit or Ctrl-D leaves, Ctrl-C stops a reply. Line editing and history on a terminal; piped
@@ -182,9 +195,7 @@ def chat_command(
     from crewbridge.bridge import Bridge
     from crewbridge.chat import run_chat
 
-    run_chat(
-        Bridge(config), agent, mode=mode, max_turns=max_turns, timeout=timeout, approve_all=approve_all, verbose=verbose
-    )
+    run_chat(Bridge(config), agent, mode=mode, **options)
 
 
 @cli.command("prompt")

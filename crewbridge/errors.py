@@ -56,6 +56,12 @@ class MaxTurnsReached(CrewError):
     exit_code = 4
 
 
+class BudgetExceeded(CrewError):
+    """The run's usage passed --max-cost or --max-tokens (or an agent's max_cost/max_tokens)."""
+
+    exit_code = 5
+
+
 class CrewTimeout(CrewError):
     """A deadline passed; the process group was ended."""
 

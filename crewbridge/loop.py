@@ -18,7 +18,15 @@ from typing import Any
 from crewbridge.availability import unavailable
 from crewbridge.catalogue import build_prompt, offered_tools, render_catalogue
 from crewbridge.conversation import FULL, LOST, Conversation
-from crewbridge.errors import CrewError, CrewTimeout, Interrupted, MaxTurnsReached, ProviderError, ProviderUnavailable
+from crewbridge.errors import (
+    BudgetExceeded,
+    CrewError,
+    CrewTimeout,
+    Interrupted,
+    MaxTurnsReached,
+    ProviderError,
+    ProviderUnavailable,
+)
 from crewbridge.events import Failure, MessageEnd, Session, Text, Usage
 from crewbridge.extract import Extractor, Shown, ToolCall
 from crewbridge.hooks import Hooks
@@ -27,7 +35,7 @@ from crewbridge.registry import TIMEOUT_GRACE, ToolContext, ToolRegistry, ToolRe
 from crewbridge.skills import Skill
 from crewbridge.templates import render
 from crewbridge.transcript import Transcript
-from crewbridge.usage import Tally
+from crewbridge.usage import Budget, Tally
 
 REPEAT_LIMIT = 3  # the same failing call this many times ends the run
 MAX_REPLY = 8 << 20  # characters of one reply; past this the CLI is stopped (memory stays bounded)
@@ -100,6 +108,7 @@ class AgentLoop:
         compact: bool | None = None,
         on_progress: Callable[[Progress], None] | None = None,
         skills: dict[str, Skill] | None = None,
+        budgets: list[Budget] | None = None,
     ) -> None:
         self.agent = agent
         self.conv = conversation
@@ -116,6 +125,7 @@ class AgentLoop:
         self.emit = on_progress or (lambda progress: None)
         self.usage = Tally()  # this run's, so far
         self.turn_usage = Tally()  # the current turn's
+        self.budgets = [budget for budget in budgets or [] if budget]  # checked before each tool turn
         self.failures: dict[str, int] = {}
         self.closed = False
         self._pool = _DaemonPool(4, f"crew-{agent}")
@@ -171,9 +181,24 @@ class AgentLoop:
                         "raise --max-turns or narrow the task"
                     )
                 message = self._follow_up(reply, batch)
+                self._check_budgets(turn)
             finally:
                 self._turn_done(turn)
         raise AssertionError("unreachable")
+
+    def _check_budgets(self, turn: int) -> None:
+        """Stop before the next tool turn once a budget is passed (the last reply's tools have run)."""
+        for usage in self.conv.late_usage():  # what a stopped reply cost is known once it was kept
+            self._add_usage(usage)
+        for budget in self.budgets:
+            why = budget.passed()
+            if why:
+                self.transcript.write("budget", agent=self.agent, turn=turn, reason=why)
+                raise BudgetExceeded(
+                    f"@{self.agent} was stopped after turn {turn}: the run used {why}; the tools of "
+                    "its last reply ran, no further turn was sent (raise the limit, or go on with "
+                    "crew query --continue)"
+                )
 
     def _turn_done(self, turn: int) -> None:
         """Record the turn's usage (with what the CLI reported after the loop stopped reading)."""
@@ -355,6 +380,8 @@ class AgentLoop:
     def _add_usage(self, usage: Usage) -> None:
         self.usage.add(usage)
         self.turn_usage.add(usage)
+        for budget in self.budgets:
+            budget.add(usage)
         self.emit(Progress("usage", self.agent, usage=replace(self.usage)))
 
 

@@ -6,6 +6,7 @@ none was reported."""
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -71,6 +72,37 @@ class Tally:
         cached = f" ({self.cached_tokens:,} cached)" if self.cached_tokens else ""
         cost = f", ${self.cost_usd:.4f}" if self.cost_usd is not None else ""
         return f"{self.input_tokens:,} in{cached} / {self.output_tokens:,} out{cost}"
+
+
+class Budget:
+    """Limits on usage, checked between turns: the command line's over a whole run (every agent's
+    usage), crew.yaml's over one agent's. `names` are the settings' names, for the message."""
+
+    def __init__(
+        self, max_cost: float | None, max_tokens: int | None, names: tuple[str, str] = ("--max-cost", "--max-tokens")
+    ) -> None:
+        self.max_cost = max_cost
+        self.max_tokens = max_tokens
+        self.names = names
+        self.spent = Tally()
+        self._lock = threading.Lock()  # the agents of a run report at once
+
+    def __bool__(self) -> bool:
+        return self.max_cost is not None or self.max_tokens is not None
+
+    def add(self, usage: Usage) -> None:
+        with self._lock:
+            self.spent.add(usage)
+
+    def passed(self) -> str | None:
+        """Which limit the usage passed, e.g. "1,234 tokens, past --max-tokens 1,000"; None if none."""
+        with self._lock:
+            if self.max_tokens is not None and self.spent.tokens > self.max_tokens:
+                return f"{self.spent.tokens:,} tokens, past {self.names[1]} {self.max_tokens:,}"
+            cost = self.spent.cost_usd or 0.0
+            if self.max_cost is not None and cost > self.max_cost:
+                return f"${cost:.4f}, past {self.names[0]} {self.max_cost:g}"
+        return None
 
 
 def since(text: str, now: datetime | None = None) -> datetime:

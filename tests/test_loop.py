@@ -338,3 +338,23 @@ def test_jobs_run_in_order_and_those_not_started_are_cancelled_at_shutdown() -> 
     release.set()
     assert first.result(5) == "first" and second.cancelled()
     assert pool.submit(lambda: "late").cancelled()
+
+
+def test_a_budget_passed_stops_the_run_before_its_next_tool_turn(registry, tmp_path):
+    from crewbridge.errors import BudgetExceeded
+    from crewbridge.events import Usage
+    from crewbridge.transcript import Transcript, read_run
+    from crewbridge.usage import Budget
+
+    call = [*text(block("crew:read_file", path="notes.txt")), Usage(100, 10)]
+    script = Script(call, call, [*text("never asked"), Usage(100, 10)])
+    with Transcript.open(tmp_path / "runs") as transcript:
+        loop = make_loop(script, registry, tmp_path, transcript=transcript, budgets=[Budget(None, 150)])
+        with pytest.raises(BudgetExceeded, match=r"^@claude was stopped after turn 2: the run used 220 tokens, "
+                                                 r"past --max-tokens 150; the tools of its last reply ran"):
+            loop.run("t")
+    assert len(script.sent) == 2  # the second reply's call ran, and no third turn was sent
+    events = read_run(transcript.run_id, tmp_path / "runs")
+    assert [e["name"] for e in events if e["kind"] == "tool_result"] == ["crew:read_file"] * 2
+    [budget] = [e for e in events if e["kind"] == "budget"]
+    assert budget["reason"] == "220 tokens, past --max-tokens 150" and budget["turn"] == 2

@@ -7,7 +7,7 @@ import pytest
 
 from crewbridge.errors import UsageError
 from crewbridge.events import Usage
-from crewbridge.usage import Tally, by_agent, since, table
+from crewbridge.usage import Budget, Tally, by_agent, since, table
 
 
 def test_a_tally_adds_tokens_and_only_the_costs_reported():
@@ -63,3 +63,15 @@ def test_runs_are_summed_per_agent_most_tokens_first():
         "@claude     2      3    110      50      11  $0.7500",
         "total       3      6    610      50      41  $0.7500",
     ]
+
+
+def test_a_budget_says_which_limit_the_usage_passed():
+    budget = Budget(0.5, 1000)
+    budget.add(Usage(900, 100, 0.25))
+    assert budget.passed() is None  # 1,000 tokens is not past 1,000
+    budget.add(Usage(1, 0))
+    assert budget.passed() == "1,001 tokens, past --max-tokens 1,000"
+    costly = Budget(0.5, None, ("agents.claude.max_cost", "agents.claude.max_tokens"))
+    costly.add(Usage(10, 10, 0.75))
+    assert costly.passed() == "$0.7500, past agents.claude.max_cost 0.5"
+    assert not Budget(None, None) and Budget(None, 5)

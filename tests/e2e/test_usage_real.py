@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from crewcli import tool_block
+from crewcli import error_line, tool_block, write_config
 from mockserver import reply
 
 pytestmark = pytest.mark.e2e
@@ -39,3 +39,23 @@ def test_usage_is_recorded_per_run_and_summed_per_agent_over_runs(cli, crew, moc
     table = crew(cli, "log", "--since", "1d", "--by", "agent").stdout.splitlines()
     assert table[0].split() == ["AGENT", "RUNS", "TURNS", "INPUT", "CACHED", "OUTPUT", "COST"]
     assert table[1].split()[:6] == [f"@{cli}", "2", "3", "300", "120", "30"]
+
+
+@pytest.mark.parametrize("limit", ["--max-tokens", "agent"])
+def test_a_budget_stops_a_tool_loop_before_its_next_turn(limit, cli, crew, mock_server, workdir, notes):
+    if limit == "agent":
+        write_config(workdir / "crew.yaml", agents={cli: {"max_tokens": 150}})
+    mock_server.script(reply(tool_block("crew:read_file", path="notes.txt"), **USAGE),
+                       reply(tool_block("crew:list_files"), **USAGE))  # a third reply is never asked for
+    args = ["--max-tokens", "150"] if limit == "--max-tokens" else []
+    done = crew(cli, "query", *args, f"@{cli} what does notes.txt say?")
+    assert done.returncode == 5, done.stderr
+    name = "--max-tokens" if limit == "--max-tokens" else f"agents.{cli}.max_tokens"
+    assert error_line(done.stderr) == (
+        f"crew: error: @{cli} was stopped after turn 2: the run used 220 tokens, past {name} 150; the tools of "
+        "its last reply ran, no further turn was sent (raise the limit, or go on with crew query --continue)")
+    assert len(mock_server.requests) == 2
+    events = [json.loads(line) for line in crew(cli, "log", "show", "last").stdout.splitlines()]
+    assert [e["name"] for e in events if e["kind"] == "tool_result"] == ["crew:read_file", "crew:list_files"]
+    assert [e["reason"] for e in events if e["kind"] == "budget"] == [f"220 tokens, past {name} 150"]
+    assert events[-1]["status"] == "failed"
