@@ -323,7 +323,11 @@ class Bridge:
                 skills=self.skills(agent),
                 budgets=[
                     budget or Budget(None, None),
-                    Budget(agent.max_cost, agent.max_tokens, (f"agents.{agent.id}.max_cost", f"agents.{agent.id}.max_tokens")),
+                    Budget(
+                        agent.max_cost,
+                        agent.max_tokens,
+                        (f"agents.{agent.id}.max_cost", f"agents.{agent.id}.max_tokens"),
+                    ),
                 ],
             )
         except BaseException:
