@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +23,7 @@ from crewbridge.usage import Budget
 if TYPE_CHECKING:
     from crewbridge.api import EventStream, Outcome
     from crewbridge.loop import AgentLoop, Progress, RunResult
+    from crewbridge.sessions import Prior
     from crewbridge.transcript import Transcript
 
 
@@ -126,12 +127,14 @@ class Bridge:
         approve_all: bool = False,
         max_cost: float | None = None,
         max_tokens: int | None = None,
+        resume: str | None = None,
         transcript: Transcript | None = None,
         on_progress: Callable[[Progress], None] | None = None,
     ) -> list[Outcome]:
         """Run the task in `text` ("@agent[:model] … task") on every mentioned agent at once.
         `max_cost` (dollars) and `max_tokens` bound the whole run, every agent's usage summed: past
-        one, each agent stops before its next tool turn (BudgetExceeded)."""
+        one, each agent stops before its next tool turn (BudgetExceeded). `resume`: the id of an
+        earlier run whose agents' conversations the task continues (crewbridge.sessions)."""
         if mode not in MODES:
             raise UsageError(f"mode '{mode}' is not one of {', '.join(MODES)}")
         mentions, task = parse_mentions(text)
@@ -141,16 +144,28 @@ class Bridge:
             task = f"{task}\n\n{context}"
         own = transcript is None
         status = "interrupted"
+        earlier: dict[str, Prior] = {}
+        if resume:
+            from crewbridge.sessions import priors
+
+            earlier = priors(resume)
         conversations: list[Conversation | CrewError] = []
+        held: list[bool] = []  # whether each CLI holds its earlier conversation
         try:
             for mention in mentions:  # every CLI starts first: it boots while the rest is built
-                conversations.append(self._conversation(mention, mode))
+                conversation, holds = self._conversation(mention, mode, prior=earlier.get(mention.agent))
+                conversations.append(conversation)
+                held.append(holds)
             if transcript is None:
                 from crewbridge.transcript import Transcript
 
                 transcript = (
                     Transcript.open(
-                        command=mode, agents=[m.agent for m in mentions], task=task, secrets=self.config.provider_env()
+                        command=mode,
+                        agents=[m.agent for m in mentions],
+                        task=task,
+                        secrets=self.config.provider_env(),
+                        resumed_from=resume,
                     )
                     if self.config.transcripts
                     else Transcript()
@@ -161,6 +176,7 @@ class Bridge:
                 conversations,
                 task,
                 mode,
+                resumed=Resumed(resume, earlier, held) if resume else None,
                 max_turns=max_turns,
                 timeout=timeout,
                 approve_all=approve_all,
@@ -184,32 +200,38 @@ class Bridge:
         task: str,
         mode: Mode,
         *,
+        resumed: Resumed | None,
         transcript: Transcript,
         **options: Any,
     ) -> list[Outcome]:
         from crewbridge.api import Outcome
+        from crewbridge.loop import Progress
 
         loops: list[AgentLoop] = []
 
-        def one(mention: Mention, conversation: Conversation | CrewError) -> Outcome:
-            """The mentioned agent's run; when its provider cannot serve, its fallbacks' in turn."""
-            from crewbridge.loop import Progress
+        def say(kind: str, agent: str, text: str) -> None:
+            if options.get("on_progress"):
+                options["on_progress"](Progress(kind, agent, text))
 
+        def one(index: int, mention: Mention, conversation: Conversation | CrewError) -> Outcome:
+            """The mentioned agent's run; when its provider cannot serve, its fallbacks' in turn."""
             asked = self.config.agent(mention.agent)
+            prior, held = resumed.of(index, mention.agent, transcript, say) if resumed else (None, True)
             chain = [mention, *(Mention(name) for name in asked.fallback)]
             for step, current in enumerate(chain):
                 spec = asked if step == 0 else self._stand_in(asked, current.agent)
                 fell_back_from = mention.agent if step else None
                 try:
-                    if step:
-                        conversation = self._conversation(current, mode, spec)
+                    if step:  # another CLI: it is given the earlier conversation, replayed
+                        conversation, held = self._conversation(current, mode, spec)[0], False
                     if isinstance(conversation, CrewError):
                         raise conversation
                     loop = self._loop(
                         current, mode, conversation=conversation, transcript=transcript, spec=spec, **options
                     )
                     loops.append(loop)
-                    return Outcome(current.agent, result=loop.run(task), fell_back_from=fell_back_from)
+                    result = loop.run(task, prior, held)
+                    return Outcome(current.agent, result=result, fell_back_from=fell_back_from)
                 except (ProviderUnavailable, CLINotFound) as exc:
                     if step + 1 == len(chain):
                         transcript.write("error", agent=current.agent, message=str(exc))
@@ -217,21 +239,22 @@ class Bridge:
                     reason = exc.reason if isinstance(exc, ProviderUnavailable) else "not installed"
                     after = chain[step + 1].agent
                     transcript.write("fallback", agent=current.agent, to=after, reason=reason, message=str(exc))
-                    notice = f"@{current.agent} cannot answer ({reason}); @{after} takes over"
-                    if options.get("on_progress"):
-                        options["on_progress"](Progress("fallback", current.agent, notice))
+                    say("fallback", current.agent, f"@{current.agent} cannot answer ({reason}); @{after} takes over")
                 except CrewError as exc:
                     transcript.write("error", agent=current.agent, message=str(exc))
                     return Outcome(current.agent, error=exc, fell_back_from=fell_back_from)
             raise AssertionError("unreachable: the chain's last agent returns")
 
         if len(mentions) == 1:
-            return [one(mentions[0], conversations[0])]
+            return [one(0, mentions[0], conversations[0])]
         from concurrent.futures import ThreadPoolExecutor, wait
 
         pool = ThreadPoolExecutor(max_workers=len(mentions))
         try:
-            futures = [pool.submit(one, mention, conv) for mention, conv in zip(mentions, conversations, strict=True)]
+            futures = [
+                pool.submit(one, index, mention, conv)
+                for index, (mention, conv) in enumerate(zip(mentions, conversations, strict=True))
+            ]
             # Waited for in slices: a Ctrl-C the kernel hands to a worker thread is acted on only
             # when the main thread runs, and an endless wait would never let it.
             while wait(futures, timeout=0.25).not_done:
@@ -259,10 +282,13 @@ class Bridge:
             fallback=[],
         )
 
-    def _conversation(self, mention: Mention, mode: Mode, spec: AgentSpec | None = None) -> Conversation | CrewError:
+    def _conversation(
+        self, mention: Mention, mode: Mode, spec: AgentSpec | None = None, prior: Prior | None = None
+    ) -> tuple[Conversation | CrewError, bool]:
         """The agent's conversation, its CLI started where it can wait for the first message (or the
         error that stops this agent alone, such as an unknown provider). `spec`: the agent's settings,
-        when not the configured ones (a fallback's)."""
+        when not the configured ones (a fallback's). With `prior`, the conversation continues that
+        one; the flag says whether the CLI holds it (else the first message replays it)."""
         try:
             agent = spec or self.config.agent(mention.agent)
             base = Turn(
@@ -274,9 +300,10 @@ class Bridge:
             )
             conversation = new_conversation(self.config.provider(agent.provider), base, cwd=self._workdir(agent))
         except CrewError as exc:
-            return exc
+            return exc, False
+        held = conversation.resume(prior) if prior is not None else True
         conversation.start()
-        return conversation
+        return conversation, held
 
     def _workdir(self, agent: AgentSpec) -> Path:
         return (self.workdir / agent.workdir).resolve() if agent.workdir else self.workdir
@@ -301,7 +328,7 @@ class Bridge:
         from crewbridge.policy import Policy
 
         if conversation is None:
-            made = self._conversation(mention, mode, spec)
+            made = self._conversation(mention, mode, spec)[0]
             if isinstance(made, CrewError):
                 raise made
             conversation = made
@@ -333,3 +360,34 @@ class Bridge:
         except BaseException:
             conversation.close()
             raise
+
+
+@dataclass
+class Resumed:
+    """A run continuing run `run_id`: its agents' earlier conversations, and whether each mentioned
+    agent's CLI holds its own (in mention order)."""
+
+    run_id: str
+    priors: dict[str, Prior]
+    held: list[bool]
+
+    def of(
+        self, index: int, agent: str, transcript: Transcript, say: Callable[[str, str, str], None]
+    ) -> tuple[Prior | None, bool]:
+        """The mentioned agent's earlier conversation and whether its CLI holds it; a notice when it
+        starts afresh or is replayed."""
+        prior = self.priors.get(agent)
+        if prior is None:
+            how, text = "fresh", f"@{agent} was not in run {self.run_id}: it starts a fresh conversation"
+        elif self.held[index]:
+            how, text = "session", ""
+        else:
+            how = "replay"
+            text = (
+                f"@{agent}'s session {prior.session_id} is gone from its CLI (deleted or expired): crew "
+                f"replays the conversation from run {self.run_id}'s transcript"
+            )
+        transcript.write("resume", agent=agent, run=self.run_id, how=how, session=prior and prior.session_id)
+        if text:
+            say("resume", agent, text)
+        return prior, self.held[index]

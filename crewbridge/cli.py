@@ -75,6 +75,13 @@ def loop_options(func: Callable[..., Any]) -> Callable[..., Any]:
                 type=click.IntRange(min=1),
                 help="Tokens (input + output) the run may use; past it, crew stops before the next tool turn (exit 5).",
             ),
+            click.option(
+                "--continue",
+                "continue_last",
+                is_flag=True,
+                help="Continue the most recent run in this directory: each agent goes on with its conversation.",
+            ),
+            click.option("--resume", "resume", metavar="RUN_ID", help="Continue run RUN_ID (`crew log` lists runs)."),
             click.option("--yes", "-y", "approve_all", is_flag=True, help="Approve every tool that needs approval."),
             click.option(
                 "--verbose",
@@ -122,10 +129,13 @@ def _run(
     approve_all: bool,
     max_cost: float | None,
     max_tokens: int | None,
+    continue_last: bool,
+    resume: str | None,
 ) -> None:
     from crewbridge.bridge import Bridge
     from crewbridge.mentions import parse_mentions
     from crewbridge.render import Renderer
+    from crewbridge.sessions import run_to_resume
 
     if as_json and as_jsonl:
         raise UsageError(
@@ -134,6 +144,7 @@ def _run(
         )
     task = " ".join(text)
     agents = list(dict.fromkeys(m.agent for m in parse_mentions(task)[0]))
+    resume = run_to_resume(continue_last, resume)
     stdin = sys.stdin
     context = stdin.read() if stdin is not None and not stdin.isatty() else None
     output = "json" if as_json else "jsonl" if as_jsonl else "text"
@@ -149,6 +160,7 @@ def _run(
             approve_all=approve_all,
             max_cost=max_cost,
             max_tokens=max_tokens,
+            resume=resume,
             on_progress=renderer.progress,
         )
         renderer.finish(outcomes)
@@ -188,14 +200,17 @@ def execute_command(**options: Any) -> None:
 )
 @loop_options
 def chat_command(agent: str, mode: Mode, config: Config, **options: Any) -> None:
-    """Talk with one agent, tools at hand; it keeps the context: crew chat @claude
+    """Talk with one agent, tools at hand; it keeps the context: crew chat @claude (--continue: go
+    on with the last run here)
 
     /exit or Ctrl-D leaves, Ctrl-C stops a reply. Line editing and history on a terminal; piped
     stdin is read as one message a line."""
     from crewbridge.bridge import Bridge
     from crewbridge.chat import run_chat
+    from crewbridge.sessions import run_to_resume
 
-    run_chat(Bridge(config), agent, mode=mode, **options)
+    resume = run_to_resume(options.pop("continue_last"), options.pop("resume"))
+    run_chat(Bridge(config), agent, mode=mode, resume=resume, **options)
 
 
 @cli.command("prompt")

@@ -8,13 +8,16 @@ import os
 from collections.abc import Callable, Generator
 from dataclasses import replace
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from crewbridge.errors import CrewError
 from crewbridge.events import Event, Failure, Session, Usage
 from crewbridge.process import Child
 from crewbridge.providers.base import Provider, Turn
 from crewbridge.templates import render
+
+if TYPE_CHECKING:
+    from crewbridge.sessions import Prior
 
 EXACT, LOST, FULL = "exact", "lost", "full"
 LIVE_ENV = "CREW_LIVE"  # "0" makes every provider start a fresh CLI process per turn
@@ -44,6 +47,11 @@ class Conversation(Protocol):
     def late_usage(self) -> list[Usage]:
         """Usage the CLI reported for a reply after the loop stopped reading it (read by keep())."""
 
+    def resume(self, prior: Prior) -> bool:
+        """Continue `prior`, an earlier run's conversation, before start(): by the CLI's own session,
+        or with its history given to the CLI (injected, or replayed each turn). False when the CLI no
+        longer holds that session: the first message must then replay the history (replay())."""
+
     def close(self) -> None:
         """End anything still running."""
 
@@ -67,8 +75,16 @@ class ProcessConversation:
     def _prompt(self, message: str) -> str:
         if self.provider.resumable or not self.history:
             return message
-        history = "\n".join(f"[{role}]\n{text}" for role, text in self.history)
-        return render("replay.md", history=history, message=message)
+        return replay(self.history, message)
+
+    def resume(self, prior: Prior) -> bool:
+        if not self.provider.resumable:
+            self.history = list(prior.history)  # replayed at each turn
+            return True
+        if prior.session_id is None or not self.provider.has_session(prior.session_id, self.env, self.cwd):
+            return False
+        self.session_id, self.reported = prior.session_id, prior.reported
+        return True
 
     def start(self) -> None:
         """Start the first turn's CLI when its prompt goes on stdin: the CLI reads stdin to its end
@@ -77,7 +93,7 @@ class ProcessConversation:
             return
         try:
             self.child = self._early = self._child(
-                replace(self.base, prompt="", session_id=None), None, keep_stdin=True
+                replace(self.base, prompt="", session_id=self.session_id), None, keep_stdin=True
             )
         except CrewError:
             pass  # not installed: send() tries again and reports it
@@ -155,6 +171,11 @@ class ProcessConversation:
     def close(self) -> None:
         if self.child is not None:
             self.child.close()
+
+
+def replay(history: list[tuple[str, str]], message: str) -> str:
+    """`message` after the conversation so far, for a CLI that does not hold it."""
+    return render("replay.md", history="\n".join(f"[{role}]\n{text}" for role, text in history), message=message)
 
 
 def live_enabled(env: dict[str, str] | None) -> bool:

@@ -13,11 +13,11 @@ from concurrent.futures import Future, wait
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crewbridge.availability import unavailable
 from crewbridge.catalogue import build_prompt, offered_tools, render_catalogue
-from crewbridge.conversation import FULL, LOST, Conversation
+from crewbridge.conversation import FULL, LOST, Conversation, replay
 from crewbridge.errors import (
     BudgetExceeded,
     CrewError,
@@ -37,6 +37,9 @@ from crewbridge.templates import render
 from crewbridge.transcript import Transcript
 from crewbridge.usage import Budget, Tally
 
+if TYPE_CHECKING:
+    from crewbridge.sessions import Prior
+
 REPEAT_LIMIT = 3  # the same failing call this many times ends the run
 MAX_REPLY = 8 << 20  # characters of one reply; past this the CLI is stopped (memory stays bounded)
 
@@ -55,7 +58,7 @@ class CallRecord:
 class Progress:
     """What the loop reports while it runs (for live output, --jsonl and the Python API)."""
 
-    kind: str  # turn | text | call | result | usage | answer | fallback | notice
+    kind: str  # turn | text | call | result | usage | answer | fallback | resume | notice
     agent: str
     text: str = ""
     call: CallRecord | None = None
@@ -132,12 +135,23 @@ class AgentLoop:
         self.deadline: float | None = None  # when the current message's run must be over
         self._prepared = False  # the tools' input checks were readied (registry.prepare)
 
-    def run(self, task: str) -> RunResult:
-        """The task, catalogue first, to its answer; then the conversation ends."""
+    def run(self, task: str, prior: Prior | None = None, held: bool = True) -> RunResult:
+        """The task, catalogue first, to its answer; then the conversation ends. With `prior`, the
+        task continues that earlier conversation (see opening())."""
         try:
-            return self.converse(self.first_message(task))
+            return self.converse(self.opening(task, prior, held))
         finally:
             self.close()
+
+    def opening(self, task: str, prior: Prior | None = None, held: bool = True) -> str:
+        """The first message: the catalogue and the task. Continuing `prior`, a conversation the CLI
+        holds (`held`), the task alone, unless the mode changed (then the new catalogue comes too);
+        one it does not hold, the earlier conversation replayed before them."""
+        if prior is None:
+            return self.first_message(task)
+        if held:
+            return task if prior.mode == self.policy.mode else self.first_message(task)
+        return replay(prior.history, self.first_message(task))
 
     def first_message(self, task: str) -> str:
         catalogue = render_catalogue(
@@ -350,6 +364,7 @@ class AgentLoop:
         """The next message: every result, plus what the model must know about its own last reply."""
         end = reply.calls[-1].end
         kept, tail = reply.text[:end], reply.text[end:]
+        self.transcript.write("reply", agent=self.agent, text=kept)  # what the conversation keeps of it
         held = self.conv.keep(kept, reply.stopped)
         results = "\n".join(self._result_text(record) for record in batch)
         restate = render("restate.md", kept=kept.rstrip()) if held == LOST else ""

@@ -36,6 +36,8 @@ Three outputs, chosen by `Renderer(output=…)`:
   ``{"type": "error", "error": "…", "exit_code": 3}`` the agent's run failed;
   ``{"type": "fallback", "agent", "text"}`` the agent's provider cannot answer; the next one of
   its `fallback:` takes the task over (then ``answer`` has ``fell_back_from``);
+  ``{"type": "resume", "agent", "text"}`` continuing a run, the agent starts afresh (it was not in
+  it) or has its conversation replayed (its CLI no longer has the session);
   ``{"type": "notice", "text": "…"}`` anything else worth knowing.
 
 With ``verbose`` each command crew runs (`$`), every line it reads from the CLI (`>`) and sends it
@@ -201,7 +203,7 @@ class Renderer:
             if self.output == "jsonl":
                 if event.kind != "text" or event.text:  # not a text event that only settles what is shown
                     self._write_out(json_line(_event_dict(event)))
-            elif self.output == "text" or event.kind == "fallback":  # said on stderr with --json too
+            elif self.output == "text" or event.kind in ("fallback", "resume"):  # on stderr with --json too
                 getattr(self, f"_on_{event.kind}", self._on_notice)(agent, event)
             if event.kind == "turn":
                 agent.turn, agent.state, agent.since = _int(event.text), "waiting for the model", time.monotonic()
@@ -253,6 +255,9 @@ class Renderer:
 
     def _on_fallback(self, agent: _Agent, event: Progress) -> None:
         agent.state = "failed"
+        self._on_resume(agent, event)
+
+    def _on_resume(self, agent: _Agent, event: Progress) -> None:
         self._end_line()
         self._write_err(self.style.paint(f"crew: {one_line(event.text)}", "33") + "\n")
 

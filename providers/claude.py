@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
-from crewbridge.providers.base import JsonLineDecoder, Provider, Turn
+from crewbridge.providers.base import JsonLineDecoder, Provider, Turn, cli_home
 
 from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session, Text, Usage
 
@@ -133,6 +136,11 @@ class ClaudeProvider(Provider):
 
     def decoder(self) -> ClaudeDecoder:
         return ClaudeDecoder()
+
+    def has_session(self, session_id: str, env: Mapping[str, str], cwd: Path) -> bool:
+        # ~/.claude/projects/<the working directory, every other character a dash>/<id>.jsonl
+        projects = cli_home(env, "CLAUDE_CONFIG_DIR", ".claude") / "projects"
+        return (projects / re.sub(r"[^A-Za-z0-9]", "-", str(cwd)) / f"{session_id}.jsonl").is_file()
 
     def commands(self) -> list[list[str]]:
         return [*super().commands(), self.argv(Turn("", "query")) + LIVE_FLAGS]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from crewbridge.providers.base import JsonLineDecoder, Provider, Turn
@@ -77,6 +79,9 @@ class GeminiProvider(Provider):
     def decoder(self) -> GeminiDecoder:
         return GeminiDecoder()
 
+    def has_session(self, session_id: str, env: Mapping[str, str], cwd: Path) -> bool:
+        return session_file(env, session_id) is not None
+
     def api_status(self, exit_code: int) -> int | None:
         # After an API error Gemini exits with the HTTP status mod 256 (429 → 173): 400 to 511 are
         # told apart from its own exit codes (below 144).
@@ -87,3 +92,21 @@ class GeminiProvider(Provider):
         # limit): measured here 4.5 s instead of 8.4 s a turn under load, and one process, not a
         # parent that ignores SIGTERM.
         return {"GEMINI_CLI_NO_RELAUNCH": "true"}
+
+
+def session_file(env: Mapping[str, str], session_id: str | None) -> Path | None:
+    """The file Gemini keeps session `session_id` in (the newest, if it was ever copied)."""
+    if not session_id:
+        return None
+    home = Path(env.get("GEMINI_CLI_HOME") or env.get("HOME") or Path.home())
+    pattern = f"*/chats/session-*-{session_id[:8]}.jsonl"
+    candidates = [path for path in (home / ".gemini" / "tmp").glob(pattern) if _session_id(path) == session_id]
+    return max(candidates, key=lambda path: path.stat().st_mtime, default=None)
+
+
+def _session_id(path: Path) -> str | None:
+    try:
+        with path.open(encoding="utf-8") as file:
+            return json.loads(file.readline()).get("sessionId")
+    except (OSError, ValueError, AttributeError):
+        return None

@@ -19,7 +19,7 @@ import itertools
 from collections.abc import Generator, Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crewbridge.providers.base import Turn
 from crewbridge.providers.claude import LIVE_FLAGS, ClaudeDecoder, ClaudeProvider
@@ -28,6 +28,9 @@ from crewbridge.providers.live_process import LiveConversation, LiveProcess, con
 from crewbridge.conversation import EXACT, FULL
 from crewbridge.errors import ProviderError
 from crewbridge.events import Event, Failure, Session, Usage
+
+if TYPE_CHECKING:
+    from crewbridge.sessions import Prior
 
 
 def line_id() -> str:
@@ -57,6 +60,13 @@ class ClaudeLiveConversation(LiveConversation):
         self._answered: dict[str, Any] = {}  # the user line the current reply answers
         self._native = False  # the current reply used one of Claude's own tools
         self._cost = 0.0  # the process's total cost so far: each result reports the total, not its share
+
+    def resume(self, prior: Prior) -> bool:
+        if prior.session_id is None or not self.provider.has_session(prior.session_id, self.env, self.cwd):
+            return False
+        assert isinstance(self.provider, ClaudeProvider)
+        self.argv = self.provider.argv(replace(self.base, session_id=prior.session_id)) + LIVE_FLAGS
+        return True
 
     def _start(self) -> LiveProcess:
         process, first = self._launch()

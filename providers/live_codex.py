@@ -18,7 +18,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Generator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crewbridge.providers.base import JsonLineDecoder, Turn
 from crewbridge.providers.codex import CodexProvider
@@ -27,6 +27,9 @@ from crewbridge.providers.live_process import LiveConversation, LiveProcess, con
 from crewbridge.conversation import EXACT, FULL
 from crewbridge.errors import ProviderError
 from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session, Text, Usage
+
+if TYPE_CHECKING:
+    from crewbridge.sessions import Prior
 
 CLIENT = {"name": "crewbridge", "title": "crewbridge", "version": "1"}
 SANDBOX = {"query": "read-only", "execute": "workspace-write"}
@@ -87,12 +90,20 @@ class CodexLiveConversation(LiveConversation):
         # items crew does not hold.
         self._history: list[dict[str, Any]] | None = []
 
+    def resume(self, prior: Prior) -> bool:
+        """The thread is ephemeral (nothing of it outlives the process): the new one is given the
+        earlier history from crew's transcript, exactly, before the first message."""
+        self._history = [user_item(text) if role == "user" else assistant_item(text) for role, text in prior.history]
+        return True
+
     def _start(self) -> LiveProcess:
         process, first = self._launch()
         if first:
             self._call("initialize", {"clientInfo": CLIENT, "capabilities": {"experimentalApi": True}})
             process.write({"jsonrpc": "2.0", "method": "initialized"})
             self._new_thread()
+            if self._history:  # a resumed conversation's
+                self._inject(*self._history)
         return process
 
     def _new_thread(self) -> None:

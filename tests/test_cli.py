@@ -340,3 +340,28 @@ def test_a_fallback_that_is_not_an_agent_is_a_config_error(crew, tmp_path):
     done = crew("query", "@claude hi")
     assert done.returncode == 2
     assert "crew.yaml:6: agents.claude.fallback[1]: 'gemnii' is not another agent" in error_line(done.stderr)
+
+
+# -- continue and resume -----------------------------------------------------------------------------
+
+def test_continue_gives_a_cli_without_sessions_the_earlier_conversation(crew, fake):
+    fake.script("The first answer.", "You asked about the weather.")
+    assert crew("query", "--config", fake.config, "@fake how is the weather?").returncode == 0
+    done = crew("query", "--config", fake.config, "--continue", "@fake @other what did I ask?")
+    assert done.returncode == 0, done.stderr
+    first, second = fake.prompts
+    assert second.index("how is the weather?") < second.index("The first answer.") < second.index("what did I ask?")
+    assert second.count("[crew tools]") == 1  # the catalogue once, from the earlier conversation
+    assert "crew: @other was not in run " in done.stderr and "it starts a fresh conversation" in done.stderr
+    assert "[crew tools]" in fake.other.prompts[0]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--continue", "--resume", "2025"], "--continue and --resume were both given; choose one"),
+    (["--continue"], "no earlier run in "),
+    (["--resume", "20990101"], "run '20990101' not found"),
+])
+def test_continue_and_resume_errors_are_one_line_and_exit_2(args, message, crew):
+    for command in (["query", *args, "@demo hi"], ["chat", *args, "@demo"]):
+        done = crew(*command)
+        assert done.returncode == 2 and message in error_line(done.stderr), done.stderr

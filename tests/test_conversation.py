@@ -176,3 +176,33 @@ def test_usage_reported_as_the_sessions_total_is_counted_once(tmp_path):
         conv.keep("ok", stopped=False)
     assert shares == [Usage(100, 5, cached_tokens=10)] * 3  # totals 100, 200, 300: 100 each
     assert conv.reported == Usage(300, 15, cached_tokens=30)
+
+
+def test_resuming_a_cli_without_sessions_replays_the_earlier_history_at_each_turn(tmp_path):
+    from crewbridge.sessions import Prior
+
+    conv = conversation(tmp_path, [sys.executable, "-c", "import sys; print(sys.stdin.read())"])
+    assert conv.resume(Prior("R1", "fake", history=[("user", "earlier question"), ("assistant", "earlier answer")]))
+    sent = texts(conv.send("new question", None))
+    assert "[user]\nearlier question" in sent and "[assistant]\nearlier answer" in sent
+    assert sent.rstrip().endswith("new question")
+
+
+def test_resuming_continues_the_clis_session_while_the_cli_has_it(tmp_path):
+    from crewbridge.sessions import Prior
+
+    conv = conversation(tmp_path, [sys.executable, "-c", SESSION_CLI], format="jsonl", text_key="text",
+                        session_key="session", resume=["--resume", "{session}"])
+    assert conv.resume(Prior("R1", "fake", session_id="S7", history=[("user", "q"), ("assistant", "a")]))
+    conv.start()  # the CLI started early resumes the session too
+    assert texts(conv.send("two", None)) == "got two resumed=S7"
+
+
+def test_a_session_the_cli_no_longer_has_is_not_resumed(tmp_path):
+    from crewbridge.providers.codex import CodexProvider
+    from crewbridge.sessions import Prior
+
+    conv = ProcessConversation(CodexProvider(), Turn(prompt=""), cwd=tmp_path, env={"CODEX_HOME": str(tmp_path)})
+    assert not conv.resume(Prior("R1", "codex", session_id="gone", history=[("user", "q")]))
+    assert conv.session_id is None
+    assert not conv.resume(Prior("R1", "codex", session_id=None, history=[("user", "q")]))

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 import subprocess
 import sys
 import threading
@@ -358,3 +359,16 @@ def test_a_budget_passed_stops_the_run_before_its_next_tool_turn(registry, tmp_p
     assert [e["name"] for e in events if e["kind"] == "tool_result"] == ["crew:read_file"] * 2
     [budget] = [e for e in events if e["kind"] == "budget"]
     assert budget["reason"] == "220 tokens, past --max-tokens 150" and budget["turn"] == 2
+
+
+def test_the_opening_message_of_a_continued_conversation(registry, tmp_path):
+    from crewbridge.sessions import Prior
+
+    loop = make_loop(Script(), registry, tmp_path)
+    prior = Prior("R1", "claude", mode="query", session_id="S1", history=[("user", "old task"), ("assistant", "old")])
+    assert loop.opening("new task", prior, held=True) == "new task"  # the CLI's history has the catalogue
+    assert loop.opening("new task", replace(prior, mode="execute"), held=True) == loop.first_message("new task")
+    replayed = loop.opening("new task", prior, held=False)
+    assert replayed.index("[user]\nold task") < replayed.index("[assistant]\nold") \
+        < replayed.index(loop.first_message("new task"))
+    assert loop.opening("new task") == loop.first_message("new task")
