@@ -30,9 +30,10 @@ _END = object()
 class Outcome:
     """One agent's run: its result, or the error that ended it."""
 
-    agent: str
+    agent: str  # the agent that answered (or failed last)
     result: RunResult | None = None
     error: CrewError | None = None
+    fell_back_from: str | None = None  # the agent asked, when another took its task over
 
 
 class Stop:

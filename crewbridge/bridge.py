@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from crewbridge.config import AgentSpec, Config, load_config
 from crewbridge.conversation import Conversation, new_conversation
-from crewbridge.errors import CrewError, Interrupted, UsageError
+from crewbridge.errors import CLINotFound, CrewError, Interrupted, ProviderUnavailable, UsageError
 from crewbridge.mentions import Mention, parse_mentions
 from crewbridge.modes import MODES, Mode
 from crewbridge.providers.base import Turn
 from crewbridge.registry import Tool, ToolRegistry
 from crewbridge.skills import Found, Skill, chosen, discover, roots
+from crewbridge.usage import Budget
 
 # For start-up speed, what a run needs only once the agents' CLIs have started (the loop, hooks,
 # policy, catalogue, transcript, outcomes, concurrent.futures) is imported where it is used: it loads
@@ -21,6 +23,7 @@ from crewbridge.skills import Found, Skill, chosen, discover, roots
 if TYPE_CHECKING:
     from crewbridge.api import EventStream, Outcome, Stop
     from crewbridge.loop import AgentLoop, Progress, RunResult
+    from crewbridge.sessions import Prior
     from crewbridge.transcript import Transcript
 
 
@@ -131,12 +134,18 @@ class Bridge:
         max_turns: int = 10,
         timeout: float | None = 300.0,
         approve_all: bool = False,
+        max_cost: float | None = None,
+        max_tokens: int | None = None,
+        resume: str | None = None,
         transcript: Transcript | None = None,
         on_progress: Callable[[Progress], None] | None = None,
         stop: Stop | None = None,
     ) -> list[Outcome]:
         """Run the task in `text` ("@agent[:model] … task") on every mentioned agent at once.
-        `stop`, when set from another thread, ends the run (crewbridge.api.Stop)."""
+        `max_cost` (dollars) and `max_tokens` bound the whole run, every agent's usage summed: past
+        one, each agent stops before its next tool turn (BudgetExceeded). `resume`: the id of an
+        earlier run whose agents' conversations the task continues (crewbridge.sessions). `stop`, when set
+        from another thread, ends the run (crewbridge.api.Stop)."""
         if mode not in MODES:
             raise UsageError(f"mode '{mode}' is not one of {', '.join(MODES)}")
         mentions, task = parse_mentions(text)
@@ -146,16 +155,28 @@ class Bridge:
             task = f"{task}\n\n{context}"
         own = transcript is None
         status = "interrupted"
+        earlier: dict[str, Prior] = {}
+        if resume:
+            from crewbridge.sessions import priors
+
+            earlier = priors(resume)
         conversations: list[Conversation | CrewError] = []
+        held: list[bool] = []  # whether each CLI holds its earlier conversation
         try:
             for mention in mentions:  # every CLI starts first: it boots while the rest is built
-                conversations.append(self._conversation(mention, mode))
+                conversation, holds = self._conversation(mention, mode, prior=earlier.get(mention.agent))
+                conversations.append(conversation)
+                held.append(holds)
             if transcript is None:
                 from crewbridge.transcript import Transcript
 
                 transcript = (
                     Transcript.open(
-                        command=mode, agents=[m.agent for m in mentions], task=task, secrets=self.config.provider_env()
+                        command=mode,
+                        agents=[m.agent for m in mentions],
+                        task=task,
+                        secrets=self.config.provider_env(),
+                        resumed_from=resume,
                     )
                     if self.config.transcripts
                     else Transcript()
@@ -166,9 +187,11 @@ class Bridge:
                 conversations,
                 task,
                 mode,
+                resumed=Resumed(resume, earlier, held) if resume else None,
                 max_turns=max_turns,
                 timeout=timeout,
                 approve_all=approve_all,
+                budget=Budget(max_cost, max_tokens),
                 transcript=transcript,
                 on_progress=on_progress,
                 stop=stop,
@@ -189,37 +212,67 @@ class Bridge:
         task: str,
         mode: Mode,
         *,
+        resumed: Resumed | None,
         transcript: Transcript,
         stop: Stop | None,
         **options: Any,
     ) -> list[Outcome]:
         from crewbridge.api import Outcome
+        from crewbridge.loop import Progress
 
         loops: list[AgentLoop] = []
 
-        def one(mention: Mention, conversation: Conversation | CrewError) -> Outcome:
-            try:
-                if isinstance(conversation, CrewError):
-                    raise conversation
-                loop = self._loop(mention, mode, conversation=conversation, transcript=transcript, **options)
-                loops.append(loop)
-                if stop is not None:
-                    stop.on_set(loop.close)
-                return Outcome(mention.agent, result=loop.run(task))
-            except CrewError as exc:
-                error = exc
-                if stop is not None and stop.is_set():  # what the stopped CLI said last is beside the point
-                    error = Interrupted(f"@{mention.agent} was stopped")
-                transcript.write("error", agent=mention.agent, message=str(error))
-                return Outcome(mention.agent, error=error)
+        def say(kind: str, agent: str, text: str) -> None:
+            if options.get("on_progress"):
+                options["on_progress"](Progress(kind, agent, text))
+
+        def one(index: int, mention: Mention, conversation: Conversation | CrewError) -> Outcome:
+            """The mentioned agent's run; when its provider cannot serve, its fallbacks' in turn."""
+            asked = self.config.agent(mention.agent)
+            prior, held = resumed.of(index, mention.agent, transcript, say) if resumed else (None, True)
+            chain = [mention, *(Mention(name) for name in asked.fallback)]
+            for step, current in enumerate(chain):
+                spec = asked if step == 0 else self._stand_in(asked, current.agent)
+                fell_back_from = mention.agent if step else None
+                try:
+                    if step:  # another CLI: it is given the earlier conversation, replayed
+                        conversation, held = self._conversation(current, mode, spec)[0], False
+                    if isinstance(conversation, CrewError):
+                        raise conversation
+                    loop = self._loop(
+                        current, mode, conversation=conversation, transcript=transcript, spec=spec, **options
+                    )
+                    loops.append(loop)
+                    if stop is not None:
+                        stop.on_set(loop.close)
+                    result = loop.run(task, prior, held)
+                    return Outcome(current.agent, result=result, fell_back_from=fell_back_from)
+                except (ProviderUnavailable, CLINotFound) as exc:
+                    if step + 1 == len(chain):
+                        transcript.write("error", agent=current.agent, message=str(exc))
+                        return Outcome(current.agent, error=exc, fell_back_from=fell_back_from)
+                    reason = exc.reason if isinstance(exc, ProviderUnavailable) else "not installed"
+                    after = chain[step + 1].agent
+                    transcript.write("fallback", agent=current.agent, to=after, reason=reason, message=str(exc))
+                    say("fallback", current.agent, f"@{current.agent} cannot answer ({reason}); @{after} takes over")
+                except CrewError as exc:
+                    error = exc
+                    if stop is not None and stop.is_set():  # what the stopped CLI said last is beside the point
+                        error = Interrupted(f"@{current.agent} was stopped")
+                    transcript.write("error", agent=current.agent, message=str(error))
+                    return Outcome(current.agent, error=error, fell_back_from=fell_back_from)
+            raise AssertionError("unreachable: the chain's last agent returns")
 
         if len(mentions) == 1:
-            return [one(mentions[0], conversations[0])]
+            return [one(0, mentions[0], conversations[0])]
         from concurrent.futures import ThreadPoolExecutor, wait
 
         pool = ThreadPoolExecutor(max_workers=len(mentions))
         try:
-            futures = [pool.submit(one, mention, conv) for mention, conv in zip(mentions, conversations, strict=True)]
+            futures = [
+                pool.submit(one, index, mention, conv)
+                for index, (mention, conv) in enumerate(zip(mentions, conversations, strict=True))
+            ]
             # Waited for in slices: a Ctrl-C the kernel hands to a worker thread is acted on only
             # when the main thread runs, and an endless wait would never let it.
             while wait(futures, timeout=0.25).not_done:
@@ -232,11 +285,30 @@ class Bridge:
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
 
-    def _conversation(self, mention: Mention, mode: Mode) -> Conversation | CrewError:
+    def _stand_in(self, asked: AgentSpec, name: str) -> AgentSpec:
+        """Agent `name` taking over `asked`'s task: its own CLI and model, `asked`'s tools, limits and
+        working directory."""
+        other = self.config.agent(name)
+        return replace(
+            asked,
+            id=name,
+            provider=other.provider,
+            model=other.model,
+            system_prompt=other.system_prompt,
+            options=other.options,
+            timeout=other.timeout or asked.timeout,
+            fallback=[],
+        )
+
+    def _conversation(
+        self, mention: Mention, mode: Mode, spec: AgentSpec | None = None, prior: Prior | None = None
+    ) -> tuple[Conversation | CrewError, bool]:
         """The agent's conversation, its CLI started where it can wait for the first message (or the
-        error that stops this agent alone, such as an unknown provider)."""
+        error that stops this agent alone, such as an unknown provider). `spec`: the agent's settings,
+        when not the configured ones (a fallback's). With `prior`, the conversation continues that
+        one; the flag says whether the CLI holds it (else the first message replays it)."""
         try:
-            agent = self.config.agent(mention.agent)
+            agent = spec or self.config.agent(mention.agent)
             base = Turn(
                 prompt="",
                 mode=mode,
@@ -248,9 +320,10 @@ class Bridge:
                 self.config.provider(agent.provider), base, cwd=self._workdir(agent), env=self.env
             )
         except CrewError as exc:
-            return exc
+            return exc, False
+        held = conversation.resume(prior) if prior is not None else True
         conversation.start()
-        return conversation
+        return conversation, held
 
     def _workdir(self, agent: AgentSpec) -> Path:
         return (self.workdir / agent.workdir).resolve() if agent.workdir else self.workdir
@@ -266,6 +339,8 @@ class Bridge:
         transcript: Transcript | None,
         on_progress: Callable[[Progress], None] | None,
         conversation: Conversation | None = None,
+        spec: AgentSpec | None = None,
+        budget: Budget | None = None,
     ) -> AgentLoop:
         """The agent's loop over `conversation` (by default a new one, its CLI started at once)."""
         from crewbridge.hooks import Hooks
@@ -273,11 +348,11 @@ class Bridge:
         from crewbridge.policy import Policy
 
         if conversation is None:
-            made = self._conversation(mention, mode)
+            made = self._conversation(mention, mode, spec)[0]
             if isinstance(made, CrewError):
                 raise made
             conversation = made
-        agent = self.config.agent(mention.agent)
+        agent = spec or self.config.agent(mention.agent)
         workdir = self._workdir(agent)
         try:
             return AgentLoop(
@@ -293,7 +368,46 @@ class Bridge:
                 compact=self.config.compact_catalogue,
                 on_progress=on_progress,
                 skills=self.skills(agent),
+                budgets=[
+                    budget or Budget(None, None),
+                    Budget(
+                        agent.max_cost,
+                        agent.max_tokens,
+                        (f"agents.{agent.id}.max_cost", f"agents.{agent.id}.max_tokens"),
+                    ),
+                ],
             )
         except BaseException:
             conversation.close()
             raise
+
+
+@dataclass
+class Resumed:
+    """A run continuing run `run_id`: its agents' earlier conversations, and whether each mentioned
+    agent's CLI holds its own (in mention order)."""
+
+    run_id: str
+    priors: dict[str, Prior]
+    held: list[bool]
+
+    def of(
+        self, index: int, agent: str, transcript: Transcript, say: Callable[[str, str, str], None]
+    ) -> tuple[Prior | None, bool]:
+        """The mentioned agent's earlier conversation and whether its CLI holds it; a notice when it
+        starts afresh or is replayed."""
+        prior = self.priors.get(agent)
+        if prior is None:
+            how, text = "fresh", f"@{agent} was not in run {self.run_id}: it starts a fresh conversation"
+        elif self.held[index]:
+            how, text = "session", ""
+        else:
+            how = "replay"
+            text = (
+                f"@{agent}'s session {prior.session_id} is gone from its CLI (deleted or expired): crew "
+                f"replays the conversation from run {self.run_id}'s transcript"
+            )
+        transcript.write("resume", agent=agent, run=self.run_id, how=how, session=prior and prior.session_id)
+        if text:
+            say("resume", agent, text)
+        return prior, self.held[index]

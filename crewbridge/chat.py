@@ -18,14 +18,16 @@ from pathlib import Path
 from typing import IO, Any
 
 from crewbridge.api import Outcome
-from crewbridge.bridge import Bridge
+from crewbridge.bridge import Bridge, Resumed
 from crewbridge.config import state_dir
 from crewbridge.errors import CLINotFound, CrewError, UsageError
-from crewbridge.loop import AgentLoop, RunResult
+from crewbridge.loop import AgentLoop, Progress, RunResult
 from crewbridge.mentions import Mention, parse_mentions
 from crewbridge.modes import Mode
 from crewbridge.render import Renderer, isatty
+from crewbridge.sessions import Prior, priors
 from crewbridge.transcript import Transcript
+from crewbridge.usage import Budget
 
 HISTORY_FILE = "chat_history"
 HISTORY_LENGTH = 1000
@@ -37,13 +39,14 @@ _COMMAND = re.compile(r"/[A-Za-z]+")
 class Chat:
     """The engine: messages in, answers out, one conversation throughout."""
 
-    def __init__(self, loop: AgentLoop) -> None:
+    def __init__(self, loop: AgentLoop, prior: Prior | None = None, held: bool = True) -> None:
         self.loop = loop
+        self.prior, self.held = prior, held  # the earlier conversation it continues, if any
         self.started = False  # a reply came back: the model has the catalogue
 
     def ask(self, text: str) -> RunResult:
         """Send a message; the answer once the model is done with its tools."""
-        result = self.loop.converse(text if self.started else self.loop.first_message(text))
+        result = self.loop.converse(text if self.started else self.loop.opening(text, self.prior, self.held))
         self.started = True
         return result
 
@@ -75,33 +78,58 @@ def run_chat(
     max_turns: int = 10,
     timeout: float | None = 300.0,
     approve_all: bool = False,
+    max_cost: float | None = None,
+    max_tokens: int | None = None,
+    resume: str | None = None,
     verbose: bool = False,
     stdin: IO[str] | None = None,
     history: Path | None = None,
 ) -> None:
-    """The chat on this terminal (or on piped stdin, one message a line, no prompt)."""
+    """The chat on this terminal (or on piped stdin, one message a line, no prompt). `resume`: the id
+    of an earlier run whose conversation with the agent the chat continues."""
     mention = parse_agent(agent)
     bridge.config.agent(mention.agent)  # an unknown agent fails before anything starts
+    earlier = priors(resume) if resume else {}
     reader = LineReader(stdin or sys.stdin, history or state_dir() / HISTORY_FILE)
     transcript = (
-        Transcript.open(command="chat", agents=[mention.agent], mode=mode, secrets=bridge.config.provider_env())
+        Transcript.open(
+            command="chat",
+            agents=[mention.agent],
+            mode=mode,
+            secrets=bridge.config.provider_env(),
+            resumed_from=resume,
+        )
         if bridge.config.transcripts
         else Transcript()
     )
     status = "interrupted"
     try:
         with Renderer(agents=[mention.agent], verbose=verbose) as renderer:
+            conversation, held = bridge._conversation(mention, mode, prior=earlier.get(mention.agent))
+            if isinstance(conversation, CrewError):
+                raise conversation
+            prior = None
+            if resume:
+
+                def say(kind: str, name: str, text: str) -> None:
+                    renderer.progress(Progress(kind, name, text))
+
+                prior, held = Resumed(resume, earlier, [held]).of(0, mention.agent, transcript, say)
             loop = bridge._loop(
                 mention,
                 mode,
+                conversation=conversation,
                 max_turns=max_turns,
                 timeout=timeout,
                 approve_all=approve_all,
+                budget=Budget(max_cost, max_tokens),
                 transcript=transcript,
                 on_progress=renderer.progress,
             )
             tools = "read-only tools" if mode == "query" else "every tool policy allows"
-            converse(Chat(loop), reader, renderer, f"crew chat with @{mention.agent} ({mode} mode: {tools}).")
+            converse(
+                Chat(loop, prior, held), reader, renderer, f"crew chat with @{mention.agent} ({mode} mode: {tools})."
+            )
         status = "ok"
     finally:
         transcript.close(status)

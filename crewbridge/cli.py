@@ -65,6 +65,24 @@ def loop_options(func: Callable[..., Any]) -> Callable[..., Any]:
                 show_default=True,
                 help="Model replies allowed before crew stops a tool loop.",
             ),
+            click.option(
+                "--max-cost",
+                type=click.FloatRange(min=0, min_open=True),
+                help="Dollars the run may cost (as the CLIs report it); past it, crew stops before the "
+                "next tool turn (exit 5).",
+            ),
+            click.option(
+                "--max-tokens",
+                type=click.IntRange(min=1),
+                help="Tokens (input + output) the run may use; past it, crew stops before the next tool turn (exit 5).",
+            ),
+            click.option(
+                "--continue",
+                "continue_last",
+                is_flag=True,
+                help="Continue the most recent run in this directory: each agent goes on with its conversation.",
+            ),
+            click.option("--resume", "resume", metavar="RUN_ID", help="Continue run RUN_ID (`crew log` lists runs)."),
             click.option("--yes", "-y", "approve_all", is_flag=True, help="Approve every tool that needs approval."),
             click.option(
                 "--verbose",
@@ -110,10 +128,15 @@ def _run(
     as_jsonl: bool,
     verbose: bool,
     approve_all: bool,
+    max_cost: float | None,
+    max_tokens: int | None,
+    continue_last: bool,
+    resume: str | None,
 ) -> None:
     from crewbridge.bridge import Bridge
     from crewbridge.mentions import parse_mentions
     from crewbridge.render import Renderer
+    from crewbridge.sessions import run_to_resume
 
     if as_json and as_jsonl:
         raise UsageError(
@@ -122,6 +145,7 @@ def _run(
         )
     task = " ".join(text)
     agents = list(dict.fromkeys(m.agent for m in parse_mentions(task)[0]))
+    resume = run_to_resume(continue_last, resume)
     stdin = sys.stdin
     context = stdin.read() if stdin is not None and not stdin.isatty() else None
     output = "json" if as_json else "jsonl" if as_jsonl else "text"
@@ -135,6 +159,9 @@ def _run(
             max_turns=max_turns,
             timeout=timeout,
             approve_all=approve_all,
+            max_cost=max_cost,
+            max_tokens=max_tokens,
+            resume=resume,
             on_progress=renderer.progress,
         )
         renderer.finish(outcomes)
@@ -173,19 +200,18 @@ def execute_command(**options: Any) -> None:
     help="query: read-only tools; execute: every tool policy allows.",
 )
 @loop_options
-def chat_command(
-    agent: str, mode: Mode, config: Config, timeout: float, max_turns: int, approve_all: bool, verbose: bool
-) -> None:
-    """Talk with one agent, tools at hand; it keeps the context: crew chat @claude
+def chat_command(agent: str, mode: Mode, config: Config, **options: Any) -> None:
+    """Talk with one agent, tools at hand; it keeps the context: crew chat @claude (--continue: go
+    on with the last run here)
 
     /exit or Ctrl-D leaves, Ctrl-C stops a reply. Line editing and history on a terminal; piped
     stdin is read as one message a line."""
     from crewbridge.bridge import Bridge
     from crewbridge.chat import run_chat
+    from crewbridge.sessions import run_to_resume
 
-    run_chat(
-        Bridge(config), agent, mode=mode, max_turns=max_turns, timeout=timeout, approve_all=approve_all, verbose=verbose
-    )
+    resume = run_to_resume(options.pop("continue_last"), options.pop("resume"))
+    run_chat(Bridge(config), agent, mode=mode, resume=resume, **options)
 
 
 @cli.command("prompt")
@@ -401,16 +427,27 @@ def parse_command(fmt: str, prefix: str | None, config: Config) -> None:
 
 
 @cli.group("log", invoke_without_command=True)
-@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
+@click.option("--limit", type=click.IntRange(min=1), help="Runs listed at most (default 20; every one with --since).")
+@click.option("--since", "since_text", help="Only runs started since a span back (7d, 12h, 30m, 2w) or a date.")
+@click.option("--by", type=click.Choice(["agent"]), help="Sum the runs' tokens and cost per agent (a small table).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line, for scripts.")
 @click.pass_context
-def log_group(ctx: click.Context, limit: int) -> None:
-    """List recent runs (newest first); `crew log show ID` prints one run's events."""
+def log_group(ctx: click.Context, limit: int | None, since_text: str | None, by: str | None, as_json: bool) -> None:
+    """List recent runs (newest first) with their tokens and cost; `crew log show ID` prints one
+    run's events; `crew log --since 7d --by agent` sums usage per agent."""
     if ctx.invoked_subcommand is None:
         from crewbridge.transcript import list_runs
+        from crewbridge.usage import by_agent, since, table
 
-        for run in list_runs(limit):
-            task = str(run.fields.get("task", "")).splitlines()[0:1] or [""]
-            click.echo(f"{run.run_id}  {run.status:11} {run.tool_calls:3} calls  {task[0][:60]}")
+        start = since(since_text) if since_text else None
+        runs = list_runs(limit or (None if start or by else 20), since=start)
+        if by:
+            rows = by_agent(run.usage for run in runs)
+            lines = [json.dumps(row.to_dict()) for row in rows] if as_json else table(rows)
+        else:
+            lines = [json.dumps(run.to_dict(), ensure_ascii=False) if as_json else run.line() for run in runs]
+        for line in lines:
+            click.echo(line)
 
 
 @log_group.command("show")

@@ -65,6 +65,9 @@ class AgentSpec:
     deny_commands: list[str] = field(default_factory=list)  # run_command: globs on each command
     allow_commands: list[str] = field(default_factory=list)  # run_command: if given, only these
     skills: list[str] | None = None  # skill-name globs; None: every skill found, []: none
+    fallback: list[str] = field(default_factory=list)  # agents that take over when its provider cannot serve
+    max_cost: float | None = None  # dollars its run may cost (the CLI's own figure)
+    max_tokens: int | None = None  # tokens (input + output) its run may use
 
 
 @dataclass
@@ -430,6 +433,14 @@ def _build(data: dict[str, Any], marks: dict[Keys, int], path: Path, shown: str)
         if "workdir" in fields:
             fields["workdir"] = str((base / os.path.expanduser(fields["workdir"])).resolve())
         config.agents[agent_id] = AgentSpec(id=agent_id, **fields)
+    for agent_id, entry in data.get("agents", {}).items():
+        for index, name in enumerate(entry.get("fallback", [])):
+            if name not in config.agents or name == agent_id:
+                others = ", ".join(a for a in config.agents if a != agent_id)
+                raise config.error(
+                    ("agents", agent_id, "fallback", index),
+                    f"'{name}' is not another agent; a fallback names agents configured here: {others}",
+                )
     for name, entry in data.get("tools", {}).items():
         schema = entry.get("schema", {"type": "object", "properties": {}, "additionalProperties": False})
         with located(("tools", name)):

@@ -8,13 +8,16 @@ import os
 from collections.abc import Callable, Generator
 from dataclasses import replace
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from crewbridge.errors import CrewError
-from crewbridge.events import Event, Failure, Session, Text
+from crewbridge.events import Event, Failure, Session, Text, Usage
 from crewbridge.process import Child
 from crewbridge.providers.base import Provider, Turn
 from crewbridge.templates import render
+
+if TYPE_CHECKING:
+    from crewbridge.sessions import Prior
 
 EXACT, LOST, FULL = "exact", "lost", "full"
 LIVE_ENV = "CREW_LIVE"  # "0" makes every provider start a fresh CLI process per turn
@@ -22,6 +25,7 @@ LIVE_ENV = "CREW_LIVE"  # "0" makes every provider start a fresh CLI process per
 
 class Conversation(Protocol):
     session_id: str | None
+    reported: Usage | None  # the session's totals as the CLI last reported them (cumulative usage)
 
     def start(self) -> None:
         """Start the CLI now, before the first message is known, where the CLI can wait for it: it
@@ -40,6 +44,14 @@ class Conversation(Protocol):
         follow-up restates it) or FULL (the whole reply, tail included: the stop came too late, so
         the follow-up says which part was acted on)."""
 
+    def late_usage(self) -> list[Usage]:
+        """Usage the CLI reported for a reply after the loop stopped reading it (read by keep())."""
+
+    def resume(self, prior: Prior) -> bool:
+        """Continue `prior`, an earlier run's conversation, before start(): by the CLI's own session,
+        or with its history given to the CLI (injected, or replayed each turn). False when the CLI no
+        longer holds that session: the first message must then replay the history (replay())."""
+
     def close(self) -> None:
         """End anything still running."""
 
@@ -54,6 +66,7 @@ class ProcessConversation:
         self.cwd = cwd
         self.env = {**os.environ, **provider.env(), **(env or {})}
         self.session_id: str | None = None
+        self.reported: Usage | None = None
         self.history: list[tuple[str, str]] = []  # (role, text), for replay
         self.answer = ""  # the text of the last reply, for replay when it was an answer (no keep)
         self.child: Child | None = None
@@ -63,8 +76,16 @@ class ProcessConversation:
     def _prompt(self, message: str) -> str:
         if self.provider.resumable or not self.history:
             return message
-        history = "\n".join(f"[{role}]\n{text}" for role, text in self.history)
-        return render("replay.md", history=history, message=message)
+        return replay(self.history, message)
+
+    def resume(self, prior: Prior) -> bool:
+        if not self.provider.resumable:
+            self.history = list(prior.history)  # replayed at each turn
+            return True
+        if prior.session_id is None or not self.provider.has_session(prior.session_id, self.env, self.cwd):
+            return False
+        self.session_id, self.reported = prior.session_id, prior.reported
+        return True
 
     def start(self) -> None:
         """Start the first turn's CLI when its prompt goes on stdin: the CLI reads stdin to its end
@@ -73,7 +94,7 @@ class ProcessConversation:
             return
         try:
             self.child = self._early = self._child(
-                replace(self.base, prompt="", session_id=None), None, keep_stdin=True
+                replace(self.base, prompt="", session_id=self.session_id), None, keep_stdin=True
             )
         except CrewError:
             pass  # not installed: send() tries again and reports it
@@ -101,9 +122,10 @@ class ProcessConversation:
         else:
             turn = replace(self.base, prompt=prompt, session_id=self.session_id if self.provider.resumable else None)
             self.child = self._child(turn, stdin)
+        turn_session = self.session_id if self.provider.resumable else None
         child = self.child
         decoder = self.provider.decoder()
-        failed = False
+        failed: Failure | None = None
         try:
             for line in child.lines(deadline):
                 for event in decoder.decode(line):
@@ -111,16 +133,35 @@ class ProcessConversation:
                         self.session_id = event.session_id
                     elif isinstance(event, Text):
                         self.answer += event.text
-                    failed = failed or isinstance(event, Failure)
+                    if isinstance(event, Usage) and event.cumulative:
+                        event = self._share(event, resumed=turn_session is not None)
+                    failed = event if isinstance(event, Failure) else failed
                     yield event
             code = child.wait()
-            if code != 0 and not failed:
+            status = self.provider.api_status(code) if failed is not None and failed.status is None else None
+            if status is not None and failed is not None:  # the exit code says what the message did not
+                yield replace(failed, status=status)
+            elif code != 0 and failed is None:
                 detail = child.stderr.strip().splitlines()[-1:] or ["no message on stderr"]
                 yield Failure(f"{self.provider.name} exited with status {code}: {detail[0]}")
             elif not failed:
                 yield from decoder.end()
         finally:
             child.close()
+
+    def _share(self, totals: Usage, resumed: bool) -> Usage:
+        """This reply's part of the session's `totals` (the CLI reports the session so far)."""
+        before = self.reported if resumed and self.reported is not None else Usage()
+        self.reported = replace(totals, cumulative=False)
+        return Usage(
+            max(totals.input_tokens - before.input_tokens, 0),
+            max(totals.output_tokens - before.output_tokens, 0),
+            None if totals.cost_usd is None else max(totals.cost_usd - (before.cost_usd or 0.0), 0.0),
+            max(totals.cached_tokens - before.cached_tokens, 0),
+        )
+
+    def late_usage(self) -> list[Usage]:
+        return []  # a stopped CLI process is killed: it reports nothing more
 
     def stop(self) -> None:
         if self.child is not None:
@@ -138,6 +179,11 @@ class ProcessConversation:
     def close(self) -> None:
         if self.child is not None:
             self.child.close()
+
+
+def replay(history: list[tuple[str, str]], message: str) -> str:
+    """`message` after the conversation so far, for a CLI that does not hold it."""
+    return render("replay.md", history="\n".join(f"[{role}]\n{text}" for role, text in history), message=message)
 
 
 def live_enabled(env: dict[str, str] | None) -> bool:

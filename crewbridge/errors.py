@@ -44,6 +44,15 @@ class ProviderError(CrewError):
     exit_code = 3
 
 
+class ProviderUnavailable(ProviderError):
+    """The CLI's provider cannot serve now (rate limit, quota, overload, authentication, model):
+    an agent's `fallback` may take the task over."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
 class CLINotFound(ProviderError):
     """The wrapped CLI is not installed (not on PATH)."""
 
@@ -54,6 +63,12 @@ class MaxTurnsReached(CrewError):
     """The model kept calling tools past --max-turns."""
 
     exit_code = 4
+
+
+class BudgetExceeded(CrewError):
+    """The run's usage passed --max-cost or --max-tokens (or an agent's max_cost/max_tokens)."""
+
+    exit_code = 5
 
 
 class CrewTimeout(CrewError):

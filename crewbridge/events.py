@@ -32,9 +32,15 @@ class Session:
 
 @dataclass(frozen=True)
 class Usage:
+    """Tokens (input includes cached: read from the provider's cache) and cost, as the CLI reported
+    them for one reply. `cumulative`: the CLI reports its session's totals so far instead (codex
+    exec on a resumed thread); the conversation turns them into this reply's share."""
+
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float | None = None
+    cached_tokens: int = 0
+    cumulative: bool = False
 
 
 @dataclass(frozen=True)

@@ -11,14 +11,23 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, wait
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from crewbridge.availability import unavailable
 from crewbridge.caller import Caller
 from crewbridge.catalogue import build_prompt, offered_tools, render_catalogue
-from crewbridge.conversation import FULL, LOST, Conversation
-from crewbridge.errors import CrewError, CrewTimeout, Interrupted, MaxTurnsReached, ProviderError
+from crewbridge.conversation import FULL, LOST, Conversation, replay
+from crewbridge.errors import (
+    BudgetExceeded,
+    CrewError,
+    CrewTimeout,
+    Interrupted,
+    MaxTurnsReached,
+    ProviderError,
+    ProviderUnavailable,
+)
 from crewbridge.events import Failure, MessageEnd, Session, Text, Usage
 from crewbridge.extract import Extractor, Shown, ToolCall
 from crewbridge.hooks import Hooks
@@ -27,6 +36,10 @@ from crewbridge.registry import TIMEOUT_GRACE, ToolContext, ToolRegistry, ToolRe
 from crewbridge.skills import Skill
 from crewbridge.templates import render
 from crewbridge.transcript import Transcript
+from crewbridge.usage import Budget, Tally
+
+if TYPE_CHECKING:
+    from crewbridge.sessions import Prior
 
 REPEAT_LIMIT = 3  # the same failing call this many times ends the run
 MAX_REPLY = 8 << 20  # characters of one reply; past this the CLI is stopped (memory stays bounded)
@@ -46,12 +59,13 @@ class CallRecord:
 class Progress:
     """What the loop reports while it runs (for live output, --jsonl and the Python API)."""
 
-    kind: str  # turn | text | call | result | answer | notice
+    kind: str  # turn | text | call | result | usage | answer | fallback | resume | notice
     agent: str
     text: str = ""
     call: CallRecord | None = None
     result: RunResult | None = None  # with kind "answer"
     shown: str = ""  # with kind "text": what a person sees of the reply by now (extract.Shown)
+    usage: Tally | None = None  # with kind "usage": the agent's usage in this run so far
 
 
 @dataclass
@@ -98,6 +112,7 @@ class AgentLoop:
         compact: bool | None = None,
         on_progress: Callable[[Progress], None] | None = None,
         skills: dict[str, Skill] | None = None,
+        budgets: list[Budget] | None = None,
     ) -> None:
         self.agent = agent
         self.conv = conversation
@@ -112,19 +127,32 @@ class AgentLoop:
         self.timeout = timeout
         self.compact = compact
         self.emit = on_progress or (lambda progress: None)
-        self.usage = {"input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0}
+        self.usage = Tally()  # this run's, so far
+        self.turn_usage = Tally()  # the current turn's
+        self.budgets = [budget for budget in budgets or [] if budget]  # checked before each tool turn
         self.failures: dict[str, int] = {}
         self.closed = False
         self._pool = _DaemonPool(4, f"crew-{agent}")
         self.deadline: float | None = None  # when the current message's run must be over
         self._prepared = False  # the tools' input checks were readied (registry.prepare)
 
-    def run(self, task: str) -> RunResult:
-        """The task, catalogue first, to its answer; then the conversation ends."""
+    def run(self, task: str, prior: Prior | None = None, held: bool = True) -> RunResult:
+        """The task, catalogue first, to its answer; then the conversation ends. With `prior`, the
+        task continues that earlier conversation (see opening())."""
         try:
-            return self.converse(self.first_message(task))
+            return self.converse(self.opening(task, prior, held))
         finally:
             self.close()
+
+    def opening(self, task: str, prior: Prior | None = None, held: bool = True) -> str:
+        """The first message: the catalogue and the task. Continuing `prior`, a conversation the CLI
+        holds (`held`), the task alone, unless the mode changed (then the new catalogue comes too);
+        one it does not hold, the earlier conversation replayed before them."""
+        if prior is None:
+            return self.first_message(task)
+        if held:
+            return task if prior.mode == self.policy.mode else self.first_message(task)
+        return replay(prior.history, self.first_message(task))
 
     def first_message(self, task: str) -> str:
         catalogue = render_catalogue(
@@ -144,30 +172,63 @@ class AgentLoop:
                 raise Interrupted(f"@{self.agent} was stopped")
             self.emit(Progress("turn", self.agent, str(turn)))
             self.transcript.write("prompt", agent=self.agent, turn=turn, text=message)
-            reply = self._reply(message)
-            if not reply.calls:
-                if not reply.text.strip():
-                    raise ProviderError(
-                        f"@{self.agent} ended its reply without a word (the CLI printed no "
-                        "text); crew --verbose shows what it did print"
+            try:
+                reply = self._reply(message)
+                if not reply.calls:
+                    if not reply.text.strip():
+                        raise ProviderError(
+                            f"@{self.agent} ended its reply without a word (the CLI printed no "
+                            "text); crew --verbose shows what it did print"
+                        )
+                    self.transcript.write("answer", agent=self.agent, text=reply.text, usage=self.usage.to_dict())
+                    result = RunResult(
+                        self.agent, reply.text.strip(), records, self.usage.to_dict(), self.conv.session_id, turn
                     )
-                self.transcript.write("answer", agent=self.agent, text=reply.text, usage=self.usage)
-                result = RunResult(
-                    self.agent, reply.text.strip(), records, dict(self.usage), self.conv.session_id, turn
-                )
-                self.emit(Progress("answer", self.agent, result.answer, result=result))
-                return result
-            batch = self._collect(reply)
-            if self.deadline is not None and time.monotonic() >= self.deadline:  # a tool was cut off by it
-                raise self._timed_out(batch[-1].name)
-            records += batch
-            if turn == self.max_turns:
-                raise MaxTurnsReached(
-                    f"@{self.agent} still called tools after {self.max_turns} turns; "
-                    "raise --max-turns or narrow the task"
-                )
-            message = self._follow_up(reply, batch)
+                    self.emit(Progress("answer", self.agent, result.answer, result=result))
+                    return result
+                batch = self._collect(reply)
+                if self.deadline is not None and time.monotonic() >= self.deadline:  # a tool was cut off by it
+                    raise self._timed_out(batch[-1].name)
+                records += batch
+                if turn == self.max_turns:
+                    raise MaxTurnsReached(
+                        f"@{self.agent} still called tools after {self.max_turns} turns; "
+                        "raise --max-turns or narrow the task"
+                    )
+                message = self._follow_up(reply, batch)
+                self._check_budgets(turn)
+            finally:
+                self._turn_done(turn)
         raise AssertionError("unreachable")
+
+    def _check_budgets(self, turn: int) -> None:
+        """Stop before the next tool turn once a budget is passed (the last reply's tools have run)."""
+        for usage in self.conv.late_usage():  # what a stopped reply cost is known once it was kept
+            self._add_usage(usage)
+        for budget in self.budgets:
+            why = budget.passed()
+            if why:
+                self.transcript.write("budget", agent=self.agent, turn=turn, reason=why)
+                raise BudgetExceeded(
+                    f"@{self.agent} was stopped after turn {turn}: the run used {why}; the tools of "
+                    "its last reply ran, no further turn was sent (raise the limit, or go on with "
+                    "crew query --continue)"
+                )
+
+    def _turn_done(self, turn: int) -> None:
+        """Record the turn's usage (with what the CLI reported after the loop stopped reading)."""
+        for usage in self.conv.late_usage():
+            self._add_usage(usage)
+        if self.turn_usage:
+            reported = self.conv.reported
+            self.transcript.write(
+                "usage",
+                agent=self.agent,
+                turn=turn,
+                **self.turn_usage.to_dict(),
+                **({"reported": Tally.of(asdict(reported)).to_dict()} if reported else {}),
+            )
+            self.turn_usage = Tally()
 
     def close(self) -> None:
         """End the conversation and drop tool calls that have not started; no turn starts after this."""
@@ -230,8 +291,13 @@ class AgentLoop:
                 pending.append(self._start(call, pending))
             self._show(shown)
         if failure is not None and not calls:
-            self.transcript.write("error", agent=self.agent, message=failure.message)
+            self.transcript.write("error", agent=self.agent, message=failure.message, status=failure.status)
             message = " ".join(failure.message.split())  # one line: gemini's 429 message has two
+            if failure.status and str(failure.status) not in message:
+                message += f" (HTTP {failure.status})"
+            reason = unavailable(message, failure.status)
+            if reason:
+                raise ProviderUnavailable(f"@{self.agent}: {message}", reason)
             raise ProviderError(f"@{self.agent}: {message}")
         return Reply("".join(parts), calls, pending, stopped)
 
@@ -284,6 +350,7 @@ class AgentLoop:
         """The next message: every result, plus what the model must know about its own last reply."""
         end = reply.calls[-1].end
         kept, tail = reply.text[:end], reply.text[end:]
+        self.transcript.write("reply", agent=self.agent, text=kept)  # what the conversation keeps of it
         held = self.conv.keep(kept, reply.stopped)
         results = "\n".join(self._result_text(record) for record in batch)
         restate = render("restate.md", kept=kept.rstrip()) if held == LOST else ""
@@ -312,9 +379,11 @@ class AgentLoop:
         )
 
     def _add_usage(self, usage: Usage) -> None:
-        self.usage["input_tokens"] += usage.input_tokens
-        self.usage["output_tokens"] += usage.output_tokens
-        self.usage["cost_usd"] += usage.cost_usd or 0.0
+        self.usage.add(usage)
+        self.turn_usage.add(usage)
+        for budget in self.budgets:
+            budget.add(usage)
+        self.emit(Progress("usage", self.agent, usage=replace(self.usage)))
 
 
 class _DaemonPool:

@@ -19,7 +19,8 @@ Three outputs, chosen by `Renderer(output=…)`:
 
 ``json``: one object on stdout at the end. One agent: its result — ``agent``, ``answer``,
   ``tool_calls`` (``name``, ``input``, ``success``, ``error``), ``usage``, ``session``, ``turns``,
-  ``error`` (null) — or, when it failed, ``{"agent", "answer": null, "error", "exit_code"}``.
+  ``fell_back_from`` (the agent asked, when another took its task over, else null), ``error``
+  (null) — or, when it failed, ``{"agent", "answer": null, "fell_back_from", "error", "exit_code"}``.
   Several agents: ``{"results": [one such object per agent, in mention order]}``.
 
 ``jsonl``: the event stream, one object per line as it happens, each with ``type`` and ``agent``:
@@ -29,8 +30,14 @@ Three outputs, chosen by `Renderer(output=…)`:
   ``{"type": "call", "name": "crew:read_file", "input": {…}}`` a tool-call block closed;
   ``{"type": "result", "name", "input", "result": {"success", "data", "error", "metadata"}}`` its
   result envelope (in call order, once the reply is over);
+  ``{"type": "usage", "input_tokens", "output_tokens", "cached_tokens", "cost_usd"}`` the agent's
+  usage in this run so far, each time its CLI reports some;
   ``{"type": "answer", "answer", "tool_calls", "usage", "session", "turns"}`` the final answer;
   ``{"type": "error", "error": "…", "exit_code": 3}`` the agent's run failed;
+  ``{"type": "fallback", "agent", "text"}`` the agent's provider cannot answer; the next one of
+  its `fallback:` takes the task over (then ``answer`` has ``fell_back_from``);
+  ``{"type": "resume", "agent", "text"}`` continuing a run, the agent starts afresh (it was not in
+  it) or has its conversation replayed (its CLI no longer has the session);
   ``{"type": "notice", "text": "…"}`` anything else worth knowing.
 
 With ``verbose`` each command crew runs (`$`), every line it reads from the CLI (`>`) and sends it
@@ -118,6 +125,7 @@ class _Agent:
     calls: int = 0  # call lines shown
     results: int = 0  # result lines shown
     answered: bool = False  # its answer is on stdout
+    tokens: int = 0  # used in this run so far (the status line shows them)
     half: str = ""  # the first half of a surrogate pair, waiting for the second
 
 
@@ -195,7 +203,7 @@ class Renderer:
             if self.output == "jsonl":
                 if event.kind != "text" or event.text:  # not a text event that only settles what is shown
                     self._write_out(json_line(_event_dict(event)))
-            elif self.output == "text":
+            elif self.output == "text" or event.kind in ("fallback", "resume"):  # on stderr with --json too
                 getattr(self, f"_on_{event.kind}", self._on_notice)(agent, event)
             if event.kind == "turn":
                 agent.turn, agent.state, agent.since = _int(event.text), "waiting for the model", time.monotonic()
@@ -204,6 +212,8 @@ class Renderer:
                 agent.state = "writing"
             elif event.kind == "answer":
                 agent.state = "done"
+            elif event.kind == "usage" and event.usage is not None:
+                agent.tokens = event.usage.tokens
 
     def _on_turn(self, agent: _Agent, event: Progress) -> None:
         self._fresh, self._blank = True, 0
@@ -233,12 +243,23 @@ class Renderer:
         self._err_line(agent, f"  {self.style.paint(mark, code)} {subject}{detail}")
         self._last_line = None
 
+    def _on_usage(self, agent: _Agent, event: Progress) -> None:
+        pass  # the status line shows it
+
     def _on_answer(self, agent: _Agent, event: Progress) -> None:
         if self.streaming:
             agent.answered = True
             self._end_line()
         elif self.labelled and isatty(self.out):
             self._answer(agent, event.text)
+
+    def _on_fallback(self, agent: _Agent, event: Progress) -> None:
+        agent.state = "failed"
+        self._on_resume(agent, event)
+
+    def _on_resume(self, agent: _Agent, event: Progress) -> None:
+        self._end_line()
+        self._write_err(self.style.paint(f"crew: {one_line(event.text)}", "33") + "\n")
 
     def _on_notice(self, agent: _Agent, event: Progress) -> None:
         self._err_line(agent, self.style.paint(f"  {one_line(event.text)}", "2"))
@@ -253,7 +274,7 @@ class Renderer:
                 if outcome.error is not None:
                     self.failed(outcome.agent, outcome.error)
                 elif self.output == "text" and not agent.answered and outcome.result is not None:
-                    self._answer(agent, outcome.result.answer)
+                    self._answer(agent, outcome.result.answer, header=self.labelled or bool(outcome.fell_back_from))
             if self.output == "json":
                 objs = [outcome_dict(o) for o in outcomes]
                 self._write_out(json_line(objs[0] if len(objs) == 1 else {"results": objs}))
@@ -308,10 +329,11 @@ class Renderer:
         arg = brief(call.input, max(self.style.width - len(name) - 20, 20))
         return f"{name} {arg}" if arg else name
 
-    def _answer(self, agent: _Agent, answer: str) -> None:
-        """A whole answer on stdout (not streamed), with a header when several agents run."""
+    def _answer(self, agent: _Agent, answer: str, header: bool | None = None) -> None:
+        """A whole answer on stdout (not streamed), with a header when several agents run (or
+        another agent took the task over)."""
         agent.answered = True
-        if self.labelled:
+        if self.labelled if header is None else header:
             rule = self.out_style.symbol("rule") * 2
             self._write_out(self.out_style.paint(f"{rule} @{agent.name} {rule}", "1") + "\n")
         self._write_out(self._safe(answer) + "\n" if answer else "")
@@ -418,7 +440,10 @@ class Renderer:
         spin = self.style.symbol("spin")
         now = time.monotonic()
         parts = [
-            f"@{a.name} {a.state}" + (f" (turn {a.turn})" if a.turn > 1 else "") + f" {now - a.since:.0f}s"
+            f"@{a.name} {a.state}"
+            + (f" (turn {a.turn})" if a.turn > 1 else "")
+            + f" {now - a.since:.0f}s"
+            + (f", {a.tokens:,} tokens" if a.tokens else "")
             for a in busy
         ]
         line = one_line(f"{spin[frame % len(spin)]} " + "  ".join(parts), self.style.width - 1)
@@ -500,10 +525,11 @@ def one_line(text: str, width: int = 200) -> str:
 def outcome_dict(outcome: Outcome) -> dict[str, Any]:
     """One agent's outcome as --json shows it."""
     if outcome.result is not None:
-        return {**outcome.result.to_dict(), "error": None}
+        return {**outcome.result.to_dict(), "fell_back_from": outcome.fell_back_from, "error": None}
     return {
         "agent": outcome.agent,
         "answer": None,
+        "fell_back_from": outcome.fell_back_from,
         "error": str(outcome.error),
         "exit_code": getattr(outcome.error, "exit_code", 1),
     }
@@ -543,6 +569,8 @@ def _event_dict(event: Progress) -> dict[str, Any]:
         return {**base, "result": event.call.result.to_dict()} if event.kind == "result" else base
     if event.kind == "answer" and event.result is not None:
         return {**base, **event.result.to_dict()}
+    if event.kind == "usage" and event.usage is not None:
+        return {**base, **event.usage.to_dict()}
     return {**base, "text": event.text}
 
 

@@ -22,6 +22,7 @@ from typing import IO, Any
 from crewbridge.config import state_dir
 from crewbridge.errors import CrewError, Interrupted, UsageError
 from crewbridge.redact import Redactor
+from crewbridge.usage import Row, Tally
 from crewbridge.version import __version__
 
 _RUN_ID = re.compile(r"^[0-9]{8}-[0-9]{6}-[0-9a-f]{6}$")
@@ -43,6 +44,7 @@ class Transcript:
         self._start = time.monotonic()
         self._redactor: Redactor | None = None
         self._counts = {"tool_call": 0, "error": 0}  # events counted for the `end` summary
+        self._usage: dict[str, Row] = {}  # `usage` events summed per agent, for the `end` summary
 
     @classmethod
     def open(
@@ -92,8 +94,18 @@ class Transcript:
                 return
             if kind in self._counts:
                 self._counts[kind] += 1
+            if kind == "usage":
+                row = self._usage.setdefault(str(fields.get("agent")), Row(str(fields.get("agent"))))
+                row.turns += 1
+                row.usage.add(Tally.of(fields))
             if last:
-                fields = {**fields, "tool_calls": self._counts["tool_call"], "errors": self._counts["error"]}
+                usage = {agent: {"turns": row.turns, **row.usage.to_dict()} for agent, row in self._usage.items()}
+                fields = {
+                    **fields,
+                    "tool_calls": self._counts["tool_call"],
+                    "errors": self._counts["error"],
+                    "usage": usage,
+                }
             event = {"kind": kind, "time": _now(), "ms": round((time.monotonic() - self._start) * 1000, 1), **fields}
             self._file.write(json.dumps(self._redactor.value(event), ensure_ascii=False, default=str) + "\n")
             self._file.flush()
@@ -130,17 +142,58 @@ class RunSummary:
         return int(self.end.get("tool_calls", 0))
 
     @property
+    def usage(self) -> dict[str, dict[str, Any]]:
+        """Each agent's usage in the run (turns, tokens, cost), from the `end` event."""
+        usage = self.end.get("usage")
+        return usage if isinstance(usage, dict) else {}
+
+    @property
+    def total(self) -> Tally:
+        """The run's usage, every agent's added up."""
+        total = Tally()
+        for data in self.usage.values():
+            total.add(Tally.of(data))
+        return total
+
+    @property
     def seconds(self) -> float | None:
         return self.end["ms"] / 1000 if "ms" in self.end else None
 
+    def line(self) -> str:
+        """The run on one line of `crew log`: id, status, calls, usage, agents, task."""
+        task = (str(self.fields.get("task", "")).splitlines() or [""])[0]
+        total = self.total
+        cost = f"${total.cost_usd:.4f}" if total.cost_usd is not None else "-"
+        agents = " ".join(f"@{agent}" for agent in self.usage or self.fields.get("agents", []))
+        calls = f"{self.tool_calls:3} calls {total.tokens:>9,} tokens {cost:>9}"
+        return f"{self.run_id}  {self.status:11} {calls}  {agents}  {task[:50]}"
 
-def list_runs(limit: int = 20, directory: Path | None = None) -> list[RunSummary]:
-    """The most recent runs, newest first."""
+    def to_dict(self) -> dict[str, Any]:
+        """The run for `crew log --json`."""
+        return {
+            "run_id": self.run_id,
+            "started": self.started,
+            "status": self.status,
+            "command": self.fields.get("command"),
+            "agents": self.fields.get("agents", []),
+            "task": self.fields.get("task", ""),
+            "tool_calls": self.tool_calls,
+            "seconds": self.seconds,
+            "usage": self.usage,
+            **self.total.to_dict(),
+        }
+
+
+def list_runs(limit: int | None = 20, directory: Path | None = None, since: datetime | None = None) -> list[RunSummary]:
+    """The most recent runs, newest first: at most `limit`, those started at `since` or later."""
     directory = directory or runs_dir()
     if not directory.is_dir():
         return []
     files = sorted((p for p in directory.glob("*.jsonl") if _RUN_ID.match(p.stem)), reverse=True)
-    return [_summary(path) for path in files[: max(limit, 0)]]
+    if since is not None:  # a run id starts with its start time (UTC)
+        first = since.astimezone(timezone.utc).strftime("%Y%m%d-%H%M%S")
+        files = [path for path in files if path.stem >= first]
+    return [_summary(path) for path in files[: None if limit is None else max(limit, 0)]]
 
 
 def read_run(run_id: str, directory: Path | None = None) -> list[dict[str, Any]]:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 from crewbridge.events import Event, Notice
@@ -20,6 +22,11 @@ class Turn:
     session_id: str | None = None  # continue this session (the CLI's own resume)
     system_prompt: str | None = None
     options: list[str] = field(default_factory=list)  # extra CLI options from configuration
+
+
+def cli_home(env: Mapping[str, str], variable: str, default: str) -> Path:
+    """Where a CLI keeps its state: `variable` if set in `env`, else `default` under its HOME."""
+    return Path(env.get(variable) or Path(env.get("HOME") or Path.home()) / default)
 
 
 class Decoder(Protocol):
@@ -98,6 +105,17 @@ class Provider:
 
     def decoder(self) -> Decoder:
         raise NotImplementedError
+
+    def has_session(self, session_id: str, env: Mapping[str, str], cwd: Path) -> bool:
+        """Whether the CLI still holds session `session_id` (run with `env` in `cwd`), so that
+        resuming it continues the conversation; crew replays its transcript otherwise. True when
+        crew cannot tell."""
+        return True
+
+    def api_status(self, exit_code: int) -> int | None:
+        """The HTTP status of the API error that made the CLI exit with `exit_code`, when the CLI
+        says it that way only."""
+        return None
 
     def env(self) -> dict[str, str]:
         """Variables added to the inherited environment."""

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
-from crewbridge.providers.base import JsonLineDecoder, Provider, Turn
+from crewbridge.providers.base import JsonLineDecoder, Provider, Turn, cli_home
 
 from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session, Text, Usage
 
@@ -90,9 +93,17 @@ class ClaudeDecoder(JsonLineDecoder):
 
     def _result(self, obj: dict[str, Any]) -> list[Event]:
         usage = obj.get("usage") or {}
+        cached = usage.get("cache_read_input_tokens") or 0
+        written = usage.get("cache_creation_input_tokens") or 0
         out: list[Event] = [
             Session(obj.get("session_id")),
-            Usage(usage.get("input_tokens", 0), usage.get("output_tokens", 0), obj.get("total_cost_usd")),
+            # Claude's input_tokens leave out the tokens read from and written to its cache
+            Usage(
+                (usage.get("input_tokens") or 0) + cached + written,
+                usage.get("output_tokens") or 0,
+                obj.get("total_cost_usd"),
+                cached,
+            ),
         ]
         if obj.get("is_error"):
             message = obj.get("result") or "; ".join(obj.get("errors") or []) or obj.get("subtype")
@@ -125,6 +136,11 @@ class ClaudeProvider(Provider):
 
     def decoder(self) -> ClaudeDecoder:
         return ClaudeDecoder()
+
+    def has_session(self, session_id: str, env: Mapping[str, str], cwd: Path) -> bool:
+        # ~/.claude/projects/<the working directory, every other character a dash>/<id>.jsonl
+        projects = cli_home(env, "CLAUDE_CONFIG_DIR", ".claude") / "projects"
+        return (projects / re.sub(r"[^A-Za-z0-9]", "-", str(cwd)) / f"{session_id}.jsonl").is_file()
 
     def commands(self) -> list[list[str]]:
         return [*super().commands(), self.argv(Turn("", "query")) + LIVE_FLAGS]

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
-from crewbridge.providers.base import JsonLineDecoder, Provider, Turn
+from crewbridge.providers.base import JsonLineDecoder, Provider, Turn, cli_home
 
 from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session, Text, Usage
 
@@ -23,7 +25,14 @@ class CodexDecoder(JsonLineDecoder):
             return [Notice("native_" + str(item.get("type")))]
         if kind == "turn.completed":
             usage = obj.get("usage") or {}
-            return [Usage(usage.get("input_tokens", 0), usage.get("output_tokens", 0)), Done()]
+            # the thread's totals so far: on a resumed thread they include the earlier turns
+            totals = Usage(
+                usage.get("input_tokens") or 0,
+                usage.get("output_tokens") or 0,
+                cached_tokens=usage.get("cached_input_tokens") or 0,
+                cumulative=True,
+            )
+            return [totals, Done()]
         if kind == "turn.failed":
             err = obj.get("error") or {}
             return [Failure(str(err.get("message") or err)), Done(ok=False)]
@@ -50,6 +59,11 @@ class CodexProvider(Provider):
 
     def decoder(self) -> CodexDecoder:
         return CodexDecoder()
+
+    def has_session(self, session_id: str, env: Mapping[str, str], cwd: Path) -> bool:
+        # $CODEX_HOME/sessions/YYYY/MM/DD/rollout-<time>-<id>.jsonl
+        sessions = cli_home(env, "CODEX_HOME", ".codex") / "sessions"
+        return any(sessions.glob(f"*/*/*/rollout-*-{session_id}.jsonl"))
 
     def commands(self) -> list[list[str]]:
         return [*super().commands(), [self.binary, "app-server"]]  # the live conversation

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Generator, Iterator
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crewbridge.providers.base import Turn
 from crewbridge.providers.claude import LIVE_FLAGS, ClaudeDecoder, ClaudeProvider
@@ -26,7 +27,10 @@ from crewbridge.providers.live_process import LiveConversation, LiveProcess, con
 
 from crewbridge.conversation import EXACT, FULL
 from crewbridge.errors import ProviderError
-from crewbridge.events import Event, Failure, Session
+from crewbridge.events import Event, Failure, Session, Usage
+
+if TYPE_CHECKING:
+    from crewbridge.sessions import Prior
 
 
 def line_id() -> str:
@@ -55,6 +59,14 @@ class ClaudeLiveConversation(LiveConversation):
         self._open = False  # a turn whose result line has not been read yet
         self._answered: dict[str, Any] = {}  # the user line the current reply answers
         self._native = False  # the current reply used one of Claude's own tools
+        self._cost = 0.0  # the process's total cost so far: each result reports the total, not its share
+
+    def resume(self, prior: Prior) -> bool:
+        if prior.session_id is None or not self.provider.has_session(prior.session_id, self.env, self.cwd):
+            return False
+        assert isinstance(self.provider, ClaudeProvider)
+        self.argv = self.provider.argv(replace(self.base, session_id=prior.session_id)) + LIVE_FLAGS
+        return True
 
     def _start(self) -> LiveProcess:
         process, first = self._launch()
@@ -85,13 +97,22 @@ class ClaudeLiveConversation(LiveConversation):
             for event in decoder.decode_object(obj):
                 if isinstance(event, Session) and event.session_id:
                     self.session_id = event.session_id
-                yield event
+                yield self._share(event) if isinstance(event, Usage) else event
+
+    def _share(self, usage: Usage) -> Usage:
+        """The reply's usage with its share of the cost (Claude reports the process's total)."""
+        if usage.cost_usd is None:
+            return usage
+        share, self._cost = max(usage.cost_usd - self._cost, 0.0), max(usage.cost_usd, self._cost)
+        return replace(usage, cost_usd=round(share, 8))
 
     def _finish_turn(self) -> None:
         """Read what is left of a reply the loop stopped reading, up to its result line."""
         if self._open and self.process is not None:
-            self.process.read_until(_is_result, control_deadline())
+            result = self.process.read_until(_is_result, control_deadline())
             self._open = False
+            usage = [event for event in ClaudeDecoder().decode_object(result) if isinstance(event, Usage)]
+            self.late += [self._share(event) for event in usage if event.input_tokens or event.output_tokens]
 
     def _request(self, process: LiveProcess, request: dict[str, Any]) -> str:
         request_id = f"crew-{next(self._requests)}"

@@ -18,7 +18,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Generator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crewbridge.providers.base import JsonLineDecoder, Turn
 from crewbridge.providers.codex import CodexProvider
@@ -27,6 +27,9 @@ from crewbridge.providers.live_process import LiveConversation, LiveProcess, con
 from crewbridge.conversation import EXACT, FULL
 from crewbridge.errors import ProviderError
 from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session, Text, Usage
+
+if TYPE_CHECKING:
+    from crewbridge.sessions import Prior
 
 CLIENT = {"name": "crewbridge", "title": "crewbridge", "version": "1"}
 SANDBOX = {"query": "read-only", "execute": "workspace-write"}
@@ -48,7 +51,13 @@ class AppServerDecoder(JsonLineDecoder):
             return [Notice("native_" + str(kind))] if started else []
         if method == "thread/tokenUsage/updated":
             last = params["tokenUsage"]["last"]
-            return [Usage(last.get("inputTokens", 0), last.get("outputTokens", 0))]
+            return [
+                Usage(
+                    last.get("inputTokens") or 0,
+                    last.get("outputTokens") or 0,
+                    cached_tokens=last.get("cachedInputTokens") or 0,
+                )
+            ]
         if method == "turn/completed":
             turn = params["turn"]
             if turn.get("status") == "failed":
@@ -81,12 +90,20 @@ class CodexLiveConversation(LiveConversation):
         # items crew does not hold.
         self._history: list[dict[str, Any]] | None = []
 
+    def resume(self, prior: Prior) -> bool:
+        """The thread is ephemeral (nothing of it outlives the process): the new one is given the
+        earlier history from crew's transcript, exactly, before the first message."""
+        self._history = [user_item(text) if role == "user" else assistant_item(text) for role, text in prior.history]
+        return True
+
     def _start(self) -> LiveProcess:
         process, first = self._launch()
         if first:
             self._call("initialize", {"clientInfo": CLIENT, "capabilities": {"experimentalApi": True}})
             process.write({"jsonrpc": "2.0", "method": "initialized"})
             self._new_thread()
+            if self._history:  # a resumed conversation's
+                self._inject(*self._history)
         return process
 
     def _new_thread(self) -> None:
@@ -174,6 +191,7 @@ class CodexLiveConversation(LiveConversation):
             obj = self.process.read(control_deadline())
             if isinstance(obj, dict) and "method" in obj:
                 self._note(obj)
+                self.late += [event for event in AppServerDecoder().decode_object(obj) if isinstance(event, Usage)]
 
     def stop(self) -> None:
         if self._running and self._turn is not None:

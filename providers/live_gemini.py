@@ -17,6 +17,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from crewbridge.providers.gemini import session_file
+
 from crewbridge.conversation import EXACT, ProcessConversation
 
 
@@ -26,24 +28,6 @@ class GeminiSessionConversation(ProcessConversation):
         held = super().keep(kept, stopped)  # stop() waited for the process to end: the file is still
         path = session_file(self.env, self.session_id) if stopped else None
         return EXACT if path is not None and cut_reply(path, message, kept) else held
-
-
-def session_file(env: dict[str, str], session_id: str | None) -> Path | None:
-    """The file Gemini keeps session `session_id` in (the newest, if it was ever copied)."""
-    if not session_id:
-        return None
-    home = Path(env.get("GEMINI_CLI_HOME") or env.get("HOME") or Path.home())
-    pattern = f"*/chats/session-*-{session_id[:8]}.jsonl"
-    candidates = [path for path in (home / ".gemini" / "tmp").glob(pattern) if _session_id(path) == session_id]
-    return max(candidates, key=lambda path: path.stat().st_mtime, default=None)
-
-
-def _session_id(path: Path) -> str | None:
-    try:
-        with path.open(encoding="utf-8") as file:
-            return json.loads(file.readline()).get("sessionId")
-    except (OSError, ValueError, AttributeError):
-        return None
 
 
 def cut_reply(path: Path, message: str, kept: str) -> bool:

@@ -15,7 +15,7 @@ from typing import Any
 from crewbridge.providers.base import Provider, Turn, parse_object
 
 from crewbridge.errors import CrewError, ProviderError
-from crewbridge.events import Notice
+from crewbridge.events import Notice, Usage
 from crewbridge.process import Child
 
 CONTROL_TIMEOUT = 30.0  # seconds a live CLI gets to answer a control message between turns
@@ -83,6 +83,8 @@ class LiveConversation:
         self.cwd = cwd
         self.env = {**os.environ, **provider.env(), **(env or {})}
         self.session_id: str | None = None
+        self.reported: Usage | None = None  # live CLIs report each reply's usage, not totals
+        self.late: list[Usage] = []  # usage read while finishing a reply the loop stopped reading
         self.process: LiveProcess | None = None
         self._lock = threading.Lock()
         self._closed = False
@@ -111,6 +113,10 @@ class LiveConversation:
 
     def _new_process(self) -> LiveProcess:
         return LiveProcess(self.argv, env=self.env, cwd=self.cwd, install_hint=self.provider.install_hint)
+
+    def late_usage(self) -> list[Usage]:
+        late, self.late = self.late, []
+        return late
 
     def close(self) -> None:
         with self._lock:

@@ -46,10 +46,11 @@ class Reply:
     delay: float = 0.0
     status: int = 200
     message: str = ""  # the error message, for status != 200
-    input_tokens: int = 11
+    input_tokens: int = 11  # every input token, the cached ones included
     output_tokens: int = 7
     tool: str = ""  # a native tool call: the offered tool whose name ends with this
     arguments: dict[str, Any] = field(default_factory=dict)
+    cached_tokens: int = 0  # of the input tokens, those read from the provider's cache
 
     @property
     def text(self) -> str:
@@ -63,9 +64,10 @@ class Reply:
         return min(named, key=lambda name: ("crew" not in name, len(name)), default=None)
 
 
-def reply(*chunks: str, delay: float = 0.0) -> Reply:
-    """A streamed answer made of `chunks`, `delay` seconds apart."""
-    return Reply(list(chunks), delay)
+def reply(*chunks: str, delay: float = 0.0, **usage: int) -> Reply:
+    """A streamed answer made of `chunks`, `delay` seconds apart; `usage` sets the token counts it
+    reports (input_tokens, output_tokens, cached_tokens)."""
+    return Reply(list(chunks), delay, **usage)
 
 
 def tool_call(name: str, arguments: dict[str, Any] | None = None, *chunks: str) -> Reply:
@@ -464,15 +466,16 @@ class _Handler(BaseHTTPRequestHandler):
             kind = ANTHROPIC_ERRORS.get(answer.status, "api_error")
             error_body = {"type": "error", "error": {"type": kind, "message": answer.message}}
             return self._json(answer.status, error_body)
+        # Anthropic counts cache reads apart from input_tokens
+        input_usage = {"input_tokens": answer.input_tokens - answer.cached_tokens,
+                       "cache_read_input_tokens": answer.cached_tokens}
         message = {"id": f"msg_mock{id(request)}", "type": "message", "role": "assistant",
                    "model": request.model or "claude-mock", "content": [], "stop_reason": None,
-                   "stop_sequence": None,
-                   "usage": {"input_tokens": answer.input_tokens, "output_tokens": 1}}
+                   "stop_sequence": None, "usage": {**input_usage, "output_tokens": 1}}
         if not request.body.get("stream"):
             return self._json(200, {**message, "content": [{"type": "text", "text": answer.text}],
                                     "stop_reason": "end_turn",
-                                    "usage": {"input_tokens": answer.input_tokens,
-                                              "output_tokens": answer.output_tokens}})
+                                    "usage": {**input_usage, "output_tokens": answer.output_tokens}})
 
         tool = (answer.tool_name(request) or answer.tool) if answer.tool else ""
 
@@ -512,7 +515,8 @@ class _Handler(BaseHTTPRequestHandler):
             return self._json(answer.status, {"error": error_body})
         usage = {"promptTokenCount": answer.input_tokens,
                  "candidatesTokenCount": answer.output_tokens,
-                 "totalTokenCount": answer.input_tokens + answer.output_tokens}
+                 "totalTokenCount": answer.input_tokens + answer.output_tokens,
+                 "cachedContentTokenCount": answer.cached_tokens}
         parts: list[dict[str, Any]] = [{"text": chunk} for chunk in answer.chunks]
         if answer.tool:
             parts.append({"functionCall": {"name": answer.tool_name(request) or answer.tool,
@@ -563,7 +567,7 @@ class _Handler(BaseHTTPRequestHandler):
                     "model": request.model, "output": []}
         usage = {"input_tokens": answer.input_tokens, "output_tokens": answer.output_tokens,
                  "total_tokens": answer.input_tokens + answer.output_tokens,
-                 "input_tokens_details": {"cached_tokens": 0},
+                 "input_tokens_details": {"cached_tokens": answer.cached_tokens},
                  "output_tokens_details": {"reasoning_tokens": 0}}
 
         if answer.tool:

@@ -45,6 +45,10 @@ class Script:
         self.stops = 0
         self.closed = False
         self.session_id = "sess-1"
+        self.reported = None
+
+    def late_usage(self):
+        return []
 
     def send(self, message, deadline):
         self.sent.append(message)

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from crewbridge.cli import cli
-from crewcli import FakeModel, crew_env, error_line, run_crew, tool_block, write_config
+from crewcli import FakeModel, crew_env, error_line, executable, run_crew, tool_block, write_config
 
 
 @pytest.fixture
@@ -253,3 +253,115 @@ def test_an_agent_given_no_skills_gets_no_section_and_no_skill_tool(crew, tmp_pa
     done = crew("prompt", "--config", str(config), "@claude write the notes")
     assert done.returncode == 0, done.stderr
     assert "[crew skills]" not in done.stdout and "crew:skill" not in done.stdout and done.stderr == ""
+
+
+# -- fallback ----------------------------------------------------------------------------------------
+
+def failing(tmp_path, message, status=1):
+    """A crew.yaml whose agent `busy` runs a CLI that fails with `message` on stderr, falling back to
+    `fake` (a scripted fake model) then `other`."""
+    cli = executable(tmp_path / "bin" / "busy", f"import sys\nsys.stderr.write({message!r} + '\\n')\nsys.exit({status})")
+    fake = FakeModel(tmp_path / "bin")
+    fake.other = FakeModel(tmp_path / "bin", "other")
+    fake.config = str(write_config(
+        tmp_path / "crew.yaml",
+        providers={"busy": {"command": [str(cli)]}, "fake": fake.provider(), "other": fake.other.provider()},
+        agents={"busy": {"provider": "busy", "fallback": ["fake", "other"], "deny": ["grep"]},
+                "fake": {"provider": "fake"}, "other": {"provider": "other"}}))
+    return fake
+
+
+def test_a_rate_limited_agent_falls_back_with_a_one_line_notice_and_the_same_tools(crew, tmp_path):
+    fake = failing(tmp_path, "Error: 429 Too Many Requests")
+    fake.script("from the fallback")
+    done = crew("query", "--config", fake.config, "@busy hello")
+    assert done.returncode == 0, done.stderr
+    assert "crew: @busy cannot answer (rate limited (HTTP 429)); @fake takes over\n" in done.stderr
+    assert done.stdout == "── @fake ──\nfrom the fallback\n" or done.stdout == "-- @fake --\nfrom the fallback\n"
+    [prompt] = fake.prompts
+    assert "hello" in prompt and "crew:read_file" in prompt and "crew:grep" not in prompt  # busy's tools
+    assert fake.other.prompts == []
+
+
+def test_json_names_the_agent_that_answered_and_the_one_it_fell_back_from(crew, tmp_path):
+    fake = failing(tmp_path, "You exceeded your current quota")
+    fake.script("ok")
+    result = json.loads(crew("query", "--json", "--config", fake.config, "@busy hello").stdout)
+    assert (result["agent"], result["fell_back_from"], result["answer"]) == ("fake", "busy", "ok")
+    events = [json.loads(line) for line in crew("log", "show", "last").stdout.splitlines()]
+    [fallback] = [e for e in events if e["kind"] == "fallback"]
+    assert (fallback["agent"], fallback["to"], fallback["reason"]) == ("busy", "fake", "out of quota")
+
+
+def test_the_chain_goes_on_while_agents_cannot_serve(crew, tmp_path):
+    fake = failing(tmp_path, "overloaded_error: Overloaded (529)")
+    fake.script("x")
+    cli = executable(tmp_path / "bin" / "fake", "import sys\nsys.stderr.write('401 Unauthorized\\n')\nsys.exit(1)")
+    assert cli.exists()
+    fake.other.script("answered by other")
+    done = crew("query", "--json", "--config", fake.config, "@busy hello")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["agent"] == "other"
+    assert done.stderr == ("crew: @busy cannot answer (overloaded (HTTP 529)); @fake takes over\n"
+                           "crew: @fake cannot answer (not authenticated (HTTP 401)); @other takes over\n")
+
+
+def test_when_every_agent_of_the_chain_cannot_serve_the_last_error_ends_the_run(crew, tmp_path):
+    fake = failing(tmp_path, "Error: 429 Too Many Requests")
+    for name in ("fake", "other"):
+        executable(tmp_path / "bin" / name, "import sys\nsys.stderr.write('503 Service Unavailable\\n')\nsys.exit(1)")
+    done = crew("query", "--json", "--config", fake.config, "@busy hello")
+    assert done.returncode == 3
+    result = json.loads(done.stdout)
+    assert (result["agent"], result["fell_back_from"], result["exit_code"]) == ("other", "busy", 3)
+    assert "503 Service Unavailable" in result["error"]
+
+
+def test_a_failure_that_is_not_about_availability_never_falls_back(crew, tmp_path):
+    fake = failing(tmp_path, "Error: 400 prompt is too long")
+    done = crew("query", "--config", fake.config, "@busy hello")
+    assert done.returncode == 3
+    assert error_line(done.stderr) == "crew: error: @busy: busy exited with status 1: Error: 400 prompt is too long"
+    assert fake.prompts == []
+
+
+def test_without_fallback_an_unavailable_provider_is_exit_3_with_the_clis_words(crew, tmp_path):
+    fake = failing(tmp_path, "Error: 429 Too Many Requests")
+    config = json.loads((tmp_path / "crew.yaml").read_text())
+    del config["agents"]["busy"]["fallback"]
+    write_config(tmp_path / "crew.yaml", **config)
+    done = crew("query", "--config", fake.config, "@busy hello")
+    assert done.returncode == 3
+    assert error_line(done.stderr) == "crew: error: @busy: busy exited with status 1: Error: 429 Too Many Requests"
+
+
+def test_a_fallback_that_is_not_an_agent_is_a_config_error(crew, tmp_path):
+    write_config(tmp_path / "crew.yaml", agents={"claude": {"fallback": ["gemini", "gemnii"]}})
+    done = crew("query", "@claude hi")
+    assert done.returncode == 2
+    assert "crew.yaml:6: agents.claude.fallback[1]: 'gemnii' is not another agent" in error_line(done.stderr)
+
+
+# -- continue and resume -----------------------------------------------------------------------------
+
+def test_continue_gives_a_cli_without_sessions_the_earlier_conversation(crew, fake):
+    fake.script("The first answer.", "You asked about the weather.")
+    assert crew("query", "--config", fake.config, "@fake how is the weather?").returncode == 0
+    done = crew("query", "--config", fake.config, "--continue", "@fake @other what did I ask?")
+    assert done.returncode == 0, done.stderr
+    first, second = fake.prompts
+    assert second.index("how is the weather?") < second.index("The first answer.") < second.index("what did I ask?")
+    assert second.count("[crew tools]") == 1  # the catalogue once, from the earlier conversation
+    assert "crew: @other was not in run " in done.stderr and "it starts a fresh conversation" in done.stderr
+    assert "[crew tools]" in fake.other.prompts[0]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--continue", "--resume", "2025"], "--continue and --resume were both given; choose one"),
+    (["--continue"], "no earlier run in "),
+    (["--resume", "20990101"], "run '20990101' not found"),
+])
+def test_continue_and_resume_errors_are_one_line_and_exit_2(args, message, crew):
+    for command in (["query", *args, "@demo hi"], ["chat", *args, "@demo"]):
+        done = crew(*command)
+        assert done.returncode == 2 and message in error_line(done.stderr), done.stderr

@@ -166,3 +166,62 @@ def test_each_provider_talks_live_unless_crew_live_is_0(name, live_class, tmp_pa
 def test_a_provider_without_a_live_mode_gets_a_process_per_turn(tmp_path):
     conversation = new_conversation(providers.load("demo"), Turn(prompt=""), tmp_path)
     assert type(conversation) is ProcessConversation
+
+
+# A codex-like CLI: `exec … [resume ID] -`; its turn.completed usage is the thread's total so far.
+CUMULATIVE_CLI = """
+import json, sys
+resumed = sys.argv[sys.argv.index('resume') + 1] if 'resume' in sys.argv else None
+turns = 1 + (int(resumed[1:]) if resumed else 0)
+print(json.dumps({'type': 'thread.started', 'thread_id': f'T{turns}'}))
+print(json.dumps({'type': 'item.completed', 'item': {'type': 'agent_message', 'text': 'ok'}}))
+print(json.dumps({'type': 'turn.completed',
+                  'usage': {'input_tokens': 100 * turns, 'cached_input_tokens': 10 * turns, 'output_tokens': 5 * turns}}))
+"""
+
+
+def test_usage_reported_as_the_sessions_total_is_counted_once(tmp_path):
+    from crewbridge.events import Usage
+    from crewbridge.providers.codex import CodexProvider
+
+    provider = CodexProvider()
+    provider.binary = str(tmp_path / "codex")
+    (tmp_path / "codex").write_text(f"#!{sys.executable}\n{CUMULATIVE_CLI}")
+    (tmp_path / "codex").chmod(0o755)
+    conv = ProcessConversation(provider, Turn(prompt=""), cwd=tmp_path)
+    shares = []
+    for message in ("one", "two", "three"):
+        shares += [e for e in conv.send(message, None) if isinstance(e, Usage)]
+        conv.keep("ok", stopped=False)
+    assert shares == [Usage(100, 5, cached_tokens=10)] * 3  # totals 100, 200, 300: 100 each
+    assert conv.reported == Usage(300, 15, cached_tokens=30)
+
+
+def test_resuming_a_cli_without_sessions_replays_the_earlier_history_at_each_turn(tmp_path):
+    from crewbridge.sessions import Prior
+
+    conv = conversation(tmp_path, [sys.executable, "-c", "import sys; print(sys.stdin.read())"])
+    assert conv.resume(Prior("R1", "fake", history=[("user", "earlier question"), ("assistant", "earlier answer")]))
+    sent = texts(conv.send("new question", None))
+    assert "[user]\nearlier question" in sent and "[assistant]\nearlier answer" in sent
+    assert sent.rstrip().endswith("new question")
+
+
+def test_resuming_continues_the_clis_session_while_the_cli_has_it(tmp_path):
+    from crewbridge.sessions import Prior
+
+    conv = conversation(tmp_path, [sys.executable, "-c", SESSION_CLI], format="jsonl", text_key="text",
+                        session_key="session", resume=["--resume", "{session}"])
+    assert conv.resume(Prior("R1", "fake", session_id="S7", history=[("user", "q"), ("assistant", "a")]))
+    conv.start()  # the CLI started early resumes the session too
+    assert texts(conv.send("two", None)) == "got two resumed=S7"
+
+
+def test_a_session_the_cli_no_longer_has_is_not_resumed(tmp_path):
+    from crewbridge.providers.codex import CodexProvider
+    from crewbridge.sessions import Prior
+
+    conv = ProcessConversation(CodexProvider(), Turn(prompt=""), cwd=tmp_path, env={"CODEX_HOME": str(tmp_path)})
+    assert not conv.resume(Prior("R1", "codex", session_id="gone", history=[("user", "q")]))
+    assert conv.session_id is None
+    assert not conv.resume(Prior("R1", "codex", session_id=None, history=[("user", "q")]))

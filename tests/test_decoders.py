@@ -17,6 +17,9 @@ from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session,
 from crewbridge.extract import Extractor
 from crewbridge.parse import decoder_for, formats
 from crewbridge.providers.base import parse_object
+from crewbridge.providers.claude import ClaudeDecoder
+from crewbridge.providers.codex import CodexDecoder
+from crewbridge.providers.gemini import GeminiDecoder
 from crewcli import tool_block
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -49,6 +52,12 @@ class TestClaude:
         assert events[0] == Session("1957e5e0-485c-42b5-8ba0-b9aade957c0a", "claude-opus-4-8[1m]")
         assert only(Usage, events) == [Usage(100, 20, 0.001)]
         assert events[-1] == Done(ok=True) and not only(Failure, events)
+
+    def test_cache_reads_and_writes_count_as_input_and_reads_as_cached(self) -> None:
+        line = json.dumps({"type": "result", "is_error": False, "total_cost_usd": 0.5,
+                           "usage": {"input_tokens": 10, "cache_read_input_tokens": 200,
+                                     "cache_creation_input_tokens": 30, "output_tokens": 7}})
+        assert only(Usage, ClaudeDecoder().decode(line)) == [Usage(240, 7, 0.5, cached_tokens=200)]
 
     def test_each_text_block_is_a_message(self) -> None:
         events = decode("claude", "claude_stream.jsonl")
@@ -149,6 +158,11 @@ class TestGemini:
         assert "hello-from-tool" not in text_of(events)
         assert only(Usage, events) == [Usage(200, 40)] and events[-1] == Done(ok=True)
 
+    def test_cached_tokens_come_from_the_stats(self) -> None:
+        line = json.dumps({"type": "result", "status": "success",
+                           "stats": {"input_tokens": 90, "output_tokens": 4, "cached": 60, "input": 30}})
+        assert only(Usage, GeminiDecoder().decode(line)) == [Usage(90, 4, cached_tokens=60)]
+
     def test_an_api_error_is_a_failure(self) -> None:
         events = decode("gemini", "gemini_stream_error500.jsonl")
         [failure] = only(Failure, events)
@@ -161,7 +175,13 @@ class TestCodex:
         events = decode("codex", "codex_simple.jsonl")
         assert events[0] == Session("01a20175-1aab-7550-9fa4-376652806941")
         assert [e for e in events if isinstance(e, (Text, MessageEnd))] == [Text(MOCK_REPLY), MessageEnd()]
-        assert only(Usage, events) == [Usage(100, 20)] and events[-1] == Done(ok=True)
+        # codex exec reports the thread's totals (on a resumed thread, the earlier turns' too)
+        assert only(Usage, events) == [Usage(100, 20, cumulative=True)] and events[-1] == Done(ok=True)
+
+    def test_cached_input_tokens_are_counted(self) -> None:
+        line = json.dumps({"type": "turn.completed",
+                           "usage": {"input_tokens": 50, "cached_input_tokens": 30, "output_tokens": 5}})
+        assert CodexDecoder().decode(line)[0] == Usage(50, 5, cached_tokens=30, cumulative=True)
 
     def test_a_native_command_is_not_text(self) -> None:
         events = decode("codex", "codex.jsonl")

@@ -272,9 +272,13 @@ class Scripted:
     """A conversation that replies from a script (one list of events per turn)."""
 
     session_id = None
+    reported = None
 
     def __init__(self, *replies):
         self.replies = list(replies)
+
+    def late_usage(self):
+        return []
 
     def send(self, message, deadline):
         yield from self.replies.pop(0)

@@ -11,7 +11,7 @@ import pytest
 
 from crewbridge.conversation import EXACT, FULL
 from crewbridge.errors import CLINotFound, ProviderError
-from crewbridge.events import Failure, Session, Text
+from crewbridge.events import Failure, Session, Text, Usage
 from crewbridge.providers.base import Turn
 from crewbridge.providers.claude import ClaudeProvider
 from crewbridge.providers.live_claude import ClaudeLiveConversation
@@ -26,6 +26,7 @@ FAKE = """
 import json, sys
 log, mode = open(sys.argv[1], "a"), sys.argv[2]
 REPLY = json.loads(sys.argv[3])
+cost = 0.0  # like Claude, each result reports the process's total cost so far
 def out(obj):
     print(json.dumps(obj), flush=True)
 for line in sys.stdin:
@@ -52,8 +53,9 @@ for line in sys.stdin:
                 sys.exit(5)
             out({"type": "stream_event", "event": {"type": "content_block_delta",
                                                    "delta": {"type": "text_delta", "text": text}}})
+        cost += 0.5
         out({"type": "result", "subtype": "success", "is_error": False, "session_id": "S1",
-             "usage": {"input_tokens": 3, "output_tokens": 4}})
+             "usage": {"input_tokens": 3, "output_tokens": 4}, "total_cost_usd": cost})
 """
 
 
@@ -119,6 +121,16 @@ def test_a_stopped_reply_is_rewound_and_replaced_by_the_text_up_to_the_block(sta
     assert result["message"] == {"role": "user", "content": "the result"}
     assert "".join(e.text for e in events if isinstance(e, Text)) == "".join(REPLY)
     assert Session("S1", "m") in events and conversation.session_id == "S1"
+
+
+def test_each_reply_costs_its_share_and_a_stopped_ones_usage_comes_late(start):
+    conversation, _ = start()
+    until_the_tail(conversation, "first")
+    assert conversation.late_usage() == []  # its result line is not read yet
+    conversation.keep("Reading.\n" + BLOCK, stopped=True)
+    assert conversation.late_usage() == [Usage(3, 4, 0.5)]
+    assert [e for e in conversation.send("the result", None) if isinstance(e, Usage)] == [Usage(3, 4, 0.5)]
+    assert conversation.late_usage() == []
 
 
 def test_a_reply_that_was_not_stopped_is_left_whole(start):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 import subprocess
 import sys
 import threading
@@ -36,6 +37,12 @@ class Script:
         self.holds = holds
         self.session_id = "sess-1"
         self.closed = False
+        self.reported = None
+        self.late: list = []  # usage reported after the loop stopped reading a reply
+
+    def late_usage(self):
+        late, self.late = self.late, []
+        return late
 
     def send(self, message, deadline):
         self.sent.append(message)
@@ -270,7 +277,24 @@ def test_usage_is_summed_over_turns(registry, tmp_path):
     script = Script([*text(block("crew:read_file", path="notes.txt")), Usage(10, 2, 0.5)],
                     [*text("ok"), Usage(5, 1, 0.25)])
     result = make_loop(script, registry, tmp_path).run("t")
-    assert result.usage == {"input_tokens": 15, "output_tokens": 3, "cost_usd": 0.75}
+    assert result.usage == {"input_tokens": 15, "output_tokens": 3, "cached_tokens": 0, "cost_usd": 0.75}
+
+
+def test_each_turns_usage_is_in_the_transcript_with_what_came_after_a_stop(registry, tmp_path):
+    from crewbridge.events import Usage
+    from crewbridge.transcript import Transcript, read_run
+
+    script = Script([*text(block("crew:read_file", path="notes.txt")), Usage(10, 2, cached_tokens=4)],
+                    [*text("ok"), Usage(5, 1, 0.25)])
+    script.late = [Usage(3, 3)]  # reported for turn 1 once the loop had stopped reading it
+    progress = []
+    with Transcript.open(tmp_path / "runs") as transcript:
+        result = make_loop(script, registry, tmp_path, transcript=transcript, on_progress=progress.append).run("t")
+    usage = [e for e in read_run(transcript.run_id, tmp_path / "runs") if e["kind"] == "usage"]
+    assert [(e["turn"], e["input_tokens"], e["output_tokens"], e["cached_tokens"], e["cost_usd"]) for e in usage] \
+        == [(1, 13, 5, 4, None), (2, 5, 1, 0, 0.25)]
+    assert result.usage == {"input_tokens": 18, "output_tokens": 6, "cached_tokens": 4, "cost_usd": 0.25}
+    assert [p.usage.tokens for p in progress if p.kind == "usage"] == [12, 18, 24]
 
 
 def test_read_only_calls_in_one_reply_run_in_parallel(registry, tmp_path):
@@ -315,3 +339,36 @@ def test_jobs_run_in_order_and_those_not_started_are_cancelled_at_shutdown() -> 
     release.set()
     assert first.result(5) == "first" and second.cancelled()
     assert pool.submit(lambda: "late").cancelled()
+
+
+def test_a_budget_passed_stops_the_run_before_its_next_tool_turn(registry, tmp_path):
+    from crewbridge.errors import BudgetExceeded
+    from crewbridge.events import Usage
+    from crewbridge.transcript import Transcript, read_run
+    from crewbridge.usage import Budget
+
+    call = [*text(block("crew:read_file", path="notes.txt")), Usage(100, 10)]
+    script = Script(call, call, [*text("never asked"), Usage(100, 10)])
+    with Transcript.open(tmp_path / "runs") as transcript:
+        loop = make_loop(script, registry, tmp_path, transcript=transcript, budgets=[Budget(None, 150)])
+        with pytest.raises(BudgetExceeded, match=r"^@claude was stopped after turn 2: the run used 220 tokens, "
+                                                 r"past --max-tokens 150; the tools of its last reply ran"):
+            loop.run("t")
+    assert len(script.sent) == 2  # the second reply's call ran, and no third turn was sent
+    events = read_run(transcript.run_id, tmp_path / "runs")
+    assert [e["name"] for e in events if e["kind"] == "tool_result"] == ["crew:read_file"] * 2
+    [budget] = [e for e in events if e["kind"] == "budget"]
+    assert budget["reason"] == "220 tokens, past --max-tokens 150" and budget["turn"] == 2
+
+
+def test_the_opening_message_of_a_continued_conversation(registry, tmp_path):
+    from crewbridge.sessions import Prior
+
+    loop = make_loop(Script(), registry, tmp_path)
+    prior = Prior("R1", "claude", mode="query", session_id="S1", history=[("user", "old task"), ("assistant", "old")])
+    assert loop.opening("new task", prior, held=True) == "new task"  # the CLI's history has the catalogue
+    assert loop.opening("new task", replace(prior, mode="execute"), held=True) == loop.first_message("new task")
+    replayed = loop.opening("new task", prior, held=False)
+    assert replayed.index("[user]\nold task") < replayed.index("[assistant]\nold") \
+        < replayed.index(loop.first_message("new task"))
+    assert loop.opening("new task") == loop.first_message("new task")

@@ -54,7 +54,22 @@ def test_anthropic_without_stream_gets_one_message(mock_server):
     response = post(mock_server, "/v1/messages", {"model": "m", "messages": []})
     body = json.loads(response.read())
     assert body["content"] == [{"type": "text", "text": "ab"}]
-    assert body["usage"] == {"input_tokens": 11, "output_tokens": 7}
+    assert body["usage"] == {"input_tokens": 11, "cache_read_input_tokens": 0, "output_tokens": 7}
+
+
+def test_each_vendor_reports_the_scripted_usage_in_its_own_fields(mock_server):
+    usage = {"input_tokens": 100, "output_tokens": 9, "cached_tokens": 40}
+    mock_server.script(reply("a", **usage), reply("b", **usage), reply("c", **usage))
+    anthropic = sse(post(mock_server, "/v1/messages", {"model": "m", "stream": True}))
+    assert anthropic[0][1]["message"]["usage"] == {"input_tokens": 60, "cache_read_input_tokens": 40,
+                                                   "output_tokens": 1}
+    assert anthropic[4][1]["usage"] == {"output_tokens": 9}
+    gemini = sse(post(mock_server, GEMINI_STREAM, {"contents": []}))[-1][1]["usageMetadata"]
+    assert (gemini["promptTokenCount"], gemini["cachedContentTokenCount"], gemini["candidatesTokenCount"]) \
+        == (100, 40, 9)
+    openai = sse(post(mock_server, "/v1/responses", {"model": "m", "input": "hi"}))[-1][1]["response"]["usage"]
+    assert (openai["input_tokens"], openai["input_tokens_details"]["cached_tokens"], openai["output_tokens"]) \
+        == (100, 40, 9)
 
 
 def test_gemini_streams_candidates_and_ends_with_stop_and_usage(mock_server):

@@ -121,3 +121,39 @@ def test_doctor_checks_plugin_providers_and_names_their_package(installed: Path,
     found = {check.subject: check for check in diagnose(None, tmp_path, only=("echo", "broken"))}
     assert found["echo"].status == OK and found["echo"].message.startswith("found (plugin from crewplug); runs `")
     assert found["broken"].message.startswith("plugin provider 'broken' (crewplug:broken, from crewplug) cannot")
+
+
+# -- where each CLI keeps its sessions (measured on the pinned versions: tests/e2e/test_sessions_real.py)
+
+def test_claude_has_a_session_under_its_project_folder_named_after_the_working_directory(tmp_path: Path) -> None:
+    env = {"HOME": str(tmp_path)}
+    cwd = Path("/work/my_project.v2")
+    assert not ClaudeProvider().has_session("S1", env, cwd)
+    folder = tmp_path / ".claude" / "projects" / "-work-my-project-v2"
+    folder.mkdir(parents=True)
+    (folder / "S1.jsonl").write_text("{}\n")
+    assert ClaudeProvider().has_session("S1", env, cwd)
+    assert not ClaudeProvider().has_session("S1", env, Path("/work/other"))
+    assert ClaudeProvider().has_session("S1", {"HOME": "/nowhere", "CLAUDE_CONFIG_DIR": str(tmp_path / ".claude")}, cwd)
+
+
+def test_codex_has_a_session_when_a_rollout_file_names_it(tmp_path: Path) -> None:
+    from crewbridge.providers.codex import CodexProvider
+
+    env = {"HOME": "/nowhere", "CODEX_HOME": str(tmp_path)}
+    assert not CodexProvider().has_session("0199-abcd", env, tmp_path)
+    day = tmp_path / "sessions" / "2026" / "11" / "24"
+    day.mkdir(parents=True)
+    (day / "rollout-2026-11-24T21-08-42-0199-abcd.jsonl").write_text("{}\n")
+    assert CodexProvider().has_session("0199-abcd", env, tmp_path)
+
+
+def test_gemini_has_a_session_when_its_chat_file_holds_it(tmp_path: Path) -> None:
+    from crewbridge.providers.gemini import GeminiProvider
+
+    sid = "eff58380-aa39-4f8f-be15-a777d80ba241"
+    assert not GeminiProvider().has_session(sid, {"HOME": str(tmp_path)}, tmp_path)
+    chats = tmp_path / ".gemini" / "tmp" / "project" / "chats"
+    chats.mkdir(parents=True)
+    (chats / f"session-2026-11-24T21-08-{sid[:8]}.jsonl").write_text('{"sessionId": "%s"}\n' % sid)
+    assert GeminiProvider().has_session(sid, {"HOME": str(tmp_path)}, tmp_path)

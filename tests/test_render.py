@@ -243,7 +243,7 @@ def test_json_prints_one_object_with_the_answer_and_the_calls():
         r.finish([outcome()])
     obj = json.loads(out.getvalue())
     assert obj == {"agent": "claude", "answer": "It says 42.", "usage": {"input_tokens": 3}, "session": "sess-1",
-                   "turns": 2, "error": None,
+                   "turns": 2, "error": None, "fell_back_from": None,
                    "tool_calls": [{"name": "crew:read_file", "input": {"path": "notes.txt"}, "success": True,
                                    "error": None}]}
 
@@ -254,7 +254,8 @@ def test_json_with_several_agents_and_a_failure():
         r.finish([outcome("claude"), Outcome("gemini", error=ProviderError("boom"))])
     obj = json.loads(out.getvalue())
     assert [res["agent"] for res in obj["results"]] == ["claude", "gemini"]
-    assert obj["results"][1] == {"agent": "gemini", "answer": None, "error": "boom", "exit_code": 3}
+    assert obj["results"][1] == {"agent": "gemini", "answer": None, "error": "boom", "exit_code": 3,
+                                 "fell_back_from": None}
 
 
 def test_jsonl_is_the_event_stream_one_object_per_line():

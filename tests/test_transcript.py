@@ -235,3 +235,31 @@ def test_read_run_refuses_anything_but_a_run_id(bad):
     make_runs(1)
     with pytest.raises(UsageError, match="is not valid; `crew log` lists runs"):
         read_run(bad)
+
+
+def test_the_end_event_sums_each_agents_usage_and_crew_log_shows_it(state):
+    transcript = Transcript.open(command="query", agents=["claude", "gemini"], task="compare\nsecond line")
+    transcript.write("usage", agent="claude", turn=1, input_tokens=100, output_tokens=10, cached_tokens=80,
+                     cost_usd=0.5)
+    transcript.write("usage", agent="claude", turn=2, input_tokens=50, output_tokens=5, cached_tokens=0,
+                     cost_usd=0.25)
+    transcript.write("usage", agent="gemini", turn=1, input_tokens=7, output_tokens=3, cached_tokens=0,
+                     cost_usd=None)
+    transcript.close("ok")
+    (run,) = list_runs()
+    assert run.usage == {
+        "claude": {"turns": 2, "input_tokens": 150, "output_tokens": 15, "cached_tokens": 80, "cost_usd": 0.75},
+        "gemini": {"turns": 1, "input_tokens": 7, "output_tokens": 3, "cached_tokens": 0, "cost_usd": None},
+    }
+    assert run.total.tokens == 175
+    assert run.line().endswith("ok            0 calls       175 tokens   $0.7500  @claude @gemini  compare")
+    assert run.to_dict()["cost_usd"] == 0.75 and run.to_dict()["input_tokens"] == 157
+
+
+def test_list_runs_since_a_moment_leaves_out_older_runs(state):
+    from datetime import datetime, timezone
+
+    for n, run_id in enumerate(make_runs(3)):
+        os.rename(state / f"{run_id}.jsonl", state / f"2030010{n + 1}-120000-{run_id[-6:]}.jsonl")
+    runs = list_runs(None, since=datetime(2030, 1, 2, 11, tzinfo=timezone.utc))
+    assert [r.fields["task"] for r in runs] == ["task 2", "task 1"]

@@ -1,0 +1,90 @@
+"""Continuing an earlier run (`--continue`, `--resume RUN_ID`): which run, and what each of its agents'
+conversations was, read back from crew's own transcripts.
+
+A run that continued another names it in its `start` event (`resumed_from`), so an agent's history is
+the chain of runs, oldest first: every message crew sent it (`prompt`) and every reply as the
+conversation kept it (`reply`: cut at its last tool block; `answer`: whole). With it come the CLI's
+session id (the last `session` event) and, for CLIs that report a session's usage as running totals,
+the totals last reported. The conversation continues by the CLI's own session when the CLI still has
+it, else by replaying this history (crewbridge.conversation).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from crewbridge.errors import UsageError
+from crewbridge.events import Usage
+from crewbridge.transcript import list_runs, read_run
+from crewbridge.usage import Tally
+
+MAX_CHAIN = 100  # runs followed back through `resumed_from`
+
+
+@dataclass
+class Prior:
+    """One agent's conversation in an earlier run (and the runs that one continued)."""
+
+    run_id: str  # the run being continued
+    agent: str
+    mode: str = "query"  # the mode of its last run: the catalogue the CLI's history holds
+    session_id: str | None = None
+    history: list[tuple[str, str]] = field(default_factory=list)  # (role, text): "user" | "assistant"
+    reported: Usage | None = None  # the session's usage totals as the CLI last reported them
+
+
+def run_to_resume(continue_last: bool, resume: str | None, cwd: Path | None = None) -> str | None:
+    """The run id `--continue` (the most recent run in `cwd`) or `--resume ID` names, or None."""
+    if continue_last and resume:
+        raise UsageError("--continue and --resume were both given; choose one (--continue: the last run here)")
+    if resume:
+        return str(read_run(resume)[0].get("run_id") or resume)
+    if not continue_last:
+        return None
+    here = str((cwd or Path.cwd()).resolve())
+    for run in list_runs(None):
+        if run.fields.get("cwd") == here and run.fields.get("command") in ("query", "execute", "chat"):
+            return run.run_id
+    raise UsageError(f"no earlier run in {here} to continue; `crew log` lists runs, `--resume ID` takes any of them")
+
+
+def priors(run_id: str) -> dict[str, Prior]:
+    """Each agent's conversation as of run `run_id` (its chain of runs included), by agent."""
+    runs: list[list[dict[str, Any]]] = []
+    seen: set[str] = set()
+    current: str | None = run_id
+    while current and current not in seen and len(runs) < MAX_CHAIN:
+        seen.add(current)
+        events = read_run(current)
+        runs.insert(0, events)
+        current = events[0].get("resumed_from") if events and events[0].get("kind") == "start" else None
+    found: dict[str, Prior] = {}
+    for events in runs:
+        start = events[0] if events else {}
+        mode = str(start.get("mode") or start.get("command") or "query")
+        for event in events:
+            agent = event.get("agent")
+            if not isinstance(agent, str) or event.get("kind") not in _KINDS:
+                continue
+            prior = found.setdefault(agent, Prior(run_id, agent))
+            prior.mode = mode
+            _take(prior, event)
+    return {agent: prior for agent, prior in found.items() if prior.history}
+
+
+_KINDS = {"prompt", "reply", "answer", "session", "usage"}
+
+
+def _take(prior: Prior, event: dict[str, Any]) -> None:
+    kind, text = event["kind"], event.get("text")
+    if kind == "prompt" and isinstance(text, str):
+        prior.history.append(("user", text))
+    elif kind in ("reply", "answer") and isinstance(text, str):
+        prior.history.append(("assistant", text))
+    elif kind == "session" and isinstance(event.get("session"), str):
+        prior.session_id = event["session"]
+    elif kind == "usage" and isinstance(event.get("reported"), dict):
+        totals = Tally.of(event["reported"])
+        prior.reported = Usage(totals.input_tokens, totals.output_tokens, totals.cost_usd, totals.cached_tokens)
