@@ -61,7 +61,7 @@ def claude_env() -> Iterator[tuple[Any, dict[str, str], Path]]:
 
     binary = REPO / "node_modules" / ".bin" / "claude"
     if not binary.exists():
-        raise RuntimeError(f"the real claude CLI is not in {binary.parent}; run `npm ci` in {REPO}")
+        raise RuntimeError(f"the real claude CLI is not in {binary.parent}; run `npm install` in {REPO}")
     home = Path(tempfile.mkdtemp(prefix="crew-bench-"))
     try:
         with MockServer() as mock:

@@ -19,7 +19,7 @@ from crewbridge.validation import compile_schema, first_error
 DEFAULT_PREFIX = "crew"
 DEFAULT_TOOL_TIMEOUT = 60.0
 MAX_OUTPUT_CHARS = 20_000
-CREW_MODULES = "crewbridge."  # where crew's own tools are defined (the built-ins, crew mcp's ask)
+CREW_MODULES = ("crewbridge.tools.", "crewbridge.asking")  # crew's own tools: the built-ins, the agents' ask
 TIMEOUT_GRACE = 0.5  # a tool that enforces ctx.timeout itself (run_command) gets this long to clean up
 
 

@@ -27,7 +27,7 @@ from crewbridge.process import Child
 from crewbridge.providers.base import Turn
 
 REPO = Path(__file__).resolve().parent.parent
-BIN = REPO / "node_modules" / ".bin"  # where `npm ci` in the repo root puts the pinned CLIs
+BIN = REPO / "node_modules" / ".bin"  # where `npm install` in the repo root puts the pinned CLIs
 VENV_BIN = Path(sys.executable).parent  # where pip puts the pinned PyPI CLIs (setup.cfg's test extra)
 CLIS = ("claude", "gemini", "codex")  # the built-in providers
 PACKAGES = {"claude": "@anthropic-ai/claude-code", "gemini": "@google/gemini-cli",
@@ -45,7 +45,7 @@ def require_cli(name: str, repo: Path = REPO) -> str:
     when it is missing or another version."""
     if name in PYPI:
         return _require_pypi(name, repo)
-    hint = f"run `npm ci` in {repo} (package.json pins the versions)"
+    hint = f"run `npm install` in {repo} (package.json and its lock pin the versions)"
     path = shutil.which(name, path=str(repo / "node_modules" / ".bin"))
     if path is None:
         pytest.fail(f"real CLI '{name}' not found in {repo / 'node_modules' / '.bin'}; {hint}",

@@ -74,7 +74,7 @@ def test_an_unknown_cli_is_named_in_the_error(home):
 
 def test_a_missing_cli_fails_the_test_with_how_to_install(tmp_path):
     (tmp_path / "package.json").write_text('{"dependencies": {"@openai/codex": "1.0.0"}}')
-    with pytest.raises(pytest.fail.Exception, match=r"real CLI 'codex' not found .*npm ci"):
+    with pytest.raises(pytest.fail.Exception, match=r"real CLI 'codex' not found .*npm install"):
         require_cli("codex", repo=tmp_path)
 
 
