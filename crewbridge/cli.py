@@ -372,7 +372,7 @@ def config_trust_command(path: Path | None) -> None:
     "agents",
     multiple=True,
     metavar="CLI",
-    help="Add the agent and provider entries for a known CLI (llm, qwen; see docs/recipes.md) to the file.",
+    help="Add the agent and provider entries for a known CLI (llm, opencode, qwen: docs/recipes.md) to the file.",
 )
 def init_command(path: Path | None, force: bool, user: bool, agents: tuple[str, ...]) -> None:
     """Write a commented starter crew.yaml here (or at PATH) that works as it is; with --agent, add a
