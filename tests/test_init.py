@@ -187,3 +187,11 @@ def test_completion_offers_commands_and_options() -> None:
     assert "plain,doctor" in completion(_CREW_COMPLETE="bash_complete", COMP_WORDS="crew do", COMP_CWORD="1")
     words = completion(_CREW_COMPLETE="bash_complete", COMP_WORDS="crew init --", COMP_CWORD="2").split()
     assert {"plain,--force", "plain,--user"} <= set(words)
+
+
+def test_force_with_recipes_starts_again_from_the_starter(project: Path) -> None:
+    (project / "crew.yaml").write_text("prefix: mine\nagents:\n  llm: {provider: claude}\n")
+    result = CliRunner().invoke(cli, ["init", "--force", "--agent", "llm"])
+    assert result.exit_code == 0, result.output
+    config = read_config(project / "crew.yaml")
+    assert config.prefix == "crew" and config.agents["llm"].provider == "llm"
