@@ -486,12 +486,12 @@ def config_trust_command(path: Path | None) -> None:
     "agents",
     multiple=True,
     metavar="CLI",
-    help="Add the agent and provider entries for a known CLI (llm, qwen; see docs/recipes.md) to the file.",
+    help="Add the agent and provider entries for a known CLI (llm, opencode, qwen: docs/recipes.md) to the file.",
 )
 def init_command(path: Path | None, force: bool, user: bool, agents: tuple[str, ...]) -> None:
     """Write a commented starter crew.yaml here (or at PATH) that works as it is; with --agent, add a
     known CLI to it (the file is made if there is none)."""
-    from crewbridge.init import add_recipe, recipe_text, user_file, write_starter
+    from crewbridge.init import add_recipes, user_file, write_starter
 
     if user and path is not None:
         raise UsageError("give a PATH or --user, not both")
@@ -500,12 +500,7 @@ def init_command(path: Path | None, force: bool, user: bool, agents: tuple[str, 
         written = write_starter(target, force=force)
         click.echo(f'wrote {written}\nnext: crew doctor; crew agents list; crew query "@demo what is in README.md?"')
         return
-    for name in agents:
-        recipe_text(name)  # an unknown name fails before anything is written
-    if force:
-        write_starter(target, force=True)
-    for name in agents:
-        written = add_recipe(target, name)
+    written = add_recipes(target, agents, force=force)
     trust = "" if user else "read it, then crew config trust; "
     ask = f'crew query "@{agents[0]} what is in README.md?"'
     click.echo(f"added {', '.join(agents)} to {written}\nnext: {trust}crew doctor; {ask}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from importlib.resources import files
 from pathlib import Path
 
@@ -69,9 +70,22 @@ def recipe_names() -> list[str]:
 
 
 def recipe_text(name: str) -> str:
+    """The recipe for CLI `name`, as it is written (commented YAML with agents: and providers:)."""
     if name not in recipe_names():
         raise UsageError(f"no recipe for '{name}'; known: {', '.join(recipe_names())} (docs/recipes.md)")
     return files("crewbridge").joinpath(RECIPES, f"{name}.yaml").read_text(encoding="utf-8")
+
+
+def add_recipes(target: Path, names: Sequence[str], *, force: bool = False) -> Path:
+    """Add each recipe in `names` to the crew.yaml `target` names (with `force`, to a new starter
+    that replaces it); an unknown name fails before anything is written."""
+    for name in names:
+        recipe_text(name)
+    if force:
+        write_starter(target, force=True)
+    for name in names:
+        add_recipe(target, name)
+    return target_file(target)
 
 
 def add_recipe(target: Path, name: str) -> Path:

@@ -1,5 +1,5 @@
 """Scratch homes and environments that point the real claude, gemini and codex CLIs (and the
-third-party CLIs crew drives by configuration alone: llm, qwen) at the mock, and `run_cli`, which runs one provider turn through crew's own process handling and decodes it.
+third-party CLIs crew drives by configuration alone: llm, qwen, opencode) at the mock, and `run_cli`, which runs one provider turn through crew's own process handling and decodes it.
 
 `cli_env(name, mock_url, home)` writes the settings files DESIGN.md describes under `home` (a fresh
 directory per test) and returns the complete environment to run that CLI with. Nothing of the
@@ -31,7 +31,7 @@ BIN = REPO / "node_modules" / ".bin"  # where `npm install` in the repo root put
 VENV_BIN = Path(sys.executable).parent  # where pip puts the pinned PyPI CLIs (setup.cfg's test extra)
 CLIS = ("claude", "gemini", "codex")  # the built-in providers
 PACKAGES = {"claude": "@anthropic-ai/claude-code", "gemini": "@google/gemini-cli",
-            "codex": "@openai/codex", "qwen": "@qwen-code/qwen-code"}
+            "codex": "@openai/codex", "qwen": "@qwen-code/qwen-code", "opencode": "opencode-ai"}
 PYPI = {"llm": "llm"}  # CLIs installed from PyPI, by command
 
 # Variables of the caller's environment that could carry real credentials or redirect a CLI.
@@ -183,7 +183,23 @@ def _qwen(mock_url: str, home: Path) -> dict[str, str]:
             "OPENAI_MODEL": "mock-model"}
 
 
-_SETUP = {"claude": _claude, "gemini": _gemini, "codex": _codex, "llm": _llm, "qwen": _qwen}
+def _opencode(mock_url: str, home: Path) -> dict[str, str]:
+    """A provider "mock" in opencode's global config (XDG_CONFIG_HOME/opencode), its default model.
+    Without the variables it fetches a model list from models.opencode.ai and checks for updates; on
+    each run it also installs its plugin package into the config directory in the background, from
+    the npm registry, here the mock (which answers 404)."""
+    config = {"$schema": "https://opencode.ai/config.json", "model": "mock/mock-model",
+              "autoupdate": False, "share": "disabled",
+              "provider": {"mock": {"npm": "@ai-sdk/openai-compatible", "name": "mock",
+                                    "options": {"baseURL": f"{mock_url}/v1", "apiKey": "dummy"},
+                                    "models": {"mock-model": {"name": "mock-model"}}}}}
+    _settings(home / ".config" / "opencode" / "opencode.json", config)
+    return {"OPENCODE_DISABLE_MODELS_FETCH": "true", "OPENCODE_DISABLE_AUTOUPDATE": "true",
+            "OPENCODE_DISABLE_DEFAULT_PLUGINS": "true", "npm_config_registry": f"{mock_url}/npm/"}
+
+
+_SETUP = {"claude": _claude, "gemini": _gemini, "codex": _codex, "llm": _llm, "qwen": _qwen,
+          "opencode": _opencode}
 
 
 @dataclass

@@ -134,14 +134,17 @@ def test_the_pinned_clis_pass_and_none_of_them_reaches_a_model(
 
 def test_the_pinned_third_party_clis_pass_with_their_recipes(
         cli_env: Callable[[str], dict[str, str]], mock_server: MockServer, workdir: Path) -> None:
-    for name in ("llm", "qwen"):
+    names = ("llm", "qwen", "opencode")
+    for name in names:
         add_recipe(workdir, name)
-    env = {**cli_env("llm"), **cli_env("qwen")}
-    found = {check.subject: check for check in diagnose(workdir / "crew.yaml", workdir, env=env, only=("llm", "qwen"))}
+    env = {key: value for name in names for key, value in cli_env(name).items()}
+    found = {check.subject: check for check in diagnose(workdir / "crew.yaml", workdir, env=env, only=names)}
     assert found["llm"].message.startswith(f"llm, version 0.36 at {VENV_BIN / 'llm'} (crew.yaml); accepts the 3 options")
     assert found["qwen"].message.startswith(f"0.24.4 at {REPO / 'node_modules' / '.bin' / 'qwen'} (crew.yaml); "
                                             "accepts the 7 options")
-    assert found["llm"].status == found["qwen"].status == OK
+    assert found["opencode"].message.startswith(f"1.18.33 at {REPO / 'node_modules' / '.bin' / 'opencode'} "
+                                                "(crew.yaml); accepts the 5 options")
+    assert found["llm"].status == found["qwen"].status == found["opencode"].status == OK
     assert mock_server.requests == [] and mock_server.aux == []  # no model, no other host
 
 

@@ -91,7 +91,7 @@ def test_the_command_writes_here_or_to_the_users_config(project: Path, tmp_path:
 # --- crew init --agent: recipes ---------------------------------------------------------------------
 
 def test_every_recipe_loads_and_describes_its_agent_and_provider(project: Path) -> None:
-    assert recipe_names() == ["llm", "qwen"]
+    assert recipe_names() == ["llm", "opencode", "qwen"]
     for name in recipe_names():
         (project / f"{name}.yaml").write_text(recipe_text(name))
         config = read_config(project / f"{name}.yaml")
@@ -124,7 +124,7 @@ def test_an_inline_section_or_an_unknown_recipe_is_refused_and_nothing_written(p
     (project / "crew.yaml").write_text("agents: {}\n")
     with pytest.raises(UsageError, match="agents: is written inline .* write it as an indented block"):
         add_recipe(project, "qwen")
-    with pytest.raises(UsageError, match="no recipe for 'aider'; known: llm, qwen"):
+    with pytest.raises(UsageError, match="no recipe for 'aider'; known: llm, opencode, qwen"):
         add_recipe(project, "aider")
     assert (project / "crew.yaml").read_text() == "agents: {}\n"
     assert [p.name for p in project.iterdir()] == ["crew.yaml"]  # no temporary file left
@@ -187,3 +187,11 @@ def test_completion_offers_commands_and_options() -> None:
     assert "plain,doctor" in completion(_CREW_COMPLETE="bash_complete", COMP_WORDS="crew do", COMP_CWORD="1")
     words = completion(_CREW_COMPLETE="bash_complete", COMP_WORDS="crew init --", COMP_CWORD="2").split()
     assert {"plain,--force", "plain,--user"} <= set(words)
+
+
+def test_force_with_recipes_starts_again_from_the_starter(project: Path) -> None:
+    (project / "crew.yaml").write_text("prefix: mine\nagents:\n  llm: {provider: claude}\n")
+    result = CliRunner().invoke(cli, ["init", "--force", "--agent", "llm"])
+    assert result.exit_code == 0, result.output
+    config = read_config(project / "crew.yaml")
+    assert config.prefix == "crew" and config.agents["llm"].provider == "llm"

@@ -1,5 +1,5 @@
-"""Third-party CLIs that crew drives by configuration alone: the real `llm` (PyPI) and Qwen Code
-(npm), installed at pinned versions, talking to the mock model server over OpenAI Chat Completions,
+"""Third-party CLIs that crew drives by configuration alone: the real `llm` (PyPI), Qwen Code and
+opencode (npm), installed at pinned versions, talking to the mock model server over OpenAI Chat Completions,
 each set up as a person would: `crew init --agent NAME` writes its recipe into crew.yaml, `crew
 config trust` accepts it. Each runs a whole crew round trip whose answer needs a file only crew's
 read_file can read, and a chat continued over two messages."""
@@ -14,10 +14,13 @@ from mockserver import reply
 
 pytestmark = pytest.mark.e2e
 
-RECIPES = ("llm", "qwen")
-# Qwen Code's tools that change nothing: in query mode the recipe leaves it only these.
-QWEN_READ_ONLY = {"read_file", "glob", "grep_search", "list_directory", "get_goal", "list_agents",
-                  "read_mcp_resource", "zoom_image", "cron_list"}
+RECIPES = ("llm", "qwen", "opencode")
+# The agentic CLIs' own tools that change nothing: in query mode their recipes leave them only these.
+READ_ONLY = {"qwen": {"read_file", "glob", "grep_search", "list_directory", "get_goal", "list_agents",
+                      "read_mcp_resource", "zoom_image", "cron_list"},
+             "opencode": {"glob", "grep", "read"}}
+# Their tools that write (qwen's auto-edit: files yes; a shell command would ask, so it is left out).
+WRITERS = {"qwen": {"write_file", "edit"}, "opencode": {"bash", "edit", "write"}}
 
 
 def set_up(crew, name: str) -> str:
@@ -50,7 +53,8 @@ def test_an_answer_that_needs_a_file_only_a_crew_tool_can_read(recipe, crew, moc
 
 
 def test_a_chat_keeps_the_conversation(recipe, crew, mock_server):
-    """qwen resumes its own session; llm prints no conversation id, so crew replays the transcript."""
+    """qwen and opencode resume their own sessions; llm prints no conversation id, so crew replays
+    the transcript."""
     mock_server.script("Noted: PAPAYA.", "It was PAPAYA.")
     done = crew(recipe, "chat", f"@{recipe}", input="Remember the word PAPAYA.\nWhich word?\n")
     assert done.returncode == 0, done.stderr
@@ -61,14 +65,15 @@ def test_a_chat_keeps_the_conversation(recipe, crew, mock_server):
     assert talk.index("Remember the word PAPAYA.") < talk.index("Noted: PAPAYA.") < talk.rindex("Which word?")
     replayed = "[crew conversation so far" in talk
     assert replayed == (recipe == "llm")
-    if recipe == "qwen":
+    if recipe != "llm":
         assert ("assistant", "Noted: PAPAYA.") in second.messages()  # its own history
 
 
 # A wrong format key in each recipe, and how the first line the CLI writes then starts.
 MISREAD = {"llm": ("\n    format: text", "\n    format: jsonl\n    text_key: text", "Hello from the mock"),
            "qwen": ("\n    text_key: event.delta.text", "\n    text_key: message.text",
-                    '{"type":"system","subtype":"init"')}
+                    '{"type":"system","subtype":"init"'),
+           "opencode": ("\n    text_key: part.text", "\n    text_key: text", '{"type":"step_start"')}
 
 
 def test_output_crew_cannot_read_is_an_error_quoting_it_not_an_empty_answer(recipe, crew, workdir, mock_server):
@@ -85,13 +90,14 @@ def test_output_crew_cannot_read_is_an_error_quoting_it_not_an_empty_answer(reci
 
 
 @pytest.mark.parametrize("mode", ["query", "execute"])
-def test_qwen_offers_its_writing_tools_only_in_execute_mode(mode, crew, mock_server):
-    set_up(crew, "qwen")
+@pytest.mark.parametrize("cli", ["qwen", "opencode"])
+def test_the_clis_own_writing_tools_are_offered_only_in_execute_mode(cli, mode, crew, mock_server):
+    set_up(crew, cli)
     mock_server.script("ok")
-    done = crew("qwen", mode, "@qwen look around")
+    done = crew(cli, mode, f"@{cli} look around")
     assert done.returncode == 0, done.stderr
     offered = set(mock_server.requests[0].tool_names())
     if mode == "query":
-        assert "read_file" in offered and offered <= QWEN_READ_ONLY
+        assert offered and offered <= READ_ONLY[cli]
     else:
-        assert {"write_file", "edit"} <= offered  # auto-edit: files yes; the shell would ask, so no
+        assert WRITERS[cli] <= offered
