@@ -380,7 +380,7 @@ class Resumed:
         if prior is None:
             how, text = "fresh", f"@{agent} was not in run {self.run_id}: it starts a fresh conversation"
         elif self.held[index]:
-            how, text = "session", ""
+            how, text = "continued", ""  # the CLI holds it (its session, or its history given)
         else:
             how = "replay"
             text = (

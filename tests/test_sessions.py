@@ -42,7 +42,7 @@ def test_an_agents_history_session_and_mode_come_from_the_chain_of_runs():
                           ("usage", {"input_tokens": 5, "reported": {"input_tokens": 50, "output_tokens": 5}})],
                   gemini=[("prompt", {"text": "only gemini"}), ("answer", {"text": "g"})])
     second = a_run("execute", resumed_from=first,
-                   claude=[("resume", {"how": "session"}), ("prompt", {"text": "task two"}),
+                   claude=[("resume", {"how": "continued"}), ("prompt", {"text": "task two"}),
                            ("session", {"session": "S2"}), ("answer", {"text": "answer two"})])
     found = priors(second)
     claude = found["claude"]

@@ -45,7 +45,7 @@ def test_a_second_command_continues_the_conversation_by_the_clis_session(how, cl
     events = log_events(crew, cli)
     assert events[0]["resumed_from"] == run_id
     [resume] = [e for e in events if e["kind"] == "resume"]
-    assert (resume["agent"], resume["how"], resume["run"]) == (cli, "session", run_id)
+    assert (resume["agent"], resume["how"], resume["run"]) == (cli, "continued", run_id)
 
 
 def test_a_third_command_continues_the_chain(cli, crew, mock_server, notes):
