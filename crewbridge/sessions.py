@@ -71,6 +71,9 @@ def priors(run_id: str) -> dict[str, Prior]:
             prior = found.setdefault(agent, Prior(run_id, agent))
             prior.mode = mode
             _take(prior, event)
+    for prior in found.values():  # a message the run ended before any reply to is not part of it
+        while prior.history and prior.history[-1][0] == "user":
+            prior.history.pop()
     return {agent: prior for agent, prior in found.items() if prior.history}
 
 
