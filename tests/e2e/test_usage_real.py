@@ -53,7 +53,7 @@ def test_a_budget_stops_a_tool_loop_before_its_next_turn(limit, cli, crew, mock_
     name = "--max-tokens" if limit == "--max-tokens" else f"agents.{cli}.max_tokens"
     assert error_line(done.stderr) == (
         f"crew: error: @{cli} was stopped after turn 2: the run used 220 tokens, past {name} 150; the tools of "
-        "its last reply ran, no further turn was sent (raise the limit, or go on with crew query --continue)")
+        "its last reply ran, no further turn was sent (raise the limit, or go on with --continue)")
     assert len(mock_server.requests) == 2
     events = [json.loads(line) for line in crew(cli, "log", "show", "last").stdout.splitlines()]
     assert [e["name"] for e in events if e["kind"] == "tool_result"] == ["crew:read_file", "crew:list_files"]
