@@ -400,13 +400,15 @@ class Resumed:
         if prior is None:
             how, text = "fresh", f"@{agent} was not in run {self.run_id}: it starts a fresh conversation"
         elif self.held[index]:
-            how, text = "session", ""
+            how, text = "continued", ""  # the CLI holds it (its session, or its history given)
         else:
             how = "replay"
-            text = (
-                f"@{agent}'s session {prior.session_id} is gone from its CLI (deleted or expired): crew "
-                f"replays the conversation from run {self.run_id}'s transcript"
+            gone = (
+                f"@{agent}'s session {prior.session_id} is gone from its CLI (deleted or expired)"
+                if prior.session_id
+                else f"@{agent}'s CLI told crew no session in run {self.run_id}"
             )
+            text = f"{gone}: crew replays the conversation from run {self.run_id}'s transcript"
         transcript.write("resume", agent=agent, run=self.run_id, how=how, session=prior and prior.session_id)
         if text:
             say("resume", agent, text)

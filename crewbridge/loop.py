@@ -212,7 +212,7 @@ class AgentLoop:
                 raise BudgetExceeded(
                     f"@{self.agent} was stopped after turn {turn}: the run used {why}; the tools of "
                     "its last reply ran, no further turn was sent (raise the limit, or go on with "
-                    "crew query --continue)"
+                    "--continue)"
                 )
 
     def _turn_done(self, turn: int) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 
 from crewbridge.errors import UsageError
 from crewbridge.events import Usage
-from crewbridge.transcript import list_runs, read_run
+from crewbridge.transcript import find_run, list_runs, read_run
 from crewbridge.usage import Tally
 
 MAX_CHAIN = 100  # runs followed back through `resumed_from`
@@ -40,7 +40,7 @@ def run_to_resume(continue_last: bool, resume: str | None, cwd: Path | None = No
     if continue_last and resume:
         raise UsageError("--continue and --resume were both given; choose one (--continue: the last run here)")
     if resume:
-        return str(read_run(resume)[0].get("run_id") or resume)
+        return find_run(resume).stem
     if not continue_last:
         return None
     here = str((cwd or Path.cwd()).resolve())
@@ -71,6 +71,9 @@ def priors(run_id: str) -> dict[str, Prior]:
             prior = found.setdefault(agent, Prior(run_id, agent))
             prior.mode = mode
             _take(prior, event)
+    for prior in found.values():  # a message the run ended before any reply to is not part of it
+        while prior.history and prior.history[-1][0] == "user":
+            prior.history.pop()
     return {agent: prior for agent, prior in found.items() if prior.history}
 
 

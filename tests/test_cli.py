@@ -365,3 +365,14 @@ def test_continue_and_resume_errors_are_one_line_and_exit_2(args, message, crew)
     for command in (["query", *args, "@demo hi"], ["chat", *args, "@demo"]):
         done = crew(*command)
         assert done.returncode == 2 and message in error_line(done.stderr), done.stderr
+
+
+def test_an_agent_whose_cli_is_not_installed_falls_back(crew, tmp_path):
+    fake = FakeModel(tmp_path / "bin")
+    fake.script("answered")
+    config = write_config(tmp_path / "crew.yaml",
+                          providers={"gone": {"command": ["no-such-cli-4711"]}, "fake": fake.provider()},
+                          agents={"gone": {"provider": "gone", "fallback": ["fake"]}, "fake": {"provider": "fake"}})
+    done = crew("query", "--config", str(config), "@gone hello")
+    assert done.returncode == 0, done.stderr
+    assert "crew: @gone cannot answer (not installed); @fake takes over\n" in done.stderr

@@ -450,3 +450,25 @@ def test_the_documented_example_is_a_valid_configuration(tmp_path):
     assert set(config.tools) == {"count_lines", "deploy"} and "llama" in config.providers
     assert [len(config.hooks[e]) for e in ("before_tool_call", "after_tool_call")] == [2, 1]
     assert {"count_lines", "deploy"} <= set(config.registry().names())
+
+
+def test_fallback_and_budgets_load_per_agent(tmp_path):
+    config = load(tmp_path, """
+        agents:
+          claude:
+            fallback: [gemini, codex]
+            max_cost: 0.5
+            max_tokens: 200000
+    """)
+    claude = config.agent("claude")
+    assert (claude.fallback, claude.max_cost, claude.max_tokens) == (["gemini", "codex"], 0.5, 200000)
+    assert config.agent("gemini").fallback == [] and config.agent("gemini").max_cost is None
+
+
+@pytest.mark.parametrize("setting, message", [
+    ("fallback: [claude]", "agents.claude.fallback[0]: 'claude' is not another agent"),
+    ("max_cost: -1", "agents.claude.max_cost: -1 is less than or equal to the minimum of 0"),
+    ("max_tokens: 1.5", "agents.claude.max_tokens: 1.5 is not of type 'integer'"),
+])
+def test_a_bad_fallback_or_budget_is_named_with_its_key(tmp_path, setting, message):
+    assert message in error_of(tmp_path, f"agents:\n  claude:\n    {setting}\n")

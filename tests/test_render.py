@@ -224,6 +224,38 @@ def test_the_status_line_shows_on_a_terminal_while_waiting_and_is_cleared_before
     assert "\r\x1b[2K→ crew:read_file notes.txt" in err.getvalue()  # the status was wiped first
 
 
+def test_the_status_line_shows_the_runs_tokens_so_far(monkeypatch):
+    from crewbridge.usage import Tally
+
+    monkeypatch.setattr(render, "STATUS_IDLE", 0)
+    out, err = Terminal(), Terminal()
+    with renderer(out, err, env={"NO_COLOR": "1"}) as r:
+        r.progress(Progress("turn", "claude", "2"))
+        r.progress(Progress("usage", "claude", usage=Tally(12000, 345)))
+        r.draw_status(0)
+        assert "@claude waiting for the model (turn 2) 0s, 12,345 tokens" in err.getvalue()
+    assert out.getvalue() == ""  # usage is not shown as output
+
+
+def test_jsonl_reports_usage_and_a_fallback_and_json_says_the_fallback_on_stderr():
+    from crewbridge.usage import Tally
+
+    out = io.StringIO()
+    with renderer(out, output="jsonl") as r:
+        r.progress(Progress("usage", "claude", usage=Tally(10, 2, 4, 0.5)))
+        r.progress(Progress("fallback", "claude", "@claude cannot answer (rate limited); @gemini takes over"))
+    assert [json.loads(line) for line in out.getvalue().splitlines()] == [
+        {"type": "usage", "agent": "claude", "input_tokens": 10, "output_tokens": 2, "cached_tokens": 4,
+         "cost_usd": 0.5},
+        {"type": "fallback", "agent": "claude", "text": "@claude cannot answer (rate limited); @gemini takes over"}]
+    out, err = io.StringIO(), io.StringIO()
+    with renderer(out, err, output="json") as r:
+        r.progress(Progress("fallback", "claude", "@claude cannot answer (rate limited); @gemini takes over"))
+        r.finish([Outcome("gemini", result=RunResult("gemini", "ok", [], {}, None, 1), fell_back_from="claude")])
+    assert err.getvalue() == "crew: @claude cannot answer (rate limited); @gemini takes over\n"
+    assert json.loads(out.getvalue())["fell_back_from"] == "claude"
+
+
 def test_no_status_line_and_no_control_sequences_when_stderr_is_piped(monkeypatch):
     monkeypatch.setattr(render, "STATUS_IDLE", 0)
     err = io.StringIO()

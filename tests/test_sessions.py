@@ -42,7 +42,7 @@ def test_an_agents_history_session_and_mode_come_from_the_chain_of_runs():
                           ("usage", {"input_tokens": 5, "reported": {"input_tokens": 50, "output_tokens": 5}})],
                   gemini=[("prompt", {"text": "only gemini"}), ("answer", {"text": "g"})])
     second = a_run("execute", resumed_from=first,
-                   claude=[("resume", {"how": "session"}), ("prompt", {"text": "task two"}),
+                   claude=[("resume", {"how": "continued"}), ("prompt", {"text": "task two"}),
                            ("session", {"session": "S2"}), ("answer", {"text": "answer two"})])
     found = priors(second)
     claude = found["claude"]
@@ -56,8 +56,10 @@ def test_an_agents_history_session_and_mode_come_from_the_chain_of_runs():
 
 
 def test_an_agent_that_said_nothing_in_the_run_has_no_conversation_to_continue():
-    run = a_run(claude=[("error", {"message": "boom"})])
+    run = a_run(claude=[("prompt", {"text": "task"}), ("error", {"message": "429"})])
     assert priors(run) == {}
+    run = a_run(claude=[("prompt", {"text": "task"}), ("answer", {"text": "a"}), ("prompt", {"text": "unanswered"})])
+    assert priors(run)["claude"].history == [("user", "task"), ("assistant", "a")]
 
 
 def test_continue_takes_the_most_recent_run_in_this_directory(tmp_path):

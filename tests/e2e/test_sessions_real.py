@@ -45,7 +45,7 @@ def test_a_second_command_continues_the_conversation_by_the_clis_session(how, cl
     events = log_events(crew, cli)
     assert events[0]["resumed_from"] == run_id
     [resume] = [e for e in events if e["kind"] == "resume"]
-    assert (resume["agent"], resume["how"], resume["run"]) == (cli, "session", run_id)
+    assert (resume["agent"], resume["how"], resume["run"]) == (cli, "continued", run_id)
 
 
 def test_a_third_command_continues_the_chain(cli, crew, mock_server, notes):
@@ -112,3 +112,17 @@ def test_chat_continues_the_last_run_and_query_continues_the_chat(cli, cli_env, 
     assert again.returncode == 0, again.stderr
     said = [text for role, text in mock_server.requests[-1].messages() if role != "system"]
     assert said[-1] == "and the code?" and "what did I ask you before?" in said
+
+
+def test_the_continued_history_is_exact_a_reply_cut_at_its_block_stays_cut(cli, crew, mock_server, notes):
+    invented = "The notes surely say Friday."
+    mock_server.script(reply("Reading.\n", tool_block("crew:read_file", path="notes.txt"), invented),
+                       "The code is 7-4-1.", "You asked what notes.txt says.")
+    assert crew(cli, "query", f"@{cli} what does notes.txt say?").returncode == 0
+    second = crew(cli, "query", "--continue", f"@{cli} what did I ask you before?")
+    assert second.returncode == 0, second.stderr
+    said = [text for role, text in mock_server.requests[-1].messages() if role != "system"]
+    assert said[-1] == "what did I ask you before?"
+    earlier = "\n\n".join(said[:-1])
+    assert "Reading." in earlier and notes in earlier and "The code is 7-4-1." in earlier
+    assert invented not in earlier

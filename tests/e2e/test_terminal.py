@@ -152,6 +152,15 @@ def test_a_status_line_shows_while_the_model_is_quiet_and_is_gone_afterwards(scr
     assert not any(re.search(f"[{SPINNER}]|@claude writing", line) for line in shown)
 
 
+def test_the_status_line_shows_the_runs_tokens_so_far(screen, mock_server):
+    mock_server.script(reply(block("notes.txt"), input_tokens=1000, output_tokens=234),
+                       reply("Line one.\n", "Line two.\n", delay=2.5))
+    screen.type('crew query "@claude what does notes.txt say?"; echo "[exit $?]"')
+    screen.wait_for(lambda s: re.search(f"[{SPINNER}] @claude writing \\(turn 2\\) \\d+s, 1,234 tokens", s) is not None)
+    shown = lines_of(screen.wait_for("[exit 0]"))
+    assert not any("tokens" in line for line in shown)  # the status line left nothing
+
+
 def test_crew_chat_keeps_the_context_across_two_turns(screen, mock_server):
     mock_server.script(reply("Reading.\n", block("notes.txt")), "It says 42.", "You asked what notes.txt says.")
     screen.type('crew chat @claude; echo "[exit $?]"')

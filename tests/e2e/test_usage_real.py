@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from crewcli import error_line, tool_block, write_config
+from crewcli import error_line, run_crew, tool_block, write_config
 from mockserver import reply
 
 pytestmark = pytest.mark.e2e
@@ -53,9 +53,25 @@ def test_a_budget_stops_a_tool_loop_before_its_next_turn(limit, cli, crew, mock_
     name = "--max-tokens" if limit == "--max-tokens" else f"agents.{cli}.max_tokens"
     assert error_line(done.stderr) == (
         f"crew: error: @{cli} was stopped after turn 2: the run used 220 tokens, past {name} 150; the tools of "
-        "its last reply ran, no further turn was sent (raise the limit, or go on with crew query --continue)")
+        "its last reply ran, no further turn was sent (raise the limit, or go on with --continue)")
     assert len(mock_server.requests) == 2
     events = [json.loads(line) for line in crew(cli, "log", "show", "last").stdout.splitlines()]
     assert [e["name"] for e in events if e["kind"] == "tool_result"] == ["crew:read_file", "crew:list_files"]
     assert [e["reason"] for e in events if e["kind"] == "budget"] == [f"220 tokens, past {name} 150"]
     assert events[-1]["status"] == "failed"
+
+
+def test_codex_exec_resume_reports_its_threads_totals_and_each_reply_is_counted_once(cli_env, workdir,
+                                                                                      mock_server):
+    env = {**cli_env("codex"), "CREW_LIVE": "0"}  # a codex exec per turn, continued by `exec resume`
+    mock_server.script(reply("First.", **USAGE), reply("Second.", **USAGE), reply("Third.", **USAGE))
+    runs = [run_crew(["query", "--json", *(["--continue"] if n else []), f"@codex question {n}"], env=env, cwd=workdir)
+            for n in range(3)]
+    assert all(run.returncode == 0 for run in runs), [run.stderr for run in runs]
+    said = [text for role, text in mock_server.requests[-1].messages() if role == "user"]
+    assert said[-1] == "question 2" and any("question 0" in text for text in said)  # one thread, resumed
+    events = [json.loads(line) for line in run_crew(["log", "show", "last"], env=env, cwd=workdir).stdout.splitlines()]
+    assert [e["reported"]["input_tokens"] for e in events if e["kind"] == "usage"] == [300]  # the thread's total
+    assert [json.loads(run.stdout)["usage"]["input_tokens"] for run in runs] == [100, 100, 100]
+    (row,) = map(json.loads, run_crew(["log", "--by", "agent", "--json"], env=env, cwd=workdir).stdout.splitlines())
+    assert (row["runs"], row["input_tokens"], row["cached_tokens"], row["output_tokens"]) == (3, 300, 120, 30)
