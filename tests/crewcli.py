@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -71,9 +72,18 @@ def running(pid: int) -> bool:
     return "\nState:\tZ" not in status and "\nState:\tX" not in status
 
 
-def processes_in(directory: Path) -> list[str]:
+def processes_in(directory: Path, within: float = 3.0) -> list[str]:
     """Live processes that work in `directory` or below it, or have their HOME there, as "pid command"
-    (what a test's CLIs leave running: they get a scratch HOME and work directory under tmp_path)."""
+    (what a test's CLIs leave running: they get a scratch HOME and work directory under tmp_path).
+    Those still there `within` seconds from now: a process a CLI started in a session of its own
+    (codex's shell snapshot `bash -lc`) is out of crew's reach and may take a moment to end."""
+    deadline = time.monotonic() + within
+    while (found := _processes_in(directory)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return found
+
+
+def _processes_in(directory: Path) -> list[str]:
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or not running(int(entry.name)):
