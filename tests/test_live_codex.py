@@ -44,6 +44,7 @@ for line in sys.stdin:
     elif method == "turn/start":
         turns += 1
         answer = {"id": rid, "result": {"turn": {"id": "U%d" % turns, "status": "inProgress", "items": []}}}
+        note("turn/started", turn={"id": "U%d" % turns, "status": "inProgress", "items": []})  # as codex does
         if mode != "late":
             out(answer)
         if mode == "ask":
