@@ -15,16 +15,16 @@ from crewbridge.modes import MODES, Mode
 from crewbridge.providers.base import Turn
 from crewbridge.registry import ToolRegistry
 from crewbridge.skills import Found, Skill, chosen, discover, roots
-from crewbridge.usage import Budget
 
 # For start-up speed, what a run needs only once the agents' CLIs have started (the loop, hooks,
-# policy, catalogue, transcript, outcomes, concurrent.futures) is imported where it is used: it loads
+# policy, catalogue, transcript, usage, outcomes, concurrent.futures) is imported where it is used: it loads
 # while those boot. So is what only the Python API uses (function tools, event streams).
 if TYPE_CHECKING:
     from crewbridge.api import EventStream, Outcome
     from crewbridge.loop import AgentLoop, Progress, RunResult
     from crewbridge.sessions import Prior
     from crewbridge.transcript import Transcript
+    from crewbridge.usage import Budget
 
 
 class Bridge:
@@ -156,6 +156,8 @@ class Bridge:
                 conversation, holds = self._conversation(mention, mode, prior=earlier.get(mention.agent))
                 conversations.append(conversation)
                 held.append(holds)
+            from crewbridge.usage import Budget  # for start-up speed (see top)
+
             if transcript is None:
                 from crewbridge.transcript import Transcript
 
@@ -326,6 +328,7 @@ class Bridge:
         from crewbridge.hooks import Hooks
         from crewbridge.loop import AgentLoop
         from crewbridge.policy import Policy
+        from crewbridge.usage import Budget
 
         if conversation is None:
             made = self._conversation(mention, mode, spec)[0]
