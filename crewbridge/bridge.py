@@ -387,11 +387,12 @@ class Resumed:
         else:
             how = "replay"
             gone = (
-                f"@{agent}'s session {prior.session_id} is gone from its CLI (deleted or expired)"
+                f"@{agent}'s CLI no longer has session {prior.session_id} here (deleted, expired, or "
+                "another directory's)"
                 if prior.session_id
-                else f"@{agent}'s CLI told crew no session in run {self.run_id}"
+                else f"@{agent}'s CLI named no session in run {self.run_id}"
             )
-            text = f"{gone}: crew replays the conversation from run {self.run_id}'s transcript"
+            text = f"{gone}: crew replays the conversation from its transcript"
         transcript.write("resume", agent=agent, run=self.run_id, how=how, session=prior and prior.session_id)
         if text:
             say("resume", agent, text)
