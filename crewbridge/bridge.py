@@ -15,16 +15,16 @@ from crewbridge.modes import MODES, Mode
 from crewbridge.providers.base import Turn
 from crewbridge.registry import Tool, ToolRegistry
 from crewbridge.skills import Found, Skill, chosen, discover, roots
-from crewbridge.usage import Budget
 
 # For start-up speed, what a run needs only once the agents' CLIs have started (the loop, hooks,
-# policy, catalogue, transcript, outcomes, concurrent.futures) is imported where it is used: it loads
+# policy, catalogue, transcript, usage, outcomes, concurrent.futures) is imported where it is used: it loads
 # while those boot. So is what only the Python API uses (function tools, event streams).
 if TYPE_CHECKING:
     from crewbridge.api import EventStream, Outcome, Stop
     from crewbridge.loop import AgentLoop, Progress, RunResult
     from crewbridge.sessions import Prior
     from crewbridge.transcript import Transcript
+    from crewbridge.usage import Budget
 
 
 class Bridge:
@@ -167,6 +167,8 @@ class Bridge:
                 conversation, holds = self._conversation(mention, mode, prior=earlier.get(mention.agent))
                 conversations.append(conversation)
                 held.append(holds)
+            from crewbridge.usage import Budget  # for start-up speed (see top)
+
             if transcript is None:
                 from crewbridge.transcript import Transcript
 
@@ -346,6 +348,7 @@ class Bridge:
         from crewbridge.hooks import Hooks
         from crewbridge.loop import AgentLoop
         from crewbridge.policy import Policy
+        from crewbridge.usage import Budget
 
         if conversation is None:
             made = self._conversation(mention, mode, spec)[0]
@@ -404,11 +407,12 @@ class Resumed:
         else:
             how = "replay"
             gone = (
-                f"@{agent}'s session {prior.session_id} is gone from its CLI (deleted or expired)"
+                f"@{agent}'s CLI no longer has session {prior.session_id} here (deleted, expired, or "
+                "another directory's)"
                 if prior.session_id
-                else f"@{agent}'s CLI told crew no session in run {self.run_id}"
+                else f"@{agent}'s CLI named no session in run {self.run_id}"
             )
-            text = f"{gone}: crew replays the conversation from run {self.run_id}'s transcript"
+            text = f"{gone}: crew replays the conversation from its transcript"
         transcript.write("resume", agent=agent, run=self.run_id, how=how, session=prior and prior.session_id)
         if text:
             say("resume", agent, text)

@@ -263,5 +263,8 @@ def _now() -> str:
 
 
 def _new_run_id() -> str:
+    """The start time to the second, then its milliseconds in 3 hex digits (so runs of one second
+    sort too: `last` and --continue take the newest) and 3 random ones."""
+    now = time.time()
     # os.urandom rather than secrets, which takes 7 ms to import (at every crew start)
-    return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + os.urandom(3).hex()
+    return time.strftime("%Y%m%d-%H%M%S-", time.gmtime(now)) + f"{int(now % 1 * 1000):03x}" + os.urandom(2).hex()[:3]

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import glob
 import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from crewbridge.providers.base import JsonLineDecoder, Provider, Turn
+from crewbridge.providers.base import JsonLineDecoder, Provider, Turn, cli_home
 
 from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session, Text, Usage
 
@@ -80,7 +81,14 @@ class GeminiProvider(Provider):
         return GeminiDecoder()
 
     def has_session(self, session_id: str, env: Mapping[str, str], cwd: Path) -> bool:
-        return session_file(env, session_id) is not None
+        # Gemini resumes only the sessions of the project it runs in: ~/.gemini/projects.json names
+        # each project's folder under ~/.gemini/tmp/
+        home = cli_home(env, "GEMINI_CLI_HOME", "") / ".gemini"
+        try:
+            folder = json.loads((home / "projects.json").read_text(encoding="utf-8"))["projects"][str(cwd)]
+        except (OSError, ValueError, KeyError, TypeError):
+            return False
+        return isinstance(folder, str) and session_file(env, session_id, folder) is not None
 
     def api_status(self, exit_code: int) -> int | None:
         # After an API error Gemini exits with the HTTP status mod 256 (429 → 173): 400 to 511 are
@@ -94,12 +102,13 @@ class GeminiProvider(Provider):
         return {"GEMINI_CLI_NO_RELAUNCH": "true"}
 
 
-def session_file(env: Mapping[str, str], session_id: str | None) -> Path | None:
-    """The file Gemini keeps session `session_id` in (the newest, if it was ever copied)."""
+def session_file(env: Mapping[str, str], session_id: str | None, project: str | None = None) -> Path | None:
+    """The file Gemini keeps session `session_id` in (the newest, if it was ever copied), in the
+    folder of `project` (default: any project's)."""
     if not session_id:
         return None
-    home = Path(env.get("GEMINI_CLI_HOME") or env.get("HOME") or Path.home())
-    pattern = f"*/chats/session-*-{session_id[:8]}.jsonl"
+    home = cli_home(env, "GEMINI_CLI_HOME", "")
+    pattern = f"{glob.escape(project) if project else '*'}/chats/session-*-{session_id[:8]}.jsonl"
     candidates = [path for path in (home / ".gemini" / "tmp").glob(pattern) if _session_id(path) == session_id]
     return max(candidates, key=lambda path: path.stat().st_mtime, default=None)
 

@@ -182,6 +182,10 @@ class CodexLiveConversation(LiveConversation):
             self._stored += params["item"].get("text") or ""
         elif method == "item/started" and params["item"].get("type") not in CONVERSATION_ITEMS:
             self._native = True
+        elif method == "turn/started" and self._turn is None:
+            # codex 0.169.0 sends it before it answers turn/start, and the whole turn may come
+            # before that answer too (it answers and streams from different tasks)
+            self._turn = params["turn"]["id"]
         elif method == "turn/completed" and params["turn"]["id"] == self._turn:
             self._running = False
 

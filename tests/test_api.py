@@ -231,3 +231,19 @@ def test_a_stream_raises_an_error_of_the_run_itself_to_its_reader(workdir: Path)
     events = Bridge(workdir=workdir).stream("no mention here")
     with pytest.raises(UsageError, match="no agent mentioned"):
         list(events)
+
+
+# --- usage, budgets, continuing -------------------------------------------------------------------
+
+def test_ask_reports_usage_takes_a_budget_and_continues_an_earlier_run(tmp_path: Path, workdir: Path) -> None:
+    from crewbridge.transcript import read_run
+
+    config = scripted(tmp_path, "crew:read_file", {"path": "notes.txt"})
+    config.transcripts = True
+    bridge = Bridge(config, workdir=workdir)
+    first = bridge.ask("@fake what is in notes.txt?", max_tokens=10)  # a generic text CLI reports no usage
+    assert first.usage == {"input_tokens": 0, "output_tokens": 0, "cached_tokens": 0, "cost_usd": None}
+    run_id = read_run("last")[0]["run_id"]
+    again = bridge.ask("@fake and now?", resume=run_id)
+    assert again.answer.startswith("The tool said:") and again.tool_calls == []  # the replay held the result
+    assert read_run("last")[0]["resumed_from"] == run_id

@@ -20,7 +20,8 @@ BLOCK = '```json\n{"type":"tool_use","name":"crew:read_file","input":{"path":"a"
 # (each message completes only after the last delta, and an interrupt stops it), "race" (the whole
 # turn completes before any interrupt is read), "native" (a command item runs first, then as race),
 # "native-first" (native in the first turn only), "ask" (the server asks for an approval first and
-# waits for the answer), "fail" (the turn fails).
+# waits for the answer), "fail" (the turn fails), "late" (the answer to turn/start comes after the
+# whole turn: codex answers and streams from different tasks).
 FAKE = r"""
 import json, sys
 log, mode, messages = open(sys.argv[1], "a"), sys.argv[2], json.loads(sys.argv[3])
@@ -42,7 +43,10 @@ for line in sys.stdin:
         out({"id": rid, "result": {"thread": {"id": "T1"}}})
     elif method == "turn/start":
         turns += 1
-        out({"id": rid, "result": {"turn": {"id": "U%d" % turns, "status": "inProgress", "items": []}}})
+        answer = {"id": rid, "result": {"turn": {"id": "U%d" % turns, "status": "inProgress", "items": []}}}
+        note("turn/started", turn={"id": "U%d" % turns, "status": "inProgress", "items": []})  # as codex does
+        if mode != "late":
+            out(answer)
         if mode == "ask":
             out({"id": "s1", "method": "item/commandExecution/requestApproval", "params": {}})
             log.write(sys.stdin.readline()); log.flush()  # the turn waits for the answer
@@ -61,6 +65,8 @@ for line in sys.stdin:
             note("thread/tokenUsage/updated", tokenUsage={"last": {"inputTokens": 5, "outputTokens": 6},
                                                           "total": {"inputTokens": 5, "outputTokens": 6}})
             complete("completed")
+        if mode == "late":
+            out(answer)
     elif method == "turn/interrupt":
         out({"id": rid, "result": {}})
         if mode == "slow":
@@ -193,6 +199,14 @@ def test_a_request_from_the_server_is_answered_so_the_turn_goes_on(start, tmp_pa
     answers = [json.loads(line) for line in (tmp_path / "requests.jsonl").read_text().splitlines()]
     [answer] = [a for a in answers if a.get("id") == "s1"]
     assert answer["error"]["message"] == "crew does not handle item/commandExecution/requestApproval"
+
+
+def test_a_turn_that_completes_before_codex_answers_its_turn_start_ends_all_the_same(start):
+    conversation, _ = start("late", ["It says 7."])
+    events = list(conversation.send("hi", None))
+    assert "".join(e.text for e in events if isinstance(e, Text)) == "It says 7." and events[-1] == Done()
+    assert conversation.keep("It says 7.", stopped=False) == FULL
+    assert "".join(e.text for e in conversation.send("again", None) if isinstance(e, Text)) == "It says 7."
 
 
 def test_a_failed_turn_is_a_failure(start):

@@ -3,6 +3,7 @@ point group `crewbridge.providers` (imported only when used). The tools group `c
 checked here too, from the same installed distribution."""
 from __future__ import annotations
 
+import json
 import sys
 import textwrap
 from pathlib import Path
@@ -17,6 +18,7 @@ from crewbridge.errors import ConfigError, UsageError
 from crewbridge.providers.claude import ClaudeProvider
 
 PLUGIN_MODULE = '''
+import json
 import sys
 from crewbridge.providers.generic import GenericProvider, GenericSpec
 from crewbridge.functions import tool
@@ -148,12 +150,15 @@ def test_codex_has_a_session_when_a_rollout_file_names_it(tmp_path: Path) -> Non
     assert CodexProvider().has_session("0199-abcd", env, tmp_path)
 
 
-def test_gemini_has_a_session_when_its_chat_file_holds_it(tmp_path: Path) -> None:
+def test_gemini_has_a_session_when_the_chat_file_of_this_project_holds_it(tmp_path: Path) -> None:
     from crewbridge.providers.gemini import GeminiProvider
 
-    sid = "eff58380-aa39-4f8f-be15-a777d80ba241"
-    assert not GeminiProvider().has_session(sid, {"HOME": str(tmp_path)}, tmp_path)
-    chats = tmp_path / ".gemini" / "tmp" / "project" / "chats"
+    sid, env, work = "eff58380-aa39-4f8f-be15-a777d80ba241", {"HOME": str(tmp_path)}, Path("/work/app")
+    assert not GeminiProvider().has_session(sid, env, work)
+    chats = tmp_path / ".gemini" / "tmp" / "app" / "chats"
     chats.mkdir(parents=True)
     (chats / f"session-2026-11-24T21-08-{sid[:8]}.jsonl").write_text('{"sessionId": "%s"}\n' % sid)
-    assert GeminiProvider().has_session(sid, {"HOME": str(tmp_path)}, tmp_path)
+    assert not GeminiProvider().has_session(sid, env, work)  # no project named for this directory
+    (tmp_path / ".gemini" / "projects.json").write_text(json.dumps({"projects": {"/work/app": "app", "/x": "x"}}))
+    assert GeminiProvider().has_session(sid, env, work)
+    assert not GeminiProvider().has_session(sid, env, Path("/x"))  # another project's session: gemini refuses it

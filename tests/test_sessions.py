@@ -67,7 +67,7 @@ def test_continue_takes_the_most_recent_run_in_this_directory(tmp_path):
     here_old = a_run(cwd=tmp_path / "a", claude=[])
     a_run(cwd=tmp_path / "b", claude=[])
     assert run_to_resume(True, None, tmp_path / "a") == here_old
-    assert run_to_resume(False, here_old[:17], tmp_path / "b") == here_old  # --resume takes any run, a prefix too
+    assert run_to_resume(False, here_old, tmp_path / "b") == here_old  # --resume takes any run
     assert run_to_resume(False, None, tmp_path / "a") is None
 
 

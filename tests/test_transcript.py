@@ -263,3 +263,13 @@ def test_list_runs_since_a_moment_leaves_out_older_runs(state):
         os.rename(state / f"{run_id}.jsonl", state / f"2030010{n + 1}-120000-{run_id[-6:]}.jsonl")
     runs = list_runs(None, since=datetime(2030, 1, 2, 11, tzinfo=timezone.utc))
     assert [r.fields["task"] for r in runs] == ["task 2", "task 1"]
+
+
+def test_runs_started_in_one_second_sort_by_their_start(monkeypatch):
+    from crewbridge import transcript as module
+
+    moments = iter([1_700_000_000.999, 1_700_000_000.5, 1_700_000_000.001])
+    monkeypatch.setattr(module.time, "time", lambda: next(moments))
+    ids = [module._new_run_id() for _ in range(3)]
+    assert [i[:16] for i in ids] == ["20231114-221320-"] * 3
+    assert sorted(ids) == ids[::-1]  # .001 < .5 < .999

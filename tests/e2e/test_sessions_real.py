@@ -81,8 +81,8 @@ def test_a_session_the_cli_no_longer_has_is_replayed_from_crews_transcript_with_
     second = crew("query", "--continue", f"@{cli} what did I ask you before?")
     assert second.returncode == 0, second.stderr
     assert second.stdout == "You asked what notes.txt says.\n"
-    assert f"crew: @{cli}'s session {session} is gone from its CLI (deleted or expired): crew replays the " \
-           "conversation from run " in second.stderr
+    assert f"crew: @{cli}'s CLI no longer has session {session} here (deleted, expired, or another directory's): " \
+           "crew replays the conversation from its transcript\n" in second.stderr
     said = [text for role, text in mock_server.requests[-1].messages() if role != "system"]
     replayed = said[-1]  # one message: the conversation so far, then the catalogue and the new task
     assert replayed.index("[crew conversation so far") < replayed.index("what does notes.txt say?")
@@ -126,3 +126,21 @@ def test_the_continued_history_is_exact_a_reply_cut_at_its_block_stays_cut(cli, 
     earlier = "\n\n".join(said[:-1])
     assert "Reading." in earlier and notes in earlier and "The code is 7-4-1." in earlier
     assert invented not in earlier
+
+
+def test_resuming_a_run_from_another_directory_replays_it_with_a_notice(cli, cli_env, workdir, tmp_path,
+                                                                        mock_server, notes):
+    env = cli_env(cli)
+    first_exchange(cli, lambda name, *args: run_crew(list(args), env=env, cwd=workdir), mock_server)
+    run_id = json.loads(run_crew(["log", "show", "last"], env=env, cwd=workdir).stdout.splitlines()[0])["run_id"]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "notes.txt").write_text(notes + "\n")
+    mock_server.script("You asked what notes.txt says.")
+    done = run_crew(["query", "--resume", run_id, f"@{cli} what did I ask you before?"], env=env, cwd=elsewhere)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "You asked what notes.txt says.\n"
+    said = "\n\n".join(text for role, text in mock_server.requests[-1].messages() if role != "system")
+    assert "what does notes.txt say?" in said and "The code is 7-4-1." in said
+    if cli != "codex":  # claude and gemini keep sessions per directory; live codex is given its history
+        assert "no longer has session" in done.stderr and "crew replays the conversation" in done.stderr
