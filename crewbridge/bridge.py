@@ -140,12 +140,14 @@ class Bridge:
         transcript: Transcript | None = None,
         on_progress: Callable[[Progress], None] | None = None,
         stop: Stop | None = None,
+        tools_via: str | None = None,
     ) -> list[Outcome]:
         """Run the task in `text` ("@agent[:model] … task") on every mentioned agent at once.
         `max_cost` (dollars) and `max_tokens` bound the whole run, every agent's usage summed: past
         one, each agent stops before its next tool turn (BudgetExceeded). `resume`: the id of an
         earlier run whose agents' conversations the task continues (crewbridge.sessions). `stop`, when set
-        from another thread, ends the run (crewbridge.api.Stop)."""
+        from another thread, ends the run (crewbridge.api.Stop). `tools_via` ("text" or "native")
+        replaces each agent's `tools_via` (crewbridge.native)."""
         if mode not in MODES:
             raise UsageError(f"mode '{mode}' is not one of {', '.join(MODES)}")
         mentions, task = parse_mentions(text)
@@ -164,7 +166,9 @@ class Bridge:
         held: list[bool] = []  # whether each CLI holds its earlier conversation
         try:
             for mention in mentions:  # every CLI starts first: it boots while the rest is built
-                conversation, holds = self._conversation(mention, mode, prior=earlier.get(mention.agent))
+                conversation, holds = self._conversation(
+                    mention, mode, prior=earlier.get(mention.agent), tools_via=tools_via
+                )
                 conversations.append(conversation)
                 held.append(holds)
             from crewbridge.usage import Budget  # for start-up speed (see top)
@@ -197,6 +201,7 @@ class Bridge:
                 transcript=transcript,
                 on_progress=on_progress,
                 stop=stop,
+                tools_via=tools_via,
             )
             status = "ok" if all(o.error is None for o in outcomes) else "failed"
             return outcomes
@@ -238,7 +243,8 @@ class Bridge:
                 fell_back_from = mention.agent if step else None
                 try:
                     if step:  # another CLI: it is given the earlier conversation, replayed
-                        conversation, held = self._conversation(current, mode, spec)[0], False
+                        conversation = self._conversation(current, mode, spec, tools_via=options["tools_via"])[0]
+                        held = False
                     if isinstance(conversation, CrewError):
                         raise conversation
                     loop = self._loop(
@@ -303,12 +309,18 @@ class Bridge:
         )
 
     def _conversation(
-        self, mention: Mention, mode: Mode, spec: AgentSpec | None = None, prior: Prior | None = None
+        self,
+        mention: Mention,
+        mode: Mode,
+        spec: AgentSpec | None = None,
+        prior: Prior | None = None,
+        tools_via: str | None = None,
     ) -> tuple[Conversation | CrewError, bool]:
         """The agent's conversation, its CLI started where it can wait for the first message (or the
         error that stops this agent alone, such as an unknown provider). `spec`: the agent's settings,
         when not the configured ones (a fallback's). With `prior`, the conversation continues that
-        one; the flag says whether the CLI holds it (else the first message replays it)."""
+        one; the flag says whether the CLI holds it (else the first message replays it). `tools_via`
+        replaces the agent's."""
         try:
             agent = spec or self.config.agent(mention.agent)
             base = Turn(
@@ -317,6 +329,7 @@ class Bridge:
                 model=mention.model or agent.model,
                 system_prompt=agent.system_prompt,
                 options=list(agent.options.get(mode, [])),
+                native=(tools_via or agent.tools_via) == "native",
             )
             conversation = new_conversation(
                 self.config.provider(agent.provider), base, cwd=self._workdir(agent), env=self.env
@@ -343,6 +356,7 @@ class Bridge:
         conversation: Conversation | None = None,
         spec: AgentSpec | None = None,
         budget: Budget | None = None,
+        tools_via: str | None = None,
     ) -> AgentLoop:
         """The agent's loop over `conversation` (by default a new one, its CLI started at once)."""
         from crewbridge.hooks import Hooks
@@ -351,7 +365,7 @@ class Bridge:
         from crewbridge.usage import Budget
 
         if conversation is None:
-            made = self._conversation(mention, mode, spec)[0]
+            made = self._conversation(mention, mode, spec, tools_via=tools_via)[0]
             if isinstance(made, CrewError):
                 raise made
             conversation = made
@@ -379,6 +393,7 @@ class Bridge:
                         (f"agents.{agent.id}.max_cost", f"agents.{agent.id}.max_tokens"),
                     ),
                 ],
+                tools_via=tools_via or agent.tools_via,
             )
         except BaseException:
             conversation.close()

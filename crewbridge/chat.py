@@ -84,6 +84,7 @@ def run_chat(
     verbose: bool = False,
     stdin: IO[str] | None = None,
     history: Path | None = None,
+    tools_via: str | None = None,
 ) -> None:
     """The chat on this terminal (or on piped stdin, one message a line, no prompt). `resume`: the id
     of an earlier run whose conversation with the agent the chat continues."""
@@ -105,7 +106,9 @@ def run_chat(
     status = "interrupted"
     try:
         with Renderer(agents=[mention.agent], verbose=verbose) as renderer:
-            conversation, held = bridge._conversation(mention, mode, prior=earlier.get(mention.agent))
+            conversation, held = bridge._conversation(
+                mention, mode, prior=earlier.get(mention.agent), tools_via=tools_via
+            )
             if isinstance(conversation, CrewError):
                 raise conversation
             prior = None
@@ -125,6 +128,7 @@ def run_chat(
                 budget=Budget(max_cost, max_tokens),
                 transcript=transcript,
                 on_progress=renderer.progress,
+                tools_via=tools_via,
             )
             tools = "read-only tools" if mode == "query" else "every tool policy allows"
             converse(

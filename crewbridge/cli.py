@@ -85,6 +85,12 @@ def loop_options(func: Callable[..., Any]) -> Callable[..., Any]:
             click.option("--resume", "resume", metavar="RUN_ID", help="Continue run RUN_ID (`crew log` lists runs)."),
             click.option("--yes", "-y", "approve_all", is_flag=True, help="Approve every tool that needs approval."),
             click.option(
+                "--tools-via",
+                type=click.Choice(["text", "native"]),
+                help="How crew's tools reach the CLIs: text (a catalogue in the prompt, any CLI) or native "
+                "(the CLI's own tool channel: claude, codex, gemini). Default: each agent's tools_via, else text.",
+            ),
+            click.option(
                 "--verbose",
                 "-v",
                 is_flag=True,
@@ -132,6 +138,7 @@ def _run(
     max_tokens: int | None,
     continue_last: bool,
     resume: str | None,
+    tools_via: str | None,
 ) -> None:
     from crewbridge.bridge import Bridge
     from crewbridge.mentions import parse_mentions
@@ -163,6 +170,7 @@ def _run(
             max_tokens=max_tokens,
             resume=resume,
             on_progress=renderer.progress,
+            tools_via=tools_via,
         )
         renderer.finish(outcomes)
     failed = [o.error for o in outcomes if o.error is not None]

@@ -68,6 +68,7 @@ class AgentSpec:
     fallback: list[str] = field(default_factory=list)  # agents that take over when its provider cannot serve
     max_cost: float | None = None  # dollars its run may cost (the CLI's own figure)
     max_tokens: int | None = None  # tokens (input + output) its run may use
+    tools_via: str = "text"  # text: the catalogue in the prompt; native: the CLI's own tool channel (crewbridge.native)
 
 
 @dataclass

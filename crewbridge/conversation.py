@@ -17,6 +17,7 @@ from crewbridge.providers.base import Provider, Turn
 from crewbridge.templates import render
 
 if TYPE_CHECKING:
+    from crewbridge.native import Channel
     from crewbridge.sessions import Prior
 
 EXACT, LOST, FULL = "exact", "lost", "full"
@@ -26,6 +27,12 @@ LIVE_ENV = "CREW_LIVE"  # "0" makes every provider start a fresh CLI process per
 class Conversation(Protocol):
     session_id: str | None
     reported: Usage | None  # the session's totals as the CLI last reported them (cumulative usage)
+
+    def serve(self, channel: Channel) -> bool:
+        """Take the loop's channel, before the first message: crew decides on the CLI's own tools
+        where the CLI asks its client, and — when the turn asked for native tools and this
+        conversation has a native channel — crew's tools are offered through it. Whether they are
+        (else the loop sends the catalogue)."""
 
     def start(self) -> None:
         """Start the CLI now, before the first message is known, where the CLI can wait for it: it
@@ -86,6 +93,9 @@ class ProcessConversation:
             return False
         self.session_id, self.reported = prior.session_id, prior.reported
         return True
+
+    def serve(self, channel: Channel) -> bool:
+        return False  # a CLI run per turn asks its client nothing
 
     def start(self) -> None:
         """Start the first turn's CLI when its prompt goes on stdin: the CLI reads stdin to its end
@@ -193,10 +203,12 @@ def live_enabled(env: dict[str, str] | None) -> bool:
 
 def new_conversation(provider: Provider, base: Turn, cwd: Path, env: dict[str, str] | None = None) -> Conversation:
     """How crew talks to this provider's CLI across turns: the provider's `live` conversation (exact
-    continuation, in one process where the CLI allows), else — and always with CREW_LIVE=0 — a
+    continuation, in one process where the CLI allows; its `native` one when the turn asks for
+    native tools and it has one), else — and always with CREW_LIVE=0 — a
     new process per turn, continued by the CLI's resume or a replayed transcript."""
-    if provider.live and live_enabled(env):
-        module, _, name = provider.live.partition(":")
+    target = provider.native if base.native and provider.native else provider.live
+    if target and live_enabled(env):
+        module, _, name = target.partition(":")
         live: Callable[..., Conversation] = getattr(importlib.import_module(module), name)
         return live(provider, base, cwd=cwd, env=env)
     return ProcessConversation(provider, base, cwd=cwd, env=env)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from crewbridge.availability import unavailable
 from crewbridge.caller import Caller
-from crewbridge.catalogue import build_prompt, offered_tools, render_catalogue
+from crewbridge.catalogue import build_prompt, offered_tools, render_catalogue, skills_section
 from crewbridge.conversation import FULL, LOST, Conversation, replay
 from crewbridge.errors import (
     BudgetExceeded,
@@ -30,10 +30,11 @@ from crewbridge.errors import (
 )
 from crewbridge.events import Failure, MessageEnd, Session, Text, Usage
 from crewbridge.extract import Extractor, Shown, ToolCall
+from crewbridge.globs import NATIVE
 from crewbridge.hooks import Hooks
 from crewbridge.policy import Policy
-from crewbridge.registry import TIMEOUT_GRACE, ToolContext, ToolRegistry, ToolResult
-from crewbridge.skills import Skill
+from crewbridge.registry import TIMEOUT_GRACE, Tool, ToolContext, ToolRegistry, ToolResult
+from crewbridge.skills import SKILL_TOOL, Skill
 from crewbridge.templates import render
 from crewbridge.transcript import Transcript
 from crewbridge.usage import Budget, Tally
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
     from crewbridge.sessions import Prior
 
 REPEAT_LIMIT = 3  # the same failing call this many times ends the run
+CALLS_PER_TURN = 5  # native calls a run may make per --max-turns (one reply may make several)
 MAX_REPLY = 8 << 20  # characters of one reply; past this the CLI is stopped (memory stays bounded)
 
 
@@ -59,7 +61,7 @@ class CallRecord:
 class Progress:
     """What the loop reports while it runs (for live output, --jsonl and the Python API)."""
 
-    kind: str  # turn | text | call | result | usage | answer | fallback | resume | notice
+    kind: str  # turn | text | call | result | native | usage | answer | fallback | resume | notice
     agent: str
     text: str = ""
     call: CallRecord | None = None
@@ -113,6 +115,7 @@ class AgentLoop:
         on_progress: Callable[[Progress], None] | None = None,
         skills: dict[str, Skill] | None = None,
         budgets: list[Budget] | None = None,
+        tools_via: str = "text",
     ) -> None:
         self.agent = agent
         self.conv = conversation
@@ -135,6 +138,9 @@ class AgentLoop:
         self._pool = _DaemonPool(4, f"crew-{agent}")
         self.deadline: float | None = None  # when the current message's run must be over
         self._prepared = False  # the tools' input checks were readied (registry.prepare)
+        self.channel = LoopChannel(self)
+        self.native = conversation.serve(self.channel)  # crew's tools go natively, not as the catalogue
+        self.tools_via = tools_via
 
     def run(self, task: str, prior: Prior | None = None, held: bool = True) -> RunResult:
         """The task, catalogue first, to its answer; then the conversation ends. With `prior`, the
@@ -155,6 +161,16 @@ class AgentLoop:
         return replay(prior.history, self.first_message(task))
 
     def first_message(self, task: str) -> str:
+        if self.native:  # the model sees crew's tools through its CLI: only the skills need telling
+            skills = list(self.skills.values())
+            return build_prompt(skills_section(self.offered, skills) if SKILL_TOOL in self.offered else "", task)
+        if self.tools_via == "native":
+            text = (
+                f"@{self.agent}'s CLI has no native tool channel crew can use here (its provider, "
+                "its version, or CREW_LIVE=0): crew's tools go as the text catalogue"
+            )
+            self.transcript.write("notice", agent=self.agent, text=text)
+            self.emit(Progress("notice", self.agent, text))
         catalogue = render_catalogue(
             self.offered, self.policy.mode, compact=self.compact, skills=list(self.skills.values())
         )
@@ -174,6 +190,7 @@ class AgentLoop:
             self.transcript.write("prompt", agent=self.agent, turn=turn, text=message)
             try:
                 reply = self._reply(message)
+                records += self.channel.take()
                 if not reply.calls:
                     if not reply.text.strip():
                         raise ProviderError(
@@ -358,17 +375,7 @@ class AgentLoop:
         return render("tool_results.md", restate=restate, results=results, tail=tail_note)
 
     def _result_text(self, record: CallRecord) -> str:
-        envelope = json.dumps(record.result.to_dict(), ensure_ascii=False)
-        if not record.result.success:
-            key = record.name + json.dumps(record.input, sort_keys=True, default=str)
-            self.failures[key] = seen = self.failures.get(key, 0) + 1
-            if seen >= REPEAT_LIMIT:
-                raise CrewError(
-                    f"@{self.agent} repeated the same failing call {record.name} {seen} times; "
-                    f"last error: {record.result.error}"
-                )
-            if seen > 1:
-                envelope += "\n" + render("repeated_failure.md").strip()
+        envelope = json.dumps(record.result.to_dict(), ensure_ascii=False) + self.repeated(record)
         fence = "`" * max(3, _longest_backtick_run(envelope) + 1)
         return render(
             "tool_result.md",
@@ -378,12 +385,82 @@ class AgentLoop:
             envelope=envelope,
         )
 
+    def repeated(self, record: CallRecord) -> str:
+        """For a failed call made before: a line telling the model to stop repeating it ("" else).
+        The REPEAT_LIMIT-th time, the run ends (CrewError)."""
+        if record.result.success:
+            return ""
+        key = record.name + json.dumps(record.input, sort_keys=True, default=str)
+        self.failures[key] = seen = self.failures.get(key, 0) + 1
+        if seen >= REPEAT_LIMIT:
+            raise CrewError(
+                f"@{self.agent} repeated the same failing call {record.name} {seen} times; "
+                f"last error: {record.result.error}"
+            )
+        return "\n" + render("repeated_failure.md").strip() if seen > 1 else ""
+
     def _add_usage(self, usage: Usage) -> None:
         self.usage.add(usage)
         self.turn_usage.add(usage)
         for budget in self.budgets:
             budget.add(usage)
         self.emit(Progress("usage", self.agent, usage=replace(self.usage)))
+
+
+class LoopChannel:
+    """The loop's native channel (crewbridge.native.Channel): crew's tools called through the CLI
+    take a text call's path — schema, hooks, policy, approval, transcript, the tool line — and the
+    CLI's own tools are decided by the agent's policy."""
+
+    def __init__(self, loop: AgentLoop) -> None:
+        self.loop = loop
+        self.calls = 0
+        self._records: list[CallRecord] = []
+        self._lock = threading.Lock()
+
+    def tools(self) -> list[Tool]:
+        return list(self.loop.offered)
+
+    def call(self, name: str, arguments: Any) -> ToolResult:
+        loop = self.loop
+        limit = loop.max_turns * CALLS_PER_TURN
+        with self._lock:
+            self.calls += 1
+            if self.calls > limit:
+                raise MaxTurnsReached(
+                    f"@{loop.agent} made more than {limit} native tool calls ({CALLS_PER_TURN} per turn "
+                    "of --max-turns); raise --max-turns or narrow the task"
+                )
+        qualified = loop.registry.qualified(name)
+        loop.emit(Progress("call", loop.agent, call=CallRecord(qualified, arguments, ToolResult(False))))
+        result = loop.caller.call(qualified, arguments, loop.ctx)
+        record = CallRecord(qualified, arguments, result)
+        with self._lock:
+            self._records.append(record)
+        loop.emit(Progress("result", loop.agent, call=record))
+        note = loop.repeated(record)
+        return replace(result, error=f"{result.error}{note}") if note else result
+
+    def permit(self, tool: str, arguments: Any, read_only: bool) -> str | None:
+        loop = self.loop
+        data = arguments if isinstance(arguments, dict) else {"input": arguments}
+        refusal = loop.policy.check_native(tool, data, read_only)
+        decision = {"decision": "refused", "reason": refusal} if refusal else {"decision": "allowed"}
+        loop.transcript.write("native_tool", agent=loop.agent, tool=tool, input=arguments, **decision)
+        shown = f"{NATIVE}{tool} {brief_input(arguments)}"
+        loop.emit(Progress("native", loop.agent, f"{shown}: refused, {refusal}" if refusal else f"{shown}: allowed"))
+        return refusal
+
+    def take(self) -> list[CallRecord]:
+        """The native calls made since the last take."""
+        with self._lock:
+            records, self._records = self._records, []
+        return records
+
+
+def brief_input(arguments: Any, width: int = 120) -> str:
+    text = json.dumps(arguments, ensure_ascii=False, default=str)
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 class _DaemonPool:

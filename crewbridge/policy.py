@@ -16,7 +16,7 @@ from typing import IO, Any
 
 from crewbridge.config import AgentSpec
 from crewbridge.errors import ConfigError
-from crewbridge.globs import matches
+from crewbridge.globs import NATIVE, matches, matches_native, native_globs
 from crewbridge.modes import Mode
 from crewbridge.registry import Tool, ToolRegistry
 
@@ -116,11 +116,37 @@ class Policy:
             if problem:
                 return problem
         if self.needs_approval(spec):
-            return self._approve(spec, data)
+            return self._approve(spec.name, data)
         return None
 
     def needs_approval(self, spec: Tool) -> bool:
         return spec.needs_approval or matches(spec.name, self.agent.approval)
+
+    def check_native(self, tool: str, data: dict[str, Any], read_only: bool) -> str | None:
+        """Why the CLI may not run its own tool `tool` with `data`, or None. The rules of crew's own
+        tools: query mode and the read-only profile refuse what writes or runs commands (all but
+        `read_only` tools); `native:` globs in allow (when it has any) and deny; command globs on a
+        shell tool's command; approval. May ask a person."""
+        agent = self.agent
+        if not read_only and (self.mode != "execute" or agent.profile == "read-only"):
+            where = f"{self.mode} mode" if self.mode != "execute" else f"agent '{agent.id}' (profile read-only)"
+            return (
+                f"crew does not allow {tool} for {where}: only the CLI's tools that read may run "
+                "(the user can run `crew execute`)"
+            )
+        allow = native_globs(agent.allow)
+        if (allow and not matches_native(tool, agent.allow)) or matches_native(tool, agent.deny):
+            return (
+                f"crew's policy does not allow {tool} for agent '{agent.id}' (native:… in allow/deny "
+                "in crew.yaml); it was not run. Do it another way or ask the user"
+            )
+        if isinstance(data.get("command"), str):
+            problem = command_refusal(data["command"], agent.deny_commands, agent.allow_commands)
+            if problem:
+                return problem
+        if matches_native(tool, agent.approval):
+            return self._approve(NATIVE + tool, data)
+        return None
 
     def _refusal(self, spec: Tool) -> str:
         if self.mode != "execute" and not spec.read_only:
@@ -133,22 +159,23 @@ class Policy:
             f"(profile {self.agent.profile}, allow/deny in crew.yaml); use another tool"
         )
 
-    def _approve(self, spec: Tool, data: dict[str, Any]) -> str | None:
-        if self.approve_all or spec.name in self._always:
+    def _approve(self, name: str, data: dict[str, Any]) -> str | None:
+        """Ask a person whether tool `name` may run with `data` (None: yes)."""
+        if self.approve_all or name in self._always:
             return None
         if not self.approver.interactive:
             return (
-                f"tool '{spec.name}' needs a person's approval and there is no terminal to ask on; "
+                f"tool '{name}' needs a person's approval and there is no terminal to ask on; "
                 "it was not run (the user can re-run with --yes to approve every call)"
             )
         shown = json.dumps(data, ensure_ascii=True)  # escapes control characters: nothing can hide
         if len(shown) > SHOWN_INPUT:
             shown = shown[:SHOWN_INPUT] + f"… ({len(shown) - SHOWN_INPUT} more characters)"
-        answer = self.approver.ask(f"@{self.agent.id} wants to run {spec.name} {shown}\nAllow?")
+        answer = self.approver.ask(f"@{self.agent.id} wants to run {name} {shown}\nAllow?")
         if answer == "always":
-            self._always.add(spec.name)
+            self._always.add(name)
         if answer == "no":
-            return f"the user declined this call to '{spec.name}'; it was not run. Ask or try another way."
+            return f"the user declined this call to '{name}'; it was not run. Ask or try another way."
         return None
 
 

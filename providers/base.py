@@ -22,6 +22,7 @@ class Turn:
     session_id: str | None = None  # continue this session (the CLI's own resume)
     system_prompt: str | None = None
     options: list[str] = field(default_factory=list)  # extra CLI options from configuration
+    native: bool = False  # crew's tools go through the CLI's native channel, not the catalogue (crewbridge.native)
 
 
 def cli_home(env: Mapping[str, str], variable: str, default: str) -> Path:
@@ -99,6 +100,8 @@ class Provider:
     prompt_on_stdin = True  # argv is capped at 128 KiB; stdin is not. Then argv() must not read turn.prompt:
     # the first turn's CLI is started before its prompt is built (Conversation.start)
     live = ""  # "module:Class" of its exact, live conversation (providers/live_*.py), if it has one
+    native = ""  # "module:Class" of the conversation that offers crew's tools natively, when not `live`
+    read_only_tools: frozenset[str] = frozenset()  # its own tools that only read (the rest write or run commands)
 
     def argv(self, turn: Turn) -> list[str]:
         raise NotImplementedError

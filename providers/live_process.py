@@ -10,13 +10,16 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crewbridge.providers.base import Provider, Turn, parse_object
 
 from crewbridge.errors import CrewError, ProviderError
 from crewbridge.events import Notice, Usage
 from crewbridge.process import Child
+
+if TYPE_CHECKING:
+    from crewbridge.native import Channel
 
 CONTROL_TIMEOUT = 30.0  # seconds a live CLI gets to answer a control message between turns
 
@@ -74,6 +77,8 @@ class LiveConversation:
     """Base of a conversation held in one long-lived CLI process (`argv`), started by start() or the
     first message, and never after close() — which may come from another thread (Ctrl-C)."""
 
+    native_tools = False  # offers crew's tools natively when the turn asks (Turn.native)
+
     def __init__(
         self, provider: Provider, base: Turn, argv: list[str], *, cwd: Path, env: dict[str, str] | None = None
     ) -> None:
@@ -89,6 +94,11 @@ class LiveConversation:
         self._lock = threading.Lock()
         self._closed = False
         self._handed = False  # _launch() gave the process out (and its caller set it up)
+        self.channel: Channel | None = None
+
+    def serve(self, channel: Channel) -> bool:
+        self.channel = channel
+        return self.base.native and self.native_tools
 
     def start(self) -> None:
         """Start the CLI now: it boots while crew builds the first message, which it waits for."""

@@ -47,6 +47,9 @@ class Script:
         self.session_id = "sess-1"
         self.reported = None
 
+    def serve(self, channel):
+        return False
+
     def late_usage(self):
         return []
 

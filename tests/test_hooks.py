@@ -277,6 +277,9 @@ class Scripted:
     def __init__(self, *replies):
         self.replies = list(replies)
 
+    def serve(self, channel):
+        return False
+
     def late_usage(self):
         return []
 

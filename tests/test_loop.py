@@ -40,6 +40,9 @@ class Script:
         self.reported = None
         self.late: list = []  # usage reported after the loop stopped reading a reply
 
+    def serve(self, channel):
+        return False
+
     def late_usage(self):
         late, self.late = self.late, []
         return late
