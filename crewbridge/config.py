@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from crewbridge.errors import AgentNotFound, ConfigError, ConfigKeyError, CrewError, UsageError
-from crewbridge.globs import matches
+from crewbridge.globs import NATIVE, matches
 from crewbridge.places import CONFIG_NAMES, xdg
 from crewbridge.providers import BUILTIN, load, names, plugins
 from crewbridge.registry import DEFAULT_PREFIX, ToolRegistry
@@ -148,6 +148,10 @@ class Config:
         names = registry.names()
         for keys, patterns in lists:
             for i, pattern in enumerate(patterns):
+                if pattern.startswith(NATIVE) and keys[0] == "hooks":
+                    raise self.error((*keys, i), f"'{pattern}': hooks see crew's tools only, not the CLI's own")
+                if pattern.startswith(NATIVE):
+                    continue  # the CLI's own tools: crew knows them only when the CLI asks
                 if not any(matches(name, [pattern]) for name in names):
                     near = difflib.get_close_matches(pattern, names, n=1)
                     hint = f"did you mean '{near[0]}'?" if near else f"tools: {', '.join(names)}"

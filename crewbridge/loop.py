@@ -32,8 +32,9 @@ from crewbridge.events import Failure, MessageEnd, Session, Text, Usage
 from crewbridge.extract import Extractor, Shown, ToolCall
 from crewbridge.globs import NATIVE
 from crewbridge.hooks import Hooks
+from crewbridge.paths import resolve_inside
 from crewbridge.policy import Policy
-from crewbridge.registry import TIMEOUT_GRACE, Tool, ToolContext, ToolRegistry, ToolResult
+from crewbridge.registry import TIMEOUT_GRACE, Tool, ToolContext, ToolFailure, ToolRegistry, ToolResult
 from crewbridge.skills import SKILL_TOOL, Skill
 from crewbridge.templates import render
 from crewbridge.transcript import Transcript
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
     from crewbridge.sessions import Prior
 
 REPEAT_LIMIT = 3  # the same failing call this many times ends the run
+PATH_KEYS = ("file_path", "path", "notebook_path", "absolute_path", "dir_path")  # the CLIs' own tools' path inputs
 CALLS_PER_TURN = 5  # native calls a run may make per --max-turns (one reply may make several)
 MAX_REPLY = 8 << 20  # characters of one reply; past this the CLI is stopped (memory stays bounded)
 
@@ -444,7 +446,9 @@ class LoopChannel:
     def permit(self, tool: str, arguments: Any, read_only: bool) -> str | None:
         loop = self.loop
         data = arguments if isinstance(arguments, dict) else {"input": arguments}
-        refusal = loop.policy.check_native(tool, data, read_only)
+        paths = [data[key] for key in PATH_KEYS if isinstance(data.get(key), str)]
+        refusal = next(filter(None, (_outside(loop.ctx.workdir, path) for path in paths)), None)
+        refusal = refusal or loop.policy.check_native(tool, data, read_only)
         decision = {"decision": "refused", "reason": refusal} if refusal else {"decision": "allowed"}
         loop.transcript.write("native_tool", agent=loop.agent, tool=tool, input=arguments, **decision)
         shown = f"{NATIVE}{tool} {brief_input(arguments)}"
@@ -456,6 +460,15 @@ class LoopChannel:
         with self._lock:
             records, self._records = self._records, []
         return records
+
+
+def _outside(workdir: Path, path: str) -> str | None:
+    """Why the CLI's own tool may not use `path`: it leads outside the working directory."""
+    try:
+        resolve_inside(workdir, path)
+    except ToolFailure as exc:
+        return f"{exc} (crew lets the CLI's own tools use files inside it only)"
+    return None
 
 
 def brief_input(arguments: Any, width: int = 120) -> str:

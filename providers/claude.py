@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -14,8 +15,19 @@ from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session,
 # Query mode offers only these of Claude's own tools. An allow list, not a deny list: 2.1.197 also
 # has CronCreate, EnterWorktree, Skill, Workflow, … and each version adds more.
 READ_ONLY_TOOLS = "Read,Glob,Grep"
-# What the live conversation (live_claude.py) adds to the command.
-LIVE_FLAGS = ["--input-format", "stream-json", "--include-partial-messages"]
+# What the live conversation (live_claude.py) adds to the command. With the permission prompt tool
+# on stdio, Claude asks crew (can_use_tool) before each use of its own tools that its permission rules
+# do not already allow; crew's policy answers.
+LIVE_FLAGS = ["--input-format", "stream-json", "--include-partial-messages", "--permission-prompt-tool", "stdio"]
+# What it adds for native tools: crew's tools as an SDK MCP server named crew, served over the control
+# protocol by crew itself (no process of its own); their calls need no question: crew's policy applies
+# to each call anyway.
+NATIVE_FLAGS = [
+    "--mcp-config",
+    json.dumps({"mcpServers": {"crew": {"type": "sdk", "name": "crew"}}}),
+    "--allowedTools",
+    "mcp__crew",
+]
 
 
 class ClaudeDecoder(JsonLineDecoder):
@@ -121,6 +133,7 @@ class ClaudeProvider(Provider):
     binary = "claude"
     install_hint = "npm install -g @anthropic-ai/claude-code"
     live = "crewbridge.providers.live_claude:ClaudeLiveConversation"
+    read_only_tools = frozenset(READ_ONLY_TOOLS.split(","))
 
     def argv(self, turn: Turn) -> list[str]:
         argv = [self.binary, "-p", "--output-format", "stream-json", "--verbose"]
@@ -143,4 +156,4 @@ class ClaudeProvider(Provider):
         return (projects / re.sub(r"[^A-Za-z0-9]", "-", str(cwd)) / f"{session_id}.jsonl").is_file()
 
     def commands(self) -> list[list[str]]:
-        return [*super().commands(), self.argv(Turn("", "query")) + LIVE_FLAGS]
+        return [*super().commands(), self.argv(Turn("", "query")) + LIVE_FLAGS + NATIVE_FLAGS]

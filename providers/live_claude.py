@@ -11,23 +11,28 @@ interrupt landed mid-reply or the reply had already finished (the race).
 
 The rewind needs an assistant message before its target; for the first message there is none, so
 the process starts with an empty assistant line, which Claude leaves out of every model request.
+
+Claude's questions come on the same stream, as control requests, and are answered as they come:
+`can_use_tool` (one of its own tools, by crew's policy: the loop's channel) and, with native tools,
+`mcp_message` (crew's tools as an SDK MCP server named crew, served by crewbridge.native.McpTools).
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from crewbridge.providers.base import Turn
-from crewbridge.providers.claude import LIVE_FLAGS, ClaudeDecoder, ClaudeProvider
+from crewbridge.providers.claude import LIVE_FLAGS, NATIVE_FLAGS, ClaudeDecoder, ClaudeProvider
 from crewbridge.providers.live_process import LiveConversation, LiveProcess, control_deadline
 
 from crewbridge.conversation import EXACT, FULL
 from crewbridge.errors import ProviderError
-from crewbridge.events import Event, Failure, Session, Usage
+from crewbridge.events import Event, Failure, Notice, Session, Usage
+from crewbridge.native import SERVER, McpTools
 
 if TYPE_CHECKING:
     from crewbridge.sessions import Prior
@@ -53,8 +58,10 @@ def assistant_line(text: str) -> dict[str, Any]:
 
 
 class ClaudeLiveConversation(LiveConversation):
+    native_tools = True
+
     def __init__(self, provider: ClaudeProvider, base: Turn, *, cwd: Path, env: dict[str, str] | None = None) -> None:
-        super().__init__(provider, base, provider.argv(base) + LIVE_FLAGS, cwd=cwd, env=env)
+        super().__init__(provider, base, live_argv(provider, base), cwd=cwd, env=env)
         self._requests = itertools.count(1)
         self._open = False  # a turn whose result line has not been read yet
         self._answered: dict[str, Any] = {}  # the user line the current reply answers
@@ -65,7 +72,7 @@ class ClaudeLiveConversation(LiveConversation):
         if prior.session_id is None or not self.provider.has_session(prior.session_id, self.env, self.cwd):
             return False
         assert isinstance(self.provider, ClaudeProvider)
-        self.argv = self.provider.argv(replace(self.base, session_id=prior.session_id)) + LIVE_FLAGS
+        self.argv = live_argv(self.provider, replace(self.base, session_id=prior.session_id))
         return True
 
     def _start(self) -> LiveProcess:
@@ -90,7 +97,7 @@ class ClaudeLiveConversation(LiveConversation):
     def _reply(self, process: LiveProcess, deadline: float | None) -> Iterator[Event]:
         decoder = ClaudeDecoder()
         while self._open:
-            obj = process.read(deadline)
+            obj = self._read(process, deadline)
             if isinstance(obj, dict):
                 self._open = not _is_result(obj)
                 self._native = self._native or _is_tool_result(obj)
@@ -109,7 +116,7 @@ class ClaudeLiveConversation(LiveConversation):
     def _finish_turn(self) -> None:
         """Read what is left of a reply the loop stopped reading, up to its result line."""
         if self._open and self.process is not None:
-            result = self.process.read_until(_is_result, control_deadline())
+            result = self._read_until(self.process, _is_result)
             self._open = False
             usage = [event for event in ClaudeDecoder().decode_object(result) if isinstance(event, Usage)]
             self.late += [self._share(event) for event in usage if event.input_tokens or event.output_tokens]
@@ -126,7 +133,47 @@ class ClaudeLiveConversation(LiveConversation):
         def answered(obj: dict[str, Any]) -> bool:
             return obj.get("type") == "control_response" and obj["response"].get("request_id") == request_id
 
-        return process.read_until(answered, control_deadline())["response"].get("response") or {}
+        return self._read_until(process, answered)["response"].get("response") or {}
+
+    def _read(self, process: LiveProcess, deadline: float | None) -> dict[str, Any] | Notice:
+        """The next line Claude writes that is not a question to crew: those are answered here."""
+        while True:
+            obj = process.read(deadline)
+            if isinstance(obj, dict) and obj.get("type") == "control_request":
+                process.write(self._answer(obj))
+            elif not (isinstance(obj, dict) and obj.get("type") == "control_cancel_request"):
+                return obj
+
+    def _read_until(self, process: LiveProcess, done: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+        deadline = control_deadline()
+        while True:
+            obj = self._read(process, deadline)
+            if isinstance(obj, dict) and done(obj):
+                return obj
+
+    def _answer(self, message: dict[str, Any]) -> dict[str, Any]:
+        """The control response to Claude's control request `message`."""
+        request_id, request = message.get("request_id"), message.get("request") or {}
+        subtype, channel = request.get("subtype"), self.channel
+        if subtype == "can_use_tool" and channel is not None:
+            tool, data = str(request.get("tool_name")), request.get("input") or {}
+            refusal = channel.permit(tool, data, read_only=tool in self.provider.read_only_tools)
+            answer = (
+                {"behavior": "deny", "message": refusal} if refusal else {"behavior": "allow", "updatedInput": data}
+            )
+        elif subtype == "mcp_message" and request.get("server_name") == SERVER and channel is not None:
+            response = McpTools(channel).answer(request.get("message"))
+            answer = {"mcp_response": response or {"jsonrpc": "2.0", "result": {}}}
+        else:
+            error = f"crew does not answer {subtype} requests here"
+            return {
+                "type": "control_response",
+                "response": {"subtype": "error", "request_id": request_id, "error": error},
+            }
+        return {
+            "type": "control_response",
+            "response": {"subtype": "success", "request_id": request_id, "response": answer},
+        }
 
     def stop(self) -> None:
         if self._open and self.process is not None:
@@ -154,6 +201,11 @@ class ClaudeLiveConversation(LiveConversation):
         self._finish_turn()  # that message is in the history before the reply goes in after it
         self.process.write(assistant_line(kept))
         return EXACT
+
+
+def live_argv(provider: ClaudeProvider, turn: Turn) -> list[str]:
+    """The live process's command: crew's tools as an SDK MCP server when the turn asks for native tools."""
+    return provider.argv(turn) + LIVE_FLAGS + (NATIVE_FLAGS if turn.native else [])
 
 
 def _is_result(obj: dict[str, Any]) -> bool:
