@@ -17,8 +17,10 @@ from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session,
 READ_ONLY_TOOLS = "Read,Glob,Grep"
 # What the live conversation (live_claude.py) adds to the command. With the permission prompt tool
 # on stdio, Claude asks crew (can_use_tool) before each use of its own tools that its permission rules
-# do not already allow; crew's policy answers.
-LIVE_FLAGS = ["--input-format", "stream-json", "--include-partial-messages", "--permission-prompt-tool", "stdio"]
+# do not already allow; crew's policy answers. That option is hidden: --help does not list it (the
+# Agent SDK uses it), so `crew doctor` does not look for it.
+STREAM_FLAGS = ["--input-format", "stream-json", "--include-partial-messages"]
+LIVE_FLAGS = [*STREAM_FLAGS, "--permission-prompt-tool", "stdio"]
 # What it adds for native tools: crew's tools as an SDK MCP server named crew, served over the control
 # protocol by crew itself (no process of its own); their calls need no question: crew's policy applies
 # to each call anyway.
@@ -156,4 +158,4 @@ class ClaudeProvider(Provider):
         return (projects / re.sub(r"[^A-Za-z0-9]", "-", str(cwd)) / f"{session_id}.jsonl").is_file()
 
     def commands(self) -> list[list[str]]:
-        return [*super().commands(), self.argv(Turn("", "query")) + LIVE_FLAGS + NATIVE_FLAGS]
+        return [*super().commands(), self.argv(Turn("", "query")) + STREAM_FLAGS + NATIVE_FLAGS]

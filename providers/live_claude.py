@@ -155,6 +155,7 @@ class ClaudeLiveConversation(LiveConversation):
         """The control response to Claude's control request `message`."""
         request_id, request = message.get("request_id"), message.get("request") or {}
         subtype, channel = request.get("subtype"), self.channel
+        answer: dict[str, Any]
         if subtype == "can_use_tool" and channel is not None:
             tool, data = str(request.get("tool_name")), request.get("input") or {}
             refusal = channel.permit(tool, data, read_only=tool in self.provider.read_only_tools)
