@@ -25,10 +25,12 @@ CLAUDE_HELP = """\
 Usage: claude [options] [command] [prompt]
 
 Options:
+  --allowedTools, --allowed-tools <tools...>  Tools allowed without asking
   --append-system-prompt <prompt>   Append a system prompt to the default system prompt
   --include-partial-messages        Include partial message chunks (only with --print and
                                     --output-format=stream-json)
   --input-format <format>           Input format (only works with --print)
+  --mcp-config <configs...>         Load MCP servers from JSON files or strings
   --model <model>                   Model for the current session
   --output-format <format>          Output format (only works with --print)
   -p, --print                       Print response and exit
@@ -165,7 +167,7 @@ def test_a_cli_with_every_option_passes_with_its_version(workdir: Path, bin_dir:
     fake_cli(bin_dir, "claude", version="2.1.197 (Claude Code)", help_text=CLAUDE_HELP)
     (check,) = doctor(workdir, bin_dir, only=("claude",))["claude"]
     assert (check.status, check.message) == \
-        (OK, f"2.1.197 (Claude Code) at {bin_dir / 'claude'}; accepts the 9 options crew uses")
+        (OK, f"2.1.197 (Claude Code) at {bin_dir / 'claude'}; accepts the 11 options crew uses")
     assert sorted(runs(bin_dir, "claude")) == ["--help", "--version"]  # each probe once, nothing else
 
 
