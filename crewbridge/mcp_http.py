@@ -11,8 +11,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from crewbridge.errors import UsageError
-from crewbridge.mcp_server import PARSE_ERROR, McpServer, rpc_error
+from crewbridge.mcp_server import PARSE_ERROR, McpServer
 from crewbridge.mcp_stdio import encode
+from crewbridge.native import rpc_error
 
 PATH = "/mcp"
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")

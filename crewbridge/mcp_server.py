@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from crewbridge.config import AgentSpec, Config
 from crewbridge.errors import CrewError, UsageError
 from crewbridge.modes import Mode
+from crewbridge.native import rpc_error, tool_content
 from crewbridge.version import __version__
 
 # For start-up speed: `initialize` is answered before the engine is imported; it loads when the
@@ -284,15 +285,7 @@ class McpServer:
             registry, caller, ctx, _ = self._crew_tools()
             if name not in registry:
                 raise RpcError(INVALID_PARAMS, self._unknown(name, registry))
-            outcome = caller.call(name, arguments, ctx)
-            if outcome.success:
-                data = outcome.data
-                text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False, indent=1)
-                result = _content(text)
-                if outcome.truncated:
-                    result["content"].append({"type": "text", "text": "(the output was truncated)"})
-            else:
-                result = _content(str(outcome.error), error=True)
+            result = tool_content(caller.call(name, arguments, ctx))
         return {"jsonrpc": "2.0", "id": rid, "result": result}
 
     def _unknown(self, name: str, registry: ToolRegistry) -> str:
@@ -424,7 +417,3 @@ def _content(text: str, *, error: bool = False, structured: dict[str, Any] | Non
     if structured is not None:
         result["structuredContent"] = structured
     return result
-
-
-def rpc_error(rid: Any, code: int, message: str) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": message}}

@@ -66,10 +66,10 @@ class McpTools:
         elif method == "tools/call":
             name, arguments = params.get("name"), params.get("arguments")
             if not isinstance(name, str):
-                return _rpc_error(rid, -32602, "tools/call needs a tool name in params.name")
+                return rpc_error(rid, -32602, "tools/call needs a tool name in params.name")
             result = tool_content(self.channel.call(name, {} if arguments is None else arguments))
         else:
-            return _rpc_error(rid, -32601, f"method '{method}' is not served; crew serves tools only")
+            return rpc_error(rid, -32601, f"method '{method}' is not served; crew serves tools only")
         return {"jsonrpc": "2.0", "id": rid, "result": result}
 
 
@@ -97,5 +97,5 @@ def tool_content(result: ToolResult) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": result_text(result)}], "isError": not result.success}
 
 
-def _rpc_error(rid: Any, code: int, message: str) -> dict[str, Any]:
+def rpc_error(rid: Any, code: int, message: str) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": message}}
