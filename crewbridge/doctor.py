@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from crewbridge.config import Config, default_agents, load_config
+from crewbridge.conversation import live_enabled
 from crewbridge.custom_tools import Finished, run_argv
 from crewbridge.errors import CrewError, CrewTimeout, UsageError
 from crewbridge.mcp_install import registered
@@ -159,6 +160,7 @@ def diagnose(
     yield from _programs(config, env)
     yield from _skills(config, cwd, env)
     yield _mcp(env, cwd)
+    yield _native(config, env)
     prober = Prober(env, cwd, timeout)
     try:
         for subject in subjects:
@@ -175,6 +177,25 @@ def _mcp(env: Mapping[str, str], cwd: Path) -> Check:
     if not where:
         return Check(OK, "mcp", "crew is registered in no CLI (`crew mcp install claude|gemini|codex` does it)")
     return Check(OK, "mcp", "crew is registered in " + ", ".join(f"{cli} ({path})" for cli, path in where.items()))
+
+
+def _native(config: Config, env: Mapping[str, str]) -> Check:
+    """Which agents can take crew's tools natively (`--tools-via native`), and which are set to."""
+    able, unable = [], []
+    for agent in config.agents.values():
+        try:
+            via = config.provider(agent.provider).native_via
+        except CrewError:
+            continue  # the provider's own line says what is wrong
+        if via:
+            able.append(f"{agent.id} ({via}{', tools_via: native' if agent.tools_via == 'native' else ''})")
+        else:
+            unable.append(agent.id)
+    text = "crew's tools go natively (--tools-via native) to " + (", ".join(able) or "no agent")
+    text += f"; as the text catalogue only to {', '.join(unable)}" if unable else ""
+    if able and not live_enabled(dict(env)):
+        return Check(WARN, "native", f"CREW_LIVE=0: every agent gets the text catalogue ({text})")
+    return Check(OK, "native", text)
 
 
 def _configuration(config_path: Path | None, cwd: Path) -> tuple[Config, list[Check]]:

@@ -101,6 +101,7 @@ class Provider:
     # the first turn's CLI is started before its prompt is built (Conversation.start)
     live = ""  # "module:Class" of its exact, live conversation (providers/live_*.py), if it has one
     native = ""  # "module:Class" of the conversation that offers crew's tools natively, when not `live`
+    native_via = ""  # how crew's tools reach it natively (`crew doctor` says it); "" when they cannot
     read_only_tools: frozenset[str] = frozenset()  # its own tools that only read (the rest write or run commands)
 
     def argv(self, turn: Turn) -> list[str]:

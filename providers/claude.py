@@ -135,6 +135,7 @@ class ClaudeProvider(Provider):
     binary = "claude"
     install_hint = "npm install -g @anthropic-ai/claude-code"
     live = "crewbridge.providers.live_claude:ClaudeLiveConversation"
+    native_via = "an SDK MCP server in its live process"
     read_only_tools = frozenset(READ_ONLY_TOOLS.split(","))
 
     def argv(self, turn: Turn) -> list[str]:

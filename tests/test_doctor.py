@@ -177,7 +177,7 @@ def test_a_missing_cli_is_a_warning_unless_it_is_needed(workdir: Path, bin_dir: 
     assert found["gemini"][0].message == ("not installed: `gemini` is not on PATH; only @gemini needs it, so "
                                           "install it to use that: npm install -g @google/gemini-cli")
     assert statuses(doctor(workdir, bin_dir, only=("gemini",))) == \
-        {"config": [OK], "tools": [OK], "mcp": [OK], "gemini": [FAIL]}
+        {"config": [OK], "tools": [OK], "mcp": [OK], "native": [OK], "gemini": [FAIL]}
 
 
 def test_a_missing_cli_that_an_agent_in_crew_yaml_uses_fails(workdir: Path, bin_dir: Path) -> None:
@@ -347,8 +347,8 @@ def test_the_command_prints_one_line_per_finding_and_exits_1_on_a_failure(
     result = CliRunner().invoke(cli, ["doctor", "claude", "demo"])
     lines = result.output.splitlines()
     assert result.exit_code == 1 and lines[0].startswith("crew 0.1.0, Python ")
-    assert [line.split()[:2] for line in lines[1:6]] == \
-        [["ok", "config"], ["ok", "tools"], ["ok", "mcp"], ["FAIL", "claude"], ["ok", "demo"]]
+    assert [line.split()[:2] for line in lines[1:7]] == \
+        [["ok", "config"], ["ok", "tools"], ["ok", "mcp"], ["ok", "native"], ["FAIL", "claude"], ["ok", "demo"]]
     assert "crew: 1 problem: see the FAIL lines" in lines[-1]
 
 
@@ -358,7 +358,7 @@ def test_the_command_exits_0_when_nothing_is_broken(workdir: Path, bin_dir: Path
     monkeypatch.chdir(workdir)
     result = CliRunner().invoke(cli, ["doctor"])  # the three CLIs are missing: warnings only
     assert result.exit_code == 0, result.output
-    assert [line.split()[0] for line in result.output.splitlines()[1:]] == ["ok", "ok", "ok", "warn", "warn", "warn", "ok"]
+    assert [line.split()[0] for line in result.output.splitlines()[1:]] == ["ok", "ok", "ok", "ok", "warn", "warn", "warn", "ok"]
 
 
 def test_skills_with_a_broken_front_matter_are_reported_not_dropped(workdir: Path, bin_dir: Path) -> None:
@@ -372,3 +372,14 @@ def test_skills_with_a_broken_front_matter_are_reported_not_dropped(workdir: Pat
         (FAIL, f"{bad}:2: 'description' must be a non-empty line of text; fix its front matter, or the skill "
                "is not offered"),
         (OK, "1 skill offered to agents that allow them: notes")]
+
+
+def test_it_says_which_agents_can_take_crews_tools_natively(workdir: Path, bin_dir: Path, monkeypatch) -> None:
+    (workdir / "crew.yaml").write_text("agents:\n  claude:\n    tools_via: native\n  local:\n    provider: demo\n")
+    (native,) = doctor(workdir, bin_dir, config=workdir / "crew.yaml", only=("demo",))["native"]
+    assert native.status == OK
+    assert "claude (an SDK MCP server in its live process, tools_via: native)" in native.message
+    assert "; as the text catalogue only to " in native.message and native.message.endswith(", demo, local")
+    monkeypatch.setenv("CREW_LIVE", "0")
+    (native,) = doctor(workdir, bin_dir, config=workdir / "crew.yaml", only=("demo",))["native"]
+    assert native.status == WARN and native.message.startswith("CREW_LIVE=0: every agent gets the text catalogue")
