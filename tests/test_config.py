@@ -370,6 +370,17 @@ def test_a_deny_glob_that_matches_no_tool_is_an_error_not_a_silent_allow(tmp_pat
         config.registry()
 
 
+def test_native_globs_name_the_clis_own_tools_and_tools_via_is_text_or_native(tmp_path):
+    config = load(tmp_path, "agents:\n  claude:\n    tools_via: native\n    deny: ['native:Bash', read_file]\n")
+    config.registry()  # crew knows the CLI's own tools only when the CLI asks: no glob check for them
+    assert config.agent("claude").tools_via == "native" and config.agent("gemini").tools_via == "text"
+    with pytest.raises(ConfigError, match=r"crew.yaml:3: agents.claude.tools_via: .*text.*native"):
+        load(tmp_path, "agents:\n  claude:\n    tools_via: natively\n")
+    config = load(tmp_path, "hooks:\n  before_tool_call:\n    - {shell: 'exit 2', tools: ['native:Bash']}\n")
+    with pytest.raises(ConfigError, match=r"tools\[0\]: 'native:Bash': hooks see crew's tools only"):
+        config.registry()
+
+
 def test_a_hook_tools_glob_that_matches_no_tool_is_an_error(tmp_path):
     config = load(tmp_path, "hooks:\n  before_tool_call:\n    - {shell: 'exit 2', tools: [writefile]}\n")
     with pytest.raises(ConfigError, match=r"hooks.before_tool_call\[0\].tools\[0\]: 'writefile' matches no tool"):

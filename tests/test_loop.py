@@ -375,3 +375,90 @@ def test_the_opening_message_of_a_continued_conversation(registry, tmp_path):
     assert replayed.index("[user]\nold task") < replayed.index("[assistant]\nold") \
         < replayed.index(loop.first_message("new task"))
     assert loop.opening("new task") == loop.first_message("new task")
+
+
+# --- native tool calls (crewbridge.native): the conversation calls the loop's channel ---------------
+
+class NativeScript(Script):
+    """A conversation with a native channel: each reply is a list of events and of actions — a
+    ("call", name, input) or ("permit", tool, input, read_only) made on the channel, whose outcome
+    is recorded as the CLI would hand it to the model."""
+
+    def __init__(self, *replies, native=True):
+        super().__init__(*replies)
+        self.native = native
+        self.channel = None
+        self.outcomes: list = []
+
+    def serve(self, channel):
+        self.channel = channel
+        return self.native
+
+    def send(self, message, deadline):
+        self.sent.append(message)
+        for item in self.replies[len(self.sent) - 1]:
+            if isinstance(item, tuple) and item[0] == "call":
+                self.outcomes.append(self.channel.call(item[1], item[2]))
+            elif isinstance(item, tuple):
+                self.outcomes.append(self.channel.permit(*item[1:]))
+            else:
+                yield item
+
+
+def test_with_a_native_channel_the_task_goes_alone_and_native_calls_take_a_text_calls_path(registry, tmp_path):
+    events = []
+    script = NativeScript([("call", "read_file", {"path": "notes.txt"}), *text("It says 42.")])
+    result = make_loop(script, registry, tmp_path, on_progress=events.append).run("what is the secret?")
+    assert script.sent == ["what is the secret?"]  # no catalogue
+    assert [tool["name"] for tool in map(vars, script.channel.tools())] == ["read_file"]  # query mode's tools
+    assert script.outcomes[0].success and script.outcomes[0].data == {"content": "the secret is 42"}
+    assert result.answer == "It says 42." and result.turns == 1
+    assert [(c.name, c.result.success) for c in result.tool_calls] == [("crew:read_file", True)]
+    assert [e.kind for e in events if e.kind in ("call", "result")] == ["call", "result"]
+
+
+def test_a_native_call_that_breaks_the_schema_gets_crews_message_and_policy_applies(registry, tmp_path):
+    script = NativeScript([("call", "read_file", {"paht": "x"}), ("call", "write_file", {"path": "a", "content": "b"}),
+                           *text("I could not.")])
+    make_loop(script, registry, tmp_path).run("go")
+    bad_input, not_allowed = script.outcomes
+    assert bad_input.error.startswith("invalid input for crew:read_file")
+    assert "not available in query mode" in not_allowed.error and registry.log == []
+
+
+def test_the_same_failing_native_call_is_flagged_then_ends_the_run(registry, tmp_path):
+    script = NativeScript([("call", "read_file", {"path": "gone.txt"})] * 3 + text("never"))
+    with pytest.raises(CrewError, match="repeated the same failing call crew:read_file 3 times"):
+        make_loop(script, registry, tmp_path).run("go")
+    first, second = script.outcomes  # the third ended the run
+    assert "already failed" not in first.error and "This exact call already failed" in second.error
+
+
+def test_native_calls_are_bounded_by_max_turns(registry, tmp_path):
+    script = NativeScript([("call", "read_file", {"path": "notes.txt"})] * 6 + text("never"))
+    with pytest.raises(MaxTurnsReached, match="more than 5 native tool calls"):
+        make_loop(script, registry, tmp_path, max_turns=1).run("go")
+
+
+def test_the_clis_own_tools_are_decided_by_the_policy_and_recorded(registry, tmp_path):
+    from crewbridge.transcript import Transcript
+
+    transcript = Transcript()
+    records = []
+    transcript.write = lambda kind, **data: records.append((kind, data))
+    script = NativeScript([("permit", "Bash", {"command": "make"}, False),
+                           ("permit", "Read", {"file_path": str(tmp_path / "notes.txt")}, True),
+                           ("permit", "Read", {"file_path": "/etc/passwd"}, True), *text("done")])
+    make_loop(script, registry, tmp_path, transcript=transcript).run("go")
+    bash, inside, outside = script.outcomes
+    assert "query mode" in bash and inside is None and "outside the working directory" in outside
+    decisions = [(data["tool"], data["decision"]) for kind, data in records if kind == "native_tool"]
+    assert decisions == [("Bash", "refused"), ("Read", "allowed"), ("Read", "refused")]
+
+
+def test_without_a_native_channel_the_catalogue_goes_with_a_notice(registry, tmp_path):
+    events = []
+    script = NativeScript(text("hi"), native=False)
+    make_loop(script, registry, tmp_path, tools_via="native", on_progress=events.append).run("go")
+    assert "[crew tools]" in script.sent[0]
+    assert any(e.kind == "notice" and "no native tool channel" in e.text for e in events)

@@ -262,3 +262,45 @@ def test_the_default_approver_asks_only_when_stdin_and_stderr_are_terminals():
     assert not Approver(io.StringIO(), io.StringIO()).interactive
     assert not Approver(Terminal(tty=True), Terminal(tty=False)).interactive  # type: ignore[arg-type]
     assert Approver(Terminal(tty=True), Terminal(tty=True)).interactive  # type: ignore[arg-type]
+
+
+# --- the CLI's own tools (native:…) -----------------------------------------------------------------
+
+def native(mode="execute", **agent: object) -> Policy:
+    return Policy(AgentSpec(id="claude", provider="claude", **agent), mode)  # type: ignore[arg-type]
+
+
+def test_query_mode_lets_the_clis_own_tools_read_and_refuses_every_other():
+    policy = native("query")
+    assert policy.check_native("Read", {"file_path": "a"}, read_only=True) is None
+    refusal = policy.check_native("Bash", {"command": "ls"}, read_only=False)
+    assert refusal == ("crew does not allow Bash for query mode: only the CLI's tools that read may run "
+                       "(the user can run `crew execute`)")
+    assert native(profile="read-only").check_native("Edit", {}, read_only=False) is not None
+
+
+def test_execute_mode_lets_them_act_unless_a_native_glob_denies_them():
+    assert native().check_native("Bash", {"command": "make"}, read_only=False) is None
+    policy = native(deny=["native:Bash", "write_file"])
+    assert "native:… in allow/deny" in policy.check_native("Bash", {"command": "make"}, read_only=False)
+    assert policy.check_native("write_file", {}, read_only=False) is None  # crew's write_file is not gemini's
+
+
+def test_native_allow_globs_narrow_the_clis_tools_and_leave_crews_alone(registry):
+    policy = native(allow=["native:Read*", "native:Grep", "read_file", "run_command"])
+    assert policy.check_native("Grep", {}, read_only=True) is None
+    assert policy.check_native("Edit", {}, read_only=False) is not None
+    assert [tool.name for tool in policy.offered(registry)] == ["read_file", "run_command"]
+    assert native(allow=["run_command"]).check_native("Edit", {}, read_only=False) is None  # no native: glob
+
+
+def test_command_globs_apply_to_a_native_shell_tools_command():
+    refusal = native(deny_commands=["rm *"]).check_native("run_shell_command", {"command": "cd x && rm -rf y"}, False)
+    assert refusal is not None and "rm -rf y" in refusal
+
+
+def test_native_approval_globs_ask_on_the_terminal():
+    terminal = Terminal("n")
+    refusal = asking(terminal, approval=["native:Bash"]).check_native("Bash", {"command": "make"}, read_only=False)
+    assert terminal.asked == ['@claude wants to run native:Bash {"command": "make"}\nAllow? [y/N/a=always] ']
+    assert refusal == "the user declined this call to 'native:Bash'; it was not run. Ask or try another way."
