@@ -33,6 +33,7 @@ FIGURES = {  # name → module; in the order of issue 6
     "parallel": "bench.parallel",
     "memory": "bench.memory",
     "mcp": "bench.mcp",
+    "native": "bench.native",
 }
 
 

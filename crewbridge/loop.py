@@ -142,6 +142,9 @@ class AgentLoop:
         self._prepared = False  # the tools' input checks were readied (registry.prepare)
         self.channel = LoopChannel(self)
         self.native = conversation.serve(self.channel)  # crew's tools go natively, not as the catalogue
+        if self.native:  # the CLI calls them while it streams: ready their input checks while it boots
+            self._prepared = True
+            self._pool.submit(self.registry.prepare)
         self.tools_via = tools_via
 
     def run(self, task: str, prior: Prior | None = None, held: bool = True) -> RunResult:

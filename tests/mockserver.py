@@ -93,6 +93,8 @@ class Request:
     vendor: str = ""  # "anthropic", "gemini", "openai", "chat" (Chat Completions) or ""
     streamed: int = 0  # chunks written for a scripted reply
     finished: bool = False  # the whole reply was written (False: the client hung up first)
+    received: float = 0.0  # time.monotonic() when its body had been read
+    ended: float = 0.0  # time.monotonic() when the whole reply had been written
 
     def messages(self) -> list[tuple[str, str]]:
         """The conversation this request carried as (role, text) pairs, roles normalised to
@@ -392,7 +394,7 @@ class _Handler(BaseHTTPRequestHandler):
                   "gemini" if GEMINI_PATH.match(path) else
                   "openai" if path.startswith("/v1/responses") else
                   "chat" if path == "/v1/chat/completions" else "")
-        return Request(self.command, path, query, dict(self.headers), body, vendor)
+        return Request(self.command, path, query, dict(self.headers), body, vendor, received=time.monotonic())
 
     def _body(self) -> bytes:
         if self.headers.get("Transfer-Encoding", "").lower() != "chunked":
@@ -445,6 +447,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(payload), payload))
             else:
                 request.finished = True  # before the last write: a client that has it sees this
+                request.ended = time.monotonic()
                 self.wfile.write(b"0\r\n\r\n")
                 return
         except (BrokenPipeError, ConnectionResetError):
