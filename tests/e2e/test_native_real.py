@@ -77,9 +77,10 @@ def test_claude_in_query_mode_is_offered_no_tool_of_its_own_that_writes_or_runs_
     assert (decision["tool"], decision["decision"]) == ("Read", "refused")
 
 
-def test_claude_runs_its_own_bash_in_execute_mode_unless_crews_policy_denies_it(crew, mock_server, workdir):
+@pytest.mark.parametrize("via", ["native", "text"])  # Claude asks crew in either: its live process is the same
+def test_claude_runs_its_own_bash_in_execute_mode_unless_crews_policy_denies_it(via, crew, mock_server, workdir):
     mock_server.script(tool_call("Bash", {"command": "echo made > made.txt"}), "Done.")
-    done = crew("claude", "execute", "--tools-via", "native", "@claude make made.txt")
+    done = crew("claude", "execute", "--tools-via", via, "@claude make made.txt")
     assert done.returncode == 0, done.stderr
     assert (workdir / "made.txt").read_text() == "made\n"
     assert [(d["tool"], d["decision"]) for d in logged(crew, "claude", "native_tool")] == [("Bash", "allowed")]
@@ -87,7 +88,7 @@ def test_claude_runs_its_own_bash_in_execute_mode_unless_crews_policy_denies_it(
     (workdir / "made.txt").unlink()
     write_config(workdir, "agents:\n  claude:\n    deny: ['native:Bash']\n")
     mock_server.script(tool_call("Bash", {"command": "echo made > made.txt"}), "I was not allowed to.")
-    done = crew("claude", "execute", "--tools-via", "native", "@claude make made.txt")
+    done = crew("claude", "execute", "--tools-via", via, "@claude make made.txt")
     assert done.returncode == 0, done.stderr
     assert not (workdir / "made.txt").exists()
     told = tool_results(mock_server.requests[-1])
