@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from crewbridge.errors import AgentNotFound, ConfigError, ConfigKeyError, CrewError, UsageError
-from crewbridge.globs import matches
+from crewbridge.globs import NATIVE, matches
 from crewbridge.places import CONFIG_NAMES, xdg
 from crewbridge.providers import BUILTIN, load, names, plugins
 from crewbridge.registry import DEFAULT_PREFIX, ToolRegistry
@@ -148,7 +148,8 @@ class Config:
         names = registry.names()
         for keys, patterns in lists:
             for i, pattern in enumerate(patterns):
-                if not any(matches(name, [pattern]) for name in names):
+                native = keys[0] == "agents" and pattern.startswith(NATIVE)  # the CLI's own tools: unlisted
+                if not native and not any(matches(name, [pattern]) for name in names):
                     near = difflib.get_close_matches(pattern, names, n=1)
                     hint = f"did you mean '{near[0]}'?" if near else f"tools: {', '.join(names)}"
                     raise self.error((*keys, i), f"'{pattern}' matches no tool; {hint}")

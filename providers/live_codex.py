@@ -14,11 +14,11 @@ after one, a race leaves the reply whole and the follow-up names the tail instea
 
 With native tools (Turn.native) crew's tools are the thread's dynamic tools, named `crew_<tool>`; each
 call is an `item/tool/call` request, run through the loop's channel. Whatever the tools' route, Codex
-asks crew (approval policy "untrusted") before each command that is not one it knows to be safe
-(cat, ls, rg, …: those run without asking) and before each patch: the channel's policy decides. A
-refusal declines it, and the reason reaches the model as a steer message (turn/steer) sent first,
-since a decline carries no text. An accepted command runs in the sandbox, and Codex reruns it outside
-the sandbox, without asking again, when the sandbox refuses it.
+asks crew (approval policy "untrusted") before each command (0.169.0 asks even for `cat` or `ls`)
+and each patch: the channel's policy decides. A refusal declines it, and the reason reaches the model
+as a steer message (turn/steer) sent first, since a decline carries no text. An accepted command runs
+in the sandbox, and Codex reruns it outside the sandbox, without asking again, when the sandbox
+refuses it.
 """
 
 from __future__ import annotations

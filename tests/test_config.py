@@ -370,6 +370,14 @@ def test_a_deny_glob_that_matches_no_tool_is_an_error_not_a_silent_allow(tmp_pat
         config.registry()
 
 
+def test_an_agents_globs_on_its_clis_own_tools_are_not_crews_tools_to_check(tmp_path):
+    config = load(tmp_path, "agents:\n  codex:\n    deny: ['native:exec_command']\n    approval: ['native:*']\n")
+    assert "read_file" in config.registry()
+    hook = load(tmp_path, "hooks:\n  before_tool_call:\n    - {shell: 'exit 2', tools: ['native:Bash']}\n")
+    with pytest.raises(ConfigError, match=r"'native:Bash' matches no tool"):  # hooks see only crew's tools
+        hook.registry()
+
+
 def test_a_hook_tools_glob_that_matches_no_tool_is_an_error(tmp_path):
     config = load(tmp_path, "hooks:\n  before_tool_call:\n    - {shell: 'exit 2', tools: [writefile]}\n")
     with pytest.raises(ConfigError, match=r"hooks.before_tool_call\[0\].tools\[0\]: 'writefile' matches no tool"):
