@@ -446,6 +446,9 @@ class LoopChannel:
         note = loop.repeated(record)
         return replace(result, error=f"{result.error}{note}") if note else result
 
+    def decides(self) -> bool:
+        return self.loop.policy.decides_native()
+
     def permit(self, tool: str, arguments: Any, read_only: bool) -> str | None:
         loop = self.loop
         data = arguments if isinstance(arguments, dict) else {"input": arguments}

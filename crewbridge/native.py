@@ -35,6 +35,11 @@ class Channel(Protocol):
         """Run crew's tool `name` (bare), as a text call runs; always a result, never an exception
         (but MaxTurnsReached or a repeated failure ends the run)."""
 
+    def decides(self) -> bool:
+        """Whether crew's policy may refuse any of the CLI's own tools' uses (query mode, the
+        read-only profile, native: globs, command globs): a CLI that asks at a cost (codex) is made
+        to ask only then."""
+
     def permit(self, tool: str, arguments: Any, read_only: bool) -> str | None:
         """Whether the CLI may run its own tool `tool` (`read_only`: it only reads): None to let it,
         else why not, for the model."""

@@ -122,6 +122,18 @@ class Policy:
     def needs_approval(self, spec: Tool) -> bool:
         return spec.needs_approval or matches(spec.name, self.agent.approval)
 
+    def decides_native(self) -> bool:
+        """Whether check_native may refuse anything (else it allows every use of the CLI's tools)."""
+        agent = self.agent
+        globs = native_globs([*agent.allow, *agent.deny, *agent.approval])
+        return bool(
+            self.mode != "execute"
+            or agent.profile == "read-only"
+            or globs
+            or agent.deny_commands
+            or agent.allow_commands
+        )
+
     def check_native(self, tool: str, data: dict[str, Any], read_only: bool) -> str | None:
         """Why the CLI may not run its own tool `tool` with `data`, or None. The rules of crew's own
         tools: query mode and the read-only profile refuse what writes or runs commands (all but

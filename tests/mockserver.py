@@ -148,20 +148,23 @@ class Request:
             return [d["name"] for t in tools for d in t.get("functionDeclarations", [])]
         if self.vendor == "chat":
             return [t["function"]["name"] for t in tools if "function" in t]
-        # codex also offers tools in an `additional_tools` input item, grouped in namespaces
-        tools = tools + [t for item in self.body.get("input") or [] if isinstance(item, dict)
+        return [tool.get("name") or tool.get("type", "") for tool in self.responses_tools()]
+
+    def responses_tools(self) -> list[dict[str, Any]]:
+        """The tools an OpenAI Responses request offered, namespaces flattened (codex also offers
+        tools in an `additional_tools` input item, grouped in namespaces)."""
+        if not isinstance(self.body, dict):
+            return []
+        tools = (self.body.get("tools") or []) + [t for item in self.body.get("input") or [] if isinstance(item, dict)
                          and item.get("type") == "additional_tools" for t in item.get("tools") or []]
-        return _tool_names(tools)
+        return _flatten(tools)
 
 
-def _tool_names(tools: list[dict[str, Any]]) -> list[str]:
-    names = []
+def _flatten(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
     for tool in tools:
-        if tool.get("type") == "namespace":
-            names += _tool_names(tool.get("tools") or [])
-        else:
-            names.append(tool.get("name") or tool.get("type", ""))
-    return names
+        out += _flatten(tool.get("tools") or []) if tool.get("type") == "namespace" else [tool]
+    return out
 
 
 _ROLES = {"model": "assistant", "developer": "system"}
@@ -577,9 +580,11 @@ class _Handler(BaseHTTPRequestHandler):
             call = {"type": "function_call", "id": f"fc_mock{id(request)}", "call_id": f"call_mock{id(request)}",
                     "name": answer.tool_name(request) or answer.tool, "arguments": json.dumps(answer.arguments),
                     "status": "completed"}
-            if answer.tool == "exec":  # codex's code mode: JavaScript that calls its tools, MCP ones too
+            if any(t.get("name") == call["name"] and t.get("type") == "custom" for t in request.responses_tools()):
+                # a freeform tool (codex's code mode `exec`, its JavaScript calling its tools, MCP
+                # ones too; codex's `apply_patch`): its one argument goes as text
                 del call["arguments"]
-                call.update(type="custom_tool_call", input=answer.arguments["code"])
+                call.update(type="custom_tool_call", input=next(iter(answer.arguments.values())))
 
             def events() -> Iterator[tuple[Any, bool]]:
                 yield {"type": "response.created", "response": response}, False

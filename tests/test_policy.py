@@ -304,3 +304,9 @@ def test_native_approval_globs_ask_on_the_terminal():
     refusal = asking(terminal, approval=["native:Bash"]).check_native("Bash", {"command": "make"}, read_only=False)
     assert terminal.asked == ['@claude wants to run native:Bash {"command": "make"}\nAllow? [y/N/a=always] ']
     assert refusal == "the user declined this call to 'native:Bash'; it was not run. Ask or try another way."
+
+
+def test_the_policy_says_when_it_could_refuse_any_of_the_clis_own_tools():
+    assert native("query").decides_native() and native(profile="read-only").decides_native()
+    assert native(deny=["native:Bash"]).decides_native() and native(deny_commands=["rm *"]).decides_native()
+    assert not native().decides_native() and not native(deny=["write_file"]).decides_native()
