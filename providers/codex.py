@@ -46,6 +46,7 @@ class CodexProvider(Provider):
     binary = "codex"
     install_hint = "npm install -g @openai/codex"
     live = "crewbridge.providers.live_codex:CodexLiveConversation"
+    native_via = "dynamic tools on its app-server thread"
 
     def argv(self, turn: Turn) -> list[str]:
         sandbox = "read-only" if turn.mode == "query" else "workspace-write"
