@@ -66,6 +66,12 @@ class GeminiProvider(Provider):
     binary = "gemini"
     install_hint = "npm install -g @google/gemini-cli"
     live = "crewbridge.providers.live_gemini:GeminiSessionConversation"
+    native = "crewbridge.providers.live_gemini_acp:GeminiAcpConversation"
+    # Its own tools (0.61) that read the project or change only its own state (a to-do list, the
+    # topic it shows); the rest write files, run commands, fetch URLs or run other agents.
+    read_only_tools = frozenset(
+        {"read_file", "read_many_files", "list_directory", "glob", "grep_search", "write_todos", "update_topic"}
+    )
     default_model = "gemini-2.5-pro"  # naming a model skips the CLI's extra routing call
 
     def argv(self, turn: Turn) -> list[str]:
