@@ -41,10 +41,6 @@ if TYPE_CHECKING:
 
 PROTOCOL_VERSION = 1
 CLIENT = {"name": "crewbridge", "title": "crewbridge", "version": __version__}
-# Gemini names an MCP server's tools mcp_<server>_<tool>. Told to allow them, it never asks about
-# crew's: crew's policy applies to each call anyway. The flag also replaces the user's own list of
-# tools Gemini runs without asking, so every other write or command is asked about.
-NATIVE_FLAGS = ["--acp", "--approval-mode", "default", "--allowed-tools", f"mcp_{SERVER}_*"]
 ENDED = ("end_turn", "cancelled")  # stop reasons of a reply that ended as it should
 
 
@@ -114,8 +110,7 @@ class GeminiAcpConversation(LiveConversation):
     native_tools = True
 
     def __init__(self, provider: GeminiProvider, base: Turn, *, cwd: Path, env: dict[str, str] | None = None) -> None:
-        argv = [provider.binary, "-m", base.model or provider.default_model, *NATIVE_FLAGS, *base.options]
-        super().__init__(provider, base, argv, cwd=cwd, env=env)
+        super().__init__(provider, base, provider.native_argv(base), cwd=cwd, env=env)
         self._ids = itertools.count(1)
         self._prompt: int | None = None  # the id of the session/prompt whose answer is still to be read
         self._http: McpHttp | None = None
@@ -184,10 +179,10 @@ class GeminiAcpConversation(LiveConversation):
                 obj = process.read(deadline)
             except ProviderError as exc:  # gemini exited
                 self._prompt = None
+                self._end_run()
                 yield Failure(str(exc))
                 return
-            if self._ended is not None:
-                raise self._ended
+            self._end_run()
             if isinstance(obj, dict) and "method" in obj and "id" in obj:  # a question to crew
                 yield MessageEnd()
                 self._answer(obj)
@@ -197,6 +192,11 @@ class GeminiAcpConversation(LiveConversation):
                     yield from prompt_end(obj)
             else:
                 yield from decoder.decode_object(obj)
+
+    def _end_run(self) -> None:
+        """Raise the error with which a call of crew's tools ended the run, if one did."""
+        if self._ended is not None:
+            raise self._ended
 
     def _answer(self, request: dict[str, Any]) -> None:
         """Answer Gemini's request: a permission question by crew's policy; nothing else is served."""
