@@ -19,7 +19,6 @@ ACP cannot rewind a reply: a stopped one stays whole in Gemini's history (FULL).
 
 from __future__ import annotations
 
-import itertools
 import secrets
 from collections.abc import Generator
 from pathlib import Path
@@ -27,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from crewbridge.providers.base import JsonLineDecoder, Turn
 from crewbridge.providers.gemini import GeminiProvider
-from crewbridge.providers.live_process import LiveConversation, LiveProcess, control_deadline
+from crewbridge.providers.live_process import LiveProcess, RpcConversation, control_deadline
 
 from crewbridge.conversation import FULL
 from crewbridge.errors import CrewError, ProviderError
@@ -106,12 +105,11 @@ def choose(options: list[dict[str, Any]], kind: str) -> dict[str, Any]:
     return {"outcome": {"outcome": "selected", "optionId": chosen["optionId"]}}
 
 
-class GeminiAcpConversation(LiveConversation):
+class GeminiAcpConversation(RpcConversation):
     native_tools = True
 
     def __init__(self, provider: GeminiProvider, base: Turn, *, cwd: Path, env: dict[str, str] | None = None) -> None:
         super().__init__(provider, base, provider.native_argv(base), cwd=cwd, env=env)
-        self._ids = itertools.count(1)
         self._prompt: int | None = None  # the id of the session/prompt whose answer is still to be read
         self._http: McpHttp | None = None
         self._ended: CrewError | None = None  # a crew tool call ended the run (raised by send())
@@ -149,23 +147,6 @@ class GeminiAcpConversation(LiveConversation):
         except CrewError as exc:
             self._ended = exc
             return {"jsonrpc": "2.0", "id": message.get("id"), "error": {"code": -32603, "message": str(exc)}}
-
-    def _request(self, method: str, params: dict[str, Any]) -> int:
-        assert self.process is not None
-        request_id = next(self._ids)
-        self.process.write({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
-        return request_id
-
-    def _call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        """A request and its result; what arrives meanwhile is set aside (nothing is running)."""
-        request_id = self._request(method, params)
-        assert self.process is not None
-        reply = self.process.read_until(
-            lambda obj: obj.get("id") == request_id and "method" not in obj, control_deadline()
-        )
-        if "error" in reply:
-            raise ProviderError(f"gemini --acp refused {method}: {reply['error'].get('message')}")
-        return reply.get("result") or {}
 
     def send(self, message: str, deadline: float | None) -> Generator[Event, None, None]:
         process = self._start()  # a CLI that is not installed raises CLINotFound from here

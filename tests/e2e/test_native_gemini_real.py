@@ -10,26 +10,16 @@ import json
 import pytest
 
 from mockserver import tool_call
+from test_native_real import logged, no_catalogue, tool_results
 
 pytestmark = pytest.mark.e2e
 
-CATALOGUE_MARKS = ("[crew tools]", "crew:read_file")  # what only the text catalogue would put in a prompt
-CANCELED = 'was canceled by the user'  # what gemini tells the model of a use crew refused (0.61)
-
-
-def tool_results(request) -> str:
-    """The text of the tool results a request carried back to the model."""
-    return "\n".join(text for role, text in request.messages() if role in ("user", "tool"))
-
-
-def no_catalogue(requests) -> bool:
-    return not any(mark in request.text() for request in requests for mark in CATALOGUE_MARKS)
+CANCELED = "was canceled by the user"  # what gemini tells the model of a use crew refused (0.61)
 
 
 def decisions(crew) -> list[tuple[str, str]]:
     """(tool, decision) of each of gemini's own tool uses in the last run's transcript."""
-    events = [json.loads(line) for line in crew("gemini", "log", "show", "last").stdout.splitlines()]
-    return [(event["tool"], event["decision"]) for event in events if event.get("kind") == "native_tool"]
+    return [(event["tool"], event["decision"]) for event in logged(crew, "gemini", "native_tool")]
 
 
 def test_gemini_reads_a_file_through_crews_mcp_server(crew, mock_server, notes):
