@@ -187,15 +187,14 @@ class GeminiAcpConversation(RpcConversation):
             error = {"code": -32601, "message": f"crew does not serve {request['method']}"}
             self.process.write({"jsonrpc": "2.0", "id": request["id"], "error": error})
             return
-        call = params.get("toolCall") or {}
+        call, channel = params.get("toolCall") or {}, self.channel
+        assert channel is not None  # the loop serves a conversation before its first message
         tool, named, _ = str(call.get("toolCallId")).partition("__")
-        if not named:
-            tool = str(call.get("title"))
-        refusal = (
-            self.channel.permit(tool, native_input(call), read_only=tool in self.provider.read_only_tools)
-            if self.channel is not None
-            else f"crew cannot decide on {tool} here"
-        )
+        tool = tool if named else str(call.get("title"))
+        if tool in {f"mcp_{SERVER}_{spec.name}" for spec in channel.tools()}:
+            refusal = None  # crew's own tool (asked about when the user's policy files say so): its call decides
+        else:
+            refusal = channel.permit(tool, native_input(call), read_only=tool in self.provider.read_only_tools)
         outcome = choose(params.get("options") or [], "reject_once" if refusal else "allow_once")
         self.process.write({"jsonrpc": "2.0", "id": request["id"], "result": outcome})
 

@@ -29,13 +29,13 @@ OPTIONS = [{"optionId": "proceed_always", "name": "Allow for this session", "kin
            {"optionId": "proceed_once", "name": "Allow", "kind": "allow_once"},
            {"optionId": "cancel", "name": "Reject", "kind": "reject_once"}]
 
-# argv[2] is what every prompt does: "text" (streams two chunks), "ask" (asks permission for a shell
-# command, then says which option crew chose), "crew" (calls crew's read_file over the session's
+# argv[2] is what every prompt does: "text" (streams two chunks), "ask" (asks permission for tool
+# argv[3], a shell command, then says which option crew chose), "crew" (calls crew's read_file over the session's
 # MCP server, first without its header, and says what it got), "fail" (a rate limit), "cancel"
 # (streams a chunk, then waits for session/cancel).
 FAKE = r"""
 import json, sys, urllib.request, urllib.error
-log, mode = open(sys.argv[1], "a"), sys.argv[2]
+log, mode, asked = open(sys.argv[1], "a"), sys.argv[2], sys.argv[3]
 server = None
 def out(obj):
     print(json.dumps(obj), flush=True)
@@ -71,7 +71,7 @@ while True:
             chunk(sid, "Hello ")
             chunk(sid, "there.")
         elif mode == "ask":
-            call = {"toolCallId": "run_shell_command__run_shell_command_1_0", "status": "pending",
+            call = {"toolCallId": asked + "__" + asked + "_1_0", "status": "pending",
                     "title": "touch made.txt", "kind": "execute", "content": [], "locations": []}
             out({"jsonrpc": "2.0", "id": 0, "method": "session/request_permission",
                  "params": {"sessionId": sid, "options": %s, "toolCall": call}})
@@ -124,10 +124,10 @@ class FakeChannel:
 def start(tmp_path):
     made = []
 
-    def go(mode, channel=None, native=True):
+    def go(mode, channel=None, native=True, asked="run_shell_command"):
         log = tmp_path / "messages.jsonl"
         conversation = GeminiAcpConversation(GeminiProvider(), Turn(prompt="", native=native), cwd=tmp_path)
-        conversation.argv = [sys.executable, "-c", FAKE, str(log), mode]
+        conversation.argv = [sys.executable, "-c", FAKE, str(log), mode, asked]
         assert conversation.serve(channel or FakeChannel()) is native
         made.append(conversation)
 
@@ -208,6 +208,13 @@ def test_geminis_own_tools_are_decided_by_crews_policy(start, refusal, option):
     assert json.loads(text(events)) == {"outcome": {"outcome": "selected", "optionId": option}}
     assert channel.permits == [("run_shell_command", {"command": "touch made.txt"}, False)]
     assert MessageEnd() in events[: events.index(next(e for e in events if isinstance(e, Text)))]
+
+
+def test_crews_own_tools_are_allowed_when_gemini_asks_about_them(start):
+    channel = FakeChannel(refusal="crew does not allow it")
+    conversation, _ = start("ask", channel, asked="mcp_crew_read_file")
+    assert json.loads(text(reply(conversation))) == {"outcome": {"outcome": "selected", "optionId": "proceed_once"}}
+    assert channel.permits == []  # crew's policy decides in the call itself
 
 
 def test_a_failed_prompt_is_a_failure_with_its_status(start):
