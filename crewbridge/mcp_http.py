@@ -1,8 +1,10 @@
-"""How `crew mcp --http` talks: MCP's streamable HTTP transport (POST /mcp; the answer to a tool
-call is an event stream, its progress notifications first)."""
+"""MCP's streamable HTTP transport (POST /mcp; the answer to a tool call is an event stream, its
+progress notifications first): how `crew mcp --http` talks, and how gemini reaches crew's tools
+inside crew's own process in a native run (providers/live_gemini_acp.py)."""
 
 from __future__ import annotations
 
+import hmac
 import json
 import threading
 from collections.abc import Callable
@@ -11,12 +13,13 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from crewbridge.errors import UsageError
-from crewbridge.mcp_server import PARSE_ERROR, McpServer
+from crewbridge.mcp_server import PARSE_ERROR, McpServer, Send
 from crewbridge.mcp_stdio import encode
 from crewbridge.native import rpc_error
 
 PATH = "/mcp"
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
+Respond = Callable[[Any, Send], "dict[str, Any] | None"]
 
 
 def parse_address(address: str) -> tuple[str, int]:
@@ -30,24 +33,53 @@ def parse_address(address: str) -> tuple[str, int]:
 def serve_http(server: McpServer, host: str, port: int, ready: Callable[[str], None]) -> None:
     """Serve MCP's streamable HTTP transport at http://HOST:PORT/mcp until stopped (Ctrl-C, SIGTERM);
     `ready` gets the URL once it listens."""
-    handler = type("Handler", (_Handler,), {"mcp": server})
+    http = McpHttp(server.respond, host, port)
+    ready(http.url)
     try:
-        httpd = ThreadingHTTPServer((host, port), handler)
-    except OSError as exc:
-        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}; choose another --http port") from None
-    httpd.daemon_threads = True
-    shown = f"[{host}]" if ":" in host else host
-    ready(f"http://{shown}:{httpd.server_address[1]}{PATH}")
-    try:
-        httpd.serve_forever(poll_interval=0.2)
+        http.serve()
     finally:
-        httpd.server_close()
+        http.close()
         server.close()
+
+
+class McpHttp:
+    """MCP's streamable HTTP transport at http://HOST:PORT/mcp, each message answered by `respond`
+    (the message, and where its notifications go meanwhile → its answer, None for none). With
+    `token`, a request must carry `Authorization: Bearer TOKEN`."""
+
+    def __init__(self, respond: Respond, host: str = "127.0.0.1", port: int = 0, token: str | None = None) -> None:
+        handler = type("Handler", (_Handler,), {"respond": staticmethod(respond), "token": token})
+        try:
+            self.httpd = ThreadingHTTPServer((host, port), handler)
+        except OSError as exc:
+            raise UsageError(
+                f"cannot listen on {host}:{port}: {exc.strerror or exc}; choose another --http port"
+            ) from None
+        self.httpd.daemon_threads = True
+        shown = f"[{host}]" if ":" in host else host
+        self.url = f"http://{shown}:{self.httpd.server_address[1]}{PATH}"
+        self._thread: threading.Thread | None = None
+
+    def serve(self) -> None:
+        """Answer requests until close()."""
+        self.httpd.serve_forever(poll_interval=0.2)
+
+    def start(self) -> None:
+        """Answer requests from a thread of its own until close()."""
+        self._thread = threading.Thread(target=self.serve, name="crew-mcp-http", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        if self._thread is not None:
+            self.httpd.shutdown()  # returns once the serving loop has ended
+            self._thread = None
+        self.httpd.server_close()
 
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    mcp: McpServer
+    respond: Respond
+    token: str | None
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # stderr is the user's, and the protocol says all there is to say
@@ -59,6 +91,10 @@ class _Handler(BaseHTTPRequestHandler):
         self._plain(405, "crew mcp keeps no sessions to end")
 
     def do_POST(self) -> None:
+        if self.token is not None and not hmac.compare_digest(
+            self.headers.get("Authorization", "").encode(), f"Bearer {self.token}".encode()
+        ):
+            return self._plain(401, "this MCP server needs its bearer token (Authorization: Bearer …)")
         if urlsplit(self.path).path != PATH:
             return self._plain(404, f"crew mcp serves {PATH}")
         origin = self.headers.get("Origin")
@@ -72,10 +108,10 @@ class _Handler(BaseHTTPRequestHandler):
         messages = message if isinstance(message, list) else [message]
         if not any(isinstance(m, dict) and "id" in m and "method" in m for m in messages):
             for one in messages:  # notifications and responses: nothing to answer
-                self.mcp.respond(one, lambda _: None)
+                self.respond(one, lambda _: None)
             return self._plain(202, "")
         if not any(isinstance(m, dict) and m.get("method") == "tools/call" for m in messages):
-            answers = [a for a in (self.mcp.respond(one, lambda _: None) for one in messages) if a is not None]
+            answers = [a for a in (self.respond(one, lambda _: None) for one in messages) if a is not None]
             return self._json(200, answers if isinstance(message, list) else answers[0])
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
@@ -94,7 +130,7 @@ class _Handler(BaseHTTPRequestHandler):
                     pass  # the client hung up
 
         for one in messages:
-            answer = self.mcp.respond(one, event)
+            answer = self.respond(one, event)
             if answer is not None:
                 event(answer)
 

@@ -11,6 +11,15 @@ from typing import Any
 from crewbridge.providers.base import JsonLineDecoder, Provider, Turn, cli_home
 
 from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session, Text, Usage
+from crewbridge.native import SERVER
+
+# What the native conversation (live_gemini_acp.py) runs instead of stream-json: ACP on stdio, in the
+# approval mode in which Gemini asks its client before each use of its own tools that write or run
+# commands (crew's policy answers). Gemini names an MCP server's tools mcp_<server>_<tool>: told to
+# allow crew's, it never asks about them (crew's policy applies in each call anyway). The flag also
+# replaces the user's own list of tools Gemini runs without asking, so every other write or command
+# is asked about.
+NATIVE_FLAGS = ["--acp", "--approval-mode", "default", "--allowed-tools", f"mcp_{SERVER}_*"]
 
 
 class GeminiDecoder(JsonLineDecoder):
@@ -66,6 +75,13 @@ class GeminiProvider(Provider):
     binary = "gemini"
     install_hint = "npm install -g @google/gemini-cli"
     live = "crewbridge.providers.live_gemini:GeminiSessionConversation"
+    native = "crewbridge.providers.live_gemini_acp:GeminiAcpConversation"
+    native_via = "an MCP server in crew's process, over ACP (gemini --acp)"
+    # Its own tools (0.61) that read the project or change only its own state (a to-do list, the
+    # topic it shows); the rest write files, run commands, fetch URLs or run other agents.
+    read_only_tools = frozenset(
+        {"read_file", "read_many_files", "list_directory", "glob", "grep_search", "write_todos", "update_topic"}
+    )
     default_model = "gemini-2.5-pro"  # naming a model skips the CLI's extra routing call
 
     def argv(self, turn: Turn) -> list[str]:
@@ -76,6 +92,13 @@ class GeminiProvider(Provider):
         # leaves out every tool that would ask for approval (writes, shell).
         argv += ["--approval-mode", "auto_edit" if turn.mode == "execute" else "default"]
         return argv + turn.options
+
+    def native_argv(self, turn: Turn) -> list[str]:
+        """The native conversation's command: one process for the whole conversation, speaking ACP."""
+        return [self.binary, "-m", turn.model or self.default_model, *NATIVE_FLAGS, *turn.options]
+
+    def commands(self) -> list[list[str]]:
+        return [*super().commands(), self.native_argv(Turn("", "query", model="MODEL"))]
 
     def decoder(self) -> GeminiDecoder:
         return GeminiDecoder()

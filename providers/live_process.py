@@ -4,6 +4,7 @@ process group, ended as a whole on close, on errors and on timeouts."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import threading
@@ -133,3 +134,31 @@ class LiveConversation:
             self._closed = True
         if self.process is not None:
             self.process.close()
+
+
+class RpcConversation(LiveConversation):
+    """A live conversation with a CLI that speaks JSON-RPC 2.0 on stdio (gemini --acp)."""
+
+    def __init__(
+        self, provider: Provider, base: Turn, argv: list[str], *, cwd: Path, env: dict[str, str] | None = None
+    ) -> None:
+        super().__init__(provider, base, argv, cwd=cwd, env=env)
+        self._ids = itertools.count(1)
+
+    def _request(self, method: str, params: dict[str, Any]) -> int:
+        """Send a request; its id."""
+        assert self.process is not None
+        request_id = next(self._ids)
+        self.process.write({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+        return request_id
+
+    def _call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """A request and its result; what arrives meanwhile is set aside (nothing is running)."""
+        request_id = self._request(method, params)
+        assert self.process is not None
+        reply = self.process.read_until(
+            lambda obj: obj.get("id") == request_id and "method" not in obj, control_deadline()
+        )
+        if "error" in reply:
+            raise ProviderError(f"{self.provider.name} refused {method}: {reply['error'].get('message')}")
+        return reply.get("result") or {}
