@@ -21,6 +21,7 @@ from pathlib import Path
 from bench.common import Row, Settings, installed, median, paired, ratio_row, run_timed, spread
 
 CLIS = ("claude", "gemini", "codex")
+MENTION = {"codex": "codex:gpt-5.5"}  # codex's default model calls tools from its code mode only: a function-tool model
 SECRET = "the launch code is 7-4-1"
 ANSWER = "The code is 7-4-1."
 TASK = "what does notes.txt say?"
@@ -68,7 +69,7 @@ def _compare(settings: Settings, crew: str, name: str, mock, env: dict[str, str]
             tool_block("crew:read_file", path="notes.txt")
         mock.requests.clear()
         mock.script(call, ANSWER)
-        done = run_timed([crew, "query", "--tools-via", via, f"@{name} {TASK}"], env=env, cwd=work)
+        done = run_timed([crew, "query", "--tools-via", via, f"@{MENTION.get(name, name)} {TASK}"], env=env, cwd=work)
         if done.returncode != 0 or ANSWER not in done.stdout.decode():
             raise RuntimeError(f"crew query --tools-via {via} @{name} failed (exit {done.returncode}): "
                                f"{done.stderr.decode()[-300:]}")
