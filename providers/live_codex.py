@@ -23,14 +23,13 @@ refuses it.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Generator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from crewbridge.providers.base import JsonLineDecoder, Turn
 from crewbridge.providers.codex import CodexProvider
-from crewbridge.providers.live_process import LiveConversation, LiveProcess, control_deadline
+from crewbridge.providers.live_process import LiveProcess, RpcConversation, control_deadline
 
 from crewbridge.conversation import EXACT, FULL
 from crewbridge.errors import ProviderError
@@ -92,12 +91,11 @@ def assistant_item(text: str) -> dict[str, Any]:
     return {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}
 
 
-class CodexLiveConversation(LiveConversation):
+class CodexLiveConversation(RpcConversation):
     native_tools = True
 
     def __init__(self, provider: CodexProvider, base: Turn, *, cwd: Path, env: dict[str, str] | None = None) -> None:
         super().__init__(provider, base, [provider.binary, "app-server", *base.options], cwd=cwd, env=env)
-        self._ids = itertools.count(1)
         self._turn: str | None = None  # the current (or last) turn
         self._running = False  # turn/completed of the current turn is still to be read
         self._stored = ""  # text of the agent messages Codex completed (so stored) in this turn
@@ -138,23 +136,6 @@ class CodexLiveConversation(LiveConversation):
         if self.base.native and self.channel:
             params["dynamicTools"] = [dynamic_tool(spec) for spec in self.channel.tools()]
         self.session_id = self._call("thread/start", params)["thread"]["id"]
-
-    def _request(self, method: str, params: dict[str, Any]) -> int:
-        assert self.process is not None
-        request_id = next(self._ids)
-        self.process.write({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
-        return request_id
-
-    def _call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        """A request and its result; what arrives meanwhile is set aside (nothing is running)."""
-        request_id = self._request(method, params)
-        assert self.process is not None
-        reply = self.process.read_until(
-            lambda obj: obj.get("id") == request_id and "method" not in obj, control_deadline()
-        )
-        if "error" in reply:
-            raise ProviderError(f"codex app-server refused {method}: {reply['error'].get('message')}")
-        return reply.get("result") or {}
 
     def send(self, message: str, deadline: float | None) -> Generator[Event, None, None]:
         process = self._start()  # a CLI that is not installed raises CLINotFound from here

@@ -137,7 +137,7 @@ class LiveConversation:
 
 
 class RpcConversation(LiveConversation):
-    """A live conversation with a CLI that speaks JSON-RPC 2.0 on stdio (gemini --acp)."""
+    """A live conversation with a CLI that speaks JSON-RPC 2.0 on stdio (codex app-server, gemini --acp)."""
 
     def __init__(
         self, provider: Provider, base: Turn, argv: list[str], *, cwd: Path, env: dict[str, str] | None = None
