@@ -33,25 +33,12 @@ def logged(crew, cli: str, kind: str) -> list[dict]:
     return [event for event in events if event.get("kind") == kind]
 
 
-
-
 def tool_output(request) -> str:
     """What a request carried back to the model after its last call: the tool's output, and any
     message the CLI's client added after it."""
     messages = request.messages()
     last_call = max(i for i, (role, _) in enumerate(messages) if role == "assistant" or role == "tool")
     return "\n".join(text for _, text in messages[last_call:])
-
-
-def catalogue_in(request) -> bool:
-    return "[crew tools]" in request.text() or "crew:read_file" in request.text()
-
-
-def transcript(crew, cli) -> list[dict]:
-    """The last run's events, as `crew log show` prints them."""
-    runs = crew(cli, "log", "--json")
-    run_id = json.loads(runs.stdout.splitlines()[0])["run_id"]
-    return [json.loads(line) for line in crew(cli, "log", "show", run_id).stdout.splitlines()]
 
 
 # --- claude
@@ -143,7 +130,7 @@ def test_codex_native_round_trip_without_the_catalogue(crew, mock_server, notes)
     assert {"crew_read_file", "crew_grep", "crew_list_files"} <= set(first.tool_names())
     assert "crew_write_file" not in first.tool_names()  # query mode: not offered
     assert notes not in first.text() and notes in tool_output(second)
-    assert not any(catalogue_in(request) for request in mock_server.requests)
+    assert no_catalogue(mock_server.requests)
     assert "crew:read_file notes.txt" in done.stderr  # the tool line, as for a text call
 
 
@@ -156,7 +143,7 @@ def test_codex_native_round_trip_in_its_code_mode(crew, mock_server, notes):
     first, second = mock_server.requests
     assert first.tool_names()[0] == "exec" and "crew_read_file" in json.dumps(first.responses_tools()[0])
     assert notes in tool_output(second)
-    assert not any(catalogue_in(request) for request in mock_server.requests)
+    assert no_catalogue(mock_server.requests)
 
 
 def test_codex_native_call_with_bad_input_is_corrected_on_the_next_turn(crew, mock_server, notes):
@@ -186,7 +173,7 @@ def test_codex_query_refuses_its_own_shell_and_patch_tools(tools_via, crew, mock
         in tool_output(after_shell)
     assert "did not let your apply_patch call run: crew does not allow apply_patch for query mode" \
         in tool_output(after_patch)
-    decided = [event for event in transcript(crew, "codex") if event.get("kind") == "native_tool"]
+    decided = logged(crew, "codex", "native_tool")
     assert [(event["tool"], event["decision"]) for event in decided] == [("exec_command", "refused"),
                                                                          ("apply_patch", "refused")]
     assert "echo made > made.txt" in decided[0]["input"]["command"]
@@ -199,7 +186,7 @@ def test_codex_asks_about_every_command_so_query_refuses_even_one_that_reads(cre
     done = crew("codex", "query", "@codex:gpt-5.5 what does notes.txt say?")
     assert done.returncode == 0, done.stderr
     assert notes not in mock_server.requests[1].text()
-    decided = [event for event in transcript(crew, "codex") if event.get("kind") == "native_tool"]
+    decided = logged(crew, "codex", "native_tool")
     assert [(event["tool"], event["decision"]) for event in decided] == [("exec_command", "refused")]
 
 
@@ -209,7 +196,7 @@ def test_codex_execute_runs_its_shell_and_deny_refuses_it_with_the_reason(crew, 
     assert done.returncode == 0, done.stderr
     assert (workdir / "made.txt").read_text() == "made\n"
     # nothing in crew's policy could refuse it: codex was not made to ask, its sandbox decides
-    assert not [event for event in transcript(crew, "codex") if event.get("kind") == "native_tool"]
+    assert not logged(crew, "codex", "native_tool")
 
     (workdir / "made.txt").unlink()
     write_config(workdir / "crew.yaml", agents={"codex": {"deny": ["native:exec_command"]}})
@@ -219,14 +206,14 @@ def test_codex_execute_runs_its_shell_and_deny_refuses_it_with_the_reason(crew, 
     assert done.stdout == "I was not allowed to.\n"
     assert not (workdir / "made.txt").exists()
     assert "crew's policy does not allow exec_command for agent 'codex'" in tool_output(mock_server.requests[-1])
-    [decided] = [event for event in transcript(crew, "codex") if event.get("kind") == "native_tool"]
+    [decided] = logged(crew, "codex", "native_tool")
     assert (decided["tool"], decided["decision"]) == ("exec_command", "refused")
 
     write_config(workdir / "crew.yaml", agents={"codex": {"deny_commands": ["rm *"]}})
     mock_server.script(tool_call("exec_command", {"cmd": "echo made > made.txt"}), "Made it.")
     done = crew("codex", "execute", "@codex:gpt-5.5 make made.txt")
     assert done.returncode == 0 and (workdir / "made.txt").exists()  # asked, and allowed
-    [decided] = [event for event in transcript(crew, "codex") if event.get("kind") == "native_tool"]
+    [decided] = logged(crew, "codex", "native_tool")
     assert (decided["tool"], decided["decision"]) == ("exec_command", "allowed")
 
 
