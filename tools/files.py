@@ -165,12 +165,10 @@ class Window:
 def _read_window(handle: BinaryIO, offset: int, last: int | None, budget: int) -> Window:
     """Lines offset..last: whole lines (a line over LINE_LIMIT cut, with a marker), at most
     `budget` characters but at least one."""
-    window = Window()
+    window = Window(total=_skip(handle, offset - 1))
     used = 0
-    for number, (raw, size) in enumerate(lines(handle), 1):
+    for number, (raw, size) in enumerate(lines(handle), offset):
         window.total = number
-        if number < offset:
-            continue
         line = raw.decode("utf-8", errors="replace")  # a UTF-8 character never spans a newline
         if size > len(raw):
             line = kept_text(raw) + cut_marker(number, size, f"its first {LINE_LIMIT:,} bytes") + "\n"
@@ -194,6 +192,21 @@ def _content(ctx: ToolContext, window: Window, offset: int) -> str:
         return ctx.cut(text)
     ctx.truncated = True
     return text[: ctx.max_output] + "\n" + cut_marker(offset, size, f"its first {ctx.max_output:,} characters")
+
+
+def _skip(handle: BinaryIO, count: int) -> int:
+    """Read past `count` lines, counted in bytes; the lines passed (fewer at the end of the file)."""
+    passed, tail = 0, b""
+    while passed < count and (chunk := handle.read(CHUNK)):
+        found = chunk.count(b"\n")
+        if passed + found >= count:
+            at = -1
+            for _ in range(count - passed):
+                at = chunk.find(b"\n", at + 1)
+            handle.seek(at + 1 - len(chunk), os.SEEK_CUR)
+            return count
+        passed, tail = passed + found, chunk[-1:]
+    return passed + (tail not in (b"\n", b""))
 
 
 def _count_lines(handle: BinaryIO) -> int:

@@ -62,8 +62,8 @@ def grep(ctx: ToolContext, pattern: str, path: str = ".") -> dict[str, Any]:
         notes.append(f"stopped after {len(matches)} matches; narrow the pattern or the path to see the rest")
     if counts["lines_cut"]:
         notes.append(
-            f"{counts['lines_cut']} lines longer than {LINE_LIMIT:,} bytes were searched in their first "
-            f"{LINE_LIMIT:,} bytes only (their matches say so)"
+            f"lines longer than {LINE_LIMIT:,} bytes ({counts['lines_cut']}) were searched in their first "
+            f"{LINE_LIMIT:,} bytes only; their matches say so"
         )
     if notes:
         data["note"] = "; ".join(notes)
