@@ -19,7 +19,6 @@ import contextlib
 import errno
 import functools
 import os
-import platform
 import sys
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -153,7 +152,7 @@ def _kernel_resolves() -> bool:
 @functools.cache
 def _syscall() -> Callable[[int, bytes, int, int], int] | None:
     """openat2(dir_fd, path, flags, resolve) through ctypes; None where this machine lacks it."""
-    number = OPENAT2.get(platform.machine()) if sys.platform == "linux" else None
+    number = OPENAT2.get(os.uname().machine) if sys.platform == "linux" else None
     if number is None:
         return None
     import ctypes  # deferred for start-up speed: only a tool that opens a path needs it

@@ -5,7 +5,6 @@ from __future__ import annotations
 import codecs
 import errno
 import os
-import secrets
 import stat
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
@@ -260,7 +259,7 @@ def replace(folder: int, name: bytes, path: str, write: Callable[[int], None]) -
             raise ToolFailure(f"'{path}' is not a regular file; only regular files can be written")
         if not os.access(name, os.W_OK, dir_fd=folder):  # the rename would get round its mode
             raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), path)
-    temp = b".%s.%s.crew-tmp" % (name[:200], secrets.token_hex(4).encode())
+    temp = b".%s.%s.crew-tmp" % (name[:200], os.urandom(4).hex().encode())
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     out = os.open(temp, flags, 0o666, dir_fd=folder)
     try:
