@@ -451,8 +451,7 @@ def _located(shown: str, marks: dict[Keys, int], keys: Keys, message: str, line:
             if keys[:n] in marks:
                 line = marks[keys[:n]]
                 break
-    dotted = "".join(f"[{k}]" if isinstance(k, int) else f".{k}" for k in keys).lstrip(".")
-    return f"{shown}{f':{line}' if line else ''}: {dotted + ': ' if dotted else ''}{message}"
+    return f"{shown}{f':{line}' if line else ''}: {layers.prefixed(keys)}{message}"
 
 
 def _shown(path: Path, cwd: Path | None) -> str:
@@ -583,32 +582,33 @@ def _check_project(source: Source, data: dict[str, Any], marks: dict[Keys, int])
     if path.is_symlink():
         why: tuple[Keys, str] | None = ((), f"is a link to {path.resolve()}")
     else:
-        risky = _risky(data, source.base, path.absolute().parent)
-        why = (risky, "can run commands") if risky is not None else None
+        why = _risky(data, source.base, path.absolute().parent)
     if why is None or source.doubt is None:
         return
     keys, reason = source.doubt
-    raise ConfigError(
-        _located(
-            shown,
-            marks,
-            keys or why[0],
-            f"this project file {why[1]} and {reason}; read it, then run `crew config trust`, or pass --config {shown}",
-        )
+    message = (
+        f"this project file {why[1]} and {reason}; read it, then run `crew config trust`, or pass --config {shown}"
     )
+    keys = keys or why[0]
+    raise ConfigError(_located(shown, marks if keys else {}, keys, message))
 
 
-def _risky(data: dict[str, Any], base: Path, project: Path) -> Keys | None:
-    """The first setting that runs commands or reaches outside the `project` folder, or None.
-    `base`: the folder relative paths start at."""
+def _risky(data: dict[str, Any], base: Path, project: Path) -> tuple[Keys, str] | None:
+    """The first setting that runs commands or reaches outside the `project` folder, and which of
+    the two it does; or None. `base`: the folder relative paths start at."""
+
+    def outside(folder: str) -> bool:
+        return not (base / os.path.expanduser(folder)).resolve().is_relative_to(project.resolve())
+
     for key in ("hooks", "tools", "providers"):
         if data.get(key):
-            return (key,)
+            return (key,), "can run commands"
     for agent_id, entry in data.get("agents", {}).items():
         if any(entry.get("options", {}).values()):
-            return ("agents", agent_id, "options")
-        if "workdir" in entry:
-            workdir = (base / os.path.expanduser(entry["workdir"])).resolve()
-            if not workdir.is_relative_to(project.resolve()):
-                return ("agents", agent_id, "workdir")
+            return ("agents", agent_id, "options"), "can run commands"
+        if "workdir" in entry and outside(entry["workdir"]):
+            return ("agents", agent_id, "workdir"), "reaches outside its folder"
+    for i, folder in enumerate(data.get("skills", [])):
+        if outside(folder):
+            return ("skills", i), "reaches outside its folder"
     return None

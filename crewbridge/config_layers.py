@@ -82,8 +82,8 @@ TOP: Table = {
     "prefix": OVERRIDE,
     "compact_catalogue": OVERRIDE,
     "skills": ACCUMULATE,
-    "transcripts": OVERRIDE,
-    "plugins": OVERRIDE,
+    "transcripts": stricter(False, True),  # the user's record of what ran
+    "plugins": stricter(True, False),  # tools from installed packages: their code is imported
     "agents": Each(AGENT),
     "providers": Each(OVERRIDE),
     "tools": Each(OVERRIDE),
@@ -226,9 +226,13 @@ def _rank(rule: Rule, value: Any) -> float:
 
 def located(origin: Origin, rest: Keys, message: str) -> str:
     """`file:line: key.path: message` for the key path `rest` under `origin`'s."""
-    keys = (*origin.keys, *rest)
+    return f"{origin}: {prefixed((*origin.keys, *rest))}{message}"
+
+
+def prefixed(keys: Keys) -> str:
+    """`agents.claude.deny[1]: `, or "" for no keys: what goes before a message about `keys`."""
     dotted = "".join(f"[{k}]" if isinstance(k, int) else f".{k}" for k in keys).lstrip(".")
-    return f"{origin}: {dotted + ': ' if dotted else ''}{message}"
+    return f"{dotted}: " if dotted else ""
 
 
 def nearest(origins: dict[Keys, Origin], keys: Keys) -> tuple[Origin, Keys] | None:

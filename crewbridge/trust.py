@@ -31,6 +31,7 @@ from crewbridge.places import state_dir
 Keys = tuple[Any, ...]  # a key path in a crew.yaml: ("hooks", "before_tool_call", 0, "command", 0)
 STORE = "trusted.json"
 _REDIRECTS = frozenset({">", ">>", ">|", "&>", "&>>"})  # the word after one is written, not run
+_OPERATORS = frozenset("();<>|&")
 
 
 @dataclass
@@ -88,30 +89,33 @@ def script_words(data: dict[str, Any]) -> Iterator[tuple[Keys, str]]:
     """Every relative word a crew.yaml runs or passes to what it runs (the places a script can be
     named), with its key path. Words with placeholders, absolute paths and redirection targets are
     left out."""
-    lists: list[tuple[Keys, list[str]]] = []
+    words: list[tuple[Keys, str]] = []
+
+    def argv(keys: Keys, items: list[str]) -> None:
+        words.extend(((*keys, i), word) for i, word in enumerate(items))
+
     for name, tool in data.get("tools", {}).items():
-        lists.append((("tools", name, "command"), tool["command"]))
+        argv(("tools", name, "command"), tool["command"])
     for event, hooks in data.get("hooks", {}).items():
         for i, hook in enumerate(hooks):
             keys = ("hooks", event, i)
             if "command" in hook:
-                lists.append(((*keys, "command"), hook["command"]))
+                argv((*keys, "command"), hook["command"])
             elif "shell" in hook:
-                lists.append(((*keys, "shell"), _shell_words(hook["shell"])))
+                words.extend(((*keys, "shell"), word) for word in _shell_words(hook["shell"]))
             elif hook["python"].rpartition(":")[0].endswith(".py"):
-                lists.append(((*keys, "python"), [hook["python"].rpartition(":")[0]]))
+                words.append(((*keys, "python"), hook["python"].rpartition(":")[0]))
     for name, provider in data.get("providers", {}).items():
         for key in ("command", "model_args", "system_args", "resume"):
-            lists.append((("providers", name, key), provider.get(key, [])))
-        for mode, argv in provider.get("options", {}).items():
-            lists.append((("providers", name, "options", mode), argv))
+            argv(("providers", name, key), provider.get(key, []))
+        for mode, items in provider.get("options", {}).items():
+            argv(("providers", name, "options", mode), items)
     for agent_id, agent in data.get("agents", {}).items():
-        for mode, argv in agent.get("options", {}).items():
-            lists.append((("agents", agent_id, "options", mode), argv))
-    for keys, words in lists:
-        for i, word in enumerate(words):
-            if word and "{" not in word and not os.path.isabs(word):
-                yield (*keys, i), word
+        for mode, items in agent.get("options", {}).items():
+            argv(("agents", agent_id, "options", mode), items)
+    for keys, word in words:
+        if word and "{" not in word and not os.path.isabs(word):
+            yield keys, word
 
 
 def _shell_words(line: str) -> list[str]:
@@ -121,7 +125,11 @@ def _shell_words(line: str) -> list[str]:
         tokens = list(lexer)
     except ValueError:
         return []  # unbalanced quotes: /bin/sh refuses the line too
-    return [word for i, word in enumerate(tokens) if i == 0 or tokens[i - 1] not in _REDIRECTS]
+    return [
+        word
+        for i, word in enumerate(tokens)
+        if not set(word) <= _OPERATORS and (i == 0 or tokens[i - 1] not in _REDIRECTS)
+    ]
 
 
 def refusal(found: Fingerprint, env: dict[str, str] | None = None) -> tuple[Keys, str] | None:
