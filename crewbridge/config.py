@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from crewbridge import config_layers as layers
-from crewbridge.config_layers import Combined, Layer, Origin, Setting, Source
+from crewbridge.config_layers import Combined, Keys, Layer, Origin, Setting, Source
 from crewbridge.errors import AgentNotFound, ConfigError, ConfigKeyError, CrewError, UsageError
 from crewbridge.globs import NATIVE, matches
 from crewbridge.places import CONFIG_NAMES as CONFIG_NAMES
@@ -50,7 +50,6 @@ if TYPE_CHECKING:
 
 BUILTIN_AGENTS = ("claude", "gemini", "codex", "demo")
 MAX_NODES = 100_000  # YAML aliases can make a small file expand without end
-Keys = tuple[Any, ...]  # a key path: ("agents", "claude", "deny", 0)
 
 
 @dataclass

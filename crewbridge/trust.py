@@ -25,10 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from crewbridge import jsonio
+from crewbridge.config_layers import Keys
 from crewbridge.errors import ConfigError
 from crewbridge.places import state_dir
 
-Keys = tuple[Any, ...]  # a key path in a crew.yaml: ("hooks", "before_tool_call", 0, "command", 0)
 STORE = "trusted.json"
 _REDIRECTS = frozenset({">", ">>", ">|", "&>", "&>>"})  # the word after one is written, not run
 _OPERATORS = frozenset("();<>|&")
@@ -157,7 +157,7 @@ def refusal(found: Fingerprint, env: dict[str, str] | None = None) -> tuple[Keys
 
 def trust(found: Fingerprint, env: dict[str, str] | None = None) -> None:
     """Remember that a person vouches for the file as `found` describes it."""
-    known = read_store(env)
+    known = {path: entry for path, entry in read_store(env).items() if isinstance(entry, dict)}  # not an older crew's
     known[str(found.used)] = found.record()
     write_store(known, env)
 

@@ -714,3 +714,9 @@ def test_the_trust_store_is_private(user_dirs, project):
     trust_config(write(project / "crew.yaml", RISKY))
     store = user_dirs / "xdg-state" / "crewbridge" / "trusted.json"
     assert (stat.S_IMODE(store.stat().st_mode), stat.S_IMODE(store.parent.stat().st_mode)) == (0o600, 0o700)
+
+
+def test_a_file_with_errors_cannot_be_trusted(project):
+    path = write(project / "crew.yaml", "agents:\n  claude:\n    timout: 3\n")
+    with pytest.raises(ConfigError, match="^crew.yaml:3: agents.claude.timout: unknown key; did you mean 'timeout'"):
+        trust_config(path, project)

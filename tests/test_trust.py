@@ -131,13 +131,16 @@ def test_trust_belongs_to_the_link_and_to_where_it_leads(tmp_path):
     assert check(link) == ((), f"leads to {other.resolve()} now, not to {path.resolve()} as when it was trusted")
 
 
-def test_an_entry_of_the_old_store_format_is_not_trust(tmp_path, state):
+def test_an_entry_of_the_old_store_format_is_not_trust_and_is_dropped(tmp_path, state):
     path, raw = project(tmp_path, {"prefix": "x"})
     state.mkdir(parents=True)
     import hashlib
-    (state / "trusted.json").write_text(json.dumps({str(path.resolve()): hashlib.sha256(raw).hexdigest()}))
+    old = {str(path.resolve()): hashlib.sha256(raw).hexdigest(), "/gone/crew.yaml": "ab" * 32}
+    (state / "trusted.json").write_text(json.dumps(old))
     os.chmod(state / "trusted.json", 0o600)
     assert check(path) == ((), "is not trusted yet")
+    trust_it(path)
+    assert list(json.loads((state / "trusted.json").read_text())) == [str(path.resolve())]
 
 
 # --- the store ----------------------------------------------------------------------------------------
