@@ -11,7 +11,11 @@ has one, so a new key cannot be forgotten):
   only narrow what the earlier ones let through: a name passes when it matches every list.
 - stricter(loosest, …, strictest): a later file may only move the value toward the strict end,
   unless it is trusted (the user's file, --config, a project file after `crew config trust`).
-  LIMIT is that rule for numbers: a lower limit is stricter, no limit is the loosest.
+  LIMIT is that rule for numbers: a lower limit is stricter, no limit is the loosest. A key that
+  is not set (None) is the loosest for both. A new key that may only get stricter (a sandbox
+  level, say) is one line here: `"sandbox": stricter("off", "auto", "required")`; its default is
+  the dataclass default (config._baseline), so an agent-level key that inherits a top-level one
+  must have the inherited value as its baseline, not None.
 
 Every value keeps where it came from (`Origin`: file, line, and its key path in that file), for
 error messages and `crew config show`.
@@ -219,9 +223,10 @@ def _reason(source: Source) -> str:
 
 
 def _rank(rule: Rule, value: Any) -> float:
-    if rule.order:
-        return rule.order.index(value)
-    return -math.inf if value is None else -value
+    """Higher is stricter; a value not set (None) is the loosest."""
+    if value is None:
+        return -math.inf
+    return rule.order.index(value) if rule.order else -value
 
 
 def located(origin: Origin, rest: Keys, message: str) -> str:
