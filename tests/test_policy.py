@@ -1,4 +1,5 @@
 import io
+import json
 import subprocess
 import threading
 
@@ -9,6 +10,7 @@ from crewbridge.config import AgentSpec
 from crewbridge.errors import ConfigError
 from crewbridge.policy import Approver, Policy, command_problem
 from crewbridge.registry import Tool, ToolRegistry
+from crewcli import FakeModel, crew_env, run_crew, tool_block, write_config
 
 READ_ONLY = {"read_file", "list_files", "grep", "help", "skill", "count_lines"}
 CODING = READ_ONLY | {"write_file", "edit_file", "run_command"}
@@ -261,6 +263,23 @@ def test_a_command_crew_cannot_check_is_asked_about_where_approval_is_configured
                     approve_all=True, approver=Approver(stdin=Terminal(tty=False), stderr=Terminal(tty=False)))
     assert nobody.check(registry.resolve("run_command"), {"command": "$(echo ls)"}).endswith(
         "it was not run (no terminal to ask a person on)")
+
+
+def test_crew_execute_refuses_the_models_run_command_and_the_file_survives(tmp_path):
+    model = FakeModel(tmp_path / "bin")
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "f").write_text("keep me")
+    write_config(work / "crew.yaml", providers={"fake": model.provider()},
+                 agents={"fake": {"provider": "fake", "deny_commands": ["rm *"]}})
+    model.script(tool_block("crew:run_command", command="X=rm; $X f"), "I may not delete it.")
+    done = run_crew(["execute", "--config", "crew.yaml", "--json", "@fake delete f"], env=crew_env(tmp_path / "home"),
+                    cwd=work)
+    assert done.returncode == 0, done.stderr
+    assert (work / "f").read_text() == "keep me"
+    [call] = json.loads(done.stdout)["tool_calls"]
+    assert (call["name"], call["success"]) == ("crew:run_command", False)
+    assert "its program '$X' is known only when the shell runs" in model.prompts[-1]
 
 
 # --- approval ---------------------------------------------------------------------------------------
