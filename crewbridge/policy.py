@@ -17,7 +17,6 @@ from crewbridge.errors import ConfigError
 from crewbridge.globs import NATIVE, command_allowed, command_denied, matches, matches_native, native_globs
 from crewbridge.modes import Mode
 from crewbridge.registry import Tool, ToolRegistry
-from crewbridge.shellwords import Unknowable, Word, argv_commands, program_name, simple_commands
 
 CODING_TOOLS = frozenset({"write_file", "edit_file", "run_command"})  # besides every read-only tool
 PROFILES = ("read-only", "coding", "full")
@@ -198,15 +197,17 @@ def command_problem(command: str | list[str], deny: list[str], allow: list[str])
     crew cannot know without running the shell is refused (unchecked)."""
     if not deny and not allow:
         return None
+    # Deferred for start-up speed: only an agent with command rules reads commands.
+    from crewbridge.shellwords import Unknowable, argv_commands, simple_commands
+
     try:
         found = simple_commands(command) if isinstance(command, str) else argv_commands(command)
     except Unknowable as exc:
         why = f"crew cannot check it against deny_commands/allow_commands in crew.yaml: {exc}"
         return CommandProblem(f"{why}. It was not run; write it as plain commands", unchecked=why)
     for simple in found:
-        for words in (simple.words, *simple.through):
-            named = _without_directory(words)
-            glob = next((g for g in deny if named and command_denied(g, named)), None)
+        for named in simple.runs:
+            glob = next((g for g in deny if command_denied(g, named)), None)
             if glob is not None:
                 return CommandProblem(
                     f"the command policy forbids '{' '.join(w.text for w in named)}' (deny_commands in crew.yaml: "
@@ -219,10 +220,3 @@ def command_problem(command: str | list[str], deny: list[str], allow: list[str])
                 f"{', '.join(allow)}); it was not run"
             )
     return None
-
-
-def _without_directory(words: tuple[Word, ...]) -> tuple[Word, ...]:
-    if not words:
-        return words
-    name = program_name(words[0])
-    return (Word(name, name), *words[1:])

@@ -155,6 +155,16 @@ class SimpleCommand:
     def text(self) -> str:
         return " ".join(w.text for w in (*self.assignments, *self.words))
 
+    @property
+    def runs(self) -> list[tuple[Word, ...]]:
+        """What it runs, for deny rules: its words and each wrapped command's, from the program on,
+        the program without its directory (`/bin/rm x` → `rm x`)."""
+        out = []
+        for words in (self.words, *self.through) if self.words else ():
+            name = program_name(words[0])
+            out.append((Word(name, name), *words[1:]))
+        return out
+
 
 def simple_commands(line: str, depth: int = 0) -> list[SimpleCommand]:
     """Every simple command `line` would run, in order. Unknowable when that cannot be known."""
