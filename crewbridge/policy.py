@@ -76,7 +76,7 @@ class Policy:
         """Why this call may not run, or None. May ask a person (called from tool worker threads)."""
         if not self.allowed(spec):
             return self._refusal(spec)
-        command = data.get("command") if spec.name == COMMAND_TOOL else None
+        command = data.get("command") if spec.name == COMMAND_TOOL else _shell_argv(spec, data)
         return self._decide(spec.name, data, command, self.needs_approval(spec))
 
     def needs_approval(self, spec: Tool) -> bool:
@@ -118,7 +118,7 @@ class Policy:
         """The command rules on `command` (when it is one), then approval. A command crew cannot
         check is asked about where the tool needs approval, every time; elsewhere it is refused."""
         problem = None
-        if isinstance(command, str):
+        if isinstance(command, (str, list)):
             problem = command_problem(command, self.agent.deny_commands, self.agent.allow_commands)
         if problem is not None and not (problem.unchecked and approval):
             return problem.reason
@@ -162,6 +162,19 @@ class Policy:
         if answer == "no":
             return f"the user declined this call to '{name}'; it was not run. Ask or try another way."
         return None
+
+
+def _shell_argv(spec: Tool, data: dict[str, Any]) -> list[str] | None:
+    """The argv of a crew.yaml command tool that takes a shell command (`[sh, -c, "{script}"]`):
+    the command rules read it as they read run_command's. Other tools run no command of the model's."""
+    # Deferred for start-up speed, as the reading of commands is.
+    from crewbridge.custom_tools import CommandTool
+    from crewbridge.shellwords import SHELLS
+
+    owner = getattr(spec.func, "__self__", None)
+    if not isinstance(owner, CommandTool) or not owner.command:
+        return None
+    return owner.argv(data) if owner.command[0].rsplit("/", 1)[-1] in SHELLS else None
 
 
 def _in_profile(profile: str, spec: Tool) -> bool:

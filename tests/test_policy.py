@@ -7,6 +7,7 @@ import pytest
 from crewbridge.tools import builtin_registry
 
 from crewbridge.config import AgentSpec
+from crewbridge.custom_tools import CommandTool
 from crewbridge.errors import ConfigError
 from crewbridge.policy import Approver, Policy, command_problem
 from crewbridge.registry import Tool, ToolRegistry
@@ -263,6 +264,19 @@ def test_a_command_crew_cannot_check_is_asked_about_where_approval_is_configured
                     approve_all=True, approver=Approver(stdin=Terminal(tty=False), stderr=Terminal(tty=False)))
     assert nobody.check(registry.resolve("run_command"), {"command": "$(echo ls)"}).endswith(
         "it was not run (no terminal to ask a person on)")
+
+
+def test_a_command_tool_that_takes_a_shell_command_is_read_like_run_command():
+    script = CommandTool("sh_tool", ["sh", "-c", "{script}"], {"type": "object", "properties": {"script": {}}}).tool()
+    words = CommandTool("count", ["wc", "-l", "{path}"], {"type": "object", "properties": {"path": {}}}).tool()
+    policy = Policy(AgentSpec(id="a", provider="demo", profile="full", deny_commands=["rm *"]), "execute")
+    assert "its program '$X'" in policy.check(script, {"script": "X=rm; $X f"})
+    assert "forbids 'rm f'" in policy.check(script, {"script": "ls && rm f"})
+    assert policy.check(script, {"script": "ls"}) is None
+    strict = Policy(AgentSpec(id="a", provider="demo", profile="full", allow_commands=["ls"]), "execute")
+    assert policy.check(words, {"path": "$(rm f)"}) is None and strict.check(words, {"path": "x"}) is None
+    assert strict.check(script, {"script": "ls"}) is None and "does not allow 'make'" in strict.check(
+        script, {"script": "make"})
 
 
 def test_crew_execute_refuses_the_models_run_command_and_the_file_survives(tmp_path):
