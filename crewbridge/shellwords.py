@@ -32,6 +32,7 @@ MAX_LINE = 131072  # bytes: Linux's limit on one argument (`sh -c LINE`)
 MAX_NESTING = 200  # levels of the parse tree read (the reader recurses)
 MAX_DEPTH = 4  # shells inside shells (`bash -lc "sh -c '…'"`) read before crew gives up
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "yash", "posh", "fish", "csh", "tcsh"})
+FOREIGN_SHELLS = frozenset({"fish", "csh", "tcsh"})  # another grammar: their -c strings are not read
 # Builtins that run text as code, or change what a name runs, later or elsewhere.
 RUNS_CODE = {
     "eval": "eval runs a string as a command",
@@ -66,10 +67,11 @@ class Wrapper:
     operands: int = 0  # operands before the program (timeout's duration)
     assignments: bool = False  # NAME=value words may come before the program (env)
     refused: str = ""  # short options that make it run a string or a file: refused
+    runs_none: str = ""  # short options with which it runs nothing (`command -v rm` only looks rm up)
 
 
 WRAPPERS = {
-    "command": Wrapper(),
+    "command": Wrapper(runs_none="vV"),
     "builtin": Wrapper(),
     "exec": Wrapper(valued="a"),
     "nohup": Wrapper(),
@@ -515,6 +517,8 @@ class _Reader:
             return False
         if not operands or not operands[0].known:
             raise Unknowable(f"{program} -c runs a string known only when the shell runs")
+        if program in FOREIGN_SHELLS:
+            raise Unknowable(f"{program} -c runs a string in {program}'s own grammar, which crew does not read")
         if self.depth >= MAX_DEPTH:
             raise Unknowable(f"shells nested more than {MAX_DEPTH} deep")
         self.found += simple_commands(operands[0].text, self.depth + 1)
@@ -581,6 +585,8 @@ def _double_quoted(text: str) -> Iterator[tuple[str, bool]]:
 def program_name(word: Word) -> str:
     """The program a command's first word names, without its directory; Unknowable when only the
     shell would know it (`$X`, `${X:-rm}`, `rm${IFS}x`, `$(printf rm)`, `r*`)."""
+    if word.known and word.text.startswith("="):
+        raise Unknowable(f"its program {word.text!r} is a path zsh finds for it (=name); write the name out")
     if word.known:
         return word.text.rsplit("/", 1)[-1] or word.text
     tail = word.text.rsplit("/", 1)[-1]
@@ -612,6 +618,8 @@ def _wrapped_program(name: str, wrapper: Wrapper, args: tuple[Word, ...]) -> int
             for n, letter in enumerate(text[1:], 1):
                 if letter in wrapper.refused:
                     raise Unknowable(f"{name} -{letter} runs a string crew does not read")
+                if letter in wrapper.runs_none:
+                    return None
                 if letter in wrapper.valued:
                     i += n == len(text) - 1  # the value is the next word unless it follows the letter
                     break

@@ -94,6 +94,7 @@ def test_a_word_only_the_shell_knows_keeps_what_is_known_of_its_start():
     ("stdbuf -oL setsid rm x", ["setsid rm x", "rm x"]),
     ("strace -f rm x", ["-f rm x", "rm x", "x"]),  # options crew does not read: every later word
     ("sudo -l", []),
+    ("command -v rm", []),  # looks rm up, runs nothing
 ])
 def test_wrappers_are_looked_through_to_the_program_they_run(line, runs):
     [found] = simple_commands(line)
@@ -144,6 +145,8 @@ def test_an_argv_is_read_as_the_words_it_is():
     ("$HOME/bin/rm x", "its program '$HOME/bin/rm'"),  # unquoted: may split into words
     ("sudo $X x", "sudo is given '$X'"),
     ("bash -c \"$X\"", "bash -c runs a string known only when the shell runs"),
+    ("fish -c 'rm (echo f)'", "fish -c runs a string in fish's own grammar"),
+    ("zsh -c '=rm f'", "its program '=rm' is a path zsh finds for it"),
     ("eval 'rm x'", "eval runs a string as a command"),
     ("command eval 'rm x'", "eval runs a string"),
     ("source ./x.sh", "source runs the commands of a file"),
