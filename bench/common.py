@@ -171,7 +171,7 @@ def with_bytecode(env: Mapping[str, str]) -> dict[str, str]:
     return env
 
 
-SOURCES = ("crewbridge", "providers", "tools", "prompts")  # the folders an installed crew is built from
+SOURCES = ("crewbridge", "providers", "tools", "prompts", "bin")  # what an installed crew is built from
 
 
 def installed(repo: Path = REPO) -> Path:
@@ -200,8 +200,9 @@ def installed(repo: Path = REPO) -> Path:
     (site / "crew-deps.pth").write_text(f"{deps}\n")  # a plain path: .venv's own hooks stay off
     with tempfile.TemporaryDirectory() as wheels, tempfile.TemporaryDirectory() as source:
         for name in (*SOURCES, "setup.cfg", "pyproject.toml", "README.md"):  # built from a copy: the
-            copy = shutil.copytree if (repo / name).is_dir() else shutil.copy2  # build writes beside
-            copy(repo / name, Path(source) / name)                              # its sources
+            if (repo / name).exists():                                          # build writes beside
+                copy = shutil.copytree if (repo / name).is_dir() else shutil.copy2  # its sources
+                copy(repo / name, Path(source) / name)
         subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
                         "--wheel-dir", wheels, source], check=True)
         subprocess.run([str(bin_dir / "python"), "-m", "pip", "install", "--quiet", "--no-deps",

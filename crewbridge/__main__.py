@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import signal
 import sys
 
 TYPE_CHECKING = False  # typing itself is ~5 ms to import; type checkers read this name as True
@@ -28,6 +27,8 @@ def run() -> None:
             "cd into one that does and run crew again\n"
         )
         sys.exit(1)
+    import signal  # not for --version: signal imports enum
+
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # cli.main() takes them over
         signal.signal(signum, _stopped_while_loading)
     from crewbridge.cli import main
@@ -37,6 +38,8 @@ def run() -> None:
 
 
 def _stopped_while_loading(signum: int, frame: FrameType | None) -> None:
+    import signal
+
     sys.stderr.write(
         "crew: interrupted\n" if signum == signal.SIGINT else f"crew: stopped by {signal.Signals(signum).name}\n"
     )
