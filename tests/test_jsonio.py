@@ -5,7 +5,11 @@ import json
 
 import pytest
 
-from crewbridge.jsonio import MAX_DEPTH, TooDeep, check_depth, dumps_bytes, loads
+from hypothesis import given
+from hypothesis import strategies as st
+
+from crewbridge import jsonio
+from crewbridge.jsonio import MAX_DEPTH, TooDeep, check_depth, decode, dumps_bytes, loads
 
 
 def nested(depth: int) -> str:
@@ -53,3 +57,49 @@ def test_dumps_bytes_is_utf8_and_escapes_a_lone_surrogate() -> None:
     out = dumps_bytes({"a": "x\udc80y"})
     assert out == b'{"a": "x\\udc80y"}'
     assert json.loads(out) == {"a": "x\udc80y"}
+
+
+@pytest.fixture(params=["msgspec", "json's scanner"])
+def fast_decoder(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each test of decode runs with msgspec, and as on a platform without it."""
+    if request.param != "msgspec":
+        monkeypatch.setattr(jsonio, "_fast_loads", lambda: jsonio._scanned)
+    return str(request.param)
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@given(value=JSON_VALUES)
+def test_decode_gives_what_json_loads_gives(value: object) -> None:
+    for line in (json.dumps(value) + "\n", json.dumps(value, ensure_ascii=False)):
+        assert repr(decode(line)) == repr(json.loads(line))
+        with pytest.MonkeyPatch.context() as patch:  # as on a platform without msgspec
+            patch.setattr(jsonio, "_fast_loads", lambda: jsonio._scanned)
+            assert repr(decode(line)) == repr(json.loads(line))
+
+
+@pytest.mark.parametrize("line", ['{"n": NaN}', '{"big": 1e400}', '"\\ud800"', '  {"padded": true}  \n',
+                                  '[123456789012345678901234567890, -9223372036854775809]'])
+def test_what_the_fast_decoder_refuses_json_still_takes(line: str, fast_decoder: str) -> None:
+    assert repr(decode(line)) == repr(json.loads(line))
+
+
+@pytest.mark.parametrize("line", ["", "\n", "{", '{"cut": "in a string\n', '{"a": 1} trailing', "[1,]"])
+def test_a_line_that_is_not_json_is_a_value_error_naming_the_fault(line: str, fast_decoder: str) -> None:
+    with pytest.raises(ValueError) as error:
+        decode(line)
+    with pytest.raises(ValueError) as stdlib:
+        json.loads(line.strip())
+    assert str(error.value) == str(stdlib.value)
+
+
+def test_decode_bounds_nesting_only_as_json_does(fast_decoder: str) -> None:
+    assert decode(nested(500)) == json.loads(nested(500))  # a stream's reader picks fields by name
+    for depth in (2_000, 100_000):  # past the recursion limit
+        with pytest.raises(TooDeep):
+            decode(nested(depth))
