@@ -15,15 +15,15 @@ from crewbridge.modes import MODES, Mode
 from crewbridge.options import RunOptions
 from crewbridge.providers.base import Turn
 from crewbridge.registry import Tool, ToolRegistry
-from crewbridge.skills import Found, Skill, chosen, discover, roots
 
 # For start-up speed, what a run needs only once the agents' CLIs have started (the loop, hooks,
-# policy, catalogue, transcript, usage, outcomes, concurrent.futures) is imported where it is used: it loads
+# policy, catalogue, skills, transcript, usage, outcomes, concurrent.futures) is imported where it is used: it loads
 # while those boot. So is what only the Python API uses (function tools, event streams).
 if TYPE_CHECKING:
     from crewbridge.api import EventStream, Outcome, Stop
     from crewbridge.loop import AgentLoop, Progress, RunResult
     from crewbridge.sessions import Prior
+    from crewbridge.skills import Found, Skill
     from crewbridge.transcript import Transcript
     from crewbridge.usage import Budget
 
@@ -41,6 +41,7 @@ class Bridge:
         self.env = env or {}  # added to the environment of the CLIs this Bridge starts
         self._tools = tools or []  # added to the configured ones (registered once the CLIs started)
         self._registry: ToolRegistry | None = None
+        self._started: dict[tuple[Mention, Mode, str | None], Conversation] = {}  # start()'s, not yet taken
 
     @property
     def registry(self) -> ToolRegistry:
@@ -119,13 +120,34 @@ class Bridge:
 
     def skills(self, agent: AgentSpec) -> dict[str, Skill]:
         """The skills `agent` gets: those found from its working directory, chosen by its `skills:` globs."""
+        from crewbridge.skills import chosen
+
         return chosen(self.found_skills(self._workdir(agent)).skills, *agent.allow_lists("skills"))
 
     def found_skills(self, workdir: Path | None = None) -> Found:
         """Every skill folder found from `workdir` (default the Bridge's), crew.yaml's `skills:`
         folders and the user's (crewbridge.skills), with the broken and the hidden ones."""
+        from crewbridge.skills import discover, roots
+
         workdir = workdir or self.workdir
         return discover(roots(workdir, self.config.skills), workdir)
+
+    def start(self, text: str, mode: Mode = "query", tools_via: str | None = None) -> None:
+        """Start the CLIs of the agents `text` mentions now, for the next run of this Bridge with the
+        same mode and `tools_via` (a fresh conversation, not a resumed one) to take: they boot while
+        the caller loads the rest. An agent that cannot start is left to that run to report. Those
+        no run took are ended by close()."""
+        for mention in parse_mentions(text)[0]:
+            key = (mention, mode, tools_via)
+            if key not in self._started:
+                conversation, _ = self._conversation(mention, mode, tools_via)
+                if not isinstance(conversation, CrewError):
+                    self._started[key] = conversation
+
+    def close(self) -> None:
+        """End the CLIs start() started that no run took."""
+        while self._started:
+            self._started.popitem()[1].close()
 
     def run(
         self,
@@ -189,6 +211,7 @@ class Bridge:
             for conversation in conversations:
                 if not isinstance(conversation, CrewError):
                     conversation.close()
+            self.close()  # what start() started for another reading of the task
             if own and transcript is not None:
                 transcript.close(status)
 
@@ -369,7 +392,10 @@ class Bridge:
         error that stops this agent alone, such as an unknown provider). `tools_via` replaces the
         agent's; `spec`: the agent's settings, when not the configured ones (a fallback's). With
         `prior`, the conversation continues that one; the flag says whether the CLI holds it (else
-        the first message replays it)."""
+        the first message replays it). The one start() started for the same, if there is one."""
+        started = self._started.pop((mention, mode, tools_via), None) if spec is None and prior is None else None
+        if started is not None:
+            return started, True
         try:
             agent = spec or self.config.agent(mention.agent)
             base = Turn(

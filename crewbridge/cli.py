@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import click
 
 from crewbridge import VERSION_MESSAGE, __version__
+from crewbridge.early import Early
 from crewbridge.errors import CrewError, UsageError
 from crewbridge.modes import Mode
 
@@ -36,6 +37,9 @@ def config_option(func: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(*args: Any, config_path: Path | None, **kwargs: Any) -> Any:
         from crewbridge.config import load_config
 
+        early = click.get_current_context().obj  # crewbridge.early's reading, when it read this file
+        if isinstance(early, Early) and early.reading.config_path == config_path:
+            return func(*args, config=early.bridge.config, **kwargs)
         return func(*args, config=load_config(config_path, Path.cwd()), **kwargs)
 
     return wrapper
@@ -151,7 +155,8 @@ def _run(
     stdin = sys.stdin
     context = stdin.read() if stdin is not None and not stdin.isatty() else None
     output = "json" if as_json else "jsonl" if as_jsonl else "text"
-    bridge = Bridge(config)
+    early = click.get_current_context().obj
+    bridge = early.bridge if isinstance(early, Early) and early.bridge.config is config else Bridge(config)
     # The tools are built once the agents' CLIs have started (Bridge.run), while those boot.
     with Renderer(output=output, agents=agents, verbose=verbose) as renderer:
         outcomes = bridge.run(task, mode, options=options, context=context or None, on_progress=renderer.progress)
@@ -582,12 +587,15 @@ def _stop(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
-def main() -> None:
+def main(early: Early | None = None) -> None:
+    """Run the command in sys.argv; `early`: its reading by crewbridge.early, CLIs started."""
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _stop)
     try:
-        _main()
+        _main(early)
     finally:
+        if early is not None:
+            early.bridge.close()  # what the command did not take (it failed before its run)
         # Python's last garbage collections walk every object left (~20 ms, crew's longest pause
         # after its CLIs end); what crew opened is closed by now, so they are left out.
         gc.freeze()
@@ -606,9 +614,9 @@ def _exit_now(code: int) -> NoReturn:
     os._exit(code)
 
 
-def _main() -> None:
+def _main(early: Early | None) -> None:
     try:
-        cli.main(prog_name="crew", standalone_mode=False)
+        cli.main(prog_name="crew", standalone_mode=False, obj=early)
     except (click.exceptions.Abort, KeyboardInterrupt):  # click turns Ctrl-C into Abort
         from crewbridge.process import end_all
 

@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
-import difflib
 import json
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crewbridge.errors import CrewError, ToolNotFound
 from crewbridge.process import Groups
-from crewbridge.skills import Skill
 from crewbridge.validation import compile_schema, first_error
+
+if TYPE_CHECKING:  # for start-up speed: skills are read once the CLIs have started
+    from crewbridge.skills import Skill
 
 DEFAULT_PREFIX = "crew"
 DEFAULT_TOOL_TIMEOUT = 60.0
@@ -161,6 +162,8 @@ class ToolRegistry:
 
     def unknown_message(self, qualified: str) -> str:
         bare = qualified.rsplit(":", 1)[-1]
+        import difflib  # only for a name that is not known: ~1 ms on every start otherwise
+
         near = difflib.get_close_matches(bare, self._tools, n=1, cutoff=0.5)
         hint = (
             f"did you mean '{self.qualified(near[0])}'?"

@@ -6,7 +6,7 @@ from typing import Callable, Iterator
 
 import pytest
 
-from crewbridge import beneath
+from crewbridge import beneath, process
 
 from clienv import CLIS, require_cli
 from clienv import cli_env as build_env
@@ -66,3 +66,13 @@ def private_user_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pyt
     base = tmp_path_factory.mktemp("xdg")
     monkeypatch.setenv("XDG_STATE_HOME", str(base / "state"))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(base / "config"))
+
+
+@pytest.fixture
+def started_clis(monkeypatch: pytest.MonkeyPatch) -> list[process.Child]:
+    """Every CLI process crew starts from now on, in order."""
+    children: list[process.Child] = []
+    spawn = process.Child.__init__
+    monkeypatch.setattr(process.Child, "__init__",
+                        lambda self, argv, **kw: (children.append(self), spawn(self, argv, **kw))[1])
+    return children

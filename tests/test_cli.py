@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from crewbridge.cli import cli
-from crewcli import FakeModel, crew_env, error_line, executable, run_crew, tool_block, write_config
+from crewcli import FakeModel, crew_env, error_line, executable, processes_in, run_crew, tool_block, write_config
 
 
 @pytest.fixture
@@ -444,3 +444,11 @@ def test_a_linked_project_file_is_refused_until_trusted_through_the_link(crew, t
     assert trusted.stdout == (f"trusted {project / 'crew.yaml'} (a link to {real}) and the scripts it runs: "
                               "./where.sh\n")
     assert "where" in run_crew(["tools", "list"], env=env, cwd=project).stdout
+
+
+def test_a_usage_error_found_after_the_agents_cli_started_early_leaves_nothing_running(crew, tmp_path, notes):
+    # crewbridge.early starts @demo's CLI before click reads the arguments and finds the clash
+    out = crew("query", "--json", "--jsonl", "@demo what is in notes.txt?")
+    assert out.returncode == 2
+    assert error_line(out.stderr).startswith("crew: error: --json and --jsonl were both given")
+    assert processes_in(tmp_path) == []

@@ -1,0 +1,85 @@
+"""`crew query` and `crew execute` start the agents' CLIs before the rest of crew loads (click, the
+engine), so that each boots while crew does. Only what names the command is read first: the
+arguments, the configuration files, the providers. The CLIs started belong to the one Bridge made
+here, which the command then runs with (crewbridge.cli); nothing is written to disk or kept for
+another Bridge. An argument this quick reading is not sure of (help, an option it does not know,
+--continue, `--`) starts nothing: click reads the arguments and the run starts its CLIs itself.
+A wrong guess costs time, never a wrong run: click reads the arguments again, and Bridge.run takes a
+started CLI only for the very agent, mode and tools it would start itself (Bridge.start)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from crewbridge.bridge import Bridge
+from crewbridge.config import load_config
+from crewbridge.errors import CrewError
+from crewbridge.modes import MODES, Mode
+
+# crew query/execute's options (crewbridge.cli.run_options and loop_options; a test holds them equal)
+VALUE_OPTIONS = frozenset(
+    {"--timeout", "--max-turns", "--max-cost", "--max-tokens", "--resume", "--tools-via", "--config"}
+)
+FLAGS = frozenset({"--yes", "-y", "--verbose", "-v", "--json", "--jsonl"})
+NOT_HERE = frozenset({"--continue", "--resume"})  # continuing a run: its CLIs start as the run says
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What `crew MODE ARGS…` names: the mode, the task's words, --config and --tools-via."""
+
+    mode: Mode
+    text: str
+    config_path: Path | None = None
+    tools_via: str | None = None
+
+
+@dataclass
+class Early:
+    """The Bridge made from a Reading, with its agents' CLIs started."""
+
+    bridge: Bridge
+    reading: Reading
+
+
+def read(args: list[str]) -> Reading | None:
+    """`args` (crew's arguments, the command first) read as click would read them, or None when
+    this reading is not sure."""
+    if not args or args[0] not in MODES:
+        return None
+    words: list[str] = []
+    values: dict[str, str] = {}
+    rest = iter(args[1:])
+    for arg in rest:
+        name, equals, value = arg.partition("=")
+        if not arg.startswith("-") or arg == "-":
+            words.append(arg)
+        elif name in NOT_HERE:
+            return None
+        elif name in VALUE_OPTIONS:
+            value = value if equals else next(rest, "")
+            if not value:
+                return None
+            values[name] = value
+        elif arg not in FLAGS:
+            return None
+    if not words:
+        return None
+    config = values.get("--config")
+    mode: Mode = "query" if args[0] == "query" else "execute"
+    return Reading(mode, " ".join(words), Path(config) if config else None, values.get("--tools-via"))
+
+
+def start(args: list[str]) -> Early | None:
+    """The Bridge for `crew ARGS`, its agents' CLIs started, or None (nothing started) when the
+    arguments are not sure or the configuration cannot be read (the command reports it)."""
+    reading = read(args)
+    if reading is None:
+        return None
+    try:
+        bridge = Bridge(load_config(reading.config_path, Path.cwd()))
+        bridge.start(reading.text, reading.mode, reading.tools_via)
+    except CrewError:
+        return None
+    return Early(bridge, reading)
