@@ -4,6 +4,7 @@ measured the same way. It imports the crewbridge of the interpreter running it.
 
     python -m bench.worker turn CLI SHAPE TURNS   # bench_live.one_run: per tool turn, ms
     python -m bench.worker dispatch               # one real-claude dispatch, seconds
+    python -m bench.worker steps CLI TURNS        # bench/steps.py: ms per tool turn, by step
 """
 from __future__ import annotations
 
@@ -18,6 +19,11 @@ def main(name: str, *args: str) -> object:
         cli, shape, turns = args
         gaps, keeps, crews = one_run(cli, True, int(turns), shape)
         return {"turn": gaps, "keep": keeps, "crew": crews}
+    if name == "steps":
+        from bench.steps import measure
+
+        cli, turns = args
+        return measure(cli, int(turns))
     if name == "dispatch":
         from bench.dispatch import real_claude_once
 
