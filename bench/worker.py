@@ -5,6 +5,7 @@ measured the same way. It imports the crewbridge of the interpreter running it.
     python -m bench.worker turn CLI SHAPE TURNS   # bench_live.one_run: per tool turn, ms
     python -m bench.worker dispatch               # one real-claude dispatch, seconds
     python -m bench.worker steps CLI TURNS        # bench/steps.py: ms per tool turn, by step
+    python -m bench.worker parse-stages FILE      # bench/parse_stages.py: CPU ms by stage
 """
 from __future__ import annotations
 
@@ -24,6 +25,10 @@ def main(name: str, *args: str) -> object:
 
         cli, turns = args
         return measure(cli, int(turns))
+    if name == "parse-stages":
+        from bench.parse_stages import measure as stages
+
+        return stages(*args)
     if name == "dispatch":
         from bench.dispatch import real_claude_once
 

@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import click
 
 from crewbridge import VERSION_MESSAGE, __version__
-from crewbridge.early import Early
 from crewbridge.errors import CrewError, UsageError
 from crewbridge.modes import Mode
 
 if TYPE_CHECKING:
     from crewbridge.config import Config
+    from crewbridge.early import Early
     from crewbridge.options import RunOptions
 
 
@@ -37,12 +37,19 @@ def config_option(func: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(*args: Any, config_path: Path | None, **kwargs: Any) -> Any:
         from crewbridge.config import load_config
 
-        early = click.get_current_context().obj  # crewbridge.early's reading, when it read this file
-        if isinstance(early, Early) and early.reading.config_path == config_path:
+        early = _early()
+        if early is not None and early.reading.config_path == config_path:  # it read this file
             return func(*args, config=early.bridge.config, **kwargs)
         return func(*args, config=load_config(config_path, Path.cwd()), **kwargs)
 
     return wrapper
+
+
+def _early() -> Early | None:
+    """crewbridge.early's reading of this command, its CLIs started (crew query/execute), if any:
+    main() gives it to click as the context's obj (not imported here: other commands never load it)."""
+    early: Early | None = click.get_current_context().obj
+    return early
 
 
 def _apply(func: Callable[..., Any], decorators: list[Callable[..., Any]]) -> Callable[..., Any]:
@@ -155,8 +162,8 @@ def _run(
     stdin = sys.stdin
     context = stdin.read() if stdin is not None and not stdin.isatty() else None
     output = "json" if as_json else "jsonl" if as_jsonl else "text"
-    early = click.get_current_context().obj
-    bridge = early.bridge if isinstance(early, Early) and early.bridge.config is config else Bridge(config)
+    early = _early()
+    bridge = early.bridge if early is not None and early.bridge.config is config else Bridge(config)
     # The tools are built once the agents' CLIs have started (Bridge.run), while those boot.
     with Renderer(output=output, agents=agents, verbose=verbose) as renderer:
         outcomes = bridge.run(task, mode, options=options, context=context or None, on_progress=renderer.progress)

@@ -2,13 +2,16 @@
 engine), so that each boots while crew does. Only what names the command is read first: the
 arguments, the configuration files, the providers. The CLIs started belong to the one Bridge made
 here, which the command then runs with (crewbridge.cli); nothing is written to disk or kept for
-another Bridge. An argument this quick reading is not sure of (help, an option it does not know,
---continue, `--`) starts nothing: click reads the arguments and the run starts its CLIs itself.
-A wrong guess costs time, never a wrong run: click reads the arguments again, and Bridge.run takes a
-started CLI only for the very agent, mode and tools it would start itself (Bridge.start)."""
+another Bridge. Arguments click would refuse start nothing (each option's value is checked as its
+click type checks it; a test holds the two equal), nor does anything this quick reading is not sure
+of (help, an option it does not know, --continue, `--`): click reads the arguments and reports them,
+or the run starts its CLIs itself. A wrong guess costs time, never a wrong run: click reads the
+arguments again, and Bridge.run takes a started CLI only for the very agent, mode and tools it would
+start itself (Bridge.start)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,10 +20,31 @@ from crewbridge.config import load_config
 from crewbridge.errors import CrewError
 from crewbridge.modes import MODES, Mode
 
-# crew query/execute's options (crewbridge.cli.run_options and loop_options; a test holds them equal)
-VALUE_OPTIONS = frozenset(
-    {"--timeout", "--max-turns", "--max-cost", "--max-tokens", "--resume", "--tools-via", "--config"}
-)
+
+def _number(kind: Callable[[str], float], low: float, above: bool = False) -> Callable[[str], bool]:
+    """Whether a value is what click.IntRange/FloatRange(min=low, min_open=above) of `kind` takes."""
+
+    def valid(text: str) -> bool:
+        try:
+            value = kind(text)
+        except ValueError:
+            return False
+        return not (value <= low if above else value < low)
+
+    return valid
+
+
+# crew query/execute's options (crewbridge.cli.run_options and loop_options; a test holds them equal),
+# with what each one's value must be
+VALUE_OPTIONS: dict[str, Callable[[str], bool]] = {
+    "--timeout": _number(float, 0.1),
+    "--max-turns": _number(int, 1),
+    "--max-cost": _number(float, 0, above=True),
+    "--max-tokens": _number(int, 1),
+    "--resume": bool,
+    "--tools-via": lambda text: text in ("text", "native"),
+    "--config": bool,
+}
 FLAGS = frozenset({"--yes", "-y", "--verbose", "-v", "--json", "--jsonl"})
 NOT_HERE = frozenset({"--continue", "--resume"})  # continuing a run: its CLIs start as the run says
 
@@ -59,12 +83,14 @@ def read(args: list[str]) -> Reading | None:
             return None
         elif name in VALUE_OPTIONS:
             value = value if equals else next(rest, "")
-            if not value:
+            if not value or not VALUE_OPTIONS[name](value):
                 return None
             values[name] = value
         elif arg not in FLAGS:
             return None
-    if not words:
+        else:
+            values[arg] = ""
+    if not words or ("--json" in values and "--jsonl" in values):  # the command refuses both
         return None
     config = values.get("--config")
     mode: Mode = "query" if args[0] == "query" else "execute"

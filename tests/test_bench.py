@@ -58,7 +58,7 @@ def test_the_compact_round_trip_goes_through_the_real_claude() -> None:
 def test_every_figure_and_the_live_benchmark_import() -> None:
     # the figures that need minutes or the real CLIs run only by hand: they must not rot either
     code = ("import importlib, bench.run\n"
-            "for name in [*bench.run.FIGURES.values(), 'bench.bench_live', 'bench.worker']:\n"
+            "for name in [*bench.run.FIGURES.values(), 'bench.bench_live', 'bench.worker', 'bench.steps', 'bench.parse_stages']:\n"
             "    importlib.import_module(name)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
     assert out.returncode == 0, out.stderr

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from crewbridge import process
 from crewbridge.cli import execute_command, query_command
@@ -25,8 +27,25 @@ def scratch_user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize("command", [query_command, execute_command])
 def test_its_options_are_the_commands_own(command: click.Command) -> None:
     options = [p for p in command.params if isinstance(p, click.Option)]
-    assert VALUE_OPTIONS == {name for p in options if not p.is_flag for name in p.opts}
+    assert set(VALUE_OPTIONS) == {name for p in options if not p.is_flag for name in p.opts}
     assert FLAGS | NOT_HERE == {name for p in options if p.is_flag for name in p.opts} | {"--resume"}
+
+
+VALUES = st.one_of(st.text(max_size=8), st.integers().map(str), st.floats().map(str),
+                   st.sampled_from(["0.1", "0.09", "1", "0", "-1", " 5 ", "+5", "5_0", "1.0", "1e3", "nan", "inf",
+                                    "text", "native", "Native", "0x10"]))
+
+
+@given(value=VALUES)
+def test_a_value_is_taken_exactly_when_clicks_type_takes_it(value: str) -> None:
+    for param in query_command.params:
+        if isinstance(param, click.Option) and not param.is_flag and param.opts[0] not in ("--config", "--resume"):
+            try:
+                param.type.convert(value, param, None)
+                takes = True
+            except click.BadParameter:
+                takes = False
+            assert VALUE_OPTIONS[param.opts[0]](value) == takes, (param.opts[0], value)
 
 
 @pytest.mark.parametrize(("args", "reading"), [
@@ -44,7 +63,9 @@ def test_the_task_and_the_options_that_name_the_clis_are_read(args: list[str], r
     ["query"], ["chat", "@claude"], ["query", "--help", "@claude hi"], ["query", "-h"],
     ["query", "--continue", "@claude more"], ["query", "--resume", "20250101-x", "@claude more"],
     ["query", "--", "@claude -x"], ["query", "-yv", "@claude hi"], ["query", "--tiemout", "5", "@claude hi"],
-    ["query", "@claude hi", "--timeout"], ["query", "--json"],
+    ["query", "@claude hi", "--timeout"], ["query", "--json"], ["query", "--timeout", "soon", "@claude hi"],
+    ["query", "--max-turns=0", "@claude hi"], ["query", "--tools-via", "Native", "@claude hi"],
+    ["query", "--json", "--jsonl", "@claude hi"],
 ])
 def test_a_reading_it_is_not_sure_of_starts_nothing(args: list[str], started_clis: list[process.Child]) -> None:
     assert read(args) is None
