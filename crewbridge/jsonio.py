@@ -9,7 +9,6 @@ ValueError, so every reader that already answers bad JSON answers this too and g
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Callable
 from typing import Any
@@ -45,7 +44,7 @@ def decode(line: str | bytes) -> Any:
     stream's reader picks fields by name, and a value it hands on whole is bounded there (`loads`,
     `check_depth`)."""
     try:
-        return _fast_loads()(line)
+        return _fast(line)
     except (ValueError, RecursionError):
         pass
     try:
@@ -54,15 +53,24 @@ def decode(line: str | bytes) -> Any:
         raise TooDeep() from None
 
 
-@functools.cache
-def _fast_loads() -> Callable[[str | bytes], Any]:
-    # msgspec, not orjson: orjson turns an integer past 64 bits into a float, silently. Imported on
-    # first use: ~10 ms (typing_extensions, decimal, uuid) that no start-up needs.
+def _fast_decoder() -> Callable[[str | bytes], Any]:
+    # msgspec, not orjson: orjson turns an integer past 64 bits into a float, silently.
     try:
         from msgspec.json import Decoder
     except ImportError:  # a platform without its wheel
         return _scanned
     return Decoder().decode
+
+
+def _first(line: str | bytes) -> Any:
+    """The fast decoder until the first line comes: msgspec is imported then, not at start-up (~10
+    ms: typing_extensions, decimal, uuid), and `_fast` becomes it (one call less on every line)."""
+    global _fast
+    _fast = _fast_decoder()
+    return _fast(line)
+
+
+_fast: Callable[[str | bytes], Any] = _first
 
 
 _scan_once = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # the C scanner inside json.loads

@@ -63,7 +63,7 @@ def test_dumps_bytes_is_utf8_and_escapes_a_lone_surrogate() -> None:
 def fast_decoder(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Each test of decode runs with msgspec, and as on a platform without it."""
     if request.param != "msgspec":
-        monkeypatch.setattr(jsonio, "_fast_loads", lambda: jsonio._scanned)
+        monkeypatch.setattr(jsonio, "_fast", jsonio._scanned)
     return str(request.param)
 
 
@@ -79,7 +79,7 @@ def test_decode_gives_what_json_loads_gives(value: object) -> None:
     for line in (json.dumps(value) + "\n", json.dumps(value, ensure_ascii=False)):
         assert repr(decode(line)) == repr(json.loads(line))
         with pytest.MonkeyPatch.context() as patch:  # as on a platform without msgspec
-            patch.setattr(jsonio, "_fast_loads", lambda: jsonio._scanned)
+            patch.setattr(jsonio, "_fast", jsonio._scanned)
             assert repr(decode(line)) == repr(json.loads(line))
 
 
