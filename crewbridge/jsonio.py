@@ -36,8 +36,8 @@ def loads(data: str | bytes | bytearray) -> Any:
 
 def decode(line: str | bytes) -> Any:
     """The JSON value `line` holds (one line of a CLI's stream), as fast as this machine can: msgspec
-    when it is installed (about 2.5 times json.loads on a CLI's streamed deltas), json's C scanner
-    otherwise. What the fast decoder refuses (not JSON, NaN, a number past a double, a lone
+    when it is installed (about 2.5 times json.loads on a CLI's streamed deltas) once a process has
+    read enough lines for its import to pay (_first_lines), json's C scanner before that or without it. What the fast decoder refuses (not JSON, NaN, a number past a double, a lone
     surrogate, nesting past the recursion limit) goes to json.loads, stripped of the whitespace
     around it: it takes what json takes and names what is wrong (a line cut inside a string:
     "Unterminated"). Nesting is bounded by the decoders alone (TooDeep past the recursion limit): a
@@ -62,15 +62,23 @@ def _fast_decoder() -> Callable[[str | bytes], Any]:
     return Decoder().decode
 
 
-def _first(line: str | bytes) -> Any:
-    """The fast decoder until the first line comes: msgspec is imported then, not at start-up (~10
-    ms: typing_extensions, decimal, uuid), and `_fast` becomes it (one call less on every line)."""
-    global _fast
-    _fast = _fast_decoder()
-    return _fast(line)
+FAST_AFTER = 8192  # lines decoded by json's scanner before msgspec takes over
 
 
-_fast: Callable[[str | bytes], Any] = _first
+def _first_lines(line: str | bytes) -> Any:
+    """The fast decoder for a process's first FAST_AFTER lines: json's scanner. msgspec's import
+    (~10 ms of CPU: typing_extensions, decimal, uuid) would cost a short run more than it saves
+    (~1 µs a line); past them `_fast` becomes msgspec's decoder for the rest of the process (crew
+    parse on a big stream, a long live run). Either gives the same values."""
+    global _fast, _lines
+    _lines += 1
+    if _lines >= FAST_AFTER:
+        _fast = _fast_decoder()
+    return _scanned(line)
+
+
+_lines = 0
+_fast: Callable[[str | bytes], Any] = _first_lines
 
 
 _scan_once = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # the C scanner inside json.loads

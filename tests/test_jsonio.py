@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+import msgspec
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -61,10 +62,20 @@ def test_dumps_bytes_is_utf8_and_escapes_a_lone_surrogate() -> None:
 
 @pytest.fixture(params=["msgspec", "json's scanner"])
 def fast_decoder(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Each test of decode runs with msgspec, and as on a platform without it."""
-    if request.param != "msgspec":
-        monkeypatch.setattr(jsonio, "_fast", jsonio._scanned)
+    """Each test of decode runs with msgspec, and with json's scanner (a process's first lines, or
+    a platform without msgspec)."""
+    monkeypatch.setattr(jsonio, "_fast", jsonio._fast_decoder() if request.param == "msgspec" else jsonio._scanned)
     return str(request.param)
+
+
+def test_a_process_takes_msgspec_once_it_has_read_enough_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(jsonio, "_fast", jsonio._first_lines)
+    monkeypatch.setattr(jsonio, "_lines", 0)
+    for number in range(jsonio.FAST_AFTER - 1):
+        assert decode(f'{{"n": {number}}}') == {"n": number}
+    assert jsonio._fast is jsonio._first_lines  # a short run never imports it
+    assert decode('{"n": -1}\n') == {"n": -1}
+    assert isinstance(getattr(jsonio._fast, "__self__", None), msgspec.json.Decoder)
 
 
 JSON_VALUES = st.recursive(
@@ -77,10 +88,10 @@ JSON_VALUES = st.recursive(
 @given(value=JSON_VALUES)
 def test_decode_gives_what_json_loads_gives(value: object) -> None:
     for line in (json.dumps(value) + "\n", json.dumps(value, ensure_ascii=False)):
-        assert repr(decode(line)) == repr(json.loads(line))
-        with pytest.MonkeyPatch.context() as patch:  # as on a platform without msgspec
-            patch.setattr(jsonio, "_fast", jsonio._scanned)
-            assert repr(decode(line)) == repr(json.loads(line))
+        for fast in (jsonio._fast_decoder(), jsonio._scanned):
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setattr(jsonio, "_fast", fast)
+                assert repr(decode(line)) == repr(json.loads(line))
 
 
 @pytest.mark.parametrize("line", ['{"n": NaN}', '{"big": 1e400}', '"\\ud800"', '  {"padded": true}  \n',
