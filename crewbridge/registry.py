@@ -179,9 +179,13 @@ class ToolRegistry:
 
     def prepare(self) -> None:
         """Get every tool's input check ready (jsonschema imported, validators compiled: ~0.1 s
-        the first time), so that a call is checked at once when its block closes."""
+        the first time), and the opening of paths beneath the working directory (crewbridge.beneath),
+        so that a call is checked and run at once when its block closes."""
+        from crewbridge import beneath
+
         for spec in self:
             spec.check({})
+        beneath.ready()
 
     def call(self, qualified: str, data: Any, ctx: ToolContext) -> ToolResult:
         """Validate and run a tool; always an envelope, never an exception."""
