@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from crewbridge.errors import CrewError, ToolNotFound
-from crewbridge.process import Groups
 from crewbridge.validation import compile_schema, first_error
 
 if TYPE_CHECKING:  # for start-up speed: skills are read once the CLIs have started
+    from crewbridge.process import Groups
     from crewbridge.skills import Skill
 
 DEFAULT_PREFIX = "crew"
@@ -28,6 +28,14 @@ class ToolFailure(Exception):
     """Raised by a tool for an expected failure; its message goes back to the model as the error."""
 
 
+def _groups() -> Groups:
+    # For start-up speed: crewbridge.process (subprocess, logging) loads with the first tool context,
+    # not with every command that reads crew.yaml (crew mcp answers initialize without it).
+    from crewbridge.process import Groups
+
+    return Groups()
+
+
 @dataclass
 class ToolContext:
     """What a running tool may know: where it works and how much it may return."""
@@ -38,7 +46,7 @@ class ToolContext:
     registry: ToolRegistry | None = None  # the one the call came through (for tools like `help`)
     truncated: bool = False  # a tool sets this when it cut its output
     deadline: float | None = None  # time.monotonic() when the run ends: no tool runs past it
-    groups: Groups = field(default_factory=Groups)  # the process groups the run's tools started
+    groups: Groups = field(default_factory=_groups)  # the process groups the run's tools started
     skills: dict[str, Skill] = field(default_factory=dict)  # the agent's skills, by name (crew:skill)
 
     @property
