@@ -51,7 +51,7 @@ def test_a_value_is_taken_exactly_when_clicks_type_takes_it(value: str) -> None:
 @pytest.mark.parametrize(("args", "reading"), [
     (["query", "@claude", "hi"], Reading("query", "@claude hi")),
     (["execute", "--timeout", "5", "@claude fix it", "-y", "--json"], Reading("execute", "@claude fix it")),
-    (["query", "--config=team.yaml", "@a @b", "go", "--tools-via", "native", "-v"],
+    (["query", "--config=team.yaml", "@a @b", "go", "--tools-via", "native", "-y"],
      Reading("query", "@a @b go", Path("team.yaml"), "native")),
     (["query", "--max-cost", "0.5", "--max-turns=3", "@gemini", "-"], Reading("query", "@gemini -")),
 ])
@@ -65,7 +65,7 @@ def test_the_task_and_the_options_that_name_the_clis_are_read(args: list[str], r
     ["query", "--", "@claude -x"], ["query", "-yv", "@claude hi"], ["query", "--tiemout", "5", "@claude hi"],
     ["query", "@claude hi", "--timeout"], ["query", "--json"], ["query", "--timeout", "soon", "@claude hi"],
     ["query", "--max-turns=0", "@claude hi"], ["query", "--tools-via", "Native", "@claude hi"],
-    ["query", "--json", "--jsonl", "@claude hi"],
+    ["query", "--json", "--jsonl", "@claude hi"], ["query", "-v", "@claude hi"],
 ])
 def test_a_reading_it_is_not_sure_of_starts_nothing(args: list[str], started_clis: list[process.Child]) -> None:
     assert read(args) is None
