@@ -281,7 +281,7 @@ def mcp_group(
     Register it in a CLI with: crew mcp install claude|gemini|codex"""
     if ctx.invoked_subcommand is not None:
         return
-    from crewbridge.mcp_server import McpServer
+    from crewbridge.mcp.server import McpServer
 
     server = McpServer(
         config,
@@ -293,11 +293,11 @@ def mcp_group(
         max_turns=max_turns,
     )
     if address is None:
-        from crewbridge.mcp_stdio import serve_stdio
+        from crewbridge.mcp.stdio import serve_stdio
 
         serve_stdio(server)
         return
-    from crewbridge.mcp_http import parse_address, serve_http
+    from crewbridge.mcp.http import parse_address, serve_http
 
     host, port = parse_address(address)
     serve_http(server, host, port, ready=lambda url: click.echo(f"crew mcp: serving MCP at {url}", err=True))
@@ -308,7 +308,7 @@ def mcp_group(
 @click.option("--execute", is_flag=True, help="Register `crew mcp --execute`: the write and command tools too.")
 def mcp_install_command(cli_name: str, execute: bool) -> None:
     """Register crew as an MCP server named `crew` in CLI's own configuration (user scope)."""
-    from crewbridge.mcp_install import install
+    from crewbridge.mcp.install import install
 
     done = install(cli_name, execute)
     click.echo(f"registered crew in {cli_name}: {shlex.join(done.add)}\nundo with: {shlex.join(done.remove)}")

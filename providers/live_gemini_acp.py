@@ -31,7 +31,7 @@ from crewbridge.providers.live_process import LiveProcess, RpcConversation, cont
 from crewbridge.conversation import FULL
 from crewbridge.errors import CrewError, ProviderError
 from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session, Text, Usage
-from crewbridge.mcp_http import McpHttp
+from crewbridge.mcp.http import McpHttp
 from crewbridge.native import SERVER, McpTools
 from crewbridge.version import __version__
 

@@ -9,7 +9,7 @@ import urllib.request
 
 import pytest
 
-from crewbridge.mcp_http import McpHttp, parse_address
+from crewbridge.mcp.http import McpHttp, parse_address
 
 PING = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
 

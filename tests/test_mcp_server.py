@@ -19,7 +19,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from crewbridge.config import Config, default_agents
-from crewbridge.mcp_server import PROTOCOL_VERSIONS, McpServer
+from crewbridge.mcp.server import PROTOCOL_VERSIONS, McpServer
 from crewcli import CREW, crew_env, end_group, executable, running, start_crew, write_config
 
 # A CLI that never answers: it writes its pid to $FAKE_PIDS/slow and sleeps.

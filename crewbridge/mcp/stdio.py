@@ -1,4 +1,4 @@
-"""How `crew mcp` talks on stdio: a JSON-RPC message a line (streamable HTTP: crewbridge.mcp_http)."""
+"""How `crew mcp` talks on stdio: a JSON-RPC message a line (streamable HTTP: crewbridge.mcp.http)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 import threading
 from typing import Any
 
-from crewbridge.mcp_server import McpServer
+from crewbridge.mcp.server import McpServer
 
 
 def encode(message: dict[str, Any]) -> bytes:

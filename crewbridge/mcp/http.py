@@ -13,8 +13,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from crewbridge.errors import UsageError
-from crewbridge.mcp_server import PARSE_ERROR, McpServer, Send
-from crewbridge.mcp_stdio import encode
+from crewbridge.mcp.server import PARSE_ERROR, McpServer, Send
+from crewbridge.mcp.stdio import encode
 from crewbridge.native import rpc_error
 
 PATH = "/mcp"
