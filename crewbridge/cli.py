@@ -246,7 +246,25 @@ def prompt_command(text: tuple[str, ...], mode: Mode, config: Config) -> None:
     "--http",
     "address",
     metavar="HOST:PORT",
-    help="Serve MCP's streamable HTTP transport at http://HOST:PORT/mcp instead of stdio (port 0: a free one).",
+    help="Serve MCP's streamable HTTP transport at http://HOST:PORT/mcp instead of stdio (port 0: a free one). "
+    "Every request needs Authorization: Bearer TOKEN: $CREW_MCP_TOKEN, else a new one printed on stderr.",
+)
+@click.option(
+    "--token-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="With --http: write the token to this file (created 0600) instead of printing it.",
+)
+@click.option(
+    "--allow-host",
+    "allowed_hosts",
+    metavar="HOST",
+    multiple=True,
+    help="With --http: also accept requests whose Host (and Origin) name HOST, besides localhost.",
+)
+@click.option(
+    "--allow-remote",
+    is_flag=True,
+    help="With --http: allow listening on an address other machines reach (the token is still required).",
 )
 @click.option(
     "--policy-of",
@@ -271,6 +289,9 @@ def mcp_group(
     ctx: click.Context,
     execute: bool,
     address: str | None,
+    token_file: Path | None,
+    allowed_hosts: tuple[str, ...],
+    allow_remote: bool,
     policy_of: str | None,
     ask_depth: int,
     timeout: float,
@@ -281,6 +302,8 @@ def mcp_group(
     Register it in a CLI with: crew mcp install claude|gemini|codex"""
     if ctx.invoked_subcommand is not None:
         return
+    if address is None and (token_file or allowed_hosts or allow_remote):
+        raise UsageError("--token-file, --allow-host and --allow-remote go with --http HOST:PORT")
     from crewbridge.mcp.server import McpServer
 
     server = McpServer(
@@ -297,10 +320,10 @@ def mcp_group(
 
         serve_stdio(server)
         return
-    from crewbridge.mcp.http import parse_address, serve_http
+    from crewbridge.mcp.http import serve_http
 
-    host, port = parse_address(address)
-    serve_http(server, host, port, ready=lambda url: click.echo(f"crew mcp: serving MCP at {url}", err=True))
+    say = functools.partial(click.echo, err=True)
+    serve_http(server, address, token_file=token_file, allowed_hosts=allowed_hosts, allow_remote=allow_remote, say=say)
 
 
 @mcp_group.command("install")
