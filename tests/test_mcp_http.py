@@ -1,12 +1,16 @@
 """crewbridge.mcp.http: MCP's streamable HTTP transport, attacked in-process (McpHttp over McpTools
-and a configuration whose call waits), then `crew mcp --http` as a person starts it."""
+and a configuration whose call waits), then `crew mcp --http` as a person starts it, and the
+official MCP conformance suite against it through a proxy that adds the token."""
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
+import os
 import re
 import socket
 import stat
+import subprocess
 import threading
 import urllib.error
 import urllib.request
@@ -16,6 +20,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from clienv import require_cli
 from crewbridge.mcp import http as mcp_http
 from crewbridge.mcp.core import INVALID_REQUEST, PARSE_ERROR, McpTools
 from crewbridge.mcp.http import MAX_BODY, McpHttp, parse_address
@@ -464,3 +469,89 @@ def test_a_symlink_is_never_followed_to_write_the_token(tmp_path):
                     env=crew_env(tmp_path / "home"), cwd=tmp_path)
     assert done.returncode == 2 and "cannot write the token" in error_line(done.stderr)
     assert (tmp_path / "elsewhere").read_text() == "keep\n"
+
+
+# -- the official conformance suite ----------------------------------------------------------------
+
+SCENARIOS = ["server-initialize", "ping", "tools-list", "logging-set-level", "resources-list", "prompts-list",
+             "dns-rebinding-protection", "server-sse-polling"]
+
+
+class TokenProxy:
+    """Forwards each connection to 127.0.0.1:`port`, adding `Authorization: Bearer TOKEN` to every
+    request on it (the conformance suite cannot send one). Requests are read whole (a Content-Length
+    body) and passed on unchanged otherwise, on one upstream connection per client connection, so
+    keep-alive behaves as without the proxy; responses go back byte for byte."""
+
+    def __init__(self, port: int, token: str) -> None:
+        self.port, self.token = port, token
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}/mcp"
+        self.problems: list[str] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def close(self) -> None:
+        self.listener.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._forward, args=(client,), daemon=True).start()
+
+    def _forward(self, client: socket.socket) -> None:
+        upstream = socket.create_connection(("127.0.0.1", self.port))
+        threading.Thread(target=self._pipe, args=(upstream, client), daemon=True).start()
+        reader = client.makefile("rb")
+        try:
+            while line := reader.readline():
+                headers = []
+                while (header := reader.readline()) not in (b"\r\n", b"\n", b""):
+                    headers.append(header)
+                names = {header.partition(b":")[0].strip().lower(): header.partition(b":")[2].strip()
+                         for header in headers}
+                if b"transfer-encoding" in names:
+                    self.problems.append("a chunked request: the proxy passes Content-Length bodies only")
+                    return
+                body = reader.read(int(names.get(b"content-length", b"0")))
+                upstream.sendall(line + b"".join(headers) + f"Authorization: Bearer {self.token}\r\n\r\n".encode()
+                                 + body)
+        except OSError:
+            pass
+        finally:
+            upstream.close()
+
+    @staticmethod
+    def _pipe(source: socket.socket, target: socket.socket) -> None:
+        try:
+            while data := source.recv(1 << 16):
+                target.sendall(data)
+        except OSError:
+            pass
+        finally:  # shutdown, not just close: the other direction's reader holds the socket open
+            with contextlib.suppress(OSError):
+                target.shutdown(socket.SHUT_RDWR)
+            target.close()
+
+
+def test_the_official_conformance_suite_passes_every_scenario_that_applies(tmp_path):
+    conformance = require_cli("conformance")
+    given = "conformance-token-0123456789"
+    proc, line = start_http(tmp_path, CREW_MCP_TOKEN=given)
+    proxy = TokenProxy(urlsplit(re.search(r"serving MCP at (\S+);", line).group(1)).port, given)
+    try:
+        for scenario in SCENARIOS:
+            done = subprocess.run([conformance, "server", "--url", proxy.url, "--scenario", scenario],
+                                  capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                                  env={**os.environ, "NO_COLOR": "1"})
+            said = done.stdout + done.stderr
+            counts = re.search(r"Passed: (\d+)/(\d+), (\d+) failed, (\d+) warnings", said)
+            assert counts, f"{scenario}: no result line in\n{said}"
+            passed, total, failed, warnings = map(int, counts.groups())
+            assert (failed, warnings) == (0, 0) and passed == total > 0 and done.returncode == 0, f"{scenario}:\n{said}"
+        assert proxy.problems == []
+    finally:
+        proxy.close()
+        end_group(proc)
