@@ -299,6 +299,21 @@ def test_a_session_comes_from_initialize_and_ends_with_delete(served):
     assert client.request("DELETE").status == 404
 
 
+def test_past_the_cap_the_least_recently_used_idle_session_ends(served, monkeypatch):
+    monkeypatch.setattr(mcp_http, "MAX_SESSIONS", 2)
+    core = Held()
+    server, _ = served(core)
+    oldest, busy = Client(server.url).initialize(), Client(server.url).initialize()
+    thread, answers = call_on_thread(server, busy.session, 1)
+    newest = Client(server.url).initialize()  # the oldest idle one makes room
+    assert oldest.send(PING).status == 404 and newest.send(PING).status == 200
+    assert Client(server.url).send(INITIALIZE).status == 200  # newest was idle: it goes
+    assert newest.send(PING).status == 404
+    core.release.set()
+    thread.join(30)
+    assert core.stopped == [False]  # the busy session was never ended
+
+
 def test_a_tool_call_streams_events_with_ids_after_a_priming_event(served):
     server, _ = served(Held())
     client = Client(server.url).initialize()

@@ -5,7 +5,7 @@ HTTP (crewbridge.mcp.http)."""
 from __future__ import annotations
 
 import json
-import secrets
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -212,7 +212,7 @@ class McpServer(McpCore):
         if not arguments.get("background"):
             answer = asker.ask(task, mode, on_progress=_reporter(call.progress), stop=call.stop)
             return content(answer.text, error=answer.failed, structured=answer.data)
-        job = Job(secrets.token_hex(4), task)
+        job = Job(os.urandom(4).hex(), task)
         refused = "the server is shutting down; no new job starts" if self._closed else call.session.add_job(job)
         if refused:
             return content(refused, error=True)
