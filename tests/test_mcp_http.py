@@ -184,6 +184,14 @@ def test_a_foreign_host_or_origin_is_refused(served, headers):
     assert answer.status == 403 and "Mcp-Session-Id" not in answer.headers
 
 
+@pytest.mark.parametrize("target", ["http://evil.example.com/mcp", "/other", "/mcp/x", "*"])
+def test_only_the_mcp_path_is_served(served, target):
+    server, _ = served()
+    ping = json.dumps(PING).encode()
+    request = post_bytes(server.url, ping, f"Content-Length: {len(ping)}").replace(b"POST /mcp ", f"POST {target} ".encode())
+    assert [answer.status for answer in raw(server.url, request)] == [404]
+
+
 @pytest.mark.parametrize("headers", [
     {"Host": "localhost:1234"}, {"Host": "[::1]:1234"}, {"Host": "LOCALHOST"},
     {"Origin": "http://localhost:3000"}, {"Origin": "http://127.0.0.1:9"}, {"Origin": "https://[::1]"},

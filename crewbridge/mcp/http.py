@@ -348,7 +348,7 @@ class _Handler(BaseHTTPRequestHandler):
                 401, "this MCP server needs its token: Authorization: Bearer TOKEN", **{"WWW-Authenticate": "Bearer"}
             )
             return False
-        if urlsplit(self.path).path != PATH:
+        if not self.path.startswith("/") or urlsplit(self.path).path != PATH:  # origin-form only
             self._refuse(404, f"crew mcp serves {PATH}")
             return False
         return True

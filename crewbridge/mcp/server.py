@@ -234,7 +234,7 @@ class McpServer(McpCore):
 
         job.thread = threading.Thread(target=work, name=f"crew-job-{job.id}", daemon=True)
         with self._lock:
-            self._jobs = [*(kept for kept in self._jobs if kept.status == "running"), job]
+            self._jobs = [*(kept for kept in self._jobs if kept.thread and kept.thread.is_alive()), job]
         job.thread.start()
 
     def close(self) -> None:
