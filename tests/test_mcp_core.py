@@ -123,6 +123,9 @@ def test_a_tool_result_is_its_text_or_its_error():
 def test_notifications_and_a_clients_responses_get_no_answer():
     server = initialized()
     assert server.answer({"jsonrpc": "2.0", "method": "notifications/initialized"}) is None
+    for rid in ([1], {"a": 1}, None, 1.5):  # not ids: nothing to cancel, and no answer
+        cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": rid}}
+        assert server.answer(cancel) is None
     assert server.answer({"jsonrpc": "2.0", "id": 5, "result": {}}) is None
     assert server.answer({"jsonrpc": "2.0", "id": 6, "error": {"code": -1, "message": "no"}}) is None
 

@@ -235,8 +235,8 @@ class McpCore:
         method, rid, params = message["method"], message.get("id"), message.get("params")
         params = {} if params is None else params
         if "id" not in message:
-            if method == "notifications/cancelled" and isinstance(params, dict):
-                session.cancel(params.get("requestId"))
+            if method == "notifications/cancelled" and isinstance(params, dict) and _valid_id(params.get("requestId")):
+                session.cancel(params["requestId"])
             return None
         if not isinstance(params, dict):
             return rpc_error(rid, INVALID_PARAMS, f"the params of {method} must be an object")

@@ -337,7 +337,9 @@ class _Handler(BaseHTTPRequestHandler):
         """Host, Origin, token and path; False (and the refusal sent) when one fails."""
         hosts = self.headers.get_all("Host") or []
         if len(hosts) != 1 or _hostname(hosts[0]) not in self.owner.hosts:
-            self._refuse(403, f"Host {', '.join(hosts) or '(none)'} is not this server's; use 127.0.0.1 or localhost")
+            self._refuse(
+                403, f"Host {', '.join(hosts) or '(none)'} is not this server; use localhost (or --allow-host NAME)"
+            )
             return False
         origin = self.headers.get("Origin")
         if origin is not None and _hostname(origin, url=True) not in self.owner.hosts:
