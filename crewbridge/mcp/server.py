@@ -166,7 +166,8 @@ class McpServer(McpCore):
                 registry = policy.offered(self.config.registry())
                 clash = next((name for name in SERVER_TOOLS if name in registry), None)
                 if clash:
-                    problem = f"a tool is named '{clash}', as crew mcp's own; rename it in {self.config.shown}"
+                    where = self.config.file_of(("tools", clash))
+                    problem = f"a tool is named '{clash}', as crew mcp's own; rename it in {where}"
                     raise RpcError(INTERNAL_ERROR, problem)
                 transcript = (
                     Transcript.open(command="mcp", agents=[self.client.id], task="", secrets=self.config.provider_env())
