@@ -23,13 +23,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from crewbridge.api import Stop
 from crewbridge.errors import CrewError
 from crewbridge.jsonio import loads
 from crewbridge.native import SERVER, result_text
 from crewbridge.version import __version__
 
 if TYPE_CHECKING:
+    from crewbridge.api import Stop
     from crewbridge.native import Channel
     from crewbridge.registry import Tool, ToolResult
 
@@ -101,7 +101,7 @@ class Job:
 
     id: str
     task: str
-    stop: Stop = field(default_factory=Stop)
+    stop: Stop = field(default_factory=lambda: new_stop())
     status: str = "running"  # running | done | failed | cancelled
     progress: deque[str] = field(default_factory=lambda: deque(maxlen=SHOWN_PROGRESS))
     outcome: dict[str, Any] = field(default_factory=dict)  # what it gave (an ask: answer and result)
@@ -135,7 +135,7 @@ class McpSession:
 
     def begin(self, rid: Any) -> Stop:
         """Note request `rid` as running: the Stop a cancellation of it sets."""
-        stop = Stop()
+        stop = new_stop()
         with self._lock:
             if rid in self._running:
                 raise RpcError(INVALID_REQUEST, f"request id {rid!r} is already running in this session; use a new id")
@@ -189,14 +189,19 @@ class McpSession:
             stop.set()
 
 
-@dataclass
 class Call:
     """One tools/call, as a configuration runs it: its session, the Stop a cancellation sets, and
-    where its progress messages go."""
+    where its progress messages go. (A plain class: a dataclass costs start-up time.)"""
 
-    session: McpSession
-    stop: Stop
-    progress: Callable[[str], None]
+    def __init__(self, session: McpSession, stop: Stop, progress: Callable[[str], None]) -> None:
+        self.session, self.stop, self.progress = session, stop, progress
+
+
+def new_stop() -> Stop:
+    # For start-up speed: crewbridge.api loads when the first call or job needs a Stop.
+    from crewbridge.api import Stop
+
+    return Stop()
 
 
 class McpCore:
