@@ -382,6 +382,14 @@ def test_ending_a_session_stops_its_running_call(served):
     assert core.stopped == [True] and [event["data"] for event in answers[0].events()] == [""]
 
 
+def test_a_client_that_takes_only_json_gets_a_calls_answer_as_json(served):
+    server, _ = served()
+    client = Client(server.url).initialize()
+    answer = client.send(CALL, {"Accept": "application/json"})
+    assert answer.headers["Content-Type"] == "application/json" and answer.json()["result"]["isError"] is False
+    assert client.send(CALL, {"Accept": "text/html"}).status == 406
+
+
 def test_a_get_opens_no_stream(served):
     server, _ = served()
     client = Client(server.url).initialize()
