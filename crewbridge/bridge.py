@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from crewbridge.sessions import Prior
     from crewbridge.transcript import Transcript
     from crewbridge.usage import Budget
+    from crewbridge.worktrees import Made, Worktree
 
 
 class Bridge:
@@ -48,6 +49,13 @@ class Bridge:
             self._registry = self.config.registry()
             self._registry.register_all(self._tools)
         return self._registry
+
+    def with_tools(self, tools: list[Tool]) -> Bridge:
+        """A Bridge like this one whose registry also holds `tools` (a run's own, such as a review's)."""
+        other = Bridge(self.config, self.workdir, self.env)
+        other._registry = self.registry.subset(lambda tool: True)
+        other._registry.register_all(tools)
+        return other
 
     def tool(
         self,
@@ -141,18 +149,26 @@ class Bridge:
         on_progress: Callable[[Progress], None] | None = None,
         stop: Stop | None = None,
         tools_via: str | None = None,
+        worktree: bool = False,
     ) -> list[Outcome]:
         """Run the task in `text` ("@agent[:model] … task") on every mentioned agent at once.
         `max_cost` (dollars) and `max_tokens` bound the whole run, every agent's usage summed: past
         one, each agent stops before its next tool turn (BudgetExceeded). `resume`: the id of an
         earlier run whose agents' conversations the task continues (crewbridge.sessions). `stop`, when set
         from another thread, ends the run (crewbridge.api.Stop). `tools_via` ("text" or "native")
-        replaces each agent's `tools_via` (crewbridge.native)."""
+        replaces each agent's `tools_via` (crewbridge.native). With `worktree`, each agent works in
+        a git worktree of its own (crewbridge.worktrees), named in its outcome with what it changed."""
         if mode not in MODES:
             raise UsageError(f"mode '{mode}' is not one of {', '.join(MODES)}")
         mentions, task = parse_mentions(text)
-        for mention in mentions:
-            self.config.agent(mention.agent)  # fail before starting anything
+        specs = [self.config.agent(mention.agent) for mention in mentions]  # fail before starting anything
+        run_id = places = None
+        if worktree:
+            from crewbridge.transcript import new_run_id
+
+            run_id = new_run_id()
+            places = self.worktrees(run_id, mentions)
+            specs = [self.placed(spec, places, place) for spec, place in zip(specs, places.worktrees, strict=True)]
         if context:
             task = f"{task}\n\n{context}"
         own = transcript is None
@@ -165,9 +181,11 @@ class Bridge:
         conversations: list[Conversation | CrewError] = []
         held: list[bool] = []  # whether each CLI holds its earlier conversation
         try:
-            for mention in mentions:  # every CLI starts first: it boots while the rest is built
+            for mention, spec in zip(
+                mentions, specs, strict=True
+            ):  # every CLI starts first: it boots while the rest is built
                 conversation, holds = self._conversation(
-                    mention, mode, prior=earlier.get(mention.agent), tools_via=tools_via
+                    mention, mode, spec, prior=earlier.get(mention.agent), tools_via=tools_via
                 )
                 conversations.append(conversation)
                 held.append(holds)
@@ -183,13 +201,17 @@ class Bridge:
                         task=task,
                         secrets=self.config.provider_env(),
                         resumed_from=resume,
+                        run_id=run_id,
                     )
                     if self.config.transcripts
                     else Transcript()
                 )
+            if places is not None:
+                self.announce_worktrees(places, transcript, on_progress)
             self.registry.names()  # built here, once: an error in the tools' configuration ends the run
             outcomes = self._run_all(
                 mentions,
+                specs,
                 conversations,
                 task,
                 mode,
@@ -203,6 +225,10 @@ class Bridge:
                 stop=stop,
                 tools_via=tools_via,
             )
+            if places is not None:
+                outcomes = [
+                    self.with_changes(o, w, transcript) for o, w in zip(outcomes, places.worktrees, strict=True)
+                ]
             status = "ok" if all(o.error is None for o in outcomes) else "failed"
             return outcomes
         finally:
@@ -212,9 +238,44 @@ class Bridge:
             if own and transcript is not None:
                 transcript.close(status)
 
+    def worktrees(self, run_id: str, mentions: list[Mention]) -> Made:
+        """A git worktree per mentioned agent, from HEAD of the checkout this Bridge works in."""
+        from crewbridge.worktrees import labels, make
+
+        return make(self.workdir, run_id, labels(mentions))
+
+    def placed(self, spec: AgentSpec, made: Made, worktree: Worktree) -> AgentSpec:
+        """`spec` working in `worktree`: where its working directory is in it."""
+        return replace(spec, workdir=str(made.place(worktree, self._workdir(spec))))
+
+    def announce_worktrees(
+        self, places: Made, transcript: Transcript, on_progress: Callable[[Progress], None] | None
+    ) -> None:
+        """Each worktree in the transcript; a notice when the checkout's uncommitted changes are left out."""
+        from crewbridge.loop import Progress
+
+        for place in places.worktrees:
+            transcript.write(
+                "worktree", agent=place.agent, worktree=str(place.path), branch=place.branch, base=place.base
+            )
+        notice = places.notice()
+        if notice and on_progress is not None:
+            on_progress(Progress("notice", places.worktrees[0].agent, notice))
+
+    def with_changes(self, outcome: Outcome, worktree: Worktree, transcript: Transcript) -> Outcome:
+        """`outcome` with its worktree and what the agent changed there."""
+        try:
+            changes = worktree.changes()
+        except CrewError as exc:  # the answers stand; what changed is left unsaid
+            transcript.write("error", agent=worktree.agent, message=str(exc))
+            return replace(outcome, worktree=worktree)
+        transcript.write("changes", agent=worktree.agent, files=[c.to_dict() for c in changes])
+        return replace(outcome, worktree=worktree, changes=changes)
+
     def _run_all(
         self,
         mentions: list[Mention],
+        specs: list[AgentSpec],
         conversations: list[Conversation | CrewError],
         task: str,
         mode: Mode,
@@ -235,7 +296,7 @@ class Bridge:
 
         def one(index: int, mention: Mention, conversation: Conversation | CrewError) -> Outcome:
             """The mentioned agent's run; when its provider cannot serve, its fallbacks' in turn."""
-            asked = self.config.agent(mention.agent)
+            asked = specs[index]
             prior, held = resumed.of(index, mention.agent, transcript, say) if resumed else (None, True)
             chain = [mention, *(Mention(name) for name in asked.fallback)]
             for step, current in enumerate(chain):

@@ -139,6 +139,9 @@ def _run(
     continue_last: bool,
     resume: str | None,
     tools_via: str | None,
+    worktree: bool = False,
+    review: str | None = None,
+    rounds: int | None = None,
 ) -> None:
     from crewbridge.bridge import Bridge
     from crewbridge.mentions import parse_mentions
@@ -152,26 +155,35 @@ def _run(
         )
     task = " ".join(text)
     agents = list(dict.fromkeys(m.agent for m in parse_mentions(task)[0]))
+    _check_review(worktree, review, rounds, continue_last or bool(resume))
     resume = run_to_resume(continue_last, resume)
     stdin = sys.stdin
     context = stdin.read() if stdin is not None and not stdin.isatty() else None
     output = "json" if as_json else "jsonl" if as_jsonl else "text"
     bridge = Bridge(config)
+    options: dict[str, Any] = {
+        "context": context or None,
+        "max_turns": max_turns,
+        "timeout": timeout,
+        "approve_all": approve_all,
+        "max_cost": max_cost,
+        "max_tokens": max_tokens,
+        "tools_via": tools_via,
+        "worktree": worktree,
+    }
+    if review:
+        from crewbridge.chat import parse_agent
+        from crewbridge.review import DEFAULT_ROUNDS, review_run
+
+        agents = list(dict.fromkeys([*agents, parse_agent(review).agent]))
     # The tools are built once the agents' CLIs have started (Bridge.run), while those boot.
     with Renderer(output=output, agents=agents, verbose=verbose) as renderer:
-        outcomes = bridge.run(
-            task,
-            mode,
-            context=context or None,
-            max_turns=max_turns,
-            timeout=timeout,
-            approve_all=approve_all,
-            max_cost=max_cost,
-            max_tokens=max_tokens,
-            resume=resume,
-            on_progress=renderer.progress,
-            tools_via=tools_via,
-        )
+        if review:
+            outcomes = review_run(
+                bridge, task, review, rounds=rounds or DEFAULT_ROUNDS, on_progress=renderer.progress, **options
+            )
+        else:
+            outcomes = bridge.run(task, mode, resume=resume, on_progress=renderer.progress, **options)
         renderer.finish(outcomes)
     failed = [o.error for o in outcomes if o.error is not None]
     if failed:
@@ -191,11 +203,85 @@ def query_command(**options: Any) -> None:
     _run("query", **options)
 
 
+def _check_review(worktree: bool, review: str | None, rounds: int | None, continuing: bool) -> None:
+    """Options of execute that do not go together, as a UsageError."""
+    if rounds is not None and not review:
+        raise UsageError("--rounds counts review rounds; give --review AGENT too")
+    if continuing and (worktree or review):
+        raise UsageError(
+            f"{'--worktree' if worktree else '--review'} starts afresh; it cannot go with --continue or --resume"
+        )
+
+
 @cli.command("execute")
 @run_options
+@click.option(
+    "--worktree",
+    is_flag=True,
+    help="Each agent works in a git worktree of its own, on branch crew/RUN_ID/AGENT made from HEAD; "
+    "your checkout is not touched (crew apply RUN_ID AGENT takes an agent's changes).",
+)
+@click.option(
+    "--review",
+    metavar="AGENT",
+    help="After the writer (the one mentioned agent) answers, AGENT reviews its diff read-only and approves "
+    "or asks for changes, which go back to the writer (exit 6: not approved in --rounds).",
+)
+@click.option("--rounds", type=click.IntRange(min=1), help="Review rounds at most (default 3).")
 def execute_command(**options: Any) -> None:
     """Let agents act, with every tool policy allows: crew execute "@claude fix the typo in a.py" """
     _run("execute", **options)
+
+
+@cli.command("apply")
+@click.argument("run_id")
+@click.argument("agent")
+def apply_command(run_id: str, agent: str) -> None:
+    """Take AGENT's changes from its worktree of run RUN_ID (crew execute --worktree) into this
+    checkout, as uncommitted changes; all or nothing (exit 1 when they conflict)."""
+    from crewbridge.git import summary
+    from crewbridge.worktrees import apply
+
+    applied = apply(Path.cwd(), run_id, agent)
+    click.echo(f"applied {applied.worktree.branch}: {summary(applied.changes)}")
+    for change in applied.changes:
+        click.echo(f"  {change.line()}")
+
+
+@cli.group("worktrees", invoke_without_command=True)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per worktree and line.")
+@click.pass_context
+def worktrees_group(ctx: click.Context, as_json: bool) -> None:
+    """List the agents' worktrees of this repository (crew execute --worktree): run, agent, what it
+    changed, branch, folder. `crew worktrees clean` removes them."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from crewbridge.worktrees import listed, table
+
+    found = listed(Path.cwd())
+    if not found and not as_json:
+        click.echo("no worktrees of crew in this repository; crew execute --worktree makes them")
+    for line in table(found, as_json):
+        click.echo(line)
+
+
+@worktrees_group.command("clean")
+@click.argument("run_id", required=False)
+@click.option(
+    "--force", is_flag=True, help="Also remove worktrees with uncommitted changes, and branches with commits."
+)
+def worktrees_clean_command(run_id: str | None, force: bool) -> None:
+    """Remove the agents' worktrees (of RUN_ID, or all) and their branches. One with uncommitted
+    changes is kept unless --force (exit 1 when one was kept)."""
+    from crewbridge.worktrees import clean
+
+    done = clean(Path.cwd(), run_id, force=force)
+    if not done:
+        click.echo("no worktrees of crew to remove" + (f" for run {run_id}" if run_id else ""))
+    for cleaned in done:
+        click.echo(cleaned.line(), err=not cleaned.removed)
+    if any(not cleaned.removed for cleaned in done):
+        sys.exit(1)
 
 
 @cli.command("chat")

@@ -1,0 +1,338 @@
+"""Write, then review, in bounded rounds (`crew execute --review REVIEWER [--rounds N] "@writer task"`).
+
+A round: the writer works (the task first, then the reviewer's findings, in one conversation); the
+reviewer, in query mode (read-only) in the writer's working directory (its worktree with
+--worktree), is given the task, the writer's answer and its diff against where it started, and answers
+by calling crew's tool `verdict` (crewbridge.verdict). "approve" ends the review; "changes" sends the
+findings, numbered, to the writer as its next message, where it may fix each or `dispute` it with a
+reason. The reviewer starts each round afresh and is shown every earlier finding and dispute, so no
+finding is argued twice. After N rounds without approval the run ends with ReviewNotApproved (exit 6).
+
+A reviewer that answers in prose is asked once more to call `verdict`; if it still does not, its
+answer stands as one finding of a "changes" verdict. The diff it is given is cut at MAX_DIFF
+characters, with a marker saying how much is left out. One budget (--max-cost, --max-tokens) and one
+deadline (--timeout) cover both agents, every round.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from crewbridge.api import Outcome, Stop
+from crewbridge.bridge import Bridge
+from crewbridge.chat import parse_agent
+from crewbridge.config import AgentSpec
+from crewbridge.errors import BudgetExceeded, CrewError, CrewTimeout, Interrupted, ReviewNotApproved, UsageError
+from crewbridge.git import Change, Checkout, summary
+from crewbridge.loop import AgentLoop, Progress, RunResult
+from crewbridge.mentions import Mention, parse_mentions
+from crewbridge.modes import Mode
+from crewbridge.templates import render
+from crewbridge.transcript import Transcript, new_run_id
+from crewbridge.usage import Budget
+from crewbridge.verdict import DISPUTE_TOOL, VERDICT_TOOL, Ballot, Dispute, Finding, Review, Verdict
+
+DEFAULT_ROUNDS = 3
+MAX_DIFF = 60_000  # characters of the writer's diff the reviewer is given
+MAX_ANSWER = 4_000  # characters of the writer's answer the reviewer is given
+MAX_FILES = 200  # changed files listed by name
+
+
+@dataclass
+class Round:
+    """One round as the reviewer saw it: its findings, and the writer's disputes of them."""
+
+    number: int
+    findings: list[Finding]
+    disputes: list[Dispute]
+
+
+def review_run(
+    bridge: Bridge,
+    text: str,
+    reviewer: str,
+    *,
+    rounds: int = DEFAULT_ROUNDS,
+    worktree: bool = False,
+    context: str | None = None,
+    max_turns: int = 10,
+    timeout: float | None = 300.0,
+    approve_all: bool = False,
+    max_cost: float | None = None,
+    max_tokens: int | None = None,
+    on_progress: Callable[[Progress], None] | None = None,
+    stop: Stop | None = None,
+    tools_via: str | None = None,
+) -> list[Outcome]:
+    """Run the task in `text` ("@writer task") in execute mode, reviewed by agent `reviewer`
+    ("gemini", "@gemini:model") for at most `rounds` rounds: the writer's outcome, with its review."""
+    mentions, task = parse_mentions(text)
+    if len(mentions) != 1:
+        raise UsageError(f"--review takes one writer, and {len(mentions)} agents are mentioned; mention one")
+    if rounds < 1:
+        raise UsageError(f"--rounds {rounds}: a review needs at least one round")
+    writer, checker = mentions[0], parse_agent(reviewer)
+    ballot = Ballot()
+    verdict_tool, dispute_tool = ballot.tools()
+    writer_spec = _with_tool(bridge.config.agent(writer.agent), DISPUTE_TOOL)
+    checker_spec = _with_tool(bridge.config.agent(checker.agent), VERDICT_TOOL)
+    run_id = new_run_id()
+    made = bridge.worktrees(run_id, [writer]) if worktree else None
+    if made is not None:
+        writer_spec = bridge.placed(writer_spec, made, made.worktrees[0])
+    folder = Path(writer_spec.workdir) if writer_spec.workdir else bridge.workdir
+    checkout = Checkout.of(folder, "--review")
+    task = f"{task}\n\n{context}" if context else task
+    transcript = (
+        Transcript.open(
+            command="execute",
+            agents=[writer.agent, checker.agent],
+            task=task,
+            secrets=bridge.config.provider_env(),
+            run_id=run_id,
+            review={"reviewer": checker.agent, "rounds": rounds},
+        )
+        if bridge.config.transcripts
+        else Transcript()
+    )
+    status = "interrupted"
+    try:
+        if made is not None:
+            bridge.announce_worktrees(made, transcript, on_progress)
+        session = Session(
+            writing=bridge.with_tools([dispute_tool]),
+            reviewing=bridge.with_tools([verdict_tool]),
+            ballot=ballot,
+            writer=writer,
+            checker=checker,
+            checker_spec=replace(checker_spec, workdir=str(folder)),
+            checkout=checkout,
+            task=task,
+            rounds=rounds,
+            transcript=transcript,
+            budget=Budget(max_cost, max_tokens),
+            deadline=time.monotonic() + timeout if timeout else None,
+            emit=on_progress or (lambda progress: None),
+            stop=stop,
+            max_turns=max_turns,
+            approve_all=approve_all,
+            tools_via=tools_via,
+        )
+        outcome = session.run(writer_spec)
+        if made is not None:
+            outcome = bridge.with_changes(outcome, made.worktrees[0], transcript)
+        status = "ok" if outcome.error is None else "failed"
+        return [outcome]
+    finally:
+        transcript.close(status)
+
+
+def _with_tool(spec: AgentSpec, tool: str) -> AgentSpec:
+    """`spec`, its allow list (if it has one) naming `tool` too: a review's tools are always offered."""
+    return replace(spec, allow=[*spec.allow, tool]) if spec.allow else spec
+
+
+@dataclass
+class Session:
+    """One review run's rounds: the writer's conversation, and a reviewer's per round."""
+
+    writing: Bridge  # the writer's tools: crew's and dispute
+    reviewing: Bridge  # the reviewer's: crew's and verdict
+    ballot: Ballot
+    writer: Mention
+    checker: Mention
+    checker_spec: AgentSpec  # working where the writer works
+    checkout: Checkout
+    task: str
+    rounds: int
+    transcript: Transcript
+    budget: Budget  # the run's, both agents
+    deadline: float | None
+    emit: Callable[[Progress], None]
+    stop: Stop | None
+    max_turns: int
+    approve_all: bool
+    tools_via: str | None
+    review: Review = field(init=False)
+    history: list[Round] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.review = Review(self.checker.agent)
+
+    def run(self, writer_spec: AgentSpec) -> Outcome:
+        """The rounds, to approval or their end; errors become the outcome's."""
+        result: RunResult | None = None
+        loop: AgentLoop | None = None
+        try:
+            base = self.checkout.snapshot(self._left())  # the writer's changes are what differs from this
+            loop = self._loop(self.writing, self.writer, "execute", writer_spec, self.emit)
+            message = loop.opening(self.task)
+            for number in range(1, self.rounds + 1):
+                loop.timeout = self._left()
+                result = loop.converse(message)
+                if self.history:
+                    self.history[-1].disputes = self.ballot.disputes()
+                    self.review.disputes += self.history[-1].disputes
+                self._check()
+                verdict = self._verdict(number, result, base)
+                if verdict.approved:
+                    return self._outcome(result)
+                if number == self.rounds:
+                    error: CrewError = ReviewNotApproved(
+                        f"@{self.checker.agent} did not approve @{self.writer.agent}'s change in {self.rounds} "
+                        f"round{'' if self.rounds == 1 else 's'} ({len(verdict.findings)} finding"
+                        f"{'' if len(verdict.findings) == 1 else 's'} left; --json shows them); raise --rounds, "
+                        "or take the change as it is"
+                    )
+                    self.transcript.write("error", agent=self.writer.agent, message=str(error))
+                    return self._outcome(result, error)
+                self._check()
+                self.ballot.give(verdict.findings)
+                message = render(
+                    "review_changes.md",
+                    reviewer=self.checker.agent,
+                    round=number,
+                    rounds=self.rounds,
+                    findings=_numbered(verdict.findings),
+                    dispute=self.writing.registry.qualified(DISPUTE_TOOL),
+                )
+            raise AssertionError("unreachable: the last round returns")
+        except CrewError as exc:
+            failed: CrewError = exc
+            if self.stop is not None and self.stop.is_set():
+                failed = Interrupted(f"@{self.writer.agent}'s review was stopped")
+            self.transcript.write("error", agent=self.writer.agent, message=str(failed))
+            return self._outcome(result, failed)
+        finally:
+            if loop is not None:
+                loop.close()
+
+    def _verdict(self, number: int, written: RunResult, base: str) -> Verdict:
+        """The reviewer's round: its verdict on the change as it is now, recorded and reported."""
+        tree = self.checkout.snapshot(self._left())
+        changed = self.checkout.changes(base, tree)
+        diff = self.checkout.diff(base, tree).decode("utf-8", "replace")
+        prompt = render(
+            "review.md",
+            writer=self.writer.agent,
+            task=self.task,
+            answer=_cut(written.answer, MAX_ANSWER, "of the answer"),
+            summary=summary(changed),
+            files=_files(changed),
+            diff=_cut(diff, MAX_DIFF, "of the diff") if diff else "(no changes)",
+            earlier=render("review_earlier.md", writer=self.writer.agent, rounds=self._earlier())
+            if self.history
+            else "",
+            verdict=self.reviewing.registry.qualified(VERDICT_TOOL),
+        )
+        self.ballot.clear_verdict()
+        loop = self._loop(self.reviewing, self.checker, "query", self.checker_spec, self._reviewer_progress)
+        try:
+            loop.timeout = self._left()
+            answer = loop.converse(loop.opening(prompt)).answer
+            verdict = self.ballot.verdict()
+            if verdict is None:
+                self._check()
+                loop.timeout = self._left()
+                missing = render("review_verdict_missing.md", verdict=self.reviewing.registry.qualified(VERDICT_TOOL))
+                answer = loop.converse(missing).answer
+                verdict = self.ballot.verdict()
+        finally:
+            loop.close()
+        if verdict is None:  # its prose stands as one finding
+            verdict = Verdict("changes", [Finding("", 0, "medium", _cut(answer, MAX_ANSWER, "of the answer"))], False)
+        self.review.rounds, self.review.last = number, verdict
+        self.history.append(Round(number, verdict.findings, []))
+        data = {
+            "round": number,
+            "rounds": self.rounds,
+            "verdict": verdict.verdict,
+            "findings": [f.to_dict() for f in verdict.findings],
+            "called": verdict.called,
+            "disputed": [d.to_dict() for d in self.history[-2].disputes] if len(self.history) > 1 else [],
+        }
+        self.transcript.write("review", agent=self.checker.agent, **data)
+        self.emit(Progress("review", self.checker.agent, verdict.verdict, data=data))
+        return verdict
+
+    def _loop(
+        self, bridge: Bridge, mention: Mention, mode: Mode, spec: AgentSpec, progress: Callable[[Progress], None]
+    ) -> AgentLoop:
+        loop = bridge._loop(
+            mention,
+            mode,
+            spec=spec,
+            max_turns=self.max_turns,
+            timeout=self._left(),
+            approve_all=self.approve_all,
+            transcript=self.transcript,
+            on_progress=progress,
+            budget=self.budget,
+            tools_via=self.tools_via,
+        )
+        if self.stop is not None:
+            self.stop.on_set(loop.close)
+        return loop
+
+    def _reviewer_progress(self, event: Progress) -> None:
+        """The reviewer's events, but its answer: the run's answer is the writer's, its verdict the review event."""
+        if event.kind != "answer":
+            self.emit(event)
+
+    def _left(self) -> float:
+        """Seconds left of the run's --timeout (CrewTimeout once none are)."""
+        if self.deadline is None:
+            return 1e9
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise CrewTimeout(f"the review of @{self.writer.agent}'s change passed --timeout; raise it for more rounds")
+        return left
+
+    def _check(self) -> None:
+        """BudgetExceeded once the run (both agents, every round) passed --max-cost or --max-tokens."""
+        why = self.budget.passed()
+        if why:
+            self.transcript.write("budget", agent=self.writer.agent, reason=why)
+            raise BudgetExceeded(
+                f"the review of @{self.writer.agent}'s change was stopped after round {self.review.rounds}: "
+                f"the run used {why} (both agents); raise the limit"
+            )
+
+    def _earlier(self) -> str:
+        lines = []
+        for past in self.history:
+            lines.append(f"Round {past.number}:")
+            disputed = {d.finding: d.reason for d in past.disputes}
+            for n, finding in enumerate(past.findings, 1):
+                lines.append(f"{n}. {finding.shown()}")
+                if finding in disputed:
+                    lines.append(f"   @{self.writer.agent} disputed it: {disputed[finding]}")
+        return "\n".join(lines)
+
+    def _outcome(self, result: RunResult | None, error: CrewError | None = None) -> Outcome:
+        return Outcome(self.writer.agent, result=result, error=error, review=self.review)
+
+
+def _numbered(findings: list[Finding]) -> str:
+    return "\n".join(f"{n}. {f.shown()}" for n, f in enumerate(findings, 1))
+
+
+def _files(changed: list[Change]) -> str:
+    shown = [change.line() for change in changed[:MAX_FILES]]
+    if len(changed) > MAX_FILES:
+        shown.append(f"… and {len(changed) - MAX_FILES} more files")
+    return "\n".join(shown)
+
+
+def _cut(text: str, limit: int, what: str) -> str:
+    """`text` within `limit` characters, cut at a line end with a marker saying how much is left out."""
+    if len(text) <= limit:
+        return text
+    head = text[:limit]
+    head = head[: head.rfind("\n") + 1] or head
+    left = text[len(head) :]
+    size = f"{len(left):,} more characters, {left.count(chr(10)):,} lines"
+    return f"{head}[… crew cut the rest {what} here: {size}; read the files for them]"
