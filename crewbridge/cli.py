@@ -22,6 +22,7 @@ from crewbridge.modes import Mode
 
 if TYPE_CHECKING:
     from crewbridge.config import Config
+    from crewbridge.options import RunOptions
 
 
 def config_option(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -47,7 +48,8 @@ def _apply(func: Callable[..., Any], decorators: list[Callable[..., Any]]) -> Ca
 
 
 def loop_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """The options of every command that runs an agent loop (query, execute, chat)."""
+    """The options of every command that runs an agent loop (query, execute, chat): the fields of
+    crewbridge.options.RunOptions, each under its own name, and --continue, --verbose, --config."""
     return _apply(
         func,
         [
@@ -102,10 +104,25 @@ def loop_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def run_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """The options of the commands that run a task (query, execute): loop_options, --json, --jsonl,
+    and the RunOptions of a task alone (crewbridge.options.TASK_ONLY)."""
     return _apply(
         func,
         [
             click.argument("text", nargs=-1, required=True),
+            click.option(
+                "--worktree",
+                is_flag=True,
+                help="Each agent works in a git worktree of its own, on branch crew/RUN_ID/AGENT made from HEAD; "
+                "your checkout is not touched (crew apply RUN_ID AGENT takes an agent's changes).",
+            ),
+            click.option(
+                "--review",
+                metavar="AGENT",
+                help="After the writer (the one agent mentioned) answers, AGENT reviews its diff read-only and "
+                "approves or asks for changes, which go back to the writer (exit 6: not approved in --rounds).",
+            ),
+            click.option("--rounds", type=click.IntRange(min=1), help="Review rounds at most (default 3)."),
             click.option(
                 "--json",
                 "as_json",
@@ -128,25 +145,15 @@ def _run(
     mode: Mode,
     text: tuple[str, ...],
     config: Config,
-    timeout: float,
-    max_turns: int,
     as_json: bool,
     as_jsonl: bool,
     verbose: bool,
-    approve_all: bool,
-    max_cost: float | None,
-    max_tokens: int | None,
     continue_last: bool,
-    resume: str | None,
-    tools_via: str | None,
-    worktree: bool = False,
-    review: str | None = None,
-    rounds: int | None = None,
+    **values: Any,
 ) -> None:
     from crewbridge.bridge import Bridge
-    from crewbridge.mentions import parse_mentions
+    from crewbridge.mentions import parse_agent, parse_mentions
     from crewbridge.render import Renderer
-    from crewbridge.sessions import run_to_resume
 
     if as_json and as_jsonl:
         raise UsageError(
@@ -154,40 +161,35 @@ def _run(
             "--jsonl: the events as they happen)"
         )
     task = " ".join(text)
-    agents = list(dict.fromkeys(m.agent for m in parse_mentions(task)[0]))
-    _check_review(worktree, review, rounds, continue_last or bool(resume))
-    resume = run_to_resume(continue_last, resume)
+    agents = [m.agent for m in parse_mentions(task)[0]]
+    options = _run_options(continue_last, values)
+    if options.review:  # the reviewer's tool calls are labelled too
+        agents.append(parse_agent(options.review).agent)
+    agents = list(dict.fromkeys(agents))
     stdin = sys.stdin
     context = stdin.read() if stdin is not None and not stdin.isatty() else None
     output = "json" if as_json else "jsonl" if as_jsonl else "text"
     bridge = Bridge(config)
-    options: dict[str, Any] = {
-        "context": context or None,
-        "max_turns": max_turns,
-        "timeout": timeout,
-        "approve_all": approve_all,
-        "max_cost": max_cost,
-        "max_tokens": max_tokens,
-        "tools_via": tools_via,
-        "worktree": worktree,
-    }
-    if review:
-        from crewbridge.chat import parse_agent
-        from crewbridge.review import DEFAULT_ROUNDS, review_run
-
-        agents = list(dict.fromkeys([*agents, parse_agent(review).agent]))
     # The tools are built once the agents' CLIs have started (Bridge.run), while those boot.
     with Renderer(output=output, agents=agents, verbose=verbose) as renderer:
-        if review:
-            outcomes = review_run(
-                bridge, task, review, rounds=rounds or DEFAULT_ROUNDS, on_progress=renderer.progress, **options
-            )
-        else:
-            outcomes = bridge.run(task, mode, resume=resume, on_progress=renderer.progress, **options)
+        outcomes = bridge.run(task, mode, options=options, context=context or None, on_progress=renderer.progress)
         renderer.finish(outcomes)
     failed = [o.error for o in outcomes if o.error is not None]
     if failed:
         sys.exit(failed[0].exit_code)
+
+
+def _run_options(continue_last: bool, values: dict[str, Any]) -> RunOptions:
+    """The RunOptions loop_options gave (--continue resolved to the run it continues)."""
+    from crewbridge.options import RunOptions
+    from crewbridge.sessions import run_to_resume
+
+    if values.get("rounds", 0) is None:  # not given: the default
+        del values["rounds"]
+    elif "rounds" in values and not values.get("review"):
+        raise UsageError("--rounds counts review rounds; give --review AGENT too")
+    values["resume"] = run_to_resume(continue_last, values.get("resume"))
+    return RunOptions.pick(values)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -203,31 +205,8 @@ def query_command(**options: Any) -> None:
     _run("query", **options)
 
 
-def _check_review(worktree: bool, review: str | None, rounds: int | None, continuing: bool) -> None:
-    """Options of execute that do not go together, as a UsageError."""
-    if rounds is not None and not review:
-        raise UsageError("--rounds counts review rounds; give --review AGENT too")
-    if continuing and (worktree or review):
-        raise UsageError(
-            f"{'--worktree' if worktree else '--review'} starts afresh; it cannot go with --continue or --resume"
-        )
-
-
 @cli.command("execute")
 @run_options
-@click.option(
-    "--worktree",
-    is_flag=True,
-    help="Each agent works in a git worktree of its own, on branch crew/RUN_ID/AGENT made from HEAD; "
-    "your checkout is not touched (crew apply RUN_ID AGENT takes an agent's changes).",
-)
-@click.option(
-    "--review",
-    metavar="AGENT",
-    help="After the writer (the one mentioned agent) answers, AGENT reviews its diff read-only and approves "
-    "or asks for changes, which go back to the writer (exit 6: not approved in --rounds).",
-)
-@click.option("--rounds", type=click.IntRange(min=1), help="Review rounds at most (default 3).")
 def execute_command(**options: Any) -> None:
     """Let agents act, with every tool policy allows: crew execute "@claude fix the typo in a.py" """
     _run("execute", **options)
@@ -294,7 +273,7 @@ def worktrees_clean_command(run_id: str | None, force: bool) -> None:
     help="query: read-only tools; execute: every tool policy allows.",
 )
 @loop_options
-def chat_command(agent: str, mode: Mode, config: Config, **options: Any) -> None:
+def chat_command(agent: str, mode: Mode, config: Config, verbose: bool, continue_last: bool, **values: Any) -> None:
     """Talk with one agent, tools at hand; it keeps the context: crew chat @claude (--continue: go
     on with the last run here)
 
@@ -302,10 +281,8 @@ def chat_command(agent: str, mode: Mode, config: Config, **options: Any) -> None
     stdin is read as one message a line."""
     from crewbridge.bridge import Bridge
     from crewbridge.chat import run_chat
-    from crewbridge.sessions import run_to_resume
 
-    resume = run_to_resume(options.pop("continue_last"), options.pop("resume"))
-    run_chat(Bridge(config), agent, mode=mode, resume=resume, **options)
+    run_chat(Bridge(config), agent, mode=mode, options=_run_options(continue_last, values), verbose=verbose)
 
 
 @cli.command("prompt")

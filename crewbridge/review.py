@@ -20,25 +20,56 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any, Protocol
 
 from crewbridge.api import Outcome, Stop
-from crewbridge.bridge import Bridge
-from crewbridge.chat import parse_agent
-from crewbridge.config import AgentSpec
+from crewbridge.config import AgentSpec, Config
 from crewbridge.errors import BudgetExceeded, CrewError, CrewTimeout, Interrupted, ReviewNotApproved, UsageError
 from crewbridge.git import Change, Checkout, summary
 from crewbridge.loop import AgentLoop, Progress, RunResult
-from crewbridge.mentions import Mention, parse_mentions
+from crewbridge.mentions import Mention, parse_agent, parse_mentions
 from crewbridge.modes import Mode
+from crewbridge.options import RunOptions
+from crewbridge.registry import Tool, ToolRegistry
 from crewbridge.templates import render
-from crewbridge.transcript import Transcript, new_run_id
+from crewbridge.transcript import Transcript
 from crewbridge.usage import Budget
 from crewbridge.verdict import DISPUTE_TOOL, VERDICT_TOOL, Ballot, Dispute, Finding, Review, Verdict
+from crewbridge.worktrees import Made, Worktree
 
-DEFAULT_ROUNDS = 3
 MAX_DIFF = 60_000  # characters of the writer's diff the reviewer is given
 MAX_ANSWER = 4_000  # characters of the writer's answer the reviewer is given
 MAX_FILES = 200  # changed files listed by name
+
+
+class Runner(Protocol):
+    """What a review needs of crewbridge.bridge.Bridge, which starts it (Bridge.run with `review`)."""
+
+    config: Config
+    workdir: Path
+
+    @property
+    def registry(self) -> ToolRegistry: ...
+
+    def with_tools(self, tools: list[Tool]) -> Runner: ...
+
+    def worktrees(self, mentions: list[Mention], options: RunOptions) -> Made: ...
+
+    def placed(self, spec: AgentSpec, made: Made, worktree: Worktree) -> AgentSpec: ...
+
+    def loop(
+        self,
+        mention: Mention,
+        mode: Mode,
+        options: RunOptions,
+        *,
+        spec: AgentSpec,
+        budget: Budget,
+        transcript: Transcript,
+        on_progress: Callable[[Progress], None] | None,
+    ) -> AgentLoop: ...
+
+    def _transcript(self, command: str, agents: list[str], resume: str | None, **fields: Any) -> Transcript: ...
 
 
 @dataclass
@@ -51,57 +82,50 @@ class Round:
 
 
 def review_run(
-    bridge: Bridge,
+    bridge: Runner,
     text: str,
-    reviewer: str,
-    *,
-    rounds: int = DEFAULT_ROUNDS,
-    worktree: bool = False,
+    mode: Mode,
+    options: RunOptions,
     context: str | None = None,
-    max_turns: int = 10,
-    timeout: float | None = 300.0,
-    approve_all: bool = False,
-    max_cost: float | None = None,
-    max_tokens: int | None = None,
+    transcript: Transcript | None = None,
     on_progress: Callable[[Progress], None] | None = None,
     stop: Stop | None = None,
-    tools_via: str | None = None,
 ) -> list[Outcome]:
-    """Run the task in `text` ("@writer task") in execute mode, reviewed by agent `reviewer`
-    ("gemini", "@gemini:model") for at most `rounds` rounds: the writer's outcome, with its review."""
+    """Run the task in `text` ("@writer task") in `mode`, reviewed by agent `options.review`
+    ("gemini", "@gemini:model") for at most `options.rounds` rounds: the writer's outcome, with its
+    review (and its worktree with `options.worktree`)."""
+    assert options.review is not None
     mentions, task = parse_mentions(text)
     if len(mentions) != 1:
         raise UsageError(f"--review takes one writer, and {len(mentions)} agents are mentioned; mention one")
-    if rounds < 1:
-        raise UsageError(f"--rounds {rounds}: a review needs at least one round")
-    writer, checker = mentions[0], parse_agent(reviewer)
+    if options.rounds < 1:
+        raise UsageError(f"--rounds {options.rounds}: a review needs at least one round")
+    if options.resume:
+        raise UsageError("--review starts afresh; it cannot go with --continue or --resume")
+    writer, checker = mentions[0], parse_agent(options.review)
     ballot = Ballot()
     verdict_tool, dispute_tool = ballot.tools()
     writer_spec = _with_tool(bridge.config.agent(writer.agent), DISPUTE_TOOL)
     checker_spec = _with_tool(bridge.config.agent(checker.agent), VERDICT_TOOL)
-    run_id = new_run_id()
-    made = bridge.worktrees(run_id, [writer]) if worktree else None
+    made = bridge.worktrees([writer], options) if options.worktree else None
     if made is not None:
         writer_spec = bridge.placed(writer_spec, made, made.worktrees[0])
     folder = Path(writer_spec.workdir) if writer_spec.workdir else bridge.workdir
     checkout = Checkout.of(folder, "--review")
     task = f"{task}\n\n{context}" if context else task
-    transcript = (
-        Transcript.open(
-            command="execute",
-            agents=[writer.agent, checker.agent],
-            task=task,
-            secrets=bridge.config.provider_env(),
-            run_id=run_id,
-            review={"reviewer": checker.agent, "rounds": rounds},
+    own = transcript is None
+    if transcript is None:
+        review = {"reviewer": checker.agent, "rounds": options.rounds}
+        run_id = made.run_id if made else None
+        transcript = bridge._transcript(
+            mode, [writer.agent, checker.agent], None, task=task, review=review, run_id=run_id
         )
-        if bridge.config.transcripts
-        else Transcript()
-    )
     status = "interrupted"
     try:
         if made is not None:
-            bridge.announce_worktrees(made, transcript, on_progress)
+            made.announce(
+                transcript, lambda kind, agent, text: on_progress and on_progress(Progress(kind, agent, text))
+            )
         session = Session(
             writing=bridge.with_tools([dispute_tool]),
             reviewing=bridge.with_tools([verdict_tool]),
@@ -111,23 +135,22 @@ def review_run(
             checker_spec=replace(checker_spec, workdir=str(folder)),
             checkout=checkout,
             task=task,
-            rounds=rounds,
+            mode=mode,
+            options=options,
             transcript=transcript,
-            budget=Budget(max_cost, max_tokens),
-            deadline=time.monotonic() + timeout if timeout else None,
+            budget=Budget(options.max_cost, options.max_tokens),
+            deadline=time.monotonic() + options.timeout if options.timeout else None,
             emit=on_progress or (lambda progress: None),
             stop=stop,
-            max_turns=max_turns,
-            approve_all=approve_all,
-            tools_via=tools_via,
         )
         outcome = session.run(writer_spec)
         if made is not None:
-            outcome = bridge.with_changes(outcome, made.worktrees[0], transcript)
+            outcome = replace(outcome, worktree=made.worktrees[0], changes=made.changed(made.worktrees[0], transcript))
         status = "ok" if outcome.error is None else "failed"
         return [outcome]
     finally:
-        transcript.close(status)
+        if own:
+            transcript.close(status)
 
 
 def _with_tool(spec: AgentSpec, tool: str) -> AgentSpec:
@@ -139,23 +162,21 @@ def _with_tool(spec: AgentSpec, tool: str) -> AgentSpec:
 class Session:
     """One review run's rounds: the writer's conversation, and a reviewer's per round."""
 
-    writing: Bridge  # the writer's tools: crew's and dispute
-    reviewing: Bridge  # the reviewer's: crew's and verdict
+    writing: Runner  # the writer's tools: crew's and dispute
+    reviewing: Runner  # the reviewer's: crew's and verdict
     ballot: Ballot
     writer: Mention
     checker: Mention
     checker_spec: AgentSpec  # working where the writer works
     checkout: Checkout
     task: str
-    rounds: int
+    mode: Mode  # the writer's
+    options: RunOptions
     transcript: Transcript
     budget: Budget  # the run's, both agents
     deadline: float | None
     emit: Callable[[Progress], None]
     stop: Stop | None
-    max_turns: int
-    approve_all: bool
-    tools_via: str | None
     review: Review = field(init=False)
     history: list[Round] = field(default_factory=list)
 
@@ -168,9 +189,9 @@ class Session:
         loop: AgentLoop | None = None
         try:
             base = self.checkout.snapshot(self._left())  # the writer's changes are what differs from this
-            loop = self._loop(self.writing, self.writer, "execute", writer_spec, self.emit)
+            loop = self._loop(self.writing, self.writer, self.mode, writer_spec, self.emit)
             message = loop.opening(self.task)
-            for number in range(1, self.rounds + 1):
+            for number in range(1, self.options.rounds + 1):
                 loop.timeout = self._left()
                 result = loop.converse(message)
                 if self.history:
@@ -180,10 +201,10 @@ class Session:
                 verdict = self._verdict(number, result, base)
                 if verdict.approved:
                     return self._outcome(result)
-                if number == self.rounds:
+                if number == self.options.rounds:
                     error: CrewError = ReviewNotApproved(
-                        f"@{self.checker.agent} did not approve @{self.writer.agent}'s change in {self.rounds} "
-                        f"round{'' if self.rounds == 1 else 's'} ({len(verdict.findings)} finding"
+                        f"@{self.checker.agent} did not approve @{self.writer.agent}'s change in {self.options.rounds} "
+                        f"round{'' if self.options.rounds == 1 else 's'} ({len(verdict.findings)} finding"
                         f"{'' if len(verdict.findings) == 1 else 's'} left; --json shows them); raise --rounds, "
                         "or take the change as it is"
                     )
@@ -195,7 +216,7 @@ class Session:
                     "review_changes.md",
                     reviewer=self.checker.agent,
                     round=number,
-                    rounds=self.rounds,
+                    rounds=self.options.rounds,
                     findings=_numbered(verdict.findings),
                     dispute=self.writing.registry.qualified(DISPUTE_TOOL),
                 )
@@ -248,7 +269,7 @@ class Session:
         self.history.append(Round(number, verdict.findings, []))
         data = {
             "round": number,
-            "rounds": self.rounds,
+            "rounds": self.options.rounds,
             "verdict": verdict.verdict,
             "findings": [f.to_dict() for f in verdict.findings],
             "called": verdict.called,
@@ -259,19 +280,11 @@ class Session:
         return verdict
 
     def _loop(
-        self, bridge: Bridge, mention: Mention, mode: Mode, spec: AgentSpec, progress: Callable[[Progress], None]
+        self, bridge: Runner, mention: Mention, mode: Mode, spec: AgentSpec, progress: Callable[[Progress], None]
     ) -> AgentLoop:
-        loop = bridge._loop(
-            mention,
-            mode,
-            spec=spec,
-            max_turns=self.max_turns,
-            timeout=self._left(),
-            approve_all=self.approve_all,
-            transcript=self.transcript,
-            on_progress=progress,
-            budget=self.budget,
-            tools_via=self.tools_via,
+        options = replace(self.options, timeout=self._left())
+        loop = bridge.loop(
+            mention, mode, options, spec=spec, budget=self.budget, transcript=self.transcript, on_progress=progress
         )
         if self.stop is not None:
             self.stop.on_set(loop.close)

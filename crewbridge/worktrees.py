@@ -17,13 +17,17 @@ from __future__ import annotations
 import json
 import re
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from crewbridge.errors import CrewError, UsageError
 from crewbridge.git import Change, Checkout, summary
 from crewbridge.mentions import Mention
+
+if TYPE_CHECKING:
+    from crewbridge.transcript import Transcript
 
 BRANCHES = "crew/"  # crew's branches: crew/<run id>/<agent>
 BASE_FILE = "crew-base"  # in a worktree's own git folder: the commit it was made from
@@ -57,10 +61,31 @@ class Worktree:
 class Made:
     """The worktrees of a run, one per mention (in mention order), and the checkout they came from."""
 
+    run_id: str
     worktrees: list[Worktree]
     top: Path  # the checkout's top folder
     base: str
     uncommitted: list[str]  # the checkout's files that differ from HEAD: not in the worktrees
+
+    def announce(self, transcript: Transcript, say: Callable[[str, str, str], None]) -> None:
+        """Each worktree in the transcript; a notice (`say`) when the checkout's uncommitted changes are left out."""
+        for worktree in self.worktrees:
+            transcript.write(
+                "worktree", agent=worktree.agent, worktree=str(worktree.path), branch=worktree.branch, base=self.base
+            )
+        if self.uncommitted:
+            say("notice", self.worktrees[0].agent, self.notice())
+
+    def changed(self, worktree: Worktree, transcript: Transcript) -> list[Change] | None:
+        """What the agent changed in `worktree`, in the transcript too (None, and the error there,
+        when git could not tell: the run's answers stand)."""
+        try:
+            changes = worktree.changes()
+        except CrewError as exc:
+            transcript.write("error", agent=worktree.agent, message=str(exc))
+            return None
+        transcript.write("changes", agent=worktree.agent, files=[change.to_dict() for change in changes])
+        return changes
 
     def place(self, worktree: Worktree, folder: Path) -> Path:
         """Where an agent that would work in `folder` (inside the checkout) works in `worktree`; the
@@ -126,7 +151,7 @@ def make(folder: Path, run_id: str, names: Sequence[str]) -> Made:
         for worktree in made:
             _remove(checkout, worktree, force=True)
         raise
-    return Made(made, checkout.top, base, uncommitted)
+    return Made(run_id, made, checkout.top, base, uncommitted)
 
 
 def listed(folder: Path, run_id: str | None = None) -> list[Worktree]:

@@ -13,7 +13,7 @@ from crewbridge.bridge import Bridge
 from crewbridge.config import AgentSpec, Config, default_agents
 from crewbridge.errors import ReviewNotApproved, UsageError
 from crewbridge.providers.generic import GenericSpec
-from crewbridge.review import MAX_DIFF, review_run
+from crewbridge.review import MAX_DIFF
 from crewcli import FakeModel, tool_block
 from gitrepo import make_repo, status
 
@@ -64,7 +64,7 @@ def test_a_review_that_asks_for_changes_gets_them_and_approves(repo, writer, rev
                   tool_block("crew:edit_file", path="notes.txt", old_string="Tusday", new_string="Tuesday"),
                   "Fixed the spelling.")
     reviewer.script(verdict("changes", TYPO), verdict("approve"))
-    [outcome] = review_run(bridge(repo, writer, reviewer), f"@writer {TASK}", "reviewer")
+    [outcome] = bridge(repo, writer, reviewer).run(f"@writer {TASK}", "execute", review="reviewer")
     assert outcome.error is None and outcome.result.answer == "Fixed the spelling."
     assert outcome.review.to_dict() == {"reviewer": "reviewer", "rounds": 2, "verdict": "approve", "findings": [],
                                         "disputed": []}
@@ -89,7 +89,7 @@ def test_a_review_that_asks_for_changes_gets_them_and_approves(repo, writer, rev
 def test_rounds_that_run_out_without_approval_end_with_exit_6_and_the_answer_kept(repo, writer, reviewer):
     writer.script(write("deploy: Tusday\nowner: dana\n"), "I set the day.", "I looked again; it is fine.")
     reviewer.script(verdict("changes", TYPO), verdict("changes", TYPO))
-    [outcome] = review_run(bridge(repo, writer, reviewer), f"@writer {TASK}", "reviewer", rounds=2)
+    [outcome] = bridge(repo, writer, reviewer).run(f"@writer {TASK}", "execute", review="reviewer", rounds=2)
     assert isinstance(outcome.error, ReviewNotApproved) and outcome.error.exit_code == 6
     assert str(outcome.error) == ("@reviewer did not approve @writer's change in 2 rounds (1 finding left; --json "
                                   "shows them); raise --rounds, or take the change as it is")
@@ -104,7 +104,7 @@ def test_a_disputed_finding_reaches_the_reviewer_with_its_reason(repo, writer, r
     writer.script(write("deploy: Tusday\nowner: dana\n"), "I set the day.",
                   tool_block("crew:dispute", finding=1, reason=reason), "I disputed the spelling finding.")
     reviewer.script(verdict("changes", TYPO), verdict("approve"))
-    [outcome] = review_run(bridge(repo, writer, reviewer), f"@writer {TASK}", "reviewer")
+    [outcome] = bridge(repo, writer, reviewer).run(f"@writer {TASK}", "execute", review="reviewer")
     assert outcome.error is None
     assert outcome.review.to_dict()["disputed"] == [{"round": 1, "finding": dict(zip(
         ["path", "line", "severity", "message"], TYPO)), "reason": reason}]
@@ -116,7 +116,7 @@ def test_a_dispute_of_a_finding_not_given_goes_back_as_an_error(repo, writer, re
     writer.script(tool_block("crew:dispute", finding=1, reason="no"), write("deploy: Tuesday\nowner: dana\n"),
                   "Done.", tool_block("crew:dispute", finding=3, reason="no"), "Done again.")
     reviewer.script(verdict("changes", TYPO), verdict("approve"))
-    review_run(bridge(repo, writer, reviewer), f"@writer {TASK}", "reviewer")
+    bridge(repo, writer, reviewer).run(f"@writer {TASK}", "execute", review="reviewer")
     assert "there is no review finding to dispute now; do the task" in writer.prompts[1]
     assert "there is no finding 3; the review lists 1 to 1" in writer.prompts[4]
 
@@ -124,7 +124,7 @@ def test_a_dispute_of_a_finding_not_given_goes_back_as_an_error(repo, writer, re
 def test_a_reviewer_answering_in_prose_is_asked_once_more_then_its_words_are_the_finding(repo, writer, reviewer):
     writer.script(write("deploy: Tuesday\nowner: dana\n"), "Done.", "Still done.")
     reviewer.script("Looks mostly fine, but say who approved it.", "I said what I think.")
-    [outcome] = review_run(bridge(repo, writer, reviewer), f"@writer {TASK}", "reviewer", rounds=2)
+    [outcome] = bridge(repo, writer, reviewer).run(f"@writer {TASK}", "execute", review="reviewer", rounds=2)
     assert "You answered without calling crew:verdict" in reviewer.prompts[1]
     assert outcome.review.last.called is False
     assert outcome.review.to_dict()["findings"] == [{"path": "", "line": 0, "severity": "medium",
@@ -135,7 +135,7 @@ def test_a_reviewer_answering_in_prose_is_asked_once_more_then_its_words_are_the
 def test_the_reviewer_cannot_write_its_writes_are_refused(repo, writer, reviewer):
     writer.script(write("deploy: Tuesday\nowner: dana\n"), "Done.")
     reviewer.script(write("deploy: reviewer's day\n"), verdict("approve"))
-    [outcome] = review_run(bridge(repo, writer, reviewer), f"@writer {TASK}", "reviewer")
+    [outcome] = bridge(repo, writer, reviewer).run(f"@writer {TASK}", "execute", review="reviewer")
     assert outcome.error is None
     assert (repo / "notes.txt").read_text() == "deploy: Tuesday\nowner: dana\n"
     assert "tool 'write_file' is not available in query mode" in reviewer.prompts[1]
@@ -145,7 +145,7 @@ def test_a_verdict_that_breaks_its_schema_goes_back_and_is_corrected(repo, write
     writer.script(write("deploy: Tuesday\nowner: dana\n"), "Done.")
     reviewer.script(tool_block("crew:verdict", verdict="changes", findings=[]),
                     tool_block("crew:verdict", verdict="maybe"), verdict("approve"))
-    [outcome] = review_run(bridge(repo, writer, reviewer), f"@writer {TASK}", "reviewer")
+    [outcome] = bridge(repo, writer, reviewer).run(f"@writer {TASK}", "execute", review="reviewer")
     assert outcome.error is None and outcome.review.rounds == 1
     assert "invalid input for crew:verdict at $.findings: [] should be non-empty" in reviewer.prompts[1]
     assert "invalid input for crew:verdict at $.verdict: 'maybe' is not one of ['approve', 'changes']" \
@@ -155,7 +155,7 @@ def test_a_verdict_that_breaks_its_schema_goes_back_and_is_corrected(repo, write
 def test_a_huge_diff_is_cut_with_a_marker(repo, writer, reviewer):
     writer.script(tool_block("crew:write_file", path="big.txt", content="line of text\n" * 20_000), "Wrote it.")
     reviewer.script(verdict("approve"))
-    review_run(bridge(repo, writer, reviewer), f"@writer {TASK}", "reviewer")
+    bridge(repo, writer, reviewer).run(f"@writer {TASK}", "execute", review="reviewer")
     prompt = reviewer.prompts[0]
     assert "[… crew cut the rest of the diff here: " in prompt and "; read the files for them]" in prompt
     assert MAX_DIFF < len(prompt) < MAX_DIFF + 10_000
@@ -164,7 +164,7 @@ def test_a_huge_diff_is_cut_with_a_marker(repo, writer, reviewer):
 def test_with_a_worktree_the_checkout_is_untouched_and_the_reviewer_reads_the_writers_files(repo, writer, reviewer):
     writer.script(write("deploy: Tuesday\nowner: dana\n"), "Done.")
     reviewer.script(tool_block("crew:read_file", path="notes.txt"), verdict("approve"))
-    [outcome] = review_run(bridge(repo, writer, reviewer), f"@writer {TASK}", "reviewer", worktree=True)
+    [outcome] = bridge(repo, writer, reviewer).run(f"@writer {TASK}", "execute", review="reviewer", worktree=True)
     assert outcome.error is None and status(repo) == ""
     assert (repo / "notes.txt").read_text() == "deploy: Friday\nowner: dana\n"
     assert (outcome.worktree.path / "notes.txt").read_text() == "deploy: Tuesday\nowner: dana\n"
@@ -176,20 +176,20 @@ def test_an_allow_list_does_not_hide_the_review_tools(repo, writer, reviewer):
     writer.script(write("deploy: Tuesday\nowner: dana\n"), "Done.")
     reviewer.script(verdict("approve"))
     made = bridge(repo, writer, reviewer, writer={"allow": ["write_file"]}, reviewer={"allow": ["read_file"]})
-    [outcome] = review_run(made, f"@writer {TASK}", "reviewer")
+    [outcome] = made.run(f"@writer {TASK}", "execute", review="reviewer")
     assert outcome.error is None
     assert "crew:dispute" in writer.prompts[0] and "crew:verdict" in reviewer.prompts[0]
 
 
 def test_one_writer_and_a_repository_are_needed(repo, writer, reviewer, tmp_path):
     with pytest.raises(UsageError, match="--review takes one writer, and 2 agents are mentioned; mention one"):
-        review_run(bridge(repo, writer, reviewer), f"@writer @reviewer {TASK}", "reviewer")
+        bridge(repo, writer, reviewer).run(f"@writer @reviewer {TASK}", "execute", review="reviewer")
     elsewhere = tmp_path / "plain"
     elsewhere.mkdir()
     with pytest.raises(UsageError, match=f"--review needs a git repository, and {elsewhere} is not in one"):
-        review_run(bridge(elsewhere, writer, reviewer), f"@writer {TASK}", "reviewer")
+        bridge(elsewhere, writer, reviewer).run(f"@writer {TASK}", "execute", review="reviewer")
     with pytest.raises(UsageError, match="agent 'nobody' not found"):
-        review_run(bridge(repo, writer, reviewer), f"@writer {TASK}", "nobody")
+        bridge(repo, writer, reviewer).run(f"@writer {TASK}", "execute", review="nobody")
     assert writer.prompts == [] and reviewer.prompts == []
 
 
@@ -199,7 +199,7 @@ def test_each_round_is_in_the_transcript(repo, writer, reviewer, tmp_path):
     made = bridge(repo, writer, reviewer)
     made.config.transcripts = True
     events = []
-    review_run(made, f"@writer {TASK}", "reviewer", on_progress=events.append)
+    made.run(f"@writer {TASK}", "execute", review="reviewer", on_progress=events.append)
     reviews = [e.data for e in events if e.kind == "review"]
     assert [(r["round"], r["verdict"], len(r["findings"])) for r in reviews] == [(1, "changes", 1), (2, "approve", 0)]
     assert not [e for e in events if e.kind == "answer" and e.agent == "reviewer"]  # the run's answer is the writer's
