@@ -287,9 +287,12 @@ class Bridge:
         budget: Budget,
         transcript: Transcript,
         on_progress: Callable[[Progress], None] | None,
+        conversation: Conversation | CrewError | None = None,
     ) -> AgentLoop:
-        """A new conversation with the agent and its loop, for runs made of several (a review's)."""
-        conversation = self._conversation(mention, mode, options.tools_via, spec)[0]
+        """The agent's loop over `conversation` (by default a new one: a review makes several); the
+        CrewError that stopped the conversation from starting is raised."""
+        if conversation is None:
+            conversation = self._conversation(mention, mode, options.tools_via, spec)[0]
         if isinstance(conversation, CrewError):
             raise conversation
         return self._loop(
@@ -350,16 +353,12 @@ class Bridge:
                 spec = asked if step == 0 else self._stand_in(asked, current.agent)
                 fell_back_from = mention.agent if step else None
                 try:
-                    if step:  # another CLI: it is given the earlier conversation, replayed
-                        conversation = self._conversation(current, mode, options.tools_via, spec)[0]
-                        held = False
-                    if isinstance(conversation, CrewError):
-                        raise conversation
-                    loop = self._loop(
+                    held = held and not step  # another CLI is given the earlier conversation, replayed
+                    loop = self.loop(
                         current,
                         mode,
                         options,
-                        conversation=conversation,
+                        conversation=None if step else conversation,
                         spec=spec,
                         budget=budget,
                         transcript=transcript,
