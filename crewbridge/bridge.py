@@ -263,7 +263,7 @@ class Bridge:
         from crewbridge.worktrees import labels, make
 
         if options.resume:
-            raise UsageError("--worktree starts each agent afresh; it cannot go with --continue or --resume")
+            raise UsageError("--worktree starts afresh; it cannot go with --continue or --resume")
         return make(self.workdir, new_run_id(), labels(mentions))
 
     def placed(self, spec: AgentSpec, made: Made, worktree: Worktree) -> AgentSpec:

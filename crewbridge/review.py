@@ -202,11 +202,12 @@ class Session:
                 if verdict.approved:
                     return self._outcome(result)
                 if number == self.options.rounds:
+                    left = len(verdict.findings)
                     error: CrewError = ReviewNotApproved(
-                        f"@{self.checker.agent} did not approve @{self.writer.agent}'s change in {self.options.rounds} "
-                        f"round{'' if self.options.rounds == 1 else 's'} ({len(verdict.findings)} finding"
-                        f"{'' if len(verdict.findings) == 1 else 's'} left; --json shows them); raise --rounds, "
-                        "or take the change as it is"
+                        f"@{self.writer.agent}'s change was not approved by @{self.checker.agent} in "
+                        f"{self.options.rounds} round{'' if self.options.rounds == 1 else 's'} ({left} finding"
+                        f"{'' if left == 1 else 's'} left; --json shows them); raise --rounds, or take the "
+                        "change as it is"
                     )
                     self.transcript.write("error", agent=self.writer.agent, message=str(error))
                     return self._outcome(result, error)

@@ -249,6 +249,8 @@ def table(worktrees: list[Worktree], as_json: bool = False) -> list[str]:
             json.dumps({**w.to_dict(), "base": w.base, "changes": None if c is None else [x.to_dict() for x in c]})
             for w, c in rows
         ]
+    if not rows:
+        return []
     cells = [("RUN", "AGENT", "CHANGES", "BRANCH", "WORKTREE")] + [
         (w.run_id, w.agent, "missing" if c is None else summary(c), w.branch, str(w.path)) for w, c in rows
     ]

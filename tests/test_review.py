@@ -91,8 +91,8 @@ def test_rounds_that_run_out_without_approval_end_with_exit_6_and_the_answer_kep
     reviewer.script(verdict("changes", TYPO), verdict("changes", TYPO))
     [outcome] = bridge(repo, writer, reviewer).run(f"@writer {TASK}", "execute", review="reviewer", rounds=2)
     assert isinstance(outcome.error, ReviewNotApproved) and outcome.error.exit_code == 6
-    assert str(outcome.error) == ("@reviewer did not approve @writer's change in 2 rounds (1 finding left; --json "
-                                  "shows them); raise --rounds, or take the change as it is")
+    assert str(outcome.error) == ("@writer's change was not approved by @reviewer in 2 rounds (1 finding left; "
+                                  "--json shows them); raise --rounds, or take the change as it is")
     assert outcome.result.answer == "I looked again; it is fine."
     assert outcome.review.to_dict()["rounds"] == 2 and outcome.review.to_dict()["verdict"] == "changes"
     assert outcome.review.to_dict()["findings"] == [{"path": "notes.txt", "line": 1, "severity": "low",
