@@ -25,7 +25,7 @@ from typing import Any, Protocol
 from crewbridge.api import Outcome, Stop
 from crewbridge.config import AgentSpec, Config
 from crewbridge.errors import BudgetExceeded, CrewError, CrewTimeout, Interrupted, ReviewNotApproved, UsageError
-from crewbridge.git import Change, Checkout, summary
+from crewbridge.git import GIT_TIMEOUT, Change, Checkout, summary
 from crewbridge.loop import AgentLoop, Progress, RunResult
 from crewbridge.mentions import Mention, parse_agent, parse_mentions
 from crewbridge.modes import Mode
@@ -188,11 +188,13 @@ class Session:
         result: RunResult | None = None
         loop: AgentLoop | None = None
         try:
-            base = self.checkout.snapshot(self._left())  # the writer's changes are what differs from this
+            base = self.checkout.snapshot(
+                self._left() or GIT_TIMEOUT
+            )  # the writer's changes are what differs from this
             loop = self._loop(self.writing, self.writer, self.mode, writer_spec, self.emit)
             message = loop.opening(self.task)
             for number in range(1, self.options.rounds + 1):
-                loop.timeout = self._left()
+                self._bound(loop)
                 result = loop.converse(message)
                 if self.history:
                     self.history[-1].disputes = self.ballot.disputes()
@@ -234,7 +236,7 @@ class Session:
 
     def _verdict(self, number: int, written: RunResult, base: str) -> Verdict:
         """The reviewer's round: its verdict on the change as it is now, recorded and reported."""
-        tree = self.checkout.snapshot(self._left())
+        tree = self.checkout.snapshot(self._left() or GIT_TIMEOUT)
         changed = self.checkout.changes(base, tree)
         diff = self.checkout.diff(base, tree).decode("utf-8", "replace")
         prompt = render(
@@ -253,12 +255,12 @@ class Session:
         self.ballot.clear_verdict()
         loop = self._loop(self.reviewing, self.checker, "query", self.checker_spec, self._reviewer_progress)
         try:
-            loop.timeout = self._left()
+            self._bound(loop)
             answer = loop.converse(loop.opening(prompt)).answer
             verdict = self.ballot.verdict()
             if verdict is None:
                 self._check()
-                loop.timeout = self._left()
+                self._bound(loop)
                 missing = render("review_verdict_missing.md", verdict=self.reviewing.registry.qualified(VERDICT_TOOL))
                 answer = loop.converse(missing).answer
                 verdict = self.ballot.verdict()
@@ -296,14 +298,23 @@ class Session:
         if event.kind != "answer":
             self.emit(event)
 
-    def _left(self) -> float:
-        """Seconds left of the run's --timeout (CrewTimeout once none are)."""
+    def _left(self) -> float | None:
+        """Seconds left of the run's --timeout (None without one; CrewTimeout once none are left)."""
         if self.deadline is None:
-            return 1e9
+            return None
         left = self.deadline - time.monotonic()
         if left <= 0:
-            raise CrewTimeout(f"the review of @{self.writer.agent}'s change passed --timeout; raise it for more rounds")
+            raise CrewTimeout(
+                f"@{self.writer.agent}'s review passed --timeout after round {self.review.rounds}; crew ended "
+                "both agents (raise --timeout for more rounds)"
+            )
         return left
+
+    def _bound(self, loop: AgentLoop) -> None:
+        """The loop's next message bounded by what is left of the run's --timeout too."""
+        left = self._left()
+        if left is not None:
+            loop.timeout = min(loop.timeout or left, left)
 
     def _check(self) -> None:
         """BudgetExceeded once the run (both agents, every round) passed --max-cost or --max-tokens."""
@@ -311,8 +322,8 @@ class Session:
         if why:
             self.transcript.write("budget", agent=self.writer.agent, reason=why)
             raise BudgetExceeded(
-                f"the review of @{self.writer.agent}'s change was stopped after round {self.review.rounds}: "
-                f"the run used {why} (both agents); raise the limit"
+                f"@{self.writer.agent}'s review was stopped after round {self.review.rounds}: the run used {why}, "
+                "the writer's and the reviewer's usage together; raise the limit"
             )
 
     def _earlier(self) -> str:
