@@ -125,7 +125,8 @@ class Bridge:
     def found_skills(self, workdir: Path | None = None) -> Found:
         """Every skill folder found from `workdir` (default the Bridge's), crew.yaml's `skills:`
         folders and the user's (crewbridge.skills), with the broken and the hidden ones."""
-        return discover(roots(workdir or self.workdir, self.config.skills))
+        workdir = workdir or self.workdir
+        return discover(roots(workdir, self.config.skills), workdir)
 
     def run(
         self,
