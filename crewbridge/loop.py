@@ -63,7 +63,7 @@ class CallRecord:
 class Progress:
     """What the loop reports while it runs (for live output, --jsonl and the Python API)."""
 
-    kind: str  # turn | text | call | result | native | usage | answer | fallback | resume | notice | review
+    kind: str  # turn | text | call | result | native | usage | answer | fallback | resume | notice | warning | review
     agent: str
     text: str = ""
     call: CallRecord | None = None

@@ -21,6 +21,9 @@ Three outputs, chosen by `Renderer(output=…)`:
   ``tool_calls`` (``name``, ``input``, ``success``, ``error``), ``usage``, ``session``, ``turns``,
   ``fell_back_from`` (the agent asked, when another took its task over, else null), ``error``
   (null) — or, when it failed, ``{"agent", "answer": null, "fell_back_from", "error", "exit_code"}``.
+  With --worktree also ``run_id``, ``worktree``, ``branch``, ``base`` and ``changes``; with --review
+  ``review`` (``reviewer``, ``rounds``, ``verdict``, ``findings``, ``disputed``), and ``error`` and
+  ``exit_code`` beside the answer when it was not approved.
   Several agents: ``{"results": [one such object per agent, in mention order]}``.
 
 ``jsonl``: the event stream, one object per line as it happens, each with ``type`` and ``agent``:
@@ -38,6 +41,12 @@ Three outputs, chosen by `Renderer(output=…)`:
   its `fallback:` takes the task over (then ``answer`` has ``fell_back_from``);
   ``{"type": "resume", "agent", "text"}`` continuing a run, the agent starts afresh (it was not in
   it) or has its conversation replayed (its CLI no longer has the session);
+  ``{"type": "warning", "text": "…"}`` about the whole run (--worktree: the checkout's uncommitted
+  changes are not in the worktrees);
+  ``{"type": "review", "round", "rounds", "verdict", "findings", "called", "disputed"}`` a reviewer's
+  verdict (--review), one per round;
+  ``{"type": "worktree", "run_id", "worktree", "branch", "base", "changes"}`` where an agent worked
+  with --worktree and what it changed, at the end;
   ``{"type": "notice", "text": "…"}`` anything else worth knowing.
 
 With ``verbose`` each command crew runs (`$`), every line it reads from the CLI (`>`) and sends it
@@ -205,7 +214,7 @@ class Renderer:
             if self.output == "jsonl":
                 if event.kind != "text" or event.text:  # not a text event that only settles what is shown
                     self._write_out(json_line(_event_dict(event)))
-            elif self.output == "text" or event.kind in ("fallback", "resume"):  # on stderr with --json too
+            elif self.output == "text" or event.kind in ("fallback", "resume", "warning"):  # on stderr with --json too
                 getattr(self, f"_on_{event.kind}", self._on_notice)(agent, event)
             if event.kind == "turn":
                 agent.turn, agent.state, agent.since = _int(event.text), "waiting for the model", time.monotonic()
@@ -262,6 +271,8 @@ class Renderer:
     def _on_resume(self, agent: _Agent, event: Progress) -> None:
         self._end_line()
         self._write_err(self.style.paint(f"crew: {one_line(event.text)}", "33") + "\n")
+
+    _on_warning = _on_resume  # about the run, not one agent: a `crew:` line
 
     def _on_notice(self, agent: _Agent, event: Progress) -> None:
         self._err_line(agent, self.style.paint(f"  {one_line(event.text)}", "2"))

@@ -68,13 +68,13 @@ class Made:
     uncommitted: list[str]  # the checkout's files that differ from HEAD: not in the worktrees
 
     def announce(self, transcript: Transcript, say: Callable[[str, str, str], None]) -> None:
-        """Each worktree in the transcript; a notice (`say`) when the checkout's uncommitted changes are left out."""
+        """Each worktree in the transcript; a warning (`say`) when the checkout's uncommitted changes are left out."""
         for worktree in self.worktrees:
             transcript.write(
                 "worktree", agent=worktree.agent, worktree=str(worktree.path), branch=worktree.branch, base=self.base
             )
         if self.uncommitted:
-            say("notice", self.worktrees[0].agent, self.notice())
+            say("warning", self.worktrees[0].agent, self.notice())
 
     def changed(self, worktree: Worktree, transcript: Transcript) -> list[Change] | None:
         """What the agent changed in `worktree`, in the transcript too (None, and the error there,

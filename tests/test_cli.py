@@ -416,9 +416,13 @@ def test_rounds_without_review_and_worktree_with_continue_are_refused(repo, env,
 def test_two_agents_in_worktrees_then_apply_one_and_clean(repo, env, fake):
     fake.script(tool_block("crew:write_file", path="notes.txt", content="deploy: Tuesday\n"), "Tuesday it is.")
     fake.other.script(tool_block("crew:write_file", path="notes.txt", content="deploy: Monday\n"), "Monday it is.")
+    (repo / "scratch.txt").write_text("the person's own, not committed\n")
     done = run_crew(["execute", "--config", fake.config, "--json", "--worktree", "@fake @other set the deploy day"],
                     env=env, cwd=repo)
     assert done.returncode == 0, done.stderr
+    assert done.stderr.startswith("crew: your checkout has uncommitted changes (1 file); the worktrees start from "
+                                  "HEAD (")
+    (repo / "scratch.txt").unlink()
     results = json.loads(done.stdout)["results"]
     run = results[0]["run_id"]
     assert [(r["agent"], r["branch"]) for r in results] == [("fake", f"crew/{run}/fake"),

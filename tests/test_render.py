@@ -364,6 +364,14 @@ def placed(tmp_path, agent="claude", changes=()):
     return Outcome(agent, result=run_events(agent)[-1].result, worktree=worktree, changes=list(changes))
 
 
+def test_a_warning_about_the_run_is_a_crew_line_on_stderr_also_with_json():
+    for output in ("text", "json"):
+        out, err = io.StringIO(), io.StringIO()
+        with renderer(out, err, output=output, agents=["claude", "gemini"]) as r:
+            r.progress(Progress("warning", "claude", "your checkout has uncommitted changes (1 file)"))
+        assert (out.getvalue(), err.getvalue()) == ("", "crew: your checkout has uncommitted changes (1 file)\n")
+
+
 def test_after_a_worktree_run_each_agent_says_what_it_changed_and_where(tmp_path):
     from crewbridge.git import Change
 
