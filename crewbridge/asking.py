@@ -18,6 +18,7 @@ from crewbridge.api import Outcome, Stop
 from crewbridge.bridge import Bridge
 from crewbridge.config import Config
 from crewbridge.errors import UsageError
+from crewbridge.git import summary
 from crewbridge.loop import Progress
 from crewbridge.mentions import parse_mentions
 from crewbridge.modes import Mode
@@ -74,14 +75,25 @@ class Asker:
         *,
         on_progress: Callable[[Progress], None] | None = None,
         stop: Stop | None = None,
+        worktree: bool = False,
+        review: str | None = None,
     ) -> Asked:
-        """Run `task` as `crew query` (or `crew execute`) would, minus stdin: the answers."""
+        """Run `task` as `crew query` (or `crew execute`) would, minus stdin: the answers. With
+        `worktree`, each agent works in a git worktree of its own; with `review`, that agent reviews
+        the one mentioned agent's change (as --worktree and --review do)."""
         self.check(task)
         deeper = Asker(self.config, self.workdir, self.depth + 1, self.max_depth, self.timeout, self.max_turns)
         tools = [deeper.tool()] if deeper.depth <= self.max_depth else []
         bridge = Bridge(self.config, self.workdir, env={DEPTH_ENV: str(self.depth + 1)}, tools=tools)
         outcomes = bridge.run(
-            task, mode, max_turns=self.max_turns, timeout=self.timeout, on_progress=on_progress, stop=stop
+            task,
+            mode,
+            max_turns=self.max_turns,
+            timeout=self.timeout,
+            on_progress=on_progress,
+            stop=stop,
+            worktree=worktree,
+            review=review,
         )
         return asked(outcomes)
 
@@ -127,6 +139,26 @@ def asked(outcomes: list[Outcome]) -> Asked:
     parts = []
     for outcome in outcomes:
         body = outcome.result.answer if outcome.result is not None else f"failed: {outcome.error}"
+        body += _where(outcome)
         parts.append(f"@{outcome.agent}: {body}" if len(outcomes) > 1 or outcome.error is not None else body)
     data = objs[0] if len(objs) == 1 else {"results": objs}
     return Asked("\n\n".join(parts), data, any(o.error is not None for o in outcomes))
+
+
+def _where(outcome: Outcome) -> str:
+    """What an ask's answer leaves out: its review's verdict, where its changes are (--worktree)."""
+    notes = []
+    review = outcome.review
+    if review is not None and review.approved:
+        notes.append(f"@{review.reviewer} approved the change in round {review.rounds}")
+    elif review is not None and outcome.result is not None:
+        findings = "; ".join(f.shown() for f in review.last.findings) if review.last else ""
+        notes.append(f"@{review.reviewer} did not approve the change in {review.rounds} rounds: {findings}")
+    worktree = outcome.worktree
+    if worktree is not None:
+        what = "changes unknown" if outcome.changes is None else summary(outcome.changes)
+        notes.append(
+            f"the changes ({what}) are in {worktree.path} on branch {worktree.branch}; "
+            f"`crew apply {worktree.run_id} {worktree.agent}` takes them into the checkout"
+        )
+    return "".join(f"\n[crew: {note}]" for note in notes)
