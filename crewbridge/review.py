@@ -188,9 +188,7 @@ class Session:
         result: RunResult | None = None
         loop: AgentLoop | None = None
         try:
-            base = self.checkout.snapshot(
-                self._left() or GIT_TIMEOUT
-            )  # the writer's changes are what differs from this
+            base = self.checkout.snapshot(self._left() or GIT_TIMEOUT)  # the writer's changes: what differs from it
             loop = self._loop(self.writing, self.writer, self.mode, writer_spec, self.emit)
             message = loop.opening(self.task)
             for number in range(1, self.options.rounds + 1):
@@ -204,13 +202,7 @@ class Session:
                 if verdict.approved:
                     return self._outcome(result)
                 if number == self.options.rounds:
-                    left = len(verdict.findings)
-                    error: CrewError = ReviewNotApproved(
-                        f"@{self.writer.agent}'s change was not approved by @{self.checker.agent} in "
-                        f"{self.options.rounds} round{'' if self.options.rounds == 1 else 's'} ({left} finding"
-                        f"{'' if left == 1 else 's'} left; --json shows them); raise --rounds, or take the "
-                        "change as it is"
-                    )
+                    error = self._not_approved(len(verdict.findings))
                     self.transcript.write("error", agent=self.writer.agent, message=str(error))
                     return self._outcome(result, error)
                 self._check()
@@ -293,9 +285,18 @@ class Session:
             self.stop.on_set(loop.close)
         return loop
 
+    def _not_approved(self, left: int) -> ReviewNotApproved:
+        rounds = self.options.rounds
+        return ReviewNotApproved(
+            f"@{self.writer.agent}'s change was not approved by @{self.checker.agent} in {rounds} "
+            f"round{'' if rounds == 1 else 's'} ({left} finding{'' if left == 1 else 's'} left; --json shows "
+            "them); raise --rounds, or take the change as it is"
+        )
+
     def _reviewer_progress(self, event: Progress) -> None:
-        """The reviewer's events, but its answer: the run's answer is the writer's, its verdict the review event."""
-        if event.kind != "answer":
+        """The reviewer's events but its words (the transcript has them): the run's answer is the
+        writer's, streamed alone; the reviewer's is its verdict, the review event."""
+        if event.kind not in ("text", "answer"):
             self.emit(event)
 
     def _left(self) -> float | None:
