@@ -151,9 +151,8 @@ class Checkout:
         )
         lines = found.stdout.decode("utf-8", "surrogateescape").splitlines()
         if found.returncode != 0 or len(lines) != 3:
-            raise UsageError(
-                f"{why} needs a git repository, and {folder} is not in one (git init there, or go without {why})"
-            )
+            fix = f"git init there, or go without {why}" if why.startswith("--") else "run it inside the repository"
+            raise UsageError(f"{why} needs a git repository, and {folder} is not in one ({fix})")
         return cls(Path(lines[0]), Path(lines[1]), Path(lines[2]))
 
     def git(

@@ -400,6 +400,11 @@ def test_worktree_and_review_outside_a_git_repository_are_one_line_and_exit_2(op
     assert error_line(done.stderr) == (f"crew: error: {option.split('=')[0]} needs a git repository, and {tmp_path} "
                                        f"is not in one (git init there, or go without {option.split('=')[0]})")
     assert fake.prompts == []
+    for command in (["worktrees"], ["worktrees", "clean"], ["apply", "last", "fake"]):
+        done = crew(*command)
+        assert done.returncode == 2 and error_line(done.stderr) == (
+            f"crew: error: crew {command[0]}{' clean' if 'clean' in command else ''} needs a git repository, and "
+            f"{tmp_path} is not in one (run it inside the repository)")
 
 
 def test_rounds_without_review_and_worktree_with_continue_are_refused(repo, env, fake):
