@@ -99,7 +99,7 @@ class Policy:
             return False
         if not _in_profile(self.agent.profile, spec):
             return False
-        if self.agent.allow and not matches(spec.name, self.agent.allow):
+        if not all(matches(spec.name, globs) for globs in self.agent.allow_lists("allow")):
             return False
         return not matches(spec.name, self.agent.deny)
 
@@ -112,7 +112,9 @@ class Policy:
         if not self.allowed(spec):
             return self._refusal(spec)
         if spec.name == COMMAND_TOOL and isinstance(data.get("command"), str):
-            problem = command_refusal(data["command"], self.agent.deny_commands, self.agent.allow_commands)
+            problem = command_refusal(
+                data["command"], self.agent.deny_commands, *self.agent.allow_lists("allow_commands")
+            )
             if problem:
                 return problem
         if self.needs_approval(spec):
@@ -125,13 +127,14 @@ class Policy:
     def decides_native(self) -> bool:
         """Whether check_native may refuse anything (else it allows every use of the CLI's tools)."""
         agent = self.agent
-        globs = native_globs([*agent.allow, *agent.deny, *agent.approval])
+        allows = agent.allow_lists("allow")
+        globs = native_globs([*(glob for globs in allows for glob in globs), *agent.deny, *agent.approval])
         return bool(
             self.mode != "execute"
             or agent.profile == "read-only"
             or globs
             or agent.deny_commands
-            or agent.allow_commands
+            or agent.allow_lists("allow_commands")
         )
 
     def check_native(self, tool: str, data: dict[str, Any], read_only: bool) -> str | None:
@@ -146,14 +149,14 @@ class Policy:
                 f"crew does not allow {tool} for {where}: only the CLI's tools that read may run "
                 "(the user can run `crew execute`)"
             )
-        allow = native_globs(agent.allow)
-        if (allow and not matches_native(tool, agent.allow)) or matches_native(tool, agent.deny):
+        narrowed = any(native_globs(g) and not matches_native(tool, g) for g in agent.allow_lists("allow"))
+        if narrowed or matches_native(tool, agent.deny):
             return (
                 f"crew's policy does not allow {tool} for agent '{agent.id}' (native:… in allow/deny "
                 "in crew.yaml); it was not run. Do it another way or ask the user"
             )
         if isinstance(data.get("command"), str):
-            problem = command_refusal(data["command"], agent.deny_commands, agent.allow_commands)
+            problem = command_refusal(data["command"], agent.deny_commands, *agent.allow_lists("allow_commands"))
             if problem:
                 return problem
         if matches_native(tool, agent.approval):
@@ -204,16 +207,18 @@ def _isatty(stream: IO[str]) -> bool:
         return False
 
 
-def command_refusal(command: str, deny: list[str], allow: list[str]) -> str | None:
-    """Why `command` may not run under these command globs, or None.
+def command_refusal(command: str, deny: list[str], *allows: list[str]) -> str | None:
+    """Why `command` may not run under these command globs, or None. Each of `allows` (one list per
+    configuration file; an empty one lets everything through) must let every simple command through.
 
     Each simple command inside it (split at `;`, `&&`, `|`, newlines, `$(…)`, backticks, and inside
     `sh -c '…'` or `eval`) is matched with quotes, variable assignments and the program's directory
     taken away. After a wrapper (`sudo`, `env`, `xargs`, `if`, …) every later word may start the real
-    command, so deny globs are tried from each. A glob `rm *` also matches a bare `rm`. With `allow`,
-    every simple command must match one of its globs as written.
+    command, so deny globs are tried from each. A glob `rm *` also matches a bare `rm`. With an allow
+    list, every simple command must match one of its globs as written.
     """
-    if not deny and not allow:
+    allows = tuple(allow for allow in allows if allow)
+    if not deny and not allows:
         return None
     try:
         commands = simple_commands(command)
@@ -226,11 +231,12 @@ def command_refusal(command: str, deny: list[str], allow: list[str]) -> str | No
                 f"the command policy forbids '{denied}' (deny_commands in crew.yaml); "
                 "it was not run. Do it another way or ask the user"
             )
-        if allow and not _glob_any(forms[0], allow):
-            return (
-                f"the command policy does not allow '{forms[0]}' (allow_commands in crew.yaml: "
-                f"{', '.join(allow)}); it was not run"
-            )
+        for allow in allows:
+            if not _glob_any(forms[0], allow):
+                return (
+                    f"the command policy does not allow '{forms[0]}' (allow_commands in crew.yaml: "
+                    f"{', '.join(allow)}); it was not run"
+                )
     return None
 
 
