@@ -121,3 +121,23 @@ def test_a_review_in_a_worktree_reads_the_writers_files_there(tmp_path, mock_ser
     assert "deploy: Tuesday" in last_message(gemini_mock.requests[1])  # what the reviewer read: the writer's file
     assert status(repo) == "" and (repo / "notes.txt").read_text() == "deploy: Friday\nowner: dana\n"
     assert (Path(result["worktree"]) / "notes.txt").read_text() == "deploy: Tuesday\nowner: dana\n"
+
+
+def test_a_reviewer_calls_verdict_through_its_clis_native_channel(crew, mock_server, repo):
+    from mockserver import tool_call
+
+    mock_server.script(
+        tool_call("mcp__crew__write_file", {"path": "notes.txt", "content": "deploy: Tuesday\nowner: dana\n"}),
+        "Set it.",  # the writer
+        tool_call("mcp__crew__verdict", {"verdict": "approve", "findings": [{"path": "notes.txt", "line": 1}]}),
+        tool_call("mcp__crew__verdict", {"verdict": "approve"}), "Approved.")  # the reviewer
+    done = crew("claude", "execute", "--json", "--tools-via", "native", "--review", "claude", f"@claude {TASK}")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["review"]["verdict"] == "approve" and result["answer"] == "Set it."
+    review = mock_server.requests[2]
+    assert "mcp__crew__verdict" in review.tool_names() and "mcp__crew__write_file" not in review.tool_names()
+    assert "mcp__crew__dispute" in mock_server.requests[0].tool_names()
+    # its schema is checked on this channel too: the first call lacked severity and message
+    assert "invalid input for crew:verdict at $.findings[0]" in "\n".join(
+        text for _, text in mock_server.requests[3].messages())
