@@ -538,7 +538,7 @@ def test_a_project_file_cannot_drop_the_users_deny_deny_commands_or_approval(use
     assert rules.check(registry.resolve("write_file"), {"path": "x", "content": ""}).startswith(
         "tool 'write_file' is not allowed for agent 'claude' by its configuration")
     assert rules.check(registry.resolve("run_command"), {"command": "ls; rm -rf src"}).startswith(
-        "the command policy forbids 'rm -rf src' (deny_commands in crew.yaml)")
+        "the command policy forbids 'rm -rf src' (deny_commands in crew.yaml: 'rm *')")
     assert rules.check(registry.resolve("run_command"), {"command": "ls"}) is None
     assert rules.check(registry.resolve("edit_file"), {"path": "x", "old_string": "a", "new_string": "b"}) \
         .startswith("tool 'edit_file' needs a person's approval and there is no terminal to ask on")
