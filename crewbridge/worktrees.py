@@ -2,11 +2,13 @@
 afterwards: `crew worktrees` lists them, `crew apply` brings one agent's changes into the checkout,
 `crew worktrees clean` removes them.
 
-An agent's worktree is `<git common dir>/crew/worktrees/<run id>/<agent>`, on a new branch
-`crew/<run id>/<agent>` made from HEAD. It lives inside the repository's git folder: outside the
-user's checkout (no tool run in the checkout lists it, git status does not show it), gone with the
-repository. The commit it was made from is kept beside git's own notes on the worktree
-(`<common>/worktrees/<id>/crew-base`), out of the agent's reach.
+An agent's worktree is `$XDG_STATE_HOME/crewbridge/worktrees/<repository>-<tag>/<run id>/<agent>`
+(`~/.local/state/…` by default; the tag tells apart repositories of one name), on a new branch
+`crew/<run id>/<agent>` made from HEAD. It is outside the user's checkout, so no tool run there
+lists it and git status does not show it; and outside the repository's `.git` folder, which the CLIs
+guard (Claude Code asks before it edits any path with a `.git` folder in it). The commit it was made
+from is kept beside git's own notes on the worktree (`<git common dir>/worktrees/<id>/crew-base`), out
+of the agent's reach.
 
 What an agent changed is everything that differs between that commit and the worktree as it is on
 disk: edits, new files (untracked), deletions, and commits it made itself (crewbridge.git's snapshot).
@@ -14,7 +16,9 @@ disk: edits, new files (untracked), deletions, and commits it made itself (crewb
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import re
 import shutil
 from collections.abc import Callable, Sequence
@@ -22,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from crewbridge.config import state_dir
 from crewbridge.errors import CrewError, UsageError
 from crewbridge.git import Change, Checkout, summary
 from crewbridge.mentions import Mention
@@ -139,9 +144,10 @@ def make(folder: Path, run_id: str, names: Sequence[str]) -> Made:
     base = checkout.head("--worktree")
     uncommitted = checkout.uncommitted()
     made: list[Worktree] = []
+    _root(checkout).mkdir(parents=True, exist_ok=True, mode=0o700)
     try:
         for name in names:
-            path = (checkout.common / "crew" / "worktrees" / run_id / name).resolve()
+            path = _root(checkout) / run_id / name
             branch = f"{BRANCHES}{run_id}/{name}"
             checkout.git(["worktree", "add", "--quiet", "-b", branch, str(path), base])
             own = _own_git_dirs(checkout.common)[path]
@@ -158,7 +164,7 @@ def listed(folder: Path, run_id: str | None = None) -> list[Worktree]:
     """crew's worktrees of the repository holding `folder` (of run `run_id` only, when given), by
     run and agent."""
     checkout = Checkout.of(folder, "crew worktrees")
-    root = (checkout.common / "crew" / "worktrees").resolve()
+    root = _root(checkout)
     own = _own_git_dirs(checkout.common)
     out = checkout.git(["worktree", "list", "--porcelain", "-z"]).stdout.decode("utf-8", "surrogateescape")
     found = []
@@ -313,7 +319,7 @@ def _remove(checkout: Checkout, worktree: Worktree, force: bool) -> bool:
     removed = checkout.git(["worktree", "remove", "--force", str(worktree.path)], check=False)
     if removed.returncode != 0 and worktree.path.exists():  # git refuses one whose `.git` link was rewritten
         try:
-            shutil.rmtree(worktree.path)  # inside crew's folder of the git folder; links are removed, not followed
+            shutil.rmtree(worktree.path)  # inside crew's folder; links are removed, not followed
         except OSError as exc:
             raise CrewError(f"cannot remove the worktree {worktree.path}: {exc.strerror or exc}") from None
     checkout.git(["worktree", "prune"])
@@ -321,11 +327,21 @@ def _remove(checkout: Checkout, worktree: Worktree, force: bool) -> bool:
     gone = tip.returncode != 0 or force or tip.stdout.decode().strip() == worktree.base
     if gone and tip.returncode == 0:
         checkout.git(["branch", "-D", "--quiet", worktree.branch])
-    try:
-        worktree.path.parent.rmdir()
-    except OSError:
-        pass  # other agents' worktrees of the run are still there
+    for folder in (worktree.path.parent, worktree.path.parent.parent):  # the run's, the repository's
+        try:
+            folder.rmdir()
+        except OSError:
+            break  # other worktrees are still there
     return gone
+
+
+def _root(checkout: Checkout) -> Path:
+    """Where crew keeps the worktrees of `checkout`'s repository: a folder of the state directory
+    named after the repository, tagged with its git folder's path."""
+    common = checkout.common.resolve()
+    name = common.parent.name if common.name == ".git" else common.stem
+    tag = hashlib.sha256(os.fsencode(common)).hexdigest()[:8]
+    return (state_dir() / "worktrees" / f"{name}-{tag}").resolve()
 
 
 def _field(text: str) -> tuple[str, str]:

@@ -4,6 +4,7 @@ uncommitted work unless forced; an agent that rewrites its worktree's `.git` can
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,11 @@ def repo(tmp_path: Path) -> Path:
                                          "old.txt": "bye\n"})
 
 
+def kept(repo: Path) -> list[Path]:
+    """Where crew keeps `repo`'s worktrees: a folder of its state directory, named after it (or none)."""
+    return [p.resolve() for p in (Path(os.environ["XDG_STATE_HOME"]) / "crewbridge" / "worktrees").glob(f"{repo.name}-*")]
+
+
 def branches(repo: Path) -> list[str]:
     return sorted(git(repo, "branch", "--format=%(refname:short)").split())
 
@@ -34,10 +40,20 @@ def test_each_agent_gets_a_worktree_on_its_branch_from_head_outside_the_checkout
     assert [(w.agent, w.branch, w.base) for w in made.worktrees] == [
         ("claude", f"crew/{RUN}/claude", head), ("gemini", f"crew/{RUN}/gemini", head)]
     for worktree in made.worktrees:
-        assert worktree.path == (repo / ".git" / "crew" / "worktrees" / RUN / worktree.agent).resolve()
+        assert worktree.path == kept(repo)[0] / RUN / worktree.agent
         assert (worktree.path / "notes.txt").read_text() == "deploy: Friday\nowner: dana\n"
     assert status(repo) == "" and made.notice() == ""
     assert branches(repo) == [f"crew/{RUN}/claude", f"crew/{RUN}/gemini", "main"]
+
+
+def test_repositories_of_one_name_keep_their_worktrees_apart(repo: Path, tmp_path: Path) -> None:
+    other = make_repo(tmp_path / "elsewhere" / "repo", {"x.txt": "x\n"})
+    make(repo, RUN, ["claude"])
+    make(other, RUN, ["claude"])
+    assert [w.path.parent.parent.name for w in listed(repo) + listed(other)] == [
+        p.name for p in sorted((Path(os.environ["XDG_STATE_HOME"]) / "crewbridge" / "worktrees").iterdir(),
+                               key=lambda p: p.stat().st_mtime)]
+    assert listed(repo)[0].path != listed(other)[0].path
 
 
 def test_a_dirty_checkout_is_said_to_be_left_out_head_is_the_base(repo: Path) -> None:
@@ -54,7 +70,7 @@ def test_making_them_is_all_or_nothing(repo: Path) -> None:
     with pytest.raises(Exception, match="gemini"):
         make(repo, RUN, ["claude", "gemini"])
     assert listed(repo) == [] and f"crew/{RUN}/claude" not in branches(repo)
-    assert not (repo / ".git" / "crew" / "worktrees" / RUN).exists()
+    assert kept(repo) == []
 
 
 def test_an_agent_mentioned_twice_gets_a_name_per_mention() -> None:
@@ -149,7 +165,7 @@ def test_clean_keeps_uncommitted_work_unless_forced(repo: Path) -> None:
                               "gemini` takes them, --force drops them")
     assert branches(repo) == [f"crew/{RUN}/gemini", "main"]
     assert [c.removed for c in clean(repo, force=True)] == [True]
-    assert branches(repo) == ["main"] and not (repo / ".git" / "crew" / "worktrees" / RUN).exists()
+    assert branches(repo) == ["main"] and kept(repo) == []
     assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
 
 

@@ -18,7 +18,7 @@ from mockserver import MockServer
 pytestmark = pytest.mark.e2e
 
 
-def test_each_cli_works_in_its_worktree_and_cannot_reach_the_checkout(cli, crew, mock_server, workdir):
+def test_each_cli_works_in_its_worktree_and_cannot_reach_the_checkout(cli, crew, mock_server, workdir, tmp_path):
     make_repo(workdir, {"notes.txt": "deploy: Friday\n"})
     mock_server.script(tool_block("crew:write_file", path="todo.md", content="- ship it\n")
                        + tool_block("crew:read_file", path=str(workdir / "notes.txt")), "Wrote the todo.")
@@ -26,7 +26,8 @@ def test_each_cli_works_in_its_worktree_and_cannot_reach_the_checkout(cli, crew,
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     worktree = Path(result["worktree"])
-    assert worktree == (workdir / ".git" / "crew" / "worktrees" / result["run_id"] / cli).resolve()
+    kept = tmp_path / f"home-{cli}" / ".local" / "state" / "crewbridge" / "worktrees"
+    assert worktree.parent == next(kept.glob("work-*")).resolve() / result["run_id"]  # outside the checkout
     assert result["branch"] == f"crew/{result['run_id']}/{cli}"
     assert (worktree / "todo.md").read_text() == "- ship it\n"
     assert result["changes"] == [{"path": "todo.md", "status": "added", "added": 1, "removed": 0}]
@@ -56,10 +57,10 @@ def test_two_agents_write_the_same_file_apart_then_one_is_applied_and_all_are_cl
     assert done.returncode == 0, done.stderr
     assert "Claude: Tuesday." in done.stdout and "Gemini: Monday." in done.stdout
     run = done.stderr.split("crew apply ")[1].split()[0]
+    store = next((tmp_path / "home" / ".local" / "state" / "crewbridge" / "worktrees").glob("work-*")).resolve()
     for agent in ("claude", "gemini"):
         assert (f"crew: @{agent}: 1 file changed, +1 -1, on branch crew/{run}/{agent} in "
-                f"{(workdir / '.git' / 'crew' / 'worktrees' / run / agent).resolve()}\n  M notes.txt +1 -1\n") \
-            in done.stderr
+                f"{store / run / agent}\n  M notes.txt +1 -1\n") in done.stderr
     assert (workdir / "notes.txt").read_text() == "deploy: Friday\nowner: dana\n" and status(workdir) == ""
 
     applied = run_crew(["apply", run, "claude"], env=env, cwd=workdir)
@@ -74,5 +75,5 @@ def test_two_agents_write_the_same_file_apart_then_one_is_applied_and_all_are_cl
     assert kept.returncode == 1 and kept.stderr.count("uncommitted changes (1 file)") == 2
     removed = run_crew(["worktrees", "clean", "--force"], env=env, cwd=workdir)
     assert removed.returncode == 0 and removed.stdout.count("removed ") == 2
-    assert not (workdir / ".git" / "crew" / "worktrees" / run).exists()
+    assert not store.exists()  # the repository's folder goes with its last worktree
     assert status(workdir) == " M notes.txt\n"
