@@ -150,6 +150,8 @@ class Checkout:
             check=False,
         )
         lines = found.stdout.decode("utf-8", "surrogateescape").splitlines()
+        if found.stdout.startswith(b"--path-format") or b"path-format" in found.stderr:  # older git echoes it
+            raise UsageError(f"{why} needs git 2.31 or newer (`git --version` says which this is); update git")
         if found.returncode != 0 or len(lines) != 3:
             fix = f"git init there, or go without {why}" if why.startswith("--") else "run it inside the repository"
             raise UsageError(f"{why} needs a git repository, and {folder} is not in one ({fix})")

@@ -136,6 +136,18 @@ def test_a_git_command_past_its_time_is_ended_with_what_it_started(repo: Path, t
     assert processes_in(repo) == [] and not _groups
 
 
+def test_a_git_too_old_for_crew_says_so(repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    old = tmp_path / "old-git"
+    old.mkdir()
+    # git rev-parse passes an option it does not know through (`git rev-parse --no-such-flag` prints
+    # it): before 2.31, --path-format=absolute
+    (old / "git").write_text("#!/bin/sh\nshift\nfor arg; do echo \"$arg\"; done\n")
+    (old / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{old}:{os.environ['PATH']}")
+    with pytest.raises(UsageError, match=r"^--worktree needs git 2.31 or newer \(`git --version` says which"):
+        Checkout.of(repo, "--worktree")
+
+
 def test_without_git_installed_it_says_so(repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     with pytest.raises(CLINotFound, match="git is not installed"):
