@@ -77,10 +77,12 @@ class Asker:
         stop: Stop | None = None,
         worktree: bool = False,
         review: str | None = None,
+        rounds: int = 3,
     ) -> Asked:
         """Run `task` as `crew query` (or `crew execute`) would, minus stdin: the answers. With
         `worktree`, each agent works in a git worktree of its own; with `review`, that agent reviews
-        the one mentioned agent's change (as --worktree and --review do)."""
+        the one mentioned agent's change for at most `rounds` rounds (as --worktree, --review and
+        --rounds do)."""
         self.check(task)
         deeper = Asker(self.config, self.workdir, self.depth + 1, self.max_depth, self.timeout, self.max_turns)
         tools = [deeper.tool()] if deeper.depth <= self.max_depth else []
@@ -94,6 +96,7 @@ class Asker:
             stop=stop,
             worktree=worktree,
             review=review,
+            rounds=rounds,
         )
         return asked(outcomes)
 
