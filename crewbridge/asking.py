@@ -34,6 +34,40 @@ TASK_PROPERTY = {
     "description": "The agents to ask as leading mentions, then the task: '@gemini what does notes.txt say?'. "
     "Several mentions ('@claude @gemini:gemini-2.5-flash …') run in parallel; each answers.",
 }
+# What an ask takes besides its task, as `crew execute --worktree --review AGENT --rounds N` does.
+CHANGE_PROPERTIES = {
+    "worktree": {
+        "type": "boolean",
+        "default": False,
+        "description": "Each asked agent works in a git worktree of its own, on branch crew/RUN_ID/AGENT made "
+        "from HEAD; the checkout is not touched (the answer says how to apply the changes).",
+    },
+    "review": {
+        "type": "string",
+        "minLength": 1,
+        "description": "An agent ('gemini', '@codex:gpt-5.5') that reviews the one asked agent's change "
+        "read-only and approves it or sends it back with findings, for at most `rounds` rounds.",
+    },
+    "rounds": {"type": "integer", "minimum": 1, "default": 3, "description": "Review rounds at most."},
+}
+
+
+def change_options(arguments: dict[str, Any]) -> dict[str, Any] | str:
+    """An ask's worktree, review and rounds, or what is wrong with them."""
+    options = {key: arguments[key] for key in CHANGE_PROPERTIES if key in arguments}
+    if not isinstance(options.get("worktree", False), bool):
+        return "worktree must be true or false"
+    review = options.get("review")
+    if review is not None and (not isinstance(review, str) or not review.strip()):
+        return "review must name an agent, e.g. 'gemini'"
+    rounds = options.get("rounds", 1)
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+        return "rounds must be a whole number of 1 or more"
+    if "rounds" in options and review is None:
+        return "rounds counts review rounds; give review too"
+    return options
+
+
 AGENT_ASK_SCHEMA = {
     "type": "object",
     "properties": {"task": TASK_PROPERTY},
@@ -156,7 +190,8 @@ def _where(outcome: Outcome) -> str:
         notes.append(f"@{review.reviewer} approved the change in round {review.rounds}")
     elif review is not None and outcome.result is not None:
         findings = "; ".join(f.shown() for f in review.last.findings) if review.last else ""
-        notes.append(f"@{review.reviewer} did not approve the change in {review.rounds} rounds: {findings}")
+        rounds = f"{review.rounds} round{'' if review.rounds == 1 else 's'}"
+        notes.append(f"@{review.reviewer} did not approve the change in {rounds}: {findings}")
     worktree = outcome.worktree
     if worktree is not None:
         what = "changes unknown" if outcome.changes is None else summary(outcome.changes)

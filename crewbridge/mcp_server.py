@@ -180,7 +180,7 @@ class McpServer:
 
     def tool_list(self) -> list[dict[str, Any]]:
         """crew's tools this mode offers, then ask, job and cancel."""
-        from crewbridge.asking import TASK_PROPERTY
+        from crewbridge.asking import CHANGE_PROPERTIES, TASK_PROPERTY
 
         registry = self._crew_tools()[0]
         listed = [
@@ -210,6 +210,7 @@ class McpServer:
                     "default": False,
                     "description": "Return a job id at once instead of waiting; follow it with `job`.",
                 },
+                **CHANGE_PROPERTIES,
             },
             "required": ["task"],
             "additionalProperties": False,
@@ -314,7 +315,11 @@ class McpServer:
         problem = _ask_problem(arguments, self.mode)
         if problem:
             return _content(problem, error=True)
-        from crewbridge.asking import Asker, current_depth
+        from crewbridge.asking import Asker, change_options, current_depth
+
+        change = change_options(arguments)
+        if isinstance(change, str):
+            return _content(change, error=True)
 
         task, mode = arguments["task"], arguments.get("mode", "query")
         depth = current_depth() if self.depth is None else self.depth
@@ -324,23 +329,23 @@ class McpServer:
         except CrewError as exc:
             return _content(str(exc), error=True)
         if arguments.get("background"):
-            job = self._start_job(asker, task, mode)
+            job = self._start_job(asker, task, mode, change)
             return _content(
                 f'job {job.id} started; call job with {{"id": "{job.id}"}} for its progress and answers, '
                 "cancel to stop it",
                 structured=job.view(),
             )
-        answer = asker.ask(task, mode, on_progress=_reporter(progress), stop=stop)
+        answer = asker.ask(task, mode, on_progress=_reporter(progress), stop=stop, **change)
         return _content(answer.text, error=answer.failed, structured=answer.data)
 
-    def _start_job(self, asker: Asker, task: str, mode: Mode) -> Job:
+    def _start_job(self, asker: Asker, task: str, mode: Mode, change: dict[str, Any]) -> Job:
         from crewbridge.api import Stop
 
         job = Job(uuid.uuid4().hex[:8], task, Stop())
 
         def work() -> None:
             try:
-                job.asked = asker.ask(task, mode, on_progress=_reporter(job.progress.append), stop=job.stop)
+                job.asked = asker.ask(task, mode, on_progress=_reporter(job.progress.append), stop=job.stop, **change)
                 if job.status == "running":
                     job.status = "failed" if job.asked.failed else "done"
             except Exception as exc:  # the job reports it; the server goes on
@@ -370,9 +375,9 @@ def _ask_problem(arguments: dict[str, Any], mode: Mode) -> str | None:
     task = arguments.get("task")
     if not isinstance(task, str) or not task.strip():
         return "ask needs a task: '@agent what to do', e.g. '@gemini what does notes.txt say?'"
-    unknown = sorted(set(arguments) - {"task", "mode", "background"})
+    unknown = sorted(set(arguments) - {"task", "mode", "background", "worktree", "review", "rounds"})
     if unknown:
-        return f"ask takes task, mode and background, not {', '.join(unknown)}"
+        return f"ask takes task, mode, background, worktree, review and rounds, not {', '.join(unknown)}"
     if arguments.get("mode", "query") not in ("query", "execute"):
         return f"mode '{arguments['mode']}' is not query or execute"
     if arguments.get("mode") == "execute" and mode != "execute":
@@ -407,8 +412,11 @@ def _reporter(report: Callable[[str], None]) -> Callable[[Progress], None]:
             report(f"@{event.agent} {event.call.name} " + ("ok" if result.success else f"failed: {result.error}"))
         elif event.kind == "answer":
             report(f"@{event.agent} answered")
-        elif event.kind == "notice":
+        elif event.kind in ("notice", "warning"):
             report(f"@{event.agent}: {event.text}")
+        elif event.kind == "review" and event.data is not None:
+            verdict = "approves" if event.text == "approve" else "asks for changes"
+            report(f"@{event.agent} review {event.data['round']} of {event.data['rounds']}: {verdict}")
 
     return on_progress
 
