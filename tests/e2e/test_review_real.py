@@ -141,3 +141,30 @@ def test_a_reviewer_calls_verdict_through_its_clis_native_channel(crew, mock_ser
     # its schema is checked on this channel too: the first call lacked severity and message
     assert "invalid input for crew:verdict at $.findings[0]" in "\n".join(
         text for _, text in mock_server.requests[3].messages())
+
+
+def test_claude_hands_a_change_to_codex_reviewed_by_gemini_over_mcp(mock_server, repo, tmp_path):
+    from test_mcp_real import CREW_MCP, all_env, run
+
+    from clienv import BIN
+    from mockserver import tool_call
+
+    mock_server.script(
+        tool_call("ask", {"task": f"@codex {TASK}", "mode": "execute", "worktree": True, "review": "gemini"}),
+        tool_block("crew:write_file", path="notes.txt", content="deploy: Tuesday\nowner: dana\n"), "Set it.",  # codex
+        verdict("approve"),  # gemini
+        "Codex moved it to Tuesday and Gemini approved.")  # claude again, with the ask's answer
+    server = {"type": "stdio", "command": CREW_MCP[0], "args": [*CREW_MCP[1:], "--execute"]}
+    done = run([str(BIN / "claude"), "-p", "--output-format", "stream-json", "--verbose", "--mcp-config",
+                json.dumps({"mcpServers": {"crew": server}}), "--strict-mcp-config", "--allowedTools",
+                "mcp__crew__ask"], all_env(mock_server.url, tmp_path / "home"), repo,
+               stdin="have codex move the deploy day, reviewed by gemini")
+    assert done.returncode == 0, done.stderr
+    ask, wrote, answered, review, last = mock_server.requests
+    assert [r.vendor for r in (ask, wrote, review, last)] == ["anthropic", "openai", "gemini", "anthropic"]
+    told = json.loads(last.messages()[-1][1])  # claude passes the ask's structured content on
+    assert (told["answer"], told["review"]["verdict"], told["branch"]) == ("Set it.", "approve",
+                                                                          f"crew/{told['run_id']}/codex")
+    assert (Path(told["worktree"]) / "notes.txt").read_text() == "deploy: Tuesday\nowner: dana\n"
+    assert status(repo) == "" and (repo / "notes.txt").read_text() == "deploy: Friday\nowner: dana\n"
+    assert processes_in(tmp_path) == []
