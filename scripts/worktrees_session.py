@@ -1,10 +1,11 @@
-"""The sessions of docs/worktrees-and-review.md: the real claude and gemini (node_modules/.bin, pinned)
+"""The sessions of docs/worktrees-and-review.md: the real claude, gemini and codex (node_modules/.bin, pinned)
 against the tests' mock model server, in a scratch git repository. Each command runs in bash as a
 person types it; what it printed (stdout and stderr, in order) follows it.
 
     PATH="$PWD/node_modules/.bin:$PATH" .venv/bin/python scripts/worktrees_session.py
 """
 
+import json
 import shutil
 import subprocess
 import sys
@@ -15,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from clienv import cli_env
 from crewcli import tool_block
 from gitrepo import git, make_repo
-from mockserver import MockServer, reply
+from mockserver import MockServer, reply, tool_call
 
 base = Path(tempfile.mkdtemp(prefix="crew-docs-"))
 shop = make_repo(
@@ -114,5 +115,28 @@ with MockServer() as claude_mock, MockServer() as gemini_mock:
         "crew execute --json --review gemini --rounds 1 \"@claude move the deploy window in notes.txt to Tuesday\" "
         "| jq '{answer, error, exit_code, review}'",
     )
+    git(shop, "checkout", "-q", ".")
+
+    print("==== over MCP")
+    with MockServer() as codex_mock:
+        env.update(cli_env("codex", codex_mock.url, base / "home"))
+        task = {"task": "@codex move the deploy window in notes.txt to Tuesday", "mode": "execute"}
+        claude_mock.script(
+            tool_call("ask", {**task, "worktree": True, "review": "gemini"}),
+            "Codex moved the window to Tuesday in its own worktree, and Gemini approved it.",
+        )
+        codex_mock.script(reply(edit("notes.txt", "Friday", "Tuesday")), "notes.txt now says Tuesday.")
+        gemini_mock.script(verdict("approve"))
+        run(env, "crew mcp install claude --execute")
+        run(
+            env,
+            'claude -p "have codex move the deploy window to Tuesday, in a worktree, reviewed by gemini" '
+            "--allowedTools mcp__crew__ask",
+        )
+        print("---- the ask's result, as claude passed it to its model (some of its fields):")
+        told = json.loads(claude_mock.requests[-1].messages()[-1][1])
+        print(json.dumps({key: told[key] for key in ("agent", "answer", "branch", "changes", "review")}, indent=1))
+        run(env, "crew worktrees")
+        print("problems:", codex_mock.problems)
     print("problems:", claude_mock.problems, gemini_mock.problems)
 shutil.rmtree(base)
