@@ -144,9 +144,8 @@ def test_a_reviewer_calls_verdict_through_its_clis_native_channel(crew, mock_ser
 
 
 def test_claude_hands_a_change_to_codex_reviewed_by_gemini_over_mcp(mock_server, repo, tmp_path):
-    from test_mcp_real import CREW_MCP, all_env, run
+    from test_mcp_real import STDIO, all_env, claude
 
-    from clienv import BIN
     from mockserver import tool_call
 
     mock_server.script(
@@ -154,11 +153,8 @@ def test_claude_hands_a_change_to_codex_reviewed_by_gemini_over_mcp(mock_server,
         tool_block("crew:write_file", path="notes.txt", content="deploy: Tuesday\nowner: dana\n"), "Set it.",  # codex
         verdict("approve"),  # gemini
         "Codex moved it to Tuesday and Gemini approved.")  # claude again, with the ask's answer
-    server = {"type": "stdio", "command": CREW_MCP[0], "args": [*CREW_MCP[1:], "--execute"]}
-    done = run([str(BIN / "claude"), "-p", "--output-format", "stream-json", "--verbose", "--mcp-config",
-                json.dumps({"mcpServers": {"crew": server}}), "--strict-mcp-config", "--allowedTools",
-                "mcp__crew__ask"], all_env(mock_server.url, tmp_path / "home"), repo,
-               stdin="have codex move the deploy day, reviewed by gemini")
+    done = claude("have codex move the deploy day, reviewed by gemini", all_env(mock_server.url, tmp_path / "home"),
+                  repo, server={**STDIO, "args": [*STDIO["args"], "--execute"]})
     assert done.returncode == 0, done.stderr
     ask, wrote, answered, review, last = mock_server.requests
     assert [r.vendor for r in (ask, wrote, review, last)] == ["anthropic", "openai", "gemini", "anthropic"]
