@@ -4,10 +4,10 @@ arguments, the configuration files, the providers. The CLIs started belong to th
 here, which the command then runs with (crewbridge.cli); nothing is written to disk or kept for
 another Bridge. Arguments click would refuse start nothing (each option's value is checked as its
 click type checks it; a test holds the two equal), nor does anything this quick reading is not sure
-of (help, an option it does not know, --continue, --verbose, `--`): click reads the arguments and
-reports them, or the run starts its CLIs itself. A wrong guess costs time, never a wrong run: click
-reads the arguments again, and Bridge.run takes a started CLI only for the very agent, mode and tools
-it would start itself (Bridge.start)."""
+of (help, an option it does not know, --continue, --verbose, --worktree, --review, `--`): click reads
+the arguments and reports them, or the run starts its CLIs itself. A wrong guess costs time, never a
+wrong run: click reads the arguments again, and Bridge.run takes a started CLI only for the very
+agent, settings, mode and tools it would start itself (Bridge.start)."""
 
 from __future__ import annotations
 
@@ -44,10 +44,13 @@ VALUE_OPTIONS: dict[str, Callable[[str], bool]] = {
     "--resume": bool,
     "--tools-via": lambda text: text in ("text", "native"),
     "--config": bool,
+    "--rounds": _number(int, 1),
+    "--review": bool,
 }
 FLAGS = frozenset({"--yes", "-y", "--json", "--jsonl"})
-# continuing a run: its CLIs start as the run says; --verbose: the trace shows each CLI's start
-NOT_HERE = frozenset({"--continue", "--resume", "--verbose", "-v"})
+# continuing a run: its CLIs start as the run says; --verbose: the trace shows each CLI's start;
+# --worktree, --review: the CLIs start in worktrees made first, or as the review's rounds go
+NOT_HERE = frozenset({"--continue", "--resume", "--verbose", "-v", "--worktree", "--review"})
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ def scratch_user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def test_its_options_are_the_commands_own(command: click.Command) -> None:
     options = [p for p in command.params if isinstance(p, click.Option)]
     assert set(VALUE_OPTIONS) == {name for p in options if not p.is_flag for name in p.opts}
-    assert FLAGS | NOT_HERE == {name for p in options if p.is_flag for name in p.opts} | {"--resume"}
+    assert FLAGS | NOT_HERE == {name for p in options if p.is_flag for name in p.opts} | {"--resume", "--review"}
 
 
 VALUES = st.one_of(st.text(max_size=8), st.integers().map(str), st.floats().map(str),
@@ -39,7 +39,8 @@ VALUES = st.one_of(st.text(max_size=8), st.integers().map(str), st.floats().map(
 @given(value=VALUES)
 def test_a_value_is_taken_exactly_when_clicks_type_takes_it(value: str) -> None:
     for param in query_command.params:
-        if isinstance(param, click.Option) and not param.is_flag and param.opts[0] not in ("--config", "--resume"):
+        if isinstance(param, click.Option) and not param.is_flag and param.opts[0] not in ("--config", "--resume",
+                                                                                           "--review"):
             try:
                 param.type.convert(value, param, None)
                 takes = True
@@ -66,6 +67,8 @@ def test_the_task_and_the_options_that_name_the_clis_are_read(args: list[str], r
     ["query", "@claude hi", "--timeout"], ["query", "--json"], ["query", "--timeout", "soon", "@claude hi"],
     ["query", "--max-turns=0", "@claude hi"], ["query", "--tools-via", "Native", "@claude hi"],
     ["query", "--json", "--jsonl", "@claude hi"], ["query", "-v", "@claude hi"],
+    ["execute", "--worktree", "@claude fix it"], ["execute", "--review", "gemini", "@claude fix it"],
+    ["execute", "--rounds", "0", "@claude fix it"],
 ])
 def test_a_reading_it_is_not_sure_of_starts_nothing(args: list[str], started_clis: list[process.Child]) -> None:
     assert read(args) is None
