@@ -459,7 +459,7 @@ class Bridge:
         agent's; `spec`: the agent's settings, when not the configured ones (a fallback's). With
         `prior`, the conversation continues that one; the flag says whether the CLI holds it (else
         the first message replays it). The one start() started for the same, if there is one."""
-        if prior is None and (spec is None or spec == self.config.agent(mention.agent)):  # as start() would
+        if self._started and prior is None and (spec is None or spec == self.config.agent(mention.agent)):
             started = self._started.pop((mention, mode, tools_via), None)
             if started is not None:
                 return started, True
