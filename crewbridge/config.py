@@ -69,6 +69,8 @@ class AgentSpec:
     max_cost: float | None = None  # dollars its run may cost (the CLI's own figure)
     max_tokens: int | None = None  # tokens (input + output) its run may use
     tools_via: str = "text"  # text: the catalogue in the prompt; native: the CLI's own tool channel (crewbridge.native)
+    sandbox: str | None = None  # auto | required | off: replaces the run's, where stricter (crewbridge.sandbox.level)
+    sandbox_network: bool = False  # its commands may use the network inside the sandbox
 
 
 @dataclass
@@ -83,6 +85,7 @@ class Config:
     plugins: bool = True  # tools from the `crewbridge.tools` entry point group
     transcripts: bool = True
     skills: list[Path] = field(default_factory=list)  # skill folders crew.yaml names (crewbridge.skills)
+    sandbox: str = "auto"  # the run's sandbox level (crewbridge.sandbox); --sandbox replaces it
     marks: dict[Keys, int] = field(default_factory=dict, repr=False)  # key path → line in `path`
     shown: str = "crew.yaml"  # how `path` is named in messages
 
@@ -217,6 +220,7 @@ def read_config(path: Path, cwd: Path | None = None, *, trusted: bool = True) ->
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{shown}: not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
     data, marks = parse_yaml(text, shown)
+    _bare_off(data)
     _validate(data, marks, shown)
     if not trusted:
         _check_trust(path, raw, data, marks, shown)
@@ -408,6 +412,7 @@ def _build(data: dict[str, Any], marks: dict[Keys, int], path: Path, shown: str)
         compact_catalogue=data.get("compact_catalogue"),
         plugins=data.get("plugins", True),
         transcripts=data.get("transcripts", True),
+        sandbox=data.get("sandbox", "auto"),
         skills=[(base / os.path.expanduser(folder)).resolve() for folder in data.get("skills", [])],
         marks=marks,
         shown=shown,
@@ -469,6 +474,14 @@ def _build(data: dict[str, Any], marks: dict[Keys, int], path: Path, shown: str)
     return config
 
 
+def _bare_off(data: dict[str, Any]) -> None:
+    """`sandbox: off` as written: YAML reads a bare off as false."""
+    agents = data.get("agents")
+    for entry in [data, *(agents.values() if isinstance(agents, dict) else [])]:
+        if isinstance(entry, dict) and entry.get("sandbox") is False:
+            entry["sandbox"] = "off"
+
+
 # --- trust -------------------------------------------------------------------------------------------
 
 
@@ -524,13 +537,19 @@ def _check_trust(path: Path, raw: bytes, data: dict[str, Any], marks: dict[Keys,
 
 
 def _risky(data: dict[str, Any], base: Path) -> Keys | None:
-    """The first setting that runs commands or reaches outside the project, or None."""
+    """The first setting that runs commands, reaches outside the project or loosens the sandbox, or None."""
     for key in ("hooks", "tools", "providers"):
         if data.get(key):
             return (key,)
+    if data.get("sandbox") == "off":
+        return ("sandbox",)
     for agent_id, entry in data.get("agents", {}).items():
         if any(entry.get("options", {}).values()):
             return ("agents", agent_id, "options")
+        if entry.get("sandbox") == "off":
+            return ("agents", agent_id, "sandbox")
+        if entry.get("sandbox_network"):
+            return ("agents", agent_id, "sandbox_network")
         if "workdir" in entry:
             workdir = (base / os.path.expanduser(entry["workdir"])).resolve()
             if not workdir.is_relative_to(base.resolve()):

@@ -254,6 +254,8 @@ def test_an_unknown_provider_is_an_error_at_its_line(tmp_path):
      "streams in pieces of a message"),
     ("command: [qwen]\n    deltas: true",
      "crew.yaml:4: providers.qwen.deltas: is read only from JSON lines; set format: jsonl, or remove it"),
+    ("command: [qwen]\n    state_dirs: [.qwen]",
+     "crew.yaml:4: providers.qwen.state_dirs: '.qwen' is not absolute; start it with /, ~ or a $VARIABLE"),
 ])
 def test_a_bad_provider_key_is_one_line_with_the_file_its_line_and_the_key(tmp_path, entry, expected):
     assert error_of(tmp_path, f"providers:\n  qwen:\n    {entry}\n") == expected
@@ -419,6 +421,9 @@ def test_a_trusted_file_that_changes_must_be_trusted_again(tmp_path):
     ("providers:\n  claude: {command: [sh, -c, evil]}\n", "providers"),
     ("agents:\n  claude:\n    options: {query: [--dangerously-skip-permissions]}\n", "agents.claude.options"),
     ("agents:\n  claude:\n    workdir: ..\n", "agents.claude.workdir"),
+    ("sandbox: off\n", "sandbox"),
+    ("agents:\n  claude:\n    sandbox: off\n", "agents.claude.sandbox"),
+    ("agents:\n  claude:\n    sandbox_network: true\n", "agents.claude.sandbox_network"),
 ])
 def test_every_setting_that_runs_commands_or_leaves_the_project_needs_trust(tmp_path, text, key):
     write(tmp_path / "crew.yaml", text)
@@ -483,3 +488,39 @@ def test_fallback_and_budgets_load_per_agent(tmp_path):
 ])
 def test_a_bad_fallback_or_budget_is_named_with_its_key(tmp_path, setting, message):
     assert message in error_of(tmp_path, f"agents:\n  claude:\n    {setting}\n")
+
+
+# --- the sandbox -----------------------------------------------------------------------------------
+
+def test_the_sandbox_level_is_auto_unless_set_and_off_may_be_written_bare(tmp_path):
+    assert load(tmp_path, "").sandbox == "auto"
+    config = load(tmp_path, """
+        sandbox: off
+        agents:
+          claude: {sandbox: required, sandbox_network: true}
+          gemini: {sandbox: "off"}
+        """)
+    assert config.sandbox == "off"  # YAML reads a bare off as false
+    assert (config.agent("claude").sandbox, config.agent("claude").sandbox_network) == ("required", True)
+    assert (config.agent("gemini").sandbox, config.agent("gemini").sandbox_network) == ("off", False)
+    assert config.agent("codex").sandbox is None
+
+
+def test_a_wrong_sandbox_level_names_the_three(tmp_path):
+    assert error_of(tmp_path, "sandbox: strict\n") == "crew.yaml:1: sandbox: 'strict' is not one of auto, required, off"
+
+
+def test_a_generic_provider_declares_its_state_folders_from_its_environment(tmp_path):
+    config = load(tmp_path, """
+        providers:
+          mine:
+            command: [mine]
+            state_dirs: ["~/.mine", "${XDG_CACHE_HOME:-~/.cache}/mine", "$MINE_HOME", /var/lib/mine]
+            state_read_only: [~/.mine/hooks.json]
+        """)
+    provider = config.provider("mine")
+    state = provider.state({"HOME": "/h"})
+    assert state.dirs == (Path("/h/.mine"), Path("/h/.cache/mine"), Path("/var/lib/mine"))  # $MINE_HOME unset: none
+    assert state.read_only == (Path("/h/.mine/hooks.json"),)
+    assert provider.state({"HOME": "/h", "XDG_CACHE_HOME": "/c", "MINE_HOME": "/m"}).dirs[1:3] == \
+        (Path("/c/mine"), Path("/m"))
