@@ -14,6 +14,7 @@ from crewbridge.mentions import Mention, parse_mentions
 from crewbridge.modes import MODES, Mode
 from crewbridge.providers.base import Turn
 from crewbridge.registry import Tool, ToolRegistry
+from crewbridge.sandbox import Sandboxing
 from crewbridge.skills import Found, Skill, chosen, discover, roots
 
 # For start-up speed, what a run needs only once the agents' CLIs have started (the loop, hooks,
@@ -40,6 +41,7 @@ class Bridge:
         self.env = env or {}  # added to the environment of the CLIs this Bridge starts
         self._tools = tools or []  # added to the configured ones (registered once the CLIs started)
         self._registry: ToolRegistry | None = None
+        self.sandboxing = Sandboxing(self.config.sandbox)  # where the CLIs and the tools' commands run
 
     @property
     def registry(self) -> ToolRegistry:
@@ -151,8 +153,14 @@ class Bridge:
         if mode not in MODES:
             raise UsageError(f"mode '{mode}' is not one of {', '.join(MODES)}")
         mentions, task = parse_mentions(text)
-        for mention in mentions:
-            self.config.agent(mention.agent)  # fail before starting anything
+        agents = [self.config.agent(mention.agent) for mention in mentions]  # fail before starting anything
+        for agent in agents:
+            self.sandboxing.mechanism(agent.sandbox)  # a sandbox required and not to be had, too
+        said = self.sandboxing.notice([agent.sandbox for agent in agents])
+        if said and on_progress is not None:
+            from crewbridge.loop import Progress  # for start-up speed (see top): only said once
+
+            on_progress(Progress("sandbox", mentions[0].agent, said))
         if context:
             task = f"{task}\n\n{context}"
         own = transcript is None
@@ -323,6 +331,8 @@ class Bridge:
         replaces the agent's."""
         try:
             agent = spec or self.config.agent(mention.agent)
+            provider = self.config.provider(agent.provider)
+            workdir = self._workdir(agent)
             base = Turn(
                 prompt="",
                 mode=mode,
@@ -330,10 +340,9 @@ class Bridge:
                 system_prompt=agent.system_prompt,
                 options=list(agent.options.get(mode, [])),
                 native=(tools_via or agent.tools_via) == "native",
+                sandbox=self.sandboxing.cli(agent.sandbox, workdir, mode, provider.state),
             )
-            conversation = new_conversation(
-                self.config.provider(agent.provider), base, cwd=self._workdir(agent), env=self.env
-            )
+            conversation = new_conversation(provider, base, cwd=workdir, env=self.env)
         except CrewError as exc:
             return exc, False
         held = conversation.resume(prior) if prior is not None else True
@@ -394,6 +403,7 @@ class Bridge:
                     ),
                 ],
                 tools_via=tools_via or agent.tools_via,
+                sandbox=self.sandboxing.commands(agent.sandbox, workdir, mode, network=agent.sandbox_network),
             )
         except BaseException:
             conversation.close()

