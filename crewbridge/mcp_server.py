@@ -22,7 +22,7 @@ from crewbridge.config import AgentSpec, Config
 from crewbridge.errors import CrewError, UsageError
 from crewbridge.modes import Mode
 from crewbridge.native import rpc_error, tool_content
-from crewbridge.sandbox import Sandboxing
+from crewbridge.sandbox import Sandboxing, level
 from crewbridge.version import __version__
 
 # For start-up speed: `initialize` is answered before the engine is imported; it loads when the
@@ -99,10 +99,10 @@ class McpServer:
         self.client = config.agent(policy_of) if policy_of else AgentSpec(id=CLIENT, provider=CLIENT)
         self.depth, self.max_depth = depth, max_depth  # depth None: CREW_ASK_DEPTH says
         self.timeout, self.max_turns = timeout, max_turns
-        sandboxing = Sandboxing(config.sandbox)  # a sandbox required and not to be had: refused now
-        network = self.client.sandbox_network
-        self.sandbox = sandboxing.commands(self.client.sandbox, workdir, self.mode, network=network)
-        self.sandbox_notice = sandboxing.notice([self.client.sandbox])
+        sandboxing, wanted = Sandboxing(), level(config.sandbox, self.client.sandbox)
+        network = self.client.sandbox_network  # a sandbox required and not to be had is refused now
+        self.sandbox = sandboxing.commands(wanted, workdir, self.mode, network=network)
+        self.sandbox_notice = sandboxing.notice([wanted])
         self._lock = threading.Lock()
         self._running: dict[Any, Stop] = {}  # request id → the Stop of its ask
         self._jobs: dict[str, Job] = {}

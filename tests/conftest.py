@@ -7,6 +7,8 @@ from typing import Callable, Iterator
 
 import pytest
 
+from crewbridge import beneath
+
 from clienv import CLIS, require_cli
 from clienv import cli_env as build_env
 from mockserver import MockServer
@@ -41,6 +43,18 @@ def cli_env(mock_server: MockServer, tmp_path: Path) -> Callable[[str], dict[str
     return env
 
 
+@pytest.fixture(params=["openat2", "walk"])
+def way(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each way crewbridge.beneath resolves a path: openat2, and the O_NOFOLLOW walk (forced by
+    CREW_BENEATH=walk). Fails where openat2 is missing rather than test only the walk unsaid."""
+    if request.param == "walk":
+        monkeypatch.setenv(beneath.WALK, "walk")
+    else:
+        monkeypatch.delenv(beneath.WALK, raising=False)
+        assert beneath._syscall() is not None, "openat2 is not available here: only the walk can be tested"
+    return str(request.param)
+
+
 @pytest.fixture
 def workdir(tmp_path: Path) -> Path:
     """The directory the CLI runs in."""
@@ -61,4 +75,4 @@ def private_user_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pyt
 def sandboxing(request: pytest.FixtureRequest) -> Sandboxing:
     """Each real sandbox mechanism in turn (bubblewrap, then Landlock), as `--sandbox required` gets
     it: the test fails when this machine does not offer it."""
-    return Sandboxing("required", env={**os.environ, MECHANISM_ENV: request.param})
+    return Sandboxing(env={**os.environ, MECHANISM_ENV: request.param})

@@ -234,7 +234,7 @@ signal.pause()
 
 def test_a_stop_reaches_a_sandboxed_cli_before_its_sandbox_ends(sandboxing, tmp_path):
     state = tmp_path / "state"
-    sandbox = sandboxing.cli(None, tmp_path, "query", lambda env: State(dirs=(state,)))
+    sandbox = sandboxing.cli("required", tmp_path, "query", lambda env: State(dirs=(state,)))
     child = Child([PY, "-c", SAVES_ON_SIGTERM, str(state)], cwd=tmp_path, sandbox=sandbox)
     assert child.read_line(time.monotonic() + 30) == "ready"
     child.kill(grace=5)
@@ -243,6 +243,6 @@ def test_a_stop_reaches_a_sandboxed_cli_before_its_sandbox_ends(sandboxing, tmp_
 
 
 def test_a_missing_cli_is_named_also_inside_the_sandbox(sandboxing, tmp_path):
-    sandbox = sandboxing.cli(None, tmp_path, "query", lambda env: State())
+    sandbox = sandboxing.cli("required", tmp_path, "query", lambda env: State())
     with pytest.raises(CLINotFound, match="'no-such-cli-x' not found on PATH"):
         Child(["no-such-cli-x"], cwd=tmp_path, sandbox=sandbox)

@@ -73,20 +73,25 @@ def test_required_refuses_in_one_line_that_says_why_and_what_to_install():
 
 
 def test_auto_without_a_mechanism_runs_unconfined_and_says_so_once():
-    sandboxing = Sandboxing("auto", env=forced("none"))
-    assert sandboxing.mechanism() is None
-    assert sandboxing.notice([None, "auto"]).startswith(f"no sandbox here ({MECHANISM_ENV}=none): commands and CLIs")
+    sandboxing = Sandboxing(env=forced("none"))
+    assert sandboxing.mechanism("auto") is None
+    assert sandboxing.notice(["off", "auto"]).startswith(f"no sandbox here ({MECHANISM_ENV}=none): commands and CLIs")
     assert sandboxing.notice(["off"]) is None  # nobody wanted it
-    assert Sandboxing("off", env=forced("none")).notice([None]) is None
 
 
 def test_off_never_looks_for_a_mechanism():
-    sandboxing = Sandboxing("off", env=forced("firejail"))  # detecting would fail
-    assert sandboxing.mechanism() is None and sandboxing.commands(None, Path("/"), "execute", network=False) is None
+    sandboxing = Sandboxing(env=forced("firejail"))  # detecting would fail
+    assert sandboxing.mechanism("off") is None
+    assert sandboxing.commands("off", Path("/"), "execute", network=False) is None
+
+
+def test_a_level_that_is_none_of_the_three_is_a_usage_error():
+    with pytest.raises(UsageError, match="sandbox 'strict' is not one of auto, required, off"):
+        Sandboxing(env=forced("none")).mechanism("strict")
 
 
 def test_detection_happens_once_per_sandboxing():
-    sandboxing = Sandboxing("auto", env=forced("landlock"))
+    sandboxing = Sandboxing(env=forced("landlock"))
     assert sandboxing.detection is sandboxing.detection
 
 
@@ -106,7 +111,7 @@ def test_a_sandboxed_cli_writes_its_state_and_temp_and_in_execute_mode_the_proje
                                             ("home", home / "h")))
     script += f"; echo x > {tmp_path / 'o'} 2>/dev/null; true"  # bwrap: into its private /tmp, not ours
     for mode, wrote in (("query", "state\ntemp\n"), ("execute", "state\ntemp\nproject\n")):
-        sandbox = sandboxing.cli(None, work, mode, lambda env: State(dirs=(state,)))
+        sandbox = sandboxing.cli("required", work, mode, lambda env: State(dirs=(state,)))
         proc, launch = spawn(["sh", "-c", script], sandbox=sandbox, env={**os.environ, "HOME": str(home)}, cwd=work,
                              stdout=subprocess.PIPE)
         assert proc.communicate()[0].decode() == wrote
@@ -119,7 +124,7 @@ def test_a_sandboxed_cli_keeps_the_network(sandboxing, tmp_path):
 
     with socket.create_server(("127.0.0.1", 0)) as server:
         port = server.getsockname()[1]
-        sandbox = sandboxing.cli(None, tmp_path, "query", lambda env: State())
+        sandbox = sandboxing.cli("required", tmp_path, "query", lambda env: State())
         reach = f"import socket; socket.create_connection(('127.0.0.1', {port})).close(); print('reached')"
         proc, launch = spawn([sys.executable, "-c", reach], sandbox=sandbox, env=None, cwd=tmp_path,
                              stdout=subprocess.PIPE)
@@ -130,14 +135,14 @@ def test_a_sandboxed_cli_keeps_the_network(sandboxing, tmp_path):
 def test_a_missing_settings_file_is_made_so_that_it_can_be_kept_read_only(sandboxing, tmp_path):
     state = tmp_path / "state"
     kept = (state / "settings.json", state / "config.toml", state / "extensions")
-    sandbox = sandboxing.cli(None, tmp_path, "execute", lambda env: State(dirs=(state,), read_only=kept))
+    sandbox = sandboxing.cli("required", tmp_path, "execute", lambda env: State(dirs=(state,), read_only=kept))
     plant = "; ".join(f"echo planted > {path} 2>/dev/null; mkdir {path}/x 2>/dev/null" for path in kept)
     proc, launch = spawn(["sh", "-c", plant + "; echo ok > " + str(state / "session")], sandbox=sandbox, env=None,
                          cwd=tmp_path)
     proc.wait()
     launch.ended()
     assert (state / "session").read_text() == "ok\n"
-    if sandboxing.mechanism().name == "landlock":  # it cannot keep a file inside a writable folder read-only
+    if sandboxing.mechanism("required").name == "landlock":  # it cannot keep a file inside a writable folder read-only
         assert (state / "settings.json").read_text() == "planted\n"  # (docs/sandbox.md says so)
         return
     assert (state / "settings.json").read_text() == "{}\n"

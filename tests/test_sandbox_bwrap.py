@@ -14,7 +14,7 @@ from crewbridge.sandbox.bwrap import find, probe
 
 
 def bwrap_sandboxing() -> Sandboxing:
-    return Sandboxing("required", env={**os.environ, MECHANISM_ENV: "bwrap"})
+    return Sandboxing(env={**os.environ, MECHANISM_ENV: "bwrap"})
 
 
 def test_the_systems_bwrap_comes_before_the_bundled_one(tmp_path):
@@ -40,7 +40,7 @@ def test_a_private_tmp_still_shows_the_project_home_and_program_under_tmp(tmp_pa
     tool = executable(tmp_path / "bin" / "tool", "import os\nprint(open('notes.txt').read(), end='')\n"
                       "print(open(os.environ['HOME'] + '/settings').read(), end='')\nprint(os.environ['TMPDIR'])\n"
                       "print(sorted(os.listdir('/tmp')))\n")
-    sandbox = bwrap_sandboxing().commands(None, work, "query", network=False)
+    sandbox = bwrap_sandboxing().commands("required", work, "query", network=False)
     proc, launch = spawn([str(tool)], sandbox=sandbox, env={**os.environ, "HOME": str(home)}, cwd=work,
                          stdout=subprocess.PIPE)
     top = tmp_path.relative_to("/tmp").parts[0]
@@ -52,7 +52,7 @@ def test_a_protected_file_inside_a_writable_folder_stays_read_only(tmp_path):
     state = tmp_path / "state"
     state.mkdir()
     (state / "settings.json").write_text('{"hooks": {}}\n')
-    sandbox = bwrap_sandboxing().cli(None, tmp_path, "query",
+    sandbox = bwrap_sandboxing().cli("required", tmp_path, "query",
                                      lambda env: State(dirs=(state,), read_only=(state / "settings.json",)))
     plant = (f"echo planted > {state}/settings.json; mv {state}/new {state}/settings.json; "
              f"rm -f {state}/settings.json; echo session > {state}/session")
@@ -65,7 +65,7 @@ def test_a_protected_file_inside_a_writable_folder_stays_read_only(tmp_path):
 
 
 def test_the_sandbox_is_bwrap_leading_the_program_with_the_descriptor_of_its_filter(tmp_path):
-    sandbox = bwrap_sandboxing().commands(None, tmp_path, "execute", network=False)
+    sandbox = bwrap_sandboxing().commands("required", tmp_path, "execute", network=False)
     launch = sandbox.launch(["sh", "-c", "true"], os.environ, tmp_path)
     try:
         assert launch.wrapped and launch.argv[0] == str(find(os.environ))

@@ -11,7 +11,7 @@ from crewbridge.sandbox import landlock
 
 
 def landlock_sandboxing() -> Sandboxing:
-    return Sandboxing("required", env={**os.environ, MECHANISM_ENV: "landlock"})
+    return Sandboxing(env={**os.environ, MECHANISM_ENV: "landlock"})
 
 
 def test_the_kernel_here_has_landlock():
@@ -28,7 +28,7 @@ def test_each_abi_adds_the_rights_it_brought():
 
 
 def test_the_program_runs_itself_with_a_private_temp_folder_removed_once_it_ended(tmp_path):
-    sandbox = landlock_sandboxing().commands(None, tmp_path, "execute", network=False)
+    sandbox = landlock_sandboxing().commands("required", tmp_path, "execute", network=False)
     proc, launch = spawn(["sh", "-c", 'echo x > "$TMPDIR/scratch" && echo "$TMPDIR"'], sandbox=sandbox, env=None,
                          cwd=tmp_path, stdout=subprocess.PIPE)
     temp = proc.communicate()[0].decode().strip()
@@ -39,7 +39,7 @@ def test_the_program_runs_itself_with_a_private_temp_folder_removed_once_it_ende
 
 
 def test_a_sandboxed_command_can_neither_signal_crew_nor_leave_its_group(tmp_path):
-    sandbox = landlock_sandboxing().commands(None, tmp_path, "execute", network=False)
+    sandbox = landlock_sandboxing().commands("required", tmp_path, "execute", network=False)
     script = f"import os\ntry:\n    os.kill({os.getpid()}, 0)\n    print('reached crew')\nexcept PermissionError:\n" \
              "    print('crew out of reach')\ntry:\n    os.setsid()\nexcept PermissionError:\n    print('stays in its group')\n"
     proc, launch = spawn([sys.executable, "-c", script], sandbox=sandbox, env=None, cwd=tmp_path,

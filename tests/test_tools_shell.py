@@ -138,7 +138,7 @@ def test_missing_working_directory_is_a_clear_error(tmp_path: Path) -> None:
 def sandboxed(sandboxing: Sandboxing, work: Path, command: str, mode: str = "execute",
               network: bool = False) -> dict[str, Any]:
     """run_command in `work` inside the sandbox an agent's commands get in `mode`; → its envelope."""
-    return run(work, {"command": command}, sandbox=sandboxing.commands(None, work, mode, network=network))
+    return run(work, {"command": command}, sandbox=sandboxing.commands("required", work, mode, network=network))
 
 
 @pytest.fixture

@@ -173,11 +173,10 @@ def spawn(
 
 
 class Sandboxing:
-    """The sandbox of one run's processes: its level (an agent's may be stricter) and this machine's
-    mechanism, detected once, when first needed."""
+    """This machine's mechanism, detected once, when first needed, and the sandbox it makes for
+    each kind of process at a given level (an agent's: `level()`)."""
 
-    def __init__(self, run_level: str, env: Mapping[str, str] | None = None) -> None:
-        self.run_level = run_level
+    def __init__(self, env: Mapping[str, str] | None = None) -> None:
         self.env = env
         self._detection: Detection | None = None
 
@@ -187,33 +186,31 @@ class Sandboxing:
             self._detection = detect(self.env)
         return self._detection
 
-    def mechanism(self, agent_level: str | None = None) -> Mechanism | None:
-        """The mechanism for an agent whose own level is `agent_level`; SandboxUnavailable when the
-        sandbox is required and none works."""
-        wanted = level(self.run_level, agent_level)
+    def mechanism(self, wanted: str) -> Mechanism | None:
+        """The mechanism for level `wanted`; SandboxUnavailable when it is required and none works."""
+        if wanted not in LEVELS:
+            raise UsageError(f"sandbox '{wanted}' is not one of auto, required, off")
         return None if wanted == "off" else choose(wanted, self.detection)
 
-    def notice(self, agent_levels: list[str | None]) -> str | None:
-        """The one line to say when some of these agents wanted the sandbox and none works here."""
-        wanted = any(level(self.run_level, own) != "off" for own in agent_levels)
+    def notice(self, levels: list[str]) -> str | None:
+        """The one line to say when one of these levels wants the sandbox and none works here."""
+        wanted = any(one != "off" for one in levels)
         return notice(self.detection) if wanted and self.detection.mechanism is None else None
 
-    def commands(self, agent_level: str | None, workdir: Path, mode: str, *, network: bool) -> Sandbox | None:
+    def commands(self, wanted: str, workdir: Path, mode: str, *, network: bool) -> Sandbox | None:
         """Where an agent's commands (run_command, command tools) run: they may write the working
         directory only in execute mode (query mode's tools only read) and their private /tmp;
         no network unless `network`; nothing they start outlives them."""
-        mechanism = self.mechanism(agent_level)
+        mechanism = self.mechanism(wanted)
         if mechanism is None:
             return None
         writable = (workdir,) if mode == "execute" else ()
         return Sandbox(mechanism, Confinement(writable, visible=(workdir,), network=network, leave_group=False))
 
-    def cli(
-        self, agent_level: str | None, workdir: Path, mode: str, state: Callable[[Mapping[str, str]], State]
-    ) -> Sandbox | None:
+    def cli(self, wanted: str, workdir: Path, mode: str, state: Callable[[Mapping[str, str]], State]) -> Sandbox | None:
         """Where an agent's CLI runs: it may write its own state folders (`state`, from its
         environment) and temp, and the working directory in execute mode; its network stays."""
-        mechanism = self.mechanism(agent_level)
+        mechanism = self.mechanism(wanted)
         if mechanism is None:
             return None
         writable = (workdir,) if mode == "execute" else ()
