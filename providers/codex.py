@@ -42,6 +42,18 @@ class CodexDecoder(JsonLineDecoder):
         return [Notice("unknown", str(kind))]
 
 
+SANDBOX = {"query": "read-only", "execute": "workspace-write"}  # Codex's own, for its commands
+
+
+def own_sandbox(turn: Turn) -> str:
+    """Codex's own sandbox for its commands: read-only in query mode, the working directory in
+    execute mode. Inside a crew sandbox it cannot start in (its bwrap under Landlock), none: crew's
+    alone confines them, as it confines Codex."""
+    if turn.sandbox is not None and not turn.sandbox.mechanism.nests:
+        return "danger-full-access"
+    return SANDBOX.get(turn.mode, "read-only")
+
+
 class CodexProvider(Provider):
     name = "codex"
     binary = "codex"
@@ -50,8 +62,7 @@ class CodexProvider(Provider):
     native_via = "dynamic tools on its app-server thread"
 
     def argv(self, turn: Turn) -> list[str]:
-        sandbox = "read-only" if turn.mode == "query" else "workspace-write"
-        argv = [self.binary, "exec", "--json", "--skip-git-repo-check", "--sandbox", sandbox]
+        argv = [self.binary, "exec", "--json", "--skip-git-repo-check", "--sandbox", own_sandbox(turn)]
         if turn.model:
             argv += ["--model", turn.model]
         argv += turn.options
