@@ -417,3 +417,39 @@ def test_with_a_mechanism_the_sandbox_says_nothing_and_the_cli_runs_inside_it(cr
     assert done.returncode == 0 and done.stdout == "Answered from inside.\n"
     [started] = [line for line in done.stderr.splitlines() if line.startswith("fake[") and " $ " in line]
     assert f" $ {find(os.environ)} " in started and started.endswith(f"-- {fake.path} --model fake-default")
+
+
+# A configured CLI that tries to write the project, its HOME, a folder outside both and its own state
+# folder, and answers with what it could write.
+PLANTER = """import os, sys
+sys.stdin.read()
+home, outside = os.environ["HOME"], sys.argv[1]
+wrote = []
+for name, path in (("project", "made.txt"), ("home", home + "/.profile"), ("outside", outside + "/planted"),
+                   ("state", home + "/.planter/log"), ("temp", os.environ.get("TMPDIR", "/tmp") + "/scratch")):
+    try:
+        with open(path, "w") as out:
+            out.write("x")
+        wrote.append(name)
+    except OSError:
+        pass
+print(" ".join(wrote))
+"""
+
+
+@pytest.mark.parametrize("mechanism", ["bwrap", "landlock"])
+def test_a_configured_cli_writes_only_its_state_and_temp_and_in_execute_mode_the_project(mechanism, tmp_path, env):
+    work, outside = tmp_path / "work", tmp_path / "outside"
+    work.mkdir()
+    outside.mkdir()
+    planter = executable(tmp_path / "bin" / "planter", PLANTER)
+    config = write_config(tmp_path / "crew.yaml", agents={"planter": {"provider": "planter"}},
+                          providers={"planter": {"command": [str(planter), str(outside)],
+                                                 "state_dirs": ["~/.planter"]}})
+    env = {**env, "CREW_SANDBOX_MECHANISM": mechanism}
+    for mode, wrote in (("query", "state temp"), ("execute", "project state temp")):
+        done = run_crew([mode, "--sandbox", "required", "--config", str(config), "@planter go"], env=env, cwd=work)
+        assert (done.returncode, done.stdout) == (0, f"{wrote}\n"), done.stderr
+    home = tmp_path / "home"
+    assert (work / "made.txt").exists() and (home / ".planter" / "log").exists()
+    assert not (home / ".profile").exists() and not (outside / "planted").exists()

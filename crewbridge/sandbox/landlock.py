@@ -36,8 +36,9 @@ REFER, TRUNCATE, IOCTL_DEV = 1 << 13, 1 << 14, 1 << 15
 FILE_RIGHTS = WRITE_FILE | TRUNCATE | IOCTL_DEV  # those a rule on a file (not a folder) may grant
 NET_BIND_TCP, NET_CONNECT_TCP = 1 << 0, 1 << 1
 SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1 << 0, 1 << 1
-# Devices every program may write: the sink, the sources, the terminal.
-DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty")
+# Devices every program may write: the sink, the sources, the terminal, and new pseudo-terminals
+# (gemini runs its shell tool in one: node-pty's forkpty opens /dev/ptmx).
+DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty", "/dev/ptmx", "/dev/pts")
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _syscall = _libc.syscall
