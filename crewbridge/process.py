@@ -311,7 +311,7 @@ class Child:
         self._ready.append(line)
 
     def wait(self, timeout: float = 5.0) -> int:
-        if not _wait_exit(self.proc, timeout):
+        if not wait_exit(self.proc, timeout):
             self.kill()
         return self.proc.wait()
 
@@ -336,7 +336,7 @@ class Child:
                 _signal_members(self.pgid, signal.SIGTERM, but=self.proc.pid)
             else:
                 _signal_group(self.pgid, signal.SIGTERM)
-            _wait_exit(self.proc, grace)
+            wait_exit(self.proc, grace)
         _signal_group(self.pgid, signal.SIGKILL)  # also any grandchildren left in the group
         self.proc.wait()
         untrack_group(self.pgid)
@@ -364,7 +364,7 @@ def leave_signals_to_main() -> None:
     signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
 
 
-def _wait_exit(proc: subprocess.Popen[bytes], timeout: float) -> bool:
+def wait_exit(proc: subprocess.Popen[bytes], timeout: float) -> bool:
     """Wait up to `timeout` seconds for `proc` to exit (True when it has), waking the moment it does:
     Popen.wait(timeout) polls in sleeps that grow to 50 ms, so a CLI that takes 25 ms to exit
     was seen gone after 32 ms, one that takes 33 ms after 64 ms."""

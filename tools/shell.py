@@ -10,6 +10,7 @@ import threading
 from typing import IO, Any
 
 from crewbridge.functions import tool
+from crewbridge.process import wait_exit
 from crewbridge.registry import ToolContext, ToolFailure
 from crewbridge.sandbox import spawn
 
@@ -53,9 +54,7 @@ def run_command(ctx: ToolContext, command: str, timeout: float | None = None) ->
     reader = threading.Thread(target=capture.drain, args=(proc.stdout,), daemon=True, name="run_command-output")
     reader.start()
     try:
-        code: int | None = proc.wait(limit)
-    except subprocess.TimeoutExpired:
-        code = None
+        code = proc.returncode if wait_exit(proc, limit) else None
     finally:  # whatever happened, nothing the command started outlives the call
         _end_group(proc.pid)
         proc.wait()

@@ -18,7 +18,7 @@ class State:
     """Where a CLI keeps its own state: folders it must write, and the files (or folders) in them that
     make code run later (hooks, MCP servers, notify commands), kept read-only inside the sandbox. A
     missing one is made first, empty (`{}` for JSON; a folder when its name has no suffix), so that
-    it cannot be planted."""
+    it cannot be planted there."""
 
     dirs: tuple[Path, ...] = ()
     read_only: tuple[Path, ...] = ()
@@ -52,7 +52,7 @@ class Confinement:
                     path.mkdir()
                     continue
                 with open(path, "x", encoding="utf-8") as new:
-                    new.write("{}\n" if path.suffix == ".json" else "")
+                    new.write("{}\n" if path.suffix in (".json", ".jsonc") else "")
         return Confinement(
             writable=(*self.writable, *state.dirs),
             read_only=(*self.read_only, *(p for p in state.read_only if p.exists())),
