@@ -166,7 +166,8 @@ class ClaudeProvider(Provider):
         # 2.1.197 writes ~/.claude/ (sessions under projects/, backups, shell snapshots) and
         # ~/.claude.json, by a temp file renamed in $HOME: that one stays read-only, measured to cost
         # nothing (it answers, keeps and resumes its sessions). Hooks live in settings.json, MCP
-        # servers in .claude.json (in the folder itself when CLAUDE_CONFIG_DIR moves it).
+        # servers in .claude.json (kept read-only also where the project covers it: crew execute in ~;
+        # in the folder itself when CLAUDE_CONFIG_DIR moves it).
         home = cli_home(env, "CLAUDE_CONFIG_DIR", ".claude")
-        kept = [home / "settings.json"] + ([home / ".claude.json"] if env.get("CLAUDE_CONFIG_DIR") else [])
-        return State(dirs=(home,), read_only=tuple(kept))
+        config = home if env.get("CLAUDE_CONFIG_DIR") else home.parent
+        return State(dirs=(home,), read_only=(home / "settings.json", config / ".claude.json"))

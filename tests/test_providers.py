@@ -191,7 +191,7 @@ def test_each_cli_declares_its_state_folder_and_the_settings_that_run_code(tmp_p
 
     env = {"HOME": "/h"}
     assert ClaudeProvider().state(env).dirs == (Path("/h/.claude"),)
-    assert ClaudeProvider().state(env).read_only == (Path("/h/.claude/settings.json"),)
+    assert ClaudeProvider().state(env).read_only == (Path("/h/.claude/settings.json"), Path("/h/.claude.json"))
     moved = ClaudeProvider().state({**env, "CLAUDE_CONFIG_DIR": "/c"})
     assert moved.read_only == (Path("/c/settings.json"), Path("/c/.claude.json"))
     assert GeminiProvider().state(env).read_only == (Path("/h/.gemini/settings.json"), Path("/h/.gemini/extensions"))
