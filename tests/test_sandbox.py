@@ -153,3 +153,27 @@ def test_a_missing_settings_file_is_made_so_that_it_can_be_kept_read_only(sandbo
 def test_a_detection_without_a_mechanism_lists_every_reason():
     found = Detection(None, {"bwrap": "not found", "landlock": "old kernel"})
     assert found.reasons() == "bwrap: not found; landlock: old kernel"
+
+
+def test_a_sandboxed_process_has_no_capability_to_undo_its_sandbox_even_run_as_root(sandboxing, tmp_path):
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "settings.json").write_text("{}\n")
+    sandbox = sandboxing.cli("required", tmp_path, "query",
+                             lambda env: State(dirs=(state,), read_only=(state / "settings.json",)))
+    undo = (f"grep -E '^Cap(Eff|Bnd):' /proc/self/status; umount {state}/settings.json; mount -o remount,rw,bind /; "
+            f"mount -t tmpfs none {tmp_path}; echo planted > {state}/settings.json; touch /etc/crew-planted")
+    proc, launch = spawn(["sh", "-c", undo], sandbox=sandbox, env=None, cwd=tmp_path, stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL)
+    assert proc.communicate()[0].decode() == "CapEff:\t0000000000000000\nCapBnd:\t0000000000000000\n"
+    launch.ended()
+    if sandboxing.mechanism("required").name == "bwrap":  # Landlock keeps no file inside a writable folder
+        assert (state / "settings.json").read_text() == "{}\n"
+    assert not planted("/etc/crew-planted")
+
+
+def planted(path: str) -> bool:
+    """Whether a sandboxed process managed to make `path` (then removed: a failing test leaves nothing)."""
+    made = Path(path).exists()
+    Path(path).unlink(missing_ok=True)
+    return made

@@ -31,6 +31,8 @@ COMMON = [
     "--unshare-uts",
     "--unshare-cgroup-try",
     "--die-with-parent",
+    "--cap-drop",  # run as root, bwrap would keep every capability inside: enough to unmount the
+    "ALL",  # read-only binds, or remount / writable
     "--ro-bind",
     "/",
     "/",

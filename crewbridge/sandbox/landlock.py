@@ -28,6 +28,9 @@ RULE_PATH_BENEATH = 1
 PR_SET_NO_NEW_PRIVS = 38
 PR_SET_SECCOMP = 22
 SECCOMP_MODE_FILTER = 2
+PR_CAPBSET_DROP = 24
+PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
+CAP_VERSION_3 = 0x20080522
 
 # LANDLOCK_ACCESS_FS_*: the rights that change something, by the ABI that brought them in
 WRITE_FILE, REMOVE_DIR, REMOVE_FILE = 1 << 1, 1 << 4, 1 << 5
@@ -101,20 +104,47 @@ class _Fprog(ctypes.Structure):
     _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.c_void_p))  # struct sock_fprog
 
 
+class _CapHeader(ctypes.Structure):
+    _fields_ = (("version", ctypes.c_uint32), ("pid", ctypes.c_int))
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = (("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32))
+
+
 def restrictor(ruleset_fd: int, seccomp: bytes | None) -> Callable[[], None]:
-    """The `preexec_fn` that confines the child: no new privileges, the ruleset, the seccomp filter.
-    Everything it hands the kernel is built here, before the fork, and kept alive by the closure."""
+    """The `preexec_fn` that confines the child: no new privileges, the ruleset, no capabilities
+    (run as root it would have them all: Landlock does not stop CAP_SYS_MODULE or CAP_NET_ADMIN),
+    the seccomp filter. Everything it hands the kernel is built here, before the fork, and kept
+    alive by the closure."""
     filters = ctypes.create_string_buffer(seccomp or b"", len(seccomp or b""))
     fprog = _Fprog(len(seccomp or b"") // 8, ctypes.addressof(filters))
     pointer = ctypes.byref(fprog)
+    header, data = _CapHeader(CAP_VERSION_3, 0), (_CapData * 2)()
+    capabilities = range(_last_capability() + 1) if os.geteuid() == 0 else range(0)
 
-    def restrict(_kept: object = filters) -> None:
+    def restrict(_kept: object = (filters, header, data)) -> None:
         if _prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 or _syscall(RESTRICT_SELF, ruleset_fd, 0) != 0:
             raise OSError(ctypes.get_errno(), "landlock_restrict_self failed")
+        for capability in capabilities:  # out of the bounding set: an exec as root gets none back
+            _prctl(PR_CAPBSET_DROP, capability, 0, 0, 0)
+        if capabilities and (
+            _prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0
+            or _libc.capset(ctypes.byref(header), ctypes.byref(data)) != 0
+        ):
+            raise OSError(ctypes.get_errno(), "dropping the capabilities failed")
         if fprog.len and _prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, pointer, 0, 0) != 0:
             raise OSError(ctypes.get_errno(), "seccomp filter refused")
 
     return restrict
+
+
+def _last_capability() -> int:
+    try:
+        with open("/proc/sys/kernel/cap_last_cap") as last:
+            return int(last.read())
+    except (OSError, ValueError):
+        return 63
 
 
 def _call(number: int, *args: object) -> int:
