@@ -7,8 +7,8 @@ server), for each mechanism this machine has: bubblewrap, and Landlock forced
 - a CLI start: `crew query "@claude hello"`, one answer, no tool;
 - a three-command chain: `crew execute`, claude calls crew:run_command three times in a row (each
   result goes back before the next call), then answers: the target, ≤ 1.10;
-- codex's own command: `crew execute`, codex runs one command of its own (under bwrap in its own
-  bwrap nested inside crew's; under Landlock crew's alone confines it).
+- codex's own command: `crew execute`, codex runs one command of its own (inside crew's sandbox
+  with its own sandbox off, against codex's own sandbox alone with `--sandbox off`).
 """
 from __future__ import annotations
 

@@ -167,7 +167,7 @@ def test_gemini_has_a_session_when_the_chat_file_of_this_project_holds_it(tmp_pa
     assert not GeminiProvider().has_session(sid, env, Path("/x"))  # another project's session: gemini refuses it
 
 
-def test_codex_keeps_its_own_sandbox_inside_crews_where_it_nests_and_drops_it_where_it_cannot(tmp_path: Path) -> None:
+def test_codex_keeps_its_own_sandbox_outside_crews_and_leaves_its_commands_to_crews_inside(tmp_path: Path) -> None:
     from crewbridge.providers.codex import CodexProvider
     from crewbridge.sandbox import MECHANISM_ENV, Sandboxing
 
@@ -176,8 +176,7 @@ def test_codex_keeps_its_own_sandbox_inside_crews_where_it_nests_and_drops_it_wh
         return argv[argv.index("--sandbox") + 1]
 
     assert [own(Turn("", mode)) for mode in ("query", "execute")] == ["read-only", "workspace-write"]
-    for mechanism, expected in (("bwrap", ["read-only", "workspace-write"]),
-                                ("landlock", ["danger-full-access", "danger-full-access"])):
+    for mechanism, expected in (("bwrap", ["danger-full-access"] * 2), ("landlock", ["danger-full-access"] * 2)):
         sandboxing = Sandboxing(env={**os.environ, MECHANISM_ENV: mechanism})
         inside = [Turn("", mode, sandbox=sandboxing.cli("required", tmp_path, mode, CodexProvider().state))
                   for mode in ("query", "execute")]

@@ -92,7 +92,6 @@ class Launch:
 class Mechanism(Protocol):
     name: str
     detail: str  # which one (bwrap's path, Landlock's ABI), for crew doctor
-    nests: bool  # a CLI's own sandbox (codex's bwrap) can start inside this one
 
     def launch(self, argv: list[str], env: dict[str, str], cwd: Path, confinement: Confinement) -> Launch:
         """`argv` run inside the sandbox; FileNotFoundError when its program is not on PATH."""

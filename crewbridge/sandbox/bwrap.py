@@ -80,7 +80,6 @@ def probe(binary: str) -> str | None:
 
 class Bubblewrap:
     name = "bwrap"
-    nests = True  # codex's bwrap runs inside it (measured: 0.169.0)
 
     def __init__(self, binary: str) -> None:
         self.binary = self.detail = binary

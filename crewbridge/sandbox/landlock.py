@@ -157,7 +157,6 @@ def _call(number: int, *args: object) -> int:
 
 class Landlock:
     name = "landlock"
-    nests = False  # Landlock denies the write to /proc/self/uid_map a nested bwrap needs
 
     def __init__(self, version: int) -> None:
         self.version = version

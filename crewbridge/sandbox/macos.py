@@ -43,7 +43,6 @@ def _quote(path: Path | str) -> str:
 
 class SandboxExec:
     name = "sandbox-exec"
-    nests = False  # a sandboxed process cannot apply another profile
     detail = SANDBOX_EXEC
 
     def launch(self, argv: list[str], env: dict[str, str], cwd: Path, confinement: Confinement) -> Launch:
