@@ -75,3 +75,41 @@ def test_the_sandbox_is_bwrap_leading_the_program_with_the_descriptor_of_its_fil
     finally:
         launch.ended()
     assert not Path(f"/proc/self/fd/{launch.pass_fds[0]}").exists() or launch.pass_fds[0] < 3
+
+
+def test_in_execute_mode_git_config_and_hooks_stay_read_only_and_commits_still_work(tmp_path):
+    work = tmp_path / "repo"
+    work.mkdir()
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(work)], check=True)
+    (work / "notes.txt").write_text("one\n")
+    config = (work / ".git" / "config").read_text()
+    plant = ("printf '[core]\\n\\tfsmonitor = touch owned\\n' >> .git/config; "
+             "echo 'touch owned' > .git/hooks/pre-commit; chmod +x .git/hooks/pre-commit; "
+             f"{' '.join(git)} add notes.txt && {' '.join(git)} commit -qm one && echo committed")
+    outs = []
+    for sandbox in (bwrap_sandboxing().commands("required", work, "execute", network=False),
+                    bwrap_sandboxing().cli("required", work, "execute", lambda env: State())):
+        proc, launch = spawn(["sh", "-c", plant], sandbox=sandbox, env=None, cwd=work,
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        out = proc.communicate()[0].decode()
+        launch.ended()
+        assert (work / ".git" / "config").read_text() == config
+        assert not (work / ".git" / "hooks" / "pre-commit").exists()
+        outs.append(out)
+    assert outs[0] == "committed\n" and "nothing to commit" in outs[1]  # the second has nothing left
+    assert subprocess.run(["git", "log", "--format=%s"], cwd=work, capture_output=True, text=True).stdout == "one\n"
+    assert not (work / "owned").exists()
+
+
+def test_in_a_worktree_the_git_file_naming_its_git_folder_stays_read_only(tmp_path):
+    work = tmp_path / "wt"
+    work.mkdir()
+    (work / ".git").write_text("gitdir: /somewhere/else\n")
+    sandbox = bwrap_sandboxing().commands("required", work, "execute", network=False)
+    proc, launch = spawn(["sh", "-c", "echo 'gitdir: /tmp/planted' > .git; echo kept > notes.txt"], sandbox=sandbox,
+                         env=None, cwd=work, stderr=subprocess.DEVNULL)
+    proc.wait()
+    launch.ended()
+    assert (work / ".git").read_text() == "gitdir: /somewhere/else\n"
+    assert (work / "notes.txt").read_text() == "kept\n"

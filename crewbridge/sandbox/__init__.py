@@ -11,6 +11,7 @@ and on macOS sandbox-exec (macos.py). docs/sandbox.md says what each gives and m
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -205,7 +206,10 @@ class Sandboxing:
         if mechanism is None:
             return None
         writable = (workdir,) if mode == "execute" else ()
-        return Sandbox(mechanism, Confinement(writable, visible=(workdir,), network=network, leave_group=False))
+        return Sandbox(
+            mechanism,
+            Confinement(writable, git_read_only(writable), visible=(workdir,), network=network, leave_group=False),
+        )
 
     def cli(self, wanted: str, workdir: Path, mode: str, state: Callable[[Mapping[str, str]], State]) -> Sandbox | None:
         """Where an agent's CLI runs: it may write its own state folders (`state`, from its
@@ -214,4 +218,24 @@ class Sandboxing:
         if mechanism is None:
             return None
         writable = (workdir,) if mode == "execute" else ()
-        return Sandbox(mechanism, Confinement(writable, visible=(workdir,), network=True, state=state))
+        return Sandbox(
+            mechanism, Confinement(writable, git_read_only(writable), visible=(workdir,), network=True, state=state)
+        )
+
+
+def git_read_only(writable: tuple[Path, ...]) -> tuple[Path, ...]:
+    """What of a git repository in a writable folder makes code run when the user next runs git
+    (outside any sandbox): its config (core.fsmonitor, core.hooksPath, filters, aliases) and hooks,
+    or, in a worktree, the `.git` file naming its git folder. Kept read-only where the mechanism can
+    (bubblewrap); commits still work. A missing hooks folder is made first, empty, so that it cannot
+    be planted."""
+    kept: list[Path] = []
+    for folder in writable:
+        dot_git = folder / ".git"
+        if dot_git.is_file():
+            kept.append(dot_git)
+        elif dot_git.is_dir():
+            with contextlib.suppress(OSError):
+                (dot_git / "hooks").mkdir(exist_ok=True)
+            kept += [p for p in (dot_git / "config", dot_git / "config.worktree", dot_git / "hooks") if p.exists()]
+    return tuple(kept)
