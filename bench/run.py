@@ -39,6 +39,7 @@ FIGURES = {  # name → module; issue 26's table first, then the rest of issue 6
     "memory": "bench.memory",
     "native": "bench.native",
     "tools": "bench.tool_memory",
+    "sandbox": "bench.sandbox",
 }
 
 

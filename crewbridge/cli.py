@@ -3,6 +3,7 @@ command imports the engine it needs where it runs: `crew --help` loads click alo
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import gc
 import json
@@ -50,6 +51,28 @@ def _early() -> Early | None:
     main() gives it to click as the context's obj (not imported here: other commands never load it)."""
     early: Early | None = click.get_current_context().obj
     return early
+
+
+SANDBOX = click.option(
+    "--sandbox",
+    type=click.Choice(["auto", "required", "off"]),
+    help="Run the CLIs and crew's commands in an OS sandbox: auto (where the machine allows; the "
+    "default), required (refuse to run without one, exit 2) or off. Default: crew.yaml's sandbox.",
+)
+
+
+def sandbox_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    """--sandbox for a command that takes no RunOptions (mcp): it replaces crew.yaml's top-level
+    `sandbox:` (put after config_option)."""
+
+    @SANDBOX
+    @functools.wraps(func)
+    def wrapper(*args: Any, sandbox: str | None, config: Config, **kwargs: Any) -> Any:
+        if sandbox is not None:
+            config = dataclasses.replace(config, sandbox=sandbox)
+        return func(*args, config=config, **kwargs)
+
+    return wrapper
 
 
 def _apply(func: Callable[..., Any], decorators: list[Callable[..., Any]]) -> Callable[..., Any]:
@@ -109,6 +132,7 @@ def loop_options(func: Callable[..., Any]) -> Callable[..., Any]:
                 is_flag=True,
                 help="Show on stderr each CLI command crew runs and every raw line it reads and sends.",
             ),
+            SANDBOX,
             config_option,
         ],
     )
@@ -359,6 +383,7 @@ def prompt_command(text: tuple[str, ...], mode: Mode, config: Config) -> None:
 )
 @click.option("--max-turns", type=click.IntRange(min=1), default=10, show_default=True, help="Model replies per ask.")
 @config_option
+@sandbox_option
 @click.pass_context
 def mcp_group(
     ctx: click.Context,
@@ -390,6 +415,8 @@ def mcp_group(
         timeout=timeout,
         max_turns=max_turns,
     )
+    if server.sandbox_notice:
+        click.echo(f"crew mcp: {server.sandbox_notice}", err=True)
     if address is None:
         from crewbridge.mcp.stdio import serve_stdio
 

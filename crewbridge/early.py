@@ -19,6 +19,7 @@ from crewbridge.bridge import Bridge
 from crewbridge.config import load_config
 from crewbridge.errors import CrewError
 from crewbridge.modes import MODES, Mode
+from crewbridge.options import RunOptions
 
 
 def _number(kind: Callable[[str], float], low: float, above: bool = False) -> Callable[[str], bool]:
@@ -46,6 +47,7 @@ VALUE_OPTIONS: dict[str, Callable[[str], bool]] = {
     "--config": bool,
     "--rounds": _number(int, 1),
     "--review": bool,
+    "--sandbox": lambda text: text in ("auto", "required", "off"),
 }
 FLAGS = frozenset({"--yes", "-y", "--json", "--jsonl"})
 # continuing a run: its CLIs start as the run says; --verbose: the trace shows each CLI's start;
@@ -55,12 +57,13 @@ NOT_HERE = frozenset({"--continue", "--resume", "--verbose", "-v", "--worktree",
 
 @dataclass(frozen=True)
 class Reading:
-    """What `crew MODE ARGS…` names: the mode, the task's words, --config and --tools-via."""
+    """What `crew MODE ARGS…` names: the mode, the task's words, --config, --tools-via and --sandbox."""
 
     mode: Mode
     text: str
     config_path: Path | None = None
     tools_via: str | None = None
+    sandbox: str | None = None
 
 
 @dataclass
@@ -98,7 +101,9 @@ def read(args: list[str]) -> Reading | None:
         return None
     config = values.get("--config")
     mode: Mode = "query" if args[0] == "query" else "execute"
-    return Reading(mode, " ".join(words), Path(config) if config else None, values.get("--tools-via"))
+    return Reading(
+        mode, " ".join(words), Path(config) if config else None, values.get("--tools-via"), values.get("--sandbox")
+    )
 
 
 def start(args: list[str]) -> Early | None:
@@ -109,7 +114,7 @@ def start(args: list[str]) -> Early | None:
         return None
     try:
         bridge = Bridge(load_config(reading.config_path, Path.cwd()))
-        bridge.start(reading.text, reading.mode, reading.tools_via)
+        bridge.start(reading.text, reading.mode, RunOptions(tools_via=reading.tools_via, sandbox=reading.sandbox))
     except CrewError:
         return None
     return Early(bridge, reading)

@@ -41,6 +41,7 @@ from crewbridge.transcript import Transcript
 from crewbridge.usage import Budget, Tally
 
 if TYPE_CHECKING:
+    from crewbridge.sandbox import Sandbox
     from crewbridge.sessions import Prior
 
 REPEAT_LIMIT = 3  # the same failing call this many times ends the run
@@ -119,6 +120,7 @@ class AgentLoop:
         skills: dict[str, Skill] | None = None,
         budgets: list[Budget] | None = None,
         tools_via: str = "text",
+        sandbox: Sandbox | None = None,
     ) -> None:
         self.agent = agent
         self.conv = conversation
@@ -126,7 +128,7 @@ class AgentLoop:
         self.policy = policy
         self.skills = skills or {}
         self.offered = offered_tools(policy.offered(registry), self.skills)  # the tools the model is told of
-        self.ctx = ToolContext(workdir=workdir, registry=self.offered, skills=self.skills)
+        self.ctx = ToolContext(workdir=workdir, registry=self.offered, skills=self.skills, sandbox=sandbox)
         self.transcript = transcript or Transcript()
         self.caller = Caller(agent, registry, policy, hooks or Hooks(), self.transcript)
         self.max_turns = max_turns

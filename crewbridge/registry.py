@@ -15,6 +15,7 @@ from crewbridge.validation import compile_schema, first_error
 
 if TYPE_CHECKING:  # for start-up speed: skills are read once the CLIs have started
     from crewbridge.process import Groups
+    from crewbridge.sandbox import Sandbox
     from crewbridge.skills import Skill
 
 DEFAULT_PREFIX = "crew"
@@ -48,6 +49,7 @@ class ToolContext:
     deadline: float | None = None  # time.monotonic() when the run ends: no tool runs past it
     groups: Groups = field(default_factory=_groups)  # the process groups the run's tools started
     skills: dict[str, Skill] = field(default_factory=dict)  # the agent's skills, by name (crew:skill)
+    sandbox: Sandbox | None = None  # where the tools' commands run (run_command, command tools)
 
     @property
     def read_roots(self) -> list[Path]:

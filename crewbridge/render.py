@@ -47,6 +47,8 @@ Three outputs, chosen by `Renderer(output=…)`:
   verdict (--review), one per round;
   ``{"type": "worktree", "run_id", "worktree", "branch", "base", "changes"}`` where an agent worked
   with --worktree and what it changed, at the end;
+  ``{"type": "sandbox", "agent", "text"}`` the sandbox is wanted (auto) but no mechanism works
+  here: the run goes on unconfined;
   ``{"type": "notice", "text": "…"}`` anything else worth knowing.
 
 With ``verbose`` each command crew runs (`$`), every line it reads from the CLI (`>`) and sends it
@@ -75,6 +77,7 @@ if TYPE_CHECKING:
     from crewbridge.loop import CallRecord, Progress
 
 OUTPUTS = ("text", "json", "jsonl")
+RUN_EVENTS = ("fallback", "resume", "warning", "sandbox")  # shown on stderr with --json too
 TRACE_CHARS = 1000  # a --verbose line is cut after this many characters
 SHOWN_CHANGES = 20  # files listed per agent after a --worktree run
 STATUS_IDLE = 0.3  # seconds without output before the status line shows
@@ -214,7 +217,12 @@ class Renderer:
             if self.output == "jsonl":
                 if event.kind != "text" or event.text:  # not a text event that only settles what is shown
                     self._write_out(json_line(_event_dict(event)))
-            elif self.output == "text" or event.kind in ("fallback", "resume", "warning"):  # on stderr with --json too
+            elif self.output == "text" or event.kind in (
+                "fallback",
+                "resume",
+                "warning",
+                "sandbox",
+            ):  # stderr, --json too
                 getattr(self, f"_on_{event.kind}", self._on_notice)(agent, event)
             if event.kind == "turn":
                 agent.turn, agent.state, agent.since = _int(event.text), "waiting for the model", time.monotonic()
@@ -272,7 +280,7 @@ class Renderer:
         self._end_line()
         self._write_err(self.style.paint(f"crew: {one_line(event.text)}", "33") + "\n")
 
-    _on_warning = _on_resume  # about the run, not one agent: a `crew:` line
+    _on_warning = _on_sandbox = _on_resume  # about the run, not one agent: a `crew:` line
 
     def _on_notice(self, agent: _Agent, event: Progress) -> None:
         self._err_line(agent, self.style.paint(f"  {one_line(event.text)}", "2"))

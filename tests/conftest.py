@@ -1,6 +1,7 @@
 """Shared fixtures: the mock model server, the real CLIs (pinned), and their scratch environments."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -11,6 +12,8 @@ from crewbridge import beneath, process
 from clienv import CLIS, require_cli
 from clienv import cli_env as build_env
 from mockserver import MockServer
+
+from crewbridge.sandbox import MECHANISM_ENV, Sandboxing
 
 
 @pytest.fixture
@@ -76,3 +79,8 @@ def started_clis(monkeypatch: pytest.MonkeyPatch) -> list[process.Child]:
     monkeypatch.setattr(process.Child, "__init__",
                         lambda self, argv, **kw: (children.append(self), spawn(self, argv, **kw))[1])
     return children
+@pytest.fixture(params=["bwrap", "landlock"])
+def sandboxing(request: pytest.FixtureRequest) -> Sandboxing:
+    """Each real sandbox mechanism in turn (bubblewrap, then Landlock), as `--sandbox required` gets
+    it: the test fails when this machine does not offer it."""
+    return Sandboxing(env={**os.environ, MECHANISM_ENV: request.param})

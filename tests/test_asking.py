@@ -52,7 +52,8 @@ def config(tmp_path: Path, task: str) -> Config:
     script.write_text(ASKS)
     command = [sys.executable, str(script), task, str(tmp_path / "depths")]
     agents = {**default_agents(), "asker": AgentSpec(id="asker", provider="asker")}
-    return Config(agents=agents, providers={"asker": GenericSpec(name="asker", command=command)}, transcripts=False)
+    asker = GenericSpec(name="asker", command=command, state_dirs=[str(tmp_path)])  # it records depths there
+    return Config(agents=agents, providers={"asker": asker}, transcripts=False)
 
 
 def test_an_asked_agent_asks_another_with_crews_ask(tmp_path: Path, workdir: Path) -> None:

@@ -89,3 +89,13 @@ def test_the_clis_start_at_once_and_the_run_takes_them(started_clis: list[proces
 def test_a_configuration_it_cannot_read_starts_nothing(started_clis: list[process.Child]) -> None:
     assert start(["query", "--config", "missing.yaml", "@demo hi"]) is None
     assert started_clis == []
+
+
+def test_a_sandbox_that_is_required_and_not_to_be_had_starts_nothing(
+        started_clis: list[process.Child], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CREW_SANDBOX_MECHANISM", "none")  # as on a machine where no mechanism works
+    assert start(["query", "--sandbox", "required", "@demo hi"]) is None
+    assert started_clis == []
+    early = start(["query", "--sandbox", "off", "@demo hi"])
+    assert early is not None and early.reading.sandbox == "off" and len(started_clis) == 1
+    early.bridge.close()
