@@ -2,7 +2,9 @@
 a bare Python launcher's (bench/launcher.py: `subprocess.Popen(["claude", …])` and nothing else),
 both with the Python of a venv where crew is installed as users install it. The `claude` first on
 PATH is a bash script that notes the wall clock ($EPOCHREALTIME, no fork) as it starts and exits:
-bash's own start is on both sides alike. Timed in rounds, the order rotated."""
+bash's own start is on both sides alike. It writes the note in claude's own state folder, which
+claude may write inside crew's sandbox too (crewbridge.sandbox: where crew runs a CLI in bubblewrap,
+its start is inside the figure). Timed in rounds, the order rotated."""
 from __future__ import annotations
 
 import os
@@ -22,8 +24,9 @@ def run(settings: Settings) -> list[Row]:
     fake.parent.mkdir(exist_ok=True)
     fake.write_text(FAKE)
     fake.chmod(0o755)
-    stamps = folder / "stamps.txt"
     with claude_env() as (_mock, env, work):
+        stamps = Path(env["HOME"]) / ".claude" / "launch-stamps.txt"
+        stamps.parent.mkdir(exist_ok=True)
         env = {**env, "PATH": f"{fake.parent}{os.pathsep}{env['PATH']}", "CREW_BENCH_STAMPS": str(stamps)}
 
         def until_exec(argv: list[str]) -> float:

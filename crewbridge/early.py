@@ -15,11 +15,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from crewbridge.bridge import Bridge
-from crewbridge.config import load_config
 from crewbridge.errors import CrewError
 from crewbridge.modes import MODES, Mode
-from crewbridge.options import RunOptions
+
+TYPE_CHECKING = False  # typing itself is ~5 ms to import; type checkers read this name as True
+if TYPE_CHECKING:
+    from crewbridge.bridge import Bridge
 
 
 def _number(kind: Callable[[str], float], low: float, above: bool = False) -> Callable[[str], bool]:
@@ -112,8 +113,19 @@ def start(args: list[str]) -> Early | None:
     reading = read(args)
     if reading is None:
         return None
+    from crewbridge.sandbox import Sandboxing
+
+    sandboxing = Sandboxing()
+    if reading.sandbox != "off":
+        sandboxing.detect_ahead()  # its probe (a process) runs while the engine loads below
+    # For start-up speed: imported once the probe runs.
+    from crewbridge.bridge import Bridge
+    from crewbridge.config import load_config
+    from crewbridge.options import RunOptions
+
     try:
         bridge = Bridge(load_config(reading.config_path, Path.cwd()))
+        bridge.sandboxing = sandboxing
         bridge.start(reading.text, reading.mode, RunOptions(tools_via=reading.tools_via, sandbox=reading.sandbox))
     except CrewError:
         return None
