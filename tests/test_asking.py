@@ -114,7 +114,7 @@ def test_an_ask_in_a_worktree_with_a_review_says_where_the_change_is_and_what_th
     writer.script(tool_block("crew:write_file", path="notes.txt", content="deploy: Tuesday\n"), "Set.", "Still set.")
     reviewer.script(tool_block("crew:verdict", verdict="approve"))
     agents = {**default_agents(), **{f.name: AgentSpec(f.name, f.name) for f in (writer, reviewer)}}
-    providers = {f.name: GenericSpec(f.name, f.provider()["command"]) for f in (writer, reviewer)}
+    providers = {f.name: GenericSpec(f.name, **f.provider()) for f in (writer, reviewer)}
     asker = Asker(Config(agents=agents, providers=providers, transcripts=False), repo)
     answer = asker.ask("@writer set the deploy day to Tuesday", "execute", worktree=True, review="reviewer")
     assert not answer.failed and status(repo) == ""
