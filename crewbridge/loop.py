@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from crewbridge import jsonio
 from crewbridge.availability import unavailable
 from crewbridge.caller import Caller
 from crewbridge.catalogue import build_prompt, offered_tools, render_catalogue, skills_section
@@ -454,6 +455,10 @@ class LoopChannel:
         data = arguments if isinstance(arguments, dict) else {"input": arguments}
         paths = [data[key] for key in PATH_KEYS if isinstance(data.get(key), str)]
         refusal = next(filter(None, (_outside(loop.ctx.workdir, path) for path in paths)), None)
+        try:
+            jsonio.check_depth(data)  # a CLI's line is not bounded as it is decoded (providers.base)
+        except jsonio.TooDeep as exc:
+            refusal = refusal or f"crew does not run {tool} with this input: {exc}"
         refusal = refusal or loop.policy.check_native(tool, data, read_only)
         decision = {"decision": "refused", "reason": refusal} if refusal else {"decision": "allowed"}
         loop.transcript.write("native_tool", agent=loop.agent, tool=tool, input=arguments, **decision)

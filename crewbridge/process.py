@@ -96,7 +96,7 @@ def _popen(argv: list[str], *, env: dict[str, str] | None, cwd: Path | None) -> 
     """The CLI `argv` running in a process group of its own, with pipes for stdin, stdout and stderr.
     OSError when it cannot be started."""
     proc = subprocess.Popen(
-        argv,
+        [_arg(arg) for arg in argv],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -107,6 +107,21 @@ def _popen(argv: list[str], *, env: dict[str, str] | None, cwd: Path | None) -> 
     assert proc.stdout is not None
     _grow_pipe(proc.stdout.fileno())
     return proc
+
+
+def _arg(arg: str) -> bytes:
+    """An argument as the kernel takes it: a file name that was not UTF-8 as its bytes again, any
+    other lone surrogate (a model's "\\ud800") as a backslash escape, never an error."""
+    try:
+        return os.fsencode(arg)
+    except UnicodeEncodeError:
+        return arg.encode("utf-8", "backslashreplace")
+
+
+def _encoded(text: str) -> bytes:
+    """Text for a CLI's stdin: UTF-8, a lone surrogate (a name that was not UTF-8, a model's
+    "\\udc80") written as a backslash escape, so the CLI and its model read it escaped."""
+    return text.encode("utf-8", "backslashreplace")
 
 
 def _grow_pipe(fd: int) -> None:
@@ -196,7 +211,7 @@ class Child:
     def _feed(self, text: str | None) -> None:
         leave_signals_to_main()
         if text is not None:
-            self._write(text.encode())
+            self._write(_encoded(text))
         self._close_stdin()
 
     def _write(self, data: bytes) -> None:
@@ -216,7 +231,7 @@ class Child:
 
     def send_line(self, text: str) -> None:
         self.trace("<", text)
-        self._write(text.encode() + b"\n")
+        self._write(_encoded(text) + b"\n")
 
     def trace(self, mark: str = "", text: str = "") -> None:
         """Log a line of the exchange: `$` the command (once, first), `<` a line sent, `>` a line read."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from typing import Any
 
 # A variable whose name contains one of these holds a secret; its value is redacted wherever it appears.
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
@@ -33,7 +32,7 @@ PATTERNS = [
 
 
 class Redactor:
-    """Replaces secrets in strings (and in every string inside JSON-like values) with `[REDACTED:…]`."""
+    """Replaces secrets in text with `[REDACTED:…]`."""
 
     def __init__(self, env: Mapping[str, str] | None = None) -> None:
         env = os.environ if env is None else env
@@ -57,13 +56,3 @@ class Redactor:
             if any(marker in text for marker in markers):
                 text = re.sub(pattern, replacement, text, flags=re.DOTALL)
         return text
-
-    def value(self, value: Any) -> Any:
-        """`value` with every string in it (dict keys too) redacted; other scalars unchanged."""
-        if isinstance(value, str):
-            return self.text(value)
-        if isinstance(value, dict):
-            return {self.value(k): self.value(v) for k, v in value.items()}
-        if isinstance(value, (list, tuple)):
-            return [self.value(v) for v in value]
-        return value

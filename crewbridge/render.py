@@ -57,6 +57,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
+from crewbridge import jsonio
 from crewbridge.policy import terminal_lock  # an approval question owns the terminal
 from crewbridge.process import log as process_log
 
@@ -537,12 +538,7 @@ def outcome_dict(outcome: Outcome) -> dict[str, Any]:
 
 def json_line(obj: Any) -> str:
     """One line of JSON; text that cannot be UTF-8 (a lone surrogate) is written as escapes."""
-    line = json.dumps(obj, ensure_ascii=False)
-    try:
-        line.encode("utf-8")
-    except UnicodeEncodeError:
-        line = json.dumps(obj)
-    return line + "\n"
+    return jsonio.dumps_bytes(obj).decode("utf-8") + "\n"
 
 
 def _encodable(text: str, stream: Any) -> str:

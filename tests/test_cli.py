@@ -149,6 +149,8 @@ def test_the_same_failing_call_repeated_ends_the_run_with_exit_1(crew, fake):
     (["query", "--config", "nope.yaml", "@demo hi"],
      "config file nope.yaml not found; check the --config path"),
     (["tools", "call", "crew:read_file", "--input", "{bad"], "--input is not valid JSON"),
+    (["tools", "call", "crew:read_file", "--input", "[" * 5000 + "]" * 5000],
+     "--input is JSON nested more than 100 levels deep; send flatter data"),
 ])
 def test_bad_usage_is_one_line_and_exit_2(args, message, crew):
     done = crew(*args)
