@@ -50,7 +50,7 @@ class Caller:
         data, block = (
             self.hooks.before(spec.name, data, self.agent, spec) if self.policy.allowed(spec) else (data, None)
         )
-        block = block or self.policy.check(spec, data)
+        block = block or self.policy.check(spec, data, ctx.deadline)
         if block:
             return ToolResult(False, error=block, tool=spec.name)
         result = self.registry.call(spec.name, data, ctx)

@@ -459,7 +459,7 @@ class LoopChannel:
             jsonio.check_depth(data)  # a CLI's line is not bounded as it is decoded (providers.base)
         except jsonio.TooDeep as exc:
             refusal = refusal or f"crew does not run {tool} with this input: {exc}"
-        refusal = refusal or loop.policy.check_native(tool, data, read_only)
+        refusal = refusal or loop.policy.check_native(tool, data, read_only, loop.deadline)
         decision = {"decision": "refused", "reason": refusal} if refusal else {"decision": "allowed"}
         loop.transcript.write("native_tool", agent=loop.agent, tool=tool, input=arguments, **decision)
         shown = f"{NATIVE}{tool} {brief_input(arguments)}"

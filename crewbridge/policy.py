@@ -8,10 +8,14 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import os
 import re
+import select
 import shlex
 import sys
 import threading
+import time
+from collections.abc import Callable
 from typing import IO, Any
 
 from crewbridge.config import AgentSpec
@@ -58,7 +62,57 @@ _WRAPPERS = frozenset(
 )
 _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "fish", "busybox"})
 
-terminal_lock = threading.Lock()  # one question on the terminal at a time, across agents
+
+class Floor:
+    """The terminal, shared by approval questions and crew's other lines on stderr: one question at
+    a time, across agents; while one waits for its answer, other lines are held and written after
+    it. Only the asking thread ever waits for a person, and only until its deadline."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._asking = False
+        self._held: list[Callable[[], None]] = []
+
+    def take(self, deadline: float | None) -> bool:
+        """Wait for the terminal until `deadline` (None: as long as it takes); True once it is this
+        question's (then give() it back)."""
+        with self._cond:
+            while self._asking:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                self._cond.wait(left)
+            self._asking = True
+            return True
+
+    def give(self) -> None:
+        """The question is over: the lines held meanwhile are written, and the next question may ask."""
+        with self._cond:
+            self._asking = False
+            held, self._held = self._held, []
+            for write in held:
+                write()
+            self._cond.notify()
+
+    def write(self, write: Callable[[], None]) -> None:
+        """Call `write` (it writes to the terminal) now, or once the question being asked is over."""
+        with self._cond:
+            if self._asking:
+                self._held.append(write)
+            else:
+                write()
+
+    def write_if_free(self, write: Callable[[], None]) -> None:
+        """Call `write` now if nothing else is writing or asking, else not at all (a status line)."""
+        if self._cond.acquire(blocking=False):
+            try:
+                if not self._asking:
+                    write()
+            finally:
+                self._cond.release()
+
+
+terminal = Floor()  # the process's one terminal
 
 
 class Approver:
@@ -72,13 +126,35 @@ class Approver:
     def interactive(self) -> bool:
         return _isatty(self.stdin) and _isatty(self.stderr)
 
-    def ask(self, question: str) -> str:
-        """The answer: "yes", "always" (this tool, for the rest of the run) or "no"."""
-        with terminal_lock:
+    def ask(self, question: str, deadline: float | None = None) -> str | None:
+        """The answer: "yes", "always" (this tool, for the rest of the run) or "no"; None when
+        `deadline` (time.monotonic()) passed first: the question is abandoned, nothing waits on."""
+        if not terminal.take(deadline):
+            return None
+        try:
             self.stderr.write(f"{question} [y/N/a=always] ")
             self.stderr.flush()
-            answer = self.stdin.readline().strip().lower()
-        return {"y": "yes", "yes": "yes", "a": "always", "always": "always"}.get(answer, "no")
+            answer = _read_line(self.stdin, deadline)
+            if answer is None:
+                self.stderr.write("(no answer before the run's time was up)\n")
+                self.stderr.flush()
+        finally:
+            terminal.give()
+        if answer is None:
+            return None
+        return {"y": "yes", "yes": "yes", "a": "always", "always": "always"}.get(answer.strip().lower(), "no")
+
+
+def _read_line(stream: IO[str], deadline: float | None) -> str | None:
+    """A line typed on the terminal `stream`, read from its descriptor once it is there (a terminal
+    hands over whole lines), so that the wait can end at `deadline` (then None); "" at its end."""
+    fd = stream.fileno()
+    while True:
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            return None
+        if select.select([fd], [], [], left)[0]:
+            return os.read(fd, 4096).decode("utf-8", "replace").partition("\n")[0]
 
 
 class Policy:
@@ -107,8 +183,9 @@ class Policy:
         """The tools the model is told about."""
         return registry.subset(self.allowed)
 
-    def check(self, spec: Tool, data: dict[str, Any]) -> str | None:
-        """Why this call may not run, or None. May ask a person (called from tool worker threads)."""
+    def check(self, spec: Tool, data: dict[str, Any], deadline: float | None = None) -> str | None:
+        """Why this call may not run, or None. May ask a person (called from tool worker threads),
+        until `deadline` (time.monotonic(): the run's end) at the latest."""
         if not self.allowed(spec):
             return self._refusal(spec)
         if spec.name == COMMAND_TOOL and isinstance(data.get("command"), str):
@@ -116,7 +193,7 @@ class Policy:
             if problem:
                 return problem
         if self.needs_approval(spec):
-            return self._approve(spec.name, data)
+            return self._approve(spec.name, data, deadline)
         return None
 
     def needs_approval(self, spec: Tool) -> bool:
@@ -134,11 +211,13 @@ class Policy:
             or agent.allow_commands
         )
 
-    def check_native(self, tool: str, data: dict[str, Any], read_only: bool) -> str | None:
+    def check_native(
+        self, tool: str, data: dict[str, Any], read_only: bool, deadline: float | None = None
+    ) -> str | None:
         """Why the CLI may not run its own tool `tool` with `data`, or None. The rules of crew's own
         tools: query mode and the read-only profile refuse what writes or runs commands (all but
         `read_only` tools); `native:` globs in allow (when it has any) and deny; command globs on a
-        shell tool's command; approval. May ask a person."""
+        shell tool's command; approval. May ask a person, until `deadline` at the latest."""
         agent = self.agent
         if not read_only and (self.mode != "execute" or agent.profile == "read-only"):
             where = f"{self.mode} mode" if self.mode != "execute" else f"agent '{agent.id}' (profile read-only)"
@@ -157,7 +236,7 @@ class Policy:
             if problem:
                 return problem
         if matches_native(tool, agent.approval):
-            return self._approve(NATIVE + tool, data)
+            return self._approve(NATIVE + tool, data, deadline)
         return None
 
     def _refusal(self, spec: Tool) -> str:
@@ -171,8 +250,8 @@ class Policy:
             f"(profile {self.agent.profile}, allow/deny in crew.yaml); use another tool"
         )
 
-    def _approve(self, name: str, data: dict[str, Any]) -> str | None:
-        """Ask a person whether tool `name` may run with `data` (None: yes)."""
+    def _approve(self, name: str, data: dict[str, Any], deadline: float | None) -> str | None:
+        """Ask a person whether tool `name` may run with `data` (None: yes), until `deadline`."""
         if self.approve_all or name in self._always:
             return None
         if not self.approver.interactive:
@@ -183,7 +262,9 @@ class Policy:
         shown = json.dumps(data, ensure_ascii=True)  # escapes control characters: nothing can hide
         if len(shown) > SHOWN_INPUT:
             shown = shown[:SHOWN_INPUT] + f"… ({len(shown) - SHOWN_INPUT} more characters)"
-        answer = self.approver.ask(f"@{self.agent.id} wants to run {name} {shown}\nAllow?")
+        answer = self.approver.ask(f"@{self.agent.id} wants to run {name} {shown}\nAllow?", deadline)
+        if answer is None:
+            return f"no one answered whether '{name}' may run before the run's time was up; it was not run"
         if answer == "always":
             self._always.add(name)
         if answer == "no":

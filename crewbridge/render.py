@@ -58,7 +58,7 @@ from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
 from crewbridge import jsonio
-from crewbridge.policy import terminal_lock  # an approval question owns the terminal
+from crewbridge.policy import terminal  # an approval question owns the terminal while it waits
 from crewbridge.process import log as process_log
 
 if TYPE_CHECKING:
@@ -397,16 +397,19 @@ class Renderer:
             _silence(self.out)
 
     def _write_err(self, text: str) -> None:
-        """A line on stderr (the status line, if drawn, wiped first); it waits while a person
-        answers an approval question."""
+        """A line on stderr (the status line, if drawn, wiped first); while a person is asked an
+        approval question, it is held and written after the question (nothing waits for them)."""
         self._quiet_since, self._last_line = time.monotonic(), None
-        with terminal_lock:
+
+        def write() -> None:
             self._clear_status()
             try:
                 self.err.write(_encodable(text, self.err))
                 self.err.flush()
             except BrokenPipeError:
                 _silence(self.err)
+
+        terminal.write(write)
 
     def trace(self, line: str) -> None:
         """A --verbose line on stderr."""
@@ -448,13 +451,13 @@ class Renderer:
             for a in busy
         ]
         line = one_line(f"{spin[frame % len(spin)]} " + "  ".join(parts), self.style.width - 1)
-        if terminal_lock.acquire(blocking=False):
-            try:
-                self.err.write("\r\x1b[2K" + self.style.paint(line, "2") + "\r")
-                self.err.flush()
-                self._status = True
-            finally:
-                terminal_lock.release()
+
+        def write() -> None:
+            self.err.write("\r\x1b[2K" + self.style.paint(line, "2") + "\r")
+            self.err.flush()
+            self._status = True
+
+        terminal.write_if_free(write)
 
     def _clear_status(self) -> None:
         if self._status:

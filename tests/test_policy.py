@@ -1,5 +1,10 @@
 import io
+import os
+import re
+import select
+import termios
 import threading
+import time
 
 import pytest
 from crewbridge.tools import builtin_registry
@@ -7,6 +12,7 @@ from crewbridge.tools import builtin_registry
 from crewbridge.config import AgentSpec
 from crewbridge.errors import ConfigError
 from crewbridge.policy import Approver, Policy, command_refusal, simple_commands
+from crewbridge.policy import terminal as floor
 from crewbridge.registry import Tool, ToolRegistry
 
 READ_ONLY = {"read_file", "list_files", "grep", "help", "skill", "count_lines"}
@@ -32,29 +38,65 @@ def offered(registry: ToolRegistry, mode: str = "execute", **agent: object) -> s
 
 
 class Terminal:
-    """A fake terminal: stdin answers from a list, stderr keeps what was asked."""
+    """A real pseudo-terminal (a pipe with `tty=False`): crew asks on one side, the test types the
+    `answers` (each a line, typed ahead) and reads what was asked on the other. No echo, no output
+    processing: what crew writes is what the test reads."""
 
     def __init__(self, *answers: str, tty: bool = True) -> None:
-        self.answers = list(answers)
-        self.asked: list[str] = []
-        self.tty = tty
+        if tty:
+            self.master, near = os.openpty()
+            attrs = termios.tcgetattr(near)
+            attrs[1] &= ~termios.OPOST
+            attrs[3] &= ~termios.ECHO
+            termios.tcsetattr(near, termios.TCSANOW, attrs)
+            far = os.dup(near)
+        else:
+            near, self.master = os.pipe()
+            far = os.open(os.devnull, os.O_WRONLY)
+        self.stdin = open(near, encoding="utf-8")
+        self.stderr = open(far, "w", encoding="utf-8")
+        self.shown = ""
+        OPEN.append(self)
+        for answer in answers:
+            self.type(answer)
 
-    def isatty(self) -> bool:
-        return self.tty
+    def type(self, answer: str) -> None:
+        os.write(self.master, answer.encode() + b"\n")
 
-    def write(self, text: str) -> None:
-        self.asked.append(text)
+    def read(self, until: str = "") -> str:
+        """All crew wrote so far; with `until`, once that has appeared too (a bound, not a timing)."""
+        deadline = time.monotonic() + 30
+        while until not in self.shown and time.monotonic() < deadline or select.select([self.master], [], [], 0)[0]:
+            if select.select([self.master], [], [], 0.05)[0]:
+                self.shown += os.read(self.master, 65536).decode()
+        assert until in self.shown, self.shown
+        return self.shown
 
-    def flush(self) -> None:
-        pass
+    @property
+    def asked(self) -> list[str]:
+        return re.findall(r".*?\[y/N/a=always\] ", self.read(), re.S)
 
-    def readline(self) -> str:
-        return self.answers.pop(0) + "\n" if self.answers else ""
+    def close(self) -> None:
+        for closing in (self.stdin.close, self.stderr.close, lambda: os.close(self.master)):
+            try:
+                closing()
+            except OSError:
+                pass
+
+
+OPEN: list[Terminal] = []
+
+
+@pytest.fixture(autouse=True)
+def close_terminals():
+    yield
+    while OPEN:
+        OPEN.pop().close()
 
 
 def asking(terminal: Terminal, **agent: object) -> Policy:
-    spec = AgentSpec(id="claude", provider="claude", **agent)
-    return Policy(spec, "execute", approver=Approver(stdin=terminal, stderr=terminal))  # type: ignore[arg-type]
+    spec = AgentSpec(**{"id": "claude", "provider": "claude", **agent})  # type: ignore[arg-type]
+    return Policy(spec, "execute", approver=Approver(stdin=terminal.stdin, stderr=terminal.stderr))
 
 
 # --- profiles, allow, deny, mode --------------------------------------------------------------------
@@ -201,7 +243,7 @@ def test_without_a_terminal_approval_is_refused_with_a_message_for_the_model(reg
 def test_approve_all_approves_without_asking(registry):
     terminal = Terminal()
     spec = AgentSpec(id="a", provider="demo", approval=["*"])
-    policy = Policy(spec, "execute", approve_all=True, approver=Approver(terminal, terminal))  # type: ignore[arg-type]
+    policy = Policy(spec, "execute", approve_all=True, approver=Approver(terminal.stdin, terminal.stderr))
     assert policy.check(registry.resolve("run_command"), {"command": "make"}) is None
     assert terminal.asked == []
 
@@ -228,40 +270,66 @@ def test_a_huge_input_is_shortened_in_the_question(registry):
 
 
 def test_parallel_agents_never_interleave_their_questions(registry):
-    """Two agents ask at once: the second question appears only after the first was answered."""
-    other_wrote = threading.Event()
-    overlaps = []
-
-    class Slow(Terminal):
-        open_questions = 0
-
-        def write(self, text: str) -> None:
-            Slow.open_questions += 1
-            if Slow.open_questions > 1:
-                overlaps.append(text)
-            other_wrote.set()
-            super().write(text)
-
-        def readline(self) -> str:
-            other_wrote.clear()
-            other_wrote.wait(0.3)  # give the other agent every chance to write now
-            Slow.open_questions -= 1
-            return "y\n"
-
-    policies = [asking(Slow(), approval=["*"]) for _ in range(2)]
-    threads = [threading.Thread(target=p.check, args=(registry.resolve("read_file"), {"path": "x"}))
-               for p in policies]
+    """Two agents ask at once on one terminal: the second question appears only once the first was
+    answered."""
+    terminal = Terminal()
+    policies = [asking(terminal, approval=["*"], id=name) for name in ("claude", "gemini")]
+    outcomes: dict[str, str | None] = {}
+    threads = [threading.Thread(target=lambda p=p: outcomes.update({p.agent.id: p.check(
+        registry.resolve("read_file"), {"path": "x"})})) for p in policies]
     for thread in threads:
         thread.start()
+    first = terminal.read(until="Allow?")
+    assert first.count("Allow?") == 1  # the other agent waits for the terminal
+    terminal.type("y")
+    assert terminal.read(until=first + "@").count("Allow?") == 2
+    terminal.type("n")
     for thread in threads:
         thread.join()
-    assert overlaps == [] and all(len(p.approver.stderr.asked) == 1 for p in policies)
+    assert sorted(outcomes.values(), key=str) == [None, "the user declined this call to 'read_file'; it was "
+                                                        "not run. Ask or try another way."]
 
 
-def test_the_default_approver_asks_only_when_stdin_and_stderr_are_terminals():
-    assert not Approver(io.StringIO(), io.StringIO()).interactive
-    assert not Approver(Terminal(tty=True), Terminal(tty=False)).interactive  # type: ignore[arg-type]
-    assert Approver(Terminal(tty=True), Terminal(tty=True)).interactive  # type: ignore[arg-type]
+def test_an_unanswered_question_is_abandoned_at_the_deadline(registry):
+    terminal = Terminal()
+    refusal = asking(terminal, approval=["read_file"]).check(registry.resolve("read_file"), {"path": "x"},
+                                                             deadline=time.monotonic() + 0.5)
+    assert refusal == ("no one answered whether 'read_file' may run before the run's time was up; it was not run")
+    assert terminal.read().endswith("Allow? [y/N/a=always] (no answer before the run's time was up)\n")
+
+
+def test_a_question_waiting_for_the_terminal_waits_only_until_its_own_deadline(registry):
+    terminal = Terminal()
+    first = asking(terminal, approval=["*"])
+    outcome: list[str | None] = []
+    asker = threading.Thread(target=lambda: outcome.append(first.check(registry.resolve("read_file"), {"path": "a"})))
+    asker.start()
+    terminal.read(until="Allow?")
+    second = asking(terminal, approval=["*"], id="gemini").check(registry.resolve("read_file"), {"path": "b"},
+                                                                  deadline=time.monotonic() + 0.3)
+    assert second is not None and second.startswith("no one answered") and "gemini" not in terminal.read()
+    terminal.type("y")
+    asker.join()
+    assert outcome == [None]
+
+
+def test_while_a_question_waits_crews_other_lines_follow_it_and_nothing_else_waits(registry):
+    terminal = Terminal()
+    outcome: list[str | None] = []
+    asker = threading.Thread(target=lambda: outcome.append(
+        asking(terminal, approval=["*"]).check(registry.resolve("read_file"), {"path": "a"})))
+    asker.start()
+    terminal.read(until="Allow?")
+
+    def line() -> None:
+        terminal.stderr.write("→ crew:grep x\n")
+        terminal.stderr.flush()
+
+    floor.write(line)  # returns at once: the asking thread writes it when the question is over
+    assert "grep" not in terminal.read()
+    terminal.type("y")
+    asker.join()
+    assert terminal.read(until="grep").endswith("Allow? [y/N/a=always] → crew:grep x\n") and outcome == [None]
 
 
 # --- the CLI's own tools (native:…) -----------------------------------------------------------------
