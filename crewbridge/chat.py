@@ -18,13 +18,14 @@ from pathlib import Path
 from typing import IO, Any
 
 from crewbridge.api import Outcome
+from crewbridge.approval import isatty
 from crewbridge.bridge import Bridge, Resumed
 from crewbridge.config import state_dir
 from crewbridge.errors import CLINotFound, CrewError, UsageError
 from crewbridge.loop import AgentLoop, Progress, RunResult
 from crewbridge.mentions import Mention, parse_mentions
 from crewbridge.modes import Mode
-from crewbridge.render import Renderer, isatty
+from crewbridge.render import Renderer
 from crewbridge.sessions import Prior, priors
 from crewbridge.transcript import Transcript
 from crewbridge.usage import Budget
@@ -51,7 +52,9 @@ class Chat:
         return result
 
     def cancel(self) -> None:
-        """Stop the reply being written (after a Ctrl-C); the conversation goes on."""
+        """Stop the reply being written (after a Ctrl-C), and any approval question of its calls;
+        the conversation goes on."""
+        self.loop.policy.withdraw()
         self.loop.conv.stop()
 
     def close(self) -> None:

@@ -188,6 +188,7 @@ class AgentLoop:
         included: past it, CrewTimeout."""
         self.deadline = time.monotonic() + self.timeout if self.timeout else None
         self.ctx.deadline = self.deadline
+        self.policy.reopen()  # the last message's reply may have been stopped (crew chat)
         records: list[CallRecord] = []
         for turn in range(1, self.max_turns + 1):
             if self.closed:  # closed from another thread (Ctrl-C): no new turn, no new CLI
@@ -256,6 +257,7 @@ class AgentLoop:
     def close(self) -> None:
         """End the conversation and drop tool calls that have not started; no turn starts after this."""
         self.closed = True
+        self.policy.withdraw()  # an approval question still open: no one is there for it any more
         self.conv.close()
         self._pool.shutdown()
         self.ctx.groups.end()  # run_command's and command tools' process groups, whatever their threads do

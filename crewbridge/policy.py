@@ -8,16 +8,11 @@ from __future__ import annotations
 
 import fnmatch
 import json
-import os
 import re
-import select
 import shlex
-import sys
-import threading
-import time
-from collections.abc import Callable
-from typing import IO, Any
+from typing import Any
 
+from crewbridge.approval import Approver
 from crewbridge.config import AgentSpec
 from crewbridge.errors import ConfigError
 from crewbridge.globs import NATIVE, matches, matches_native, native_globs
@@ -63,100 +58,6 @@ _WRAPPERS = frozenset(
 _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "fish", "busybox"})
 
 
-class Floor:
-    """The terminal, shared by approval questions and crew's other lines on stderr: one question at
-    a time, across agents; while one waits for its answer, other lines are held and written after
-    it. Only the asking thread ever waits for a person, and only until its deadline."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._asking = False
-        self._held: list[Callable[[], None]] = []
-
-    def take(self, deadline: float | None) -> bool:
-        """Wait for the terminal until `deadline` (None: as long as it takes); True once it is this
-        question's (then give() it back)."""
-        with self._cond:
-            while self._asking:
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
-                    return False
-                self._cond.wait(left)
-            self._asking = True
-            return True
-
-    def give(self) -> None:
-        """The question is over: the lines held meanwhile are written, and the next question may ask."""
-        with self._cond:
-            self._asking = False
-            held, self._held = self._held, []
-            for write in held:
-                write()
-            self._cond.notify()
-
-    def write(self, write: Callable[[], None]) -> None:
-        """Call `write` (it writes to the terminal) now, or once the question being asked is over."""
-        with self._cond:
-            if self._asking:
-                self._held.append(write)
-            else:
-                write()
-
-    def write_if_free(self, write: Callable[[], None]) -> None:
-        """Call `write` now if nothing else is writing or asking, else not at all (a status line)."""
-        if self._cond.acquire(blocking=False):
-            try:
-                if not self._asking:
-                    write()
-            finally:
-                self._cond.release()
-
-
-terminal = Floor()  # the process's one terminal
-
-
-class Approver:
-    """Asks a person yes/no on the terminal; says no without asking when there is no terminal."""
-
-    def __init__(self, stdin: IO[str] | None = None, stderr: IO[str] | None = None) -> None:
-        self.stdin = stdin or sys.stdin
-        self.stderr = stderr or sys.stderr
-
-    @property
-    def interactive(self) -> bool:
-        return _isatty(self.stdin) and _isatty(self.stderr)
-
-    def ask(self, question: str, deadline: float | None = None) -> str | None:
-        """The answer: "yes", "always" (this tool, for the rest of the run) or "no"; None when
-        `deadline` (time.monotonic()) passed first: the question is abandoned, nothing waits on."""
-        if not terminal.take(deadline):
-            return None
-        try:
-            self.stderr.write(f"{question} [y/N/a=always] ")
-            self.stderr.flush()
-            answer = _read_line(self.stdin, deadline)
-            if answer is None:
-                self.stderr.write("(no answer before the run's time was up)\n")
-                self.stderr.flush()
-        finally:
-            terminal.give()
-        if answer is None:
-            return None
-        return {"y": "yes", "yes": "yes", "a": "always", "always": "always"}.get(answer.strip().lower(), "no")
-
-
-def _read_line(stream: IO[str], deadline: float | None) -> str | None:
-    """A line typed on the terminal `stream`, read from its descriptor once it is there (a terminal
-    hands over whole lines), so that the wait can end at `deadline` (then None); "" at its end."""
-    fd = stream.fileno()
-    while True:
-        left = None if deadline is None else deadline - time.monotonic()
-        if left is not None and left <= 0:
-            return None
-        if select.select([fd], [], [], left)[0]:
-            return os.read(fd, 4096).decode("utf-8", "replace").partition("\n")[0]
-
-
 class Policy:
     def __init__(
         self, agent: AgentSpec, mode: Mode, *, approve_all: bool = False, approver: Approver | None = None
@@ -168,6 +69,15 @@ class Policy:
         self.approve_all = approve_all
         self.approver = approver or Approver()
         self._always: set[str] = set()
+
+    def withdraw(self) -> None:
+        """Withdraw any approval question a call of this policy asks or waits to ask (its reply was
+        stopped, its run ended): that call, and any other until reopen(), is refused."""
+        self.approver.withdraw()
+
+    def reopen(self) -> None:
+        """Approval questions may be asked again (a new message of the conversation)."""
+        self.approver.reopen()
 
     def allowed(self, spec: Tool) -> bool:
         """Whether the agent may use this tool at all in this mode."""
@@ -264,7 +174,7 @@ class Policy:
             shown = shown[:SHOWN_INPUT] + f"… ({len(shown) - SHOWN_INPUT} more characters)"
         answer = self.approver.ask(f"@{self.agent.id} wants to run {name} {shown}\nAllow?", deadline)
         if answer is None:
-            return f"no one answered whether '{name}' may run before the run's time was up; it was not run"
+            return f"no one answered in time whether '{name}' may run; it was not run"
         if answer == "always":
             self._always.add(name)
         if answer == "no":
@@ -276,13 +186,6 @@ def _in_profile(profile: str, spec: Tool) -> bool:
     if profile == "full":
         return True
     return spec.read_only or (profile == "coding" and spec.name in CODING_TOOLS)
-
-
-def _isatty(stream: IO[str]) -> bool:
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):
-        return False
 
 
 def command_refusal(command: str, deny: list[str], allow: list[str]) -> str | None:

@@ -58,7 +58,7 @@ from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
 from crewbridge import jsonio
-from crewbridge.policy import terminal  # an approval question owns the terminal while it waits
+from crewbridge.approval import isatty, terminal  # an approval question owns the terminal while it waits
 from crewbridge.process import log as process_log
 
 if TYPE_CHECKING:
@@ -594,14 +594,6 @@ def _int(text: str) -> int:
         return int(text)
     except ValueError:
         return 0
-
-
-def isatty(stream: Any) -> bool:
-    """Whether `stream` is a terminal (False for anything that cannot say)."""
-    try:
-        return bool(stream.isatty())
-    except (AttributeError, ValueError):
-        return False
 
 
 def _same_terminal(a: Any, b: Any) -> bool:

@@ -1,18 +1,12 @@
-import io
-import os
-import re
-import select
-import termios
-import threading
-import time
 
 import pytest
 from crewbridge.tools import builtin_registry
 
 from crewbridge.config import AgentSpec
 from crewbridge.errors import ConfigError
-from crewbridge.policy import Approver, Policy, command_refusal, simple_commands
-from crewbridge.policy import terminal as floor
+from crewbridge.approval import Approver
+from crewbridge.policy import Policy, command_refusal, simple_commands
+from ttys import Terminal, close_terminals  # noqa: F401 - a fixture
 from crewbridge.registry import Tool, ToolRegistry
 
 READ_ONLY = {"read_file", "list_files", "grep", "help", "skill", "count_lines"}
@@ -35,63 +29,6 @@ def registry() -> ToolRegistry:
 
 def offered(registry: ToolRegistry, mode: str = "execute", **agent: object) -> set[str]:
     return set(Policy(AgentSpec(id="a", provider="demo", **agent), mode).offered(registry).names())
-
-
-class Terminal:
-    """A real pseudo-terminal (a pipe with `tty=False`): crew asks on one side, the test types the
-    `answers` (each a line, typed ahead) and reads what was asked on the other. No echo, no output
-    processing: what crew writes is what the test reads."""
-
-    def __init__(self, *answers: str, tty: bool = True) -> None:
-        if tty:
-            self.master, near = os.openpty()
-            attrs = termios.tcgetattr(near)
-            attrs[1] &= ~termios.OPOST
-            attrs[3] &= ~termios.ECHO
-            termios.tcsetattr(near, termios.TCSANOW, attrs)
-            far = os.dup(near)
-        else:
-            near, self.master = os.pipe()
-            far = os.open(os.devnull, os.O_WRONLY)
-        self.stdin = open(near, encoding="utf-8")
-        self.stderr = open(far, "w", encoding="utf-8")
-        self.shown = ""
-        OPEN.append(self)
-        for answer in answers:
-            self.type(answer)
-
-    def type(self, answer: str) -> None:
-        os.write(self.master, answer.encode() + b"\n")
-
-    def read(self, until: str = "") -> str:
-        """All crew wrote so far; with `until`, once that has appeared too (a bound, not a timing)."""
-        deadline = time.monotonic() + 30
-        while until not in self.shown and time.monotonic() < deadline or select.select([self.master], [], [], 0)[0]:
-            if select.select([self.master], [], [], 0.05)[0]:
-                self.shown += os.read(self.master, 65536).decode()
-        assert until in self.shown, self.shown
-        return self.shown
-
-    @property
-    def asked(self) -> list[str]:
-        return re.findall(r".*?\[y/N/a=always\] ", self.read(), re.S)
-
-    def close(self) -> None:
-        for closing in (self.stdin.close, self.stderr.close, lambda: os.close(self.master)):
-            try:
-                closing()
-            except OSError:
-                pass
-
-
-OPEN: list[Terminal] = []
-
-
-@pytest.fixture(autouse=True)
-def close_terminals():
-    yield
-    while OPEN:
-        OPEN.pop().close()
 
 
 def asking(terminal: Terminal, **agent: object) -> Policy:
@@ -267,69 +204,6 @@ def test_a_huge_input_is_shortened_in_the_question(registry):
     asking(terminal, approval=["write_file"]).check(registry.resolve("write_file"),
                                                     {"path": "a", "content": "x" * 10_000})
     assert len(terminal.asked[0]) < 2200 and "more characters)" in terminal.asked[0]
-
-
-def test_parallel_agents_never_interleave_their_questions(registry):
-    """Two agents ask at once on one terminal: the second question appears only once the first was
-    answered."""
-    terminal = Terminal()
-    policies = [asking(terminal, approval=["*"], id=name) for name in ("claude", "gemini")]
-    outcomes: dict[str, str | None] = {}
-    threads = [threading.Thread(target=lambda p=p: outcomes.update({p.agent.id: p.check(
-        registry.resolve("read_file"), {"path": "x"})})) for p in policies]
-    for thread in threads:
-        thread.start()
-    first = terminal.read(until="Allow?")
-    assert first.count("Allow?") == 1  # the other agent waits for the terminal
-    terminal.type("y")
-    assert terminal.read(until=first + "@").count("Allow?") == 2
-    terminal.type("n")
-    for thread in threads:
-        thread.join()
-    assert sorted(outcomes.values(), key=str) == [None, "the user declined this call to 'read_file'; it was "
-                                                        "not run. Ask or try another way."]
-
-
-def test_an_unanswered_question_is_abandoned_at_the_deadline(registry):
-    terminal = Terminal()
-    refusal = asking(terminal, approval=["read_file"]).check(registry.resolve("read_file"), {"path": "x"},
-                                                             deadline=time.monotonic() + 0.5)
-    assert refusal == ("no one answered whether 'read_file' may run before the run's time was up; it was not run")
-    assert terminal.read().endswith("Allow? [y/N/a=always] (no answer before the run's time was up)\n")
-
-
-def test_a_question_waiting_for_the_terminal_waits_only_until_its_own_deadline(registry):
-    terminal = Terminal()
-    first = asking(terminal, approval=["*"])
-    outcome: list[str | None] = []
-    asker = threading.Thread(target=lambda: outcome.append(first.check(registry.resolve("read_file"), {"path": "a"})))
-    asker.start()
-    terminal.read(until="Allow?")
-    second = asking(terminal, approval=["*"], id="gemini").check(registry.resolve("read_file"), {"path": "b"},
-                                                                  deadline=time.monotonic() + 0.3)
-    assert second is not None and second.startswith("no one answered") and "gemini" not in terminal.read()
-    terminal.type("y")
-    asker.join()
-    assert outcome == [None]
-
-
-def test_while_a_question_waits_crews_other_lines_follow_it_and_nothing_else_waits(registry):
-    terminal = Terminal()
-    outcome: list[str | None] = []
-    asker = threading.Thread(target=lambda: outcome.append(
-        asking(terminal, approval=["*"]).check(registry.resolve("read_file"), {"path": "a"})))
-    asker.start()
-    terminal.read(until="Allow?")
-
-    def line() -> None:
-        terminal.stderr.write("→ crew:grep x\n")
-        terminal.stderr.flush()
-
-    floor.write(line)  # returns at once: the asking thread writes it when the question is over
-    assert "grep" not in terminal.read()
-    terminal.type("y")
-    asker.join()
-    assert terminal.read(until="grep").endswith("Allow? [y/N/a=always] → crew:grep x\n") and outcome == [None]
 
 
 # --- the CLI's own tools (native:…) -----------------------------------------------------------------

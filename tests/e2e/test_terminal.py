@@ -205,6 +205,24 @@ def test_ctrl_c_stops_a_reply_and_the_chat_goes_on(screen, mock_server):
     assert "count slowly" in mock_server.requests[-1].text()  # the same conversation went on
 
 
+def test_ctrl_c_withdraws_an_approval_question_and_the_chat_goes_on(screen, workdir, mock_server):
+    (workdir / "crew.yaml").write_text(json.dumps({"agents": {"claude": {"approval": ["read_file"]}}}))
+    mock_server.script(reply("Reading.\n", block("notes.txt")), "Still here.")
+    screen.type('crew chat @claude; echo "[exit $?]"')
+    screen.wait_for(at_prompt)
+    screen.type("what does notes.txt say?")
+    screen.wait_for("Allow? [y/N/a=always]")
+    screen.press("C-c")
+    screen.wait_for(lambda s: "(reply stopped)" in s and at_prompt(s))
+    screen.type("are you there?")  # goes to the chat, not to the withdrawn question
+    screen.wait_for(lambda s: "Still here." in s and at_prompt(s))
+    screen.type("/exit")
+    shown = lines_of(screen.wait_for("[exit 0]"))
+    question = next(i for i, line in enumerate(shown) if line.startswith("Allow?"))
+    assert shown[question].startswith("Allow? [y/N/a=always] ") and "(withdrawn)" in "\n".join(shown[question:]), shown
+    assert "> are you there?" in shown and "the secret is 42" not in mock_server.requests[-1].text()
+
+
 # --- an approval question nobody answers: --timeout still holds -------------------------------------
 
 def on_a_terminal_nobody_answers(args: list[str], env: dict[str, str], cwd: Path) -> tuple[int, str]:
