@@ -28,6 +28,8 @@ TYPE_CHECKING = False  # typing itself is ~5 ms to import; type checkers read th
 
 _EXPORTS = {
     "Bridge": "crewbridge.bridge",
+    "Chat": "crewbridge.bridge",
+    "RunOptions": "crewbridge.options",
     "Outcome": "crewbridge.api",
     "EventStream": "crewbridge.api",
     "Progress": "crewbridge.loop",
@@ -53,6 +55,7 @@ __all__ = [  # _EXPORTS' names, spelled out for tools that read __all__ (a test 
     "VERSION_MESSAGE",
     "Bridge",
     "CallRecord",
+    "Chat",
     "Config",
     "ConfigError",
     "CrewError",
@@ -61,6 +64,7 @@ __all__ = [  # _EXPORTS' names, spelled out for tools that read __all__ (a test 
     "Progress",
     "Provider",
     "ProviderError",
+    "RunOptions",
     "RunResult",
     "Tool",
     "ToolContext",
@@ -79,11 +83,12 @@ if TYPE_CHECKING:
     from typing import Any
 
     from crewbridge.api import EventStream, Outcome
-    from crewbridge.bridge import Bridge
+    from crewbridge.bridge import Bridge, Chat
     from crewbridge.config import Config, load_config
     from crewbridge.errors import ConfigError, CrewError, ProviderError, UsageError
     from crewbridge.functions import function_tool, tool
     from crewbridge.loop import CallRecord, Progress, RunResult
+    from crewbridge.options import RunOptions
     from crewbridge.providers.base import Provider, Turn
     from crewbridge.registry import Tool, ToolContext, ToolFailure, ToolRegistry, ToolResult
 

@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Any
 from crewbridge.config import AgentSpec, Config, load_config
 from crewbridge.conversation import Conversation, new_conversation
 from crewbridge.errors import CLINotFound, CrewError, Interrupted, ProviderUnavailable, UsageError
-from crewbridge.mentions import Mention, parse_mentions
+from crewbridge.mentions import Mention, parse_agent, parse_mentions
 from crewbridge.modes import MODES, Mode
+from crewbridge.options import RunOptions
 from crewbridge.providers.base import Turn
 from crewbridge.registry import Tool, ToolRegistry
 from crewbridge.skills import Found, Skill, chosen, discover, roots
@@ -123,31 +124,29 @@ class Bridge:
     def found_skills(self, workdir: Path | None = None) -> Found:
         """Every skill folder found from `workdir` (default the Bridge's), crew.yaml's `skills:`
         folders and the user's (crewbridge.skills), with the broken and the hidden ones."""
-        return discover(roots(workdir or self.workdir, self.config.skills))
+        workdir = workdir or self.workdir
+        return discover(roots(workdir, self.config.skills), workdir)
 
     def run(
         self,
         text: str,
         mode: Mode = "query",
         *,
+        options: RunOptions | None = None,
         context: str | None = None,
-        max_turns: int = 10,
-        timeout: float | None = 300.0,
-        approve_all: bool = False,
-        max_cost: float | None = None,
-        max_tokens: int | None = None,
-        resume: str | None = None,
         transcript: Transcript | None = None,
         on_progress: Callable[[Progress], None] | None = None,
         stop: Stop | None = None,
-        tools_via: str | None = None,
+        **values: Any,
     ) -> list[Outcome]:
-        """Run the task in `text` ("@agent[:model] … task") on every mentioned agent at once.
-        `max_cost` (dollars) and `max_tokens` bound the whole run, every agent's usage summed: past
-        one, each agent stops before its next tool turn (BudgetExceeded). `resume`: the id of an
-        earlier run whose agents' conversations the task continues (crewbridge.sessions). `stop`, when set
-        from another thread, ends the run (crewbridge.api.Stop). `tools_via` ("text" or "native")
-        replaces each agent's `tools_via` (crewbridge.native)."""
+        """Run the task in `text` ("@agent[:model] … task") on every mentioned agent at once, with
+        `options` and any RunOptions given by name (`max_turns=3`, `tools_via="native"`; see
+        crewbridge.options). `max_cost` (dollars) and `max_tokens` bound the whole run, every agent's
+        usage summed: past one, each agent stops before its next tool turn (BudgetExceeded). `resume`:
+        the id of an earlier run whose agents' conversations the task continues (crewbridge.sessions).
+        `context` is added to the task; `stop`, when set from another thread, ends the run
+        (crewbridge.api.Stop)."""
+        options = (options or RunOptions()).given(values)
         if mode not in MODES:
             raise UsageError(f"mode '{mode}' is not one of {', '.join(MODES)}")
         mentions, task = parse_mentions(text)
@@ -157,51 +156,32 @@ class Bridge:
             task = f"{task}\n\n{context}"
         own = transcript is None
         status = "interrupted"
-        earlier: dict[str, Prior] = {}
-        if resume:
-            from crewbridge.sessions import priors
-
-            earlier = priors(resume)
+        earlier = self._priors(options.resume)
         conversations: list[Conversation | CrewError] = []
         held: list[bool] = []  # whether each CLI holds its earlier conversation
         try:
             for mention in mentions:  # every CLI starts first: it boots while the rest is built
                 conversation, holds = self._conversation(
-                    mention, mode, prior=earlier.get(mention.agent), tools_via=tools_via
+                    mention, mode, options.tools_via, prior=earlier.get(mention.agent)
                 )
                 conversations.append(conversation)
                 held.append(holds)
             from crewbridge.usage import Budget  # for start-up speed (see top)
 
             if transcript is None:
-                from crewbridge.transcript import Transcript
-
-                transcript = (
-                    Transcript.open(
-                        command=mode,
-                        agents=[m.agent for m in mentions],
-                        task=task,
-                        secrets=self.config.provider_env(),
-                        resumed_from=resume,
-                    )
-                    if self.config.transcripts
-                    else Transcript()
-                )
+                transcript = self._transcript(mode, [m.agent for m in mentions], options.resume, task=task)
             self.registry.names()  # built here, once: an error in the tools' configuration ends the run
             outcomes = self._run_all(
                 mentions,
                 conversations,
                 task,
                 mode,
-                resumed=Resumed(resume, earlier, held) if resume else None,
-                max_turns=max_turns,
-                timeout=timeout,
-                approve_all=approve_all,
-                budget=Budget(max_cost, max_tokens),
+                options,
+                resumed=Resumed(options.resume, earlier, held) if options.resume else None,
+                budget=Budget(options.max_cost, options.max_tokens),
                 transcript=transcript,
                 on_progress=on_progress,
                 stop=stop,
-                tools_via=tools_via,
             )
             status = "ok" if all(o.error is None for o in outcomes) else "failed"
             return outcomes
@@ -212,26 +192,88 @@ class Bridge:
             if own and transcript is not None:
                 transcript.close(status)
 
+    def chat(
+        self,
+        agent: str,
+        mode: Mode = "query",
+        *,
+        options: RunOptions | None = None,
+        on_progress: Callable[[Progress], None] | None = None,
+        **values: Any,
+    ) -> Chat:
+        """A conversation with one agent ("@claude", "@claude:haiku" or "claude") that goes on across
+        messages: `chat.ask(text)` for each, `chat.close()` at the end. Its CLI starts now. Takes the
+        options of `run`; with `resume`, the conversation continues that run's with the agent."""
+        from crewbridge.usage import Budget
+
+        options = (options or RunOptions()).given(values)
+        if mode not in MODES:
+            raise UsageError(f"mode '{mode}' is not one of {', '.join(MODES)}")
+        mention = parse_agent(agent)
+        self.config.agent(mention.agent)  # an unknown agent fails before anything starts
+        earlier = self._priors(options.resume)
+        transcript = self._transcript("chat", [mention.agent], options.resume, mode=mode)
+        conversation: Conversation | CrewError | None = None
+        try:
+            conversation, held = self._conversation(mention, mode, options.tools_via, prior=earlier.get(mention.agent))
+            if isinstance(conversation, CrewError):
+                raise conversation
+            prior = None
+            if options.resume:
+                resumed = Resumed(options.resume, earlier, [held])
+                prior, held = resumed.of(0, mention.agent, transcript, _teller(on_progress))
+            loop = self._loop(
+                mention,
+                mode,
+                options,
+                conversation=conversation,
+                budget=Budget(options.max_cost, options.max_tokens),
+                transcript=transcript,
+                on_progress=on_progress,
+            )
+        except BaseException:
+            if conversation is not None and not isinstance(conversation, CrewError):
+                conversation.close()
+            transcript.close("interrupted")
+            raise
+        return Chat(loop, prior, held)
+
+    def _priors(self, resume: str | None) -> dict[str, Prior]:
+        """The conversations of run `resume` by agent (none without one)."""
+        if not resume:
+            return {}
+        from crewbridge.sessions import priors
+
+        return priors(resume)
+
+    def _transcript(self, command: str, agents: list[str], resume: str | None, **fields: Any) -> Transcript:
+        """A new run's transcript (one that writes nothing when transcripts are off)."""
+        from crewbridge.transcript import Transcript
+
+        if not self.config.transcripts:
+            return Transcript()
+        return Transcript.open(
+            command=command, agents=agents, **fields, secrets=self.config.provider_env(), resumed_from=resume
+        )
+
     def _run_all(
         self,
         mentions: list[Mention],
         conversations: list[Conversation | CrewError],
         task: str,
         mode: Mode,
+        options: RunOptions,
         *,
         resumed: Resumed | None,
+        budget: Budget,
         transcript: Transcript,
+        on_progress: Callable[[Progress], None] | None,
         stop: Stop | None,
-        **options: Any,
     ) -> list[Outcome]:
         from crewbridge.api import Outcome
-        from crewbridge.loop import Progress
 
         loops: list[AgentLoop] = []
-
-        def say(kind: str, agent: str, text: str) -> None:
-            if options.get("on_progress"):
-                options["on_progress"](Progress(kind, agent, text))
+        say = _teller(on_progress)
 
         def one(index: int, mention: Mention, conversation: Conversation | CrewError) -> Outcome:
             """The mentioned agent's run; when its provider cannot serve, its fallbacks' in turn."""
@@ -243,12 +285,19 @@ class Bridge:
                 fell_back_from = mention.agent if step else None
                 try:
                     if step:  # another CLI: it is given the earlier conversation, replayed
-                        conversation = self._conversation(current, mode, spec, tools_via=options["tools_via"])[0]
+                        conversation = self._conversation(current, mode, options.tools_via, spec)[0]
                         held = False
                     if isinstance(conversation, CrewError):
                         raise conversation
                     loop = self._loop(
-                        current, mode, conversation=conversation, transcript=transcript, spec=spec, **options
+                        current,
+                        mode,
+                        options,
+                        conversation=conversation,
+                        spec=spec,
+                        budget=budget,
+                        transcript=transcript,
+                        on_progress=on_progress,
                     )
                     loops.append(loop)
                     if stop is not None:
@@ -312,15 +361,15 @@ class Bridge:
         self,
         mention: Mention,
         mode: Mode,
+        tools_via: str | None,
         spec: AgentSpec | None = None,
         prior: Prior | None = None,
-        tools_via: str | None = None,
     ) -> tuple[Conversation | CrewError, bool]:
         """The agent's conversation, its CLI started where it can wait for the first message (or the
-        error that stops this agent alone, such as an unknown provider). `spec`: the agent's settings,
-        when not the configured ones (a fallback's). With `prior`, the conversation continues that
-        one; the flag says whether the CLI holds it (else the first message replays it). `tools_via`
-        replaces the agent's."""
+        error that stops this agent alone, such as an unknown provider). `tools_via` replaces the
+        agent's; `spec`: the agent's settings, when not the configured ones (a fallback's). With
+        `prior`, the conversation continues that one; the flag says whether the CLI holds it (else
+        the first message replays it)."""
         try:
             agent = spec or self.config.agent(mention.agent)
             base = Turn(
@@ -347,28 +396,20 @@ class Bridge:
         self,
         mention: Mention,
         mode: Mode,
+        options: RunOptions,
         *,
-        max_turns: int,
-        timeout: float | None,
-        approve_all: bool,
-        transcript: Transcript | None,
+        conversation: Conversation,
+        budget: Budget,
+        transcript: Transcript,
         on_progress: Callable[[Progress], None] | None,
-        conversation: Conversation | None = None,
         spec: AgentSpec | None = None,
-        budget: Budget | None = None,
-        tools_via: str | None = None,
     ) -> AgentLoop:
-        """The agent's loop over `conversation` (by default a new one, its CLI started at once)."""
+        """The agent's loop over `conversation` (closed if the loop cannot be made)."""
         from crewbridge.hooks import Hooks
         from crewbridge.loop import AgentLoop
         from crewbridge.policy import Policy
         from crewbridge.usage import Budget
 
-        if conversation is None:
-            made = self._conversation(mention, mode, spec, tools_via=tools_via)[0]
-            if isinstance(made, CrewError):
-                raise made
-            conversation = made
         agent = spec or self.config.agent(mention.agent)
         workdir = self._workdir(agent)
         try:
@@ -376,28 +417,77 @@ class Bridge:
                 mention.agent,
                 conversation,
                 self.registry,
-                Policy(agent, mode, approve_all=approve_all),
+                Policy(agent, mode, approve_all=options.approve_all),
                 workdir=workdir,
                 hooks=Hooks(self.config.hooks, workdir=workdir),
                 transcript=transcript,
-                max_turns=max_turns,
-                timeout=agent.timeout or timeout,
+                max_turns=options.max_turns,
+                timeout=agent.timeout or options.timeout,
                 compact=self.config.compact_catalogue,
                 on_progress=on_progress,
                 skills=self.skills(agent),
                 budgets=[
-                    budget or Budget(None, None),
+                    budget,
                     Budget(
                         agent.max_cost,
                         agent.max_tokens,
                         (f"agents.{agent.id}.max_cost", f"agents.{agent.id}.max_tokens"),
                     ),
                 ],
-                tools_via=tools_via or agent.tools_via,
+                tools_via=options.tools_via or agent.tools_via,
             )
         except BaseException:
             conversation.close()
             raise
+
+
+class Chat:
+    """One agent's conversation across messages (Bridge.chat): the first message carries the tool
+    catalogue (or continues the resumed conversation), later ones go as they are; the model keeps
+    the context, and its CLI stays open until close()."""
+
+    def __init__(self, loop: AgentLoop, prior: Prior | None = None, held: bool = True) -> None:
+        self.loop = loop
+        self.prior, self.held = prior, held  # the earlier conversation it continues, if any
+        self.started = False  # a reply came back: the model has the catalogue
+
+    @property
+    def agent(self) -> str:
+        return self.loop.agent
+
+    def ask(self, text: str) -> RunResult:
+        """Send a message; the answer once the model is done with its tools."""
+        result = self.loop.converse(text if self.started else self.loop.opening(text, self.prior, self.held))
+        self.started = True
+        return result
+
+    def failed(self, error: CrewError) -> None:
+        """Record that `error` ended the last message's reply (the chat goes on)."""
+        self.loop.transcript.write("error", agent=self.agent, message=str(error))
+
+    def cancel(self) -> None:
+        """Stop the reply being written (after a Ctrl-C), and any approval question of its calls;
+        the conversation goes on."""
+        self.loop.policy.withdraw()
+        self.loop.conv.stop()
+
+    def close(self, status: str = "ok") -> None:
+        """End the conversation and its transcript (`status`: ok, interrupted)."""
+        try:
+            self.loop.close()
+        finally:
+            self.loop.transcript.close(status)
+
+
+def _teller(on_progress: Callable[[Progress], None] | None) -> Callable[[str, str, str], None]:
+    """A notice (kind, agent, text) as a Progress event, for `on_progress`."""
+    from crewbridge.loop import Progress
+
+    def say(kind: str, agent: str, text: str) -> None:
+        if on_progress is not None:
+            on_progress(Progress(kind, agent, text))
+
+    return say
 
 
 @dataclass

@@ -19,16 +19,13 @@ from typing import IO, Any
 
 from crewbridge.api import Outcome
 from crewbridge.approval import isatty
-from crewbridge.bridge import Bridge, Resumed
+from crewbridge.bridge import Bridge, Chat
 from crewbridge.config import state_dir
-from crewbridge.errors import CLINotFound, CrewError, UsageError
-from crewbridge.loop import AgentLoop, Progress, RunResult
-from crewbridge.mentions import Mention, parse_mentions
+from crewbridge.errors import CLINotFound, CrewError
+from crewbridge.mentions import parse_agent
 from crewbridge.modes import Mode
+from crewbridge.options import RunOptions
 from crewbridge.render import Renderer
-from crewbridge.sessions import Prior, priors
-from crewbridge.transcript import Transcript
-from crewbridge.usage import Budget
 
 HISTORY_FILE = "chat_history"
 HISTORY_LENGTH = 1000
@@ -37,114 +34,30 @@ HELP = "/exit (or Ctrl-D) leaves; Ctrl-C stops a reply; anything else goes to th
 _COMMAND = re.compile(r"/[A-Za-z]+")
 
 
-class Chat:
-    """The engine: messages in, answers out, one conversation throughout."""
-
-    def __init__(self, loop: AgentLoop, prior: Prior | None = None, held: bool = True) -> None:
-        self.loop = loop
-        self.prior, self.held = prior, held  # the earlier conversation it continues, if any
-        self.started = False  # a reply came back: the model has the catalogue
-
-    def ask(self, text: str) -> RunResult:
-        """Send a message; the answer once the model is done with its tools."""
-        result = self.loop.converse(text if self.started else self.loop.opening(text, self.prior, self.held))
-        self.started = True
-        return result
-
-    def cancel(self) -> None:
-        """Stop the reply being written (after a Ctrl-C), and any approval question of its calls;
-        the conversation goes on."""
-        self.loop.policy.withdraw()
-        self.loop.conv.stop()
-
-    def close(self) -> None:
-        self.loop.close()
-
-
-def parse_agent(text: str) -> Mention:
-    """`@claude` or `@claude:model` (the @ may be left out)."""
-    spec = text if text.startswith("@") else "@" + text
-    try:
-        mentions, rest = parse_mentions(spec + " -")  # a stand-in task: only the mention is wanted
-    except UsageError:
-        mentions, rest = [], ""
-    if len(mentions) != 1 or rest != "-":
-        raise UsageError(f"'{text}' is not one agent mention; write e.g. crew chat @claude or @claude:haiku")
-    return mentions[0]
-
-
 def run_chat(
     bridge: Bridge,
     agent: str,
     *,
     mode: Mode = "query",
-    max_turns: int = 10,
-    timeout: float | None = 300.0,
-    approve_all: bool = False,
-    max_cost: float | None = None,
-    max_tokens: int | None = None,
-    resume: str | None = None,
+    options: RunOptions | None = None,
     verbose: bool = False,
     stdin: IO[str] | None = None,
     history: Path | None = None,
-    tools_via: str | None = None,
 ) -> None:
-    """The chat on this terminal (or on piped stdin, one message a line, no prompt). `resume`: the id
-    of an earlier run whose conversation with the agent the chat continues."""
-    mention = parse_agent(agent)
-    bridge.config.agent(mention.agent)  # an unknown agent fails before anything starts
-    earlier = priors(resume) if resume else {}
-    reader = LineReader(stdin or sys.stdin, history or state_dir() / HISTORY_FILE)
-    transcript = (
-        Transcript.open(
-            command="chat",
-            agents=[mention.agent],
-            mode=mode,
-            secrets=bridge.config.provider_env(),
-            resumed_from=resume,
-        )
-        if bridge.config.transcripts
-        else Transcript()
-    )
-    status = "interrupted"
-    try:
-        with Renderer(agents=[mention.agent], verbose=verbose) as renderer:
-            conversation, held = bridge._conversation(
-                mention, mode, prior=earlier.get(mention.agent), tools_via=tools_via
-            )
-            if isinstance(conversation, CrewError):
-                raise conversation
-            prior = None
-            if resume:
-
-                def say(kind: str, name: str, text: str) -> None:
-                    renderer.progress(Progress(kind, name, text))
-
-                prior, held = Resumed(resume, earlier, [held]).of(0, mention.agent, transcript, say)
-            loop = bridge._loop(
-                mention,
-                mode,
-                conversation=conversation,
-                max_turns=max_turns,
-                timeout=timeout,
-                approve_all=approve_all,
-                budget=Budget(max_cost, max_tokens),
-                transcript=transcript,
-                on_progress=renderer.progress,
-                tools_via=tools_via,
-            )
-            tools = "read-only tools" if mode == "query" else "every tool policy allows"
-            converse(
-                Chat(loop, prior, held), reader, renderer, f"crew chat with @{mention.agent} ({mode} mode: {tools})."
-            )
-        status = "ok"
-    finally:
-        transcript.close(status)
+    """The chat on this terminal (or on piped stdin, one message a line, no prompt). With
+    `options.resume`, the id of an earlier run, the chat continues that run's conversation with the agent."""
+    name = parse_agent(agent).agent
+    with Renderer(agents=[name], verbose=verbose) as renderer:
+        chat = bridge.chat(agent, mode, options=options, on_progress=renderer.progress)
+        reader = LineReader(stdin or sys.stdin, history or state_dir() / HISTORY_FILE)
+        tools = "read-only tools" if mode == "query" else "every tool policy allows"
+        converse(chat, reader, renderer, f"crew chat with @{name} ({mode} mode: {tools}).")
 
 
 def converse(chat: Chat, reader: LineReader, renderer: Renderer, greeting: str) -> None:
     """Read messages and answer them until /exit or the end of input; then end the conversation."""
     reader.say(f"{greeting} {HELP}.")
+    status = "interrupted"
     try:
         for text in reader:
             if _COMMAND.fullmatch(text):
@@ -153,13 +66,14 @@ def converse(chat: Chat, reader: LineReader, renderer: Renderer, greeting: str) 
                 reader.say(HELP if text == "/help" else f"unknown command {text}; {HELP}")
                 continue
             _turn(chat, text, renderer, reader.say)
+        status = "ok"
     finally:
-        chat.close()
+        chat.close(status)
 
 
 def _turn(chat: Chat, text: str, renderer: Renderer, say: Callable[[str], None]) -> None:
     """One message and its answer; an error or a Ctrl-C ends only this reply."""
-    agent = chat.loop.agent
+    agent = chat.agent
     try:
         result = chat.ask(text)
         renderer.finish([Outcome(agent, result=result)])
@@ -170,7 +84,7 @@ def _turn(chat: Chat, text: str, renderer: Renderer, say: Callable[[str], None])
     except CLINotFound:
         raise  # every message would fail the same way
     except CrewError as exc:
-        chat.loop.transcript.write("error", agent=agent, message=str(exc))
+        chat.failed(exc)
         renderer.failed(agent, exc)
     finally:
         renderer.idle()

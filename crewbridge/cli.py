@@ -23,6 +23,7 @@ from crewbridge.modes import Mode
 
 if TYPE_CHECKING:
     from crewbridge.config import Config
+    from crewbridge.options import RunOptions
 
 
 def config_option(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -48,7 +49,8 @@ def _apply(func: Callable[..., Any], decorators: list[Callable[..., Any]]) -> Ca
 
 
 def loop_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """The options of every command that runs an agent loop (query, execute, chat)."""
+    """The options of every command that runs an agent loop (query, execute, chat): the fields of
+    crewbridge.options.RunOptions, each under its own name, and --continue, --verbose, --config."""
     return _apply(
         func,
         [
@@ -129,22 +131,15 @@ def _run(
     mode: Mode,
     text: tuple[str, ...],
     config: Config,
-    timeout: float,
-    max_turns: int,
     as_json: bool,
     as_jsonl: bool,
     verbose: bool,
-    approve_all: bool,
-    max_cost: float | None,
-    max_tokens: int | None,
     continue_last: bool,
-    resume: str | None,
-    tools_via: str | None,
+    **values: Any,
 ) -> None:
     from crewbridge.bridge import Bridge
     from crewbridge.mentions import parse_mentions
     from crewbridge.render import Renderer
-    from crewbridge.sessions import run_to_resume
 
     if as_json and as_jsonl:
         raise UsageError(
@@ -153,30 +148,27 @@ def _run(
         )
     task = " ".join(text)
     agents = list(dict.fromkeys(m.agent for m in parse_mentions(task)[0]))
-    resume = run_to_resume(continue_last, resume)
+    options = _run_options(continue_last, values)
     stdin = sys.stdin
     context = stdin.read() if stdin is not None and not stdin.isatty() else None
     output = "json" if as_json else "jsonl" if as_jsonl else "text"
     bridge = Bridge(config)
     # The tools are built once the agents' CLIs have started (Bridge.run), while those boot.
     with Renderer(output=output, agents=agents, verbose=verbose) as renderer:
-        outcomes = bridge.run(
-            task,
-            mode,
-            context=context or None,
-            max_turns=max_turns,
-            timeout=timeout,
-            approve_all=approve_all,
-            max_cost=max_cost,
-            max_tokens=max_tokens,
-            resume=resume,
-            on_progress=renderer.progress,
-            tools_via=tools_via,
-        )
+        outcomes = bridge.run(task, mode, options=options, context=context or None, on_progress=renderer.progress)
         renderer.finish(outcomes)
     failed = [o.error for o in outcomes if o.error is not None]
     if failed:
         sys.exit(failed[0].exit_code)
+
+
+def _run_options(continue_last: bool, values: dict[str, Any]) -> RunOptions:
+    """The RunOptions loop_options gave (--continue resolved to the run it continues)."""
+    from crewbridge.options import RunOptions
+    from crewbridge.sessions import run_to_resume
+
+    values["resume"] = run_to_resume(continue_last, values.get("resume"))
+    return RunOptions.pick(values)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -209,7 +201,7 @@ def execute_command(**options: Any) -> None:
     help="query: read-only tools; execute: every tool policy allows.",
 )
 @loop_options
-def chat_command(agent: str, mode: Mode, config: Config, **options: Any) -> None:
+def chat_command(agent: str, mode: Mode, config: Config, verbose: bool, continue_last: bool, **values: Any) -> None:
     """Talk with one agent, tools at hand; it keeps the context: crew chat @claude (--continue: go
     on with the last run here)
 
@@ -217,10 +209,8 @@ def chat_command(agent: str, mode: Mode, config: Config, **options: Any) -> None
     stdin is read as one message a line."""
     from crewbridge.bridge import Bridge
     from crewbridge.chat import run_chat
-    from crewbridge.sessions import run_to_resume
 
-    resume = run_to_resume(options.pop("continue_last"), options.pop("resume"))
-    run_chat(Bridge(config), agent, mode=mode, resume=resume, **options)
+    run_chat(Bridge(config), agent, mode=mode, options=_run_options(continue_last, values), verbose=verbose)
 
 
 @cli.command("prompt")

@@ -253,7 +253,7 @@ def _programs(config: Config, env: Mapping[str, str]) -> Iterator[Check]:
 
 def _skills(config: Config, cwd: Path, env: Mapping[str, str]) -> Iterator[Check]:
     """Every skill folder found: broken front matter (never dropped unsaid), names hidden by another."""
-    found = discover(roots(cwd, config.skills, env))
+    found = discover(roots(cwd, config.skills, env), cwd)
     for problem in found.problems:
         yield Check(FAIL, "skills", f"{problem}; fix its front matter, or the skill is not offered")
     for hidden in found.shadowed:

@@ -39,3 +39,15 @@ def parse_mentions(text: str) -> tuple[list[Mention], str]:
     if not task:
         raise UsageError(f"no task after {' '.join('@' + m.agent for m in mentions)}; write what the agent should do")
     return mentions, task
+
+
+def parse_agent(text: str) -> Mention:
+    """One agent: `@claude` or `@claude:model` (the @ may be left out), as `crew chat` takes it."""
+    spec = text if text.startswith("@") else "@" + text
+    try:
+        mentions, rest = parse_mentions(spec + " -")  # a stand-in task: only the mention is wanted
+    except UsageError:
+        mentions, rest = [], ""
+    if len(mentions) != 1 or rest != "-":
+        raise UsageError(f"'{text}' is not one agent mention; write e.g. crew chat @claude or @claude:haiku")
+    return mentions[0]

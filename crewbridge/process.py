@@ -228,6 +228,8 @@ class Child:
             self._stdin.close()
         except OSError:
             pass
+        except ValueError:
+            pass  # _feed and kill() closed it at once: a buffered pipe's close is not thread-safe
 
     def send_line(self, text: str) -> None:
         self.trace("<", text)

@@ -10,13 +10,12 @@ from pathlib import Path
 from typing import Literal
 
 import pytest
+from crewbridge.providers.generic import GenericSpec
 
 import crewbridge
-from crewbridge import Bridge, Config, Progress
+from crewbridge import Bridge, Config, Progress, process
 from crewbridge.config import AgentSpec, default_agents
-from crewbridge import process
 from crewbridge.errors import AgentNotFound, ConfigError, Interrupted, UsageError
-from crewbridge.providers.generic import GenericSpec
 
 # A scripted model run as a CLI: the first turn calls the tool given as its argument, the next
 # answers with what the tool returned. Each turn's whole prompt arrives on stdin (no session resume).
@@ -91,6 +90,32 @@ def test_ask_runs_a_query_and_returns_the_answer_with_its_tool_calls(workdir: Pa
 def test_ask_raises_the_error_that_ended_the_run(workdir: Path) -> None:
     with pytest.raises(AgentNotFound, match="agent 'nobody' not found"):
         Bridge(workdir=workdir).ask("@nobody hello")
+
+
+def test_a_run_takes_its_options_as_one_object_or_by_name(workdir: Path) -> None:
+    from crewbridge.errors import MaxTurnsReached
+
+    bridge = Bridge(workdir=workdir)
+    (outcome,) = bridge.run("@demo what is in notes.txt?", options=crewbridge.RunOptions(max_turns=1))
+    assert isinstance(outcome.error, MaxTurnsReached)  # the demo needs a second turn for its answer
+    assert bridge.run("@demo what is in notes.txt?", max_turns=2)[0].error is None
+    with pytest.raises(UsageError, match="unknown run option max_turn; the options are: max_turns"):
+        bridge.run("@demo hello", max_turn=1)
+
+
+def test_a_chat_goes_on_across_messages_in_one_transcript(workdir: Path) -> None:
+    from crewbridge.transcript import read_run
+
+    (workdir / "plan.txt").write_text("ship\n")
+    chat = Bridge(workdir=workdir).chat("@demo")
+    try:
+        assert "notes.txt has 2 non-empty lines" in chat.ask("what is in notes.txt?").answer
+        assert "plan.txt has 1 non-empty lines" in chat.ask("and in plan.txt?").answer
+    finally:
+        chat.close()
+    events = read_run("last")
+    assert (events[0]["command"], events[0]["mode"], events[-1]["status"]) == ("chat", "query", "ok")
+    assert len([event for event in events if event["kind"] == "answer"]) == 2
 
 
 def test_ask_takes_one_agent(workdir: Path) -> None:

@@ -10,19 +10,18 @@ import re
 import stat
 
 import pytest
+from crewbridge.tools import builtin_registry
+from mockserver import reply
 
-from crewbridge.bridge import Bridge
-from crewbridge.chat import HISTORY_LENGTH, Chat, LineReader, converse, parse_agent, run_chat
+from crewbridge.bridge import Bridge, Chat
+from crewbridge.chat import HISTORY_LENGTH, LineReader, converse, run_chat
 from crewbridge.config import AgentSpec, load_config
 from crewbridge.conversation import FULL
-from crewbridge.errors import UsageError
 from crewbridge.events import Done, Failure, MessageEnd, Text
 from crewbridge.loop import AgentLoop
 from crewbridge.policy import Policy
 from crewbridge.process import log as process_log
 from crewbridge.render import Renderer
-from crewbridge.tools import builtin_registry
-from mockserver import reply
 
 CATALOGUE_MARK = "[crew tools]"
 
@@ -56,8 +55,7 @@ class Script:
     def send(self, message, deadline):
         self.sent.append(message)
         events = self.replies.pop(0)
-        for event in [Text("Thinking")] + ([] if events is KeyboardInterrupt else events):
-            yield event
+        yield from [Text("Thinking")] + ([] if events is KeyboardInterrupt else events)
         if events is KeyboardInterrupt:
             raise KeyboardInterrupt
 
@@ -119,7 +117,7 @@ def test_the_chat_answers_each_line_until_exit(chat_with):
 
 
 def test_a_command_is_not_sent_to_the_model(chat_with):
-    chat, renderer, script, out, _ = chat_with(text("One."))
+    chat, renderer, script, _out, _ = chat_with(text("One."))
     talk(chat, renderer, "/help", "/nope", "first")
     assert len(script.sent) == 1 and script.sent[0].rstrip().endswith("first")
 
@@ -133,23 +131,10 @@ def test_ctrl_c_stops_the_reply_and_the_chat_goes_on(chat_with):
 
 
 def test_an_error_ends_only_that_reply(chat_with):
-    chat, renderer, script, out, err = chat_with([Failure("API error 500")], text("Two."))
+    chat, renderer, _script, out, err = chat_with([Failure("API error 500")], text("Two."))
     talk(chat, renderer, "first", "second")
     assert "crew: error: @claude: API error 500" in err.getvalue()
     assert out.getvalue() == "ThinkingTwo.\n"
-
-
-@pytest.mark.parametrize("spec, agent, model", [("@claude", "claude", None), ("claude", "claude", None),
-                                                ("@gemini:flash-2", "gemini", "flash-2")])
-def test_the_agent_is_one_mention(spec, agent, model):
-    mention = parse_agent(spec)
-    assert (mention.agent, mention.model) == (agent, model)
-
-
-@pytest.mark.parametrize("spec", ["", "@", "@claude hello", "@claude @gemini", "@1x"])
-def test_anything_else_is_a_usage_error(spec):
-    with pytest.raises(UsageError, match="not one agent mention"):
-        parse_agent(spec)
 
 
 class Sent(logging.Handler):

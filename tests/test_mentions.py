@@ -1,7 +1,7 @@
 import pytest
 
 from crewbridge.errors import UsageError
-from crewbridge.mentions import Mention, parse_mentions
+from crewbridge.mentions import Mention, parse_agent, parse_mentions
 
 
 @pytest.mark.parametrize("text, mentions, task", [
@@ -31,3 +31,16 @@ def test_an_email_address_alone_is_not_a_mention():
 def test_mention_without_task():
     with pytest.raises(UsageError, match="no task after @claude @gemini"):
         parse_mentions("@claude @gemini   ")
+
+
+@pytest.mark.parametrize("spec, agent, model", [("@claude", "claude", None), ("claude", "claude", None),
+                                                ("@gemini:flash-2", "gemini", "flash-2")])
+def test_an_agent_is_one_mention_with_or_without_its_at(spec, agent, model):
+    mention = parse_agent(spec)
+    assert (mention.agent, mention.model) == (agent, model)
+
+
+@pytest.mark.parametrize("spec", ["", "@", "@claude hello", "@claude @gemini", "@1x"])
+def test_anything_else_is_a_usage_error(spec):
+    with pytest.raises(UsageError, match="not one agent mention"):
+        parse_agent(spec)

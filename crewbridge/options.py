@@ -1,0 +1,43 @@
+"""The options of a run, in one place: `crew query`, `crew execute` and `crew chat` (their click
+options), `Bridge.run`, `ask`, `stream` and `chat` (their keywords) all take these.
+
+Adding an option: a field here (with its default and a comment), its click option in
+`crewbridge.cli.loop_options` (the same name), and the code that reads it from the RunOptions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from crewbridge.errors import UsageError
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    max_turns: int = 10  # model replies before crew stops a tool loop (MaxTurnsReached)
+    timeout: float | None = 300.0  # seconds the whole run may take, tools included (CrewTimeout)
+    approve_all: bool = False  # approve every tool that needs approval
+    max_cost: float | None = None  # dollars the run may cost, every agent summed (BudgetExceeded)
+    max_tokens: int | None = None  # tokens (input + output) the run may use, every agent summed
+    resume: str | None = None  # the id of an earlier run whose conversations this one continues
+    tools_via: str | None = None  # "text" or "native": replaces each agent's tools_via (crewbridge.native)
+
+    @classmethod
+    def names(cls) -> list[str]:
+        return [field.name for field in fields(cls)]
+
+    def given(self, values: Mapping[str, Any]) -> RunOptions:
+        """These options with `values` (option names → values) in place of theirs; a UsageError
+        names any name that is not an option."""
+        unknown = sorted(set(values) - set(self.names()))
+        if unknown:
+            raise UsageError(f"unknown run option {', '.join(unknown)}; the options are: {', '.join(self.names())}")
+        return replace(self, **values)
+
+    @classmethod
+    def pick(cls, values: dict[str, Any]) -> RunOptions:
+        """The run options among `values` (a click command's keyword arguments), taken out of it:
+        what is left is the command's own."""
+        return cls().given({name: values.pop(name) for name in cls.names() if name in values})
