@@ -436,9 +436,11 @@ def test_a_file_name_that_is_not_utf8_is_listed_read_and_recorded_escaped(model,
     done = run_crew(["query", "--config", str(model.config), "@fake what is here?"], env=env, cwd=work)
     assert (done.returncode, done.stdout) == (0, "Read it.\n"), done.stderr
     follow_up = model.prompts[1]
-    assert follow_up.count("caf\\udce9.txt") >= 2 and "latin-1 named" in follow_up  # listed, then read
-    [listed, read] = [e["result"] for e in events(run_file(env), "tool_result")]
-    assert "caf\udce9.txt" in json.dumps(listed["data"], ensure_ascii=False) and read["success"]
+    assert "caf\\udce9.txt" in follow_up and "latin-1 named" in follow_up  # the model reads the escape
+    results = {e["name"]: e["result"] for e in events(run_file(env), "tool_result")}  # in the order they ended
+    listed, read = results["crew:list_files"], results["crew:read_file"]
+    assert listed["success"] and read["success"] and read["data"]["content"] == "latin-1 named\n"
+    assert b'"path": "caf\\udce9.txt"' in run_file(env).read_bytes()  # recorded escaped
     shown = run_crew(["log", "show", "last"], env=env, cwd=work)
     assert shown.returncode == 0 and "caf\\udce9.txt" in shown.stdout
 
