@@ -10,6 +10,7 @@ from typing import Any, Protocol
 
 from crewbridge import jsonio
 from crewbridge.events import Event, Notice
+from crewbridge.mentions import refuse_option
 from crewbridge.modes import Mode
 
 
@@ -24,6 +25,16 @@ class Turn:
     system_prompt: str | None = None
     options: list[str] = field(default_factory=list)  # extra CLI options from configuration
     native: bool = False  # crew's tools go through the CLI's native channel, not the catalogue (crewbridge.native)
+
+    def __post_init__(self) -> None:
+        # Each goes to the CLI as an argument: `--model --dangerously-skip-permissions` must never be
+        # built, whoever named the model (a mention, crew.yaml, the Python API) or the session.
+        if self.model:
+            refuse_option(
+                f"model '{self.model}'", self.model, "name a model (crew agents list shows the configured ones)"
+            )
+        if self.session_id:
+            refuse_option(f"session id '{self.session_id}'", self.session_id, "resume a session the CLI named")
 
 
 def cli_home(env: Mapping[str, str], variable: str, default: str) -> Path:

@@ -162,3 +162,13 @@ def test_gemini_has_a_session_when_the_chat_file_of_this_project_holds_it(tmp_pa
     (tmp_path / ".gemini" / "projects.json").write_text(json.dumps({"projects": {"/work/app": "app", "/x": "x"}}))
     assert GeminiProvider().has_session(sid, env, work)
     assert not GeminiProvider().has_session(sid, env, Path("/x"))  # another project's session: gemini refuses it
+
+
+# --- arguments stay arguments ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("field, value", [("model", "--dangerously-skip-permissions"), ("session_id", "-c")])
+def test_a_turn_refuses_a_value_that_would_reach_a_cli_as_an_option(field: str, value: str) -> None:
+    from crewbridge.providers.base import Turn
+
+    with pytest.raises(UsageError, match=f"'{value}' starts with '-', so the CLI would read it as an option"):
+        Turn("hi", **{field: value})
