@@ -47,7 +47,7 @@ def run_chat(
     """The chat on this terminal (or on piped stdin, one message a line, no prompt). With
     `options.resume`, the id of an earlier run, the chat continues that run's conversation with the agent."""
     name = parse_agent(agent).agent
-    with Renderer(agents=[name], verbose=verbose) as renderer:
+    with Renderer(agents=[name], verbose=verbose, secrets=bridge.config.provider_env()) as renderer:
         chat = bridge.chat(agent, mode, options=options, on_progress=renderer.progress)
         reader = LineReader(stdin or sys.stdin, history or state_dir() / HISTORY_FILE)
         tools = "read-only tools" if mode == "query" else "every tool policy allows"

@@ -154,7 +154,7 @@ def _run(
     output = "json" if as_json else "jsonl" if as_jsonl else "text"
     bridge = Bridge(config)
     # The tools are built once the agents' CLIs have started (Bridge.run), while those boot.
-    with Renderer(output=output, agents=agents, verbose=verbose) as renderer:
+    with Renderer(output=output, agents=agents, verbose=verbose, secrets=config.provider_env()) as renderer:
         outcomes = bridge.run(task, mode, options=options, context=context or None, on_progress=renderer.progress)
         renderer.finish(outcomes)
     failed = [o.error for o in outcomes if o.error is not None]

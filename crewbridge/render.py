@@ -41,7 +41,8 @@ Three outputs, chosen by `Renderer(output=…)`:
   ``{"type": "notice", "text": "…"}`` anything else worth knowing.
 
 With ``verbose`` each command crew runs (`$`), every line it reads from the CLI (`>`) and sends it
-(`<`) go to stderr, in every output.
+(`<`) go to stderr, in every output, with secrets redacted as in transcripts (crewbridge.redact:
+`secrets` are the variables crew.yaml's providers set).
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ from typing import IO, TYPE_CHECKING, Any
 from crewbridge import jsonio
 from crewbridge.approval import isatty, terminal  # an approval question owns the terminal while it waits
 from crewbridge.process import log as process_log
+from crewbridge.redact import Redactor
 
 if TYPE_CHECKING:
     from crewbridge.api import Outcome
@@ -143,6 +145,7 @@ class Renderer:
         out: IO[str] | None = None,
         err: IO[str] | None = None,
         env: Mapping[str, str] | None = None,
+        secrets: Mapping[str, str] | None = None,
     ) -> None:
         if output not in OUTPUTS:
             raise ValueError(f"output '{output}' is not one of {', '.join(OUTPUTS)}")
@@ -169,6 +172,7 @@ class Renderer:
         self._stop = threading.Event()
         self._ticker: threading.Thread | None = None
         self._trace: logging.Handler | None = None
+        self._redactor = Redactor(env, provided=secrets)
         if verbose:
             self._trace = _TraceHandler(self)
             process_log.addHandler(self._trace)
@@ -416,7 +420,8 @@ class Renderer:
         with self._lock:
             if self.shared_tty and self._column:
                 self._end_line()
-            self._write_err(self.style.paint(one_line(line, TRACE_CHARS), "2") + "\n")
+            line = one_line(self._redactor.head(line, TRACE_CHARS), TRACE_CHARS)
+            self._write_err(self.style.paint(line, "2") + "\n")
 
     # -- the status line ------------------------------------------------------------------------
 

@@ -34,7 +34,6 @@ _RUN_ID = re.compile(r"^[0-9]{8}-[0-9]{6}-[0-9a-f]{6}$")
 _TAIL = 1 << 16  # bytes read from the end of a file to find its `end` event
 MAX_TEXT = 1 << 20  # characters of one string in a record; a longer one keeps its head
 MAX_RECORD = 4 << 20  # bytes of one record (a line), the newline included
-_OVERLAP = 4096  # characters past MAX_TEXT redacted before the cut: no secret is left cut in half
 _KEPT = ("kind", "time", "ms")  # fields a record too large always keeps
 
 
@@ -65,8 +64,9 @@ class Transcript:
         **fields: Any,
     ) -> Transcript:
         """Start a transcript file and write its `start` event with `fields` (command, agents, task…).
-        Secrets are taken from `env` (default: this process's environment) and from `secrets`, variables
-        crew gives its CLIs besides (the `env:` of crew.yaml's providers)."""
+        Secrets are taken from `env` (default: this process's environment: the variables whose names
+        say so) and from `secrets`, variables crew gives its CLIs besides (the `env:` of crew.yaml's
+        providers: every value, whatever its name; see crewbridge.redact)."""
         self = cls()
         directory = directory or runs_dir(env)
         try:
@@ -81,7 +81,7 @@ class Transcript:
                 "set XDG_STATE_HOME to a writable directory"
             ) from None
         self._file = os.fdopen(fd, "wb")
-        self._redactor = Redactor({**(os.environ if env is None else env), **(secrets or {})})
+        self._redactor = Redactor(env, provided=secrets)
         self.write("start", run_id=self.run_id, version=__version__, pid=os.getpid(), cwd=os.getcwd(), **fields)
         return self
 
@@ -142,7 +142,7 @@ class Transcript:
         if isinstance(value, str):
             if len(value) <= MAX_TEXT:
                 return self._redactor.text(value)
-            head = self._redactor.text(value[: MAX_TEXT + _OVERLAP])[:MAX_TEXT]
+            head = self._redactor.head(value, MAX_TEXT)
             return f"{head}…[crew cut this text: {len(value):,} characters in all, the first {MAX_TEXT:,} kept]"
         if value is None or isinstance(value, (bool, int, float)):
             return value
