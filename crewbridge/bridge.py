@@ -119,7 +119,7 @@ class Bridge:
 
     def skills(self, agent: AgentSpec) -> dict[str, Skill]:
         """The skills `agent` gets: those found from its working directory, chosen by its `skills:` globs."""
-        return chosen(self.found_skills(self._workdir(agent)).skills, agent.skills)
+        return chosen(self.found_skills(self._workdir(agent)).skills, *agent.allow_lists("skills"))
 
     def found_skills(self, workdir: Path | None = None) -> Found:
         """Every skill folder found from `workdir` (default the Bridge's), crew.yaml's `skills:`

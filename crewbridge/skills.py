@@ -215,11 +215,12 @@ def _instructions(folder: int) -> str:
         os.close(fd)
 
 
-def chosen(skills: Mapping[str, Skill], globs: list[str] | None) -> dict[str, Skill]:
-    """The skills an agent gets: all (None), none ([]), or those whose name matches a glob."""
-    if globs is None:
-        return dict(skills)
-    return {name: skill for name, skill in skills.items() if matches(name, globs)}
+def chosen(skills: Mapping[str, Skill], *lists: list[str] | None) -> dict[str, Skill]:
+    """The skills an agent gets: those whose name matches a glob of each list (one per configuration
+    file); a list that is None lets every skill through, [] none."""
+    return {
+        name: skill for name, skill in skills.items() if all(globs is None or matches(name, globs) for globs in lists)
+    }
 
 
 def unknown(name: str, skills: Mapping[str, Skill]) -> CrewError:
