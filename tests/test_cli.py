@@ -121,11 +121,11 @@ def test_a_model_that_would_read_as_an_option_is_exit_2_and_no_cli_starts(comman
 
 
 def test_a_model_in_crew_yaml_that_would_read_as_an_option_is_exit_2_and_no_cli_starts(crew, fake, tmp_path):
-    config = write_config(tmp_path / "bad.yaml", providers={"fake": fake.provider("--model", "{model}")},
+    config = write_config(tmp_path / "crew.yaml", providers={"fake": fake.provider("--model", "{model}")},
                           agents={"fake": {"provider": "fake", "model": "--dangerously-skip-permissions"}})
     done = crew("query", "--config", str(config), "@fake hi")
     assert done.returncode == 2
-    assert error_line(done.stderr).startswith("crew: error: bad.yaml:")
+    assert error_line(done.stderr).startswith("crew: error: crew.yaml:")
     assert "agents.fake.model: '--dangerously-skip-permissions' is not in the right form" in done.stderr
     assert fake.argvs == []
 
