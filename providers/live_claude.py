@@ -14,7 +14,7 @@ the process starts with an empty assistant line, which Claude leaves out of ever
 
 Claude's questions come on the same stream, as control requests, and are answered as they come:
 `can_use_tool` (one of its own tools, by crew's policy: the loop's channel) and, with native tools,
-`mcp_message` (crew's tools as an SDK MCP server named crew, served by crewbridge.native.McpTools).
+`mcp_message` (crew's tools as an SDK MCP server named crew, served by crewbridge.mcp.core.McpTools).
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ from crewbridge.providers.live_process import LiveConversation, LiveProcess, con
 from crewbridge.conversation import EXACT, FULL
 from crewbridge.errors import ProviderError
 from crewbridge.events import Event, Failure, Notice, Session, Usage
-from crewbridge.native import SERVER, McpTools
+from crewbridge.mcp.core import McpTools
+from crewbridge.native import SERVER
 
 if TYPE_CHECKING:
     from crewbridge.sessions import Prior
@@ -67,6 +68,7 @@ class ClaudeLiveConversation(LiveConversation):
         self._answered: dict[str, Any] = {}  # the user line the current reply answers
         self._native = False  # the current reply used one of Claude's own tools
         self._cost = 0.0  # the process's total cost so far: each result reports the total, not its share
+        self._mcp: McpTools | None = None  # crew's SDK MCP server, made with the first message for it
 
     def resume(self, prior: Prior) -> bool:
         if prior.session_id is None or not self.provider.has_session(prior.session_id, self.env, self.cwd):
@@ -163,7 +165,8 @@ class ClaudeLiveConversation(LiveConversation):
                 {"behavior": "deny", "message": refusal} if refusal else {"behavior": "allow", "updatedInput": data}
             )
         elif subtype == "mcp_message" and request.get("server_name") == SERVER and channel is not None:
-            response = McpTools(channel).answer(request.get("message"))
+            self._mcp = self._mcp or McpTools(channel)
+            response = self._mcp.answer(request.get("message"))
             answer = {"mcp_response": response or {"jsonrpc": "2.0", "result": {}}}
         else:
             error = f"crew does not answer {subtype} requests here"

@@ -31,8 +31,9 @@ from crewbridge.providers.live_process import LiveProcess, RpcConversation, cont
 from crewbridge.conversation import FULL
 from crewbridge.errors import CrewError, ProviderError
 from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session, Text, Usage
-from crewbridge.mcp_http import McpHttp
-from crewbridge.native import SERVER, McpTools
+from crewbridge.mcp.core import McpSession, McpTools, Send
+from crewbridge.mcp.http import McpHttp
+from crewbridge.native import SERVER
 from crewbridge.version import __version__
 
 if TYPE_CHECKING:
@@ -112,6 +113,7 @@ class GeminiAcpConversation(RpcConversation):
         super().__init__(provider, base, provider.native_argv(base), cwd=cwd, env=env)
         self._prompt: int | None = None  # the id of the session/prompt whose answer is still to be read
         self._http: McpHttp | None = None
+        self._mcp: McpTools | None = None  # crew's tools, as the MCP server self._http serves
         self._ended: CrewError | None = None  # a crew tool call ended the run (raised by send())
 
     def resume(self, prior: Prior) -> bool:
@@ -133,17 +135,19 @@ class GeminiAcpConversation(RpcConversation):
     def _serve(self) -> dict[str, Any]:
         """Start crew's MCP server for this conversation: its entry in session/new's mcpServers."""
         token = secrets.token_urlsafe(32)
+        assert self.channel is not None
+        self._mcp = McpTools(self.channel)
         self._http = McpHttp(self._respond, token=token)
         self._http.start()
         header = {"name": "Authorization", "value": f"Bearer {token}"}
         return {"type": "http", "name": SERVER, "url": self._http.url, "headers": [header]}
 
-    def _respond(self, message: Any, notify: Any) -> dict[str, Any] | None:
+    def _respond(self, message: Any, session: McpSession, notify: Send) -> dict[str, Any] | None:
         """Answer one MCP message from Gemini (from the HTTP server's thread). A call that ends the
         run (too many calls, a repeated failure) is answered with an error and ends it in send()."""
-        assert self.channel is not None
+        assert self._mcp is not None
         try:
-            return McpTools(self.channel).answer(message)
+            return self._mcp.respond(message, session, notify)
         except CrewError as exc:
             self._ended = exc
             return {"jsonrpc": "2.0", "id": message.get("id"), "error": {"code": -32603, "message": str(exc)}}
