@@ -15,6 +15,7 @@ from crewbridge.modes import MODES, Mode
 from crewbridge.options import RunOptions
 from crewbridge.providers.base import Turn
 from crewbridge.registry import Tool, ToolRegistry
+from crewbridge.sandbox import Sandboxing, level
 from crewbridge.skills import Found, Skill, chosen, discover, roots
 
 # For start-up speed, what a run needs only once the agents' CLIs have started (the loop, hooks,
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from crewbridge.sessions import Prior
     from crewbridge.transcript import Transcript
     from crewbridge.usage import Budget
+    from crewbridge.worktrees import Made, Worktree
 
 
 class Bridge:
@@ -41,6 +43,7 @@ class Bridge:
         self.env = env or {}  # added to the environment of the CLIs this Bridge starts
         self._tools = tools or []  # added to the configured ones (registered once the CLIs started)
         self._registry: ToolRegistry | None = None
+        self.sandboxing = Sandboxing()  # where the CLIs and the tools' commands run (detected once)
 
     @property
     def registry(self) -> ToolRegistry:
@@ -149,9 +152,16 @@ class Bridge:
         options = (options or RunOptions()).given(values)
         if mode not in MODES:
             raise UsageError(f"mode '{mode}' is not one of {', '.join(MODES)}")
+        if options.review:
+            from crewbridge.review import review_run
+
+            return review_run(self, text, mode, options, context, transcript, on_progress, stop)
         mentions, task = parse_mentions(text)
-        for mention in mentions:
-            self.config.agent(mention.agent)  # fail before starting anything
+        specs = [self.config.agent(mention.agent) for mention in mentions]  # fail before starting anything
+        self._check_sandbox(options, specs, on_progress)
+        made = self.worktrees(mentions, options) if options.worktree else None
+        if made is not None:
+            specs = [self.placed(spec, made, worktree) for spec, worktree in zip(specs, made.worktrees, strict=True)]
         if context:
             task = f"{task}\n\n{context}"
         own = transcript is None
@@ -160,19 +170,23 @@ class Bridge:
         conversations: list[Conversation | CrewError] = []
         held: list[bool] = []  # whether each CLI holds its earlier conversation
         try:
-            for mention in mentions:  # every CLI starts first: it boots while the rest is built
-                conversation, holds = self._conversation(
-                    mention, mode, options.tools_via, prior=earlier.get(mention.agent)
-                )
+            for mention, spec in zip(mentions, specs, strict=True):  # every CLI starts first, to boot meanwhile
+                conversation, holds = self._conversation(mention, mode, options, spec, prior=earlier.get(mention.agent))
                 conversations.append(conversation)
                 held.append(holds)
             from crewbridge.usage import Budget  # for start-up speed (see top)
 
             if transcript is None:
-                transcript = self._transcript(mode, [m.agent for m in mentions], options.resume, task=task)
+                run_id = made.run_id if made else None
+                transcript = self._transcript(
+                    mode, [m.agent for m in mentions], options.resume, task=task, run_id=run_id
+                )
+            if made is not None:
+                made.announce(transcript, _teller(on_progress))
             self.registry.names()  # built here, once: an error in the tools' configuration ends the run
             outcomes = self._run_all(
                 mentions,
+                specs,
                 conversations,
                 task,
                 mode,
@@ -183,6 +197,11 @@ class Bridge:
                 on_progress=on_progress,
                 stop=stop,
             )
+            if made is not None:
+                outcomes = [
+                    replace(outcome, worktree=worktree, changes=made.changed(worktree, transcript))
+                    for outcome, worktree in zip(outcomes, made.worktrees, strict=True)
+                ]
             status = "ok" if all(o.error is None for o in outcomes) else "failed"
             return outcomes
         finally:
@@ -209,13 +228,15 @@ class Bridge:
         options = (options or RunOptions()).given(values)
         if mode not in MODES:
             raise UsageError(f"mode '{mode}' is not one of {', '.join(MODES)}")
+        if options.worktree or options.review:
+            raise UsageError("a chat takes no worktree or review; crew execute --worktree or --review runs a task so")
         mention = parse_agent(agent)
-        self.config.agent(mention.agent)  # an unknown agent fails before anything starts
+        self._check_sandbox(options, [self.config.agent(mention.agent)], on_progress)  # before anything starts
         earlier = self._priors(options.resume)
         transcript = self._transcript("chat", [mention.agent], options.resume, mode=mode)
         conversation: Conversation | CrewError | None = None
         try:
-            conversation, held = self._conversation(mention, mode, options.tools_via, prior=earlier.get(mention.agent))
+            conversation, held = self._conversation(mention, mode, options, prior=earlier.get(mention.agent))
             if isinstance(conversation, CrewError):
                 raise conversation
             prior = None
@@ -238,6 +259,55 @@ class Bridge:
             raise
         return Chat(loop, prior, held)
 
+    def worktrees(self, mentions: list[Mention], options: RunOptions) -> Made:
+        """A git worktree per mentioned agent, from HEAD of the checkout this Bridge works in."""
+        from crewbridge.transcript import new_run_id
+        from crewbridge.worktrees import labels, make
+
+        if options.resume:
+            raise UsageError("--worktree starts afresh; it cannot go with --continue or --resume")
+        return make(self.workdir, new_run_id(), labels(mentions))
+
+    def placed(self, spec: AgentSpec, made: Made, worktree: Worktree) -> AgentSpec:
+        """`spec` working in `worktree`: where its working directory is in it."""
+        return replace(spec, workdir=str(made.place(worktree, self._workdir(spec))))
+
+    def with_tools(self, tools: list[Tool]) -> Bridge:
+        """A Bridge like this one whose registry also holds `tools` (a run's own, such as a review's)."""
+        other = Bridge(self.config, self.workdir, self.env)
+        other._registry = self.registry.subset(lambda tool: True)
+        other._registry.register_all(tools)
+        return other
+
+    def loop(
+        self,
+        mention: Mention,
+        mode: Mode,
+        options: RunOptions,
+        *,
+        spec: AgentSpec,
+        budget: Budget,
+        transcript: Transcript,
+        on_progress: Callable[[Progress], None] | None,
+        conversation: Conversation | CrewError | None = None,
+    ) -> AgentLoop:
+        """The agent's loop over `conversation` (by default a new one: a review makes several); the
+        CrewError that stopped the conversation from starting is raised."""
+        if conversation is None:
+            conversation = self._conversation(mention, mode, options, spec)[0]
+        if isinstance(conversation, CrewError):
+            raise conversation
+        return self._loop(
+            mention,
+            mode,
+            options,
+            conversation=conversation,
+            spec=spec,
+            budget=budget,
+            transcript=transcript,
+            on_progress=on_progress,
+        )
+
     def _priors(self, resume: str | None) -> dict[str, Prior]:
         """The conversations of run `resume` by agent (none without one)."""
         if not resume:
@@ -259,6 +329,7 @@ class Bridge:
     def _run_all(
         self,
         mentions: list[Mention],
+        specs: list[AgentSpec],
         conversations: list[Conversation | CrewError],
         task: str,
         mode: Mode,
@@ -277,23 +348,19 @@ class Bridge:
 
         def one(index: int, mention: Mention, conversation: Conversation | CrewError) -> Outcome:
             """The mentioned agent's run; when its provider cannot serve, its fallbacks' in turn."""
-            asked = self.config.agent(mention.agent)
+            asked = specs[index]
             prior, held = resumed.of(index, mention.agent, transcript, say) if resumed else (None, True)
             chain = [mention, *(Mention(name) for name in asked.fallback)]
             for step, current in enumerate(chain):
                 spec = asked if step == 0 else self._stand_in(asked, current.agent)
                 fell_back_from = mention.agent if step else None
                 try:
-                    if step:  # another CLI: it is given the earlier conversation, replayed
-                        conversation = self._conversation(current, mode, options.tools_via, spec)[0]
-                        held = False
-                    if isinstance(conversation, CrewError):
-                        raise conversation
-                    loop = self._loop(
+                    held = held and not step  # another CLI is given the earlier conversation, replayed
+                    loop = self.loop(
                         current,
                         mode,
                         options,
-                        conversation=conversation,
+                        conversation=None if step else conversation,
                         spec=spec,
                         budget=budget,
                         transcript=transcript,
@@ -357,32 +424,52 @@ class Bridge:
             fallback=[],
         )
 
+    def _check_sandbox(
+        self, options: RunOptions, agents: list[AgentSpec], on_progress: Callable[[Progress], None] | None
+    ) -> None:
+        """Refuse a run whose sandbox is required and not to be had here (SandboxUnavailable), before
+        anything starts; say once when `auto` finds none."""
+        levels = [self._sandbox_level(options, agent) for agent in agents]
+        for wanted in levels:
+            self.sandboxing.mechanism(wanted)
+        said = self.sandboxing.notice(levels)
+        if said and on_progress is not None:
+            from crewbridge.loop import Progress  # for start-up speed (see top): only said once
+
+            on_progress(Progress("sandbox", agents[0].id, said))
+
+    def _sandbox_level(self, options: RunOptions, agent: AgentSpec) -> str:
+        """The agent's sandbox level: the run's (its option, else crew.yaml's), where the agent's own
+        is not stricter (crewbridge.sandbox.level)."""
+        return level(options.sandbox or self.config.sandbox, agent.sandbox)
+
     def _conversation(
         self,
         mention: Mention,
         mode: Mode,
-        tools_via: str | None,
+        options: RunOptions,
         spec: AgentSpec | None = None,
         prior: Prior | None = None,
     ) -> tuple[Conversation | CrewError, bool]:
         """The agent's conversation, its CLI started where it can wait for the first message (or the
-        error that stops this agent alone, such as an unknown provider). `tools_via` replaces the
-        agent's; `spec`: the agent's settings, when not the configured ones (a fallback's). With
+        error that stops this agent alone, such as an unknown provider). The options' `tools_via`
+        replaces the agent's; `spec`: the agent's settings, when not the configured ones (a fallback's). With
         `prior`, the conversation continues that one; the flag says whether the CLI holds it (else
         the first message replays it)."""
         try:
             agent = spec or self.config.agent(mention.agent)
+            provider = self.config.provider(agent.provider)
+            workdir = self._workdir(agent)
             base = Turn(
                 prompt="",
                 mode=mode,
                 model=mention.model or agent.model,
                 system_prompt=agent.system_prompt,
                 options=list(agent.options.get(mode, [])),
-                native=(tools_via or agent.tools_via) == "native",
+                native=(options.tools_via or agent.tools_via) == "native",
+                sandbox=self.sandboxing.cli(self._sandbox_level(options, agent), workdir, mode, provider.state),
             )
-            conversation = new_conversation(
-                self.config.provider(agent.provider), base, cwd=self._workdir(agent), env=self.env
-            )
+            conversation = new_conversation(provider, base, cwd=workdir, env=self.env)
         except CrewError as exc:
             return exc, False
         held = conversation.resume(prior) if prior is not None else True
@@ -435,6 +522,9 @@ class Bridge:
                     ),
                 ],
                 tools_via=options.tools_via or agent.tools_via,
+                sandbox=self.sandboxing.commands(
+                    self._sandbox_level(options, agent), workdir, mode, network=agent.sandbox_network
+                ),
             )
         except BaseException:
             conversation.close()

@@ -38,6 +38,11 @@ class ToolNotFound(UsageError):
     """A tool name that is not registered."""
 
 
+class SandboxUnavailable(UsageError):
+    """The sandbox is required (--sandbox required, crew.yaml `sandbox: required`) and no
+    mechanism works on this machine."""
+
+
 class ProviderError(CrewError):
     """The wrapped CLI failed or reported an API error."""
 
@@ -69,6 +74,12 @@ class BudgetExceeded(CrewError):
     """The run's usage passed --max-cost or --max-tokens (or an agent's max_cost/max_tokens)."""
 
     exit_code = 5
+
+
+class ReviewNotApproved(CrewError):
+    """The reviewer did not approve the writer's change within --rounds rounds (crew execute --review)."""
+
+    exit_code = 6
 
 
 class CrewTimeout(CrewError):

@@ -21,6 +21,9 @@ Three outputs, chosen by `Renderer(output=…)`:
   ``tool_calls`` (``name``, ``input``, ``success``, ``error``), ``usage``, ``session``, ``turns``,
   ``fell_back_from`` (the agent asked, when another took its task over, else null), ``error``
   (null) — or, when it failed, ``{"agent", "answer": null, "fell_back_from", "error", "exit_code"}``.
+  With --worktree also ``run_id``, ``worktree``, ``branch``, ``base`` and ``changes``; with --review
+  ``review`` (``reviewer``, ``rounds``, ``verdict``, ``findings``, ``disputed``), and ``error`` and
+  ``exit_code`` beside the answer when it was not approved.
   Several agents: ``{"results": [one such object per agent, in mention order]}``.
 
 ``jsonl``: the event stream, one object per line as it happens, each with ``type`` and ``agent``:
@@ -38,6 +41,14 @@ Three outputs, chosen by `Renderer(output=…)`:
   its `fallback:` takes the task over (then ``answer`` has ``fell_back_from``);
   ``{"type": "resume", "agent", "text"}`` continuing a run, the agent starts afresh (it was not in
   it) or has its conversation replayed (its CLI no longer has the session);
+  ``{"type": "warning", "text": "…"}`` about the whole run (--worktree: the checkout's uncommitted
+  changes are not in the worktrees);
+  ``{"type": "review", "round", "rounds", "verdict", "findings", "called", "disputed"}`` a reviewer's
+  verdict (--review), one per round;
+  ``{"type": "worktree", "run_id", "worktree", "branch", "base", "changes"}`` where an agent worked
+  with --worktree and what it changed, at the end;
+  ``{"type": "sandbox", "agent", "text"}`` the sandbox is wanted (auto) but no mechanism works
+  here: the run goes on unconfined;
   ``{"type": "notice", "text": "…"}`` anything else worth knowing.
 
 With ``verbose`` each command crew runs (`$`), every line it reads from the CLI (`>`) and sends it
@@ -62,13 +73,16 @@ from crewbridge import jsonio
 from crewbridge.approval import isatty, terminal  # an approval question owns the terminal while it waits
 from crewbridge.process import log as process_log
 from crewbridge.redact import Redactor
+from crewbridge.verdict import Finding
 
 if TYPE_CHECKING:
     from crewbridge.api import Outcome
     from crewbridge.loop import CallRecord, Progress
 
 OUTPUTS = ("text", "json", "jsonl")
+RUN_EVENTS = ("fallback", "resume", "warning", "sandbox")  # shown on stderr with --json too
 TRACE_CHARS = 1000  # a --verbose line is cut after this many characters
+SHOWN_CHANGES = 20  # files listed per agent after a --worktree run
 STATUS_IDLE = 0.3  # seconds without output before the status line shows
 TICK = 0.1
 
@@ -208,7 +222,12 @@ class Renderer:
             if self.output == "jsonl":
                 if event.kind != "text" or event.text:  # not a text event that only settles what is shown
                     self._write_out(json_line(_event_dict(event)))
-            elif self.output == "text" or event.kind in ("fallback", "resume"):  # on stderr with --json too
+            elif self.output == "text" or event.kind in (
+                "fallback",
+                "resume",
+                "warning",
+                "sandbox",
+            ):  # stderr, --json too
                 getattr(self, f"_on_{event.kind}", self._on_notice)(agent, event)
             if event.kind == "turn":
                 agent.turn, agent.state, agent.since = _int(event.text), "waiting for the model", time.monotonic()
@@ -266,8 +285,23 @@ class Renderer:
         self._end_line()
         self._write_err(self.style.paint(f"crew: {one_line(event.text)}", "33") + "\n")
 
+    _on_warning = _on_sandbox = _on_resume  # about the run, not one agent: a `crew:` line
+
     def _on_notice(self, agent: _Agent, event: Progress) -> None:
         self._err_line(agent, self.style.paint(f"  {one_line(event.text)}", "2"))
+
+    def _on_review(self, agent: _Agent, event: Progress) -> None:
+        data = event.data or {}
+        verdict = "approved" if data.get("verdict") == "approve" else "asks for changes"
+        self._end_line()
+        self._write_err(
+            self.style.paint(
+                f"crew: review {data.get('round')} of {data.get('rounds')} by @{agent.name}: {verdict}", "33"
+            )
+            + "\n"
+        )
+        for n, finding in enumerate(data.get("findings") or [], 1):
+            self._write_err(f"  {n}. {one_line(Finding.of(finding).shown())}\n")
 
     def finish(self, outcomes: Sequence[Outcome]) -> None:
         """The run is over: answers not shown yet, errors, and the --json object."""
@@ -276,13 +310,42 @@ class Renderer:
             self._end_line()
             for outcome in outcomes:
                 agent = self._agent(outcome.agent)
-                if outcome.error is not None:
-                    self.failed(outcome.agent, outcome.error)
-                elif self.output == "text" and not agent.answered and outcome.result is not None:
+                if self.output == "text" and not agent.answered and outcome.result is not None:
                     self._answer(agent, outcome.result.answer, header=self.labelled or bool(outcome.fell_back_from))
+                if outcome.error is not None:  # with a result too: a review that did not approve
+                    self.failed(outcome.agent, outcome.error)
+            self._worktrees(outcomes)
             if self.output == "json":
                 objs = [outcome_dict(o) for o in outcomes]
                 self._write_out(json_line(objs[0] if len(objs) == 1 else {"results": objs}))
+
+    def _worktrees(self, outcomes: Sequence[Outcome]) -> None:
+        """Where each agent worked with --worktree and what it changed: lines on stderr, or jsonl events."""
+        placed = [o for o in outcomes if o.worktree is not None]
+        if not placed:
+            return
+        from crewbridge.git import summary  # for start-up speed: it loads subprocess and tempfile
+
+        for outcome in placed:
+            assert outcome.worktree is not None
+            if self.output == "jsonl":
+                self._write_out(json_line({"type": "worktree", "agent": outcome.agent, **worktree_dict(outcome)}))
+            elif self.output == "text":
+                changes = outcome.changes
+                what = "its changes are unknown (see crew log)" if changes is None else summary(changes)
+                self._write_err(
+                    f"crew: @{outcome.agent}: {what}, on branch {outcome.worktree.branch} in {outcome.worktree.path}\n"
+                )
+                for change in (changes or [])[:SHOWN_CHANGES]:
+                    self._write_err(f"  {one_line(change.line())}\n")
+                if changes and len(changes) > SHOWN_CHANGES:
+                    self._write_err(f"  … and {len(changes) - SHOWN_CHANGES} more\n")
+        if self.output == "text":
+            run = placed[0].worktree.run_id  # type: ignore[union-attr]
+            self._write_err(
+                f"crew: take an agent's changes into your checkout with `crew apply {run} AGENT`; "
+                f"`crew worktrees clean {run}` removes the worktrees\n"
+            )
 
     def failed(self, name: str, error: Exception) -> None:
         """An agent's run ended with `error`: said on stderr (and in the jsonl stream)."""
@@ -532,15 +595,33 @@ def one_line(text: str, width: int = 200) -> str:
 
 
 def outcome_dict(outcome: Outcome) -> dict[str, Any]:
-    """One agent's outcome as --json shows it."""
+    """One agent's outcome as --json shows it (with --worktree: where it worked and what it changed;
+    with --review: the review)."""
+    failed = {"error": str(outcome.error), "exit_code": getattr(outcome.error, "exit_code", 1)}
     if outcome.result is not None:
-        return {**outcome.result.to_dict(), "fell_back_from": outcome.fell_back_from, "error": None}
+        out = {**outcome.result.to_dict(), "fell_back_from": outcome.fell_back_from, "error": None}
+        if outcome.error is not None:
+            out.update(failed)
+    else:
+        out = {"agent": outcome.agent, "answer": None, "fell_back_from": outcome.fell_back_from, **failed}
+    if outcome.worktree is not None:
+        out.update(worktree_dict(outcome))
+    if outcome.review is not None:
+        out["review"] = outcome.review.to_dict()
+    return out
+
+
+def worktree_dict(outcome: Outcome) -> dict[str, Any]:
+    """Where an agent worked with --worktree, and what it changed (null when that could not be told)."""
+    assert outcome.worktree is not None
+    changes = None if outcome.changes is None else [change.to_dict() for change in outcome.changes]
+    worktree = outcome.worktree
     return {
-        "agent": outcome.agent,
-        "answer": None,
-        "fell_back_from": outcome.fell_back_from,
-        "error": str(outcome.error),
-        "exit_code": getattr(outcome.error, "exit_code", 1),
+        "run_id": worktree.run_id,
+        "worktree": str(worktree.path),
+        "branch": worktree.branch,
+        "base": worktree.base,
+        "changes": changes,
     }
 
 
@@ -575,6 +656,8 @@ def _event_dict(event: Progress) -> dict[str, Any]:
         return {**base, **event.result.to_dict()}
     if event.kind == "usage" and event.usage is not None:
         return {**base, **event.usage.to_dict()}
+    if event.data is not None:
+        return {**base, **event.data}
     return {**base, "text": event.text}
 
 

@@ -12,6 +12,7 @@ from crewbridge import jsonio
 from crewbridge.events import Event, Notice
 from crewbridge.mentions import refuse_option
 from crewbridge.modes import Mode
+from crewbridge.sandbox import Sandbox, State
 
 
 @dataclass
@@ -25,6 +26,7 @@ class Turn:
     system_prompt: str | None = None
     options: list[str] = field(default_factory=list)  # extra CLI options from configuration
     native: bool = False  # crew's tools go through the CLI's native channel, not the catalogue (crewbridge.native)
+    sandbox: Sandbox | None = None  # the CLI runs inside it (crewbridge.sandbox)
 
     def __post_init__(self) -> None:
         # Each goes to the CLI as an argument: `--model --dangerously-skip-permissions` must never be
@@ -146,6 +148,12 @@ class Provider:
     def env(self) -> dict[str, str]:
         """Variables added to the inherited environment."""
         return {}
+
+    def state(self, env: Mapping[str, str]) -> State:
+        """Where the CLI (run with `env`) writes its own state, the only places besides its temp
+        folder (and, in execute mode, the working directory) it may write inside crew's sandbox;
+        and the files there that make code run later, kept read-only."""
+        return State()
 
     def commands(self) -> list[list[str]]:
         """Every command line crew may run, with sample values: `crew doctor` checks each one's

@@ -12,6 +12,7 @@ from crewbridge.providers.base import JsonLineDecoder, Provider, Turn, cli_home
 from crewbridge import jsonio
 from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session, Text, Usage
 from crewbridge.native import SERVER
+from crewbridge.sandbox import State
 
 # What the native conversation (live_gemini_acp.py) runs instead of stream-json: ACP on stdio, in the
 # approval mode in which Gemini asks its client before each use of its own tools that write or run
@@ -112,6 +113,12 @@ class GeminiProvider(Provider):
         except (OSError, ValueError, KeyError, TypeError):
             return False
         return isinstance(folder, str) and session_file(env, session_id, folder) is not None
+
+    def state(self, env: Mapping[str, str]) -> State:
+        # 0.61.0 writes ~/.gemini/ (projects.json, tmp/<project>/chats, history) and exits 1 without
+        # it; settings.json names MCP servers and hooks, extensions/ holds MCP servers too.
+        home = cli_home(env, "GEMINI_CLI_HOME", "") / ".gemini"
+        return State(dirs=(home,), read_only=(home / "settings.json", home / "extensions"))
 
     def api_status(self, exit_code: int) -> int | None:
         # After an API error Gemini exits with the HTTP status mod 256 (429 → 173): 400 to 511 are

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from crewbridge.providers.base import JsonLineDecoder, Turn
-from crewbridge.providers.codex import CodexProvider
+from crewbridge.providers.codex import CodexProvider, own_sandbox
 from crewbridge.providers.live_process import LiveProcess, RpcConversation, control_deadline
 
 from crewbridge.conversation import EXACT, FULL
@@ -42,7 +42,6 @@ if TYPE_CHECKING:
     from crewbridge.sessions import Prior
 
 CLIENT = {"name": "crewbridge", "title": "crewbridge", "version": "1"}
-SANDBOX = {"query": "read-only", "execute": "workspace-write"}
 CONVERSATION_ITEMS = ("agentMessage", "userMessage")  # every other item is a tool's
 PREFIX = SERVER + "_"  # crew's dynamic tools: crew_read_file, … (Codex has tools of its own)
 # Codex's approval requests → its tool they are about, as the model calls it
@@ -126,7 +125,7 @@ class CodexLiveConversation(RpcConversation):
         params: dict[str, Any] = {
             "cwd": str(self.cwd),
             "model": self.base.model,
-            "sandbox": SANDBOX.get(self.base.mode, "read-only"),
+            "sandbox": own_sandbox(self.base),
             # untrusted: Codex asks crew before each command and patch. Only when crew's policy may
             # refuse one: a command crew allows that the sandbox then blocks, Codex reruns outside
             # the sandbox without asking again; with "never" the sandbox has the last word.

