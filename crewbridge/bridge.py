@@ -587,7 +587,9 @@ class Chat:
         self.loop.transcript.write("error", agent=self.agent, message=str(error))
 
     def cancel(self) -> None:
-        """Stop the reply being written (after a Ctrl-C); the conversation goes on."""
+        """Stop the reply being written (after a Ctrl-C), and any approval question of its calls;
+        the conversation goes on."""
+        self.loop.policy.withdraw()
         self.loop.conv.stop()
 
     def close(self, status: str = "ok") -> None:

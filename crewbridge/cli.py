@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import gc
+import io
 import json
 import os
 import shlex
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
-from crewbridge import VERSION_MESSAGE, __version__
+from crewbridge import VERSION_MESSAGE, __version__, jsonio
 from crewbridge.errors import CrewError, UsageError
 from crewbridge.modes import Mode
 
@@ -207,7 +208,7 @@ def _run(
     early = _early()
     bridge = early.bridge if early is not None and early.bridge.config is config else Bridge(config)
     # The tools are built once the agents' CLIs have started (Bridge.run), while those boot.
-    with Renderer(output=output, agents=agents, verbose=verbose) as renderer:
+    with Renderer(output=output, agents=agents, verbose=verbose, secrets=config.provider_env()) as renderer:
         outcomes = bridge.run(task, mode, options=options, context=context or None, on_progress=renderer.progress)
         renderer.finish(outcomes)
     failed = [o.error for o in outcomes if o.error is not None]
@@ -527,7 +528,9 @@ def tools_call_command(name: str, raw_input: str, config: Config) -> None:
     from crewbridge.registry import ToolContext
 
     try:
-        data = json.loads(raw_input)
+        data = jsonio.loads(raw_input)
+    except jsonio.TooDeep as exc:
+        raise UsageError(f"--input is {exc}") from None
     except ValueError as exc:
         raise UsageError(f'--input is not valid JSON ({exc}); pass an object, e.g. \'{{"path": "a.txt"}}\'') from None
     bridge = Bridge(config)
@@ -590,7 +593,7 @@ def log_show_command(run_id: str) -> None:
     from crewbridge.transcript import read_run
 
     for event in read_run(run_id):
-        click.echo(json.dumps(event, ensure_ascii=False))
+        click.echo(jsonio.dumps_bytes(event))
 
 
 @cli.group("config")
@@ -721,6 +724,7 @@ def main(early: Early | None = None) -> None:
     """Run the command in sys.argv; `early`: its reading by crewbridge.early, CLIs started."""
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _stop)
+    _tolerant_streams()
     try:
         _main(early)
     finally:
@@ -729,6 +733,15 @@ def main(early: Early | None = None) -> None:
         # Python's last garbage collections walk every object left (~20 ms, crew's longest pause
         # after its CLIs end); what crew opened is closed by now, so they are left out.
         gc.freeze()
+
+
+def _tolerant_streams() -> None:
+    """Text that is not UTF-8 never ends crew: piped input keeps bytes that are not UTF-8 as lone
+    surrogates (as Python does with file names and arguments), and stdout writes a lone surrogate as
+    a backslash escape (stderr does already): inside a JSON string, a valid escape of the same text."""
+    for stream, errors in ((sys.stdin, "surrogateescape"), (sys.stdout, "backslashreplace")):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors=errors)
 
 
 def _exit_now(code: int) -> NoReturn:

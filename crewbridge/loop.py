@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from crewbridge import jsonio
 from crewbridge.availability import unavailable
 from crewbridge.caller import Caller
 from crewbridge.catalogue import build_prompt, offered_tools, render_catalogue, skills_section
@@ -190,6 +191,7 @@ class AgentLoop:
         included: past it, CrewTimeout."""
         self.deadline = time.monotonic() + self.timeout if self.timeout else None
         self.ctx.deadline = self.deadline
+        self.policy.reopen()  # the last message's reply may have been stopped (crew chat)
         records: list[CallRecord] = []
         for turn in range(1, self.max_turns + 1):
             if self.closed:  # closed from another thread (Ctrl-C): no new turn, no new CLI
@@ -261,6 +263,7 @@ class AgentLoop:
     def close(self) -> None:
         """End the conversation and drop tool calls that have not started; no turn starts after this."""
         self.closed = True
+        self.policy.withdraw()  # an approval question still open: no one is there for it any more
         self.conv.close()
         self._pool.shutdown()
         self.ctx.groups.end()  # run_command's and command tools' process groups, whatever their threads do
@@ -460,7 +463,11 @@ class LoopChannel:
         data = arguments if isinstance(arguments, dict) else {"input": arguments}
         paths = [data[key] for key in PATH_KEYS if isinstance(data.get(key), str)]
         refusal = next(filter(None, (_outside(loop.ctx.workdir, path) for path in paths)), None)
-        refusal = refusal or loop.policy.check_native(tool, data, read_only)
+        try:
+            jsonio.check_depth(data)  # a CLI's line is not bounded as it is decoded (providers.base)
+        except jsonio.TooDeep as exc:
+            refusal = refusal or f"crew does not run {tool} with this input: {exc}"
+        refusal = refusal or loop.policy.check_native(tool, data, read_only, loop.deadline)
         decision = {"decision": "refused", "reason": refusal} if refusal else {"decision": "allowed"}
         loop.transcript.write("native_tool", agent=loop.agent, tool=tool, input=arguments, **decision)
         shown = f"{NATIVE}{tool} {brief_input(arguments)}"

@@ -100,11 +100,34 @@ def _popen(
     """The CLI `argv` running in a process group of its own (inside `sandbox` when given), with
     pipes for stdin, stdout and stderr. OSError when it cannot be started."""
     proc, launch = spawn(
-        argv, sandbox=sandbox, env=env, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        [_arg(arg) for arg in argv],
+        sandbox=sandbox,
+        env=env,
+        cwd=cwd,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     assert proc.stdout is not None
     _grow_pipe(proc.stdout.fileno())
     return proc, launch
+
+
+def _arg(arg: str) -> str:
+    """An argument the kernel can take: a file name that was not UTF-8 (its bytes held as lone
+    surrogates) stays, to become those bytes again; any other lone surrogate (a model's "\\ud800")
+    is written as a backslash escape, never an error."""
+    try:
+        os.fsencode(arg)
+    except UnicodeEncodeError:
+        return arg.encode("utf-8", "backslashreplace").decode("utf-8")
+    return arg
+
+
+def _encoded(text: str) -> bytes:
+    """Text for a CLI's stdin: UTF-8, a lone surrogate (a name that was not UTF-8, a model's
+    "\\udc80") written as a backslash escape, so the CLI and its model read it escaped."""
+    return text.encode("utf-8", "backslashreplace")
 
 
 def _grow_pipe(fd: int) -> None:
@@ -195,7 +218,7 @@ class Child:
     def _feed(self, text: str | None) -> None:
         leave_signals_to_main()
         if text is not None:
-            self._write(text.encode())
+            self._write(_encoded(text))
         self._close_stdin()
 
     def _write(self, data: bytes) -> None:
@@ -217,7 +240,7 @@ class Child:
 
     def send_line(self, text: str) -> None:
         self.trace("<", text)
-        self._write(text.encode() + b"\n")
+        self._write(_encoded(text) + b"\n")
 
     def trace(self, mark: str = "", text: str = "") -> None:
         """Log a line of the exchange: `$` the command (once, first), `<` a line sent, `>` a line read."""

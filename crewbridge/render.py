@@ -52,7 +52,8 @@ Three outputs, chosen by `Renderer(output=…)`:
   ``{"type": "notice", "text": "…"}`` anything else worth knowing.
 
 With ``verbose`` each command crew runs (`$`), every line it reads from the CLI (`>`) and sends it
-(`<`) go to stderr, in every output.
+(`<`) go to stderr, in every output, with secrets redacted as in transcripts (crewbridge.redact:
+`secrets` are the variables crew.yaml's providers set).
 """
 
 from __future__ import annotations
@@ -68,8 +69,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
-from crewbridge.policy import terminal_lock  # an approval question owns the terminal
+from crewbridge import jsonio
+from crewbridge.approval import isatty, terminal  # an approval question owns the terminal while it waits
 from crewbridge.process import log as process_log
+from crewbridge.redact import Redactor
 from crewbridge.verdict import Finding
 
 if TYPE_CHECKING:
@@ -156,6 +159,7 @@ class Renderer:
         out: IO[str] | None = None,
         err: IO[str] | None = None,
         env: Mapping[str, str] | None = None,
+        secrets: Mapping[str, str] | None = None,
     ) -> None:
         if output not in OUTPUTS:
             raise ValueError(f"output '{output}' is not one of {', '.join(OUTPUTS)}")
@@ -182,6 +186,7 @@ class Renderer:
         self._stop = threading.Event()
         self._ticker: threading.Thread | None = None
         self._trace: logging.Handler | None = None
+        self._redactor = Redactor(env, provided=secrets)
         if verbose:
             self._trace = _TraceHandler(self)
             process_log.addHandler(self._trace)
@@ -459,10 +464,11 @@ class Renderer:
             _silence(self.out)
 
     def _write_err(self, text: str) -> None:
-        """A line on stderr (the status line, if drawn, wiped first); it waits while a person
-        answers an approval question."""
+        """A line on stderr (the status line, if drawn, wiped first); while a person is asked an
+        approval question, it is held and written after the question (nothing waits for them)."""
         self._quiet_since, self._last_line = time.monotonic(), None
-        with terminal_lock:
+
+        def write() -> None:
             self._clear_status()
             try:
                 self.err.write(_encodable(text, self.err))
@@ -470,12 +476,15 @@ class Renderer:
             except BrokenPipeError:
                 _silence(self.err)
 
+        terminal.write(write)
+
     def trace(self, line: str) -> None:
         """A --verbose line on stderr."""
         with self._lock:
             if self.shared_tty and self._column:
                 self._end_line()
-            self._write_err(self.style.paint(one_line(line, TRACE_CHARS), "2") + "\n")
+            line = one_line(self._redactor.head(line, TRACE_CHARS), TRACE_CHARS)
+            self._write_err(self.style.paint(line, "2") + "\n")
 
     # -- the status line ------------------------------------------------------------------------
 
@@ -510,13 +519,13 @@ class Renderer:
             for a in busy
         ]
         line = one_line(f"{spin[frame % len(spin)]} " + "  ".join(parts), self.style.width - 1)
-        if terminal_lock.acquire(blocking=False):
-            try:
-                self.err.write("\r\x1b[2K" + self.style.paint(line, "2") + "\r")
-                self.err.flush()
-                self._status = True
-            finally:
-                terminal_lock.release()
+
+        def write() -> None:
+            self.err.write("\r\x1b[2K" + self.style.paint(line, "2") + "\r")
+            self.err.flush()
+            self._status = True
+
+        terminal.write_if_free(write)
 
     def _clear_status(self) -> None:
         if self._status:
@@ -618,12 +627,7 @@ def worktree_dict(outcome: Outcome) -> dict[str, Any]:
 
 def json_line(obj: Any) -> str:
     """One line of JSON; text that cannot be UTF-8 (a lone surrogate) is written as escapes."""
-    line = json.dumps(obj, ensure_ascii=False)
-    try:
-        line.encode("utf-8")
-    except UnicodeEncodeError:
-        line = json.dumps(obj)
-    return line + "\n"
+    return jsonio.dumps_bytes(obj).decode("utf-8") + "\n"
 
 
 def _encodable(text: str, stream: Any) -> str:
@@ -678,14 +682,6 @@ def _int(text: str) -> int:
         return int(text)
     except ValueError:
         return 0
-
-
-def isatty(stream: Any) -> bool:
-    """Whether `stream` is a terminal (False for anything that cannot say)."""
-    try:
-        return bool(stream.isatty())
-    except (AttributeError, ValueError):
-        return False
 
 
 def _same_terminal(a: Any, b: Any) -> bool:

@@ -10,6 +10,7 @@ from typing import Any, Protocol
 
 from crewbridge import jsonio
 from crewbridge.events import Event, Notice
+from crewbridge.mentions import refuse_option
 from crewbridge.modes import Mode
 from crewbridge.sandbox import Sandbox, State
 
@@ -26,6 +27,16 @@ class Turn:
     options: list[str] = field(default_factory=list)  # extra CLI options from configuration
     native: bool = False  # crew's tools go through the CLI's native channel, not the catalogue (crewbridge.native)
     sandbox: Sandbox | None = None  # the CLI runs inside it (crewbridge.sandbox)
+
+    def __post_init__(self) -> None:
+        # Each goes to the CLI as an argument: `--model --dangerously-skip-permissions` must never be
+        # built, whoever named the model (a mention, crew.yaml, the Python API) or the session.
+        if self.model:
+            refuse_option(
+                f"model '{self.model}'", self.model, "name a model (crew agents list shows the configured ones)"
+            )
+        if self.session_id:
+            refuse_option(f"session id '{self.session_id}'", self.session_id, "resume a session the CLI named")
 
 
 def cli_home(env: Mapping[str, str], variable: str, default: str) -> Path:
@@ -44,16 +55,25 @@ class Decoder(Protocol):
 
 def parse_object(line: str) -> dict[str, Any] | Notice | None:
     """The JSON object one line of CLI output holds; None for a blank line; a Notice for a corrupt
-    one (not JSON, nested too deeply, not an object). Every line of every JSON stream comes here."""
+    one (not JSON, nested too deeply, not an object).
+
+    Nesting: the fast decoder (jsonio.decode) stops at its recursion limit (RecursionError, a Notice
+    here), so no line can crash a reader. A line it decodes is not counted for jsonio.MAX_DEPTH: that
+    would cost a fifth of the time of a streamed delta, and decoders read fields by name. A value
+    handed on whole (a tool's input) is bounded where it is handed on (crewbridge.caller,
+    LoopChannel.permit)."""
     try:
         obj = jsonio.decode(line)
-    except jsonio.TooDeep:
-        return Notice("corrupt", f"JSON nested too deeply: {line.strip()[:120]}")
-    except ValueError as exc:
-        line = line.strip()
+    except (ValueError, RecursionError):
+        line = line.strip()  # blank, corrupt, nested too deeply, or padded with whitespace
         if not line:
             return None
-        return Notice("corrupt", f"not JSON ({getattr(exc, 'msg', exc)}): {line[:120]}")
+        try:
+            obj = jsonio.loads(line)
+        except jsonio.TooDeep:
+            return Notice("corrupt", f"JSON nested too deeply (more than {jsonio.MAX_DEPTH} levels): {line[:120]}")
+        except ValueError as exc:
+            return Notice("corrupt", f"not JSON ({getattr(exc, 'msg', exc)}): {line[:120]}")
     if not isinstance(obj, dict):
         return Notice("corrupt", f"not a JSON object: {line.strip()[:120]}")
     return obj
@@ -74,7 +94,11 @@ class JsonLineDecoder:
         try:
             return self.event(obj)
         except (AttributeError, KeyError, TypeError, ValueError) as exc:
-            return [Notice("corrupt", f"unexpected event shape ({exc}): {json.dumps(obj)[:120]}")]
+            try:
+                shown = json.dumps(obj)[:120]
+            except RecursionError:  # a line the fast path took whole, just under json's limit
+                shown = "(nested too deeply to show)"
+            return [Notice("corrupt", f"unexpected event shape ({exc}): {shown}")]
 
     def event(self, obj: dict[str, Any]) -> list[Event]:
         raise NotImplementedError

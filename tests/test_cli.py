@@ -112,6 +112,27 @@ def test_a_mention_picks_the_model_and_an_email_address_is_task_text(crew, fake)
     assert fake.other.prompts == []
 
 
+@pytest.mark.parametrize("command", [["query"], ["execute"], ["chat"]])
+@pytest.mark.parametrize("task", ["@fake:--dangerously-skip-permissions hi", "@other @fake:-y hi"])
+def test_a_model_that_would_read_as_an_option_is_exit_2_and_no_cli_starts(command, task, crew, fake):
+    args = [*command, "--config", fake.config, task] if command != ["chat"] else [
+        "chat", "--config", fake.config, task.split()[-2]]
+    done = crew(*args, input="hi\n")
+    assert done.returncode == 2, done.stderr
+    assert "starts with '-', so the CLI would read it as an option" in error_line(done.stderr)
+    assert fake.argvs == [] and fake.other.argvs == []  # neither CLI was started
+
+
+def test_a_model_in_crew_yaml_that_would_read_as_an_option_is_exit_2_and_no_cli_starts(crew, fake, tmp_path):
+    config = write_config(tmp_path / "crew.yaml", providers={"fake": fake.provider("--model", "{model}")},
+                          agents={"fake": {"provider": "fake", "model": "--dangerously-skip-permissions"}})
+    done = crew("query", "--config", str(config), "@fake hi")
+    assert done.returncode == 2
+    assert error_line(done.stderr).startswith("crew: error: crew.yaml:")
+    assert "agents.fake.model: '--dangerously-skip-permissions' is not in the right form" in done.stderr
+    assert fake.argvs == []
+
+
 def test_several_agents_answer_in_parallel_each_under_its_label(crew, fake):
     fake.script("from fake")
     fake.other.script("from other")
@@ -153,6 +174,8 @@ def test_the_same_failing_call_repeated_ends_the_run_with_exit_1(crew, fake):
     (["query", "--config", "nope.yaml", "@demo hi"],
      "config file nope.yaml not found; check the --config path"),
     (["tools", "call", "crew:read_file", "--input", "{bad"], "--input is not valid JSON"),
+    (["tools", "call", "crew:read_file", "--input", "[" * 5000 + "]" * 5000],
+     "--input is JSON nested more than 100 levels deep; send flatter data"),
 ])
 def test_bad_usage_is_one_line_and_exit_2(args, message, crew):
     done = crew(*args)

@@ -129,6 +129,15 @@ def test_a_type_error_names_file_line_key_and_fix(tmp_path):
     assert message == "crew.yaml:7: agents.claude.timeout: 'soon' is not of type 'number'; give seconds, e.g. 120"
 
 
+@pytest.mark.parametrize("where", ["agents:\n  claude:\n", "providers:\n  aider:\n    command: [aider]\n"])
+def test_a_model_that_would_read_as_an_option_is_refused(tmp_path, where):
+    message = error_of(tmp_path, where + "    model: --dangerously-skip-permissions\n")
+    key = "agents.claude" if where.startswith("agents") else "providers.aider"
+    assert message == (f"crew.yaml:{where.count(chr(10)) + 1}: {key}.model: '--dangerously-skip-permissions' is not in "
+                       "the right form; a model name, e.g. sonnet; crew passes it to the CLI as an argument, so it "
+                       "cannot start with -")
+
+
 def test_an_unknown_key_suggests_the_nearest(tmp_path):
     assert error_of(tmp_path, "agents:\n  claude:\n    timout: 3\n") == \
         "crew.yaml:3: agents.claude.timout: unknown key; did you mean 'timeout'?"

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from crewcli import (FakeModel, crew_env, end_group, error_line, executable, processes_in, run_crew,
+from crewbridge.jsonio import MAX_DEPTH
+from crewcli import (CREW, FakeModel, crew_env, end_group, error_line, executable, processes_in, run_crew,
                      start_crew, tool_block, write_config)
 
 INSTALL = {"claude": "npm install -g @anthropic-ai/claude-code",
@@ -399,3 +400,94 @@ def test_a_model_that_keeps_calling_tools_stops_at_max_turns_with_exit_4(model, 
     assert "--max-turns" in error_line(done.stderr)
     assert len(model.prompts) == 3
 
+
+
+# -- hostile text and JSON: from the model, the disk, hooks ------------------------------------------
+
+def run_file(env) -> Path:
+    """The transcript of the one run crew recorded in `env`."""
+    [path] = (Path(env["XDG_STATE_HOME"]) / "crewbridge" / "runs").glob("*.jsonl")
+    return path
+
+
+def events(path: Path, kind: str) -> list[dict]:
+    return [event for event in map(json.loads, path.read_bytes().splitlines()) if event["kind"] == kind]
+
+
+@pytest.mark.parametrize("output", [[], ["--json"], ["--jsonl"]])
+def test_a_lone_surrogate_in_a_call_reaches_the_model_and_the_transcript_escaped(output, model, tmp_path, env):
+    model.script(tool_block("crew:read_file", path="a\udc80b"), "No such file.")
+    done = run_crew(["query", *output, "--config", str(model.config), "@fake read it"], env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "No such file." in done.stdout
+    assert "'a\\udc80b' does not exist" in model.prompts[1]  # the model reads the escape
+    record = run_file(env).read_bytes()
+    assert b'"path": "a\\udc80b"' in record  # escaped in the JSON, so the file is UTF-8
+    record.decode("utf-8")
+    assert [e["input"] for e in events(run_file(env), "tool_call")] == [{"path": "a\udc80b"}]
+    if output:
+        json.loads(done.stdout.splitlines()[-1])  # what --json/--jsonl print is JSON still
+
+
+def test_a_file_name_that_is_not_utf8_is_listed_read_and_recorded_escaped(model, tmp_path, env):
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / os.fsdecode(b"caf\xe9.txt")).write_bytes(b"latin-1 named\n")  # "caf\udce9.txt" to Python
+    model.script(tool_block("crew:list_files") + tool_block("crew:read_file", path="caf\udce9.txt"), "Read it.")
+    done = run_crew(["query", "--config", str(model.config), "@fake what is here?"], env=env, cwd=work)
+    assert (done.returncode, done.stdout) == (0, "Read it.\n"), done.stderr
+    follow_up = model.prompts[1]
+    assert "caf\\udce9.txt" in follow_up and "latin-1 named" in follow_up  # the model reads the escape
+    results = {e["name"]: e["result"] for e in events(run_file(env), "tool_result")}  # in the order they ended
+    listed, read = results["crew:list_files"], results["crew:read_file"]
+    assert listed["success"] and read["success"] and read["data"]["content"] == "latin-1 named\n"
+    assert b'"path": "caf\\udce9.txt"' in run_file(env).read_bytes()  # recorded escaped
+    shown = run_crew(["log", "show", "last"], env=env, cwd=work)
+    assert shown.returncode == 0 and "caf\\udce9.txt" in shown.stdout
+
+
+def test_piped_input_that_is_not_utf8_is_context_not_a_crash(model, tmp_path, env):
+    model.script("Seen.")
+    proc = subprocess.run([*CREW, "query", "--config", str(model.config), "@fake what is this?"], cwd=tmp_path,
+                          env=env, input=b"bytes \xff\xfe here\n", capture_output=True, timeout=60)
+    assert (proc.returncode, proc.stdout) == (0, b"Seen.\n"), proc.stderr
+    assert "bytes \\udcff\\udcfe here" in model.prompts[0]
+
+
+def test_a_call_nested_past_the_limit_is_an_error_for_the_model_and_the_run_goes_on(model, tmp_path, env):
+    deep = '{"type": "tool_use", "name": "crew:read_file", "input": {"path": ' + "[" * 5000 + "]" * 5000 + "}}"
+    model.script("```json\n" + deep + "\n```\n", "I will send flatter JSON.")
+    done = run_crew(["query", "--config", str(model.config), "@fake read"], env=env, cwd=tmp_path)
+    assert (done.returncode, done.stdout) == (0, "I will send flatter JSON.\n"), done.stderr
+    assert f"JSON nested more than {MAX_DEPTH} levels deep" in model.prompts[1]
+
+
+def test_a_hook_that_prints_json_nested_past_the_limit_fails_the_call_not_the_run(model, tmp_path, env):
+    (tmp_path / "deep.json").write_text("[" * 5000 + "]" * 5000)
+    config = write_config(tmp_path / "crew.yaml", providers={"fake": model.provider()},
+                          agents={"fake": {"provider": "fake"}},
+                          hooks={"before_tool_call": [{"command": ["cat", str(tmp_path / "deep.json")]}]})
+    (tmp_path / "notes.txt").write_text("hi\n")
+    model.script(tool_block("crew:read_file", path="notes.txt"), "The hook failed.")
+    done = run_crew(["query", "--config", str(config), "@fake read"], env=env, cwd=tmp_path)
+    assert (done.returncode, done.stdout) == (0, "The hook failed.\n"), done.stderr
+    assert f"printed JSON nested more than {MAX_DEPTH} levels deep" in model.prompts[1]
+
+
+def test_transcripts_read_back_skip_a_record_nested_past_the_limit(model, tmp_path, env):
+    model.script("Hello.")
+    assert run_crew(["query", "--config", str(model.config), "@fake hi"], env=env, cwd=tmp_path).returncode == 0
+    path = run_file(env)
+    lines = path.read_text().splitlines()
+    deep = '{"kind": "reply", "agent": "fake", "text": ' + "[" * 5000 + "]" * 5000 + "}"
+    deep_end = lines[-1][:-1] + ', "x": ' + "[" * 5000 + "]" * 5000 + "}"  # `crew log` reads the end event
+    path.write_text("\n".join([*lines[:-1], deep, deep_end]) + "\n")
+    listed = run_crew(["log"], env=env, cwd=tmp_path)
+    assert listed.returncode == 0 and path.stem in listed.stdout
+    shown = run_crew(["log", "show", path.stem], env=env, cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    corrupt = [e for e in map(json.loads, shown.stdout.splitlines()) if e["kind"] == "corrupt"]
+    assert [e["error"] for e in corrupt] == [f"JSON nested more than {MAX_DEPTH} levels deep; send flatter data"] * 2
+    model.script("Again.")
+    resumed = run_crew(["query", "--config", str(model.config), "--continue", "@fake go on"], env=env, cwd=tmp_path)
+    assert (resumed.returncode, resumed.stdout) == (0, "Again.\n"), resumed.stderr

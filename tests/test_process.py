@@ -41,6 +41,18 @@ def test_stdin_is_delivered_and_closed():
     assert child.wait() == 0
 
 
+def test_text_that_is_not_utf8_reaches_the_cli_escaped_never_an_error(tmp_path):
+    # a lone surrogate (a model's "\\ud800") on stdin and in argv: a backslash escape, as the model wrote it
+    echo = [PY, "-c", "import sys; sys.stdout.buffer.write(sys.argv[1].encode(errors='surrogateescape') + b'|' "
+                      "+ sys.stdin.buffer.read())"]
+    child = Child([*echo, "a\ud800b"], stdin="c\udc80d \ud83d")
+    assert list(child.lines()) == ["a\\ud800b|c\\udc80d \\ud83d"]
+    # a file name that is not UTF-8 ("caf\xe9" read as "caf\udce9") reaches argv as its own bytes again
+    (tmp_path / os.fsdecode(b"caf\xe9")).write_text("latin-1 named")
+    child = Child([PY, "-c", "import sys; print(open(sys.argv[1]).read())", os.fsdecode(b"caf\xe9")], cwd=tmp_path)
+    assert list(child.lines()) == ["latin-1 named"]
+
+
 def test_stdin_kept_open_takes_the_whole_input_later():
     child = Child([PY, "-c", "import sys; print(sys.stdin.read().upper())"], keep_stdin=True)
     child.feed("written once the CLI was running")

@@ -196,3 +196,13 @@ def test_each_cli_declares_its_state_folder_and_the_settings_that_run_code(tmp_p
     assert GeminiProvider().state(env).read_only == (Path("/h/.gemini/settings.json"), Path("/h/.gemini/extensions"))
     assert CodexProvider().state({**env, "CODEX_HOME": "/x"}).dirs == (Path("/x"),)
     assert CodexProvider().state(env).read_only == (Path("/h/.codex/config.toml"), Path("/h/.codex/rules"))
+
+
+# --- arguments stay arguments ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("field, value", [("model", "--dangerously-skip-permissions"), ("session_id", "-c")])
+def test_a_turn_refuses_a_value_that_would_reach_a_cli_as_an_option(field: str, value: str) -> None:
+    from crewbridge.providers.base import Turn
+
+    with pytest.raises(UsageError, match=f"'{value}' starts with '-', so the CLI would read it as an option"):
+        Turn("hi", **{field: value})
