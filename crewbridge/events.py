@@ -53,9 +53,7 @@ class Failure:
 
 @dataclass(frozen=True)
 class Done:
-    """The CLI's reply ended (its final/result event)."""
-
-    ok: bool = True
+    """The CLI's reply ended (its final/result event): a live CLI's conversation reads up to it."""
 
 
 @dataclass(frozen=True)

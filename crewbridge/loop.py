@@ -373,10 +373,10 @@ class AgentLoop:
         end = reply.calls[-1].end
         kept, tail = reply.text[:end], reply.text[end:]
         self.transcript.write("reply", agent=self.agent, text=kept)  # what the conversation keeps of it
-        held = self.conv.keep(kept, reply.stopped)
+        history = self.conv.keep(kept, reply.stopped)  # what the CLI's history now holds of the reply
         results = "\n".join(self._result_text(record) for record in batch)
-        restate = render("restate.md", kept=kept.rstrip()) if held == LOST else ""
-        tail_note = render("tail_ignored.md", tail=tail.strip()) if held == FULL and tail.strip() else ""
+        restate = render("restate.md", kept=kept.rstrip()) if history == LOST else ""
+        tail_note = render("tail_ignored.md", tail=tail.strip()) if history == FULL and tail.strip() else ""
         return render("tool_results.md", restate=restate, results=results, tail=tail_note)
 
     def _result_text(self, record: CallRecord) -> str:

@@ -6,11 +6,11 @@ import time
 from pathlib import Path
 
 import pytest
-
-from crewbridge.errors import CLINotFound, CrewTimeout, ProviderError
-from crewbridge import process
-from crewbridge.process import MAX_LINE, Child, end_all
 from crewcli import running
+
+from crewbridge import process
+from crewbridge.errors import CLINotFound, CrewTimeout, ProviderError
+from crewbridge.process import MAX_LINE, Child, end_all
 
 PY = sys.executable
 
@@ -153,10 +153,10 @@ def test_kill_from_several_threads_at_once_while_another_reads():
         assert next(lines) == "ready"
         reader_saw: list[object] = []
 
-        def read() -> None:
+        def read(lines=lines, reader_saw=reader_saw) -> None:
             try:
                 reader_saw.append(list(lines))
-            except Exception as exc:  # noqa: BLE001 - recorded for the assertion below
+            except Exception as exc:
                 reader_saw.append(exc)
 
         reader = threading.Thread(target=read)
@@ -218,3 +218,19 @@ def test_input_that_comes_after_the_cli_was_killed_is_dropped_quietly():
     finally:
         threading.excepthook = threading.__excepthook__
     assert raised == []
+
+
+def test_a_line_the_cli_does_not_read_ends_it_at_the_deadline():
+    child = Child([PY, "-c", "import time; time.sleep(60)"], keep_stdin=True)  # it never reads stdin
+    with pytest.raises(CrewTimeout, match=r"'python.*' did not read its input in time; it was stopped"):
+        child.send_line("x" * (1 << 22), deadline=time.monotonic() + 0.5)  # more than the pipe holds
+    assert child.proc.poll() is not None
+
+
+def test_kill_ends_a_write_the_cli_does_not_read():
+    child = Child([PY, "-c", "import time; time.sleep(60)"], keep_stdin=True)
+    writer = threading.Thread(target=child.send_line, args=("x" * (1 << 22),))  # no deadline
+    writer.start()
+    child.kill(grace=0)  # before the write, or while it waits: either way it returns
+    writer.join(10)
+    assert not writer.is_alive()
