@@ -55,9 +55,6 @@ class CallRecord:
     input: Any
     result: ToolResult
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "input": self.input, "success": self.result.success, "error": self.result.error}
-
 
 @dataclass
 class Progress:
@@ -80,16 +77,6 @@ class RunResult:
     usage: dict[str, Any] = field(default_factory=dict)
     session: str | None = None
     turns: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "agent": self.agent,
-            "answer": self.answer,
-            "tool_calls": [c.to_dict() for c in self.tool_calls],
-            "usage": self.usage,
-            "session": self.session,
-            "turns": self.turns,
-        }
 
 
 @dataclass

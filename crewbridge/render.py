@@ -17,28 +17,8 @@ Three outputs, chosen by `Renderer(output=…)`:
   colours only on a terminal and never with NO_COLOR set. Model text on a terminal has its control
   characters escaped, so a reply cannot drive the terminal.
 
-``json``: one object on stdout at the end. One agent: its result — ``agent``, ``answer``,
-  ``tool_calls`` (``name``, ``input``, ``success``, ``error``), ``usage``, ``session``, ``turns``,
-  ``fell_back_from`` (the agent asked, when another took its task over, else null), ``error``
-  (null) — or, when it failed, ``{"agent", "answer": null, "fell_back_from", "error", "exit_code"}``.
-  Several agents: ``{"results": [one such object per agent, in mention order]}``.
-
-``jsonl``: the event stream, one object per line as it happens, each with ``type`` and ``agent``:
-  ``{"type": "turn", "turn": 1}`` a model reply begins (1, 2, … per task);
-  ``{"type": "text", "text": "…"}`` raw text as the model streams it, tool-call blocks and any text
-  crew cut off included;
-  ``{"type": "call", "name": "crew:read_file", "input": {…}}`` a tool-call block closed;
-  ``{"type": "result", "name", "input", "result": {"success", "data", "error", "metadata"}}`` its
-  result envelope (in call order, once the reply is over);
-  ``{"type": "usage", "input_tokens", "output_tokens", "cached_tokens", "cost_usd"}`` the agent's
-  usage in this run so far, each time its CLI reports some;
-  ``{"type": "answer", "answer", "tool_calls", "usage", "session", "turns"}`` the final answer;
-  ``{"type": "error", "error": "…", "exit_code": 3}`` the agent's run failed;
-  ``{"type": "fallback", "agent", "text"}`` the agent's provider cannot answer; the next one of
-  its `fallback:` takes the task over (then ``answer`` has ``fell_back_from``);
-  ``{"type": "resume", "agent", "text"}`` continuing a run, the agent starts afresh (it was not in
-  it) or has its conversation replayed (its CLI no longer has the session);
-  ``{"type": "notice", "text": "…"}`` anything else worth knowing.
+``json``: one object on stdout at the end; ``jsonl``: the event stream, one object per line as it
+  happens. Their shapes are crewbridge/outputs.py's (and docs/schemas/).
 
 With ``verbose`` each command crew runs (`$`), every line it reads from the CLI (`>`) and sends it
 (`<`) go to stderr, in every output.
@@ -57,6 +37,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
+from crewbridge.outputs import error_record, event_record, json_line, outcomes_record
 from crewbridge.policy import terminal_lock  # an approval question owns the terminal
 from crewbridge.process import log as process_log
 
@@ -202,7 +183,7 @@ class Renderer:
             agent = self._agent(event.agent)
             if self.output == "jsonl":
                 if event.kind != "text" or event.text:  # not a text event that only settles what is shown
-                    self._write_out(json_line(_event_dict(event)))
+                    self._write_out(json_line(event_record(event)))
             elif self.output == "text" or event.kind in ("fallback", "resume"):  # on stderr with --json too
                 getattr(self, f"_on_{event.kind}", self._on_notice)(agent, event)
             if event.kind == "turn":
@@ -276,24 +257,14 @@ class Renderer:
                 elif self.output == "text" and not agent.answered and outcome.result is not None:
                     self._answer(agent, outcome.result.answer, header=self.labelled or bool(outcome.fell_back_from))
             if self.output == "json":
-                objs = [outcome_dict(o) for o in outcomes]
-                self._write_out(json_line(objs[0] if len(objs) == 1 else {"results": objs}))
+                self._write_out(json_line(outcomes_record(outcomes)))
 
     def failed(self, name: str, error: Exception) -> None:
         """An agent's run ended with `error`: said on stderr (and in the jsonl stream)."""
         with self._lock:
             self._agent(name).state = "failed"
             if self.output == "jsonl":
-                self._write_out(
-                    json_line(
-                        {
-                            "type": "error",
-                            "agent": name,
-                            "error": str(error),
-                            "exit_code": getattr(error, "exit_code", 1),
-                        }
-                    )
-                )
+                self._write_out(json_line(error_record(name, error)))
             message = str(error)
             if self.labelled and not message.startswith(f"@{name}"):
                 message = f"@{name}: {message}"
@@ -522,29 +493,6 @@ def one_line(text: str, width: int = 200) -> str:
     return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
 
 
-def outcome_dict(outcome: Outcome) -> dict[str, Any]:
-    """One agent's outcome as --json shows it."""
-    if outcome.result is not None:
-        return {**outcome.result.to_dict(), "fell_back_from": outcome.fell_back_from, "error": None}
-    return {
-        "agent": outcome.agent,
-        "answer": None,
-        "fell_back_from": outcome.fell_back_from,
-        "error": str(outcome.error),
-        "exit_code": getattr(outcome.error, "exit_code", 1),
-    }
-
-
-def json_line(obj: Any) -> str:
-    """One line of JSON; text that cannot be UTF-8 (a lone surrogate) is written as escapes."""
-    line = json.dumps(obj, ensure_ascii=False)
-    try:
-        line.encode("utf-8")
-    except UnicodeEncodeError:
-        line = json.dumps(obj)
-    return line + "\n"
-
-
 def _encodable(text: str, stream: Any) -> str:
     """`text` as `stream` can encode it: surrogate halves joined (a lone one replaced), characters
     its encoding lacks escaped."""
@@ -558,20 +506,6 @@ def _encodable(text: str, stream: Any) -> str:
             return text.encode(encoding, "backslashreplace").decode(encoding)
         except LookupError:
             return text
-
-
-def _event_dict(event: Progress) -> dict[str, Any]:
-    base: dict[str, Any] = {"type": event.kind, "agent": event.agent}
-    if event.kind == "turn":
-        return {**base, "turn": _int(event.text)}
-    if event.kind in ("call", "result") and event.call is not None:
-        base.update(name=event.call.name, input=event.call.input)
-        return {**base, "result": event.call.result.to_dict()} if event.kind == "result" else base
-    if event.kind == "answer" and event.result is not None:
-        return {**base, **event.result.to_dict()}
-    if event.kind == "usage" and event.usage is not None:
-        return {**base, **event.usage.to_dict()}
-    return {**base, "text": event.text}
 
 
 def _count(n: int, noun: str) -> str:
