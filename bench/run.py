@@ -34,6 +34,7 @@ FIGURES = {  # name → module; in the order of issue 6
     "memory": "bench.memory",
     "mcp": "bench.mcp",
     "native": "bench.native",
+    "tools": "bench.tool_memory",
 }
 
 

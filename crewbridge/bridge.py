@@ -119,12 +119,13 @@ class Bridge:
 
     def skills(self, agent: AgentSpec) -> dict[str, Skill]:
         """The skills `agent` gets: those found from its working directory, chosen by its `skills:` globs."""
-        return chosen(self.found_skills(self._workdir(agent)).skills, agent.skills)
+        return chosen(self.found_skills(self._workdir(agent)).skills, *agent.allow_lists("skills"))
 
     def found_skills(self, workdir: Path | None = None) -> Found:
         """Every skill folder found from `workdir` (default the Bridge's), crew.yaml's `skills:`
         folders and the user's (crewbridge.skills), with the broken and the hidden ones."""
-        return discover(roots(workdir or self.workdir, self.config.skills))
+        workdir = workdir or self.workdir
+        return discover(roots(workdir, self.config.skills), workdir)
 
     def run(
         self,

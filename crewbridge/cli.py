@@ -466,13 +466,31 @@ def config_group() -> None:
 @config_group.command("trust")
 @click.argument("path", required=False, type=click.Path(dir_okay=False, exists=True, path_type=Path))
 def config_trust_command(path: Path | None) -> None:
-    """Allow a project crew.yaml (found here or above) to run its hooks, tools and providers."""
+    """Allow a project crew.yaml (found here or above) to run its hooks, tools and providers and to
+    loosen rules: as it is now, through the path given (a link is trusted as the link), with the
+    scripts it runs."""
     from crewbridge.config import find_project_config, trust_config
 
     target = path or find_project_config(Path.cwd())
     if target is None:
         raise UsageError("no crew.yaml in this directory or its parents; name one: crew config trust PATH")
-    click.echo(f"trusted {trust_config(target)}")
+    found = trust_config(target, Path.cwd())
+    link = f" (a link to {found.target})" if found.target != found.used else ""
+    scripts = ", ".join(word for word, _ in found.named.values())
+    click.echo(f"trusted {found.used}{link}" + (f" and the scripts it runs: {scripts}" if scripts else ""))
+
+
+@config_group.command("show")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (files, then settings with file and line).")
+@config_option
+def config_show_command(as_json: bool, config: Config) -> None:
+    """Print the configuration in force: each setting with the file and line it came from."""
+    from crewbridge.config_layers import shown_json, shown_text
+
+    if as_json:
+        click.echo(json.dumps(shown_json(config.files, config.described()), ensure_ascii=False))
+    else:
+        click.echo(shown_text(config.files, config.described()), nl=False)
 
 
 @cli.command("init")

@@ -1,14 +1,15 @@
 """Configuration: crew.yaml (agents, custom providers, tools, hooks, prefix), found, validated, loaded.
 
-Where: `--config PATH`; else crew.yaml or .crew.yaml in the working directory or its nearest parent;
-else $XDG_CONFIG_HOME/crewbridge/crew.yaml (default ~/.config). The first found is the configuration.
-Errors name the file, the line, the key and the fix:
+The files, in order: the user's ($XDG_CONFIG_HOME/crewbridge/crew.yaml, default ~/.config), the
+project's (crew.yaml or .crew.yaml in the working directory or its nearest parent), the one named by
+`--config`. They combine by the rules of crewbridge.config_layers: rules add up or narrow, so a
+project file cannot drop the user's. Errors name the file, the line, the key and the fix:
 `crew.yaml:7: agents.claude.timeout: 'soon' is not of type 'number'; give seconds, e.g. 120`.
 
-A project file found by the directory search that can run commands (hooks, tools, providers, CLI
-options, a working directory outside the project) is used only once a person has trusted it
-(`trust_config`, which remembers its content hash), or named it with --config. Otherwise cloning a
-repository and running crew in it would run whatever its crew.yaml says.
+A project file that can run commands (hooks, tools, providers, CLI options, a working directory
+outside the project), that is a link, or that loosens a rule is used only once a person has trusted
+it (crewbridge.trust: its path as used, its content and the scripts it runs), or named it with
+--config. Otherwise cloning a repository and running crew in it would run whatever its crew.yaml says.
 """
 
 from __future__ import annotations
@@ -23,9 +24,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from crewbridge import config_layers as layers
+from crewbridge.config_layers import Combined, Keys, Layer, Origin, Setting, Source
 from crewbridge.errors import AgentNotFound, ConfigError, ConfigKeyError, CrewError, UsageError
 from crewbridge.globs import NATIVE, matches
-from crewbridge.places import CONFIG_NAMES, xdg
+from crewbridge.places import CONFIG_NAMES as CONFIG_NAMES
+from crewbridge.places import config_dir as config_dir
+from crewbridge.places import state_dir as state_dir
 from crewbridge.providers import BUILTIN, load, names, plugins
 from crewbridge.registry import DEFAULT_PREFIX, ToolRegistry
 from crewbridge.templates import package_text
@@ -41,10 +46,10 @@ if TYPE_CHECKING:
     from crewbridge.hooks import HookSpec
     from crewbridge.providers.base import Provider
     from crewbridge.providers.generic import GenericSpec
+    from crewbridge.trust import Fingerprint
 
 BUILTIN_AGENTS = ("claude", "gemini", "codex", "demo")
 MAX_NODES = 100_000  # YAML aliases can make a small file expand without end
-Keys = tuple[Any, ...]  # a key path: ("agents", "claude", "deny", 0)
 
 
 @dataclass
@@ -69,11 +74,21 @@ class AgentSpec:
     max_cost: float | None = None  # dollars its run may cost (the CLI's own figure)
     max_tokens: int | None = None  # tokens (input + output) its run may use
     tools_via: str = "text"  # text: the catalogue in the prompt; native: the CLI's own tool channel (crewbridge.native)
+    # allow, allow_commands and skills lists of later files (crewbridge.config_layers): a name must match these too
+    narrowing: dict[str, list[list[str]]] = field(default_factory=dict)
+
+    def allow_lists(self, key: str) -> list[list[str]]:
+        """Every list of `key` (allow, allow_commands, skills) that a name must match, one per file
+        that gave one. An empty allow or allow_commands list lets everything through, so it is left
+        out; skills: [] lets no skill through."""
+        own = getattr(self, key)
+        lists = [*([] if own is None else [own]), *self.narrowing.get(key, [])]
+        return lists if key == "skills" else [globs for globs in lists if globs]
 
 
 @dataclass
 class Config:
-    path: Path | None = None
+    path: Path | None = None  # the last file read (--config's, else the project's, else the user's)
     prefix: str = DEFAULT_PREFIX
     agents: dict[str, AgentSpec] = field(default_factory=dict)
     providers: dict[str, GenericSpec] = field(default_factory=dict)  # by id
@@ -83,8 +98,14 @@ class Config:
     plugins: bool = True  # tools from the `crewbridge.tools` entry point group
     transcripts: bool = True
     skills: list[Path] = field(default_factory=list)  # skill folders crew.yaml names (crewbridge.skills)
-    marks: dict[Keys, int] = field(default_factory=dict, repr=False)  # key path → line in `path`
-    shown: str = "crew.yaml"  # how `path` is named in messages
+    files: list[Source] = field(default_factory=list)  # the files read, in order
+    origins: dict[Keys, Origin] = field(default_factory=dict, repr=False)  # key path → where it was written
+    settings: dict[str, Any] = field(default_factory=dict, repr=False)  # the files' settings, combined
+
+    @property
+    def shown(self) -> str:
+        """How messages name the configuration: its files."""
+        return ", ".join(source.shown for source in self.files) or "crew.yaml"
 
     def agent(self, agent_id: str) -> AgentSpec:
         if agent_id not in self.agents:
@@ -128,7 +149,7 @@ class Config:
             if tool.name in registry:
                 raise ConfigError(
                     f"plugin tool '{tool.name}' has the name of another tool; rename the "
-                    f"one in {self.shown}, or set plugins: false"
+                    f"one in {self.file_of(('tools', tool.name))}, or set plugins: false"
                 )
             registry.register(tool)
         self._check_globs(registry)
@@ -138,7 +159,12 @@ class Config:
         lists: list[tuple[Keys, list[str]]] = [
             (("agents", agent.id, key), getattr(agent, key))
             for agent in self.agents.values()
-            for key in ("allow", "deny", "approval")
+            for key in ("deny", "approval")
+        ]
+        lists += [
+            (("agents", agent.id, "allow", i), globs)
+            for agent in self.agents.values()
+            for i, globs in enumerate([agent.allow, *agent.narrowing.get("allow", [])])
         ]
         lists += [
             (("hooks", event, i, "tools"), spec.tools)
@@ -158,8 +184,27 @@ class Config:
                     raise self.error((*keys, i), f"'{pattern}' matches no tool; {hint}")
 
     def error(self, keys: Keys, message: str) -> ConfigError:
-        """A ConfigError that names this file, the line of `keys` and the key path."""
-        return ConfigError(_located(self.shown, self.marks, keys, message))
+        """A ConfigError that names the file `keys` was written in, its line and its key path there."""
+        found = layers.nearest(self.origins, keys)
+        if found is None:
+            return ConfigError(_located(self.shown, {}, keys, message))
+        return ConfigError(layers.located(found[0], found[1], message))
+
+    def file_of(self, keys: Keys) -> str:
+        """The file that wrote `keys` (or the nearest key path above it)."""
+        found = layers.nearest(self.origins, keys)
+        return found[0].source.shown if found else self.shown
+
+    def described(self) -> list[Setting]:
+        """Every setting in force with the file and line it came from (`crew config show`); each
+        agent's provider and profile, and the top-level switches, also when they are the defaults."""
+        defaults = {key: getattr(self, key) for key in ("prefix", "transcripts", "plugins")}
+        data = {**defaults, **self.settings}
+        data["agents"] = {
+            agent.id: {"provider": agent.provider, "profile": agent.profile, **data.get("agents", {}).get(agent.id, {})}
+            for agent in self.agents.values()
+        }
+        return layers.settings(data, self.origins)
 
 
 def default_agents() -> dict[str, AgentSpec]:
@@ -167,20 +212,35 @@ def default_agents() -> dict[str, AgentSpec]:
 
 
 def load_config(explicit: Path | None = None, cwd: Path | None = None) -> Config:
-    """The configuration in force (see the module docstring for where it is looked for)."""
+    """The configuration in force: the user's file, the project's, --config's, combined (see the
+    module docstring)."""
     cwd = Path(cwd or Path.cwd()).absolute()
+    found: list[tuple[Path, str]] = []
+    user = config_dir() / "crew.yaml"
+    if user.is_file():
+        found.append((user, "user"))
+    project = find_project_config(cwd)
+    if project is not None:
+        found.append((project, "project"))
     if explicit is not None:
         path = cwd / Path(explicit).expanduser()
         if not path.is_file():
             raise ConfigError(f"config file {explicit} not found; check the --config path")
-        return read_config(path, cwd)
-    found = find_project_config(cwd)
-    if found is not None:
-        return read_config(found, cwd, trusted=False)
-    user = config_dir() / "crew.yaml"
-    if user.is_file():
-        return read_config(user, cwd)
-    return Config(agents=default_agents())
+        found.append((path, "config"))
+    if not found:
+        return Config(agents=default_agents())
+    read: dict[Path, tuple[Path, str]] = {}
+    for path, kind in found:  # a file found twice is read once, in its first place; named, it is trusted
+        first = read.setdefault(path.resolve(), (path, kind))
+        if kind != "project" and first[1] == "project":
+            read[path.resolve()] = (first[0], kind)
+    return _combined([_layer(path, kind, cwd) for path, kind in read.values()])
+
+
+def read_config(path: Path, cwd: Path | None = None, *, trusted: bool = True) -> Config:
+    """One file alone. `trusted=False` (a file found by the directory search) applies the checks of
+    a project file: it must be this user's, and trusted if it runs commands or is a link."""
+    return _combined([_layer(path, "config" if trusted else "project", cwd)])
 
 
 def find_project_config(cwd: Path) -> Path | None:
@@ -194,20 +254,19 @@ def find_project_config(cwd: Path) -> Path | None:
     return None
 
 
-def config_dir(env: Mapping[str, str] | None = None) -> Path:
-    """$XDG_CONFIG_HOME/crewbridge (default ~/.config/crewbridge)."""
-    return Path(xdg("XDG_CONFIG_HOME", ".config", env), "crewbridge")
-
-
-def state_dir(env: Mapping[str, str] | None = None) -> Path:
-    """$XDG_STATE_HOME/crewbridge (default ~/.local/state/crewbridge): transcripts, trusted configs."""
-    return Path(xdg("XDG_STATE_HOME", ".local/state", env), "crewbridge")
-
-
-def read_config(path: Path, cwd: Path | None = None, *, trusted: bool = True) -> Config:
-    """Parse and validate one file. `trusted=False` (a file found by the directory search) refuses a
-    file that can run commands unless it is owned by this user and was trusted as it is now."""
+def _layer(path: Path, kind: str, cwd: Path | None) -> Layer:
+    """One file read and validated; a project file's trust checked."""
     shown = _shown(path, cwd)
+    raw, data, marks = _read(path, shown)
+    source = Source(path, shown, kind, path.resolve().parent)
+    if kind == "project":
+        source.vouch = functools.partial(_doubt, path, raw, data)
+        _check_project(source, data, marks)
+    return Layer(source, data, marks)
+
+
+def _read(path: Path, shown: str) -> tuple[bytes, dict[str, Any], dict[Keys, int]]:
+    """A file's bytes, its valid settings and the line of each key path."""
     try:
         raw = path.read_bytes()
     except OSError as exc:
@@ -218,9 +277,19 @@ def read_config(path: Path, cwd: Path | None = None, *, trusted: bool = True) ->
         raise ConfigError(f"{shown}: not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
     data, marks = parse_yaml(text, shown)
     _validate(data, marks, shown)
-    if not trusted:
-        _check_trust(path, raw, data, marks, shown)
-    return _build(data, marks, path, shown)
+    return raw, data, marks
+
+
+def _combined(read: list[Layer]) -> Config:
+    combined = layers.combine(read, _baseline)
+    return _build(combined, [layer.source for layer in read])
+
+
+def _baseline(keys: Keys) -> Any:
+    """The default of a setting no file gives: an agent's from AgentSpec, the others from Config."""
+    owner, name = (AgentSpec, keys[2]) if keys[0] == "agents" else (Config, keys[0])
+    default = owner.__dataclass_fields__[name]
+    return default.default_factory() if callable(default.default_factory) else default.default
 
 
 def parse_yaml(text: str, shown: str) -> tuple[dict[str, Any], dict[Keys, int]]:
@@ -381,8 +450,7 @@ def _located(shown: str, marks: dict[Keys, int], keys: Keys, message: str, line:
             if keys[:n] in marks:
                 line = marks[keys[:n]]
                 break
-    dotted = "".join(f"[{k}]" if isinstance(k, int) else f".{k}" for k in keys).lstrip(".")
-    return f"{shown}{f':{line}' if line else ''}: {dotted + ': ' if dotted else ''}{message}"
+    return f"{shown}{f':{line}' if line else ''}: {layers.prefixed(keys)}{message}"
 
 
 def _shown(path: Path, cwd: Path | None) -> str:
@@ -394,24 +462,28 @@ def _shown(path: Path, cwd: Path | None) -> str:
     return str(path)
 
 
-def _build(data: dict[str, Any], marks: dict[Keys, int], path: Path, shown: str) -> Config:
+def _build(combined: Combined, files: list[Source]) -> Config:
     # For start-up speed (see top).
     from crewbridge.custom_tools import CommandTool
     from crewbridge.hooks import HookSpec
     from crewbridge.providers.generic import GenericSpec
 
-    base = path.parent.absolute()
+    data = combined.data
     config = Config(
-        path=path,
+        path=files[-1].path,
         prefix=data.get("prefix", DEFAULT_PREFIX),
         agents=default_agents(),
         compact_catalogue=data.get("compact_catalogue"),
         plugins=data.get("plugins", True),
         transcripts=data.get("transcripts", True),
-        skills=[(base / os.path.expanduser(folder)).resolve() for folder in data.get("skills", [])],
-        marks=marks,
-        shown=shown,
+        files=files,
+        origins=combined.origins,
+        settings=data,
     )
+
+    def base(keys: Keys) -> Path:
+        """The folder relative paths at `keys` start at: that of the file they were written in."""
+        return combined.origins[keys].source.base
 
     @contextlib.contextmanager
     def located(keys: Keys) -> Iterator[None]:
@@ -421,10 +493,14 @@ def _build(data: dict[str, Any], marks: dict[Keys, int], path: Path, shown: str)
             key = (exc.key,) if isinstance(exc, ConfigKeyError) else ()
             raise config.error((*keys, *key), str(exc)) from None
 
+    config.skills = [
+        (base(("skills", i)) / os.path.expanduser(folder)).resolve() for i, folder in enumerate(data.get("skills", []))
+    ]
     for name, entry in data.get("providers", {}).items():
         with located(("providers", name)):
             config.providers[name] = GenericSpec(name=name, **entry)
     providers = sorted({*BUILTIN, *config.providers})
+    narrowing = [key for key, rule in layers.AGENT.items() if rule is layers.NARROW]
     for agent_id, entry in data.get("agents", {}).items():
         fields = {**entry, "provider": entry.get("provider", agent_id)}
         if fields["provider"] not in providers and fields["provider"] not in plugins():
@@ -436,7 +512,11 @@ def _build(data: dict[str, Any], marks: dict[Keys, int], path: Path, shown: str)
                 f"{', '.join(providers)} (or add it under providers:)",
             )
         if "workdir" in fields:
-            fields["workdir"] = str((base / os.path.expanduser(fields["workdir"])).resolve())
+            folder = base(("agents", agent_id, "workdir")) / os.path.expanduser(fields["workdir"])
+            fields["workdir"] = str(folder.resolve())
+        lists = {key: fields.pop(key) for key in narrowing if key in fields}  # one list per file
+        fields.update({key: globs[0] for key, globs in lists.items()})
+        fields["narrowing"] = {key: globs[1:] for key, globs in lists.items() if globs[1:]}
         config.agents[agent_id] = AgentSpec(id=agent_id, **fields)
     for agent_id, entry in data.get("agents", {}).items():
         for index, name in enumerate(entry.get("fallback", [])):
@@ -457,7 +537,7 @@ def _build(data: dict[str, Any], marks: dict[Keys, int], path: Path, shown: str)
                 read_only=entry.get("read_only", False),
                 timeout=entry.get("timeout"),
                 needs_approval=entry.get("approval", False),
-                base=base,
+                base=base(("tools", name)),
             )
         with located(("tools", name, "schema")):
             config.tools[name].tool()  # compiles the schema
@@ -465,74 +545,69 @@ def _build(data: dict[str, Any], marks: dict[Keys, int], path: Path, shown: str)
         config.hooks[event] = []
         for i, item in enumerate(items):
             with located(("hooks", event, i)):
-                config.hooks[event].append(HookSpec(event=event, base=base, **item))
+                config.hooks[event].append(HookSpec(event=event, base=base(("hooks", event, i)), **item))
     return config
 
 
 # --- trust -------------------------------------------------------------------------------------------
 
 
-def trust_config(path: Path) -> Path:
-    """Remember that a person has read this crew.yaml as it is now; a later change needs trust again."""
-    import hashlib  # for start-up speed: it loads OpenSSL, and most runs check no trust
+def trust_config(path: Path, cwd: Path | None = None) -> Fingerprint:
+    """Remember that a person has read this crew.yaml, through the path given (a link stays the
+    link), with the scripts it runs, as they are now; a later change needs trust again."""
+    from crewbridge import trust  # for start-up speed: most runs check no trust
 
-    path = path.resolve()
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    store = state_dir() / "trusted.json"
-    known = _trusted(store)
-    known[str(path)] = digest
-    store.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    temporary = store.with_suffix(".tmp")
-    temporary.write_text(json.dumps(known, indent=1, sort_keys=True), encoding="utf-8")
-    temporary.replace(store)
-    return path
+    raw, data, _ = _read(path, _shown(path, cwd))
+    found = trust.fingerprint(path, raw, data)
+    trust.trust(found)
+    return found
 
 
-def _trusted(store: Path) -> dict[str, str]:
-    try:
-        value = json.loads(store.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return value if isinstance(value, dict) else {}
+def _doubt(path: Path, raw: bytes, data: dict[str, Any]) -> tuple[Keys, str] | None:
+    from crewbridge import trust  # for start-up speed: most runs check no trust
+
+    return trust.refusal(trust.fingerprint(path, raw, data))
 
 
-def _check_trust(path: Path, raw: bytes, data: dict[str, Any], marks: dict[Keys, int], shown: str) -> None:
+def _check_project(source: Source, data: dict[str, Any], marks: dict[Keys, int]) -> None:
+    """A project file must be this user's; one that is a link or can run commands, trusted."""
+    path, shown = source.path, source.shown
     owner = path.stat().st_uid
     if owner not in (os.getuid(), 0):
         raise ConfigError(
             f"{shown} belongs to another user (uid {owner}), so crew does not use it; "
             f"pass --config {shown} to use it anyway, or remove it"
         )
-    risky = _risky(data, path.parent.absolute())
-    if not risky:
+    if path.is_symlink():
+        why: tuple[Keys, str] | None = ((), f"is a link to {path.resolve()}")
+    else:
+        why = _risky(data, source.base, path.absolute().parent)
+    if why is None or source.doubt is None:
         return
-    import hashlib  # for start-up speed: it loads OpenSSL, and most runs check no trust
-
-    digest = hashlib.sha256(raw).hexdigest()
-    if _trusted(state_dir() / "trusted.json").get(str(path.resolve())) == digest:
-        return
-    raise ConfigError(
-        _located(
-            shown,
-            marks,
-            risky,
-            "this project file can run commands and is not trusted "
-            "yet (or changed since); read it, then run `crew config trust`, or pass "
-            f"--config {shown}",
-        )
+    keys, reason = source.doubt
+    message = (
+        f"this project file {why[1]} and {reason}; read it, then run `crew config trust`, or pass --config {shown}"
     )
+    keys = keys or why[0]
+    raise ConfigError(_located(shown, marks if keys else {}, keys, message))
 
 
-def _risky(data: dict[str, Any], base: Path) -> Keys | None:
-    """The first setting that runs commands or reaches outside the project, or None."""
+def _risky(data: dict[str, Any], base: Path, project: Path) -> tuple[Keys, str] | None:
+    """The first setting that runs commands or reaches outside the `project` folder, and which of
+    the two it does; or None. `base`: the folder relative paths start at."""
+
+    def outside(folder: str) -> bool:
+        return not (base / os.path.expanduser(folder)).resolve().is_relative_to(project.resolve())
+
     for key in ("hooks", "tools", "providers"):
         if data.get(key):
-            return (key,)
+            return (key,), "can run commands"
     for agent_id, entry in data.get("agents", {}).items():
         if any(entry.get("options", {}).values()):
-            return ("agents", agent_id, "options")
-        if "workdir" in entry:
-            workdir = (base / os.path.expanduser(entry["workdir"])).resolve()
-            if not workdir.is_relative_to(base.resolve()):
-                return ("agents", agent_id, "workdir")
+            return ("agents", agent_id, "options"), "can run commands"
+        if "workdir" in entry and outside(entry["workdir"]):
+            return ("agents", agent_id, "workdir"), "reaches outside its folder"
+    for i, folder in enumerate(data.get("skills", [])):
+        if outside(folder):
+            return ("skills", i), "reaches outside its folder"
     return None

@@ -216,7 +216,7 @@ def _configuration(config_path: Path | None, cwd: Path) -> tuple[Config, list[Ch
                 ([hook for hooks in config.hooks.values() for hook in hooks], "hook"),
             )
         )
-        checks = [Check(OK, "config", f"{config.shown} is valid: {counts}")]
+        checks = [Check(OK, "config", f"{config.shown} {'is' if len(config.files) == 1 else 'are'} valid: {counts}")]
     for agent_id in config.agents:
         try:
             config.agent(agent_id)  # its workdir must exist
@@ -253,7 +253,7 @@ def _programs(config: Config, env: Mapping[str, str]) -> Iterator[Check]:
 
 def _skills(config: Config, cwd: Path, env: Mapping[str, str]) -> Iterator[Check]:
     """Every skill folder found: broken front matter (never dropped unsaid), names hidden by another."""
-    found = discover(roots(cwd, config.skills, env))
+    found = discover(roots(cwd, config.skills, env), cwd)
     for problem in found.problems:
         yield Check(FAIL, "skills", f"{problem}; fix its front matter, or the skill is not offered")
     for hidden in found.shadowed:
@@ -277,7 +277,7 @@ def _subjects(config: Config, only: Sequence[str]) -> list[_Subject]:
         subject = _Subject(name)
         try:
             if name in config.providers:
-                subject.provider, subject.origin = config.provider(name), config.shown
+                subject.provider, subject.origin = config.provider(name), config.file_of(("providers", name))
             elif name in BUILTIN:
                 subject.provider = load(name)
             else:
@@ -293,7 +293,7 @@ def _subjects(config: Config, only: Sequence[str]) -> list[_Subject]:
 def _needed(config: Config, only: Sequence[str]) -> set[str]:
     """Providers whose absence is a failure: named on the command line, or used by an agent that
     crew.yaml defines (the built-in agents exist whether or not their CLI does)."""
-    used = {agent.provider for agent in config.agents.values() if ("agents", agent.id) in config.marks}
+    used = {agent.provider for agent in config.agents.values() if ("agents", agent.id) in config.origins}
     return {*only, *used}
 
 
@@ -337,7 +337,7 @@ def _provider_checks(subject: _Subject, needed: bool, config: Config) -> Iterato
         return
     if not subject.helps:
         runs = f"runs `{shlex.join(provider.argv(Turn('PROMPT')))}`"
-        why = "probe: false" if subject.origin == config.shown else "the provider names no command to check"
+        why = "probe: false" if subject.name in config.providers else "the provider names no command to check"
         yield Check(OK, name, f"found{origin}; {runs} (not run here: {why})" if subject.origin else f"ready; {runs}")
         return
     problems, version, counted = _probe_results(subject, config)
@@ -353,8 +353,8 @@ def _probe_results(subject: _Subject, config: Config) -> tuple[list[str], str, i
     """What the runs said: the problems (each with what to do), the version, how many options were checked."""
     provider = subject.provider
     assert provider is not None and subject.version is not None
-    if subject.origin == config.shown:  # described in crew.yaml: the description may be what is wrong
-        fix = f"fix providers.{subject.name} in {config.shown}, or install a version that has it"
+    if subject.name in config.providers:  # described in crew.yaml: the description may be what is wrong
+        fix = f"fix providers.{subject.name} in {subject.origin}, or install a version that has it"
     elif provider.install_hint:
         fix = f"install a version that has it: {provider.install_hint}"
     else:

@@ -251,7 +251,8 @@ class McpServer:
                 registry = policy.offered(self.config.registry())
                 clash = next((name for name in SERVER_TOOLS if name in registry), None)
                 if clash:
-                    raise UsageError(f"a tool is named '{clash}', as crew mcp's own; rename it in {self.config.shown}")
+                    where = self.config.file_of(("tools", clash))
+                    raise UsageError(f"a tool is named '{clash}', as crew mcp's own; rename it in {where}")
                 transcript = (
                     Transcript.open(command="mcp", agents=[self.client.id], task="", secrets=self.config.provider_env())
                     if self.config.transcripts

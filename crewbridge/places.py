@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 TYPE_CHECKING = False  # typing itself is ~5 ms to import; type checkers read this name as True
 if TYPE_CHECKING:
@@ -18,3 +19,13 @@ def xdg(variable: str, default: str, env: Mapping[str, str] | None = None) -> st
     if not os.path.isabs(base):
         return os.path.join(env.get("HOME") or os.path.expanduser("~"), default)
     return base
+
+
+def config_dir(env: Mapping[str, str] | None = None) -> Path:
+    """$XDG_CONFIG_HOME/crewbridge (default ~/.config/crewbridge): the user's own crew.yaml."""
+    return Path(xdg("XDG_CONFIG_HOME", ".config", env), "crewbridge")
+
+
+def state_dir(env: Mapping[str, str] | None = None) -> Path:
+    """$XDG_STATE_HOME/crewbridge (default ~/.local/state/crewbridge): transcripts, trusted configs."""
+    return Path(xdg("XDG_STATE_HOME", ".local/state", env), "crewbridge")

@@ -6,17 +6,15 @@ Every layer only narrows: the profile is the ceiling, `allow` (when given) narro
 
 from __future__ import annotations
 
-import fnmatch
 import json
-import re
-import shlex
 import sys
 import threading
+from dataclasses import dataclass
 from typing import IO, Any
 
 from crewbridge.config import AgentSpec
 from crewbridge.errors import ConfigError
-from crewbridge.globs import NATIVE, matches, matches_native, native_globs
+from crewbridge.globs import NATIVE, command_allowed, command_denied, matches, matches_native, native_globs
 from crewbridge.modes import Mode
 from crewbridge.registry import Tool, ToolRegistry
 
@@ -24,39 +22,6 @@ CODING_TOOLS = frozenset({"write_file", "edit_file", "run_command"})  # besides 
 PROFILES = ("read-only", "coding", "full")
 COMMAND_TOOL = "run_command"
 SHOWN_INPUT = 2000  # characters of a call's input shown in an approval question
-
-# Words that run the command after them: `sudo rm x` is checked as `rm x`.
-_WRAPPERS = frozenset(
-    {
-        "sudo",
-        "doas",
-        "env",
-        "command",
-        "builtin",
-        "exec",
-        "nohup",
-        "nice",
-        "time",
-        "xargs",
-        "stdbuf",
-        "setsid",
-        "timeout",
-        "watch",
-        "strace",
-        "chroot",
-        "unshare",
-        "if",
-        "elif",
-        "then",
-        "else",
-        "while",
-        "until",
-        "do",
-        "!",
-        "{",
-    }
-)
-_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "fish", "busybox"})
 
 terminal_lock = threading.Lock()  # one question on the terminal at a time, across agents
 
@@ -99,7 +64,7 @@ class Policy:
             return False
         if not _in_profile(self.agent.profile, spec):
             return False
-        if self.agent.allow and not matches(spec.name, self.agent.allow):
+        if not all(matches(spec.name, globs) for globs in self.agent.allow_lists("allow")):
             return False
         return not matches(spec.name, self.agent.deny)
 
@@ -111,13 +76,8 @@ class Policy:
         """Why this call may not run, or None. May ask a person (called from tool worker threads)."""
         if not self.allowed(spec):
             return self._refusal(spec)
-        if spec.name == COMMAND_TOOL and isinstance(data.get("command"), str):
-            problem = command_refusal(data["command"], self.agent.deny_commands, self.agent.allow_commands)
-            if problem:
-                return problem
-        if self.needs_approval(spec):
-            return self._approve(spec.name, data)
-        return None
+        command = data.get("command") if spec.name == COMMAND_TOOL else _shell_argv(spec, data)
+        return self._decide(spec.name, data, command, self.needs_approval(spec))
 
     def needs_approval(self, spec: Tool) -> bool:
         return spec.needs_approval or matches(spec.name, self.agent.approval)
@@ -125,13 +85,14 @@ class Policy:
     def decides_native(self) -> bool:
         """Whether check_native may refuse anything (else it allows every use of the CLI's tools)."""
         agent = self.agent
-        globs = native_globs([*agent.allow, *agent.deny, *agent.approval])
+        allows = agent.allow_lists("allow")
+        globs = native_globs([*(glob for globs in allows for glob in globs), *agent.deny, *agent.approval])
         return bool(
             self.mode != "execute"
             or agent.profile == "read-only"
             or globs
             or agent.deny_commands
-            or agent.allow_commands
+            or agent.allow_lists("allow_commands")
         )
 
     def check_native(self, tool: str, data: dict[str, Any], read_only: bool) -> str | None:
@@ -146,18 +107,24 @@ class Policy:
                 f"crew does not allow {tool} for {where}: only the CLI's tools that read may run "
                 "(the user can run `crew execute`)"
             )
-        allow = native_globs(agent.allow)
-        if (allow and not matches_native(tool, agent.allow)) or matches_native(tool, agent.deny):
+        narrowed = any(native_globs(g) and not matches_native(tool, g) for g in agent.allow_lists("allow"))
+        if narrowed or matches_native(tool, agent.deny):
             return (
                 f"crew's policy does not allow {tool} for agent '{agent.id}' (native:… in allow/deny "
                 "in crew.yaml); it was not run. Do it another way or ask the user"
             )
-        if isinstance(data.get("command"), str):
-            problem = command_refusal(data["command"], agent.deny_commands, agent.allow_commands)
-            if problem:
-                return problem
-        if matches_native(tool, agent.approval):
-            return self._approve(NATIVE + tool, data)
+        return self._decide(NATIVE + tool, data, data.get("command"), matches_native(tool, agent.approval))
+
+    def _decide(self, name: str, data: dict[str, Any], command: Any, approval: bool) -> str | None:
+        """The command rules on `command` (when it is one), then approval. A command crew cannot
+        check is asked about where the tool needs approval, every time; elsewhere it is refused."""
+        problem = None
+        if isinstance(command, (str, list)):
+            problem = command_problem(command, self.agent.deny_commands, *self.agent.allow_lists("allow_commands"))
+        if problem is not None and not (problem.unchecked and approval):
+            return problem.reason
+        if approval:
+            return self._approve(name, data, unchecked=problem.unchecked if problem else None)
         return None
 
     def _refusal(self, spec: Tool) -> str:
@@ -171,24 +138,44 @@ class Policy:
             f"(profile {self.agent.profile}, allow/deny in crew.yaml); use another tool"
         )
 
-    def _approve(self, name: str, data: dict[str, Any]) -> str | None:
-        """Ask a person whether tool `name` may run with `data` (None: yes)."""
-        if self.approve_all or name in self._always:
+    def _approve(self, name: str, data: dict[str, Any], unchecked: str | None = None) -> str | None:
+        """Ask a person whether tool `name` may run with `data` (None: yes). A command the command
+        rules could not check (`unchecked`: why) is asked about even under --yes or "always", and
+        refused with that reason when nobody can be asked."""
+        if unchecked is None and (self.approve_all or name in self._always):
             return None
         if not self.approver.interactive:
             return (
-                f"tool '{name}' needs a person's approval and there is no terminal to ask on; "
-                "it was not run (the user can re-run with --yes to approve every call)"
+                f"{unchecked}; it was not run (no terminal to ask a person on)"
+                if unchecked
+                else (
+                    f"tool '{name}' needs a person's approval and there is no terminal to ask on; "
+                    "it was not run (the user can re-run with --yes to approve every call)"
+                )
             )
         shown = json.dumps(data, ensure_ascii=True)  # escapes control characters: nothing can hide
         if len(shown) > SHOWN_INPUT:
             shown = shown[:SHOWN_INPUT] + f"… ({len(shown) - SHOWN_INPUT} more characters)"
-        answer = self.approver.ask(f"@{self.agent.id} wants to run {name} {shown}\nAllow?")
+        note = f"\n{unchecked}" if unchecked else ""
+        answer = self.approver.ask(f"@{self.agent.id} wants to run {name} {shown}{note}\nAllow?")
         if answer == "always":
             self._always.add(name)
         if answer == "no":
             return f"the user declined this call to '{name}'; it was not run. Ask or try another way."
         return None
+
+
+def _shell_argv(spec: Tool, data: dict[str, Any]) -> list[str] | None:
+    """The argv of a crew.yaml command tool that takes a shell command (`[sh, -c, "{script}"]`):
+    the command rules read it as they read run_command's. Other tools run no command of the model's."""
+    # Deferred for start-up speed, as the reading of commands is.
+    from crewbridge.custom_tools import CommandTool
+    from crewbridge.shellwords import SHELLS
+
+    owner = getattr(spec.func, "__self__", None)
+    if not isinstance(owner, CommandTool) or not owner.command:
+        return None
+    return owner.argv(data) if owner.command[0].rsplit("/", 1)[-1] in SHELLS else None
 
 
 def _in_profile(profile: str, spec: Tool) -> bool:
@@ -204,77 +191,49 @@ def _isatty(stream: IO[str]) -> bool:
         return False
 
 
-def command_refusal(command: str, deny: list[str], allow: list[str]) -> str | None:
-    """Why `command` may not run under these command globs, or None.
+@dataclass(frozen=True)
+class CommandProblem:
+    """Why a command may not run under the command rules, for the model; `unchecked`, when crew
+    cannot tell what it runs (a person asked about the tool may still allow it): why not."""
 
-    Each simple command inside it (split at `;`, `&&`, `|`, newlines, `$(…)`, backticks, and inside
-    `sh -c '…'` or `eval`) is matched with quotes, variable assignments and the program's directory
-    taken away. After a wrapper (`sudo`, `env`, `xargs`, `if`, …) every later word may start the real
-    command, so deny globs are tried from each. A glob `rm *` also matches a bare `rm`. With `allow`,
-    every simple command must match one of its globs as written.
-    """
-    if not deny and not allow:
+    reason: str
+    unchecked: str = ""
+
+
+def command_problem(command: str | list[str], deny: list[str], *allows: list[str]) -> CommandProblem | None:
+    """What stops `command` (a shell line, or an argv run without a shell) under deny_commands and
+    allow_commands (`allows`: one list per configuration file, each must admit it; an empty one admits
+    everything), or None. With neither set, nothing is checked: the sandbox is the enforcement.
+
+    Each simple command the line runs is checked (shellwords finds them). A deny glob is matched
+    against its words from the program on, the program without its directory, and against the
+    command each wrapper runs (`sudo rm x` → `rm x`); with allow globs, each simple command, its
+    `NAME=value` prefixes included, must be admitted by one word by word. A line whose programs
+    crew cannot know without running the shell is refused (unchecked)."""
+    allows = tuple(allow for allow in allows if allow)
+    if not deny and not allows:
         return None
+    # Deferred for start-up speed: only an agent with command rules reads commands.
+    from crewbridge.shellwords import Unknowable, argv_commands, simple_commands
+
     try:
-        commands = simple_commands(command)
-    except ValueError as exc:
-        return f"the command could not be checked against the command policy ({exc}); it was not run"
-    for forms in commands:
-        denied = next((form for form in forms if _glob_any(form, deny)), None)
-        if denied is not None:
-            return (
-                f"the command policy forbids '{denied}' (deny_commands in crew.yaml); "
-                "it was not run. Do it another way or ask the user"
-            )
-        if allow and not _glob_any(forms[0], allow):
-            return (
-                f"the command policy does not allow '{forms[0]}' (allow_commands in crew.yaml: "
-                f"{', '.join(allow)}); it was not run"
-            )
+        found = simple_commands(command) if isinstance(command, str) else argv_commands(command)
+    except Unknowable as exc:
+        why = f"crew cannot check it against deny_commands/allow_commands in crew.yaml: {exc}"
+        return CommandProblem(f"{why}. It was not run; write it as plain commands", unchecked=why)
+    for simple in found:
+        for named in simple.runs:
+            glob = next((g for g in deny if command_denied(g, named)), None)
+            if glob is not None:
+                return CommandProblem(
+                    f"the command policy forbids '{' '.join(w.text for w in named)}' (deny_commands in crew.yaml: "
+                    f"'{glob}'); it was not run. Do it another way or ask the user"
+                )
+        everything = (*simple.assignments, *simple.words)
+        for allow in allows:
+            if not simple.shell and not any(command_allowed(g, everything) for g in allow):
+                return CommandProblem(
+                    f"the command policy does not allow '{simple.text}' (allow_commands in crew.yaml: "
+                    f"{', '.join(allow)}); it was not run"
+                )
     return None
-
-
-def _glob_any(text: str, patterns: list[str]) -> bool:
-    return any(fnmatch.fnmatchcase(text, p) or fnmatch.fnmatchcase(text + " ", p) for p in patterns)
-
-
-def simple_commands(command: str, depth: int = 0) -> list[list[str]]:
-    """The simple commands of a shell command line, each as the forms a glob is matched against
-    (the command as written first). ValueError when the line cannot be split (unbalanced quotes)."""
-    # Substitutions and line breaks start commands of their own; splitting more than the shell
-    # would only ever make a deny glob match more.
-    for mark in ("$(", "`", "\n", "<(", ">("):
-        command = command.replace(mark, " ; ")
-    lexer = shlex.shlex(command, posix=True, punctuation_chars=";&|()<>")
-    lexer.whitespace_split = True
-    lexer.commenters = ""
-    out: list[list[str]] = []
-    words: list[str] = []
-    for token in [*lexer, ";"]:
-        if set(token) <= set(";&|()"):
-            out += _forms(words, depth)
-            words = []
-        else:
-            words.append(token)
-    return out
-
-
-def _forms(words: list[str], depth: int) -> list[list[str]]:
-    while words and "=" in words[0] and words[0].split("=", 1)[0].isidentifier():
-        words = words[1:]  # FOO=1 rm x
-    if not words:
-        return []
-    words = [_program(words[0]), *words[1:]]
-    starts = range(1, len(words)) if words[0] in _WRAPPERS else []
-    forms = [" ".join(words)] + [" ".join([_program(words[i]), *words[i + 1 :]]) for i in starts]
-    out = [forms]
-    flag = next((i for i, w in enumerate(words[1:-1], 1) if re.fullmatch(r"-[a-z]*c[a-z]*", w)), None)
-    if depth < 3 and words[0] in _SHELLS and flag is not None:  # sh -c '…', bash -lc '…'
-        out += simple_commands(words[flag + 1], depth + 1)
-    elif depth < 3 and words[0] == "eval":
-        out += simple_commands(" ".join(words[1:]), depth + 1)
-    return out
-
-
-def _program(word: str) -> str:
-    return word.rsplit("/", 1)[-1] or word

@@ -239,7 +239,7 @@ class Child:
         return bool(writable.poll(None if wait is None else max(1, math.ceil(wait * 1000))))
 
     def _close_stdin(self) -> None:
-        with self._stdin_lock:
+        with self._stdin_lock:  # _feed and kill() may close it at once: a buffered pipe's close is not thread-safe
             try:
                 self._stdin.close()
             except OSError:

@@ -7,7 +7,9 @@ Where they are found, the first folder to hold a name winning (project over user
 1. ./.crew/skills/ and ./.claude/skills/ in the working directory;
 2. the folders crew.yaml names under `skills:` (relative to crew.yaml);
 3. ~/.config/crewbridge/skills/ ($XDG_CONFIG_HOME respected).
-Each skill is a folder of its own: <root>/<folder>/SKILL.md.
+Each skill is a folder of its own: <root>/<folder>/SKILL.md. A skill folder inside the working
+directory must resolve inside it (one that leads out through a symlink is refused, as any link
+is); SKILL.md and the files beside it are read beneath their folder (crewbridge.beneath).
 """
 
 from __future__ import annotations
@@ -15,10 +17,13 @@ from __future__ import annotations
 import difflib
 import os
 import re
-from collections.abc import Iterable, Mapping
+import stat
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from crewbridge import beneath
 from crewbridge.errors import CrewError
 from crewbridge.globs import matches
 from crewbridge.places import xdg
@@ -74,18 +79,20 @@ def roots(
     ]
 
 
-def discover(places: Iterable[tuple[str, Path]]) -> Found:
-    """Every skill under `places` (each a folder of skill folders); broken ones as problems."""
+def discover(places: Iterable[tuple[str, Path]], workdir: Path | None = None) -> Found:
+    """Every skill under `places` (each a folder of skill folders); broken ones as problems. A
+    skill folder inside `workdir` is opened beneath it: one that leads out is a problem."""
     found = Found()
     for source, root in places:
+        inside = workdir is not None and Path(os.path.abspath(root)).is_relative_to(os.path.abspath(workdir))
         try:
             folders = sorted(entry for entry in root.iterdir() if entry.is_dir())
         except OSError:
             continue  # no such folder: nothing from it
         for folder in folders:
-            if not (folder / SKILL_FILE).is_file():
+            if not (folder / SKILL_FILE).is_file():  # by name, only to pass over other folders
                 continue
-            read = parse(folder / SKILL_FILE, source)
+            read = parse(folder / SKILL_FILE, source, workdir if inside else None)
             if isinstance(read, Problem):
                 found.problems.append(read)
             elif read.name in found.skills:
@@ -95,12 +102,18 @@ def discover(places: Iterable[tuple[str, Path]]) -> Found:
     return found
 
 
-def parse(file: Path, source: str = "project") -> Skill | Problem:
-    """A SKILL.md's front matter, checked."""
+def parse(file: Path, source: str = "project", workdir: Path | None = None) -> Skill | Problem:
+    """A SKILL.md's front matter, checked. The file is read beneath its folder, and the folder
+    opened beneath `workdir` when given: a symlink that leads out of either is refused."""
     import yaml  # for start-up speed: only when a skill is there to read
 
     try:
-        text = file.read_text(encoding="utf-8")
+        with _opened(file.parent, workdir) as folder:
+            text = _instructions(folder)
+            real = Path(os.fsdecode(beneath.fd_path(folder) or os.fsencode(os.path.realpath(file.parent))))
+    except beneath.Outside:
+        where = f"the working directory {workdir}" if workdir else "the skill's folder"
+        return Problem(file, 1, f"leads outside {where} through a symlink; a skill is read only from inside it")
     except (OSError, UnicodeDecodeError) as exc:
         return Problem(file, 1, f"cannot be read ({exc}); make it a UTF-8 text file")
     split = front_matter(text)
@@ -126,7 +139,7 @@ def parse(file: Path, source: str = "project") -> Skill | Problem:
         return Problem(
             file, _line_of(head, "description"), f"'description' is longer than {MAX_DESCRIPTION} characters"
         )
-    return Skill(name, " ".join(description.split()), file.parent.resolve(), source)
+    return Skill(name, " ".join(description.split()), real, source)
 
 
 def front_matter(text: str) -> tuple[str, str] | None:
@@ -142,29 +155,72 @@ def front_matter(text: str) -> tuple[str, str] | None:
 
 def body(skill: Skill) -> str:
     """The instructions: SKILL.md after its front matter."""
-    split = front_matter(skill.file.read_text(encoding="utf-8"))
+    with _opened_real(skill) as folder:
+        split = front_matter(_instructions(folder))
     return split[1].strip() if split is not None else ""
 
 
 def files(skill: Skill) -> list[str]:
-    """The files beside SKILL.md, as absolute paths (crew:read_file reads them), at most MAX_FILES."""
+    """The files beside SKILL.md, as absolute paths (crew:read_file reads them), at most MAX_FILES;
+    hidden ones left out, symlinked folders not entered."""
     listed: list[str] = []
-    for top, dirs, names in os.walk(skill.folder):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        for name in sorted(names):
-            path = Path(top, name)
-            if path != skill.file and not name.startswith("."):
-                listed.append(str(path))
+    with _opened_real(skill) as folder:
+        for below, entry, _ in beneath.tree(folder, lambda entry: not entry.name.startswith("."), bool):
+            if below != SKILL_FILE and not entry.is_dir(follow_symlinks=False):
+                listed.append(f"{skill.folder}/{beneath.printable(below)}")
                 if len(listed) >= MAX_FILES:
-                    return listed
+                    break
     return listed
 
 
-def chosen(skills: Mapping[str, Skill], globs: list[str] | None) -> dict[str, Skill]:
-    """The skills an agent gets: all (None), none ([]), or those whose name matches a glob."""
-    if globs is None:
-        return dict(skills)
-    return {name: skill for name, skill in skills.items() if matches(name, globs)}
+@contextmanager
+def _opened(folder: Path, workdir: Path | None) -> Iterator[int]:
+    """A skill's folder, open: beneath `workdir` when given, else by its path."""
+    if workdir is None:
+        fd = os.open(folder, beneath.FOLDER)
+    else:
+        root = os.open(workdir, beneath.FOLDER)
+        try:
+            rel, real = os.path.relpath(folder, workdir), os.path.realpath(workdir)
+            fd = beneath.open_beneath(root, os.fsencode(rel), beneath.FOLDER, inside=os.fsencode(real))
+        finally:
+            os.close(root)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def _opened_real(skill: Skill) -> Iterator[int]:
+    """A skill's folder, found before (a real path): a symlink swapped in since is refused."""
+    fd = beneath.open_real(os.fsencode(skill.folder), beneath.FOLDER)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _instructions(folder: int) -> str:
+    """SKILL.md in the open folder, opened beneath it, as text."""
+    inside = beneath.fd_path(folder)
+    fd = beneath.open_beneath(folder, SKILL_FILE.encode(), os.O_RDONLY | os.O_NONBLOCK, inside=inside)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise IsADirectoryError(f"{SKILL_FILE} is not a regular file")
+        os.set_blocking(fd, True)
+        with open(fd, "rb", closefd=False) as handle:
+            return handle.read().decode("utf-8")
+    finally:
+        os.close(fd)
+
+
+def chosen(skills: Mapping[str, Skill], *lists: list[str] | None) -> dict[str, Skill]:
+    """The skills an agent gets: those whose name matches a glob of each list (one per configuration
+    file); a list that is None lets every skill through, [] none."""
+    return {
+        name: skill for name, skill in skills.items() if all(globs is None or matches(name, globs) for globs in lists)
+    }
 
 
 def unknown(name: str, skills: Mapping[str, Skill]) -> CrewError:

@@ -6,6 +6,8 @@ from typing import Callable, Iterator
 
 import pytest
 
+from crewbridge import beneath
+
 from clienv import CLIS, require_cli
 from clienv import cli_env as build_env
 from mockserver import MockServer
@@ -36,6 +38,18 @@ def cli_env(mock_server: MockServer, tmp_path: Path) -> Callable[[str], dict[str
         require_cli(name)
         return build_env(name, mock_server.url, tmp_path / f"home-{name}")
     return env
+
+
+@pytest.fixture(params=["openat2", "walk"])
+def way(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each way crewbridge.beneath resolves a path: openat2, and the O_NOFOLLOW walk (forced by
+    CREW_BENEATH=walk). Fails where openat2 is missing rather than test only the walk unsaid."""
+    if request.param == "walk":
+        monkeypatch.setenv(beneath.WALK, "walk")
+    else:
+        monkeypatch.delenv(beneath.WALK, raising=False)
+        assert beneath._syscall() is not None, "openat2 is not available here: only the walk can be tested"
+    return str(request.param)
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -376,3 +377,70 @@ def test_an_agent_whose_cli_is_not_installed_falls_back(crew, tmp_path):
     done = crew("query", "--config", str(config), "@gone hello")
     assert done.returncode == 0, done.stderr
     assert "crew: @gone cannot answer (not installed); @fake takes over\n" in done.stderr
+
+
+# -- configuration files: the user's, the project's, --config ----------------------------------------
+
+def user_config(env, **sections) -> Path:
+    path = Path(env["XDG_CONFIG_HOME"]) / "crewbridge" / "crew.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return write_config(path, **sections)
+
+
+def test_the_users_deny_holds_in_a_project_with_its_own_crew_yaml(crew, env, tmp_path):
+    fake = FakeModel(tmp_path / "bin")
+    user_config(env, providers={"fake": fake.provider()},
+                agents={"fake": {"provider": "fake", "deny": ["write_file"], "deny_commands": ["rm *"],
+                                 "approval": ["edit_file"]}})
+    write_config(tmp_path / "crew.yaml", agents={"fake": {"model": "sonnet", "deny": [], "approval": []}})
+    (tmp_path / "notes.txt").write_text("keep me\n")
+    fake.script(tool_block("crew:write_file", path="notes.txt", content="gone"),
+                tool_block("crew:run_command", command="rm notes.txt"),
+                tool_block("crew:edit_file", path="notes.txt", old_string="keep", new_string="lose"), "Done.")
+    done = crew("execute", "--json", "@fake tidy up")
+    assert done.returncode == 0, done.stderr
+    assert [(c["name"], c["success"]) for c in json.loads(done.stdout)["tool_calls"]] == [
+        ("crew:write_file", False), ("crew:run_command", False), ("crew:edit_file", False)]
+    assert (tmp_path / "notes.txt").read_text() == "keep me\n"
+    _, denied, forbidden, unapproved = fake.prompts
+    assert "tool 'write_file' is not allowed for agent 'fake' by its configuration" in denied
+    assert "the command policy forbids 'rm notes.txt'" in forbidden
+    assert "tool 'edit_file' needs a person's approval and there is no terminal to ask on" in unapproved
+
+
+def test_config_show_prints_each_setting_with_the_file_and_line_it_came_from(crew, env, tmp_path):
+    user = user_config(env, agents={"claude": {"deny": ["run_command"]}})
+    (tmp_path / "crew.yaml").write_text("agents:\n  claude:\n    model: sonnet\n    deny: [grep]\n")
+    done = crew("config", "show")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(
+        "files, in order (rules add up or narrow; for other settings the later file wins):\n"
+        f"  user     {user}\n"
+        f"  project  {tmp_path / 'crew.yaml'}  (not trusted: rules only)\n\n")
+    rows = [line.split() for line in done.stdout.splitlines()[4:]]
+    assert ["agents.claude.deny:", "run_command", f"{user.relative_to(tmp_path)}:5"] in rows  # the JSON file's line
+    assert ["agents.claude.deny:", "grep", "crew.yaml:4"] in rows
+    assert ["agents.claude.model:", "sonnet", "crew.yaml:3"] in rows
+    assert ["agents.claude.profile:", "coding", "default"] in rows
+    shown = json.loads(crew("config", "show", "--json").stdout)
+    assert [f["kind"] for f in shown["files"]] == ["user", "project"]
+    assert {"key": "agents.claude.deny", "value": "grep", "file": str(tmp_path / "crew.yaml"), "line": 4} \
+        in shown["settings"]
+
+
+def test_a_linked_project_file_is_refused_until_trusted_through_the_link(crew, tmp_path):
+    real = write_config(tmp_path / "elsewhere.yaml", tools={"where": {"command": ["./where.sh"]}})
+    executable(tmp_path / "where.sh", "print('here')\n")
+    project = tmp_path / "clone"
+    project.mkdir()
+    (project / "crew.yaml").symlink_to(real)
+    env = crew_env(tmp_path / "home")
+    done = run_crew(["tools", "list"], env=env, cwd=project)
+    assert done.returncode == 2
+    assert error_line(done.stderr) == (
+        f"crew: error: crew.yaml: this project file is a link to {real} and is not trusted yet; read it, then run "
+        "`crew config trust`, or pass --config crew.yaml")
+    trusted = run_crew(["config", "trust"], env=env, cwd=project)
+    assert trusted.stdout == (f"trusted {project / 'crew.yaml'} (a link to {real}) and the scripts it runs: "
+                              "./where.sh\n")
+    assert "where" in run_crew(["tools", "list"], env=env, cwd=project).stdout

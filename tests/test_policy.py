@@ -1,13 +1,17 @@
 import io
+import json
+import subprocess
 import threading
 
 import pytest
 from crewbridge.tools import builtin_registry
 
 from crewbridge.config import AgentSpec
+from crewbridge.custom_tools import CommandTool
 from crewbridge.errors import ConfigError
-from crewbridge.policy import Approver, Policy, command_refusal, simple_commands
+from crewbridge.policy import Approver, Policy, command_problem
 from crewbridge.registry import Tool, ToolRegistry
+from crewcli import FakeModel, crew_env, run_crew, tool_block, write_config
 
 READ_ONLY = {"read_file", "list_files", "grep", "help", "skill", "count_lines"}
 CODING = READ_ONLY | {"write_file", "edit_file", "run_command"}
@@ -102,61 +106,194 @@ def test_an_unknown_profile_is_a_config_error():
         Policy(AgentSpec(id="a", provider="demo", profile="admin"), "execute")
 
 
-# --- run_command confined by command globs ----------------------------------------------------------
+# --- run_command confined by command rules ----------------------------------------------------------
 
 DENY = ["rm *", "curl *", "git push*"]
+
+
+def refused(command: str, deny: list[str] = DENY, allow: list[str] | None = None) -> str:
+    problem = command_problem(command, deny, allow or [])
+    assert problem is not None, f"{command!r} was let through"
+    return problem.reason
 
 
 @pytest.mark.parametrize("command", [
     "rm -rf build", "rm", "ls; rm x", "ls && rm x", "ls || rm x", "ls | rm x", "ls & rm x", "ls\nrm x",
     "echo $(rm x)", "echo `rm x`", "cat <(curl x)", "/bin/rm x", "\\rm x", "r''m x", "'rm' x", "FOO=1 rm x",
     "sudo -u root rm x", "env A=b rm x", "xargs rm < list", "timeout 5 curl example.org", "nice -n 5 rm x",
-    "sh -c 'rm x'", "bash -lc \"curl x | sh\"", "eval 'rm x'", "if true; then rm x; fi", "(rm x)",
-    "{ rm x; }", "git push --force", "ls # ; rm x",
+    "sh -c 'rm x'", "bash -lc \"curl x | sh\"", "if true; then rm x; fi", "(rm x)", "{ rm x; }", "git push --force",
+    "git push", "strace -f rm x", "exec rm x", "command rm x", "time rm x", ">out rm x -r", "2>&1 rm x", "cat <<EOF\n$(rm x)\nEOF",
 ])
-def test_deny_commands_catch_the_command_however_it_is_wrapped(command):
-    refusal = command_refusal(command, DENY, [])
-    assert refusal is not None and "deny_commands" in refusal
+def test_deny_commands_catch_the_command_however_it_is_written(command):
+    assert "deny_commands" in refused(command)
 
 
 @pytest.mark.parametrize("command", [
     "ls -la", "git status", "grep -r 'rm x' .", "echo rm", "git commit -m 'rm old files'", "format disk",
-    "trim x", "git pull",
+    "trim x", "git pull", "ls # ; rm x", 'echo "$HOME" > home.txt', 'grep -r "$PAT" .', "git log \"$REV\"",
+    "ls >/dev/null rm.txt", "/bin/bash -lc 'echo made > made.txt'",
 ])
 def test_deny_commands_let_other_commands_through(command):
-    assert command_refusal(command, DENY, []) is None
+    assert command_problem(command, DENY, []) is None
 
 
-def test_the_refusal_names_the_denied_command():
-    assert command_refusal("ls && sudo rm -rf /", DENY, []) == (
-        "the command policy forbids 'rm -rf /' (deny_commands in crew.yaml); it was not run. "
+# Each of these deleted the file `f` under deny_commands ["rm *"] before: crew let it run. Each still
+# deletes it when its shell runs it (the first test, on the real shell), and is refused now.
+EVASIONS = [
+    ("X=rm; $X f", "sh"),
+    ("${X:-rm} f", "sh"),
+    ("rm${IFS}f", "sh"),
+    ("bash -c -- 'rm f'", "sh"),
+    ("$(printf rm) f", "sh"),
+    ("trap 'rm f' EXIT", "sh"),
+    ("alias r=rm\nr f", "sh"),
+    ("r\\\nm f", "sh"),
+    ("echo 'rm f' | sh", "sh"),
+    ("echo rm f > s; . ./s", "sh"),
+    ("$'rm' f", "bash"),
+    ('$"rm" f', "bash"),
+    ("rm{,} f", "bash"),
+    ("PS4='$(rm f)'; set -x; true", "bash"),
+    ("BASH_ALIASES[r]=rm; shopt -s expand_aliases\nr f", "bash"),
+    ("hash -p /bin/rm ls; ls f", "bash"),
+    ("x='a[$(rm f)]'; echo $((x))", "bash"),
+    ("x='a[$(rm f)]'; [[ $x -eq 0 ]]", "bash"),
+    ("printf -v 'a[$(rm f)]' 1", "bash"),
+    ("x='a[$(rm f)]'; echo ${!x}", "bash"),
+    ("x='$(rm f)'; echo ${x@P}", "bash"),
+    ("mapfile -C 'rm f #' -c 1 a <<< x", "bash"),
+]
+
+
+@pytest.mark.parametrize("command, shell", EVASIONS)
+def test_each_evasion_deletes_the_file_when_the_shell_runs_it(command, shell, tmp_path):
+    (tmp_path / "f").write_text("keep me")
+    subprocess.run([shell, "-c", command], cwd=tmp_path, capture_output=True, timeout=30)
+    assert not (tmp_path / "f").exists()
+
+
+@pytest.mark.parametrize("command, shell", EVASIONS)
+def test_each_evasion_is_refused_by_deny_commands(command, shell):
+    assert "it was not run" in refused(command, ["rm *"]).lower()
+
+
+def test_the_documented_allow_example_no_longer_admits_make_options(tmp_path):
+    command = "make test --eval='x:=$(shell rm f)'"
+    (tmp_path / "Makefile").write_text("test:\n\t@true\n")
+    (tmp_path / "f").write_text("keep me")
+    subprocess.run(["sh", "-c", command], cwd=tmp_path, capture_output=True, timeout=30)
+    assert not (tmp_path / "f").exists()  # `make test*` used to admit it, and make ran the rm
+    assert "does not allow 'make test --eval=x:=$(shell rm f)'" in refused(command, [], ["make test*"])
+    assert command_problem("make test", [], ["make test"]) is None
+
+
+def test_the_refusal_names_the_denied_command_and_the_rule():
+    assert refused("ls && sudo rm -rf /") == (
+        "the command policy forbids 'rm -rf /' (deny_commands in crew.yaml: 'rm *'); it was not run. "
         "Do it another way or ask the user")
 
 
-def test_allow_commands_require_every_command_to_match():
-    allow = ["git status", "git diff*", "ls*"]
-    assert command_refusal("git status && ls -la", [], allow) is None
-    assert command_refusal("git status; make", [], allow) == (
-        "the command policy does not allow 'make' (allow_commands in crew.yaml: git status, git diff*, ls*); "
-        "it was not run")
-    assert command_refusal("ls $(curl x)", [], allow) is not None
+def test_an_unknown_program_is_refused_with_the_reason_the_model_reads():
+    assert refused("X=rm; $X f") == (
+        "crew cannot check it against deny_commands/allow_commands in crew.yaml: its program '$X' is known "
+        "only when the shell runs (a variable, expansion, command substitution or glob); write the program's "
+        "name out. It was not run; write it as plain commands")
 
 
-def test_a_command_that_cannot_be_split_is_refused_when_confined():
-    assert command_refusal("echo 'open", DENY, []) == (
-        "the command could not be checked against the command policy (No closing quotation); it was not run")
-    assert command_refusal("echo 'open", [], []) is None  # no policy: the shell reports it
+def test_a_deny_glob_refuses_a_word_only_the_shell_knows_where_it_could_match():
+    assert "git push*" in refused("git $SUB --force")  # $SUB may be push
+    assert "rm *" in refused('rm "$F"')
+    assert command_problem('git log "$X"', DENY, []) is None  # no value of $X makes it `git push…`
 
 
-def test_simple_commands_are_split_and_normalised():
-    assert simple_commands("A=1 /usr/bin/git status | wc -l") == [["git status"], ["wc -l"]]
+def test_allow_commands_match_each_simple_command_word_by_word():
+    allow = ["git status", "git diff *", "ls *", "make test", "pytest *"]
+    for command in ("git status && ls -la", "git diff HEAD~1 -- a.py", "make test", "pytest -q tests/x.py",
+                    "ls", "ls *.py", 'ls "$D"', "bash -lc 'make test'"):
+        assert command_problem(command, [], allow) is None, command
+    for command in ("git status --porcelain", "make test --eval=x", "make tests", "sudo make test", "git statu"):
+        assert "does not allow" in refused(command, [], allow), command
+    assert refused("git status; make", [], allow) == (
+        "the command policy does not allow 'make' (allow_commands in crew.yaml: git status, git diff *, ls *, "
+        "make test, pytest *); it was not run")
 
 
-def test_policy_check_applies_command_globs_to_run_command_only(registry):
+def test_allow_commands_admit_a_word_only_the_shell_knows_only_where_any_value_fits():
+    assert command_problem('cp "$F" out', [], ["cp * out"]) is None
+    assert refused("cp $F out", [], ["cp * out"])  # unquoted: may be several words, `out` among them
+    assert command_problem('tool "--out=$DIR"', [], ["tool --out=*"]) is None
+    assert refused('tool "--in=$DIR"', [], ["tool --out=*"])
+    assert command_problem("tool $ARGS", [], ["tool *"]) is None  # the last `*`: any further words
+
+
+def test_allow_commands_count_assignments_and_the_programs_directory():
+    assert refused("FOO=1 make test", [], ["make test"])
+    assert command_problem("FOO=1 make test", [], ["FOO=1 make test"]) is None
+    assert refused("PATH=.:$PATH; make test", [], ["make test"])
+    assert refused("/tmp/x/make test", [], ["make test"])
+    assert command_problem("/usr/bin/make test", [], ["*/make test"]) is None
+
+
+def test_what_crew_cannot_check_is_refused_only_when_command_rules_are_set():
+    assert command_problem("X=rm; $X f", [], []) is None  # no rules: the sandbox is the enforcement
+    assert command_problem("echo 'open", [], []) is None
+    assert "crew cannot parse it" in refused("echo 'open")
+    assert "its program '$X'" in refused("X=ls; $X", [], ["ls"])
+
+
+def test_policy_check_applies_command_rules_to_run_command_only(registry):
     policy = Policy(AgentSpec(id="a", provider="demo", deny_commands=["rm *"]), "execute")
     assert "forbids 'rm x'" in policy.check(registry.resolve("run_command"), {"command": "rm x"})
+    assert "its program '$X'" in policy.check(registry.resolve("run_command"), {"command": "X=rm; $X x"})
     assert policy.check(registry.resolve("run_command"), {"command": "ls"}) is None
     assert policy.check(registry.resolve("write_file"), {"path": "rm x", "content": ""}) is None
+
+
+def test_a_command_crew_cannot_check_is_asked_about_where_approval_is_configured(registry):
+    terminal = Terminal("y")
+    policy = asking(terminal, approval=["run_command"], deny_commands=["rm *"])
+    policy.approve_all = True  # --yes does not cover what the rules could not check: still asked
+    assert policy.check(registry.resolve("run_command"), {"command": "X=ls; $X"}) is None
+    assert terminal.asked == [
+        '@claude wants to run run_command {"command": "X=ls; $X"}\ncrew cannot check it against '
+        "deny_commands/allow_commands in crew.yaml: its program '$X' is known only when the shell runs (a "
+        "variable, expansion, command substitution or glob); write the program's name out\nAllow? [y/N/a=always] "]
+    assert "forbids 'rm x'" in policy.check(registry.resolve("run_command"), {"command": "rm x"})  # not asked
+    assert len(terminal.asked) == 1
+    nobody = Policy(AgentSpec(id="a", provider="demo", approval=["run_command"], allow_commands=["ls"]), "execute",
+                    approve_all=True, approver=Approver(stdin=Terminal(tty=False), stderr=Terminal(tty=False)))
+    assert nobody.check(registry.resolve("run_command"), {"command": "$(echo ls)"}).endswith(
+        "it was not run (no terminal to ask a person on)")
+
+
+def test_a_command_tool_that_takes_a_shell_command_is_read_like_run_command():
+    script = CommandTool("sh_tool", ["sh", "-c", "{script}"], {"type": "object", "properties": {"script": {}}}).tool()
+    words = CommandTool("count", ["wc", "-l", "{path}"], {"type": "object", "properties": {"path": {}}}).tool()
+    policy = Policy(AgentSpec(id="a", provider="demo", profile="full", deny_commands=["rm *"]), "execute")
+    assert "its program '$X'" in policy.check(script, {"script": "X=rm; $X f"})
+    assert "forbids 'rm f'" in policy.check(script, {"script": "ls && rm f"})
+    assert policy.check(script, {"script": "ls"}) is None
+    strict = Policy(AgentSpec(id="a", provider="demo", profile="full", allow_commands=["ls"]), "execute")
+    assert policy.check(words, {"path": "$(rm f)"}) is None and strict.check(words, {"path": "x"}) is None
+    assert strict.check(script, {"script": "ls"}) is None and "does not allow 'make'" in strict.check(
+        script, {"script": "make"})
+
+
+def test_crew_execute_refuses_the_models_run_command_and_the_file_survives(tmp_path):
+    model = FakeModel(tmp_path / "bin")
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "f").write_text("keep me")
+    write_config(work / "crew.yaml", providers={"fake": model.provider()},
+                 agents={"fake": {"provider": "fake", "deny_commands": ["rm *"]}})
+    model.script(tool_block("crew:run_command", command="X=rm; $X f"), "I may not delete it.")
+    done = run_crew(["execute", "--config", "crew.yaml", "--json", "@fake delete f"], env=crew_env(tmp_path / "home"),
+                    cwd=work)
+    assert done.returncode == 0, done.stderr
+    assert (work / "f").read_text() == "keep me"
+    [call] = json.loads(done.stdout)["tool_calls"]
+    assert (call["name"], call["success"]) == ("crew:run_command", False)
+    assert "its program '$X' is known only when the shell runs" in model.prompts[-1]
 
 
 # --- approval ---------------------------------------------------------------------------------------
@@ -294,9 +431,12 @@ def test_native_allow_globs_narrow_the_clis_tools_and_leave_crews_alone(registry
     assert native(allow=["run_command"]).check_native("Edit", {}, read_only=False) is None  # no native: glob
 
 
-def test_command_globs_apply_to_a_native_shell_tools_command():
-    refusal = native(deny_commands=["rm *"]).check_native("run_shell_command", {"command": "cd x && rm -rf y"}, False)
-    assert refusal is not None and "rm -rf y" in refusal
+def test_command_rules_apply_to_a_native_shell_tools_command():
+    policy = native(deny_commands=["rm *"])
+    assert "rm -rf y" in policy.check_native("run_shell_command", {"command": "cd x && rm -rf y"}, False)
+    assert "its program '$X'" in policy.check_native("Bash", {"command": "X=rm; $X f"}, False)
+    assert "forbids 'rm f'" in policy.check_native("exec_command", {"command": "/bin/bash -lc 'rm f'"}, False)
+    assert policy.check_native("exec_command", {"command": "/bin/bash -lc 'ls'"}, False) is None
 
 
 def test_native_approval_globs_ask_on_the_terminal():

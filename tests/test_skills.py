@@ -113,3 +113,26 @@ def test_fifty_skills_fit_the_token_budget_and_keep_every_name() -> None:
     section = skills_section(builtin_registry(), many)
     assert tokens(section) <= SKILLS_TOKENS
     assert all(f"- {skill.name}: " in section for skill in many)
+
+
+def test_a_project_skill_folder_that_leads_outside_is_a_problem_not_a_skill(tmp_path: Path) -> None:
+    work, elsewhere = tmp_path / "work", tmp_path / "elsewhere"
+    write_skill(elsewhere, "private", description="Someone else's.")
+    (work / ".crew" / "skills").mkdir(parents=True)
+    (work / ".crew" / "skills" / "private").symlink_to(elsewhere / "private")
+    write_skill(work / "shared", "kept")
+    (work / ".claude" / "skills").mkdir(parents=True)
+    (work / ".claude" / "skills" / "kept").symlink_to("../../shared/kept")  # a link that stays inside
+    found = discover(roots(work, [], {"XDG_CONFIG_HOME": str(tmp_path / "xdg")}), work)
+    assert list(found.skills) == ["kept"]
+    [problem] = found.problems
+    assert problem.file == work / ".crew" / "skills" / "private" / "SKILL.md"
+    assert problem.message.startswith(f"leads outside the working directory {work} through a symlink")
+
+
+def test_a_skill_md_that_leads_out_of_its_folder_is_a_problem(tmp_path: Path) -> None:
+    (tmp_path / "secret.md").write_text("---\nname: leak\ndescription: Not the skill's.\n---\n")
+    (tmp_path / "skills" / "leak").mkdir(parents=True)
+    (tmp_path / "skills" / "leak" / "SKILL.md").symlink_to(tmp_path / "secret.md")
+    problem = parse(tmp_path / "skills" / "leak" / "SKILL.md")
+    assert isinstance(problem, Problem) and "leads outside the skill's folder" in problem.message

@@ -1,14 +1,21 @@
 """read_file, write_file, edit_file, list_files: success and failure, called via the registry."""
 from __future__ import annotations
 
+import json
 import os
+import signal
+import socket
+import stat
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from crewbridge.registry import ToolContext
-from crewbridge.tools import builtin_registry
+from crewbridge.tools import builtin_registry, files
 from crewbridge.tools.files import MAX_ENTRIES
 
 REGISTRY = builtin_registry()
@@ -99,6 +106,18 @@ def test_read_file_offset_and_limit_select_lines(work: Path) -> None:
     lines = ("start_line", "end_line", "total_lines", "next_offset")
     assert [data[k] for k in lines] == [2, 2, 3, 3]
     assert "note" not in data
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 1 << 20])
+def test_read_file_finds_its_offset_whatever_the_read_size(
+        work: Path, chunk: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(files, "CHUNK", chunk)
+    (work / "f.txt").write_text("one\ntwo\n\nfour\nfive")
+    data = ok(call(work, "read_file", path="f.txt", offset=3, limit=2))
+    assert (data["content"], data["total_lines"], data["next_offset"]) == ("\nfour\n", 5, 5)
+    assert ok(call(work, "read_file", path="f.txt", offset=5))["content"] == "five"
+    assert failed(call(work, "read_file", path="f.txt", offset=6)) == \
+        "offset 6 is past the end of 'f.txt', which has 5 lines"
 
 
 def test_read_file_offset_past_the_end_is_an_error(work: Path) -> None:
@@ -314,3 +333,173 @@ def test_list_files_on_a_file_or_missing_folder(work: Path) -> None:
     assert failed(call(work, "list_files", path="notes.txt")) == \
         "'notes.txt' is not a directory; read it as a file instead"
     assert "does not exist" in failed(call(work, "list_files", path="nowhere"))
+
+
+# --- the kernel resolves every path: a folder swapped for a symlink mid-call leaks nothing ---------
+
+SWAPPER = r"""
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+first, second = map(os.fsencode, sys.argv[1:3])
+def swap():
+    if libc.renameat2(-100, first, -100, second, 2) != 0:  # AT_FDCWD, RENAME_EXCHANGE
+        raise OSError(ctypes.get_errno(), "renameat2")
+swap()
+print("swapping", flush=True)
+while True:
+    swap()
+"""
+
+
+@pytest.fixture
+def swapping(work: Path) -> Iterator[Path]:
+    """work/d (a folder holding secret.txt: "inside") and work/swap (a symlink to ../outside, which
+    holds secret.txt: "TOPSECRET" and only-outside.txt) exchanged by renameat2(RENAME_EXCHANGE) in a
+    loop by another process, all the while the test runs. Nothing outside may change."""
+    (work / "d").mkdir()
+    (work / "d" / "secret.txt").write_text("inside\n")
+    (work.parent / "outside" / "secret.txt").write_text("TOPSECRET\n")
+    (work.parent / "outside" / "only-outside.txt").write_text("TOPSECRET\n")
+    (work / "swap").symlink_to("../outside")
+    swapper = subprocess.Popen([sys.executable, "-c", SWAPPER, str(work / "d"), str(work / "swap")],
+                               stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert swapper.stdout is not None and swapper.stdout.readline() == "swapping\n"
+        yield work
+    finally:
+        os.killpg(swapper.pid, signal.SIGKILL)
+        swapper.wait()
+    assert sorted(os.listdir(work.parent / "outside")) == ["only-outside.txt", "secret.txt"]
+    assert (work.parent / "outside" / "secret.txt").read_text() == "TOPSECRET\n"
+
+
+RACED = {  # tool → (input, what a result inside looks like; anything else must be a refusal)
+    "read_file": ({"path": "d/secret.txt"}, lambda data: data["content"] == "inside\n"),
+    # the real folder may be called swap by the time the answer is made: then the path says so
+    "write_file": ({"path": "d/made/new.txt", "content": "x"}, lambda data: data["path"].endswith("/made/new.txt")),
+    "edit_file": ({"path": "d/secret.txt", "old_string": "TOPSECRET", "new_string": "leaked"}, None),
+    "list_files": ({"path": "d"}, lambda data: data["entries"] in (["d/secret.txt"], ["swap/secret.txt"])),
+    "grep": ({"pattern": "TOPSECRET", "path": "d"}, lambda data: data["matches"] == []),
+}
+
+
+@pytest.mark.parametrize("tool", RACED)
+def test_a_folder_swapped_for_a_symlink_to_outside_never_leaks(way: str, swapping: Path, tool: str) -> None:
+    data, looks_inside = RACED[tool]
+    seen = {"inside": 0, "refused": 0, "other error": 0}
+    for _ in range(3000):
+        envelope = call(swapping, tool, **data)
+        assert "TOPSECRET" not in json.dumps(envelope["data"]), envelope
+        if envelope["success"]:
+            assert looks_inside is not None and looks_inside(envelope["data"]), envelope
+            seen["inside"] += 1
+        else:  # refused as outside; or, with the walk, a folder found a symlink and then not
+            seen["refused" if "outside the working directory" in envelope["error"] else "other error"] += 1
+        if seen["refused"] >= 20 and (looks_inside is None or seen["inside"] >= 20):
+            break
+    assert seen["refused"] >= 20 and (looks_inside is None or seen["inside"] >= 20), seen
+
+
+# --- writes: only regular files, replaced whole ----------------------------------------------------
+
+def test_write_file_refuses_a_fifo_without_blocking_and_leaves_it(work: Path) -> None:
+    os.mkfifo(work / "pipe")
+    for tool, data in (("write_file", {"content": "x"}), ("edit_file", {"old_string": "a", "new_string": "b"})):
+        assert "'pipe' is not a regular file" in failed(call(work, tool, path="pipe", **data))
+    assert stat.S_ISFIFO(os.lstat(work / "pipe").st_mode)
+
+
+def test_write_file_refuses_a_socket(work: Path) -> None:
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(str(work / "sock"))
+        assert "not a regular file" in failed(call(work, "write_file", path="sock", content="x"))
+    assert stat.S_ISSOCK(os.lstat(work / "sock").st_mode)
+
+
+def test_write_and_edit_keep_the_files_mode_and_leave_no_temporary_file(work: Path) -> None:
+    (work / "notes.txt").chmod(0o640)
+    ok(call(work, "write_file", path="notes.txt", content="one\ntwo\n"))
+    ok(edit(work, "notes.txt", "two", "2"))
+    assert stat.S_IMODE((work / "notes.txt").stat().st_mode) == 0o640
+    assert (work / "notes.txt").read_text() == "one\n2\n"
+    assert sorted(os.listdir(work)) == ["notes.txt"]
+
+
+def test_write_file_through_a_symlinked_folder_inside_writes_there(work: Path) -> None:
+    (work / "real").mkdir()
+    (work / "via").symlink_to("real")
+    assert ok(call(work, "write_file", path="via/deeper/x.txt", content="x"))["path"] == "real/deeper/x.txt"
+    assert (work / "real" / "deeper" / "x.txt").read_text() == "x"
+
+
+def test_a_refused_write_makes_no_folder_first(work: Path) -> None:
+    assert "outside the working directory" in failed(
+        call(work, "write_file", path="new/../../outside/x.txt", content="x"))
+    assert sorted(os.listdir(work)) == ["notes.txt"]
+
+
+# --- memory bounded whatever the line length ----------------------------------------------------
+
+def test_read_file_cuts_a_line_longer_than_the_limit_and_says_how_long_it_was(work: Path) -> None:
+    (work / "min.js").write_text("x" * (files.LINE_LIMIT * 3) + "\nnext\n")
+    envelope = call(work, "read_file", path="min.js", max_output=100)
+    data = ok(envelope)
+    assert data["content"] == "x" * 100 + \
+        f"\n[… line 1 cut: it is {files.LINE_LIMIT * 3 + 1:,} bytes long; its first 100 characters shown]"
+    assert (data["total_lines"], data["next_offset"]) == (2, 2) and envelope["metadata"]["truncated"]
+    assert ok(call(work, "read_file", path="min.js", offset=2))["content"] == "next\n"
+
+
+def test_a_cut_line_among_others_is_marked_where_it_was_cut(work: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(files, "LINE_LIMIT", 8)
+    (work / "mixed.txt").write_text("short\n" + "é" * 10 + "\nend")
+    content = ok(call(work, "read_file", path="mixed.txt"))["content"]
+    # the 8 bytes kept are 4 characters; a character cut in two is left out
+    assert content == "short\néééé[… line 2 cut: it is 21 bytes long; its first 8 bytes shown]\nend"
+
+
+def test_edit_file_streams_and_finds_matches_across_its_reads(work: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(files, "CHUNK", 3)
+    (work / "f.txt").write_text("alpha\nbeta gamma\ndelta\n")
+    assert ok(edit(work, "f.txt", "beta gamma\nde", "B\nD")) == {"path": "f.txt", "line": 2}
+    assert (work / "f.txt").read_text() == "alpha\nB\nDlta\n"
+    (work / "a.txt").write_text("x\naaaa\n")
+    assert failed(edit(work, "a.txt", "aa", "b")).startswith(
+        "old_string occurs 3 times in 'a.txt' (starting on lines 2, 2, 2)")
+    (work / "dos.txt").write_bytes(b"ab\r\ncd\r\n")
+    assert "(the file has CRLF line endings)" in failed(edit(work, "dos.txt", "ab\ncd", "x"))
+
+
+def test_edit_file_on_a_single_line_larger_than_the_limit(work: Path) -> None:
+    line = b"a" * (files.LINE_LIMIT * 40) + b"NEEDLE" + b"b" * files.CHUNK
+    (work / "one.txt").write_bytes(line)
+    assert ok(edit(work, "one.txt", "NEEDLE", "pin")) == {"path": "one.txt", "line": 1}
+    assert (work / "one.txt").read_bytes() == line.replace(b"NEEDLE", b"pin")
+
+
+def test_edit_file_counts_many_occurrences_up_to_a_bound(work: Path) -> None:
+    (work / "many.txt").write_text("x\n" * (files.MAX_COUNTED + 5))
+    assert failed(edit(work, "many.txt", "x", "y")).startswith(
+        f"old_string occurs at least {files.MAX_COUNTED} times in 'many.txt' (starting on lines 1, 2, 3, 4, 5, "
+        "6, 7, 8, 9, 10, …)")
+
+
+# --- names and text that are not UTF-8 ------------------------------------------------------------
+
+def test_a_name_that_is_not_utf8_is_shown_escaped_and_the_escaped_name_finds_it(work: Path) -> None:
+    (work / os.fsdecode(b"caf\xe9.txt")).write_bytes(b"caf\xe9 = 1\n")
+    envelope = call(work, "list_files")
+    json.dumps(envelope, ensure_ascii=False).encode()  # nothing a UTF-8 encoder cannot take
+    assert ok(envelope)["entries"] == ["caf\\xe9.txt", "notes.txt"]
+    data = ok(call(work, "read_file", path="caf\\xe9.txt"))
+    assert (data["path"], data["content"]) == ("caf\\xe9.txt", "caf\ufffd = 1\n")
+    ok(edit(work, "caf\\xe9.txt", "= 1", "= 2"))
+    assert (work / os.fsdecode(b"caf\xe9.txt")).read_bytes() == b"caf\xe9 = 2\n"
+    assert ok(call(work, "write_file", path="caf\\xe9.txt", content="new\n"))["created"] is False
+    assert (work / os.fsdecode(b"caf\xe9.txt")).read_bytes() == b"new\n"
+
+
+def test_a_path_no_file_name_can_hold_is_an_error_not_a_crash(work: Path) -> None:
+    for tool in ("read_file", "list_files", "write_file"):
+        data = {"content": "x"} if tool == "write_file" else {}
+        assert "a lone surrogate" in failed(call(work, tool, path="bad\ud800name", **data))

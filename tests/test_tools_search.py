@@ -1,6 +1,8 @@
 """grep: an RE2 regex matched line by line, capped, binary-safe, inside the working directory."""
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -168,3 +170,35 @@ def test_long_lines_show_a_window_around_the_match(work: Path) -> None:
     text = match.removeprefix("min.js:1:")
     assert text.startswith("…") and text.endswith("…") and "NEEDLE" in text
     assert len(text) == LINE_WIDTH + 2
+
+
+def test_a_line_longer_than_the_limit_is_searched_in_its_kept_part_and_says_so(work: Path) -> None:
+    size = search.LINE_LIMIT * 3
+    (work / "min.js").write_text("NEEDLE" + "x" * (size - 12) + "OTHER\nNEEDLE after\n")
+    data = grep(work, pattern="NEEDLE", path="min.js")["data"]
+    first, second = data["matches"]
+    assert first.startswith("min.js:1:NEEDLExxx") and first.endswith(
+        f"… [… line cut: it is {size - 1:,} bytes long; only its first {search.LINE_LIMIT:,} bytes were searched]")
+    assert second == "min.js:2:NEEDLE after"
+    assert data["note"] == (f"lines longer than {search.LINE_LIMIT:,} bytes (1) were searched in their first "
+                            f"{search.LINE_LIMIT:,} bytes only; their matches say so")
+    assert grep(work, pattern="OTHER", path="min.js")["data"]["matches"] == []
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 7, 1 << 20])
+def test_lines_after_a_cut_line_keep_their_numbers(work: Path, chunk: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(search, "CHUNK", chunk)
+    monkeypatch.setattr(search, "LINE_LIMIT", 8)
+    (work / "f.txt").write_text("a hit\n" + "long hit line over the limit\nshort\nhit\nlast long line, no hit")
+    data = grep(work, pattern="hit", path="f.txt")["data"]
+    assert data["matches"] == [
+        "f.txt:1:a hit", "f.txt:2:long hit [… line cut: it is 28 bytes long; only its first 8 bytes were searched]",
+        "f.txt:4:hit"]
+    assert data["note"].startswith("lines longer than 8 bytes (2) were searched")
+
+
+def test_a_file_name_that_is_not_utf8_is_shown_escaped(work: Path) -> None:
+    (work / "src" / os.fsdecode(b"caf\xe9.py")).write_bytes(b"needle = '\xe9'\n")
+    envelope = grep(work, pattern="needle")
+    json.dumps(envelope, ensure_ascii=False).encode()  # nothing a UTF-8 encoder cannot take
+    assert envelope["data"]["matches"] == ["src/caf\\xe9.py:1:needle = '\ufffd'"]

@@ -69,3 +69,15 @@ def test_no_write_tool_reaches_a_skill_folder(tmp_path: Path, skill: Skill) -> N
                new_string="Who")
     assert not out["success"]
     assert (skill.folder / "template.md").read_text() == "## What changed\n"
+
+
+def test_a_skill_folder_swapped_for_a_symlink_after_it_was_found_is_refused(tmp_path: Path, skill: Skill) -> None:
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "SKILL.md").write_text("---\nname: x\ndescription: x\n---\nnot the skill\n")
+    (tmp_path / "elsewhere" / "template.md").write_text("not the skill's\n")
+    skill.folder.rename(tmp_path / "moved")
+    skill.folder.symlink_to(tmp_path / "elsewhere")
+    out = call(tmp_path, skill, "skill", name="release-notes")
+    assert not out["success"] and "cannot be read now" in out["error"]
+    out = call(tmp_path, skill, "read_file", path=str(skill.folder / "template.md"))
+    assert not out["success"] and "now leads through a symlink" in out["error"]

@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
+import codecs
+import errno
 import os
 import stat
-from collections import deque
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
-from pathlib import Path
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
+from crewbridge import beneath
+from crewbridge.beneath import printable
 from crewbridge.functions import tool
-from crewbridge.paths import resolve_inside, resolve_readable, shown_path
+from crewbridge.paths import Place, place
 from crewbridge.registry import ToolContext, ToolFailure
 
 SNIFF_BYTES = 8192  # a NUL byte in this much of a file's start means binary (as git and grep say)
+LINE_LIMIT = 1 << 16  # bytes of a line kept: a longer one is cut, with a marker saying so
+CHUNK = 1 << 20  # bytes read (or copied) at a time
+MAX_COUNTED = 1000  # occurrences of edit_file's old_string counted
+SHOWN = 10  # of which the lines are named
 MAX_ENTRIES = 1000
 LEFT_OUT = frozenset({".git", ".hg", ".svn"})  # version-control internals: never listed or searched
 NOT_EXPANDED = frozenset(
@@ -42,46 +49,64 @@ def fs_errors(path: str) -> Iterator[None]:
     raise ToolFailure(message)
 
 
-def text_file(real: Path, path: str) -> None:
-    """Refuse all but an existing regular text file (a FIFO or device could block or never end)."""
-    mode = real.stat().st_mode
-    if stat.S_ISDIR(mode):
+@contextmanager
+def opened(where: Place, flags: int = os.O_RDONLY) -> Iterator[int]:
+    """A descriptor for the place's path, opened without blocking (a FIFO cannot hang the open),
+    closed at the end."""
+    fd = where.open(flags | os.O_NONBLOCK)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def text_file(fd: int, path: str) -> None:
+    """Refuse all but a regular text file (a FIFO or device could block or never end); then
+    reads from `fd` block again."""
+    info = os.fstat(fd)
+    if stat.S_ISDIR(info.st_mode):
         raise IsADirectoryError(path)
-    if not stat.S_ISREG(mode):
+    if not stat.S_ISREG(info.st_mode):
         raise ToolFailure(f"'{path}' is not a regular file; only files can be read")
-    if looks_binary(real):
-        raise ToolFailure(
-            f"'{path}' is a binary file ({real.stat().st_size} bytes); only text files can be read or edited"
-        )
+    os.set_blocking(fd, True)
+    if looks_binary(fd):
+        raise ToolFailure(f"'{path}' is a binary file ({info.st_size} bytes); only text files can be read or edited")
 
 
-def looks_binary(real: Path) -> bool:
-    with open(real, "rb") as handle:
-        return b"\0" in handle.read(SNIFF_BYTES)
+def looks_binary(fd: int) -> bool:
+    return b"\0" in os.pread(fd, SNIFF_BYTES, 0)
 
 
-def walk(top: Path) -> Iterator[os.DirEntry[str]]:
-    """Entries below `top`, breadth first and sorted by name, so a capped walk shows the top levels.
+def lines(handle: BinaryIO) -> Iterator[tuple[bytes, int]]:
+    """Each line of a file (its \\n included) and its size in bytes. A line longer than LINE_LIMIT
+    keeps only its first LINE_LIMIT bytes (and no \\n): memory stays bounded whatever the line."""
+    while line := handle.readline(LINE_LIMIT + 1):
+        size = len(line)
+        if size > LINE_LIMIT and not line.endswith(b"\n"):
+            while rest := handle.readline(CHUNK):
+                size += len(rest)
+                if rest.endswith(b"\n"):
+                    break
+            line = line[:LINE_LIMIT]
+        yield line, size
 
-    Version-control internals are left out; symlinked folders and NOT_EXPANDED ones are listed but
-    not entered (no loops, no escapes, no dependency trees).
-    """
-    queue = deque([top])
-    while queue:
-        folder = queue.popleft()
-        try:
-            with os.scandir(folder) as scan:
-                entries = sorted(scan, key=lambda entry: entry.name)
-        except OSError:
-            if folder is top:
-                raise
-            continue  # an unreadable subfolder is skipped, not fatal
-        for entry in entries:
-            if entry.name in LEFT_OUT:
-                continue
-            yield entry
-            if entry.is_dir(follow_symlinks=False) and entry.name not in NOT_EXPANDED:
-                queue.append(Path(entry.path))
+
+def cut_marker(number: int, size: int, shown: str) -> str:
+    """What stands for the rest of a line that was cut."""
+    return f"[… line {number} cut: it is {size:,} bytes long; {shown} shown]"
+
+
+def kept_text(raw: bytes) -> str:
+    """The start of a cut line as text (a character cut in two at its end is left out)."""
+    return codecs.getincrementaldecoder("utf-8")("replace").decode(raw, final=False)
+
+
+def visible(entry: os.DirEntry[str]) -> bool:
+    return entry.name not in LEFT_OUT
+
+
+def expanded(entry: os.DirEntry[str]) -> bool:
+    return entry.name not in NOT_EXPANDED
 
 
 READ_SCHEMA = {
@@ -102,21 +127,18 @@ def read_file(ctx: ToolContext, path: str, offset: int = 1, limit: int | None = 
 
     A long file comes back in parts: when next_offset is present, call again with that offset.
     """
-    real = resolve_readable(ctx.workdir, path, ctx.read_roots)
     last = offset + limit - 1 if limit else None
-    with fs_errors(path):
-        text_file(real, path)
-        lines, total, full = _read_window(real, offset, last, ctx.max_output)
+    with place(ctx.workdir, path, ctx.read_roots) as where, fs_errors(path), opened(where) as fd:
+        text_file(fd, path)
+        shown = where.shown(fd)
+        with open(fd, "rb", closefd=False) as handle:
+            window = _read_window(handle, offset, last, ctx.max_output)
+    total = window.total
     if offset > max(total, 1):
         raise ToolFailure(f"offset {offset} is past the end of '{path}', which has {total} lines")
-    end = offset + len(lines) - 1
-    data: dict[str, Any] = {
-        "path": shown_path(ctx.workdir, real),
-        "start_line": offset,
-        "end_line": end,
-        "total_lines": total,
-    }
-    if full:
+    end = offset + len(window.lines) - 1
+    data: dict[str, Any] = {"path": shown, "start_line": offset, "end_line": end, "total_lines": total}
+    if window.full:
         ctx.truncated = True
         data["note"] = (
             f"output limit reached: lines {end + 1}-{min(last or total, total)} "
@@ -124,32 +146,72 @@ def read_file(ctx: ToolContext, path: str, offset: int = 1, limit: int | None = 
         )
     if end < total:
         data["next_offset"] = end + 1
-    data["content"] = ctx.cut("".join(lines))  # cuts only a single line longer than the limit
+    data["content"] = _content(ctx, window, offset)
     return data
 
 
-def _read_window(real: Path, offset: int, last: int | None, budget: int) -> tuple[list[str], int, bool]:
-    """Lines offset..last (whole lines, at most `budget` characters but at least one), the file's
-    line count, and whether the budget stopped the window early."""
-    lines: list[str] = []
-    used = total = 0
-    with open(real, "rb") as handle:
-        for total, raw in enumerate(handle, 1):
-            if total < offset:
-                continue
-            line = raw.decode("utf-8", errors="replace")  # a UTF-8 character never spans a newline
-            beyond = last is not None and total > last
-            if beyond or (lines and used + len(line) > budget):
-                return lines, total - 1 + _count_lines(raw, handle), not beyond
-            lines.append(line)
-            used += len(line)
-    return lines, total, False
+@dataclass
+class Window:
+    """The lines read_file shows, the file's line count, whether the output limit stopped the
+    window early, and the size in bytes of each line shown that was cut (by its number)."""
+
+    lines: list[str] = field(default_factory=list)
+    total: int = 0
+    full: bool = False
+    cut: dict[int, int] = field(default_factory=dict)
 
 
-def _count_lines(first: bytes, handle: BinaryIO) -> int:
-    """Lines in `first` plus the rest of `handle`, counted in bytes (fast on big files)."""
-    count, tail = first.count(b"\n"), first[-1:]
-    while chunk := handle.read(1 << 20):
+def _read_window(handle: BinaryIO, offset: int, last: int | None, budget: int) -> Window:
+    """Lines offset..last: whole lines (a line over LINE_LIMIT cut, with a marker), at most
+    `budget` characters but at least one."""
+    window = Window(total=_skip(handle, offset - 1))
+    used = 0
+    for number, (raw, size) in enumerate(lines(handle), offset):
+        window.total = number
+        line = raw.decode("utf-8", errors="replace")  # a UTF-8 character never spans a newline
+        if size > len(raw):
+            line = kept_text(raw) + cut_marker(number, size, f"its first {LINE_LIMIT:,} bytes") + "\n"
+        beyond = last is not None and number > last
+        if beyond or (window.lines and used + len(line) > budget):
+            window.total += _count_lines(handle)
+            window.full = not beyond
+            return window
+        window.lines.append(line)
+        used += len(line)
+        if size > len(raw):
+            window.cut[number] = size
+    return window
+
+
+def _content(ctx: ToolContext, window: Window, offset: int) -> str:
+    """The lines shown; a single line longer than the output limit is cut there, with a marker."""
+    text = "".join(window.lines)
+    size = window.cut.get(offset)
+    if size is None or len(text) <= ctx.max_output:
+        return ctx.cut(text)
+    ctx.truncated = True
+    return text[: ctx.max_output] + "\n" + cut_marker(offset, size, f"its first {ctx.max_output:,} characters")
+
+
+def _skip(handle: BinaryIO, count: int) -> int:
+    """Read past `count` lines, counted in bytes; the lines passed (fewer at the end of the file)."""
+    passed, tail = 0, b""
+    while passed < count and (chunk := handle.read(CHUNK)):
+        found = chunk.count(b"\n")
+        if passed + found >= count:
+            at = -1
+            for _ in range(count - passed):
+                at = chunk.find(b"\n", at + 1)
+            handle.seek(at + 1 - len(chunk), os.SEEK_CUR)
+            return count
+        passed, tail = passed + found, chunk[-1:]
+    return passed + (tail not in (b"\n", b""))
+
+
+def _count_lines(handle: BinaryIO) -> int:
+    """Lines in the rest of `handle`, counted in bytes (fast on big files)."""
+    count, tail = 0, b""
+    while chunk := handle.read(CHUNK):
         count, tail = count + chunk.count(b"\n"), chunk[-1:]
     return count + (tail not in (b"\n", b""))
 
@@ -170,15 +232,55 @@ def write_file(ctx: ToolContext, path: str, content: str) -> dict[str, Any]:
     """Create or overwrite a UTF-8 text file, creating missing parent directories."""
     if not path or path.endswith("/"):
         raise ToolFailure(f"'{path}' names a directory; give the path of a file to write")
-    real = resolve_inside(ctx.workdir, path)
     encoded = _encode(content, "content")
-    with fs_errors(path):
-        if real.is_dir():
+    with place(ctx.workdir, path) as where, fs_errors(path):
+        folder, name = where.parent(make_dirs=True)
+        try:
+            created = replace(folder, name, path, lambda out: _write_all(out, encoded))
+            shown = where.shown(folder, name)
+        finally:
+            os.close(folder)
+    return {"path": shown, "bytes": len(encoded), "created": created}
+
+
+def replace(folder: int, name: bytes, path: str, write: Callable[[int], None]) -> bool:
+    """Give `name` in the directory `folder` new contents: `write` fills a temporary file beside it
+    (with the file's mode), which is then renamed over it, so that a reader sees the old file or
+    the new one, never half of it. True when the file was created. Anything but a regular file
+    (a FIFO, device or socket) is refused before it is opened: nothing can block."""
+    try:
+        info: os.stat_result | None = os.stat(name, dir_fd=folder, follow_symlinks=False)
+    except FileNotFoundError:
+        info = None
+    if info is not None:
+        if stat.S_ISDIR(info.st_mode):
             raise IsADirectoryError(path)
-        created = not real.exists()
-        real.parent.mkdir(parents=True, exist_ok=True)
-        real.write_bytes(encoded)
-    return {"path": shown_path(ctx.workdir, real), "bytes": len(encoded), "created": created}
+        if not stat.S_ISREG(info.st_mode):
+            raise ToolFailure(f"'{path}' is not a regular file; only regular files can be written")
+        if not os.access(name, os.W_OK, dir_fd=folder):  # the rename would get round its mode
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), path)
+    temp = b".%s.%s.crew-tmp" % (name[:200], os.urandom(4).hex().encode())
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    out = os.open(temp, flags, 0o666, dir_fd=folder)
+    try:
+        try:
+            if info is not None:
+                os.fchmod(out, stat.S_IMODE(info.st_mode))
+            write(out)
+        finally:
+            os.close(out)
+        os.rename(temp, name, src_dir_fd=folder, dst_dir_fd=folder)
+    except BaseException:
+        with suppress(OSError):
+            os.unlink(temp, dir_fd=folder)
+        raise
+    return info is None
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view[:CHUNK]) :]
 
 
 EDIT_SCHEMA = {
@@ -201,41 +303,89 @@ def edit_file(ctx: ToolContext, path: str, old_string: str, new_string: str) -> 
     """
     if old_string == new_string:
         raise ToolFailure("old_string and new_string are the same; there is nothing to change")
-    real = resolve_inside(ctx.workdir, path)
-    with fs_errors(path):
-        text_file(real, path)
-        # surrogateescape keeps bytes that are not UTF-8 exactly as they were
-        text = real.read_bytes().decode("utf-8", errors="surrogateescape")
-        found = occurrences(text, old_string)
-        if len(found) != 1:
-            raise ToolFailure(_not_once(path, text, old_string, found))
-        at = found[0]
-        updated = text[:at] + new_string + text[at + len(old_string) :]
-        real.write_bytes(_encode(updated, "new_string", errors="surrogateescape"))
-    return {"path": shown_path(ctx.workdir, real), "line": text.count("\n", 0, at) + 1}
+    # surrogateescape: bytes that are not UTF-8 (as read_file cannot show them) match as they are
+    old = _encode(old_string, "old_string", errors="surrogateescape")
+    new = _encode(new_string, "new_string", errors="surrogateescape")
+    with place(ctx.workdir, path) as where, fs_errors(path):
+        folder, name = where.parent()
+        try:
+            source = os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
+            try:
+                text_file(source, path)
+                found = _scan(source, old)
+                if found.count != 1:
+                    raise ToolFailure(_not_once(path, old, found))
+                at, line = found.first[0]
+                replace(folder, name, path, lambda out: _splice(source, out, at, len(old), new))
+            finally:
+                os.close(source)
+            shown = where.shown(folder, name)
+        finally:
+            os.close(folder)
+    return {"path": shown, "line": line + 1}
 
 
-def occurrences(text: str, sub: str) -> list[int]:
-    """Every start index of `sub` in `text`, overlapping ones included ('aa' is twice in 'aaa')."""
-    found = []
-    at = text.find(sub)
-    while at != -1:
-        found.append(at)
-        at = text.find(sub, at + 1)
+@dataclass
+class Found:
+    """Where old_string is in a file: how often (counted up to MAX_COUNTED), (byte offset, lines
+    before it) of the first SHOWN, and whether the file has CRLF line endings."""
+
+    count: int = 0
+    first: list[tuple[int, int]] = field(default_factory=list)
+    crlf: bool = False
+
+
+def _scan(fd: int, old: bytes) -> Found:
+    """Every occurrence of `old` in the file, overlapping ones included ('aa' is twice in 'aaa'),
+    read CHUNK bytes at a time; the last len(old) - 1 bytes of each read are searched again with
+    the next, so a match across two reads is found once."""
+    found = Found()
+    keep = len(old) - 1
+    tail = last = b""  # the end of what was read before (where a match may start); its last byte
+    pos = lines = 0  # the file offset of the next read; the newlines before `tail`
+    while chunk := os.pread(fd, CHUNK, pos):
+        block, start = tail + chunk, pos - len(tail)
+        at = block.find(old)
+        while at != -1 and found.count < MAX_COUNTED:
+            found.count += 1
+            if len(found.first) < SHOWN:
+                found.first.append((start + at, lines + block.count(b"\n", 0, at)))
+            at = block.find(old, at + 1)
+        found.crlf = found.crlf or b"\r\n" in last + chunk
+        last, pos = chunk[-1:], pos + len(chunk)
+        tail = block[max(0, len(block) - keep) :] if keep else b""
+        lines += block.count(b"\n", 0, len(block) - len(tail))
     return found
 
 
-def _not_once(path: str, text: str, old: str, found: list[int]) -> str:
-    if not found:
-        hint = " (the file has CRLF line endings)" if "\r\n" in text and "\r" not in old else ""
+def _splice(source: int, out: int, at: int, length: int, new: bytes) -> None:
+    """The file with `new` instead of its `length` bytes at `at`: copied around them by the kernel."""
+    _copy(source, out, 0, at)
+    _write_all(out, new)
+    _copy(source, out, at + length, None)
+
+
+def _copy(source: int, out: int, start: int, end: int | None) -> None:
+    """Bytes start..end of `source` (None: to its end) written to `out`."""
+    while end is None or start < end:
+        sent = os.sendfile(out, source, start, CHUNK if end is None else min(CHUNK, end - start))
+        if not sent:
+            return
+        start += sent
+
+
+def _not_once(path: str, old: bytes, found: Found) -> str:
+    if not found.count:
+        hint = " (the file has CRLF line endings)" if found.crlf and b"\r" not in old else ""
         return (
             f"old_string was not found in '{path}'{hint}; read the file and copy the text "
             "exactly, indentation and line breaks included"
         )
-    lines = ", ".join(str(text.count("\n", 0, at) + 1) for at in found[:10])
-    more = ", …" if len(found) > 10 else ""
+    lines = ", ".join(str(line + 1) for _, line in found.first)
+    more = ", …" if found.count > len(found.first) else ""
+    times = f"at least {found.count}" if found.count >= MAX_COUNTED else str(found.count)
     return (
-        f"old_string occurs {len(found)} times in '{path}' (starting on lines {lines}{more}); "
+        f"old_string occurs {times} times in '{path}' (starting on lines {lines}{more}); "
         "include more surrounding text so it matches exactly once"
     )
 
@@ -266,13 +416,13 @@ def list_files(ctx: ToolContext, path: str = ".") -> dict[str, Any]:
     Paths are relative to the working directory. Dependency and cache folders (node_modules,
     .venv, …) are listed but not entered; list one by name to see inside.
     """
-    real = resolve_readable(ctx.workdir, path, ctx.read_roots)
     closed: list[str] = []
-    with fs_errors(path):
-        if not stat.S_ISDIR(real.stat().st_mode):  # stat: a missing path is reported as missing
+    with place(ctx.workdir, path, ctx.read_roots) as where, fs_errors(path), opened(where) as fd:
+        if not stat.S_ISDIR(os.fstat(fd).st_mode):
             raise ToolFailure(f"'{path}' is not a directory; read it as a file instead")
-        entries = take(ctx, _names(ctx.workdir, real, closed), MAX_ENTRIES)
-    data: dict[str, Any] = {"path": shown_path(ctx.workdir, real), "entries": sorted(entries)}
+        top = where.shown(fd)
+        entries = take(ctx, _names(top, fd, closed), MAX_ENTRIES)
+    data: dict[str, Any] = {"path": top, "entries": sorted(entries)}
     if closed:
         data["not_expanded"] = closed
     if ctx.truncated:
@@ -282,13 +432,18 @@ def list_files(ctx: ToolContext, path: str = ".") -> dict[str, Any]:
     return data
 
 
-def _names(workdir: Path, top: Path, closed: list[str]) -> Iterator[str]:
+def _names(top: str, fd: int, closed: list[str]) -> Iterator[str]:
     """Entry names as shown; the folders not expanded among those taken go to `closed`."""
-    for entry in walk(top):
-        name = shown_path(workdir, Path(entry.path)) + ("/" if entry.is_dir() else "")
+    for below, entry, _ in beneath.tree(fd, visible, expanded):
+        name = joined(top, below) + ("/" if entry.is_dir() else "")
         yield name
         if entry.name in NOT_EXPANDED and entry.is_dir(follow_symlinks=False):
             closed.append(name)  # runs only once the name was taken (the next one is asked for)
+
+
+def joined(top: str, below: str) -> str:
+    """A path found below the folder shown as `top`, as the model sees it."""
+    return printable(below) if top == "." else f"{top}/{printable(below)}"
 
 
 def take(ctx: ToolContext, items: Iterable[str], most: int) -> list[str]:

@@ -4,19 +4,31 @@ exponential time on `(a+)+$`, holding the GIL, so that not even Ctrl-C is acted 
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any, BinaryIO
 
 import re2
-from crewbridge.tools.files import fs_errors, looks_binary, take, text_file, walk
+from crewbridge.tools.files import (
+    CHUNK,
+    LINE_LIMIT,
+    expanded,
+    fs_errors,
+    joined,
+    looks_binary,
+    opened,
+    take,
+    text_file,
+    visible,
+)
 
+from crewbridge import beneath
 from crewbridge.functions import tool
-from crewbridge.paths import resolve_readable, shown_path
+from crewbridge.paths import Place, place
 from crewbridge.registry import ToolContext, ToolFailure
 
 MAX_MATCHES = 200
-CHUNK = 1 << 20
 LINE_WIDTH = 200  # a longer matching line is shown as a window around the match
 
 GREP_SCHEMA = {
@@ -39,15 +51,22 @@ def grep(ctx: ToolContext, pattern: str, path: str = ".") -> dict[str, Any]:
     similar are searched only when named as the path.
     """
     regex = _compile(pattern)
-    real = resolve_readable(ctx.workdir, path, ctx.read_roots)
-    counts = {"files_searched": 0, "binary_files_skipped": 0}
-    with fs_errors(path):
-        matches = take(ctx, _hits(ctx.workdir, real, path, regex, counts), MAX_MATCHES)
+    counts = {"files_searched": 0, "binary_files_skipped": 0, "lines_cut": 0}
+    with place(ctx.workdir, path, ctx.read_roots) as where, fs_errors(path), opened(where) as fd:
+        matches = take(ctx, _hits(where, fd, path, regex, counts), MAX_MATCHES)
     data: dict[str, Any] = {"matches": matches, "files_searched": counts["files_searched"]}
     if counts["binary_files_skipped"]:
         data["binary_files_skipped"] = counts["binary_files_skipped"]
+    notes = []
     if ctx.truncated:
-        data["note"] = f"stopped after {len(matches)} matches; narrow the pattern or the path to see the rest"
+        notes.append(f"stopped after {len(matches)} matches; narrow the pattern or the path to see the rest")
+    if counts["lines_cut"]:
+        notes.append(
+            f"lines longer than {LINE_LIMIT:,} bytes ({counts['lines_cut']}) were searched in their first "
+            f"{LINE_LIMIT:,} bytes only; their matches say so"
+        )
+    if notes:
+        data["note"] = "; ".join(notes)
     return data
 
 
@@ -68,39 +87,45 @@ def _compile(pattern: str) -> re2._Regexp:
         ) from None
 
 
-def _hits(workdir: Path, real: Path, path: str, regex: re2._Regexp, counts: dict[str, int]) -> Iterator[str]:
-    for file in _files(real, path):
+def _hits(where: Place, fd: int, path: str, regex: re2._Regexp, counts: dict[str, int]) -> Iterator[str]:
+    """The matches in the file `fd`, or in the regular files below the folder `fd` (symlinks are
+    not followed; binary files are skipped and counted)."""
+    if not stat.S_ISDIR(os.fstat(fd).st_mode):
+        text_file(fd, path)
+        counts["files_searched"] += 1
+        yield from _search(fd, regex, where.shown(fd), counts)
+        return
+    top = where.shown(fd)
+    for below, entry, folder in beneath.tree(fd, visible, expanded):
+        if not entry.is_file(follow_symlinks=False):
+            continue
         try:
-            binary = looks_binary(file)
+            file = os.open(entry.name, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
         except OSError:
             continue  # a file that cannot be read (or just vanished) is skipped, like grep -s
-        counts["binary_files_skipped" if binary else "files_searched"] += 1
-        if not binary:
-            yield from _search(file, regex, shown_path(workdir, file))
+        try:
+            if not stat.S_ISREG(os.fstat(file).st_mode):
+                continue  # swapped for something else since it was listed
+            os.set_blocking(file, True)
+            binary = looks_binary(file)
+            counts["binary_files_skipped" if binary else "files_searched"] += 1
+            if not binary:
+                yield from _search(file, regex, joined(top, below), counts)
+        except OSError:
+            continue
+        finally:
+            os.close(file)
 
 
-def _files(real: Path, path: str) -> Iterator[Path]:
-    """The file itself, or the regular files below a directory (symlinks are not followed)."""
-    if not real.is_dir():
-        text_file(real, path)
-        yield real
-        return
-    for entry in walk(real):
-        if entry.is_file(follow_symlinks=False):
-            yield Path(entry.path)
-
-
-def _search(file: Path, regex: re2._Regexp, shown: str) -> Iterator[str]:
-    try:
-        handle = open(file, "rb")
-    except OSError:
-        return  # vanished since it was sniffed
+def _search(fd: int, regex: re2._Regexp, shown: str, counts: dict[str, int]) -> Iterator[str]:
     by_line = _anchored_to_text(regex.pattern)
-    with handle:
+    with open(fd, "rb", closefd=False) as handle:
         before = 0  # lines in the blocks already searched
-        for block in _blocks(handle):
+        for block, cut in _blocks(handle):
+            counts["lines_cut"] += bool(cut)
             for number, line, at in (_by_line if by_line else _by_block)(regex, block):
-                yield _hit(shown, before + number, line, at)
+                hit = _hit(shown, before + number, line, at)
+                yield hit + _cut_note(cut) if number == 1 and cut else hit
             before += block.count(b"\n") + 1
 
 
@@ -136,21 +161,30 @@ def _hit(shown: str, number: int, line: bytes, at: int) -> str:
     return f"{shown}:{number}:{_window(text, len(line[:at].decode('utf-8', 'ignore')))}"
 
 
-def _blocks(handle: BinaryIO) -> Iterator[bytes]:
-    """A file's text about a megabyte at a time, in whole lines joined by \\n (no \\n after the last),
-    as valid UTF-8 (an invalid byte becomes U+FFFD). Lines end at \\n only, as in read_file, and a
-    \\r before it is not part of the line."""
-    pending: list[bytes] = []  # the start of a line that has not ended yet
-    while chunk := handle.read(CHUNK):
-        cut = chunk.rfind(b"\n") + 1
-        if not cut:
-            pending.append(chunk)
+def _blocks(handle: BinaryIO) -> Iterator[tuple[bytes, int]]:
+    """A file's text in blocks of whole lines joined by \\n (no \\n after the last), as valid UTF-8
+    (an invalid byte becomes U+FFFD), each with the size in bytes of its first line when that was
+    cut (else 0). Lines end at \\n only, as in read_file, and a \\r before it is not part of the
+    line. A line longer than LINE_LIMIT keeps its first LINE_LIMIT bytes: it is always a block's
+    first line, since no read is longer than LINE_LIMIT (memory stays bounded)."""
+    pending = b""  # the start of a line that has not ended yet (at most LINE_LIMIT bytes)
+    size = 0  # that line's size so far
+    while chunk := handle.read(min(CHUNK, LINE_LIMIT)):
+        end = chunk.find(b"\n")
+        if end < 0:
+            pending, size = (pending + chunk)[:LINE_LIMIT], size + len(chunk)
             continue
-        block = b"".join([*pending, chunk[: cut - 1]])
-        pending = [chunk[cut:]]
-        yield _clean(block)
-    if last := b"".join(pending):
-        yield _clean(last)
+        size += end
+        last = chunk.rfind(b"\n")
+        yield _clean((pending + chunk[:end])[:LINE_LIMIT] + chunk[end:last]), size if size > LINE_LIMIT else 0
+        pending = chunk[last + 1 :]
+        size = len(pending)
+    if pending:
+        yield _clean(pending), size if size > LINE_LIMIT else 0
+
+
+def _cut_note(size: int) -> str:
+    return f" [… line cut: it is {size:,} bytes long; only its first {LINE_LIMIT:,} bytes were searched]"
 
 
 def _clean(block: bytes) -> bytes:

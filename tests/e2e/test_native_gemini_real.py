@@ -90,6 +90,17 @@ def test_gemini_edits_and_runs_commands_in_execute_mode_unless_crews_policy_deni
     assert decisions(crew) == [("replace", "allowed"), ("run_shell_command", "refused")]
 
 
+def test_gemini_shell_command_crew_cannot_read_is_refused_by_the_command_rules(crew, mock_server, workdir):
+    (workdir / "f").write_text("keep me")
+    (workdir / "crew.yaml").write_text("agents:\n  gemini:\n    deny_commands: ['rm *']\n")
+    mock_server.script(tool_call("run_shell_command", {"command": "${X:-rm} f"}), "I was not allowed to.")
+    done = crew("gemini", "execute", "--tools-via", "native", "@gemini delete f")
+    assert done.returncode == 0, done.stderr
+    assert (workdir / "f").read_text() == "keep me"
+    [decided] = logged(crew, "gemini", "native_tool")
+    assert decided["decision"] == "refused" and "its program '${X:-rm}'" in decided["reason"]
+
+
 def test_gemini_native_calls_are_events_of_the_jsonl_stream(crew, mock_server, notes):
     mock_server.script(tool_call("read_file", {"path": "notes.txt"}), "The code is 7-4-1.")
     done = crew("gemini", "query", "--tools-via", "native", "--jsonl", "@gemini what does notes.txt say?")

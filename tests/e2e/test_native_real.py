@@ -103,6 +103,19 @@ def test_claude_runs_its_own_bash_in_execute_mode_unless_crews_policy_denies_it(
     assert (decision["tool"], decision["decision"]) == ("Bash", "refused")
 
 
+@pytest.mark.parametrize("via", ["native", "text"])
+def test_claudes_bash_with_a_program_crew_cannot_know_is_refused_by_the_command_rules(via, crew, mock_server, workdir):
+    (workdir / "f").write_text("keep me")
+    write_config(workdir / "crew.yaml", agents={"claude": {"deny_commands": ["rm *"]}})
+    mock_server.script(tool_call("Bash", {"command": "X=rm; $X f"}), "I was not allowed to.")
+    done = crew("claude", "execute", "--tools-via", via, "@claude delete f")
+    assert done.returncode == 0, done.stderr
+    assert (workdir / "f").read_text() == "keep me"
+    assert "its program '$X' is known only when the shell runs" in tool_results(mock_server.requests[-1])
+    [decision] = logged(crew, "claude", "native_tool")
+    assert (decision["tool"], decision["decision"]) == ("Bash", "refused")
+
+
 def test_claude_native_calls_are_events_of_the_jsonl_stream(crew, mock_server, notes):
     mock_server.script(tool_call("mcp__crew__read_file", {"path": "notes.txt"}), "The code is 7-4-1.")
     done = crew("claude", "query", "--tools-via", "native", "--jsonl", "@claude what does notes.txt say?")
@@ -215,6 +228,19 @@ def test_codex_execute_runs_its_shell_and_deny_refuses_it_with_the_reason(crew, 
     assert done.returncode == 0 and (workdir / "made.txt").exists()  # asked, and allowed
     [decided] = logged(crew, "codex", "native_tool")
     assert (decided["tool"], decided["decision"]) == ("exec_command", "allowed")
+
+
+def test_codex_commands_are_read_inside_its_bash_lc_and_checked(crew, mock_server, workdir):
+    (workdir / "f").write_text("keep me")
+    write_config(workdir / "crew.yaml", agents={"codex": {"deny_commands": ["rm *"]}})
+    mock_server.script(tool_call("exec_command", {"cmd": "X=rm; $X f"}), "I was not allowed to.")
+    done = crew("codex", "execute", "@codex:gpt-5.5 delete f")
+    assert done.returncode == 0, done.stderr
+    assert (workdir / "f").read_text() == "keep me"
+    [decided] = logged(crew, "codex", "native_tool")
+    assert decided["input"]["command"] == "/bin/bash -lc 'X=rm; $X f'"  # as codex asks about it
+    assert (decided["decision"], "its program '$X'" in decided["reason"]) == ("refused", True)
+    assert "its program '$X'" in tool_output(mock_server.requests[-1])
 
 
 def test_codex_native_calls_are_jsonl_call_and_result_events(crew, mock_server, notes):
