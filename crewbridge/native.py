@@ -19,7 +19,6 @@ from crewbridge.version import __version__
 if TYPE_CHECKING:
     from crewbridge.registry import Tool, ToolResult
 
-TOOLS_VIA = ("text", "native")
 SERVER = "crew"  # the MCP server's name, and the prefix of codex's dynamic tools: every name the model sees carries it
 MCP_VERSION = "2025-06-18"
 

@@ -141,8 +141,7 @@ def test_an_endless_line_is_cut_so_memory_stays_bounded():
 def test_stderr_is_kept_apart_and_bounded():
     child = Child([PY, "-c", "import sys; sys.stderr.write('e' * 100000 + 'LAST'); print('out')"])
     assert list(child.lines()) == ["out"]
-    child.wait()
-    time.sleep(0.05)
+    child.wait()  # then stderr waits for its reader to take all the CLI wrote
     assert child.stderr.endswith("LAST") and len(child.stderr) <= 8192
 
 
@@ -172,6 +171,20 @@ def test_kill_from_several_threads_at_once_while_another_reads():
         assert reader_saw == [[]], reader_saw
 
 
+class Waiting:
+    """A Child's poll object that tells when a reader waits in it (`now` is set)."""
+
+    def __init__(self, poll):
+        self._poll, self.now = poll, threading.Event()
+
+    def register(self, fd, events):
+        self._poll.register(fd, events)
+
+    def poll(self, timeout):
+        self.now.set()
+        return self._poll.poll(timeout)
+
+
 def test_kill_wakes_a_reader_even_when_an_escaped_process_keeps_the_pipe_open():
     # the grandchild leaves the group (setsid) and holds stdout: the pipe never reaches its end
     script = ("import subprocess, sys, time\n"
@@ -180,10 +193,11 @@ def test_kill_wakes_a_reader_even_when_an_escaped_process_keeps_the_pipe_open():
     child = Child([PY, "-c", script])
     lines = child.lines()
     escaped = int(next(lines))
+    child._poll = waiting = Waiting(child._poll)
     reader_saw: list[object] = []
     reader = threading.Thread(target=lambda: reader_saw.append(list(lines)))
     reader.start()
-    time.sleep(0.2)  # the reader is waiting on the silent pipe
+    assert waiting.now.wait(10)  # the reader is waiting on the silent pipe
     child.kill(grace=0)
     reader.join(5)
     os.kill(escaped, signal.SIGKILL)
@@ -208,15 +222,22 @@ def test_end_all_returns_once_the_clis_crew_started_are_dead_and_reaped(monkeypa
 
 
 def test_input_that_comes_after_the_cli_was_killed_is_dropped_quietly():
-    raised = []
-    threading.excepthook = lambda args: raised.append(args.exc_value)  # what a feeder thread raises
-    try:
-        child = Child([PY, "-c", "import time; time.sleep(30)"], keep_stdin=True)
-        child.kill(grace=0)  # Ctrl-C, as the run hands the CLI its prompt
-        child.feed("the prompt")
-        time.sleep(0.2)
-    finally:
-        threading.excepthook = threading.__excepthook__
+    child = Child([PY, "-c", "import time; time.sleep(30)"], keep_stdin=True)
+    raised, fed = [], threading.Event()
+    feed = child._feed
+
+    def feeding(text):  # the feeder thread's work, and what it raises
+        try:
+            feed(text)
+        except BaseException as exc:
+            raised.append(exc)
+        finally:
+            fed.set()
+
+    child._feed = feeding
+    child.kill(grace=0)  # Ctrl-C, as the run hands the CLI its prompt
+    child.feed("the prompt")
+    assert fed.wait(10)
     assert raised == []
 
 
