@@ -31,7 +31,6 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from crewbridge.errors import CrewError, ProviderError
 from crewbridge.events import Done, Event, Failure, Notice, Session, Usage
-from crewbridge.native import rpc_error
 from crewbridge.process import Child
 from crewbridge.providers.base import JsonLineDecoder, Provider, Turn, parse_object
 from crewbridge.version import __version__
@@ -87,7 +86,7 @@ class JsonRpc:
         return {"jsonrpc": "2.0", "id": request_id, "result": result}
 
     def refusal(self, request_id: Any, code: int, message: str) -> dict[str, Any]:
-        return rpc_error(request_id, code, message)
+        return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
 
     def parse(self, obj: dict[str, Any]) -> Request | Reply | None:
         if "id" not in obj:
@@ -433,4 +432,4 @@ def _failed(message: Any, why: str) -> dict[str, Any] | None:
     """The error answer to an MCP message (None for a notification, which gets none)."""
     if not isinstance(message, dict) or "id" not in message:
         return None
-    return rpc_error(message["id"], FAILED, why)
+    return JsonRpc().refusal(message["id"], FAILED, why)
