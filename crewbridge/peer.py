@@ -153,6 +153,7 @@ class Refused(Exception):
 
 
 Then = Callable[[Reply], "list[Event]"]  # what an answer to one of crew's requests does, and its events
+Answer = Callable[..., "dict[str, Any] | None"]  # an MCP message (and what its transport adds) → its answer
 
 
 class Peer:
@@ -296,10 +297,11 @@ class Peer:
         while self.open and self.process is not None:
             self._aside(self._next())
 
-    def on_loop(self, answer: Callable[[Any], dict[str, Any] | None]) -> Callable[[Any], dict[str, Any] | None]:
-        """`answer` for MCP messages that reach crew on other threads (over HTTP): each is handed to
-        the thread that reads this CLI and answered there, between lines, in the order they came;
-        the caller waits for its answer. Once the process runs."""
+    def on_loop(self, answer: Answer) -> Answer:
+        """`answer` for MCP messages that reach crew on other threads (over HTTP): each call
+        (`message`, and whatever the transport adds) is handed to the thread that reads this CLI
+        and answered there, between lines, in the order they came; the caller waits for the answer.
+        Once the process runs."""
         assert self.process is not None
         self._inbox = Inbox(answer)
         self.process.child.watch(self._inbox.fd, self._inbox.answer_all)
@@ -377,20 +379,20 @@ class Inbox:
     order (answer_all). A CrewError that ends the run is the message's answer too (an error), and is
     raised by answer_all(). Once closed, every message is answered at once with an error."""
 
-    def __init__(self, answer: Callable[[Any], dict[str, Any] | None]) -> None:
+    def __init__(self, answer: Answer) -> None:
         self._answer = answer
-        self._waiting: collections.deque[tuple[Any, Future[dict[str, Any] | None]]] = collections.deque()
+        self._waiting: collections.deque[tuple[tuple[Any, ...], Future[dict[str, Any] | None]]] = collections.deque()
         self._lock = threading.Lock()
         self._closed = False
         self.fd, self._wake = os.pipe()  # readable while messages wait
         os.set_blocking(self.fd, False)
 
-    def ask(self, message: Any) -> dict[str, Any] | None:
+    def ask(self, message: Any, *more: Any) -> dict[str, Any] | None:
         answered: Future[dict[str, Any] | None] = Future()
         with self._lock:
             if self._closed:
                 return _failed(message, "the conversation has ended")
-            self._waiting.append((message, answered))
+            self._waiting.append(((message, *more), answered))
             os.write(self._wake, b"!")
         return answered.result()
 
@@ -406,14 +408,14 @@ class Inbox:
             with self._lock:
                 if not self._waiting:
                     return
-                message, answered = self._waiting.popleft()
+                call, answered = self._waiting.popleft()
             try:
-                answered.set_result(self._answer(message))
+                answered.set_result(self._answer(*call))
             except CrewError as exc:
-                answered.set_result(_failed(message, str(exc)))
+                answered.set_result(_failed(call[0], str(exc)))
                 raise
             except BaseException:
-                answered.set_result(_failed(message, "crew failed to answer"))
+                answered.set_result(_failed(call[0], "crew failed to answer"))
                 raise
 
     def close(self) -> None:
@@ -424,8 +426,8 @@ class Inbox:
             waiting, self._waiting = list(self._waiting), collections.deque()
             os.close(self.fd)
             os.close(self._wake)
-        for message, answered in waiting:
-            answered.set_result(_failed(message, "the conversation has ended"))
+        for call, answered in waiting:
+            answered.set_result(_failed(call[0], "the conversation has ended"))
 
 
 def _failed(message: Any, why: str) -> dict[str, Any] | None:

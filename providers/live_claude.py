@@ -104,9 +104,7 @@ class ClaudeLiveConversation(Peer):
         super().__init__(provider, base, live_argv(provider, base), cwd=cwd, env=env)
         self.handlers = {"can_use_tool": self._can_use_tool, "mcp_message": self._mcp_message}
         self._prompt_line: dict[str, Any] = {}  # the user line the current reply answers
-        self._used_tools = (
-            False  # the reply used tools (Claude's own, or crew's natively): its history holds their calls
-        )
+        self._used_tools = False  # the reply used tools (Claude's or crew's): its history holds their calls
         self._cost = 0.0  # the process's total cost so far: each result reports the total, not its share
 
     def resume(self, prior: Prior) -> bool:
@@ -155,8 +153,8 @@ class ClaudeLiveConversation(Peer):
     def keep(self, kept: str, stopped: bool) -> str:
         self.finish()
         if not stopped or self._used_tools:
-            # Claude holds the reply as far as it streamed. One that used Claude's own tools is left
-            # so: rewinding would drop those calls too; the follow-up names the tail instead.
+            # Claude holds the reply as far as it streamed. One that used tools is left so: rewinding
+            # would drop those calls too; the follow-up names the tail instead.
             return FULL
         rewound = self.exchange(
             "rewind_conversation", {"interrupt_if_running": True, "target_message_uuid": self._prompt_line["uuid"]}

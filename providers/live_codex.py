@@ -99,7 +99,7 @@ class CodexLiveConversation(Peer):
         self._turn: str | None = None  # the current (or last) turn
         self._turn_request: Any = None  # the id of the current turn's turn/start
         self._stored = ""  # text of the agent messages Codex completed (so stored) in this turn
-        self._used_tools = False  # the turn used tools (Codex's own, or crew's natively): its history holds their items
+        self._used_tools = False  # the turn used tools (Codex's or crew's): its history holds their items
         self._changes: dict[str, Any] = {}  # file changes by item id: an approval request names only the item
         # The model-visible conversation, as Responses API items; None once tools added items crew
         # does not hold.

@@ -126,8 +126,8 @@ class GeminiAcpConversation(Peer):
     def _mcp_server(self, channel: Channel) -> dict[str, Any]:
         """Start crew's MCP server for this conversation: its entry in session/new's mcpServers."""
         token = secrets.token_urlsafe(32)
-        answer = self.on_loop(McpTools(channel).answer)
-        self._http = McpHttp(lambda message, notify: answer(message), token=token)
+        answer = self.on_loop(lambda message, notify: McpTools(channel).answer(message))
+        self._http = McpHttp(answer, token=token)
         self._http.start()
         header = {"name": "Authorization", "value": f"Bearer {token}"}
         return {"type": "http", "name": SERVER, "url": self._http.url, "headers": [header]}
