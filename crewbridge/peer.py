@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from crewbridge.errors import CrewError, ProviderError
-from crewbridge.events import Done, Event, Failure, Notice, Session, Usage
+from crewbridge.events import Done, Event, Failure, Notice, Session, Text, Usage
 from crewbridge.process import Child
 from crewbridge.providers.base import JsonLineDecoder, Provider, Turn, parse_object
 from crewbridge.version import __version__
@@ -331,17 +331,24 @@ class Peer:
         if isinstance(obj, Notice):
             return [obj]
         kind = self.wire.parse(obj)
-        if isinstance(kind, Reply):
-            then = self._waiting.pop(kind.id, None)
-            return self._seen([] if then is None else then(kind))
-        events = self._seen(self.events(obj))
-        if kind is not None:
-            self._handle(kind)
-        return events
+        try:
+            if kind is None:  # most lines: a delta of the reply
+                events = self.events(obj)
+            elif isinstance(kind, Reply):
+                then = self._waiting.pop(kind.id, None)
+                events = [] if then is None else then(kind)
+            else:
+                events = self.events(obj)
+                self._handle(kind)
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:  # a line of another shape: set aside
+            return [Notice("corrupt", f"unexpected line shape ({exc!r}): {json.dumps(obj)[:120]}")]
+        return self._seen(events)
 
     def _seen(self, events: list[Event]) -> list[Event]:
         """`events`, once what they say of the conversation is noted: its session, the reply's end."""
         for event in events:
+            if isinstance(event, Text):
+                continue
             if isinstance(event, Done):
                 self.open = False
             elif isinstance(event, Session) and event.session_id:
@@ -365,6 +372,11 @@ class Peer:
             result = handler(request, self.channel)
         except Refused as exc:
             self.write(self.wire.refusal(request.id, NOT_FOUND, str(exc)))
+            return
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:  # a request of another shape
+            self.write(
+                self.wire.refusal(request.id, FAILED, f"crew could not read the {request.method} request ({exc!r})")
+            )
             return
         except CrewError as exc:
             self.write(self.wire.refusal(request.id, FAILED, str(exc)))

@@ -124,8 +124,13 @@ class ClaudeLiveConversation(Peer):
         return []
 
     def events(self, obj: dict[str, Any]) -> list[Event]:
-        self._used_tools = self._used_tools or _is_tool_result(obj)
-        return [self._share(event) if isinstance(event, Usage) else event for event in self.reading.decode_object(obj)]
+        events = self.reading.decode_object(obj)
+        kind = obj.get("type")
+        if kind == "user":
+            self._used_tools = self._used_tools or _is_tool_result(obj)
+        elif kind == "result":  # the only line with usage
+            events = [self._share(event) if isinstance(event, Usage) else event for event in events]
+        return events
 
     def _share(self, usage: Usage) -> Usage:
         """The reply's usage with its share of the cost (Claude reports the process's total)."""
@@ -174,8 +179,9 @@ def live_argv(provider: ClaudeProvider, turn: Turn) -> list[str]:
 
 
 def _is_tool_result(obj: dict[str, Any]) -> bool:
-    """A user line Claude wrote for one of its own tools' results."""
-    content = obj.get("message", {}).get("content") if obj.get("type") == "user" else None
+    """A user line Claude wrote for a tool's result."""
+    message = obj.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
     return isinstance(content, list) and any(
         isinstance(part, dict) and part.get("type") == "tool_result" for part in content
     )

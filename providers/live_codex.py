@@ -30,6 +30,7 @@ from crewbridge.providers.base import JsonLineDecoder, Turn
 from crewbridge.providers.codex import CodexProvider
 
 from crewbridge.conversation import EXACT, FULL
+from crewbridge.errors import ProviderError
 from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session, Text, Usage
 from crewbridge.native import SERVER, result_text
 from crewbridge.peer import CLIENT, Peer, Reply, Request, notification
@@ -131,7 +132,10 @@ class CodexLiveConversation(Peer):
         }
         if self.base.native and self.channel:
             params["dynamicTools"] = [dynamic_tool(spec) for spec in self.channel.tools()]
-        self.session_id = self.call("thread/start", params)["thread"]["id"]
+        thread = self.call("thread/start", params).get("thread")
+        if not isinstance(thread, dict) or not isinstance(thread.get("id"), str):
+            raise ProviderError(f"codex answered thread/start without a thread id: {thread!r}"[:300])
+        self.session_id = thread["id"]
 
     def begin(self, message: str) -> list[Event]:
         self._stored, self._used_tools, self._changes = "", False, {}

@@ -29,6 +29,7 @@ from crewbridge.providers.base import JsonLineDecoder, Turn
 from crewbridge.providers.gemini import GeminiProvider
 
 from crewbridge.conversation import FULL
+from crewbridge.errors import ProviderError
 from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session, Text, Usage
 from crewbridge.mcp_http import McpHttp
 from crewbridge.native import SERVER, McpTools
@@ -121,7 +122,10 @@ class GeminiAcpConversation(Peer):
     def set_up(self) -> None:
         self.call("initialize", {"protocolVersion": PROTOCOL_VERSION, "clientCapabilities": {}, "clientInfo": CLIENT})
         servers = [self._mcp_server(self.channel)] if self.channel is not None and self.base.native else []
-        self.session_id = self.call("session/new", {"cwd": str(self.cwd), "mcpServers": servers})["sessionId"]
+        session = self.call("session/new", {"cwd": str(self.cwd), "mcpServers": servers}).get("sessionId")
+        if not isinstance(session, str):
+            raise ProviderError(f"gemini answered session/new without a session id: {session!r}"[:300])
+        self.session_id = session
 
     def _mcp_server(self, channel: Channel) -> dict[str, Any]:
         """Start crew's MCP server for this conversation: its entry in session/new's mcpServers."""

@@ -300,6 +300,21 @@ def test_an_error_that_ends_the_run_is_the_clis_answer_and_is_raised_at_once(pee
     assert json.loads(answer) == {"jsonrpc": "2.0", "id": 1, "error": {"code": -32603, "message": "too many calls"}}
 
 
+def test_a_request_or_an_answer_of_another_shape_is_set_aside_and_the_turn_goes_on(peer):
+    def look(request, channel):
+        return {"path": request.params["path"]}  # the request has none
+
+    conversation = peer(handlers={"look": look})
+    conversation.serve(Channel())
+    conversation.start()
+    conversation.request("stat", {}, lambda reply: reply.result["size"])  # the answer has none
+    events = turn(conversation, {"ask": 1, "method": "look"}, {"say": "On."})
+    [corrupt] = [event for event in events if isinstance(event, Notice) and event.kind == "corrupt"]
+    assert "KeyError('size')" in corrupt.detail
+    error = json.loads(said(events)[: -len("On.")])["error"]
+    assert error == {"code": -32603, "message": "crew could not read the look request (KeyError('path'))"}
+
+
 def test_answers_are_matched_to_their_requests_by_id(peer):
     conversation = peer()
     turn(conversation, {"say": "up"})
