@@ -236,7 +236,25 @@ def prompt_command(text: tuple[str, ...], mode: Mode, config: Config) -> None:
     "--http",
     "address",
     metavar="HOST:PORT",
-    help="Serve MCP's streamable HTTP transport at http://HOST:PORT/mcp instead of stdio (port 0: a free one).",
+    help="Serve MCP's streamable HTTP transport at http://HOST:PORT/mcp instead of stdio (port 0: a free one). "
+    "Every request needs Authorization: Bearer TOKEN: $CREW_MCP_TOKEN, else a new one printed on stderr.",
+)
+@click.option(
+    "--token-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="With --http: write the token to this file (created 0600) instead of printing it.",
+)
+@click.option(
+    "--allow-host",
+    "allowed_hosts",
+    metavar="HOST",
+    multiple=True,
+    help="With --http: also accept requests whose Host (and Origin) name HOST, besides localhost.",
+)
+@click.option(
+    "--allow-remote",
+    is_flag=True,
+    help="With --http: allow listening on an address other machines reach (the token is still required).",
 )
 @click.option(
     "--policy-of",
@@ -261,6 +279,9 @@ def mcp_group(
     ctx: click.Context,
     execute: bool,
     address: str | None,
+    token_file: Path | None,
+    allowed_hosts: tuple[str, ...],
+    allow_remote: bool,
     policy_of: str | None,
     ask_depth: int,
     timeout: float,
@@ -271,7 +292,9 @@ def mcp_group(
     Register it in a CLI with: crew mcp install claude|gemini|codex"""
     if ctx.invoked_subcommand is not None:
         return
-    from crewbridge.mcp_server import McpServer
+    if address is None and (token_file or allowed_hosts or allow_remote):
+        raise UsageError("--token-file, --allow-host and --allow-remote go with --http HOST:PORT")
+    from crewbridge.mcp.server import McpServer
 
     server = McpServer(
         config,
@@ -283,14 +306,14 @@ def mcp_group(
         max_turns=max_turns,
     )
     if address is None:
-        from crewbridge.mcp_stdio import serve_stdio
+        from crewbridge.mcp.stdio import serve_stdio
 
         serve_stdio(server)
         return
-    from crewbridge.mcp_http import parse_address, serve_http
+    from crewbridge.mcp.http import serve_http
 
-    host, port = parse_address(address)
-    serve_http(server, host, port, ready=lambda url: click.echo(f"crew mcp: serving MCP at {url}", err=True))
+    say = functools.partial(click.echo, err=True)
+    serve_http(server, address, token_file=token_file, allowed_hosts=allowed_hosts, allow_remote=allow_remote, say=say)
 
 
 @mcp_group.command("install")
@@ -298,7 +321,7 @@ def mcp_group(
 @click.option("--execute", is_flag=True, help="Register `crew mcp --execute`: the write and command tools too.")
 def mcp_install_command(cli_name: str, execute: bool) -> None:
     """Register crew as an MCP server named `crew` in CLI's own configuration (user scope)."""
-    from crewbridge.mcp_install import install
+    from crewbridge.mcp.install import install
 
     done = install(cli_name, execute)
     click.echo(f"registered crew in {cli_name}: {shlex.join(done.add)}\nundo with: {shlex.join(done.remove)}")

@@ -28,7 +28,7 @@ from crewbridge.config import Config, default_agents, load_config
 from crewbridge.conversation import live_enabled
 from crewbridge.custom_tools import Finished, run_argv
 from crewbridge.errors import CrewError, CrewTimeout, UsageError
-from crewbridge.mcp_install import registered
+from crewbridge.mcp.install import registered
 from crewbridge.providers import BUILTIN, load, load_plugin, plugins
 from crewbridge.providers.base import Provider, Turn
 from crewbridge.skills import discover, roots

@@ -14,7 +14,7 @@ the process starts with an empty assistant line, which Claude leaves out of ever
 
 Claude's questions come on the same stream, as control requests, and are answered as they come:
 `can_use_tool` (one of its own tools, by crew's policy: the loop's channel) and, with native tools,
-`mcp_message` (crew's tools as an SDK MCP server named crew, served by crewbridge.native.McpTools).
+`mcp_message` (crew's tools as an SDK MCP server named crew, served by crewbridge.mcp.core.McpTools).
 crew's own requests (interrupt, rewind_conversation) are control requests too: the control protocol
 is the Wire of this live peer (crewbridge.peer).
 """
@@ -30,7 +30,8 @@ from crewbridge.providers.claude import LIVE_FLAGS, NATIVE_FLAGS, ClaudeDecoder,
 
 from crewbridge.conversation import EXACT, FULL
 from crewbridge.events import Event, Usage
-from crewbridge.native import SERVER, McpTools
+from crewbridge.mcp.core import McpTools
+from crewbridge.native import SERVER
 from crewbridge.peer import Peer, Refused, Reply, Request
 
 if TYPE_CHECKING:
@@ -106,6 +107,7 @@ class ClaudeLiveConversation(Peer):
         self._prompt_line: dict[str, Any] = {}  # the user line the current reply answers
         self._used_tools = False  # the reply used tools (Claude's or crew's): its history holds their calls
         self._cost = 0.0  # the process's total cost so far: each result reports the total, not its share
+        self._mcp: McpTools | None = None  # crew's SDK MCP server (one session), made with its first message
 
     def resume(self, prior: Prior) -> bool:
         if prior.session_id is None or not self.provider.has_session(prior.session_id, self.env, self.cwd):
@@ -149,7 +151,8 @@ class ClaudeLiveConversation(Peer):
         """A message to crew's SDK MCP server (the only one Claude is given)."""
         if request.params.get("server_name") != SERVER:
             raise Refused(f"crew serves no MCP server named {request.params.get('server_name')}")
-        response = McpTools(channel).answer(request.params.get("message"))
+        self._mcp = self._mcp or McpTools(channel)
+        response = self._mcp.answer(request.params.get("message"))
         return {"mcp_response": response or {"jsonrpc": "2.0", "result": {}}}
 
     def interrupt(self) -> None:

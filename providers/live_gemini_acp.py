@@ -31,8 +31,9 @@ from crewbridge.providers.gemini import GeminiProvider
 from crewbridge.conversation import FULL
 from crewbridge.errors import ProviderError
 from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session, Text, Usage
-from crewbridge.mcp_http import McpHttp
-from crewbridge.native import SERVER, McpTools
+from crewbridge.mcp.core import McpTools
+from crewbridge.mcp.http import McpHttp
+from crewbridge.native import SERVER
 from crewbridge.peer import CLIENT, Peer, Reply, Request, notification
 
 if TYPE_CHECKING:
@@ -130,8 +131,7 @@ class GeminiAcpConversation(Peer):
     def _mcp_server(self, channel: Channel) -> dict[str, Any]:
         """Start crew's MCP server for this conversation: its entry in session/new's mcpServers."""
         token = secrets.token_urlsafe(32)
-        answer = self.on_loop(lambda message, notify: McpTools(channel).answer(message))
-        self._http = McpHttp(answer, token=token)
+        self._http = McpHttp(self.on_loop(McpTools(channel).respond), token=token)
         self._http.start()
         header = {"name": "Authorization", "value": f"Bearer {token}"}
         return {"type": "http", "name": SERVER, "url": self._http.url, "headers": [header]}

@@ -31,7 +31,8 @@ BIN = REPO / "node_modules" / ".bin"  # where `npm install` in the repo root put
 VENV_BIN = Path(sys.executable).parent  # where pip puts the pinned PyPI CLIs (setup.cfg's test extra)
 CLIS = ("claude", "gemini", "codex")  # the built-in providers
 PACKAGES = {"claude": "@anthropic-ai/claude-code", "gemini": "@google/gemini-cli",
-            "codex": "@openai/codex", "qwen": "@qwen-code/qwen-code", "opencode": "opencode-ai"}
+            "codex": "@openai/codex", "qwen": "@qwen-code/qwen-code", "opencode": "opencode-ai",
+            "conformance": "@modelcontextprotocol/conformance"}  # the official MCP conformance suite
 PYPI = {"llm": "llm"}  # CLIs installed from PyPI, by command
 
 # Variables of the caller's environment that could carry real credentials or redirect a CLI.

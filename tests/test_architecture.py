@@ -25,7 +25,7 @@ def layers() -> dict[str, int]:
 
 def named_upward() -> set[tuple[str, str]]:
     """The imports the page says go up a layer (its table of them)."""
-    section = TEXT.split("One import goes up a layer today:")[1].split("##")[0]
+    section = TEXT.split("go up a layer today:")[1].split("##")[0]
     return set(re.findall(r"^\| `([\w.]+)` \| `([\w.]+)` \|", section, re.M))
 
 
@@ -56,5 +56,5 @@ def test_every_file_module_and_name_it_mentions_exists():
 
 
 def test_the_checks_read_the_page():
-    assert len(layers()) > 50 and len(named_upward()) == 1
+    assert len(layers()) > 50 and len(named_upward()) == 3
     assert len(re.findall(r"`crewbridge\.\w+:", TEXT)) > 30  # the names the path of one query follows

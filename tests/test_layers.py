@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = {"crewbridge": ROOT / "crewbridge", "crewbridge.providers": ROOT / "providers",
-            "crewbridge.tools": ROOT / "tools"}
+PACKAGES = {"crewbridge": ROOT / "crewbridge", "crewbridge.mcp": ROOT / "crewbridge" / "mcp",
+            "crewbridge.providers": ROOT / "providers", "crewbridge.tools": ROOT / "tools"}
 
 
 @dataclass(frozen=True)

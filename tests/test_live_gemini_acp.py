@@ -34,7 +34,7 @@ OPTIONS = [{"optionId": "proceed_always", "name": "Allow for this session", "kin
 
 # argv[2] is what every prompt does: "text" (streams two chunks), "ask" (asks permission for tool
 # argv[3], a shell command, then says which option crew chose), "crew" (calls crew's read_file over the session's
-# MCP server, first without its header, and says what it got), "fail" (a rate limit), "cancel"
+# MCP server, first without its header, then as a client does, and says what it got), "fail" (a rate limit), "cancel"
 # (streams a chunk, then waits for session/cancel).
 FAKE = r"""
 import json, sys, urllib.request, urllib.error
@@ -50,16 +50,20 @@ def read():
     line = sys.stdin.readline()
     log.write(line); log.flush()
     return json.loads(line)
+session = {}
 def mcp(message, headers):
     request = urllib.request.Request(server["url"], json.dumps(message).encode(), method="POST",
-        headers={"Content-Type": "application/json", "Accept": "application/json, text/event-stream", **headers})
+        headers={"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+                 **session, **headers})
     try:
         with urllib.request.urlopen(request) as answer:
             body = answer.read().decode()
+            session.update({"Mcp-Session-Id": answer.headers["Mcp-Session-Id"]} if "Mcp-Session-Id" in answer.headers
+                           else {})
     except urllib.error.HTTPError as exc:
         return exc.code
-    data = [line[6:] for line in body.splitlines() if line.startswith("data: ")]
-    return json.loads(data[0] if data else body)
+    data = [line[6:] for line in body.splitlines() if line.startswith("data: ") and line[6:].strip()]
+    return json.loads(data[-1] if data else body or "null")
 while True:
     obj = read()
     method, rid, params = obj.get("method"), obj.get("id"), obj.get("params") or {}
@@ -82,6 +86,9 @@ while True:
         elif mode == "crew":
             headers = {server["headers"][0]["name"]: server["headers"][0]["value"]}
             without = mcp({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, {})
+            mcp({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-06-18"}},
+                headers)
+            mcp({"jsonrpc": "2.0", "method": "notifications/initialized"}, headers)
             listed = mcp({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, headers)
             update(sid, sessionUpdate="tool_call", toolCallId="mcp_crew_read_file__1", status="in_progress",
                    title="read_file", kind="other")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from clienv import BIN, require_cli
-from crewbridge.mcp_install import registered, registration
+from crewbridge.mcp.install import registered, registration
 from crewcli import crew_env, run_crew
 
 

@@ -1,17 +1,18 @@
 """`crew mcp`, the MCP server: driven by the official MCP SDK's own client over stdio and streamable
-HTTP (initialize, tools/list, tools/call, progress, cancel, background jobs), and by raw lines for
-what a client should never send. Agents are the offline `demo` and small fake CLIs."""
+HTTP (initialize, tools/list, tools/call, progress, cancel, background jobs, jobs per session).
+Agents are the offline `demo` and small fake CLIs. What a client should never send: test_mcp_core.py,
+test_mcp_stdio.py, test_mcp_http.py."""
 
 from __future__ import annotations
 
 import json
 import re
-import signal
 import subprocess
-import time
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 
 import anyio
+import httpx2
 import pytest
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -19,51 +20,17 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from crewbridge.config import Config, default_agents
-from crewbridge.mcp_server import PROTOCOL_VERSIONS, McpServer
-from crewcli import CREW, crew_env, end_group, executable, running, start_crew, write_config
+from crewbridge.mcp.core import INTERNAL_ERROR, PROTOCOL_VERSIONS
+from crewbridge.mcp.server import McpServer
+from crewcli import CREW, end_group, running, start_crew, write_config
+from mcpfakes import env_for, gone, mcp_project, slow_pid
 
-# A CLI that never answers: it writes its pid to $FAKE_PIDS/slow and sleeps.
-SLOW = """\
-import os, time
-open(os.path.join(os.environ["FAKE_PIDS"], "slow"), "w").write(str(os.getpid()))
-time.sleep(600)
-"""
+TOKEN = "server-test-token-0123456789"
 
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
-    work = tmp_path / "work"
-    work.mkdir()
-    (work / "notes.txt").write_text("deploy window: Tuesday\n")
-    (tmp_path / "pids").mkdir()
-    slow = executable(tmp_path / "bin" / "slow", SLOW)
-    write_config(work / "crew.yaml", providers={"slow": {"command": [str(slow)]}},
-                 agents={"slow": {"provider": "slow"},
-                         "guarded": {"provider": "demo", "deny": ["grep"], "approval": ["list_files"]}})
-    subprocess.run([*CREW, "config", "trust", str(work / "crew.yaml")], env=env_for(tmp_path), check=True,
-                   capture_output=True)
-    return work
-
-
-def env_for(tmp_path: Path) -> dict[str, str]:
-    return crew_env(tmp_path / "home", FAKE_PIDS=str(tmp_path / "pids"))
-
-
-def slow_pid(tmp_path: Path) -> int:
-    path = tmp_path / "pids" / "slow"
-    for _ in range(200):
-        if path.exists() and path.read_text():
-            return int(path.read_text())
-        time.sleep(0.05)
-    raise AssertionError("the slow agent never started")
-
-
-def gone(pid: int) -> bool:
-    for _ in range(100):
-        if not running(pid):
-            return True
-        time.sleep(0.05)
-    return False
+    return mcp_project(tmp_path, guarded={"provider": "demo", "deny": ["grep"], "approval": ["list_files"]})
 
 
 def serve(project: Path, tmp_path: Path, *args: str) -> StdioServerParameters:
@@ -71,8 +38,6 @@ def serve(project: Path, tmp_path: Path, *args: str) -> StdioServerParameters:
 
 
 def session(params: StdioServerParameters):  # an async context manager: an initialized ClientSession
-    from contextlib import asynccontextmanager
-
     @asynccontextmanager
     async def open_session():
         async with stdio_client(params) as (read, write), ClientSession(read, write) as client:
@@ -216,6 +181,23 @@ def test_a_cancelled_ask_ends_its_cli_and_the_server_goes_on(project, tmp_path):
     assert not anyio.run(main).is_error
 
 
+def test_a_cancelled_tool_call_ends_its_command_and_the_server_goes_on(project, tmp_path):
+    command = f"echo $$ > {tmp_path / 'pids' / 'slow'}; exec sleep 600"
+
+    async def main():
+        async with session(serve(project, tmp_path, "--execute")) as client:
+            with anyio.move_on_after(20) as scope:
+                async with anyio.create_task_group() as group:
+                    group.start_soon(client.call_tool, "run_command", {"command": command})
+                    await anyio.to_thread.run_sync(slow_pid, tmp_path)
+                    group.cancel_scope.cancel()  # the SDK sends notifications/cancelled
+            assert not scope.cancelled_caught
+            assert await anyio.to_thread.run_sync(gone, slow_pid(tmp_path))
+            return await client.call_tool("read_file", {"path": "notes.txt"})
+
+    assert "deploy window" in text(anyio.run(main))
+
+
 def test_a_background_ask_is_a_job_to_follow_and_to_cancel(project, tmp_path):
     async def main():
         async with session(serve(project, tmp_path)) as client:
@@ -241,59 +223,39 @@ def test_a_background_ask_is_a_job_to_follow_and_to_cancel(project, tmp_path):
     assert unknown.is_error and "no job 'nope'" in text(unknown)
 
 
-# -- the channel itself ---------------------------------------------------------------------------
+# -- over streamable HTTP ---------------------------------------------------------------------------
 
 
-def test_malformed_lines_get_errors_and_the_server_lives_on(project, tmp_path):
-    lines = [
-        "not json",
-        json.dumps({"jsonrpc": "2.0", "id": 1}),
-        json.dumps({"jsonrpc": "2.0", "id": 2, "method": "nope"}),
-        json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"arguments": {}}}),
-        json.dumps({"jsonrpc": "2.0", "id": 4, "method": "ping"}),
-    ]
-    done = subprocess.run([*CREW, "mcp"], input="\n".join(lines) + "\n", capture_output=True, text=True,
-                          env=env_for(tmp_path), cwd=project, timeout=60)
-    assert done.returncode == 0, done.stderr
-    answers = [json.loads(line) for line in done.stdout.splitlines()]
-    assert [a["id"] for a in answers] == [None, 1, 2, 3, 4]
-    assert [a.get("error", {}).get("code") for a in answers] == [-32700, -32600, -32601, -32602, None]
-    assert "send one JSON-RPC message a line" in answers[0]["error"]["message"]
-    assert answers[4]["result"] == {}
+@contextmanager
+def http_server(project: Path, tmp_path: Path):
+    """`crew mcp --http` on a free port: a function opening an initialized SDK client session on it
+    (an async context manager), which sends the token."""
+    proc = start_crew(["mcp", "--http", "127.0.0.1:0"], env={**env_for(tmp_path), "CREW_MCP_TOKEN": TOKEN},
+                      cwd=project)
 
+    @asynccontextmanager
+    async def open_session():
+        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60) as http, \
+                streamable_http_client(url, http_client=http) as (read, write), ClientSession(read, write) as client:
+            await client.initialize()
+            yield client
 
-@pytest.mark.parametrize("how", ["stdin closes", "SIGTERM"])
-def test_the_server_ends_every_child_when_it_stops(how, project, tmp_path):
-    proc = start_crew(["mcp"], env=env_for(tmp_path), cwd=project, stdin=subprocess.PIPE)
     try:
-        call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                "params": {"name": "ask", "arguments": {"task": "@slow hello", "background": True}}}
-        proc.stdin.write(json.dumps(call) + "\n")
-        proc.stdin.flush()
-        pid = slow_pid(tmp_path)
-        if how == "SIGTERM":
-            proc.send_signal(signal.SIGTERM)
-        else:
-            proc.stdin.close()
-        proc.wait(timeout=30)
-        assert proc.returncode == (143 if how == "SIGTERM" else 0), proc.stderr.read()
-        assert gone(pid)
+        url = re.search(r"serving MCP at (\S+);", proc.stderr.readline()).group(1)
+        yield open_session
     finally:
         end_group(proc)
 
 
 def test_streamable_http_serves_the_same_tools_with_progress(project, tmp_path):
-    proc = start_crew(["mcp", "--http", "127.0.0.1:0"], env=env_for(tmp_path), cwd=project)
-    try:
-        url = re.search(r"serving MCP at (\S+)", proc.stderr.readline()).group(1)
+    with http_server(project, tmp_path) as open_session:
         progress: list[str] = []
 
         async def on_progress(value, total, message):
             progress.append(message)
 
         async def main():
-            async with streamable_http_client(url) as (read, write), ClientSession(read, write) as client:
-                await client.initialize()
+            async with open_session() as client:
                 names = [tool.name for tool in (await client.list_tools()).tools]
                 read_result = await client.call_tool("read_file", {"path": "notes.txt"})
                 asked = await client.call_tool("ask", {"task": "@demo what is in notes.txt?"},
@@ -301,27 +263,46 @@ def test_streamable_http_serves_the_same_tools_with_progress(project, tmp_path):
                 return names, read_result, asked
 
         names, read_result, asked = anyio.run(main)
-        assert "read_file" in names and "write_file" not in names
-        assert "deploy window: Tuesday" in text(read_result)
-        assert "deploy window: Tuesday" in text(asked) and "@demo answered" in progress
-    finally:
-        end_group(proc)
+    assert "read_file" in names and "write_file" not in names
+    assert "deploy window: Tuesday" in text(read_result)
+    assert "deploy window: Tuesday" in text(asked) and "@demo answered" in progress
+
+
+def test_jobs_belong_to_the_session_that_started_them(project, tmp_path):
+    with http_server(project, tmp_path) as open_session:
+        async def main():
+            async with open_session() as mine, open_session() as theirs:
+                started = await mine.call_tool("ask", {"task": "@slow hello", "background": True})
+                job = started.structured_content["id"]
+                pid = await anyio.to_thread.run_sync(slow_pid, tmp_path)
+                seen = await theirs.call_tool("job", {"id": job})
+                cancelled = await theirs.call_tool("cancel", {"id": job})
+                still = await anyio.to_thread.run_sync(running, pid)
+                mine_cancelled = await mine.call_tool("cancel", {"id": job})
+                return job, seen, cancelled, still, mine_cancelled, pid
+
+        job, seen, cancelled, still, mine_cancelled, pid = anyio.run(main)
+    assert seen.is_error and text(seen) == f"no job '{job}'; jobs of this session: none yet"
+    assert cancelled.is_error and still  # another session's cancel stopped nothing
+    assert mine_cancelled.structured_content["status"] == "cancelled" and gone(pid)
 
 
 # -- the protocol, in-process ---------------------------------------------------------------------
 
 
-def test_initialize_answers_the_clients_version_or_the_newest():
-    server = McpServer(Config(agents=default_agents(), transcripts=False), Path.cwd())
-    for asked, answered in (("2025-03-26", "2025-03-26"), ("1999-01-01", PROTOCOL_VERSIONS[-1])):
-        message = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": asked}}
-        assert server.respond(message, print)["result"]["protocolVersion"] == answered
+def test_initialize_gives_instructions_naming_the_working_directory(tmp_path):
+    server = McpServer(Config(agents=default_agents(), transcripts=False), tmp_path)
+    message = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18"}}
+    result = server.answer(message)["result"]
+    assert result["protocolVersion"] == "2025-06-18" and str(tmp_path) in result["instructions"]
 
 
-def test_a_tool_named_like_a_server_tool_is_refused(tmp_path):
+def test_a_tool_named_like_a_server_tool_is_a_server_error_not_bad_params(tmp_path):
     from crewbridge.config import read_config
 
     config = write_config(tmp_path / "crew.yaml", tools={"ask": {"command": ["true"], "read_only": True}})
     server = McpServer(read_config(config), tmp_path)
-    answer = server.respond({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, print)
+    server.answer({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-06-18"}})
+    answer = server.answer({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+    assert answer["error"]["code"] == INTERNAL_ERROR
     assert "a tool is named 'ask', as crew mcp's own" in answer["error"]["message"]

@@ -6,8 +6,10 @@ read_file gives them here."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,8 @@ from mockserver import tool_call
 pytestmark = pytest.mark.e2e
 
 SECRET = "the launch code is 7-4-1"
+TOKEN = "e2e-mcp-token-0123456789abcdef"
+CODEX_READ = 'const r = await tools.mcp__crew__read_file({path: "notes.txt"});\ntext(r);'  # from its code mode
 CREW_MCP = [sys.executable, "-m", "crewbridge", "mcp"]
 
 
@@ -42,8 +46,11 @@ def run(argv: list[str], env: dict[str, str], cwd: Path, stdin: str = "") -> sub
     return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
-def claude(prompt: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    config = {"mcpServers": {"crew": {"type": "stdio", "command": CREW_MCP[0], "args": CREW_MCP[1:]}}}
+STDIO = {"type": "stdio", "command": CREW_MCP[0], "args": CREW_MCP[1:]}
+
+
+def claude(prompt: str, env: dict[str, str], cwd: Path, server: dict = STDIO) -> subprocess.CompletedProcess[str]:
+    config = {"mcpServers": {"crew": server}}
     return run([str(BIN / "claude"), "-p", "--output-format", "stream-json", "--verbose",
                 "--mcp-config", json.dumps(config), "--strict-mcp-config",
                 "--allowedTools", "mcp__crew__read_file,mcp__crew__ask"], env, cwd, stdin=prompt)
@@ -90,14 +97,27 @@ def test_claude_asks_another_agent_through_crew(asked, mock_server, project, tmp
     assert processes_in(tmp_path) == []
 
 
+def gemini_settings(env: dict[str, str], server: dict) -> None:
+    settings = Path(env["HOME"]) / ".gemini" / "settings.json"
+    settings.write_text(json.dumps({**json.loads(settings.read_text()), "mcpServers": {"crew": server}}))
+
+
+def gemini(prompt: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return run([str(BIN / "gemini"), "-o", "stream-json", "-m", "gemini-2.5-flash", "-p", prompt], env, cwd)
+
+
+def codex(prompt: str, env: dict[str, str], cwd: Path, *server: str) -> subprocess.CompletedProcess[str]:
+    """codex exec with crew as MCP server `crew` (by default `crew mcp` on stdio; else `server`'s -c settings)."""
+    server = server or ("-c", f"mcp_servers.crew.command={json.dumps(CREW_MCP[0])}",
+                        "-c", f"mcp_servers.crew.args={json.dumps(CREW_MCP[1:])}")
+    return run([str(BIN / "codex"), "exec", "--json", "--skip-git-repo-check", *server, prompt], env, cwd)
+
+
 def test_gemini_calls_crews_read_file(mock_server, project, tmp_path):
     env = all_env(mock_server.url, tmp_path / "home")
-    settings = Path(env["HOME"]) / ".gemini" / "settings.json"
-    server = {"command": CREW_MCP[0], "args": CREW_MCP[1:], "trust": True}
-    settings.write_text(json.dumps({**json.loads(settings.read_text()), "mcpServers": {"crew": server}}))
+    gemini_settings(env, {"command": CREW_MCP[0], "args": CREW_MCP[1:], "trust": True})
     mock_server.script(tool_call("read_file", {"path": "notes.txt"}), "The code is 7-4-1.")
-    done = run([str(BIN / "gemini"), "-o", "stream-json", "-m", "gemini-2.5-flash", "-p",
-                "what is the launch code in notes.txt?"], env, project)
+    done = gemini("what is the launch code in notes.txt?", env, project)
     assert done.returncode == 0, done.stderr
     first, second = mock_server.requests
     assert "mcp_crew_read_file" in first.tool_names() and "read_file" in first.tool_names()  # its own, apart
@@ -109,15 +129,49 @@ def test_gemini_calls_crews_read_file(mock_server, project, tmp_path):
 def test_codex_calls_crews_read_file(mock_server, project, tmp_path):
     """codex 0.169 defers MCP tools behind its code mode: the model writes JavaScript for its `exec`
     tool that calls `tools.mcp__crew__read_file`, and codex calls crew mcp."""
-    code = 'const r = await tools.mcp__crew__read_file({path: "notes.txt"});\ntext(r);'
-    mock_server.script(tool_call("exec", {"code": code}), "The code is 7-4-1.")
-    done = run([str(BIN / "codex"), "exec", "--json", "--skip-git-repo-check",
-                "-c", f"mcp_servers.crew.command={json.dumps(CREW_MCP[0])}",
-                "-c", f"mcp_servers.crew.args={json.dumps(CREW_MCP[1:])}",
-                "what is the launch code in notes.txt?"], all_env(mock_server.url, tmp_path / "home"), project)
+    mock_server.script(tool_call("exec", {"code": CODEX_READ}), "The code is 7-4-1.")
+    done = codex("what is the launch code in notes.txt?", all_env(mock_server.url, tmp_path / "home"), project)
     assert done.returncode == 0, done.stderr
     first, second = mock_server.requests
     assert "mcp__crew" in first.text() + json.dumps(first.body)  # listed among its deferred namespaces
     assert SECRET in tool_results(second)
     assert "The code is 7-4-1." in done.stdout
     assert processes_in(tmp_path) == []
+
+
+# -- over streamable HTTP, with the token as docs/mcp.md shows --------------------------------------
+
+
+@contextmanager
+def crew_over_http(env: dict[str, str], cwd: Path):
+    """`crew mcp --http` on a free port with CREW_MCP_TOKEN=TOKEN: its URL."""
+    proc = subprocess.Popen([*CREW_MCP, "--http", "127.0.0.1:0"], cwd=cwd, env={**env, "CREW_MCP_TOKEN": TOKEN},
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        yield re.search(r"serving MCP at (\S+);", proc.stderr.readline()).group(1)
+    finally:
+        end_group(proc)
+
+
+@pytest.mark.parametrize("client", ["claude", "gemini", "codex"])
+def test_each_cli_calls_crews_read_file_over_http_with_the_token(client, mock_server, project, tmp_path):
+    env = all_env(mock_server.url, tmp_path / "home")
+    bearer = {"Authorization": f"Bearer {TOKEN}"}
+    prompt = "what is the launch code in notes.txt?"
+    with crew_over_http(env, project) as url:
+        if client == "claude":
+            mock_server.script(tool_call("read_file", {"path": "notes.txt"}), "The code is 7-4-1.")
+            done = claude(prompt, env, project, {"type": "http", "url": url, "headers": bearer})
+        elif client == "gemini":
+            gemini_settings(env, {"httpUrl": url, "headers": bearer, "trust": True})
+            mock_server.script(tool_call("read_file", {"path": "notes.txt"}), "The code is 7-4-1.")
+            done = gemini(prompt, env, project)
+        else:
+            mock_server.script(tool_call("exec", {"code": CODEX_READ}), "The code is 7-4-1.")
+            done = codex(prompt, {**env, "CREW_MCP_TOKEN": TOKEN}, project, "-c", f"mcp_servers.crew.url={json.dumps(url)}",
+                         "-c", 'mcp_servers.crew.bearer_token_env_var="CREW_MCP_TOKEN"')
+    assert done.returncode == 0, done.stderr
+    first, second = mock_server.requests
+    assert SECRET in tool_results(second)
+    assert "The code is 7-4-1." in done.stdout

@@ -1,0 +1,288 @@
+"""`crew mcp`'s configuration of the MCP core (crewbridge.mcp.core): crew's tools under their plain
+names, and `ask`, `job` and `cancel` to run agents, over stdio (crewbridge.mcp.stdio) or streamable
+HTTP (crewbridge.mcp.http)."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from crewbridge.config import AgentSpec, Config
+from crewbridge.errors import CrewError
+from crewbridge.mcp.core import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    Call,
+    Job,
+    McpCore,
+    McpSession,
+    RpcError,
+    Send,
+    content,
+    mcp_tool,
+    request_id,
+    rpc_error,
+    tool_content,
+)
+from crewbridge.modes import Mode
+
+# For start-up speed: `initialize` is answered before the engine is imported; it loads when the
+# client first lists or calls a tool.
+if TYPE_CHECKING:
+    from crewbridge.asking import Asker
+    from crewbridge.caller import Caller
+    from crewbridge.loop import Progress
+    from crewbridge.registry import ToolContext, ToolRegistry
+    from crewbridge.transcript import Transcript
+
+SERVER_TOOLS = ("ask", "job", "cancel")
+CLIENT = "mcp"  # how the MCP client is named in transcripts and hooks, unless --policy-of names an agent
+JOBS_END_WAIT = 10.0  # seconds close() waits for stopped jobs to wind down (their CLIs are killed at once)
+
+
+class McpServer(McpCore):
+    """crew mcp: crew's tools this mode offers, then ask, job and cancel. Jobs belong to the
+    session that started them; close() stops every one and closes the transcript."""
+
+    def __init__(
+        self,
+        config: Config,
+        workdir: Path,
+        *,
+        execute: bool = False,
+        policy_of: str | None = None,
+        depth: int | None = None,
+        max_depth: int = 1,
+        timeout: float = 300.0,
+        max_turns: int = 10,
+    ) -> None:
+        super().__init__()
+        self.config = config
+        self.workdir = workdir
+        self.mode: Mode = "execute" if execute else "query"
+        self.client = config.agent(policy_of) if policy_of else AgentSpec(id=CLIENT, provider=CLIENT)
+        self.depth, self.max_depth = depth, max_depth  # depth None: CREW_ASK_DEPTH says
+        self.timeout, self.max_turns = timeout, max_turns
+        self._lock = threading.Lock()
+        self._jobs: list[Job] = []  # every session's, to stop and wait for at close()
+        self._closed = False
+        self._tools: tuple[ToolRegistry, Caller, ToolContext, Transcript] | None = None
+
+    def respond(self, message: Any, session: McpSession, notify: Send) -> dict[str, Any] | None:
+        """As McpCore.respond; an error of crew's own (its configuration) is answered as an internal error."""
+        try:
+            return super().respond(message, session, notify)
+        except CrewError as exc:
+            return rpc_error(request_id(message), INTERNAL_ERROR, str(exc))
+
+    def instructions(self) -> str:
+        return (
+            f"crew's tools work inside {self.workdir}; `ask` runs other CLI agents (@claude, @gemini, @codex, …) "
+            "on a task."
+        )
+
+    # -- tools ----------------------------------------------------------------------------------
+
+    def tool_list(self) -> list[dict[str, Any]]:
+        """crew's tools this mode offers, then ask, job and cancel."""
+        from crewbridge.asking import TASK_PROPERTY
+
+        modes = ["query", "execute"] if self.mode == "execute" else ["query"]
+        ask_schema = {
+            "type": "object",
+            "properties": {
+                "task": TASK_PROPERTY,
+                "mode": {
+                    "type": "string",
+                    "enum": modes,
+                    "default": "query",
+                    "description": "query: the agents may read (their own and crew's read-only tools); "
+                    "execute: they may change files and run commands"
+                    + ("" if self.mode == "execute" else " (needs `crew mcp --execute`)"),
+                },
+                "background": {
+                    "type": "boolean",
+                    "default": False,
+                    "description": "Return a job id at once instead of waiting; follow it with `job`.",
+                },
+            },
+            "required": ["task"],
+            "additionalProperties": False,
+        }
+        id_schema = {"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]}
+        return [
+            *(mcp_tool(spec) for spec in self._crew_tools()[0]),
+            {
+                "name": "ask",
+                "description": "Ask other CLI agents (@claude, @gemini, @codex, or any configured in "
+                "crew.yaml) to do a task with crew's tools, and get each one's answer. Mentions lead the "
+                "task: '@gemini what does notes.txt say?'; several run in parallel.",
+                "inputSchema": ask_schema,
+            },
+            {
+                "name": "job",
+                "description": "The status, progress and, once done, the answers of a background ask.",
+                "inputSchema": id_schema,
+                "annotations": {"readOnlyHint": True},
+            },
+            {
+                "name": "cancel",
+                "description": "Stop a background ask and everything it started.",
+                "inputSchema": id_schema,
+            },
+        ]
+
+    def call_tool(self, name: str, arguments: dict[str, Any], call: Call) -> dict[str, Any]:
+        if name == "ask":
+            return self._ask(arguments, call)
+        if name in SERVER_TOOLS:
+            return self._follow(name, arguments, call.session)
+        from crewbridge.process import Groups
+
+        registry, caller, ctx, _ = self._crew_tools()
+        if name not in registry:
+            raise RpcError(INVALID_PARAMS, self._unknown(name, registry))
+        mine = replace(ctx, groups=Groups())  # the processes this call starts, ended when it is cancelled
+        call.stop.on_set(mine.groups.end)
+        return tool_content(caller.call(name, arguments, mine))
+
+    def _crew_tools(self) -> tuple[ToolRegistry, Caller, ToolContext, Transcript]:
+        """The tools this mode offers the client, and the one path their calls take (made once)."""
+        with self._lock:
+            if self._tools is None:
+                from crewbridge.caller import Caller
+                from crewbridge.hooks import Hooks
+                from crewbridge.policy import Policy
+                from crewbridge.registry import ToolContext
+                from crewbridge.transcript import Transcript
+
+                policy = Policy(self.client, self.mode)
+                registry = policy.offered(self.config.registry())
+                clash = next((name for name in SERVER_TOOLS if name in registry), None)
+                if clash:
+                    where = self.config.file_of(("tools", clash))
+                    problem = f"a tool is named '{clash}', as crew mcp's own; rename it in {where}"
+                    raise RpcError(INTERNAL_ERROR, problem)
+                transcript = (
+                    Transcript.open(command="mcp", agents=[self.client.id], task="", secrets=self.config.provider_env())
+                    if self.config.transcripts
+                    else Transcript()
+                )
+                caller = Caller(
+                    self.client.id, registry, policy, Hooks(self.config.hooks, workdir=self.workdir), transcript
+                )
+                self._tools = (registry, caller, ToolContext(self.workdir, registry=registry), transcript)
+            return self._tools
+
+    def _unknown(self, name: str, registry: ToolRegistry) -> str:
+        if self.mode == "query" and name in self.config.registry():
+            return f"tool '{name}' changes files or runs commands; it is served by `crew mcp --execute` only"
+        return registry.unknown_message(name).replace(registry.prefix + ":", "")
+
+    def _follow(self, name: str, arguments: dict[str, Any], session: McpSession) -> dict[str, Any]:
+        """job and cancel: a job of this session."""
+        found = session.job(arguments.get("id"))
+        if found is None:
+            known = ", ".join(session.job_ids()) or "none yet"
+            return content(f"no job '{arguments.get('id')}'; jobs of this session: {known}", error=True)
+        if name == "cancel" and found.status == "running":
+            found.stop.set()
+            found.status = "cancelled"
+        view = found.view()
+        return content(json.dumps(view, ensure_ascii=False, indent=1), structured=view)
+
+    def _ask(self, arguments: dict[str, Any], call: Call) -> dict[str, Any]:
+        problem = _ask_problem(arguments, self.mode)
+        if problem:
+            return content(problem, error=True)
+        from crewbridge.asking import Asker, current_depth
+
+        task, mode = arguments["task"], arguments.get("mode", "query")
+        depth = current_depth() if self.depth is None else self.depth
+        asker = Asker(self.config, self.workdir, depth, self.max_depth, self.timeout, self.max_turns)
+        try:
+            asker.check(task)
+        except CrewError as exc:
+            return content(str(exc), error=True)
+        if not arguments.get("background"):
+            answer = asker.ask(task, mode, on_progress=_reporter(call.progress), stop=call.stop)
+            return content(answer.text, error=answer.failed, structured=answer.data)
+        job = Job(os.urandom(4).hex(), task)
+        refused = "the server is shutting down; no new job starts" if self._closed else call.session.add_job(job)
+        if refused:
+            return content(refused, error=True)
+        self._start(job, asker, mode)
+        return content(
+            f'job {job.id} started; call job with {{"id": "{job.id}"}} for its progress and answers, cancel to stop it',
+            structured=job.view(),
+        )
+
+    def _start(self, job: Job, asker: Asker, mode: Mode) -> None:
+        def work() -> None:
+            try:
+                asked = asker.ask(job.task, mode, on_progress=_reporter(job.progress.append), stop=job.stop)
+                job.outcome = {"answer": asked.text, "result": asked.data}
+                if job.status == "running":
+                    job.status = "failed" if asked.failed else "done"
+            except Exception as exc:  # the job reports it; the server goes on
+                job.error, job.status = str(exc), "failed"
+
+        job.thread = threading.Thread(target=work, name=f"crew-job-{job.id}", daemon=True)
+        with self._lock:
+            self._jobs = [*(kept for kept in self._jobs if kept.thread and kept.thread.is_alive()), job]
+        job.thread.start()
+
+    def close(self) -> None:
+        """Stop every job (their CLIs end) and wait for them to wind down; close the transcript."""
+        with self._lock:
+            self._closed = True
+            jobs, tools = self._jobs, self._tools
+        for job in jobs:
+            job.stop.set()
+        deadline = time.monotonic() + JOBS_END_WAIT
+        for job in jobs:
+            if job.thread is not None:
+                job.thread.join(max(deadline - time.monotonic(), 0))
+        if tools is not None:
+            tools[3].close("ok")
+
+
+def _ask_problem(arguments: dict[str, Any], mode: Mode) -> str | None:
+    task = arguments.get("task")
+    if not isinstance(task, str) or not task.strip():
+        return "ask needs a task: '@agent what to do', e.g. '@gemini what does notes.txt say?'"
+    unknown = sorted(set(arguments) - {"task", "mode", "background"})
+    if unknown:
+        return f"ask takes task, mode and background, not {', '.join(unknown)}"
+    if arguments.get("mode", "query") not in ("query", "execute"):
+        return f"mode '{arguments['mode']}' is not query or execute"
+    if arguments.get("mode") == "execute" and mode != "execute":
+        return "mode 'execute' needs the server started with `crew mcp --execute`; ask in query mode"
+    if not isinstance(arguments.get("background", False), bool):
+        return "background must be true or false"
+    return None
+
+
+def _reporter(report: Callable[[str], None]) -> Callable[[Progress], None]:
+    """A run's turns, calls, results and answers as one-line messages."""
+
+    def on_progress(event: Progress) -> None:
+        if event.kind == "turn":
+            report(f"@{event.agent} turn {event.text}")
+        elif event.kind == "call" and event.call is not None:
+            report(f"@{event.agent} calls {event.call.name} {json.dumps(event.call.input, ensure_ascii=False)[:200]}")
+        elif event.kind == "result" and event.call is not None:
+            result = event.call.result
+            report(f"@{event.agent} {event.call.name} " + ("ok" if result.success else f"failed: {result.error}"))
+        elif event.kind == "answer":
+            report(f"@{event.agent} answered")
+        elif event.kind == "notice":
+            report(f"@{event.agent}: {event.text}")
+
+    return on_progress
