@@ -20,7 +20,10 @@ from typing import TYPE_CHECKING, Any
 from crewbridge.errors import CrewError, Interrupted, UsageError
 
 if TYPE_CHECKING:
+    from crewbridge.git import Change
     from crewbridge.loop import Progress, RunResult
+    from crewbridge.verdict import Review
+    from crewbridge.worktrees import Worktree
 
 Start = Callable[[Callable[["Progress"], None]], "list[Outcome]"]  # runs the task, reporting to a callback
 _END = object()
@@ -34,6 +37,9 @@ class Outcome:
     result: RunResult | None = None
     error: CrewError | None = None
     fell_back_from: str | None = None  # the agent asked, when another took its task over
+    worktree: Worktree | None = None  # where it worked, with --worktree
+    changes: list[Change] | None = None  # what it changed there
+    review: Review | None = None  # with --review: the review's rounds and last verdict
 
 
 class Stop:

@@ -18,6 +18,7 @@ from crewbridge.api import Outcome, Stop
 from crewbridge.bridge import Bridge
 from crewbridge.config import Config
 from crewbridge.errors import UsageError
+from crewbridge.git import summary
 from crewbridge.loop import Progress
 from crewbridge.mentions import parse_mentions
 from crewbridge.modes import Mode
@@ -33,6 +34,40 @@ TASK_PROPERTY = {
     "description": "The agents to ask as leading mentions, then the task: '@gemini what does notes.txt say?'. "
     "Several mentions ('@claude @gemini:gemini-2.5-flash …') run in parallel; each answers.",
 }
+# What an ask takes besides its task, as `crew execute --worktree --review AGENT --rounds N` does.
+CHANGE_PROPERTIES = {
+    "worktree": {
+        "type": "boolean",
+        "default": False,
+        "description": "Each asked agent works in a git worktree of its own, on branch crew/RUN_ID/AGENT made "
+        "from HEAD; the checkout is not touched (the answer says how to apply the changes).",
+    },
+    "review": {
+        "type": "string",
+        "minLength": 1,
+        "description": "An agent ('gemini', '@codex:gpt-5.5') that reviews the one asked agent's change "
+        "read-only and approves it or sends it back with findings, for at most `rounds` rounds.",
+    },
+    "rounds": {"type": "integer", "minimum": 1, "default": 3, "description": "Review rounds at most."},
+}
+
+
+def change_options(arguments: dict[str, Any]) -> dict[str, Any] | str:
+    """An ask's worktree, review and rounds, or what is wrong with them."""
+    options = {key: arguments[key] for key in CHANGE_PROPERTIES if key in arguments}
+    if not isinstance(options.get("worktree", False), bool):
+        return "worktree must be true or false"
+    review = options.get("review")
+    if review is not None and (not isinstance(review, str) or not review.strip()):
+        return "review must name an agent, e.g. 'gemini'"
+    rounds = options.get("rounds", 1)
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+        return "rounds must be a whole number of 1 or more"
+    if "rounds" in options and review is None:
+        return "rounds counts review rounds; give review too"
+    return options
+
+
 AGENT_ASK_SCHEMA = {
     "type": "object",
     "properties": {"task": TASK_PROPERTY},
@@ -74,14 +109,28 @@ class Asker:
         *,
         on_progress: Callable[[Progress], None] | None = None,
         stop: Stop | None = None,
+        worktree: bool = False,
+        review: str | None = None,
+        rounds: int = 3,
     ) -> Asked:
-        """Run `task` as `crew query` (or `crew execute`) would, minus stdin: the answers."""
+        """Run `task` as `crew query` (or `crew execute`) would, minus stdin: the answers. With
+        `worktree`, each agent works in a git worktree of its own; with `review`, that agent reviews
+        the one mentioned agent's change for at most `rounds` rounds (as --worktree, --review and
+        --rounds do)."""
         self.check(task)
         deeper = Asker(self.config, self.workdir, self.depth + 1, self.max_depth, self.timeout, self.max_turns)
         tools = [deeper.tool()] if deeper.depth <= self.max_depth else []
         bridge = Bridge(self.config, self.workdir, env={DEPTH_ENV: str(self.depth + 1)}, tools=tools)
         outcomes = bridge.run(
-            task, mode, max_turns=self.max_turns, timeout=self.timeout, on_progress=on_progress, stop=stop
+            task,
+            mode,
+            max_turns=self.max_turns,
+            timeout=self.timeout,
+            on_progress=on_progress,
+            stop=stop,
+            worktree=worktree,
+            review=review,
+            rounds=rounds,
         )
         return asked(outcomes)
 
@@ -126,5 +175,26 @@ def asked(outcomes: list[Outcome]) -> Asked:
     parts = []
     for outcome in outcomes:
         body = outcome.result.answer if outcome.result is not None else f"failed: {outcome.error}"
+        body += _where(outcome)
         parts.append(f"@{outcome.agent}: {body}" if len(outcomes) > 1 or outcome.error is not None else body)
     return Asked("\n\n".join(parts), outcomes_record(outcomes), any(o.error is not None for o in outcomes))
+
+
+def _where(outcome: Outcome) -> str:
+    """What an ask's answer leaves out: its review's verdict, where its changes are (--worktree)."""
+    notes = []
+    review = outcome.review
+    if review is not None and review.approved:
+        notes.append(f"@{review.reviewer} approved the change in round {review.rounds}")
+    elif review is not None and outcome.result is not None:
+        findings = "; ".join(f.shown() for f in review.last.findings) if review.last else ""
+        rounds = f"{review.rounds} round{'' if review.rounds == 1 else 's'}"
+        notes.append(f"@{review.reviewer} did not approve the change in {rounds}: {findings}")
+    worktree = outcome.worktree
+    if worktree is not None:
+        what = "changes unknown" if outcome.changes is None else summary(outcome.changes)
+        notes.append(
+            f"the changes ({what}) are in {worktree.path} on branch {worktree.branch}; "
+            f"`crew apply {worktree.run_id} {worktree.agent}` takes them into the checkout"
+        )
+    return "".join(f"\n[crew: {note}]" for note in notes)

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from crewbridge.sessions import Prior
     from crewbridge.transcript import Transcript
     from crewbridge.usage import Budget
+    from crewbridge.worktrees import Made, Worktree
 
 
 class Bridge:
@@ -149,9 +150,15 @@ class Bridge:
         options = (options or RunOptions()).given(values)
         if mode not in MODES:
             raise UsageError(f"mode '{mode}' is not one of {', '.join(MODES)}")
+        if options.review:
+            from crewbridge.review import review_run
+
+            return review_run(self, text, mode, options, context, transcript, on_progress, stop)
         mentions, task = parse_mentions(text)
-        for mention in mentions:
-            self.config.agent(mention.agent)  # fail before starting anything
+        specs = [self.config.agent(mention.agent) for mention in mentions]  # fail before starting anything
+        made = self.worktrees(mentions, options) if options.worktree else None
+        if made is not None:
+            specs = [self.placed(spec, made, worktree) for spec, worktree in zip(specs, made.worktrees, strict=True)]
         if context:
             task = f"{task}\n\n{context}"
         own = transcript is None
@@ -160,19 +167,25 @@ class Bridge:
         conversations: list[Conversation | CrewError] = []
         held: list[bool] = []  # whether each CLI holds its earlier conversation
         try:
-            for mention in mentions:  # every CLI starts first: it boots while the rest is built
+            for mention, spec in zip(mentions, specs, strict=True):  # every CLI starts first, to boot meanwhile
                 conversation, holds = self._conversation(
-                    mention, mode, options.tools_via, prior=earlier.get(mention.agent)
+                    mention, mode, options.tools_via, spec, prior=earlier.get(mention.agent)
                 )
                 conversations.append(conversation)
                 held.append(holds)
             from crewbridge.usage import Budget  # for start-up speed (see top)
 
             if transcript is None:
-                transcript = self._transcript(mode, [m.agent for m in mentions], options.resume, task=task)
+                run_id = made.run_id if made else None
+                transcript = self._transcript(
+                    mode, [m.agent for m in mentions], options.resume, task=task, run_id=run_id
+                )
+            if made is not None:
+                made.announce(transcript, _teller(on_progress))
             self.registry.names()  # built here, once: an error in the tools' configuration ends the run
             outcomes = self._run_all(
                 mentions,
+                specs,
                 conversations,
                 task,
                 mode,
@@ -183,6 +196,11 @@ class Bridge:
                 on_progress=on_progress,
                 stop=stop,
             )
+            if made is not None:
+                outcomes = [
+                    replace(outcome, worktree=worktree, changes=made.changed(worktree, transcript))
+                    for outcome, worktree in zip(outcomes, made.worktrees, strict=True)
+                ]
             status = "ok" if all(o.error is None for o in outcomes) else "failed"
             return outcomes
         finally:
@@ -209,6 +227,8 @@ class Bridge:
         options = (options or RunOptions()).given(values)
         if mode not in MODES:
             raise UsageError(f"mode '{mode}' is not one of {', '.join(MODES)}")
+        if options.worktree or options.review:
+            raise UsageError("a chat takes no worktree or review; crew execute --worktree or --review runs a task so")
         mention = parse_agent(agent)
         self.config.agent(mention.agent)  # an unknown agent fails before anything starts
         earlier = self._priors(options.resume)
@@ -238,6 +258,55 @@ class Bridge:
             raise
         return Chat(loop, prior, held)
 
+    def worktrees(self, mentions: list[Mention], options: RunOptions) -> Made:
+        """A git worktree per mentioned agent, from HEAD of the checkout this Bridge works in."""
+        from crewbridge.transcript import new_run_id
+        from crewbridge.worktrees import labels, make
+
+        if options.resume:
+            raise UsageError("--worktree starts afresh; it cannot go with --continue or --resume")
+        return make(self.workdir, new_run_id(), labels(mentions))
+
+    def placed(self, spec: AgentSpec, made: Made, worktree: Worktree) -> AgentSpec:
+        """`spec` working in `worktree`: where its working directory is in it."""
+        return replace(spec, workdir=str(made.place(worktree, self._workdir(spec))))
+
+    def with_tools(self, tools: list[Tool]) -> Bridge:
+        """A Bridge like this one whose registry also holds `tools` (a run's own, such as a review's)."""
+        other = Bridge(self.config, self.workdir, self.env)
+        other._registry = self.registry.subset(lambda tool: True)
+        other._registry.register_all(tools)
+        return other
+
+    def loop(
+        self,
+        mention: Mention,
+        mode: Mode,
+        options: RunOptions,
+        *,
+        spec: AgentSpec,
+        budget: Budget,
+        transcript: Transcript,
+        on_progress: Callable[[Progress], None] | None,
+        conversation: Conversation | CrewError | None = None,
+    ) -> AgentLoop:
+        """The agent's loop over `conversation` (by default a new one: a review makes several); the
+        CrewError that stopped the conversation from starting is raised."""
+        if conversation is None:
+            conversation = self._conversation(mention, mode, options.tools_via, spec)[0]
+        if isinstance(conversation, CrewError):
+            raise conversation
+        return self._loop(
+            mention,
+            mode,
+            options,
+            conversation=conversation,
+            spec=spec,
+            budget=budget,
+            transcript=transcript,
+            on_progress=on_progress,
+        )
+
     def _priors(self, resume: str | None) -> dict[str, Prior]:
         """The conversations of run `resume` by agent (none without one)."""
         if not resume:
@@ -259,6 +328,7 @@ class Bridge:
     def _run_all(
         self,
         mentions: list[Mention],
+        specs: list[AgentSpec],
         conversations: list[Conversation | CrewError],
         task: str,
         mode: Mode,
@@ -277,23 +347,19 @@ class Bridge:
 
         def one(index: int, mention: Mention, conversation: Conversation | CrewError) -> Outcome:
             """The mentioned agent's run; when its provider cannot serve, its fallbacks' in turn."""
-            asked = self.config.agent(mention.agent)
+            asked = specs[index]
             prior, held = resumed.of(index, mention.agent, transcript, say) if resumed else (None, True)
             chain = [mention, *(Mention(name) for name in asked.fallback)]
             for step, current in enumerate(chain):
                 spec = asked if step == 0 else self._stand_in(asked, current.agent)
                 fell_back_from = mention.agent if step else None
                 try:
-                    if step:  # another CLI: it is given the earlier conversation, replayed
-                        conversation = self._conversation(current, mode, options.tools_via, spec)[0]
-                        held = False
-                    if isinstance(conversation, CrewError):
-                        raise conversation
-                    loop = self._loop(
+                    held = held and not step  # another CLI is given the earlier conversation, replayed
+                    loop = self.loop(
                         current,
                         mode,
                         options,
-                        conversation=conversation,
+                        conversation=None if step else conversation,
                         spec=spec,
                         budget=budget,
                         transcript=transcript,

@@ -104,10 +104,25 @@ def loop_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def run_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """The options of the commands that run a task (query, execute): loop_options, --json, --jsonl,
+    and the RunOptions of a task alone (crewbridge.options.TASK_ONLY)."""
     return _apply(
         func,
         [
             click.argument("text", nargs=-1, required=True),
+            click.option(
+                "--worktree",
+                is_flag=True,
+                help="Each agent works in a git worktree of its own, on branch crew/RUN_ID/AGENT made from HEAD; "
+                "your checkout is not touched (crew apply RUN_ID AGENT takes an agent's changes).",
+            ),
+            click.option(
+                "--review",
+                metavar="AGENT",
+                help="After the writer (the one agent mentioned) answers, AGENT reviews its diff read-only and "
+                "approves or asks for changes, which go back to the writer (exit 6: not approved in --rounds).",
+            ),
+            click.option("--rounds", type=click.IntRange(min=1), help="Review rounds at most (default 3)."),
             click.option(
                 "--json",
                 "as_json",
@@ -137,7 +152,7 @@ def _run(
     **values: Any,
 ) -> None:
     from crewbridge.bridge import Bridge
-    from crewbridge.mentions import parse_mentions
+    from crewbridge.mentions import parse_agent, parse_mentions
     from crewbridge.render import Renderer
 
     if as_json and as_jsonl:
@@ -146,8 +161,11 @@ def _run(
             "--jsonl: the events as they happen)"
         )
     task = " ".join(text)
-    agents = list(dict.fromkeys(m.agent for m in parse_mentions(task)[0]))
+    agents = [m.agent for m in parse_mentions(task)[0]]
     options = _run_options(continue_last, values)
+    if options.review:  # the reviewer's tool calls are labelled too
+        agents.append(parse_agent(options.review).agent)
+    agents = list(dict.fromkeys(agents))
     stdin = sys.stdin
     context = stdin.read() if stdin is not None and not stdin.isatty() else None
     output = "json" if as_json else "jsonl" if as_jsonl else "text"
@@ -166,6 +184,10 @@ def _run_options(continue_last: bool, values: dict[str, Any]) -> RunOptions:
     from crewbridge.options import RunOptions
     from crewbridge.sessions import run_to_resume
 
+    if values.get("rounds", 0) is None:  # not given: the default
+        del values["rounds"]
+    elif "rounds" in values and not values.get("review"):
+        raise UsageError("--rounds counts review rounds; give --review AGENT too")
     values["resume"] = run_to_resume(continue_last, values.get("resume"))
     return RunOptions.pick(values)
 
@@ -188,6 +210,57 @@ def query_command(**options: Any) -> None:
 def execute_command(**options: Any) -> None:
     """Let agents act, with every tool policy allows: crew execute "@claude fix the typo in a.py" """
     _run("execute", **options)
+
+
+@cli.command("apply")
+@click.argument("run_id")
+@click.argument("agent")
+def apply_command(run_id: str, agent: str) -> None:
+    """Take AGENT's changes from its worktree of run RUN_ID (crew execute --worktree) into this
+    checkout, as uncommitted changes; all or nothing (exit 1 when they conflict)."""
+    from crewbridge.git import summary
+    from crewbridge.worktrees import apply
+
+    applied = apply(Path.cwd(), run_id, agent)
+    click.echo(f"applied {applied.worktree.branch}: {summary(applied.changes)}")
+    for change in applied.changes:
+        click.echo(f"  {change.line()}")
+
+
+@cli.group("worktrees", invoke_without_command=True)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per worktree and line.")
+@click.pass_context
+def worktrees_group(ctx: click.Context, as_json: bool) -> None:
+    """List the agents' worktrees of this repository (crew execute --worktree): run, agent, what it
+    changed, branch, folder. `crew worktrees clean` removes them."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from crewbridge.worktrees import listed, table
+
+    found = listed(Path.cwd())
+    if not found and not as_json:
+        click.echo("no worktrees of crew in this repository; crew execute --worktree makes them")
+    for line in table(found, as_json):
+        click.echo(line)
+
+
+@worktrees_group.command("clean")
+@click.argument("run_id", required=False)
+@click.option(
+    "--force", is_flag=True, help="Also remove worktrees with uncommitted changes, and branches with commits."
+)
+def worktrees_clean_command(run_id: str | None, force: bool) -> None:
+    """Remove the agents' worktrees (of RUN_ID, or all) and their branches. One with uncommitted
+    changes is kept unless --force (exit 1 when one was kept)."""
+    from crewbridge.worktrees import clean
+
+    done = clean(Path.cwd(), run_id, force=force)
+    if not done:
+        click.echo("no worktrees of crew to remove" + (f" for run {run_id}" if run_id else ""))
+    for cleaned in done:
+        click.echo(cleaned.line(), err=not cleaned.removed)
+    if any(not cleaned.removed for cleaned in done):
+        sys.exit(1)
 
 
 @cli.command("chat")

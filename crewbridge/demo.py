@@ -10,7 +10,7 @@ import sys
 import time
 
 FILE = re.compile(r"(?<![\w/.-])((?:[\w-]+/)*[\w-]+\.[A-Za-z0-9]{1,8})\b")
-RESULT = re.compile(r"^Result of (\S+) (\{.*\}):\n(`{3,})json\n(.*?)\n\3$", re.M | re.S)
+RESULT = re.compile(r"^Result of (\S+) (\{[^\n]*\}):\n(`{3,})json\n(.*?)\n\3$", re.M | re.S)  # input: one line
 
 
 def reply(prompt: str) -> str:

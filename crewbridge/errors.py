@@ -71,6 +71,12 @@ class BudgetExceeded(CrewError):
     exit_code = 5
 
 
+class ReviewNotApproved(CrewError):
+    """The reviewer did not approve the writer's change within --rounds rounds (crew execute --review)."""
+
+    exit_code = 6
+
+
 class CrewTimeout(CrewError):
     """A deadline passed; the process group was ended."""
 

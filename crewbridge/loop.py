@@ -60,13 +60,14 @@ class CallRecord:
 class Progress:
     """What the loop reports while it runs (for live output, --jsonl and the Python API)."""
 
-    kind: str  # turn | text | call | result | native | usage | answer | fallback | resume | notice
+    kind: str  # turn | text | call | result | native | usage | answer | fallback | resume | notice | warning | review
     agent: str
     text: str = ""
     call: CallRecord | None = None
     result: RunResult | None = None  # with kind "answer"
     shown: str = ""  # with kind "text": what a person sees of the reply by now (extract.Shown)
     usage: Tally | None = None  # with kind "usage": the agent's usage in this run so far
+    data: dict[str, Any] | None = None  # with kind "review": the round (crewbridge.review)
 
 
 @dataclass
@@ -189,16 +190,13 @@ class AgentLoop:
                             f"@{self.agent} ended its reply without a word (the CLI printed no "
                             "text); crew --verbose shows what it did print"
                         )
-                    self.transcript.write("answer", agent=self.agent, text=reply.text, usage=self.usage.to_dict())
-                    result = RunResult(
-                        self.agent, reply.text.strip(), records, self.usage.to_dict(), self.conv.session_id, turn
-                    )
-                    self.emit(Progress("answer", self.agent, result.answer, result=result))
-                    return result
+                    return self._answer(reply.text, records, turn)
                 batch = self._collect(reply)
                 if self.deadline is not None and time.monotonic() >= self.deadline:  # a tool was cut off by it
                     raise self._timed_out(batch[-1].name)
                 records += batch
+                if any(r.result.success and self.registry.resolve(r.name).ends_run for r in batch):
+                    return self._answer(reply.text[: reply.calls[-1].end], records, turn)
                 if turn == self.max_turns:
                     raise MaxTurnsReached(
                         f"@{self.agent} still called tools after {self.max_turns} turns; "
@@ -209,6 +207,12 @@ class AgentLoop:
             finally:
                 self._turn_done(turn)
         raise AssertionError("unreachable")
+
+    def _answer(self, text: str, records: list[CallRecord], turn: int) -> RunResult:
+        self.transcript.write("answer", agent=self.agent, text=text, usage=self.usage.to_dict())
+        result = RunResult(self.agent, text.strip(), records, self.usage.to_dict(), self.conv.session_id, turn)
+        self.emit(Progress("answer", self.agent, result.answer, result=result))
+        return result
 
     def _check_budgets(self, turn: int) -> None:
         """Stop before the next tool turn once a budget is passed (the last reply's tools have run)."""

@@ -2,7 +2,8 @@
 options), `Bridge.run`, `ask`, `stream` and `chat` (their keywords) all take these.
 
 Adding an option: a field here (with its default and a comment), its click option in
-`crewbridge.cli.loop_options` (the same name), and the code that reads it from the RunOptions.
+`crewbridge.cli.loop_options` (the same name; `task_options` for one of TASK_ONLY), and the code that
+reads it from the RunOptions.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from crewbridge.errors import UsageError
+
+TASK_ONLY = ("worktree", "review", "rounds")  # of a task (query, execute, Bridge.run), not of a chat
 
 
 @dataclass(frozen=True)
@@ -23,6 +26,9 @@ class RunOptions:
     max_tokens: int | None = None  # tokens (input + output) the run may use, every agent summed
     resume: str | None = None  # the id of an earlier run whose conversations this one continues
     tools_via: str | None = None  # "text" or "native": replaces each agent's tools_via (crewbridge.native)
+    worktree: bool = False  # each agent in a git worktree of its own (crewbridge.worktrees)
+    review: str | None = None  # an agent that reviews the one writer's change (crewbridge.review)
+    rounds: int = 3  # review rounds at most
 
     @classmethod
     def names(cls) -> list[str]:

@@ -5,9 +5,12 @@
   ``agent``, ``answer``, ``tool_calls`` (``name``, ``input``, ``success``, ``error``), ``usage``,
   ``session``, ``turns``, ``fell_back_from`` (the agent asked, when another took its task over,
   else null), ``error`` (null) — or, when it failed, ``{"agent", "answer": null, "fell_back_from",
-  "error", "exit_code"}``. Several agents: ``{"results": [one such object per agent, in mention
-  order]}``. MCP's `ask` returns the same object as its structured content (and the `ask` tool an
-  agent is given, as its data).
+  "error", "exit_code"}``. With --worktree also ``run_id``, ``worktree``, ``branch``, ``base`` and
+  ``changes``; with --review ``review`` (``reviewer``, ``rounds``, ``verdict``, ``findings``,
+  ``disputed``), and ``error`` and ``exit_code`` beside the answer when it was not approved.
+  Several agents: ``{"results": [one such object per agent, in mention order]}``. MCP's `ask`
+  returns the same object as its structured content (and the `ask` tool an agent is given, as its
+  data).
 
 `crew query --jsonl` (docs/schemas/event.json): the event stream, one object per line as it
   happens, each with ``type`` and ``agent``:
@@ -27,6 +30,12 @@
   `fallback:` takes the task over (then ``answer`` has ``fell_back_from``);
   ``{"type": "resume", "text"}`` continuing a run, the agent starts afresh (it was not in it) or
   has its conversation replayed (its CLI no longer has the session);
+  ``{"type": "warning", "text": "…"}`` about the whole run (--worktree: the checkout's uncommitted
+  changes are not in the worktrees);
+  ``{"type": "review", "round", "rounds", "verdict", "findings", "called", "disputed"}`` a
+  reviewer's verdict (--review), one per round;
+  ``{"type": "worktree", "run_id", "worktree", "branch", "base", "changes"}`` where an agent worked
+  with --worktree and what it changed, at the end;
   ``{"type": "notice", "text": "…"}`` anything else worth knowing.
 """
 
@@ -58,15 +67,37 @@ def call_record(call: CallRecord) -> dict[str, Any]:
 
 
 def outcome_record(outcome: Outcome) -> dict[str, Any]:
-    """One agent's outcome (--json for one agent)."""
+    """One agent's outcome (--json for one agent), with --worktree where it worked and what it
+    changed, with --review the review."""
+    failed = {"error": str(outcome.error), "exit_code": getattr(outcome.error, "exit_code", 1)}
     if outcome.result is not None:
-        return {**result_record(outcome.result), "fell_back_from": outcome.fell_back_from, "error": None}
+        record = {**result_record(outcome.result), "fell_back_from": outcome.fell_back_from, "error": None}
+        if outcome.error is not None:  # a review that did not approve the answer
+            record.update(failed)
+    else:
+        record = {"agent": outcome.agent, "answer": None, "fell_back_from": outcome.fell_back_from, **failed}
+    if outcome.worktree is not None:
+        record.update(_worktree(outcome))
+    if outcome.review is not None:
+        record["review"] = outcome.review.to_dict()
+    return record
+
+
+def worktree_record(outcome: Outcome) -> dict[str, Any]:
+    """The --jsonl line of where an agent worked with --worktree, and what it changed."""
+    return {"type": "worktree", "agent": outcome.agent, **_worktree(outcome)}
+
+
+def _worktree(outcome: Outcome) -> dict[str, Any]:
+    assert outcome.worktree is not None
+    changes = None if outcome.changes is None else [change.to_dict() for change in outcome.changes]
+    worktree = outcome.worktree
     return {
-        "agent": outcome.agent,
-        "answer": None,
-        "fell_back_from": outcome.fell_back_from,
-        "error": str(outcome.error),
-        "exit_code": getattr(outcome.error, "exit_code", 1),
+        "run_id": worktree.run_id,
+        "worktree": str(worktree.path),
+        "branch": worktree.branch,
+        "base": worktree.base,
+        "changes": changes,  # null when they could not be told
     }
 
 
@@ -88,6 +119,8 @@ def event_record(event: Progress) -> dict[str, Any]:
         return {**base, **result_record(event.result)}
     if event.kind == "usage" and event.usage is not None:
         return {**base, **event.usage.to_dict()}
+    if event.data is not None:  # a review's round
+        return {**base, **event.data}
     return {**base, "text": event.text}
 
 

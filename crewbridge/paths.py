@@ -19,6 +19,7 @@ from crewbridge.errors import CrewError
 from crewbridge.registry import ToolFailure
 
 WORKDIR = "the working directory"
+GIT = b".git"  # git's own folder (or, in a worktree, the file naming it)
 ESCAPED = re.compile(rb"\\x([0-9a-fA-F]{2})")  # a byte that is not UTF-8, as names are shown
 
 
@@ -66,13 +67,22 @@ class Place:
             raise self.outside() from None
 
     def parent(self, make_dirs: bool = False) -> tuple[int, bytes]:
-        """(a new descriptor of the folder the path ends in, the name in it): where a write lands."""
+        """(a new descriptor of the folder the path ends in, the name in it): where a write lands.
+        Never in a `.git` folder, by name or through a symlink: a hook or a config line written
+        there runs later, when the user runs git, outside any sandbox."""
         if _escapes(self.rel):  # refused before any folder is made
             raise self.outside()
+        if GIT in self.rel.split(b"/"):
+            raise self.in_git()
         try:
-            return beneath.parent_beneath(self.fd, self.rel, inside=self.top, make_dirs=make_dirs)
+            folder, name = beneath.parent_beneath(self.fd, self.rel, inside=self.top, make_dirs=make_dirs)
         except beneath.Outside:
             raise self.outside() from None
+        below = beneath.below(beneath.fd_path(folder) or b"", self.workdir)
+        if name == GIT or (below is not None and GIT in below.split(b"/")):
+            os.close(folder)
+            raise self.in_git()
+        return folder, name
 
     def shown(self, fd: int, name: bytes = b".") -> str:
         """Where `fd` (or `name` in the folder `fd`) is, as the model sees it: relative to the
@@ -83,6 +93,12 @@ class Place:
         elif name != b".":
             real = os.path.join(real, name)
         return shown_path(Path(os.fsdecode(self.workdir)), Path(os.fsdecode(real)))
+
+    def in_git(self) -> ToolFailure:
+        return ToolFailure(
+            f"'{printable(self.user)}' is in .git, git's own folder: crew's file tools do not write there "
+            "(a hook or config written there runs code later); change the repository with git commands"
+        )
 
     def outside(self) -> PathOutside:
         through = None

@@ -86,6 +86,7 @@ class Tool:
     output_schema: dict[str, Any] | None = None
     timeout: float | None = None
     needs_approval: bool = False
+    ends_run: bool = False  # a successful text call ends the agent's run, its reply so far the answer (verdict)
     _validator: Any = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:

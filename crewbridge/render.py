@@ -37,9 +37,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
-from crewbridge.outputs import error_record, event_record, json_line, outcomes_record
+from crewbridge.outputs import error_record, event_record, json_line, outcomes_record, worktree_record
 from crewbridge.policy import terminal_lock  # an approval question owns the terminal
 from crewbridge.process import log as process_log
+from crewbridge.verdict import Finding
 
 if TYPE_CHECKING:
     from crewbridge.api import Outcome
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
 
 OUTPUTS = ("text", "json", "jsonl")
 TRACE_CHARS = 1000  # a --verbose line is cut after this many characters
+SHOWN_CHANGES = 20  # files listed per agent after a --worktree run
 STATUS_IDLE = 0.3  # seconds without output before the status line shows
 TICK = 0.1
 
@@ -184,7 +186,7 @@ class Renderer:
             if self.output == "jsonl":
                 if event.kind != "text" or event.text:  # not a text event that only settles what is shown
                     self._write_out(json_line(event_record(event)))
-            elif self.output == "text" or event.kind in ("fallback", "resume"):  # on stderr with --json too
+            elif self.output == "text" or event.kind in ("fallback", "resume", "warning"):  # on stderr with --json too
                 getattr(self, f"_on_{event.kind}", self._on_notice)(agent, event)
             if event.kind == "turn":
                 agent.turn, agent.state, agent.since = _int(event.text), "waiting for the model", time.monotonic()
@@ -242,8 +244,23 @@ class Renderer:
         self._end_line()
         self._write_err(self.style.paint(f"crew: {one_line(event.text)}", "33") + "\n")
 
+    _on_warning = _on_resume  # about the run, not one agent: a `crew:` line
+
     def _on_notice(self, agent: _Agent, event: Progress) -> None:
         self._err_line(agent, self.style.paint(f"  {one_line(event.text)}", "2"))
+
+    def _on_review(self, agent: _Agent, event: Progress) -> None:
+        data = event.data or {}
+        verdict = "approved" if data.get("verdict") == "approve" else "asks for changes"
+        self._end_line()
+        self._write_err(
+            self.style.paint(
+                f"crew: review {data.get('round')} of {data.get('rounds')} by @{agent.name}: {verdict}", "33"
+            )
+            + "\n"
+        )
+        for n, finding in enumerate(data.get("findings") or [], 1):
+            self._write_err(f"  {n}. {one_line(Finding.of(finding).shown())}\n")
 
     def finish(self, outcomes: Sequence[Outcome]) -> None:
         """The run is over: answers not shown yet, errors, and the --json object."""
@@ -252,12 +269,41 @@ class Renderer:
             self._end_line()
             for outcome in outcomes:
                 agent = self._agent(outcome.agent)
-                if outcome.error is not None:
-                    self.failed(outcome.agent, outcome.error)
-                elif self.output == "text" and not agent.answered and outcome.result is not None:
+                if self.output == "text" and not agent.answered and outcome.result is not None:
                     self._answer(agent, outcome.result.answer, header=self.labelled or bool(outcome.fell_back_from))
+                if outcome.error is not None:  # with a result too: a review that did not approve
+                    self.failed(outcome.agent, outcome.error)
+            self._worktrees(outcomes)
             if self.output == "json":
                 self._write_out(json_line(outcomes_record(outcomes)))
+
+    def _worktrees(self, outcomes: Sequence[Outcome]) -> None:
+        """Where each agent worked with --worktree and what it changed: lines on stderr, or jsonl events."""
+        placed = [o for o in outcomes if o.worktree is not None]
+        if not placed:
+            return
+        from crewbridge.git import summary  # for start-up speed: it loads subprocess and tempfile
+
+        for outcome in placed:
+            assert outcome.worktree is not None
+            if self.output == "jsonl":
+                self._write_out(json_line(worktree_record(outcome)))
+            elif self.output == "text":
+                changes = outcome.changes
+                what = "its changes are unknown (see crew log)" if changes is None else summary(changes)
+                self._write_err(
+                    f"crew: @{outcome.agent}: {what}, on branch {outcome.worktree.branch} in {outcome.worktree.path}\n"
+                )
+                for change in (changes or [])[:SHOWN_CHANGES]:
+                    self._write_err(f"  {one_line(change.line())}\n")
+                if changes and len(changes) > SHOWN_CHANGES:
+                    self._write_err(f"  … and {len(changes) - SHOWN_CHANGES} more\n")
+        if self.output == "text":
+            run = placed[0].worktree.run_id  # type: ignore[union-attr]
+            self._write_err(
+                f"crew: take an agent's changes into your checkout with `crew apply {run} AGENT`; "
+                f"`crew worktrees clean {run}` removes the worktrees\n"
+            )
 
     def failed(self, name: str, error: Exception) -> None:
         """An agent's run ended with `error`: said on stderr (and in the jsonl stream)."""

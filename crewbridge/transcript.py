@@ -53,16 +53,18 @@ class Transcript:
         *,
         env: Mapping[str, str] | None = None,
         secrets: Mapping[str, str] | None = None,
+        run_id: str | None = None,
         **fields: Any,
     ) -> Transcript:
         """Start a transcript file and write its `start` event with `fields` (command, agents, task…).
         Secrets are taken from `env` (default: this process's environment) and from `secrets`, variables
-        crew gives its CLIs besides (the `env:` of crew.yaml's providers)."""
+        crew gives its CLIs besides (the `env:` of crew.yaml's providers). `run_id`: the id the run
+        already has (its worktrees' branches name it); by default a new one."""
         self = cls()
         directory = directory or runs_dir(env)
         try:
             directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-            self.run_id = _new_run_id()
+            self.run_id = run_id or new_run_id()
             self.path = directory / f"{self.run_id}.jsonl"
             # 0600: a transcript holds prompts, file contents and command output
             fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600)
@@ -262,7 +264,7 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
-def _new_run_id() -> str:
+def new_run_id() -> str:
     """The start time to the second, then its milliseconds in 3 hex digits (so runs of one second
     sort too: `last` and --continue take the newest) and 3 random ones."""
     now = time.time()

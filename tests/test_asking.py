@@ -101,3 +101,30 @@ def test_the_depth_is_read_from_the_environment() -> None:
     assert current_depth({"CREW_ASK_DEPTH": "2"}) == 2
     assert current_depth({"CREW_ASK_DEPTH": "x"}) == 0
     assert json.dumps(current_depth({"CREW_ASK_DEPTH": " 1 "})) == "1"
+
+
+def test_an_ask_in_a_worktree_with_a_review_says_where_the_change_is_and_what_the_reviewer_decided(
+        tmp_path: Path) -> None:
+    from crewcli import FakeModel, tool_block
+    from gitrepo import make_repo, status
+
+    repo = make_repo(tmp_path / "repo", {"notes.txt": "deploy: Friday\n"})
+    writer, reviewer = FakeModel(tmp_path / "bin", "writer"), FakeModel(tmp_path / "bin", "reviewer")
+    writer.script(tool_block("crew:write_file", path="notes.txt", content="deploy: Tuesday\n"), "Set.", "Still set.")
+    reviewer.script(tool_block("crew:verdict", verdict="approve"))
+    agents = {**default_agents(), **{f.name: AgentSpec(f.name, f.name) for f in (writer, reviewer)}}
+    providers = {f.name: GenericSpec(f.name, f.provider()["command"]) for f in (writer, reviewer)}
+    asker = Asker(Config(agents=agents, providers=providers, transcripts=False), repo)
+    answer = asker.ask("@writer set the deploy day to Tuesday", "execute", worktree=True, review="reviewer")
+    assert not answer.failed and status(repo) == ""
+    run, path = answer.data["run_id"], answer.data["worktree"]
+    assert answer.text == (f"Set.\n[crew: @reviewer approved the change in round 1]\n[crew: the changes (1 file "
+                           f"changed, +1 -1) are in {path} on branch crew/{run}/writer; `crew apply {run} writer` "
+                           "takes them into the checkout]")
+    assert answer.data["review"]["verdict"] == "approve" and answer.data["branch"] == f"crew/{run}/writer"
+
+    reviewer.script(tool_block("crew:verdict", verdict="changes", findings=[
+        {"path": "notes.txt", "line": 1, "severity": "low", "message": "say why"}]))
+    answer = asker.ask("@writer set the deploy day to Tuesday", "execute", review="reviewer", worktree=False)
+    assert answer.failed and answer.data["exit_code"] == 6
+    assert "[crew: @reviewer did not approve the change in 3 rounds: [low] notes.txt:1: say why]" in answer.text

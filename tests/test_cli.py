@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from crewbridge.cli import cli
 from crewcli import FakeModel, crew_env, error_line, executable, run_crew, tool_block, write_config
+from gitrepo import make_repo, status
 
 
 @pytest.fixture
@@ -444,3 +445,103 @@ def test_a_linked_project_file_is_refused_until_trusted_through_the_link(crew, t
     assert trusted.stdout == (f"trusted {project / 'crew.yaml'} (a link to {real}) and the scripts it runs: "
                               "./where.sh\n")
     assert "where" in run_crew(["tools", "list"], env=env, cwd=project).stdout
+
+
+# -- worktrees, apply, review --------------------------------------------------------------------------
+
+@pytest.fixture
+def repo(tmp_path):
+    """A git repository (beside the fake models, whose notes are no change of the agents')."""
+    return make_repo(tmp_path / "repo", {"notes.txt": "deploy: Friday\n"})
+
+
+def verdict(kind, *messages):
+    findings = [{"path": "notes.txt", "line": 1, "severity": "high", "message": m} for m in messages]
+    return tool_block("crew:verdict", verdict=kind, **({"findings": findings} if findings else {}))
+
+
+@pytest.mark.parametrize("option", ["--worktree", "--review=other"])
+def test_worktree_and_review_outside_a_git_repository_are_one_line_and_exit_2(option, crew, fake, tmp_path):
+    done = crew("execute", "--config", fake.config, option, "@fake set the deploy day")
+    assert done.returncode == 2
+    assert error_line(done.stderr) == (f"crew: error: {option.split('=')[0]} needs a git repository, and {tmp_path} "
+                                       f"is not in one (git init there, or go without {option.split('=')[0]})")
+    assert fake.prompts == []
+    for command in (["worktrees"], ["worktrees", "clean"], ["apply", "last", "fake"]):
+        done = crew(*command)
+        assert done.returncode == 2 and error_line(done.stderr) == (
+            f"crew: error: crew {command[0]}{' clean' if 'clean' in command else ''} needs a git repository, and "
+            f"{tmp_path} is not in one (run it inside the repository)")
+
+
+def test_rounds_without_review_and_worktree_with_continue_are_refused(repo, env, fake):
+    done = run_crew(["execute", "--config", fake.config, "--rounds", "2", "@fake hi"], env=env, cwd=repo)
+    assert done.returncode == 2 and error_line(done.stderr) == (
+        "crew: error: --rounds counts review rounds; give --review AGENT too")
+    assert run_crew(["query", "--config", fake.config, "@fake hi"], env=env, cwd=repo).returncode == 0
+    for option in ("--worktree", "--review=other"):
+        done = run_crew(["execute", "--config", fake.config, option, "--continue", "@fake go on"], env=env, cwd=repo)
+        assert done.returncode == 2 and "starts afresh; it cannot go with --continue or --resume" in \
+            error_line(done.stderr)
+
+
+def test_two_agents_in_worktrees_then_apply_one_and_clean(repo, env, fake):
+    fake.script(tool_block("crew:write_file", path="notes.txt", content="deploy: Tuesday\n"), "Tuesday it is.")
+    fake.other.script(tool_block("crew:write_file", path="notes.txt", content="deploy: Monday\n"), "Monday it is.")
+    (repo / "scratch.txt").write_text("the person's own, not committed\n")
+    done = run_crew(["execute", "--config", fake.config, "--json", "--worktree", "@fake @other set the deploy day"],
+                    env=env, cwd=repo)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.startswith("crew: your checkout has uncommitted changes (1 file); the worktrees start from "
+                                  "HEAD (")
+    (repo / "scratch.txt").unlink()
+    results = json.loads(done.stdout)["results"]
+    run = results[0]["run_id"]
+    assert [(r["agent"], r["branch"]) for r in results] == [("fake", f"crew/{run}/fake"),
+                                                             ("other", f"crew/{run}/other")]
+    assert [r["changes"] for r in results] == [[{"path": "notes.txt", "status": "modified", "added": 1,
+                                                 "removed": 1}]] * 2
+    assert (repo / "notes.txt").read_text() == "deploy: Friday\n" and status(repo) == ""
+    assert (Path(results[1]["worktree"]) / "notes.txt").read_text() == "deploy: Monday\n"
+
+    listed = run_crew(["worktrees"], env=env, cwd=repo)
+    assert [line.split()[:4] for line in listed.stdout.splitlines()] == [
+        ["RUN", "AGENT", "CHANGES", "BRANCH"], [run, "fake", "1", "file"], [run, "other", "1", "file"]]
+    applied = run_crew(["apply", run, "fake"], env=env, cwd=repo)
+    assert (applied.returncode, applied.stdout) == (0, f"applied crew/{run}/fake: 1 file changed, +1 -1\n"
+                                                       "  M notes.txt +1 -1\n")
+    assert (repo / "notes.txt").read_text() == "deploy: Tuesday\n"
+    conflict = run_crew(["apply", run[:15], "other"], env=env, cwd=repo)  # a run is named by its start too
+    assert conflict.returncode == 1 and error_line(conflict.stderr).startswith(
+        f"crew: error: @other's changes do not apply to {repo} (patch failed: notes.txt:1; notes.txt: patch does "
+        "not apply); nothing was applied.")
+    assert (repo / "notes.txt").read_text() == "deploy: Tuesday\n"
+
+    kept = run_crew(["worktrees", "clean", run], env=env, cwd=repo)
+    assert kept.returncode == 1 and kept.stdout == ""
+    assert [line.split(":")[1] for line in kept.stderr.splitlines()] == [" uncommitted changes (1 file); `crew apply "
+                                                                         f"{run} fake` takes them, --force drops them",
+                                                                         f" uncommitted changes (1 file); `crew apply "
+                                                                         f"{run} other` takes them, --force drops them"]
+    forced = run_crew(["worktrees", "clean", "--force", run], env=env, cwd=repo)
+    assert forced.returncode == 0 and forced.stdout.count("removed ") == 2
+    assert run_crew(["worktrees"], env=env, cwd=repo).stdout == (
+        "no worktrees of crew in this repository; crew execute --worktree makes them\n")
+
+
+def test_a_review_through_the_command_that_runs_out_of_rounds_exits_6(repo, env, fake):
+    fake.script(tool_block("crew:write_file", path="notes.txt", content="deploy: Tusday\n"), "Set.", "Still set.")
+    fake.other.script(verdict("changes", "Tusday is misspelled"), verdict("changes", "still misspelled"))
+    done = run_crew(["execute", "--config", fake.config, "--review", "other", "--rounds", "2",
+                     "@fake set the deploy day to Tuesday"], env=env, cwd=repo)
+    assert done.returncode == 6
+    assert done.stdout.splitlines()[-1] == "Still set."
+    assert "crew: review 1 of 2 by @other: asks for changes\n  1. [high] notes.txt:1: Tusday is misspelled\n" \
+        in done.stderr
+    assert done.stderr.splitlines()[-1] == ("crew: error: @fake's change was not approved by @other in 2 rounds (1 "
+                                            "finding left; --json shows them); raise --rounds, or take the change "
+                                            "as it is")
+    jsonl = run_crew(["execute", "--config", fake.config, "--jsonl", "--review", "other", "--rounds", "1",
+                      "@fake set the deploy day to Tuesday"], env=env, cwd=repo)
+    reviews = [e for e in map(json.loads, jsonl.stdout.splitlines()) if e["type"] == "review"]
+    assert [(e["agent"], e["round"], e["rounds"], e["verdict"]) for e in reviews] == [("other", 1, 1, "changes")]

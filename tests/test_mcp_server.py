@@ -152,6 +152,37 @@ def test_ask_refuses_execute_mode_unless_the_server_allows_it(project, tmp_path)
     assert result.is_error and "crew mcp --execute" in text(result)
 
 
+def test_ask_takes_worktree_review_and_rounds_checked_like_its_other_arguments(project, tmp_path):
+    from gitrepo import make_repo, status
+
+    make_repo(project, {})
+
+    async def main():
+        async with session(serve(project, tmp_path, "--execute")) as client:
+            schema = next(t.input_schema for t in (await client.list_tools()).tools if t.name == "ask")
+            bad = [await client.call_tool("ask", {"task": "@demo hi", **arguments}) for arguments in (
+                {"worktree": "yes"}, {"review": ""}, {"review": "demo", "rounds": 0}, {"rounds": 2})]
+            done = await client.call_tool("ask", {"task": "@demo what is in notes.txt?", "mode": "execute",
+                                                  "worktree": True, "review": "demo", "rounds": 1})
+            return schema, bad, done
+
+    schema, bad, done = anyio.run(main)
+    assert {"worktree", "review", "rounds"} <= set(schema["properties"])
+    assert [text(result) for result in bad] == ["worktree must be true or false",
+                                                "review must name an agent, e.g. 'gemini'",
+                                                "rounds must be a whole number of 1 or more",
+                                                "rounds counts review rounds; give review too"]
+    assert all(result.is_error for result in bad)
+    # the demo agent answers in prose, never with crew:verdict: its words stand as a finding, not approved
+    assert done.is_error and done.structured_content["exit_code"] == 6
+    data = done.structured_content
+    assert data["review"]["rounds"] == 1 and data["review"]["verdict"] == "changes"
+    assert data["branch"] == f"crew/{data['run_id']}/demo" and Path(data["worktree"]).is_dir()
+    assert f"`crew apply {data['run_id']} demo` takes them into the checkout]" in text(done)
+    assert "[crew: @demo did not approve the change in 1 round: [medium] (no file): " in text(done)
+    assert status(project) == ""
+
+
 def test_ask_past_the_depth_limit_starts_no_cli(project, tmp_path):
     params = serve(project, tmp_path)
     params.env["CREW_ASK_DEPTH"] = "2"  # as if an agent asked by an agent had started this server

@@ -1,7 +1,8 @@
 """crew's JSON for programs (crewbridge/outputs.py) holds to its JSON Schemas (docs/schemas/): real
 output of `crew query --json` and `--jsonl` — the offline demo answering, failing, and two agents at
-once; the real claude against the mock model server, with text and native tools — and the
-structured content of an ask through `crew mcp`, read by the MCP SDK's own client."""
+once; a writer in a worktree whose change is reviewed; the real claude against the mock model
+server, with text and native tools — and the structured content of an ask through `crew mcp`, read
+by the MCP SDK's own client."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from pathlib import Path
 
 import anyio
 import pytest
-from crewcli import CREW, crew_env, run_crew, tool_block
+from crewcli import CREW, FakeModel, crew_env, run_crew, tool_block, write_config
+from gitrepo import make_repo
 from jsonschema import Draft202012Validator
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -105,6 +107,30 @@ def test_each_jsonl_line_holds_to_the_event_schema(crew):
         assert problems("event.json", event) == [], event
     assert {"turn", "text", "call", "result", "answer"} <= {event["type"] for event in answered}
     assert failed[-1]["type"] == "error" and failed[-1]["exit_code"] == 4
+
+
+def test_a_reviewed_change_in_a_worktree_holds_to_the_schemas(tmp_path):
+    repo = make_repo(tmp_path / "repo", {"notes.txt": "deploy: Friday\n"})
+    writer, reviewer = FakeModel(tmp_path / "bin", "writer"), FakeModel(tmp_path / "bin", "reviewer")
+    finding = {"path": "notes.txt", "line": 1, "severity": "low", "message": "'Tusday' is misspelled"}
+    config = write_config(tmp_path / "crew.yaml", providers={f.name: f.provider() for f in (writer, reviewer)},
+                          agents={f.name: {"provider": f.name} for f in (writer, reviewer)})
+    args = ["execute", "--config", str(config), "--worktree", "--review", "reviewer", "--rounds", "1"]
+    for output in ("--json", "--jsonl"):
+        writer.script(tool_block("crew:write_file", path="notes.txt", content="deploy: Tusday\n"), "Set.")
+        reviewer.script(tool_block("crew:verdict", verdict="changes", findings=[finding]))
+        done = run_crew([*args, output, "@writer set the deploy day to Tuesday"], env=crew_env(tmp_path / "home"),
+                        cwd=repo)
+        assert done.returncode == 6, done.stderr  # not approved in its one round
+        if output == "--json":
+            record = json.loads(done.stdout)
+            assert problems("outcome.json", record) == []
+            assert record["review"]["findings"] == [finding] and record["changes"][0]["path"] == "notes.txt"
+        else:
+            events = jsonl(done.stdout)
+            for event in events:
+                assert problems("event.json", event) == [], event
+            assert {"review", "worktree", "answer", "error"} <= {event["type"] for event in events}
 
 
 def test_an_asks_structured_content_through_crew_mcp_holds_to_the_outcome_schema(tmp_path, work):

@@ -307,6 +307,96 @@ def test_jsonl_is_the_event_stream_one_object_per_line():
     assert "→" not in err.getvalue()  # no person-facing lines in a script's stream
 
 
+ROUND = {"round": 1, "rounds": 3, "verdict": "changes", "called": True, "disputed": [],
+         "findings": [{"path": "notes.txt", "line": 1, "severity": "high", "message": "Tuesday,\nnot Friday"},
+                      {"path": "", "line": 0, "severity": "low", "message": "say who approved it"}]}
+
+
+def reviewed(error=None):
+    """The writer's outcome after a review of two rounds."""
+    from crewbridge.verdict import Finding, Review, Verdict
+
+    review = Review("gemini", 2, Verdict("changes", [Finding("notes.txt", 1, "high", "Tuesday")]))
+    return Outcome("claude", result=run_events()[-1].result, error=error, review=review)
+
+
+def test_a_review_round_is_a_few_lines_on_stderr_and_an_event_for_scripts():
+    err = io.StringIO()
+    with renderer(err=err, agents=["claude", "gemini"]) as r:
+        r.progress(Progress("review", "gemini", "changes", data=ROUND))
+        r.progress(Progress("review", "gemini", "approve", data={**ROUND, "round": 2, "verdict": "approve",
+                                                                  "findings": []}))
+    assert err.getvalue() == ("crew: review 1 of 3 by @gemini: asks for changes\n"
+                              "  1. [high] notes.txt:1: Tuesday,\\nnot Friday\n"
+                              "  2. [low] (no file): say who approved it\n"
+                              "crew: review 2 of 3 by @gemini: approved\n")
+    out = io.StringIO()
+    with renderer(out, output="jsonl") as r:
+        r.progress(Progress("review", "gemini", "changes", data=ROUND))
+    assert json.loads(out.getvalue()) == {"type": "review", "agent": "gemini", **ROUND}
+
+
+def test_a_review_not_approved_shows_the_answer_then_the_error_and_json_holds_both():
+    from crewbridge.errors import ReviewNotApproved
+
+    out, err = io.StringIO(), io.StringIO()
+    with renderer(out, err, agents=["claude"]) as r:
+        r.finish([reviewed(ReviewNotApproved("@claude's change was not approved by @gemini"))])
+    assert out.getvalue() == "It says 42.\n" and err.getvalue() == "crew: error: @claude's change was not approved by @gemini\n"
+    out = io.StringIO()
+    with renderer(out, output="json") as r:
+        r.finish([reviewed(ReviewNotApproved("@claude's change was not approved by @gemini"))])
+    obj = json.loads(out.getvalue())
+    assert (obj["answer"], obj["error"], obj["exit_code"]) == ("It says 42.", "@claude's change was not approved by @gemini", 6)
+    assert obj["review"] == {"reviewer": "gemini", "rounds": 2, "verdict": "changes", "disputed": [],
+                             "findings": [{"path": "notes.txt", "line": 1, "severity": "high", "message": "Tuesday"}]}
+
+
+def placed(tmp_path, agent="claude", changes=()):
+    from crewbridge.git import Checkout
+    from crewbridge.worktrees import Worktree
+
+    path = tmp_path / "wt" / agent
+    worktree = Worktree("20260101-120000-abc123", agent, path, f"crew/20260101-120000-abc123/{agent}", "f00d",
+                        Checkout(path, path, path))
+    return Outcome(agent, result=run_events(agent)[-1].result, worktree=worktree, changes=list(changes))
+
+
+def test_a_warning_about_the_run_is_a_crew_line_on_stderr_also_with_json():
+    for output in ("text", "json"):
+        out, err = io.StringIO(), io.StringIO()
+        with renderer(out, err, output=output, agents=["claude", "gemini"]) as r:
+            r.progress(Progress("warning", "claude", "your checkout has uncommitted changes (1 file)"))
+        assert (out.getvalue(), err.getvalue()) == ("", "crew: your checkout has uncommitted changes (1 file)\n")
+
+
+def test_after_a_worktree_run_each_agent_says_what_it_changed_and_where(tmp_path):
+    from crewbridge.git import Change
+
+    edits = [Change("notes.txt", "modified", 1, 1), Change("todo.md", "added", 2, 0)]
+    out, err = io.StringIO(), io.StringIO()
+    with renderer(out, err, agents=["claude", "gemini"]) as r:
+        r.finish([placed(tmp_path, "claude", edits), placed(tmp_path, "gemini")])
+    assert err.getvalue() == (
+        f"crew: @claude: 2 files changed, +3 -1, on branch crew/20260101-120000-abc123/claude in {tmp_path}/wt/claude\n"
+        "  M notes.txt +1 -1\n  A todo.md +2 -0\n"
+        f"crew: @gemini: no changes, on branch crew/20260101-120000-abc123/gemini in {tmp_path}/wt/gemini\n"
+        "crew: take an agent's changes into your checkout with `crew apply 20260101-120000-abc123 AGENT`; "
+        "`crew worktrees clean 20260101-120000-abc123` removes the worktrees\n")
+    out = io.StringIO()
+    with renderer(out, output="json") as r:
+        r.finish([placed(tmp_path, "claude", edits)])
+    obj = json.loads(out.getvalue())
+    assert (obj["agent"], obj["run_id"], obj["branch"], obj["worktree"], obj["base"]) == (
+        "claude", "20260101-120000-abc123", "crew/20260101-120000-abc123/claude", f"{tmp_path}/wt/claude", "f00d")
+    assert obj["changes"][1] == {"path": "todo.md", "status": "added", "added": 2, "removed": 0}
+    out = io.StringIO()
+    with renderer(out, output="jsonl") as r:
+        r.finish([placed(tmp_path, "claude", edits)])
+    event = json.loads(out.getvalue())
+    assert event["type"] == "worktree" and event["branch"] == "crew/20260101-120000-abc123/claude"
+
+
 def test_verbose_shows_the_command_and_every_raw_line_on_stderr(tmp_path):
     err = io.StringIO()
     with renderer(err=err, verbose=True):

@@ -400,6 +400,36 @@ def test_a_folder_swapped_for_a_symlink_to_outside_never_leaks(way: str, swappin
     assert seen["refused"] >= 20 and (looks_inside is None or seen["inside"] >= 20), seen
 
 
+# --- writes: never in git's own folder -------------------------------------------------------------
+
+@pytest.mark.parametrize("path", [".git/hooks/pre-commit", ".git/config", "sub/.git/HEAD", ".git", "./.git/x"])
+def test_write_file_refuses_git_folders_whose_contents_run_later(work: Path, path: str) -> None:
+    (work / ".git" / "hooks").mkdir(parents=True)
+    (work / ".git" / "config").write_text("[core]\n")
+    out = call(work, "write_file", path=path, content="[core]\n\tfsmonitor = touch /tmp/owned\n")
+    assert out["success"] is False and "in .git, git's own folder" in out["error"]
+    assert (work / ".git" / "config").read_text() == "[core]\n"
+    assert not (work / ".git" / "hooks" / "pre-commit").exists() and not (work / "sub").exists()
+
+
+def test_edit_file_refuses_git_config_and_a_symlink_into_git_is_no_way_round(work: Path) -> None:
+    (work / ".git").mkdir()
+    (work / ".git" / "config").write_text("[core]\n\tbare = false\n")
+    (work / "g").symlink_to(".git")
+    (work / "c").symlink_to(".git/config")
+    assert "in .git" in edit(work, ".git/config", "bare = false", "fsmonitor = x")["error"]
+    assert "in .git" in edit(work, "c", "bare = false", "fsmonitor = x")["error"]
+    assert "in .git" in call(work, "write_file", path="g/hooks/post-checkout", content="x")["error"]
+    assert (work / ".git" / "config").read_text() == "[core]\n\tbare = false\n"
+    assert not (work / ".git" / "hooks" / "post-checkout").exists()  # (an empty folder may be made on the way)
+
+
+def test_names_that_only_start_like_git_are_written(work: Path) -> None:
+    for path in (".gitignore", ".github/workflows/ci.yml", "x.git/y", "docs/.gitkeep"):
+        assert call(work, "write_file", path=path, content="x\n")["success"], path
+    assert call(work, "read_file", path=".gitignore")["success"]
+
+
 # --- writes: only regular files, replaced whole ----------------------------------------------------
 
 def test_write_file_refuses_a_fifo_without_blocking_and_leaves_it(work: Path) -> None:

@@ -270,6 +270,6 @@ def test_runs_started_in_one_second_sort_by_their_start(monkeypatch):
 
     moments = iter([1_700_000_000.999, 1_700_000_000.5, 1_700_000_000.001])
     monkeypatch.setattr(module.time, "time", lambda: next(moments))
-    ids = [module._new_run_id() for _ in range(3)]
+    ids = [module.new_run_id() for _ in range(3)]
     assert [i[:16] for i in ids] == ["20231114-221320-"] * 3
     assert sorted(ids) == ids[::-1]  # .001 < .5 < .999

@@ -91,7 +91,7 @@ class McpServer(McpCore):
 
     def tool_list(self) -> list[dict[str, Any]]:
         """crew's tools this mode offers, then ask, job and cancel."""
-        from crewbridge.asking import TASK_PROPERTY
+        from crewbridge.asking import CHANGE_PROPERTIES, TASK_PROPERTY
 
         modes = ["query", "execute"] if self.mode == "execute" else ["query"]
         ask_schema = {
@@ -111,6 +111,7 @@ class McpServer(McpCore):
                     "default": False,
                     "description": "Return a job id at once instead of waiting; follow it with `job`.",
                 },
+                **CHANGE_PROPERTIES,
             },
             "required": ["task"],
             "additionalProperties": False,
@@ -201,7 +202,11 @@ class McpServer(McpCore):
         problem = _ask_problem(arguments, self.mode)
         if problem:
             return content(problem, error=True)
-        from crewbridge.asking import Asker, current_depth
+        from crewbridge.asking import Asker, change_options, current_depth
+
+        change = change_options(arguments)
+        if isinstance(change, str):
+            return content(change, error=True)
 
         task, mode = arguments["task"], arguments.get("mode", "query")
         depth = current_depth() if self.depth is None else self.depth
@@ -211,22 +216,22 @@ class McpServer(McpCore):
         except CrewError as exc:
             return content(str(exc), error=True)
         if not arguments.get("background"):
-            answer = asker.ask(task, mode, on_progress=_reporter(call.progress), stop=call.stop)
+            answer = asker.ask(task, mode, on_progress=_reporter(call.progress), stop=call.stop, **change)
             return content(answer.text, error=answer.failed, structured=answer.data)
         job = Job(os.urandom(4).hex(), task)
         refused = "the server is shutting down; no new job starts" if self._closed else call.session.add_job(job)
         if refused:
             return content(refused, error=True)
-        self._start(job, asker, mode)
+        self._start(job, asker, mode, change)
         return content(
             f'job {job.id} started; call job with {{"id": "{job.id}"}} for its progress and answers, cancel to stop it',
             structured=job.view(),
         )
 
-    def _start(self, job: Job, asker: Asker, mode: Mode) -> None:
+    def _start(self, job: Job, asker: Asker, mode: Mode, change: dict[str, Any]) -> None:
         def work() -> None:
             try:
-                asked = asker.ask(job.task, mode, on_progress=_reporter(job.progress.append), stop=job.stop)
+                asked = asker.ask(job.task, mode, on_progress=_reporter(job.progress.append), stop=job.stop, **change)
                 job.outcome = {"answer": asked.text, "result": asked.data}
                 if job.status == "running":
                     job.status = "failed" if asked.failed else "done"
@@ -257,9 +262,9 @@ def _ask_problem(arguments: dict[str, Any], mode: Mode) -> str | None:
     task = arguments.get("task")
     if not isinstance(task, str) or not task.strip():
         return "ask needs a task: '@agent what to do', e.g. '@gemini what does notes.txt say?'"
-    unknown = sorted(set(arguments) - {"task", "mode", "background"})
+    unknown = sorted(set(arguments) - {"task", "mode", "background", "worktree", "review", "rounds"})
     if unknown:
-        return f"ask takes task, mode and background, not {', '.join(unknown)}"
+        return f"ask takes task, mode, background, worktree, review and rounds, not {', '.join(unknown)}"
     if arguments.get("mode", "query") not in ("query", "execute"):
         return f"mode '{arguments['mode']}' is not query or execute"
     if arguments.get("mode") == "execute" and mode != "execute":
@@ -282,7 +287,10 @@ def _reporter(report: Callable[[str], None]) -> Callable[[Progress], None]:
             report(f"@{event.agent} {event.call.name} " + ("ok" if result.success else f"failed: {result.error}"))
         elif event.kind == "answer":
             report(f"@{event.agent} answered")
-        elif event.kind == "notice":
+        elif event.kind in ("notice", "warning"):
             report(f"@{event.agent}: {event.text}")
+        elif event.kind == "review" and event.data is not None:
+            verdict = "approves" if event.text == "approve" else "asks for changes"
+            report(f"@{event.agent} review {event.data['round']} of {event.data['rounds']}: {verdict}")
 
     return on_progress
