@@ -35,6 +35,7 @@ FIGURES = {  # name → module; in the order of issue 6
     "mcp": "bench.mcp",
     "native": "bench.native",
     "tools": "bench.tool_memory",
+    "sandbox": "bench.sandbox",
 }
 
 

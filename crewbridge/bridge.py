@@ -15,6 +15,7 @@ from crewbridge.modes import MODES, Mode
 from crewbridge.options import RunOptions
 from crewbridge.providers.base import Turn
 from crewbridge.registry import Tool, ToolRegistry
+from crewbridge.sandbox import Sandboxing, level
 from crewbridge.skills import Found, Skill, chosen, discover, roots
 
 # For start-up speed, what a run needs only once the agents' CLIs have started (the loop, hooks,
@@ -42,6 +43,7 @@ class Bridge:
         self.env = env or {}  # added to the environment of the CLIs this Bridge starts
         self._tools = tools or []  # added to the configured ones (registered once the CLIs started)
         self._registry: ToolRegistry | None = None
+        self.sandboxing = Sandboxing()  # where the CLIs and the tools' commands run (detected once)
 
     @property
     def registry(self) -> ToolRegistry:
@@ -156,6 +158,7 @@ class Bridge:
             return review_run(self, text, mode, options, context, transcript, on_progress, stop)
         mentions, task = parse_mentions(text)
         specs = [self.config.agent(mention.agent) for mention in mentions]  # fail before starting anything
+        self._check_sandbox(options, specs, on_progress)
         made = self.worktrees(mentions, options) if options.worktree else None
         if made is not None:
             specs = [self.placed(spec, made, worktree) for spec, worktree in zip(specs, made.worktrees, strict=True)]
@@ -168,9 +171,7 @@ class Bridge:
         held: list[bool] = []  # whether each CLI holds its earlier conversation
         try:
             for mention, spec in zip(mentions, specs, strict=True):  # every CLI starts first, to boot meanwhile
-                conversation, holds = self._conversation(
-                    mention, mode, options.tools_via, spec, prior=earlier.get(mention.agent)
-                )
+                conversation, holds = self._conversation(mention, mode, options, spec, prior=earlier.get(mention.agent))
                 conversations.append(conversation)
                 held.append(holds)
             from crewbridge.usage import Budget  # for start-up speed (see top)
@@ -230,12 +231,12 @@ class Bridge:
         if options.worktree or options.review:
             raise UsageError("a chat takes no worktree or review; crew execute --worktree or --review runs a task so")
         mention = parse_agent(agent)
-        self.config.agent(mention.agent)  # an unknown agent fails before anything starts
+        self._check_sandbox(options, [self.config.agent(mention.agent)], on_progress)  # before anything starts
         earlier = self._priors(options.resume)
         transcript = self._transcript("chat", [mention.agent], options.resume, mode=mode)
         conversation: Conversation | CrewError | None = None
         try:
-            conversation, held = self._conversation(mention, mode, options.tools_via, prior=earlier.get(mention.agent))
+            conversation, held = self._conversation(mention, mode, options, prior=earlier.get(mention.agent))
             if isinstance(conversation, CrewError):
                 raise conversation
             prior = None
@@ -293,7 +294,7 @@ class Bridge:
         """The agent's loop over `conversation` (by default a new one: a review makes several); the
         CrewError that stopped the conversation from starting is raised."""
         if conversation is None:
-            conversation = self._conversation(mention, mode, options.tools_via, spec)[0]
+            conversation = self._conversation(mention, mode, options, spec)[0]
         if isinstance(conversation, CrewError):
             raise conversation
         return self._loop(
@@ -423,32 +424,52 @@ class Bridge:
             fallback=[],
         )
 
+    def _check_sandbox(
+        self, options: RunOptions, agents: list[AgentSpec], on_progress: Callable[[Progress], None] | None
+    ) -> None:
+        """Refuse a run whose sandbox is required and not to be had here (SandboxUnavailable), before
+        anything starts; say once when `auto` finds none."""
+        levels = [self._sandbox_level(options, agent) for agent in agents]
+        for wanted in levels:
+            self.sandboxing.mechanism(wanted)
+        said = self.sandboxing.notice(levels)
+        if said and on_progress is not None:
+            from crewbridge.loop import Progress  # for start-up speed (see top): only said once
+
+            on_progress(Progress("sandbox", agents[0].id, said))
+
+    def _sandbox_level(self, options: RunOptions, agent: AgentSpec) -> str:
+        """The agent's sandbox level: the run's (its option, else crew.yaml's), where the agent's own
+        is not stricter (crewbridge.sandbox.level)."""
+        return level(options.sandbox or self.config.sandbox, agent.sandbox)
+
     def _conversation(
         self,
         mention: Mention,
         mode: Mode,
-        tools_via: str | None,
+        options: RunOptions,
         spec: AgentSpec | None = None,
         prior: Prior | None = None,
     ) -> tuple[Conversation | CrewError, bool]:
         """The agent's conversation, its CLI started where it can wait for the first message (or the
-        error that stops this agent alone, such as an unknown provider). `tools_via` replaces the
-        agent's; `spec`: the agent's settings, when not the configured ones (a fallback's). With
+        error that stops this agent alone, such as an unknown provider). The options' `tools_via`
+        replaces the agent's; `spec`: the agent's settings, when not the configured ones (a fallback's). With
         `prior`, the conversation continues that one; the flag says whether the CLI holds it (else
         the first message replays it)."""
         try:
             agent = spec or self.config.agent(mention.agent)
+            provider = self.config.provider(agent.provider)
+            workdir = self._workdir(agent)
             base = Turn(
                 prompt="",
                 mode=mode,
                 model=mention.model or agent.model,
                 system_prompt=agent.system_prompt,
                 options=list(agent.options.get(mode, [])),
-                native=(tools_via or agent.tools_via) == "native",
+                native=(options.tools_via or agent.tools_via) == "native",
+                sandbox=self.sandboxing.cli(self._sandbox_level(options, agent), workdir, mode, provider.state),
             )
-            conversation = new_conversation(
-                self.config.provider(agent.provider), base, cwd=self._workdir(agent), env=self.env
-            )
+            conversation = new_conversation(provider, base, cwd=workdir, env=self.env)
         except CrewError as exc:
             return exc, False
         held = conversation.resume(prior) if prior is not None else True
@@ -501,6 +522,9 @@ class Bridge:
                     ),
                 ],
                 tools_via=options.tools_via or agent.tools_via,
+                sandbox=self.sandboxing.commands(
+                    self._sandbox_level(options, agent), workdir, mode, network=agent.sandbox_network
+                ),
             )
         except BaseException:
             conversation.close()
@@ -532,7 +556,9 @@ class Chat:
         self.loop.transcript.write("error", agent=self.agent, message=str(error))
 
     def cancel(self) -> None:
-        """Stop the reply being written (after a Ctrl-C); the conversation goes on."""
+        """Stop the reply being written (after a Ctrl-C), and any approval question of its calls;
+        the conversation goes on."""
+        self.loop.policy.withdraw()
         self.loop.conv.stop()
 
     def close(self, status: str = "ok") -> None:

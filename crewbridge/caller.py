@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from crewbridge import jsonio
 from crewbridge.errors import ToolNotFound
 from crewbridge.hooks import Hooks
 from crewbridge.policy import Policy
@@ -27,9 +28,12 @@ class Caller:
         result envelope, never an exception. Input that breaks the schema is not run."""
         self.transcript.write("tool_call", agent=self.agent, name=name, input=data)
         try:
+            jsonio.check_depth(data)  # decoded where it was not bounded (a CLI's line, the Python API)
             spec = self.registry.resolve(name)
         except ToolNotFound as exc:
             result = ToolResult(False, error=str(exc), tool=name)
+        except jsonio.TooDeep as exc:
+            result = ToolResult(False, error=f"invalid input for {name}: {exc}", tool=name)
         else:
             problem = spec.check(data)
             if problem:
@@ -46,7 +50,7 @@ class Caller:
         data, block = (
             self.hooks.before(spec.name, data, self.agent, spec) if self.policy.allowed(spec) else (data, None)
         )
-        block = block or self.policy.check(spec, data)
+        block = block or self.policy.check(spec, data, ctx.deadline)
         if block:
             return ToolResult(False, error=block, tool=spec.name)
         result = self.registry.call(spec.name, data, ctx)

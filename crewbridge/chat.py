@@ -18,13 +18,14 @@ from pathlib import Path
 from typing import IO, Any
 
 from crewbridge.api import Outcome
+from crewbridge.approval import isatty
 from crewbridge.bridge import Bridge, Chat
 from crewbridge.config import state_dir
 from crewbridge.errors import CLINotFound, CrewError
 from crewbridge.mentions import parse_agent
 from crewbridge.modes import Mode
 from crewbridge.options import RunOptions
-from crewbridge.render import Renderer, isatty
+from crewbridge.render import Renderer
 
 HISTORY_FILE = "chat_history"
 HISTORY_LENGTH = 1000
@@ -46,7 +47,7 @@ def run_chat(
     """The chat on this terminal (or on piped stdin, one message a line, no prompt). With
     `options.resume`, the id of an earlier run, the chat continues that run's conversation with the agent."""
     name = parse_agent(agent).agent
-    with Renderer(agents=[name], verbose=verbose) as renderer:
+    with Renderer(agents=[name], verbose=verbose, secrets=bridge.config.provider_env()) as renderer:
         chat = bridge.chat(agent, mode, options=options, on_progress=renderer.progress)
         reader = LineReader(stdin or sys.stdin, history or state_dir() / HISTORY_FILE)
         tools = "read-only tools" if mode == "query" else "every tool policy allows"

@@ -3,8 +3,10 @@ command imports the engine it needs where it runs: `crew --help` loads click alo
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import gc
+import io
 import json
 import os
 import shlex
@@ -16,7 +18,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
-from crewbridge import VERSION_MESSAGE, __version__
+from crewbridge import VERSION_MESSAGE, __version__, jsonio
 from crewbridge.errors import CrewError, UsageError
 from crewbridge.modes import Mode
 
@@ -37,6 +39,28 @@ def config_option(func: Callable[..., Any]) -> Callable[..., Any]:
         from crewbridge.config import load_config
 
         return func(*args, config=load_config(config_path, Path.cwd()), **kwargs)
+
+    return wrapper
+
+
+SANDBOX = click.option(
+    "--sandbox",
+    type=click.Choice(["auto", "required", "off"]),
+    help="Run the CLIs and crew's commands in an OS sandbox: auto (where the machine allows; the "
+    "default), required (refuse to run without one, exit 2) or off. Default: crew.yaml's sandbox.",
+)
+
+
+def sandbox_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    """--sandbox for a command that takes no RunOptions (mcp): it replaces crew.yaml's top-level
+    `sandbox:` (put after config_option)."""
+
+    @SANDBOX
+    @functools.wraps(func)
+    def wrapper(*args: Any, sandbox: str | None, config: Config, **kwargs: Any) -> Any:
+        if sandbox is not None:
+            config = dataclasses.replace(config, sandbox=sandbox)
+        return func(*args, config=config, **kwargs)
 
     return wrapper
 
@@ -98,6 +122,7 @@ def loop_options(func: Callable[..., Any]) -> Callable[..., Any]:
                 is_flag=True,
                 help="Show on stderr each CLI command crew runs and every raw line it reads and sends.",
             ),
+            SANDBOX,
             config_option,
         ],
     )
@@ -171,7 +196,7 @@ def _run(
     output = "json" if as_json else "jsonl" if as_jsonl else "text"
     bridge = Bridge(config)
     # The tools are built once the agents' CLIs have started (Bridge.run), while those boot.
-    with Renderer(output=output, agents=agents, verbose=verbose) as renderer:
+    with Renderer(output=output, agents=agents, verbose=verbose, secrets=config.provider_env()) as renderer:
         outcomes = bridge.run(task, mode, options=options, context=context or None, on_progress=renderer.progress)
         renderer.finish(outcomes)
     failed = [o.error for o in outcomes if o.error is not None]
@@ -347,6 +372,7 @@ def prompt_command(text: tuple[str, ...], mode: Mode, config: Config) -> None:
 )
 @click.option("--max-turns", type=click.IntRange(min=1), default=10, show_default=True, help="Model replies per ask.")
 @config_option
+@sandbox_option
 @click.pass_context
 def mcp_group(
     ctx: click.Context,
@@ -378,6 +404,8 @@ def mcp_group(
         timeout=timeout,
         max_turns=max_turns,
     )
+    if server.sandbox_notice:
+        click.echo(f"crew mcp: {server.sandbox_notice}", err=True)
     if address is None:
         from crewbridge.mcp.stdio import serve_stdio
 
@@ -488,7 +516,9 @@ def tools_call_command(name: str, raw_input: str, config: Config) -> None:
     from crewbridge.registry import ToolContext
 
     try:
-        data = json.loads(raw_input)
+        data = jsonio.loads(raw_input)
+    except jsonio.TooDeep as exc:
+        raise UsageError(f"--input is {exc}") from None
     except ValueError as exc:
         raise UsageError(f'--input is not valid JSON ({exc}); pass an object, e.g. \'{{"path": "a.txt"}}\'') from None
     bridge = Bridge(config)
@@ -551,7 +581,7 @@ def log_show_command(run_id: str) -> None:
     from crewbridge.transcript import read_run
 
     for event in read_run(run_id):
-        click.echo(json.dumps(event, ensure_ascii=False))
+        click.echo(jsonio.dumps_bytes(event))
 
 
 @cli.group("config")
@@ -681,12 +711,22 @@ def _stop(signum: int, frame: Any) -> None:
 def main() -> None:
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _stop)
+    _tolerant_streams()
     try:
         _main()
     finally:
         # Python's last garbage collections walk every object left (~20 ms, crew's longest pause
         # after its CLIs end); what crew opened is closed by now, so they are left out.
         gc.freeze()
+
+
+def _tolerant_streams() -> None:
+    """Text that is not UTF-8 never ends crew: piped input keeps bytes that are not UTF-8 as lone
+    surrogates (as Python does with file names and arguments), and stdout writes a lone surrogate as
+    a backslash escape (stderr does already): inside a JSON string, a valid escape of the same text."""
+    for stream, errors in ((sys.stdin, "surrogateescape"), (sys.stdout, "backslashreplace")):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors=errors)
 
 
 def _exit_now(code: int) -> NoReturn:

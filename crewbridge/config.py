@@ -74,6 +74,8 @@ class AgentSpec:
     max_cost: float | None = None  # dollars its run may cost (the CLI's own figure)
     max_tokens: int | None = None  # tokens (input + output) its run may use
     tools_via: str = "text"  # text: the catalogue in the prompt; native: the CLI's own tool channel (crewbridge.native)
+    sandbox: str | None = None  # auto | required | off: replaces the run's, where stricter (crewbridge.sandbox.level)
+    sandbox_network: bool = False  # its commands may use the network inside the sandbox
     # allow, allow_commands and skills lists of later files (crewbridge.config_layers): a name must match these too
     narrowing: dict[str, list[list[str]]] = field(default_factory=dict)
 
@@ -98,6 +100,7 @@ class Config:
     plugins: bool = True  # tools from the `crewbridge.tools` entry point group
     transcripts: bool = True
     skills: list[Path] = field(default_factory=list)  # skill folders crew.yaml names (crewbridge.skills)
+    sandbox: str = "auto"  # the run's sandbox level (crewbridge.sandbox); --sandbox replaces it
     files: list[Source] = field(default_factory=list)  # the files read, in order
     origins: dict[Keys, Origin] = field(default_factory=dict, repr=False)  # key path → where it was written
     settings: dict[str, Any] = field(default_factory=dict, repr=False)  # the files' settings, combined
@@ -276,6 +279,7 @@ def _read(path: Path, shown: str) -> tuple[bytes, dict[str, Any], dict[Keys, int
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{shown}: not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
     data, marks = parse_yaml(text, shown)
+    _bare_off(data)
     _validate(data, marks, shown)
     return raw, data, marks
 
@@ -286,9 +290,12 @@ def _combined(read: list[Layer]) -> Config:
 
 
 def _baseline(keys: Keys) -> Any:
-    """The default of a setting no file gives: an agent's from AgentSpec, the others from Config."""
-    owner, name = (AgentSpec, keys[2]) if keys[0] == "agents" else (Config, keys[0])
-    default = owner.__dataclass_fields__[name]
+    """The default of a setting no file gives: an agent's from AgentSpec, the others from Config;
+    an agent's sandbox level, which inherits the top level's, from Config (so that an agent's `off`
+    is looser than no setting at all)."""
+    from_config = keys[0] != "agents" or keys[2] == "sandbox"
+    name = keys[-1] if from_config else keys[2]
+    default = (Config if from_config else AgentSpec).__dataclass_fields__[name]
     return default.default_factory() if callable(default.default_factory) else default.default
 
 
@@ -476,6 +483,7 @@ def _build(combined: Combined, files: list[Source]) -> Config:
         compact_catalogue=data.get("compact_catalogue"),
         plugins=data.get("plugins", True),
         transcripts=data.get("transcripts", True),
+        sandbox=data.get("sandbox", "auto"),
         files=files,
         origins=combined.origins,
         settings=data,
@@ -547,6 +555,14 @@ def _build(combined: Combined, files: list[Source]) -> Config:
             with located(("hooks", event, i)):
                 config.hooks[event].append(HookSpec(event=event, base=base(("hooks", event, i)), **item))
     return config
+
+
+def _bare_off(data: dict[str, Any]) -> None:
+    """`sandbox: off` as written: YAML reads a bare off as false."""
+    agents = data.get("agents")
+    for entry in [data, *(agents.values() if isinstance(agents, dict) else [])]:
+        if isinstance(entry, dict) and entry.get("sandbox") is False:
+            entry["sandbox"] = "off"
 
 
 # --- trust -------------------------------------------------------------------------------------------

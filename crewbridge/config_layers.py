@@ -12,10 +12,9 @@ has one, so a new key cannot be forgotten):
 - stricter(loosest, …, strictest): a later file may only move the value toward the strict end,
   unless it is trusted (the user's file, --config, a project file after `crew config trust`).
   LIMIT is that rule for numbers: a lower limit is stricter, no limit is the loosest. A key that
-  is not set (None) is the loosest for both. A new key that may only get stricter (a sandbox
-  level, say) is one line here: `"sandbox": stricter("off", "auto", "required")`; its default is
-  the dataclass default (config._baseline), so an agent-level key that inherits a top-level one
-  must have the inherited value as its baseline, not None.
+  is not set (None) is the loosest for both. A new key that may only get stricter is one line
+  here; its default is the dataclass default (config._baseline), so an agent-level key that
+  inherits a top-level one (an agent's sandbox) must have the inherited value as its baseline, not None.
 
 Every value keeps where it came from (`Origin`: file, line, and its key path in that file), for
 error messages and `crew config show`.
@@ -80,6 +79,8 @@ AGENT: Table = {
     "max_cost": LIMIT,
     "max_tokens": LIMIT,
     "tools_via": OVERRIDE,
+    "sandbox": stricter("off", "auto", "required"),  # its baseline is the top level's (config._baseline)
+    "sandbox_network": stricter(True, False),
 }
 
 TOP: Table = {
@@ -88,6 +89,7 @@ TOP: Table = {
     "skills": ACCUMULATE,
     "transcripts": stricter(False, True),  # the user's record of what ran
     "plugins": stricter(True, False),  # tools from installed packages: their code is imported
+    "sandbox": stricter("off", "auto", "required"),
     "agents": Each(AGENT),
     "providers": Each(OVERRIDE),
     "tools": Each(OVERRIDE),

@@ -117,6 +117,7 @@ class ProcessConversation:
             stdin=stdin,
             keep_stdin=keep_stdin,
             install_hint=self.provider.install_hint,
+            sandbox=turn.sandbox,
         )
 
     def send(self, message: str, deadline: float | None) -> Generator[Event, None, None]:

@@ -18,6 +18,7 @@ from crewbridge.errors import ConfigError, CrewError, CrewTimeout
 from crewbridge.plugins import entry_points
 from crewbridge.process import Child
 from crewbridge.registry import MAX_OUTPUT_CHARS, Tool, ToolContext, ToolFailure, as_tool
+from crewbridge.sandbox import Sandbox
 
 PLUGIN_GROUP = "crewbridge.tools"
 STDERR_SHOWN = 2000  # characters of stderr put in a failing tool's error
@@ -42,12 +43,13 @@ def run_argv(
     env: dict[str, str] | None = None,
     limit: int = MAX_OUTPUT_CHARS,
     started: Callable[[Child], None] | None = None,
+    sandbox: Sandbox | None = None,
 ) -> Finished:
     """Run `argv` (no shell) in its own process group, stdout kept up to `limit` characters.
     The group is ended when it finishes or times out (CrewTimeout); OSError when it cannot start.
     `started` is told the child at once (so that another thread can end it early)."""
     deadline = time.monotonic() + timeout
-    child = Child(argv, cwd=cwd, env=env, stdin=stdin)
+    child = Child(argv, cwd=cwd, env=env, stdin=stdin, sandbox=sandbox)
     if started is not None:
         started(child)
     kept: list[str] = []
@@ -129,7 +131,9 @@ class CommandTool:
             ctx.groups.add(child.pgid)
 
         try:
-            done = run_argv(argv, cwd=ctx.workdir, timeout=ctx.timeout, limit=ctx.max_output, started=track)
+            done = run_argv(
+                argv, cwd=ctx.workdir, timeout=ctx.timeout, limit=ctx.max_output, started=track, sandbox=ctx.sandbox
+            )
         except CrewTimeout:
             raise ToolFailure(f"'{self.name}' timed out after {ctx.timeout:g}s and was stopped") from None
         except CrewError as exc:

@@ -31,6 +31,7 @@ from crewbridge.errors import CrewError, CrewTimeout, UsageError
 from crewbridge.mcp.install import registered
 from crewbridge.providers import BUILTIN, load, load_plugin, plugins
 from crewbridge.providers.base import Provider, Turn
+from crewbridge.sandbox import INSTALL, detect
 from crewbridge.skills import discover, roots
 
 if TYPE_CHECKING:
@@ -161,6 +162,7 @@ def diagnose(
     yield from _skills(config, cwd, env)
     yield _mcp(env, cwd)
     yield _native(config, env)
+    yield _sandbox(config, env)
     prober = Prober(env, cwd, timeout)
     try:
         for subject in subjects:
@@ -177,6 +179,21 @@ def _mcp(env: Mapping[str, str], cwd: Path) -> Check:
     if not where:
         return Check(OK, "mcp", "crew is registered in no CLI (`crew mcp install claude|gemini|codex` does it)")
     return Check(OK, "mcp", "crew is registered in " + ", ".join(f"{cli} ({path})" for cli, path in where.items()))
+
+
+def _sandbox(config: Config, env: Mapping[str, str]) -> Check:
+    """Which sandbox mechanism the CLIs and commands get here, and why not the others."""
+    try:
+        found = detect(env, every=True)
+    except CrewError as exc:
+        return Check(FAIL, "sandbox", str(exc))
+    if found.mechanism is not None:
+        return Check(OK, "sandbox", f"{found.mechanism.name} ({found.mechanism.detail}); {found.reasons()}")
+    wanted = {config.sandbox, *(agent.sandbox for agent in config.agents.values() if agent.sandbox)}
+    if wanted == {"off"}:
+        return Check(OK, "sandbox", f"off in {config.shown}; none would work here ({found.reasons()})")
+    status = FAIL if "required" in wanted else WARN
+    return Check(status, "sandbox", f"none works here ({found.reasons()}): CLIs and commands run unconfined; {INSTALL}")
 
 
 def _native(config: Config, env: Mapping[str, str]) -> Check:

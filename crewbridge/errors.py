@@ -38,6 +38,11 @@ class ToolNotFound(UsageError):
     """A tool name that is not registered."""
 
 
+class SandboxUnavailable(UsageError):
+    """The sandbox is required (--sandbox required, crew.yaml `sandbox: required`) and no
+    mechanism works on this machine."""
+
+
 class ProviderError(CrewError):
     """The wrapped CLI failed or reported an API error."""
 

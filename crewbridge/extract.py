@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
+from crewbridge import jsonio
 from crewbridge.errors import ToolNotFound
 from crewbridge.fences import Block, FenceScanner
 from crewbridge.registry import DEFAULT_PREFIX, ToolRegistry
@@ -51,14 +52,12 @@ class Extractor(FenceScanner[ToolCall]):
         prefix: str = DEFAULT_PREFIX,
         *,
         max_block_chars: int = 1_000_000,
-        max_depth: int = 200,
     ) -> None:
         if registry is not None and registry.prefix != prefix:
             raise ValueError(f"registry prefix '{registry.prefix}' differs from extractor prefix '{prefix}'")
         super().__init__(max_block_chars)
         self._registry = registry
         self._marker = prefix + ":"
-        self._max_depth = max_depth
 
     def _closed(self, block: Block, length: int, end: int) -> list[ToolCall]:
         """The calls in a block that closed properly (none when it is ordinary content)."""
@@ -73,10 +72,8 @@ class Extractor(FenceScanner[ToolCall]):
                 end,
             )
         try:
-            value = block.value if block.value_at == length else json.loads(raw, strict=False)
-        except RecursionError:
-            return self._broken(raw, f"the tool-call JSON is nested deeper than {self._max_depth} levels", end)
-        except ValueError as exc:  # JSONDecodeError, or an integer too long to convert
+            value = block.value if block.value_at == length else jsonio.loads(raw, strict=False)
+        except ValueError as exc:  # JSONDecodeError, TooDeep, or an integer too long to convert
             hint = (
                 "; put several calls in one array [ … ] or in separate blocks"
                 if getattr(exc, "msg", "") == "Extra data"
@@ -92,8 +89,8 @@ class Extractor(FenceScanner[ToolCall]):
         error = "truncated: the message ended before the block's closing fence; nothing was run"
         if length <= self._max_block:
             try:
-                value = json.loads(raw, strict=False)
-            except (ValueError, RecursionError):
+                value = jsonio.loads(raw, strict=False)
+            except ValueError:
                 pass
             else:
                 return [replace(c, error=error) for c in self._calls_in(value, raw, end)]
@@ -116,15 +113,13 @@ class Extractor(FenceScanner[ToolCall]):
             return []
         if not any(self._meant(item) for item in items):
             return []
-        too_deep = _depth(value) > self._max_depth
         calls = []
         for index, item in enumerate(items):
             name = item.get("name") if isinstance(item, dict) else None
             name = name if isinstance(name, str) else ""
             data = item.get("input") if isinstance(item, dict) else None
-            if too_deep:
-                error: str | None = f"the tool-call JSON is nested deeper than {self._max_depth} levels"
-            elif not self._meant(item):
+            error: str | None
+            if not self._meant(item):
                 error = (
                     f"item [{index}] of the array is not a tool call; every item must be "
                     f'{{"type": "tool_use", "name": "{self._marker}<tool>", "input": {{…}}}}'
@@ -194,17 +189,3 @@ class Shown:
         self._held = [held[cut:]] if cut < len(held) else []
         self._at = upto
         return held[:cut]
-
-
-def _depth(value: Any) -> int:
-    """Nesting depth of a parsed JSON value, without recursion."""
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        item, level = stack.pop()
-        if isinstance(item, dict):
-            item = list(item.values())
-        elif not isinstance(item, list):
-            continue
-        deepest = max(deepest, level)
-        stack.extend((child, level + 1) for child in item if isinstance(child, (dict, list)))
-    return deepest

@@ -21,9 +21,10 @@ lines is skipped with `str.find`, and a block is parsed once when it closes.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any, Generic, TypeVar
+
+from crewbridge import jsonio
 
 MAX_FENCE_LINE = 4096  # longer "fence lines" are text, so a partial line is never held without bound
 
@@ -126,9 +127,9 @@ class Block:
         if not self.tried and not self.dropped and length <= self.limit:
             self.tried = True
             try:
-                self.value, self.value_at = json.loads(self.text(length), strict=False), length
+                self.value, self.value_at = jsonio.loads(self.text(length), strict=False), length
                 return False  # a whole JSON value: no string is open
-            except (ValueError, RecursionError):
+            except ValueError:  # not (yet) a whole value, or nested too deeply (jsonio.TooDeep)
                 pass
         self._scan()
         return self.in_string

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from crewbridge import jsonio
 from crewbridge.custom_tools import run_argv
 from crewbridge.errors import CrewError, CrewTimeout
 from crewbridge.globs import matches
@@ -115,7 +116,9 @@ class HookSpec:
         if not done.stdout.strip():
             return None
         try:
-            return json.loads(done.stdout)
+            return jsonio.loads(done.stdout)
+        except jsonio.TooDeep as exc:
+            raise HookFailed(f"printed {exc}") from None
         except ValueError:
             raise HookFailed(
                 "printed something that is not JSON on stdout (print nothing to leave the "

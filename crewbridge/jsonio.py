@@ -22,10 +22,11 @@ class TooDeep(ValueError):
         super().__init__(f"JSON nested more than {MAX_DEPTH} levels deep; send flatter data")
 
 
-def loads(data: str | bytes | bytearray) -> Any:
-    """json.loads, with TooDeep (a ValueError) for nesting past MAX_DEPTH."""
+def loads(data: str | bytes | bytearray, *, strict: bool = True) -> Any:
+    """json.loads, with TooDeep (a ValueError) for nesting past MAX_DEPTH. `strict=False` lets
+    strings hold control characters (a model writes a raw newline inside a string)."""
     try:
-        value = json.loads(data)
+        value = json.loads(data) if strict else json.loads(data, strict=False)
     except RecursionError:
         raise TooDeep() from None
     if _brackets(data) > MAX_DEPTH:  # a cheap bound first: fewer brackets cannot nest deeper

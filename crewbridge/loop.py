@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from crewbridge import jsonio
 from crewbridge.availability import unavailable
 from crewbridge.caller import Caller
 from crewbridge.catalogue import build_prompt, offered_tools, render_catalogue, skills_section
@@ -41,6 +42,7 @@ from crewbridge.transcript import Transcript
 from crewbridge.usage import Budget, Tally
 
 if TYPE_CHECKING:
+    from crewbridge.sandbox import Sandbox
     from crewbridge.sessions import Prior
 
 REPEAT_LIMIT = 3  # the same failing call this many times ends the run
@@ -106,6 +108,7 @@ class AgentLoop:
         skills: dict[str, Skill] | None = None,
         budgets: list[Budget] | None = None,
         tools_via: str = "text",
+        sandbox: Sandbox | None = None,
     ) -> None:
         self.agent = agent
         self.conv = conversation
@@ -113,7 +116,7 @@ class AgentLoop:
         self.policy = policy
         self.skills = skills or {}
         self.offered = offered_tools(policy.offered(registry), self.skills)  # the tools the model is told of
-        self.ctx = ToolContext(workdir=workdir, registry=self.offered, skills=self.skills)
+        self.ctx = ToolContext(workdir=workdir, registry=self.offered, skills=self.skills, sandbox=sandbox)
         self.transcript = transcript or Transcript()
         self.caller = Caller(agent, registry, policy, hooks or Hooks(), self.transcript)
         self.max_turns = max_turns
@@ -175,6 +178,7 @@ class AgentLoop:
         included: past it, CrewTimeout."""
         self.deadline = time.monotonic() + self.timeout if self.timeout else None
         self.ctx.deadline = self.deadline
+        self.policy.reopen()  # the last message's reply may have been stopped (crew chat)
         records: list[CallRecord] = []
         for turn in range(1, self.max_turns + 1):
             if self.closed:  # closed from another thread (Ctrl-C): no new turn, no new CLI
@@ -246,6 +250,7 @@ class AgentLoop:
     def close(self) -> None:
         """End the conversation and drop tool calls that have not started; no turn starts after this."""
         self.closed = True
+        self.policy.withdraw()  # an approval question still open: no one is there for it any more
         self.conv.close()
         self._pool.shutdown()
         self.ctx.groups.end()  # run_command's and command tools' process groups, whatever their threads do
@@ -445,7 +450,11 @@ class LoopChannel:
         data = arguments if isinstance(arguments, dict) else {"input": arguments}
         paths = [data[key] for key in PATH_KEYS if isinstance(data.get(key), str)]
         refusal = next(filter(None, (_outside(loop.ctx.workdir, path) for path in paths)), None)
-        refusal = refusal or loop.policy.check_native(tool, data, read_only)
+        try:
+            jsonio.check_depth(data)  # a CLI's line is not bounded as it is decoded (providers.base)
+        except jsonio.TooDeep as exc:
+            refusal = refusal or f"crew does not run {tool} with this input: {exc}"
+        refusal = refusal or loop.policy.check_native(tool, data, read_only, loop.deadline)
         decision = {"decision": "refused", "reason": refusal} if refusal else {"decision": "allowed"}
         loop.transcript.write("native_tool", agent=loop.agent, tool=tool, input=arguments, **decision)
         shown = f"{NATIVE}{tool} {brief_input(arguments)}"

@@ -28,7 +28,7 @@ def parse_mentions(text: str) -> tuple[list[Mention], str]:
         match = _MENTION.match(text, pos)
         if not match:
             break
-        mentions.append(Mention(match.group(1), match.group(2)))
+        mentions.append(_mention(match))
         pos = match.end()
     task = text[pos:].strip()
     if not mentions:
@@ -43,11 +43,20 @@ def parse_mentions(text: str) -> tuple[list[Mention], str]:
 
 def parse_agent(text: str) -> Mention:
     """One agent: `@claude` or `@claude:model` (the @ may be left out), as `crew chat` takes it."""
-    spec = text if text.startswith("@") else "@" + text
-    try:
-        mentions, rest = parse_mentions(spec + " -")  # a stand-in task: only the mention is wanted
-    except UsageError:
-        mentions, rest = [], ""
-    if len(mentions) != 1 or rest != "-":
+    match = _MENTION.fullmatch(text if text.startswith("@") else "@" + text)
+    if match is None:
         raise UsageError(f"'{text}' is not one agent mention; write e.g. crew chat @claude or @claude:haiku")
-    return mentions[0]
+    return _mention(match)
+
+
+def _mention(match: re.Match[str]) -> Mention:
+    agent, model = match.group(1), match.group(2)
+    if model is not None:
+        refuse_option(f"the model in '@{agent}:{model}'", model, f"name a model (e.g. @{agent}:sonnet) or leave it out")
+    return Mention(agent, model)
+
+
+def refuse_option(what: str, value: str, fix: str) -> None:
+    """UsageError when `value`, passed to a CLI as an argument, would be read as an option."""
+    if value.startswith("-"):
+        raise UsageError(f"{what} starts with '-', so the CLI would read it as an option; {fix}")

@@ -29,6 +29,7 @@ class RunOptions:
     worktree: bool = False  # each agent in a git worktree of its own (crewbridge.worktrees)
     review: str | None = None  # an agent that reviews the one writer's change (crewbridge.review)
     rounds: int = 3  # review rounds at most
+    sandbox: str | None = None  # "auto", "required" or "off": replaces crew.yaml's sandbox: (crewbridge.sandbox)
 
     @classmethod
     def names(cls) -> list[str]:

@@ -36,14 +36,17 @@
   reviewer's verdict (--review), one per round;
   ``{"type": "worktree", "run_id", "worktree", "branch", "base", "changes"}`` where an agent worked
   with --worktree and what it changed, at the end;
+  ``{"type": "sandbox", "text": "…"}`` the sandbox is wanted (auto) but no mechanism works here:
+  the run goes on unconfined;
   ``{"type": "notice", "text": "…"}`` anything else worth knowing.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
+
+from crewbridge import jsonio
 
 if TYPE_CHECKING:
     from crewbridge.api import Outcome
@@ -131,9 +134,4 @@ def error_record(agent: str, error: Exception) -> dict[str, Any]:
 
 def json_line(obj: Any) -> str:
     """One line of JSON; text that cannot be UTF-8 (a lone surrogate) is written as escapes."""
-    line = json.dumps(obj, ensure_ascii=False)
-    try:
-        line.encode("utf-8")
-    except UnicodeEncodeError:
-        line = json.dumps(obj)
-    return line + "\n"
+    return jsonio.dumps_bytes(obj).decode("utf-8") + "\n"

@@ -37,6 +37,7 @@ from crewbridge.version import __version__
 
 if TYPE_CHECKING:
     from crewbridge.native import Channel
+    from crewbridge.sandbox import Sandbox
 
 CLIENT = {"name": "crewbridge", "title": "crewbridge", "version": __version__}  # how crew names itself to a CLI
 NOT_FOUND, FAILED = -32601, -32603  # JSON-RPC's codes: no such method, the call failed
@@ -109,9 +110,11 @@ class LiveProcess:
     """One running CLI process for a whole conversation: JSON objects in and out, one a line,
     through Child (its own process group, ended as a whole)."""
 
-    def __init__(self, argv: list[str], *, env: dict[str, str], cwd: Path, install_hint: str = "") -> None:
+    def __init__(
+        self, argv: list[str], *, env: dict[str, str], cwd: Path, install_hint: str = "", sandbox: Sandbox | None = None
+    ) -> None:
         self.name = os.path.basename(argv[0])
-        self.child = Child(argv, env=env, cwd=cwd, keep_stdin=True, install_hint=install_hint)
+        self.child = Child(argv, env=env, cwd=cwd, keep_stdin=True, install_hint=install_hint, sandbox=sandbox)
 
     @property
     def pid(self) -> int:
@@ -322,7 +325,9 @@ class Peer:
         return process
 
     def _new_process(self) -> LiveProcess:
-        return LiveProcess(self.argv, env=self.env, cwd=self.cwd, install_hint=self.provider.install_hint)
+        return LiveProcess(
+            self.argv, env=self.env, cwd=self.cwd, install_hint=self.provider.install_hint, sandbox=self.base.sandbox
+        )
 
     def _next(self) -> list[Event]:
         """Read the CLI's next line and act on it; the events it stands for."""

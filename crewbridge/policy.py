@@ -7,11 +7,10 @@ Every layer only narrows: the profile is the ceiling, `allow` (when given) narro
 from __future__ import annotations
 
 import json
-import sys
-import threading
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import Any
 
+from crewbridge.approval import Approver
 from crewbridge.config import AgentSpec
 from crewbridge.errors import ConfigError
 from crewbridge.globs import NATIVE, command_allowed, command_denied, matches, matches_native, native_globs
@@ -22,28 +21,6 @@ CODING_TOOLS = frozenset({"write_file", "edit_file", "run_command"})  # besides 
 PROFILES = ("read-only", "coding", "full")
 COMMAND_TOOL = "run_command"
 SHOWN_INPUT = 2000  # characters of a call's input shown in an approval question
-
-terminal_lock = threading.Lock()  # one question on the terminal at a time, across agents
-
-
-class Approver:
-    """Asks a person yes/no on the terminal; says no without asking when there is no terminal."""
-
-    def __init__(self, stdin: IO[str] | None = None, stderr: IO[str] | None = None) -> None:
-        self.stdin = stdin or sys.stdin
-        self.stderr = stderr or sys.stderr
-
-    @property
-    def interactive(self) -> bool:
-        return _isatty(self.stdin) and _isatty(self.stderr)
-
-    def ask(self, question: str) -> str:
-        """The answer: "yes", "always" (this tool, for the rest of the run) or "no"."""
-        with terminal_lock:
-            self.stderr.write(f"{question} [y/N/a=always] ")
-            self.stderr.flush()
-            answer = self.stdin.readline().strip().lower()
-        return {"y": "yes", "yes": "yes", "a": "always", "always": "always"}.get(answer, "no")
 
 
 class Policy:
@@ -57,6 +34,15 @@ class Policy:
         self.approve_all = approve_all
         self.approver = approver or Approver()
         self._always: set[str] = set()
+
+    def withdraw(self) -> None:
+        """Withdraw any approval question a call of this policy asks or waits to ask (its reply was
+        stopped, its run ended): that call, and any other until reopen(), is refused."""
+        self.approver.withdraw()
+
+    def reopen(self) -> None:
+        """Approval questions may be asked again (a new message of the conversation)."""
+        self.approver.reopen()
 
     def allowed(self, spec: Tool) -> bool:
         """Whether the agent may use this tool at all in this mode."""
@@ -72,12 +58,13 @@ class Policy:
         """The tools the model is told about."""
         return registry.subset(self.allowed)
 
-    def check(self, spec: Tool, data: dict[str, Any]) -> str | None:
-        """Why this call may not run, or None. May ask a person (called from tool worker threads)."""
+    def check(self, spec: Tool, data: dict[str, Any], deadline: float | None = None) -> str | None:
+        """Why this call may not run, or None. May ask a person (called from tool worker threads),
+        until `deadline` (time.monotonic(): the run's end) at the latest."""
         if not self.allowed(spec):
             return self._refusal(spec)
         command = data.get("command") if spec.name == COMMAND_TOOL else _shell_argv(spec, data)
-        return self._decide(spec.name, data, command, self.needs_approval(spec))
+        return self._decide(spec.name, data, command, self.needs_approval(spec), deadline)
 
     def needs_approval(self, spec: Tool) -> bool:
         return spec.needs_approval or matches(spec.name, self.agent.approval)
@@ -95,11 +82,13 @@ class Policy:
             or agent.allow_lists("allow_commands")
         )
 
-    def check_native(self, tool: str, data: dict[str, Any], read_only: bool) -> str | None:
+    def check_native(
+        self, tool: str, data: dict[str, Any], read_only: bool, deadline: float | None = None
+    ) -> str | None:
         """Why the CLI may not run its own tool `tool` with `data`, or None. The rules of crew's own
         tools: query mode and the read-only profile refuse what writes or runs commands (all but
         `read_only` tools); `native:` globs in allow (when it has any) and deny; command globs on a
-        shell tool's command; approval. May ask a person."""
+        shell tool's command; approval. May ask a person, until `deadline` at the latest."""
         agent = self.agent
         if not read_only and (self.mode != "execute" or agent.profile == "read-only"):
             where = f"{self.mode} mode" if self.mode != "execute" else f"agent '{agent.id}' (profile read-only)"
@@ -113,9 +102,11 @@ class Policy:
                 f"crew's policy does not allow {tool} for agent '{agent.id}' (native:… in allow/deny "
                 "in crew.yaml); it was not run. Do it another way or ask the user"
             )
-        return self._decide(NATIVE + tool, data, data.get("command"), matches_native(tool, agent.approval))
+        return self._decide(NATIVE + tool, data, data.get("command"), matches_native(tool, agent.approval), deadline)
 
-    def _decide(self, name: str, data: dict[str, Any], command: Any, approval: bool) -> str | None:
+    def _decide(
+        self, name: str, data: dict[str, Any], command: Any, approval: bool, deadline: float | None
+    ) -> str | None:
         """The command rules on `command` (when it is one), then approval. A command crew cannot
         check is asked about where the tool needs approval, every time; elsewhere it is refused."""
         problem = None
@@ -124,7 +115,7 @@ class Policy:
         if problem is not None and not (problem.unchecked and approval):
             return problem.reason
         if approval:
-            return self._approve(name, data, unchecked=problem.unchecked if problem else None)
+            return self._approve(name, data, deadline, unchecked=problem.unchecked if problem else None)
         return None
 
     def _refusal(self, spec: Tool) -> str:
@@ -138,10 +129,12 @@ class Policy:
             f"(profile {self.agent.profile}, allow/deny in crew.yaml); use another tool"
         )
 
-    def _approve(self, name: str, data: dict[str, Any], unchecked: str | None = None) -> str | None:
-        """Ask a person whether tool `name` may run with `data` (None: yes). A command the command
-        rules could not check (`unchecked`: why) is asked about even under --yes or "always", and
-        refused with that reason when nobody can be asked."""
+    def _approve(
+        self, name: str, data: dict[str, Any], deadline: float | None, unchecked: str | None = None
+    ) -> str | None:
+        """Ask a person whether tool `name` may run with `data` (None: yes), until `deadline`. A
+        command the command rules could not check (`unchecked`: why) is asked about even under --yes
+        or "always", and refused with that reason when nobody can be asked."""
         if unchecked is None and (self.approve_all or name in self._always):
             return None
         if not self.approver.interactive:
@@ -157,7 +150,9 @@ class Policy:
         if len(shown) > SHOWN_INPUT:
             shown = shown[:SHOWN_INPUT] + f"… ({len(shown) - SHOWN_INPUT} more characters)"
         note = f"\n{unchecked}" if unchecked else ""
-        answer = self.approver.ask(f"@{self.agent.id} wants to run {name} {shown}{note}\nAllow?")
+        answer = self.approver.ask(f"@{self.agent.id} wants to run {name} {shown}{note}\nAllow?", deadline)
+        if answer is None:
+            return f"no one answered in time whether '{name}' may run; it was not run"
         if answer == "always":
             self._always.add(name)
         if answer == "no":
@@ -182,13 +177,6 @@ def _in_profile(profile: str, spec: Tool) -> bool:
     if profile == "full":
         return True
     return spec.read_only or (profile == "coding" and spec.name in CODING_TOOLS)
-
-
-def _isatty(stream: IO[str]) -> bool:
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):
-        return False
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import contextlib
 import fcntl
 import io
 import logging
@@ -18,6 +19,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from crewbridge.errors import CLINotFound, CrewTimeout, ProviderError
+from crewbridge.sandbox import Launch, Sandbox, spawn
 
 CHUNK = 1 << 16
 MAX_LINE = 8 << 20  # a longer line is cut (memory stays bounded whatever the CLI prints)
@@ -92,21 +94,40 @@ class Groups:
             _signal_group(pgid, signal.SIGKILL)
 
 
-def _popen(argv: list[str], *, env: dict[str, str] | None, cwd: Path | None) -> subprocess.Popen[bytes]:
-    """The CLI `argv` running in a process group of its own, with pipes for stdin, stdout and stderr.
-    OSError when it cannot be started."""
-    proc = subprocess.Popen(
-        argv,
+def _popen(
+    argv: list[str], *, env: dict[str, str] | None, cwd: Path | None, sandbox: Sandbox | None
+) -> tuple[subprocess.Popen[bytes], Launch]:
+    """The CLI `argv` running in a process group of its own (inside `sandbox` when given), with
+    pipes for stdin, stdout and stderr. OSError when it cannot be started."""
+    proc, launch = spawn(
+        [_arg(arg) for arg in argv],
+        sandbox=sandbox,
+        env=env,
+        cwd=cwd,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        cwd=cwd,
-        env=env,
-        start_new_session=True,
     )
     assert proc.stdout is not None
     _grow_pipe(proc.stdout.fileno())
-    return proc
+    return proc, launch
+
+
+def _arg(arg: str) -> str:
+    """An argument the kernel can take: a file name that was not UTF-8 (its bytes held as lone
+    surrogates) stays, to become those bytes again; any other lone surrogate (a model's "\\ud800")
+    is written as a backslash escape, never an error."""
+    try:
+        os.fsencode(arg)
+    except UnicodeEncodeError:
+        return arg.encode("utf-8", "backslashreplace").decode("utf-8")
+    return arg
+
+
+def _encoded(text: str) -> bytes:
+    """Text for a CLI's stdin: UTF-8, a lone surrogate (a name that was not UTF-8, a model's
+    "\\udc80") written as a backslash escape, so the CLI and its model read it escaped."""
+    return text.encode("utf-8", "backslashreplace")
 
 
 def _grow_pipe(fd: int) -> None:
@@ -141,10 +162,11 @@ class Child:
         stdin: str | None = None,
         keep_stdin: bool = False,
         install_hint: str = "",
+        sandbox: Sandbox | None = None,
     ) -> None:
         self.argv = argv
         try:
-            self.proc = _popen(argv, env=env, cwd=cwd)
+            self.proc, self._launch = _popen(argv, env=env, cwd=cwd, sandbox=sandbox)
         except FileNotFoundError:
             hint = f"; install it with: {install_hint}" if install_hint else "; install it or fix PATH"
             raise CLINotFound(f"'{argv[0]}' not found on PATH{hint}") from None
@@ -160,7 +182,7 @@ class Child:
         self._stderr_pipe = pipe_err
         self.pgid = self.proc.pid
         track_group(self.pgid)
-        self._command: str | None = shlex.join(argv)  # traced once, before the first line read or sent
+        self._command: str | None = shlex.join(self._launch.argv)  # traced once, before the first line read or sent
         self.trace()
         # pexpect reads stdout; imported here, after the CLI started, so its ~20 ms import overlaps
         # the CLI's own start-up. It gets the only descriptor of the pipe, closed once by _release().
@@ -199,7 +221,7 @@ class Child:
     def _feed(self, text: str | None) -> None:
         leave_signals_to_main()
         if text is not None:
-            self._write(text.encode(), None)
+            self._write(_encoded(text), None)
         self._close_stdin()
 
     def _write(self, data: bytes, deadline: float | None) -> None:
@@ -249,7 +271,7 @@ class Child:
         """Write `text` and a newline to stdin; CrewTimeout (after killing the group) when the CLI has
         not read it all by `deadline`."""
         self.trace("<", text)
-        self._write(text.encode() + b"\n", deadline)
+        self._write(_encoded(text) + b"\n", deadline)
 
     def watch(self, fd: int, ready: Callable[[], None]) -> None:
         """While read_line() waits for a line, call `ready()` on its thread whenever `fd` is readable:
@@ -353,7 +375,7 @@ class Child:
         self._ready.append(line)
 
     def wait(self, timeout: float = 5.0) -> int:
-        if not _wait_exit(self.proc, timeout):
+        if not wait_exit(self.proc, timeout):
             self.kill()
         return self.proc.wait()
 
@@ -374,11 +396,15 @@ class Child:
 
     def _kill(self, grace: float) -> None:
         if self.proc.poll() is None:
-            _signal_group(self.pgid, signal.SIGTERM)
-            _wait_exit(self.proc, grace)
+            if self._launch.wrapped:  # the wrapper would die at once and take the CLI with it
+                _signal_members(self.pgid, signal.SIGTERM, but=self.proc.pid)
+            else:
+                _signal_group(self.pgid, signal.SIGTERM)
+            wait_exit(self.proc, grace)
         _signal_group(self.pgid, signal.SIGKILL)  # also any grandchildren left in the group
         self.proc.wait()
         untrack_group(self.pgid)
+        self._launch.ended()
         self._close_stdin()
 
     def _release(self) -> None:
@@ -402,7 +428,7 @@ def leave_signals_to_main() -> None:
     signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
 
 
-def _wait_exit(proc: subprocess.Popen[bytes], timeout: float) -> bool:
+def wait_exit(proc: subprocess.Popen[bytes], timeout: float) -> bool:
     """Wait up to `timeout` seconds for `proc` to exit (True when it has), waking the moment it does:
     Popen.wait(timeout) polls in sleeps that grow to 50 ms, so a CLI that takes 25 ms to exit
     was seen gone after 32 ms, one that takes 33 ms after 64 ms."""
@@ -423,6 +449,22 @@ def _wait_exit(proc: subprocess.Popen[bytes], timeout: float) -> bool:
     finally:
         os.close(fd)
     return proc.poll() is not None
+
+
+def _signal_members(pgid: int, sig: int, *, but: int) -> None:
+    """Send `sig` to every process of group `pgid` but `but` (its sandbox's wrapper, which exits
+    once the process it wraps has): the CLI saves its session on SIGTERM before it ends."""
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == but:
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as stat:
+                fields = stat.read().rsplit(b")", 1)[1].split()  # after the command, which may hold anything
+        except OSError:
+            continue  # ended meanwhile
+        if int(fields[2]) == pgid:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(int(entry.name), sig)
 
 
 def _signal_group(pgid: int, sig: int) -> None:

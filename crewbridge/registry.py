@@ -13,6 +13,7 @@ from typing import Any
 
 from crewbridge.errors import CrewError, ToolNotFound
 from crewbridge.process import Groups
+from crewbridge.sandbox import Sandbox
 from crewbridge.skills import Skill
 from crewbridge.validation import compile_schema, first_error
 
@@ -39,6 +40,7 @@ class ToolContext:
     deadline: float | None = None  # time.monotonic() when the run ends: no tool runs past it
     groups: Groups = field(default_factory=Groups)  # the process groups the run's tools started
     skills: dict[str, Skill] = field(default_factory=dict)  # the agent's skills, by name (crew:skill)
+    sandbox: Sandbox | None = None  # where the tools' commands run (run_command, command tools)
 
     @property
     def read_roots(self) -> list[Path]:

@@ -21,7 +21,8 @@ Three outputs, chosen by `Renderer(output=…)`:
   happens. Their shapes are crewbridge/outputs.py's (and docs/schemas/).
 
 With ``verbose`` each command crew runs (`$`), every line it reads from the CLI (`>`) and sends it
-(`<`) go to stderr, in every output.
+(`<`) go to stderr, in every output, with secrets redacted as in transcripts (crewbridge.redact:
+`secrets` are the variables crew.yaml's providers set).
 """
 
 from __future__ import annotations
@@ -37,16 +38,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
+from crewbridge.approval import isatty, terminal  # an approval question owns the terminal while it waits
 from crewbridge.outputs import error_record, event_record, json_line, outcomes_record, worktree_record
-from crewbridge.policy import terminal_lock  # an approval question owns the terminal
 from crewbridge.process import log as process_log
+from crewbridge.redact import Redactor
 from crewbridge.verdict import Finding
+
+STDERR_TOO = ("fallback", "resume", "warning", "sandbox")  # events shown on stderr with --json too
 
 if TYPE_CHECKING:
     from crewbridge.api import Outcome
     from crewbridge.loop import CallRecord, Progress
 
 OUTPUTS = ("text", "json", "jsonl")
+RUN_EVENTS = ("fallback", "resume", "warning", "sandbox")  # shown on stderr with --json too
 TRACE_CHARS = 1000  # a --verbose line is cut after this many characters
 SHOWN_CHANGES = 20  # files listed per agent after a --worktree run
 STATUS_IDLE = 0.3  # seconds without output before the status line shows
@@ -125,6 +130,7 @@ class Renderer:
         out: IO[str] | None = None,
         err: IO[str] | None = None,
         env: Mapping[str, str] | None = None,
+        secrets: Mapping[str, str] | None = None,
     ) -> None:
         if output not in OUTPUTS:
             raise ValueError(f"output '{output}' is not one of {', '.join(OUTPUTS)}")
@@ -151,6 +157,7 @@ class Renderer:
         self._stop = threading.Event()
         self._ticker: threading.Thread | None = None
         self._trace: logging.Handler | None = None
+        self._redactor = Redactor(env, provided=secrets)
         if verbose:
             self._trace = _TraceHandler(self)
             process_log.addHandler(self._trace)
@@ -186,7 +193,12 @@ class Renderer:
             if self.output == "jsonl":
                 if event.kind != "text" or event.text:  # not a text event that only settles what is shown
                     self._write_out(json_line(event_record(event)))
-            elif self.output == "text" or event.kind in ("fallback", "resume", "warning"):  # on stderr with --json too
+            elif self.output == "text" or event.kind in (
+                "fallback",
+                "resume",
+                "warning",
+                "sandbox",
+            ):  # stderr, --json too
                 getattr(self, f"_on_{event.kind}", self._on_notice)(agent, event)
             if event.kind == "turn":
                 agent.turn, agent.state, agent.since = _int(event.text), "waiting for the model", time.monotonic()
@@ -244,7 +256,7 @@ class Renderer:
         self._end_line()
         self._write_err(self.style.paint(f"crew: {one_line(event.text)}", "33") + "\n")
 
-    _on_warning = _on_resume  # about the run, not one agent: a `crew:` line
+    _on_warning = _on_sandbox = _on_resume  # about the run, not one agent: a `crew:` line
 
     def _on_notice(self, agent: _Agent, event: Progress) -> None:
         self._err_line(agent, self.style.paint(f"  {one_line(event.text)}", "2"))
@@ -413,10 +425,11 @@ class Renderer:
             _silence(self.out)
 
     def _write_err(self, text: str) -> None:
-        """A line on stderr (the status line, if drawn, wiped first); it waits while a person
-        answers an approval question."""
+        """A line on stderr (the status line, if drawn, wiped first); while a person is asked an
+        approval question, it is held and written after the question (nothing waits for them)."""
         self._quiet_since, self._last_line = time.monotonic(), None
-        with terminal_lock:
+
+        def write() -> None:
             self._clear_status()
             try:
                 self.err.write(_encodable(text, self.err))
@@ -424,12 +437,15 @@ class Renderer:
             except BrokenPipeError:
                 _silence(self.err)
 
+        terminal.write(write)
+
     def trace(self, line: str) -> None:
         """A --verbose line on stderr."""
         with self._lock:
             if self.shared_tty and self._column:
                 self._end_line()
-            self._write_err(self.style.paint(one_line(line, TRACE_CHARS), "2") + "\n")
+            line = one_line(self._redactor.head(line, TRACE_CHARS), TRACE_CHARS)
+            self._write_err(self.style.paint(line, "2") + "\n")
 
     # -- the status line ------------------------------------------------------------------------
 
@@ -464,13 +480,13 @@ class Renderer:
             for a in busy
         ]
         line = one_line(f"{spin[frame % len(spin)]} " + "  ".join(parts), self.style.width - 1)
-        if terminal_lock.acquire(blocking=False):
-            try:
-                self.err.write("\r\x1b[2K" + self.style.paint(line, "2") + "\r")
-                self.err.flush()
-                self._status = True
-            finally:
-                terminal_lock.release()
+
+        def write() -> None:
+            self.err.write("\r\x1b[2K" + self.style.paint(line, "2") + "\r")
+            self.err.flush()
+            self._status = True
+
+        terminal.write_if_free(write)
 
     def _clear_status(self) -> None:
         if self._status:
@@ -575,14 +591,6 @@ def _int(text: str) -> int:
         return int(text)
     except ValueError:
         return 0
-
-
-def isatty(stream: Any) -> bool:
-    """Whether `stream` is a terminal (False for anything that cannot say)."""
-    try:
-        return bool(stream.isatty())
-    except (AttributeError, ValueError):
-        return False
 
 
 def _same_terminal(a: Any, b: Any) -> bool:

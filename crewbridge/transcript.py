@@ -3,22 +3,27 @@
 One file per run under `$XDG_STATE_HOME/crewbridge/runs/` (default `~/.local/state`), named by the run
 id (start time + random suffix, so names sort by time). The first event is `start`, the last `end`
 (absent when the process died: the run shows as unfinished). `list_runs` and `read_run` serve `crew log`.
+
+A record is bounded: a string longer than MAX_TEXT characters keeps its head and says how long it
+was, nesting past jsonio.MAX_DEPTH is replaced by a note, and a record still larger than MAX_RECORD
+bytes has its largest fields replaced by their size. Text that is not UTF-8 (a lone surrogate) is
+written as JSON escapes.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
+from crewbridge import jsonio
 from crewbridge.config import state_dir
 from crewbridge.errors import CrewError, Interrupted, UsageError
 from crewbridge.redact import Redactor
@@ -27,6 +32,9 @@ from crewbridge.version import __version__
 
 _RUN_ID = re.compile(r"^[0-9]{8}-[0-9]{6}-[0-9a-f]{6}$")
 _TAIL = 1 << 16  # bytes read from the end of a file to find its `end` event
+MAX_TEXT = 1 << 20  # characters of one string in a record; a longer one keeps its head
+MAX_RECORD = 4 << 20  # bytes of one record (a line), the newline included
+_KEPT = ("kind", "time", "ms")  # fields a record too large always keeps
 
 
 def runs_dir(env: Mapping[str, str] | None = None) -> Path:
@@ -39,7 +47,7 @@ class Transcript:
     def __init__(self) -> None:
         self.run_id: str | None = None
         self.path: Path | None = None
-        self._file: IO[str] | None = None
+        self._file: IO[bytes] | None = None
         self._lock = threading.Lock()
         self._start = time.monotonic()
         self._redactor: Redactor | None = None
@@ -57,8 +65,9 @@ class Transcript:
         **fields: Any,
     ) -> Transcript:
         """Start a transcript file and write its `start` event with `fields` (command, agents, task…).
-        Secrets are taken from `env` (default: this process's environment) and from `secrets`, variables
-        crew gives its CLIs besides (the `env:` of crew.yaml's providers). `run_id`: the id the run
+        Secrets are taken from `env` (default: this process's environment: the variables whose names
+        say so) and from `secrets`, variables crew gives its CLIs besides (the `env:` of crew.yaml's
+        providers: every value, whatever its name; see crewbridge.redact). `run_id`: the id the run
         already has (its worktrees' branches name it); by default a new one."""
         self = cls()
         directory = directory or runs_dir(env)
@@ -73,8 +82,8 @@ class Transcript:
                 f"cannot write the run transcript in {directory}: {exc.strerror or exc}; "
                 "set XDG_STATE_HOME to a writable directory"
             ) from None
-        self._file = os.fdopen(fd, "w", encoding="utf-8")
-        self._redactor = Redactor({**(os.environ if env is None else env), **(secrets or {})})
+        self._file = os.fdopen(fd, "wb")
+        self._redactor = Redactor(env, provided=secrets)
         self.write("start", run_id=self.run_id, version=__version__, pid=os.getpid(), cwd=os.getcwd(), **fields)
         return self
 
@@ -109,11 +118,43 @@ class Transcript:
                     "usage": usage,
                 }
             event = {"kind": kind, "time": _now(), "ms": round((time.monotonic() - self._start) * 1000, 1), **fields}
-            self._file.write(json.dumps(self._redactor.value(event), ensure_ascii=False, default=str) + "\n")
+            self._file.write(self._record(event))
             self._file.flush()
             if last:
                 self._file.close()
                 self._file = None
+
+    def _record(self, event: dict[str, Any]) -> bytes:
+        """`event` as one line of the file: redacted and bounded (see the module's docstring)."""
+        event = self._bounded(event, 0)
+        line = jsonio.dumps_bytes(event) + b"\n"
+        if len(line) > MAX_RECORD:  # many strings, each under MAX_TEXT: the largest fields go first
+            sizes = {key: len(jsonio.dumps_bytes(value)) for key, value in event.items() if key not in _KEPT}
+            for key in sorted(sizes, key=lambda key: sizes[key], reverse=True):
+                event[key] = {"cut": f"crew left this field out: {sizes[key]:,} bytes made the record too large"}
+                line = jsonio.dumps_bytes(event) + b"\n"
+                if len(line) <= MAX_RECORD:
+                    break
+        return line
+
+    def _bounded(self, value: Any, depth: int) -> Any:
+        """`value` redacted, with long strings cut and deep nesting replaced; anything that is not
+        JSON (a Path, an exception) as its text."""
+        assert self._redactor is not None
+        if isinstance(value, str):
+            if len(value) <= MAX_TEXT:
+                return self._redactor.text(value)
+            head = self._redactor.head(value, MAX_TEXT)
+            return f"{head}…[crew cut this text: {len(value):,} characters in all, the first {MAX_TEXT:,} kept]"
+        if value is None or isinstance(value, (bool, int, float)):
+            return value
+        if isinstance(value, (dict, list, tuple)) and depth >= jsonio.MAX_DEPTH:
+            return f"[crew left this out: nested more than {jsonio.MAX_DEPTH} levels deep]"
+        if isinstance(value, dict):
+            return {self._bounded(str(key), depth): self._bounded(item, depth + 1) for key, item in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [self._bounded(item, depth + 1) for item in value]
+        return self._bounded(str(value), depth)
 
     def __enter__(self) -> Transcript:
         return self
@@ -199,19 +240,40 @@ def list_runs(limit: int | None = 20, directory: Path | None = None, since: date
 
 
 def read_run(run_id: str, directory: Path | None = None) -> list[dict[str, Any]]:
-    """Every event of one run. `run_id` may be a unique prefix, or `last`. A line that is not JSON
-    (the run died while writing it) comes back as `{"kind": "corrupt", "line": n, "text": …}`."""
+    """Every event of one run. `run_id` may be a unique prefix, or `last`. A line that cannot be
+    read (the run died while writing it, a line not JSON, nested too deeply or larger than any
+    record crew writes) comes back as `{"kind": "corrupt", "line": n, "error": …, "text": …}`."""
     path = find_run(run_id, directory)
     events: list[dict[str, Any]] = []
-    with path.open(encoding="utf-8", errors="replace") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
+    with path.open("rb") as handle:
+        for number, (raw, size) in enumerate(_lines(handle), 1):
+            if not raw.strip():
                 continue
-            try:
-                events.append(json.loads(line))
-            except ValueError:
-                events.append({"kind": "corrupt", "line": number, "text": line[:200]})
+            text = raw.decode("utf-8", "replace")
+            if size > MAX_RECORD:
+                error = f"a record of {size:,} bytes, more than crew writes ({MAX_RECORD:,}); not read"
+            else:
+                try:
+                    event = jsonio.loads(text)
+                except ValueError as exc:
+                    error = str(exc)
+                else:
+                    if isinstance(event, dict):
+                        events.append(event)
+                        continue
+                    error = "not a JSON object"
+            events.append({"kind": "corrupt", "line": number, "error": error, "text": text[:200]})
     return events
+
+
+def _lines(handle: IO[bytes]) -> Iterator[tuple[bytes, int]]:
+    """Each line of `handle` and its size; of a line longer than a record, only its first
+    MAX_RECORD + 1 bytes (the rest is skipped)."""
+    while line := handle.readline(MAX_RECORD + 1):
+        size, tail = len(line), line
+        while not tail.endswith(b"\n") and (tail := handle.readline(1 << 20)):
+            size += len(tail)
+        yield line, size
 
 
 def find_run(run_id: str, directory: Path | None = None) -> Path:
@@ -236,7 +298,7 @@ def find_run(run_id: str, directory: Path | None = None) -> Path:
 
 def _summary(path: Path) -> RunSummary:
     with path.open("rb") as handle:
-        first = _json(handle.readline())
+        first = _json(handle.readline(MAX_RECORD + 1))
         size = handle.seek(0, os.SEEK_END)
         handle.seek(max(size - _TAIL, 0))
         tail = handle.read().splitlines()
@@ -254,8 +316,8 @@ def _summary(path: Path) -> RunSummary:
 
 def _json(raw: bytes) -> dict[str, Any]:
     try:
-        value = json.loads(raw)
-    except ValueError:
+        value = jsonio.loads(raw)
+    except ValueError:  # not JSON (cut short: the run died writing it), or nested too deeply
         return {}
     return value if isinstance(value, dict) else {}
 

@@ -8,8 +8,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from crewbridge import jsonio
 from crewbridge.events import Event, Notice
+from crewbridge.mentions import refuse_option
 from crewbridge.modes import Mode
+from crewbridge.sandbox import Sandbox, State
 
 
 @dataclass
@@ -23,6 +26,17 @@ class Turn:
     system_prompt: str | None = None
     options: list[str] = field(default_factory=list)  # extra CLI options from configuration
     native: bool = False  # crew's tools go through the CLI's native channel, not the catalogue (crewbridge.native)
+    sandbox: Sandbox | None = None  # the CLI runs inside it (crewbridge.sandbox)
+
+    def __post_init__(self) -> None:
+        # Each goes to the CLI as an argument: `--model --dangerously-skip-permissions` must never be
+        # built, whoever named the model (a mention, crew.yaml, the Python API) or the session.
+        if self.model:
+            refuse_option(
+                f"model '{self.model}'", self.model, "name a model (crew agents list shows the configured ones)"
+            )
+        if self.session_id:
+            refuse_option(f"session id '{self.session_id}'", self.session_id, "resume a session the CLI named")
 
 
 def cli_home(env: Mapping[str, str], variable: str, default: str) -> Path:
@@ -44,23 +58,29 @@ _scan_once = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # the C
 
 def parse_object(line: str) -> dict[str, Any] | Notice | None:
     """The JSON object one line of CLI output holds; None for a blank line; a Notice for a corrupt
-    one (not JSON, nested too deeply, not an object)."""
+    one (not JSON, nested too deeply, not an object).
+
+    Nesting: json's C scanner stops at its recursion limit (RecursionError, a Notice here), so no
+    line can crash a reader. A line the fast path decodes is not counted for jsonio.MAX_DEPTH: that
+    would cost a fifth of the time of a streamed delta, and decoders read fields by name. A value
+    handed on whole (a tool's input) is bounded where it is handed on (crewbridge.caller,
+    LoopChannel.permit)."""
     try:
         # A line that starts with its value goes straight to json's C scanner: json.loads wraps it in
         # ~1 µs of Python calls and regular expressions, a fifth of its time on a streamed delta.
         obj, end = _scan_once(line, 0)
         if end != len(line) and line[end:].strip(" \t\n\r"):
-            raise ValueError("something after the value")  # json.loads below names it
+            raise ValueError("something after the value")  # jsonio.loads below names it
     except (StopIteration, ValueError, RecursionError):
-        line = line.strip()  # blank, corrupt, or padded with whitespace
+        line = line.strip()  # blank, corrupt, nested too deeply, or padded with whitespace
         if not line:
             return None
         try:
-            obj = json.loads(line)
+            obj = jsonio.loads(line)
+        except jsonio.TooDeep:
+            return Notice("corrupt", f"JSON nested too deeply (more than {jsonio.MAX_DEPTH} levels): {line[:120]}")
         except ValueError as exc:
             return Notice("corrupt", f"not JSON ({getattr(exc, 'msg', exc)}): {line[:120]}")
-        except RecursionError:
-            return Notice("corrupt", f"JSON nested too deeply: {line[:120]}")
     if not isinstance(obj, dict):
         return Notice("corrupt", f"not a JSON object: {line.strip()[:120]}")
     return obj
@@ -81,7 +101,11 @@ class JsonLineDecoder:
         try:
             return self.event(obj)
         except (AttributeError, KeyError, TypeError, ValueError) as exc:
-            return [Notice("corrupt", f"unexpected event shape ({exc}): {json.dumps(obj)[:120]}")]
+            try:
+                shown = json.dumps(obj)[:120]
+            except RecursionError:  # a line the fast path took whole, just under json's limit
+                shown = "(nested too deeply to show)"
+            return [Notice("corrupt", f"unexpected event shape ({exc}): {shown}")]
 
     def event(self, obj: dict[str, Any]) -> list[Event]:
         raise NotImplementedError
@@ -124,6 +148,12 @@ class Provider:
     def env(self) -> dict[str, str]:
         """Variables added to the inherited environment."""
         return {}
+
+    def state(self, env: Mapping[str, str]) -> State:
+        """Where the CLI (run with `env`) writes its own state, the only places besides its temp
+        folder (and, in execute mode, the working directory) it may write inside crew's sandbox;
+        and the files there that make code run later, kept read-only."""
+        return State()
 
     def commands(self) -> list[list[str]]:
         """Every command line crew may run, with sample values: `crew doctor` checks each one's

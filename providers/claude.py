@@ -11,6 +11,7 @@ from typing import Any
 from crewbridge.providers.base import JsonLineDecoder, Provider, Turn, cli_home
 
 from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session, Text, Usage
+from crewbridge.sandbox import State
 
 # Query mode offers only these of Claude's own tools. An allow list, not a deny list: 2.1.197 also
 # has CronCreate, EnterWorktree, Skill, Workflow, … and each version adds more.
@@ -160,3 +161,13 @@ class ClaudeProvider(Provider):
 
     def commands(self) -> list[list[str]]:
         return [*super().commands(), self.argv(Turn("", "query")) + STREAM_FLAGS + NATIVE_FLAGS]
+
+    def state(self, env: Mapping[str, str]) -> State:
+        # 2.1.197 writes ~/.claude/ (sessions under projects/, backups, shell snapshots) and
+        # ~/.claude.json, by a temp file renamed in $HOME: that one stays read-only, measured to cost
+        # nothing (it answers, keeps and resumes its sessions). Hooks live in settings.json, MCP
+        # servers in .claude.json (kept read-only also where the project covers it: crew execute in ~;
+        # in the folder itself when CLAUDE_CONFIG_DIR moves it).
+        home = cli_home(env, "CLAUDE_CONFIG_DIR", ".claude")
+        config = home if env.get("CLAUDE_CONFIG_DIR") else home.parent
+        return State(dirs=(home,), read_only=(home / "settings.json", config / ".claude.json"))

@@ -9,6 +9,7 @@ from typing import Any
 from crewbridge.providers.base import JsonLineDecoder, Provider, Turn, cli_home
 
 from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session, Text, Usage
+from crewbridge.sandbox import State
 
 
 class CodexDecoder(JsonLineDecoder):
@@ -41,6 +42,18 @@ class CodexDecoder(JsonLineDecoder):
         return [Notice("unknown", str(kind))]
 
 
+SANDBOX = {"query": "read-only", "execute": "workspace-write"}  # Codex's own, for its commands
+
+
+def own_sandbox(turn: Turn) -> str:
+    """Codex's own sandbox for its commands: read-only in query mode, the working directory in
+    execute mode. Inside crew's sandbox, none: its bwrap cannot start there (measured with 0.169.0:
+    without capabilities it can neither map its user namespace's ids nor mount a /proc, and under
+    Landlock it cannot write /proc/self/uid_map), so crew's alone confines its commands, as it
+    confines Codex."""
+    return "danger-full-access" if turn.sandbox is not None else SANDBOX.get(turn.mode, "read-only")
+
+
 class CodexProvider(Provider):
     name = "codex"
     binary = "codex"
@@ -49,8 +62,7 @@ class CodexProvider(Provider):
     native_via = "dynamic tools on its app-server thread"
 
     def argv(self, turn: Turn) -> list[str]:
-        sandbox = "read-only" if turn.mode == "query" else "workspace-write"
-        argv = [self.binary, "exec", "--json", "--skip-git-repo-check", "--sandbox", sandbox]
+        argv = [self.binary, "exec", "--json", "--skip-git-repo-check", "--sandbox", own_sandbox(turn)]
         if turn.model:
             argv += ["--model", turn.model]
         argv += turn.options
@@ -68,3 +80,10 @@ class CodexProvider(Provider):
 
     def commands(self) -> list[list[str]]:
         return [*super().commands(), [self.binary, "app-server"]]  # the live conversation
+
+    def state(self, env: Mapping[str, str]) -> State:
+        # 0.169.0 writes $CODEX_HOME (sqlite with -wal/-shm, sessions, shell snapshots, skills/.system
+        # rewritten at each start); config.toml names MCP servers and a `notify` command, rules/
+        # holds the commands it may run outside its own sandbox without asking.
+        home = cli_home(env, "CODEX_HOME", ".codex")
+        return State(dirs=(home,), read_only=(home / "config.toml", home / "rules"))

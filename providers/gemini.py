@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import glob
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from crewbridge.providers.base import JsonLineDecoder, Provider, Turn, cli_home
 
+from crewbridge import jsonio
 from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session, Text, Usage
 from crewbridge.native import SERVER
+from crewbridge.sandbox import State
 
 # What the native conversation (live_gemini_acp.py) runs instead of stream-json: ACP on stdio, in the
 # approval mode in which Gemini asks its client before each use of its own tools that write or run
@@ -57,7 +58,7 @@ def _readable(message: str) -> str:
     """Gemini wraps the API's JSON error body in its message ("[API Error: {…}]"): say it plainly."""
     start, end = message.find("{"), message.rfind("}")
     try:
-        body = json.loads(message[start : end + 1]) if 0 <= start < end else None
+        body = jsonio.loads(message[start : end + 1]) if 0 <= start < end else None
     except ValueError:
         return message
     error = body.get("error") if isinstance(body, dict) else None
@@ -105,10 +106,16 @@ class GeminiProvider(Provider):
         # each project's folder under ~/.gemini/tmp/
         home = cli_home(env, "GEMINI_CLI_HOME", "") / ".gemini"
         try:
-            folder = json.loads((home / "projects.json").read_text(encoding="utf-8"))["projects"][str(cwd)]
+            folder = jsonio.loads((home / "projects.json").read_text(encoding="utf-8"))["projects"][str(cwd)]
         except (OSError, ValueError, KeyError, TypeError):
             return False
         return isinstance(folder, str) and session_file(env, session_id, folder) is not None
+
+    def state(self, env: Mapping[str, str]) -> State:
+        # 0.61.0 writes ~/.gemini/ (projects.json, tmp/<project>/chats, history) and exits 1 without
+        # it; settings.json names MCP servers and hooks, extensions/ holds MCP servers too.
+        home = cli_home(env, "GEMINI_CLI_HOME", "") / ".gemini"
+        return State(dirs=(home,), read_only=(home / "settings.json", home / "extensions"))
 
     def api_status(self, exit_code: int) -> int | None:
         # After an API error Gemini exits with the HTTP status mod 256 (429 → 173): 400 to 511 are
@@ -136,6 +143,6 @@ def session_file(env: Mapping[str, str], session_id: str | None, project: str | 
 def _session_id(path: Path) -> str | None:
     try:
         with path.open(encoding="utf-8") as file:
-            return json.loads(file.readline()).get("sessionId")
+            return jsonio.loads(file.readline()).get("sessionId")
     except (OSError, ValueError, AttributeError):
         return None

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from crewbridge.providers.base import Decoder, JsonLineDecoder, Provider, Turn
@@ -10,6 +13,7 @@ from crewbridge.providers.base import Decoder, JsonLineDecoder, Provider, Turn
 from crewbridge.errors import ConfigKeyError
 from crewbridge.events import Event, Failure, MessageEnd, Session, Text
 from crewbridge.modes import Mode
+from crewbridge.sandbox import State
 
 SAMPLE = 160  # characters of an unreadable line quoted in the error
 
@@ -105,6 +109,8 @@ class GenericSpec:
     install_hint: str = ""
     env: dict[str, str] = field(default_factory=dict)
     probe: bool = True  # crew doctor runs its --version and --help (false: a CLI that would do more)
+    state_dirs: list[str] = field(default_factory=list)  # where it writes its own state (~, $VAR, ${VAR:-default})
+    state_read_only: list[str] = field(default_factory=list)  # files there that make code run later
 
     def __post_init__(self) -> None:
         if not self.command:
@@ -123,6 +129,10 @@ class GenericSpec:
             given += ["text_key"] if self.text_key != "text" else []
             if given:
                 raise ConfigKeyError(given[0], "is read only from JSON lines; set format: jsonl, or remove it")
+        for key in ("state_dirs", "state_read_only"):
+            for entry in getattr(self, key):
+                if not entry.startswith(("/", "~", "$")):
+                    raise ConfigKeyError(key, f"'{entry}' is not absolute; start it with /, ~ or a $VARIABLE")
         if self.resume and not self.session_key:
             raise ConfigKeyError(
                 "resume",
@@ -167,3 +177,35 @@ class GenericProvider(Provider):
 
     def commands(self) -> list[list[str]]:
         return super().commands() if self.spec.probe else []
+
+    def state(self, env: Mapping[str, str]) -> State:
+        def places(entries: list[str]) -> tuple[Path, ...]:
+            return tuple(path for path in (expand(entry, env) for entry in entries) if path is not None)
+
+        return State(dirs=places(self.spec.state_dirs), read_only=places(self.spec.state_read_only))
+
+
+_VARIABLE = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}|\$(\w+)")
+
+
+def expand(entry: str, env: Mapping[str, str]) -> Path | None:
+    """A `state_dirs` entry as a path: `~` is the CLI's HOME, `$VAR`/`${VAR}` its variables,
+    `${VAR:-default}` with a default. None when a variable without a default is unset (the CLI then
+    keeps nothing there), or the result is not absolute."""
+    missing = False
+
+    def value(match: re.Match[str]) -> str:
+        nonlocal missing
+        name = match.group(1) or match.group(3)
+        if env.get(name):
+            return env[name]
+        if match.group(2) is not None:
+            return match.group(2)
+        missing = True
+        return ""
+
+    text = _VARIABLE.sub(value, entry)
+    if text == "~" or text.startswith("~/"):
+        text = (env.get("HOME") or str(Path.home())) + text[1:]
+    path = Path(text)
+    return None if missing or not path.is_absolute() else path

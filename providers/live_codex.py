@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from crewbridge.providers.base import JsonLineDecoder, Turn
-from crewbridge.providers.codex import CodexProvider
+from crewbridge.providers.codex import CodexProvider, own_sandbox
 
 from crewbridge.conversation import EXACT, FULL
 from crewbridge.errors import ProviderError
@@ -41,7 +41,6 @@ if TYPE_CHECKING:
     from crewbridge.registry import Tool
     from crewbridge.sessions import Prior
 
-SANDBOX = {"query": "read-only", "execute": "workspace-write"}
 CONVERSATION_ITEMS = ("agentMessage", "userMessage")  # every other item is a tool's
 PREFIX = SERVER + "_"  # crew's dynamic tools: crew_read_file, … (Codex has tools of its own)
 # Codex's approval requests → its tool they are about, as the model calls it
@@ -123,7 +122,7 @@ class CodexLiveConversation(Peer):
         params: dict[str, Any] = {
             "cwd": str(self.cwd),
             "model": self.base.model,
-            "sandbox": SANDBOX.get(self.base.mode, "read-only"),
+            "sandbox": own_sandbox(self.base),
             # untrusted: Codex asks crew before each command and patch. Only when crew's policy may
             # refuse one: a command crew allows that the sandbox then blocks, Codex reruns outside
             # the sandbox without asking again; with "never" the sandbox has the last word.

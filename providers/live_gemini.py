@@ -19,6 +19,7 @@ from typing import Any
 
 from crewbridge.providers.gemini import session_file
 
+from crewbridge import jsonio
 from crewbridge.conversation import EXACT, ProcessConversation
 
 
@@ -58,8 +59,8 @@ def _records(path: Path) -> list[dict[str, Any]]:
     records = []
     for line in path.read_text(encoding="utf-8").splitlines():
         try:
-            record = json.loads(line)
-        except ValueError:
+            record = jsonio.loads(line)
+        except ValueError:  # not JSON, or nested too deeply (jsonio.TooDeep)
             continue  # Gemini skips lines it cannot read, too
         if isinstance(record, dict):
             records.append(record)

@@ -1,6 +1,7 @@
 """Shared fixtures: the mock model server, the real CLIs (pinned), and their scratch environments."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -11,6 +12,8 @@ from crewbridge import beneath
 from clienv import CLIS, require_cli
 from clienv import cli_env as build_env
 from mockserver import MockServer
+
+from crewbridge.sandbox import MECHANISM_ENV, Sandboxing
 
 
 @pytest.fixture
@@ -66,3 +69,10 @@ def private_user_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pyt
     base = tmp_path_factory.mktemp("xdg")
     monkeypatch.setenv("XDG_STATE_HOME", str(base / "state"))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(base / "config"))
+
+
+@pytest.fixture(params=["bwrap", "landlock"])
+def sandboxing(request: pytest.FixtureRequest) -> Sandboxing:
+    """Each real sandbox mechanism in turn (bubblewrap, then Landlock), as `--sandbox required` gets
+    it: the test fails when this machine does not offer it."""
+    return Sandboxing(env={**os.environ, MECHANISM_ENV: request.param})

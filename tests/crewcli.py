@@ -152,8 +152,8 @@ class FakeModel:
         return [json.loads(line)["argv"] for line in log.read_text().splitlines()] if log.exists() else []
 
     def provider(self, *args: str) -> dict[str, Any]:
-        """Its `providers:` entry in crew.yaml."""
-        return {"command": [str(self.path), *args]}
+        """Its `providers:` entry in crew.yaml: it keeps its state (the prompts) beside itself."""
+        return {"command": [str(self.path), *args], "state_dirs": [str(self.path.parent)]}
 
 
 def tool_block(name: str, **data: Any) -> str:

@@ -58,7 +58,8 @@ class Held(McpCore):
 
 # -- `crew mcp` as a process: a project whose agent `slow` never answers -------------------------------
 
-# A CLI that never answers: it writes its pid to $FAKE_PIDS/slow and sleeps.
+# A CLI that never answers: it writes its pid to $FAKE_PIDS/slow (a folder it declares as its state:
+# it may write there inside crew's sandbox, where the pid is its PID namespace's) and sleeps.
 SLOW = """\
 import os, time
 open(os.path.join(os.environ["FAKE_PIDS"], "slow"), "w").write(str(os.getpid()))
@@ -73,7 +74,7 @@ def mcp_project(tmp_path: Path, **agents: dict) -> Path:
     (work / "notes.txt").write_text("deploy window: Tuesday\n")
     (tmp_path / "pids").mkdir()
     slow = executable(tmp_path / "bin" / "slow", SLOW)
-    write_config(work / "crew.yaml", providers={"slow": {"command": [str(slow)]}},
+    write_config(work / "crew.yaml", providers={"slow": {"command": [str(slow)], "state_dirs": ["$FAKE_PIDS"]}},
                  agents={"slow": {"provider": "slow"}, **agents})
     subprocess.run([*CREW, "config", "trust", str(work / "crew.yaml")], env=env_for(tmp_path), check=True,
                    capture_output=True)
@@ -85,13 +86,24 @@ def env_for(tmp_path: Path) -> dict[str, str]:
 
 
 def slow_pid(tmp_path: Path) -> int:
-    """The pid the slow agent (or a command told to) wrote to tmp_path/pids/slow, once it has."""
+    """Once the slow agent (or a command told to) wrote tmp_path/pids/slow: its process id as this test
+    sees it (the slow agent's found by its program: inside crew's sandbox it wrote another)."""
     path = tmp_path / "pids" / "slow"
     for _ in range(200):
         if path.exists() and path.read_text().strip():
-            return int(path.read_text())
+            slow = str(tmp_path / "bin" / "slow")  # its command line starts with it, or with python and it
+            found = [int(entry.name) for entry in Path("/proc").iterdir()
+                     if entry.name.isdigit() and slow in _argv(entry)[:2]]
+            return found[0] if found else int(path.read_text())
         time.sleep(0.05)
     raise AssertionError("the slow process never started")
+
+
+def _argv(entry: Path) -> list[str]:
+    try:
+        return (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return []
 
 
 def gone(pid: int) -> bool:

@@ -52,7 +52,8 @@ def config(tmp_path: Path, task: str) -> Config:
     script.write_text(ASKS)
     command = [sys.executable, str(script), task, str(tmp_path / "depths")]
     agents = {**default_agents(), "asker": AgentSpec(id="asker", provider="asker")}
-    return Config(agents=agents, providers={"asker": GenericSpec(name="asker", command=command)}, transcripts=False)
+    asker = GenericSpec(name="asker", command=command, state_dirs=[str(tmp_path)])  # it records depths there
+    return Config(agents=agents, providers={"asker": asker}, transcripts=False)
 
 
 def test_an_asked_agent_asks_another_with_crews_ask(tmp_path: Path, workdir: Path) -> None:
@@ -70,6 +71,17 @@ def test_at_the_depth_limit_the_asked_agent_gets_no_ask(tmp_path: Path, workdir:
     call = answer.data["tool_calls"][0]
     assert (call["name"], call["success"]) == ("crew:ask", False)
     assert call["error"].startswith("unknown tool 'crew:ask'")
+
+
+def test_an_ask_for_a_model_that_would_read_as_an_option_is_refused_before_any_cli_starts(
+        tmp_path: Path, workdir: Path) -> None:
+    with pytest.raises(UsageError, match="starts with '-', so the CLI would read it as an option"):
+        Asker(config(tmp_path, "@demo hi"), workdir).ask("@asker:--dangerously-skip-permissions find out")
+    assert not (tmp_path / "depths").exists()  # the asker's CLI never started
+    answer = Asker(config(tmp_path, "@demo:--yolo hi"), workdir).ask("@asker find out")  # an agent asks so
+    call = answer.data["tool_calls"][0]
+    assert (call["name"], call["success"]) == ("crew:ask", False)
+    assert "the model in '@demo:--yolo' starts with '-'" in call["error"]
 
 
 def test_an_ask_past_the_limit_is_refused_before_any_cli_starts(tmp_path: Path, workdir: Path) -> None:
@@ -113,7 +125,7 @@ def test_an_ask_in_a_worktree_with_a_review_says_where_the_change_is_and_what_th
     writer.script(tool_block("crew:write_file", path="notes.txt", content="deploy: Tuesday\n"), "Set.", "Still set.")
     reviewer.script(tool_block("crew:verdict", verdict="approve"))
     agents = {**default_agents(), **{f.name: AgentSpec(f.name, f.name) for f in (writer, reviewer)}}
-    providers = {f.name: GenericSpec(f.name, f.provider()["command"]) for f in (writer, reviewer)}
+    providers = {f.name: GenericSpec(f.name, **f.provider()) for f in (writer, reviewer)}
     asker = Asker(Config(agents=agents, providers=providers, transcripts=False), repo)
     answer = asker.ask("@writer set the deploy day to Tuesday", "execute", worktree=True, review="reviewer")
     assert not answer.failed and status(repo) == ""

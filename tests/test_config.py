@@ -129,6 +129,15 @@ def test_a_type_error_names_file_line_key_and_fix(tmp_path):
     assert message == "crew.yaml:7: agents.claude.timeout: 'soon' is not of type 'number'; give seconds, e.g. 120"
 
 
+@pytest.mark.parametrize("where", ["agents:\n  claude:\n", "providers:\n  aider:\n    command: [aider]\n"])
+def test_a_model_that_would_read_as_an_option_is_refused(tmp_path, where):
+    message = error_of(tmp_path, where + "    model: --dangerously-skip-permissions\n")
+    key = "agents.claude" if where.startswith("agents") else "providers.aider"
+    assert message == (f"crew.yaml:{where.count(chr(10)) + 1}: {key}.model: '--dangerously-skip-permissions' is not in "
+                       "the right form; a model name, e.g. sonnet; crew passes it to the CLI as an argument, so it "
+                       "cannot start with -")
+
+
 def test_an_unknown_key_suggests_the_nearest(tmp_path):
     assert error_of(tmp_path, "agents:\n  claude:\n    timout: 3\n") == \
         "crew.yaml:3: agents.claude.timout: unknown key; did you mean 'timeout'?"
@@ -260,6 +269,8 @@ def test_an_unknown_provider_is_an_error_at_its_line(tmp_path):
      "streams in pieces of a message"),
     ("command: [qwen]\n    deltas: true",
      "crew.yaml:4: providers.qwen.deltas: is read only from JSON lines; set format: jsonl, or remove it"),
+    ("command: [qwen]\n    state_dirs: [.qwen]",
+     "crew.yaml:4: providers.qwen.state_dirs: '.qwen' is not absolute; start it with /, ~ or a $VARIABLE"),
 ])
 def test_a_bad_provider_key_is_one_line_with_the_file_its_line_and_the_key(tmp_path, entry, expected):
     assert error_of(tmp_path, f"providers:\n  qwen:\n    {entry}\n") == expected
@@ -720,3 +731,59 @@ def test_a_file_with_errors_cannot_be_trusted(project):
     path = write(project / "crew.yaml", "agents:\n  claude:\n    timout: 3\n")
     with pytest.raises(ConfigError, match="^crew.yaml:3: agents.claude.timout: unknown key; did you mean 'timeout'"):
         trust_config(path, project)
+
+
+# --- the sandbox -----------------------------------------------------------------------------------
+
+def test_the_sandbox_level_is_auto_unless_set_and_off_may_be_written_bare(tmp_path):
+    assert load(tmp_path, "").sandbox == "auto"
+    config = load(tmp_path, """
+        sandbox: off
+        agents:
+          claude: {sandbox: required, sandbox_network: true}
+          gemini: {sandbox: "off"}
+        """)
+    assert config.sandbox == "off"  # YAML reads a bare off as false
+    assert (config.agent("claude").sandbox, config.agent("claude").sandbox_network) == ("required", True)
+    assert (config.agent("gemini").sandbox, config.agent("gemini").sandbox_network) == ("off", False)
+    assert config.agent("codex").sandbox is None
+
+
+def test_a_wrong_sandbox_level_names_the_three(tmp_path):
+    assert error_of(tmp_path, "sandbox: strict\n") == "crew.yaml:1: sandbox: 'strict' is not one of auto, required, off"
+
+
+def test_a_generic_provider_declares_its_state_folders_from_its_environment(tmp_path):
+    config = load(tmp_path, """
+        providers:
+          mine:
+            command: [mine]
+            state_dirs: ["~/.mine", "${XDG_CACHE_HOME:-~/.cache}/mine", "$MINE_HOME", /var/lib/mine]
+            state_read_only: [~/.mine/hooks.json]
+        """)
+    provider = config.provider("mine")
+    state = provider.state({"HOME": "/h"})
+    assert state.dirs == (Path("/h/.mine"), Path("/h/.cache/mine"), Path("/var/lib/mine"))  # $MINE_HOME unset: none
+    assert state.read_only == (Path("/h/.mine/hooks.json"),)
+    assert provider.state({"HOME": "/h", "XDG_CACHE_HOME": "/c", "MINE_HOME": "/m"}).dirs[1:3] == \
+        (Path("/c/mine"), Path("/m"))
+
+
+def test_a_project_file_may_only_make_the_sandbox_stricter_until_it_is_trusted(user_dirs, project):
+    for text, key, loose in (("sandbox: off\n", "sandbox", "'off' is looser than 'auto'"),
+                             ("agents:\n  claude:\n    sandbox: off\n", "agents.claude.sandbox",
+                              "'off' is looser than 'auto'"),
+                             ("agents:\n  claude:\n    sandbox_network: true\n", "agents.claude.sandbox_network",
+                              "True is looser than False")):
+        path = write(project / "crew.yaml", text)
+        with pytest.raises(ConfigError, match=f"^crew.yaml:[0-9]+: {key}: {loose} .*may only make it stricter"):
+            load_config(None, project)
+    write(path, "sandbox: required\nagents:\n  claude:\n    sandbox: required\n")
+    config = load_config(None, project)
+    assert (config.sandbox, config.agent("claude").sandbox) == ("required", "required")
+    user_file(user_dirs, "sandbox: required\n")
+    write(path, "sandbox: auto\n")
+    with pytest.raises(ConfigError, match="sandbox: 'auto' is looser than 'required'"):
+        load_config(None, project)
+    trust_config(path)
+    assert load_config(None, project).sandbox == "auto"

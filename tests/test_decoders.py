@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session, Text, Usage
 from crewbridge.extract import Extractor
+from crewbridge.jsonio import MAX_DEPTH
 from crewbridge.parse import decoder_for, formats
 from crewbridge.providers.base import parse_object
 from crewbridge.providers.claude import ClaudeDecoder
@@ -207,6 +208,31 @@ class TestText:
 def test_a_corrupt_or_odd_line_is_reported_not_fatal(fmt: str, line: str) -> None:
     events = decoder_for(fmt).decode(line)
     assert all(isinstance(e, Notice) for e in events) and not only(Text, events)
+
+
+DEEP = '{"type": "assistant", "x": ' + "[" * 100_000 + "]" * 100_000 + "}"
+TEXT_LINES = {"claude": '{"type": "stream_event", "event": {"type": "content_block_delta", "index": 0, '
+                        '"delta": {"type": "text_delta", "text": "still here"}}}',
+              "gemini": '{"type": "message", "role": "assistant", "content": "still here", "delta": true}',
+              "codex": '{"type": "item.completed", "item": {"type": "agent_message", "text": "still here"}}'}
+
+
+@pytest.mark.parametrize("fmt", ["claude", "gemini", "codex"])
+@pytest.mark.parametrize("pad", ["", "  "])
+def test_a_line_nested_past_any_limit_is_a_notice_and_the_stream_goes_on(fmt: str, pad: str) -> None:
+    decoder = decoder_for(fmt)
+    events = decoder.decode(pad + DEEP + "\n") + decoder.decode(TEXT_LINES[fmt] + "\n")
+    assert [e.detail[:47] for e in events if isinstance(e, Notice)] == [
+        f"JSON nested too deeply (more than {MAX_DEPTH} levels): "[:47]]
+    assert text_of(events) == "still here"
+
+
+def test_a_line_the_slow_path_reads_is_held_to_max_depth() -> None:
+    deeper = ' {"a": ' + "[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1) + "}"  # padded: json.loads reads it
+    got = parse_object(deeper)
+    assert isinstance(got, Notice) and got.detail.startswith("JSON nested too deeply")
+    assert parse_object(' {"a": ' + "[" * (MAX_DEPTH - 1) + "]" * (MAX_DEPTH - 1) + "}") == {
+        "a": json.loads("[" * (MAX_DEPTH - 1) + "]" * (MAX_DEPTH - 1))}
 
 
 @pytest.mark.parametrize("fmt", ["claude", "gemini", "codex"])

@@ -16,6 +16,7 @@ from click.testing import CliRunner
 
 from clienv import CLIS, PACKAGES, REPO, VENV_BIN
 from crewbridge.cli import cli
+from crewbridge.sandbox import MECHANISM_ENV
 from crewbridge.doctor import FAIL, OK, WARN, Check, Prober, diagnose, help_argv, option_of, options_in_help
 from crewbridge.errors import UsageError
 from crewbridge.init import add_recipe
@@ -177,7 +178,7 @@ def test_a_missing_cli_is_a_warning_unless_it_is_needed(workdir: Path, bin_dir: 
     assert found["gemini"][0].message == ("not installed: `gemini` is not on PATH; only @gemini needs it, so "
                                           "install it to use that: npm install -g @google/gemini-cli")
     assert statuses(doctor(workdir, bin_dir, only=("gemini",))) == \
-        {"config": [OK], "tools": [OK], "mcp": [OK], "native": [OK], "gemini": [FAIL]}
+        {"config": [OK], "tools": [OK], "mcp": [OK], "native": [OK], "sandbox": [OK], "gemini": [FAIL]}
 
 
 def test_a_missing_cli_that_an_agent_in_crew_yaml_uses_fails(workdir: Path, bin_dir: Path) -> None:
@@ -347,8 +348,9 @@ def test_the_command_prints_one_line_per_finding_and_exits_1_on_a_failure(
     result = CliRunner().invoke(cli, ["doctor", "claude", "demo"])
     lines = result.output.splitlines()
     assert result.exit_code == 1 and lines[0].startswith("crew 0.1.0, Python ")
-    assert [line.split()[:2] for line in lines[1:7]] == \
-        [["ok", "config"], ["ok", "tools"], ["ok", "mcp"], ["ok", "native"], ["FAIL", "claude"], ["ok", "demo"]]
+    assert [line.split()[:2] for line in lines[1:8]] == [["ok", "config"], ["ok", "tools"], ["ok", "mcp"],
+                                                        ["ok", "native"], ["ok", "sandbox"], ["FAIL", "claude"],
+                                                        ["ok", "demo"]]
     assert "crew: 1 problem: see the FAIL lines" in lines[-1]
 
 
@@ -358,7 +360,8 @@ def test_the_command_exits_0_when_nothing_is_broken(workdir: Path, bin_dir: Path
     monkeypatch.chdir(workdir)
     result = CliRunner().invoke(cli, ["doctor"])  # the three CLIs are missing: warnings only
     assert result.exit_code == 0, result.output
-    assert [line.split()[0] for line in result.output.splitlines()[1:]] == ["ok", "ok", "ok", "ok", "warn", "warn", "warn", "ok"]
+    assert [line.split()[0] for line in result.output.splitlines()[1:]] == ["ok", "ok", "ok", "ok", "ok", "warn", "warn", "warn",
+                                                                               "ok"]
 
 
 def test_skills_with_a_broken_front_matter_are_reported_not_dropped(workdir: Path, bin_dir: Path) -> None:
@@ -383,3 +386,28 @@ def test_it_says_which_agents_can_take_crews_tools_natively(workdir: Path, bin_d
     monkeypatch.setenv("CREW_LIVE", "0")
     (native,) = doctor(workdir, bin_dir, config=workdir / "crew.yaml", only=("demo",))["native"]
     assert native.status == WARN and native.message.startswith("CREW_LIVE=0: every agent gets the text catalogue")
+
+
+# --- the sandbox ---------------------------------------------------------------------------------
+
+def test_the_sandbox_line_names_the_mechanism_and_why_not_the_others(workdir: Path, bin_dir: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    (sandbox,) = doctor(workdir, bin_dir)["sandbox"]
+    assert sandbox.status == OK and sandbox.message.startswith("bwrap (")  # the bundled one: PATH has no bwrap
+    assert "landlock: works too (ABI " in sandbox.message and "sandbox-exec: macOS only" in sandbox.message
+    monkeypatch.setenv(MECHANISM_ENV, "landlock")
+    (sandbox,) = doctor(workdir, bin_dir)["sandbox"]
+    assert sandbox.message.startswith("landlock (ABI ") and f"bwrap: not tried ({MECHANISM_ENV}=landlock)" in \
+        sandbox.message
+
+
+def test_no_sandbox_is_a_warning_a_failure_when_required_and_fine_when_off(workdir: Path, bin_dir: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(MECHANISM_ENV, "none")
+    (sandbox,) = doctor(workdir, bin_dir)["sandbox"]
+    assert sandbox.status == WARN and "CLIs and commands run unconfined; install bubblewrap" in sandbox.message
+    (workdir / "crew.yaml").write_text("agents:\n  careful:\n    provider: demo\n    sandbox: required\n")
+    assert statuses(doctor(workdir, bin_dir, config=workdir / "crew.yaml"))["sandbox"] == [FAIL]
+    (workdir / "crew.yaml").write_text("sandbox: off\n")
+    (sandbox,) = doctor(workdir, bin_dir, config=workdir / "crew.yaml")["sandbox"]
+    assert sandbox.status == OK and sandbox.message.startswith("off in crew.yaml")

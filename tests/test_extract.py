@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from crewbridge.extract import Extractor, Shown, ToolCall
 from crewbridge.fences import MAX_FENCE_LINE
 from crewbridge.functions import tool
+from crewbridge.jsonio import MAX_DEPTH
 from crewbridge.registry import ToolRegistry
 
 @tool(schema={"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"],
@@ -315,18 +316,28 @@ def test_a_block_over_the_size_limit_still_honours_strings() -> None:
     check(calls, [("crew:write_file", None, "too large"), READ])
 
 
-def test_nesting_deeper_than_the_limit_is_an_error() -> None:
-    deep = {"path": "a"}
-    for _ in range(10):
+def test_nesting_deeper_than_the_limit_is_an_error_for_the_model() -> None:
+    deep: dict = {"path": "a"}
+    for _ in range(MAX_DEPTH):
         deep = {"d": deep}
-    calls, _ = run(block(call("crew:write_file", deep)), max_depth=8)
-    check(calls, [("crew:write_file", ANY, "nested deeper than 8 levels")])
+    calls, _ = run(block(call("crew:write_file", deep)) + block(call("crew:read_file", path="a.txt")))
+    check(calls, [("crew:write_file", None, f"invalid JSON in the tool-call block: JSON nested more than "
+                                            f"{MAX_DEPTH} levels deep"), READ])
 
 
-def test_nesting_past_the_interpreter_recursion_limit_is_caught() -> None:
+def test_nesting_up_to_the_limit_is_a_call() -> None:
+    deep: dict = {"path": "a"}
+    for _ in range(MAX_DEPTH - 3):  # the call's object and its input are two levels more
+        deep = {"d": deep}
+    calls, _ = run(block(call("crew:write_file", deep)), registry=None)
+    check(calls, [("crew:write_file", ANY, None)])
+
+
+@pytest.mark.parametrize("split", [0, 7])
+def test_nesting_past_the_interpreter_recursion_limit_is_an_error_too(split: int) -> None:
     body = '{"type": "tool_use", "name": "crew:x", "input": ' + "[" * 100_000 + "]" * 100_000 + "}"
-    calls, _ = run(block(body))
-    check(calls, [("crew:x", None, "nested deeper than 200 levels")])
+    calls, _ = run(block(body), split=split)
+    check(calls, [("crew:x", None, f"nested more than {MAX_DEPTH} levels deep")])
 
 
 def test_a_custom_prefix() -> None:

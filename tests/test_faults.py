@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from crewcli import (
+    CREW,
     FakeModel,
     crew_env,
     end_group,
@@ -21,21 +22,23 @@ from crewcli import (
     executable,
     processes_in,
     run_crew,
-    running,
     start_crew,
     tool_block,
     write_config,
 )
+
+from crewbridge.jsonio import MAX_DEPTH
 
 INSTALL = {"claude": "npm install -g @anthropic-ai/claude-code",
            "gemini": "npm install -g @google/gemini-cli",
            "codex": "npm install -g @openai/codex"}
 
 # A CLI that hangs: it starts a grandchild, writes both pids to a file in $FAKE_PIDS, then waits forever.
+# (Inside crew's sandbox the pids are its PID namespace's: the file's name holds the CLI's name too.)
 HANGS = """\
-import os, subprocess, time
+import os, subprocess, sys, time
 grandchild = subprocess.Popen(["sleep", "600"])
-path = os.path.join(os.environ["FAKE_PIDS"], str(os.getpid()))
+path = os.path.join(os.environ["FAKE_PIDS"], f"{os.path.basename(sys.argv[0])}-{os.getpid()}")
 with open(path + ".tmp", "w") as out:
     out.write(f"{os.getpid()} {grandchild.pid}")
 os.rename(path + ".tmp", path)
@@ -45,12 +48,14 @@ time.sleep(600)
 
 @pytest.fixture
 def env(tmp_path):
-    """A clean environment whose PATH starts with tmp_path/bin, where fake CLIs go."""
+    """A clean environment whose PATH starts with tmp_path/bin, where fake CLIs go. They write their
+    pids in tmp_path/pids, a folder they may write inside crew's sandbox: the state folder the
+    generic ones declare (fake_agent), and the claude stand-in's CLAUDE_CONFIG_DIR."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
     (tmp_path / "pids").mkdir()
     return crew_env(tmp_path / "home", PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
-                    FAKE_PIDS=str(tmp_path / "pids"))
+                    FAKE_PIDS=str(tmp_path / "pids"), CLAUDE_CONFIG_DIR=str(tmp_path / "pids"))
 
 
 @pytest.fixture
@@ -65,7 +70,8 @@ def model(tmp_path, env):
 def fake_agent(tmp_path, name, source, *args):
     """A fake CLI running `source` (with `args`), configured as agent `name`; → the crew.yaml."""
     path = executable(tmp_path / "bin" / name, source)
-    return write_config(tmp_path / "crew.yaml", providers={name: {"command": [str(path), *args]}},
+    return write_config(tmp_path / "crew.yaml",
+                        providers={name: {"command": [str(path), *args], "state_dirs": ["$FAKE_PIDS"]}},
                         agents={name: {"provider": name}})
 
 
@@ -150,7 +156,7 @@ def test_timeout_ends_the_clis_whole_process_group(agent, tmp_path, env):
     assert done.returncode == 124
     assert "--timeout" in error_line(done.stderr)
     pids = written_pids(tmp_path / "pids")
-    assert len(pids) == 2 and [pid for pid in pids if running(pid)] == []  # the CLI and its grandchild
+    assert len(pids) == 2 and processes_in(tmp_path) == []  # the CLI and its grandchild were written, and ended
 
 
 # -- Ctrl-C ------------------------------------------------------------------------------------------
@@ -182,7 +188,7 @@ def test_ctrl_c_ends_every_cli_closes_the_transcript_and_exits_130(agents, tmp_p
                                 writers=len(agents), until=lambda: any(p.stat().st_size for p in runs.glob("*.jsonl")))
     assert code == 130
     assert error_line(err) == "crew: interrupted"
-    assert [pid for pid in pids if running(pid)] == []
+    assert len(pids) and processes_in(tmp_path) == []
     [transcript] = runs.glob("*.jsonl")
     last = json.loads(transcript.read_text().splitlines()[-1])
     assert (last["kind"], last["status"]) == ("end", "interrupted")
@@ -194,14 +200,14 @@ def test_sigterm_or_sighup_stop_crew_as_ctrl_c_does(sig, tmp_path, env):
     code, err, pids = interrupt(["query", "--config", str(config), "@hang hello"], tmp_path, env, sig=sig)
     assert code == 128 + sig
     assert error_line(err) == f"crew: stopped by {sig.name}"
-    assert [pid for pid in pids if running(pid)] == []
+    assert len(pids) and processes_in(tmp_path) == []
 
 
 def test_ctrl_c_while_a_tool_runs_ends_the_tools_command_too(model, tmp_path, env):
     model.script(tool_block("crew:run_command", command=sleeper(tmp_path)), "never asked")
     code, _, pids = interrupt(["execute", "--config", str(model.config), "@fake run it"], tmp_path, env)
     assert code == 130
-    assert [pid for pid in pids if running(pid)] == []
+    assert len(pids) and processes_in(tmp_path) == []
 
 
 def test_ctrl_c_inside_code_python_generates_still_exits_130(tmp_path, env):
@@ -328,8 +334,7 @@ def test_a_tool_that_hangs_is_ended_by_its_own_timeout_and_the_loop_goes_on(mode
     assert "The command timed out, so I cannot say." in done.stdout
     follow_up = model.prompts[1]
     assert "timed out after 1s" in follow_up and '"success": false' in follow_up
-    [pid] = written_pids(tmp_path / "pids")
-    assert not running(pid)
+    assert len(written_pids(tmp_path / "pids")) == 1 and processes_in(tmp_path) == []
 
 
 # --timeout bounds the whole run, tools included: past it crew ends everything the run started and
@@ -359,7 +364,8 @@ def test_timeout_ends_a_run_command_that_sleeps_with_its_group(model, tmp_path, 
     error = timed_out(["execute", "--config", str(model.config), "@fake run it"], tmp_path, env)
     assert error.startswith("crew: error: @fake did not finish in 5s: crew:run_command was still running; "
                             "crew ended it")
-    assert [pid for pid in written_pids(tmp_path / "pids") if running(pid)] == []
+    assert len(written_pids(tmp_path / "pids")) == 1  # and timed_out() found nothing left running (the pid
+    # it wrote is its sandbox's PID namespace's, not one to look for here)
 
 
 def test_timeout_abandons_a_python_tool_in_an_endless_loop(model, tmp_path, env):
@@ -385,15 +391,13 @@ def test_a_custom_command_tool_that_hangs_gives_an_error_result(tmp_path, env):
     fake = FakeModel(tmp_path / "bin")
     config = write_config(tmp_path / "crew.yaml", providers={"fake": fake.provider()},
                           agents={"fake": {"provider": "fake"}},
-                          tools={"stall": {"command": ["sh", "-c", sleeper(tmp_path)], "read_only": True,
-                                           "timeout": 1}})
+                          tools={"stall": {"command": ["sleep", "600"], "read_only": True, "timeout": 1}})
     fake.script(tool_block("crew:stall"), "It stalled.")
     done = run_crew(["query", "--config", str(config), "@fake try it"], env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "It stalled." in done.stdout
     assert "timed out after 1s" in fake.prompts[1]
-    [pid] = written_pids(tmp_path / "pids")
-    assert not running(pid)
+    assert processes_in(tmp_path) == []
 
 
 def test_a_model_that_keeps_calling_tools_stops_at_max_turns_with_exit_4(model, tmp_path, env):
@@ -405,3 +409,94 @@ def test_a_model_that_keeps_calling_tools_stops_at_max_turns_with_exit_4(model, 
     assert "--max-turns" in error_line(done.stderr)
     assert len(model.prompts) == 3
 
+
+
+# -- hostile text and JSON: from the model, the disk, hooks ------------------------------------------
+
+def run_file(env) -> Path:
+    """The transcript of the one run crew recorded in `env`."""
+    [path] = (Path(env["XDG_STATE_HOME"]) / "crewbridge" / "runs").glob("*.jsonl")
+    return path
+
+
+def events(path: Path, kind: str) -> list[dict]:
+    return [event for event in map(json.loads, path.read_bytes().splitlines()) if event["kind"] == kind]
+
+
+@pytest.mark.parametrize("output", [[], ["--json"], ["--jsonl"]])
+def test_a_lone_surrogate_in_a_call_reaches_the_model_and_the_transcript_escaped(output, model, tmp_path, env):
+    model.script(tool_block("crew:read_file", path="a\udc80b"), "No such file.")
+    done = run_crew(["query", *output, "--config", str(model.config), "@fake read it"], env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "No such file." in done.stdout
+    assert "'a\\udc80b' does not exist" in model.prompts[1]  # the model reads the escape
+    record = run_file(env).read_bytes()
+    assert b'"path": "a\\udc80b"' in record  # escaped in the JSON, so the file is UTF-8
+    record.decode("utf-8")
+    assert [e["input"] for e in events(run_file(env), "tool_call")] == [{"path": "a\udc80b"}]
+    if output:
+        json.loads(done.stdout.splitlines()[-1])  # what --json/--jsonl print is JSON still
+
+
+def test_a_file_name_that_is_not_utf8_is_listed_read_and_recorded_escaped(model, tmp_path, env):
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / os.fsdecode(b"caf\xe9.txt")).write_bytes(b"latin-1 named\n")  # "caf\udce9.txt" to Python
+    model.script(tool_block("crew:list_files") + tool_block("crew:read_file", path="caf\udce9.txt"), "Read it.")
+    done = run_crew(["query", "--config", str(model.config), "@fake what is here?"], env=env, cwd=work)
+    assert (done.returncode, done.stdout) == (0, "Read it.\n"), done.stderr
+    follow_up = model.prompts[1]
+    assert "caf\\udce9.txt" in follow_up and "latin-1 named" in follow_up  # the model reads the escape
+    results = {e["name"]: e["result"] for e in events(run_file(env), "tool_result")}  # in the order they ended
+    listed, read = results["crew:list_files"], results["crew:read_file"]
+    assert listed["success"] and read["success"] and read["data"]["content"] == "latin-1 named\n"
+    assert b'"path": "caf\\udce9.txt"' in run_file(env).read_bytes()  # recorded escaped
+    shown = run_crew(["log", "show", "last"], env=env, cwd=work)
+    assert shown.returncode == 0 and "caf\\udce9.txt" in shown.stdout
+
+
+def test_piped_input_that_is_not_utf8_is_context_not_a_crash(model, tmp_path, env):
+    model.script("Seen.")
+    proc = subprocess.run([*CREW, "query", "--config", str(model.config), "@fake what is this?"], cwd=tmp_path,
+                          env=env, input=b"bytes \xff\xfe here\n", capture_output=True, timeout=60)
+    assert (proc.returncode, proc.stdout) == (0, b"Seen.\n"), proc.stderr
+    assert "bytes \\udcff\\udcfe here" in model.prompts[0]
+
+
+def test_a_call_nested_past_the_limit_is_an_error_for_the_model_and_the_run_goes_on(model, tmp_path, env):
+    deep = '{"type": "tool_use", "name": "crew:read_file", "input": {"path": ' + "[" * 5000 + "]" * 5000 + "}}"
+    model.script("```json\n" + deep + "\n```\n", "I will send flatter JSON.")
+    done = run_crew(["query", "--config", str(model.config), "@fake read"], env=env, cwd=tmp_path)
+    assert (done.returncode, done.stdout) == (0, "I will send flatter JSON.\n"), done.stderr
+    assert f"JSON nested more than {MAX_DEPTH} levels deep" in model.prompts[1]
+
+
+def test_a_hook_that_prints_json_nested_past_the_limit_fails_the_call_not_the_run(model, tmp_path, env):
+    (tmp_path / "deep.json").write_text("[" * 5000 + "]" * 5000)
+    config = write_config(tmp_path / "crew.yaml", providers={"fake": model.provider()},
+                          agents={"fake": {"provider": "fake"}},
+                          hooks={"before_tool_call": [{"command": ["cat", str(tmp_path / "deep.json")]}]})
+    (tmp_path / "notes.txt").write_text("hi\n")
+    model.script(tool_block("crew:read_file", path="notes.txt"), "The hook failed.")
+    done = run_crew(["query", "--config", str(config), "@fake read"], env=env, cwd=tmp_path)
+    assert (done.returncode, done.stdout) == (0, "The hook failed.\n"), done.stderr
+    assert f"printed JSON nested more than {MAX_DEPTH} levels deep" in model.prompts[1]
+
+
+def test_transcripts_read_back_skip_a_record_nested_past_the_limit(model, tmp_path, env):
+    model.script("Hello.")
+    assert run_crew(["query", "--config", str(model.config), "@fake hi"], env=env, cwd=tmp_path).returncode == 0
+    path = run_file(env)
+    lines = path.read_text().splitlines()
+    deep = '{"kind": "reply", "agent": "fake", "text": ' + "[" * 5000 + "]" * 5000 + "}"
+    deep_end = lines[-1][:-1] + ', "x": ' + "[" * 5000 + "]" * 5000 + "}"  # `crew log` reads the end event
+    path.write_text("\n".join([*lines[:-1], deep, deep_end]) + "\n")
+    listed = run_crew(["log"], env=env, cwd=tmp_path)
+    assert listed.returncode == 0 and path.stem in listed.stdout
+    shown = run_crew(["log", "show", path.stem], env=env, cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    corrupt = [e for e in map(json.loads, shown.stdout.splitlines()) if e["kind"] == "corrupt"]
+    assert [e["error"] for e in corrupt] == [f"JSON nested more than {MAX_DEPTH} levels deep; send flatter data"] * 2
+    model.script("Again.")
+    resumed = run_crew(["query", "--config", str(model.config), "--continue", "@fake go on"], env=env, cwd=tmp_path)
+    assert (resumed.returncode, resumed.stdout) == (0, "Again.\n"), resumed.stderr

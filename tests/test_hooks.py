@@ -110,6 +110,7 @@ def test_the_first_block_stops_the_chain(tmp_path):
     ("echo boom >&2; exit 1", "exited with status 1: boom"),
     ("exit 3", "exited with status 3: no message on stderr"),
     ("echo not json", "printed something that is not JSON on stdout"),
+    ("printf '%05000d' 0 | tr 0 '['; printf '%05000d' 0 | tr 0 ']'", "printed JSON nested more than 100 levels deep"),
     ("kill -9 $$", "exited with status -9"),
 ])
 def test_a_hook_that_fails_is_reported_and_blocks(script, what):

@@ -8,6 +8,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = {"crewbridge": ROOT / "crewbridge", "crewbridge.mcp": ROOT / "crewbridge" / "mcp",
+            "crewbridge.sandbox": ROOT / "crewbridge" / "sandbox",
             "crewbridge.providers": ROOT / "providers", "crewbridge.tools": ROOT / "tools"}
 
 

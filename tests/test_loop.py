@@ -16,6 +16,7 @@ from crewbridge.conversation import EXACT, FULL, LOST
 from crewbridge.errors import CrewError, MaxTurnsReached, ProviderError
 from crewbridge.events import Done, Failure, MessageEnd, Text
 from crewbridge.functions import tool
+from crewbridge.jsonio import MAX_DEPTH
 from crewbridge.loop import AgentLoop
 from crewbridge.policy import Policy
 from crewbridge.registry import ToolFailure, ToolRegistry
@@ -424,6 +425,24 @@ def test_a_native_call_that_breaks_the_schema_gets_crews_message_and_policy_appl
     bad_input, not_allowed = script.outcomes
     assert bad_input.error.startswith("invalid input for crew:read_file")
     assert "not available in query mode" in not_allowed.error and registry.log == []
+
+
+def deep(levels: int) -> list:
+    value: list = []
+    for _ in range(levels - 1):
+        value = [value]
+    return value
+
+
+def test_a_native_input_nested_past_the_limit_is_an_error_and_a_refusal_and_the_run_goes_on(registry, tmp_path):
+    # a CLI's line is decoded without counting its nesting (providers.base.parse_object): the channel bounds it
+    script = NativeScript([("call", "read_file", {"path": deep(900)}), ("permit", "Bash", {"command": deep(900)}, True),
+                           *text("I will send flatter input.")])
+    result = make_loop(script, registry, tmp_path).run("go")
+    call, permit = script.outcomes
+    assert call.error == f"invalid input for crew:read_file: JSON nested more than {MAX_DEPTH} levels deep; send flatter data"
+    assert permit == f"crew does not run Bash with this input: JSON nested more than {MAX_DEPTH} levels deep; send flatter data"
+    assert result.answer == "I will send flatter input." and registry.log == []
 
 
 def test_the_same_failing_native_call_is_flagged_then_ends_the_run(registry, tmp_path):

@@ -213,10 +213,10 @@ def test_a_cancelled_ask_ends_its_cli_and_the_server_goes_on(project, tmp_path):
 
 
 def test_a_cancelled_tool_call_ends_its_command_and_the_server_goes_on(project, tmp_path):
-    command = f"echo $$ > {tmp_path / 'pids' / 'slow'}; exec sleep 600"
+    command = f"echo $$ > {tmp_path / 'pids' / 'slow'}; exec sleep 600"  # outside the project: no sandbox here
 
     async def main():
-        async with session(serve(project, tmp_path, "--execute")) as client:
+        async with session(serve(project, tmp_path, "--execute", "--sandbox", "off")) as client:
             with anyio.move_on_after(20) as scope:
                 async with anyio.create_task_group() as group:
                     group.start_soon(client.call_tool, "run_command", {"command": command})

@@ -103,7 +103,8 @@ def test_a_call_running_when_stdin_ends_is_still_answered(project, tmp_path):
 
 
 def test_a_call_still_running_past_the_timeout_after_stdin_ends_is_ended(project, tmp_path):
-    proc = start_crew(["mcp", "--execute", "--timeout", "1"], env=env_for(tmp_path), cwd=project,
+    # the command writes its pid outside the project, for the test to find: no sandbox here
+    proc = start_crew(["mcp", "--execute", "--timeout", "1", "--sandbox", "off"], env=env_for(tmp_path), cwd=project,
                       stdin=subprocess.PIPE)
     try:
         command = f"echo $$ > {tmp_path / 'pids' / 'slow'}; exec sleep 600"

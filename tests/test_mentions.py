@@ -44,3 +44,26 @@ def test_an_agent_is_one_mention_with_or_without_its_at(spec, agent, model):
 def test_anything_else_is_a_usage_error(spec):
     with pytest.raises(UsageError, match="not one agent mention"):
         parse_agent(spec)
+
+
+# --- arguments stay arguments: a model goes to the CLI as an argument, never as an option -----------
+
+@pytest.mark.parametrize("text, shown", [
+    ("@claude:--dangerously-skip-permissions hi", "@claude:--dangerously-skip-permissions"),
+    ("@gemini:-y hi", "@gemini:-y"),
+    ("@claude @codex:--yolo compare", "@codex:--yolo"),
+])
+def test_a_model_that_starts_with_a_dash_is_a_usage_error(text, shown):
+    with pytest.raises(UsageError) as caught:
+        parse_mentions(text)
+    assert str(caught.value) == (f"the model in '{shown}' starts with '-', so the CLI would read it as an option; "
+                                 f"name a model (e.g. {shown.split(':')[0]}:sonnet) or leave it out")
+
+
+def test_crew_chat_refuses_it_too():
+    with pytest.raises(UsageError, match="starts with '-', so the CLI would read it as an option"):
+        parse_agent("claude:--dangerously-skip-permissions")
+
+
+def test_a_dash_inside_a_model_name_is_fine():
+    assert parse_mentions("@gemini:gemini-2.5-flash-lite x")[0] == [Mention("gemini", "gemini-2.5-flash-lite")]

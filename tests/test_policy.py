@@ -1,7 +1,5 @@
-import io
 import json
 import subprocess
-import threading
 
 import pytest
 from crewbridge.tools import builtin_registry
@@ -9,9 +7,11 @@ from crewbridge.tools import builtin_registry
 from crewbridge.config import AgentSpec
 from crewbridge.custom_tools import CommandTool
 from crewbridge.errors import ConfigError
-from crewbridge.policy import Approver, Policy, command_problem
+from crewbridge.approval import Approver
+from crewbridge.policy import Policy, command_problem
 from crewbridge.registry import Tool, ToolRegistry
 from crewcli import FakeModel, crew_env, run_crew, tool_block, write_config
+from ttys import Terminal, close_terminals  # noqa: F401 - a fixture
 
 READ_ONLY = {"read_file", "list_files", "grep", "help", "skill", "count_lines"}
 CODING = READ_ONLY | {"write_file", "edit_file", "run_command"}
@@ -35,30 +35,9 @@ def offered(registry: ToolRegistry, mode: str = "execute", **agent: object) -> s
     return set(Policy(AgentSpec(id="a", provider="demo", **agent), mode).offered(registry).names())
 
 
-class Terminal:
-    """A fake terminal: stdin answers from a list, stderr keeps what was asked."""
-
-    def __init__(self, *answers: str, tty: bool = True) -> None:
-        self.answers = list(answers)
-        self.asked: list[str] = []
-        self.tty = tty
-
-    def isatty(self) -> bool:
-        return self.tty
-
-    def write(self, text: str) -> None:
-        self.asked.append(text)
-
-    def flush(self) -> None:
-        pass
-
-    def readline(self) -> str:
-        return self.answers.pop(0) + "\n" if self.answers else ""
-
-
 def asking(terminal: Terminal, **agent: object) -> Policy:
-    spec = AgentSpec(id="claude", provider="claude", **agent)
-    return Policy(spec, "execute", approver=Approver(stdin=terminal, stderr=terminal))  # type: ignore[arg-type]
+    spec = AgentSpec(id="claude", provider="claude", **agent)  # type: ignore[arg-type]
+    return Policy(spec, "execute", approver=Approver(stdin=terminal.stdin, stderr=terminal.stderr))
 
 
 # --- profiles, allow, deny, mode --------------------------------------------------------------------
@@ -261,7 +240,7 @@ def test_a_command_crew_cannot_check_is_asked_about_where_approval_is_configured
     assert "forbids 'rm x'" in policy.check(registry.resolve("run_command"), {"command": "rm x"})  # not asked
     assert len(terminal.asked) == 1
     nobody = Policy(AgentSpec(id="a", provider="demo", approval=["run_command"], allow_commands=["ls"]), "execute",
-                    approve_all=True, approver=Approver(stdin=Terminal(tty=False), stderr=Terminal(tty=False)))
+                    approve_all=True, approver=Approver(stdin=Terminal(tty=False).stdin, stderr=Terminal(tty=False).stderr))
     assert nobody.check(registry.resolve("run_command"), {"command": "$(echo ls)"}).endswith(
         "it was not run (no terminal to ask a person on)")
 
@@ -338,7 +317,7 @@ def test_without_a_terminal_approval_is_refused_with_a_message_for_the_model(reg
 def test_approve_all_approves_without_asking(registry):
     terminal = Terminal()
     spec = AgentSpec(id="a", provider="demo", approval=["*"])
-    policy = Policy(spec, "execute", approve_all=True, approver=Approver(terminal, terminal))  # type: ignore[arg-type]
+    policy = Policy(spec, "execute", approve_all=True, approver=Approver(terminal.stdin, terminal.stderr))
     assert policy.check(registry.resolve("run_command"), {"command": "make"}) is None
     assert terminal.asked == []
 
@@ -362,43 +341,6 @@ def test_a_huge_input_is_shortened_in_the_question(registry):
     asking(terminal, approval=["write_file"]).check(registry.resolve("write_file"),
                                                     {"path": "a", "content": "x" * 10_000})
     assert len(terminal.asked[0]) < 2200 and "more characters)" in terminal.asked[0]
-
-
-def test_parallel_agents_never_interleave_their_questions(registry):
-    """Two agents ask at once: the second question appears only after the first was answered."""
-    other_wrote = threading.Event()
-    overlaps = []
-
-    class Slow(Terminal):
-        open_questions = 0
-
-        def write(self, text: str) -> None:
-            Slow.open_questions += 1
-            if Slow.open_questions > 1:
-                overlaps.append(text)
-            other_wrote.set()
-            super().write(text)
-
-        def readline(self) -> str:
-            other_wrote.clear()
-            other_wrote.wait(0.3)  # give the other agent every chance to write now
-            Slow.open_questions -= 1
-            return "y\n"
-
-    policies = [asking(Slow(), approval=["*"]) for _ in range(2)]
-    threads = [threading.Thread(target=p.check, args=(registry.resolve("read_file"), {"path": "x"}))
-               for p in policies]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert overlaps == [] and all(len(p.approver.stderr.asked) == 1 for p in policies)
-
-
-def test_the_default_approver_asks_only_when_stdin_and_stderr_are_terminals():
-    assert not Approver(io.StringIO(), io.StringIO()).interactive
-    assert not Approver(Terminal(tty=True), Terminal(tty=False)).interactive  # type: ignore[arg-type]
-    assert Approver(Terminal(tty=True), Terminal(tty=True)).interactive  # type: ignore[arg-type]
 
 
 # --- the CLI's own tools (native:…) -----------------------------------------------------------------

@@ -11,6 +11,7 @@ from crewcli import running
 from crewbridge import process
 from crewbridge.errors import CLINotFound, CrewTimeout, ProviderError
 from crewbridge.process import MAX_LINE, Child, end_all
+from crewbridge.sandbox import State
 
 PY = sys.executable
 
@@ -38,6 +39,18 @@ def test_stdin_is_delivered_and_closed():
     child = Child([PY, "-c", "import sys; print(sys.stdin.read().upper())"], stdin="héllo " * 50_000)
     assert list(child.lines()) == ["HÉLLO " * 50_000]
     assert child.wait() == 0
+
+
+def test_text_that_is_not_utf8_reaches_the_cli_escaped_never_an_error(tmp_path):
+    # a lone surrogate (a model's "\\ud800") on stdin and in argv: a backslash escape, as the model wrote it
+    echo = [PY, "-c", "import sys; sys.stdout.buffer.write(sys.argv[1].encode(errors='surrogateescape') + b'|' "
+                      "+ sys.stdin.buffer.read())"]
+    child = Child([*echo, "a\ud800b"], stdin="c\udc80d \ud83d")
+    assert list(child.lines()) == ["a\\ud800b|c\\udc80d \\ud83d"]
+    # a file name that is not UTF-8 ("caf\xe9" read as "caf\udce9") reaches argv as its own bytes again
+    (tmp_path / os.fsdecode(b"caf\xe9")).write_text("latin-1 named")
+    child = Child([PY, "-c", "import sys; print(open(sys.argv[1]).read())", os.fsdecode(b"caf\xe9")], cwd=tmp_path)
+    assert list(child.lines()) == ["latin-1 named"]
 
 
 def test_stdin_kept_open_takes_the_whole_input_later():
@@ -255,3 +268,28 @@ def test_kill_ends_a_write_the_cli_does_not_read():
     child.kill(grace=0)  # before the write, or while it waits: either way it returns
     writer.join(10)
     assert not writer.is_alive()
+SAVES_ON_SIGTERM = """import pathlib, signal, sys, time
+def save(*_):
+    time.sleep(0.2)  # a CLI writing its session takes a moment
+    pathlib.Path(sys.argv[1], "session").write_text("saved")
+    sys.exit(0)
+signal.signal(signal.SIGTERM, save)
+print("ready", flush=True)
+signal.pause()
+"""
+
+
+def test_a_stop_reaches_a_sandboxed_cli_before_its_sandbox_ends(sandboxing, tmp_path):
+    state = tmp_path / "state"
+    sandbox = sandboxing.cli("required", tmp_path, "query", lambda env: State(dirs=(state,)))
+    child = Child([PY, "-c", SAVES_ON_SIGTERM, str(state)], cwd=tmp_path, sandbox=sandbox)
+    assert child.read_line(time.monotonic() + 30) == "ready"
+    child.kill(grace=10)
+    assert child.proc.returncode == 0, child.stderr  # it ended by itself, not by the SIGKILL after the grace
+    assert (state / "session").read_text() == "saved"
+
+
+def test_a_missing_cli_is_named_also_inside_the_sandbox(sandboxing, tmp_path):
+    sandbox = sandboxing.cli("required", tmp_path, "query", lambda env: State())
+    with pytest.raises(CLINotFound, match="'no-such-cli-x' not found on PATH"):
+        Child(["no-such-cli-x"], cwd=tmp_path, sandbox=sandbox)

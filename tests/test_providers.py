@@ -4,6 +4,7 @@ checked here too, from the same installed distribution."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 import textwrap
 from pathlib import Path
@@ -14,11 +15,13 @@ from crewbridge import providers
 from crewbridge.bridge import Bridge
 from crewbridge.config import load_config
 from crewbridge.doctor import OK, diagnose
+from crewbridge.providers.base import Turn
 from crewbridge.errors import ConfigError, UsageError
 from crewbridge.providers.claude import ClaudeProvider
 
 PLUGIN_MODULE = '''
 import json
+import os
 import sys
 from crewbridge.providers.generic import GenericProvider, GenericSpec
 from crewbridge.functions import tool
@@ -162,3 +165,44 @@ def test_gemini_has_a_session_when_the_chat_file_of_this_project_holds_it(tmp_pa
     (tmp_path / ".gemini" / "projects.json").write_text(json.dumps({"projects": {"/work/app": "app", "/x": "x"}}))
     assert GeminiProvider().has_session(sid, env, work)
     assert not GeminiProvider().has_session(sid, env, Path("/x"))  # another project's session: gemini refuses it
+
+
+def test_codex_keeps_its_own_sandbox_outside_crews_and_leaves_its_commands_to_crews_inside(tmp_path: Path) -> None:
+    from crewbridge.providers.codex import CodexProvider
+    from crewbridge.sandbox import MECHANISM_ENV, Sandboxing
+
+    def own(turn: Turn) -> str:
+        argv = CodexProvider().argv(turn)
+        return argv[argv.index("--sandbox") + 1]
+
+    assert [own(Turn("", mode)) for mode in ("query", "execute")] == ["read-only", "workspace-write"]
+    for mechanism, expected in (("bwrap", ["danger-full-access"] * 2), ("landlock", ["danger-full-access"] * 2)):
+        sandboxing = Sandboxing(env={**os.environ, MECHANISM_ENV: mechanism})
+        inside = [Turn("", mode, sandbox=sandboxing.cli("required", tmp_path, mode, CodexProvider().state))
+                  for mode in ("query", "execute")]
+        assert [own(turn) for turn in inside] == expected
+
+
+def test_each_cli_declares_its_state_folder_and_the_settings_that_run_code(tmp_path: Path) -> None:
+    from crewbridge.providers.claude import ClaudeProvider
+    from crewbridge.providers.codex import CodexProvider
+    from crewbridge.providers.gemini import GeminiProvider
+
+    env = {"HOME": "/h"}
+    assert ClaudeProvider().state(env).dirs == (Path("/h/.claude"),)
+    assert ClaudeProvider().state(env).read_only == (Path("/h/.claude/settings.json"), Path("/h/.claude.json"))
+    moved = ClaudeProvider().state({**env, "CLAUDE_CONFIG_DIR": "/c"})
+    assert moved.read_only == (Path("/c/settings.json"), Path("/c/.claude.json"))
+    assert GeminiProvider().state(env).read_only == (Path("/h/.gemini/settings.json"), Path("/h/.gemini/extensions"))
+    assert CodexProvider().state({**env, "CODEX_HOME": "/x"}).dirs == (Path("/x"),)
+    assert CodexProvider().state(env).read_only == (Path("/h/.codex/config.toml"), Path("/h/.codex/rules"))
+
+
+# --- arguments stay arguments ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("field, value", [("model", "--dangerously-skip-permissions"), ("session_id", "-c")])
+def test_a_turn_refuses_a_value_that_would_reach_a_cli_as_an_option(field: str, value: str) -> None:
+    from crewbridge.providers.base import Turn
+
+    with pytest.raises(UsageError, match=f"'{value}' starts with '-', so the CLI would read it as an option"):
+        Turn("hi", **{field: value})

@@ -43,7 +43,7 @@ def reviewer(tmp_path: Path) -> FakeModel:
 
 def bridge(repo: Path, *fakes: FakeModel, **settings: dict) -> Bridge:
     agents = {**default_agents(), **{f.name: AgentSpec(f.name, f.name, **settings.get(f.name, {})) for f in fakes}}
-    providers = {f.name: GenericSpec(f.name, f.provider()["command"]) for f in fakes}
+    providers = {f.name: GenericSpec(f.name, **f.provider()) for f in fakes}
     return Bridge(Config(agents=agents, providers=providers, transcripts=False), workdir=repo)
 
 

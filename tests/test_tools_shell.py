@@ -2,23 +2,29 @@
 from __future__ import annotations
 
 import os
+import select
 import signal
+import socket
+import sys
+import threading
 import time
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from crewbridge.registry import ToolContext
+from crewbridge.sandbox import Sandbox, Sandboxing
 from crewbridge.tools import builtin_registry
 
 REGISTRY = builtin_registry()
 
 
 def run(work: Path, data: dict[str, Any], *, limit: float = 30,
-        max_output: int = 20_000) -> dict[str, Any]:
-    """Call run_command with input `data` under crew's time `limit`."""
-    ctx = ToolContext(work, timeout=limit, max_output=max_output)
+        max_output: int = 20_000, sandbox: Sandbox | None = None) -> dict[str, Any]:
+    """Call run_command with input `data` under crew's time `limit` (inside `sandbox`, if given)."""
+    ctx = ToolContext(work, timeout=limit, max_output=max_output, sandbox=sandbox)
     return REGISTRY.call("crew:run_command", data, ctx).to_dict()
 
 
@@ -124,3 +130,136 @@ def test_invalid_input_is_refused_before_running(tmp_path: Path, data: dict[str,
 def test_missing_working_directory_is_a_clear_error(tmp_path: Path) -> None:
     envelope = run(tmp_path / "gone", {"command": "true"})
     assert envelope["success"] is False and "cannot start /bin/sh in" in envelope["error"]
+
+
+# --- inside the sandbox (each real mechanism: the `sandboxing` fixture) ----------------------------
+
+
+def sandboxed(sandboxing: Sandboxing, work: Path, command: str, mode: str = "execute",
+              network: bool = False) -> dict[str, Any]:
+    """run_command in `work` inside the sandbox an agent's commands get in `mode`; → its envelope."""
+    return run(work, {"command": command}, sandbox=sandboxing.commands("required", work, mode, network=network))
+
+
+@pytest.fixture
+def places(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+    """A working directory, a HOME and a folder outside both, all under tmp_path (so under /tmp)."""
+    made = {name: tmp_path / name for name in ("work", "home", "outside")}
+    for folder in made.values():
+        folder.mkdir()
+    monkeypatch.setenv("HOME", str(made["home"]))
+    return made
+
+
+def test_a_sandboxed_command_writes_the_working_directory_and_nothing_else(sandboxing, places):
+    outside, home = places["outside"] / "planted", places["home"] / ".bashrc"
+    command = f"echo made > made.txt; echo x > {outside}; echo x > {home}; echo x > /etc/crew-planted; true"
+    assert sandboxed(sandboxing, places["work"], command)["data"]["exit_code"] == 0
+    assert (places["work"] / "made.txt").read_text() == "made\n"
+    etc = Path("/etc/crew-planted")
+    planted, _ = etc.exists(), etc.unlink(missing_ok=True)  # a failing test leaves nothing behind
+    assert not outside.exists() and not home.exists() and not planted
+
+
+def test_in_query_mode_a_command_writes_nothing_not_even_the_working_directory(sandboxing, places):
+    envelope = sandboxed(sandboxing, places["work"], "cat /dev/null > made.txt", mode="query")
+    assert envelope["data"]["exit_code"] != 0 and not (places["work"] / "made.txt").exists()
+
+
+def test_temp_is_private_and_writable_through_tmpdir(sandboxing, places):
+    envelope = sandboxed(sandboxing, places["work"], 'echo kept > "$TMPDIR/scratch" && cat "$TMPDIR/scratch"; '
+                                                     'echo "$TMPDIR"')
+    output, tmpdir = envelope["data"]["output"].splitlines()
+    assert output == "kept"
+    assert not Path(tmpdir, "scratch").exists()  # private: gone, or never on the host
+
+
+@pytest.fixture
+def listeners(places: dict[str, Path]) -> Iterator[tuple[int, Path, list[str]]]:
+    """A TCP listener on 127.0.0.1 and a Unix socket listener in the working directory (where the
+    command sees it: only the network rules keep it out); → its port, the socket's path, and what
+    each of them was sent (read until the test ends)."""
+    tcp = socket.create_server(("127.0.0.1", 0))
+    unix = socket.socket(socket.AF_UNIX)
+    path = places["work"] / "agent.sock"
+    unix.bind(str(path))
+    unix.listen()
+    heard: list[str] = []
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            for ready in select.select([tcp, unix], [], [], 0.05)[0]:
+                conn, _ = ready.accept()
+                with conn:
+                    heard.append(conn.recv(100).decode())
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield tcp.getsockname()[1], path, heard
+    stop.set()
+    thread.join()
+    tcp.close()
+    unix.close()
+
+
+REACH = """import socket, sys
+for family, address in ((socket.AF_INET, ("127.0.0.1", {port})), (socket.AF_UNIX, {path!r})):
+    try:
+        with socket.socket(family) as s:
+            s.connect(address)
+            s.sendall(b"got through")
+        print("reached")
+    except OSError as exc:
+        print(type(exc).__name__)
+"""
+
+
+def test_the_network_is_off_tcp_and_unix_sockets_alike(sandboxing, places, listeners):
+    port, path, heard = listeners
+    script = places["work"] / "reach.py"
+    script.write_text(REACH.format(port=port, path=str(path)))
+    envelope = sandboxed(sandboxing, places["work"], f"{sys.executable} reach.py")
+    assert "reached" not in envelope["data"]["output"]
+    assert envelope["data"]["output"].count("\n") == 2  # both tried, both failed
+    assert heard == []
+
+
+def test_sandbox_network_lets_the_commands_reach_it(sandboxing, places, listeners):
+    port, path, heard = listeners
+    (places["work"] / "reach.py").write_text(REACH.format(port=port, path=str(path)))
+    envelope = sandboxed(sandboxing, places["work"], f"{sys.executable} reach.py", network=True)
+    assert envelope["data"]["output"] == "reached\nreached\n"
+
+
+def test_nothing_a_sandboxed_command_starts_outlives_the_call_setsid_included(sandboxing, places):
+    marker = f"crew-escape-{os.getpid()}-{id(places)}"
+    sleep = f"{sys.executable} -c 'import os, sys, time; sys.argv[1] == \"setsid\" and os.setsid(); time.sleep(60)'"
+    command = (f"setsid {sleep} - {marker} & {sleep} setsid {marker} & {sleep} - {marker} & "
+               "echo started") .replace("&", ">/dev/null 2>&1 &")
+    assert sandboxed(sandboxing, places["work"], command)["data"]["output"] == "started\n"
+    assert all(ended(pid) for pid in running_with(marker))
+
+
+def running_with(marker: str) -> list[int]:
+    """The processes whose command line holds `marker`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and marker.encode() in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def ended(pid: int) -> bool:
+    """Whether process `pid` ends within 10 s (awaited on its pidfd, not polled)."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        return bool(select.select([fd], [], [], 10)[0])
+    finally:
+        os.close(fd)

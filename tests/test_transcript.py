@@ -8,8 +8,8 @@ import threading
 import pytest
 
 from crewbridge.errors import UsageError
-from crewbridge.redact import Redactor
-from crewbridge.transcript import Transcript, list_runs, read_run, runs_dir
+from crewbridge.jsonio import MAX_DEPTH
+from crewbridge.transcript import MAX_RECORD, MAX_TEXT, Transcript, list_runs, read_run, runs_dir
 
 SECRET = "s3cr3t-value-1234"
 ENV = {"ANTHROPIC_API_KEY": SECRET, "GITHUB_TOKEN": "tok-abcdef", "DB_PASSWORD": "hunter22",
@@ -106,36 +106,6 @@ def test_secrets_are_redacted_before_they_reach_the_disk():
     assert lines(transcript)[0]["argv"][2] == "--key=[REDACTED:ANTHROPIC_API_KEY]"
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("key sk-ant-api03-" + "A" * 40 + " end", "key [REDACTED:sk] end"),
-    ("openai sk-proj-" + "b1" * 12, "openai [REDACTED:sk]"),
-    ("aws AKIAIOSFODNN7EXAMPLE", "aws [REDACTED:aws]"),
-    ("gh ghp_" + "a" * 36, "gh [REDACTED:github]"),
-    ("pat github_pat_" + "1" * 40, "pat [REDACTED:github]"),
-    ("slack xoxb-123456789012-abcdefghij", "slack [REDACTED:slack]"),
-    ("google AIza" + "Z" * 35, "google [REDACTED:google]"),
-    ("Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.payload.sig", "Authorization: Bearer [REDACTED:bearer]"),
-    ("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXk\n-----END OPENSSH PRIVATE KEY-----\nafter",
-     "[REDACTED:private-key]\nafter"),
-    ("cut -----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA", "cut [REDACTED:private-key]"),
-])
-def test_common_key_formats_are_redacted(text, expected):
-    assert Redactor({}).text(text) == expected
-
-
-@pytest.mark.parametrize("text", [
-    "the keyboard is a sketchy skeleton", "sk-short", "Bearer of bad news", "AKIA-not-a-key",
-    "ordinary text with vim-editor in it", "-----BEGIN PUBLIC KEY-----\nMIIB\n-----END PUBLIC KEY-----",
-])
-def test_ordinary_text_is_left_alone(text):
-    assert Redactor(ENV).text(text) == text
-
-
-def test_the_longest_secret_is_redacted_whole():
-    redactor = Redactor({"A_KEY": "abcdefgh", "B_KEY": "abcdefgh-and-more"})
-    assert redactor.text("abcdefgh-and-more") == "[REDACTED:B_KEY]"
-
-
 def test_parallel_writers_never_mix_their_lines():
     transcript = Transcript.open()
 
@@ -182,6 +152,92 @@ def test_using_it_as_a_context_manager_closes_with_the_outcome():
 
 # --- crew log ---------------------------------------------------------------------------------------
 
+# --- one record is bounded ------------------------------------------------------------------------
+
+def test_a_100_mb_argument_is_stored_cut_with_its_size_and_reads_back():
+    transcript = Transcript.open()
+    transcript.write("tool_call", agent="a", name="crew:write_file", input={"path": "a", "content": "x" * 100_000_000})
+    transcript.close("ok")
+    assert transcript.path.stat().st_size < MAX_RECORD + 1000
+    [start, call, end] = read_run(transcript.run_id)
+    content = call["input"]["content"]
+    assert content == "x" * MAX_TEXT + f"…[crew cut this text: 100,000,000 characters in all, the first {MAX_TEXT:,} kept]"
+    assert (call["input"]["path"], end["kind"], end["tool_calls"]) == ("a", "end", 1)
+    assert list_runs()[0].tool_calls == 1
+
+
+def test_a_secret_across_the_cut_is_redacted_not_kept_in_part():
+    transcript = Transcript.open(env=ENV)
+    transcript.write("tool_result", result="y" * (MAX_TEXT - 5) + SECRET + "z" * MAX_TEXT)
+    transcript.close("ok")
+    assert SECRET[:5].encode() not in transcript.path.read_bytes()
+    assert lines(transcript)[1]["result"].startswith("y" * (MAX_TEXT - 5) + "[REDA")
+
+
+def test_a_record_of_many_strings_each_under_the_limit_leaves_its_largest_fields_out():
+    result = {"data": ["m" * 100_000] * 100}
+    transcript = Transcript.open()
+    transcript.write("tool_result", agent="a", name="crew:grep", result=result, small="kept")
+    transcript.close("ok")
+    record = lines(transcript)[1]
+    assert len(json.dumps(record)) < MAX_RECORD
+    size = len(json.dumps(result))
+    assert record["result"] == {"cut": f"crew left this field out: {size:,} bytes made the record too large"}
+    assert (record["kind"], record["agent"], record["name"], record["small"]) == ("tool_result", "a", "crew:grep", "kept")
+
+
+def test_nesting_past_the_limit_is_stored_as_a_note():
+    deep: list = []
+    for _ in range(5000):
+        deep = [deep]
+    transcript = Transcript.open()
+    transcript.write("tool_call", input=deep)
+    transcript.close("ok")
+    record = lines(transcript)[1]  # the record's own object is the first level
+    note = f"[crew left this out: nested more than {MAX_DEPTH} levels deep]"
+    assert json.dumps(record["input"]) == "[" * (MAX_DEPTH - 2) + json.dumps([note]) + "]" * (MAX_DEPTH - 2)
+
+
+def test_text_that_is_not_utf8_is_written_escaped_and_reads_back_the_same():
+    transcript = Transcript.open()
+    transcript.write("tool_call", input={"path": "caf\udce9.txt", "pair": "\ud83d"})
+    transcript.close("ok")
+    raw = transcript.path.read_bytes()
+    raw.decode("utf-8")  # the file is UTF-8
+    assert b'"caf\\udce9.txt"' in raw
+    assert read_run(transcript.run_id)[1]["input"] == {"path": "caf\udce9.txt", "pair": "\ud83d"}
+
+
+def test_values_that_are_not_json_are_recorded_as_their_text(tmp_path):
+    transcript = Transcript.open()
+    transcript.write("error", where=tmp_path, exc=ValueError("boom"), pair=(1, 2))
+    transcript.close("ok")
+    assert lines(transcript)[1] | {"time": 0, "ms": 0} == {"kind": "error", "time": 0, "ms": 0,
+                                                          "where": str(tmp_path), "exc": "boom", "pair": [1, 2]}
+
+
+def test_a_line_longer_than_any_record_is_skipped_and_the_rest_is_read(state):
+    (run_id,) = make_runs(1)
+    path = state / f"{run_id}.jsonl"
+    first, *rest = path.read_bytes().splitlines(keepends=True)
+    huge = b'{"kind": "tool_call", "input": "' + b"h" * (MAX_RECORD * 2) + b'"}\n'
+    path.write_bytes(first + huge + b"".join(rest))
+    events = read_run(run_id)
+    assert [e["kind"] for e in events] == ["start", "corrupt", "tool_call", "end"]
+    assert events[1]["error"] == f"a record of {len(huge):,} bytes, more than crew writes ({MAX_RECORD:,}); not read"
+    assert list_runs()[0].status == "ok"
+
+
+@pytest.mark.parametrize("line", [b"[" * 5000 + b"]" * 5000, b"[1, 2]", b"\xff\xfe"])
+def test_a_line_that_is_not_a_record_is_reported_and_the_rest_is_read(state, line):
+    (run_id,) = make_runs(1)
+    path = state / f"{run_id}.jsonl"
+    first, *rest = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(first + line + b"\n" + b"".join(rest))
+    events = read_run(run_id)
+    assert [e["kind"] for e in events] == ["start", "corrupt", "tool_call", "end"] and events[1]["error"]
+
+
 def make_runs(count: int) -> list[str]:
     ids = []
     for n in range(count):
@@ -216,7 +272,8 @@ def test_read_run_reports_a_half_written_last_line(state):
     (run_id,) = make_runs(1)
     with open(state / f"{run_id}.jsonl", "a") as handle:
         handle.write('{"kind": "tool_ca')
-    assert read_run(run_id)[-1] == {"kind": "corrupt", "line": 4, "text": '{"kind": "tool_ca'}
+    assert read_run(run_id)[-1] == {"kind": "corrupt", "line": 4, "text": '{"kind": "tool_ca',
+                                    "error": "Unterminated string starting at: line 1 column 10 (char 9)"}
 
 
 def test_read_run_errors_name_the_problem_and_the_next_step(state):

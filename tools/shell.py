@@ -10,7 +10,9 @@ import threading
 from typing import IO, Any
 
 from crewbridge.functions import tool
+from crewbridge.process import wait_exit
 from crewbridge.registry import ToolContext, ToolFailure
+from crewbridge.sandbox import spawn
 
 DRAIN_WAIT = 0.25  # after the group is ended, how long to wait for output still in the pipe
 
@@ -30,18 +32,21 @@ def run_command(ctx: ToolContext, command: str, timeout: float | None = None) ->
     """Run a /bin/sh command in the working directory; returns output and exit code.
 
     stdout and stderr come back merged; stdin is empty. When the command ends (or times out),
-    its whole process group is ended too, background jobs included.
+    its whole process group is ended too, background jobs included. Inside crew's sandbox (when
+    the run has one) it may write only the working directory and its private /tmp, and has no
+    network unless the agent's `sandbox_network` is true.
     """
     limit = min(timeout or ctx.timeout, ctx.timeout)
     capture = _Capture(ctx.max_output)
     try:
-        proc = subprocess.Popen(
+        proc, launch = spawn(
             ["/bin/sh", "-c", command],
+            sandbox=ctx.sandbox,
+            env=None,
             cwd=ctx.workdir,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
-            start_new_session=True,
         )
     except OSError as exc:
         raise ToolFailure(f"cannot start /bin/sh in {ctx.workdir}: {exc.strerror or exc}") from None
@@ -49,12 +54,11 @@ def run_command(ctx: ToolContext, command: str, timeout: float | None = None) ->
     reader = threading.Thread(target=capture.drain, args=(proc.stdout,), daemon=True, name="run_command-output")
     reader.start()
     try:
-        code: int | None = proc.wait(limit)
-    except subprocess.TimeoutExpired:
-        code = None
+        code = proc.returncode if wait_exit(proc, limit) else None
     finally:  # whatever happened, nothing the command started outlives the call
         _end_group(proc.pid)
         proc.wait()
+        launch.ended()
         ctx.groups.discard(proc.pid)
         reader.join(DRAIN_WAIT)  # a process that left the group may hold the pipe open: no waiting
     output = capture.text()

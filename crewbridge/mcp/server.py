@@ -31,6 +31,7 @@ from crewbridge.mcp.core import (
     tool_content,
 )
 from crewbridge.modes import Mode
+from crewbridge.sandbox import Sandboxing, level
 
 # For start-up speed: `initialize` is answered before the engine is imported; it loads when the
 # client first lists or calls a tool.
@@ -69,6 +70,10 @@ class McpServer(McpCore):
         self.client = config.agent(policy_of) if policy_of else AgentSpec(id=CLIENT, provider=CLIENT)
         self.depth, self.max_depth = depth, max_depth  # depth None: CREW_ASK_DEPTH says
         self.timeout, self.max_turns = timeout, max_turns
+        sandboxing, wanted = Sandboxing(), level(config.sandbox, self.client.sandbox)
+        network = self.client.sandbox_network  # a sandbox required and not to be had is refused now
+        self.sandbox = sandboxing.commands(wanted, workdir, self.mode, network=network)
+        self.sandbox_notice = sandboxing.notice([wanted])
         self._lock = threading.Lock()
         self._jobs: list[Job] = []  # every session's, to stop and wait for at close()
         self._closed = False
@@ -178,7 +183,8 @@ class McpServer(McpCore):
                 caller = Caller(
                     self.client.id, registry, policy, Hooks(self.config.hooks, workdir=self.workdir), transcript
                 )
-                self._tools = (registry, caller, ToolContext(self.workdir, registry=registry), transcript)
+                context = ToolContext(self.workdir, registry=registry, sandbox=self.sandbox)
+                self._tools = (registry, caller, context, transcript)
             return self._tools
 
     def _unknown(self, name: str, registry: ToolRegistry) -> str:

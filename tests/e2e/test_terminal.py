@@ -3,8 +3,11 @@
 and the screen read back with capture-pane."""
 from __future__ import annotations
 
+import json
 import os
+import pty
 import re
+import select
 import signal
 import stat
 import subprocess
@@ -16,6 +19,7 @@ from typing import Callable
 
 import pytest
 
+from crewcli import processes_in
 from mockserver import reply
 
 pytestmark = pytest.mark.e2e
@@ -199,3 +203,84 @@ def test_ctrl_c_stops_a_reply_and_the_chat_goes_on(screen, mock_server):
     role, text = mock_server.requests[-1].messages()[-1]
     assert role == "user" and text.rstrip().endswith("are you there?")
     assert "count slowly" in mock_server.requests[-1].text()  # the same conversation went on
+
+
+def test_ctrl_c_withdraws_an_approval_question_and_the_chat_goes_on(screen, workdir, mock_server):
+    (workdir / "crew.yaml").write_text(json.dumps({"agents": {"claude": {"approval": ["read_file"]}}}))
+    mock_server.script(reply("Reading.\n", block("notes.txt")), "Still here.")
+    screen.type('crew chat @claude; echo "[exit $?]"')
+    screen.wait_for(at_prompt)
+    screen.type("what does notes.txt say?")
+    screen.wait_for("Allow? [y/N/a=always]")
+    screen.press("C-c")
+    screen.wait_for(lambda s: "(reply stopped)" in s and at_prompt(s))
+    screen.type("are you there?")  # goes to the chat, not to the withdrawn question
+    screen.wait_for(lambda s: "Still here." in s and at_prompt(s))
+    screen.type("/exit")
+    shown = lines_of(screen.wait_for("[exit 0]"))
+    question = next(i for i, line in enumerate(shown) if line.startswith("Allow?"))
+    assert shown[question].startswith("Allow? [y/N/a=always] ") and "(withdrawn)" in "\n".join(shown[question:]), shown
+    assert "> are you there?" in shown and "the secret is 42" not in mock_server.requests[-1].text()
+
+
+# --- an approval question nobody answers: --timeout still holds -------------------------------------
+
+def on_a_terminal_nobody_answers(args: list[str], env: dict[str, str], cwd: Path) -> tuple[int, str]:
+    """Run `crew ARGS` to its end on a pseudo-terminal of its own (stdin, stdout and stderr) that
+    nobody types into: → (its exit code, what it showed). Its process group must be gone then."""
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: crew, leading a session and process group of its own
+        try:
+            os.chdir(cwd)
+            os.execve(sys.executable, [sys.executable, "-m", "crewbridge", *args], env)
+        finally:
+            os._exit(127)
+    shown, status = b"", None
+    guard = time.monotonic() + WAIT  # a hang guard, not a measurement
+    try:
+        while status is None and time.monotonic() < guard:
+            if select.select([fd], [], [], 0.1)[0]:
+                try:
+                    shown += os.read(fd, 65536)
+                except OSError:  # EIO: every holder of the terminal's other side is gone
+                    pass
+            done, code = os.waitpid(pid, os.WNOHANG)
+            status = os.waitstatus_to_exitcode(code) if done else None
+    finally:
+        if status is None:
+            os.killpg(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        os.close(fd)
+    assert status is not None, f"crew was still running after {WAIT:g}s; it showed:\n{shown.decode(errors='replace')}"
+    assert _group(pid) == [], "crew's process group outlived it"
+    return status, shown.decode("utf-8", "replace")
+
+
+def _group(pgid: int) -> list[int]:
+    """The live processes of process group `pgid`."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] not in "ZX" and int(fields[2]) == pgid:
+            members.append(int(entry.name))
+    return members
+
+
+@pytest.mark.parametrize("agents", [["claude"], ["claude", "second"]], ids=["one agent", "two agents at once"])
+def test_an_approval_question_nobody_answers_ends_with_the_runs_timeout(agents, cli_env, workdir, tmp_path,
+                                                                       mock_server):
+    (workdir / "notes.txt").write_text("the secret is 42\n")
+    (workdir / "crew.yaml").write_text(json.dumps({"agents": {
+        "claude": {"approval": ["read_file"]}, "second": {"provider": "claude", "approval": ["read_file"]}}}))
+    mock_server.script(*[reply("Let me read it.\n", block("notes.txt")) for _ in agents])
+    mentions = " ".join(f"@{agent}" for agent in agents)
+    # 10 s: under load the CLIs take seconds to start, and the question must have been asked by then
+    code, shown = on_a_terminal_nobody_answers(["query", "--timeout", "10", f"{mentions} what does notes.txt say?"],
+                                               cli_env("claude"), workdir)
+    assert code == 124, shown
+    assert "wants to run read_file" in shown and "(no answer before the run's time was up)" in shown
+    assert shown.count("did not finish in 10s") == len(agents)
+    assert processes_in(tmp_path) == []  # the CLIs ended too

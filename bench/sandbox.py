@@ -1,0 +1,106 @@
+"""Figure 10: what the sandbox costs. Each row times the same thing inside the sandbox and with
+`--sandbox off`, in pairs (crew installed as users install it, the real CLIs against the mock model
+server), for each mechanism this machine has: bubblewrap, and Landlock forced
+(CREW_SANDBOX_MECHANISM=landlock, as where user namespaces are not allowed).
+
+- run_command: one `true`, called through crew's tool registry in this process;
+- a CLI start: `crew query "@claude hello"`, one answer, no tool;
+- a three-command chain: `crew execute`, claude calls crew:run_command three times in a row (each
+  result goes back before the next call), then answers: the target, ≤ 1.10;
+- codex's own command: `crew execute`, codex runs one command of its own (inside crew's sandbox
+  with its own sandbox off, against codex's own sandbox alone with `--sandbox off`).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from bench.common import Row, Settings, installed, median, paired, ratio_row, run_timed
+
+MECHANISMS = ("bwrap", "landlock")
+CHAIN = ("ls", "wc -l notes.txt", "grep -c code notes.txt")
+TARGET = 1.10  # the three-command chain, sandboxed / off
+
+
+def run(settings: Settings) -> list[Row]:
+    rows: list[Row] = []
+    work = Path(tempfile.mkdtemp(prefix="crew-bench-sandbox-"))
+    try:
+        (work / "notes.txt").write_text("the launch code is 7-4-1\n")
+        for mechanism in MECHANISMS:
+            rows.append(_run_command(settings, mechanism, work))
+        if settings.cli:
+            rows += _with_clis(settings, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return rows
+
+
+def _run_command(settings: Settings, mechanism: str, work: Path) -> Row:
+    from crewbridge.registry import ToolContext
+    from crewbridge.sandbox import MECHANISM_ENV, Sandboxing
+    from crewbridge.tools import builtin_registry
+
+    registry = builtin_registry()
+    sandbox = Sandboxing({**os.environ, MECHANISM_ENV: mechanism}).commands("required", work, "execute",
+                                                                            network=False)
+
+    def once(inside: bool) -> float:
+        start = time.perf_counter()
+        result = registry.call("crew:run_command", {"command": "true"}, ToolContext(work, sandbox=sandbox if inside
+                                                                                   else None))
+        took = time.perf_counter() - start
+        if not result.success or result.data["exit_code"] != 0:
+            raise RuntimeError(f"run_command failed under {mechanism}: {result.error or result.data}")
+        return took
+
+    mine, theirs, ratios = paired(lambda: once(True), lambda: once(False), settings.repeats(41, 11), warmup=3)
+    return ratio_row("10 sandbox", f"run_command `true`, {mechanism} vs off", mine, theirs, ratios, unit="ms",
+                     scale=1000, target=None, note=f"{(median(mine) - median(theirs)) * 1000:.1f} ms added a command")
+
+
+def _with_clis(settings: Settings, work: Path) -> list[Row]:
+    from clienv import cli_env
+    from crewcli import tool_block
+    from mockserver import MockServer, tool_call
+
+    crew = str(installed() / "crew")
+    rows: list[Row] = []
+    home = Path(tempfile.mkdtemp(prefix="crew-bench-sandbox-home-"))
+    try:
+        with MockServer() as mock:
+            def timed(cli: str, mechanism: str | None, args: list[str], *script) -> float:
+                env = {**cli_env(cli, mock.url, home / cli)}
+                if mechanism:
+                    env["CREW_SANDBOX_MECHANISM"] = mechanism
+                mock.script(*script)
+                done = run_timed([crew, *args[:1], "--sandbox", "required" if mechanism else "off", *args[1:]],
+                                 env=env, cwd=work)
+                if done.returncode != 0 or "Done." not in done.stdout.decode():
+                    raise RuntimeError(f"crew {' '.join(args)} ({mechanism or 'off'}) failed "
+                                       f"(exit {done.returncode}): {done.stderr.decode()[-300:]}")
+                return done.wall
+
+            chain = [tool_block("crew:run_command", command=command) for command in CHAIN]
+            cases = [
+                ("a CLI start: claude, one answer", "claude", ["query", "@claude hello"], ("Done.",), None),
+                ("a three-command chain: claude, run_command ×3", "claude", ["execute", "@claude look"],
+                 (*chain, "Done."), TARGET),
+                ("codex's own command (exec_command)", "codex", ["execute", "@codex:gpt-5.5 look"],
+                 (tool_call("exec_command", {"cmd": "ls"}), "Done."), None),
+            ]
+            for mechanism in MECHANISMS:
+                for what, cli, args, script, target in cases:
+                    mine, theirs, ratios = paired(lambda: timed(cli, mechanism, args, *script),
+                                                  lambda: timed(cli, None, args, *script), settings.repeats(9, 3))
+                    rows.append(ratio_row("10 sandbox", f"{what}, {mechanism} vs off (wall)", mine, theirs, ratios,
+                                          unit="s", scale=1, target=target))
+            if mock.problems:
+                raise RuntimeError(f"the mock model server saw: {'; '.join(mock.problems)}")
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+    return rows
+

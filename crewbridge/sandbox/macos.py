@@ -1,0 +1,52 @@
+"""macOS: `sandbox-exec -p PROFILE`, with a profile generated per process. Untested: crew's tests run
+on Linux, where only the profile's text is checked.
+
+The profile allows everything, then denies writing outside the writable folders (and the process's
+own temp folder and the common devices), denies writing the protected files in them (a later rule
+wins), and with the network off denies network use (Unix sockets included). It gives no private
+/tmp and no PID namespace; sandbox-exec execs the program, so crew's stop reaches it directly.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from crewbridge.sandbox.base import Confinement, Launch, private_temp, program
+
+SANDBOX_EXEC = "/usr/bin/sandbox-exec"
+DEVICES = ("/dev/null", "/dev/zero", "/dev/tty", "/dev/dtracehelper", "/dev/random", "/dev/urandom")
+
+
+def profile(confinement: Confinement, temp: Path) -> str:
+    """The sandbox profile (SBPL) for `confinement`, the process's temp folder being `temp`."""
+    writable = [*confinement.writable, temp]
+    lines = ["(version 1)", "(allow default)", "(deny file-write*)"]
+    allowed = [f"(subpath {_quote(_real(p))})" for p in writable] + [f"(literal {_quote(d)})" for d in DEVICES]
+    lines.append(f"(allow file-write* {' '.join(allowed)})")
+    if confinement.read_only:
+        kept = " ".join(f"(literal {_quote(_real(p))})" for p in confinement.read_only)
+        lines.append(f"(deny file-write* {kept})")
+    if not confinement.network:
+        lines.append("(deny network*)")
+    return "\n".join(lines) + "\n"
+
+
+def _real(path: Path) -> Path:
+    """macOS profiles match resolved paths (/tmp is /private/tmp)."""
+    return path.resolve()
+
+
+def _quote(path: Path | str) -> str:
+    return json.dumps(str(path))  # SBPL strings take the same escapes as JSON's for these
+
+
+class SandboxExec:
+    name = "sandbox-exec"
+    detail = SANDBOX_EXEC
+
+    def launch(self, argv: list[str], env: dict[str, str], cwd: Path, confinement: Confinement) -> Launch:
+        path = program(argv, env, cwd)
+        temp = private_temp()
+        rules = profile(confinement, temp)
+        return Launch([SANDBOX_EXEC, "-p", rules, path, *argv[1:]], {**env, "TMPDIR": str(temp)}, temp=temp)

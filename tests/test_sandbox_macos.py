@@ -1,0 +1,23 @@
+"""macOS's sandbox-exec profile, as text (it cannot run here: docs/sandbox.md says it is untested)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from crewbridge.sandbox import Confinement
+from crewbridge.sandbox.macos import profile
+
+
+def test_the_profile_denies_writing_but_where_allowed_then_the_protected_files():
+    rules = profile(Confinement(writable=(Path("/work/p"),), read_only=(Path("/work/p/settings.json"),)),
+                    Path("/var/t"))
+    lines = rules.splitlines()
+    assert lines[:3] == ["(version 1)", "(allow default)", "(deny file-write*)"]
+    assert lines[3].startswith('(allow file-write* (subpath "/work/p") (subpath "/var/t") (literal "/dev/null")')
+    assert lines[4] == '(deny file-write* (literal "/work/p/settings.json"))'  # a later rule wins
+    assert lines[5] == "(deny network*)"
+
+
+def test_network_on_leaves_it_alone_and_odd_paths_are_quoted():
+    rules = profile(Confinement(writable=(Path('/w/a "b"\\c'),), network=True), Path("/t"))
+    assert '(subpath "/w/a \\"b\\"\\\\c")' in rules
+    assert "network" not in rules
