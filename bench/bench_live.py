@@ -103,9 +103,9 @@ def one_run(cli: str, live: bool, turns: int, shape: str,
 
         def timed_keep(kept: str, stopped: bool) -> str:
             started = time.monotonic()
-            held = keep(kept, stopped)
+            history = keep(kept, stopped)
             keeps.append((time.monotonic() - started) * 1000)
-            return held
+            return history
         conversation.keep = timed_keep  # type: ignore[method-assign]
         sends: list[float] = []
         send = conversation.send

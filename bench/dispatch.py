@@ -14,6 +14,7 @@ from bench.common import Row, Settings, in_process, interleaved, median, scratch
 from bench.harness import claude_conversation, claude_env, fake_conversation, python_argv, run_loop
 from crewbridge.functions import tool
 from crewbridge.loop import Progress, RunResult
+from crewbridge.outputs import result_record
 from crewbridge.registry import ToolContext, ToolRegistry
 
 TARGET_MS = 20.0
@@ -40,7 +41,7 @@ class Marks:
     def check(self, result: RunResult) -> float:
         """When the mark was set in this run (which must have called it, successfully)."""
         if not (result.tool_calls and result.tool_calls[0].result.success):
-            raise RuntimeError(f"the run did not set the mark: {result.to_dict()}")
+            raise RuntimeError(f"the run did not set the mark: {result_record(result)}")
         return self.times[-1]
 
 

@@ -18,7 +18,7 @@ from crewbridge.events import Event, MessageEnd, Text
 from crewbridge.extract import Extractor
 from crewbridge.process import Child
 from crewbridge.providers.claude import ClaudeDecoder
-from crewbridge.providers.live_process import LiveProcess
+from crewbridge.peer import LiveProcess
 
 TARGET = 1.5
 

@@ -22,8 +22,8 @@ from crewbridge.git import summary
 from crewbridge.loop import Progress
 from crewbridge.mentions import parse_mentions
 from crewbridge.modes import Mode
+from crewbridge.outputs import outcomes_record
 from crewbridge.registry import Tool, ToolContext, ToolFailure
-from crewbridge.render import outcome_dict
 
 DEPTH_ENV = "CREW_ASK_DEPTH"
 DEFAULT_MAX_DEPTH = 1  # an asked agent may ask one more agent, which may not ask again
@@ -172,14 +172,12 @@ class Asker:
 
 def asked(outcomes: list[Outcome]) -> Asked:
     """The text and data of a finished ask: each answer (labelled when several agents answered)."""
-    objs = [outcome_dict(o) for o in outcomes]
     parts = []
     for outcome in outcomes:
         body = outcome.result.answer if outcome.result is not None else f"failed: {outcome.error}"
         body += _where(outcome)
         parts.append(f"@{outcome.agent}: {body}" if len(outcomes) > 1 or outcome.error is not None else body)
-    data = objs[0] if len(objs) == 1 else {"results": objs}
-    return Asked("\n\n".join(parts), data, any(o.error is not None for o in outcomes))
+    return Asked("\n\n".join(parts), outcomes_record(outcomes), any(o.error is not None for o in outcomes))
 
 
 def _where(outcome: Outcome) -> str:

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 
 @dataclass(slots=True)  # not frozen: one is made per streamed delta, and frozen doubles that cost
@@ -53,9 +52,7 @@ class Failure:
 
 @dataclass(frozen=True)
 class Done:
-    """The CLI's reply ended (its final/result event)."""
-
-    ok: bool = True
+    """The CLI's reply ended (its final/result event): a live CLI's conversation reads up to it."""
 
 
 @dataclass(frozen=True)
@@ -64,7 +61,6 @@ class Notice:
 
     kind: str
     detail: str = ""
-    raw: dict[str, Any] = field(default_factory=dict, compare=False)
 
 
 Event = Text | MessageEnd | Session | Usage | Failure | Done | Notice

@@ -57,7 +57,6 @@ class Extractor(FenceScanner[ToolCall]):
             raise ValueError(f"registry prefix '{registry.prefix}' differs from extractor prefix '{prefix}'")
         super().__init__(max_block_chars)
         self._registry = registry
-        self._prefix = prefix
         self._marker = prefix + ":"
 
     def _closed(self, block: Block, length: int, end: int) -> list[ToolCall]:

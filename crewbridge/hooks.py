@@ -28,7 +28,6 @@ from crewbridge.registry import Tool, ToolResult
 
 BEFORE = "before_tool_call"
 AFTER = "after_tool_call"
-EVENTS = (BEFORE, AFTER)
 BLOCK_EXIT = 2
 DEFAULT_HOOK_TIMEOUT = 30.0
 HOOK_OUTPUT_LIMIT = 8 << 20  # characters of a hook's stdout (a replacement input can be a whole file)

@@ -57,9 +57,6 @@ class CallRecord:
     input: Any
     result: ToolResult
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "input": self.input, "success": self.result.success, "error": self.result.error}
-
 
 @dataclass
 class Progress:
@@ -83,16 +80,6 @@ class RunResult:
     usage: dict[str, Any] = field(default_factory=dict)
     session: str | None = None
     turns: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "agent": self.agent,
-            "answer": self.answer,
-            "tool_calls": [c.to_dict() for c in self.tool_calls],
-            "usage": self.usage,
-            "session": self.session,
-            "turns": self.turns,
-        }
 
 
 @dataclass
@@ -382,10 +369,10 @@ class AgentLoop:
         end = reply.calls[-1].end
         kept, tail = reply.text[:end], reply.text[end:]
         self.transcript.write("reply", agent=self.agent, text=kept)  # what the conversation keeps of it
-        held = self.conv.keep(kept, reply.stopped)
+        history = self.conv.keep(kept, reply.stopped)  # what the CLI's history now holds of the reply
         results = "\n".join(self._result_text(record) for record in batch)
-        restate = render("restate.md", kept=kept.rstrip()) if held == LOST else ""
-        tail_note = render("tail_ignored.md", tail=tail.strip()) if held == FULL and tail.strip() else ""
+        restate = render("restate.md", kept=kept.rstrip()) if history == LOST else ""
+        tail_note = render("tail_ignored.md", tail=tail.strip()) if history == FULL and tail.strip() else ""
         return render("tool_results.md", restate=restate, results=results, tail=tail_note)
 
     def _result_text(self, record: CallRecord) -> str:

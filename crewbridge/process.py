@@ -15,7 +15,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from crewbridge.errors import CLINotFound, CrewTimeout, ProviderError
@@ -177,6 +177,8 @@ class Child:
         pipe_in, pipe_out, pipe_err = self.proc.stdin, self.proc.stdout, self.proc.stderr
         assert pipe_in is not None and pipe_out is not None and isinstance(pipe_err, io.BufferedReader)  # _popen's
         self._stdin = pipe_in
+        os.set_blocking(pipe_in.fileno(), False)  # a write waits in poll(), bounded by its deadline
+        self._stdin_lock = threading.Lock()  # held by a write, and by kill() closing stdin
         self._stderr_pipe = pipe_err
         self.pgid = self.proc.pid
         track_group(self.pgid)
@@ -201,6 +203,7 @@ class Child:
         self._stderr_reader.start()
         self.cut_lines = 0
         self._kill_lock = threading.Lock()
+        self._watched: tuple[int, Callable[[], None]] | None = None  # see watch()
         self._ready: collections.deque[str] = collections.deque()  # lines read, not yet taken
         self._pending = b""  # the start of a line whose end has not arrived
         self._cut = False  # bytes of the current line were dropped (it passed MAX_LINE)
@@ -218,29 +221,63 @@ class Child:
     def _feed(self, text: str | None) -> None:
         leave_signals_to_main()
         if text is not None:
-            self._write(_encoded(text))
+            self._write(_encoded(text), None)
         self._close_stdin()
 
-    def _write(self, data: bytes) -> None:
-        try:
-            self._stdin.write(data)
-            self._stdin.flush()
-        except OSError:
-            pass  # the CLI stopped reading; its exit status and stderr tell why
-        except ValueError:
-            pass  # kill() closed stdin from another thread (Ctrl-C, a stopped reply) meanwhile
+    def _write(self, data: bytes, deadline: float | None) -> None:
+        """Write `data` to stdin as the CLI takes it; CrewTimeout (after killing the group) when it has
+        not taken it all by `deadline`. A CLI that stopped reading, or was killed, is let be: its
+        exit status and stderr say why."""
+        view = memoryview(data)
+        while view:
+            with self._stdin_lock:
+                if self._stdin.closed:
+                    return  # kill() closed it from another thread (Ctrl-C, a stopped reply)
+                fd = self._stdin.fileno()
+                try:
+                    view = view[os.write(fd, view) :]
+                except BlockingIOError:
+                    pass  # the pipe is full: wait below for the CLI to read
+                except OSError:
+                    return  # the CLI closed its stdin or exited
+            if view and not self._writable(fd, deadline):
+                self.kill()
+                raise CrewTimeout(
+                    f"'{os.path.basename(self.argv[0])}' did not read its input in time; "
+                    "it was stopped (raise --timeout if it needs longer)"
+                )
+
+    def _writable(self, fd: int, deadline: float | None) -> bool:
+        """Wait until stdin (`fd`) takes more, the CLI is killed or gone (True), or `deadline` passes (False)."""
+        wait = None if deadline is None else deadline - time.monotonic()
+        if wait is not None and wait <= 0:
+            return False
+        writable = select.poll()
+        writable.register(fd, select.POLLOUT)
+        with self._kill_lock:
+            if self._killed:
+                return True
+            writable.register(self._wake_r, select.POLLIN)  # kill() writes to it: a write waits no more
+        return bool(writable.poll(None if wait is None else max(1, math.ceil(wait * 1000))))
 
     def _close_stdin(self) -> None:
-        try:
-            self._stdin.close()
-        except OSError:
-            pass
-        except ValueError:
-            pass  # _feed and kill() closed it at once: a buffered pipe's close is not thread-safe
+        with self._stdin_lock:  # _feed and kill() may close it at once: a buffered pipe's close is not thread-safe
+            try:
+                self._stdin.close()
+            except OSError:
+                pass
 
-    def send_line(self, text: str) -> None:
+    def send_line(self, text: str, deadline: float | None = None) -> None:
+        """Write `text` and a newline to stdin; CrewTimeout (after killing the group) when the CLI has
+        not read it all by `deadline`."""
         self.trace("<", text)
-        self._write(_encoded(text) + b"\n")
+        self._write(_encoded(text) + b"\n", deadline)
+
+    def watch(self, fd: int, ready: Callable[[], None]) -> None:
+        """While read_line() waits for a line, call `ready()` on its thread whenever `fd` is readable:
+        work that the thread reading this CLI does between its lines."""
+        self._poll.register(fd, select.POLLIN)
+        self._watched = (fd, ready)
 
     def trace(self, mark: str = "", text: str = "") -> None:
         """Log a line of the exchange: `$` the command (once, first), `<` a line sent, `>` a line read."""
@@ -279,10 +316,12 @@ class Child:
         while not self._ready:
             if self._ended:
                 return None
-            self._read_chunk(deadline)
+            if self._read_chunk(deadline) and self._watched is not None:
+                self._watched[1]()
         return self._ready.popleft()
 
-    def _read_chunk(self, deadline: float | None) -> None:
+    def _read_chunk(self, deadline: float | None) -> bool:
+        """Wait for stdout and take what it has; whether the watched descriptor is readable."""
         wait = None if deadline is None else deadline - time.monotonic()
         if wait is not None and wait <= 0:
             self.kill()
@@ -293,27 +332,29 @@ class Child:
         with self._reading:
             if self._killed:
                 self._release()
-                return
+                return False
             ready = self._poll.poll(None if wait is None else max(1, math.ceil(wait * 1000)))
             if not ready:
-                return  # the deadline passed: the next call ends it
+                return False  # the deadline passed: the next call ends it
             if any(fd == self._wake_r for fd, _ in ready):
                 self._release()  # kill() from another thread (Ctrl-C, a stopped reply)
-                return
+                return False
+            woken = self._watched is not None and any(fd == self._watched[0] for fd, _ in ready)
             try:
                 chunk = self.out.read_nonblocking(CHUNK, timeout=0)
             except self._timeout_error:
-                return
+                return woken
             except self._eof_error:
                 self._ended = True
                 if self._pending or self._cut:
                     self._end_line(b"")
-                return
+                return woken
         start = 0
         while (nl := chunk.find(b"\n", start)) >= 0:
             self._end_line(chunk[start:nl])
             start = nl + 1
         self._add(chunk[start:])
+        return woken
 
     def _add(self, piece: bytes) -> None:
         room = MAX_LINE - len(self._pending)

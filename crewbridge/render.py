@@ -17,39 +17,8 @@ Three outputs, chosen by `Renderer(output=…)`:
   colours only on a terminal and never with NO_COLOR set. Model text on a terminal has its control
   characters escaped, so a reply cannot drive the terminal.
 
-``json``: one object on stdout at the end. One agent: its result — ``agent``, ``answer``,
-  ``tool_calls`` (``name``, ``input``, ``success``, ``error``), ``usage``, ``session``, ``turns``,
-  ``fell_back_from`` (the agent asked, when another took its task over, else null), ``error``
-  (null) — or, when it failed, ``{"agent", "answer": null, "fell_back_from", "error", "exit_code"}``.
-  With --worktree also ``run_id``, ``worktree``, ``branch``, ``base`` and ``changes``; with --review
-  ``review`` (``reviewer``, ``rounds``, ``verdict``, ``findings``, ``disputed``), and ``error`` and
-  ``exit_code`` beside the answer when it was not approved.
-  Several agents: ``{"results": [one such object per agent, in mention order]}``.
-
-``jsonl``: the event stream, one object per line as it happens, each with ``type`` and ``agent``:
-  ``{"type": "turn", "turn": 1}`` a model reply begins (1, 2, … per task);
-  ``{"type": "text", "text": "…"}`` raw text as the model streams it, tool-call blocks and any text
-  crew cut off included;
-  ``{"type": "call", "name": "crew:read_file", "input": {…}}`` a tool-call block closed;
-  ``{"type": "result", "name", "input", "result": {"success", "data", "error", "metadata"}}`` its
-  result envelope (in call order, once the reply is over);
-  ``{"type": "usage", "input_tokens", "output_tokens", "cached_tokens", "cost_usd"}`` the agent's
-  usage in this run so far, each time its CLI reports some;
-  ``{"type": "answer", "answer", "tool_calls", "usage", "session", "turns"}`` the final answer;
-  ``{"type": "error", "error": "…", "exit_code": 3}`` the agent's run failed;
-  ``{"type": "fallback", "agent", "text"}`` the agent's provider cannot answer; the next one of
-  its `fallback:` takes the task over (then ``answer`` has ``fell_back_from``);
-  ``{"type": "resume", "agent", "text"}`` continuing a run, the agent starts afresh (it was not in
-  it) or has its conversation replayed (its CLI no longer has the session);
-  ``{"type": "warning", "text": "…"}`` about the whole run (--worktree: the checkout's uncommitted
-  changes are not in the worktrees);
-  ``{"type": "review", "round", "rounds", "verdict", "findings", "called", "disputed"}`` a reviewer's
-  verdict (--review), one per round;
-  ``{"type": "worktree", "run_id", "worktree", "branch", "base", "changes"}`` where an agent worked
-  with --worktree and what it changed, at the end;
-  ``{"type": "sandbox", "agent", "text"}`` the sandbox is wanted (auto) but no mechanism works
-  here: the run goes on unconfined;
-  ``{"type": "notice", "text": "…"}`` anything else worth knowing.
+``json``: one object on stdout at the end; ``jsonl``: the event stream, one object per line as it
+  happens. Their shapes are crewbridge/outputs.py's (and docs/schemas/).
 
 With ``verbose`` each command crew runs (`$`), every line it reads from the CLI (`>`) and sends it
 (`<`) go to stderr, in every output, with secrets redacted as in transcripts (crewbridge.redact:
@@ -69,11 +38,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
-from crewbridge import jsonio
 from crewbridge.approval import isatty, terminal  # an approval question owns the terminal while it waits
+from crewbridge.outputs import error_record, event_record, json_line, outcomes_record, worktree_record
 from crewbridge.process import log as process_log
 from crewbridge.redact import Redactor
 from crewbridge.verdict import Finding
+
+STDERR_TOO = ("fallback", "resume", "warning", "sandbox")  # events shown on stderr with --json too
 
 if TYPE_CHECKING:
     from crewbridge.api import Outcome
@@ -221,7 +192,7 @@ class Renderer:
             agent = self._agent(event.agent)
             if self.output == "jsonl":
                 if event.kind != "text" or event.text:  # not a text event that only settles what is shown
-                    self._write_out(json_line(_event_dict(event)))
+                    self._write_out(json_line(event_record(event)))
             elif self.output == "text" or event.kind in (
                 "fallback",
                 "resume",
@@ -316,8 +287,7 @@ class Renderer:
                     self.failed(outcome.agent, outcome.error)
             self._worktrees(outcomes)
             if self.output == "json":
-                objs = [outcome_dict(o) for o in outcomes]
-                self._write_out(json_line(objs[0] if len(objs) == 1 else {"results": objs}))
+                self._write_out(json_line(outcomes_record(outcomes)))
 
     def _worktrees(self, outcomes: Sequence[Outcome]) -> None:
         """Where each agent worked with --worktree and what it changed: lines on stderr, or jsonl events."""
@@ -329,7 +299,7 @@ class Renderer:
         for outcome in placed:
             assert outcome.worktree is not None
             if self.output == "jsonl":
-                self._write_out(json_line({"type": "worktree", "agent": outcome.agent, **worktree_dict(outcome)}))
+                self._write_out(json_line(worktree_record(outcome)))
             elif self.output == "text":
                 changes = outcome.changes
                 what = "its changes are unknown (see crew log)" if changes is None else summary(changes)
@@ -352,16 +322,7 @@ class Renderer:
         with self._lock:
             self._agent(name).state = "failed"
             if self.output == "jsonl":
-                self._write_out(
-                    json_line(
-                        {
-                            "type": "error",
-                            "agent": name,
-                            "error": str(error),
-                            "exit_code": getattr(error, "exit_code", 1),
-                        }
-                    )
-                )
+                self._write_out(json_line(error_record(name, error)))
             message = str(error)
             if self.labelled and not message.startswith(f"@{name}"):
                 message = f"@{name}: {message}"
@@ -594,42 +555,6 @@ def one_line(text: str, width: int = 200) -> str:
     return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
 
 
-def outcome_dict(outcome: Outcome) -> dict[str, Any]:
-    """One agent's outcome as --json shows it (with --worktree: where it worked and what it changed;
-    with --review: the review)."""
-    failed = {"error": str(outcome.error), "exit_code": getattr(outcome.error, "exit_code", 1)}
-    if outcome.result is not None:
-        out = {**outcome.result.to_dict(), "fell_back_from": outcome.fell_back_from, "error": None}
-        if outcome.error is not None:
-            out.update(failed)
-    else:
-        out = {"agent": outcome.agent, "answer": None, "fell_back_from": outcome.fell_back_from, **failed}
-    if outcome.worktree is not None:
-        out.update(worktree_dict(outcome))
-    if outcome.review is not None:
-        out["review"] = outcome.review.to_dict()
-    return out
-
-
-def worktree_dict(outcome: Outcome) -> dict[str, Any]:
-    """Where an agent worked with --worktree, and what it changed (null when that could not be told)."""
-    assert outcome.worktree is not None
-    changes = None if outcome.changes is None else [change.to_dict() for change in outcome.changes]
-    worktree = outcome.worktree
-    return {
-        "run_id": worktree.run_id,
-        "worktree": str(worktree.path),
-        "branch": worktree.branch,
-        "base": worktree.base,
-        "changes": changes,
-    }
-
-
-def json_line(obj: Any) -> str:
-    """One line of JSON; text that cannot be UTF-8 (a lone surrogate) is written as escapes."""
-    return jsonio.dumps_bytes(obj).decode("utf-8") + "\n"
-
-
 def _encodable(text: str, stream: Any) -> str:
     """`text` as `stream` can encode it: surrogate halves joined (a lone one replaced), characters
     its encoding lacks escaped."""
@@ -643,22 +568,6 @@ def _encodable(text: str, stream: Any) -> str:
             return text.encode(encoding, "backslashreplace").decode(encoding)
         except LookupError:
             return text
-
-
-def _event_dict(event: Progress) -> dict[str, Any]:
-    base: dict[str, Any] = {"type": event.kind, "agent": event.agent}
-    if event.kind == "turn":
-        return {**base, "turn": _int(event.text)}
-    if event.kind in ("call", "result") and event.call is not None:
-        base.update(name=event.call.name, input=event.call.input)
-        return {**base, "result": event.call.result.to_dict()} if event.kind == "result" else base
-    if event.kind == "answer" and event.result is not None:
-        return {**base, **event.result.to_dict()}
-    if event.kind == "usage" and event.usage is not None:
-        return {**base, **event.usage.to_dict()}
-    if event.data is not None:
-        return {**base, **event.data}
-    return {**base, "text": event.text}
 
 
 def _count(n: int, noun: str) -> str:

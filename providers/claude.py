@@ -123,7 +123,7 @@ class ClaudeDecoder(JsonLineDecoder):
         if obj.get("is_error"):
             message = obj.get("result") or "; ".join(obj.get("errors") or []) or obj.get("subtype")
             out.append(Failure(str(message), obj.get("api_error_status")))
-        out.append(Done(ok=not obj.get("is_error")))
+        out.append(Done())
         return out
 
 

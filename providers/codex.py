@@ -36,7 +36,7 @@ class CodexDecoder(JsonLineDecoder):
             return [totals, Done()]
         if kind == "turn.failed":
             err = obj.get("error") or {}
-            return [Failure(str(err.get("message") or err)), Done(ok=False)]
+            return [Failure(str(err.get("message") or err)), Done()]
         if kind == "error":
             return [Failure(str(obj.get("message") or obj))]
         return [Notice("unknown", str(kind))]

@@ -51,10 +51,7 @@ class GeminiDecoder(JsonLineDecoder):
         if obj.get("status") == "error":
             err = obj.get("error") or {}
             out.append(Failure(_readable(str(err.get("message") if isinstance(err, dict) else err))))
-            out.append(Done(ok=False))
-        else:
-            out.append(Done())
-        return out
+        return [*out, Done()]
 
 
 def _readable(message: str) -> str:

@@ -15,28 +15,66 @@ the process starts with an empty assistant line, which Claude leaves out of ever
 Claude's questions come on the same stream, as control requests, and are answered as they come:
 `can_use_tool` (one of its own tools, by crew's policy: the loop's channel) and, with native tools,
 `mcp_message` (crew's tools as an SDK MCP server named crew, served by crewbridge.mcp.core.McpTools).
+crew's own requests (interrupt, rewind_conversation) are control requests too: the control protocol
+is the Wire of this live peer (crewbridge.peer).
 """
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Callable, Generator, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from crewbridge.providers.base import Turn
 from crewbridge.providers.claude import LIVE_FLAGS, NATIVE_FLAGS, ClaudeDecoder, ClaudeProvider
-from crewbridge.providers.live_process import LiveConversation, LiveProcess, control_deadline
 
 from crewbridge.conversation import EXACT, FULL
-from crewbridge.errors import ProviderError
-from crewbridge.events import Event, Failure, Notice, Session, Usage
+from crewbridge.events import Event, Usage
 from crewbridge.mcp.core import McpTools
 from crewbridge.native import SERVER
+from crewbridge.peer import Peer, Refused, Reply, Request
 
 if TYPE_CHECKING:
+    from crewbridge.native import Channel
     from crewbridge.sessions import Prior
+
+
+class Control:
+    """Claude's control protocol (the Wire): requests either way are control_request lines, answered
+    by control_response lines; crew's requests are numbered crew-1, crew-2, …"""
+
+    def request(self, number: int, method: str, params: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+        request_id = f"crew-{number}"
+        return request_id, {
+            "type": "control_request",
+            "request_id": request_id,
+            "request": {"subtype": method, **params},
+        }
+
+    def answer(self, request_id: Any, result: dict[str, Any]) -> dict[str, Any]:
+        response = {"subtype": "success", "request_id": request_id, "response": result}
+        return {"type": "control_response", "response": response}
+
+    def refusal(self, request_id: Any, code: int, message: str) -> dict[str, Any]:
+        return {
+            "type": "control_response",
+            "response": {"subtype": "error", "request_id": request_id, "error": message},
+        }
+
+    def parse(self, obj: dict[str, Any]) -> Request | Reply | None:
+        kind = obj.get("type")
+        if kind == "control_request":
+            request = obj.get("request")
+            request = request if isinstance(request, dict) else {}
+            return Request(obj.get("request_id"), str(request.get("subtype")), request)
+        if kind == "control_response":
+            response = obj.get("response")
+            response = response if isinstance(response, dict) else {}
+            if response.get("subtype") == "error":
+                return Reply(response.get("request_id"), {}, {"message": response.get("error")})
+            result = response.get("response")
+            return Reply(response.get("request_id"), result if isinstance(result, dict) else {})
+        return None  # control_cancel_request too: the question it cancels was answered at once
 
 
 def line_id() -> str:
@@ -58,17 +96,18 @@ def assistant_line(text: str) -> dict[str, Any]:
     }
 
 
-class ClaudeLiveConversation(LiveConversation):
+class ClaudeLiveConversation(Peer):
+    wire = Control()
+    decoder = ClaudeDecoder
     native_tools = True
 
     def __init__(self, provider: ClaudeProvider, base: Turn, *, cwd: Path, env: dict[str, str] | None = None) -> None:
         super().__init__(provider, base, live_argv(provider, base), cwd=cwd, env=env)
-        self._requests = itertools.count(1)
-        self._open = False  # a turn whose result line has not been read yet
-        self._answered: dict[str, Any] = {}  # the user line the current reply answers
-        self._native = False  # the current reply used one of Claude's own tools
+        self.handlers = {"can_use_tool": self._can_use_tool, "mcp_message": self._mcp_message}
+        self._prompt_line: dict[str, Any] = {}  # the user line the current reply answers
+        self._used_tools = False  # the reply used tools (Claude's or crew's): its history holds their calls
         self._cost = 0.0  # the process's total cost so far: each result reports the total, not its share
-        self._mcp: McpTools | None = None  # crew's SDK MCP server, made with the first message for it
+        self._mcp: McpTools | None = None  # crew's SDK MCP server (one session), made with its first message
 
     def resume(self, prior: Prior) -> bool:
         if prior.session_id is None or not self.provider.has_session(prior.session_id, self.env, self.cwd):
@@ -77,36 +116,23 @@ class ClaudeLiveConversation(LiveConversation):
         self.argv = live_argv(self.provider, replace(self.base, session_id=prior.session_id))
         return True
 
-    def _start(self) -> LiveProcess:
-        process, first = self._launch()
-        if first:
-            process.write(assistant_line(""))  # an anchor for rewinding to the first message
-        return process
+    def set_up(self) -> None:
+        self.write(assistant_line(""))  # an anchor for rewinding to the first message
 
-    def send(self, message: str, deadline: float | None) -> Generator[Event, None, None]:
-        process = self._start()  # a CLI that is not installed raises CLINotFound from here
-        try:
-            self._finish_turn()
-            self._answered = user_line({"role": "user", "content": message})
-            self._native = False
-            process.write(self._answered)
-            self._open = True
-            yield from self._reply(process, deadline)
-        except ProviderError as exc:  # the CLI exited
-            self._open = False
-            yield Failure(str(exc))
+    def begin(self, message: str) -> list[Event]:
+        self._prompt_line = user_line({"role": "user", "content": message})
+        self._used_tools = False
+        self.write(self._prompt_line)
+        return []
 
-    def _reply(self, process: LiveProcess, deadline: float | None) -> Iterator[Event]:
-        decoder = ClaudeDecoder()
-        while self._open:
-            obj = self._read(process, deadline)
-            if isinstance(obj, dict):
-                self._open = not _is_result(obj)
-                self._native = self._native or _is_tool_result(obj)
-            for event in decoder.decode_object(obj):
-                if isinstance(event, Session) and event.session_id:
-                    self.session_id = event.session_id
-                yield self._share(event) if isinstance(event, Usage) else event
+    def events(self, obj: dict[str, Any]) -> list[Event]:
+        events = self.reading.decode_object(obj)
+        kind = obj.get("type")
+        if kind == "user":
+            self._used_tools = self._used_tools or _is_tool_result(obj)
+        elif kind == "result":  # the only line with usage
+            events = [self._share(event) if isinstance(event, Usage) else event for event in events]
+        return events
 
     def _share(self, usage: Usage) -> Usage:
         """The reply's usage with its share of the cost (Claude reports the process's total)."""
@@ -115,95 +141,38 @@ class ClaudeLiveConversation(LiveConversation):
         share, self._cost = max(usage.cost_usd - self._cost, 0.0), max(usage.cost_usd, self._cost)
         return replace(usage, cost_usd=round(share, 8))
 
-    def _finish_turn(self) -> None:
-        """Read what is left of a reply the loop stopped reading, up to its result line."""
-        if self._open and self.process is not None:
-            result = self._read_until(self.process, _is_result)
-            self._open = False
-            usage = [event for event in ClaudeDecoder().decode_object(result) if isinstance(event, Usage)]
-            self.late += [self._share(event) for event in usage if event.input_tokens or event.output_tokens]
+    def _can_use_tool(self, request: Request, channel: Channel) -> dict[str, Any]:
+        """One of Claude's own tools: crew's policy decides."""
+        tool, data = str(request.params.get("tool_name")), request.params.get("input") or {}
+        refusal = channel.permit(tool, data, read_only=tool in self.provider.read_only_tools)
+        return {"behavior": "deny", "message": refusal} if refusal else {"behavior": "allow", "updatedInput": data}
 
-    def _request(self, process: LiveProcess, request: dict[str, Any]) -> str:
-        request_id = f"crew-{next(self._requests)}"
-        process.write({"type": "control_request", "request_id": request_id, "request": request})
-        return request_id
+    def _mcp_message(self, request: Request, channel: Channel) -> dict[str, Any]:
+        """A message to crew's SDK MCP server (the only one Claude is given)."""
+        if request.params.get("server_name") != SERVER:
+            raise Refused(f"crew serves no MCP server named {request.params.get('server_name')}")
+        self._mcp = self._mcp or McpTools(channel)
+        response = self._mcp.answer(request.params.get("message"))
+        return {"mcp_response": response or {"jsonrpc": "2.0", "result": {}}}
 
-    def _control(self, process: LiveProcess, request: dict[str, Any]) -> dict[str, Any]:
-        """Send a control request and wait for its answer."""
-        request_id = self._request(process, request)
-
-        def answered(obj: dict[str, Any]) -> bool:
-            return obj.get("type") == "control_response" and obj["response"].get("request_id") == request_id
-
-        return self._read_until(process, answered)["response"].get("response") or {}
-
-    def _read(self, process: LiveProcess, deadline: float | None) -> dict[str, Any] | Notice:
-        """The next line Claude writes that is not a question to crew: those are answered here."""
-        while True:
-            obj = process.read(deadline)
-            if isinstance(obj, dict) and obj.get("type") == "control_request":
-                process.write(self._answer(obj))
-            elif not (isinstance(obj, dict) and obj.get("type") == "control_cancel_request"):
-                return obj
-
-    def _read_until(self, process: LiveProcess, done: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
-        deadline = control_deadline()
-        while True:
-            obj = self._read(process, deadline)
-            if isinstance(obj, dict) and done(obj):
-                return obj
-
-    def _answer(self, message: dict[str, Any]) -> dict[str, Any]:
-        """The control response to Claude's control request `message`."""
-        request_id, request = message.get("request_id"), message.get("request") or {}
-        subtype, channel = request.get("subtype"), self.channel
-        answer: dict[str, Any]
-        if subtype == "can_use_tool" and channel is not None:
-            tool, data = str(request.get("tool_name")), request.get("input") or {}
-            refusal = channel.permit(tool, data, read_only=tool in self.provider.read_only_tools)
-            answer = (
-                {"behavior": "deny", "message": refusal} if refusal else {"behavior": "allow", "updatedInput": data}
-            )
-        elif subtype == "mcp_message" and request.get("server_name") == SERVER and channel is not None:
-            self._mcp = self._mcp or McpTools(channel)
-            response = self._mcp.answer(request.get("message"))
-            answer = {"mcp_response": response or {"jsonrpc": "2.0", "result": {}}}
-        else:
-            error = f"crew does not answer {subtype} requests here"
-            return {
-                "type": "control_response",
-                "response": {"subtype": "error", "request_id": request_id, "error": error},
-            }
-        return {
-            "type": "control_response",
-            "response": {"subtype": "success", "request_id": request_id, "response": answer},
-        }
-
-    def stop(self) -> None:
-        if self._open and self.process is not None:
-            self._request(self.process, {"subtype": "interrupt"})
+    def interrupt(self) -> None:
+        self.request("interrupt", {})
 
     def keep(self, kept: str, stopped: bool) -> str:
-        self._finish_turn()
-        if not stopped or self._native:
-            # Claude holds the reply as far as it streamed. One that used Claude's own tools is left
-            # so: rewinding would drop those calls too; the follow-up names the tail instead.
+        self.finish()
+        if not stopped or self._used_tools:
+            # Claude holds the reply as far as it streamed. One that used tools is left so: rewinding
+            # would drop those calls too; the follow-up names the tail instead.
             return FULL
-        assert self.process is not None  # a reply was stopped, so the process exists
-        rewound = self._control(
-            self.process,
-            {
-                "subtype": "rewind_conversation",
-                "interrupt_if_running": True,
-                "target_message_uuid": self._answered["uuid"],
-            },
+        rewound = self.exchange(
+            "rewind_conversation", {"interrupt_if_running": True, "target_message_uuid": self._prompt_line["uuid"]}
         )
-        if not rewound.get("rewound"):
+        if rewound.error is not None or not rewound.result.get("rewound"):
             return FULL
-        self.process.write(user_line(self._answered["message"], shouldQuery=False))
-        self._open = True
-        self._finish_turn()  # that message is in the history before the reply goes in after it
-        self.process.write(assistant_line(kept))
+        self.write(user_line(self._prompt_line["message"], shouldQuery=False))
+        self.open = True
+        self.finish()  # that message is in the history before the reply goes in after it
+        self.write(assistant_line(kept))
         return EXACT
 
 
@@ -212,13 +181,10 @@ def live_argv(provider: ClaudeProvider, turn: Turn) -> list[str]:
     return provider.argv(turn) + LIVE_FLAGS + (NATIVE_FLAGS if turn.native else [])
 
 
-def _is_result(obj: dict[str, Any]) -> bool:
-    return obj.get("type") == "result"
-
-
 def _is_tool_result(obj: dict[str, Any]) -> bool:
-    """A user line Claude wrote for one of its own tools' results."""
-    content = obj.get("message", {}).get("content") if obj.get("type") == "user" else None
+    """A user line Claude wrote for a tool's result."""
+    message = obj.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
     return isinstance(content, list) and any(
         isinstance(part, dict) and part.get("type") == "tool_result" for part in content
     )

@@ -26,9 +26,9 @@ from crewbridge.conversation import EXACT, ProcessConversation
 class GeminiSessionConversation(ProcessConversation):
     def keep(self, kept: str, stopped: bool) -> str:
         message = self.history[-1][1]  # the message this reply answered
-        held = super().keep(kept, stopped)  # stop() waited for the process to end: the file is still
+        history = super().keep(kept, stopped)  # stop() waited for the process to end: the file is still
         path = session_file(self.env, self.session_id) if stopped else None
-        return EXACT if path is not None and cut_reply(path, message, kept) else held
+        return EXACT if path is not None and cut_reply(path, message, kept) else history
 
 
 def cut_reply(path: Path, message: str, kept: str) -> bool:

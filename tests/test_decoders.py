@@ -52,7 +52,7 @@ class TestClaude:
         assert text_of(events) == MOCK_REPLY  # once: the final `result` repeats it and is not text
         assert events[0] == Session("1957e5e0-485c-42b5-8ba0-b9aade957c0a", "claude-opus-4-8[1m]")
         assert only(Usage, events) == [Usage(100, 20, 0.001)]
-        assert events[-1] == Done(ok=True) and not only(Failure, events)
+        assert events[-1] == Done() and not only(Failure, events)
 
     def test_cache_reads_and_writes_count_as_input_and_reads_as_cached(self) -> None:
         line = json.dumps({"type": "result", "is_error": False, "total_cost_usd": 0.5,
@@ -79,7 +79,7 @@ class TestClaude:
     def test_max_turns_is_a_failure(self) -> None:
         events = decode("claude", "claude_stream_maxturns.jsonl")
         assert only(Failure, events) == [Failure("Reached maximum number of turns (1)")]
-        assert events[-1] == Done(ok=False)
+        assert events[-1] == Done()
 
     def test_an_api_error_is_a_failure_and_its_synthetic_message_is_not_text(self) -> None:
         events = decode("claude", "claude_stream_error500.jsonl")
@@ -87,7 +87,7 @@ class TestClaude:
         assert "synthetic" in notices(events)
         [failure] = only(Failure, events)
         assert failure.status == 500 and failure.message.startswith("API Error: 500 mock failure 500")
-        assert events[-1] == Done(ok=False)
+        assert events[-1] == Done()
 
     def test_a_subagents_words_are_not_text(self) -> None:
         events = decode("claude", "claude_crew.jsonl")
@@ -157,7 +157,7 @@ class TestGemini:
         assert text_of(events[:first_end]) == "Running a tool."
         assert {"native_tool_use", "native_tool_result"} <= set(notices(events))
         assert "hello-from-tool" not in text_of(events)
-        assert only(Usage, events) == [Usage(200, 40)] and events[-1] == Done(ok=True)
+        assert only(Usage, events) == [Usage(200, 40)] and events[-1] == Done()
 
     def test_cached_tokens_come_from_the_stats(self) -> None:
         line = json.dumps({"type": "result", "status": "success",
@@ -167,7 +167,7 @@ class TestGemini:
     def test_an_api_error_is_a_failure(self) -> None:
         events = decode("gemini", "gemini_stream_error500.jsonl")
         [failure] = only(Failure, events)
-        assert failure.message == "API Error 500 INTERNAL: mock failure 500" and events[-1] == Done(ok=False)
+        assert failure.message == "API Error 500 INTERNAL: mock failure 500" and events[-1] == Done()
         assert text_of(events) == ""
 
 
@@ -177,7 +177,7 @@ class TestCodex:
         assert events[0] == Session("01a20175-1aab-7550-9fa4-376652806941")
         assert [e for e in events if isinstance(e, (Text, MessageEnd))] == [Text(MOCK_REPLY), MessageEnd()]
         # codex exec reports the thread's totals (on a resumed thread, the earlier turns' too)
-        assert only(Usage, events) == [Usage(100, 20, cumulative=True)] and events[-1] == Done(ok=True)
+        assert only(Usage, events) == [Usage(100, 20, cumulative=True)] and events[-1] == Done()
 
     def test_cached_input_tokens_are_counted(self) -> None:
         line = json.dumps({"type": "turn.completed",
@@ -193,7 +193,7 @@ class TestCodex:
         decoder = decoder_for("codex")
         events = decoder.decode('{"type":"error","message":"stream disconnected"}') + \
             decoder.decode('{"type":"turn.failed","error":{"message":"stream disconnected"}}')
-        assert events == [Failure("stream disconnected"), Failure("stream disconnected"), Done(ok=False)]
+        assert events == [Failure("stream disconnected"), Failure("stream disconnected"), Done()]
 
 
 class TestText:

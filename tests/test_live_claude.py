@@ -6,22 +6,23 @@ import json
 import os
 import sys
 import threading
+import time
 
 import pytest
-
-from crewbridge.conversation import EXACT, FULL
-from crewbridge.errors import CLINotFound, ProviderError
-from crewbridge.events import Failure, Session, Text, Usage
 from crewbridge.providers.base import Turn
 from crewbridge.providers.claude import ClaudeProvider
 from crewbridge.providers.live_claude import ClaudeLiveConversation
+
+from crewbridge.conversation import EXACT, FULL
+from crewbridge.errors import CLINotFound, CrewTimeout, ProviderError
+from crewbridge.events import Failure, Session, Text, Usage
 
 BLOCK = '```json\n{"type":"tool_use","name":"crew:read_file","input":{"path":"a"}}\n```\n'
 REPLY = ["Reading.\n", BLOCK, "It says 7.", " Invented."]
 
 # Streams REPLY as text deltas to every user line that queries, then its result line. argv[1] is the
 # log, argv[2] a behaviour: "ok", "refuse" (the rewind fails), "native" (a native tool result comes
-# first), "crash" (exits mid-reply) or "hang" (stops writing mid-reply).
+# first), "crash" (exits mid-reply), "hang" (stops writing mid-reply) or "mute" (never answers a rewind).
 FAKE = """
 import json, sys
 log, mode = open(sys.argv[1], "a"), sys.argv[2]
@@ -33,6 +34,8 @@ for line in sys.stdin:
     log.write(line); log.flush()
     obj = json.loads(line)
     if obj["type"] == "control_request":
+        if mode == "mute" and obj["request"]["subtype"] == "rewind_conversation":
+            continue
         answer = {}
         if obj["request"]["subtype"] == "rewind_conversation":
             answer = {"rewound": mode != "refuse"}
@@ -145,6 +148,21 @@ def test_when_the_rewind_is_refused_the_history_keeps_the_reply_and_says_so(star
     until_the_tail(conversation, "first")
     assert conversation.keep("Reading.\n" + BLOCK, stopped=True) == FULL
     assert sent()[-1]["request"]["subtype"] == "rewind_conversation"  # nothing put back after it
+
+
+def test_the_rewind_waits_only_as_long_as_the_run(start):
+    conversation, _ = start("mute")
+    list(conversation.send("boot", None))
+    conversation.keep("".join(REPLY), stopped=False)
+    events = conversation.send("first", time.monotonic() + 2)  # this run has two seconds
+    for event in events:
+        if isinstance(event, Text) and event.text == "It says 7.":
+            conversation.stop()
+            break
+    events.close()
+    with pytest.raises(CrewTimeout, match="gave no complete reply in time"):
+        conversation.keep("Reading.\n" + BLOCK, stopped=True)
+    assert conversation.process.child.proc.poll() is not None
 
 
 def test_a_reply_that_used_claudes_own_tools_is_not_rewound(start):

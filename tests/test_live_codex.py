@@ -7,12 +7,12 @@ import json
 import sys
 
 import pytest
-
-from crewbridge.conversation import EXACT, FULL
-from crewbridge.events import Done, Failure, MessageEnd, Notice, Session, Text, Usage
 from crewbridge.providers.base import Turn
 from crewbridge.providers.codex import CodexProvider
 from crewbridge.providers.live_codex import AppServerDecoder, CodexLiveConversation
+
+from crewbridge.conversation import EXACT, FULL
+from crewbridge.events import Done, Failure, MessageEnd, Notice, Session, Text, Usage
 from crewbridge.registry import Tool, ToolResult
 
 BLOCK = '```json\n{"type":"tool_use","name":"crew:read_file","input":{"path":"a"}}\n```\n'
@@ -304,7 +304,7 @@ def test_a_command_crews_policy_allows_is_accepted(start, tmp_path):
 def test_a_refused_patch_is_declined_after_codex_has_the_reason_for_the_model(start):
     channel = Channel(refusal="crew does not allow apply_patch for query mode")
     change = {"path": "/w/made.txt", "kind": {"type": "add"}, "diff": "hi\n"}
-    conversation, requests = start("race", ["Done."], channel=channel, asks=[
+    conversation, _ = start("race", ["Done."], channel=channel, asks=[
         ("item/started", {"item": {"type": "fileChange", "id": "p1", "changes": [change]}}, False),
         ("item/fileChange/requestApproval", {"itemId": "p1", "reason": None}, True)])
     list(conversation.send("make it", None))
@@ -320,8 +320,9 @@ def test_a_refused_patch_is_declined_after_codex_has_the_reason_for_the_model(st
 
 def test_a_command_codex_would_run_outside_its_sandbox_tells_the_policy_why(start):
     channel = Channel()
+    reason = "command failed; retry without sandbox?"
     conversation, _ = start("race", ["Done."], channel=channel, asks=[(
-        "item/commandExecution/requestApproval", {**COMMAND, "reason": "command failed; retry without sandbox?"}, True)])
+        "item/commandExecution/requestApproval", {**COMMAND, "reason": reason}, True)])
     list(conversation.send("make it", None))
     [(_, asked, _)] = channel.asked
     assert asked["reason"] == "command failed; retry without sandbox?"
@@ -346,7 +347,7 @@ def test_a_turn_that_completes_before_codex_answers_its_turn_start_ends_all_the_
 def test_a_failed_turn_is_a_failure(start):
     conversation, _ = start("fail", ["Hi."])
     events = list(conversation.send("hi", None))
-    assert events[-2:] == [Failure("model overloaded"), Done(ok=False)]
+    assert events[-2:] == [Failure("model overloaded"), Done()]
 
 
 def n(method, **params):
@@ -364,7 +365,7 @@ def n(method, **params):
                                                 "total": {"inputTokens": 30, "outputTokens": 9}}), [Usage(11, 7)]),
     (n("turn/completed", turn={"id": "U1", "status": "interrupted", "items": []}), [Done()]),
     (n("turn/completed", turn={"id": "U1", "status": "failed", "error": {"message": "429 slow down"}}),
-     [Failure("429 slow down"), Done(ok=False)]),
+     [Failure("429 slow down"), Done()]),
     (n("error", error={"message": "stream lost"}, willRetry=True), [Notice("retry", "stream lost")]),
     (n("error", error={"message": "stream lost"}, willRetry=False), [Failure("stream lost")]),
     (n("account/rateLimits/updated"), [Notice("unknown", "account/rateLimits/updated")]),

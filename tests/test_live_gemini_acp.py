@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
+import time
 import urllib.error
 import urllib.request
 
 import pytest
-
-from crewbridge.conversation import FULL
-from crewbridge.errors import MaxTurnsReached
-from crewbridge.events import Done, Failure, MessageEnd, Notice, Session, Text, Usage
 from crewbridge.providers.base import Turn
 from crewbridge.providers.gemini import GeminiProvider
 from crewbridge.providers.live_gemini_acp import (
@@ -23,6 +21,11 @@ from crewbridge.providers.live_gemini_acp import (
     native_input,
     prompt_end,
 )
+
+from crewbridge.conversation import FULL
+from crewbridge.errors import MaxTurnsReached
+from crewbridge.events import Done, Failure, MessageEnd, Notice, Session, Text, Usage
+from crewbridge.peer import Reply
 from crewbridge.registry import Tool, ToolResult
 
 OPTIONS = [{"optionId": "proceed_always", "name": "Allow for this session", "kind": "allow_always"},
@@ -78,7 +81,7 @@ while True:
             call = {"toolCallId": asked + "__" + asked + "_1_0", "status": "pending",
                     "title": "touch made.txt", "kind": "execute", "content": [], "locations": []}
             out({"jsonrpc": "2.0", "id": 0, "method": "session/request_permission",
-                 "params": {"sessionId": sid, "options": %s, "toolCall": call}})
+                 "params": {"sessionId": sid, "options": OPTIONS, "toolCall": call}})
             chunk(sid, json.dumps(read()["result"]))
         elif mode == "crew":
             headers = {server["headers"][0]["name"]: server["headers"][0]["value"]}
@@ -102,7 +105,7 @@ while True:
             end = "cancelled"
         out({"jsonrpc": "2.0", "id": rid, "result": {"stopReason": end, "_meta": {"quota": {
             "token_count": {"input_tokens": 12, "output_tokens": 5}}}}})
-""" % json.dumps(OPTIONS)
+""".replace("OPTIONS", json.dumps(OPTIONS))
 
 
 class FakeChannel:
@@ -110,7 +113,7 @@ class FakeChannel:
 
     def __init__(self, refusal=None, error=None):
         self.refusal, self.error = refusal, error
-        self.calls, self.permits = [], []
+        self.calls, self.permits, self.threads = [], [], []
 
     def tools(self):
         return [Tool("read_file", "Read a file.", {"type": "object", "properties": {"path": {"type": "string"}}},
@@ -118,6 +121,7 @@ class FakeChannel:
 
     def call(self, name, arguments):
         self.calls.append((name, arguments))
+        self.threads.append(threading.current_thread())
         if self.error is not None:
             raise self.error
         return ToolResult(True, data="the secret is 42")
@@ -189,6 +193,7 @@ def test_crews_tools_are_an_http_mcp_server_named_crew_that_needs_its_token(star
     assert answer["listed"] == ["read_file"]
     assert answer["called"] == {"content": [{"type": "text", "text": "the secret is 42"}], "isError": False}
     assert channel.calls == [("read_file", {"path": "a.txt"})]
+    assert channel.threads == [threading.current_thread()]  # the loop's thread, which reads gemini
     conversation.close()
     with pytest.raises(urllib.error.URLError):  # closed with the conversation
         urllib.request.urlopen(urllib.request.Request(server["url"], b"{}", method="POST"), timeout=5)
@@ -200,11 +205,15 @@ def test_without_native_tools_no_mcp_server_is_given(start):
     assert messages()[1]["params"]["mcpServers"] == []
 
 
-def test_a_call_that_ends_the_run_ends_the_reply(start):
+def test_a_call_that_ends_the_run_ends_the_reply_at_once_and_gemini_gets_an_error(start):
     channel = FakeChannel(error=MaxTurnsReached("@gemini made more than 50 native tool calls"))
     conversation, _ = start("crew", channel)
+    events = conversation.send("read a.txt", None)
     with pytest.raises(MaxTurnsReached, match="more than 50"):
-        reply(conversation)
+        list(events)  # raised as the call ends, before gemini writes another line
+    told = json.loads(text(conversation.reading.decode_object(conversation.process.read(time.monotonic() + 10))))
+    assert told["called"] == {"jsonrpc": "2.0", "id": 3, "error": {"code": -32603, "message": "@gemini made more "
+                                                                          "than 50 native tool calls"}}
 
 
 @pytest.mark.parametrize(("refusal", "option"), [(None, "proceed_once"), ("crew does not allow it", "cancel")])
@@ -227,7 +236,7 @@ def test_crews_own_tools_are_allowed_when_gemini_asks_about_them(start):
 def test_a_failed_prompt_is_a_failure_with_its_status(start):
     conversation, _ = start("fail")
     events = reply(conversation)
-    assert Failure("Rate limit exceeded.", 429) in events and events[-1] == Done(ok=False)
+    assert Failure("Rate limit exceeded.", 429) in events and events[-1] == Done()
 
 
 def test_a_stopped_reply_is_cancelled_and_stays_whole(start):
@@ -252,7 +261,8 @@ def test_the_decoder_reads_text_chunks_and_sets_tool_calls_aside():
     decoder = AcpDecoder()
 
     def update(**fields):
-        return json.dumps({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "S1", "update": fields}})
+        params = {"sessionId": "S1", "update": fields}
+        return json.dumps({"jsonrpc": "2.0", "method": "session/update", "params": params})
 
     assert decoder.decode(update(sessionUpdate="agent_message_chunk", content={"type": "text", "text": "Hi"})) == [
         Text("Hi")]
@@ -265,9 +275,9 @@ def test_the_decoder_reads_text_chunks_and_sets_tool_calls_aside():
 
 
 def test_a_prompt_that_ends_early_is_a_failure():
-    events = prompt_end({"id": 3, "result": {"stopReason": "max_tokens"}})
-    assert events == [MessageEnd(), Usage(0, 0), Failure("gemini ended the reply early: max_tokens"), Done(ok=False)]
-    assert prompt_end({"id": 3, "error": {"code": -32603, "message": "boom"}})[1] == Failure("boom")
+    events = prompt_end(Reply(3, {"stopReason": "max_tokens"}))
+    assert events == [MessageEnd(), Usage(0, 0), Failure("gemini ended the reply early: max_tokens"), Done()]
+    assert prompt_end(Reply(3, {}, {"code": -32603, "message": "boom"}))[1] == Failure("boom")
 
 
 def test_the_input_of_geminis_own_tool_is_what_its_question_shows():

@@ -262,7 +262,7 @@ def test_max_turns(registry, tmp_path):
 
 
 def test_a_cli_failure_is_a_provider_error_with_its_message(registry, tmp_path):
-    script = Script([Failure("API Error: 500 mock failure", 500), Done(ok=False)])
+    script = Script([Failure("API Error: 500 mock failure", 500), Done()])
     with pytest.raises(ProviderError, match="@claude: API Error: 500 mock failure"):
         make_loop(script, registry, tmp_path).run("t")
     assert script.closed

@@ -6,12 +6,12 @@ import time
 from pathlib import Path
 
 import pytest
+from crewcli import running
 
-from crewbridge.errors import CLINotFound, CrewTimeout, ProviderError
 from crewbridge import process
+from crewbridge.errors import CLINotFound, CrewTimeout, ProviderError
 from crewbridge.process import MAX_LINE, Child, end_all
 from crewbridge.sandbox import State
-from crewcli import running
 
 PY = sys.executable
 
@@ -154,8 +154,7 @@ def test_an_endless_line_is_cut_so_memory_stays_bounded():
 def test_stderr_is_kept_apart_and_bounded():
     child = Child([PY, "-c", "import sys; sys.stderr.write('e' * 100000 + 'LAST'); print('out')"])
     assert list(child.lines()) == ["out"]
-    child.wait()
-    time.sleep(0.05)
+    child.wait()  # then stderr waits for its reader to take all the CLI wrote
     assert child.stderr.endswith("LAST") and len(child.stderr) <= 8192
 
 
@@ -166,10 +165,10 @@ def test_kill_from_several_threads_at_once_while_another_reads():
         assert next(lines) == "ready"
         reader_saw: list[object] = []
 
-        def read() -> None:
+        def read(lines=lines, reader_saw=reader_saw) -> None:
             try:
                 reader_saw.append(list(lines))
-            except Exception as exc:  # noqa: BLE001 - recorded for the assertion below
+            except Exception as exc:
                 reader_saw.append(exc)
 
         reader = threading.Thread(target=read)
@@ -185,6 +184,20 @@ def test_kill_from_several_threads_at_once_while_another_reads():
         assert reader_saw == [[]], reader_saw
 
 
+class Waiting:
+    """A Child's poll object that tells when a reader waits in it (`now` is set)."""
+
+    def __init__(self, poll):
+        self._poll, self.now = poll, threading.Event()
+
+    def register(self, fd, events):
+        self._poll.register(fd, events)
+
+    def poll(self, timeout):
+        self.now.set()
+        return self._poll.poll(timeout)
+
+
 def test_kill_wakes_a_reader_even_when_an_escaped_process_keeps_the_pipe_open():
     # the grandchild leaves the group (setsid) and holds stdout: the pipe never reaches its end
     script = ("import subprocess, sys, time\n"
@@ -193,10 +206,11 @@ def test_kill_wakes_a_reader_even_when_an_escaped_process_keeps_the_pipe_open():
     child = Child([PY, "-c", script])
     lines = child.lines()
     escaped = int(next(lines))
+    child._poll = waiting = Waiting(child._poll)
     reader_saw: list[object] = []
     reader = threading.Thread(target=lambda: reader_saw.append(list(lines)))
     reader.start()
-    time.sleep(0.2)  # the reader is waiting on the silent pipe
+    assert waiting.now.wait(10)  # the reader is waiting on the silent pipe
     child.kill(grace=0)
     reader.join(5)
     os.kill(escaped, signal.SIGKILL)
@@ -221,18 +235,39 @@ def test_end_all_returns_once_the_clis_crew_started_are_dead_and_reaped(monkeypa
 
 
 def test_input_that_comes_after_the_cli_was_killed_is_dropped_quietly():
-    raised = []
-    threading.excepthook = lambda args: raised.append(args.exc_value)  # what a feeder thread raises
-    try:
-        child = Child([PY, "-c", "import time; time.sleep(30)"], keep_stdin=True)
-        child.kill(grace=0)  # Ctrl-C, as the run hands the CLI its prompt
-        child.feed("the prompt")
-        time.sleep(0.2)
-    finally:
-        threading.excepthook = threading.__excepthook__
+    child = Child([PY, "-c", "import time; time.sleep(30)"], keep_stdin=True)
+    raised, fed = [], threading.Event()
+    feed = child._feed
+
+    def feeding(text):  # the feeder thread's work, and what it raises
+        try:
+            feed(text)
+        except BaseException as exc:
+            raised.append(exc)
+        finally:
+            fed.set()
+
+    child._feed = feeding
+    child.kill(grace=0)  # Ctrl-C, as the run hands the CLI its prompt
+    child.feed("the prompt")
+    assert fed.wait(10)
     assert raised == []
 
 
+def test_a_line_the_cli_does_not_read_ends_it_at_the_deadline():
+    child = Child([PY, "-c", "import time; time.sleep(60)"], keep_stdin=True)  # it never reads stdin
+    with pytest.raises(CrewTimeout, match=r"'python.*' did not read its input in time; it was stopped"):
+        child.send_line("x" * (1 << 22), deadline=time.monotonic() + 0.5)  # more than the pipe holds
+    assert child.proc.poll() is not None
+
+
+def test_kill_ends_a_write_the_cli_does_not_read():
+    child = Child([PY, "-c", "import time; time.sleep(60)"], keep_stdin=True)
+    writer = threading.Thread(target=child.send_line, args=("x" * (1 << 22),))  # no deadline
+    writer.start()
+    child.kill(grace=0)  # before the write, or while it waits: either way it returns
+    writer.join(10)
+    assert not writer.is_alive()
 SAVES_ON_SIGTERM = """import pathlib, signal, sys, time
 def save(*_):
     time.sleep(0.2)  # a CLI writing its session takes a moment

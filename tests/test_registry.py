@@ -7,11 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from crewbridge.tools import builtin_registry
+from jsonschema import Draft202012Validator
 
 from crewbridge.errors import CrewError, ToolNotFound
 from crewbridge.functions import tool
 from crewbridge.registry import Tool, ToolContext, ToolFailure, ToolRegistry, as_tool
-from crewbridge.tools import builtin_registry
 from crewbridge.validation import compile_schema, first_error
 
 ITEMS_SCHEMA = {
@@ -233,15 +234,53 @@ def test_first_error_picks_the_most_relevant_violation() -> None:
         "at $.mode: 'c' is not one of ['a', 'b']"
 
 
-def test_every_built_in_schema_is_valid_json_schema() -> None:
+ANNOTATIONS = {"$schema", "$id", "$comment", "$defs", "title", "description", "default", "examples", "deprecated",
+               "readOnly", "writeOnly"}
+KEYWORDS = ANNOTATIONS | set(Draft202012Validator.VALIDATORS)
+SUBSCHEMAS = ("items", "additionalProperties", "not", "if", "then", "else", "contains", "propertyNames")
+
+
+def schema_problems(schema: Any, where: str = "$") -> list[str]:
+    """What check_schema lets through but is a mistake: a keyword JSON Schema does not have (a
+    typo, silently ignored by validation), a required name that is no property."""
+    if not isinstance(schema, dict):
+        return []
+    found = [f"{where}: unknown keyword {key!r}" for key in schema if key not in KEYWORDS]
+    properties = schema.get("properties") or {}
+    found += [f"{where}: required {name!r} is not a property" for name in schema.get("required", [])
+              if properties and name not in properties]
+    for name, sub in properties.items():
+        found += schema_problems(sub, f"{where}.{name}")
+    for key in SUBSCHEMAS:
+        found += schema_problems(schema.get(key), f"{where}/{key}")
+    for key in ("anyOf", "oneOf", "allOf", "prefixItems"):
+        for n, sub in enumerate(schema.get(key) or []):
+            found += schema_problems(sub, f"{where}/{key}[{n}]")
+    for name, sub in (schema.get("$defs") or {}).items():
+        found += schema_problems(sub, f"{where}/$defs/{name}")
+    return found
+
+
+def test_every_built_in_schema_is_a_json_schema_without_mistakes() -> None:
     # crew's own tools compile their schemas when first used (start-up cost): this checks them all.
     from crewbridge.asking import Asker
     from crewbridge.config import Config
 
-    for spec in [*builtin_registry(), Asker(Config(), Path.cwd()).tool()]:
-        compile_schema(spec.input_schema, spec.name)
-        if spec.output_schema is not None:
-            compile_schema(spec.output_schema, spec.name)
+    specs = [*builtin_registry(), Asker(Config(), Path.cwd()).tool()]
+    assert {"read_file", "write_file", "edit_file", "list_files", "grep", "run_command", "help", "ask"} <= {
+        spec.name for spec in specs}
+    for spec in specs:
+        for schema in (spec.input_schema, spec.output_schema):
+            if schema is not None:
+                compile_schema(schema, spec.name)
+                assert schema_problems(schema) == [], spec.name
+
+
+def test_the_schema_check_finds_what_check_schema_lets_through() -> None:
+    schema = {"type": "object", "properties": {"path": {"type": "string", "minlength": 1}}, "required": ["paht"],
+              "additionalProperties": False}
+    compile_schema(schema, "x")  # a valid JSON Schema all the same
+    assert schema_problems(schema) == ["$: required 'paht' is not a property", "$.path: unknown keyword 'minlength'"]
 
 
 def test_a_built_in_tool_checks_its_input_with_the_schema_it_compiles_on_first_use() -> None:

@@ -1,5 +1,6 @@
 """What a person sees and what a script reads: live text on a terminal (what the extractor decided to
-show: tests/test_extract.py), the answer alone when piped, tool lines, the status line, colours, --json, --jsonl and --verbose."""
+show: tests/test_extract.py), the answer alone when piped, tool lines, the status line, colours,
+--json, --jsonl (their shapes: tests/test_outputs.py) and --verbose."""
 from __future__ import annotations
 
 import io
@@ -7,19 +8,15 @@ import json
 import re
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from crewbridge import render
 from crewbridge.api import Outcome
 from crewbridge.config import load_config
 from crewbridge.errors import ProviderError
-from crewbridge.extract import Extractor
 from crewbridge.loop import CallRecord, Progress, RunResult
 from crewbridge.process import Child
 from crewbridge.registry import ToolResult
 from crewbridge.render import Renderer, brief, one_line, summary
-from crewbridge.tools import builtin_registry
 
 ESC = "\x1b["
 
@@ -132,7 +129,8 @@ def test_a_result_that_does_not_follow_its_call_names_it_and_a_failure_says_why(
     ok = call(result=ToolResult(True, data={"entries": ["a", "b", "c"]}), name="crew:list_files", path=".")
     bad = call(result=ToolResult(False, error="no file 'x.txt'\nlook with crew:list_files"), path="x.txt")
     with renderer(err=err) as r:
-        for event in [Progress("turn", "claude", "1"), Progress("call", "claude", call=call("crew:list_files", path=".")),
+        listed = call("crew:list_files", path=".")
+        for event in [Progress("turn", "claude", "1"), Progress("call", "claude", call=listed),
                       Progress("call", "claude", call=call(path="x.txt")), Progress("result", "claude", call=ok),
                       Progress("result", "claude", call=bad)]:
             r.progress(event)
@@ -414,15 +412,23 @@ def test_verbose_shows_the_command_and_every_raw_line_on_stderr(tmp_path):
     assert len(err.getvalue().splitlines()) == 4
 
 
-def test_a_reader_that_left_does_not_end_the_run():
-    class Gone(io.StringIO):
+def test_a_reader_that_left_stdout_does_not_end_the_run(tmp_path, monkeypatch):
+    from crewbridge.bridge import Bridge
+
+    class Gone(io.StringIO):  # `crew query … | head -0`
         def write(self, text):
             raise BrokenPipeError
 
-    with renderer(Gone()) as r:
-        for event in run_events():
-            r.progress(event)
-        r.finish([outcome()])
+    (tmp_path / "notes.txt").write_text("alpha\nbeta\n")
+    monkeypatch.chdir(tmp_path)
+    err = io.StringIO()
+    with renderer(Gone(), err, agents=["demo"]) as r:
+        outcomes = Bridge(load_config(None, tmp_path), tmp_path).run("@demo what is in notes.txt?",
+                                                                      on_progress=r.progress)
+        r.finish(outcomes)
+    [done] = outcomes
+    assert done.error is None and done.result.answer.startswith("notes.txt has 2 non-empty lines")
+    assert err.getvalue() == "→ crew:read_file notes.txt\n  ✓ 2 lines\n"  # crew's own lines still come
 
 
 def test_the_demo_agent_round_trip_as_a_person_sees_it(tmp_path, monkeypatch):

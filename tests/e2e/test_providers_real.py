@@ -31,7 +31,7 @@ def test_a_plain_reply_decodes_to_exactly_the_mock_text(cli, cli_env, mock_serve
     assert run.text == "Hello from the mock\nsecond line"
     assert run.session_id
     assert (run.usage[-1].input_tokens, run.usage[-1].output_tokens) == (11, 7)
-    assert run.events[-1] == Done(ok=True)
+    assert run.events[-1] == Done()
     assert run.failures == []
     [request] = mock_server.requests
     assert request.messages()[-1][0] == "user" and request.messages()[-1][1].endswith("say hello")
@@ -117,7 +117,7 @@ def test_an_api_error_500_gives_a_failure_and_a_non_zero_exit(cli, cli_env, mock
     run = run_cli(cli, Turn("say hello"), cli_env(cli), workdir)
     assert run.returncode == EXIT_ON_500[cli]
     assert run.failures and all(MESSAGE_ON_500[cli] in f.message for f in run.failures)
-    assert run.events[-1] == Done(ok=False)
+    assert run.events[-1] == Done()
     assert run.text == ""
     assert len(mock_server.requests) == 1  # no retries
 

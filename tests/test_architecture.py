@@ -1,0 +1,60 @@
+"""docs/architecture.md tells the truth: every crew module is in one of its layers, the imports
+(tests/test_layers.py's graph: inside functions and under TYPE_CHECKING too) go down its layers but
+for the ones it names, and every file, module and name it mentions exists."""
+
+from __future__ import annotations
+
+import importlib
+import re
+
+from test_layers import ROOT, all_imports, modules
+
+PAGE = ROOT / "docs" / "architecture.md"
+TEXT = PAGE.read_text()
+
+
+def layers() -> dict[str, int]:
+    """Each module → the number of its layer, from the page's table of layers."""
+    found: dict[str, int] = {}
+    for number, cells in re.findall(r"^\| (\d+)\. [^|]+\|[^|]+\|([^|]+)\|$", TEXT, re.M):
+        for module in re.findall(r"`([\w.]+)`", cells):
+            assert module not in found, f"{module} is in two layers"
+            found[module] = int(number)
+    return found
+
+
+def named_upward() -> set[tuple[str, str]]:
+    """The imports the page says go up a layer (its table of them)."""
+    section = TEXT.split("go up a layer today:")[1].split("##")[0]
+    return set(re.findall(r"^\| `([\w.]+)` \| `([\w.]+)` \|", section, re.M))
+
+
+def test_every_module_is_in_one_layer():
+    assert set(layers()) == set(modules())
+
+
+def test_the_imports_go_down_the_layers_but_for_those_it_names():
+    layer = layers()
+    upward = {(edge.source, edge.target) for edge in all_imports() if layer[edge.source] < layer[edge.target]}
+    assert upward == named_upward()
+
+
+def test_every_file_module_and_name_it_mentions_exists():
+    references = re.findall(r"`([^`\s]+)`", TEXT)
+    for reference in references:
+        if ":" in reference and reference.startswith("crewbridge"):  # crewbridge.loop:AgentLoop.converse
+            module, _, name = reference.partition(":")
+            target = importlib.import_module(module)
+            for part in name.split("."):
+                target = getattr(target, part)
+        elif reference.endswith((".py", ".md", "/")):  # a file or a folder of the repository
+            assert (ROOT / reference).exists() or (PAGE.parent / reference).exists(), reference
+        elif re.fullmatch(r"crewbridge(\.\w+)*", reference):
+            assert reference in modules(), reference
+    for link in re.findall(r"\]\(([^)#]+)", TEXT):
+        assert (PAGE.parent / link).exists(), link
+
+
+def test_the_checks_read_the_page():
+    assert len(layers()) > 50 and len(named_upward()) == 3
+    assert len(re.findall(r"`crewbridge\.\w+:", TEXT)) > 30  # the names the path of one query follows

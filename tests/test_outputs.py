@@ -1,0 +1,167 @@
+"""crew's JSON for programs (crewbridge/outputs.py) holds to its JSON Schemas (docs/schemas/): real
+output of `crew query --json` and `--jsonl` — the offline demo answering, failing, and two agents at
+once; a writer in a worktree whose change is reviewed; the real claude against the mock model
+server, with text and native tools — and the structured content of an ask through `crew mcp`, read
+by the MCP SDK's own client."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import anyio
+import pytest
+from crewcli import CREW, FakeModel, crew_env, run_crew, tool_block, write_config
+from gitrepo import make_repo
+from jsonschema import Draft202012Validator
+from mcp import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mockserver import tool_call
+from referencing import Registry, Resource
+
+SCHEMAS = Path(__file__).resolve().parent.parent / "docs" / "schemas"
+REGISTRY = Registry().with_resources(
+    (path.name, Resource.from_contents(json.loads(path.read_text()))) for path in SCHEMAS.glob("*.json")
+)
+TASK = "what is in notes.txt?"
+
+
+def problems(schema: str, obj: object) -> list[str]:
+    """Where `obj` breaks docs/schemas/`schema` (none when it holds to it)."""
+    validator = Draft202012Validator(REGISTRY.contents(schema), registry=REGISTRY)
+    return [f"{list(error.absolute_path)}: {error.message}" for error in validator.iter_errors(obj)]
+
+
+@pytest.fixture
+def work(tmp_path: Path) -> Path:
+    path = tmp_path / "work"
+    path.mkdir()
+    (path / "notes.txt").write_text("Buy milk.\nCall Ada.\n")
+    return path
+
+
+@pytest.fixture
+def crew(tmp_path: Path, work: Path):
+    """crew(*args, env=None) → the finished `crew ARGS` in the work directory."""
+
+    def run(*args: str, env: dict[str, str] | None = None):
+        return run_crew(list(args), env=env or crew_env(tmp_path / "home"), cwd=work)
+
+    return run
+
+
+def jsonl(stdout: str) -> list[dict]:
+    return [json.loads(line) for line in stdout.splitlines()]
+
+
+def test_every_schema_is_a_json_schema():
+    names = sorted(path.name for path in SCHEMAS.glob("*.json"))
+    assert names == ["event.json", "outcome.json"]
+    for name in names:
+        Draft202012Validator.check_schema(REGISTRY.contents(name))
+
+
+def test_the_schemas_refuse_what_crew_does_not_write():
+    answered = {
+        "agent": "demo",
+        "answer": "Hi.",
+        "tool_calls": [],
+        "session": None,
+        "turns": 1,
+        "fell_back_from": None,
+        "error": None,
+        "usage": {"input_tokens": 0, "output_tokens": 0, "cached_tokens": 0, "cost_usd": None},
+    }
+    assert problems("outcome.json", answered) == []
+    assert problems("outcome.json", {k: v for k, v in answered.items() if k != "answer"})
+    assert problems("outcome.json", {**answered, "extra": 1})
+    assert problems("outcome.json", {**answered, "turns": "1"})
+    assert problems("outcome.json", {"results": [answered]})  # several agents: two or more
+    assert problems("event.json", {"type": "turn", "agent": "demo", "turn": 1}) == []
+    assert problems("event.json", {"type": "turn", "agent": "demo"})
+    assert problems("event.json", {"type": "whatever", "agent": "demo", "text": "x"})
+
+
+def test_json_of_an_agent_that_answered_one_that_failed_and_of_several(crew):
+    answered = crew("query", "--json", f"@demo {TASK}")
+    assert answered.returncode == 0, answered.stderr
+    record = json.loads(answered.stdout)
+    assert problems("outcome.json", record) == []
+    assert record["answer"].startswith("notes.txt has 2 non-empty lines")
+    assert [call["name"] for call in record["tool_calls"]] == ["crew:read_file"]
+    failed = crew("query", "--json", "--max-turns", "1", f"@demo {TASK}")  # the demo needs two turns
+    assert failed.returncode == 4
+    record = json.loads(failed.stdout)
+    assert problems("outcome.json", record) == []
+    assert record["answer"] is None and record["exit_code"] == 4
+    several = crew("query", "--json", f"@demo @demo {TASK}")
+    record = json.loads(several.stdout)
+    assert problems("outcome.json", record) == []
+    assert len(record["results"]) == 2
+
+
+def test_each_jsonl_line_holds_to_the_event_schema(crew):
+    answered = jsonl(crew("query", "--jsonl", f"@demo {TASK}").stdout)
+    failed = jsonl(crew("query", "--jsonl", "--max-turns", "1", f"@demo {TASK}").stdout)
+    for event in answered + failed:
+        assert problems("event.json", event) == [], event
+    assert {"turn", "text", "call", "result", "answer"} <= {event["type"] for event in answered}
+    assert failed[-1]["type"] == "error" and failed[-1]["exit_code"] == 4
+
+
+def test_a_reviewed_change_in_a_worktree_holds_to_the_schemas(tmp_path):
+    repo = make_repo(tmp_path / "repo", {"notes.txt": "deploy: Friday\n"})
+    writer, reviewer = FakeModel(tmp_path / "bin", "writer"), FakeModel(tmp_path / "bin", "reviewer")
+    finding = {"path": "notes.txt", "line": 1, "severity": "low", "message": "'Tusday' is misspelled"}
+    config = write_config(tmp_path / "crew.yaml", providers={f.name: f.provider() for f in (writer, reviewer)},
+                          agents={f.name: {"provider": f.name} for f in (writer, reviewer)})
+    args = ["execute", "--config", str(config), "--worktree", "--review", "reviewer", "--rounds", "1"]
+    for output in ("--json", "--jsonl"):
+        writer.script(tool_block("crew:write_file", path="notes.txt", content="deploy: Tusday\n"), "Set.")
+        reviewer.script(tool_block("crew:verdict", verdict="changes", findings=[finding]))
+        done = run_crew([*args, output, "@writer set the deploy day to Tuesday"], env=crew_env(tmp_path / "home"),
+                        cwd=repo)
+        assert done.returncode == 6, done.stderr  # not approved in its one round
+        if output == "--json":
+            record = json.loads(done.stdout)
+            assert problems("outcome.json", record) == []
+            assert record["review"]["findings"] == [finding] and record["changes"][0]["path"] == "notes.txt"
+        else:
+            events = jsonl(done.stdout)
+            for event in events:
+                assert problems("event.json", event) == [], event
+            assert {"review", "worktree", "answer", "error"} <= {event["type"] for event in events}
+
+
+def test_an_asks_structured_content_through_crew_mcp_holds_to_the_outcome_schema(tmp_path, work):
+    server = StdioServerParameters(command=CREW[0], args=[*CREW[1:], "mcp"], env=crew_env(tmp_path / "home"), cwd=work)
+
+    async def main():
+        async with stdio_client(server) as (read, write), ClientSession(read, write) as client:
+            await client.initialize()
+            one = await client.call_tool("ask", {"task": f"@demo {TASK}"})
+            two = await client.call_tool("ask", {"task": f"@demo @demo {TASK}"})
+            return one.structured_content, two.structured_content
+
+    one, two = anyio.run(main)
+    assert problems("outcome.json", one) == [] and one["agent"] == "demo"
+    assert problems("outcome.json", two) == [] and len(two["results"]) == 2
+
+
+@pytest.mark.e2e
+def test_the_real_claudes_json_and_jsonl_hold_to_the_schemas_with_text_and_native_tools(
+    crew, cli_env, mock_server, work
+):
+    env = {**crew_env(work.parent / "home"), **cli_env("claude")}
+    mock_server.script(tool_block("crew:read_file", path="notes.txt"), "It says buy milk.")
+    text = crew("query", "--json", f"@claude {TASK}", env=env)
+    assert text.returncode == 0, text.stderr
+    record = json.loads(text.stdout)
+    assert problems("outcome.json", record) == [] and record["session"]
+    mock_server.script(tool_call("mcp__crew__read_file", {"path": "notes.txt"}), "It says buy milk.")
+    native = crew("query", "--tools-via", "native", "--jsonl", f"@claude {TASK}", env=env)
+    assert native.returncode == 0, native.stderr
+    events = jsonl(native.stdout)
+    for event in events:
+        assert problems("event.json", event) == [], event
+    assert {"turn", "text", "call", "result", "usage", "answer"} <= {event["type"] for event in events}
