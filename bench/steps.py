@@ -80,8 +80,9 @@ def instrument(clock: Clock) -> None:
             for part in outer:
                 owner = getattr(owner, part)
             setattr(owner, name, clock.wrap(step, getattr(owner, name)))
-            if owner is module and name == "parse_object":  # modules that took it by name
-                for other in ("crewbridge.providers.live_process", "crewbridge.peer"):
+            if owner is module and name == "parse_object":  # the module that took it by name
+                # crewbridge.peer's read loop; a checkout from before it (--before) had it in live_process
+                for other in ("crewbridge.peer", "crewbridge.providers.live_process"):
                     if other in sys.modules and hasattr(sys.modules[other], name):
                         setattr(sys.modules[other], name, getattr(module, name))
     from crewbridge import loop, registry
