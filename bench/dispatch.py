@@ -4,7 +4,8 @@ the moment the tool starts, while the CLI keeps running for a second or more aft
 Two CLIs: bench/fake_claude.py (claude's stream-json text deltas, a process per turn: Child.lines),
 and the real claude CLI, live (the default), against the mock model server, where the clock starts
 when the mock sends the chunk that closes the block (so claude's own relay time is included); each
-real-claude run in a fresh interpreter, as a `crew query` is (the checkout before too, with --before)."""
+real-claude run in a fresh interpreter, as a `crew query` is (the checkout before too, with --before:
+so this module imports only what that checkout has too)."""
 from __future__ import annotations
 
 import time
@@ -14,7 +15,6 @@ from bench.common import Row, Settings, in_process, interleaved, median, scratch
 from bench.harness import claude_conversation, claude_env, fake_conversation, python_argv, run_loop
 from crewbridge.functions import tool
 from crewbridge.loop import Progress, RunResult
-from crewbridge.outputs import result_record
 from crewbridge.registry import ToolContext, ToolRegistry
 
 TARGET_MS = 20.0
@@ -41,7 +41,7 @@ class Marks:
     def check(self, result: RunResult) -> float:
         """When the mark was set in this run (which must have called it, successfully)."""
         if not (result.tool_calls and result.tool_calls[0].result.success):
-            raise RuntimeError(f"the run did not set the mark: {result_record(result)}")
+            raise RuntimeError(f"the run did not set the mark: {result.tool_calls!r}, answer {result.answer!r}")
         return self.times[-1]
 
 
