@@ -30,6 +30,7 @@ from crewbridge.mcp.core import (
     rpc_error,
     tool_content,
 )
+from crewbridge.mcp.early import instructions
 from crewbridge.modes import Mode
 from crewbridge.sandbox import Sandboxing, level
 
@@ -87,10 +88,7 @@ class McpServer(McpCore):
             return rpc_error(request_id(message), INTERNAL_ERROR, str(exc))
 
     def instructions(self) -> str:
-        return (
-            f"crew's tools work inside {self.workdir}; `ask` runs other CLI agents (@claude, @gemini, @codex, …) "
-            "on a task."
-        )
+        return instructions(self.workdir)
 
     # -- tools ----------------------------------------------------------------------------------
 
