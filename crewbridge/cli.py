@@ -25,7 +25,7 @@ from crewbridge.modes import Mode
 if TYPE_CHECKING:
     from crewbridge.config import Config
     from crewbridge.early import Early
-    from crewbridge.mcp.stdio import Link
+    from crewbridge.mcp.early import Greeting
     from crewbridge.options import RunOptions
 
 
@@ -410,8 +410,10 @@ def mcp_group(
         return
     if address is None and (token_file or allowed_hosts or allow_remote):
         raise UsageError("--token-file, --allow-host and --allow-remote go with --http HOST:PORT")
+    from crewbridge.mcp.early import Greeting
     from crewbridge.mcp.server import McpServer
 
+    greeting = ctx.obj if isinstance(ctx.obj, Greeting) else None  # its initialize answered already
     server = McpServer(
         config,
         Path.cwd(),
@@ -420,13 +422,14 @@ def mcp_group(
         max_depth=ask_depth,
         timeout=timeout,
         max_turns=max_turns,
+        sandboxing=greeting.sandboxing if greeting else None,
     )
     if server.sandbox_notice:
         click.echo(f"crew mcp: {server.sandbox_notice}", err=True)
     if address is None:
-        from crewbridge.mcp.stdio import Link, serve_stdio
+        from crewbridge.mcp.stdio import serve_stdio
 
-        serve_stdio(server, ctx.obj if isinstance(ctx.obj, Link) else None)  # crewbridge.mcp.early's
+        serve_stdio(server, greeting.link if greeting else None)
         return
     from crewbridge.mcp.http import serve_http
 
@@ -725,14 +728,14 @@ def _stop(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
-def main(early: Early | None = None, link: Link | None = None) -> None:
-    """Run the command in sys.argv; `early`: its reading by crewbridge.early, CLIs started; `link`:
-    crew mcp's stdio, set up by crewbridge.mcp.early (its initialize answered)."""
+def main(early: Early | None = None, greeting: Greeting | None = None) -> None:
+    """Run the command in sys.argv; `early`: its reading by crewbridge.early, CLIs started;
+    `greeting`: crew mcp's start by crewbridge.mcp.early (its initialize answered)."""
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _stop)
-    _tolerant_streams(stdin=link is None)  # crew mcp's stdin: read as bytes, and read already
+    _tolerant_streams(stdin=greeting is None)  # crew mcp's stdin: read as bytes, and read already
     try:
-        _main(early or link)
+        _main(early or greeting)
     finally:
         if early is not None:
             early.bridge.close()  # what the command did not take (it failed before its run)
@@ -763,7 +766,7 @@ def _exit_now(code: int) -> NoReturn:
     os._exit(code)
 
 
-def _main(started: Early | Link | None) -> None:
+def _main(started: Early | Greeting | None) -> None:
     try:
         cli.main(prog_name="crew", standalone_mode=False, obj=started)
     except (click.exceptions.Abort, KeyboardInterrupt):  # click turns Ctrl-C into Abort

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from crewbridge.cli import mcp_group
 from crewbridge.errors import AgentNotFound, ConfigError, UsageError
-from crewbridge.mcp.early import FLAGS, NOT_HERE, VALUE_OPTIONS, instructions, sure
+from crewbridge.mcp.early import FLAGS, NOT_HERE, VALUE_OPTIONS, instructions, read
 from crewcli import CREW, crew_env, write_config
 
 INITIALIZE = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-06-18"}}
@@ -66,32 +66,36 @@ def test_a_value_is_read_as_sure_exactly_when_click_takes_it(value: str) -> None
                 takes = True
             except click.BadParameter:
                 takes = False
-            assert sure([name, value]) == takes == sure([f"{name}={value}"]), (name, value)
+            assert (read([name, value]) is not None) == takes == (read([f"{name}={value}"]) is not None), (name, value)
 
 
 @pytest.mark.parametrize(("args", "expected"), [
-    ([], True),
-    (["--execute", "--timeout", "600", "--max-turns=3", "--ask-depth", "0", "--sandbox", "off"], True),
-    (["--sandbox", "auto"], True),
-    (["--sandbox", "required"], False),  # refused where no sandbox works
-    (["--timeout"], False),
-    (["--config", "team.yaml"], False),
-    (["--policy-of", "claude"], False),
-    (["--http", "127.0.0.1:0"], False),
-    (["--help"], False),
-    (["install", "claude"], False),
-    (["--execute", "extra"], False),
+    ([], {}),
+    (["--execute", "--timeout", "600", "--max-turns=3", "--ask-depth", "0", "--sandbox", "off"],
+     {"--execute": "", "--timeout": "600", "--max-turns": "3", "--ask-depth": "0", "--sandbox": "off"}),
+    (["--sandbox=auto"], {"--sandbox": "auto"}),
+    (["--sandbox", "required"], None),  # refused where no sandbox works
+    (["--timeout"], None),
+    (["--config", "team.yaml"], None),
+    (["--policy-of", "claude"], None),
+    (["--http", "127.0.0.1:0"], None),
+    (["--help"], None),
+    (["install", "claude"], None),
+    (["--execute", "extra"], None),
 ])
-def test_only_arguments_that_cannot_be_refused_are_sure(args: list[str], expected: bool) -> None:
-    assert sure(args) is expected
+def test_only_arguments_that_cannot_be_refused_are_read(args: list[str], expected: dict | None) -> None:
+    assert read(args) == expected
 
 
 # -- the answer, before the engine ----------------------------------------------------------------
 
 
 def test_initialize_is_answered_before_click_and_the_engine_load(work: Path, tmp_path: Path) -> None:
-    script = ("import json, sys\nfrom crewbridge.mcp.early import greet\nlink = greet([])\n"
-              f"print(json.dumps(sorted(m for m in {ENGINE!r} if m in sys.modules)), file=sys.stderr)")
+    script = ("import json, sys\nfrom crewbridge.mcp import stdio\nsend = stdio.Link.send\n"
+              "def sending(link, message):\n"
+              f"    print(json.dumps(sorted(m for m in {ENGINE!r} if m in sys.modules)), file=sys.stderr)\n"
+              "    send(link, message)\n"
+              "stdio.Link.send = sending\nfrom crewbridge.mcp.early import greet\ngreet([])\n")
     done = subprocess.run([sys.executable, "-c", script], input=json.dumps(INITIALIZE) + "\n", capture_output=True,
                           text=True, cwd=work, env=crew_env(tmp_path / "home"), timeout=60)
     assert json.loads(done.stderr.splitlines()[-1]) == []

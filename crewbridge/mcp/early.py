@@ -26,6 +26,8 @@ TYPE_CHECKING = False  # typing itself is ~5 ms to import; type checkers read th
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from crewbridge.sandbox import Sandboxing
+
 FLAGS = frozenset({"--execute"})
 # crew mcp's options (crewbridge.cli.mcp_group) read here, with what each one's value must be
 VALUE_OPTIONS: dict[str, Callable[[str], bool]] = {
@@ -54,25 +56,38 @@ class Greeter(McpCore):
         return instructions(self.workdir)
 
 
-def sure(args: list[str]) -> bool:
-    """Whether `crew mcp ARGS` (the arguments after `mcp`) surely serves stdio: click takes every
-    argument and no value can be refused."""
+def read(args: list[str]) -> dict[str, str] | None:
+    """The options of `crew mcp ARGS` (the arguments after `mcp`), each with its value (a flag's:
+    ""), when it surely serves stdio: click takes every argument and no value can be refused; else None."""
+    values: dict[str, str] = {}
     rest = iter(args)
     for arg in rest:
         name, equals, value = arg.partition("=")
         if name in VALUE_OPTIONS:
             value = value if equals else next(rest, "")
             if not VALUE_OPTIONS[name](value):
-                return False
-        elif arg not in FLAGS:
-            return False
-    return True
+                return None
+            values[name] = value
+        elif arg in FLAGS:
+            values[arg] = ""
+        else:
+            return None
+    return values
 
 
-def greet(args: list[str]) -> Link | None:
+class Greeting:
+    """What `crew mcp` did before click loaded: stdio set up as the transport (its initialize
+    answered), and the sandbox probe started (None with --sandbox off), for McpServer to take."""
+
+    def __init__(self, link: Link, sandboxing: Sandboxing | None) -> None:
+        self.link, self.sandboxing = link, sandboxing
+
+
+def greet(args: list[str]) -> Greeting | None:
     """stdio set up as MCP's transport, its first message read and, when it is `initialize`,
     answered; None (nothing read) when the server could still refuse to start."""
-    if "CREW_SANDBOX_MECHANISM" in os.environ or not sure(args):
+    values = None if "CREW_SANDBOX_MECHANISM" in os.environ else read(args)
+    if values is None:
         return None
     try:
         if (config_dir() / "crew.yaml").is_file() or find_project_config(Path.cwd()) is not None:
@@ -81,16 +96,22 @@ def greet(args: list[str]) -> Link | None:
         return None
     link = Link()
     line = next(link.lines, None)
-    if line is None:
-        return link
-    try:
-        message = read_message(line)
-    except RpcError:
-        message = None
-    if isinstance(message, dict) and message.get("method") == "initialize":
-        answer = Greeter(os.getcwd()).respond(message, link.session, link.send)
-        if answer is not None:
-            link.send(answer)
-    else:
-        link.first.append(line)  # the server answers it once loaded
-    return link
+    if line is not None:
+        try:
+            message = read_message(line)
+        except RpcError:
+            message = None
+        if isinstance(message, dict) and message.get("method") == "initialize":
+            answer = Greeter(os.getcwd()).respond(message, link.session, link.send)
+            if answer is not None:
+                link.send(answer)
+        else:
+            link.first.append(line)  # the server answers it once loaded
+    if values.get("--sandbox") == "off":
+        return Greeting(link, None)
+    # Loaded after the answer: its probe (a process of its own) then runs while click and the engine load.
+    from crewbridge.sandbox import Sandboxing
+
+    sandboxing = Sandboxing()
+    sandboxing.detect_ahead()
+    return Greeting(link, sandboxing)

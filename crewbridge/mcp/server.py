@@ -63,7 +63,9 @@ class McpServer(McpCore):
         max_depth: int = 1,
         timeout: float = 300.0,
         max_turns: int = 10,
+        sandboxing: Sandboxing | None = None,
     ) -> None:
+        """`sandboxing`: one whose probe has started already (crewbridge.mcp.early's)."""
         super().__init__()
         self.config = config
         self.workdir = workdir
@@ -71,7 +73,8 @@ class McpServer(McpCore):
         self.client = config.agent(policy_of) if policy_of else AgentSpec(id=CLIENT, provider=CLIENT)
         self.depth, self.max_depth = depth, max_depth  # depth None: CREW_ASK_DEPTH says
         self.timeout, self.max_turns = timeout, max_turns
-        sandboxing, wanted = Sandboxing(), level(config.sandbox, self.client.sandbox)
+        sandboxing = Sandboxing() if sandboxing is None else sandboxing
+        wanted = level(config.sandbox, self.client.sandbox)
         network = self.client.sandbox_network  # a sandbox required and not to be had is refused now
         self.sandbox = sandboxing.commands(wanted, workdir, self.mode, network=network)
         self.sandbox_notice = sandboxing.notice([wanted])
