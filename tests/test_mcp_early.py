@@ -15,7 +15,9 @@ from hypothesis import strategies as st
 
 from crewbridge.cli import mcp_group
 from crewbridge.errors import AgentNotFound, ConfigError, UsageError
-from crewbridge.mcp.early import FLAGS, NOT_HERE, VALUE_OPTIONS, instructions, read
+from crewbridge.config import Config, default_agents
+from crewbridge.mcp.early import FLAGS, NOT_HERE, VALUE_OPTIONS, Greeter, instructions, read
+from crewbridge.mcp.server import McpServer
 from crewcli import CREW, crew_env, write_config
 
 INITIALIZE = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-06-18"}}
@@ -104,6 +106,14 @@ def test_initialize_is_answered_before_click_and_the_engine_load(work: Path, tmp
     assert result["capabilities"] == {"tools": {"listChanged": False}} and result["serverInfo"]["name"] == "crew"
 
 
+@pytest.mark.parametrize("params", [{"protocolVersion": "2025-06-18"}, {"protocolVersion": "1999-01-01"}, {},
+                                    {"protocolVersion": 5}, None, [], "x" * 100])
+def test_the_early_answer_is_the_one_the_server_gives(params, tmp_path: Path) -> None:
+    message = {"jsonrpc": "2.0", "id": 1, "method": "initialize", **({} if params is None else {"params": params})}
+    server = McpServer(Config(agents=default_agents(), transcripts=False), tmp_path)
+    assert Greeter(str(tmp_path)).answer(message) == server.answer(message)
+
+
 def test_the_server_that_loads_next_serves_the_same_session(work: Path, tmp_path: Path) -> None:
     done = crew_mcp(work, tmp_path, [INITIALIZE, {"jsonrpc": "2.0", "method": "notifications/initialized"}, LIST,
                                      READ])
@@ -129,6 +139,16 @@ def test_a_first_line_that_is_not_initialize_is_answered_by_the_server_once_load
     else:
         assert first_answer["result"] == {}
     assert "Tuesday" in by_id[2]["result"]["content"][0]["text"]
+
+
+def test_a_first_line_past_the_bound_is_skipped_unread_and_the_next_initialize_answered(work, tmp_path) -> None:
+    from crewbridge.mcp.stdio import MAX_LINE
+
+    done = crew_mcp(work, tmp_path, ['{"jsonrpc": "2.0", "id": 7, "x": "' + "a" * MAX_LINE + '"}', INITIALIZE, READ])
+    assert done.returncode == 0, done.stderr
+    skipped, *rest = map(json.loads, done.stdout.splitlines())
+    assert skipped["id"] is None and "was skipped" in skipped["error"]["message"]
+    assert {answer["id"] for answer in rest} == {0, 2} and "Tuesday" in answers(done)[2]["result"]["content"][0]["text"]
 
 
 # -- a server that cannot start says so before any answer, as before ------------------------------
