@@ -10,15 +10,15 @@ from pathlib import Path
 
 import click
 import pytest
+from crewcli import CREW, crew_env, write_config
 from hypothesis import given
 from hypothesis import strategies as st
 
 from crewbridge.cli import mcp_group
-from crewbridge.errors import AgentNotFound, ConfigError, UsageError
 from crewbridge.config import Config, default_agents
+from crewbridge.errors import AgentNotFound, ConfigError, UsageError
 from crewbridge.mcp.early import FLAGS, NOT_HERE, VALUE_OPTIONS, Greeter, instructions, read
 from crewbridge.mcp.server import McpServer
-from crewcli import CREW, crew_env, write_config
 
 INITIALIZE = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-06-18"}}
 LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
