@@ -4,13 +4,14 @@ as before, with no answer to initialize (a client that got one shows the server 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import click
 import pytest
-from crewcli import CREW, crew_env, write_config
+from crewcli import CREW, crew_env, error_line, write_config
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -189,3 +190,10 @@ def test_a_server_that_cannot_start_gives_no_answer_and_one_line(make, args, err
     assert done.stdout == ""
     assert done.returncode == (error.exit_code if error else 2)
     assert said in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("closed", [0, 1])
+def test_a_closed_stdin_or_stdout_is_reported_in_one_line_as_before(closed: int, work: Path, tmp_path: Path) -> None:
+    done = subprocess.run([*CREW, "mcp"], preexec_fn=lambda: os.close(closed), stderr=subprocess.PIPE, text=True,
+                          cwd=work, env=crew_env(tmp_path / "home"), timeout=120)
+    assert done.returncode != 0 and error_line(done.stderr).startswith("crew: ")

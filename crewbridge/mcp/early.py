@@ -94,7 +94,10 @@ def greet(args: list[str]) -> Greeting | None:
             return None  # read, and reported when it is wrong, before any answer
     except ConfigError:
         return None
-    link = Link()
+    try:
+        link = Link()
+    except (OSError, AttributeError):  # no stdout or stdin (closed): crew mcp reports it once loaded
+        return None
     line = next(link.lines, None)
     if line is not None:
         try:

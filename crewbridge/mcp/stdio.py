@@ -57,11 +57,12 @@ class Link:
     stdin still to answer (`first`: one read before the server loaded)."""
 
     def __init__(self) -> None:
+        stdin = sys.stdin.buffer  # first: nothing is changed when there is no stdin
         self._out = os.fdopen(os.dup(1), "wb")
         os.dup2(2, 1)
         self._lock = threading.Lock()
         self.session = McpSession()
-        self.lines = lines(sys.stdin.buffer, self.send)
+        self.lines = lines(stdin, self.send)
         self.first: list[bytes] = []
 
     def send(self, message: dict[str, Any]) -> None:
