@@ -29,16 +29,16 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
-from clienv import cli_env  # noqa: E402
-from mockserver import MockServer, reply  # noqa: E402
+from crewbridge.providers.base import Turn  # noqa: E402
+from crewbridge.tools import builtin_registry  # noqa: E402
 
+from clienv import cli_env  # noqa: E402
 from crewbridge import providers  # noqa: E402
 from crewbridge.config import AgentSpec  # noqa: E402
 from crewbridge.conversation import new_conversation  # noqa: E402
 from crewbridge.loop import AgentLoop, Progress  # noqa: E402
 from crewbridge.policy import Policy  # noqa: E402
-from crewbridge.providers.base import Turn  # noqa: E402
-from crewbridge.tools import builtin_registry  # noqa: E402
+from mockserver import MockServer, reply  # noqa: E402
 
 TAIL = "INVENTED: the file says 7."
 BLOCK = '```json\n{"type": "tool_use", "name": "crew:read_file", "input": {"path": "notes.txt"}}\n```\n'
@@ -135,7 +135,7 @@ def main() -> None:
                 gaps = [ms for run in runs for ms in run[0]]
                 keeps = [ms for run in runs for ms in run[1]]
                 crews = [ms for run in runs for ms in run[2]]
-                clis = [gap - crew for run in runs for gap, crew in zip(run[0], run[2])]
+                clis = [gap - crew for run in runs for gap, crew in zip(run[0], run[2], strict=True)]
                 mode = "live" if live else "per-turn"
                 print(f"{cli:7} {shape:9} {mode:9} {statistics.median(gaps):7.1f} {min(gaps):7.1f} "
                       f"{max(gaps):7.1f} {statistics.median(crews):7.1f} {statistics.median(keeps):7.1f} "

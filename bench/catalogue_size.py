@@ -10,6 +10,8 @@ import random
 from pathlib import Path
 from typing import Any
 
+from crewbridge.tools import builtin_registry
+
 from bench.common import Row, Settings
 from bench.harness import claude_conversation, claude_env, run_loop
 from crewbridge.catalogue import COMPACT_TOKENS, SKILLS_TOKENS, offered_tools, render_catalogue, skills_section, tokens
@@ -18,7 +20,6 @@ from crewbridge.modes import Mode
 from crewbridge.policy import Policy
 from crewbridge.registry import Tool, ToolContext, ToolRegistry
 from crewbridge.skills import Skill
-from crewbridge.tools import builtin_registry
 
 SYSTEMS = ("jira", "github", "slack", "sentry", "grafana", "postgres", "s3", "stripe", "notion",
            "k8s")

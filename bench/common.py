@@ -11,9 +11,9 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
 
 REPO = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
@@ -89,7 +89,7 @@ def paired(ours: Callable[[], float], base: Callable[[], float], runs: int,
         else:
             theirs.append(base())
             mine.append(ours())
-    return mine, theirs, [a / b for a, b in zip(mine, theirs)]
+    return mine, theirs, [a / b for a, b in zip(mine, theirs, strict=True)]
 
 
 def ratio_row(figure: str, what: str, mine: list[float], theirs: list[float], ratios: list[float],

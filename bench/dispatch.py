@@ -90,7 +90,7 @@ def real_claude(settings: Settings) -> Row:
             mock.script(Reply(chunks, delay=linger), "Done: the mark was set.")
             texts: list[float] = []  # when each text delta reached the loop
 
-            def progress(event: Progress) -> None:
+            def progress(event: Progress, texts: list[float] = texts) -> None:
                 if event.kind == "text":
                     texts.append(time.monotonic())
 

@@ -5,16 +5,18 @@ from __future__ import annotations
 import contextlib
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
+
+from crewbridge.providers.base import Decoder, Provider, Turn
+from crewbridge.providers.claude import ClaudeDecoder, ClaudeProvider
 
 from bench.common import PYTHON, REPO
 from crewbridge.config import AgentSpec
 from crewbridge.conversation import Conversation, ProcessConversation, new_conversation
 from crewbridge.loop import AgentLoop, RunResult
 from crewbridge.policy import Policy
-from crewbridge.providers.base import Decoder, Provider, Turn
-from crewbridge.providers.claude import ClaudeDecoder, ClaudeProvider
 from crewbridge.registry import ToolRegistry
 
 

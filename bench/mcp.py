@@ -9,7 +9,18 @@ import subprocess
 import time
 from pathlib import Path
 
-from bench.common import Row, Settings, installed, kill_group, median, paired, ratio_row, run_timed, spread, with_bytecode
+from bench.common import (
+    Row,
+    Settings,
+    installed,
+    kill_group,
+    median,
+    paired,
+    ratio_row,
+    run_timed,
+    spread,
+    with_bytecode,
+)
 from bench.harness import claude_env
 
 INITIALIZE_TARGET = 150.0  # ms

@@ -20,8 +20,8 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a worker script
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import PYTHON, Row, Settings, scratch  # noqa: E402
-from bench.streams import write_stream  # noqa: E402
+from bench.common import PYTHON, Row, Settings, scratch
+from bench.streams import write_stream
 
 TARGET_MB = 60.0
 
@@ -35,11 +35,12 @@ def rss_mb(field: str) -> float:
 
 
 def worker(path: Path, way: str) -> dict[str, float]:
+    from crewbridge.providers.claude import ClaudeDecoder
+
     from bench.harness import fake_conversation, run_loop
     from crewbridge.errors import ProviderError
     from crewbridge.events import MessageEnd, Text
     from crewbridge.extract import Extractor
-    from crewbridge.providers.claude import ClaudeDecoder
     from crewbridge.registry import ToolRegistry
 
     baseline = rss_mb("VmRSS")

@@ -29,8 +29,9 @@ TARGET = 1.0  # native ≤ text
 
 
 def run(settings: Settings) -> list[Row]:
-    from clienv import BIN, cli_env
     from crewbridge.providers import load
+
+    from clienv import BIN, cli_env
     from mockserver import MockServer
 
     if not settings.cli:
@@ -80,13 +81,13 @@ def _compare(settings: Settings, crew: str, name: str, mock, env: dict[str, str]
 
     mine, theirs, ratios = paired(lambda: once("native"), lambda: once("text"), settings.repeats(7, 3))
     native, text = seen["native"][-len(mine):], seen["text"][-len(theirs):]
-    gaps = [n["gap"] / t["gap"] for n, t in zip(native, text)]
+    gaps = [n["gap"] / t["gap"] for n, t in zip(native, text, strict=True)]
     return [
         Row("8 native", f"{name}: model requests, native / text", median([n["requests"] for n in native]),
             baseline=median([t["requests"] for t in text])),
         Row("8 native", f"{name}: characters of the first model request, native / text",
             median([n["chars"] for n in native]), "chars", median([t["chars"] for t in text]),
-            median([n["chars"] / t["chars"] for n, t in zip(native, text)])),
+            median([n["chars"] / t["chars"] for n, t in zip(native, text, strict=True)])),
         Row("8 native", f"{name}: tool turn, reply end → next request, native vs text",
             median([n["gap"] for n in native]) * 1000, "ms", median([t["gap"] for t in text]) * 1000,
             median(gaps), TARGET, spread(gaps, "×")),

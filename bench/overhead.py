@@ -2,6 +2,8 @@
 raw `claude -p …` it wraps, both the real CLI talking to the mock model server; timed in pairs."""
 from __future__ import annotations
 
+import functools
+
 from bench.common import Row, Settings, Timed, installed, median, paired, ratio_row, run_timed
 from bench.harness import claude_env, without_live
 
@@ -28,7 +30,7 @@ def run(settings: Settings) -> list[Row]:
         for label, crew_env in (("live (the default)", env), ("CREW_LIVE=0, a process per turn", without_live(env))):
             cpu.clear()
             mine, theirs, ratios = paired(
-                lambda: timed("crew", [crew_command, "query", "@claude say hello"], crew_env),
+                functools.partial(timed, "crew", [crew_command, "query", "@claude say hello"], crew_env),
                 lambda: timed("claude", ["claude", "-p", "say hello"], env), settings.repeats(9, 3))
             crew, claude = median(cpu["crew"][1:]), median(cpu["claude"][1:])  # [0]: the warm-up
             rows.append(ratio_row("3 overhead", f"crew query, {label}, vs claude -p (wall)", mine,

@@ -8,14 +8,15 @@ the CPU, so that row says more about the machine than about crew."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
+
+from crewbridge.providers.generic import GenericSpec
 
 from bench.common import PYTHON, Row, Settings, installed, median, run_timed, scratch, spread
 from bench.harness import claude_env
 from crewbridge.bridge import Bridge
 from crewbridge.config import AgentSpec, Config
-from crewbridge.providers.generic import GenericSpec
 
 TARGET = 1.15
 FAKE = Path(__file__).with_name("fake_agent.py")

@@ -22,7 +22,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make `bench` and `crewbridge` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import Row, Settings, fmt  # noqa: E402
+from bench.common import Row, Settings, fmt
 
 FIGURES = {  # name → module; in the order of issue 6
     "throughput": "bench.throughput",
@@ -75,10 +75,10 @@ def table(rows: list[Row]) -> str:
                      "" if row.ratio is None else f"{row.ratio:.2f}×", bound,
                      {True: "yes", False: "NO", None: ""}[row.ok], row.spread))
     widths = [max(len(r[i]) for r in [head, *body]) for i in range(len(head))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(head, widths)).rstrip(),
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(head, widths, strict=True)).rstrip(),
              "  ".join("-" * w for w in widths)]
-    for row, cells in zip(rows, body):
-        lines.append("  ".join(cell.ljust(w) for cell, w in zip(cells, widths)).rstrip())
+    for row, cells in zip(rows, body, strict=True):
+        lines.append("  ".join(cell.ljust(w) for cell, w in zip(cells, widths, strict=True)).rstrip())
         if row.note:
             lines.append(" " * (widths[0] + 2) + "↳ " + row.note)
     return "\n".join(lines)

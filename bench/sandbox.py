@@ -12,6 +12,7 @@ server), for each mechanism this machine has: bubblewrap, and Landlock forced
 """
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import tempfile
@@ -40,9 +41,10 @@ def run(settings: Settings) -> list[Row]:
 
 
 def _run_command(settings: Settings, mechanism: str, work: Path) -> Row:
+    from crewbridge.tools import builtin_registry
+
     from crewbridge.registry import ToolContext
     from crewbridge.sandbox import MECHANISM_ENV, Sandboxing
-    from crewbridge.tools import builtin_registry
 
     registry = builtin_registry()
     sandbox = Sandboxing({**os.environ, MECHANISM_ENV: mechanism}).commands("required", work, "execute",
@@ -94,8 +96,8 @@ def _with_clis(settings: Settings, work: Path) -> list[Row]:
             ]
             for mechanism in MECHANISMS:
                 for what, cli, args, script, target in cases:
-                    mine, theirs, ratios = paired(lambda: timed(cli, mechanism, args, *script),
-                                                  lambda: timed(cli, None, args, *script), settings.repeats(9, 3))
+                    mine, theirs, ratios = paired(functools.partial(timed, cli, mechanism, args, *script),
+                                                  functools.partial(timed, cli, None, args, *script), settings.repeats(9, 3))
                     rows.append(ratio_row("10 sandbox", f"{what}, {mechanism} vs off (wall)", mine, theirs, ratios,
                                           unit="s", scale=1, target=target))
             if mock.problems:

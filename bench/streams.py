@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 import random
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 VERSION = 1  # of the generator: a cached stream written by another version is written again
 SESSION = "5e55a0b1-0000-4000-8000-00000000be4c"

@@ -18,7 +18,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: make `bench` and `crewbridge` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import PYTHON, Row, Settings, scratch  # noqa: E402
+from bench.common import PYTHON, Row, Settings, scratch
 
 TARGET_MB = 16.0
 NAME = "one-line.txt"

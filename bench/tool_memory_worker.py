@@ -10,8 +10,9 @@ import json
 import sys
 from pathlib import Path
 
-from crewbridge.registry import ToolContext
 from crewbridge.tools import builtin_registry
+
+from crewbridge.registry import ToolContext
 
 
 def status_mb() -> dict[str, float]:

@@ -22,18 +22,17 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from clienv import cli_env
-from crewcli import CREW, tool_block
-from mockserver import MockServer, tool_call
-
-from crewbridge import providers
-from crewbridge.config import AgentSpec
-from crewbridge.conversation import new_conversation
-from crewbridge.loop import AgentLoop
-from crewbridge.policy import Policy
 from crewbridge.providers.base import Turn
 from crewbridge.providers.live_gemini_acp import GeminiAcpConversation
 from crewbridge.tools import builtin_registry
+
+from clienv import cli_env
+from crewbridge import providers
+from crewbridge.config import AgentSpec
+from crewbridge.loop import AgentLoop
+from crewbridge.policy import Policy
+from crewcli import CREW, tool_block
+from mockserver import MockServer, tool_call
 
 RUNS = int(sys.argv[1]) if len(sys.argv) > 1 else 5
 SECRET, ANSWER, TASK = "the launch code is 7-4-1", "The code is 7-4-1.", "what does notes.txt say?"

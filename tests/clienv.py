@@ -1,5 +1,6 @@
 """Scratch homes and environments that point the real claude, gemini and codex CLIs (and the
-third-party CLIs crew drives by configuration alone: llm, qwen, opencode) at the mock, and `run_cli`, which runs one provider turn through crew's own process handling and decodes it.
+third-party CLIs crew drives by configuration alone: llm, qwen, opencode) at the mock, and `run_cli`,
+which runs one provider turn through crew's own process handling and decodes it.
 
 `cli_env(name, mock_url, home)` writes the settings files DESIGN.md describes under `home` (a fresh
 directory per test) and returns the complete environment to run that CLI with. Nothing of the
@@ -15,16 +16,16 @@ import os
 import shutil
 import sys
 import time
-from importlib.metadata import PackageNotFoundError, version
 from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import pytest
+from crewbridge.providers.base import Turn
 
 from crewbridge import providers
 from crewbridge.events import Done, Event, Failure, Session, Text, Usage
 from crewbridge.process import Child
-from crewbridge.providers.base import Turn
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = REPO / "node_modules" / ".bin"  # where `npm install` in the repo root puts the pinned CLIs

@@ -2,18 +2,16 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import pytest
 
-from crewbridge import beneath
-
 from clienv import CLIS, require_cli
 from clienv import cli_env as build_env
-from mockserver import MockServer
-
+from crewbridge import beneath
 from crewbridge.sandbox import MECHANISM_ENV, Sandboxing
+from mockserver import MockServer
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ from crewbridge.mcp.core import McpCore
 from crewbridge.registry import Tool, ToolResult
 from crewcli import CREW, crew_env, executable, running, write_config
 
+
 class FakeChannel:
     """A loop's channel: read_file answers, any other tool fails; `error` is raised by every call."""
 

@@ -23,9 +23,10 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 from urllib.parse import urlsplit
 
 GEMINI_PATH = re.compile(r"^/v1beta/models/(?P<model>[^:/]+):(?P<method>\w+)$")
@@ -331,21 +332,21 @@ class _Handler(BaseHTTPRequestHandler):
         super().setup()
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
     # -- dispatch -------------------------------------------------------------------------------
 
-    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+    def do_POST(self) -> None:
         self._dispatch()
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         self._dispatch()
 
-    def do_HEAD(self) -> None:  # noqa: N802
+    def do_HEAD(self) -> None:
         self._dispatch()
 
-    def do_CONNECT(self) -> None:  # noqa: N802
+    def do_CONNECT(self) -> None:
         self._refuse(f"CONNECT {self.path}")
 
     def _dispatch(self) -> None:

@@ -3,16 +3,17 @@ agents, waiting only until the run's deadline or until the question is withdrawn
 wait for the question, never the other way round."""
 from __future__ import annotations
 
+import functools
 import io
 import threading
 import time
 
 import pytest
+from crewbridge.tools import builtin_registry
 
 from crewbridge.approval import Approver, terminal
 from crewbridge.config import AgentSpec
 from crewbridge.policy import Policy
-from crewbridge.tools import builtin_registry
 from ttys import Terminal, close_terminals  # noqa: F401 - a fixture
 
 DECLINED = "the user declined this call to 'read_file'; it was not run. Ask or try another way."
@@ -46,7 +47,7 @@ def test_the_default_approver_asks_only_when_stdin_and_stderr_are_terminals():
 def test_parallel_agents_never_interleave_their_questions(read_file):
     """Two agents ask at once on one terminal: the second question appears once the first was answered."""
     tty = Terminal()
-    asks = [in_thread(lambda p=asking(tty, name): p.check(read_file, {"path": "x"})) for name in ("claude", "gemini")]
+    asks = [in_thread(functools.partial(asking(tty, name).check, read_file, {"path": "x"})) for name in ("claude", "gemini")]
     first = tty.read(until="Allow?")
     assert first.count("Allow?") == 1  # the other agent waits for the terminal
     tty.type("y")

@@ -3,18 +3,19 @@ more agent, no deeper than the limit; the depth reaches their CLIs through CREW_
 from __future__ import annotations
 
 import json
+import re
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from crewbridge.providers.generic import GenericSpec
 
 from crewbridge.api import Outcome
 from crewbridge.asking import Asker, asked, current_depth
 from crewbridge.config import AgentSpec, Config, default_agents
 from crewbridge.errors import ProviderError, UsageError
 from crewbridge.loop import RunResult
-from crewbridge.providers.generic import GenericSpec
 
 # A model that calls crew:ask once with the task given as its argument, then answers with the result;
 # it records the CREW_ASK_DEPTH its CLI was started with.
@@ -85,7 +86,7 @@ def test_an_ask_for_a_model_that_would_read_as_an_option_is_refused_before_any_c
 
 
 def test_an_ask_past_the_limit_is_refused_before_any_cli_starts(tmp_path: Path, workdir: Path) -> None:
-    with pytest.raises(UsageError, match="refused 2 asks deep .the limit is 1"):
+    with pytest.raises(UsageError, match=re.escape("refused 2 asks deep (the limit is 1")):
         Asker(config(tmp_path, "@demo hi"), workdir, depth=2).ask("@asker find out")
     assert not (tmp_path / "depths").exists()
 

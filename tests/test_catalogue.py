@@ -5,12 +5,11 @@ import json
 import re
 
 import pytest
+from crewbridge.tools import builtin_registry
 
-from crewbridge.catalogue import (AUTO_COMPACT_TOKENS, COMPACT_TOKENS, build_prompt,
-                                  render_catalogue, tokens)
+from crewbridge.catalogue import AUTO_COMPACT_TOKENS, COMPACT_TOKENS, build_prompt, render_catalogue, tokens
 from crewbridge.errors import CrewError
 from crewbridge.registry import Tool, ToolRegistry
-from crewbridge.tools import builtin_registry
 
 FULL = builtin_registry()
 QUERY = FULL.subset(lambda spec: spec.read_only)  # what policy offers in query mode

@@ -11,7 +11,6 @@ import stat
 
 import pytest
 from crewbridge.tools import builtin_registry
-from mockserver import reply
 
 from crewbridge.bridge import Bridge, Chat
 from crewbridge.chat import HISTORY_LENGTH, LineReader, converse, run_chat
@@ -22,6 +21,7 @@ from crewbridge.loop import AgentLoop
 from crewbridge.policy import Policy
 from crewbridge.process import log as process_log
 from crewbridge.render import Renderer
+from mockserver import reply
 
 CATALOGUE_MARK = "[crew tools]"
 

@@ -376,7 +376,7 @@ def test_continue_gives_a_cli_without_sessions_the_earlier_conversation(crew, fa
     assert crew("query", "--config", fake.config, "@fake how is the weather?").returncode == 0
     done = crew("query", "--config", fake.config, "--continue", "@fake @other what did I ask?")
     assert done.returncode == 0, done.stderr
-    first, second = fake.prompts
+    _first, second = fake.prompts
     assert second.index("how is the weather?") < second.index("The first answer.") < second.index("what did I ask?")
     assert second.count("[crew tools]") == 1  # the catalogue once, from the earlier conversation
     assert "crew: @other was not in run " in done.stderr and "it starts a fresh conversation" in done.stderr

@@ -3,9 +3,10 @@ the check that fails a test (never skips it) when a pinned CLI is missing."""
 from __future__ import annotations
 
 import json
-import tomllib
+import re
 
 import pytest
+import tomllib
 
 from clienv import BIN, cli_env, require_cli
 
@@ -87,8 +88,8 @@ def test_another_version_than_the_pinned_one_fails_the_test(tmp_path):
     binary.parent.mkdir()
     binary.write_text("#!/bin/sh\n")
     binary.chmod(0o755)
-    with pytest.raises(pytest.fail.Exception, match="@openai/codex 0.9.0 is installed but "
-                                                    "package.json pins 1.0.0"):
+    with pytest.raises(pytest.fail.Exception, match=re.escape("@openai/codex 0.9.0 is installed but "
+                                                              "package.json pins 1.0.0")):
         require_cli("codex", repo=tmp_path)
     (package / "package.json").write_text('{"version": "1.0.0"}')
     assert require_cli("codex", repo=tmp_path) == str(binary)

@@ -1,6 +1,8 @@
 import hashlib
 import io
+import itertools
 import json
+import re
 import stat
 import textwrap
 from importlib.metadata import EntryPoint
@@ -79,7 +81,7 @@ def test_the_nearest_parent_with_a_config_wins(tmp_path):
 def test_both_names_in_one_directory_is_an_error(tmp_path):
     write(tmp_path / "crew.yaml", "prefix: a\n")
     write(tmp_path / ".crew.yaml", "prefix: b\n")
-    with pytest.raises(ConfigError, match="both .*crew.yaml and .*.crew.yaml exist; keep one"):
+    with pytest.raises(ConfigError, match=r"both .*crew\.yaml and .*\.crew\.yaml exist; keep one"):
         load_config(None, tmp_path)
 
 
@@ -106,7 +108,7 @@ def test_an_explicit_config_wins_over_the_search(tmp_path):
 
 
 def test_an_explicit_config_that_does_not_exist_is_an_error(tmp_path):
-    with pytest.raises(ConfigError, match="config file nope.yaml not found; check the --config path"):
+    with pytest.raises(ConfigError, match=re.escape("config file nope.yaml not found; check the --config path")):
         load_config(Path("nope.yaml"), tmp_path)
 
 
@@ -186,7 +188,7 @@ def test_an_agent_id_that_mentions_cannot_name_is_refused(tmp_path):
 
 def test_an_alias_bomb_is_refused_quickly(tmp_path):
     rows = ["a: &a [x, x, x, x, x, x, x, x, x]"]
-    rows += [f"{c}: &{c} [{', '.join(['*' + p] * 9)}]" for p, c in zip("abcdefg", "bcdefgh")]
+    rows += [f"{c}: &{c} [{', '.join(['*' + p] * 9)}]" for p, c in itertools.pairwise("abcdefgh")]
     assert "expands to more than 100000 values" in error_of(tmp_path, "\n".join(rows) + "\n")
 
 
@@ -344,7 +346,7 @@ def test_a_command_tool_schema_must_be_a_valid_schema(tmp_path):
 
 def test_a_command_tool_may_not_take_a_builtin_name(tmp_path):
     config = load(tmp_path, "tools:\n  grep:\n    command: [grep]\n")
-    with pytest.raises(ConfigError, match="crew.yaml:2: tools.grep: a built-in tool is called 'grep'; choose another name"):
+    with pytest.raises(ConfigError, match=re.escape("crew.yaml:2: tools.grep: a built-in tool is called 'grep'; choose another name")):
         config.registry()
 
 
@@ -637,7 +639,7 @@ def test_the_hooks_of_every_file_run_the_users_first(user_dirs, project, tmp_pat
     path = write(project / "crew.yaml", f"hooks:\n  before_tool_call:\n    - shell: echo project $PWD >> {log}\n")
     trust_config(path)
     config = load_config(None, project)
-    data, blocked = Hooks(config.hooks, workdir=project).before("read_file", {"path": "x"}, "claude")
+    _, blocked = Hooks(config.hooks, workdir=project).before("read_file", {"path": "x"}, "claude")
     assert blocked is None
     assert log.read_text().splitlines() == [f"user {user_dirs / 'xdg-config' / 'crewbridge'}", f"project {project}"]
 
@@ -729,7 +731,7 @@ def test_the_trust_store_is_private(user_dirs, project):
 
 def test_a_file_with_errors_cannot_be_trusted(project):
     path = write(project / "crew.yaml", "agents:\n  claude:\n    timout: 3\n")
-    with pytest.raises(ConfigError, match="^crew.yaml:3: agents.claude.timout: unknown key; did you mean 'timeout'"):
+    with pytest.raises(ConfigError, match="^" + re.escape("crew.yaml:3: agents.claude.timout: unknown key; did you mean 'timeout'")):
         trust_config(path, project)
 
 

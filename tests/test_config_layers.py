@@ -193,7 +193,7 @@ def test_settings_list_each_rule_entry_with_its_origin():
 
 def test_shown_text_and_json_name_the_files_and_each_settings_source():
     combined = combine(layer(USER, {"agents": {"claude": {"deny": ["run_command"]}}}))
-    described = layers.settings(combined.data, combined.origins) + [layers.Setting("prefix", "crew", None)]
+    described = [*layers.settings(combined.data, combined.origins), layers.Setting("prefix", "crew", None)]
     text = layers.shown_text([USER, TRUSTED], described)
     assert text.splitlines() == [
         "files, in order (rules add up or narrow; for other settings the later file wins):",

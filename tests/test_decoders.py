@@ -10,6 +10,10 @@ import random
 from pathlib import Path
 
 import pytest
+from crewbridge.providers.base import parse_object
+from crewbridge.providers.claude import ClaudeDecoder
+from crewbridge.providers.codex import CodexDecoder
+from crewbridge.providers.gemini import GeminiDecoder
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -17,10 +21,6 @@ from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session,
 from crewbridge.extract import Extractor
 from crewbridge.jsonio import MAX_DEPTH
 from crewbridge.parse import decoder_for, formats
-from crewbridge.providers.base import parse_object
-from crewbridge.providers.claude import ClaudeDecoder
-from crewbridge.providers.codex import CodexDecoder
-from crewbridge.providers.gemini import GeminiDecoder
 from crewcli import tool_block
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -6,20 +6,20 @@ import json
 import os
 import signal
 import sys
-import time
 import textwrap
+import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 from click.testing import CliRunner
 
 from clienv import CLIS, PACKAGES, REPO, VENV_BIN
 from crewbridge.cli import cli
-from crewbridge.sandbox import MECHANISM_ENV
 from crewbridge.doctor import FAIL, OK, WARN, Check, Prober, diagnose, help_argv, option_of, options_in_help
 from crewbridge.errors import UsageError
 from crewbridge.init import add_recipe
+from crewbridge.sandbox import MECHANISM_ENV
 from mockserver import MockServer
 
 CLAUDE_HELP = """\

@@ -6,6 +6,7 @@ end of its closing fence line.
 """
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import sys
@@ -21,6 +22,7 @@ from crewbridge.fences import MAX_FENCE_LINE
 from crewbridge.functions import tool
 from crewbridge.jsonio import MAX_DEPTH
 from crewbridge.registry import ToolRegistry
+
 
 @tool(schema={"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"],
               "additionalProperties": False}, read_only=True)
@@ -156,7 +158,7 @@ CASES = [
          "````markdown\n" + block(call("crew:read_file", path="x")) + "````\n"
          + block(call("crew:read_file", path="a.txt")), [READ]),
     Case("a json block inside a tilde fence is an example",
-         "~~~md\n" + block(call("crew:read_file", path="x")) + "~~~\n"), 
+         "~~~md\n" + block(call("crew:read_file", path="x")) + "~~~\n"),
     Case("a json block inside a python fence is an example (CommonMark pairs the fences)",
          "```python\nEXAMPLE = '''\n" + block(call("crew:read_file", path="x")) + "'''\n```\n"),
     Case("inline code is an example",
@@ -248,7 +250,7 @@ CASES = [
 
 def check(calls: list[ToolCall], expect: list[tuple[str, Any, str | None]]) -> None:
     assert len(calls) == len(expect), [(c.name, c.error) for c in calls]
-    for got, (name, data, error) in zip(calls, expect):
+    for got, (name, data, error) in zip(calls, expect, strict=True):
         assert got.name == name
         if data is not ANY:
             assert got.input == data
@@ -407,7 +409,7 @@ def feed_in_chunks(messages: tuple[str, ...], cuts: list[int]) -> tuple[list[Too
     offset = 0
     for message in messages:
         points = sorted({c % (len(message) + 1) for c in cuts} | {0, len(message)})
-        for a, b in zip(points, points[1:]):
+        for a, b in itertools.pairwise(points):
             new = extractor.feed(message[a:b])
             calls += new
             where += [offset + b - 1] * len(new)  # the last character of the chunk that returned them
@@ -432,7 +434,7 @@ def assert_split_invariant(messages: tuple[str, ...], cuts: list[int]) -> None:
     calls, prose, where = feed_in_chunks(messages, cuts)
     assert (calls, prose) == expected
     everything = "".join(messages)
-    for got, returned_at in zip(calls, where):
+    for got, returned_at in zip(calls, where, strict=True):
         if everything[got.end - 1:got.end] == "\n":  # emitted by the chunk that completed the line
             assert got.end - 1 <= returned_at
             chunk_start = max([0] + [c for c in _chunk_starts(messages, cuts) if c <= got.end - 1])
@@ -574,7 +576,7 @@ def char_by_char(text: str) -> str:
     return filtered(*text)
 
 
-# -- what a person sees: the text before the first call (Shown) ----------------------------------------------------------------------------
+# -- what a person sees: the text before the first call (Shown) -----------------------------------
 
 def test_plain_text_passes_whole_however_it_is_chunked():
     text = "Hello.\n\nA list:\n- one\n  `code` and ``two`` ticks\n~ tilde\n"
@@ -671,7 +673,7 @@ def test_a_person_sees_the_text_before_the_first_call_or_all_of_it(text, cuts):
     """Whatever the text and however it is split: without a call (as the extractor finds them) all
     of it shows; with one, what shows is the text before the block that holds it."""
     bounds = sorted({c % (len(text) + 1) for c in cuts} | {0, len(text)})
-    shown = filtered(*(text[a:b] for a, b in zip(bounds, bounds[1:])))
+    shown = filtered(*(text[a:b] for a, b in itertools.pairwise(bounds)))
     assert shown == filtered(text)
     extractor = Extractor(REGISTRY, "crew")
     calls = extractor.feed(text) + extractor.finish()

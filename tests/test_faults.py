@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from crewbridge.jsonio import MAX_DEPTH
 from crewcli import (
     CREW,
     FakeModel,
@@ -26,8 +28,6 @@ from crewcli import (
     tool_block,
     write_config,
 )
-
-from crewbridge.jsonio import MAX_DEPTH
 
 INSTALL = {"claude": "npm install -g @anthropic-ai/claude-code",
            "gemini": "npm install -g @google/gemini-cli",

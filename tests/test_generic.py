@@ -4,11 +4,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from crewbridge.providers.base import Turn
+from crewbridge.providers.generic import GenericProvider, GenericSpec
 
 from crewbridge.errors import ConfigKeyError
 from crewbridge.events import Failure, MessageEnd, Session, Text
-from crewbridge.providers.base import Turn
-from crewbridge.providers.generic import GenericProvider, GenericSpec
 
 
 def provider(**spec) -> GenericProvider:

@@ -3,7 +3,6 @@ import threading
 
 import pytest
 from crewbridge.tools import builtin_registry
-from test_custom_tools import gone
 
 from crewbridge.config import AgentSpec
 from crewbridge.conversation import EXACT
@@ -13,6 +12,7 @@ from crewbridge.hooks import AFTER, BEFORE, Block, Hooks, HookSpec
 from crewbridge.loop import AgentLoop
 from crewbridge.policy import Policy
 from crewbridge.registry import Tool, ToolResult
+from test_custom_tools import gone
 
 WRITE = Tool(name="write_file", description="", func=lambda ctx, **kw: None, input_schema={
     "type": "object", "properties": {"path": {"type": "string"}, "content": {"type": "string"}},

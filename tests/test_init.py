@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -57,7 +58,7 @@ def test_every_commented_example_is_valid_configuration_once_uncommented(project
 
 def test_an_existing_file_is_never_replaced_without_force(project: Path) -> None:
     (project / "crew.yaml").write_text("prefix: mine\n")
-    with pytest.raises(UsageError, match="crew.yaml exists already; edit it, or pass --force to replace it"):
+    with pytest.raises(UsageError, match=re.escape("crew.yaml exists already; edit it, or pass --force to replace it")):
         write_starter(project)
     assert (project / "crew.yaml").read_text() == "prefix: mine\n"
     write_starter(project, force=True)
@@ -122,7 +123,7 @@ def test_a_file_without_the_sections_gets_them_and_one_with_the_name_is_refused(
 
 def test_an_inline_section_or_an_unknown_recipe_is_refused_and_nothing_written(project: Path) -> None:
     (project / "crew.yaml").write_text("agents: {}\n")
-    with pytest.raises(UsageError, match="agents: is written inline .* write it as an indented block"):
+    with pytest.raises(UsageError, match=r"agents: is written inline .* write it as an indented block"):
         add_recipe(project, "qwen")
     with pytest.raises(UsageError, match="no recipe for 'aider'; known: llm, opencode, qwen"):
         add_recipe(project, "aider")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import itertools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -152,7 +153,7 @@ def describe(found: list[tuple[list[str], list[str]]], edges: list[Import]) -> s
     for cycle, group in found:
         larger = len(group) > len(cycle) - 1
         lines.append(" -> ".join(cycle) + (f"  (group: {', '.join(group)})" if larger else ""))
-        for source, target in zip(cycle, cycle[1:]):
+        for source, target in itertools.pairwise(cycle):
             edge = where[source, target]
             how = "inside a function" if edge.in_function else "at module top"
             how += ", under TYPE_CHECKING" if edge.type_checking else ""

@@ -2,12 +2,10 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 import subprocess
 import sys
 import threading
-import time
-from pathlib import Path
+from dataclasses import replace
 
 import pytest
 
@@ -83,7 +81,7 @@ def registry(tmp_path):
         try:
             return {"content": (ctx.workdir / path).read_text()}
         except FileNotFoundError:
-            raise ToolFailure(f"no file '{path}'")
+            raise ToolFailure(f"no file '{path}'") from None
 
     @tool(schema={"type": "object", "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
                   "required": ["path", "content"]})

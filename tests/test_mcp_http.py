@@ -164,7 +164,7 @@ def test_without_the_token_nothing_runs(served, authorization):
 
 
 def test_two_authorization_headers_are_refused(served):
-    server, channel = served()
+    server, _ = served()
     ping = json.dumps(PING).encode()
     request = post_bytes(server.url, ping, "Authorization: Bearer other", f"Content-Length: {len(ping)}")
     assert [r.status for r in raw(server.url, request)] == [401]
@@ -179,7 +179,7 @@ def test_two_authorization_headers_are_refused(served):
     {"Origin": "null"},
 ])
 def test_a_foreign_host_or_origin_is_refused(served, headers):
-    server, channel = served()
+    server, _ = served()
     answer = Client(server.url).send(INITIALIZE, headers)
     assert answer.status == 403 and "Mcp-Session-Id" not in answer.headers
 
@@ -223,7 +223,7 @@ def test_a_post_must_be_json(served, kind, status):
 ])
 def test_bodies_are_bounded_and_their_length_checked(served, length, status):
     server, _ = served()
-    [answer] = raw(server.url, post_bytes(server.url, b"", f"Content-Length: {length}".encode("utf-8").decode("latin-1")))
+    [answer] = raw(server.url, post_bytes(server.url, b"", f"Content-Length: {length}".encode().decode("latin-1")))
     assert answer.status == status
     assert Client(server.url).send(INITIALIZE).status == 200  # and it goes on
 
@@ -312,7 +312,7 @@ def test_past_the_cap_the_least_recently_used_idle_session_ends(served, monkeypa
     core = Held()
     server, _ = served(core)
     oldest, busy = Client(server.url).initialize(), Client(server.url).initialize()
-    thread, answers = call_on_thread(server, busy.session, 1)
+    thread, _ = call_on_thread(server, busy.session, 1)
     newest = Client(server.url).initialize()  # the oldest idle one makes room
     assert oldest.send(PING).status == 404 and newest.send(PING).status == 200
     assert Client(server.url).send(INITIALIZE).status == 200  # newest was idle: it goes

@@ -11,13 +11,14 @@ from pathlib import Path
 
 import anyio
 import pytest
-from crewcli import CREW, FakeModel, crew_env, run_crew, tool_block, write_config
-from gitrepo import make_repo
 from jsonschema import Draft202012Validator
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
-from mockserver import tool_call
 from referencing import Registry, Resource
+
+from crewcli import CREW, FakeModel, crew_env, run_crew, tool_block, write_config
+from gitrepo import make_repo
+from mockserver import tool_call
 
 SCHEMAS = Path(__file__).resolve().parent.parent / "docs" / "schemas"
 REGISTRY = Registry().with_resources(

@@ -1,11 +1,13 @@
 """`parse_stream`, the engine of `crew parse`: raw CLI output in, one record per tool-call attempt out."""
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -146,7 +148,7 @@ REPLY = ("Two calls:\n```json\n" + json.dumps({"type": "tool_use", "name": "crew
 @given(cuts=st.lists(st.integers(min_value=0, max_value=len(REPLY)), max_size=12))
 def test_any_cut_of_the_reply_into_events_gives_the_same_records(cuts: list[int]) -> None:
     points = sorted(set(cuts) | {0, len(REPLY)})
-    pieces = [REPLY[a:b] for a, b in zip(points, points[1:])]
+    pieces = [REPLY[a:b] for a, b in itertools.pairwise(points)]
     expected = [ok("crew:write_file", {"path": "a", "content": 'q "\\ ```\n😀'}), ok("crew:grep", {"pattern": "é"})]
     assert list(parse_stream(gemini_lines(pieces), "gemini", REGISTRY)) == expected
     assert list(parse_stream(claude_partial_lines(pieces), "claude", REGISTRY)) == expected

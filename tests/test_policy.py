@@ -4,10 +4,10 @@ import subprocess
 import pytest
 from crewbridge.tools import builtin_registry
 
+from crewbridge.approval import Approver
 from crewbridge.config import AgentSpec
 from crewbridge.custom_tools import CommandTool
 from crewbridge.errors import ConfigError
-from crewbridge.approval import Approver
 from crewbridge.policy import Policy, command_problem
 from crewbridge.registry import Tool, ToolRegistry
 from crewcli import FakeModel, crew_env, run_crew, tool_block, write_config

@@ -6,12 +6,12 @@ import time
 from pathlib import Path
 
 import pytest
-from crewcli import running
 
 from crewbridge import process
 from crewbridge.errors import CLINotFound, CrewTimeout, ProviderError
 from crewbridge.process import MAX_LINE, Child, end_all
 from crewbridge.sandbox import State
+from crewcli import running
 
 PY = sys.executable
 

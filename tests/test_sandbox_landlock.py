@@ -6,8 +6,7 @@ import os
 import subprocess
 import sys
 
-from crewbridge.sandbox import MECHANISM_ENV, Sandboxing, spawn
-from crewbridge.sandbox import landlock
+from crewbridge.sandbox import MECHANISM_ENV, Sandboxing, landlock, spawn
 
 
 def landlock_sandboxing() -> Sandboxing:
@@ -32,7 +31,7 @@ def test_the_program_runs_itself_with_a_private_temp_folder_removed_once_it_ende
     proc, launch = spawn(["sh", "-c", 'echo x > "$TMPDIR/scratch" && echo "$TMPDIR"'], sandbox=sandbox, env=None,
                          cwd=tmp_path, stdout=subprocess.PIPE)
     temp = proc.communicate()[0].decode().strip()
-    assert not launch.wrapped and launch.argv[0] == "/usr/bin/sh" or launch.argv[0] == "/bin/sh"
+    assert (not launch.wrapped and launch.argv[0] == "/usr/bin/sh") or launch.argv[0] == "/bin/sh"
     assert os.path.exists(f"{temp}/scratch")
     launch.ended()
     assert not os.path.exists(temp)
@@ -41,7 +40,8 @@ def test_the_program_runs_itself_with_a_private_temp_folder_removed_once_it_ende
 def test_a_sandboxed_command_can_neither_signal_crew_nor_leave_its_group(tmp_path):
     sandbox = landlock_sandboxing().commands("required", tmp_path, "execute", network=False)
     script = f"import os\ntry:\n    os.kill({os.getpid()}, 0)\n    print('reached crew')\nexcept PermissionError:\n" \
-             "    print('crew out of reach')\ntry:\n    os.setsid()\nexcept PermissionError:\n    print('stays in its group')\n"
+             "    print('crew out of reach')\ntry:\n    os.setsid()\n" \
+             "except PermissionError:\n    print('stays in its group')\n"
     proc, launch = spawn([sys.executable, "-c", script], sandbox=sandbox, env=None, cwd=tmp_path,
                          stdout=subprocess.PIPE)
     assert proc.communicate()[0].decode() == "crew out of reach\nstays in its group\n"

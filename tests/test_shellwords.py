@@ -126,7 +126,7 @@ def _quote(text: str) -> str:
 def test_an_argv_is_read_as_the_words_it_is():
     [found] = argv_commands(["git", "log", "$X; rm x"])
     assert [w.text for w in found.words] == ["git", "log", "$X; rm x"] and all(w.known for w in found.words)
-    assert [f.text for f in argv_commands(["sh", "-c", "rm x"])][0] == "rm x"
+    assert argv_commands(["sh", "-c", "rm x"])[0].text == "rm x"
 
 
 # --- what only the shell would know -----------------------------------------------------------------

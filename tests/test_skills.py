@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from crewbridge.tools import builtin_registry
 
 from crewbridge.catalogue import SKILLS_TOKENS, offered_tools, render_catalogue, skills_section, tokens
 from crewbridge.skills import Problem, Skill, body, chosen, discover, files, parse, roots, unknown
-from crewbridge.tools import builtin_registry
 
 
 def write_skill(root: Path, folder: str, text: str | None = None, *, name: str | None = None,

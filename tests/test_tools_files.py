@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from crewbridge.registry import ToolContext
 from crewbridge.tools import builtin_registry, files
 from crewbridge.tools.files import MAX_ENTRIES
+
+from crewbridge.registry import ToolContext
 
 REGISTRY = builtin_registry()
 

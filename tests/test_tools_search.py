@@ -7,11 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from crewbridge.tools import builtin_registry, search
+from crewbridge.tools.search import LINE_WIDTH, MAX_MATCHES
 
 from crewbridge.registry import ToolContext
-from crewbridge.tools import builtin_registry
-from crewbridge.tools import search
-from crewbridge.tools.search import LINE_WIDTH, MAX_MATCHES
 
 REGISTRY = builtin_registry()
 

@@ -8,15 +8,15 @@ import socket
 import sys
 import threading
 import time
-from pathlib import Path
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+from crewbridge.tools import builtin_registry
 
 from crewbridge.registry import ToolContext
 from crewbridge.sandbox import Sandbox, Sandboxing
-from crewbridge.tools import builtin_registry
 
 REGISTRY = builtin_registry()
 
@@ -226,7 +226,7 @@ def test_the_network_is_off_tcp_and_unix_sockets_alike(sandboxing, places, liste
 
 
 def test_sandbox_network_lets_the_commands_reach_it(sandboxing, places, listeners):
-    port, path, heard = listeners
+    port, path, _ = listeners
     (places["work"] / "reach.py").write_text(REACH.format(port=port, path=str(path)))
     envelope = sandboxed(sandboxing, places["work"], f"{sys.executable} reach.py", network=True)
     assert envelope["data"]["output"] == "reached\nreached\n"

@@ -6,10 +6,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from crewbridge.tools import builtin_registry
 
 from crewbridge.registry import ToolContext
 from crewbridge.skills import Skill, parse
-from crewbridge.tools import builtin_registry
 
 REGISTRY = builtin_registry()
 

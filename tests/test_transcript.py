@@ -159,7 +159,7 @@ def test_a_100_mb_argument_is_stored_cut_with_its_size_and_reads_back():
     transcript.write("tool_call", agent="a", name="crew:write_file", input={"path": "a", "content": "x" * 100_000_000})
     transcript.close("ok")
     assert transcript.path.stat().st_size < MAX_RECORD + 1000
-    [start, call, end] = read_run(transcript.run_id)
+    [_, call, end] = read_run(transcript.run_id)
     content = call["input"]["content"]
     assert content == "x" * MAX_TEXT + f"…[crew cut this text: 100,000,000 characters in all, the first {MAX_TEXT:,} kept]"
     assert (call["input"]["path"], end["kind"], end["tool_calls"]) == ("a", "end", 1)
@@ -280,9 +280,9 @@ def test_read_run_errors_name_the_problem_and_the_next_step(state):
     with pytest.raises(UsageError, match="no runs recorded yet"):
         read_run("last")
     ids = make_runs(2)
-    with pytest.raises(UsageError, match="run 'ffff' not found in .*; `crew log` lists runs"):
+    with pytest.raises(UsageError, match=r"run 'ffff' not found in .*; `crew log` lists runs"):
         read_run("ffff")
-    common = os.path.commonprefix(ids)
+    common = os.path.commonprefix(ids)  # noqa: RUF071 - the ids' common characters: they are not paths
     with pytest.raises(UsageError, match=f"run id '{common}' matches 2 runs"):
         read_run(common)
 

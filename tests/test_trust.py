@@ -189,7 +189,7 @@ def test_a_store_that_is_a_link_is_refused(tmp_path, state):
     trust_it(path)
     (state / "trusted.json").rename(state / "elsewhere.json")
     (state / "trusted.json").symlink_to("elsewhere.json")
-    with pytest.raises(ConfigError, match="trusted.json: cannot read the trust store: .*; remove it and trust again"):
+    with pytest.raises(ConfigError, match=r"trusted\.json: cannot read the trust store: .*; remove it and trust again"):
         check(path)
 
 

@@ -1,6 +1,7 @@
 """Usage tallies, --since spans and the per-agent table of `crew log --by agent`."""
 from __future__ import annotations
 
+import re
 from datetime import datetime, timezone
 
 import pytest
@@ -40,7 +41,7 @@ def test_since_takes_a_span_back_from_now_or_a_date(text, moment):
 
 
 def test_since_names_what_it_takes_when_it_cannot_read_the_text():
-    with pytest.raises(UsageError, match="--since 'last week' is not a span or a date; give e.g. 7d"):
+    with pytest.raises(UsageError, match=re.escape("--since 'last week' is not a span or a date; give e.g. 7d")):
         since("last week", NOW)
 
 

@@ -8,6 +8,8 @@ import json
 import os
 
 import pytest
+from crewbridge.providers.base import Turn
+from crewbridge.tools import builtin_registry
 
 from crewbridge import providers
 from crewbridge.config import AgentSpec
@@ -15,8 +17,6 @@ from crewbridge.conversation import new_conversation
 from crewbridge.errors import ProviderError
 from crewbridge.loop import AgentLoop
 from crewbridge.policy import Policy
-from crewbridge.providers.base import Turn
-from crewbridge.tools import builtin_registry
 from mockserver import error, reply
 
 pytestmark = pytest.mark.e2e

@@ -172,6 +172,6 @@ def test_each_cli_calls_crews_read_file_over_http_with_the_token(client, mock_se
             done = codex(prompt, {**env, "CREW_MCP_TOKEN": TOKEN}, project, "-c", f"mcp_servers.crew.url={json.dumps(url)}",
                          "-c", 'mcp_servers.crew.bearer_token_env_var="CREW_MCP_TOKEN"')
     assert done.returncode == 0, done.stderr
-    first, second = mock_server.requests
+    _first, second = mock_server.requests
     assert SECRET in tool_results(second)
     assert "The code is 7-4-1." in done.stdout

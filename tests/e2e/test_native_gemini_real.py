@@ -8,9 +8,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from test_native_real import logged, no_catalogue, tool_results
 
 from mockserver import tool_call
-from test_native_real import logged, no_catalogue, tool_results
 
 pytestmark = pytest.mark.e2e
 
@@ -62,7 +62,7 @@ def test_gemini_in_query_mode_reads_but_may_not_write_or_run_commands(crew, mock
     assert done.returncode == 0, done.stderr
     assert "I may not change anything." in done.stdout
     assert sorted(path.name for path in workdir.iterdir()) == ["notes.txt"]
-    listed, shell, write, _ = mock_server.requests
+    _listed, shell, write, _ = mock_server.requests
     assert "notes.txt" in tool_results(shell)  # its own tools that read run without asking
     assert CANCELED in tool_results(write) and CANCELED in tool_results(mock_server.requests[-1])
     assert decisions(crew) == [("run_shell_command", "refused"), ("write_file", "refused")]

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from crewbridge.providers.base import Turn
 
 from clienv import run_cli
 from crewbridge.events import Done
-from crewbridge.providers.base import Turn
 from mockserver import error, reply
 
 pytestmark = pytest.mark.e2e

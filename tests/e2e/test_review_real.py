@@ -156,7 +156,7 @@ def test_claude_hands_a_change_to_codex_reviewed_by_gemini_over_mcp(mock_server,
     done = claude("have codex move the deploy day, reviewed by gemini", all_env(mock_server.url, tmp_path / "home"),
                   repo, server={**STDIO, "args": [*STDIO["args"], "--execute"]})
     assert done.returncode == 0, done.stderr
-    ask, wrote, answered, review, last = mock_server.requests
+    ask, wrote, _answered, review, last = mock_server.requests
     assert [r.vendor for r in (ask, wrote, review, last)] == ["anthropic", "openai", "gemini", "anthropic"]
     told = json.loads(last.messages()[-1][1])  # claude passes the ask's structured content on
     assert (told["answer"], told["review"]["verdict"], told["branch"]) == ("Set it.", "approve",

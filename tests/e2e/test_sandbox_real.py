@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from crewbridge.sandbox import MECHANISM_ENV
 from crewcli import processes_in, run_crew, tool_block
 from mockserver import tool_call
-
-from crewbridge.sandbox import MECHANISM_ENV
 
 pytestmark = pytest.mark.e2e
 
