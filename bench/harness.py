@@ -1,5 +1,6 @@
 """Running crew's agent loop in this process against a CLI the benchmark chooses: a fake one (any
 argv, its output decoded as claude stream-json) or the real claude CLI talking to the mock model."""
+
 from __future__ import annotations
 
 import contextlib
@@ -46,11 +47,18 @@ def claude_conversation(env: dict[str, str], cwd: Path, mode: str = "query") -> 
     return new_conversation(ClaudeProvider(), Turn("", mode=mode), cwd=cwd, env=env)
 
 
-def run_loop(conversation: Conversation, registry: ToolRegistry, task: str, workdir: Path, *,
-             mode: str = "query", compact: bool | None = False, **options: Any) -> RunResult:
+def run_loop(
+    conversation: Conversation,
+    registry: ToolRegistry,
+    task: str,
+    workdir: Path,
+    *,
+    mode: str = "query",
+    compact: bool | None = False,
+    **options: Any,
+) -> RunResult:
     policy = Policy(AgentSpec(id="bench", provider="bench"), mode)
-    loop = AgentLoop("bench", conversation, registry, policy, workdir=workdir, compact=compact,
-                     **options)
+    loop = AgentLoop("bench", conversation, registry, policy, workdir=workdir, compact=compact, **options)
     return loop.run(task)
 
 

@@ -10,6 +10,7 @@ Streams: a long session whose bulk is what Claude's own tools read (native tool 
 sets aside) with about 5M characters of assistant text; and one that is half assistant text (figure
 1's mix), past what the loop keeps of one reply (loop.MAX_REPLY characters: it stops such a runaway
 CLI, so memory stays bounded there too)."""
+
 from __future__ import annotations
 
 import json
@@ -48,8 +49,7 @@ def worker(path: Path, way: str) -> dict[str, float]:
     chars, stopped = 0, False
     if way == "loop":
         try:
-            result = run_loop(fake_conversation(["cat", str(path)], path.parent), ToolRegistry(),
-                              "go", path.parent)
+            result = run_loop(fake_conversation(["cat", str(path)], path.parent), ToolRegistry(), "go", path.parent)
             chars = len(result.answer)
         except ProviderError:  # a runaway reply: the loop stopped it
             stopped = True
@@ -67,8 +67,7 @@ def worker(path: Path, way: str) -> dict[str, float]:
 
 
 def measure(path: Path, way: str) -> dict[str, float]:
-    out = subprocess.run([PYTHON, __file__, str(path), way], capture_output=True, text=True,
-                         timeout=600)
+    out = subprocess.run([PYTHON, __file__, str(path), way], capture_output=True, text=True, timeout=600)
     if out.returncode != 0:
         raise RuntimeError(f"memory worker ({way}) failed: {out.stderr.strip()[-300:]}")
     return json.loads(out.stdout)
@@ -76,10 +75,10 @@ def measure(path: Path, way: str) -> dict[str, float]:
 
 def bare_interpreter() -> float:
     """VmRSS of a fresh interpreter that imported nothing (ru_maxrss would count the fork)."""
-    out = subprocess.run([PYTHON, "-c", "print(open('/proc/self/status').read())"],
-                         capture_output=True, text=True, check=True)
-    return next(int(line.split()[1]) / 1024 for line in out.stdout.splitlines()
-                if line.startswith("VmRSS:"))
+    out = subprocess.run(
+        [PYTHON, "-c", "print(open('/proc/self/status').read())"], capture_output=True, text=True, check=True
+    )
+    return next(int(line.split()[1]) / 1024 for line in out.stdout.splitlines() if line.startswith("VmRSS:"))
 
 
 STREAMS = {  # name → (write_stream options, ways to measure)
@@ -99,12 +98,22 @@ def run(settings: Settings) -> list[Row]:
         path = write_stream(scratch("streams") / name, size, calls=False, **options)
         for way in ways:
             got = measure(path, way)
-            text = "the loop stopped the reply at its limit" if got["stopped"] else \
-                f"{got['chars'] / 1e6:.1f}M characters" + (" (the answer)" if way == "loop" else "")
-            rows.append(Row("6 memory", f"{way}: {size // 1_000_000} MB stream, {label}: peak RSS "
-                            "above baseline", got["peak"] - got["baseline"], "MB", target=TARGET_MB,
-                            note=f"baseline {got['baseline']:.0f} MB (bare interpreter {bare:.0f} "
-                                 f"MB), peak {got['peak']:.0f} MB; assistant text: {text}"))
+            text = (
+                "the loop stopped the reply at its limit"
+                if got["stopped"]
+                else f"{got['chars'] / 1e6:.1f}M characters" + (" (the answer)" if way == "loop" else "")
+            )
+            rows.append(
+                Row(
+                    "6 memory",
+                    f"{way}: {size // 1_000_000} MB stream, {label}: peak RSS above baseline",
+                    got["peak"] - got["baseline"],
+                    "MB",
+                    target=TARGET_MB,
+                    note=f"baseline {got['baseline']:.0f} MB (bare interpreter {bare:.0f} "
+                    f"MB), peak {got['peak']:.0f} MB; assistant text: {text}",
+                )
+            )
     return rows
 
 

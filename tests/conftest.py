@@ -1,4 +1,5 @@
 """Shared fixtures: the mock model server, the real CLIs (pinned), and their scratch environments."""
+
 from __future__ import annotations
 
 import os
@@ -35,9 +36,11 @@ def cli_env(mock_server: MockServer, tmp_path: Path) -> Callable[[str], dict[str
     """`cli_env(name)`: the environment for real CLI `name`, with a scratch HOME under this test's
     tmp_path and the model API pointed at `mock_server`. The same name gives the same HOME, so a
     second turn finds the first turn's session."""
+
     def env(name: str) -> dict[str, str]:
         require_cli(name)
         return build_env(name, mock_server.url, tmp_path / f"home-{name}")
+
     return env
 
 

@@ -1,4 +1,5 @@
 """A real pseudo-terminal for tests of what crew asks a person: `Terminal(*answers)`."""
+
 from __future__ import annotations
 
 import os
