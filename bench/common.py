@@ -1,5 +1,6 @@
 """What every figure shares: the result row, repeated timing with medians and spreads, timed child
 processes, and the scratch folder. The mock model server and CLI environments come from tests/."""
+
 from __future__ import annotations
 
 import os
@@ -11,9 +12,9 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
 
 REPO = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
@@ -74,8 +75,9 @@ def fmt(value: float) -> str:
     return f"{value:.2f}" if magnitude >= 0.1 else f"{value:.3f}"
 
 
-def paired(ours: Callable[[], float], base: Callable[[], float], runs: int,
-           warmup: int = 1) -> tuple[list[float], list[float], list[float]]:
+def paired(
+    ours: Callable[[], float], base: Callable[[], float], runs: int, warmup: int = 1
+) -> tuple[list[float], list[float], list[float]]:
     """Alternate the two measurements, the order swapped every run so that drift and load hit
     both alike, after `warmup` unrecorded pairs: (ours, base, ours/base per pair)."""
     for _ in range(warmup):
@@ -89,14 +91,33 @@ def paired(ours: Callable[[], float], base: Callable[[], float], runs: int,
         else:
             theirs.append(base())
             mine.append(ours())
-    return mine, theirs, [a / b for a, b in zip(mine, theirs)]
+    return mine, theirs, [a / b for a, b in zip(mine, theirs, strict=True)]
 
 
-def ratio_row(figure: str, what: str, mine: list[float], theirs: list[float], ratios: list[float],
-              *, unit: str, scale: float, target: float, note: str = "") -> Row:
+def ratio_row(
+    figure: str,
+    what: str,
+    mine: list[float],
+    theirs: list[float],
+    ratios: list[float],
+    *,
+    unit: str,
+    scale: float,
+    target: float,
+    note: str = "",
+) -> Row:
     """A row for paired measurements in seconds: medians in `unit` (× `scale`), the median ratio."""
-    return Row(figure, what, median(mine) * scale, unit, median(theirs) * scale, median(ratios),
-               target, spread(ratios, "×"), note)
+    return Row(
+        figure,
+        what,
+        median(mine) * scale,
+        unit,
+        median(theirs) * scale,
+        median(ratios),
+        target,
+        spread(ratios, "×"),
+        note,
+    )
 
 
 @dataclass
@@ -108,18 +129,22 @@ class Timed:
     stderr: bytes
 
 
-def run_timed(argv: list[str], *, env: Mapping[str, str] | None = None, cwd: Path | None = None,
-              stdin: bytes = b"", timeout: float = 120.0) -> Timed:
+def run_timed(
+    argv: list[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    stdin: bytes = b"",
+    timeout: float = 120.0,
+) -> Timed:
     """Run a command in its own process group to its end; reaped with os.wait4, so its CPU time is
     exact. Output goes through files: nothing blocks on a full pipe, no reader thread competes."""
     env = with_bytecode(os.environ if env is None else env)
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
-            tempfile.TemporaryFile() as inp:
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, tempfile.TemporaryFile() as inp:
         inp.write(stdin)
         inp.seek(0)
         start = time.perf_counter()
-        proc = subprocess.Popen(argv, env=env, cwd=cwd, stdin=inp, stdout=out, stderr=err,
-                                start_new_session=True)
+        proc = subprocess.Popen(argv, env=env, cwd=cwd, stdin=inp, stdout=out, stderr=err, start_new_session=True)
         timer = threading.Timer(timeout, kill_group, (proc.pid,))
         timer.start()
         try:
@@ -166,10 +191,34 @@ def installed() -> Path:
     deps = next((Path(sys.prefix) / "lib").glob("python*/site-packages"))
     (site / "crew-deps.pth").write_text(f"{deps}\n")  # a plain path: .venv's own hooks stay off
     with tempfile.TemporaryDirectory() as wheels:
-        subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
-                        "--wheel-dir", wheels, str(REPO)], check=True)
-        subprocess.run([str(bin_dir / "python"), "-m", "pip", "install", "--quiet", "--no-deps",
-                        *map(str, Path(wheels).glob("*.whl"))], check=True, env=with_bytecode(os.environ))
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "wheel",
+                "--quiet",
+                "--no-deps",
+                "--no-build-isolation",
+                "--wheel-dir",
+                wheels,
+                str(REPO),
+            ],
+            check=True,
+        )
+        subprocess.run(
+            [
+                str(bin_dir / "python"),
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--no-deps",
+                *map(str, Path(wheels).glob("*.whl")),
+            ],
+            check=True,
+            env=with_bytecode(os.environ),
+        )
     return bin_dir
 
 

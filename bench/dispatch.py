@@ -4,6 +4,7 @@ the moment the tool starts, while the CLI keeps running for a second or more aft
 Two CLIs: bench/fake_claude.py (claude's stream-json text deltas, a process per turn: Child.lines),
 and the real claude CLI, live (the default), against the mock model server, where the clock starts
 when the mock sends the chunk that closes the block (so claude's own relay time is included)."""
+
 from __future__ import annotations
 
 import time
@@ -27,8 +28,7 @@ class Marks:
     def __init__(self) -> None:
         self.times: list[float] = []
 
-        @tool(schema={"type": "object", "properties": {}, "additionalProperties": False},
-              read_only=True, name="mark")
+        @tool(schema={"type": "object", "properties": {}, "additionalProperties": False}, read_only=True, name="mark")
         def mark(ctx: ToolContext) -> str:
             """Set the benchmark's mark."""
             self.times.append(time.monotonic())
@@ -71,10 +71,15 @@ def fake_cli(settings: Settings) -> Row:
     once()  # warm-up
     delays = [once() for _ in range(settings.repeats(9, 3))]
     running = sum(delay < linger for delay in delays)
-    return Row("2 dispatch", "fake claude (text deltas, a process per turn) that runs "
-               f"{linger:g} s past the fence", median(delays) * 1000, "ms", target=TARGET_MS,
-               spread=spread(delays, " ms", 1000),
-               note=f"the tool started while the CLI still ran: {running}/{len(delays)}")
+    return Row(
+        "2 dispatch",
+        f"fake claude (text deltas, a process per turn) that runs {linger:g} s past the fence",
+        median(delays) * 1000,
+        "ms",
+        target=TARGET_MS,
+        spread=spread(delays, " ms", 1000),
+        note=f"the tool started while the CLI still ran: {running}/{len(delays)}",
+    )
 
 
 def real_claude(settings: Settings) -> Row:
@@ -85,26 +90,31 @@ def real_claude(settings: Settings) -> Row:
     delays, own = [], []
     with claude_env() as (mock, env, work):
         for run in range(settings.repeats(5, 2) + 1):  # the first is a warm-up
-            chunks = StampedChunks([f"I will set the mark now.\n```json\n{CALL}\n```\n",
-                                    "This prose came long after the block."])
+            chunks = StampedChunks(
+                [f"I will set the mark now.\n```json\n{CALL}\n```\n", "This prose came long after the block."]
+            )
             mock.script(Reply(chunks, delay=linger), "Done: the mark was set.")
             texts: list[float] = []  # when each text delta reached the loop
 
-            def progress(event: Progress) -> None:
+            def progress(event: Progress, texts: list[float] = texts) -> None:
                 if event.kind == "text":
                     texts.append(time.monotonic())
 
-            result = run_loop(claude_conversation(env, work), marks.registry, "mark", work,
-                              on_progress=progress)
+            result = run_loop(claude_conversation(env, work), marks.registry, "mark", work, on_progress=progress)
             started = marks.check(result)
             if run and chunks.sent is not None:
                 delays.append(started - chunks.sent)
                 own.append(started - max(t for t in texts if t <= started))
-    return Row("2 dispatch", f"real claude, live; the mock sends the fence, then nothing for "
-               f"{linger:g} s", median(delays) * 1000, "ms", target=TARGET_MS,
-               spread=spread(delays, " ms", 1000),
-               note=f"crew's part, from the decoded delta to the tool: "
-                    f"{median(own) * 1000:.1f} ms; the rest is claude relaying the delta")
+    return Row(
+        "2 dispatch",
+        f"real claude, live; the mock sends the fence, then nothing for {linger:g} s",
+        median(delays) * 1000,
+        "ms",
+        target=TARGET_MS,
+        spread=spread(delays, " ms", 1000),
+        note=f"crew's part, from the decoded delta to the tool: "
+        f"{median(own) * 1000:.1f} ms; the rest is claude relaying the delta",
+    )
 
 
 def run(settings: Settings) -> list[Row]:

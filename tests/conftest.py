@@ -1,19 +1,18 @@
 """Shared fixtures: the mock model server, the real CLIs (pinned), and their scratch environments."""
+
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import pytest
 
-from crewbridge import beneath
-
 from clienv import CLIS, require_cli
 from clienv import cli_env as build_env
-from mockserver import MockServer
-
+from crewbridge import beneath
 from crewbridge.sandbox import MECHANISM_ENV, Sandboxing
+from mockserver import MockServer
 
 
 @pytest.fixture
@@ -37,9 +36,11 @@ def cli_env(mock_server: MockServer, tmp_path: Path) -> Callable[[str], dict[str
     """`cli_env(name)`: the environment for real CLI `name`, with a scratch HOME under this test's
     tmp_path and the model API pointed at `mock_server`. The same name gives the same HOME, so a
     second turn finds the first turn's session."""
+
     def env(name: str) -> dict[str, str]:
         require_cli(name)
         return build_env(name, mock_server.url, tmp_path / f"home-{name}")
+
     return env
 
 

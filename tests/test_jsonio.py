@@ -1,4 +1,5 @@
 """crewbridge.jsonio: JSON from outside, decoded with a bound on nesting, encoded whatever its text."""
+
 from __future__ import annotations
 
 import json
