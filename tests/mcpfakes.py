@@ -116,7 +116,8 @@ def _argv(entry: Path) -> list[str]:
 
 
 def gone(pid: int) -> bool:
-    for _ in range(100):
+    """Whether `pid` ends within 30 s (a bound for a loaded machine, not a speed check)."""
+    for _ in range(600):
         if not running(pid):
             return True
         time.sleep(0.05)

@@ -158,7 +158,9 @@ def test_calls_run_on_a_bounded_number_of_threads_and_the_rest_wait_or_are_told_
         assert proc.wait(60) == 0
     finally:
         end_group(proc)
-    assert threads < 3 * WORKERS  # a worker and its command's output reader per running call, and a few more
+    # per running call a worker and its command's helpers (output reader, exit waiter), and a few more:
+    # far from one per call (284)
+    assert threads <= 4 * WORKERS
     assert sorted(a["id"] for a in answers) == list(range(total + 1))  # each answered, once
     busy = [a for a in answers[1:] if code(a) == BUSY]
     assert answers[1:21] == busy[:20] and 20 <= len(busy) <= 20 + WORKERS
