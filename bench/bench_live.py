@@ -25,6 +25,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -71,10 +72,13 @@ def model_time(mock: MockServer) -> float:
     return elapsed
 
 
-def one_run(cli: str, live: bool, turns: int, shape: str) -> tuple[list[float], list[float], list[float]]:
+def one_run(
+    cli: str, live: bool, turns: int, shape: str, also: Callable[[Progress], None] | None = None
+) -> tuple[list[float], list[float], list[float]]:
     """Per tool turn, in milliseconds: what crew and the CLI added between the stop and the next
     reply; of that, the time crew spent putting the history right (Conversation.keep); and crew's
-    whole part, from the stop to handing the CLI the next message (stop, tool, history, send)."""
+    whole part, from the stop to handing the CLI the next message (stop, tool, history, send).
+    `also` gets every Progress event too (a Renderer, to time it)."""
     with MockServer() as mock, tempfile.TemporaryDirectory() as tmp:
         home, work = Path(tmp) / "home", Path(tmp) / "work"
         work.mkdir()
@@ -87,6 +91,8 @@ def one_run(cli: str, live: bool, turns: int, shape: str) -> tuple[list[float], 
         seen_turn = [0]
 
         def progress(event: Progress) -> None:
+            if also is not None:
+                also(event)
             if event.kind == "turn":
                 seen_turn[0] = int(event.text)
             elif event.kind == "text":

@@ -3,18 +3,19 @@ the moment the tool starts, while the CLI keeps running for a second or more aft
 
 Two CLIs: bench/fake_claude.py (claude's stream-json text deltas, a process per turn: Child.lines),
 and the real claude CLI, live (the default), against the mock model server, where the clock starts
-when the mock sends the chunk that closes the block (so claude's own relay time is included)."""
+when the mock sends the chunk that closes the block (so claude's own relay time is included); each
+real-claude run in a fresh interpreter, as a `crew query` is (the checkout before too, with --before:
+so this module imports only what that checkout has too)."""
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
 
-from bench.common import Row, Settings, median, scratch, spread
+from bench.common import Row, Settings, in_process, interleaved, median, scratch, spread
 from bench.harness import claude_conversation, claude_env, fake_conversation, python_argv, run_loop
 from crewbridge.functions import tool
 from crewbridge.loop import Progress, RunResult
-from crewbridge.outputs import result_record
 from crewbridge.registry import ToolContext, ToolRegistry
 
 TARGET_MS = 20.0
@@ -40,7 +41,7 @@ class Marks:
     def check(self, result: RunResult) -> float:
         """When the mark was set in this run (which must have called it, successfully)."""
         if not (result.tool_calls and result.tool_calls[0].result.success):
-            raise RuntimeError(f"the run did not set the mark: {result_record(result)}")
+            raise RuntimeError(f"the run did not set the mark: {result.tool_calls!r}, answer {result.answer!r}")
         return self.times[-1]
 
 
@@ -82,40 +83,62 @@ def fake_cli(settings: Settings) -> Row:
     )
 
 
-def real_claude(settings: Settings) -> Row:
+def real_claude_once(linger: float = 2.0) -> dict[str, float]:
+    """One run with the real claude, live, in this process: seconds from the mock sending the chunk
+    that closes the block to the tool's start ("delay"), and from the loop's decoded delta ("own")."""
     from mockserver import Reply
 
-    linger = 1.0 if settings.quick else 2.0
     marks = Marks()
-    delays, own = [], []
     with claude_env() as (mock, env, work):
-        for run in range(settings.repeats(5, 2) + 1):  # the first is a warm-up
-            chunks = StampedChunks(
-                [f"I will set the mark now.\n```json\n{CALL}\n```\n", "This prose came long after the block."]
-            )
-            mock.script(Reply(chunks, delay=linger), "Done: the mark was set.")
-            texts: list[float] = []  # when each text delta reached the loop
+        chunks = StampedChunks(
+            [f"I will set the mark now.\n```json\n{CALL}\n```\n", "This prose came long after the block."]
+        )
+        mock.script(Reply(chunks, delay=linger), "Done: the mark was set.")
+        texts: list[float] = []  # when each text delta reached the loop
 
-            def progress(event: Progress, texts: list[float] = texts) -> None:
-                if event.kind == "text":
-                    texts.append(time.monotonic())
+        def progress(event: Progress) -> None:
+            if event.kind == "text":
+                texts.append(time.monotonic())
 
-            result = run_loop(claude_conversation(env, work), marks.registry, "mark", work, on_progress=progress)
-            started = marks.check(result)
-            if run and chunks.sent is not None:
-                delays.append(started - chunks.sent)
-                own.append(started - max(t for t in texts if t <= started))
-    return Row(
-        "2 dispatch",
-        f"real claude, live; the mock sends the fence, then nothing for {linger:g} s",
-        median(delays) * 1000,
-        "ms",
-        target=TARGET_MS,
-        spread=spread(delays, " ms", 1000),
-        note=f"crew's part, from the decoded delta to the tool: "
-        f"{median(own) * 1000:.1f} ms; the rest is claude relaying the delta",
+        started = marks.check(
+            run_loop(claude_conversation(env, work), marks.registry, "mark", work, on_progress=progress)
+        )
+        assert chunks.sent is not None
+        return {"delay": started - chunks.sent, "own": started - max(t for t in texts if t <= started)}
+
+
+def real_claude(settings: Settings) -> list[Row]:
+    """Each run in a fresh interpreter (bench.worker), as a `crew query` is: this checkout's, and
+    the one before with --before, in rounds."""
+    own: dict[str, list[float]] = {}
+
+    def once(side: str, repo: Path) -> float:
+        got = in_process(repo, "dispatch")
+        own.setdefault(side, []).append(got["own"])
+        return float(got["delay"])
+
+    values = interleaved(
+        {
+            side: lambda side=side, repo=repo: once(side, repo)  # type: ignore[misc]
+            for side, repo in settings.sides().items()
+        },
+        settings.repeats(7, 3),
     )
+    return [
+        Row(
+            "2 dispatch",
+            "real claude, live; the mock sends the fence, then nothing for 2 s"
+            + ("" if side == "crew" else f" [{side}]"),
+            median(delays) * 1000,
+            "ms",
+            target=TARGET_MS,
+            spread=spread(delays, " ms", 1000),
+            note=f"crew's part, from the decoded delta to the tool: "
+            f"{median(own[side][1:]) * 1000:.1f} ms; the rest is claude relaying the delta",
+        )
+        for side, delays in values.items()
+    ]
 
 
 def run(settings: Settings) -> list[Row]:
-    return [fake_cli(settings)] + ([real_claude(settings)] if settings.cli else [])
+    return [fake_cli(settings)] + (real_claude(settings) if settings.cli else [])

@@ -14,18 +14,18 @@ from bench.common import (
     Row,
     Settings,
     installed,
+    interleaved,
     kill_group,
     median,
-    paired,
-    ratio_row,
     run_timed,
+    side_rows,
     spread,
     with_bytecode,
 )
 from bench.harness import claude_env
 
-INITIALIZE_TARGET = 150.0  # ms
-ASK_TARGET = 1.05
+INITIALIZE_TARGET = 40.0  # ms
+ASK_TARGET = 1.02
 ANSWER = "Hello from the mock model."
 INITIALIZE = {
     "jsonrpc": "2.0",
@@ -36,20 +36,27 @@ INITIALIZE = {
 
 
 def run(settings: Settings) -> list[Row]:
-    crew = str(installed() / "crew")
+    crews = {side: str(installed(repo) / "crew") for side, repo in settings.sides().items()}
     rows = []
     with claude_env() as (mock, env, work):
-        waits = [_mcp(crew, env, work, []) for _ in range(settings.repeats(21, 7) + 1)][1:]
-        rows.append(
-            Row(
-                "7 mcp",
-                "crew mcp: start to its answer to initialize (wall)",
-                median(waits) * 1000,
-                "ms",
-                target=INITIALIZE_TARGET,
-                spread=spread(waits, " ms", 1000),
-            )
+        waits = interleaved(
+            {
+                side: lambda crew=crew: _mcp(crew, env, work, [])  # type: ignore[misc]
+                for side, crew in crews.items()
+            },
+            settings.repeats(21, 7),
         )
+        for side, took in waits.items():
+            rows.append(
+                Row(
+                    "7 mcp",
+                    "crew mcp: start to its answer to initialize (wall)" + ("" if side == "crew" else f" [{side}]"),
+                    median(took) * 1000,
+                    "ms",
+                    target=INITIALIZE_TARGET,
+                    spread=spread(took, " ms", 1000),
+                )
+            )
         if settings.cli:
             ask = {
                 "jsonrpc": "2.0",
@@ -58,31 +65,33 @@ def run(settings: Settings) -> list[Row]:
                 "params": {"name": "ask", "arguments": {"task": "@claude say hello"}},
             }
 
-            def through_mcp() -> float:
+            def through_mcp(crew: str) -> float:
                 mock.script(ANSWER)
                 return _mcp(crew, env, work, [ask])
 
-            def query() -> float:
+            def query(crew: str) -> float:
                 mock.script(ANSWER)
                 result = run_timed([crew, "query", "@claude say hello"], env=env, cwd=work)
                 if result.returncode != 0 or ANSWER not in result.stdout.decode():
                     raise RuntimeError(f"crew query failed (exit {result.returncode})")
                 return result.wall
 
-            mine, theirs, ratios = paired(through_mcp, query, settings.repeats(9, 3))
-            rows.append(
-                ratio_row(
+            measures = {}
+            for side, crew in crews.items():
+                measures[f"{side} query"] = lambda crew=crew: query(crew)  # type: ignore[misc]
+                measures[side] = lambda crew=crew: through_mcp(crew)  # type: ignore[misc]
+            values = interleaved(measures, settings.repeats(9, 3))
+            for side in crews:
+                rows += side_rows(
                     "7 mcp",
                     "ask @claude through crew mcp vs crew query (wall)",
-                    mine,
-                    theirs,
-                    ratios,
+                    {side: values[side], "query": values[f"{side} query"]},
+                    "query",
                     unit="s",
                     scale=1,
                     target=ASK_TARGET,
                     note="the MCP side includes crew mcp's start and initialize",
                 )
-            )
     return rows
 
 

@@ -3,10 +3,12 @@
     .venv/bin/python bench/run.py                 # every figure, full size (about 6 minutes)
     .venv/bin/python bench/run.py --quick         # smaller inputs, fewer runs (about 2 minutes)
     .venv/bin/python bench/run.py --only startup,catalogue --runs 9
+    .venv/bin/python bench/run.py --only overhead,launch,turn,dispatch,parse,startup,mcp --before ../before
 
 Figures print what they measure; they are not pass/fail tests. The "ok" column compares the
-median (or the median ratio) with the target of issue 6. On a busy machine the spreads are wide:
-re-run on a quiet one before trusting a figure near its target. Exit status 1: a figure failed.
+median (or the median ratio) with the target of issue 26 (issue 6 for the others). On a busy
+machine the spreads are wide: re-run on a quiet one before trusting a figure near its target.
+Exit status 1: a figure failed.
 """
 
 from __future__ import annotations
@@ -25,15 +27,18 @@ if __package__ in (None, ""):  # run as a script: make `bench` and `crewbridge` 
 
 from bench.common import Row, Settings, fmt
 
-FIGURES = {  # name → module; in the order of issue 6
-    "throughput": "bench.throughput",
-    "dispatch": "bench.dispatch",
+FIGURES = {  # name → module; issue 26's table first, then the rest of issue 6's
     "overhead": "bench.overhead",
+    "launch": "bench.launch",
+    "turn": "bench.turn",
+    "dispatch": "bench.dispatch",
+    "parse": "bench.parse",
     "startup": "bench.startup",
+    "mcp": "bench.mcp",
+    "throughput": "bench.throughput",
     "catalogue": "bench.catalogue_size",
     "parallel": "bench.parallel",
     "memory": "bench.memory",
-    "mcp": "bench.mcp",
     "native": "bench.native",
     "tools": "bench.tool_memory",
     "sandbox": "bench.sandbox",
@@ -54,7 +59,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         action="store_false",
         help="skip the rows that need the real claude CLI and the mock model",
     )
+    parser.add_argument(
+        "--before",
+        type=Path,
+        metavar="CHECKOUT",
+        help="another checkout of crewbridge (with its .venv), measured in the same "
+        "rounds as this one in the figures of issue 26; its rows say [before]",
+    )
     args = parser.parse_args(argv)
+    if args.before is not None:
+        args.before = args.before.resolve()
+        if not (args.before / "crewbridge").is_dir() or not (args.before / ".venv" / "bin" / "python").exists():
+            parser.error(f"--before {args.before} is not a crewbridge checkout with a .venv")
     names = [n.strip() for n in args.only.split(",") if n.strip()] or list(FIGURES)
     unknown = [n for n in names if n not in FIGURES]
     if unknown:
@@ -98,7 +114,7 @@ def table(rows: list[Row]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    settings = Settings(quick=args.quick, runs=args.runs, cli=args.cli)
+    settings = Settings(quick=args.quick, runs=args.runs, cli=args.cli, before=args.before)
     print(
         f"crewbridge benchmarks{' (quick)' if args.quick else ''}: Python "
         f"{platform.python_version()}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}",

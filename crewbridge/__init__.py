@@ -20,8 +20,6 @@ The Python API, imported on first use so that `import crewbridge` (and `crew --v
 
 from __future__ import annotations
 
-import importlib
-
 from crewbridge.version import VERSION_MESSAGE, __version__
 
 TYPE_CHECKING = False  # typing itself is ~5 ms to import; type checkers read this name as True
@@ -97,7 +95,7 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'crewbridge' has no attribute '{name}'")
-    value = getattr(importlib.import_module(module), name)
+    value = getattr(__import__(module, fromlist=(name,)), name)  # not importlib: crew --version skips it
     globals()[name] = value  # the next access is a plain lookup
     return value
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import signal
 import sys
 
 TYPE_CHECKING = False  # typing itself is ~5 ms to import; type checkers read this name as True
@@ -13,8 +12,8 @@ if TYPE_CHECKING:
 
 def run() -> None:
     """Load the CLI and run it. A Ctrl-C (or SIGTERM, SIGHUP) while crew is still loading exits with
-    128 + the signal and one line, as a later one does, not with a traceback from an import: nothing
-    has been started yet, so there is nothing to end."""
+    128 + the signal and one line, as a later one does, not with a traceback from an import; the
+    CLIs crewbridge.early started are ended first."""
     if sys.argv[1:] in (["--version"], ["-V"]):  # answered without loading click: ~45 ms of imports
         from crewbridge.version import VERSION_MESSAGE, __version__
 
@@ -28,15 +27,27 @@ def run() -> None:
             "cd into one that does and run crew again\n"
         )
         sys.exit(1)
+    import signal  # not for --version: signal imports enum
+
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # cli.main() takes them over
         signal.signal(signum, _stopped_while_loading)
+    early = None
+    if sys.argv[1:2] in (["query"], ["execute"]):  # their CLIs start before click and the engine load
+        from crewbridge.early import start
+
+        early = start(sys.argv[1:])
     from crewbridge.cli import main
 
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    main()
+    main(early)
 
 
 def _stopped_while_loading(signum: int, frame: FrameType | None) -> None:
+    import signal
+
+    process = sys.modules.get("crewbridge.process")
+    if process is not None:  # crewbridge.early may have started CLIs: none outlives crew
+        process.end_all()
     sys.stderr.write(
         "crew: interrupted\n" if signum == signal.SIGINT else f"crew: stopped by {signal.Signals(signum).name}\n"
     )

@@ -145,6 +145,12 @@ def tree(
             os.close(folder)
 
 
+def ready() -> None:
+    """Load what opening a path beneath a folder takes (ctypes and openat2: a few ms the first time),
+    ahead of the first tool that opens one (ToolRegistry.prepare)."""
+    _syscall()
+
+
 def _kernel_resolves() -> bool:
     return os.environ.get(WALK) != "walk" and _syscall() is not None
 

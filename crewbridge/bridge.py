@@ -16,15 +16,15 @@ from crewbridge.options import RunOptions
 from crewbridge.providers.base import Turn
 from crewbridge.registry import Tool, ToolRegistry
 from crewbridge.sandbox import Sandboxing, level
-from crewbridge.skills import Found, Skill, chosen, discover, roots
 
 # For start-up speed, what a run needs only once the agents' CLIs have started (the loop, hooks,
-# policy, catalogue, transcript, usage, outcomes, concurrent.futures) is imported where it is used: it loads
+# policy, catalogue, skills, transcript, usage, outcomes, concurrent.futures) is imported where it is used: it loads
 # while those boot. So is what only the Python API uses (function tools, event streams).
 if TYPE_CHECKING:
     from crewbridge.api import EventStream, Outcome, Stop
     from crewbridge.loop import AgentLoop, Progress, RunResult
     from crewbridge.sessions import Prior
+    from crewbridge.skills import Found, Skill
     from crewbridge.transcript import Transcript
     from crewbridge.usage import Budget
     from crewbridge.worktrees import Made, Worktree
@@ -43,6 +43,7 @@ class Bridge:
         self.env = env or {}  # added to the environment of the CLIs this Bridge starts
         self._tools = tools or []  # added to the configured ones (registered once the CLIs started)
         self._registry: ToolRegistry | None = None
+        self._started: dict[tuple[Mention, Mode, str | None, str | None], Conversation] = {}  # start()'s, untaken
         self.sandboxing = Sandboxing()  # where the CLIs and the tools' commands run (detected once)
 
     @property
@@ -122,13 +123,38 @@ class Bridge:
 
     def skills(self, agent: AgentSpec) -> dict[str, Skill]:
         """The skills `agent` gets: those found from its working directory, chosen by its `skills:` globs."""
+        from crewbridge.skills import chosen
+
         return chosen(self.found_skills(self._workdir(agent)).skills, *agent.allow_lists("skills"))
 
     def found_skills(self, workdir: Path | None = None) -> Found:
         """Every skill folder found from `workdir` (default the Bridge's), crew.yaml's `skills:`
         folders and the user's (crewbridge.skills), with the broken and the hidden ones."""
+        from crewbridge.skills import discover, roots
+
         workdir = workdir or self.workdir
         return discover(roots(workdir, self.config.skills), workdir)
+
+    def start(self, text: str, mode: Mode = "query", options: RunOptions | None = None) -> None:
+        """Start the CLIs of the agents `text` mentions now, for the next run of this Bridge with the
+        same mode, `tools_via` and `sandbox` options (a fresh conversation, not a resumed one) to
+        take: they boot while the caller loads the rest. A sandbox that is required and not to be had
+        raises SandboxUnavailable, nothing started; an agent that cannot start is left to that run to
+        report. Those no run took are ended by close()."""
+        options = options or RunOptions()
+        mentions = parse_mentions(text)[0]
+        self._check_sandbox(options, [self.config.agent(mention.agent) for mention in mentions], None)
+        for mention in mentions:
+            key = (mention, mode, options.tools_via, options.sandbox)
+            if key not in self._started:
+                conversation, _ = self._conversation(mention, mode, options)
+                if not isinstance(conversation, CrewError):
+                    self._started[key] = conversation
+
+    def close(self) -> None:
+        """End the CLIs start() started that no run took."""
+        while self._started:
+            self._started.popitem()[1].close()
 
     def run(
         self,
@@ -208,6 +234,7 @@ class Bridge:
             for conversation in conversations:
                 if not isinstance(conversation, CrewError):
                     conversation.close()
+            self.close()  # what start() started for another reading of the task
             if own and transcript is not None:
                 transcript.close(status)
 
@@ -455,7 +482,11 @@ class Bridge:
         error that stops this agent alone, such as an unknown provider). The options' `tools_via`
         replaces the agent's; `spec`: the agent's settings, when not the configured ones (a fallback's). With
         `prior`, the conversation continues that one; the flag says whether the CLI holds it (else
-        the first message replays it)."""
+        the first message replays it). The one start() started for the same, if there is one."""
+        if self._started and prior is None and (spec is None or spec == self.config.agent(mention.agent)):
+            started = self._started.pop((mention, mode, options.tools_via, options.sandbox), None)
+            if started is not None:
+                return started, True
         try:
             agent = spec or self.config.agent(mention.agent)
             provider = self.config.provider(agent.provider)

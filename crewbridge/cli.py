@@ -24,6 +24,7 @@ from crewbridge.modes import Mode
 
 if TYPE_CHECKING:
     from crewbridge.config import Config
+    from crewbridge.early import Early
     from crewbridge.options import RunOptions
 
 
@@ -38,9 +39,19 @@ def config_option(func: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(*args: Any, config_path: Path | None, **kwargs: Any) -> Any:
         from crewbridge.config import load_config
 
+        early = _early()
+        if early is not None and early.reading.config_path == config_path:  # it read this file
+            return func(*args, config=early.bridge.config, **kwargs)
         return func(*args, config=load_config(config_path, Path.cwd()), **kwargs)
 
     return wrapper
+
+
+def _early() -> Early | None:
+    """crewbridge.early's reading of this command, its CLIs started (crew query/execute), if any:
+    main() gives it to click as the context's obj (not imported here: other commands never load it)."""
+    early: Early | None = click.get_current_context().obj
+    return early
 
 
 SANDBOX = click.option(
@@ -194,7 +205,8 @@ def _run(
     stdin = sys.stdin
     context = stdin.read() if stdin is not None and not stdin.isatty() else None
     output = "json" if as_json else "jsonl" if as_jsonl else "text"
-    bridge = Bridge(config)
+    early = _early()
+    bridge = early.bridge if early is not None and early.bridge.config is config else Bridge(config)
     # The tools are built once the agents' CLIs have started (Bridge.run), while those boot.
     with Renderer(output=output, agents=agents, verbose=verbose, secrets=config.provider_env()) as renderer:
         outcomes = bridge.run(task, mode, options=options, context=context or None, on_progress=renderer.progress)
@@ -708,13 +720,16 @@ def _stop(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
-def main() -> None:
+def main(early: Early | None = None) -> None:
+    """Run the command in sys.argv; `early`: its reading by crewbridge.early, CLIs started."""
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _stop)
     _tolerant_streams()
     try:
-        _main()
+        _main(early)
     finally:
+        if early is not None:
+            early.bridge.close()  # what the command did not take (it failed before its run)
         # Python's last garbage collections walk every object left (~20 ms, crew's longest pause
         # after its CLIs end); what crew opened is closed by now, so they are left out.
         gc.freeze()
@@ -742,9 +757,9 @@ def _exit_now(code: int) -> NoReturn:
     os._exit(code)
 
 
-def _main() -> None:
+def _main(early: Early | None) -> None:
     try:
-        cli.main(prog_name="crew", standalone_mode=False)
+        cli.main(prog_name="crew", standalone_mode=False, obj=early)
     except (click.exceptions.Abort, KeyboardInterrupt):  # click turns Ctrl-C into Abort
         from crewbridge.process import end_all
 

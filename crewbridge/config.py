@@ -15,7 +15,6 @@ it (crewbridge.trust: its path as used, its content and the scripts it runs), or
 from __future__ import annotations
 
 import contextlib
-import difflib
 import functools
 import json
 import os
@@ -182,7 +181,7 @@ class Config:
                 if pattern.startswith(NATIVE):
                     continue  # the CLI's own tools: crew knows them only when the CLI asks
                 if not any(matches(name, [pattern]) for name in names):
-                    near = difflib.get_close_matches(pattern, names, n=1)
+                    near = _nearest(pattern, names)
                     hint = f"did you mean '{near[0]}'?" if near else f"tools: {', '.join(names)}"
                     raise self.error((*keys, i), f"'{pattern}' matches no tool; {hint}")
 
@@ -407,12 +406,12 @@ def _explain(error: ValidationError) -> tuple[Keys, str]:
     if kind == "additionalProperties":
         known = list(schema.get("properties", {}))
         unknown = min(k for k in instance if k not in known)
-        near = difflib.get_close_matches(unknown, known, n=1, cutoff=0.6)
+        near = _nearest(unknown, known)
         return (*keys, unknown), "unknown key; " + (
             f"did you mean '{near[0]}'?" if near else f"known keys: {', '.join(known)}"
         )
     if kind == "enum":
-        near = difflib.get_close_matches(str(instance), [str(v) for v in schema["enum"]], n=1, cutoff=0.6)
+        near = _nearest(str(instance), [str(v) for v in schema["enum"]])
         options = ", ".join(str(v) for v in schema["enum"])
         return keys, f"{_short(instance)} is not one of {options}" + (f"; did you mean '{near[0]}'?" if near else "")
     if kind == "required":
@@ -627,3 +626,10 @@ def _risky(data: dict[str, Any], base: Path, project: Path) -> tuple[Keys, str] 
         if outside(folder):
             return ("skills", i), "reaches outside its folder"
     return None
+
+
+def _nearest(word: str, choices: list[str]) -> list[str]:
+    """The choice closest to a misspelt `word` (at most one; difflib's cutoff)."""
+    import difflib  # for start-up speed: only a name that is not known needs it
+
+    return difflib.get_close_matches(word, choices, n=1)

@@ -485,7 +485,8 @@ def brief_input(arguments: Any, width: int = 120) -> str:
 class _DaemonPool:
     """A few worker threads that take jobs in order. Unlike ThreadPoolExecutor's, they are daemons,
     not joined at exit: a tool that never returns holds up neither the run nor crew's exit. (A job
-    that waits for earlier ones cannot deadlock: those were taken first.)"""
+    that waits for earlier ones cannot deadlock: those were taken first.) A job goes to an idle
+    worker when there is one: a new thread only when none is, up to `workers`."""
 
     def __init__(self, workers: int, name: str) -> None:
         self._workers = workers
@@ -493,6 +494,7 @@ class _DaemonPool:
         self._threads: list[threading.Thread] = []
         self._jobs: queue.SimpleQueue[tuple[Future[Any], Callable[[], Any]] | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
+        self._idle = 0  # workers waiting for a job that no submit() has counted on yet
         self._closed = False
 
     def submit(self, job: Callable[[], Any]) -> Future[Any]:
@@ -502,7 +504,9 @@ class _DaemonPool:
                 future.cancel()
                 return future
             self._jobs.put((future, job))
-            if len(self._threads) < self._workers:
+            if self._idle:
+                self._idle -= 1  # that worker takes it
+            elif len(self._threads) < self._workers:
                 thread = threading.Thread(target=self._work, name=f"{self._name}-{len(self._threads)}", daemon=True)
                 self._threads.append(thread)
                 thread.start()
@@ -526,11 +530,21 @@ class _DaemonPool:
         while (item := self._jobs.get()) is not None:
             future, job = item
             if not future.set_running_or_notify_cancel():
+                self._free()
                 continue
             try:
-                future.set_result(job())
+                result = job()
             except BaseException as exc:  # handed to whoever waits for the future
+                self._free()
                 future.set_exception(exc)
+            else:
+                self._free()
+                future.set_result(result)
+
+    def _free(self) -> None:
+        """Count this worker idle: before its job's future is done, so a job its waiter submits next finds it."""
+        with self._lock:
+            self._idle += 1
 
 
 def _longest_backtick_run(text: str) -> int:

@@ -2,8 +2,9 @@
 options), `Bridge.run`, `ask`, `stream` and `chat` (their keywords) all take these.
 
 Adding an option: a field here (with its default and a comment), its click option in
-`crewbridge.cli.loop_options` (the same name; `task_options` for one of TASK_ONLY), and the code that
-reads it from the RunOptions.
+`crewbridge.cli.loop_options` (the same name; `task_options` for one of TASK_ONLY), its flag in
+`crewbridge.early` (which reads the arguments before click; tests/test_early.py names one it lacks),
+and the code that reads it from the RunOptions.
 """
 
 from __future__ import annotations

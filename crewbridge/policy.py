@@ -163,11 +163,13 @@ class Policy:
 def _shell_argv(spec: Tool, data: dict[str, Any]) -> list[str] | None:
     """The argv of a crew.yaml command tool that takes a shell command (`[sh, -c, "{script}"]`):
     the command rules read it as they read run_command's. Other tools run no command of the model's."""
-    # Deferred for start-up speed, as the reading of commands is.
+    owner = getattr(spec.func, "__self__", None)
+    if owner is None:  # a function, not a command tool's bound method: nothing more to import
+        return None
+    # Deferred for start-up speed, as the reading of commands is (and off a built-in tool's call).
     from crewbridge.custom_tools import CommandTool
     from crewbridge.shellwords import SHELLS
 
-    owner = getattr(spec.func, "__self__", None)
     if not isinstance(owner, CommandTool) or not owner.command:
         return None
     return owner.argv(data) if owner.command[0].rsplit("/", 1)[-1] in SHELLS else None

@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
-import difflib
 import json
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crewbridge.errors import CrewError, ToolNotFound
-from crewbridge.process import Groups
-from crewbridge.sandbox import Sandbox
-from crewbridge.skills import Skill
 from crewbridge.validation import compile_schema, first_error
+
+if TYPE_CHECKING:  # for start-up speed: skills are read once the CLIs have started
+    from crewbridge.process import Groups
+    from crewbridge.sandbox import Sandbox
+    from crewbridge.skills import Skill
 
 DEFAULT_PREFIX = "crew"
 DEFAULT_TOOL_TIMEOUT = 60.0
@@ -28,6 +29,14 @@ class ToolFailure(Exception):
     """Raised by a tool for an expected failure; its message goes back to the model as the error."""
 
 
+def _groups() -> Groups:
+    # For start-up speed: crewbridge.process (subprocess, logging) loads with the first tool context,
+    # not with every command that reads crew.yaml (crew mcp answers initialize without it).
+    from crewbridge.process import Groups
+
+    return Groups()
+
+
 @dataclass
 class ToolContext:
     """What a running tool may know: where it works and how much it may return."""
@@ -38,7 +47,7 @@ class ToolContext:
     registry: ToolRegistry | None = None  # the one the call came through (for tools like `help`)
     truncated: bool = False  # a tool sets this when it cut its output
     deadline: float | None = None  # time.monotonic() when the run ends: no tool runs past it
-    groups: Groups = field(default_factory=Groups)  # the process groups the run's tools started
+    groups: Groups = field(default_factory=_groups)  # the process groups the run's tools started
     skills: dict[str, Skill] = field(default_factory=dict)  # the agent's skills, by name (crew:skill)
     sandbox: Sandbox | None = None  # where the tools' commands run (run_command, command tools)
 
@@ -164,6 +173,8 @@ class ToolRegistry:
 
     def unknown_message(self, qualified: str) -> str:
         bare = qualified.rsplit(":", 1)[-1]
+        import difflib  # only for a name that is not known: ~1 ms on every start otherwise
+
         near = difflib.get_close_matches(bare, self._tools, n=1, cutoff=0.5)
         hint = (
             f"did you mean '{self.qualified(near[0])}'?"
@@ -179,9 +190,13 @@ class ToolRegistry:
 
     def prepare(self) -> None:
         """Get every tool's input check ready (jsonschema imported, validators compiled: ~0.1 s
-        the first time), so that a call is checked at once when its block closes."""
+        the first time), and the opening of paths beneath the working directory (crewbridge.beneath),
+        so that a call is checked and run at once when its block closes."""
+        from crewbridge import beneath
+
         for spec in self:
             spec.check({})
+        beneath.ready()
 
     def call(self, qualified: str, data: Any, ctx: ToolContext) -> ToolResult:
         """Validate and run a tool; always an envelope, never an exception."""

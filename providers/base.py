@@ -53,25 +53,18 @@ class Decoder(Protocol):
         not be read at all); called after the CLI exited with status 0."""
 
 
-_scan_once = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # the C scanner inside json.loads
-
-
 def parse_object(line: str) -> dict[str, Any] | Notice | None:
     """The JSON object one line of CLI output holds; None for a blank line; a Notice for a corrupt
     one (not JSON, nested too deeply, not an object).
 
-    Nesting: json's C scanner stops at its recursion limit (RecursionError, a Notice here), so no
-    line can crash a reader. A line the fast path decodes is not counted for jsonio.MAX_DEPTH: that
+    Nesting: the fast decoder (jsonio.decode) stops at its recursion limit (RecursionError, a Notice
+    here), so no line can crash a reader. A line it decodes is not counted for jsonio.MAX_DEPTH: that
     would cost a fifth of the time of a streamed delta, and decoders read fields by name. A value
     handed on whole (a tool's input) is bounded where it is handed on (crewbridge.caller,
     LoopChannel.permit)."""
     try:
-        # A line that starts with its value goes straight to json's C scanner: json.loads wraps it in
-        # ~1 µs of Python calls and regular expressions, a fifth of its time on a streamed delta.
-        obj, end = _scan_once(line, 0)
-        if end != len(line) and line[end:].strip(" \t\n\r"):
-            raise ValueError("something after the value")  # jsonio.loads below names it
-    except (StopIteration, ValueError, RecursionError):
+        obj = jsonio.decode(line)
+    except (ValueError, RecursionError):
         line = line.strip()  # blank, corrupt, nested too deeply, or padded with whitespace
         if not line:
             return None

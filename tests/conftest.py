@@ -10,7 +10,7 @@ import pytest
 
 from clienv import CLIS, require_cli
 from clienv import cli_env as build_env
-from crewbridge import beneath
+from crewbridge import beneath, process
 from crewbridge.sandbox import MECHANISM_ENV, Sandboxing
 from mockserver import MockServer
 
@@ -70,6 +70,17 @@ def private_user_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pyt
     base = tmp_path_factory.mktemp("xdg")
     monkeypatch.setenv("XDG_STATE_HOME", str(base / "state"))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(base / "config"))
+
+
+@pytest.fixture
+def started_clis(monkeypatch: pytest.MonkeyPatch) -> list[process.Child]:
+    """Every CLI process crew starts from now on, in order."""
+    children: list[process.Child] = []
+    spawn = process.Child.__init__
+    monkeypatch.setattr(
+        process.Child, "__init__", lambda self, argv, **kw: (children.append(self), spawn(self, argv, **kw))[1]
+    )
+    return children
 
 
 @pytest.fixture(params=["bwrap", "landlock"])

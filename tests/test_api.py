@@ -284,3 +284,24 @@ def test_ask_reports_usage_takes_a_budget_and_continues_an_earlier_run(tmp_path:
     again = bridge.ask("@fake and now?", resume=run_id)
     assert again.answer.startswith("The tool said:") and again.tool_calls == []  # the replay held the result
     assert read_run("last")[0]["resumed_from"] == run_id
+
+
+def test_a_run_takes_the_cli_started_for_it_and_ends_those_started_for_another(
+    workdir: Path, started_clis: list[process.Child]
+) -> None:
+    started = started_clis
+    bridge = Bridge(workdir=workdir)
+    bridge.start("@demo what is in notes.txt?", "query")
+    bridge.start("@demo what is in notes.txt?", "execute")  # another mode: not this run's
+    assert len(started) == 2
+    assert "notes.txt has 2 non-empty lines" in bridge.ask("@demo what is in notes.txt?").answer
+    assert len(started) == 3  # the first turn's CLI was the one started; turn 2 needs its own
+    assert all(child.proc.poll() is not None for child in started)
+
+
+def test_close_ends_the_clis_no_run_took(workdir: Path, started_clis: list[process.Child]) -> None:
+    started = started_clis
+    bridge = Bridge(workdir=workdir)
+    bridge.start("@demo @demo hello")
+    bridge.close()
+    assert len(started) == 1 and started[0].proc.poll() is not None

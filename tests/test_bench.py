@@ -43,8 +43,8 @@ def test_an_unknown_figure_is_refused_with_the_known_ones() -> None:
     out = bench("--only", "catalog")
     assert out.returncode == 2
     assert (
-        "unknown figure catalog; choose from: throughput, dispatch, overhead, startup, "
-        "catalogue, parallel, memory" in out.stderr
+        "unknown figure catalog; choose from: overhead, launch, turn, dispatch, parse, startup, mcp, "
+        "throughput, catalogue, parallel, memory" in out.stderr
     )
 
 
@@ -62,8 +62,15 @@ def test_every_figure_and_the_live_benchmark_import() -> None:
     # the figures that need minutes or the real CLIs run only by hand: they must not rot either
     code = (
         "import importlib, bench.run\n"
-        "for name in [*bench.run.FIGURES.values(), 'bench.bench_live']:\n"
+        "for name in [*bench.run.FIGURES.values(), 'bench.bench_live', 'bench.worker', 'bench.steps',\n"
+        "             'bench.parse_stages']:\n"
         "    importlib.import_module(name)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
     assert out.returncode == 0, out.stderr
+
+
+def test_before_must_name_a_checkout_with_its_venv(tmp_path) -> None:
+    out = bench("--only", "startup", "--before", str(tmp_path))
+    assert out.returncode == 2
+    assert f"--before {tmp_path} is not a crewbridge checkout with a .venv" in out.stderr

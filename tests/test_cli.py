@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from crewbridge.cli import cli
 from crewbridge.sandbox.bwrap import find
-from crewcli import FakeModel, crew_env, error_line, executable, run_crew, tool_block, write_config
+from crewcli import FakeModel, crew_env, error_line, executable, processes_in, run_crew, tool_block, write_config
 from gitrepo import make_repo, status
 
 
@@ -553,6 +553,14 @@ def test_a_linked_project_file_is_refused_until_trusted_through_the_link(crew, t
         f"trusted {project / 'crew.yaml'} (a link to {real}) and the scripts it runs: ./where.sh\n"
     )
     assert "where" in run_crew(["tools", "list"], env=env, cwd=project).stdout
+
+
+def test_a_usage_error_found_after_the_agents_cli_started_early_leaves_nothing_running(crew, tmp_path, notes):
+    # crewbridge.early starts @demo's CLI before click reads the arguments and finds the clash
+    out = crew("query", "--json", "--jsonl", "@demo what is in notes.txt?")
+    assert out.returncode == 2
+    assert error_line(out.stderr).startswith("crew: error: --json and --jsonl were both given")
+    assert processes_in(tmp_path) == []
 
 
 # -- worktrees, apply, review --------------------------------------------------------------------------

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import json
 
+import msgspec
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from crewbridge.jsonio import MAX_DEPTH, TooDeep, check_depth, dumps_bytes, loads
+from crewbridge import jsonio
+from crewbridge.jsonio import MAX_DEPTH, TooDeep, check_depth, decode, dumps_bytes, loads
 
 
 def nested(depth: int) -> str:
@@ -54,3 +58,77 @@ def test_dumps_bytes_is_utf8_and_escapes_a_lone_surrogate() -> None:
     out = dumps_bytes({"a": "x\udc80y"})
     assert out == b'{"a": "x\\udc80y"}'
     assert json.loads(out) == {"a": "x\udc80y"}
+
+
+@pytest.fixture(params=["msgspec", "json's scanner"])
+def fast_decoder(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each test of decode runs with msgspec, and with json's scanner (a process's first lines, or
+    a platform without msgspec)."""
+    monkeypatch.setattr(jsonio, "_fast", jsonio._fast_decoder() if request.param == "msgspec" else jsonio._scanned)
+    return str(request.param)
+
+
+def test_a_process_takes_msgspec_once_it_has_read_enough_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(jsonio, "_fast", jsonio._first_lines)
+    monkeypatch.setattr(jsonio, "_lines", 0)
+    for number in range(jsonio.FAST_AFTER - 1):
+        assert decode(f'{{"n": {number}}}') == {"n": number}
+    assert jsonio._fast is jsonio._first_lines  # a short run never imports it
+    assert decode('{"n": -1}\n') == {"n": -1}
+    assert isinstance(getattr(jsonio._fast, "__self__", None), msgspec.json.Decoder)
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+def decoded(line: str) -> object:
+    """What a stream's reader makes of a line: the fast decoder's value, else `loads`'s."""
+    try:
+        return decode(line)
+    except (ValueError, RecursionError):
+        return loads(line.strip())
+
+
+@given(value=JSON_VALUES)
+def test_decode_or_loads_gives_what_json_loads_gives(value: object) -> None:
+    for line in (json.dumps(value) + "\n", json.dumps(value, ensure_ascii=False)):
+        for fast in (jsonio._fast_decoder(), jsonio._scanned):
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setattr(jsonio, "_fast", fast)
+                assert repr(decoded(line)) == repr(json.loads(line))
+
+
+def test_msgspec_keeps_an_integer_past_64_bits_exact(fast_decoder: str) -> None:
+    assert decode("[123456789012345678901234567890, -9223372036854775809]") == [
+        123456789012345678901234567890,
+        -9223372036854775809,
+    ]
+
+
+@pytest.mark.parametrize("line", ['{"n": NaN}', '{"big": 1e400}', '"\\ud800"', '  {"padded": true}  \n'])
+def test_what_the_fast_decoder_may_refuse_loads_takes_as_json_does(line: str, fast_decoder: str) -> None:
+    assert repr(decoded(line)) == repr(json.loads(line))
+
+
+def test_a_line_padded_in_front_is_left_to_loads_and_its_bound(fast_decoder: str) -> None:
+    with pytest.raises(ValueError, match="whitespace before the value"):
+        decode(" " + nested(MAX_DEPTH + 1))
+    with pytest.raises(TooDeep):
+        decoded(" " + nested(MAX_DEPTH + 1))
+
+
+@pytest.mark.parametrize("line", ["", "\n", "{", '{"cut": "in a string\n', '{"a": 1} trailing', "[1,]"])
+def test_a_line_that_is_not_json_is_a_value_error(line: str, fast_decoder: str) -> None:
+    with pytest.raises(ValueError):
+        decode(line)
+
+
+def test_decode_bounds_nesting_only_as_the_decoders_do(fast_decoder: str) -> None:
+    assert decode(nested(500)) == json.loads(nested(500))  # a stream's reader picks fields by name
+    for depth in (2_000, 100_000):  # past the recursion limit
+        with pytest.raises((RecursionError, ValueError)):
+            decode(nested(depth))

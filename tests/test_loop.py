@@ -371,6 +371,20 @@ def test_jobs_run_in_order_and_those_not_started_are_cancelled_at_shutdown() -> 
     assert pool.submit(lambda: "late").cancelled()
 
 
+def test_a_job_goes_to_an_idle_worker_and_to_a_new_thread_only_when_every_worker_is_busy() -> None:
+    from crewbridge.loop import _DaemonPool
+
+    pool = _DaemonPool(4, "test")
+    assert [pool.submit(lambda: threading.current_thread().name).result(5) for _ in range(3)] == ["test-0"] * 3
+    started, release = threading.Event(), threading.Event()
+    busy = pool.submit(lambda: (started.set(), release.wait(5), threading.current_thread().name)[2])
+    started.wait(5)
+    other = pool.submit(lambda: threading.current_thread().name).result(5)
+    release.set()
+    assert {busy.result(5), other} == {"test-0", "test-1"}
+    pool.shutdown()
+
+
 def test_a_budget_passed_stops_the_run_before_its_next_tool_turn(registry, tmp_path):
     from crewbridge.errors import BudgetExceeded
     from crewbridge.events import Usage

@@ -316,9 +316,13 @@ def test_a_built_in_tool_checks_its_input_with_the_schema_it_compiles_on_first_u
     assert read_file.check({"path": "a.txt"}) is None
 
 
-def test_prepare_readies_the_input_check_of_every_tool_without_running_any():
+def test_prepare_readies_the_input_check_of_every_tool_and_the_opening_of_paths_without_running_any():
     from crewbridge.tools import builtin_registry
 
+    from crewbridge import beneath
+
+    beneath._syscall.cache_clear()
     registry = builtin_registry()
     registry.prepare()
     assert all(spec._validator is not None for spec in registry)
+    assert beneath._syscall.cache_info().currsize == 1  # ctypes and openat2 loaded: the first open waits for neither

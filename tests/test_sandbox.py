@@ -205,3 +205,18 @@ def planted(path: str) -> bool:
     made = Path(path).exists()
     Path(path).unlink(missing_ok=True)
     return made
+
+
+def test_detecting_ahead_gives_what_detecting_when_needed_gives() -> None:
+    ahead = Sandboxing(env={**os.environ, MECHANISM_ENV: "landlock"})
+    ahead.detect_ahead()  # the probe runs in a thread while the caller goes on
+    now = Sandboxing(env={**os.environ, MECHANISM_ENV: "landlock"}).detection
+    assert (ahead.detection.mechanism is None) == (now.mechanism is None)
+    assert ahead.detection.reasons() == now.reasons()
+
+
+def test_a_bad_setting_found_ahead_is_raised_where_the_detection_is_read() -> None:
+    ahead = Sandboxing(env={**os.environ, MECHANISM_ENV: "chroot"})
+    ahead.detect_ahead()
+    with pytest.raises(UsageError, match="CREW_SANDBOX_MECHANISM=chroot is not one of"):
+        _ = ahead.detection

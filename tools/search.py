@@ -7,9 +7,8 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Iterator
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
-import re2
 from crewbridge.tools.files import (
     CHUNK,
     LINE_LIMIT,
@@ -27,6 +26,9 @@ from crewbridge import beneath
 from crewbridge.functions import tool
 from crewbridge.paths import Place, place
 from crewbridge.registry import ToolContext, ToolFailure
+
+if TYPE_CHECKING:
+    import re2
 
 MAX_MATCHES = 200
 LINE_WIDTH = 200  # a longer matching line is shown as a window around the match
@@ -73,6 +75,8 @@ def grep(ctx: ToolContext, pattern: str, path: str = ".") -> dict[str, Any]:
 def _compile(pattern: str) -> re2._Regexp:
     """The pattern, multi-line (`^` and `$` match at each line's ends) so that a whole block of lines
     can be searched at once: a match within a line is then a match within the block."""
+    import re2  # for start-up speed: every run builds this tool, only a grep needs RE2 (~2 ms)
+
     options = re2.Options()
     options.log_errors = False  # else RE2 writes its own copy of the error on stderr
     try:

@@ -15,12 +15,13 @@ import contextlib
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from crewbridge.errors import SandboxUnavailable, UsageError
+from crewbridge.errors import CrewError, SandboxUnavailable, UsageError
 from crewbridge.sandbox.base import Confinement, Launch, Mechanism, State
 
 __all__ = [
@@ -180,9 +181,25 @@ class Sandboxing:
     def __init__(self, env: Mapping[str, str] | None = None) -> None:
         self.env = env
         self._detection: Detection | None = None
+        self._ahead: threading.Thread | None = None
+
+    def detect_ahead(self) -> None:
+        """Start detecting now, in a thread: the probe is a process of its own (bwrap making its
+        namespaces, ~10-40 ms here), which then runs while the caller goes on loading (crew query
+        before its CLI starts, crewbridge.early). The first use of `detection` waits for it."""
+        if self._detection is None and self._ahead is None:
+            self._ahead = threading.Thread(target=self._detect_quietly, name="crew-sandbox-probe", daemon=True)
+            self._ahead.start()
+
+    def _detect_quietly(self) -> None:
+        with contextlib.suppress(CrewError):  # a bad setting is raised where `detection` is read
+            self._detection = detect(self.env)
 
     @property
     def detection(self) -> Detection:
+        if self._ahead is not None:
+            self._ahead.join()
+            self._ahead = None
         if self._detection is None:
             self._detection = detect(self.env)
         return self._detection

@@ -1,0 +1,132 @@
+"""`crew query` and `crew execute` start the agents' CLIs before the rest of crew loads (click, the
+engine), so that each boots while crew does. Only what names the command is read first: the
+arguments, the configuration files, the providers. The CLIs started belong to the one Bridge made
+here, which the command then runs with (crewbridge.cli); nothing is written to disk or kept for
+another Bridge. Arguments click would refuse start nothing (each option's value is checked as its
+click type checks it; a test holds the two equal), nor does anything this quick reading is not sure
+of (help, an option it does not know, --continue, --verbose, --worktree, --review, `--`): click reads
+the arguments and reports them, or the run starts its CLIs itself. A wrong guess costs time, never a
+wrong run: click reads the arguments again, and Bridge.run takes a started CLI only for the very
+agent, settings, mode and tools it would start itself (Bridge.start)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from crewbridge.errors import CrewError
+from crewbridge.modes import MODES, Mode
+
+TYPE_CHECKING = False  # typing itself is ~5 ms to import; type checkers read this name as True
+if TYPE_CHECKING:
+    from crewbridge.bridge import Bridge
+
+
+def _number(kind: Callable[[str], float], low: float, above: bool = False) -> Callable[[str], bool]:
+    """Whether a value is what click.IntRange/FloatRange(min=low, min_open=above) of `kind` takes."""
+
+    def valid(text: str) -> bool:
+        try:
+            value = kind(text)
+        except ValueError:
+            return False
+        return not (value <= low if above else value < low)
+
+    return valid
+
+
+# crew query/execute's options (crewbridge.cli.run_options and loop_options; a test holds them equal),
+# with what each one's value must be
+VALUE_OPTIONS: dict[str, Callable[[str], bool]] = {
+    "--timeout": _number(float, 0.1),
+    "--max-turns": _number(int, 1),
+    "--max-cost": _number(float, 0, above=True),
+    "--max-tokens": _number(int, 1),
+    "--resume": bool,
+    "--tools-via": lambda text: text in ("text", "native"),
+    "--config": bool,
+    "--rounds": _number(int, 1),
+    "--review": bool,
+    "--sandbox": lambda text: text in ("auto", "required", "off"),
+}
+FLAGS = frozenset({"--yes", "-y", "--json", "--jsonl"})
+# continuing a run: its CLIs start as the run says; --verbose: the trace shows each CLI's start;
+# --worktree, --review: the CLIs start in worktrees made first, or as the review's rounds go
+NOT_HERE = frozenset({"--continue", "--resume", "--verbose", "-v", "--worktree", "--review"})
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What `crew MODE ARGS…` names: the mode, the task's words, --config, --tools-via and --sandbox."""
+
+    mode: Mode
+    text: str
+    config_path: Path | None = None
+    tools_via: str | None = None
+    sandbox: str | None = None
+
+
+@dataclass
+class Early:
+    """The Bridge made from a Reading, with its agents' CLIs started."""
+
+    bridge: Bridge
+    reading: Reading
+
+
+def read(args: list[str]) -> Reading | None:
+    """`args` (crew's arguments, the command first) read as click would read them, or None when
+    this reading is not sure."""
+    if not args or args[0] not in MODES:
+        return None
+    words: list[str] = []
+    values: dict[str, str] = {}
+    rest = iter(args[1:])
+    for arg in rest:
+        name, equals, value = arg.partition("=")
+        if not arg.startswith("-") or arg == "-":
+            words.append(arg)
+        elif name in NOT_HERE:
+            return None
+        elif name in VALUE_OPTIONS:
+            value = value if equals else next(rest, "")
+            if not value or not VALUE_OPTIONS[name](value):
+                return None
+            values[name] = value
+        elif arg not in FLAGS:
+            return None
+        else:
+            values[arg] = ""
+    if not words or ("--json" in values and "--jsonl" in values):  # the command refuses both
+        return None
+    config = values.get("--config")
+    mode: Mode = "query" if args[0] == "query" else "execute"
+    return Reading(
+        mode, " ".join(words), Path(config) if config else None, values.get("--tools-via"), values.get("--sandbox")
+    )
+
+
+def start(args: list[str]) -> Early | None:
+    """The Bridge for `crew ARGS`, its agents' CLIs started, or None (nothing started) when the
+    arguments are not sure or the configuration cannot be read (the command reports it)."""
+    reading = read(args)
+    if reading is None:
+        return None
+    from crewbridge.sandbox import Sandboxing
+
+    sandboxing = Sandboxing()
+    if reading.sandbox != "off":
+        sandboxing.detect_ahead()  # its probe (a process) runs while the engine loads below
+    # For start-up speed: imported once the probe runs.
+    from crewbridge.bridge import Bridge
+    from crewbridge.config import load_config
+    from crewbridge.options import RunOptions
+
+    try:
+        bridge = Bridge(load_config(reading.config_path, Path.cwd()))
+        bridge.sandboxing = sandboxing
+        bridge.start(reading.text, reading.mode, RunOptions(tools_via=reading.tools_via, sandbox=reading.sandbox))
+    except CrewError:
+        return None
+    return Early(bridge, reading)

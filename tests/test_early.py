@@ -1,0 +1,147 @@
+"""crewbridge.early: `crew query|execute` read quickly, before click, to start the agents' CLIs while
+crew loads; a reading it is not sure of starts nothing, and the run takes only what it would start."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from crewbridge import process
+from crewbridge.cli import execute_command, query_command
+from crewbridge.early import FLAGS, NOT_HERE, VALUE_OPTIONS, Reading, read, start
+
+
+@pytest.fixture(autouse=True)
+def scratch_user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No crew.yaml of the person running the tests; the demo agent; run in tmp_path/work."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg-state"))
+    monkeypatch.setenv("CREW_LIVE", "0")
+    (tmp_path / "work").mkdir()
+    monkeypatch.chdir(tmp_path / "work")
+
+
+@pytest.mark.parametrize("command", [query_command, execute_command])
+def test_its_options_are_the_commands_own(command: click.Command) -> None:
+    options = [p for p in command.params if isinstance(p, click.Option)]
+    assert set(VALUE_OPTIONS) == {name for p in options if not p.is_flag for name in p.opts}
+    assert FLAGS | NOT_HERE == {name for p in options if p.is_flag for name in p.opts} | {"--resume", "--review"}
+
+
+VALUES = st.one_of(
+    st.text(max_size=8),
+    st.integers().map(str),
+    st.floats().map(str),
+    st.sampled_from(
+        [
+            "0.1",
+            "0.09",
+            "1",
+            "0",
+            "-1",
+            " 5 ",
+            "+5",
+            "5_0",
+            "1.0",
+            "1e3",
+            "nan",
+            "inf",
+            "text",
+            "native",
+            "Native",
+            "0x10",
+        ]
+    ),
+)
+
+
+@given(value=VALUES)
+def test_a_value_is_taken_exactly_when_clicks_type_takes_it(value: str) -> None:
+    for param in query_command.params:
+        if (
+            isinstance(param, click.Option)
+            and not param.is_flag
+            and param.opts[0] not in ("--config", "--resume", "--review")
+        ):
+            try:
+                param.type.convert(value, param, None)
+                takes = True
+            except click.BadParameter:
+                takes = False
+            assert VALUE_OPTIONS[param.opts[0]](value) == takes, (param.opts[0], value)
+
+
+@pytest.mark.parametrize(
+    ("args", "reading"),
+    [
+        (["query", "@claude", "hi"], Reading("query", "@claude hi")),
+        (["execute", "--timeout", "5", "@claude fix it", "-y", "--json"], Reading("execute", "@claude fix it")),
+        (
+            ["query", "--config=team.yaml", "@a @b", "go", "--tools-via", "native", "-y"],
+            Reading("query", "@a @b go", Path("team.yaml"), "native"),
+        ),
+        (["query", "--max-cost", "0.5", "--max-turns=3", "@gemini", "-"], Reading("query", "@gemini -")),
+    ],
+)
+def test_the_task_and_the_options_that_name_the_clis_are_read(args: list[str], reading: Reading) -> None:
+    assert read(args) == reading
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["query"],
+        ["chat", "@claude"],
+        ["query", "--help", "@claude hi"],
+        ["query", "-h"],
+        ["query", "--continue", "@claude more"],
+        ["query", "--resume", "20250101-x", "@claude more"],
+        ["query", "--", "@claude -x"],
+        ["query", "-yv", "@claude hi"],
+        ["query", "--tiemout", "5", "@claude hi"],
+        ["query", "@claude hi", "--timeout"],
+        ["query", "--json"],
+        ["query", "--timeout", "soon", "@claude hi"],
+        ["query", "--max-turns=0", "@claude hi"],
+        ["query", "--tools-via", "Native", "@claude hi"],
+        ["query", "--json", "--jsonl", "@claude hi"],
+        ["query", "-v", "@claude hi"],
+        ["execute", "--worktree", "@claude fix it"],
+        ["execute", "--review", "gemini", "@claude fix it"],
+        ["execute", "--rounds", "0", "@claude fix it"],
+    ],
+)
+def test_a_reading_it_is_not_sure_of_starts_nothing(args: list[str], started_clis: list[process.Child]) -> None:
+    assert read(args) is None
+    assert start(args) is None
+    assert started_clis == []
+
+
+def test_the_clis_start_at_once_and_the_run_takes_them(started_clis: list[process.Child]) -> None:
+    Path("notes.txt").write_text("Buy milk.\n")
+    early = start(["query", "@demo", "what is in notes.txt?"])
+    assert early is not None and len(started_clis) == 1 and started_clis[0].proc.poll() is None
+    [outcome] = early.bridge.run("@demo what is in notes.txt?", "query")
+    assert outcome.error is None and outcome.result is not None and outcome.result.tool_calls
+    assert len(started_clis) == 2  # the first turn's CLI was the one started early; the second turn's
+    assert all(child.proc.poll() is not None for child in started_clis)
+
+
+def test_a_configuration_it_cannot_read_starts_nothing(started_clis: list[process.Child]) -> None:
+    assert start(["query", "--config", "missing.yaml", "@demo hi"]) is None
+    assert started_clis == []
+
+
+def test_a_sandbox_that_is_required_and_not_to_be_had_starts_nothing(
+    started_clis: list[process.Child], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CREW_SANDBOX_MECHANISM", "none")  # as on a machine where no mechanism works
+    assert start(["query", "--sandbox", "required", "@demo hi"]) is None
+    assert started_clis == []
+    early = start(["query", "--sandbox", "off", "@demo hi"])
+    assert early is not None and early.reading.sandbox == "off" and len(started_clis) == 1
+    early.bridge.close()
