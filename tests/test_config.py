@@ -477,7 +477,9 @@ def test_a_hook_tools_glob_that_matches_no_tool_is_an_error(tmp_path):
 
 def test_globs_may_carry_the_prefix_and_wildcards(tmp_path):
     config = load(tmp_path, "agents:\n  claude:\n    deny: ['crew:write_*', '*_command']\n")
-    config.registry()
+    policy = Policy(config.agent("claude"), "execute")
+    offered = set(policy.offered(config.registry()).names())
+    assert {"write_file", "run_command"}.isdisjoint(offered) and {"read_file", "edit_file"} <= offered
 
 
 # --- trust: a project file that runs commands -------------------------------------------------------
