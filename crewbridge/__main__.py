@@ -31,15 +31,19 @@ def run() -> None:
 
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # cli.main() takes them over
         signal.signal(signum, _stopped_while_loading)
-    early = None
+    early = greeting = None
     if sys.argv[1:2] in (["query"], ["execute"]):  # their CLIs start before click and the engine load
         from crewbridge.early import start
 
         early = start(sys.argv[1:])
+    elif sys.argv[1:2] == ["mcp"]:  # initialize is answered before click and the engine load
+        from crewbridge.mcp.early import greet
+
+        greeting = greet(sys.argv[2:])
     from crewbridge.cli import main
 
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    main(early)
+    main(early, greeting)
 
 
 def _stopped_while_loading(signum: int, frame: FrameType | None) -> None:

@@ -25,6 +25,7 @@ from crewbridge.modes import Mode
 if TYPE_CHECKING:
     from crewbridge.config import Config
     from crewbridge.early import Early
+    from crewbridge.mcp.early import Greeting
     from crewbridge.options import RunOptions
 
 
@@ -50,8 +51,12 @@ def config_option(func: Callable[..., Any]) -> Callable[..., Any]:
 def _early() -> Early | None:
     """crewbridge.early's reading of this command, its CLIs started (crew query/execute), if any:
     main() gives it to click as the context's obj (not imported here: other commands never load it)."""
-    early: Early | None = click.get_current_context().obj
-    return early
+    obj = click.get_current_context().obj
+    if obj is None:
+        return None
+    from crewbridge.early import Early  # loaded already when there is one
+
+    return obj if isinstance(obj, Early) else None
 
 
 SANDBOX = click.option(
@@ -405,8 +410,10 @@ def mcp_group(
         return
     if address is None and (token_file or allowed_hosts or allow_remote):
         raise UsageError("--token-file, --allow-host and --allow-remote go with --http HOST:PORT")
+    from crewbridge.mcp.early import Greeting
     from crewbridge.mcp.server import McpServer
 
+    greeting = ctx.obj if isinstance(ctx.obj, Greeting) else None  # its initialize answered already
     server = McpServer(
         config,
         Path.cwd(),
@@ -415,13 +422,14 @@ def mcp_group(
         max_depth=ask_depth,
         timeout=timeout,
         max_turns=max_turns,
+        sandboxing=greeting.sandboxing if greeting else None,
     )
     if server.sandbox_notice:
         click.echo(f"crew mcp: {server.sandbox_notice}", err=True)
     if address is None:
         from crewbridge.mcp.stdio import serve_stdio
 
-        serve_stdio(server)
+        serve_stdio(server, greeting.link if greeting else None)
         return
     from crewbridge.mcp.http import serve_http
 
@@ -720,13 +728,14 @@ def _stop(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
-def main(early: Early | None = None) -> None:
-    """Run the command in sys.argv; `early`: its reading by crewbridge.early, CLIs started."""
+def main(early: Early | None = None, greeting: Greeting | None = None) -> None:
+    """Run the command in sys.argv; `early`: its reading by crewbridge.early, CLIs started;
+    `greeting`: crew mcp's start by crewbridge.mcp.early (its initialize answered)."""
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _stop)
-    _tolerant_streams()
+    _tolerant_streams(stdin=greeting is None)  # crew mcp's stdin: read as bytes, and read already
     try:
-        _main(early)
+        _main(early or greeting)
     finally:
         if early is not None:
             early.bridge.close()  # what the command did not take (it failed before its run)
@@ -735,11 +744,11 @@ def main(early: Early | None = None) -> None:
         gc.freeze()
 
 
-def _tolerant_streams() -> None:
+def _tolerant_streams(*, stdin: bool) -> None:
     """Text that is not UTF-8 never ends crew: piped input keeps bytes that are not UTF-8 as lone
     surrogates (as Python does with file names and arguments), and stdout writes a lone surrogate as
     a backslash escape (stderr does already): inside a JSON string, a valid escape of the same text."""
-    for stream, errors in ((sys.stdin, "surrogateescape"), (sys.stdout, "backslashreplace")):
+    for stream, errors in ((sys.stdin if stdin else None, "surrogateescape"), (sys.stdout, "backslashreplace")):
         if isinstance(stream, io.TextIOWrapper):
             stream.reconfigure(errors=errors)
 
@@ -757,9 +766,9 @@ def _exit_now(code: int) -> NoReturn:
     os._exit(code)
 
 
-def _main(early: Early | None) -> None:
+def _main(started: Early | Greeting | None) -> None:
     try:
-        cli.main(prog_name="crew", standalone_mode=False, obj=early)
+        cli.main(prog_name="crew", standalone_mode=False, obj=started)
     except (click.exceptions.Abort, KeyboardInterrupt):  # click turns Ctrl-C into Abort
         from crewbridge.process import end_all
 

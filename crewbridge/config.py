@@ -29,6 +29,7 @@ from crewbridge.errors import AgentNotFound, ConfigError, ConfigKeyError, CrewEr
 from crewbridge.globs import NATIVE, matches
 from crewbridge.places import CONFIG_NAMES as CONFIG_NAMES
 from crewbridge.places import config_dir as config_dir
+from crewbridge.places import find_project_config as find_project_config
 from crewbridge.places import state_dir as state_dir
 from crewbridge.providers import BUILTIN, load, names, plugins
 from crewbridge.registry import DEFAULT_PREFIX, ToolRegistry
@@ -243,17 +244,6 @@ def read_config(path: Path, cwd: Path | None = None, *, trusted: bool = True) ->
     """One file alone. `trusted=False` (a file found by the directory search) applies the checks of
     a project file: it must be this user's, and trusted if it runs commands or is a link."""
     return _combined([_layer(path, "config" if trusted else "project", cwd)])
-
-
-def find_project_config(cwd: Path) -> Path | None:
-    """crew.yaml or .crew.yaml in `cwd` or its nearest parent that has one."""
-    for directory in (cwd, *cwd.parents):
-        present = [directory / name for name in CONFIG_NAMES if (directory / name).is_file()]
-        if len(present) > 1:
-            raise ConfigError(f"both {present[0]} and {present[1]} exist; keep one of them")
-        if present:
-            return present[0]
-    return None
 
 
 def _layer(path: Path, kind: str, cwd: Path | None) -> Layer:

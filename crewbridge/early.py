@@ -17,36 +17,24 @@ from pathlib import Path
 
 from crewbridge.errors import CrewError
 from crewbridge.modes import MODES, Mode
+from crewbridge.readings import number
 
 TYPE_CHECKING = False  # typing itself is ~5 ms to import; type checkers read this name as True
 if TYPE_CHECKING:
     from crewbridge.bridge import Bridge
 
 
-def _number(kind: Callable[[str], float], low: float, above: bool = False) -> Callable[[str], bool]:
-    """Whether a value is what click.IntRange/FloatRange(min=low, min_open=above) of `kind` takes."""
-
-    def valid(text: str) -> bool:
-        try:
-            value = kind(text)
-        except ValueError:
-            return False
-        return not (value <= low if above else value < low)
-
-    return valid
-
-
 # crew query/execute's options (crewbridge.cli.run_options and loop_options; a test holds them equal),
 # with what each one's value must be
 VALUE_OPTIONS: dict[str, Callable[[str], bool]] = {
-    "--timeout": _number(float, 0.1),
-    "--max-turns": _number(int, 1),
-    "--max-cost": _number(float, 0, above=True),
-    "--max-tokens": _number(int, 1),
+    "--timeout": number(float, 0.1),
+    "--max-turns": number(int, 1),
+    "--max-cost": number(float, 0, above=True),
+    "--max-tokens": number(int, 1),
     "--resume": bool,
     "--tools-via": lambda text: text in ("text", "native"),
     "--config": bool,
-    "--rounds": _number(int, 1),
+    "--rounds": number(int, 1),
     "--review": bool,
     "--sandbox": lambda text: text in ("auto", "required", "off"),
 }

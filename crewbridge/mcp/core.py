@@ -20,7 +20,6 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from crewbridge.errors import CrewError
@@ -95,18 +94,18 @@ def _valid_id(rid: Any) -> bool:
     return isinstance(rid, str) or (isinstance(rid, int) and not isinstance(rid, bool))
 
 
-@dataclass
 class Job:
-    """Work a call left running in the background (`ask` with background: true), followed with `job`."""
+    """Work a call left running in the background (`ask` with background: true), followed with `job`.
+    (A plain class: dataclasses is not loaded before `crew mcp` answers initialize.)"""
 
-    id: str
-    task: str
-    stop: Stop = field(default_factory=lambda: new_stop())
-    status: str = "running"  # running | done | failed | cancelled
-    progress: deque[str] = field(default_factory=lambda: deque(maxlen=SHOWN_PROGRESS))
-    outcome: dict[str, Any] = field(default_factory=dict)  # what it gave (an ask: answer and result)
-    error: str | None = None
-    thread: threading.Thread | None = None
+    def __init__(self, id: str, task: str) -> None:
+        self.id, self.task = id, task
+        self.stop = new_stop()
+        self.status = "running"  # running | done | failed | cancelled
+        self.progress: deque[str] = deque(maxlen=SHOWN_PROGRESS)
+        self.outcome: dict[str, Any] = {}  # what it gave (an ask: answer and result)
+        self.error: str | None = None
+        self.thread: threading.Thread | None = None
 
     def view(self) -> dict[str, Any]:
         out: dict[str, Any] = {"id": self.id, "status": self.status, "task": self.task, "progress": list(self.progress)}

@@ -30,6 +30,7 @@ from crewbridge.mcp.core import (
     rpc_error,
     tool_content,
 )
+from crewbridge.mcp.early import instructions
 from crewbridge.modes import Mode
 from crewbridge.sandbox import Sandboxing, level
 
@@ -62,7 +63,9 @@ class McpServer(McpCore):
         max_depth: int = 1,
         timeout: float = 300.0,
         max_turns: int = 10,
+        sandboxing: Sandboxing | None = None,
     ) -> None:
+        """`sandboxing`: one whose probe has started already (crewbridge.mcp.early's)."""
         super().__init__()
         self.config = config
         self.workdir = workdir
@@ -70,7 +73,8 @@ class McpServer(McpCore):
         self.client = config.agent(policy_of) if policy_of else AgentSpec(id=CLIENT, provider=CLIENT)
         self.depth, self.max_depth = depth, max_depth  # depth None: CREW_ASK_DEPTH says
         self.timeout, self.max_turns = timeout, max_turns
-        sandboxing, wanted = Sandboxing(), level(config.sandbox, self.client.sandbox)
+        sandboxing = Sandboxing() if sandboxing is None else sandboxing
+        wanted = level(config.sandbox, self.client.sandbox)
         network = self.client.sandbox_network  # a sandbox required and not to be had is refused now
         self.sandbox = sandboxing.commands(wanted, workdir, self.mode, network=network)
         self.sandbox_notice = sandboxing.notice([wanted])
@@ -87,10 +91,7 @@ class McpServer(McpCore):
             return rpc_error(request_id(message), INTERNAL_ERROR, str(exc))
 
     def instructions(self) -> str:
-        return (
-            f"crew's tools work inside {self.workdir}; `ask` runs other CLI agents (@claude, @gemini, @codex, …) "
-            "on a task."
-        )
+        return instructions(self.workdir)
 
     # -- tools ----------------------------------------------------------------------------------
 

@@ -10,12 +10,13 @@ to the server's timeout) and answered before the server stops.
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 import queue
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from crewbridge.jsonio import dumps_bytes
 from crewbridge.mcp.core import (
@@ -24,11 +25,25 @@ from crewbridge.mcp.core import (
     INVALID_REQUEST,
     McpSession,
     RpcError,
+    Send,
     read_message,
     request_id,
     rpc_error,
 )
-from crewbridge.mcp.server import McpServer
+
+if TYPE_CHECKING:
+    from typing import Protocol
+
+    class Served(Protocol):
+        """What serve_stdio serves (crewbridge.mcp.server.McpServer, not imported: crewbridge.mcp.early
+        sets up this transport before that loads)."""
+
+        timeout: float
+
+        def respond(self, message: Any, session: McpSession, notify: Send) -> dict[str, Any] | None: ...
+
+        def close(self) -> None: ...
+
 
 MAX_LINE = 8 << 20  # bytes of one message; a longer line is answered with an error and skipped
 WORKERS = 8  # tool calls running at once
@@ -36,24 +51,40 @@ BACKLOG = 256  # tool calls waiting for a worker
 WIND_DOWN = 10.0  # seconds to wait for calls a closed session stopped
 
 
-def serve_stdio(server: McpServer) -> None:
-    """Answer the messages on stdin until it closes and every call read is answered; then stop
-    every job and end what it started. The protocol owns stdout: anything else written to it (a
-    tool's print) goes to stderr."""
-    out = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)
-    lock = threading.Lock()
+class Link:
+    """stdio as MCP's transport: the protocol's own copy of stdout (fd 1 then points to stderr, so
+    that anything else written to it, a tool's print, goes there), the one session, and the lines of
+    stdin still to answer (`first`: one read before the server loaded)."""
 
-    def send(message: dict[str, Any]) -> None:
+    def __init__(self) -> None:
+        stdin = sys.stdin.buffer  # first: nothing is changed when there is no stdin
+        self._out = os.fdopen(os.dup(1), "wb")
+        os.dup2(2, 1)
+        self._lock = threading.Lock()
+        self.session = McpSession()
+        self.lines = lines(stdin, self.send)
+        self.first: list[bytes] = []
+
+    def send(self, message: dict[str, Any]) -> None:
         data = dumps_bytes(message) + b"\n"
-        with lock:
+        with self._lock:
             try:
-                out.write(data)
-                out.flush()
+                self._out.write(data)
+                self._out.flush()
             except (OSError, ValueError):
                 pass  # the client went away: stdin ends next
 
-    session = McpSession()
+    def rest(self) -> Iterator[bytes]:
+        return itertools.chain(self.first, self.lines)
+
+
+def serve_stdio(server: Served, link: Link | None = None) -> None:
+    """Answer the messages on stdin until it closes and every call read is answered; then stop
+    every job and end what it started. The protocol owns stdout: anything else written to it (a
+    tool's print) goes to stderr. `link`: the transport crewbridge.mcp.early set up (and answered
+    initialize on) before the server loaded."""
+    link = Link() if link is None else link
+    session, send = link.session, link.send
     workers = Workers(WORKERS, BACKLOG)
 
     def answer(message: Any) -> None:
@@ -65,7 +96,7 @@ def serve_stdio(server: McpServer) -> None:
             send(response)
 
     try:
-        for line in lines(sys.stdin.buffer, send):
+        for line in link.rest():
             try:
                 message = read_message(line)
             except RpcError as exc:
