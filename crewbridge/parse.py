@@ -25,7 +25,7 @@ def decoder_for(fmt: str) -> Decoder:
     """A fresh decoder for an output format: the named provider's, or plain text."""
     if fmt == TEXT:
         return TextDecoder()
-    if fmt not in providers.names():
+    if fmt not in providers.BUILTIN and fmt not in providers.plugins():  # a built-in one needs no look at them
         raise UsageError(f"format '{fmt}' is not known; use one of: {', '.join(formats())}")
     return providers.load(fmt).decoder()
 
@@ -58,7 +58,8 @@ def parse_stream(
                 elif isinstance(event, Failure):
                     warn(f"line {number}: the CLI reported an error: {event.message}")
                 continue
-            yield from map(record, calls)
+            if calls:
+                yield from map(record, calls)
     yield from map(record, extractor.finish())
 
 
