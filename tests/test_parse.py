@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -14,7 +15,7 @@ from hypothesis import strategies as st
 from crewbridge import jsonio
 from crewbridge.errors import UsageError
 from crewbridge.parse import formats, parse_stream
-from crewcli import crew_env, run_crew
+from crewcli import CREW, crew_env, error_line, run_crew
 from test_extract import make_registry
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -156,6 +157,14 @@ def test_crew_parse_reads_stdin_as_the_engine_does(tmp_path: Path) -> None:
     records, warnings = parse("claude", "claude_crew.jsonl", registry=None)
     assert [json.loads(line) for line in done.stdout.splitlines()][:2] == records[:2]
     assert done.stderr.splitlines() == [f"crew: {w}" for w in warnings]
+
+
+def test_crew_parse_with_its_stdin_closed_says_so(tmp_path: Path) -> None:
+    done = subprocess.run(["sh", "-c", 'exec "$@" <&-', "sh", *CREW, "parse", "--format", "claude"], cwd=tmp_path,
+                          env=crew_env(tmp_path / "home"), capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert error_line(done.stderr) == ("crew: error: stdin is closed; pipe a CLI's output in, "
+                                       "e.g. claude -p … | crew parse --format claude")
 
 
 def test_records_print_as_json() -> None:
