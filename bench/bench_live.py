@@ -15,6 +15,7 @@ figures; asserts nothing.
 
     .venv/bin/python bench/bench_live.py [--turns 6] [--runs 3] [--cli claude --cli codex]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,16 +31,16 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
-from clienv import cli_env  # noqa: E402
-from mockserver import MockServer, reply  # noqa: E402
+from crewbridge.providers.base import Turn  # noqa: E402
+from crewbridge.tools import builtin_registry  # noqa: E402
 
+from clienv import cli_env  # noqa: E402
 from crewbridge import providers  # noqa: E402
 from crewbridge.config import AgentSpec  # noqa: E402
 from crewbridge.conversation import new_conversation  # noqa: E402
 from crewbridge.loop import AgentLoop, Progress  # noqa: E402
 from crewbridge.policy import Policy  # noqa: E402
-from crewbridge.providers.base import Turn  # noqa: E402
-from crewbridge.tools import builtin_registry  # noqa: E402
+from mockserver import MockServer, reply  # noqa: E402
 
 TAIL = "INVENTED: the file says 7."
 BLOCK = '```json\n{"type": "tool_use", "name": "crew:read_file", "input": {"path": "notes.txt"}}\n```\n'
@@ -51,14 +52,17 @@ SHAPES = {
 }
 
 
-
 def model_time(mock: MockServer) -> float:
     """The mock model's own time to the first text chunk of a reply, in seconds (a direct request)."""
     mock.script("x")
     connection = http.client.HTTPConnection("127.0.0.1", mock.port)
     started = time.monotonic()
-    connection.request("POST", "/v1/messages", json.dumps({"model": "m", "stream": True, "messages": []}),
-                       {"Content-Type": "application/json"})
+    connection.request(
+        "POST",
+        "/v1/messages",
+        json.dumps({"model": "m", "stream": True, "messages": []}),
+        {"Content-Type": "application/json"},
+    )
     response = connection.getresponse()
     while b"content_block_delta" not in response.readline():
         pass
@@ -68,8 +72,9 @@ def model_time(mock: MockServer) -> float:
     return elapsed
 
 
-def one_run(cli: str, live: bool, turns: int, shape: str,
-            also: Callable[[Progress], None] | None = None) -> tuple[list[float], list[float], list[float]]:
+def one_run(
+    cli: str, live: bool, turns: int, shape: str, also: Callable[[Progress], None] | None = None
+) -> tuple[list[float], list[float], list[float]]:
     """Per tool turn, in milliseconds: what crew and the CLI added between the stop and the next
     reply; of that, the time crew spent putting the history right (Conversation.keep); and crew's
     whole part, from the stop to handing the CLI the next message (stop, tool, history, send).
@@ -106,6 +111,7 @@ def one_run(cli: str, live: bool, turns: int, shape: str,
             history = keep(kept, stopped)
             keeps.append((time.monotonic() - started) * 1000)
             return history
+
         conversation.keep = timed_keep  # type: ignore[method-assign]
         sends: list[float] = []
         send = conversation.send
@@ -113,13 +119,25 @@ def one_run(cli: str, live: bool, turns: int, shape: str,
         def timed_send(message: str, deadline: float | None):  # type: ignore[no-untyped-def]
             sends.append(time.monotonic())
             return send(message, deadline)
+
         conversation.send = timed_send  # type: ignore[method-assign]
-        loop = AgentLoop(cli, conversation, builtin_registry(), Policy(AgentSpec(cli, cli), "query"),
-                         workdir=work, timeout=120, max_turns=turns + 1, on_progress=progress)
+        loop = AgentLoop(
+            cli,
+            conversation,
+            builtin_registry(),
+            Policy(AgentSpec(cli, cli), "query"),
+            workdir=work,
+            timeout=120,
+            max_turns=turns + 1,
+            on_progress=progress,
+        )
         result = loop.run("what does notes.txt say?")
         assert result.answer == "Done.", result.answer
-        return ([(firsts[k + 1] - stops[k] - ttfc) * 1000 for k in range(turns)], keeps,
-                [(sends[k + 1] - stops[k]) * 1000 for k in range(turns)])
+        return (
+            [(firsts[k + 1] - stops[k] - ttfc) * 1000 for k in range(turns)],
+            keeps,
+            [(sends[k + 1] - stops[k]) * 1000 for k in range(turns)],
+        )
 
 
 def main() -> None:
@@ -128,11 +146,12 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--cli", action="append", choices=["claude", "codex", "gemini"])
     args = parser.parse_args()
-    print(f"per tool turn, ms ({args.runs} runs x {args.turns} turns), medians but min and max; of the "
-          "median: 'crew' from the stop to the next message sent (of which 'keep': putting the "
-          "history right), 'cli' from there to the next reply's first text, less the model's own time")
-    print(f"{'cli':7} {'shape':9} {'mode':9} {'median':>7} {'min':>7} {'max':>7} {'crew':>7} {'keep':>7} "
-          f"{'cli':>7}")
+    print(
+        f"per tool turn, ms ({args.runs} runs x {args.turns} turns), medians but min and max; of the "
+        "median: 'crew' from the stop to the next message sent (of which 'keep': putting the "
+        "history right), 'cli' from there to the next reply's first text, less the model's own time"
+    )
+    print(f"{'cli':7} {'shape':9} {'mode':9} {'median':>7} {'min':>7} {'max':>7} {'crew':>7} {'keep':>7} {'cli':>7}")
     for cli in args.cli or ["claude", "codex"]:
         for shape in SHAPES:
             for live in (True, False):
@@ -140,11 +159,14 @@ def main() -> None:
                 gaps = [ms for run in runs for ms in run[0]]
                 keeps = [ms for run in runs for ms in run[1]]
                 crews = [ms for run in runs for ms in run[2]]
-                clis = [gap - crew for run in runs for gap, crew in zip(run[0], run[2])]
+                clis = [gap - crew for run in runs for gap, crew in zip(run[0], run[2], strict=True)]
                 mode = "live" if live else "per-turn"
-                print(f"{cli:7} {shape:9} {mode:9} {statistics.median(gaps):7.1f} {min(gaps):7.1f} "
-                      f"{max(gaps):7.1f} {statistics.median(crews):7.1f} {statistics.median(keeps):7.1f} "
-                      f"{statistics.median(clis):7.1f}", flush=True)
+                print(
+                    f"{cli:7} {shape:9} {mode:9} {statistics.median(gaps):7.1f} {min(gaps):7.1f} "
+                    f"{max(gaps):7.1f} {statistics.median(crews):7.1f} {statistics.median(keeps):7.1f} "
+                    f"{statistics.median(clis):7.1f}",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

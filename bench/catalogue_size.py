@@ -3,12 +3,15 @@ tools and for 100 more registered tools, full and compact; the skills section fo
 compact-mode round trip through
 the real claude CLI and the mock model: the model asks crew:help for a tool's schema, then calls
 the tool."""
+
 from __future__ import annotations
 
 import json
 import random
 from pathlib import Path
 from typing import Any
+
+from crewbridge.tools import builtin_registry
 
 from bench.common import Row, Settings
 from bench.harness import claude_conversation, claude_env, run_loop
@@ -18,14 +21,21 @@ from crewbridge.modes import Mode
 from crewbridge.policy import Policy
 from crewbridge.registry import Tool, ToolContext, ToolRegistry
 from crewbridge.skills import Skill
-from crewbridge.tools import builtin_registry
 
-SYSTEMS = ("jira", "github", "slack", "sentry", "grafana", "postgres", "s3", "stripe", "notion",
-           "k8s")
-ACTIONS = ("search", "get", "list", "create", "update", "comment", "archive", "export", "count",
-           "watch")
-OBJECTS = ("issues", "pull requests", "messages", "errors", "dashboards", "rows", "objects",
-           "payments", "pages", "pods")
+SYSTEMS = ("jira", "github", "slack", "sentry", "grafana", "postgres", "s3", "stripe", "notion", "k8s")
+ACTIONS = ("search", "get", "list", "create", "update", "comment", "archive", "export", "count", "watch")
+OBJECTS = (
+    "issues",
+    "pull requests",
+    "messages",
+    "errors",
+    "dashboards",
+    "rows",
+    "objects",
+    "payments",
+    "pages",
+    "pods",
+)
 PROPERTIES = {
     "project": {"type": "string", "description": "the project key"},
     "limit": {"type": "integer", "minimum": 1, "maximum": 100, "description": "at most this many"},
@@ -44,18 +54,24 @@ def generated_tools(count: int, seed: int = 4) -> list[Tool]:
     for index in range(count):
         system, action = SYSTEMS[index % 10], ACTIONS[index // 10 % 10]
         thing = OBJECTS[index % 10]
-        properties: dict[str, Any] = {
-            "query": {"type": "string", "description": f"what to {action} in {system}"}}
+        properties: dict[str, Any] = {"query": {"type": "string", "description": f"what to {action} in {system}"}}
         for extra in rng.sample(sorted(PROPERTIES), rng.randint(1, 4)):
             properties[extra] = PROPERTIES[extra]
-        description = (f"{action.capitalize()} {thing} in {system} matching a query, newest "
-                       f"first.\n\nReturns each of the {thing} with its id, title, author and URL. "
-                       f"Needs the {system.upper()}_TOKEN environment variable.")
-        schema = {"type": "object", "properties": properties, "required": ["query"],
-                  "additionalProperties": False}
-        tools.append(Tool(name=f"{system}_{action}_{index:03}", description=description,
-                          input_schema=schema, func=lambda ctx, **data: {"found": 0},
-                          read_only=True))
+        description = (
+            f"{action.capitalize()} {thing} in {system} matching a query, newest "
+            f"first.\n\nReturns each of the {thing} with its id, title, author and URL. "
+            f"Needs the {system.upper()}_TOKEN environment variable."
+        )
+        schema = {"type": "object", "properties": properties, "required": ["query"], "additionalProperties": False}
+        tools.append(
+            Tool(
+                name=f"{system}_{action}_{index:03}",
+                description=description,
+                input_schema=schema,
+                func=lambda ctx, **data: {"found": 0},
+                read_only=True,
+            )
+        )
     return tools
 
 
@@ -73,11 +89,17 @@ def offered(registry: ToolRegistry, mode: Mode) -> ToolRegistry:
 
 def generated_skills(count: int) -> list[Skill]:
     """`count` skills with descriptions as long as Claude Code's own (one or two sentences)."""
-    return [Skill(f"{system}-{action}-{index:02}",
-                  f"{action.capitalize()} {OBJECTS[index % 10]} in {system} the way this team does: "
-                  f"naming, review checklist and the commands to run. Use when asked to {action} "
-                  f"{OBJECTS[index % 10]}.", Path("/skills") / str(index), "project")
-            for index, (system, action) in enumerate((SYSTEMS[i % 10], ACTIONS[i // 10 % 10]) for i in range(count))]
+    return [
+        Skill(
+            f"{system}-{action}-{index:02}",
+            f"{action.capitalize()} {OBJECTS[index % 10]} in {system} the way this team does: "
+            f"naming, review checklist and the commands to run. Use when asked to {action} "
+            f"{OBJECTS[index % 10]}.",
+            Path("/skills") / str(index),
+            "project",
+        )
+        for index, (system, action) in enumerate((SYSTEMS[i % 10], ACTIONS[i // 10 % 10]) for i in range(count))
+    ]
 
 
 def size(registry: ToolRegistry, mode: Mode, compact: bool) -> int:
@@ -87,25 +109,44 @@ def size(registry: ToolRegistry, mode: Mode, compact: bool) -> int:
 def run(settings: Settings) -> list[Row]:
     rows = []
     many = registry_with(generated_tools(100))
-    for label, registry in (("built-in tools", builtin_registry()),
-                            ("built-ins + 100 registered tools", many)):
+    for label, registry in (("built-in tools", builtin_registry()), ("built-ins + 100 registered tools", many)):
         count = len(offered(registry, "execute"))
-        rows.append(Row("4 catalogue", f"{label} ({count}), full catalogue",
-                        size(registry, "execute", False), "tokens",
-                        note=f"query mode {size(registry, 'query', False)}; compact: "
-                             f"execute {size(registry, 'execute', True)}, "
-                             f"query {size(registry, 'query', True)}"))
+        rows.append(
+            Row(
+                "4 catalogue",
+                f"{label} ({count}), full catalogue",
+                size(registry, "execute", False),
+                "tokens",
+                note=f"query mode {size(registry, 'query', False)}; compact: "
+                f"execute {size(registry, 'execute', True)}, "
+                f"query {size(registry, 'query', True)}",
+            )
+        )
     full, compact = size(many, "execute", False), size(many, "execute", True)
-    rows.append(Row("4 catalogue", "built-ins + 100 registered tools, compact catalogue", compact,
-                    "tokens", target=float(COMPACT_TOKENS),
-                    note=f"{compact / full:.2f}× the full one"))
+    rows.append(
+        Row(
+            "4 catalogue",
+            "built-ins + 100 registered tools, compact catalogue",
+            compact,
+            "tokens",
+            target=float(COMPACT_TOKENS),
+            note=f"{compact / full:.2f}× the full one",
+        )
+    )
     skills = generated_skills(50)
     section = skills_section(builtin_registry(), skills)
-    rows.append(Row("4 catalogue", "the skills section for 50 skills", tokens(section), "tokens",
-                    target=float(SKILLS_TOKENS),
-                    note=f"{len(section):,} characters; descriptions of "
-                         f"{min(len(s.description) for s in skills)}-{max(len(s.description) for s in skills)} "
-                         "characters, cut to fit"))
+    rows.append(
+        Row(
+            "4 catalogue",
+            "the skills section for 50 skills",
+            tokens(section),
+            "tokens",
+            target=float(SKILLS_TOKENS),
+            note=f"{len(section):,} characters; descriptions of "
+            f"{min(len(s.description) for s in skills)}-{max(len(s.description) for s in skills)} "
+            "characters, cut to fit",
+        )
+    )
     return rows + ([round_trip()] if settings.cli else [])
 
 
@@ -127,14 +168,17 @@ def round_trip() -> Row:
         return f"```json\n{json.dumps({'type': 'tool_use', 'name': name, 'input': data})}\n```\n"
 
     with claude_env() as (mock, env, work):
-        mock.script(call("crew:help", {"topic": target.name}), call(f"crew:{target.name}", wanted),
-                    "Found one.")
-        result = run_loop(claude_conversation(env, work), registry_with(tools),
-                          f"use {target.name} to find the login bug", work, compact=True)
+        mock.script(call("crew:help", {"topic": target.name}), call(f"crew:{target.name}", wanted), "Found one.")
+        result = run_loop(
+            claude_conversation(env, work),
+            registry_with(tools),
+            f"use {target.name} to find the login bug",
+            work,
+            compact=True,
+        )
         first, after_help = mock.requests[0].text(), mock.requests[1].text()
     checks = {
-        "the first prompt names the tool, not its schema":
-            target.name in first and unique not in first,
+        "the first prompt names the tool, not its schema": target.name in first and unique not in first,
         "crew:help answered with the schema": unique in after_help,
         "the tool ran with the model's input": ran == [wanted],
         "the answer came back": result.answer == "Found one.",
@@ -142,5 +186,11 @@ def round_trip() -> Row:
     failed = [what for what, ok in checks.items() if not ok]
     if failed:
         raise RuntimeError(f"compact round trip: {'; '.join(failed)}")
-    return Row("4 catalogue", "compact round trip, real claude: crew:help, then the call",
-               float(result.turns), "turns", target=3, note="; ".join(checks))
+    return Row(
+        "4 catalogue",
+        "compact round trip, real claude: crew:help, then the call",
+        float(result.turns),
+        "turns",
+        target=3,
+        note="; ".join(checks),
+    )

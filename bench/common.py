@@ -1,5 +1,6 @@
 """What every figure shares: the result row, repeated timing with medians and spreads, timed child
 processes, and the scratch folder. The mock model server and CLI environments come from tests/."""
+
 from __future__ import annotations
 
 import json
@@ -12,9 +13,10 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
@@ -80,8 +82,7 @@ def fmt(value: float) -> str:
     return f"{value:.2f}" if magnitude >= 0.1 else f"{value:.3f}"
 
 
-def interleaved(measures: Mapping[str, Callable[[], float]], runs: int,
-                warmup: int = 1) -> dict[str, list[float]]:
+def interleaved(measures: Mapping[str, Callable[[], float]], runs: int, warmup: int = 1) -> dict[str, list[float]]:
     """Take every measurement in turn, the order rotated each run so that drift and load hit all
     alike, after `warmup` unrecorded rounds: the values of each, by name."""
     names = list(measures)
@@ -90,20 +91,30 @@ def interleaved(measures: Mapping[str, Callable[[], float]], runs: int,
             measures[name]()
     values: dict[str, list[float]] = {name: [] for name in names}
     for i in range(runs):
-        for name in names[i % len(names):] + names[:i % len(names)]:
+        for name in names[i % len(names) :] + names[: i % len(names)]:
             values[name].append(measures[name]())
     return values
 
 
-def paired(ours: Callable[[], float], base: Callable[[], float], runs: int,
-           warmup: int = 1) -> tuple[list[float], list[float], list[float]]:
+def paired(
+    ours: Callable[[], float], base: Callable[[], float], runs: int, warmup: int = 1
+) -> tuple[list[float], list[float], list[float]]:
     """`interleaved` for two: (ours, base, ours/base per pair)."""
     values = interleaved({"base": base, "ours": ours}, runs, warmup)
-    return values["ours"], values["base"], [a / b for a, b in zip(values["ours"], values["base"])]
+    return values["ours"], values["base"], [a / b for a, b in zip(values["ours"], values["base"], strict=True)]
 
 
-def side_rows(figure: str, what: str, values: Mapping[str, list[float]], base: str, *, unit: str,
-              scale: float, target: float, note: str | Mapping[str, str] = "") -> list[Row]:
+def side_rows(
+    figure: str,
+    what: str,
+    values: Mapping[str, list[float]],
+    base: str,
+    *,
+    unit: str,
+    scale: float,
+    target: float,
+    note: str | Mapping[str, str] = "",
+) -> list[Row]:
     """One ratio row per checkout measured (`values` by Settings.sides' labels, and `base`, the
     baseline they are compared with, measured in the same rounds); the one before is labelled so.
     `note`: one for every row, or each side's."""
@@ -111,18 +122,48 @@ def side_rows(figure: str, what: str, values: Mapping[str, list[float]], base: s
     for side, mine in values.items():
         if side == base:
             continue
-        ratios = [a / b for a, b in zip(mine, values[base])]
+        ratios = [a / b for a, b in zip(mine, values[base], strict=True)]
         label = what if side == "crew" else f"{what} [{side}]"
-        rows.append(ratio_row(figure, label, mine, values[base], ratios, unit=unit, scale=scale,
-                              target=target, note=note if isinstance(note, str) else note[side]))
+        rows.append(
+            ratio_row(
+                figure,
+                label,
+                mine,
+                values[base],
+                ratios,
+                unit=unit,
+                scale=scale,
+                target=target,
+                note=note if isinstance(note, str) else note[side],
+            )
+        )
     return rows
 
 
-def ratio_row(figure: str, what: str, mine: list[float], theirs: list[float], ratios: list[float],
-              *, unit: str, scale: float, target: float, note: str = "") -> Row:
+def ratio_row(
+    figure: str,
+    what: str,
+    mine: list[float],
+    theirs: list[float],
+    ratios: list[float],
+    *,
+    unit: str,
+    scale: float,
+    target: float,
+    note: str = "",
+) -> Row:
     """A row for paired measurements in seconds: medians in `unit` (× `scale`), the median ratio."""
-    return Row(figure, what, median(mine) * scale, unit, median(theirs) * scale, median(ratios),
-               target, spread(ratios, "×"), note)
+    return Row(
+        figure,
+        what,
+        median(mine) * scale,
+        unit,
+        median(theirs) * scale,
+        median(ratios),
+        target,
+        spread(ratios, "×"),
+        note,
+    )
 
 
 @dataclass
@@ -134,20 +175,28 @@ class Timed:
     stderr: bytes
 
 
-def run_timed(argv: list[str], *, env: Mapping[str, str] | None = None, cwd: Path | None = None,
-              stdin: bytes | Path = b"", timeout: float = 120.0) -> Timed:
+def run_timed(
+    argv: list[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    stdin: bytes | Path = b"",
+    timeout: float = 120.0,
+) -> Timed:
     """Run a command in its own process group to its end; reaped with os.wait4, so its CPU time is
     exact. Output goes through files: nothing blocks on a full pipe, no reader thread competes.
     `stdin`: its bytes, or a file to read them from."""
     env = with_bytecode(os.environ if env is None else env)
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
-            (stdin.open("rb") if isinstance(stdin, Path) else tempfile.TemporaryFile()) as inp:
+    with (
+        tempfile.TemporaryFile() as out,
+        tempfile.TemporaryFile() as err,
+        stdin.open("rb") if isinstance(stdin, Path) else tempfile.TemporaryFile() as inp,
+    ):
         if not isinstance(stdin, Path):
             inp.write(stdin)
             inp.seek(0)
         start = time.perf_counter()
-        proc = subprocess.Popen(argv, env=env, cwd=cwd, stdin=inp, stdout=out, stderr=err,
-                                start_new_session=True)
+        proc = subprocess.Popen(argv, env=env, cwd=cwd, stdin=inp, stdout=out, stderr=err, start_new_session=True)
         timer = threading.Timer(timeout, kill_group, (proc.pid,))
         timer.start()
         try:
@@ -200,13 +249,37 @@ def installed(repo: Path = REPO) -> Path:
     (site / "crew-deps.pth").write_text(f"{deps}\n")  # a plain path: .venv's own hooks stay off
     with tempfile.TemporaryDirectory() as wheels, tempfile.TemporaryDirectory() as source:
         for name in (*SOURCES, "setup.cfg", "pyproject.toml", "README.md"):  # built from a copy: the
-            if (repo / name).exists():                                          # build writes beside
+            if (repo / name).exists():  # build writes beside
                 copy = shutil.copytree if (repo / name).is_dir() else shutil.copy2  # its sources
                 copy(repo / name, Path(source) / name)
-        subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
-                        "--wheel-dir", wheels, source], check=True)
-        subprocess.run([str(bin_dir / "python"), "-m", "pip", "install", "--quiet", "--no-deps",
-                        *map(str, Path(wheels).glob("*.whl"))], check=True, env=with_bytecode(os.environ))
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "wheel",
+                "--quiet",
+                "--no-deps",
+                "--no-build-isolation",
+                "--wheel-dir",
+                wheels,
+                source,
+            ],
+            check=True,
+        )
+        subprocess.run(
+            [
+                str(bin_dir / "python"),
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--no-deps",
+                *map(str, Path(wheels).glob("*.whl")),
+            ],
+            check=True,
+            env=with_bytecode(os.environ),
+        )
     return bin_dir
 
 
@@ -219,8 +292,9 @@ def in_process(repo: Path, *args: str) -> Any:
     if not (path / "bench").exists():
         (path / "bench").symlink_to(REPO / "bench")
     env = {**os.environ, "PYTHONPATH": str(path)}
-    out = subprocess.run([python, "-m", "bench.worker", *args], capture_output=True, text=True, cwd=path,
-                         env=env, timeout=300)
+    out = subprocess.run(
+        [python, "-m", "bench.worker", *args], capture_output=True, text=True, cwd=path, env=env, timeout=300
+    )
     if out.returncode != 0:
         raise RuntimeError(f"bench.worker {' '.join(args)} with {python} failed: {out.stderr.strip()[-500:]}")
     return json.loads(out.stdout)

@@ -6,6 +6,7 @@ and the real claude CLI, live (the default), against the mock model server, wher
 when the mock sends the chunk that closes the block (so claude's own relay time is included); each
 real-claude run in a fresh interpreter, as a `crew query` is (the checkout before too, with --before:
 so this module imports only what that checkout has too)."""
+
 from __future__ import annotations
 
 import time
@@ -28,8 +29,7 @@ class Marks:
     def __init__(self) -> None:
         self.times: list[float] = []
 
-        @tool(schema={"type": "object", "properties": {}, "additionalProperties": False},
-              read_only=True, name="mark")
+        @tool(schema={"type": "object", "properties": {}, "additionalProperties": False}, read_only=True, name="mark")
         def mark(ctx: ToolContext) -> str:
             """Set the benchmark's mark."""
             self.times.append(time.monotonic())
@@ -72,10 +72,15 @@ def fake_cli(settings: Settings) -> Row:
     once()  # warm-up
     delays = [once() for _ in range(settings.repeats(9, 3))]
     running = sum(delay < linger for delay in delays)
-    return Row("2 dispatch", "fake claude (text deltas, a process per turn) that runs "
-               f"{linger:g} s past the fence", median(delays) * 1000, "ms", target=TARGET_MS,
-               spread=spread(delays, " ms", 1000),
-               note=f"the tool started while the CLI still ran: {running}/{len(delays)}")
+    return Row(
+        "2 dispatch",
+        f"fake claude (text deltas, a process per turn) that runs {linger:g} s past the fence",
+        median(delays) * 1000,
+        "ms",
+        target=TARGET_MS,
+        spread=spread(delays, " ms", 1000),
+        note=f"the tool started while the CLI still ran: {running}/{len(delays)}",
+    )
 
 
 def real_claude_once(linger: float = 2.0) -> dict[str, float]:
@@ -85,8 +90,9 @@ def real_claude_once(linger: float = 2.0) -> dict[str, float]:
 
     marks = Marks()
     with claude_env() as (mock, env, work):
-        chunks = StampedChunks([f"I will set the mark now.\n```json\n{CALL}\n```\n",
-                                "This prose came long after the block."])
+        chunks = StampedChunks(
+            [f"I will set the mark now.\n```json\n{CALL}\n```\n", "This prose came long after the block."]
+        )
         mock.script(Reply(chunks, delay=linger), "Done: the mark was set.")
         texts: list[float] = []  # when each text delta reached the loop
 
@@ -94,8 +100,9 @@ def real_claude_once(linger: float = 2.0) -> dict[str, float]:
             if event.kind == "text":
                 texts.append(time.monotonic())
 
-        started = marks.check(run_loop(claude_conversation(env, work), marks.registry, "mark", work,
-                                       on_progress=progress))
+        started = marks.check(
+            run_loop(claude_conversation(env, work), marks.registry, "mark", work, on_progress=progress)
+        )
         assert chunks.sent is not None
         return {"delay": started - chunks.sent, "own": started - max(t for t in texts if t <= started)}
 
@@ -110,14 +117,27 @@ def real_claude(settings: Settings) -> list[Row]:
         own.setdefault(side, []).append(got["own"])
         return float(got["delay"])
 
-    values = interleaved({side: lambda side=side, repo=repo: once(side, repo)  # type: ignore[misc]
-                          for side, repo in settings.sides().items()}, settings.repeats(7, 3))
-    return [Row("2 dispatch", "real claude, live; the mock sends the fence, then nothing for 2 s"
-                + ("" if side == "crew" else f" [{side}]"), median(delays) * 1000, "ms", target=TARGET_MS,
-                spread=spread(delays, " ms", 1000),
-                note=f"crew's part, from the decoded delta to the tool: "
-                     f"{median(own[side][1:]) * 1000:.1f} ms; the rest is claude relaying the delta")
-            for side, delays in values.items()]
+    values = interleaved(
+        {
+            side: lambda side=side, repo=repo: once(side, repo)  # type: ignore[misc]
+            for side, repo in settings.sides().items()
+        },
+        settings.repeats(7, 3),
+    )
+    return [
+        Row(
+            "2 dispatch",
+            "real claude, live; the mock sends the fence, then nothing for 2 s"
+            + ("" if side == "crew" else f" [{side}]"),
+            median(delays) * 1000,
+            "ms",
+            target=TARGET_MS,
+            spread=spread(delays, " ms", 1000),
+            note=f"crew's part, from the decoded delta to the tool: "
+            f"{median(own[side][1:]) * 1000:.1f} ms; the rest is claude relaying the delta",
+        )
+        for side, delays in values.items()
+    ]
 
 
 def run(settings: Settings) -> list[Row]:

@@ -5,19 +5,20 @@ at once measure crew, not the machine.
 
     python -S bench/fake_agent.py --think 0.5 < prompt
 """
+
 import sys
 import time
 
-CALL = ('```json\n{"type": "tool_use", "name": "crew:read_file", "input": {"path": "notes.txt"}}'
-        "\n```\n")
+CALL = '```json\n{"type": "tool_use", "name": "crew:read_file", "input": {"path": "notes.txt"}}\n```\n'
 
 
 def main() -> None:
     think = float(sys.argv[sys.argv.index("--think") + 1])
     prompt = sys.stdin.read()
     time.sleep(think)
-    sys.stdout.write("notes.txt holds two lines.\n" if "[crew tool results]" in prompt else
-                     "I will read notes.txt.\n" + CALL)
+    sys.stdout.write(
+        "notes.txt holds two lines.\n" if "[crew tool results]" in prompt else "I will read notes.txt.\n" + CALL
+    )
     sys.stdout.flush()
 
 

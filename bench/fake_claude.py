@@ -5,6 +5,7 @@ tool results (a second turn), it answers at once.
 
     python bench/fake_claude.py --stamps FILE --linger 1.0 < prompt
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,9 +22,14 @@ def emit(obj: dict) -> None:
 
 
 def delta(text: str) -> None:
-    emit({"type": "stream_event", "event": {"type": "content_block_delta", "index": 0,
-                                            "delta": {"type": "text_delta", "text": text}},
-          "session_id": SESSION, "parent_tool_use_id": None})
+    emit(
+        {
+            "type": "stream_event",
+            "event": {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}},
+            "session_id": SESSION,
+            "parent_tool_use_id": None,
+        }
+    )
 
 
 def main() -> None:
@@ -33,8 +39,14 @@ def main() -> None:
     args = parser.parse_args()
     prompt = sys.stdin.read()
     emit({"type": "system", "subtype": "init", "session_id": SESSION, "model": "fake"})
-    emit({"type": "stream_event", "session_id": SESSION, "parent_tool_use_id": None,
-          "event": {"type": "message_start", "message": {"id": "msg_fake1"}}})
+    emit(
+        {
+            "type": "stream_event",
+            "session_id": SESSION,
+            "parent_tool_use_id": None,
+            "event": {"type": "message_start", "message": {"id": "msg_fake1"}},
+        }
+    )
     if "[crew tool results]" in prompt:
         text = "Done: the mark was set."
         delta(text)
@@ -48,10 +60,24 @@ def main() -> None:
         time.sleep(args.linger)
         text = "This prose came long after the block; crew should have acted on the call already."
         delta(text)
-    emit({"type": "stream_event", "event": {"type": "content_block_stop", "index": 0},
-          "session_id": SESSION, "parent_tool_use_id": None})
-    emit({"type": "result", "subtype": "success", "is_error": False, "result": text,
-          "session_id": SESSION, "usage": {"input_tokens": 1, "output_tokens": 1}})
+    emit(
+        {
+            "type": "stream_event",
+            "event": {"type": "content_block_stop", "index": 0},
+            "session_id": SESSION,
+            "parent_tool_use_id": None,
+        }
+    )
+    emit(
+        {
+            "type": "result",
+            "subtype": "success",
+            "is_error": False,
+            "result": text,
+            "session_id": SESSION,
+            "usage": {"input_tokens": 1, "output_tokens": 1},
+        }
+    )
 
 
 if __name__ == "__main__":

@@ -1,20 +1,23 @@
 """Running crew's agent loop in this process against a CLI the benchmark chooses: a fake one (any
 argv, its output decoded as claude stream-json) or the real claude CLI talking to the mock model."""
+
 from __future__ import annotations
 
 import contextlib
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
+
+from crewbridge.providers.base import Decoder, Provider, Turn
+from crewbridge.providers.claude import ClaudeDecoder, ClaudeProvider
 
 from bench.common import PYTHON, REPO
 from crewbridge.config import AgentSpec
 from crewbridge.conversation import Conversation, ProcessConversation, new_conversation
 from crewbridge.loop import AgentLoop, RunResult
 from crewbridge.policy import Policy
-from crewbridge.providers.base import Decoder, Provider, Turn
-from crewbridge.providers.claude import ClaudeDecoder, ClaudeProvider
 from crewbridge.registry import ToolRegistry
 
 
@@ -44,11 +47,18 @@ def claude_conversation(env: dict[str, str], cwd: Path, mode: str = "query") -> 
     return new_conversation(ClaudeProvider(), Turn("", mode=mode), cwd=cwd, env=env)
 
 
-def run_loop(conversation: Conversation, registry: ToolRegistry, task: str, workdir: Path, *,
-             mode: str = "query", compact: bool | None = False, **options: Any) -> RunResult:
+def run_loop(
+    conversation: Conversation,
+    registry: ToolRegistry,
+    task: str,
+    workdir: Path,
+    *,
+    mode: str = "query",
+    compact: bool | None = False,
+    **options: Any,
+) -> RunResult:
     policy = Policy(AgentSpec(id="bench", provider="bench"), mode)
-    loop = AgentLoop("bench", conversation, registry, policy, workdir=workdir, compact=compact,
-                     **options)
+    loop = AgentLoop("bench", conversation, registry, policy, workdir=workdir, compact=compact, **options)
     return loop.run(task)
 
 

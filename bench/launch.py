@@ -5,6 +5,7 @@ PATH is a bash script that notes the wall clock ($EPOCHREALTIME, no fork) as it 
 bash's own start is on both sides alike. It writes the note in claude's own state folder, which
 claude may write inside crew's sandbox too (crewbridge.sandbox: where crew runs a CLI in bubblewrap,
 its start is inside the figure). Timed in rounds, the order rotated."""
+
 from __future__ import annotations
 
 import os
@@ -44,6 +45,13 @@ def run(settings: Settings) -> list[Row]:
             crew = [str(installed(repo) / "crew"), "query", "@claude hi"]
             measures[side] = lambda crew=crew: until_exec(crew)  # type: ignore[misc]
         values = interleaved(measures, settings.repeats(21, 7))
-    return side_rows("3 launch", "crew query's start to claude's exec vs a bare Python launcher's (wall)",
-                     values, "python", unit="ms", scale=1000, target=TARGET,
-                     note=f"the launcher: {median(values['python']) * 1000:.1f} ms")
+    return side_rows(
+        "3 launch",
+        "crew query's start to claude's exec vs a bare Python launcher's (wall)",
+        values,
+        "python",
+        unit="ms",
+        scale=1000,
+        target=TARGET,
+        note=f"the launcher: {median(values['python']) * 1000:.1f} ms",
+    )

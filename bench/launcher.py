@@ -3,6 +3,7 @@ pipes, found on PATH) and nothing else, then wait for it.
 
     python bench/launcher.py ARG...
 """
+
 import subprocess
 import sys
 

@@ -10,6 +10,7 @@ Streams: a long session whose bulk is what Claude's own tools read (native tool 
 sets aside) with about 5M characters of assistant text; and one that is half assistant text (figure
 1's mix), past what the loop keeps of one reply (loop.MAX_REPLY characters: it stops such a runaway
 CLI, so memory stays bounded there too)."""
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,8 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a worker script
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import PYTHON, Row, Settings, scratch  # noqa: E402
-from bench.streams import write_stream  # noqa: E402
+from bench.common import PYTHON, Row, Settings, scratch
+from bench.streams import write_stream
 
 TARGET_MB = 60.0
 
@@ -35,11 +36,12 @@ def rss_mb(field: str) -> float:
 
 
 def worker(path: Path, way: str) -> dict[str, float]:
+    from crewbridge.providers.claude import ClaudeDecoder
+
     from bench.harness import fake_conversation, run_loop
     from crewbridge.errors import ProviderError
     from crewbridge.events import MessageEnd, Text
     from crewbridge.extract import Extractor
-    from crewbridge.providers.claude import ClaudeDecoder
     from crewbridge.registry import ToolRegistry
 
     baseline = rss_mb("VmRSS")
@@ -47,8 +49,7 @@ def worker(path: Path, way: str) -> dict[str, float]:
     chars, stopped = 0, False
     if way == "loop":
         try:
-            result = run_loop(fake_conversation(["cat", str(path)], path.parent), ToolRegistry(),
-                              "go", path.parent)
+            result = run_loop(fake_conversation(["cat", str(path)], path.parent), ToolRegistry(), "go", path.parent)
             chars = len(result.answer)
         except ProviderError:  # a runaway reply: the loop stopped it
             stopped = True
@@ -66,8 +67,7 @@ def worker(path: Path, way: str) -> dict[str, float]:
 
 
 def measure(path: Path, way: str) -> dict[str, float]:
-    out = subprocess.run([PYTHON, __file__, str(path), way], capture_output=True, text=True,
-                         timeout=600)
+    out = subprocess.run([PYTHON, __file__, str(path), way], capture_output=True, text=True, timeout=600)
     if out.returncode != 0:
         raise RuntimeError(f"memory worker ({way}) failed: {out.stderr.strip()[-300:]}")
     return json.loads(out.stdout)
@@ -75,10 +75,10 @@ def measure(path: Path, way: str) -> dict[str, float]:
 
 def bare_interpreter() -> float:
     """VmRSS of a fresh interpreter that imported nothing (ru_maxrss would count the fork)."""
-    out = subprocess.run([PYTHON, "-c", "print(open('/proc/self/status').read())"],
-                         capture_output=True, text=True, check=True)
-    return next(int(line.split()[1]) / 1024 for line in out.stdout.splitlines()
-                if line.startswith("VmRSS:"))
+    out = subprocess.run(
+        [PYTHON, "-c", "print(open('/proc/self/status').read())"], capture_output=True, text=True, check=True
+    )
+    return next(int(line.split()[1]) / 1024 for line in out.stdout.splitlines() if line.startswith("VmRSS:"))
 
 
 STREAMS = {  # name → (write_stream options, ways to measure)
@@ -98,12 +98,22 @@ def run(settings: Settings) -> list[Row]:
         path = write_stream(scratch("streams") / name, size, calls=False, **options)
         for way in ways:
             got = measure(path, way)
-            text = "the loop stopped the reply at its limit" if got["stopped"] else \
-                f"{got['chars'] / 1e6:.1f}M characters" + (" (the answer)" if way == "loop" else "")
-            rows.append(Row("6 memory", f"{way}: {size // 1_000_000} MB stream, {label}: peak RSS "
-                            "above baseline", got["peak"] - got["baseline"], "MB", target=TARGET_MB,
-                            note=f"baseline {got['baseline']:.0f} MB (bare interpreter {bare:.0f} "
-                                 f"MB), peak {got['peak']:.0f} MB; assistant text: {text}"))
+            text = (
+                "the loop stopped the reply at its limit"
+                if got["stopped"]
+                else f"{got['chars'] / 1e6:.1f}M characters" + (" (the answer)" if way == "loop" else "")
+            )
+            rows.append(
+                Row(
+                    "6 memory",
+                    f"{way}: {size // 1_000_000} MB stream, {label}: peak RSS above baseline",
+                    got["peak"] - got["baseline"],
+                    "MB",
+                    target=TARGET_MB,
+                    note=f"baseline {got['baseline']:.0f} MB (bare interpreter {bare:.0f} "
+                    f"MB), peak {got['peak']:.0f} MB; assistant text: {text}",
+                )
+            )
     return rows
 
 

@@ -11,6 +11,7 @@ the mock model server):
   again); with text, crew also stops the reply and sends a follow-up message;
 - the whole run's wall time.
 """
+
 from __future__ import annotations
 
 import json
@@ -29,8 +30,9 @@ TARGET = 1.0  # native ≤ text
 
 
 def run(settings: Settings) -> list[Row]:
-    from clienv import BIN, cli_env
     from crewbridge.providers import load
+
+    from clienv import BIN, cli_env
     from mockserver import MockServer
 
     if not settings.cli:
@@ -65,31 +67,60 @@ def _compare(settings: Settings, crew: str, name: str, mock, env: dict[str, str]
     seen: dict[str, list[dict[str, float]]] = {"text": [], "native": []}
 
     def once(via: str) -> float:
-        call = tool_call("read_file", {"path": "notes.txt"}) if via == "native" else \
-            tool_block("crew:read_file", path="notes.txt")
+        call = (
+            tool_call("read_file", {"path": "notes.txt"})
+            if via == "native"
+            else tool_block("crew:read_file", path="notes.txt")
+        )
         mock.requests.clear()
         mock.script(call, ANSWER)
         done = run_timed([crew, "query", "--tools-via", via, f"@{MENTION.get(name, name)} {TASK}"], env=env, cwd=work)
         if done.returncode != 0 or ANSWER not in done.stdout.decode():
-            raise RuntimeError(f"crew query --tools-via {via} @{name} failed (exit {done.returncode}): "
-                               f"{done.stderr.decode()[-300:]}")
+            raise RuntimeError(
+                f"crew query --tools-via {via} @{name} failed (exit {done.returncode}): {done.stderr.decode()[-300:]}"
+            )
         first, second = mock.requests[0], mock.requests[1]
-        seen[via].append({"requests": len(mock.requests), "chars": len(json.dumps(first.body)),
-                          "gap": second.received - first.ended})
+        seen[via].append(
+            {"requests": len(mock.requests), "chars": len(json.dumps(first.body)), "gap": second.received - first.ended}
+        )
         return done.wall
 
     mine, theirs, ratios = paired(lambda: once("native"), lambda: once("text"), settings.repeats(7, 3))
-    native, text = seen["native"][-len(mine):], seen["text"][-len(theirs):]
-    gaps = [n["gap"] / t["gap"] for n, t in zip(native, text)]
+    native, text = seen["native"][-len(mine) :], seen["text"][-len(theirs) :]
+    gaps = [n["gap"] / t["gap"] for n, t in zip(native, text, strict=True)]
     return [
-        Row("8 native", f"{name}: model requests, native / text", median([n["requests"] for n in native]),
-            baseline=median([t["requests"] for t in text])),
-        Row("8 native", f"{name}: characters of the first model request, native / text",
-            median([n["chars"] for n in native]), "chars", median([t["chars"] for t in text]),
-            median([n["chars"] / t["chars"] for n, t in zip(native, text)])),
-        Row("8 native", f"{name}: tool turn, reply end → next request, native vs text",
-            median([n["gap"] for n in native]) * 1000, "ms", median([t["gap"] for t in text]) * 1000,
-            median(gaps), TARGET, spread(gaps, "×")),
-        ratio_row("8 native", f"{name}: the whole run, native vs text (wall)", mine, theirs, ratios,
-                  unit="s", scale=1, target=TARGET),
+        Row(
+            "8 native",
+            f"{name}: model requests, native / text",
+            median([n["requests"] for n in native]),
+            baseline=median([t["requests"] for t in text]),
+        ),
+        Row(
+            "8 native",
+            f"{name}: characters of the first model request, native / text",
+            median([n["chars"] for n in native]),
+            "chars",
+            median([t["chars"] for t in text]),
+            median([n["chars"] / t["chars"] for n, t in zip(native, text, strict=True)]),
+        ),
+        Row(
+            "8 native",
+            f"{name}: tool turn, reply end → next request, native vs text",
+            median([n["gap"] for n in native]) * 1000,
+            "ms",
+            median([t["gap"] for t in text]) * 1000,
+            median(gaps),
+            TARGET,
+            spread(gaps, "×"),
+        ),
+        ratio_row(
+            "8 native",
+            f"{name}: the whole run, native vs text (wall)",
+            mine,
+            theirs,
+            ratios,
+            unit="s",
+            scale=1,
+            target=TARGET,
+        ),
     ]

@@ -1,7 +1,10 @@
 """Figure 3a: overhead per turn. `crew query "@claude …"` answered without a tool call, against the
 raw `claude -p …` it wraps, both the real CLI talking to the mock model server; timed in rounds
 (the checkout before too, with --before), the order rotated."""
+
 from __future__ import annotations
+
+import functools
 
 from bench.common import Row, Settings, Timed, installed, interleaved, median, run_timed, side_rows
 from bench.harness import claude_env, without_live
@@ -30,14 +33,24 @@ def run(settings: Settings) -> list[Row]:
             cpu.clear()
             measures = {"claude": lambda: timed("claude", ["claude", "-p", "say hello"], env)}
             for side, crew in crews.items():
-                measures[side] = lambda side=side, crew=crew: timed(  # type: ignore[misc]
-                    side, [crew, "query", "@claude say hello"], crew_env)
+                measures[side] = functools.partial(timed, side, [crew, "query", "@claude say hello"], crew_env)
             values = interleaved(measures, settings.repeats(9, 3))
             claude = median(cpu["claude"][1:])  # [0]: the warm-up
-            notes = {side: f"CPU per turn (medians): claude -p {claude:.2f} s, crew query with its claude "
-                           f"{median(cpu[side][1:]):.2f} s ({median(cpu[side][1:]) / claude:.2f}×)" for side in crews}
-            rows += side_rows("3 overhead", f"crew query, {label}, vs claude -p (wall)", values, "claude",
-                              unit="s", scale=1, target=TARGET, note=notes)
+            notes = {
+                side: f"CPU per turn (medians): claude -p {claude:.2f} s, crew query with its claude "
+                f"{median(cpu[side][1:]):.2f} s ({median(cpu[side][1:]) / claude:.2f}×)"
+                for side in crews
+            }
+            rows += side_rows(
+                "3 overhead",
+                f"crew query, {label}, vs claude -p (wall)",
+                values,
+                "claude",
+                unit="s",
+                scale=1,
+                target=TARGET,
+                note=notes,
+            )
     return rows
 
 

@@ -5,17 +5,19 @@ round trip (crew:read_file, then the answer): the time is the model's, so what t
 what crew adds by running them together — one engine, one process, threads. A second row does the
 same with three real claude CLIs against the mock; on a 2-core machine their start-up competes for
 the CPU, so that row says more about the machine than about crew."""
+
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
+
+from crewbridge.providers.generic import GenericSpec
 
 from bench.common import PYTHON, Row, Settings, installed, median, run_timed, scratch, spread
 from bench.harness import claude_env
 from crewbridge.bridge import Bridge
 from crewbridge.config import AgentSpec, Config
-from crewbridge.providers.generic import GenericSpec
 
 TARGET = 1.15
 FAKE = Path(__file__).with_name("fake_agent.py")
@@ -37,13 +39,11 @@ def timed_run(bridge: Bridge, text: str) -> float:
     seconds = time.perf_counter() - start
     for outcome in outcomes:
         if outcome.error is not None or outcome.result is None or not outcome.result.tool_calls:
-            raise RuntimeError(f"@{outcome.agent} did not finish its tool round trip: "
-                               f"{outcome.error}")
+            raise RuntimeError(f"@{outcome.agent} did not finish its tool round trip: {outcome.error}")
     return seconds
 
 
-def compare(measure: Callable[[str], float], agents: list[str],
-            runs: int) -> tuple[list[float], list[float], float]:
+def compare(measure: Callable[[str], float], agents: list[str], runs: int) -> tuple[list[float], list[float], float]:
     """Each agent alone, then all together, `runs` rounds after a warm-up: (the times together,
     each over the slowest alone in its round, the slowest agent's median alone)."""
     together_text = " ".join(f"@{a}" for a in agents) + " "
@@ -64,12 +64,21 @@ def run(settings: Settings) -> list[Row]:
     scale = 0.5 if settings.quick else 1.0
     thinks = {"a": 0.4 * scale, "b": 0.6 * scale, "c": 0.8 * scale}
     bridge = Bridge(fake_config(thinks), work)
-    together, ratios, slowest = compare(lambda mentions: timed_run(bridge, mentions + TASK),
-                                        list(thinks), settings.repeats(5, 2))
+    together, ratios, slowest = compare(
+        lambda mentions: timed_run(bridge, mentions + TASK), list(thinks), settings.repeats(5, 2)
+    )
     latency = ", ".join(f"{a} {t:g} s" for a, t in thinks.items())
-    row = Row("5 parallel", "@a @b @c vs the slowest alone: fake CLIs, a tool round trip each "
-              "(wall)", median(together), "s", slowest, median(ratios), TARGET,
-              spread(ratios, "×"), f"model latency per turn: {latency}")
+    row = Row(
+        "5 parallel",
+        "@a @b @c vs the slowest alone: fake CLIs, a tool round trip each (wall)",
+        median(together),
+        "s",
+        slowest,
+        median(ratios),
+        TARGET,
+        spread(ratios, "×"),
+        f"model latency per turn: {latency}",
+    )
     return [row] + ([real_claude(settings)] if settings.cli else [])
 
 
@@ -85,14 +94,25 @@ def real_claude(settings: Settings) -> Row:
         def measure(mentions: str) -> float:
             answer = reply("Hello ", "from ", "the ", "mock.", delay=0.25)
             mock.script(*[answer] * mentions.count("@"))
-            result = run_timed([crew_command, "query", "--config", str(config), mentions + "say hello"],
-                               env=env, cwd=work)
+            result = run_timed(
+                [crew_command, "query", "--config", str(config), mentions + "say hello"], env=env, cwd=work
+            )
             if result.returncode != 0:
-                raise RuntimeError(f"crew query {mentions}failed (exit {result.returncode}): "
-                                   f"{result.stderr.decode(errors='replace').strip()[-200:]}")
+                raise RuntimeError(
+                    f"crew query {mentions}failed (exit {result.returncode}): "
+                    f"{result.stderr.decode(errors='replace').strip()[-200:]}"
+                )
             return result.wall
 
         together, ratios, slowest = compare(measure, ["a", "b", "c"], settings.repeats(3, 1))
-    return Row("5 parallel", "crew query @a @b @c vs the slowest alone: 3 real claude CLIs (wall)",
-               median(together), "s", slowest, median(ratios), None, spread(ratios, "×"),
-               "0.75 s of model latency each; three CLIs starting at once share the cores")
+    return Row(
+        "5 parallel",
+        "crew query @a @b @c vs the slowest alone: 3 real claude CLIs (wall)",
+        median(together),
+        "s",
+        slowest,
+        median(ratios),
+        None,
+        spread(ratios, "×"),
+        "0.75 s of model latency each; three CLIs starting at once share the cores",
+    )

@@ -6,6 +6,7 @@ json.loads per line; each stage includes reading. The whole command is figure "1
     .venv/bin/python bench/parse_stages.py [--before ../before] [--runs 3]
 
 Each checkout's stages run in a fresh interpreter of its own (bench.worker)."""
+
 from __future__ import annotations
 
 import argparse
@@ -24,10 +25,11 @@ def measure(path: str) -> dict[str, float]:
     """CPU milliseconds of each stage over the file at `path`."""
     import json
 
-    from crewbridge.events import MessageEnd, Text
-    from crewbridge.extract import Extractor
     from crewbridge.providers.base import parse_object
     from crewbridge.providers.claude import ClaudeDecoder
+
+    from crewbridge.events import MessageEnd, Text
+    from crewbridge.extract import Extractor
 
     def cpu(func) -> float:  # type: ignore[no-untyped-def]
         start = time.process_time()
@@ -56,10 +58,12 @@ def measure(path: str) -> dict[str, float]:
         for line in lines():
             func(line)
 
-    out = {"read": cpu(lambda: each(len)),
-           "json.loads": cpu(lambda: each(json.loads)),
-           "parse_object": cpu(lambda: each(parse_object)),
-           "decode": cpu(decode)}
+    out = {
+        "read": cpu(lambda: each(len)),
+        "json.loads": cpu(lambda: each(json.loads)),
+        "parse_object": cpu(lambda: each(parse_object)),
+        "decode": cpu(decode),
+    }
     out["decode+extract"] = cpu(extract)  # jsonschema is imported for the first call found
     return out
 

@@ -6,9 +6,11 @@
     .venv/bin/python bench/run.py --only overhead,launch,turn,dispatch,parse,startup,mcp --before ../before
 
 Figures print what they measure; they are not pass/fail tests. The "ok" column compares the
-median (or the median ratio) with the target of issue 26 (issue 6 for the others). On a busy machine the spreads are wide:
-re-run on a quiet one before trusting a figure near its target. Exit status 1: a figure failed.
+median (or the median ratio) with the target of issue 26 (issue 6 for the others). On a busy
+machine the spreads are wide: re-run on a quiet one before trusting a figure near its target.
+Exit status 1: a figure failed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,7 +25,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make `bench` and `crewbridge` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import Row, Settings, fmt  # noqa: E402
+from bench.common import Row, Settings, fmt
 
 FIGURES = {  # name → module; issue 26's table first, then the rest of issue 6's
     "overhead": "bench.overhead",
@@ -44,20 +46,26 @@ FIGURES = {  # name → module; issue 26's table first, then the rest of issue 6
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="bench/run.py",
-                                     description="crewbridge benchmarks (issue 6)")
+    parser = argparse.ArgumentParser(prog="bench/run.py", description="crewbridge benchmarks (issue 6)")
     parser.add_argument("--quick", action="store_true", help="smaller inputs and fewer runs")
-    parser.add_argument("--only", default="", metavar="NAMES",
-                        help=f"comma-separated figures to run, of: {', '.join(FIGURES)}")
-    parser.add_argument("--runs", type=int, metavar="N",
-                        help="repetitions of each timed measurement")
-    parser.add_argument("--json", dest="as_json", action="store_true",
-                        help="print the rows as JSON lines")
-    parser.add_argument("--no-cli", dest="cli", action="store_false",
-                        help="skip the rows that need the real claude CLI and the mock model")
-    parser.add_argument("--before", type=Path, metavar="CHECKOUT",
-                        help="another checkout of crewbridge (with its .venv), measured in the same "
-                             "rounds as this one in the figures of issue 26; its rows say [before]")
+    parser.add_argument(
+        "--only", default="", metavar="NAMES", help=f"comma-separated figures to run, of: {', '.join(FIGURES)}"
+    )
+    parser.add_argument("--runs", type=int, metavar="N", help="repetitions of each timed measurement")
+    parser.add_argument("--json", dest="as_json", action="store_true", help="print the rows as JSON lines")
+    parser.add_argument(
+        "--no-cli",
+        dest="cli",
+        action="store_false",
+        help="skip the rows that need the real claude CLI and the mock model",
+    )
+    parser.add_argument(
+        "--before",
+        type=Path,
+        metavar="CHECKOUT",
+        help="another checkout of crewbridge (with its .venv), measured in the same "
+        "rounds as this one in the figures of issue 26; its rows say [before]",
+    )
     args = parser.parse_args(argv)
     if args.before is not None:
         args.before = args.before.resolve()
@@ -79,17 +87,26 @@ def table(rows: list[Row]) -> str:
     body = []
     for row in rows:
         unit = f" {row.unit}" if row.unit else ""
-        bound = "" if row.target is None else \
-            "≤ " + fmt(row.target) + ("×" if row.ratio is not None else unit)
-        body.append((row.figure, row.what, fmt(row.value) + unit,
-                     "" if row.baseline is None else fmt(row.baseline) + unit,
-                     "" if row.ratio is None else f"{row.ratio:.2f}×", bound,
-                     {True: "yes", False: "NO", None: ""}[row.ok], row.spread))
+        bound = "" if row.target is None else "≤ " + fmt(row.target) + ("×" if row.ratio is not None else unit)
+        body.append(
+            (
+                row.figure,
+                row.what,
+                fmt(row.value) + unit,
+                "" if row.baseline is None else fmt(row.baseline) + unit,
+                "" if row.ratio is None else f"{row.ratio:.2f}×",
+                bound,
+                {True: "yes", False: "NO", None: ""}[row.ok],
+                row.spread,
+            )
+        )
     widths = [max(len(r[i]) for r in [head, *body]) for i in range(len(head))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(head, widths)).rstrip(),
-             "  ".join("-" * w for w in widths)]
-    for row, cells in zip(rows, body):
-        lines.append("  ".join(cell.ljust(w) for cell, w in zip(cells, widths)).rstrip())
+    lines = [
+        "  ".join(cell.ljust(w) for cell, w in zip(head, widths, strict=True)).rstrip(),
+        "  ".join("-" * w for w in widths),
+    ]
+    for row, cells in zip(rows, body, strict=True):
+        lines.append("  ".join(cell.ljust(w) for cell, w in zip(cells, widths, strict=True)).rstrip())
         if row.note:
             lines.append(" " * (widths[0] + 2) + "↳ " + row.note)
     return "\n".join(lines)
@@ -98,9 +115,11 @@ def table(rows: list[Row]) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     settings = Settings(quick=args.quick, runs=args.runs, cli=args.cli, before=args.before)
-    print(f"crewbridge benchmarks{' (quick)' if args.quick else ''}: Python "
-          f"{platform.python_version()}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}",
-          file=sys.stderr)
+    print(
+        f"crewbridge benchmarks{' (quick)' if args.quick else ''}: Python "
+        f"{platform.python_version()}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}",
+        file=sys.stderr,
+    )
     rows: list[Row] = []
     failed = []
     for name in args.names:

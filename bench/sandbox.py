@@ -10,8 +10,10 @@ server), for each mechanism this machine has: bubblewrap, and Landlock forced
 - codex's own command: `crew execute`, codex runs one command of its own (inside crew's sandbox
   with its own sandbox off, against codex's own sandbox alone with `--sandbox off`).
 """
+
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import tempfile
@@ -40,26 +42,36 @@ def run(settings: Settings) -> list[Row]:
 
 
 def _run_command(settings: Settings, mechanism: str, work: Path) -> Row:
-    from crewbridge.registry import ToolContext
-    from crewbridge.sandbox import MECHANISM_ENV, Sandboxing
     from crewbridge.tools import builtin_registry
 
+    from crewbridge.registry import ToolContext
+    from crewbridge.sandbox import MECHANISM_ENV, Sandboxing
+
     registry = builtin_registry()
-    sandbox = Sandboxing({**os.environ, MECHANISM_ENV: mechanism}).commands("required", work, "execute",
-                                                                            network=False)
+    sandbox = Sandboxing({**os.environ, MECHANISM_ENV: mechanism}).commands("required", work, "execute", network=False)
 
     def once(inside: bool) -> float:
         start = time.perf_counter()
-        result = registry.call("crew:run_command", {"command": "true"}, ToolContext(work, sandbox=sandbox if inside
-                                                                                   else None))
+        result = registry.call(
+            "crew:run_command", {"command": "true"}, ToolContext(work, sandbox=sandbox if inside else None)
+        )
         took = time.perf_counter() - start
         if not result.success or result.data["exit_code"] != 0:
             raise RuntimeError(f"run_command failed under {mechanism}: {result.error or result.data}")
         return took
 
     mine, theirs, ratios = paired(lambda: once(True), lambda: once(False), settings.repeats(41, 11), warmup=3)
-    return ratio_row("10 sandbox", f"run_command `true`, {mechanism} vs off", mine, theirs, ratios, unit="ms",
-                     scale=1000, target=None, note=f"{(median(mine) - median(theirs)) * 1000:.1f} ms added a command")
+    return ratio_row(
+        "10 sandbox",
+        f"run_command `true`, {mechanism} vs off",
+        mine,
+        theirs,
+        ratios,
+        unit="ms",
+        scale=1000,
+        target=None,
+        note=f"{(median(mine) - median(theirs)) * 1000:.1f} ms added a command",
+    )
 
 
 def _with_clis(settings: Settings, work: Path) -> list[Row]:
@@ -72,35 +84,61 @@ def _with_clis(settings: Settings, work: Path) -> list[Row]:
     home = Path(tempfile.mkdtemp(prefix="crew-bench-sandbox-home-"))
     try:
         with MockServer() as mock:
+
             def timed(cli: str, mechanism: str | None, args: list[str], *script) -> float:
                 env = {**cli_env(cli, mock.url, home / cli)}
                 if mechanism:
                     env["CREW_SANDBOX_MECHANISM"] = mechanism
                 mock.script(*script)
-                done = run_timed([crew, *args[:1], "--sandbox", "required" if mechanism else "off", *args[1:]],
-                                 env=env, cwd=work)
+                done = run_timed(
+                    [crew, *args[:1], "--sandbox", "required" if mechanism else "off", *args[1:]], env=env, cwd=work
+                )
                 if done.returncode != 0 or "Done." not in done.stdout.decode():
-                    raise RuntimeError(f"crew {' '.join(args)} ({mechanism or 'off'}) failed "
-                                       f"(exit {done.returncode}): {done.stderr.decode()[-300:]}")
+                    raise RuntimeError(
+                        f"crew {' '.join(args)} ({mechanism or 'off'}) failed "
+                        f"(exit {done.returncode}): {done.stderr.decode()[-300:]}"
+                    )
                 return done.wall
 
             chain = [tool_block("crew:run_command", command=command) for command in CHAIN]
             cases = [
                 ("a CLI start: claude, one answer", "claude", ["query", "@claude hello"], ("Done.",), None),
-                ("a three-command chain: claude, run_command ×3", "claude", ["execute", "@claude look"],
-                 (*chain, "Done."), TARGET),
-                ("codex's own command (exec_command)", "codex", ["execute", "@codex:gpt-5.5 look"],
-                 (tool_call("exec_command", {"cmd": "ls"}), "Done."), None),
+                (
+                    "a three-command chain: claude, run_command ×3",
+                    "claude",
+                    ["execute", "@claude look"],
+                    (*chain, "Done."),
+                    TARGET,
+                ),
+                (
+                    "codex's own command (exec_command)",
+                    "codex",
+                    ["execute", "@codex:gpt-5.5 look"],
+                    (tool_call("exec_command", {"cmd": "ls"}), "Done."),
+                    None,
+                ),
             ]
             for mechanism in MECHANISMS:
                 for what, cli, args, script, target in cases:
-                    mine, theirs, ratios = paired(lambda: timed(cli, mechanism, args, *script),
-                                                  lambda: timed(cli, None, args, *script), settings.repeats(9, 3))
-                    rows.append(ratio_row("10 sandbox", f"{what}, {mechanism} vs off (wall)", mine, theirs, ratios,
-                                          unit="s", scale=1, target=target))
+                    mine, theirs, ratios = paired(
+                        functools.partial(timed, cli, mechanism, args, *script),
+                        functools.partial(timed, cli, None, args, *script),
+                        settings.repeats(9, 3),
+                    )
+                    rows.append(
+                        ratio_row(
+                            "10 sandbox",
+                            f"{what}, {mechanism} vs off (wall)",
+                            mine,
+                            theirs,
+                            ratios,
+                            unit="s",
+                            scale=1,
+                            target=target,
+                        )
+                    )
             if mock.problems:
                 raise RuntimeError(f"the mock model server saw: {'; '.join(mock.problems)}")
     finally:
         shutil.rmtree(home, ignore_errors=True)
     return rows
-

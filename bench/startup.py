@@ -2,6 +2,7 @@
 --before), in rounds, all in venvs where crew is installed as users install it
 (bench.common.installed: not the editable install of .venv, whose .pth hook adds ~15 ms to every
 start of its Python), with their bytecode."""
+
 from __future__ import annotations
 
 from bench.common import Row, Settings, installed, interleaved, median, run_timed, side_rows
@@ -26,7 +27,18 @@ def run(settings: Settings) -> list[Row]:
         measures[side] = lambda side=side, crew=crew: timed(side, [crew, "--version"])  # type: ignore[misc]
     values = interleaved(measures, settings.repeats(21, 7))
     base = median(cpu["python"][1:])  # [0]: the warm-up
-    notes = {side: f"CPU (medians): python {base * 1000:.0f} ms, crew {median(cpu[side][1:]) * 1000:.0f} ms "
-                   f"({median(cpu[side][1:]) / base:.2f}×)" for side in settings.sides()}
-    return side_rows("3 start-up", "crew --version vs python -c pass, installed (wall)", values, "python",
-                     unit="ms", scale=1000, target=TARGET, note=notes)
+    notes = {
+        side: f"CPU (medians): python {base * 1000:.0f} ms, crew {median(cpu[side][1:]) * 1000:.0f} ms "
+        f"({median(cpu[side][1:]) / base:.2f}×)"
+        for side in settings.sides()
+    }
+    return side_rows(
+        "3 start-up",
+        "crew --version vs python -c pass, installed (wall)",
+        values,
+        "python",
+        unit="ms",
+        scale=1000,
+        target=TARGET,
+        note=notes,
+    )

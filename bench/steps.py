@@ -9,6 +9,7 @@ call to a worker thread taking it, and from there to the tool's own thread runni
 
 Each run is a fresh interpreter (bench.worker), so --before measures another checkout the same way.
 Prints figures; asserts nothing."""
+
 from __future__ import annotations
 
 import argparse
@@ -64,6 +65,7 @@ class Clock:
                 setattr(clock.inside, step, depth)
                 if depth == 0:
                     clock.add(step, time.perf_counter() - started)
+
         return timed
 
 
@@ -92,6 +94,7 @@ def instrument(clock: Clock) -> None:
     def submit(self: Any, job: Callable[[], Any]) -> Any:
         handed = time.perf_counter()
         return pool_submit(self, lambda: (clock.add("hand-off", time.perf_counter() - handed), job())[1])
+
     loop._DaemonPool.submit = submit  # type: ignore[method-assign]
     thread_start = registry.threading.Thread.start
 
@@ -100,6 +103,7 @@ def instrument(clock: Clock) -> None:
             handed, target = time.perf_counter(), self._target
             self._target = lambda: (clock.add("hand-off", time.perf_counter() - handed), target())[1]
         thread_start(self)
+
     registry.threading.Thread.start = start  # type: ignore[method-assign]
 
 

@@ -1,20 +1,24 @@
 """Generated Claude Code stream-json output, shaped like the real thing (tests/fixtures, captures):
 long assistant texts with markdown and code examples, some crew tool calls, and native tool round
 trips whose results (file contents) are large. Deterministic for a given seed and size."""
+
 from __future__ import annotations
 
 import json
 import random
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 VERSION = 1  # of the generator: a cached stream written by another version is written again
 SESSION = "5e55a0b1-0000-4000-8000-00000000be4c"
-WORDS = ("the a of to in is that for it with as was on be by this are from at or an which "
-         "extractor stream block fence model reply tool call result file line value parser token "
-         "bridge loop process buffer schema input output agent query execute memory latency "
-         "Überblick naïve → café").split()
+WORDS = (
+    "the a of to in is that for it with as was on be by this are from at or an which "
+    "extractor stream block fence model reply tool call result file line value parser token "
+    "bridge loop process buffer schema input output agent query execute memory latency "
+    "Überblick naïve → café"
+).split()
 
 
 def prose(rng: random.Random, chars: int) -> str:
@@ -48,8 +52,7 @@ def file_body(rng: random.Random, chars: int) -> str:
 
 
 def crew_call(rng: random.Random) -> str:
-    call = {"type": "tool_use", "name": "crew:read_file",
-            "input": {"path": f"src/m{rng.randint(1, 99)}.py"}}
+    call = {"type": "tool_use", "name": "crew:read_file", "input": {"path": f"src/m{rng.randint(1, 99)}.py"}}
     return f"I'll read it with the crew tool.\n```json\n{json.dumps(call)}\n```\n"
 
 
@@ -62,9 +65,16 @@ def _common() -> dict[str, Any]:
 
 
 def _assistant(msg_id: str, block: dict[str, Any]) -> str:
-    message = {"id": msg_id, "type": "message", "role": "assistant", "model": "claude-bench",
-               "content": [block], "stop_reason": None, "stop_sequence": None,
-               "usage": {"input_tokens": 100, "output_tokens": 1}}
+    message = {
+        "id": msg_id,
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-bench",
+        "content": [block],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": {"input_tokens": 100, "output_tokens": 1},
+    }
     return _line({"type": "assistant", "message": message, **_common()})
 
 
@@ -74,25 +84,36 @@ def _stream_event(event: dict[str, Any]) -> str:
 
 def _deltas(rng: random.Random, msg_id: str, text: str) -> Iterator[str]:
     """--include-partial-messages: the text as stream_event deltas (20–120 characters each)."""
-    yield _stream_event({"type": "message_start", "message": {
-        "id": msg_id, "type": "message", "role": "assistant", "content": []}})
+    yield _stream_event(
+        {"type": "message_start", "message": {"id": msg_id, "type": "message", "role": "assistant", "content": []}}
+    )
     i = 0
     while i < len(text):
         step = rng.randint(20, 120)
-        yield _stream_event({"type": "content_block_delta", "index": 0,
-                             "delta": {"type": "text_delta", "text": text[i:i + step]}})
+        yield _stream_event(
+            {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text[i : i + step]}}
+        )
         i += step
     yield _stream_event({"type": "content_block_stop", "index": 0})
 
 
-def claude_stream(size: int, *, seed: int = 6, partial: bool = False, calls: bool = True,
-                  text_share: float = 0.5) -> Iterator[str]:
+def claude_stream(
+    size: int, *, seed: int = 6, partial: bool = False, calls: bool = True, text_share: float = 0.5
+) -> Iterator[str]:
     """Lines of a claude stream-json run of about `size` bytes: messages that are assistant text
     (2–24 KB; every fifth holds a crew call when `calls`) with probability `text_share`, else a
     native Read round trip (a 4–48 KB result). With `partial`, a text comes as deltas first."""
     rng = random.Random(seed)
-    yield _line({"type": "system", "subtype": "init", "session_id": SESSION,
-                 "model": "claude-bench", "tools": ["Read", "Glob", "Grep"], "cwd": "/bench"})
+    yield _line(
+        {
+            "type": "system",
+            "subtype": "init",
+            "session_id": SESSION,
+            "model": "claude-bench",
+            "tools": ["Read", "Glob", "Grep"],
+            "cwd": "/bench",
+        }
+    )
     written = 0
     n = 0
     text = ""
@@ -107,18 +128,32 @@ def claude_stream(size: int, *, seed: int = 6, partial: bool = False, calls: boo
             lines.append(_assistant(msg_id, {"type": "text", "text": text}))
         else:
             tool_id = f"toolu_bench{n:08}"
-            result = {"tool_use_id": tool_id, "type": "tool_result",
-                      "content": file_body(rng, rng.randint(4_000, 48_000))}
-            lines = [_assistant(msg_id, {"type": "tool_use", "id": tool_id, "name": "Read",
-                                         "input": {"file_path": f"/bench/src/m{n}.py"}}),
-                     _line({"type": "user", "message": {"role": "user", "content": [result]},
-                            **_common()})]
+            result = {
+                "tool_use_id": tool_id,
+                "type": "tool_result",
+                "content": file_body(rng, rng.randint(4_000, 48_000)),
+            }
+            lines = [
+                _assistant(
+                    msg_id,
+                    {"type": "tool_use", "id": tool_id, "name": "Read", "input": {"file_path": f"/bench/src/m{n}.py"}},
+                ),
+                _line({"type": "user", "message": {"role": "user", "content": [result]}, **_common()}),
+            ]
         for line in lines:
             written += len(line.encode())
             yield line
-    yield _line({"type": "result", "subtype": "success", "is_error": False, "result": text,
-                 "session_id": SESSION, "total_cost_usd": 0.5,
-                 "usage": {"input_tokens": 1000, "output_tokens": 1000}})
+    yield _line(
+        {
+            "type": "result",
+            "subtype": "success",
+            "is_error": False,
+            "result": text,
+            "session_id": SESSION,
+            "total_cost_usd": 0.5,
+            "usage": {"input_tokens": 1000, "output_tokens": 1000},
+        }
+    )
 
 
 def write_stream(path: Path, size: int, **options: Any) -> Path:

@@ -2,23 +2,26 @@
 baseline that only does json.loads per line (CPU time); and the same stream read from a child
 process's pipe through the readers crew uses (Child.lines for a process per turn, LiveProcess.read
 for a live CLI), against readline + json.loads on the same pipe (wall time)."""
+
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Callable, Iterable
+
+from crewbridge.providers.claude import ClaudeDecoder
 
 from bench.common import Row, Settings, kill_group, paired, ratio_row, scratch
 from bench.streams import write_stream
 from crewbridge.errors import ProviderError
 from crewbridge.events import Event, MessageEnd, Text
 from crewbridge.extract import Extractor
-from crewbridge.process import Child
-from crewbridge.providers.claude import ClaudeDecoder
 from crewbridge.peer import LiveProcess
+from crewbridge.process import Child
 
 TARGET = 1.5
 
@@ -29,13 +32,14 @@ def stream_file(settings: Settings, *, partial: bool) -> Path:
     return write_stream(scratch("streams") / name, size, partial=partial)
 
 
-def timed(func: Callable[[], object],
-          clock: Callable[[], float] = time.perf_counter) -> Callable[[], float]:
+def timed(func: Callable[[], object], clock: Callable[[], float] = time.perf_counter) -> Callable[[], float]:
     """A measurement: how long `func()` takes by `clock` (time.process_time: this process's CPU)."""
+
     def measure() -> float:
         start = clock()
         func()
         return clock() - start
+
     return measure
 
 
@@ -53,26 +57,47 @@ def run(settings: Settings) -> list[Row]:
         megabytes = path.stat().st_size / 1e6
         calls = count_calls(lines)
 
-        def baseline() -> None:
+        def baseline(lines: list[str] = lines) -> None:
             for line in lines:
                 json.loads(line)
 
-        mine, theirs, ratios = paired(timed(lambda: count_calls(lines), time.process_time),
-                                      timed(baseline, time.process_time), settings.repeats(7, 3))
+        mine, theirs, ratios = paired(
+            timed(functools.partial(count_calls, lines), time.process_time),
+            timed(baseline, time.process_time),
+            settings.repeats(7, 3),
+        )
         kind = "text deltas" if partial else "whole messages"
-        rows.append(ratio_row("1 throughput", f"decode+extract, {megabytes:.0f} MB of {kind} "
-                              f"({calls} calls), CPU vs json.loads per line", mine, theirs, ratios,
-                              unit="s", scale=1, target=TARGET,
-                              note=f"{megabytes / min(mine):.0f} MB/s at best"))
+        rows.append(
+            ratio_row(
+                "1 throughput",
+                f"decode+extract, {megabytes:.0f} MB of {kind} ({calls} calls), CPU vs json.loads per line",
+                mine,
+                theirs,
+                ratios,
+                unit="s",
+                scale=1,
+                target=TARGET,
+                note=f"{megabytes / min(mine):.0f} MB/s at best",
+            )
+        )
     path = stream_file(settings, partial=True)
-    readers = {"Child.lines (a process per turn)": _child_reader,
-               "LiveProcess.read (a live CLI)": _live_reader}
+    readers = {"Child.lines (a process per turn)": _child_reader, "LiveProcess.read (a live CLI)": _live_reader}
     for name, reader in readers.items():
-        mine, theirs, ratios = paired(timed(lambda: reader(path)),
-                                      timed(lambda: _plain_reader(path)), settings.repeats(5, 2))
-        rows.append(ratio_row("1 throughput", f"the deltas from a pipe through {name}, wall vs "
-                              "readline + json.loads", mine, theirs, ratios, unit="s", scale=1,
-                              target=TARGET))
+        mine, theirs, ratios = paired(
+            timed(functools.partial(reader, path)), timed(lambda: _plain_reader(path)), settings.repeats(5, 2)
+        )
+        rows.append(
+            ratio_row(
+                "1 throughput",
+                f"the deltas from a pipe through {name}, wall vs readline + json.loads",
+                mine,
+                theirs,
+                ratios,
+                unit="s",
+                scale=1,
+                target=TARGET,
+            )
+        )
     return rows
 
 

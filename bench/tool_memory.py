@@ -6,6 +6,7 @@ Each call runs in a fresh interpreter (bench/tool_memory_worker.py), so one does
 another's heap. To measure another checkout's tools (main, before a change), give
 its interpreter: `python bench/tool_memory.py --python /work/main/.venv/bin/python --size 20`
 (sizes in MB; an edit that holds the file costs dozens of times its size; --only read_file,grep)."""
+
 from __future__ import annotations
 
 import argparse
@@ -18,7 +19,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: make `bench` and `crewbridge` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import PYTHON, Row, Settings, scratch  # noqa: E402
+from bench.common import PYTHON, Row, Settings, scratch
 
 TARGET_MB = 16.0
 NAME = "one-line.txt"
@@ -45,8 +46,9 @@ def one_line_file(size: int) -> Path:
 
 def measure(folder: Path, tool: str, python: str = PYTHON) -> dict[str, Any]:
     worker = Path(__file__).with_name("tool_memory_worker.py")
-    out = subprocess.run([python, str(worker), str(folder), tool, json.dumps(CALLS[tool])], capture_output=True,
-                         text=True, timeout=900)
+    out = subprocess.run(
+        [python, str(worker), str(folder), tool, json.dumps(CALLS[tool])], capture_output=True, text=True, timeout=900
+    )
     if out.returncode != 0:
         return {"failed": out.stderr.strip().splitlines()[-1] if out.stderr.strip() else f"exit {out.returncode}"}
     return dict(json.loads(out.stdout))
@@ -60,9 +62,17 @@ def rows(size: int, python: str = PYTHON, tools: list[str] | None = None) -> lis
         if "failed" in got:
             found.append(Row("9 tool memory", what, float("nan"), "MB", target=TARGET_MB, note=got["failed"]))
             continue
-        found.append(Row("9 tool memory", what, got["peak"] - got["baseline"], "MB", target=TARGET_MB,
-                         note=f"baseline {got['baseline']:.0f} MB, peak {got['peak']:.0f} MB; "
-                              f"{'ok' if got['success'] else 'error'}: {got['result']}"))
+        found.append(
+            Row(
+                "9 tool memory",
+                what,
+                got["peak"] - got["baseline"],
+                "MB",
+                target=TARGET_MB,
+                note=f"baseline {got['baseline']:.0f} MB, peak {got['peak']:.0f} MB; "
+                f"{'ok' if got['success'] else 'error'}: {got['result']}",
+            )
+        )
     return found
 
 

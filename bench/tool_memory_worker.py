@@ -4,14 +4,16 @@ the interpreter running it, so that another checkout's tools can be measured the
 
     python bench/tool_memory_worker.py FOLDER TOOL INPUT_JSON
 """
+
 from __future__ import annotations
 
 import json
 import sys
 from pathlib import Path
 
-from crewbridge.registry import ToolContext
 from crewbridge.tools import builtin_registry
+
+from crewbridge.registry import ToolContext
 
 
 def status_mb() -> dict[str, float]:
@@ -27,8 +29,16 @@ def main(folder: str, tool: str, data: str) -> None:
     Path("/proc/self/clear_refs").write_text("5")  # forget the peak of the imports: VmHWM = VmRSS
     result = registry.call(f"crew:{tool}", json.loads(data), ToolContext(Path(folder))).to_dict()
     shown = result["error"] or json.dumps(result["data"], ensure_ascii=False)
-    print(json.dumps({"baseline": baseline, "peak": status_mb()["VmHWM"], "success": result["success"],
-                      "result": shown if len(shown) <= 210 else f"{shown[:60]}…{shown[-150:]}"}))
+    print(
+        json.dumps(
+            {
+                "baseline": baseline,
+                "peak": status_mb()["VmHWM"],
+                "success": result["success"],
+                "result": shown if len(shown) <= 210 else f"{shown[:60]}…{shown[-150:]}",
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ measured the same way. It imports the crewbridge of the interpreter running it.
     python -m bench.worker steps CLI TURNS        # bench/steps.py: ms per tool turn, by step
     python -m bench.worker parse-stages FILE      # bench/parse_stages.py: CPU ms by stage
 """
+
 from __future__ import annotations
 
 import json

@@ -22,18 +22,17 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from clienv import cli_env
-from crewcli import CREW, tool_block
-from mockserver import MockServer, tool_call
-
-from crewbridge import providers
-from crewbridge.config import AgentSpec
-from crewbridge.conversation import new_conversation
-from crewbridge.loop import AgentLoop
-from crewbridge.policy import Policy
 from crewbridge.providers.base import Turn
 from crewbridge.providers.live_gemini_acp import GeminiAcpConversation
 from crewbridge.tools import builtin_registry
+
+from clienv import cli_env
+from crewbridge import providers
+from crewbridge.config import AgentSpec
+from crewbridge.loop import AgentLoop
+from crewbridge.policy import Policy
+from crewcli import CREW, tool_block
+from mockserver import MockServer, tool_call
 
 RUNS = int(sys.argv[1]) if len(sys.argv) > 1 else 5
 SECRET, ANSWER, TASK = "the launch code is 7-4-1", "The code is 7-4-1.", "what does notes.txt say?"
@@ -52,29 +51,52 @@ def loop_run(conversation_class, mock, env, work):
     seen = []
     start = time.perf_counter()
     conversation = conversation_class(providers.load("gemini"), Turn(prompt="", native=True), cwd=work, env=env)
-    loop = AgentLoop("gemini", conversation, builtin_registry(), Policy(AgentSpec("gemini", "gemini"), "query"),
-                     workdir=work, timeout=90, on_progress=lambda p: seen.append(p.kind))
+    loop = AgentLoop(
+        "gemini",
+        conversation,
+        builtin_registry(),
+        Policy(AgentSpec("gemini", "gemini"), "query"),
+        workdir=work,
+        timeout=90,
+        on_progress=lambda p: seen.append(p.kind),
+    )
     result = loop.run(TASK)
     wall = time.perf_counter() - start
     assert result.answer == ANSWER, result.answer
     first, second = mock.requests[:2]
     assert SECRET in second.text()
-    return {"gap": second.received - first.ended, "wall": wall,
-            "seen": "call" in seen and "result" in seen and bool(result.tool_calls)}
+    return {
+        "gap": second.received - first.ended,
+        "wall": wall,
+        "seen": "call" in seen and "result" in seen and bool(result.tool_calls),
+    }
 
 
 def crew_run(via, mock, env, work):
     mock.requests.clear()
-    call = tool_call("read_file", {"path": "notes.txt"}) if via == "native" else \
-        tool_block("crew:read_file", path="notes.txt")
+    call = (
+        tool_call("read_file", {"path": "notes.txt"})
+        if via == "native"
+        else tool_block("crew:read_file", path="notes.txt")
+    )
     mock.script(call, ANSWER)
     start = time.perf_counter()
-    done = subprocess.run([*CREW, "query", "--tools-via", via, f"@gemini {TASK}"], cwd=work, env=env,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [*CREW, "query", "--tools-via", via, f"@gemini {TASK}"],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     wall = time.perf_counter() - start
     assert done.returncode == 0 and ANSWER in done.stdout, done.stderr
-    return {"requests": len(mock.requests), "chars": len(json.dumps(mock.requests[0].body)), "wall": wall,
-            "gap": mock.requests[1].received - mock.requests[0].ended}
+    return {
+        "requests": len(mock.requests),
+        "chars": len(json.dumps(mock.requests[0].body)),
+        "wall": wall,
+        "gap": mock.requests[1].received - mock.requests[0].ended,
+    }
 
 
 def show(name, runs, *keys):
@@ -83,9 +105,11 @@ def show(name, runs, *keys):
         values = [run[key] for run in runs]
         if key in ("gap", "wall"):
             scale, unit = (1000, "ms") if key == "gap" else (1, "s")
-            parts.append(f"{key} median {statistics.median(values) * scale:.{0 if scale > 1 else 2}f} {unit} "
-                         f"(min {min(values) * scale:.{0 if scale > 1 else 2}f}, "
-                         f"max {max(values) * scale:.{0 if scale > 1 else 2}f})")
+            parts.append(
+                f"{key} median {statistics.median(values) * scale:.{0 if scale > 1 else 2}f} {unit} "
+                f"(min {min(values) * scale:.{0 if scale > 1 else 2}f}, "
+                f"max {max(values) * scale:.{0 if scale > 1 else 2}f})"
+            )
         else:
             parts.append(f"{key} {sorted(set(values))}")
     print(f"{name:<28} n={len(runs)}  " + "  ".join(parts))

@@ -85,9 +85,7 @@ with MockServer() as claude_mock, MockServer() as gemini_mock:
         "notes.txt now says the window is Tuesday 14:00 UTC.",
         reply(
             edit("README.md", "Fridays", "Tuesdays"),
-            tool_block(
-                "crew:dispute", finding=2, reason="notes.txt already gives the time zone: 14:00 UTC on line 1"
-            ),
+            tool_block("crew:dispute", finding=2, reason="notes.txt already gives the time zone: 14:00 UTC on line 1"),
         ),
         "README.md now says Tuesdays; I disputed finding 2, since notes.txt already says UTC.",
     )
@@ -112,7 +110,7 @@ with MockServer() as claude_mock, MockServer() as gemini_mock:
     gemini_mock.script(verdict("changes", ("README.md", 3, "high", "README.md still says we deploy on Fridays")))
     run(
         env,
-        "crew execute --json --review gemini --rounds 1 \"@claude move the deploy window in notes.txt to Tuesday\" "
+        'crew execute --json --review gemini --rounds 1 "@claude move the deploy window in notes.txt to Tuesday" '
         "| jq '{answer, error, exit_code, review}'",
     )
     git(shop, "checkout", "-q", ".")

@@ -1,5 +1,6 @@
 """Scratch homes and environments that point the real claude, gemini and codex CLIs (and the
-third-party CLIs crew drives by configuration alone: llm, qwen, opencode) at the mock, and `run_cli`, which runs one provider turn through crew's own process handling and decodes it.
+third-party CLIs crew drives by configuration alone: llm, qwen, opencode) at the mock, and `run_cli`,
+which runs one provider turn through crew's own process handling and decodes it.
 
 `cli_env(name, mock_url, home)` writes the settings files DESIGN.md describes under `home` (a fresh
 directory per test) and returns the complete environment to run that CLI with. Nothing of the
@@ -7,6 +8,7 @@ caller's own credentials or CLI settings leaks in, and nothing leaves 127.0.0.1:
 is the mock, and every HTTP(S) proxy variable points at the mock too, which refuses and records any
 request for another host (`MockServer.problems`).
 """
+
 from __future__ import annotations
 
 import configparser
@@ -15,24 +17,29 @@ import os
 import shutil
 import sys
 import time
-from importlib.metadata import PackageNotFoundError, version
 from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import pytest
+from crewbridge.providers.base import Turn
 
 from crewbridge import providers
 from crewbridge.events import Done, Event, Failure, Session, Text, Usage
 from crewbridge.process import Child
-from crewbridge.providers.base import Turn
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = REPO / "node_modules" / ".bin"  # where `npm install` in the repo root puts the pinned CLIs
 VENV_BIN = Path(sys.executable).parent  # where pip puts the pinned PyPI CLIs (setup.cfg's test extra)
 CLIS = ("claude", "gemini", "codex")  # the built-in providers
-PACKAGES = {"claude": "@anthropic-ai/claude-code", "gemini": "@google/gemini-cli",
-            "codex": "@openai/codex", "qwen": "@qwen-code/qwen-code", "opencode": "opencode-ai",
-            "conformance": "@modelcontextprotocol/conformance"}  # the official MCP conformance suite
+PACKAGES = {
+    "claude": "@anthropic-ai/claude-code",
+    "gemini": "@google/gemini-cli",
+    "codex": "@openai/codex",
+    "qwen": "@qwen-code/qwen-code",
+    "opencode": "opencode-ai",
+    "conformance": "@modelcontextprotocol/conformance",
+}  # the official MCP conformance suite
 PYPI = {"llm": "llm"}  # CLIs installed from PyPI, by command
 
 # Variables of the caller's environment that could carry real credentials or redirect a CLI.
@@ -49,13 +56,14 @@ def require_cli(name: str, repo: Path = REPO) -> str:
     hint = f"run `npm install` in {repo} (package.json and its lock pin the versions)"
     path = shutil.which(name, path=str(repo / "node_modules" / ".bin"))
     if path is None:
-        pytest.fail(f"real CLI '{name}' not found in {repo / 'node_modules' / '.bin'}; {hint}",
-                    pytrace=False)
+        pytest.fail(f"real CLI '{name}' not found in {repo / 'node_modules' / '.bin'}; {hint}", pytrace=False)
     pinned = json.loads((repo / "package.json").read_text())["dependencies"][PACKAGES[name]]
     installed = json.loads((repo / "node_modules" / PACKAGES[name] / "package.json").read_text())
     if installed["version"] != pinned:
-        pytest.fail(f"{PACKAGES[name]} {installed['version']} is installed but package.json pins "
-                    f"{pinned}; {hint}", pytrace=False)
+        pytest.fail(
+            f"{PACKAGES[name]} {installed['version']} is installed but package.json pins {pinned}; {hint}",
+            pytrace=False,
+        )
     return path
 
 
@@ -73,8 +81,7 @@ def _require_pypi(name: str, repo: Path) -> str:
     if path is None or installed is None:
         pytest.fail(f"real CLI '{name}' not found in {VENV_BIN}; {hint}", pytrace=False)
     if installed != pinned:
-        pytest.fail(f"{PYPI[name]} {installed} is installed but setup.cfg pins {pinned}; {hint}",
-                    pytrace=False)
+        pytest.fail(f"{PYPI[name]} {installed} is installed but setup.cfg pins {pinned}; {hint}", pytrace=False)
     return path
 
 
@@ -83,31 +90,49 @@ def cli_env(name: str, mock_url: str, home: Path) -> dict[str, str]:
     if name not in _SETUP:
         raise ValueError(f"no environment for CLI {name!r}; known: {', '.join(_SETUP)}")
     home.mkdir(parents=True, exist_ok=True)
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(_VENDOR_PREFIXES) and k not in _PROXY_VARS
-           and k.upper() != "NO_PROXY"}
-    env.update(HOME=str(home), PATH=os.pathsep.join([str(BIN), str(VENV_BIN), env.get("PATH", "")]),
-               XDG_CONFIG_HOME=str(home / ".config"), XDG_CACHE_HOME=str(home / ".cache"),
-               XDG_DATA_HOME=str(home / ".local" / "share"),
-               XDG_STATE_HOME=str(home / ".local" / "state"),
-               NO_COLOR="1", NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost")
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(_VENDOR_PREFIXES) and k not in _PROXY_VARS and k.upper() != "NO_PROXY"
+    }
+    env.update(
+        HOME=str(home),
+        PATH=os.pathsep.join([str(BIN), str(VENV_BIN), env.get("PATH", "")]),
+        XDG_CONFIG_HOME=str(home / ".config"),
+        XDG_CACHE_HOME=str(home / ".cache"),
+        XDG_DATA_HOME=str(home / ".local" / "share"),
+        XDG_STATE_HOME=str(home / ".local" / "state"),
+        NO_COLOR="1",
+        NO_PROXY="127.0.0.1,localhost",
+        no_proxy="127.0.0.1,localhost",
+    )
     env.update({var: mock_url for var in _PROXY_VARS})
     env.update(_SETUP[name](mock_url, home))
     return env
 
 
 def _claude(mock_url: str, home: Path) -> dict[str, str]:
-    return {"ANTHROPIC_BASE_URL": mock_url, "ANTHROPIC_API_KEY": "dummy",
-            "CLAUDE_CODE_MAX_RETRIES": "0", "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1",
-            "DISABLE_ERROR_REPORTING": "1", "DISABLE_BUG_COMMAND": "1",
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
+    return {
+        "ANTHROPIC_BASE_URL": mock_url,
+        "ANTHROPIC_API_KEY": "dummy",
+        "CLAUDE_CODE_MAX_RETRIES": "0",
+        "DISABLE_TELEMETRY": "1",
+        "DISABLE_AUTOUPDATER": "1",
+        "DISABLE_ERROR_REPORTING": "1",
+        "DISABLE_BUG_COMMAND": "1",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    }
 
 
 # privacy.usageStatisticsEnabled (default on) sends usage to play.googleapis.com.
 GEMINI_SETTINGS = {
     "security": {"auth": {"selectedType": "gemini-api-key"}},
-    "general": {"maxAttempts": 1, "enableAutoUpdate": False, "enableAutoUpdateNotification": False,
-                "sessionRetention": {"enabled": False}},
+    "general": {
+        "maxAttempts": 1,
+        "enableAutoUpdate": False,
+        "enableAutoUpdateNotification": False,
+        "sessionRetention": {"enabled": False},
+    },
     "telemetry": {"enabled": False},
     "privacy": {"usageStatisticsEnabled": False},
 }
@@ -120,8 +145,7 @@ def _settings(path: Path, settings: dict) -> None:
 
 def _gemini(mock_url: str, home: Path) -> dict[str, str]:
     _settings(home / ".gemini" / "settings.json", GEMINI_SETTINGS)
-    return {"GEMINI_API_KEY": "dummy", "GOOGLE_GEMINI_BASE_URL": mock_url,
-            "GEMINI_CLI_TRUST_WORKSPACE": "true"}
+    return {"GEMINI_API_KEY": "dummy", "GOOGLE_GEMINI_BASE_URL": mock_url, "GEMINI_CLI_TRUST_WORKSPACE": "true"}
 
 
 # [analytics] (default on for exec) sends metrics to ab.chatgpt.com. No `model`: codex's default is
@@ -162,7 +186,8 @@ def _llm(mock_url: str, home: Path) -> dict[str, str]:
     user_path = home / "llm"
     user_path.mkdir(parents=True, exist_ok=True)
     (user_path / "extra-openai-models.yaml").write_text(
-        f'- model_id: mock\n  model_name: mock-model\n  api_base: "{mock_url}/v1"\n')
+        f'- model_id: mock\n  model_name: mock-model\n  api_base: "{mock_url}/v1"\n'
+    )
     (user_path / "default_model.txt").write_text("mock")  # as `llm models default mock` writes it
     return {"LLM_USER_PATH": str(user_path)}
 
@@ -180,8 +205,7 @@ QWEN_SETTINGS = {
 
 def _qwen(mock_url: str, home: Path) -> dict[str, str]:
     _settings(home / ".qwen" / "settings.json", QWEN_SETTINGS)
-    return {"OPENAI_BASE_URL": f"{mock_url}/v1", "OPENAI_API_KEY": "dummy",
-            "OPENAI_MODEL": "mock-model"}
+    return {"OPENAI_BASE_URL": f"{mock_url}/v1", "OPENAI_API_KEY": "dummy", "OPENAI_MODEL": "mock-model"}
 
 
 def _opencode(mock_url: str, home: Path) -> dict[str, str]:
@@ -189,18 +213,30 @@ def _opencode(mock_url: str, home: Path) -> dict[str, str]:
     Without the variables it fetches a model list from models.opencode.ai and checks for updates; on
     each run it also installs its plugin package into the config directory in the background, from
     the npm registry, here the mock (which answers 404)."""
-    config = {"$schema": "https://opencode.ai/config.json", "model": "mock/mock-model",
-              "autoupdate": False, "share": "disabled",
-              "provider": {"mock": {"npm": "@ai-sdk/openai-compatible", "name": "mock",
-                                    "options": {"baseURL": f"{mock_url}/v1", "apiKey": "dummy"},
-                                    "models": {"mock-model": {"name": "mock-model"}}}}}
+    config = {
+        "$schema": "https://opencode.ai/config.json",
+        "model": "mock/mock-model",
+        "autoupdate": False,
+        "share": "disabled",
+        "provider": {
+            "mock": {
+                "npm": "@ai-sdk/openai-compatible",
+                "name": "mock",
+                "options": {"baseURL": f"{mock_url}/v1", "apiKey": "dummy"},
+                "models": {"mock-model": {"name": "mock-model"}},
+            }
+        },
+    }
     _settings(home / ".config" / "opencode" / "opencode.json", config)
-    return {"OPENCODE_DISABLE_MODELS_FETCH": "true", "OPENCODE_DISABLE_AUTOUPDATE": "true",
-            "OPENCODE_DISABLE_DEFAULT_PLUGINS": "true", "npm_config_registry": f"{mock_url}/npm/"}
+    return {
+        "OPENCODE_DISABLE_MODELS_FETCH": "true",
+        "OPENCODE_DISABLE_AUTOUPDATE": "true",
+        "OPENCODE_DISABLE_DEFAULT_PLUGINS": "true",
+        "npm_config_registry": f"{mock_url}/npm/",
+    }
 
 
-_SETUP = {"claude": _claude, "gemini": _gemini, "codex": _codex, "llm": _llm, "qwen": _qwen,
-          "opencode": _opencode}
+_SETUP = {"claude": _claude, "gemini": _gemini, "codex": _codex, "llm": _llm, "qwen": _qwen, "opencode": _opencode}
 
 
 @dataclass
@@ -220,8 +256,7 @@ class Run:
 
     @property
     def session_id(self) -> str | None:
-        return next((e.session_id for e in self.events if isinstance(e, Session) and e.session_id),
-                    None)
+        return next((e.session_id for e in self.events if isinstance(e, Session) and e.session_id), None)
 
     @property
     def failures(self) -> list[Failure]:
@@ -241,8 +276,13 @@ def run_cli(name: str, turn: Turn, env: dict[str, str], cwd: Path, timeout: floa
     """Run `turn` through provider `name` (prompt on stdin) and decode its whole output."""
     provider = providers.load(name)
     start = time.monotonic()
-    child = Child(provider.argv(turn), env={**provider.env(), **env}, cwd=cwd, stdin=turn.prompt,
-                  install_hint=provider.install_hint)
+    child = Child(
+        provider.argv(turn),
+        env={**provider.env(), **env},
+        cwd=cwd,
+        stdin=turn.prompt,
+        install_hint=provider.install_hint,
+    )
     try:
         lines = list(child.lines(deadline=start + timeout))
         returncode = child.wait()

@@ -1,19 +1,18 @@
 """Shared fixtures: the mock model server, the real CLIs (pinned), and their scratch environments."""
+
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import pytest
 
-from crewbridge import beneath, process
-
 from clienv import CLIS, require_cli
 from clienv import cli_env as build_env
-from mockserver import MockServer
-
+from crewbridge import beneath, process
 from crewbridge.sandbox import MECHANISM_ENV, Sandboxing
+from mockserver import MockServer
 
 
 @pytest.fixture
@@ -37,9 +36,11 @@ def cli_env(mock_server: MockServer, tmp_path: Path) -> Callable[[str], dict[str
     """`cli_env(name)`: the environment for real CLI `name`, with a scratch HOME under this test's
     tmp_path and the model API pointed at `mock_server`. The same name gives the same HOME, so a
     second turn finds the first turn's session."""
+
     def env(name: str) -> dict[str, str]:
         require_cli(name)
         return build_env(name, mock_server.url, tmp_path / f"home-{name}")
+
     return env
 
 
@@ -76,9 +77,12 @@ def started_clis(monkeypatch: pytest.MonkeyPatch) -> list[process.Child]:
     """Every CLI process crew starts from now on, in order."""
     children: list[process.Child] = []
     spawn = process.Child.__init__
-    monkeypatch.setattr(process.Child, "__init__",
-                        lambda self, argv, **kw: (children.append(self), spawn(self, argv, **kw))[1])
+    monkeypatch.setattr(
+        process.Child, "__init__", lambda self, argv, **kw: (children.append(self), spawn(self, argv, **kw))[1]
+    )
     return children
+
+
 @pytest.fixture(params=["bwrap", "landlock"])
 def sandboxing(request: pytest.FixtureRequest) -> Sandboxing:
     """Each real sandbox mechanism in turn (bubblewrap, then Landlock), as `--sandbox required` gets

@@ -6,6 +6,7 @@ scratch HOME and XDG directories (so no user crew.yaml is found and transcripts 
 directory). `FakeModel` is a CLI described in crew.yaml under `providers:` that answers each prompt
 with the next scripted reply and records the prompts. `executable` writes any other small fake.
 """
+
 from __future__ import annotations
 
 import json
@@ -14,8 +15,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 CREW = [sys.executable, "-m", "crewbridge"]
 
@@ -24,20 +26,35 @@ def crew_env(home: Path, **extra: str) -> dict[str, str]:
     """This process's environment with a scratch HOME (XDG directories under it) and `extra`."""
     home.mkdir(parents=True, exist_ok=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("XDG_", "CREW_"))}
-    env.update(HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"),
-               XDG_STATE_HOME=str(home / ".local" / "state"), NO_COLOR="1", **extra)
+    env.update(
+        HOME=str(home),
+        XDG_CONFIG_HOME=str(home / ".config"),
+        XDG_STATE_HOME=str(home / ".local" / "state"),
+        NO_COLOR="1",
+        **extra,
+    )
     return env
 
 
-def start_crew(args: Sequence[str], *, env: dict[str, str], cwd: Path,
-               stdin: int | None = subprocess.DEVNULL) -> subprocess.Popen[str]:
+def start_crew(
+    args: Sequence[str], *, env: dict[str, str], cwd: Path, stdin: int | None = subprocess.DEVNULL
+) -> subprocess.Popen[str]:
     """Start `crew ARGS` in its own process group (so a test can always end all of it)."""
-    return subprocess.Popen([*CREW, *args], cwd=cwd, env=env, stdin=stdin, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    return subprocess.Popen(
+        [*CREW, *args],
+        cwd=cwd,
+        env=env,
+        stdin=stdin,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
 
 
-def run_crew(args: Sequence[str], *, env: dict[str, str], cwd: Path, input: str | None = None,
-             timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
+def run_crew(
+    args: Sequence[str], *, env: dict[str, str], cwd: Path, input: str | None = None, timeout: float = 120.0
+) -> subprocess.CompletedProcess[str]:
     """Run `crew ARGS` to its end; stdin is /dev/null unless `input` is given."""
     proc = start_crew(args, env=env, cwd=cwd, stdin=subprocess.DEVNULL if input is None else subprocess.PIPE)
     try:
@@ -90,8 +107,11 @@ def _processes_in(directory: Path) -> list[str]:
             continue
         try:
             places = [Path(os.readlink(entry / "cwd"))]
-            places += [Path(os.fsdecode(var[5:])) for var in (entry / "environ").read_bytes().split(b"\0")
-                       if var.startswith(b"HOME=/")]
+            places += [
+                Path(os.fsdecode(var[5:]))
+                for var in (entry / "environ").read_bytes().split(b"\0")
+                if var.startswith(b"HOME=/")
+            ]
             command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue

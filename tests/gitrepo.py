@@ -1,4 +1,5 @@
 """Scratch git repositories for the tests of worktrees and reviews."""
+
 from __future__ import annotations
 
 import subprocess

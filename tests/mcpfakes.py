@@ -1,6 +1,7 @@
 """Small honest fakes for the MCP tests: a loop's Channel, a configuration whose call waits until
 it is cancelled or released (so a test can act while a call runs), and a project for `crew mcp`
 whose agent never answers."""
+
 from __future__ import annotations
 
 import subprocess
@@ -11,6 +12,7 @@ from pathlib import Path
 from crewbridge.mcp.core import McpCore
 from crewbridge.registry import Tool, ToolResult
 from crewcli import CREW, crew_env, executable, running, write_config
+
 
 class FakeChannel:
     """A loop's channel: read_file answers, any other tool fails; `error` is raised by every call."""
@@ -74,10 +76,14 @@ def mcp_project(tmp_path: Path, **agents: dict) -> Path:
     (work / "notes.txt").write_text("deploy window: Tuesday\n")
     (tmp_path / "pids").mkdir()
     slow = executable(tmp_path / "bin" / "slow", SLOW)
-    write_config(work / "crew.yaml", providers={"slow": {"command": [str(slow)], "state_dirs": ["$FAKE_PIDS"]}},
-                 agents={"slow": {"provider": "slow"}, **agents})
-    subprocess.run([*CREW, "config", "trust", str(work / "crew.yaml")], env=env_for(tmp_path), check=True,
-                   capture_output=True)
+    write_config(
+        work / "crew.yaml",
+        providers={"slow": {"command": [str(slow)], "state_dirs": ["$FAKE_PIDS"]}},
+        agents={"slow": {"provider": "slow"}, **agents},
+    )
+    subprocess.run(
+        [*CREW, "config", "trust", str(work / "crew.yaml")], env=env_for(tmp_path), check=True, capture_output=True
+    )
     return work
 
 
@@ -92,8 +98,11 @@ def slow_pid(tmp_path: Path) -> int:
     for _ in range(200):
         if path.exists() and path.read_text().strip():
             slow = str(tmp_path / "bin" / "slow")  # its command line starts with it, or with python and it
-            found = [int(entry.name) for entry in Path("/proc").iterdir()
-                     if entry.name.isdigit() and slow in _argv(entry)[:2]]
+            found = [
+                int(entry.name)
+                for entry in Path("/proc").iterdir()
+                if entry.name.isdigit() and slow in _argv(entry)[:2]
+            ]
             return found[0] if found else int(path.read_text())
         time.sleep(0.05)
     raise AssertionError("the slow process never started")
@@ -107,7 +116,8 @@ def _argv(entry: Path) -> list[str]:
 
 
 def gone(pid: int) -> bool:
-    for _ in range(100):
+    """Whether `pid` ends within 30 s (a bound for a loaded machine, not a speed check)."""
+    for _ in range(600):
         if not running(pid):
             return True
         time.sleep(0.05)

@@ -15,6 +15,7 @@ The CLIs' auxiliary calls (Gemini's routing call, token counts, probes) are answ
 consuming the script and recorded apart, in `aux`. The server also serves as the HTTP(S) proxy the
 CLIs are given: anything that tries to reach another host is refused and recorded in `problems`.
 """
+
 from __future__ import annotations
 
 import json
@@ -23,18 +24,30 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 from urllib.parse import urlsplit
 
 GEMINI_PATH = re.compile(r"^/v1beta/models/(?P<model>[^:/]+):(?P<method>\w+)$")
 # HTTP status → the error type each vendor names in its error body.
-ANTHROPIC_ERRORS = {400: "invalid_request_error", 401: "authentication_error",
-                    403: "permission_error", 404: "not_found_error", 429: "rate_limit_error",
-                    529: "overloaded_error"}
-GEMINI_ERRORS = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED",
-                 404: "NOT_FOUND", 429: "RESOURCE_EXHAUSTED", 503: "UNAVAILABLE"}
+ANTHROPIC_ERRORS = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    429: "rate_limit_error",
+    529: "overloaded_error",
+}
+GEMINI_ERRORS = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    429: "RESOURCE_EXHAUSTED",
+    503: "UNAVAILABLE",
+}
 OPENAI_ERRORS = {401: "invalid_api_key", 429: "rate_limit_exceeded"}
 
 
@@ -102,11 +115,11 @@ class Request:
         if not isinstance(self.body, dict):
             return []
         if self.vendor == "anthropic":
-            return [(m["role"], _anthropic_text(m["content"]))
-                    for m in self.body.get("messages", [])]
+            return [(m["role"], _anthropic_text(m["content"])) for m in self.body.get("messages", [])]
         if self.vendor == "gemini":
-            return [(_role(c.get("role", "user")), _gemini_text(c.get("parts", [])))
-                    for c in self.body.get("contents", [])]
+            return [
+                (_role(c.get("role", "user")), _gemini_text(c.get("parts", []))) for c in self.body.get("contents", [])
+            ]
         if self.vendor == "openai":
             return _openai_messages(self.body.get("input", []))
         if self.vendor == "chat":
@@ -155,8 +168,12 @@ class Request:
         tools in an `additional_tools` input item, grouped in namespaces)."""
         if not isinstance(self.body, dict):
             return []
-        tools = (self.body.get("tools") or []) + [t for item in self.body.get("input") or [] if isinstance(item, dict)
-                         and item.get("type") == "additional_tools" for t in item.get("tools") or []]
+        tools = (self.body.get("tools") or []) + [
+            t
+            for item in self.body.get("input") or []
+            if isinstance(item, dict) and item.get("type") == "additional_tools"
+            for t in item.get("tools") or []
+        ]
         return _flatten(tools)
 
 
@@ -209,8 +226,7 @@ def _openai_messages(items: Any) -> list[tuple[str, str]]:
         kind = item.get("type", "message")
         if kind == "message":
             content = item.get("content")
-            text = content if isinstance(content, str) else "\n".join(
-                c.get("text", "") for c in content or [])
+            text = content if isinstance(content, str) else "\n".join(c.get("text", "") for c in content or [])
             out.append((_role(item.get("role", "user")), text))
         elif kind == "function_call":
             out.append(("assistant", f"{item.get('name')}({item.get('arguments')})"))
@@ -223,10 +239,10 @@ def _openai_messages(items: Any) -> list[tuple[str, str]]:
 def _chat_message(message: dict[str, Any]) -> tuple[str, str]:
     """One Chat Completions message as (role, text): text parts joined, tool calls as name(args)."""
     content = message.get("content")
-    parts = [content] if isinstance(content, str) else [
-        c.get("text", "") for c in content or [] if isinstance(c, dict)]
-    parts += [f"{call['function']['name']}({call['function'].get('arguments')})"
-              for call in message.get("tool_calls") or []]
+    parts = [content] if isinstance(content, str) else [c.get("text", "") for c in content or [] if isinstance(c, dict)]
+    parts += [
+        f"{call['function']['name']}({call['function'].get('arguments')})" for call in message.get("tool_calls") or []
+    ]
     return _role(message.get("role", "user")), "\n".join(parts)
 
 
@@ -251,9 +267,9 @@ class MockServer:
         self._stopping = threading.Event()  # ends the delays of replies still streaming
         self._httpd = _Server(("127.0.0.1", 0), _Handler)
         self._httpd.mock = self
-        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,),
-                                        name="mock-model-server",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, args=(0.05,), name="mock-model-server", daemon=True
+        )
 
     @property
     def port(self) -> int:
@@ -296,12 +312,13 @@ class MockServer:
             if self._queue:
                 answer = self._queue.pop(0)
                 if answer.tool and answer.tool_name(request) is None:
-                    self.problems.append(f"a call to tool {answer.tool!r} was scripted, but the request "
-                                         f"offered only {request.tool_names()}")
+                    self.problems.append(
+                        f"a call to tool {answer.tool!r} was scripted, but the request "
+                        f"offered only {request.tool_names()}"
+                    )
                 return answer
             self.problems.append(f"script exhausted at {request.method} {request.path}")
-        return error(500, "mock script exhausted: the test scripted fewer replies than the CLI "
-                          "asked for")
+        return error(500, "mock script exhausted: the test scripted fewer replies than the CLI asked for")
 
     def _note(self, request: Request, problem: str | None = None) -> None:
         with self._lock:
@@ -331,21 +348,21 @@ class _Handler(BaseHTTPRequestHandler):
         super().setup()
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
     # -- dispatch -------------------------------------------------------------------------------
 
-    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+    def do_POST(self) -> None:
         self._dispatch()
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         self._dispatch()
 
-    def do_HEAD(self) -> None:  # noqa: N802
+    def do_HEAD(self) -> None:
         self._dispatch()
 
-    def do_CONNECT(self) -> None:  # noqa: N802
+    def do_CONNECT(self) -> None:
         self._refuse(f"CONNECT {self.path}")
 
     def _dispatch(self) -> None:
@@ -362,8 +379,9 @@ class _Handler(BaseHTTPRequestHandler):
         elif route:
             route(request)
         else:  # probes (GET, HEAD) are expected; anything else means the mock lacks a route
-            mock._note(request, None if self.command in ("GET", "HEAD") else
-                       f"unknown route {self.command} {self.path}")
+            mock._note(
+                request, None if self.command in ("GET", "HEAD") else f"unknown route {self.command} {self.path}"
+            )
             self._json(404, {"error": {"message": f"mock: no route for {self.command} {url.path}"}})
 
     def _route(self, request: Request) -> Callable[[Request], None] | None:
@@ -393,10 +411,17 @@ class _Handler(BaseHTTPRequestHandler):
             body: Any = json.loads(raw) if raw else None
         except ValueError:
             body = raw
-        vendor = ("anthropic" if path.startswith("/v1/messages") else
-                  "gemini" if GEMINI_PATH.match(path) else
-                  "openai" if path.startswith("/v1/responses") else
-                  "chat" if path == "/v1/chat/completions" else "")
+        vendor = (
+            "anthropic"
+            if path.startswith("/v1/messages")
+            else "gemini"
+            if GEMINI_PATH.match(path)
+            else "openai"
+            if path.startswith("/v1/responses")
+            else "chat"
+            if path == "/v1/chat/completions"
+            else ""
+        )
         return Request(self.command, path, query, dict(self.headers), body, vendor, received=time.monotonic())
 
     def _body(self) -> bytes:
@@ -411,8 +436,9 @@ class _Handler(BaseHTTPRequestHandler):
         return data
 
     def _refuse(self, what: str) -> None:
-        self.server.mock._note(Request(self.command, self.path, "", dict(self.headers), None),
-                               f"tried to leave 127.0.0.1: {what}")
+        self.server.mock._note(
+            Request(self.command, self.path, "", dict(self.headers), None), f"tried to leave 127.0.0.1: {what}"
+        )
         self.close_connection = True
         self._json(403, {"error": {"message": "mock: outside hosts are not reachable in tests"}})
 
@@ -427,8 +453,7 @@ class _Handler(BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self.wfile.write(data)
 
-    def _stream(self, request: Request, answer: Reply, events: Iterable[tuple[Any, bool]],
-                named: bool = True) -> None:
+    def _stream(self, request: Request, answer: Reply, events: Iterable[tuple[Any, bool]], named: bool = True) -> None:
         """Write SSE events (`event:` line = the data's "type" when `named`), each sent as one HTTP
         chunk at once. An event flagged True carries a text chunk; from the second one on, each
         waits the reply's delay first."""
@@ -461,8 +486,7 @@ class _Handler(BaseHTTPRequestHandler):
         """Token counting (Anthropic, Gemini): a rough count, without consuming the script."""
         self.server.mock._note(request)
         tokens = len(request.text()) // 4 + 1
-        self._json(200, {"input_tokens": tokens} if request.vendor == "anthropic" else
-                   {"totalTokens": tokens})
+        self._json(200, {"input_tokens": tokens} if request.vendor == "anthropic" else {"totalTokens": tokens})
 
     # -- Anthropic Messages ---------------------------------------------------------------------
 
@@ -473,15 +497,30 @@ class _Handler(BaseHTTPRequestHandler):
             error_body = {"type": "error", "error": {"type": kind, "message": answer.message}}
             return self._json(answer.status, error_body)
         # Anthropic counts cache reads apart from input_tokens
-        input_usage = {"input_tokens": answer.input_tokens - answer.cached_tokens,
-                       "cache_read_input_tokens": answer.cached_tokens}
-        message = {"id": f"msg_mock{id(request)}", "type": "message", "role": "assistant",
-                   "model": request.model or "claude-mock", "content": [], "stop_reason": None,
-                   "stop_sequence": None, "usage": {**input_usage, "output_tokens": 1}}
+        input_usage = {
+            "input_tokens": answer.input_tokens - answer.cached_tokens,
+            "cache_read_input_tokens": answer.cached_tokens,
+        }
+        message = {
+            "id": f"msg_mock{id(request)}",
+            "type": "message",
+            "role": "assistant",
+            "model": request.model or "claude-mock",
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": {**input_usage, "output_tokens": 1},
+        }
         if not request.body.get("stream"):
-            return self._json(200, {**message, "content": [{"type": "text", "text": answer.text}],
-                                    "stop_reason": "end_turn",
-                                    "usage": {**input_usage, "output_tokens": answer.output_tokens}})
+            return self._json(
+                200,
+                {
+                    **message,
+                    "content": [{"type": "text", "text": answer.text}],
+                    "stop_reason": "end_turn",
+                    "usage": {**input_usage, "output_tokens": answer.output_tokens},
+                },
+            )
 
         tool = (answer.tool_name(request) or answer.tool) if answer.tool else ""
 
@@ -489,24 +528,45 @@ class _Handler(BaseHTTPRequestHandler):
             yield {"type": "message_start", "message": message}, False
             index = 0
             if answer.chunks or not tool:
-                yield {"type": "content_block_start", "index": 0,
-                       "content_block": {"type": "text", "text": ""}}, False
+                yield {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}, False
                 for chunk in answer.chunks:
-                    yield {"type": "content_block_delta", "index": 0,
-                           "delta": {"type": "text_delta", "text": chunk}}, True
+                    yield (
+                        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": chunk}},
+                        True,
+                    )
                 yield {"type": "content_block_stop", "index": 0}, False
                 index = 1
             if tool:
-                yield {"type": "content_block_start", "index": index,
-                       "content_block": {"type": "tool_use", "id": f"toolu_mock{id(request)}",
-                                         "name": tool, "input": {}}}, False
-                yield {"type": "content_block_delta", "index": index,
-                       "delta": {"type": "input_json_delta",
-                                 "partial_json": json.dumps(answer.arguments)}}, True
+                yield (
+                    {
+                        "type": "content_block_start",
+                        "index": index,
+                        "content_block": {
+                            "type": "tool_use",
+                            "id": f"toolu_mock{id(request)}",
+                            "name": tool,
+                            "input": {},
+                        },
+                    },
+                    False,
+                )
+                yield (
+                    {
+                        "type": "content_block_delta",
+                        "index": index,
+                        "delta": {"type": "input_json_delta", "partial_json": json.dumps(answer.arguments)},
+                    },
+                    True,
+                )
                 yield {"type": "content_block_stop", "index": index}, False
-            yield {"type": "message_delta",
-                   "delta": {"stop_reason": "tool_use" if tool else "end_turn", "stop_sequence": None},
-                   "usage": {"output_tokens": answer.output_tokens}}, False
+            yield (
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": "tool_use" if tool else "end_turn", "stop_sequence": None},
+                    "usage": {"output_tokens": answer.output_tokens},
+                },
+                False,
+            )
             yield {"type": "message_stop"}, False
 
         self._stream(request, answer, events())
@@ -519,14 +579,15 @@ class _Handler(BaseHTTPRequestHandler):
             status = GEMINI_ERRORS.get(answer.status, "INTERNAL")
             error_body = {"code": answer.status, "message": answer.message, "status": status}
             return self._json(answer.status, {"error": error_body})
-        usage = {"promptTokenCount": answer.input_tokens,
-                 "candidatesTokenCount": answer.output_tokens,
-                 "totalTokenCount": answer.input_tokens + answer.output_tokens,
-                 "cachedContentTokenCount": answer.cached_tokens}
+        usage = {
+            "promptTokenCount": answer.input_tokens,
+            "candidatesTokenCount": answer.output_tokens,
+            "totalTokenCount": answer.input_tokens + answer.output_tokens,
+            "cachedContentTokenCount": answer.cached_tokens,
+        }
         parts: list[dict[str, Any]] = [{"text": chunk} for chunk in answer.chunks]
         if answer.tool:
-            parts.append({"functionCall": {"name": answer.tool_name(request) or answer.tool,
-                                           "args": answer.arguments}})
+            parts.append({"functionCall": {"name": answer.tool_name(request) or answer.tool, "args": answer.arguments}})
 
         def events() -> Iterator[tuple[Any, bool]]:
             for i, part in enumerate(parts or [{"text": ""}], 1):
@@ -543,10 +604,15 @@ class _Handler(BaseHTTPRequestHandler):
         (made when no -m is given; wants JSON with a complexity score) and other JSON helpers."""
         self.server.mock._note(request)
         answer = json.dumps({"reasoning": "mock", "complexity_score": 1, "next_speaker": "user"})
-        self._json(200, {"candidates": [{"content": {"parts": [{"text": answer}], "role": "model"},
-                                         "finishReason": "STOP", "index": 0}],
-                         "usageMetadata": {"promptTokenCount": 1, "candidatesTokenCount": 1,
-                                           "totalTokenCount": 2}})
+        self._json(
+            200,
+            {
+                "candidates": [
+                    {"content": {"parts": [{"text": answer}], "role": "model"}, "finishReason": "STOP", "index": 0}
+                ],
+                "usageMetadata": {"promptTokenCount": 1, "candidatesTokenCount": 1, "totalTokenCount": 2},
+            },
+        )
 
     # -- OpenAI Responses -----------------------------------------------------------------------
 
@@ -565,21 +631,33 @@ class _Handler(BaseHTTPRequestHandler):
             return self._json(answer.status, {"error": error_body})
         ids = {"item_id": f"msg_mock{id(request)}", "output_index": 0, "content_index": 0}
         text = {"type": "output_text", "text": answer.text, "annotations": []}
-        item = {"type": "message", "id": ids["item_id"], "role": "assistant",
-                "status": "in_progress", "content": []}
+        item = {"type": "message", "id": ids["item_id"], "role": "assistant", "status": "in_progress", "content": []}
         done = {**item, "status": "completed", "content": [text]}
-        response = {"id": f"resp_mock{id(request)}", "object": "response",
-                    "created_at": int(time.time()), "status": "in_progress",
-                    "model": request.model, "output": []}
-        usage = {"input_tokens": answer.input_tokens, "output_tokens": answer.output_tokens,
-                 "total_tokens": answer.input_tokens + answer.output_tokens,
-                 "input_tokens_details": {"cached_tokens": answer.cached_tokens},
-                 "output_tokens_details": {"reasoning_tokens": 0}}
+        response = {
+            "id": f"resp_mock{id(request)}",
+            "object": "response",
+            "created_at": int(time.time()),
+            "status": "in_progress",
+            "model": request.model,
+            "output": [],
+        }
+        usage = {
+            "input_tokens": answer.input_tokens,
+            "output_tokens": answer.output_tokens,
+            "total_tokens": answer.input_tokens + answer.output_tokens,
+            "input_tokens_details": {"cached_tokens": answer.cached_tokens},
+            "output_tokens_details": {"reasoning_tokens": 0},
+        }
 
         if answer.tool:
-            call = {"type": "function_call", "id": f"fc_mock{id(request)}", "call_id": f"call_mock{id(request)}",
-                    "name": answer.tool_name(request) or answer.tool, "arguments": json.dumps(answer.arguments),
-                    "status": "completed"}
+            call = {
+                "type": "function_call",
+                "id": f"fc_mock{id(request)}",
+                "call_id": f"call_mock{id(request)}",
+                "name": answer.tool_name(request) or answer.tool,
+                "arguments": json.dumps(answer.arguments),
+                "status": "completed",
+            }
             if any(t.get("name") == call["name"] and t.get("type") == "custom" for t in request.responses_tools()):
                 # a freeform tool (codex's code mode `exec`, its JavaScript calling its tools, MCP
                 # ones too; codex's `apply_patch`): its one argument goes as text
@@ -589,35 +667,61 @@ class _Handler(BaseHTTPRequestHandler):
             def events() -> Iterator[tuple[Any, bool]]:
                 yield {"type": "response.created", "response": response}, False
                 if call["type"] == "function_call":
-                    yield {"type": "response.output_item.added", "output_index": 0,
-                           "item": {**call, "arguments": "", "status": "in_progress"}}, False
-                    yield {"type": "response.function_call_arguments.delta", "item_id": call["id"],
-                           "output_index": 0, "delta": call["arguments"]}, True
-                    yield {"type": "response.function_call_arguments.done", "item_id": call["id"],
-                           "output_index": 0, "arguments": call["arguments"]}, False
+                    yield (
+                        {
+                            "type": "response.output_item.added",
+                            "output_index": 0,
+                            "item": {**call, "arguments": "", "status": "in_progress"},
+                        },
+                        False,
+                    )
+                    yield (
+                        {
+                            "type": "response.function_call_arguments.delta",
+                            "item_id": call["id"],
+                            "output_index": 0,
+                            "delta": call["arguments"],
+                        },
+                        True,
+                    )
+                    yield (
+                        {
+                            "type": "response.function_call_arguments.done",
+                            "item_id": call["id"],
+                            "output_index": 0,
+                            "arguments": call["arguments"],
+                        },
+                        False,
+                    )
                 yield {"type": "response.output_item.done", "output_index": 0, "item": call}, False
-                yield {"type": "response.completed",
-                       "response": {**response, "status": "completed", "output": [call],
-                                    "usage": usage}}, False
+                yield (
+                    {
+                        "type": "response.completed",
+                        "response": {**response, "status": "completed", "output": [call], "usage": usage},
+                    },
+                    False,
+                )
 
             return self._stream(request, answer, events())
 
         def events() -> Iterator[tuple[Any, bool]]:
             yield {"type": "response.created", "response": response}, False
             yield {"type": "response.output_item.added", "output_index": 0, "item": item}, False
-            yield {"type": "response.content_part.added", **ids,
-                   "part": {**text, "text": ""}}, False
+            yield {"type": "response.content_part.added", **ids, "part": {**text, "text": ""}}, False
             for chunk in answer.chunks:
                 yield {"type": "response.output_text.delta", **ids, "delta": chunk}, True
             yield {"type": "response.output_text.done", **ids, "text": answer.text}, False
             yield {"type": "response.content_part.done", **ids, "part": text}, False
             yield {"type": "response.output_item.done", "output_index": 0, "item": done}, False
-            yield {"type": "response.completed",
-                   "response": {**response, "status": "completed", "output": [done],
-                                "usage": usage}}, False
+            yield (
+                {
+                    "type": "response.completed",
+                    "response": {**response, "status": "completed", "output": [done], "usage": usage},
+                },
+                False,
+            )
 
         self._stream(request, answer, events())
-
 
     # -- OpenAI Chat Completions ----------------------------------------------------------------
 
@@ -627,23 +731,35 @@ class _Handler(BaseHTTPRequestHandler):
             kind = OPENAI_ERRORS.get(answer.status, "server_error")
             error_body = {"message": answer.message, "type": kind, "param": None, "code": kind}
             return self._json(answer.status, {"error": error_body})
-        usage = {"prompt_tokens": answer.input_tokens, "completion_tokens": answer.output_tokens,
-                 "total_tokens": answer.input_tokens + answer.output_tokens}
-        base = {"id": f"chatcmpl-mock{id(request)}", "created": int(time.time()),
-                "model": request.model}
+        usage = {
+            "prompt_tokens": answer.input_tokens,
+            "completion_tokens": answer.output_tokens,
+            "total_tokens": answer.input_tokens + answer.output_tokens,
+        }
+        base = {"id": f"chatcmpl-mock{id(request)}", "created": int(time.time()), "model": request.model}
         if not request.body.get("stream"):
             message = {"role": "assistant", "content": answer.text}
-            return self._json(200, {**base, "object": "chat.completion", "usage": usage,
-                                    "choices": [{"index": 0, "message": message,
-                                                 "finish_reason": "stop"}]})
+            return self._json(
+                200,
+                {
+                    **base,
+                    "object": "chat.completion",
+                    "usage": usage,
+                    "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+                },
+            )
         chunk = {**base, "object": "chat.completion.chunk"}
 
         def events() -> Iterator[tuple[Any, bool]]:
-            yield {**chunk, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
-                                         "finish_reason": None}]}, False
+            yield (
+                {
+                    **chunk,
+                    "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}],
+                },
+                False,
+            )
             for text in answer.chunks:
-                yield {**chunk, "choices": [{"index": 0, "delta": {"content": text},
-                                             "finish_reason": None}]}, True
+                yield {**chunk, "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]}, True
             yield {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}, False
             if (request.body.get("stream_options") or {}).get("include_usage"):
                 yield {**chunk, "choices": [], "usage": usage}, False

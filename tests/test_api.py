@@ -1,5 +1,6 @@
 """The Python API: `import crewbridge` stays light, `Bridge` runs a query from code, registers plain
 typed functions as tools, and reports events through a callback or an iterator."""
+
 from __future__ import annotations
 
 import json
@@ -19,7 +20,7 @@ from crewbridge.errors import AgentNotFound, ConfigError, Interrupted, UsageErro
 
 # A scripted model run as a CLI: the first turn calls the tool given as its argument, the next
 # answers with what the tool returned. Each turn's whole prompt arrives on stdin (no session resume).
-SCRIPTED = textwrap.dedent('''
+SCRIPTED = textwrap.dedent("""
     import json, re, sys, time
     prompt = sys.stdin.read()
     results = re.findall(r"^```+json\\n(.*)$", prompt, re.M)
@@ -30,7 +31,7 @@ SCRIPTED = textwrap.dedent('''
         print("```json")
         print(json.dumps({"type": "tool_use", "name": sys.argv[1], "input": json.loads(sys.argv[2])}))
         print("```")
-''')
+""")
 
 
 @pytest.fixture(autouse=True)
@@ -60,6 +61,7 @@ def scripted(tmp_path: Path, call: str, data: dict) -> Config:
 
 # --- importing ---------------------------------------------------------------------------------
 
+
 def test_importing_crewbridge_loads_none_of_the_engine() -> None:
     code = "import sys, crewbridge; print(sorted(m for m in sys.modules if m.startswith('crewbridge')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
@@ -80,11 +82,13 @@ def test_the_api_names_are_exported_lazily_and_listed() -> None:
 
 # --- running a query ------------------------------------------------------------------------------
 
+
 def test_ask_runs_a_query_and_returns_the_answer_with_its_tool_calls(workdir: Path) -> None:
     result = Bridge(workdir=workdir).ask("@demo what is in notes.txt?")
     assert result.agent == "demo" and "notes.txt has 2 non-empty lines" in result.answer
-    assert [(c.name, c.input, c.result.success) for c in result.tool_calls] == \
-        [("crew:read_file", {"path": "notes.txt"}, True)]
+    assert [(c.name, c.input, c.result.success) for c in result.tool_calls] == [
+        ("crew:read_file", {"path": "notes.txt"}, True)
+    ]
 
 
 def test_ask_raises_the_error_that_ended_the_run(workdir: Path) -> None:
@@ -128,17 +132,19 @@ def test_events_arrive_through_a_callback_in_order(workdir: Path) -> None:
     Bridge(workdir=workdir).ask("@demo what is in notes.txt?", on_progress=seen.append)
     kinds = [event.kind for event in seen]
     turns = [i for i, kind in enumerate(kinds) if kind == "turn"]
-    assert turns[0] == 0 and len(turns) == 2 and "text" in kinds[:turns[1]]
+    assert turns[0] == 0 and len(turns) == 2 and "text" in kinds[: turns[1]]
     assert kinds.index("call") < kinds.index("result") < turns[1]  # the result is sent in turn 2
     assert "".join(e.text for e in seen if e.kind == "text").startswith("I'll read notes.txt")
 
 
 def test_each_agents_cli_starts_before_the_tools_and_the_catalogue_are_built(
-        workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     order: list[str] = []
     spawn, tools = process.Child.__init__, Config.registry
-    monkeypatch.setattr(process.Child, "__init__",
-                        lambda self, argv, **kw: (order.append("cli"), spawn(self, argv, **kw))[1])
+    monkeypatch.setattr(
+        process.Child, "__init__", lambda self, argv, **kw: (order.append("cli"), spawn(self, argv, **kw))[1]
+    )
     monkeypatch.setattr(Config, "registry", lambda self: (order.append("tools"), tools(self))[1])
     result = Bridge(workdir=workdir).ask("@demo what is in notes.txt?")
     assert "notes.txt has 2 non-empty lines" in result.answer
@@ -146,11 +152,13 @@ def test_each_agents_cli_starts_before_the_tools_and_the_catalogue_are_built(
 
 
 def test_an_error_in_the_tools_configuration_ends_the_run_and_the_clis_started_for_it(
-        workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     started: list[process.Child] = []
     spawn = process.Child.__init__
-    monkeypatch.setattr(process.Child, "__init__",
-                        lambda self, argv, **kw: (started.append(self), spawn(self, argv, **kw))[1])
+    monkeypatch.setattr(
+        process.Child, "__init__", lambda self, argv, **kw: (started.append(self), spawn(self, argv, **kw))[1]
+    )
 
     def broken(self: Config) -> None:
         raise ConfigError("crew.yaml:3: agents.demo.deny[0]: 'nope' matches no tool")
@@ -161,12 +169,12 @@ def test_an_error_in_the_tools_configuration_ends_the_run_and_the_clis_started_f
     assert len(started) == 2 and all(child.proc.poll() is not None for child in started)
 
 
-def test_every_run_starts_its_own_clis_and_leaves_none_running(workdir: Path,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_every_run_starts_its_own_clis_and_leaves_none_running(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     started: list[process.Child] = []
     spawn = process.Child.__init__
-    monkeypatch.setattr(process.Child, "__init__",
-                        lambda self, argv, **kw: (started.append(self), spawn(self, argv, **kw))[1])
+    monkeypatch.setattr(
+        process.Child, "__init__", lambda self, argv, **kw: (started.append(self), spawn(self, argv, **kw))[1]
+    )
     for _ in range(2):  # nothing a run started is kept for, or taken by, another run or Bridge
         assert "notes.txt has 2 non-empty lines" in Bridge(workdir=workdir).ask("@demo what is in notes.txt?").answer
     assert len(started) == 4 and len({id(child) for child in started}) == 4
@@ -174,6 +182,7 @@ def test_every_run_starts_its_own_clis_and_leaves_none_running(workdir: Path,
 
 
 # --- tools from plain functions ----------------------------------------------------------------
+
 
 def test_a_typed_function_becomes_a_tool_the_model_calls(tmp_path: Path, workdir: Path) -> None:
     bridge = Bridge(scripted(tmp_path, "crew:weather", {"city": "Paris", "days": 2}), workdir=workdir)
@@ -200,7 +209,8 @@ def test_a_typed_function_becomes_a_tool_the_model_calls(tmp_path: Path, workdir
 
 
 def test_input_that_breaks_the_schema_goes_back_to_the_model_and_the_function_never_runs(
-        tmp_path: Path, workdir: Path) -> None:
+    tmp_path: Path, workdir: Path
+) -> None:
     bridge = Bridge(scripted(tmp_path, "crew:weather", {"town": "Paris"}), workdir=workdir)
     ran = []
     bridge.tool(lambda city: ran.append(city), name="weather", read_only=True)
@@ -233,6 +243,7 @@ def test_a_tool_name_that_is_taken_is_refused(workdir: Path) -> None:
 
 # --- events as an iterator -----------------------------------------------------------------------
 
+
 def test_stream_yields_events_as_they_happen_then_holds_the_outcomes(workdir: Path) -> None:
     events = Bridge(workdir=workdir).stream("@demo what is in notes.txt?")
     with pytest.raises(UsageError, match="the run is still going"):
@@ -260,6 +271,7 @@ def test_a_stream_raises_an_error_of_the_run_itself_to_its_reader(workdir: Path)
 
 # --- usage, budgets, continuing -------------------------------------------------------------------
 
+
 def test_ask_reports_usage_takes_a_budget_and_continues_an_earlier_run(tmp_path: Path, workdir: Path) -> None:
     from crewbridge.transcript import read_run
 
@@ -275,7 +287,8 @@ def test_ask_reports_usage_takes_a_budget_and_continues_an_earlier_run(tmp_path:
 
 
 def test_a_run_takes_the_cli_started_for_it_and_ends_those_started_for_another(
-        workdir: Path, started_clis: list[process.Child]) -> None:
+    workdir: Path, started_clis: list[process.Child]
+) -> None:
     started = started_clis
     bridge = Bridge(workdir=workdir)
     bridge.start("@demo what is in notes.txt?", "query")

@@ -1,18 +1,20 @@
 """crewbridge.approval: a person's yes or no on a real pseudo-terminal, one question at a time across
 agents, waiting only until the run's deadline or until the question is withdrawn; crew's other lines
 wait for the question, never the other way round."""
+
 from __future__ import annotations
 
+import functools
 import io
 import threading
 import time
 
 import pytest
+from crewbridge.tools import builtin_registry
 
 from crewbridge.approval import Approver, terminal
 from crewbridge.config import AgentSpec
 from crewbridge.policy import Policy
-from crewbridge.tools import builtin_registry
 from ttys import Terminal, close_terminals  # noqa: F401 - a fixture
 
 DECLINED = "the user declined this call to 'read_file'; it was not run. Ask or try another way."
@@ -46,7 +48,9 @@ def test_the_default_approver_asks_only_when_stdin_and_stderr_are_terminals():
 def test_parallel_agents_never_interleave_their_questions(read_file):
     """Two agents ask at once on one terminal: the second question appears once the first was answered."""
     tty = Terminal()
-    asks = [in_thread(lambda p=asking(tty, name): p.check(read_file, {"path": "x"})) for name in ("claude", "gemini")]
+    asks = [
+        in_thread(functools.partial(asking(tty, name).check, read_file, {"path": "x"})) for name in ("claude", "gemini")
+    ]
     first = tty.read(until="Allow?")
     assert first.count("Allow?") == 1  # the other agent waits for the terminal
     tty.type("y")
@@ -78,7 +82,9 @@ def test_a_question_waiting_for_the_terminal_waits_only_until_its_own_deadline(r
 def test_a_withdrawn_question_ends_at_once_and_later_ones_ask_once_reopened(read_file):
     tty = Terminal()
     policy = asking(tty)
-    thread, outcome = in_thread(lambda: policy.check(read_file, {"path": "a"}))  # no deadline: only a withdrawal ends it
+    thread, outcome = in_thread(
+        lambda: policy.check(read_file, {"path": "a"})
+    )  # no deadline: only a withdrawal ends it
     tty.read(until="Allow?")
     policy.withdraw()  # the reply was stopped (Ctrl-C in crew chat), or its run ended
     thread.join()

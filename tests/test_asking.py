@@ -1,24 +1,26 @@
 """Asking agents from outside a run (crewbridge.asking): the asked agents get `crew:ask` to ask one
 more agent, no deeper than the limit; the depth reaches their CLIs through CREW_ASK_DEPTH."""
+
 from __future__ import annotations
 
 import json
+import re
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from crewbridge.providers.generic import GenericSpec
 
 from crewbridge.api import Outcome
 from crewbridge.asking import Asker, asked, current_depth
 from crewbridge.config import AgentSpec, Config, default_agents
 from crewbridge.errors import ProviderError, UsageError
 from crewbridge.loop import RunResult
-from crewbridge.providers.generic import GenericSpec
 
 # A model that calls crew:ask once with the task given as its argument, then answers with the result;
 # it records the CREW_ASK_DEPTH its CLI was started with.
-ASKS = textwrap.dedent('''
+ASKS = textwrap.dedent("""
     import json, os, re, sys
     prompt = sys.stdin.read()
     open(sys.argv[2], "a").write(os.environ.get("CREW_ASK_DEPTH", "-") + "\\n")
@@ -29,7 +31,7 @@ ASKS = textwrap.dedent('''
         print("```json")
         print(json.dumps({"type": "tool_use", "name": "crew:ask", "input": {"task": sys.argv[1]}}))
         print("```")
-''')
+""")
 
 
 @pytest.fixture(autouse=True)
@@ -74,7 +76,8 @@ def test_at_the_depth_limit_the_asked_agent_gets_no_ask(tmp_path: Path, workdir:
 
 
 def test_an_ask_for_a_model_that_would_read_as_an_option_is_refused_before_any_cli_starts(
-        tmp_path: Path, workdir: Path) -> None:
+    tmp_path: Path, workdir: Path
+) -> None:
     with pytest.raises(UsageError, match="starts with '-', so the CLI would read it as an option"):
         Asker(config(tmp_path, "@demo hi"), workdir).ask("@asker:--dangerously-skip-permissions find out")
     assert not (tmp_path / "depths").exists()  # the asker's CLI never started
@@ -85,16 +88,19 @@ def test_an_ask_for_a_model_that_would_read_as_an_option_is_refused_before_any_c
 
 
 def test_an_ask_past_the_limit_is_refused_before_any_cli_starts(tmp_path: Path, workdir: Path) -> None:
-    with pytest.raises(UsageError, match="refused 2 asks deep .the limit is 1"):
+    with pytest.raises(UsageError, match=re.escape("refused 2 asks deep (the limit is 1")):
         Asker(config(tmp_path, "@demo hi"), workdir, depth=2).ask("@asker find out")
     assert not (tmp_path / "depths").exists()
 
 
-@pytest.mark.parametrize("task, message", [
-    ("what is in notes.txt?", "no agent mentioned"),
-    ("@demo", "no task after @demo"),
-    ("@nobody hi", "agent 'nobody' not found"),
-])
+@pytest.mark.parametrize(
+    "task, message",
+    [
+        ("what is in notes.txt?", "no agent mentioned"),
+        ("@demo", "no task after @demo"),
+        ("@nobody hi", "agent 'nobody' not found"),
+    ],
+)
 def test_a_task_without_agent_or_words_is_refused(task: str, message: str, workdir: Path) -> None:
     with pytest.raises(UsageError, match=message):
         Asker(Config(agents=default_agents()), workdir).check(task)
@@ -116,7 +122,8 @@ def test_the_depth_is_read_from_the_environment() -> None:
 
 
 def test_an_ask_in_a_worktree_with_a_review_says_where_the_change_is_and_what_the_reviewer_decided(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     from crewcli import FakeModel, tool_block
     from gitrepo import make_repo, status
 
@@ -130,13 +137,20 @@ def test_an_ask_in_a_worktree_with_a_review_says_where_the_change_is_and_what_th
     answer = asker.ask("@writer set the deploy day to Tuesday", "execute", worktree=True, review="reviewer")
     assert not answer.failed and status(repo) == ""
     run, path = answer.data["run_id"], answer.data["worktree"]
-    assert answer.text == (f"Set.\n[crew: @reviewer approved the change in round 1]\n[crew: the changes (1 file "
-                           f"changed, +1 -1) are in {path} on branch crew/{run}/writer; `crew apply {run} writer` "
-                           "takes them into the checkout]")
+    assert answer.text == (
+        f"Set.\n[crew: @reviewer approved the change in round 1]\n[crew: the changes (1 file "
+        f"changed, +1 -1) are in {path} on branch crew/{run}/writer; `crew apply {run} writer` "
+        "takes them into the checkout]"
+    )
     assert answer.data["review"]["verdict"] == "approve" and answer.data["branch"] == f"crew/{run}/writer"
 
-    reviewer.script(tool_block("crew:verdict", verdict="changes", findings=[
-        {"path": "notes.txt", "line": 1, "severity": "low", "message": "say why"}]))
+    reviewer.script(
+        tool_block(
+            "crew:verdict",
+            verdict="changes",
+            findings=[{"path": "notes.txt", "line": 1, "severity": "low", "message": "say why"}],
+        )
+    )
     answer = asker.ask("@writer set the deploy day to Tuesday", "execute", review="reviewer", worktree=False)
     assert answer.failed and answer.data["exit_code"] == 6
     assert "[crew: @reviewer did not approve the change in 3 rounds: [low] notes.txt:1: say why]" in answer.text

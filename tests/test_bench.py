@@ -1,5 +1,6 @@
 """bench/run.py, the benchmark suite, runs and prints its table, so its code cannot rot. The figures
 themselves are measurements, printed for people; they are not checked here."""
+
 from __future__ import annotations
 
 import json
@@ -12,16 +13,16 @@ from clienv import REPO, require_cli
 
 
 def bench(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(REPO / "bench" / "run.py"), *args],
-                          capture_output=True, text=True, timeout=300, cwd=REPO)
+    return subprocess.run(
+        [sys.executable, str(REPO / "bench" / "run.py"), *args], capture_output=True, text=True, timeout=300, cwd=REPO
+    )
 
 
 def test_the_catalogue_figure_prints_a_table_with_the_compact_size_against_its_target() -> None:
     out = bench("--quick", "--only", "catalogue", "--no-cli")
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
-    assert lines[0].split() == ["figure", "what", "value", "baseline", "ratio", "target", "ok",
-                                "spread"]
+    assert lines[0].split() == ["figure", "what", "value", "baseline", "ratio", "target", "ok", "spread"]
     [compact] = [line for line in lines if "100 registered tools, compact catalogue" in line]
     assert compact.startswith("4 catalogue") and "tokens" in compact and "≤ 2,000 tokens" in compact
     assert "running catalogue" in out.stderr
@@ -41,8 +42,10 @@ def test_json_gives_one_object_per_row_with_its_target_and_verdict() -> None:
 def test_an_unknown_figure_is_refused_with_the_known_ones() -> None:
     out = bench("--only", "catalog")
     assert out.returncode == 2
-    assert "unknown figure catalog; choose from: overhead, launch, turn, dispatch, parse, startup, mcp, " \
-           "throughput, catalogue, parallel, memory" in out.stderr
+    assert (
+        "unknown figure catalog; choose from: overhead, launch, turn, dispatch, parse, startup, mcp, "
+        "throughput, catalogue, parallel, memory" in out.stderr
+    )
 
 
 @pytest.mark.e2e
@@ -57,9 +60,12 @@ def test_the_compact_round_trip_goes_through_the_real_claude() -> None:
 
 def test_every_figure_and_the_live_benchmark_import() -> None:
     # the figures that need minutes or the real CLIs run only by hand: they must not rot either
-    code = ("import importlib, bench.run\n"
-            "for name in [*bench.run.FIGURES.values(), 'bench.bench_live', 'bench.worker', 'bench.steps', 'bench.parse_stages']:\n"
-            "    importlib.import_module(name)\n")
+    code = (
+        "import importlib, bench.run\n"
+        "for name in [*bench.run.FIGURES.values(), 'bench.bench_live', 'bench.worker', 'bench.steps',\n"
+        "             'bench.parse_stages']:\n"
+        "    importlib.import_module(name)\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
     assert out.returncode == 0, out.stderr
 

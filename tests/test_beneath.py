@@ -1,5 +1,6 @@
 """crewbridge.beneath: a path opened beneath a directory, by openat2 and by the O_NOFOLLOW walk
 (every test runs both ways; CREW_BENEATH=walk forces the walk on a kernel that has openat2)."""
+
 from __future__ import annotations
 
 import errno
@@ -49,7 +50,8 @@ def test_a_relative_symlink_that_stays_inside_is_followed(way: str, top: int, tr
 
 
 def test_an_absolute_symlink_inside_is_followed_only_when_the_real_path_is_known(
-        way: str, top: int, tree_dir: Path) -> None:
+    way: str, top: int, tree_dir: Path
+) -> None:
     work = tree_dir / "work"
     (work / "alias").symlink_to(work / "src" / "a.txt")
     assert read(top, "alias", inside=work) == "inside\n"
@@ -57,16 +59,25 @@ def test_an_absolute_symlink_inside_is_followed_only_when_the_real_path_is_known
         read(top, "alias")
 
 
-@pytest.mark.parametrize("path", ["..", "../outside/secret.txt", "src/../../outside/secret.txt",
-                                  "/etc/passwd", "src/../.."])
+@pytest.mark.parametrize(
+    "path", ["..", "../outside/secret.txt", "src/../../outside/secret.txt", "/etc/passwd", "src/../.."]
+)
 def test_dotdot_and_absolute_paths_are_refused(way: str, top: int, tree_dir: Path, path: str) -> None:
     with pytest.raises(Outside) as caught:
         read(top, path, inside=tree_dir / "work")
     assert caught.value.errno == errno.EXDEV
 
 
-@pytest.mark.parametrize("target", ["../outside/secret.txt", "ABS/outside/secret.txt", "../outside",
-                                    "ABS/outside/nothing-here", "/proc/self/root/etc/passwd"])
+@pytest.mark.parametrize(
+    "target",
+    [
+        "../outside/secret.txt",
+        "ABS/outside/secret.txt",
+        "../outside",
+        "ABS/outside/nothing-here",
+        "/proc/self/root/etc/passwd",
+    ],
+)
 def test_a_symlink_leading_outside_is_refused(way: str, top: int, tree_dir: Path, target: str) -> None:
     (tree_dir / "work" / "link").symlink_to(target.replace("ABS", str(tree_dir)))
     for path in ("link", "link/secret.txt", "src/../link/secret.txt"):
@@ -130,8 +141,7 @@ def test_the_parent_follows_a_symlink_at_the_end_to_where_a_write_lands(way: str
         parent_beneath(top, b"out", inside=os.fsencode(work))
 
 
-def test_missing_folders_are_made_beneath_and_never_through_a_link_outside(
-        way: str, top: int, tree_dir: Path) -> None:
+def test_missing_folders_are_made_beneath_and_never_through_a_link_outside(way: str, top: int, tree_dir: Path) -> None:
     folder, name = parent_beneath(top, b"a/b/c.txt", make_dirs=True)
     assert (fd_path(folder), name) == (os.fsencode(tree_dir / "work" / "a" / "b"), b"c.txt")
     os.close(folder)
@@ -150,13 +160,13 @@ def test_a_real_path_opens_and_one_through_a_symlink_does_not(way: str, tree_dir
         open_real(os.fsencode(tree_dir / "via" / "src"), os.O_RDONLY | os.O_DIRECTORY)
 
 
-def test_the_openat2_way_resolves_in_the_kernel_without_walking(
-        top: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_openat2_way_resolves_in_the_kernel_without_walking(top: int, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(beneath.WALK, raising=False)
     assert beneath._syscall() is not None, "openat2 is not available here"
 
     def no_walk(*args: object, **kwargs: object) -> None:
         raise AssertionError("walked")
+
     monkeypatch.setattr(beneath, "_walk", no_walk)
     assert read(top, "src/a.txt") == "inside\n"
     with pytest.raises(AssertionError, match="walked"):  # what openat2 refuses, the walk decides

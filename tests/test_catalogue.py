@@ -1,16 +1,16 @@
 """The catalogue: the mode's tools and schemas, the reply format, the stop rule, the guide."""
+
 from __future__ import annotations
 
 import json
 import re
 
 import pytest
+from crewbridge.tools import builtin_registry
 
-from crewbridge.catalogue import (AUTO_COMPACT_TOKENS, COMPACT_TOKENS, build_prompt,
-                                  render_catalogue, tokens)
+from crewbridge.catalogue import AUTO_COMPACT_TOKENS, COMPACT_TOKENS, build_prompt, render_catalogue, tokens
 from crewbridge.errors import CrewError
 from crewbridge.registry import Tool, ToolRegistry
-from crewbridge.tools import builtin_registry
 
 FULL = builtin_registry()
 QUERY = FULL.subset(lambda spec: spec.read_only)  # what policy offers in query mode
@@ -18,15 +18,18 @@ QUERY = FULL.subset(lambda spec: spec.read_only)  # what policy offers in query 
 
 def plugin(name: str, summary: str, **properties: dict) -> Tool:
     schema = {"type": "object", "properties": properties, "required": list(properties)[:1]}
-    return Tool(name=name, description=summary + "\n\nMore detail the catalogue never shows.",
-                input_schema=schema, func=lambda ctx, **data: data)
+    return Tool(
+        name=name,
+        description=summary + "\n\nMore detail the catalogue never shows.",
+        input_schema=schema,
+        func=lambda ctx, **data: data,
+    )
 
 
 def with_plugins(count: int, summary: str) -> ToolRegistry:
     registry = builtin_registry()
     for n in range(count - len(registry)):
-        registry.register(plugin(f"service_lookup_{n:02d}", summary,
-                                 key={"type": "string"}, page={"type": "integer"}))
+        registry.register(plugin(f"service_lookup_{n:02d}", summary, key={"type": "string"}, page={"type": "integer"}))
     return registry
 
 
@@ -52,8 +55,7 @@ def test_execute_mode_lists_the_writing_tools_too() -> None:
 
 def test_shows_the_exact_reply_format_with_a_valid_example() -> None:
     (example,) = blocks(render_catalogue(FULL, "execute"))
-    assert json.loads(example) == \
-        {"type": "tool_use", "name": "crew:read_file", "input": {"path": "<path>"}}
+    assert json.loads(example) == {"type": "tool_use", "name": "crew:read_file", "input": {"path": "<path>"}}
 
 
 def test_says_how_to_make_several_calls_then_stop_and_wait() -> None:
@@ -83,15 +85,25 @@ def test_no_placeholder_is_left_unfilled() -> None:
 
 def test_example_input_uses_schema_examples_and_typed_placeholders() -> None:
     registry = ToolRegistry()
-    properties = {"url": {"type": "string", "examples": ["https://example.org"]},
-                  "retries": {"type": "integer"}, "verbose": {"type": ["boolean", "null"]},
-                  "tags": {"type": "array"}, "opaque": True}
+    properties = {
+        "url": {"type": "string", "examples": ["https://example.org"]},
+        "retries": {"type": "integer"},
+        "verbose": {"type": ["boolean", "null"]},
+        "tags": {"type": "array"},
+        "opaque": True,
+    }
     schema = {"type": "object", "properties": properties, "required": list(properties)}
-    registry.register(Tool(name="fetch", description="Fetch a page.", input_schema=schema,
-                           func=lambda ctx, **data: data))
+    registry.register(
+        Tool(name="fetch", description="Fetch a page.", input_schema=schema, func=lambda ctx, **data: data)
+    )
     (example,) = blocks(render_catalogue(registry, "query"))
-    assert json.loads(example)["input"] == {"url": "https://example.org", "retries": 1,
-                                            "verbose": True, "tags": [], "opaque": "<opaque>"}
+    assert json.loads(example)["input"] == {
+        "url": "https://example.org",
+        "retries": 1,
+        "verbose": True,
+        "tags": [],
+        "opaque": "<opaque>",
+    }
 
 
 def test_no_tools_no_catalogue() -> None:
@@ -112,8 +124,11 @@ def test_compact_lists_names_and_summaries_and_points_to_help() -> None:
 
 
 def test_compact_for_100_tools_fits_the_token_budget() -> None:
-    registry = with_plugins(99, "Look up the records of an external service by key, "
-                                "with paging, sorting and filtering applied on the server side.")
+    registry = with_plugins(
+        99,
+        "Look up the records of an external service by key, "
+        "with paging, sorting and filtering applied on the server side.",
+    )
     registry.register(plugin("ping", "Check that a host answers."))
     text = render_catalogue(registry, "execute", compact=True)
     assert len(registry) == 100 and text.count("\n- crew:") == 100
@@ -124,8 +139,11 @@ def test_compact_for_100_tools_fits_the_token_budget() -> None:
 
 def test_compact_cuts_long_summaries_with_an_ellipsis_only_when_needed() -> None:
     registry = with_plugins(10, "x" * 300)
-    lines = [line for line in render_catalogue(registry, "execute", compact=True).splitlines()
-             if line.startswith("- crew:service_lookup")]
+    lines = [
+        line
+        for line in render_catalogue(registry, "execute", compact=True).splitlines()
+        if line.startswith("- crew:service_lookup")
+    ]
     assert lines and all(line.endswith("…") and len(line.split(": ", 1)[1]) <= 80 for line in lines)
 
 
@@ -139,11 +157,11 @@ def test_automatic_choice_is_full_for_the_builtins_and_compact_for_many_tools() 
     assert render_catalogue(FULL, "execute", compact=None) == render_catalogue(FULL, "execute")
     many = with_plugins(100, "Look up the records of an external service by key.")
     assert tokens(render_catalogue(many, "execute")) > AUTO_COMPACT_TOKENS
-    assert render_catalogue(many, "execute", compact=None) == \
-        render_catalogue(many, "execute", compact=True)
+    assert render_catalogue(many, "execute", compact=None) == render_catalogue(many, "execute", compact=True)
     many_without_help = many.subset(lambda spec: spec.name != "help")
-    assert render_catalogue(many_without_help, "execute", compact=None) == \
-        render_catalogue(many_without_help, "execute")
+    assert render_catalogue(many_without_help, "execute", compact=None) == render_catalogue(
+        many_without_help, "execute"
+    )
 
 
 def test_build_prompt_puts_the_task_after_the_catalogue() -> None:

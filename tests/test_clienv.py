@@ -1,11 +1,13 @@
 """Scratch environments for the real CLIs: settings files, the mock as the only reachable host, and
 the check that fails a test (never skips it) when a pinned CLI is missing."""
+
 from __future__ import annotations
 
 import json
-import tomllib
+import re
 
 import pytest
+import tomllib
 
 from clienv import BIN, cli_env, require_cli
 
@@ -15,10 +17,16 @@ URL = "http://127.0.0.1:4321"
 @pytest.fixture
 def home(tmp_path, monkeypatch):
     """A caller whose environment holds real credentials and a proxy of its own."""
-    for name, value in {"ANTHROPIC_API_KEY": "sk-real", "OPENAI_API_KEY": "sk-real",
-                        "GEMINI_API_KEY": "real", "GOOGLE_CLOUD_PROJECT": "p",
-                        "CLAUDECODE": "1", "CODEX_HOME": "/real/.codex",
-                        "https_proxy": "http://corp:3128", "no_proxy": "corp"}.items():
+    for name, value in {
+        "ANTHROPIC_API_KEY": "sk-real",
+        "OPENAI_API_KEY": "sk-real",
+        "GEMINI_API_KEY": "real",
+        "GOOGLE_CLOUD_PROJECT": "p",
+        "CLAUDECODE": "1",
+        "CODEX_HOME": "/real/.codex",
+        "https_proxy": "http://corp:3128",
+        "no_proxy": "corp",
+    }.items():
         monkeypatch.setenv(name, value)
     return tmp_path / "home"
 
@@ -60,8 +68,13 @@ def test_codex_uses_the_mock_provider_without_retries_analytics_or_plugins(home)
     config = tomllib.loads((home / ".codex" / "config.toml").read_text())
     assert config["model_provider"] == "mock"
     assert config["model_providers"]["mock"] == {
-        "name": "mock", "base_url": URL + "/v1", "wire_api": "responses",
-        "env_key": "OPENAI_API_KEY", "request_max_retries": 0, "stream_max_retries": 0}
+        "name": "mock",
+        "base_url": URL + "/v1",
+        "wire_api": "responses",
+        "env_key": "OPENAI_API_KEY",
+        "request_max_retries": 0,
+        "stream_max_retries": 0,
+    }
     assert config["check_for_update_on_startup"] is False
     assert config["analytics"] == {"enabled": False}
     assert not any(config["features"].values())
@@ -87,8 +100,9 @@ def test_another_version_than_the_pinned_one_fails_the_test(tmp_path):
     binary.parent.mkdir()
     binary.write_text("#!/bin/sh\n")
     binary.chmod(0o755)
-    with pytest.raises(pytest.fail.Exception, match="@openai/codex 0.9.0 is installed but "
-                                                    "package.json pins 1.0.0"):
+    with pytest.raises(
+        pytest.fail.Exception, match=re.escape("@openai/codex 0.9.0 is installed but package.json pins 1.0.0")
+    ):
         require_cli("codex", repo=tmp_path)
     (package / "package.json").write_text('{"version": "1.0.0"}')
     assert require_cli("codex", repo=tmp_path) == str(binary)

@@ -1,6 +1,8 @@
 import hashlib
 import io
+import itertools
 import json
+import re
 import stat
 import textwrap
 from importlib.metadata import EntryPoint
@@ -56,6 +58,7 @@ def error_of(tmp_path: Path, text: str) -> str:
 
 # --- where the configuration comes from ------------------------------------------------------------
 
+
 def test_without_any_file_the_builtin_agents_are_configured(tmp_path):
     config = load_config(None, tmp_path)
     assert list(config.agents) == ["claude", "gemini", "codex", "demo"]
@@ -79,7 +82,7 @@ def test_the_nearest_parent_with_a_config_wins(tmp_path):
 def test_both_names_in_one_directory_is_an_error(tmp_path):
     write(tmp_path / "crew.yaml", "prefix: a\n")
     write(tmp_path / ".crew.yaml", "prefix: b\n")
-    with pytest.raises(ConfigError, match="both .*crew.yaml and .*.crew.yaml exist; keep one"):
+    with pytest.raises(ConfigError, match=r"both .*crew\.yaml and .*\.crew\.yaml exist; keep one"):
         load_config(None, tmp_path)
 
 
@@ -106,7 +109,7 @@ def test_an_explicit_config_wins_over_the_search(tmp_path):
 
 
 def test_an_explicit_config_that_does_not_exist_is_an_error(tmp_path):
-    with pytest.raises(ConfigError, match="config file nope.yaml not found; check the --config path"):
+    with pytest.raises(ConfigError, match=re.escape("config file nope.yaml not found; check the --config path")):
         load_config(Path("nope.yaml"), tmp_path)
 
 
@@ -116,8 +119,11 @@ def test_an_empty_file_is_the_defaults(tmp_path):
 
 # --- errors: file, line, key, fix -------------------------------------------------------------------
 
+
 def test_a_type_error_names_file_line_key_and_fix(tmp_path):
-    message = error_of(tmp_path, """\
+    message = error_of(
+        tmp_path,
+        """\
         prefix: crew
         agents:
           claude:
@@ -125,7 +131,8 @@ def test_a_type_error_names_file_line_key_and_fix(tmp_path):
 
             # the next line is 7
             timeout: soon
-        """)
+        """,
+    )
     assert message == "crew.yaml:7: agents.claude.timeout: 'soon' is not of type 'number'; give seconds, e.g. 120"
 
 
@@ -133,14 +140,18 @@ def test_a_type_error_names_file_line_key_and_fix(tmp_path):
 def test_a_model_that_would_read_as_an_option_is_refused(tmp_path, where):
     message = error_of(tmp_path, where + "    model: --dangerously-skip-permissions\n")
     key = "agents.claude" if where.startswith("agents") else "providers.aider"
-    assert message == (f"crew.yaml:{where.count(chr(10)) + 1}: {key}.model: '--dangerously-skip-permissions' is not in "
-                       "the right form; a model name, e.g. sonnet; crew passes it to the CLI as an argument, so it "
-                       "cannot start with -")
+    assert message == (
+        f"crew.yaml:{where.count(chr(10)) + 1}: {key}.model: '--dangerously-skip-permissions' is not in "
+        "the right form; a model name, e.g. sonnet; crew passes it to the CLI as an argument, so it "
+        "cannot start with -"
+    )
 
 
 def test_an_unknown_key_suggests_the_nearest(tmp_path):
-    assert error_of(tmp_path, "agents:\n  claude:\n    timout: 3\n") == \
-        "crew.yaml:3: agents.claude.timout: unknown key; did you mean 'timeout'?"
+    assert (
+        error_of(tmp_path, "agents:\n  claude:\n    timout: 3\n")
+        == "crew.yaml:3: agents.claude.timout: unknown key; did you mean 'timeout'?"
+    )
 
 
 def test_an_unknown_top_level_key_lists_the_known_ones_when_nothing_is_near(tmp_path):
@@ -151,18 +162,22 @@ def test_an_unknown_top_level_key_lists_the_known_ones_when_nothing_is_near(tmp_
 def test_a_wrong_choice_suggests_the_nearest(tmp_path):
     assert error_of(tmp_path, "agents:\n  claude:\n    profile: readonly\n") == (
         "crew.yaml:3: agents.claude.profile: 'readonly' is not one of read-only, coding, full; "
-        "did you mean 'read-only'?")
+        "did you mean 'read-only'?"
+    )
 
 
 def test_a_list_where_a_list_is_expected_says_so(tmp_path):
     assert error_of(tmp_path, "agents:\n  claude:\n    deny: run_command\n") == (
         "crew.yaml:3: agents.claude.deny: 'run_command' is not of type 'array'; "
-        'a list of globs, e.g. ["write_*", "run_command"]')
+        'a list of globs, e.g. ["write_*", "run_command"]'
+    )
 
 
 def test_a_duplicate_key_is_an_error_not_silently_the_last(tmp_path):
-    assert error_of(tmp_path, "agents:\n  claude: {model: a}\n  claude: {model: b}\n") == \
-        "crew.yaml:3: agents.claude: duplicate key (first at line 2); keep one"
+    assert (
+        error_of(tmp_path, "agents:\n  claude: {model: a}\n  claude: {model: b}\n")
+        == "crew.yaml:3: agents.claude: duplicate key (first at line 2); keep one"
+    )
 
 
 def test_keys_merged_from_an_anchor_may_be_overridden(tmp_path):
@@ -171,22 +186,25 @@ def test_keys_merged_from_an_anchor_may_be_overridden(tmp_path):
 
 
 def test_invalid_yaml_names_the_line(tmp_path):
-    assert error_of(tmp_path, "prefix: crew\nagents:\n  claude: [\n") .startswith("crew.yaml:4: invalid YAML:")
+    assert error_of(tmp_path, "prefix: crew\nagents:\n  claude: [\n").startswith("crew.yaml:4: invalid YAML:")
 
 
 def test_the_top_level_must_be_a_mapping(tmp_path):
-    assert error_of(tmp_path, "- claude\n") == \
-        "crew.yaml:1: the file must be a mapping of settings (agents:, tools:, …), not list"
+    assert (
+        error_of(tmp_path, "- claude\n")
+        == "crew.yaml:1: the file must be a mapping of settings (agents:, tools:, …), not list"
+    )
 
 
 def test_an_agent_id_that_mentions_cannot_name_is_refused(tmp_path):
     assert error_of(tmp_path, "agents:\n  ok: {provider: claude}\n  9x: {provider: claude}\n") == (
-        "crew.yaml:3: agents.9x: not a valid name; names start with a letter and hold letters, digits, _ and -")
+        "crew.yaml:3: agents.9x: not a valid name; names start with a letter and hold letters, digits, _ and -"
+    )
 
 
 def test_an_alias_bomb_is_refused_quickly(tmp_path):
     rows = ["a: &a [x, x, x, x, x, x, x, x, x]"]
-    rows += [f"{c}: &{c} [{', '.join(['*' + p] * 9)}]" for p, c in zip("abcdefg", "bcdefgh")]
+    rows += [f"{c}: &{c} [{', '.join(['*' + p] * 9)}]" for p, c in itertools.pairwise("abcdefgh")]
     assert "expands to more than 100000 values" in error_of(tmp_path, "\n".join(rows) + "\n")
 
 
@@ -203,7 +221,8 @@ def test_a_hook_needs_exactly_one_way_to_run(tmp_path):
 
 def test_a_missing_required_key_names_it_and_shows_the_form(tmp_path):
     assert error_of(tmp_path, "tools:\n  wc:\n    description: counts\n").startswith(
-        "crew.yaml:2: tools.wc: 'command' is missing; a tool needs command: [program")
+        "crew.yaml:2: tools.wc: 'command' is missing; a tool needs command: [program"
+    )
 
 
 def test_the_schema_is_valid_and_shipped_as_package_data():
@@ -213,15 +232,19 @@ def test_the_schema_is_valid_and_shipped_as_package_data():
 
 # --- agents and providers ---------------------------------------------------------------------------
 
+
 def test_overriding_a_builtin_agent_keeps_its_provider_and_the_others(tmp_path):
     config = load(tmp_path, "agents:\n  claude:\n    model: opus\n    options: {execute: [--verbose]}\n")
-    assert config.agents["claude"] == AgentSpec(id="claude", provider="claude", model="opus",
-                                                options={"execute": ["--verbose"]})
+    assert config.agents["claude"] == AgentSpec(
+        id="claude", provider="claude", model="opus", options={"execute": ["--verbose"]}
+    )
     assert list(config.agents) == ["claude", "gemini", "codex", "demo"]
 
 
 def test_an_agent_may_use_a_custom_provider(tmp_path):
-    config = load(tmp_path, """\
+    config = load(
+        tmp_path,
+        """\
         providers:
           echo:
             command: [my-cli, --model, "{model}"]
@@ -229,10 +252,16 @@ def test_an_agent_may_use_a_custom_provider(tmp_path):
             text_key: message.text
         agents:
           helper: {provider: echo, model: small, profile: read-only, deny: [grep], timeout: 30}
-        """)
+        """,
+    )
     agent = config.agent("helper")
-    assert (agent.provider, agent.model, agent.profile, agent.deny, agent.timeout) == \
-        ("echo", "small", "read-only", ["grep"], 30)
+    assert (agent.provider, agent.model, agent.profile, agent.deny, agent.timeout) == (
+        "echo",
+        "small",
+        "read-only",
+        ["grep"],
+        30,
+    )
     provider = config.provider("echo")
     assert isinstance(provider, GenericProvider) and provider.binary == "my-cli"
 
@@ -245,33 +274,55 @@ def test_an_agent_named_like_a_custom_provider_uses_it_by_default(tmp_path):
 def test_an_unknown_provider_is_an_error_at_its_line(tmp_path):
     assert error_of(tmp_path, "agents:\n  x:\n    provider: claud\n") == (
         "crew.yaml:3: agents.x.provider: provider 'claud' is not known; give provider: one of "
-        "claude, codex, demo, gemini (or add it under providers:)")
+        "claude, codex, demo, gemini (or add it under providers:)"
+    )
 
 
-@pytest.mark.parametrize("entry, expected", [
-    ("command: [qwen]\n    model_args: [--model]",
-     "crew.yaml:4: providers.qwen.model_args: holds no {model}, so it would pass nothing; "
-     'e.g. [--model, "{model}"]'),
-    ("command: [qwen]\n    system_args: [-s, x]",
-     "crew.yaml:4: providers.qwen.system_args: holds no {system}, so it would pass nothing; "
-     'e.g. [--system, "{system}"]'),
-    ("command: [qwen]\n    text_key: message.text",
-     "crew.yaml:4: providers.qwen.text_key: is read only from JSON lines; set format: jsonl, or remove it"),
-    ("command: [qwen]\n    format: jsonl\n    resume: [-r, \"{session}\"]",
-     "crew.yaml:5: providers.qwen.resume: is never used without session_key (where the session id is in "
-     "the output); give session_key, or remove resume and crew replays the conversation"),
-    ("command: [qwen]\n    format: json",
-     "crew.yaml:4: providers.qwen.format: 'json' is not one of text, jsonl; did you mean 'jsonl'?"),
-    ("command: [qwen]\n    options: {query: [--x], read_only: [--y]}",
-     "crew.yaml:4: providers.qwen.options.read_only: unknown key; known keys: query, execute"),
-    ("command: [qwen]\n    format: jsonl\n    deltas: 1",
-     "crew.yaml:5: providers.qwen.deltas: 1 is not of type 'boolean'; true when the text at text_key "
-     "streams in pieces of a message"),
-    ("command: [qwen]\n    deltas: true",
-     "crew.yaml:4: providers.qwen.deltas: is read only from JSON lines; set format: jsonl, or remove it"),
-    ("command: [qwen]\n    state_dirs: [.qwen]",
-     "crew.yaml:4: providers.qwen.state_dirs: '.qwen' is not absolute; start it with /, ~ or a $VARIABLE"),
-])
+@pytest.mark.parametrize(
+    "entry, expected",
+    [
+        (
+            "command: [qwen]\n    model_args: [--model]",
+            "crew.yaml:4: providers.qwen.model_args: holds no {model}, so it would pass nothing; "
+            'e.g. [--model, "{model}"]',
+        ),
+        (
+            "command: [qwen]\n    system_args: [-s, x]",
+            "crew.yaml:4: providers.qwen.system_args: holds no {system}, so it would pass nothing; "
+            'e.g. [--system, "{system}"]',
+        ),
+        (
+            "command: [qwen]\n    text_key: message.text",
+            "crew.yaml:4: providers.qwen.text_key: is read only from JSON lines; set format: jsonl, or remove it",
+        ),
+        (
+            'command: [qwen]\n    format: jsonl\n    resume: [-r, "{session}"]',
+            "crew.yaml:5: providers.qwen.resume: is never used without session_key (where the session id is in "
+            "the output); give session_key, or remove resume and crew replays the conversation",
+        ),
+        (
+            "command: [qwen]\n    format: json",
+            "crew.yaml:4: providers.qwen.format: 'json' is not one of text, jsonl; did you mean 'jsonl'?",
+        ),
+        (
+            "command: [qwen]\n    options: {query: [--x], read_only: [--y]}",
+            "crew.yaml:4: providers.qwen.options.read_only: unknown key; known keys: query, execute",
+        ),
+        (
+            "command: [qwen]\n    format: jsonl\n    deltas: 1",
+            "crew.yaml:5: providers.qwen.deltas: 1 is not of type 'boolean'; true when the text at text_key "
+            "streams in pieces of a message",
+        ),
+        (
+            "command: [qwen]\n    deltas: true",
+            "crew.yaml:4: providers.qwen.deltas: is read only from JSON lines; set format: jsonl, or remove it",
+        ),
+        (
+            "command: [qwen]\n    state_dirs: [.qwen]",
+            "crew.yaml:4: providers.qwen.state_dirs: '.qwen' is not absolute; start it with /, ~ or a $VARIABLE",
+        ),
+    ],
+)
 def test_a_bad_provider_key_is_one_line_with_the_file_its_line_and_the_key(tmp_path, entry, expected):
     assert error_of(tmp_path, f"providers:\n  qwen:\n    {entry}\n") == expected
 
@@ -279,8 +330,9 @@ def test_a_bad_provider_key_is_one_line_with_the_file_its_line_and_the_key(tmp_p
 def test_config_provider_gives_builtins_and_names_the_configured_ones(tmp_path):
     config = load(tmp_path, "providers:\n  aider: {command: [aider]}\n")
     assert config.provider("claude").name == "claude"
-    with pytest.raises(UsageError, match="provider 'nope' not found; configured providers: aider, claude, "
-                                         "codex, demo, gemini"):
+    with pytest.raises(
+        UsageError, match="provider 'nope' not found; configured providers: aider, claude, codex, demo, gemini"
+    ):
         config.provider("nope")
 
 
@@ -305,13 +357,17 @@ def test_a_missing_workdir_is_reported_when_the_agent_is_used(tmp_path):
 def test_hooks_become_hook_specs_relative_to_the_config(tmp_path):
     config = load(tmp_path, "hooks:\n  after_tool_call:\n    - {command: [./check.sh], tools: [grep], timeout: 5}\n")
     assert config.hooks["after_tool_call"] == [
-        HookSpec(event="after_tool_call", command=["./check.sh"], tools=["grep"], timeout=5, base=tmp_path)]
+        HookSpec(event="after_tool_call", command=["./check.sh"], tools=["grep"], timeout=5, base=tmp_path)
+    ]
 
 
 # --- tools: built-in, command, plugin ---------------------------------------------------------------
 
+
 def test_the_registry_holds_builtins_and_command_tools(tmp_path):
-    config = load(tmp_path, """\
+    config = load(
+        tmp_path,
+        """\
         prefix: kit
         tools:
           count_lines:
@@ -320,7 +376,8 @@ def test_the_registry_holds_builtins_and_command_tools(tmp_path):
             schema: {type: object, properties: {path: {type: string}}, required: [path]}
             read_only: true
             timeout: 5
-        """)
+        """,
+    )
     registry = config.registry()
     assert {"read_file", "run_command", "count_lines"} <= set(registry.names())
     assert registry.prefix == "kit"
@@ -332,19 +389,26 @@ def test_the_registry_holds_builtins_and_command_tools(tmp_path):
 
 
 def test_a_command_tool_placeholder_must_be_a_schema_property(tmp_path):
-    assert error_of(tmp_path, "tools:\n  wc:\n    command: [wc, \"{path}\"]\n") == (
+    assert error_of(tmp_path, 'tools:\n  wc:\n    command: [wc, "{path}"]\n') == (
         "crew.yaml:2: tools.wc: tool 'wc': placeholder {path} in command is not a property of its schema "
-        "(none); add it to schema.properties or fix the name")
+        "(none); add it to schema.properties or fix the name"
+    )
 
 
 def test_a_command_tool_schema_must_be_a_valid_schema(tmp_path):
-    message = error_of(tmp_path, "tools:\n  wc:\n    command: [wc]\n    schema: {type: object, properties: {p: {type: strin}}}\n")
-    assert message.startswith("crew.yaml:4: tools.wc.schema: tool 'wc' input_schema: invalid JSON Schema at $.properties.p.type")
+    message = error_of(
+        tmp_path, "tools:\n  wc:\n    command: [wc]\n    schema: {type: object, properties: {p: {type: strin}}}\n"
+    )
+    assert message.startswith(
+        "crew.yaml:4: tools.wc.schema: tool 'wc' input_schema: invalid JSON Schema at $.properties.p.type"
+    )
 
 
 def test_a_command_tool_may_not_take_a_builtin_name(tmp_path):
     config = load(tmp_path, "tools:\n  grep:\n    command: [grep]\n")
-    with pytest.raises(ConfigError, match="crew.yaml:2: tools.grep: a built-in tool is called 'grep'; choose another name"):
+    with pytest.raises(
+        ConfigError, match=re.escape("crew.yaml:2: tools.grep: a built-in tool is called 'grep'; choose another name")
+    ):
         config.registry()
 
 
@@ -360,8 +424,9 @@ def entry(name: str, value: str) -> EntryPoint:
 
 def test_plugin_tools_come_from_the_entry_point_group_only_when_the_registry_is_built(tmp_path, monkeypatch):
     asked = []
-    monkeypatch.setattr(custom_tools, "entry_points",
-                        lambda group: asked.append(group) or [entry("plugged", f"{__name__}:plugged")])
+    monkeypatch.setattr(
+        custom_tools, "entry_points", lambda group: asked.append(group) or [entry("plugged", f"{__name__}:plugged")]
+    )
     config = load(tmp_path, "prefix: crew\n")
     assert asked == []
     assert "plugged" in config.registry()
@@ -375,15 +440,21 @@ def test_plugins_can_be_switched_off(tmp_path, monkeypatch):
 
 def test_a_broken_plugin_is_named(tmp_path, monkeypatch):
     monkeypatch.setattr(custom_tools, "entry_points", lambda group: [entry("bad", "no_such_module_x:thing")])
-    with pytest.raises(ConfigError, match=r"plugin tool 'bad' \(no_such_module_x:thing\) cannot be loaded: "
-                                          "ModuleNotFoundError"):
+    with pytest.raises(
+        ConfigError,
+        match=r"plugin tool 'bad' \(no_such_module_x:thing\) cannot be loaded: "
+        "ModuleNotFoundError",
+    ):
         load(tmp_path, "").registry()
 
 
 def test_a_deny_glob_that_matches_no_tool_is_an_error_not_a_silent_allow(tmp_path):
     config = load(tmp_path, "agents:\n  claude:\n    deny: [read_file, run_comand]\n")
-    with pytest.raises(ConfigError, match=r"crew.yaml:3: agents.claude.deny\[1\]: 'run_comand' matches no tool; "
-                                          "did you mean 'run_command'\\?"):
+    with pytest.raises(
+        ConfigError,
+        match=r"crew.yaml:3: agents.claude.deny\[1\]: 'run_comand' matches no tool; "
+        "did you mean 'run_command'\\?",
+    ):
         config.registry()
 
 
@@ -416,9 +487,12 @@ RISKY = "tools:\n  wc:\n    command: [wc]\n"
 
 def test_a_found_project_file_that_runs_commands_must_be_trusted(tmp_path):
     write(tmp_path / "crew.yaml", "prefix: crew\n" + RISKY)
-    with pytest.raises(ConfigError, match=r"^crew.yaml:2: tools: this project file can run commands and is not "
-                                          r"trusted yet; read it, then run `crew config trust`, or pass --config "
-                                          r"crew.yaml$"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^crew.yaml:2: tools: this project file can run commands and is not "
+        r"trusted yet; read it, then run `crew config trust`, or pass --config "
+        r"crew.yaml$",
+    ):
         load_config(None, tmp_path)
     trust_config(tmp_path / "crew.yaml")
     assert "wc" in load_config(None, tmp_path).tools
@@ -432,14 +506,20 @@ def test_a_trusted_file_that_changes_must_be_trusted_again(tmp_path):
         load_config(None, tmp_path)
 
 
-@pytest.mark.parametrize("text, key, why", [
-    ("hooks:\n  before_tool_call:\n    - shell: 'true'\n", "hooks", "can run commands"),
-    ("providers:\n  claude: {command: [sh, -c, evil]}\n", "providers", "can run commands"),
-    ("agents:\n  claude:\n    options: {query: [--dangerously-skip-permissions]}\n", "agents.claude.options",
-     "can run commands"),
-    ("agents:\n  claude:\n    workdir: ..\n", "agents.claude.workdir", "reaches outside its folder"),
-    ("skills: [skills, ~/elsewhere]\n", r"skills\[1\]", "reaches outside its folder"),
-])
+@pytest.mark.parametrize(
+    "text, key, why",
+    [
+        ("hooks:\n  before_tool_call:\n    - shell: 'true'\n", "hooks", "can run commands"),
+        ("providers:\n  claude: {command: [sh, -c, evil]}\n", "providers", "can run commands"),
+        (
+            "agents:\n  claude:\n    options: {query: [--dangerously-skip-permissions]}\n",
+            "agents.claude.options",
+            "can run commands",
+        ),
+        ("agents:\n  claude:\n    workdir: ..\n", "agents.claude.workdir", "reaches outside its folder"),
+        ("skills: [skills, ~/elsewhere]\n", r"skills\[1\]", "reaches outside its folder"),
+    ],
+)
 def test_every_setting_that_runs_commands_or_leaves_the_project_needs_trust(tmp_path, text, key, why):
     write(tmp_path / "crew.yaml", text)
     with pytest.raises(ConfigError, match=f": {key}: this project file {why} and is not trusted yet"):
@@ -466,8 +546,11 @@ def test_trust_is_remembered_by_path_and_content_hash(user_dirs, tmp_path):
     trust_config(path)
     stored = json.loads((user_dirs / "xdg-state" / "crewbridge" / "trusted.json").read_text())
     assert list(stored) == [str(path.resolve())]
-    assert stored[str(path.resolve())] == {"sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
-                                           "target": str(path.resolve()), "scripts": {}}
+    assert stored[str(path.resolve())] == {
+        "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+        "target": str(path.resolve()),
+        "scripts": {},
+    }
 
 
 def test_the_schema_and_the_tool_class_agree_on_tool_objects():
@@ -486,23 +569,29 @@ def test_the_documented_example_is_a_valid_configuration(tmp_path):
 
 
 def test_fallback_and_budgets_load_per_agent(tmp_path):
-    config = load(tmp_path, """
+    config = load(
+        tmp_path,
+        """
         agents:
           claude:
             fallback: [gemini, codex]
             max_cost: 0.5
             max_tokens: 200000
-    """)
+    """,
+    )
     claude = config.agent("claude")
     assert (claude.fallback, claude.max_cost, claude.max_tokens) == (["gemini", "codex"], 0.5, 200000)
     assert config.agent("gemini").fallback == [] and config.agent("gemini").max_cost is None
 
 
-@pytest.mark.parametrize("setting, message", [
-    ("fallback: [claude]", "agents.claude.fallback[0]: 'claude' is not another agent"),
-    ("max_cost: -1", "agents.claude.max_cost: -1 is less than or equal to the minimum of 0"),
-    ("max_tokens: 1.5", "agents.claude.max_tokens: 1.5 is not of type 'integer'"),
-])
+@pytest.mark.parametrize(
+    "setting, message",
+    [
+        ("fallback: [claude]", "agents.claude.fallback[0]: 'claude' is not another agent"),
+        ("max_cost: -1", "agents.claude.max_cost: -1 is less than or equal to the minimum of 0"),
+        ("max_tokens: 1.5", "agents.claude.max_tokens: 1.5 is not of type 'integer'"),
+    ],
+)
 def test_a_bad_fallback_or_budget_is_named_with_its_key(tmp_path, setting, message):
     assert message in error_of(tmp_path, f"agents:\n  claude:\n    {setting}\n")
 
@@ -536,10 +625,13 @@ def policy(config: Config, agent: str = "claude") -> Policy:
 @pytest.mark.parametrize("trusted", [False, True])
 def test_a_project_file_cannot_drop_the_users_deny_deny_commands_or_approval(user_dirs, project, trusted):
     user_file(user_dirs, USER_RULES)
-    path = write(project / "crew.yaml", """\
+    path = write(
+        project / "crew.yaml",
+        """\
         agents:
           claude: {model: sonnet, deny: [], deny_commands: [], approval: []}
-        """)
+        """,
+    )
     if trusted:
         trust_config(path)
     config = load_config(None, project)
@@ -547,12 +639,15 @@ def test_a_project_file_cannot_drop_the_users_deny_deny_commands_or_approval(use
     assert config.agent("claude").model == "sonnet"
     assert "write_file" not in rules.offered(registry)
     assert rules.check(registry.resolve("write_file"), {"path": "x", "content": ""}).startswith(
-        "tool 'write_file' is not allowed for agent 'claude' by its configuration")
+        "tool 'write_file' is not allowed for agent 'claude' by its configuration"
+    )
     assert rules.check(registry.resolve("run_command"), {"command": "ls; rm -rf src"}).startswith(
-        "the command policy forbids 'rm -rf src' (deny_commands in crew.yaml: 'rm *')")
+        "the command policy forbids 'rm -rf src' (deny_commands in crew.yaml: 'rm *')"
+    )
     assert rules.check(registry.resolve("run_command"), {"command": "ls"}) is None
-    assert rules.check(registry.resolve("edit_file"), {"path": "x", "old_string": "a", "new_string": "b"}) \
-        .startswith("tool 'edit_file' needs a person's approval and there is no terminal to ask on")
+    assert rules.check(registry.resolve("edit_file"), {"path": "x", "old_string": "a", "new_string": "b"}).startswith(
+        "tool 'edit_file' needs a person's approval and there is no terminal to ask on"
+    )
 
 
 def test_a_project_file_adds_rules_of_its_own(user_dirs, project):
@@ -563,20 +658,26 @@ def test_a_project_file_adds_rules_of_its_own(user_dirs, project):
 
 
 def test_allow_lists_only_narrow_a_name_must_match_every_files_list(user_dirs, project):
-    user_file(user_dirs, """\
+    user_file(
+        user_dirs,
+        """\
         agents:
           claude:
             allow: [read_file, grep, run_command]
             allow_commands: ["git *", "make *"]
             skills: ["release-*", notes]
-        """)
-    write(project / "crew.yaml", """\
+        """,
+    )
+    write(
+        project / "crew.yaml",
+        """\
         agents:
           claude:
             allow: [read_file, run_command, write_file]
             allow_commands: ["git *", "rm *"]
             skills: [notes, review]
-        """)
+        """,
+    )
     config = load_config(None, project)
     rules = policy(config)
     assert set(rules.offered(config.registry()).names()) == {"read_file", "run_command"}
@@ -605,7 +706,8 @@ def test_a_profile_only_gets_stricter_from_a_project_file_until_it_is_trusted(us
     assert str(caught.value) == (
         "crew.yaml:3: agents.claude.profile: 'full' is looser than 'coding' (set in "
         f"{user_dirs / 'xdg-config' / 'crewbridge' / 'crew.yaml'}:3); a project file may only make it stricter "
-        "until you trust it (it is not trusted yet): read it, then run `crew config trust`")
+        "until you trust it (it is not trusted yet): read it, then run `crew config trust`"
+    )
     trust_config(path)
     config = load_config(None, project)
     assert (config.agent("claude").profile, config.agent("helper").profile) == ("full", "full")
@@ -620,8 +722,10 @@ def test_config_names_a_file_layered_on_top_of_the_users_and_the_projects(user_d
     assert (config.prefix, claude.model, claude.profile) == ("proj", "opus", "full")  # named: it may loosen
     assert claude.deny == ["write_file", "grep"] and claude.deny_commands == ["rm *"]
     assert [(f.kind, f.path) for f in config.files] == [
-        ("user", user_dirs / "xdg-config" / "crewbridge" / "crew.yaml"), ("project", project / "crew.yaml"),
-        ("config", named)]
+        ("user", user_dirs / "xdg-config" / "crewbridge" / "crew.yaml"),
+        ("project", project / "crew.yaml"),
+        ("config", named),
+    ]
 
 
 def test_a_file_named_with_config_that_is_the_project_file_is_read_once_and_trusted(user_dirs, project):
@@ -637,7 +741,7 @@ def test_the_hooks_of_every_file_run_the_users_first(user_dirs, project, tmp_pat
     path = write(project / "crew.yaml", f"hooks:\n  before_tool_call:\n    - shell: echo project $PWD >> {log}\n")
     trust_config(path)
     config = load_config(None, project)
-    data, blocked = Hooks(config.hooks, workdir=project).before("read_file", {"path": "x"}, "claude")
+    _, blocked = Hooks(config.hooks, workdir=project).before("read_file", {"path": "x"}, "claude")
     assert blocked is None
     assert log.read_text().splitlines() == [f"user {user_dirs / 'xdg-config' / 'crewbridge'}", f"project {project}"]
 
@@ -675,7 +779,8 @@ def test_a_project_file_that_is_a_link_is_refused_until_trusted_through_the_link
         load_config(None, project)
     assert str(caught.value) == (
         f"crew.yaml: this project file is a link to {real.resolve()} and is not trusted yet; read it, then run "
-        "`crew config trust`, or pass --config crew.yaml")
+        "`crew config trust`, or pass --config crew.yaml"
+    )
     found = trust_config(project / "crew.yaml")
     assert (found.used, found.target) == (project.resolve() / "crew.yaml", real.resolve())
     assert load_config(None, project).agent("claude").model == "sonnet"
@@ -699,17 +804,24 @@ def test_editing_a_script_a_trusted_file_runs_asks_again(project):
         load_config(None, project)
     assert str(caught.value) == (
         "crew.yaml:3: tools.where.command[0]: this project file can run commands and runs ./where.sh, which "
-        "changed since it was trusted; read it, then run `crew config trust`, or pass --config crew.yaml")
+        "changed since it was trusted; read it, then run `crew config trust`, or pass --config crew.yaml"
+    )
     trust_config(path)
     assert "where" in load_config(None, project).tools
 
 
-@pytest.mark.parametrize("text, script", [
-    ("hooks:\n  before_tool_call:\n    - python: checks/hook.py:check\n", "checks/hook.py"),
-    ("tools:\n  lint:\n    command: [python3, checks/lint.py, '{path}']\n"
-     "    schema: {type: object, properties: {path: {type: string}}}\n", "checks/lint.py"),
-    ("hooks:\n  after_tool_call:\n    - shell: sh checks/audit.sh >> audit.log\n", "checks/audit.sh"),
-])
+@pytest.mark.parametrize(
+    "text, script",
+    [
+        ("hooks:\n  before_tool_call:\n    - python: checks/hook.py:check\n", "checks/hook.py"),
+        (
+            "tools:\n  lint:\n    command: [python3, checks/lint.py, '{path}']\n"
+            "    schema: {type: object, properties: {path: {type: string}}}\n",
+            "checks/lint.py",
+        ),
+        ("hooks:\n  after_tool_call:\n    - shell: sh checks/audit.sh >> audit.log\n", "checks/audit.sh"),
+    ],
+)
 def test_a_script_named_as_an_argument_or_a_python_hook_is_part_of_what_is_trusted(project, text, script):
     path = write(project / "crew.yaml", text)
     write(project / script, "pass\n")
@@ -729,20 +841,26 @@ def test_the_trust_store_is_private(user_dirs, project):
 
 def test_a_file_with_errors_cannot_be_trusted(project):
     path = write(project / "crew.yaml", "agents:\n  claude:\n    timout: 3\n")
-    with pytest.raises(ConfigError, match="^crew.yaml:3: agents.claude.timout: unknown key; did you mean 'timeout'"):
+    with pytest.raises(
+        ConfigError, match="^" + re.escape("crew.yaml:3: agents.claude.timout: unknown key; did you mean 'timeout'")
+    ):
         trust_config(path, project)
 
 
 # --- the sandbox -----------------------------------------------------------------------------------
 
+
 def test_the_sandbox_level_is_auto_unless_set_and_off_may_be_written_bare(tmp_path):
     assert load(tmp_path, "").sandbox == "auto"
-    config = load(tmp_path, """
+    config = load(
+        tmp_path,
+        """
         sandbox: off
         agents:
           claude: {sandbox: required, sandbox_network: true}
           gemini: {sandbox: "off"}
-        """)
+        """,
+    )
     assert config.sandbox == "off"  # YAML reads a bare off as false
     assert (config.agent("claude").sandbox, config.agent("claude").sandbox_network) == ("required", True)
     assert (config.agent("gemini").sandbox, config.agent("gemini").sandbox_network) == ("off", False)
@@ -754,27 +872,36 @@ def test_a_wrong_sandbox_level_names_the_three(tmp_path):
 
 
 def test_a_generic_provider_declares_its_state_folders_from_its_environment(tmp_path):
-    config = load(tmp_path, """
+    config = load(
+        tmp_path,
+        """
         providers:
           mine:
             command: [mine]
             state_dirs: ["~/.mine", "${XDG_CACHE_HOME:-~/.cache}/mine", "$MINE_HOME", /var/lib/mine]
             state_read_only: [~/.mine/hooks.json]
-        """)
+        """,
+    )
     provider = config.provider("mine")
     state = provider.state({"HOME": "/h"})
     assert state.dirs == (Path("/h/.mine"), Path("/h/.cache/mine"), Path("/var/lib/mine"))  # $MINE_HOME unset: none
     assert state.read_only == (Path("/h/.mine/hooks.json"),)
-    assert provider.state({"HOME": "/h", "XDG_CACHE_HOME": "/c", "MINE_HOME": "/m"}).dirs[1:3] == \
-        (Path("/c/mine"), Path("/m"))
+    assert provider.state({"HOME": "/h", "XDG_CACHE_HOME": "/c", "MINE_HOME": "/m"}).dirs[1:3] == (
+        Path("/c/mine"),
+        Path("/m"),
+    )
 
 
 def test_a_project_file_may_only_make_the_sandbox_stricter_until_it_is_trusted(user_dirs, project):
-    for text, key, loose in (("sandbox: off\n", "sandbox", "'off' is looser than 'auto'"),
-                             ("agents:\n  claude:\n    sandbox: off\n", "agents.claude.sandbox",
-                              "'off' is looser than 'auto'"),
-                             ("agents:\n  claude:\n    sandbox_network: true\n", "agents.claude.sandbox_network",
-                              "True is looser than False")):
+    for text, key, loose in (
+        ("sandbox: off\n", "sandbox", "'off' is looser than 'auto'"),
+        ("agents:\n  claude:\n    sandbox: off\n", "agents.claude.sandbox", "'off' is looser than 'auto'"),
+        (
+            "agents:\n  claude:\n    sandbox_network: true\n",
+            "agents.claude.sandbox_network",
+            "True is looser than False",
+        ),
+    ):
         path = write(project / "crew.yaml", text)
         with pytest.raises(ConfigError, match=f"^crew.yaml:[0-9]+: {key}: {loose} .*may only make it stricter"):
             load_config(None, project)

@@ -1,5 +1,6 @@
 """ProcessConversation against small fake CLIs (real processes, honest about what they do), and which
 conversation a provider gets."""
+
 from __future__ import annotations
 
 import sys
@@ -53,8 +54,9 @@ def test_a_replayed_transcript_holds_an_answer_the_loop_did_not_keep(tmp_path):
 
 
 def test_a_cli_without_resume_and_bad_jsonl_says_so_with_a_sample_line(tmp_path):
-    conv = conversation(tmp_path, [sys.executable, "-c", "print('{\"msg\": \"hi\"}')"], format="jsonl",
-                        text_key="message.text")
+    conv = conversation(
+        tmp_path, [sys.executable, "-c", 'print(\'{"msg": "hi"}\')'], format="jsonl", text_key="message.text"
+    )
     [failure] = [e for e in conv.send("q", None) if isinstance(e, Failure)]
     assert failure.message == (
         "provider 'fake': no line of its output has text at text_key 'message.text' (format: jsonl); "
@@ -63,8 +65,14 @@ def test_a_cli_without_resume_and_bad_jsonl_says_so_with_a_sample_line(tmp_path)
 
 
 def test_a_cli_with_resume_is_continued_by_its_own_session(tmp_path):
-    conv = conversation(tmp_path, [sys.executable, "-c", SESSION_CLI], format="jsonl", text_key="text",
-                        session_key="session", resume=["--resume", "{session}"])
+    conv = conversation(
+        tmp_path,
+        [sys.executable, "-c", SESSION_CLI],
+        format="jsonl",
+        text_key="text",
+        session_key="session",
+        resume=["--resume", "{session}"],
+    )
     events = list(conv.send("one", None))
     assert Session("S1") in events and conv.session_id == "S1"
     assert conv.keep("answer", stopped=False) == FULL
@@ -73,8 +81,9 @@ def test_a_cli_with_resume_is_continued_by_its_own_session(tmp_path):
 
 def test_stopping_a_resumable_cli_mid_reply_loses_the_reply(tmp_path):
     script = "import time\nprint('{\"text\": \"part one\\\\n\"}', flush=True)\ntime.sleep(30)\nprint('invented tail')"
-    conv = conversation(tmp_path, [sys.executable, "-c", script], format="jsonl",
-                        resume=["--resume", "{session}"], session_key="x")
+    conv = conversation(
+        tmp_path, [sys.executable, "-c", script], format="jsonl", resume=["--resume", "{session}"], session_key="x"
+    )
     events = conv.send("q", None)
     assert next(events) == Text("part one\n")
     conv.stop()
@@ -138,8 +147,7 @@ def test_a_cli_that_is_not_installed_is_reported_by_the_first_turn_not_by_start(
         list(conv.send("q", None))
 
 
-@pytest.mark.parametrize("value, enabled", [(None, True), ("1", True), ("yes", True), ("0", False),
-                                            (" 0 ", False)])
+@pytest.mark.parametrize("value, enabled", [(None, True), ("1", True), ("yes", True), ("0", False), (" 0 ", False)])
 def test_crew_live_0_turns_live_continuation_off(value, enabled, monkeypatch):
     monkeypatch.delenv("CREW_LIVE", raising=False)
     assert live_enabled(None if value is None else {"CREW_LIVE": value}) is enabled
@@ -148,9 +156,10 @@ def test_crew_live_0_turns_live_continuation_off(value, enabled, monkeypatch):
         assert live_enabled({}) is enabled
 
 
-@pytest.mark.parametrize("name, live_class", [("claude", ClaudeLiveConversation),
-                                              ("codex", CodexLiveConversation),
-                                              ("gemini", GeminiSessionConversation)])
+@pytest.mark.parametrize(
+    "name, live_class",
+    [("claude", ClaudeLiveConversation), ("codex", CodexLiveConversation), ("gemini", GeminiSessionConversation)],
+)
 def test_each_provider_talks_live_unless_crew_live_is_0(name, live_class, tmp_path, monkeypatch):
     monkeypatch.delenv("CREW_LIVE", raising=False)
     provider = providers.load(name)
@@ -208,8 +217,14 @@ def test_resuming_a_cli_without_sessions_replays_the_earlier_history_at_each_tur
 def test_resuming_continues_the_clis_session_while_the_cli_has_it(tmp_path):
     from crewbridge.sessions import Prior
 
-    conv = conversation(tmp_path, [sys.executable, "-c", SESSION_CLI], format="jsonl", text_key="text",
-                        session_key="session", resume=["--resume", "{session}"])
+    conv = conversation(
+        tmp_path,
+        [sys.executable, "-c", SESSION_CLI],
+        format="jsonl",
+        text_key="text",
+        session_key="session",
+        resume=["--resume", "{session}"],
+    )
     assert conv.resume(Prior("R1", "fake", session_id="S7", history=[("user", "q"), ("assistant", "a")]))
     conv.start()  # the CLI started early resumes the session too
     assert texts(conv.send("two", None)) == "got two resumed=S7"

@@ -95,15 +95,19 @@ def test_a_relative_program_path_starts_at_the_config_directory(tmp_path):
 
 
 def test_a_non_zero_exit_is_a_failure_with_stderr():
-    command_tool = CommandTool(name="fail", command=[PY, "-c", "import sys; print('out'); sys.exit('bad things')"],
-                               schema={"type": "object"})
+    command_tool = CommandTool(
+        name="fail", command=[PY, "-c", "import sys; print('out'); sys.exit('bad things')"], schema={"type": "object"}
+    )
     result = call(command_tool, {})
     assert (result.success, result.error) == (False, "'fail' exited with status 1: bad things")
 
 
 def test_stderr_of_a_successful_command_is_kept_apart():
-    command_tool = CommandTool(name="warn", command=[PY, "-c", "import sys; print('ok'); print('careful', file=sys.stderr)"],
-                               schema={"type": "object"})
+    command_tool = CommandTool(
+        name="warn",
+        command=[PY, "-c", "import sys; print('ok'); print('careful', file=sys.stderr)"],
+        schema={"type": "object"},
+    )
     assert call(command_tool, {}).data == {"exit_code": 0, "output": "ok", "stderr": "careful"}
 
 
@@ -115,31 +119,51 @@ def test_a_missing_program_is_a_failure_not_a_crash():
 
 def test_a_command_that_hangs_is_ended_with_its_whole_group(tmp_path):
     pids = tmp_path / "pids"
-    command_tool = CommandTool(name="hang", command=["sh", "-c", f"sleep 60 & echo $! > {pids}; sleep 60"],
-                               schema={"type": "object"}, timeout=0.5)
+    command_tool = CommandTool(
+        name="hang",
+        command=["sh", "-c", f"sleep 60 & echo $! > {pids}; sleep 60"],
+        schema={"type": "object"},
+        timeout=0.5,
+    )
     result = call(command_tool, {})
     assert not result.success and "timed out after 0.5s" in result.error
     assert gone(int(pids.read_text()))
 
+
 def test_output_is_kept_within_the_limit():
-    command_tool = CommandTool(name="loud", command=[PY, "-c", "for i in range(100000): print('line', i)"],
-                               schema={"type": "object"})
+    command_tool = CommandTool(
+        name="loud", command=[PY, "-c", "for i in range(100000): print('line', i)"], schema={"type": "object"}
+    )
     result = call(command_tool, {}, max_output=1000)
     assert result.success and result.truncated and len(result.data["output"]) <= 1000
     assert result.data["output"].startswith("line 0\nline 1\n")
 
 
 def test_the_tool_carries_its_declaration():
-    spec = CommandTool(name="wc", command=["wc", "-l", "{path}"], description="Count lines.\nMore.",
-                       schema={"type": "object", "properties": {"path": {"type": "string"}}},
-                       read_only=True, timeout=7, needs_approval=True).tool()
-    assert (spec.name, spec.summary, spec.read_only, spec.timeout, spec.needs_approval) == \
-        ("wc", "Count lines.", True, 7, True)
-    assert CommandTool(name="st", command=["git", "status"], schema={"type": "object"}).tool().summary == \
-        "Runs `git status`."
+    spec = CommandTool(
+        name="wc",
+        command=["wc", "-l", "{path}"],
+        description="Count lines.\nMore.",
+        schema={"type": "object", "properties": {"path": {"type": "string"}}},
+        read_only=True,
+        timeout=7,
+        needs_approval=True,
+    ).tool()
+    assert (spec.name, spec.summary, spec.read_only, spec.timeout, spec.needs_approval) == (
+        "wc",
+        "Count lines.",
+        True,
+        7,
+        True,
+    )
+    assert (
+        CommandTool(name="st", command=["git", "status"], schema={"type": "object"}).tool().summary
+        == "Runs `git status`."
+    )
 
 
 # --- plugins ----------------------------------------------------------------------------------------
+
 
 @tool(schema={"type": "object"}, read_only=True)
 def first(ctx):
@@ -156,8 +180,11 @@ NOT_A_TOOL = object()
 
 
 def installed(monkeypatch, **points: str) -> None:
-    monkeypatch.setattr(custom_tools, "entry_points", lambda group: [
-        EntryPoint(name=name, value=value, group=group) for name, value in points.items()])
+    monkeypatch.setattr(
+        custom_tools,
+        "entry_points",
+        lambda group: [EntryPoint(name=name, value=value, group=group) for name, value in points.items()],
+    )
 
 
 def test_an_entry_point_may_name_one_tool_or_a_list(monkeypatch):
@@ -167,6 +194,9 @@ def test_an_entry_point_may_name_one_tool_or_a_list(monkeypatch):
 
 def test_an_entry_point_that_is_not_a_tool_is_named(monkeypatch):
     installed(monkeypatch, odd=f"{__name__}:NOT_A_TOOL")
-    with pytest.raises(ConfigError, match=r"plugin tool 'odd' \(.*:NOT_A_TOOL\) cannot be loaded: CrewError: .* is "
-                                          r"not a tool; decorate it"):
+    with pytest.raises(
+        ConfigError,
+        match=r"plugin tool 'odd' \(.*:NOT_A_TOOL\) cannot be loaded: CrewError: .* is "
+        r"not a tool; decorate it",
+    ):
         plugin_tools()

@@ -3,6 +3,7 @@
 Only assistant-authored text becomes `Text`: never the echoed prompt, tool results, the CLI's own
 native tool events, a subagent's words, claude's final `result`, or the same text twice.
 """
+
 from __future__ import annotations
 
 import json
@@ -11,6 +12,10 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from crewbridge.providers.base import parse_object
+from crewbridge.providers.claude import ClaudeDecoder
+from crewbridge.providers.codex import CodexDecoder
+from crewbridge.providers.gemini import GeminiDecoder
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -19,21 +24,18 @@ from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session,
 from crewbridge.extract import Extractor
 from crewbridge.jsonio import MAX_DEPTH
 from crewbridge.parse import decoder_for, formats
-from crewbridge.providers.base import parse_object
-from crewbridge.providers.claude import ClaudeDecoder
-from crewbridge.providers.codex import CodexDecoder
-from crewbridge.providers.gemini import GeminiDecoder
 from crewcli import tool_block
 
 FIXTURES = Path(__file__).parent / "fixtures"
-MOCK_REPLY = ('Mock model reply. I will call a tool:\n```json\n'
-              '{"tool_use": {"name": "search", "input": {"query": "hello world"}}}\n```\n')
+MOCK_REPLY = (
+    "Mock model reply. I will call a tool:\n```json\n"
+    '{"tool_use": {"name": "search", "input": {"query": "hello world"}}}\n```\n'
+)
 
 
 def decode(fmt: str, name: str) -> list[Event]:
     decoder = decoder_for(fmt)
-    return [event for line in (FIXTURES / name).read_text().splitlines(keepends=True)
-            for event in decoder.decode(line)]
+    return [event for line in (FIXTURES / name).read_text().splitlines(keepends=True) for event in decoder.decode(line)]
 
 
 def text_of(events: list[Event]) -> str:
@@ -57,15 +59,29 @@ class TestClaude:
         assert events[-1] == Done() and not only(Failure, events)
 
     def test_cache_reads_and_writes_count_as_input_and_reads_as_cached(self) -> None:
-        line = json.dumps({"type": "result", "is_error": False, "total_cost_usd": 0.5,
-                           "usage": {"input_tokens": 10, "cache_read_input_tokens": 200,
-                                     "cache_creation_input_tokens": 30, "output_tokens": 7}})
+        line = json.dumps(
+            {
+                "type": "result",
+                "is_error": False,
+                "total_cost_usd": 0.5,
+                "usage": {
+                    "input_tokens": 10,
+                    "cache_read_input_tokens": 200,
+                    "cache_creation_input_tokens": 30,
+                    "output_tokens": 7,
+                },
+            }
+        )
         assert only(Usage, ClaudeDecoder().decode(line)) == [Usage(240, 7, 0.5, cached_tokens=200)]
 
     def test_each_text_block_is_a_message(self) -> None:
         events = decode("claude", "claude_stream.jsonl")
         assert [e for e in events if isinstance(e, (Text, MessageEnd))] == [
-            Text("Running a tool."), MessageEnd(), Text("Tool said hello. " + MOCK_REPLY), MessageEnd()]
+            Text("Running a tool."),
+            MessageEnd(),
+            Text("Tool said hello. " + MOCK_REPLY),
+            MessageEnd(),
+        ]
 
     def test_native_tool_calls_and_results_are_not_text(self) -> None:
         events = decode("claude", "claude_stream.jsonl")
@@ -101,23 +117,57 @@ class TestClaude:
             return json.dumps(obj) + "\n"
 
         def streamed(msg_id: str, text: str) -> list[str]:
-            return [line({"type": "stream_event", "event": {"type": "message_start", "message": {"id": msg_id}}}),
-                    *(line({"type": "stream_event", "event": {"type": "content_block_delta", "index": 0,
-                                                               "delta": {"type": "text_delta", "text": part}}})
-                      for part in (text[:3], text[3:])),
-                    line({"type": "stream_event", "event": {"type": "content_block_delta", "index": 1,
-                                                            "delta": {"type": "input_json_delta", "partial_json": "{"}}}),
-                    line({"type": "stream_event", "event": {"type": "content_block_stop", "index": 0}})]
+            return [
+                line({"type": "stream_event", "event": {"type": "message_start", "message": {"id": msg_id}}}),
+                *(
+                    line(
+                        {
+                            "type": "stream_event",
+                            "event": {
+                                "type": "content_block_delta",
+                                "index": 0,
+                                "delta": {"type": "text_delta", "text": part},
+                            },
+                        }
+                    )
+                    for part in (text[:3], text[3:])
+                ),
+                line(
+                    {
+                        "type": "stream_event",
+                        "event": {
+                            "type": "content_block_delta",
+                            "index": 1,
+                            "delta": {"type": "input_json_delta", "partial_json": "{"},
+                        },
+                    }
+                ),
+                line({"type": "stream_event", "event": {"type": "content_block_stop", "index": 0}}),
+            ]
 
         def whole(msg_id: str, text: str) -> str:
             return line({"type": "assistant", "message": {"id": msg_id, "content": [{"type": "text", "text": text}]}})
 
         decoder = decoder_for("claude")
-        lines = [*streamed("m1", "first"), whole("m1", "first"), *streamed("m2", "second"), whole("m2", "second"),
-                 whole("m3", "third"), line({"type": "result", "subtype": "success"})]
+        lines = [
+            *streamed("m1", "first"),
+            whole("m1", "first"),
+            *streamed("m2", "second"),
+            whole("m2", "second"),
+            whole("m3", "third"),
+            line({"type": "result", "subtype": "success"}),
+        ]
         events = [e for text in lines for e in decoder.decode(text)]
         assert [e for e in events if isinstance(e, (Text, MessageEnd))] == [
-            Text("fir"), Text("st"), MessageEnd(), Text("sec"), Text("ond"), MessageEnd(), Text("third"), MessageEnd()]
+            Text("fir"),
+            Text("st"),
+            MessageEnd(),
+            Text("sec"),
+            Text("ond"),
+            MessageEnd(),
+            Text("third"),
+            MessageEnd(),
+        ]
 
     def test_the_text_blocks_of_one_message_are_one_text_and_a_call_split_across_them_is_whole(self) -> None:
         # Without partial messages, claude gives one `assistant` event per content block.
@@ -128,9 +178,12 @@ class TestClaude:
             return json.dumps({"type": "assistant", "message": {"id": msg_id, "content": [content]}}) + "\n"
 
         lines = [block("m1", {"type": "text", "text": part}) for part in parts]
-        lines += [block("m1", {"type": "tool_use", "name": "Read"}), json.dumps({"type": "user"}) + "\n",
-                  block("m2", {"type": "text", "text": "After the native tool."}),
-                  json.dumps({"type": "result", "subtype": "success"}) + "\n"]
+        lines += [
+            block("m1", {"type": "tool_use", "name": "Read"}),
+            json.dumps({"type": "user"}) + "\n",
+            block("m2", {"type": "text", "text": "After the native tool."}),
+            json.dumps({"type": "result", "subtype": "success"}) + "\n",
+        ]
         decoder = decoder_for("claude")
         events = [e for text in lines for e in decoder.decode(text)]
         kept = [e for e in events if isinstance(e, (Text, MessageEnd))]
@@ -162,8 +215,13 @@ class TestGemini:
         assert only(Usage, events) == [Usage(200, 40)] and events[-1] == Done()
 
     def test_cached_tokens_come_from_the_stats(self) -> None:
-        line = json.dumps({"type": "result", "status": "success",
-                           "stats": {"input_tokens": 90, "output_tokens": 4, "cached": 60, "input": 30}})
+        line = json.dumps(
+            {
+                "type": "result",
+                "status": "success",
+                "stats": {"input_tokens": 90, "output_tokens": 4, "cached": 60, "input": 30},
+            }
+        )
         assert only(Usage, GeminiDecoder().decode(line)) == [Usage(90, 4, cached_tokens=60)]
 
     def test_an_api_error_is_a_failure(self) -> None:
@@ -182,8 +240,9 @@ class TestCodex:
         assert only(Usage, events) == [Usage(100, 20, cumulative=True)] and events[-1] == Done()
 
     def test_cached_input_tokens_are_counted(self) -> None:
-        line = json.dumps({"type": "turn.completed",
-                           "usage": {"input_tokens": 50, "cached_input_tokens": 30, "output_tokens": 5}})
+        line = json.dumps(
+            {"type": "turn.completed", "usage": {"input_tokens": 50, "cached_input_tokens": 30, "output_tokens": 5}}
+        )
         assert CodexDecoder().decode(line)[0] == Usage(50, 5, cached_tokens=30, cumulative=True)
 
     def test_a_native_command_is_not_text(self) -> None:
@@ -193,8 +252,9 @@ class TestCodex:
 
     def test_a_failed_turn(self) -> None:
         decoder = decoder_for("codex")
-        events = decoder.decode('{"type":"error","message":"stream disconnected"}') + \
-            decoder.decode('{"type":"turn.failed","error":{"message":"stream disconnected"}}')
+        events = decoder.decode('{"type":"error","message":"stream disconnected"}') + decoder.decode(
+            '{"type":"turn.failed","error":{"message":"stream disconnected"}}'
+        )
         assert events == [Failure("stream disconnected"), Failure("stream disconnected"), Done()]
 
 
@@ -205,18 +265,29 @@ class TestText:
 
 
 @pytest.mark.parametrize("fmt", ["claude", "gemini", "codex"])
-@pytest.mark.parametrize("line", ["{not json", "[1, 2]", '"text"', "[" * 50_000, '{"type": ' + "1" * 5000 + "}",
-                                  '{"type": "message", "role": "assistant", "content": 5}'])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "{not json",
+        "[1, 2]",
+        '"text"',
+        "[" * 50_000,
+        '{"type": ' + "1" * 5000 + "}",
+        '{"type": "message", "role": "assistant", "content": 5}',
+    ],
+)
 def test_a_corrupt_or_odd_line_is_reported_not_fatal(fmt: str, line: str) -> None:
     events = decoder_for(fmt).decode(line)
     assert all(isinstance(e, Notice) for e in events) and not only(Text, events)
 
 
 DEEP = '{"type": "assistant", "x": ' + "[" * 100_000 + "]" * 100_000 + "}"
-TEXT_LINES = {"claude": '{"type": "stream_event", "event": {"type": "content_block_delta", "index": 0, '
-                        '"delta": {"type": "text_delta", "text": "still here"}}}',
-              "gemini": '{"type": "message", "role": "assistant", "content": "still here", "delta": true}',
-              "codex": '{"type": "item.completed", "item": {"type": "agent_message", "text": "still here"}}'}
+TEXT_LINES = {
+    "claude": '{"type": "stream_event", "event": {"type": "content_block_delta", "index": 0, '
+    '"delta": {"type": "text_delta", "text": "still here"}}}',
+    "gemini": '{"type": "message", "role": "assistant", "content": "still here", "delta": true}',
+    "codex": '{"type": "item.completed", "item": {"type": "agent_message", "text": "still here"}}',
+}
 
 
 @pytest.mark.parametrize("fmt", ["claude", "gemini", "codex"])
@@ -225,7 +296,8 @@ def test_a_line_nested_past_any_limit_is_a_notice_and_the_stream_goes_on(fmt: st
     decoder = decoder_for(fmt)
     events = decoder.decode(pad + DEEP + "\n") + decoder.decode(TEXT_LINES[fmt] + "\n")
     assert [e.detail[:47] for e in events if isinstance(e, Notice)] == [
-        f"JSON nested too deeply (more than {MAX_DEPTH} levels): "[:47]]
+        f"JSON nested too deeply (more than {MAX_DEPTH} levels): "[:47]
+    ]
     assert text_of(events) == "still here"
 
 
@@ -234,7 +306,8 @@ def test_a_line_the_slow_path_reads_is_held_to_max_depth() -> None:
     got = parse_object(deeper)
     assert isinstance(got, Notice) and got.detail.startswith("JSON nested too deeply")
     assert parse_object(' {"a": ' + "[" * (MAX_DEPTH - 1) + "]" * (MAX_DEPTH - 1) + "}") == {
-        "a": json.loads("[" * (MAX_DEPTH - 1) + "]" * (MAX_DEPTH - 1))}
+        "a": json.loads("[" * (MAX_DEPTH - 1) + "]" * (MAX_DEPTH - 1))
+    }
 
 
 @pytest.mark.parametrize("fmt", ["claude", "gemini", "codex"])
@@ -242,13 +315,23 @@ def test_blank_lines_are_nothing(fmt: str) -> None:
     assert decoder_for(fmt).decode("  \n") == []
 
 
-@pytest.mark.parametrize("line, expected", [
-    ('{"a": 1}', {"a": 1}), ('{"a": 1}\r\n', {"a": 1}), ('\t {"a": 1} \n', {"a": 1}),
-    ('\u00a0{"a": 1}\u2003\n', {"a": 1}), (" \r\n", None), ("", None),
-    ('{"a": 1} {"b": 2}\n', "not JSON (Extra data)"), ('{"a": 1}x', "not JSON (Extra data)"),
-    ("{\"a\": 1,}", "not JSON (Expecting property name"), ("\ufeff{}", "not JSON (Unexpected UTF-8 BOM"),
-    ("[1]", "not a JSON object: [1]"), ("[" * 50_000, "JSON nested too deeply"),
-])
+@pytest.mark.parametrize(
+    "line, expected",
+    [
+        ('{"a": 1}', {"a": 1}),
+        ('{"a": 1}\r\n', {"a": 1}),
+        ('\t {"a": 1} \n', {"a": 1}),
+        ('\u00a0{"a": 1}\u2003\n', {"a": 1}),
+        (" \r\n", None),
+        ("", None),
+        ('{"a": 1} {"b": 2}\n', "not JSON (Extra data)"),
+        ('{"a": 1}x', "not JSON (Extra data)"),
+        ('{"a": 1,}', "not JSON (Expecting property name"),
+        ("\ufeff{}", "not JSON (Unexpected UTF-8 BOM"),
+        ("[1]", "not a JSON object: [1]"),
+        ("[" * 50_000, "JSON nested too deeply"),
+    ],
+)
 def test_a_line_is_read_as_json_loads_reads_it_stripped(line: str, expected: object) -> None:
     got = parse_object(line)
     if isinstance(expected, str):
@@ -257,14 +340,19 @@ def test_a_line_is_read_as_json_loads_reads_it_stripped(line: str, expected: obj
         assert got == expected
 
 
-JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
-                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
-                           max_leaves=8)
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=8,
+)
 
 
 @settings(max_examples=300, deadline=None)
-@given(value=JSON_VALUES, before=st.sampled_from(["", " ", "\t", "\n ", "\u00a0"]),
-       after=st.sampled_from(["", "\n", "\r\n", " \t", "\u2028", "x", " 1", "}", "\x00"]))
+@given(
+    value=JSON_VALUES,
+    before=st.sampled_from(["", " ", "\t", "\n ", "\u00a0"]),
+    after=st.sampled_from(["", "\n", "\r\n", " \t", "\u2028", "x", " 1", "}", "\x00"]),
+)
 def test_any_line_gives_what_json_loads_gives_for_it_stripped(value: object, before: str, after: str) -> None:
     line = before + json.dumps(value, ensure_ascii=False) + after
     try:
@@ -297,8 +385,11 @@ def mutate(value: object, rnd: random.Random, drop: float = 0) -> object:
     """A real event with some of its values, at any depth, replaced by a value of another shape (and
     a share `drop` of its keys left out)."""
     if isinstance(value, dict):
-        return {k: rnd.choice(ODD_VALUES) if rnd.random() < 0.15 else mutate(v, rnd, drop)
-                for k, v in value.items() if not drop or rnd.random() >= drop}
+        return {
+            k: rnd.choice(ODD_VALUES) if rnd.random() < 0.15 else mutate(v, rnd, drop)
+            for k, v in value.items()
+            if not drop or rnd.random() >= drop
+        }
     if isinstance(value, list):
         return [mutate(v, rnd, drop) for v in value]
     return value
@@ -307,7 +398,8 @@ def mutate(value: object, rnd: random.Random, drop: float = 0) -> object:
 @settings(max_examples=150, deadline=None)
 @given(picks=st.lists(st.sampled_from(REAL_EVENTS), min_size=1, max_size=4), rnd=st.randoms())
 def test_real_event_shapes_with_any_values_decode_without_raising_and_text_is_a_string(
-        picks: list[dict], rnd: random.Random) -> None:
+    picks: list[dict], rnd: random.Random
+) -> None:
     for fmt in formats():
         decoder = decoder_for(fmt)
         for obj in picks:
@@ -338,8 +430,9 @@ def same_events(lines: list[str]) -> None:
         with pytest.MonkeyPatch.context() as patch:
             fast_json(patch, msgspec_taken=True)
             got = fields.decode(line)
-            assert isinstance(getattr(jsonio._decoders.get(ClaudeDecoder.fields), "__self__", None),
-                              msgspec.json.Decoder) or not line.strip().startswith("{")
+            assert isinstance(
+                getattr(jsonio._decoders.get(ClaudeDecoder.fields), "__self__", None), msgspec.json.Decoder
+            ) or not line.strip().startswith("{")
         with pytest.MonkeyPatch.context() as patch:
             fast_json(patch, msgspec_taken=False)
             assert got == whole.decode(line), line
@@ -352,18 +445,22 @@ def test_claude_lines_read_to_their_fields_give_the_events_of_whole_lines() -> N
     assert text_of(decode("claude", "claude_stream_partial.jsonl"))  # they hold text
 
 
-@pytest.mark.parametrize("line", [
-    '{"type": "stream_event", "event": {"type": "content_block_delta", "delta": {"type": "text_delta", "text": 5}}}',
-    '{"type": "stream_event", "event": null, "uuid": "u"}',
-    '{"type": "stream_event", "event": {"type": "message_start", "message": null}}',
-    '{"type": "assistant", "message": {"id": "m", "content": [{"type": "text", "text": ["x"]}]}, "extra": [1]}',
-    '{"type": "assistant", "message": {"id": "m", "content": "a string"}}',
-    '{"type": "user", "message": {"content": [{"type": "tool_result", "content": "\\ud800"}]}}',
-    '{"type": "user", "message": "not an object"}',
-    '{"type": "result", "usage": [1], "extra": "' + "x" * 200 + '"}',
-    '{"type": "system", "subtype": "init", "big": 1e400, "deep": ' + "[" * 150 + "]" * 150 + "}",
-    '{"type": "assistant", "skipped": ' + "[" * 5_000 + "]" * 5_000 + "}",
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        '{"type": "stream_event", "event": {"type": "content_block_delta", '
+        '"delta": {"type": "text_delta", "text": 5}}}',
+        '{"type": "stream_event", "event": null, "uuid": "u"}',
+        '{"type": "stream_event", "event": {"type": "message_start", "message": null}}',
+        '{"type": "assistant", "message": {"id": "m", "content": [{"type": "text", "text": ["x"]}]}, "extra": [1]}',
+        '{"type": "assistant", "message": {"id": "m", "content": "a string"}}',
+        '{"type": "user", "message": {"content": [{"type": "tool_result", "content": "\\ud800"}]}}',
+        '{"type": "user", "message": "not an object"}',
+        '{"type": "result", "usage": [1], "extra": "' + "x" * 200 + '"}',
+        '{"type": "system", "subtype": "init", "big": 1e400, "deep": ' + "[" * 150 + "]" * 150 + "}",
+        '{"type": "assistant", "skipped": ' + "[" * 5_000 + "]" * 5_000 + "}",
+    ],
+)
 def test_a_claude_line_of_an_unexpected_shape_gives_the_events_of_the_whole_line(line: str) -> None:
     same_events([line + "\n"])
 
@@ -374,5 +471,6 @@ CLAUDE_EVENTS = [e for e in REAL_EVENTS if e.get("type") in ("system", "stream_e
 @settings(max_examples=300, deadline=None)
 @given(picks=st.lists(st.sampled_from(CLAUDE_EVENTS), min_size=1, max_size=6), rnd=st.randoms())
 def test_claude_events_of_any_shape_read_to_their_fields_give_the_events_of_whole_lines(
-        picks: list[dict], rnd: random.Random) -> None:
+    picks: list[dict], rnd: random.Random
+) -> None:
     same_events([json.dumps(mutate(obj, rnd, drop=rnd.choice([0, 0.1]))) + "\n" for obj in picks])

@@ -1,5 +1,6 @@
 """The offline demo model (crewbridge.demo): it reads the files a task names with crew:read_file,
 then answers from the results it was given."""
+
 from __future__ import annotations
 
 import json
@@ -20,5 +21,6 @@ def test_it_asks_for_each_file_the_task_names_in_one_block():
 
 def test_it_answers_from_every_result_of_a_batch():
     answer = reply("[crew tool results]\n" + result("a.txt", "first\n") + result("b.txt", "second\n"))
-    assert answer == ("a.txt has 1 non-empty lines. It begins:\n  first\n\n"
-                      "b.txt has 1 non-empty lines. It begins:\n  second\n")
+    assert answer == (
+        "a.txt has 1 non-empty lines. It begins:\n  first\n\nb.txt has 1 non-empty lines. It begins:\n  second\n"
+    )

@@ -1,25 +1,26 @@
 """`crew doctor`: configuration, each provider's CLI found, its version, the options crew passes it
 accepted (read from --help), one line per finding saying what to do; never a model call."""
+
 from __future__ import annotations
 
 import json
 import os
 import signal
 import sys
-import time
 import textwrap
+import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 from click.testing import CliRunner
 
 from clienv import CLIS, PACKAGES, REPO, VENV_BIN
 from crewbridge.cli import cli
-from crewbridge.sandbox import MECHANISM_ENV
 from crewbridge.doctor import FAIL, OK, WARN, Check, Prober, diagnose, help_argv, option_of, options_in_help
 from crewbridge.errors import UsageError
 from crewbridge.init import add_recipe
+from crewbridge.sandbox import MECHANISM_ENV
 from mockserver import MockServer
 
 CLAUDE_HELP = """\
@@ -56,16 +57,26 @@ def bin_dir(tmp_path: Path) -> Path:
     return path
 
 
-def fake_cli(bin_dir: Path, name: str, *, version: str = "1.0.0", help_text: str = "",
-             sub_help: dict[str, str] | None = None, version_status: int = 0, hang: str = "") -> Path:
+def fake_cli(
+    bin_dir: Path,
+    name: str,
+    *,
+    version: str = "1.0.0",
+    help_text: str = "",
+    sub_help: dict[str, str] | None = None,
+    version_status: int = 0,
+    hang: str = "",
+) -> Path:
     """A stand-in CLI: prints `version` for --version, `help_text` for --help, `sub_help[word]` for
     `word --help` (else the main help, as CLIs that take a prompt do), sleeps on argument `hang`,
     and records every run in <name>.runs."""
     script = bin_dir / name
-    script.write_text(f"#!{sys.executable}\n" + textwrap.dedent(f"""\
+    script.write_text(
+        f"#!{sys.executable}\n"
+        + textwrap.dedent(f"""\
         import sys, time
         args = sys.argv[1:]
-        with open({str(bin_dir / (name + '.runs'))!r}, "a") as log:
+        with open({str(bin_dir / (name + ".runs"))!r}, "a") as log:
             log.write(" ".join(args) + "\\n")
         if {hang!r} and {hang!r} in args:
             time.sleep(60)
@@ -74,7 +85,8 @@ def fake_cli(bin_dir: Path, name: str, *, version: str = "1.0.0", help_text: str
             sys.exit({version_status})
         subs = {sub_help or {}!r}
         print(subs.get(args[0], {help_text!r}) if len(args) == 2 and args[1] == "--help" else {help_text!r})
-        """))
+        """)
+    )
     script.chmod(0o755)
     return script
 
@@ -84,8 +96,9 @@ def runs(bin_dir: Path, name: str) -> list[str]:
     return log.read_text().splitlines() if log.exists() else []
 
 
-def doctor(workdir: Path, bin_dir: Path, *, only: tuple[str, ...] = (), timeout: float = 30.0,
-           config: Path | None = None) -> dict[str, list[Check]]:
+def doctor(
+    workdir: Path, bin_dir: Path, *, only: tuple[str, ...] = (), timeout: float = 30.0, config: Path | None = None
+) -> dict[str, list[Check]]:
     """The findings by subject, with only `bin_dir` on PATH."""
     env = {**os.environ, "PATH": str(bin_dir)}
     out: dict[str, list[Check]] = {}
@@ -100,15 +113,24 @@ def statuses(found: dict[str, list[Check]]) -> dict[str, list[str]]:
 
 # --- reading argv and help texts -----------------------------------------------------------------
 
+
 def test_options_are_read_from_argv_items() -> None:
-    assert [option_of(t) for t in ["--model", "--model=x", "-p", "-", "value", "-1", "--x=a=b"]] == \
-        ["--model", "--model", "-p", None, None, None, "--x"]
+    assert [option_of(t) for t in ["--model", "--model=x", "-p", "-", "value", "-1", "--x=a=b"]] == [
+        "--model",
+        "--model",
+        "-p",
+        None,
+        None,
+        None,
+        "--x",
+    ]
 
 
 def test_options_are_read_from_the_help_formats_of_the_three_clis() -> None:
-    assert {"-p", "--print", "--include-partial-messages", "--output-format", "--resume", "-r"} <= \
-        options_in_help(CLAUDE_HELP)
-    yargs = "  -m, --model    Model  [string]\n      --approval-mode  Set the mode  [choices: \"default\"]"
+    assert {"-p", "--print", "--include-partial-messages", "--output-format", "--resume", "-r"} <= options_in_help(
+        CLAUDE_HELP
+    )
+    yargs = '  -m, --model    Model  [string]\n      --approval-mode  Set the mode  [choices: "default"]'
     clap = "  -s, --sandbox <SANDBOX_MODE>\n      --skip-git-repo-check\n          Allow running outside"
     assert options_in_help(yargs) == {"-m", "--model", "--approval-mode"}
     assert options_in_help(clap) == {"-s", "--sandbox", "--skip-git-repo-check"}
@@ -123,8 +145,10 @@ def test_the_help_command_is_that_of_the_subcommand_crew_runs() -> None:
 
 # --- the real, pinned CLIs -------------------------------------------------------------------------
 
+
 def test_the_pinned_clis_pass_and_none_of_them_reaches_a_model(
-        cli_env: Callable[[str], dict[str, str]], mock_server: MockServer, workdir: Path) -> None:
+    cli_env: Callable[[str], dict[str, str]], mock_server: MockServer, workdir: Path
+) -> None:
     env = {**cli_env("claude"), **cli_env("codex"), **cli_env("gemini")}  # one HOME, every CLI set up
     found = {check.subject: check for check in diagnose(None, workdir, env=env)}
     for name in CLIS:
@@ -136,49 +160,70 @@ def test_the_pinned_clis_pass_and_none_of_them_reaches_a_model(
 
 
 def test_the_pinned_third_party_clis_pass_with_their_recipes(
-        cli_env: Callable[[str], dict[str, str]], mock_server: MockServer, workdir: Path) -> None:
+    cli_env: Callable[[str], dict[str, str]], mock_server: MockServer, workdir: Path
+) -> None:
     names = ("llm", "qwen", "opencode")
     for name in names:
         add_recipe(workdir, name)
     env = {key: value for name in names for key, value in cli_env(name).items()}
     found = {check.subject: check for check in diagnose(workdir / "crew.yaml", workdir, env=env, only=names)}
-    assert found["llm"].message.startswith(f"llm, version 0.36 at {VENV_BIN / 'llm'} (crew.yaml); accepts the 3 options")
-    assert found["qwen"].message.startswith(f"0.24.4 at {REPO / 'node_modules' / '.bin' / 'qwen'} (crew.yaml); "
-                                            "accepts the 7 options")
-    assert found["opencode"].message.startswith(f"1.18.33 at {REPO / 'node_modules' / '.bin' / 'opencode'} "
-                                                "(crew.yaml); accepts the 5 options")
+    assert found["llm"].message.startswith(
+        f"llm, version 0.36 at {VENV_BIN / 'llm'} (crew.yaml); accepts the 3 options"
+    )
+    assert found["qwen"].message.startswith(
+        f"0.24.4 at {REPO / 'node_modules' / '.bin' / 'qwen'} (crew.yaml); accepts the 7 options"
+    )
+    assert found["opencode"].message.startswith(
+        f"1.18.33 at {REPO / 'node_modules' / '.bin' / 'opencode'} (crew.yaml); accepts the 5 options"
+    )
     assert found["llm"].status == found["qwen"].status == found["opencode"].status == OK
     assert mock_server.requests == [] and mock_server.aux == []  # no model, no other host
 
 
 # --- fake CLIs: missing, lacking an option, broken ---------------------------------------------------
 
-def test_a_cli_that_lacks_an_option_crew_uses_fails_naming_it_and_how_to_update(
-        workdir: Path, bin_dir: Path) -> None:
-    fake_cli(bin_dir, "claude", version="2.0.0 (Claude Code)",
-             help_text=CLAUDE_HELP.replace("--include-partial-messages", "--other-flag"))
+
+def test_a_cli_that_lacks_an_option_crew_uses_fails_naming_it_and_how_to_update(workdir: Path, bin_dir: Path) -> None:
+    fake_cli(
+        bin_dir,
+        "claude",
+        version="2.0.0 (Claude Code)",
+        help_text=CLAUDE_HELP.replace("--include-partial-messages", "--other-flag"),
+    )
     (check,) = doctor(workdir, bin_dir, only=("claude",))["claude"]
     assert check.status == FAIL
-    assert check.message == (f"2.0.0 (Claude Code) at {bin_dir / 'claude'}: `claude --help` does not list "
-                             "--include-partial-messages, which crew uses; install a version that has it: "
-                             "npm install -g @anthropic-ai/claude-code")
+    assert check.message == (
+        f"2.0.0 (Claude Code) at {bin_dir / 'claude'}: `claude --help` does not list "
+        "--include-partial-messages, which crew uses; install a version that has it: "
+        "npm install -g @anthropic-ai/claude-code"
+    )
 
 
 def test_a_cli_with_every_option_passes_with_its_version(workdir: Path, bin_dir: Path) -> None:
     fake_cli(bin_dir, "claude", version="2.1.197 (Claude Code)", help_text=CLAUDE_HELP)
     (check,) = doctor(workdir, bin_dir, only=("claude",))["claude"]
-    assert (check.status, check.message) == \
-        (OK, f"2.1.197 (Claude Code) at {bin_dir / 'claude'}; accepts the 11 options crew uses")
+    assert (check.status, check.message) == (
+        OK,
+        f"2.1.197 (Claude Code) at {bin_dir / 'claude'}; accepts the 11 options crew uses",
+    )
     assert sorted(runs(bin_dir, "claude")) == ["--help", "--version"]  # each probe once, nothing else
 
 
 def test_a_missing_cli_is_a_warning_unless_it_is_needed(workdir: Path, bin_dir: Path) -> None:
     found = doctor(workdir, bin_dir)
     assert statuses(found)["gemini"] == [WARN]
-    assert found["gemini"][0].message == ("not installed: `gemini` is not on PATH; only @gemini needs it, so "
-                                          "install it to use that: npm install -g @google/gemini-cli")
-    assert statuses(doctor(workdir, bin_dir, only=("gemini",))) == \
-        {"config": [OK], "tools": [OK], "mcp": [OK], "native": [OK], "sandbox": [OK], "gemini": [FAIL]}
+    assert found["gemini"][0].message == (
+        "not installed: `gemini` is not on PATH; only @gemini needs it, so "
+        "install it to use that: npm install -g @google/gemini-cli"
+    )
+    assert statuses(doctor(workdir, bin_dir, only=("gemini",))) == {
+        "config": [OK],
+        "tools": [OK],
+        "mcp": [OK],
+        "native": [OK],
+        "sandbox": [OK],
+        "gemini": [FAIL],
+    }
 
 
 def test_a_missing_cli_that_an_agent_in_crew_yaml_uses_fails(workdir: Path, bin_dir: Path) -> None:
@@ -218,8 +263,10 @@ def test_a_help_that_lists_no_options_cannot_vouch_for_any(workdir: Path, bin_di
 
 def test_closing_the_prober_ends_the_runs_still_going(workdir: Path, bin_dir: Path) -> None:
     slow = bin_dir / "slow"
-    slow.write_text(f"#!{sys.executable}\nimport os, time\n"
-                    f"open({str(bin_dir / 'pid')!r}, 'w').write(str(os.getpid()))\ntime.sleep(600)\n")
+    slow.write_text(
+        f"#!{sys.executable}\nimport os, time\n"
+        f"open({str(bin_dir / 'pid')!r}, 'w').write(str(os.getpid()))\ntime.sleep(600)\n"
+    )
     slow.chmod(0o755)
     prober = Prober({}, workdir, timeout=600)
     run = prober.start([str(slow), "--help"], {})
@@ -261,20 +308,28 @@ def test_a_cli_described_in_crew_yaml_is_checked_like_a_built_in_one(workdir: Pa
     assert sorted(runs(bin_dir, "llama")) == ["--version", "run --help"]
     fake_cli(bin_dir, "llama", version="llama 3.0", sub_help={"run": LLAMA_HELP.replace("--read-only", "")})
     (check,) = doctor(workdir, bin_dir, config=workdir / "crew.yaml")["llama"]
-    assert check == Check(FAIL, "llama", f"llama 3.0 at {bin_dir / 'llama'} (crew.yaml): `llama run --help` does not "
-                                         "list --read-only, which crew uses; fix providers.llama in crew.yaml, or "
-                                         "install a version that has it")
+    assert check == Check(
+        FAIL,
+        "llama",
+        f"llama 3.0 at {bin_dir / 'llama'} (crew.yaml): `llama run --help` does not "
+        "list --read-only, which crew uses; fix providers.llama in crew.yaml, or "
+        "install a version that has it",
+    )
 
 
 def test_a_cli_with_probe_false_is_looked_for_but_never_run(workdir: Path, bin_dir: Path) -> None:
     fake_cli(bin_dir, "llama")
-    (workdir / "crew.yaml").write_text("providers:\n  llama:\n    command: [llama, --prompt, '{prompt}']\n"
-                                       "    probe: false\nagents:\n  local:\n    provider: llama\n")
+    (workdir / "crew.yaml").write_text(
+        "providers:\n  llama:\n    command: [llama, --prompt, '{prompt}']\n"
+        "    probe: false\nagents:\n  local:\n    provider: llama\n"
+    )
     (check,) = doctor(workdir, bin_dir, config=workdir / "crew.yaml")["llama"]
     assert check == Check(OK, "llama", "found (crew.yaml); runs `llama --prompt PROMPT` (not run here: probe: false)")
     assert runs(bin_dir, "llama") == []
-    (workdir / "crew.yaml").write_text("providers:\n  llama:\n    command: [llama]\n    install_hint: get llama\n"
-                                       "agents:\n  local:\n    provider: llama\n")
+    (workdir / "crew.yaml").write_text(
+        "providers:\n  llama:\n    command: [llama]\n    install_hint: get llama\n"
+        "agents:\n  local:\n    provider: llama\n"
+    )
     (check,) = doctor(workdir, bin_dir / "empty", config=workdir / "crew.yaml")["llama"]
     assert check == Check(FAIL, "llama", "not installed (crew.yaml): `llama` is not on PATH; install it: get llama")
 
@@ -290,19 +345,24 @@ def test_an_invalid_configuration_fails_and_the_clis_are_still_checked(workdir: 
 def test_an_agent_option_the_cli_does_not_accept_fails_with_its_line(workdir: Path, bin_dir: Path) -> None:
     fake_cli(bin_dir, "claude", help_text=CLAUDE_HELP)
     (workdir / "crew.yaml").write_text(
-        "agents:\n  claude:\n    options:\n      query: [--verbose]\n      execute: [--max-turnz, '3']\n")
+        "agents:\n  claude:\n    options:\n      query: [--verbose]\n      execute: [--max-turnz, '3']\n"
+    )
     found = doctor(workdir, bin_dir, config=workdir / "crew.yaml", only=("claude",))
     assert statuses(found)["claude"] == [OK]
     (check,) = found["@claude"]
-    assert (check.status, check.message) == (FAIL, "crew.yaml:5: agents.claude.options.execute[0]: "
-                                                    "`claude --help` does not list --max-turnz; fix or remove it")
+    assert (check.status, check.message) == (
+        FAIL,
+        "crew.yaml:5: agents.claude.options.execute[0]: `claude --help` does not list --max-turnz; fix or remove it",
+    )
 
 
 def test_an_agent_whose_workdir_is_missing_fails(workdir: Path, bin_dir: Path) -> None:
     (workdir / "crew.yaml").write_text("agents:\n  claude:\n    workdir: nowhere\n")
     found = doctor(workdir, bin_dir, config=workdir / "crew.yaml")
-    assert found["@claude"][0].status == FAIL and "is not a directory; create it or fix the path" in \
-        found["@claude"][0].message
+    assert (
+        found["@claude"][0].status == FAIL
+        and "is not a directory; create it or fix the path" in found["@claude"][0].message
+    )
 
 
 def test_the_programs_of_command_tools_and_hooks_must_exist(workdir: Path, bin_dir: Path) -> None:
@@ -312,18 +372,22 @@ def test_the_programs_of_command_tools_and_hooks_must_exist(workdir: Path, bin_d
         "  count:\n    command: [wc, -l]\n"
         "  fetch:\n    command: [fetcher, '{url}']\n"
         "    schema: {type: object, properties: {url: {type: string}}}\n"
-        "hooks:\n  before_tool_call:\n    - command: [./hooks/check.sh]\n")
+        "hooks:\n  before_tool_call:\n    - command: [./hooks/check.sh]\n"
+    )
     found = doctor(workdir, bin_dir, config=workdir / "crew.yaml")
-    assert [c.message for c in found["tools"] if c.status == FAIL] == \
-        ["crew.yaml:5: tools.fetch.command[0]: 'fetcher' is not on PATH; install it or fix the path"]
+    assert [c.message for c in found["tools"] if c.status == FAIL] == [
+        "crew.yaml:5: tools.fetch.command[0]: 'fetcher' is not on PATH; install it or fix the path"
+    ]
     assert [c.message for c in found["hooks"]] == [
         f"crew.yaml:9: hooks.before_tool_call[0].command[0]: './hooks/check.sh' is not an executable file "
-        f"(it is looked for in {workdir}); install it or fix the path"]
+        f"(it is looked for in {workdir}); install it or fix the path"
+    ]
     assert runs(bin_dir, "wc") == []
 
 
-def test_a_provider_whose_commands_cannot_be_built_is_reported(workdir: Path, bin_dir: Path,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_provider_whose_commands_cannot_be_built_is_reported(
+    workdir: Path, bin_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     def broken(self: object) -> list[list[str]]:
         raise KeyError("model")
 
@@ -340,28 +404,46 @@ def test_naming_an_unknown_provider_is_a_usage_error(workdir: Path, bin_dir: Pat
 
 # --- the command ---------------------------------------------------------------------------------
 
+
 def test_the_command_prints_one_line_per_finding_and_exits_1_on_a_failure(
-        workdir: Path, bin_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    workdir: Path, bin_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     fake_cli(bin_dir, "claude", help_text=CLAUDE_HELP.replace("--verbose", "--loud"))
     monkeypatch.setenv("PATH", str(bin_dir))
     monkeypatch.chdir(workdir)
     result = CliRunner().invoke(cli, ["doctor", "claude", "demo"])
     lines = result.output.splitlines()
     assert result.exit_code == 1 and lines[0].startswith("crew 0.1.0, Python ")
-    assert [line.split()[:2] for line in lines[1:8]] == [["ok", "config"], ["ok", "tools"], ["ok", "mcp"],
-                                                        ["ok", "native"], ["ok", "sandbox"], ["FAIL", "claude"],
-                                                        ["ok", "demo"]]
+    assert [line.split()[:2] for line in lines[1:8]] == [
+        ["ok", "config"],
+        ["ok", "tools"],
+        ["ok", "mcp"],
+        ["ok", "native"],
+        ["ok", "sandbox"],
+        ["FAIL", "claude"],
+        ["ok", "demo"],
+    ]
     assert "crew: 1 problem: see the FAIL lines" in lines[-1]
 
 
-def test_the_command_exits_0_when_nothing_is_broken(workdir: Path, bin_dir: Path,
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_command_exits_0_when_nothing_is_broken(
+    workdir: Path, bin_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("PATH", str(bin_dir))
     monkeypatch.chdir(workdir)
     result = CliRunner().invoke(cli, ["doctor"])  # the three CLIs are missing: warnings only
     assert result.exit_code == 0, result.output
-    assert [line.split()[0] for line in result.output.splitlines()[1:]] == ["ok", "ok", "ok", "ok", "ok", "warn", "warn", "warn",
-                                                                               "ok"]
+    assert [line.split()[0] for line in result.output.splitlines()[1:]] == [
+        "ok",
+        "ok",
+        "ok",
+        "ok",
+        "ok",
+        "warn",
+        "warn",
+        "warn",
+        "ok",
+    ]
 
 
 def test_skills_with_a_broken_front_matter_are_reported_not_dropped(workdir: Path, bin_dir: Path) -> None:
@@ -372,9 +454,13 @@ def test_skills_with_a_broken_front_matter_are_reported_not_dropped(workdir: Pat
         path.write_text(f"---\n{front}---\nbody\n")
     found = doctor(workdir, bin_dir, only=("claude",))
     assert [(c.status, c.message) for c in found["skills"]] == [
-        (FAIL, f"{bad}:2: 'description' must be a non-empty line of text; fix its front matter, or the skill "
-               "is not offered"),
-        (OK, "1 skill offered to agents that allow them: notes")]
+        (
+            FAIL,
+            f"{bad}:2: 'description' must be a non-empty line of text; fix its front matter, or the skill "
+            "is not offered",
+        ),
+        (OK, "1 skill offered to agents that allow them: notes"),
+    ]
 
 
 def test_it_says_which_agents_can_take_crews_tools_natively(workdir: Path, bin_dir: Path, monkeypatch) -> None:
@@ -390,19 +476,24 @@ def test_it_says_which_agents_can_take_crews_tools_natively(workdir: Path, bin_d
 
 # --- the sandbox ---------------------------------------------------------------------------------
 
-def test_the_sandbox_line_names_the_mechanism_and_why_not_the_others(workdir: Path, bin_dir: Path,
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+
+def test_the_sandbox_line_names_the_mechanism_and_why_not_the_others(
+    workdir: Path, bin_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     (sandbox,) = doctor(workdir, bin_dir)["sandbox"]
     assert sandbox.status == OK and sandbox.message.startswith("bwrap (")  # the bundled one: PATH has no bwrap
     assert "landlock: works too (ABI " in sandbox.message and "sandbox-exec: macOS only" in sandbox.message
     monkeypatch.setenv(MECHANISM_ENV, "landlock")
     (sandbox,) = doctor(workdir, bin_dir)["sandbox"]
-    assert sandbox.message.startswith("landlock (ABI ") and f"bwrap: not tried ({MECHANISM_ENV}=landlock)" in \
-        sandbox.message
+    assert (
+        sandbox.message.startswith("landlock (ABI ")
+        and f"bwrap: not tried ({MECHANISM_ENV}=landlock)" in sandbox.message
+    )
 
 
-def test_no_sandbox_is_a_warning_a_failure_when_required_and_fine_when_off(workdir: Path, bin_dir: Path,
-                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_sandbox_is_a_warning_a_failure_when_required_and_fine_when_off(
+    workdir: Path, bin_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv(MECHANISM_ENV, "none")
     (sandbox,) = doctor(workdir, bin_dir)["sandbox"]
     assert sandbox.status == WARN and "CLIs and commands run unconfined; install bubblewrap" in sandbox.message

@@ -1,5 +1,6 @@
 """crewbridge.early: `crew query|execute` read quickly, before click, to start the agents' CLIs while
 crew loads; a reading it is not sure of starts nothing, and the run takes only what it would start."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -31,16 +32,41 @@ def test_its_options_are_the_commands_own(command: click.Command) -> None:
     assert FLAGS | NOT_HERE == {name for p in options if p.is_flag for name in p.opts} | {"--resume", "--review"}
 
 
-VALUES = st.one_of(st.text(max_size=8), st.integers().map(str), st.floats().map(str),
-                   st.sampled_from(["0.1", "0.09", "1", "0", "-1", " 5 ", "+5", "5_0", "1.0", "1e3", "nan", "inf",
-                                    "text", "native", "Native", "0x10"]))
+VALUES = st.one_of(
+    st.text(max_size=8),
+    st.integers().map(str),
+    st.floats().map(str),
+    st.sampled_from(
+        [
+            "0.1",
+            "0.09",
+            "1",
+            "0",
+            "-1",
+            " 5 ",
+            "+5",
+            "5_0",
+            "1.0",
+            "1e3",
+            "nan",
+            "inf",
+            "text",
+            "native",
+            "Native",
+            "0x10",
+        ]
+    ),
+)
 
 
 @given(value=VALUES)
 def test_a_value_is_taken_exactly_when_clicks_type_takes_it(value: str) -> None:
     for param in query_command.params:
-        if isinstance(param, click.Option) and not param.is_flag and param.opts[0] not in ("--config", "--resume",
-                                                                                           "--review"):
+        if (
+            isinstance(param, click.Option)
+            and not param.is_flag
+            and param.opts[0] not in ("--config", "--resume", "--review")
+        ):
             try:
                 param.type.convert(value, param, None)
                 takes = True
@@ -49,27 +75,46 @@ def test_a_value_is_taken_exactly_when_clicks_type_takes_it(value: str) -> None:
             assert VALUE_OPTIONS[param.opts[0]](value) == takes, (param.opts[0], value)
 
 
-@pytest.mark.parametrize(("args", "reading"), [
-    (["query", "@claude", "hi"], Reading("query", "@claude hi")),
-    (["execute", "--timeout", "5", "@claude fix it", "-y", "--json"], Reading("execute", "@claude fix it")),
-    (["query", "--config=team.yaml", "@a @b", "go", "--tools-via", "native", "-y"],
-     Reading("query", "@a @b go", Path("team.yaml"), "native")),
-    (["query", "--max-cost", "0.5", "--max-turns=3", "@gemini", "-"], Reading("query", "@gemini -")),
-])
+@pytest.mark.parametrize(
+    ("args", "reading"),
+    [
+        (["query", "@claude", "hi"], Reading("query", "@claude hi")),
+        (["execute", "--timeout", "5", "@claude fix it", "-y", "--json"], Reading("execute", "@claude fix it")),
+        (
+            ["query", "--config=team.yaml", "@a @b", "go", "--tools-via", "native", "-y"],
+            Reading("query", "@a @b go", Path("team.yaml"), "native"),
+        ),
+        (["query", "--max-cost", "0.5", "--max-turns=3", "@gemini", "-"], Reading("query", "@gemini -")),
+    ],
+)
 def test_the_task_and_the_options_that_name_the_clis_are_read(args: list[str], reading: Reading) -> None:
     assert read(args) == reading
 
 
-@pytest.mark.parametrize("args", [
-    ["query"], ["chat", "@claude"], ["query", "--help", "@claude hi"], ["query", "-h"],
-    ["query", "--continue", "@claude more"], ["query", "--resume", "20250101-x", "@claude more"],
-    ["query", "--", "@claude -x"], ["query", "-yv", "@claude hi"], ["query", "--tiemout", "5", "@claude hi"],
-    ["query", "@claude hi", "--timeout"], ["query", "--json"], ["query", "--timeout", "soon", "@claude hi"],
-    ["query", "--max-turns=0", "@claude hi"], ["query", "--tools-via", "Native", "@claude hi"],
-    ["query", "--json", "--jsonl", "@claude hi"], ["query", "-v", "@claude hi"],
-    ["execute", "--worktree", "@claude fix it"], ["execute", "--review", "gemini", "@claude fix it"],
-    ["execute", "--rounds", "0", "@claude fix it"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["query"],
+        ["chat", "@claude"],
+        ["query", "--help", "@claude hi"],
+        ["query", "-h"],
+        ["query", "--continue", "@claude more"],
+        ["query", "--resume", "20250101-x", "@claude more"],
+        ["query", "--", "@claude -x"],
+        ["query", "-yv", "@claude hi"],
+        ["query", "--tiemout", "5", "@claude hi"],
+        ["query", "@claude hi", "--timeout"],
+        ["query", "--json"],
+        ["query", "--timeout", "soon", "@claude hi"],
+        ["query", "--max-turns=0", "@claude hi"],
+        ["query", "--tools-via", "Native", "@claude hi"],
+        ["query", "--json", "--jsonl", "@claude hi"],
+        ["query", "-v", "@claude hi"],
+        ["execute", "--worktree", "@claude fix it"],
+        ["execute", "--review", "gemini", "@claude fix it"],
+        ["execute", "--rounds", "0", "@claude fix it"],
+    ],
+)
 def test_a_reading_it_is_not_sure_of_starts_nothing(args: list[str], started_clis: list[process.Child]) -> None:
     assert read(args) is None
     assert start(args) is None
@@ -92,7 +137,8 @@ def test_a_configuration_it_cannot_read_starts_nothing(started_clis: list[proces
 
 
 def test_a_sandbox_that_is_required_and_not_to_be_had_starts_nothing(
-        started_clis: list[process.Child], monkeypatch: pytest.MonkeyPatch) -> None:
+    started_clis: list[process.Child], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("CREW_SANDBOX_MECHANISM", "none")  # as on a machine where no mechanism works
     assert start(["query", "--sandbox", "required", "@demo hi"]) is None
     assert started_clis == []

@@ -4,8 +4,10 @@ Every case in CASES is also run through the property tests: any split of its tex
 the same calls, at the same offsets, as the text in one piece, each call from the chunk holding the
 end of its closing fence line.
 """
+
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import sys
@@ -22,15 +24,28 @@ from crewbridge.functions import tool
 from crewbridge.jsonio import MAX_DEPTH
 from crewbridge.registry import ToolRegistry
 
-@tool(schema={"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"],
-              "additionalProperties": False}, read_only=True)
+
+@tool(
+    schema={
+        "type": "object",
+        "properties": {"path": {"type": "string"}},
+        "required": ["path"],
+        "additionalProperties": False,
+    },
+    read_only=True,
+)
 def read_file(ctx, path: str) -> str:
     """Read a file."""
     return path
 
 
-@tool(schema={"type": "object", "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
-              "required": ["path", "content"]})
+@tool(
+    schema={
+        "type": "object",
+        "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
+        "required": ["path", "content"],
+    }
+)
 def write_file(ctx, path: str, content: str) -> int:
     """Write a file."""
     return len(content)
@@ -42,8 +57,7 @@ def list_files(ctx, path: str = ".") -> list:
     return []
 
 
-@tool(schema={"type": "object", "properties": {"pattern": {"type": "string"}}, "required": ["pattern"]},
-      read_only=True)
+@tool(schema={"type": "object", "properties": {"pattern": {"type": "string"}}, "required": ["pattern"]}, read_only=True)
 def grep(ctx, pattern: str) -> list:
     """Search files."""
     return []
@@ -68,15 +82,16 @@ def block(body: str, info: str = "json", fence: str = "```", close: str | None =
     return f"{fence}{info}\n{body}\n{fence if close is None else close}\n"
 
 
-def run(messages: str | tuple[str, ...], registry: ToolRegistry | None = REGISTRY, split: int = 0,
-        **kw: Any) -> tuple[list[ToolCall], Extractor]:
+def run(
+    messages: str | tuple[str, ...], registry: ToolRegistry | None = REGISTRY, split: int = 0, **kw: Any
+) -> tuple[list[ToolCall], Extractor]:
     """Feed each message (in chunks of `split` characters when given), ending each one."""
     extractor = Extractor(registry, **kw)
     out: list[ToolCall] = []
     for message in (messages,) if isinstance(messages, str) else messages:
         step = split or max(len(message), 1)
         for i in range(0, len(message), step):
-            out += extractor.feed(message[i:i + step])
+            out += extractor.feed(message[i : i + step])
         out += extractor.end_message()
     out += extractor.finish()
     return out, extractor
@@ -104,151 +119,273 @@ CASES = [
     Case("four backticks", block(call("crew:read_file", path="a.txt"), fence="````"), [READ]),
     Case("closed by a longer fence", block(call("crew:read_file", path="a.txt"), close="`````"), [READ]),
     Case("tildes", block(call("crew:read_file", path="a.txt"), fence="~~~"), [READ]),
-    Case("opener and closer indented 3 spaces",
-         "   ```json\n" + call("crew:read_file", path="a.txt") + "\n   ```\n", [READ]),
-    Case("closer with trailing spaces and tabs", block(call("crew:read_file", path="a.txt"), close="``` \t "),
-         [READ]),
+    Case(
+        "opener and closer indented 3 spaces",
+        "   ```json\n" + call("crew:read_file", path="a.txt") + "\n   ```\n",
+        [READ],
+    ),
+    Case("closer with trailing spaces and tabs", block(call("crew:read_file", path="a.txt"), close="``` \t "), [READ]),
     Case("CRLF line endings", "Hi\r\n```json\r\n" + call("crew:read_file", path="a.txt") + "\r\n```\r\n", [READ]),
-    Case("pretty-printed JSON",
-         block(json.dumps({"type": "tool_use", "name": "crew:read_file", "input": {"path": "a.txt"}}, indent=2)),
-         [READ]),
-    Case("closing fence at the very end, no newline", "```json\n" + call("crew:read_file", path="a.txt") + "\n```",
-         [READ]),
-    Case("unicode input", block(call("crew:read_file", path="ünïcødé 😀.txt")),
-         [("crew:read_file", {"path": "ünïcødé 😀.txt"}, None)]),
+    Case(
+        "pretty-printed JSON",
+        block(json.dumps({"type": "tool_use", "name": "crew:read_file", "input": {"path": "a.txt"}}, indent=2)),
+        [READ],
+    ),
+    Case(
+        "closing fence at the very end, no newline",
+        "```json\n" + call("crew:read_file", path="a.txt") + "\n```",
+        [READ],
+    ),
+    Case(
+        "unicode input",
+        block(call("crew:read_file", path="ünïcødé 😀.txt")),
+        [("crew:read_file", {"path": "ünïcødé 😀.txt"}, None)],
+    ),
     # several calls
-    Case("several blocks, in order",
-         block(call("crew:read_file", path="a.txt")) + "and\n" + block(call("crew:list_files", path="src")),
-         [READ, ("crew:list_files", {"path": "src"}, None)]),
-    Case("an array holds several calls",
-         block("[" + call("crew:read_file", path="a.txt") + ", " + call("crew:list_files") + "]"),
-         [READ, ("crew:list_files", {}, None)]),
-    Case("an array item that is not a call is an error",
-         block("[" + call("crew:read_file", path="a.txt") + ', {"note": 1}]'),
-         [READ, ("", None, "item [1] of the array is not a tool call")]),
+    Case(
+        "several blocks, in order",
+        block(call("crew:read_file", path="a.txt")) + "and\n" + block(call("crew:list_files", path="src")),
+        [READ, ("crew:list_files", {"path": "src"}, None)],
+    ),
+    Case(
+        "an array holds several calls",
+        block("[" + call("crew:read_file", path="a.txt") + ", " + call("crew:list_files") + "]"),
+        [READ, ("crew:list_files", {}, None)],
+    ),
+    Case(
+        "an array item that is not a call is an error",
+        block("[" + call("crew:read_file", path="a.txt") + ', {"note": 1}]'),
+        [READ, ("", None, "item [1] of the array is not a tool call")],
+    ),
     Case("an empty array is content", block("[]")),
     # fence markers inside JSON strings
-    Case("fences inside an escaped string", block(call("crew:write_file", path="r.md", content="```json\n{}\n```\n")),
-         [("crew:write_file", {"path": "r.md", "content": "```json\n{}\n```\n"}, None)]),
-    Case("fence lines inside a string with raw newlines",
-         '```json\n{"type": "tool_use", "name": "crew:write_file", "input": {"path": "r.md", "content": "a\n```\nb\n'
-         '~~~\n"}}\n```\nafter\n',
-         [("crew:write_file", {"path": "r.md", "content": "a\n```\nb\n~~~\n"}, None)]),
-    Case("an escaped quote does not end the string",
-         '```json\n{"type": "tool_use", "name": "crew:write_file", "input": {"path": "q", "content": "say \\"\n```\n'
-         '\\\\"}}\n```\n',
-         [("crew:write_file", {"path": "q", "content": 'say "\n```\n\\'}, None)]),
-    Case("a fence line inside a string in a block that is not JSON-like closes it",
-         '```\nsay "hi\n```\n' + block(call("crew:read_file", path="a.txt")), [READ]),
+    Case(
+        "fences inside an escaped string",
+        block(call("crew:write_file", path="r.md", content="```json\n{}\n```\n")),
+        [("crew:write_file", {"path": "r.md", "content": "```json\n{}\n```\n"}, None)],
+    ),
+    Case(
+        "fence lines inside a string with raw newlines",
+        '```json\n{"type": "tool_use", "name": "crew:write_file", "input": {"path": "r.md", "content": "a\n```\nb\n'
+        '~~~\n"}}\n```\nafter\n',
+        [("crew:write_file", {"path": "r.md", "content": "a\n```\nb\n~~~\n"}, None)],
+    ),
+    Case(
+        "an escaped quote does not end the string",
+        '```json\n{"type": "tool_use", "name": "crew:write_file", "input": {"path": "q", "content": "say \\"\n```\n'
+        '\\\\"}}\n```\n',
+        [("crew:write_file", {"path": "q", "content": 'say "\n```\n\\'}, None)],
+    ),
+    Case(
+        "a fence line inside a string in a block that is not JSON-like closes it",
+        '```\nsay "hi\n```\n' + block(call("crew:read_file", path="a.txt")),
+        [READ],
+    ),
     # what is not a call
     Case("other JSON is content", block('{"name": "Ada", "age": 36}')),
     Case("the captures' shape is content", block('{"tool_use": {"name": "search", "input": {"query": "hello"}}}')),
-    Case("an API example with a name of no prefix is content",
-         block('{"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}}')),
+    Case(
+        "an API example with a name of no prefix is content",
+        block('{"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}}'),
+    ),
     Case("another prefix is content", block(call("other:read_file", path="a.txt"))),
     Case("a number, a string, null are content", block("42") + block('"crew:read_file tool_use"') + block("null")),
     Case("a block that is not JSON is content", block("just some words about crew:read_file and tool_use")),
-    Case("other languages are examples",
-         block(call("crew:read_file", path="a.txt"), info="python")
-         + block(call("crew:read_file", path="a.txt"), info="jsonc")
-         + block(call("crew:read_file", path="a.txt"), info="javascript")),
-    Case("a json block inside a four-backtick markdown fence is an example",
-         "````markdown\n" + block(call("crew:read_file", path="x")) + "````\n"
-         + block(call("crew:read_file", path="a.txt")), [READ]),
-    Case("a json block inside a tilde fence is an example",
-         "~~~md\n" + block(call("crew:read_file", path="x")) + "~~~\n"), 
-    Case("a json block inside a python fence is an example (CommonMark pairs the fences)",
-         "```python\nEXAMPLE = '''\n" + block(call("crew:read_file", path="x")) + "'''\n```\n"),
-    Case("inline code is an example",
-         "Write `" + call("crew:read_file", path="x") + "` or ```json " + call("crew:read_file", path="x")
-         + "``` inline.\n"),
-    Case("a backtick info string with a backtick is inline code, not a fence",
-         "```json`\n" + call("crew:read_file", path="x") + "\n```\n"),
-    Case("four spaces of indentation is not a fence", "    ```json\n" + call("crew:read_file", path="x") + "\n    ```\n"),
+    Case(
+        "other languages are examples",
+        block(call("crew:read_file", path="a.txt"), info="python")
+        + block(call("crew:read_file", path="a.txt"), info="jsonc")
+        + block(call("crew:read_file", path="a.txt"), info="javascript"),
+    ),
+    Case(
+        "a json block inside a four-backtick markdown fence is an example",
+        "````markdown\n"
+        + block(call("crew:read_file", path="x"))
+        + "````\n"
+        + block(call("crew:read_file", path="a.txt")),
+        [READ],
+    ),
+    Case(
+        "a json block inside a tilde fence is an example", "~~~md\n" + block(call("crew:read_file", path="x")) + "~~~\n"
+    ),
+    Case(
+        "a json block inside a python fence is an example (CommonMark pairs the fences)",
+        "```python\nEXAMPLE = '''\n" + block(call("crew:read_file", path="x")) + "'''\n```\n",
+    ),
+    Case(
+        "inline code is an example",
+        "Write `"
+        + call("crew:read_file", path="x")
+        + "` or ```json "
+        + call("crew:read_file", path="x")
+        + "``` inline.\n",
+    ),
+    Case(
+        "a backtick info string with a backtick is inline code, not a fence",
+        "```json`\n" + call("crew:read_file", path="x") + "\n```\n",
+    ),
+    Case(
+        "four spaces of indentation is not a fence", "    ```json\n" + call("crew:read_file", path="x") + "\n    ```\n"
+    ),
     Case("a tab is not indentation for a fence", "\t```json\n" + call("crew:read_file", path="x") + "\n\t```\n"),
-    Case("a fence in the middle of a line is not a fence",
-         "see ```json\n" + call("crew:read_file", path="x") + "\n```\n"),
+    Case(
+        "a fence in the middle of a line is not a fence", "see ```json\n" + call("crew:read_file", path="x") + "\n```\n"
+    ),
     Case("two backticks are not a fence", "``json\n" + call("crew:read_file", path="x") + "\n``\n"),
-    Case("a shorter fence does not close a longer one",
-         "````json\n" + call("crew:read_file", path="a.txt") + "\n```\n````\n",
-         [("crew:read_file", None, "invalid JSON")]),
-    Case("a tilde line does not close a backtick block",
-         "```json\n" + call("crew:read_file", path="a.txt") + "\n~~~\n```\n", [("crew:read_file", None, "invalid JSON")]),
-    Case("a fence line with an info string does not close a block",
-         "```json\n" + call("crew:read_file", path="a.txt") + "\n```json\n```\n",
-         [("crew:read_file", None, "invalid JSON")]),
-    Case("a fence line over the length limit is text", "```" + "j" * MAX_FENCE_LINE + "\n"
-         + call("crew:read_file", path="x") + "\n```\n"),
+    Case(
+        "a shorter fence does not close a longer one",
+        "````json\n" + call("crew:read_file", path="a.txt") + "\n```\n````\n",
+        [("crew:read_file", None, "invalid JSON")],
+    ),
+    Case(
+        "a tilde line does not close a backtick block",
+        "```json\n" + call("crew:read_file", path="a.txt") + "\n~~~\n```\n",
+        [("crew:read_file", None, "invalid JSON")],
+    ),
+    Case(
+        "a fence line with an info string does not close a block",
+        "```json\n" + call("crew:read_file", path="a.txt") + "\n```json\n```\n",
+        [("crew:read_file", None, "invalid JSON")],
+    ),
+    Case(
+        "a fence line over the length limit is text",
+        "```" + "j" * MAX_FENCE_LINE + "\n" + call("crew:read_file", path="x") + "\n```\n",
+    ),
     # broken attempts: reported, never run
-    Case("invalid JSON that clearly meant a call",
-         '```json\n{"type": "tool_use", "name": "crew:read_file", "input": {"path": "a.txt"}\n```\n',
-         [("crew:read_file", None, "invalid JSON in the tool-call block")]),
-    Case("single quotes are invalid JSON",
-         "```json\n{'type': 'tool_use', 'name': 'crew:read_file', 'input': {}}\n```\n",
-         [("", None, "invalid JSON")]),
-    Case("two objects in one block: invalid, with a hint",
-         block(call("crew:read_file", path="a.txt") + "\n" + call("crew:list_files")),
-         [("crew:read_file", None, "put several calls in one array")]),
+    Case(
+        "invalid JSON that clearly meant a call",
+        '```json\n{"type": "tool_use", "name": "crew:read_file", "input": {"path": "a.txt"}\n```\n',
+        [("crew:read_file", None, "invalid JSON in the tool-call block")],
+    ),
+    Case(
+        "single quotes are invalid JSON",
+        "```json\n{'type': 'tool_use', 'name': 'crew:read_file', 'input': {}}\n```\n",
+        [("", None, "invalid JSON")],
+    ),
+    Case(
+        "two objects in one block: invalid, with a hint",
+        block(call("crew:read_file", path="a.txt") + "\n" + call("crew:list_files")),
+        [("crew:read_file", None, "put several calls in one array")],
+    ),
     Case("invalid JSON that is not a call is content", block('{"a": 1,}')),
-    Case("a number too long to convert is invalid JSON",
-         block('{"type": "tool_use", "name": "crew:list_files", "input": {"n": ' + "1" * 5000 + "}}"),
-         [("crew:list_files", None, "Exceeds the limit")]),
-    Case("unknown tool, nearest suggested", block(call("crew:read_fil", path="a.txt")),
-         [("crew:read_fil", {"path": "a.txt"}, "unknown tool 'crew:read_fil'; did you mean 'crew:read_file'?")]),
-    Case("unknown tool, the list given when nothing is near", block(call("crew:zzz")),
-         [("crew:zzz", {}, "available: crew:read_file")]),
-    Case("a registered name without the prefix", block(call("read_file", path="a.txt")),
-         [("read_file", {"path": "a.txt"}, "write 'crew:read_file'")]),
-    Case("a prefixed name without the type is a call: the prefix is the intent",
-         block('{"name": "crew:read_file", "input": {"path": "a.txt"}}'), [READ]),
-    Case("a prefixed name without the type, cut mid-JSON", '```json\n{"name": "crew:read_file", "inp',
-         [("crew:read_file", None, "truncated")]),
-    Case("a prefixed name with another type",
-         block('{"type": "function", "name": "crew:read_file", "input": {"path": "a.txt"}}'),
-         [("crew:read_file", {"path": "a.txt"}, '(got "function")')]),
+    Case(
+        "a number too long to convert is invalid JSON",
+        block('{"type": "tool_use", "name": "crew:list_files", "input": {"n": ' + "1" * 5000 + "}}"),
+        [("crew:list_files", None, "Exceeds the limit")],
+    ),
+    Case(
+        "unknown tool, nearest suggested",
+        block(call("crew:read_fil", path="a.txt")),
+        [("crew:read_fil", {"path": "a.txt"}, "unknown tool 'crew:read_fil'; did you mean 'crew:read_file'?")],
+    ),
+    Case(
+        "unknown tool, the list given when nothing is near",
+        block(call("crew:zzz")),
+        [("crew:zzz", {}, "available: crew:read_file")],
+    ),
+    Case(
+        "a registered name without the prefix",
+        block(call("read_file", path="a.txt")),
+        [("read_file", {"path": "a.txt"}, "write 'crew:read_file'")],
+    ),
+    Case(
+        "a prefixed name without the type is a call: the prefix is the intent",
+        block('{"name": "crew:read_file", "input": {"path": "a.txt"}}'),
+        [READ],
+    ),
+    Case(
+        "a prefixed name without the type, cut mid-JSON",
+        '```json\n{"name": "crew:read_file", "inp',
+        [("crew:read_file", None, "truncated")],
+    ),
+    Case(
+        "a prefixed name with another type",
+        block('{"type": "function", "name": "crew:read_file", "input": {"path": "a.txt"}}'),
+        [("crew:read_file", {"path": "a.txt"}, '(got "function")')],
+    ),
     Case("an empty tool name", block(call("crew:")), [("crew:", {}, "the tool name is empty")]),
-    Case("missing input", block('{"type": "tool_use", "name": "crew:list_files"}'),
-         [("crew:list_files", None, 'missing "input"')]),
-    Case("input that is not an object", block(call("crew:read_file", ["a.txt"])),
-         [("crew:read_file", ["a.txt"], '"input" must be an object, got array')]),
-    Case("a schema violation names its JSON path", block(call("crew:read_file", path=7)),
-         [("crew:read_file", {"path": 7}, "invalid input for crew:read_file at $.path: 7 is not of type 'string'")]),
-    Case("a missing required property", block(call("crew:write_file", path="a")),
-         [("crew:write_file", {"path": "a"}, "'content' is a required property")]),
-    Case("an extra property", block(call("crew:read_file", path="a", mode="r")),
-         [("crew:read_file", ANY, "Additional properties are not allowed")]),
-    Case("without a registry only the format is checked",
-         block(call("crew:anything", x=1)) + block(call("read_file", path="a")),
-         [("crew:anything", {"x": 1}, None)], registry=False),
+    Case(
+        "missing input",
+        block('{"type": "tool_use", "name": "crew:list_files"}'),
+        [("crew:list_files", None, 'missing "input"')],
+    ),
+    Case(
+        "input that is not an object",
+        block(call("crew:read_file", ["a.txt"])),
+        [("crew:read_file", ["a.txt"], '"input" must be an object, got array')],
+    ),
+    Case(
+        "a schema violation names its JSON path",
+        block(call("crew:read_file", path=7)),
+        [("crew:read_file", {"path": 7}, "invalid input for crew:read_file at $.path: 7 is not of type 'string'")],
+    ),
+    Case(
+        "a missing required property",
+        block(call("crew:write_file", path="a")),
+        [("crew:write_file", {"path": "a"}, "'content' is a required property")],
+    ),
+    Case(
+        "an extra property",
+        block(call("crew:read_file", path="a", mode="r")),
+        [("crew:read_file", ANY, "Additional properties are not allowed")],
+    ),
+    Case(
+        "without a registry only the format is checked",
+        block(call("crew:anything", x=1)) + block(call("read_file", path="a")),
+        [("crew:anything", {"x": 1}, None)],
+        registry=False,
+    ),
     # truncation and message boundaries
-    Case("a block cut by the end of the stream is never run",
-         "Reading:\n```json\n" + call("crew:read_file", path="a.txt") + "\n",
-         [("crew:read_file", {"path": "a.txt"}, "truncated")]),
-    Case("a block cut mid-JSON", "```json\n{\"type\": \"tool_use\", \"name\": \"crew:read_file\", \"inp",
-         [("crew:read_file", None, "truncated")]),
-    Case("a cut block that meant no call is content", "```json\n{\"a\": 1\n"),
-    Case("a cut block of whole JSON that is no call is content",
-         "```json\n" + '{"note": "tool_use is how crew:read_file is called"}\n'),
-    Case("a block never spans two messages",
-         ("```json\n" + call("crew:read_file", path="a.txt") + "\n", block(call("crew:list_files"))),
-         [("crew:read_file", {"path": "a.txt"}, "truncated"), ("crew:list_files", {}, None)]),
-    Case("a message that ends inside a fence line's opener",
-         ("text\n```js", "on\n" + call("crew:read_file", path="x") + "\n```\n")),
-    Case("a new message starts a new line",
-         ("no newline at the end", "```json\n" + call("crew:read_file", path="a.txt") + "\n```\n"), [READ]),
-    Case("a closing fence that ends a message without a newline",
-         ("```json\n" + call("crew:read_file", path="a.txt") + "\n```", "more\n"), [READ]),
-    Case("an example fence ends with its message",
-         ("```python\nprint(1)\n", block(call("crew:read_file", path="a.txt"))), [READ]),
-    Case("surrogate halves from two events are one character",
-         '```json\n{"type": "tool_use", "name": "crew:read_file", "input": {"path": "\ud83d\ude00"}}\n```\n',
-         [("crew:read_file", {"path": "😀"}, None)]),
+    Case(
+        "a block cut by the end of the stream is never run",
+        "Reading:\n```json\n" + call("crew:read_file", path="a.txt") + "\n",
+        [("crew:read_file", {"path": "a.txt"}, "truncated")],
+    ),
+    Case(
+        "a block cut mid-JSON",
+        '```json\n{"type": "tool_use", "name": "crew:read_file", "inp',
+        [("crew:read_file", None, "truncated")],
+    ),
+    Case("a cut block that meant no call is content", '```json\n{"a": 1\n'),
+    Case(
+        "a cut block of whole JSON that is no call is content",
+        "```json\n" + '{"note": "tool_use is how crew:read_file is called"}\n',
+    ),
+    Case(
+        "a block never spans two messages",
+        ("```json\n" + call("crew:read_file", path="a.txt") + "\n", block(call("crew:list_files"))),
+        [("crew:read_file", {"path": "a.txt"}, "truncated"), ("crew:list_files", {}, None)],
+    ),
+    Case(
+        "a message that ends inside a fence line's opener",
+        ("text\n```js", "on\n" + call("crew:read_file", path="x") + "\n```\n"),
+    ),
+    Case(
+        "a new message starts a new line",
+        ("no newline at the end", "```json\n" + call("crew:read_file", path="a.txt") + "\n```\n"),
+        [READ],
+    ),
+    Case(
+        "a closing fence that ends a message without a newline",
+        ("```json\n" + call("crew:read_file", path="a.txt") + "\n```", "more\n"),
+        [READ],
+    ),
+    Case(
+        "an example fence ends with its message",
+        ("```python\nprint(1)\n", block(call("crew:read_file", path="a.txt"))),
+        [READ],
+    ),
+    Case(
+        "surrogate halves from two events are one character",
+        '```json\n{"type": "tool_use", "name": "crew:read_file", "input": {"path": "\ud83d\ude00"}}\n```\n',
+        [("crew:read_file", {"path": "😀"}, None)],
+    ),
 ]
 
 
 def check(calls: list[ToolCall], expect: list[tuple[str, Any, str | None]]) -> None:
     assert len(calls) == len(expect), [(c.name, c.error) for c in calls]
-    for got, (name, data, error) in zip(calls, expect):
+    for got, (name, data, error) in zip(calls, expect, strict=True):
         assert got.name == name
         if data is not ANY:
             assert got.input == data
@@ -269,8 +406,8 @@ def test_a_call_carries_its_block_text_and_where_it_ends() -> None:
     text = "Intro.\n```json\n" + first + "\n```\nMiddle.\n~~~\n" + second + "\n~~~\nOutro."
     calls, _ = run(text)
     assert [c.raw for c in calls] == [first + "\n", second + "\n"]
-    assert text[:calls[0].end] == "Intro.\n```json\n" + first + "\n```\n"
-    assert text[:calls[1].end].endswith(second + "\n~~~\n")
+    assert text[: calls[0].end] == "Intro.\n```json\n" + first + "\n```\n"
+    assert text[: calls[1].end].endswith(second + "\n~~~\n")
 
 
 def test_offsets_count_all_text_fed_across_messages() -> None:
@@ -290,8 +427,15 @@ def test_a_call_is_emitted_the_moment_its_closing_line_is_complete() -> None:
 def test_in_block_is_true_from_a_json_fence_line_to_its_closing_line() -> None:
     extractor = Extractor(REGISTRY)
     seen = []
-    for chunk in ["Reading.\n", "```js", "on\n", call("crew:read_file", path="a.txt"), "\n```\n",
-                  "```python\n", "x = 1\n"]:
+    for chunk in [
+        "Reading.\n",
+        "```js",
+        "on\n",
+        call("crew:read_file", path="a.txt"),
+        "\n```\n",
+        "```python\n",
+        "x = 1\n",
+    ]:
         extractor.feed(chunk)
         seen.append(extractor.in_block)
     assert seen == [False, False, True, True, False, False, False]
@@ -321,8 +465,17 @@ def test_nesting_deeper_than_the_limit_is_an_error_for_the_model() -> None:
     for _ in range(MAX_DEPTH):
         deep = {"d": deep}
     calls, _ = run(block(call("crew:write_file", deep)) + block(call("crew:read_file", path="a.txt")))
-    check(calls, [("crew:write_file", None, f"invalid JSON in the tool-call block: JSON nested more than "
-                                            f"{MAX_DEPTH} levels deep"), READ])
+    check(
+        calls,
+        [
+            (
+                "crew:write_file",
+                None,
+                f"invalid JSON in the tool-call block: JSON nested more than {MAX_DEPTH} levels deep",
+            ),
+            READ,
+        ],
+    )
 
 
 def test_nesting_up_to_the_limit_is_a_call() -> None:
@@ -377,7 +530,7 @@ class TestProseAfterCalls:
 
     def test_the_start_of_another_block_does_not_count(self) -> None:
         assert not self.after(self.CALL, "\n``")
-        assert not self.after(self.CALL, "\n```json\n{\"type\": ")
+        assert not self.after(self.CALL, '\n```json\n{"type": ')
 
     def test_another_call_keeps_it_one_batch(self) -> None:
         assert not self.after(self.CALL, "\n", block(call("crew:list_files")))
@@ -398,6 +551,7 @@ class TestProseAfterCalls:
 
 # -- properties -------------------------------------------------------------------------------
 
+
 def feed_in_chunks(messages: tuple[str, ...], cuts: list[int]) -> tuple[list[ToolCall], bool, list[int]]:
     """Calls, prose flag, and for each call the index of the piece of text whose feeding returned it
     (end_message and finish count as the end of their message)."""
@@ -407,7 +561,7 @@ def feed_in_chunks(messages: tuple[str, ...], cuts: list[int]) -> tuple[list[Too
     offset = 0
     for message in messages:
         points = sorted({c % (len(message) + 1) for c in cuts} | {0, len(message)})
-        for a, b in zip(points, points[1:]):
+        for a, b in itertools.pairwise(points):
             new = extractor.feed(message[a:b])
             calls += new
             where += [offset + b - 1] * len(new)  # the last character of the chunk that returned them
@@ -432,8 +586,8 @@ def assert_split_invariant(messages: tuple[str, ...], cuts: list[int]) -> None:
     calls, prose, where = feed_in_chunks(messages, cuts)
     assert (calls, prose) == expected
     everything = "".join(messages)
-    for got, returned_at in zip(calls, where):
-        if everything[got.end - 1:got.end] == "\n":  # emitted by the chunk that completed the line
+    for got, returned_at in zip(calls, where, strict=True):
+        if everything[got.end - 1 : got.end] == "\n":  # emitted by the chunk that completed the line
             assert got.end - 1 <= returned_at
             chunk_start = max([0] + [c for c in _chunk_starts(messages, cuts) if c <= got.end - 1])
             assert returned_at < max(chunk_start, got.end - 1) + _chunk_len(messages, cuts, chunk_start) + 1
@@ -474,18 +628,55 @@ def test_one_character_at_a_time() -> None:
             assert_split_invariant(messages, list(range(max(map(len, messages)) + 1)))
 
 
-FRAGMENTS = ["```", "``", "`", "~~~", "~", "````", "json", "JSON", "python", "\n", "\r\n", " ", "   ", "    ",
-             "\t", "{", "}", "[", "]", '"', "\\", '\\"', ":", ",", "tool_use", '"type": "tool_use"',
-             '"name": "crew:read_file"', '"input": {"path": "a"}', "crew:", "é", "😀", "\ud83d", "\ude00", "x",
-             "\n```json\n" + call("crew:read_file", path="a.txt") + "\n```\n",
-             "\n```\n[" + call("crew:list_files") + "]\n```\n", "\n````md\n", "\n````\n"]
+FRAGMENTS = [
+    "```",
+    "``",
+    "`",
+    "~~~",
+    "~",
+    "````",
+    "json",
+    "JSON",
+    "python",
+    "\n",
+    "\r\n",
+    " ",
+    "   ",
+    "    ",
+    "\t",
+    "{",
+    "}",
+    "[",
+    "]",
+    '"',
+    "\\",
+    '\\"',
+    ":",
+    ",",
+    "tool_use",
+    '"type": "tool_use"',
+    '"name": "crew:read_file"',
+    '"input": {"path": "a"}',
+    "crew:",
+    "é",
+    "😀",
+    "\ud83d",
+    "\ude00",
+    "x",
+    "\n```json\n" + call("crew:read_file", path="a.txt") + "\n```\n",
+    "\n```\n[" + call("crew:list_files") + "]\n```\n",
+    "\n````md\n",
+    "\n````\n",
+]
 
 fragment_text = st.lists(st.sampled_from(FRAGMENTS), max_size=40).map("".join)
 
 
 @settings(max_examples=250, deadline=None)
-@given(messages=st.lists(fragment_text, min_size=1, max_size=3).map(tuple),
-       cuts=st.lists(st.integers(min_value=0, max_value=2000), max_size=10))
+@given(
+    messages=st.lists(fragment_text, min_size=1, max_size=3).map(tuple),
+    cuts=st.lists(st.integers(min_value=0, max_value=2000), max_size=10),
+)
 def test_any_split_of_fence_heavy_text_gives_the_unsplit_result(messages: tuple[str, ...], cuts: list[int]) -> None:
     assert_split_invariant(messages, cuts)
 
@@ -500,16 +691,24 @@ def test_random_text_never_crashes(text: str, cuts: list[int]) -> None:
 
 # -- linear time ------------------------------------------------------------------------------
 
+
 def busiest_text(n: int) -> list[str]:
     """Chunks that exercise every path: prose, inline backticks, calls, examples, string-held fence
     lines, long partial lines, one character at a time."""
-    unit = ("Some prose with `inline` code and ``two`` ticks.\n"
-            + block(call("crew:read_file", path="a.txt"))
-            + "````markdown\n" + block(call("crew:read_file", path="x")) + "````\n")
-    chunks = [unit[i:i + 7] for i in range(0, len(unit), 7)] * n
-    held = '```json\n{"type": "tool_use", "name": "crew:write_file", "input": {"path": "p", "content": "' \
-        + "```\n" * n + '"}}\n```\n'
-    chunks += [held[i:i + 3] for i in range(0, len(held), 3)]
+    unit = (
+        "Some prose with `inline` code and ``two`` ticks.\n"
+        + block(call("crew:read_file", path="a.txt"))
+        + "````markdown\n"
+        + block(call("crew:read_file", path="x"))
+        + "````\n"
+    )
+    chunks = [unit[i : i + 7] for i in range(0, len(unit), 7)] * n
+    held = (
+        '```json\n{"type": "tool_use", "name": "crew:write_file", "input": {"path": "p", "content": "'
+        + "```\n" * n
+        + '"}}\n```\n'
+    )
+    chunks += [held[i : i + 3] for i in range(0, len(held), 3)]
     chunks += list("```" + "j" * 50 * n + "\n")  # a long opener line, one character at a time
     chunks += ["`" * 10 * n, "\n"]
     return chunks
@@ -574,7 +773,8 @@ def char_by_char(text: str) -> str:
     return filtered(*text)
 
 
-# -- what a person sees: the text before the first call (Shown) ----------------------------------------------------------------------------
+# -- what a person sees: the text before the first call (Shown) -----------------------------------
+
 
 def test_plain_text_passes_whole_however_it_is_chunked():
     text = "Hello.\n\nA list:\n- one\n  `code` and ``two`` ticks\n~ tilde\n"
@@ -597,8 +797,16 @@ def test_a_call_block_is_left_out_and_so_is_everything_after_it():
 
 
 def test_several_calls_and_an_array_of_calls_are_left_out():
-    calls = "```json\n" + json.dumps([{"type": "tool_use", "name": "crew:read_file", "input": {"path": "a"}},
-                                      {"type": "tool_use", "name": "crew:grep", "input": {"pattern": "x"}}]) + "\n```\n"
+    calls = (
+        "```json\n"
+        + json.dumps(
+            [
+                {"type": "tool_use", "name": "crew:read_file", "input": {"path": "a"}},
+                {"type": "tool_use", "name": "crew:grep", "input": {"pattern": "x"}},
+            ]
+        )
+        + "\n```\n"
+    )
     assert filtered("Reading.\n", call_block(path="a"), "\n", call_block(path="b")) == "Reading.\n"
     assert filtered("Both.\n" + calls) == "Both.\n"
 
@@ -612,7 +820,7 @@ def test_a_json_block_that_is_not_a_call_is_shown_whole_once_it_closes():
     text = 'The config:\n```json\n{"port": 8080}\n```\nDone.\n'
     f = View()
     assert f.feed('The config:\n```json\n{"port"') == "The config:\n"
-    assert f.feed(': 8080}\n```\nDone.\n') == '```json\n{"port": 8080}\n```\nDone.\n'
+    assert f.feed(": 8080}\n```\nDone.\n") == '```json\n{"port": 8080}\n```\nDone.\n'
     assert char_by_char(text) == text
 
 
@@ -626,8 +834,10 @@ def test_examples_in_another_language_fence_or_inline_or_indented_are_shown():
 
 
 def test_a_fence_line_inside_a_json_string_does_not_end_the_call():
-    raw = ('```json\n{"type": "tool_use", "name": "crew:write_file", "input": {"path": "a.md", '
-           '"content": "# Title\n```\nprint(1)\n```\n"}}\n```\n')
+    raw = (
+        '```json\n{"type": "tool_use", "name": "crew:write_file", "input": {"path": "a.md", '
+        '"content": "# Title\n```\nprint(1)\n```\n"}}\n```\n'
+    )
     assert filtered("Writing.\n" + raw + "Done, I guess.\n") == "Writing.\n"
     assert char_by_char("Writing.\n" + raw) == "Writing.\n"
 
@@ -648,8 +858,10 @@ def test_a_registered_tool_without_the_prefix_is_a_call_another_tool_use_is_cont
     bare = json.dumps({"type": "tool_use", "name": "read_file", "input": {"path": "a"}})
     other = json.dumps({"type": "tool_use", "name": "Bash", "input": {"command": "ls"}})
     assert filtered(f"Reading.\n```json\n{bare}\n```\n") == "Reading.\n"  # a call, with an error
-    assert filtered(f"Claude's own look like:\n```json\n{other}\n```\n") == \
-        f"Claude's own look like:\n```json\n{other}\n```\n"
+    assert (
+        filtered(f"Claude's own look like:\n```json\n{other}\n```\n")
+        == f"Claude's own look like:\n```json\n{other}\n```\n"
+    )
 
 
 def test_a_block_the_reply_left_open_is_shown_unless_it_is_a_call():
@@ -657,26 +869,52 @@ def test_a_block_the_reply_left_open_is_shown_unless_it_is_a_call():
     assert filtered('Reading.\n```json\n{"type": "tool_use", "name": "crew:read_file", "input": {}}') == "Reading.\n"
 
 
-FRAGMENTS = ["```", "``", "~~~", "````", "json", "python", "\n", "\r\n", " ", "    ", "{", "}", "[", '"', "\\",
-             '"type": "tool_use"', '"name": "crew:read_file"', '"name": "read_file"', '"name": "Bash"',
-             '"input": {"path": "a"}', "crew:", "é", "x",
-             "\n" + call_block(path="a.txt"), "\n```\n[" + json.dumps({"type": "tool_use", "name": "crew:list_files",
-                                                                  "input": {}}) + "]\n```\n", "\n````md\n", "\n````\n"]
+FRAGMENTS = [
+    "```",
+    "``",
+    "~~~",
+    "````",
+    "json",
+    "python",
+    "\n",
+    "\r\n",
+    " ",
+    "    ",
+    "{",
+    "}",
+    "[",
+    '"',
+    "\\",
+    '"type": "tool_use"',
+    '"name": "crew:read_file"',
+    '"name": "read_file"',
+    '"name": "Bash"',
+    '"input": {"path": "a"}',
+    "crew:",
+    "é",
+    "x",
+    "\n" + call_block(path="a.txt"),
+    "\n```\n[" + json.dumps({"type": "tool_use", "name": "crew:list_files", "input": {}}) + "]\n```\n",
+    "\n````md\n",
+    "\n````\n",
+]
 
 
 @settings(max_examples=300, deadline=None)
-@given(text=st.lists(st.sampled_from(FRAGMENTS), max_size=40).map("".join),
-       cuts=st.lists(st.integers(min_value=0, max_value=2000), max_size=8))
+@given(
+    text=st.lists(st.sampled_from(FRAGMENTS), max_size=40).map("".join),
+    cuts=st.lists(st.integers(min_value=0, max_value=2000), max_size=8),
+)
 def test_a_person_sees_the_text_before_the_first_call_or_all_of_it(text, cuts):
     """Whatever the text and however it is split: without a call (as the extractor finds them) all
     of it shows; with one, what shows is the text before the block that holds it."""
     bounds = sorted({c % (len(text) + 1) for c in cuts} | {0, len(text)})
-    shown = filtered(*(text[a:b] for a, b in zip(bounds, bounds[1:])))
+    shown = filtered(*(text[a:b] for a, b in itertools.pairwise(bounds)))
     assert shown == filtered(text)
     extractor = Extractor(REGISTRY, "crew")
     calls = extractor.feed(text) + extractor.finish()
     if not calls:
         assert shown == text
     else:
-        assert text.startswith(shown) and calls[0].raw in text[len(shown):]
-        assert re.match(r" {0,3}(`{3,}|~{3,})", text[len(shown):])
+        assert text.startswith(shown) and calls[0].raw in text[len(shown) :]
+        assert re.match(r" {0,3}(`{3,}|~{3,})", text[len(shown) :])

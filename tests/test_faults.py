@@ -1,6 +1,7 @@
 """Faults of the wrapped CLI process itself, driven through the `crew` command with small fake CLIs:
 not installed, failing, hanging (with a grandchild), interrupted by Ctrl-C, flooding its output; and
 faults inside the loop: a tool that hangs, a model that never stops calling tools."""
+
 from __future__ import annotations
 
 import json
@@ -13,6 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from crewbridge.jsonio import MAX_DEPTH
 from crewcli import (
     CREW,
     FakeModel,
@@ -27,11 +30,11 @@ from crewcli import (
     write_config,
 )
 
-from crewbridge.jsonio import MAX_DEPTH
-
-INSTALL = {"claude": "npm install -g @anthropic-ai/claude-code",
-           "gemini": "npm install -g @google/gemini-cli",
-           "codex": "npm install -g @openai/codex"}
+INSTALL = {
+    "claude": "npm install -g @anthropic-ai/claude-code",
+    "gemini": "npm install -g @google/gemini-cli",
+    "codex": "npm install -g @openai/codex",
+}
 
 # A CLI that hangs: it starts a grandchild, writes both pids to a file in $FAKE_PIDS, then waits forever.
 # (Inside crew's sandbox the pids are its PID namespace's: the file's name holds the CLI's name too.)
@@ -54,25 +57,32 @@ def env(tmp_path):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
     (tmp_path / "pids").mkdir()
-    return crew_env(tmp_path / "home", PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
-                    FAKE_PIDS=str(tmp_path / "pids"), CLAUDE_CONFIG_DIR=str(tmp_path / "pids"))
+    return crew_env(
+        tmp_path / "home",
+        PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        FAKE_PIDS=str(tmp_path / "pids"),
+        CLAUDE_CONFIG_DIR=str(tmp_path / "pids"),
+    )
 
 
 @pytest.fixture
 def model(tmp_path, env):
     """A scripted fake model CLI, agent `fake`, and the crew.yaml that configures it."""
     fake = FakeModel(tmp_path / "bin")
-    fake.config = write_config(tmp_path / "crew.yaml", providers={"fake": fake.provider()},
-                               agents={"fake": {"provider": "fake"}})
+    fake.config = write_config(
+        tmp_path / "crew.yaml", providers={"fake": fake.provider()}, agents={"fake": {"provider": "fake"}}
+    )
     return fake
 
 
 def fake_agent(tmp_path, name, source, *args):
     """A fake CLI running `source` (with `args`), configured as agent `name`; → the crew.yaml."""
     path = executable(tmp_path / "bin" / name, source)
-    return write_config(tmp_path / "crew.yaml",
-                        providers={name: {"command": [str(path), *args], "state_dirs": ["$FAKE_PIDS"]}},
-                        agents={name: {"provider": name}})
+    return write_config(
+        tmp_path / "crew.yaml",
+        providers={name: {"command": [str(path), *args], "state_dirs": ["$FAKE_PIDS"]}},
+        agents={name: {"provider": name}},
+    )
 
 
 def hanging_clis(tmp_path):
@@ -100,22 +110,25 @@ def wait_for_pids(directory: Path, proc, writers: int) -> list[int]:
 
 # -- the CLI is not there ----------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("cli", ["claude", "gemini", "codex"])
 def test_a_cli_that_is_not_installed_is_named_with_how_to_install_it(cli, tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
-    done = run_crew(["query", f"@{cli} hello"], env=crew_env(tmp_path / "home", PATH=str(empty)),
-                    cwd=tmp_path)
+    done = run_crew(["query", f"@{cli} hello"], env=crew_env(tmp_path / "home", PATH=str(empty)), cwd=tmp_path)
     assert done.returncode == 127
     message = error_line(done.stderr)
     assert f"'{cli}' not found" in message and INSTALL[cli] in message
 
 
 def test_a_configured_cli_that_is_missing_names_its_command_and_its_install_hint(tmp_path, env):
-    config = write_config(tmp_path / "crew.yaml",
-                          providers={"aider": {"command": ["aider-not-here", "--message", "{prompt}"],
-                                               "install_hint": "pipx install aider-chat"}},
-                          agents={"aider": {"provider": "aider"}})
+    config = write_config(
+        tmp_path / "crew.yaml",
+        providers={
+            "aider": {"command": ["aider-not-here", "--message", "{prompt}"], "install_hint": "pipx install aider-chat"}
+        },
+        agents={"aider": {"provider": "aider"}},
+    )
     done = run_crew(["query", "--config", str(config), "@aider hello"], env=env, cwd=tmp_path)
     assert done.returncode == 127
     message = error_line(done.stderr)
@@ -124,11 +137,16 @@ def test_a_configured_cli_that_is_missing_names_its_command_and_its_install_hint
 
 # -- the CLI fails -----------------------------------------------------------------------------------
 
+
 def test_a_cli_that_exits_non_zero_shows_its_own_last_words(tmp_path, env):
-    config = fake_agent(tmp_path, "broken", "import sys\n"
-                        "print('starting', file=sys.stderr)\n"
-                        "print('broken: quota exhausted for key …42; retry tomorrow', file=sys.stderr)\n"
-                        "sys.exit(2)\n")
+    config = fake_agent(
+        tmp_path,
+        "broken",
+        "import sys\n"
+        "print('starting', file=sys.stderr)\n"
+        "print('broken: quota exhausted for key …42; retry tomorrow', file=sys.stderr)\n"
+        "sys.exit(2)\n",
+    )
     done = run_crew(["query", "--config", str(config), "@broken hello"], env=env, cwd=tmp_path)
     assert done.returncode == 3
     message = error_line(done.stderr)
@@ -137,9 +155,9 @@ def test_a_cli_that_exits_non_zero_shows_its_own_last_words(tmp_path, env):
 
 
 def test_a_cli_killed_by_a_signal_is_a_failure_not_an_answer(tmp_path, env):
-    config = fake_agent(tmp_path, "dies", "import os, signal\n"
-                        "print('half an ans', flush=True)\n"
-                        "os.kill(os.getpid(), signal.SIGKILL)\n")
+    config = fake_agent(
+        tmp_path, "dies", "import os, signal\nprint('half an ans', flush=True)\nos.kill(os.getpid(), signal.SIGKILL)\n"
+    )
     done = run_crew(["query", "--config", str(config), "@dies hello"], env=env, cwd=tmp_path)
     assert done.returncode == 3
     assert "@dies" in error_line(done.stderr)
@@ -148,11 +166,11 @@ def test_a_cli_killed_by_a_signal_is_a_failure_not_an_answer(tmp_path, env):
 
 # -- the CLI hangs -----------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("agent", ["hang", "claude"])
 def test_timeout_ends_the_clis_whole_process_group(agent, tmp_path, env):
     config = hanging_clis(tmp_path)
-    done = run_crew(["query", "--config", str(config), "--timeout", "1", f"@{agent} hello"], env=env,
-                    cwd=tmp_path)
+    done = run_crew(["query", "--config", str(config), "--timeout", "1", f"@{agent} hello"], env=env, cwd=tmp_path)
     assert done.returncode == 124
     assert "--timeout" in error_line(done.stderr)
     pids = written_pids(tmp_path / "pids")
@@ -160,6 +178,7 @@ def test_timeout_ends_the_clis_whole_process_group(agent, tmp_path, env):
 
 
 # -- Ctrl-C ------------------------------------------------------------------------------------------
+
 
 def interrupt(args, tmp_path, env, writers=1, sig=signal.SIGINT, until=lambda: True):
     """Start crew with `args`, Ctrl-C it (or send `sig`) once its CLIs (or tool) have written their
@@ -177,15 +196,19 @@ def interrupt(args, tmp_path, env, writers=1, sig=signal.SIGINT, until=lambda: T
     return proc.returncode, err, pids
 
 
-@pytest.mark.parametrize("agents", [["hang"], ["claude"], ["hang", "claude"]],
-                         ids=["generic", "claude", "both"])
+@pytest.mark.parametrize("agents", [["hang"], ["claude"], ["hang", "claude"]], ids=["generic", "claude", "both"])
 def test_ctrl_c_ends_every_cli_closes_the_transcript_and_exits_130(agents, tmp_path, env):
     config = hanging_clis(tmp_path)
     mentions = " ".join(f"@{agent}" for agent in agents)
     runs = tmp_path / "home" / ".local" / "state" / "crewbridge" / "runs"
     # the Ctrl-C waits for the run itself, once its transcript holds its first event
-    code, err, pids = interrupt(["query", "--config", str(config), f"{mentions} hello"], tmp_path, env,
-                                writers=len(agents), until=lambda: any(p.stat().st_size for p in runs.glob("*.jsonl")))
+    code, err, pids = interrupt(
+        ["query", "--config", str(config), f"{mentions} hello"],
+        tmp_path,
+        env,
+        writers=len(agents),
+        until=lambda: any(p.stat().st_size for p in runs.glob("*.jsonl")),
+    )
     assert code == 130
     assert error_line(err) == "crew: interrupted"
     assert len(pids) and processes_in(tmp_path) == []
@@ -218,37 +241,53 @@ def test_ctrl_c_inside_code_python_generates_still_exits_130(tmp_path, env):
     (tmp_path / "interrupted.py").write_text(
         "from crewbridge import cli\nfrom crewbridge.bridge import Bridge\n"
         "Bridge.run = lambda *args, **options: exec('raise KeyboardInterrupt')\n"
-        "cli.main()\n")
-    proc = subprocess.run([sys.executable, "-m", "interrupted", "query", "@claude hello"], cwd=tmp_path,
-                          env=env, capture_output=True, text=True, timeout=60)
+        "cli.main()\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "interrupted", "query", "@claude hello"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 130
     assert error_line(proc.stderr) == "crew: interrupted"
 
 
 def test_arguments_click_refuses_start_no_cli(tmp_path, env):
-    waiter = executable(tmp_path / "bin" / "waiter", f"import os, sys\nopen({str(tmp_path / 'pid')!r}, 'w').write"
-                                                      "(str(os.getpid()))\nsys.stdin.read()\n")
-    config = write_config(tmp_path / "crew.yaml", providers={"waiter": {"command": [str(waiter)]}},
-                          agents={"waiter": {"provider": "waiter"}})
-    done = run_crew(["query", "--config", str(config), "--timeout", "soon", "@waiter hello"], env=env,
-                    cwd=tmp_path)
+    waiter = executable(
+        tmp_path / "bin" / "waiter",
+        f"import os, sys\nopen({str(tmp_path / 'pid')!r}, 'w').write(str(os.getpid()))\nsys.stdin.read()\n",
+    )
+    config = write_config(
+        tmp_path / "crew.yaml",
+        providers={"waiter": {"command": [str(waiter)]}},
+        agents={"waiter": {"provider": "waiter"}},
+    )
+    done = run_crew(["query", "--config", str(config), "--timeout", "soon", "@waiter hello"], env=env, cwd=tmp_path)
     assert done.returncode == 2 and "'soon' is not a valid float" in done.stderr
     assert not (tmp_path / "pid").exists()  # nothing starts before the arguments and configuration are read
 
 
 def test_no_secret_from_crew_yaml_is_on_disk_after_runs(model, tmp_path, env):
     secret = "tok-7f3a9c2e1b5d"
-    config = write_config(tmp_path / "crew.yaml",
-                          providers={"fake": {**model.provider(), "env": {"FAKE_SERVICE_TOKEN": secret}}},
-                          agents={"fake": {"provider": "fake"}})
+    config = write_config(
+        tmp_path / "crew.yaml",
+        providers={"fake": {**model.provider(), "env": {"FAKE_SERVICE_TOKEN": secret}}},
+        agents={"fake": {"provider": "fake"}},
+    )
     model.script(tool_block("crew:read_file", path="crew.yaml"), "done")
     for _ in range(3):
         done = run_crew(["query", "--config", str(config), "@fake what is configured?"], env=env, cwd=tmp_path)
         assert done.returncode == 0, done.stderr
     # everything crew could have written (the fake model's own log of its prompts aside: a CLI's
     # history of what it was sent, as claude's sessions, is the CLI's, not crew's)
-    written = [path for path in tmp_path.rglob("*") if path.is_file() and path != config
-               and not path.is_relative_to(tmp_path / "bin")]
+    written = [
+        path
+        for path in tmp_path.rglob("*")
+        if path.is_file() and path != config and not path.is_relative_to(tmp_path / "bin")
+    ]
     assert any("crewbridge" in path.parts for path in written)  # the runs were recorded
     assert [path for path in written if secret.encode() in path.read_bytes()] == []
 
@@ -264,9 +303,16 @@ def test_ctrl_c_while_crew_is_still_loading_exits_130_without_a_traceback(tmp_pa
         "            time.sleep(0.5)\n"
         "sys.meta_path.insert(0, InterruptAtTheCli())\n"
         "from crewbridge.__main__ import run\n"
-        "run()\n")
-    proc = subprocess.run([sys.executable, "early.py", "query", "@claude hello"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=60)
+        "run()\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "early.py", "query", "@claude hello"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert (proc.returncode, proc.stderr) == (130, "crew: interrupted\n")
 
 
@@ -305,14 +351,16 @@ def peak_rss_mb(proc) -> float:
     return peak_kb / 1024
 
 
-@pytest.mark.parametrize("how, stream", [("lines", "stdout"), ("claude", "stdout"), ("endless", "stdout"),
-                                         ("lines", "stderr")])
+@pytest.mark.parametrize(
+    "how, stream", [("lines", "stdout"), ("claude", "stdout"), ("endless", "stdout"), ("lines", "stderr")]
+)
 def test_hundreds_of_megabytes_of_output_keep_crews_memory_bounded(how, stream, tmp_path, env):
     config = fake_agent(tmp_path, "flood", FLOOD)
     executable(tmp_path / "bin" / "claude", FLOOD)
     agent = "claude" if how == "claude" else "flood"
-    proc = start_crew(["query", "--config", str(config), f"@{agent} hello"], cwd=tmp_path,
-                      env={**env, "FLOOD": f"{how} {stream}"})
+    proc = start_crew(
+        ["query", "--config", str(config), f"@{agent} hello"], cwd=tmp_path, env={**env, "FLOOD": f"{how} {stream}"}
+    )
     threading.Thread(target=proc.stdout.read, daemon=True).start()  # whatever crew answers
     try:
         peak = peak_rss_mb(proc)
@@ -326,9 +374,11 @@ def test_hundreds_of_megabytes_of_output_keep_crews_memory_bounded(how, stream, 
 
 # -- faults inside the loop --------------------------------------------------------------------------
 
+
 def test_a_tool_that_hangs_is_ended_by_its_own_timeout_and_the_loop_goes_on(model, tmp_path, env):
-    model.script(tool_block("crew:run_command", command=sleeper(tmp_path), timeout=1),
-                 "The command timed out, so I cannot say.")
+    model.script(
+        tool_block("crew:run_command", command=sleeper(tmp_path), timeout=1), "The command timed out, so I cannot say."
+    )
     done = run_crew(["execute", "--config", str(model.config), "@fake run it"], env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "The command timed out, so I cannot say." in done.stdout
@@ -362,8 +412,9 @@ def timed_out(args: list[str], tmp_path: Path, env: dict[str, str]) -> str:
 def test_timeout_ends_a_run_command_that_sleeps_with_its_group(model, tmp_path, env):
     model.script(tool_block("crew:run_command", command=sleeper(tmp_path) + " & sleep 300"), "never seen")
     error = timed_out(["execute", "--config", str(model.config), "@fake run it"], tmp_path, env)
-    assert error.startswith("crew: error: @fake did not finish in 5s: crew:run_command was still running; "
-                            "crew ended it")
+    assert error.startswith(
+        "crew: error: @fake did not finish in 5s: crew:run_command was still running; crew ended it"
+    )
     assert len(written_pids(tmp_path / "pids")) == 1  # and timed_out() found nothing left running (the pid
     # it wrote is its sandbox's PID namespace's, not one to look for here)
 
@@ -374,8 +425,9 @@ def test_timeout_abandons_a_python_tool_in_an_endless_loop(model, tmp_path, env)
     (site / "spin-1.0.dist-info" / "entry_points.txt").write_text("[crewbridge.tools]\nspin = spinplugin:spin\n")
     (site / "spinplugin.py").write_text(SPIN_PLUGIN)
     model.script(tool_block("crew:spin"), "never seen")
-    error = timed_out(["query", "--config", str(model.config), "@fake spin"], tmp_path,
-                      {**env, "PYTHONPATH": str(site)})
+    error = timed_out(
+        ["query", "--config", str(model.config), "@fake spin"], tmp_path, {**env, "PYTHONPATH": str(site)}
+    )
     assert error.startswith("crew: error: @fake did not finish in 5s: crew:spin was still running; crew ended it")
 
 
@@ -389,9 +441,12 @@ def test_a_pattern_that_would_backtrack_for_ever_in_python_is_answered_at_once(m
 
 def test_a_custom_command_tool_that_hangs_gives_an_error_result(tmp_path, env):
     fake = FakeModel(tmp_path / "bin")
-    config = write_config(tmp_path / "crew.yaml", providers={"fake": fake.provider()},
-                          agents={"fake": {"provider": "fake"}},
-                          tools={"stall": {"command": ["sleep", "600"], "read_only": True, "timeout": 1}})
+    config = write_config(
+        tmp_path / "crew.yaml",
+        providers={"fake": fake.provider()},
+        agents={"fake": {"provider": "fake"}},
+        tools={"stall": {"command": ["sleep", "600"], "read_only": True, "timeout": 1}},
+    )
     fake.script(tool_block("crew:stall"), "It stalled.")
     done = run_crew(["query", "--config", str(config), "@fake try it"], env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
@@ -403,15 +458,14 @@ def test_a_custom_command_tool_that_hangs_gives_an_error_result(tmp_path, env):
 def test_a_model_that_keeps_calling_tools_stops_at_max_turns_with_exit_4(model, tmp_path, env):
     (tmp_path / "a.txt").write_text("a")
     model.script(tool_block("crew:read_file", path="a.txt"))  # every reply, however often asked
-    done = run_crew(["query", "--config", str(model.config), "--max-turns", "3", "@fake loop"], env=env,
-                    cwd=tmp_path)
+    done = run_crew(["query", "--config", str(model.config), "--max-turns", "3", "@fake loop"], env=env, cwd=tmp_path)
     assert done.returncode == 4
     assert "--max-turns" in error_line(done.stderr)
     assert len(model.prompts) == 3
 
 
-
 # -- hostile text and JSON: from the model, the disk, hooks ------------------------------------------
+
 
 def run_file(env) -> Path:
     """The transcript of the one run crew recorded in `env`."""
@@ -457,8 +511,14 @@ def test_a_file_name_that_is_not_utf8_is_listed_read_and_recorded_escaped(model,
 
 def test_piped_input_that_is_not_utf8_is_context_not_a_crash(model, tmp_path, env):
     model.script("Seen.")
-    proc = subprocess.run([*CREW, "query", "--config", str(model.config), "@fake what is this?"], cwd=tmp_path,
-                          env=env, input=b"bytes \xff\xfe here\n", capture_output=True, timeout=60)
+    proc = subprocess.run(
+        [*CREW, "query", "--config", str(model.config), "@fake what is this?"],
+        cwd=tmp_path,
+        env=env,
+        input=b"bytes \xff\xfe here\n",
+        capture_output=True,
+        timeout=60,
+    )
     assert (proc.returncode, proc.stdout) == (0, b"Seen.\n"), proc.stderr
     assert "bytes \\udcff\\udcfe here" in model.prompts[0]
 
@@ -473,9 +533,12 @@ def test_a_call_nested_past_the_limit_is_an_error_for_the_model_and_the_run_goes
 
 def test_a_hook_that_prints_json_nested_past_the_limit_fails_the_call_not_the_run(model, tmp_path, env):
     (tmp_path / "deep.json").write_text("[" * 5000 + "]" * 5000)
-    config = write_config(tmp_path / "crew.yaml", providers={"fake": model.provider()},
-                          agents={"fake": {"provider": "fake"}},
-                          hooks={"before_tool_call": [{"command": ["cat", str(tmp_path / "deep.json")]}]})
+    config = write_config(
+        tmp_path / "crew.yaml",
+        providers={"fake": model.provider()},
+        agents={"fake": {"provider": "fake"}},
+        hooks={"before_tool_call": [{"command": ["cat", str(tmp_path / "deep.json")]}]},
+    )
     (tmp_path / "notes.txt").write_text("hi\n")
     model.script(tool_block("crew:read_file", path="notes.txt"), "The hook failed.")
     done = run_crew(["query", "--config", str(config), "@fake read"], env=env, cwd=tmp_path)

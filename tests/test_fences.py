@@ -1,6 +1,7 @@
 """The fence grammar alone (crewbridge/fences.py): which text is a candidate block, when it closes,
 what is held back while it may still turn out to be one. No tools here: a tiny scanner yields each
 candidate block's text; the call rules on top of it are tested in tests/test_extract.py."""
+
 from __future__ import annotations
 
 import pytest
@@ -23,18 +24,21 @@ def blocks(*chunks: str) -> list[str]:
     return [item for chunk in chunks for item in scanner.feed(chunk)] + scanner.finish()
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("```json\n{}\n```\n", ["{}\n"]),
-    ("```\nplain\n```\n", ["plain\n"]),
-    ("~~~JSON\n[1]\n~~~\n", ["[1]\n"]),
-    ("````json\na\n```\nb\n````\n", ["a\n```\nb\n"]),  # a shorter fence inside does not close it
-    ("   ```json\nx\n   ```\n", ["x\n"]),  # up to 3 spaces of indent
-    ("    ```json\nx\n    ```\n", []),  # 4 spaces: indented code, not a fence
-    ("````python\n```json\n{}\n```\n````\n", []),  # another language's fence holds examples
-    ("Write ```json {}``` inline.\n", []),  # a backtick in the info string: inline code
-    ("```json\n{\"a\": 1}\n```   \n", ['{"a": 1}\n']),  # spaces after the closing fence
-    ("```json\n{\"a\": 1}\n``` not a close\n```\n", ['{"a": 1}\n``` not a close\n']),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("```json\n{}\n```\n", ["{}\n"]),
+        ("```\nplain\n```\n", ["plain\n"]),
+        ("~~~JSON\n[1]\n~~~\n", ["[1]\n"]),
+        ("````json\na\n```\nb\n````\n", ["a\n```\nb\n"]),  # a shorter fence inside does not close it
+        ("   ```json\nx\n   ```\n", ["x\n"]),  # up to 3 spaces of indent
+        ("    ```json\nx\n    ```\n", []),  # 4 spaces: indented code, not a fence
+        ("````python\n```json\n{}\n```\n````\n", []),  # another language's fence holds examples
+        ("Write ```json {}``` inline.\n", []),  # a backtick in the info string: inline code
+        ('```json\n{"a": 1}\n```   \n', ['{"a": 1}\n']),  # spaces after the closing fence
+        ('```json\n{"a": 1}\n``` not a close\n```\n', ['{"a": 1}\n``` not a close\n']),
+    ],
+)
 def test_candidate_blocks_follow_commonmark_fences(text: str, expected: list[str]) -> None:
     assert blocks(text) == expected
     assert blocks(*text) == expected  # however the text is split
@@ -48,7 +52,7 @@ def test_a_fence_line_inside_a_json_string_is_content():
 
 def test_a_message_boundary_cuts_an_open_block_and_resets_the_fences():
     scanner = Blocks()
-    assert scanner.feed("```json\n{\"a\": ") == []
+    assert scanner.feed('```json\n{"a": ') == []
     assert scanner.end_message() == ['cut:{"a": ']
     assert scanner.feed("```\nnew\n```\n") == ["new\n"]
 

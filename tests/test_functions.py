@@ -1,5 +1,6 @@
 """Tools from plain typed functions: schema from type hints, descriptions from the docstring,
 input converted to the annotated types, results made JSON."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -38,49 +39,73 @@ def call(func: Any, tmp_path: Path, **data: Any) -> Any:
 
 # --- types → JSON Schema -------------------------------------------------------------------------
 
-@pytest.mark.parametrize("hint, schema", [
-    (str, {"type": "string"}),
-    (int, {"type": "integer"}),
-    (float, {"type": "number"}),
-    (bool, {"type": "boolean"}),
-    (type(None), {"type": "null"}),
-    (Any, {}),
-    (list, {"type": "array"}),
-    (list[int], {"type": "array", "items": {"type": "integer"}}),
-    (List[str], {"type": "array", "items": {"type": "string"}}),
-    (Sequence[float], {"type": "array", "items": {"type": "number"}}),
-    (set[str], {"type": "array", "uniqueItems": True, "items": {"type": "string"}}),
-    (tuple[int, ...], {"type": "array", "items": {"type": "integer"}}),
-    (tuple[int, str], {"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}],
-                       "items": False, "minItems": 2}),
-    (dict, {"type": "object"}),
-    (dict[str, int], {"type": "object", "additionalProperties": {"type": "integer"}}),
-    (Dict[str, List[int]], {"type": "object",
-                            "additionalProperties": {"type": "array", "items": {"type": "integer"}}}),
-    (Optional[str], {"type": ["string", "null"]}),
-    (int | None, {"type": ["integer", "null"]}),
-    (Union[int, str], {"type": ["integer", "string"]}),
-    (Union[list[int], None], {"anyOf": [{"type": "array", "items": {"type": "integer"}}, {"type": "null"}]}),
-    (Literal["a", "b"], {"type": "string", "enum": ["a", "b"]}),
-    (Literal[1, "x"], {"type": ["integer", "string"], "enum": [1, "x"]}),
-    (Color, {"type": "string", "enum": ["red", "blue"]}),
-    (Path, {"type": "string"}),
-    (Annotated[int, "how many"], {"type": "integer", "description": "how many"}),
-    (Span, {"type": "object", "properties": {"start": {"type": "integer"}, "end": {"type": "integer"}},
-            "required": ["start", "end"], "additionalProperties": False}),
-    (Point, {"type": "object", "properties": {"x": {"type": "integer"}, "label": {"type": "string"}},
-             "additionalProperties": False}),
-])
+
+@pytest.mark.parametrize(
+    "hint, schema",
+    [
+        (str, {"type": "string"}),
+        (int, {"type": "integer"}),
+        (float, {"type": "number"}),
+        (bool, {"type": "boolean"}),
+        (type(None), {"type": "null"}),
+        (Any, {}),
+        (list, {"type": "array"}),
+        (list[int], {"type": "array", "items": {"type": "integer"}}),
+        (List[str], {"type": "array", "items": {"type": "string"}}),
+        (Sequence[float], {"type": "array", "items": {"type": "number"}}),
+        (set[str], {"type": "array", "uniqueItems": True, "items": {"type": "string"}}),
+        (tuple[int, ...], {"type": "array", "items": {"type": "integer"}}),
+        (
+            tuple[int, str],
+            {"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}], "items": False, "minItems": 2},
+        ),
+        (dict, {"type": "object"}),
+        (dict[str, int], {"type": "object", "additionalProperties": {"type": "integer"}}),
+        (
+            Dict[str, List[int]],
+            {"type": "object", "additionalProperties": {"type": "array", "items": {"type": "integer"}}},
+        ),
+        (Optional[str], {"type": ["string", "null"]}),
+        (int | None, {"type": ["integer", "null"]}),
+        (Union[int, str], {"type": ["integer", "string"]}),
+        (Union[list[int], None], {"anyOf": [{"type": "array", "items": {"type": "integer"}}, {"type": "null"}]}),
+        (Literal["a", "b"], {"type": "string", "enum": ["a", "b"]}),
+        (Literal[1, "x"], {"type": ["integer", "string"], "enum": [1, "x"]}),
+        (Color, {"type": "string", "enum": ["red", "blue"]}),
+        (Path, {"type": "string"}),
+        (Annotated[int, "how many"], {"type": "integer", "description": "how many"}),
+        (
+            Span,
+            {
+                "type": "object",
+                "properties": {"start": {"type": "integer"}, "end": {"type": "integer"}},
+                "required": ["start", "end"],
+                "additionalProperties": False,
+            },
+        ),
+        (
+            Point,
+            {
+                "type": "object",
+                "properties": {"x": {"type": "integer"}, "label": {"type": "string"}},
+                "additionalProperties": False,
+            },
+        ),
+    ],
+)
 def test_each_supported_type_has_its_json_schema(hint: Any, schema: dict[str, Any]) -> None:
     assert schema_of(hint) == schema
 
 
-@pytest.mark.parametrize("hint, complaint", [
-    (complex, "type complex has no JSON Schema; use str, int"),
-    (dict[int, str], "JSON object keys are text, so use dict[str, …]"),
-    (Literal[b"x"], "choices must be text, numbers, true/false or None"),
-    (list[bytes], "type bytes has no JSON Schema"),
-])
+@pytest.mark.parametrize(
+    "hint, complaint",
+    [
+        (complex, "type complex has no JSON Schema; use str, int"),
+        (dict[int, str], "JSON object keys are text, so use dict[str, …]"),
+        (Literal[b"x"], "choices must be text, numbers, true/false or None"),
+        (list[bytes], "type bytes has no JSON Schema"),
+    ],
+)
 def test_a_type_json_cannot_carry_is_refused_naming_it(hint: Any, complaint: str) -> None:
     with pytest.raises(CrewError, match=complaint.replace("[", r"\[").replace("…", ".")):
         schema_of(hint, "parameter 'x'")
@@ -93,11 +118,12 @@ def test_the_function_schema_has_required_parameters_defaults_and_no_extra_keys(
 
     assert function_schema(search) == {
         "type": "object",
-        "properties": {"pattern": {"type": "string"},
-                       "limit": {"type": "integer", "default": 10},
-                       "regex": {"type": "boolean", "default": False},
-                       "colors": {"type": "array", "items": {"type": "string", "enum": ["red", "blue"]},
-                                  "default": []}},
+        "properties": {
+            "pattern": {"type": "string"},
+            "limit": {"type": "integer", "default": 10},
+            "regex": {"type": "boolean", "default": False},
+            "colors": {"type": "array", "items": {"type": "string", "enum": ["red", "blue"]}, "default": []},
+        },
         "required": ["pattern"],
         "additionalProperties": False,
     }
@@ -154,12 +180,15 @@ def test_the_context_parameter_is_not_part_of_the_schema() -> None:
         assert list(function_schema(func)["properties"]) == ["path"]
 
 
-@pytest.mark.parametrize("source, complaint", [
-    ("def f(a: int, /, b: int): ...", "parameter 'a' cannot be passed by name"),
-    ("def f(*items: str): ...", "parameter 'items' cannot be passed by name"),
-    ("def f(a: 'Undefined'): ...", "the type of parameter 'a' cannot be resolved .NameError"),
-    ("def f(a: complex): ...", r"tool function 'f': parameter 'a': type complex has no JSON Schema"),
-])
+@pytest.mark.parametrize(
+    "source, complaint",
+    [
+        ("def f(a: int, /, b: int): ...", "parameter 'a' cannot be passed by name"),
+        ("def f(*items: str): ...", "parameter 'items' cannot be passed by name"),
+        ("def f(a: 'Undefined'): ...", "the type of parameter 'a' cannot be resolved .NameError"),
+        ("def f(a: complex): ...", r"tool function 'f': parameter 'a': type complex has no JSON Schema"),
+    ],
+)
 def test_a_signature_that_cannot_take_a_json_object_is_refused(source: str, complaint: str) -> None:
     scope: dict[str, Any] = {}
     exec(source, scope)
@@ -168,6 +197,7 @@ def test_a_signature_that_cannot_take_a_json_object_is_refused(source: str, comp
 
 
 # --- docstrings ----------------------------------------------------------------------------------
+
 
 def test_google_docstring_gives_the_description_and_property_descriptions() -> None:
     def weather(city: str, unit: Literal["C", "F"] = "C", days: int = 1) -> dict[str, Any]:
@@ -189,8 +219,12 @@ def test_google_docstring_gives_the_description_and_property_descriptions() -> N
     assert spec.description == "Current weather for a city.\n\nUses the nearest station."
     properties = spec.input_schema["properties"]
     assert properties["city"]["description"] == "The city's name, e.g. Paris."
-    assert properties["unit"] == {"type": "string", "enum": ["C", "F"], "description": "Temperature unit.",
-                                  "default": "C"}
+    assert properties["unit"] == {
+        "type": "string",
+        "enum": ["C", "F"],
+        "description": "Temperature unit.",
+        "default": "C",
+    }
     assert "description" not in properties["days"]
 
 
@@ -254,6 +288,7 @@ def test_annotated_text_wins_over_the_docstring_and_no_docstring_means_no_descri
 
 # --- calling ---------------------------------------------------------------------------------------
 
+
 def test_the_tool_receives_converted_input_and_returns_json(tmp_path: Path) -> None:
     @dataclasses.dataclass
     class Reading:
@@ -262,8 +297,14 @@ def test_the_tool_receives_converted_input_and_returns_json(tmp_path: Path) -> N
         pair: tuple[int, str]
         seen: set[int]
 
-    def measure(where: PurePosixPath, color: Color, count: int, pair: tuple[int, str],
-                seen: set[int], scale: Optional[float] = None) -> Reading:
+    def measure(
+        where: PurePosixPath,
+        color: Color,
+        count: int,
+        pair: tuple[int, str],
+        seen: set[int],
+        scale: Optional[float] = None,
+    ) -> Reading:
         assert isinstance(where, PurePosixPath) and isinstance(color, Color)
         assert count == 3 and type(count) is int and scale is None
         return Reading(Path(where), color, pair, seen)
@@ -311,6 +352,7 @@ def test_an_exception_in_the_function_becomes_an_error_result(tmp_path: Path) ->
 
 
 # --- declaring ---------------------------------------------------------------------------------------
+
 
 def test_the_tool_decorator_without_a_schema_derives_it(tmp_path: Path) -> None:
     @tool(read_only=True)

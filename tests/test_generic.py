@@ -1,23 +1,29 @@
 """The generic provider: a CLI described by configuration (argv template, text or jsonl output)."""
+
 from __future__ import annotations
 
 import json
 
 import pytest
+from crewbridge.providers.base import Turn
+from crewbridge.providers.generic import GenericProvider, GenericSpec
 
 from crewbridge.errors import ConfigKeyError
 from crewbridge.events import Failure, MessageEnd, Session, Text
-from crewbridge.providers.base import Turn
-from crewbridge.providers.generic import GenericProvider, GenericSpec
 
 
 def provider(**spec) -> GenericProvider:
     return GenericProvider(GenericSpec(name="cli", **{"command": ["cli", "run"], **spec}))
 
 
-FULL = provider(model_args=["-m", "{model}"], system_args=["-s", "{system}"],
-                options={"query": ["--read-only"], "execute": ["--yes"]},
-                resume=["-r", "{session}"], format="jsonl", session_key="sid")
+FULL = provider(
+    model_args=["-m", "{model}"],
+    system_args=["-s", "{system}"],
+    options={"query": ["--read-only"], "execute": ["--yes"]},
+    resume=["-r", "{session}"],
+    format="jsonl",
+    session_key="sid",
+)
 
 
 def test_each_key_adds_its_argv_in_order_and_only_when_it_applies() -> None:
@@ -33,8 +39,17 @@ def test_the_providers_own_model_is_the_default() -> None:
 
 def test_a_star_in_text_key_joins_the_text_of_every_item() -> None:
     decoder = provider(format="jsonl", text_key="message.content.*.text", session_key="session_id").decoder()
-    line = {"session_id": "S1", "message": {"content": [{"type": "thinking"}, {"type": "text", "text": "a"},
-                                                        {"type": "tool_use"}, {"type": "text", "text": "b"}]}}
+    line = {
+        "session_id": "S1",
+        "message": {
+            "content": [
+                {"type": "thinking"},
+                {"type": "text", "text": "a"},
+                {"type": "tool_use"},
+                {"type": "text", "text": "b"},
+            ]
+        },
+    }
     assert decoder.decode(json.dumps(line)) == [Session("S1"), Text("ab"), MessageEnd()]
     assert decoder.decode(json.dumps({"session_id": "S1", "type": "result"})) == [Session("S1")]
     assert decoder.end() == []
@@ -48,7 +63,8 @@ def test_jsonl_output_without_text_at_the_key_ends_in_a_failure_quoting_the_firs
     assert isinstance(failure, Failure)
     assert failure.message.startswith(
         "provider 'cli': no line of its output has text at text_key 'text' (format: jsonl); "
-        'a line it wrote: {"type": "init", "detail": "xxx')
+        'a line it wrote: {"type": "init", "detail": "xxx'
+    )
     assert failure.message.endswith("...; fix format or text_key in crew.yaml")
 
 
@@ -62,16 +78,21 @@ def test_text_output_read_as_jsonl_fails_quoting_the_text() -> None:
     decoder = provider(format="jsonl").decoder()
     assert [type(e).__name__ for e in decoder.decode("Hello, world")] == ["Notice"]  # not JSON
     [failure] = decoder.end()
-    assert "no line of its output has text at text_key 'text' (format: jsonl); a line it wrote: Hello, world;" \
+    assert (
+        "no line of its output has text at text_key 'text' (format: jsonl); a line it wrote: Hello, world;"
         in failure.message
+    )
 
 
-@pytest.mark.parametrize("spec, key", [
-    ({"command": []}, "command"),
-    ({"format": "json"}, "format"),
-    ({"model_args": ["--model"]}, "model_args"),
-    ({"format": "jsonl", "resume": ["-r", "{session}"]}, "resume"),
-])
+@pytest.mark.parametrize(
+    "spec, key",
+    [
+        ({"command": []}, "command"),
+        ({"format": "json"}, "format"),
+        ({"model_args": ["--model"]}, "model_args"),
+        ({"format": "jsonl", "resume": ["-r", "{session}"]}, "resume"),
+    ],
+)
 def test_a_description_that_cannot_work_names_its_key(spec, key) -> None:
     with pytest.raises(ConfigKeyError) as caught:
         provider(**spec)

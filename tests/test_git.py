@@ -1,5 +1,6 @@
 """crewbridge.git: finding a checkout, snapshots of what is on disk that leave the index alone, what
 changed between two trees and the patch that carries it, and git run bounded and where it is told."""
+
 from __future__ import annotations
 
 import os
@@ -18,8 +19,10 @@ PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00binary"
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    return make_repo(tmp_path / "repo", {"notes.txt": "one\ntwo\n", "src/app.py": "print(1)\n", "old.txt": "bye\n",
-                                         ".gitignore": "build/\n"})
+    return make_repo(
+        tmp_path / "repo",
+        {"notes.txt": "one\ntwo\n", "src/app.py": "print(1)\n", "old.txt": "bye\n", ".gitignore": "build/\n"},
+    )
 
 
 def test_a_checkout_is_found_from_any_folder_inside_it(repo: Path) -> None:
@@ -31,8 +34,9 @@ def test_a_checkout_is_found_from_any_folder_inside_it(repo: Path) -> None:
 def test_outside_a_repository_it_is_one_line_naming_the_folder_and_the_option(tmp_path: Path) -> None:
     with pytest.raises(UsageError) as caught:
         Checkout.of(tmp_path, "--worktree")
-    assert str(caught.value) == (f"--worktree needs a git repository, and {tmp_path} is not in one "
-                                 "(git init there, or go without --worktree)")
+    assert str(caught.value) == (
+        f"--worktree needs a git repository, and {tmp_path} is not in one (git init there, or go without --worktree)"
+    )
     assert caught.value.exit_code == 2
 
 
@@ -57,7 +61,11 @@ def test_a_snapshot_holds_every_file_on_disk_and_leaves_the_index_as_it_was(repo
     tree = checkout.snapshot()
     assert (repo / ".git" / "index").read_bytes() == index and status(repo) == before
     assert sorted(git(repo, "ls-tree", "-r", "--name-only", tree).split()) == [
-        ".gitignore", "added.txt", "notes.txt", "src/app.py"]
+        ".gitignore",
+        "added.txt",
+        "notes.txt",
+        "src/app.py",
+    ]
     assert git(repo, "show", f"{tree}:notes.txt") == "one\nTWO\n"
 
 
@@ -85,11 +93,19 @@ def test_changes_between_a_commit_and_a_snapshot(repo: Path) -> None:
     (repo / "old.txt").unlink()
     checkout = Checkout.of(repo, "x")
     changed = checkout.changes("HEAD", checkout.snapshot())
-    assert changed == [Change("added.txt", "added", 2, 0), Change("logo.png", "added", None, None),
-                       Change("notes.txt", "modified", 2, 0), Change("old.txt", "deleted", 0, 1)]
+    assert changed == [
+        Change("added.txt", "added", 2, 0),
+        Change("logo.png", "added", None, None),
+        Change("notes.txt", "modified", 2, 0),
+        Change("old.txt", "deleted", 0, 1),
+    ]
     assert summary(changed) == "4 files changed, +4 -1"
-    assert [c.line() for c in changed] == ["A added.txt +2 -0", "A logo.png binary", "M notes.txt +2 -0",
-                                           "D old.txt +0 -1"]
+    assert [c.line() for c in changed] == [
+        "A added.txt +2 -0",
+        "A logo.png binary",
+        "M notes.txt +2 -0",
+        "D old.txt +0 -1",
+    ]
     assert summary([]) == "no changes"
 
 
@@ -114,19 +130,21 @@ def test_a_users_diff_settings_do_not_change_the_patch(repo: Path) -> None:
 
 
 def test_git_variables_in_crews_environment_do_not_send_it_to_another_repository(
-        repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     other = make_repo(tmp_path / "other", {"x.txt": "x\n"})
     monkeypatch.setenv("GIT_DIR", str(other / ".git"))
     monkeypatch.setenv("GIT_INDEX_FILE", str(other / ".git" / "index"))
     checkout = Checkout.of(repo, "x")
     assert checkout.top == repo.resolve()
     write(repo, {"mine.txt": "m\n"})
-    assert "mine.txt" in git(repo, "--git-dir", str(repo / ".git"), "ls-tree", "-r", "--name-only",
-                             checkout.snapshot())
+    assert "mine.txt" in git(repo, "--git-dir", str(repo / ".git"), "ls-tree", "-r", "--name-only", checkout.snapshot())
 
 
 def test_a_failing_git_command_says_what_git_said(repo: Path) -> None:
-    with pytest.raises(GitError, match=r"^git cat-file failed in .*repo: fatal: Not a valid object name no-such-thing$"):
+    with pytest.raises(
+        GitError, match=r"^git cat-file failed in .*repo: fatal: Not a valid object name no-such-thing$"
+    ):
         Checkout.of(repo, "x").git(["cat-file", "-p", "no-such-thing"])
 
 
@@ -141,7 +159,7 @@ def test_a_git_too_old_for_crew_says_so(repo: Path, tmp_path: Path, monkeypatch:
     old.mkdir()
     # git rev-parse passes an option it does not know through (`git rev-parse --no-such-flag` prints
     # it): before 2.31, --path-format=absolute
-    (old / "git").write_text("#!/bin/sh\nshift\nfor arg; do echo \"$arg\"; done\n")
+    (old / "git").write_text('#!/bin/sh\nshift\nfor arg; do echo "$arg"; done\n')
     (old / "git").chmod(0o755)
     monkeypatch.setenv("PATH", f"{old}:{os.environ['PATH']}")
     with pytest.raises(UsageError, match=r"^--worktree needs git 2.31 or newer \(`git --version` says which"):

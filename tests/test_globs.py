@@ -1,4 +1,5 @@
 """Tool-name globs: a tool matches when any pattern does, with or without the pattern's prefix."""
+
 from __future__ import annotations
 
 import pytest
@@ -6,15 +7,18 @@ import pytest
 from crewbridge.globs import matches, matches_native
 
 
-@pytest.mark.parametrize("patterns, expected", [
-    (["read_file"], True),
-    (["read_*"], True),
-    (["crew:read_*"], True),  # the prefix the model sees is allowed in a pattern, and ignored
-    (["other:read_file"], True),
-    (["write_*", "grep"], False),
-    (["Read_file"], False),  # case matters, on every platform
-    ([], False),
-])
+@pytest.mark.parametrize(
+    "patterns, expected",
+    [
+        (["read_file"], True),
+        (["read_*"], True),
+        (["crew:read_*"], True),  # the prefix the model sees is allowed in a pattern, and ignored
+        (["other:read_file"], True),
+        (["write_*", "grep"], False),
+        (["Read_file"], False),  # case matters, on every platform
+        ([], False),
+    ],
+)
 def test_a_tool_name_matches_any_of_the_globs(patterns, expected):
     assert matches("read_file", patterns) is expected
 

@@ -3,7 +3,6 @@ import threading
 
 import pytest
 from crewbridge.tools import builtin_registry
-from test_custom_tools import gone
 
 from crewbridge.config import AgentSpec
 from crewbridge.conversation import EXACT
@@ -13,10 +12,19 @@ from crewbridge.hooks import AFTER, BEFORE, Block, Hooks, HookSpec
 from crewbridge.loop import AgentLoop
 from crewbridge.policy import Policy
 from crewbridge.registry import Tool, ToolResult
+from test_custom_tools import gone
 
-WRITE = Tool(name="write_file", description="", func=lambda ctx, **kw: None, input_schema={
-    "type": "object", "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
-    "required": ["path", "content"], "additionalProperties": False})
+WRITE = Tool(
+    name="write_file",
+    description="",
+    func=lambda ctx, **kw: None,
+    input_schema={
+        "type": "object",
+        "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
+        "required": ["path", "content"],
+        "additionalProperties": False,
+    },
+)
 INPUT = {"path": "a.txt", "content": "hello"}
 OK = ToolResult(True, data={"bytes": 5}, tool="write_file", duration_ms=3.0)
 
@@ -46,6 +54,7 @@ def after(*specs: HookSpec, result=OK):
 
 # --- shell and command hooks: the protocol ----------------------------------------------------------
 
+
 def test_no_hooks_change_nothing():
     assert Hooks().before("write_file", INPUT, "claude") == (INPUT, None)
     assert Hooks().after("write_file", INPUT, OK, "claude") is OK
@@ -59,8 +68,13 @@ def test_the_hook_receives_the_call_as_json_on_stdin_and_in_its_environment(tmp_
     seen = tmp_path / "seen.json"
     spec = shell(f'cat > {seen}; echo "$CREW_HOOK_EVENT $CREW_TOOL $CREW_AGENT $CREW_WORKDIR" > {seen}.env')
     before(spec, workdir=tmp_path)
-    assert json.loads(seen.read_text()) == {"event": BEFORE, "tool": "write_file", "agent": "claude",
-                                            "input": INPUT, "workdir": str(tmp_path)}
+    assert json.loads(seen.read_text()) == {
+        "event": BEFORE,
+        "tool": "write_file",
+        "agent": "claude",
+        "input": INPUT,
+        "workdir": str(tmp_path),
+    }
     assert (tmp_path / "seen.json.env").read_text() == f"before_tool_call write_file claude {tmp_path}\n"
 
 
@@ -71,8 +85,7 @@ def test_exit_2_blocks_with_stdout_as_the_reason():
 
 
 def test_exit_2_with_only_stderr_gives_stderr_as_the_reason():
-    assert before(shell("echo 'protected path' >&2; exit 2"))[1] == \
-        "blocked by a before_tool_call hook: protected path"
+    assert before(shell("echo 'protected path' >&2; exit 2"))[1] == "blocked by a before_tool_call hook: protected path"
 
 
 def test_a_json_object_on_stdout_replaces_the_input():
@@ -81,16 +94,20 @@ def test_a_json_object_on_stdout_replaces_the_input():
 
 
 def test_a_replaced_input_is_checked_against_the_tools_schema():
-    data, block, reports = before(shell('echo \'{"path": 7}\''))
+    data, block, reports = before(shell("echo '{\"path\": 7}'"))
     assert data == INPUT
-    assert block.startswith("before_tool_call hook 'echo '{\"path\": 7}'' failed on write_file: changed the "
-                            "input into one the tool does not accept: at $")
+    assert block.startswith(
+        "before_tool_call hook 'echo '{\"path\": 7}'' failed on write_file: changed the "
+        "input into one the tool does not accept: at $"
+    )
     assert block.endswith("; the call was not run") and reports == [block]
 
 
 def test_a_replacement_that_is_not_an_object_blocks():
-    assert "changed the input into one the tool does not accept: it is not a JSON object" in \
-        before(shell("echo '[1, 2]'"))[1]
+    assert (
+        "changed the input into one the tool does not accept: it is not a JSON object"
+        in before(shell("echo '[1, 2]'"))[1]
+    )
 
 
 def test_hooks_run_in_order_each_seeing_the_last_change(tmp_path):
@@ -106,13 +123,19 @@ def test_the_first_block_stops_the_chain(tmp_path):
     assert not marker.exists()
 
 
-@pytest.mark.parametrize("script, what", [
-    ("echo boom >&2; exit 1", "exited with status 1: boom"),
-    ("exit 3", "exited with status 3: no message on stderr"),
-    ("echo not json", "printed something that is not JSON on stdout"),
-    ("printf '%05000d' 0 | tr 0 '['; printf '%05000d' 0 | tr 0 ']'", "printed JSON nested more than 100 levels deep"),
-    ("kill -9 $$", "exited with status -9"),
-])
+@pytest.mark.parametrize(
+    "script, what",
+    [
+        ("echo boom >&2; exit 1", "exited with status 1: boom"),
+        ("exit 3", "exited with status 3: no message on stderr"),
+        ("echo not json", "printed something that is not JSON on stdout"),
+        (
+            "printf '%05000d' 0 | tr 0 '['; printf '%05000d' 0 | tr 0 ']'",
+            "printed JSON nested more than 100 levels deep",
+        ),
+        ("kill -9 $$", "exited with status -9"),
+    ],
+)
 def test_a_hook_that_fails_is_reported_and_blocks(script, what):
     data, block, reports = before(shell(script))
     assert data == INPUT and what in block and block.endswith("; the call was not run")
@@ -155,6 +178,7 @@ def test_hooks_apply_only_to_their_tools_and_agents():
 
 # --- after_tool_call --------------------------------------------------------------------------------
 
+
 def test_after_receives_the_result_envelope(tmp_path):
     seen = tmp_path / "seen.json"
     after(shell(f"cat > {seen}", event=AFTER))
@@ -163,8 +187,13 @@ def test_after_receives_the_result_envelope(tmp_path):
 
 def test_after_may_replace_the_result():
     result, _ = after(shell('echo \'{"success": true, "data": "[redacted by policy]"}\'', event=AFTER))
-    assert (result.success, result.data, result.error, result.tool, result.duration_ms) == \
-        (True, "[redacted by policy]", None, "write_file", 3.0)
+    assert (result.success, result.data, result.error, result.tool, result.duration_ms) == (
+        True,
+        "[redacted by policy]",
+        None,
+        "write_file",
+        3.0,
+    )
 
 
 def test_after_may_turn_a_result_into_a_failure():
@@ -215,20 +244,27 @@ def hang(event):
 
 def test_a_python_hook_gets_the_event_and_may_replace_the_input():
     calls.clear()
-    data, block, _ = before(HookSpec(event=BEFORE, python=f"{__name__}:record"),
-                            HookSpec(event=BEFORE, python=f"{__name__}:redirect"))
+    data, block, _ = before(
+        HookSpec(event=BEFORE, python=f"{__name__}:record"), HookSpec(event=BEFORE, python=f"{__name__}:redirect")
+    )
     assert calls == [{"event": BEFORE, "tool": "write_file", "agent": "claude", "input": INPUT}]
     assert (data, block) == ({"path": "sandbox/a.txt", "content": "hello"}, None)
 
 
 def test_a_python_hook_blocks_by_raising_block():
-    assert before(HookSpec(event=BEFORE, python=f"{__name__}:refuse"))[1] == \
-        "blocked by a before_tool_call hook: python says no"
+    assert (
+        before(HookSpec(event=BEFORE, python=f"{__name__}:refuse"))[1]
+        == "blocked by a before_tool_call hook: python says no"
+    )
 
 
 def test_a_python_hook_that_crashes_is_reported_and_blocks():
     data, block, reports = before(HookSpec(event=BEFORE, python=f"{__name__}:crash"))
-    assert data == INPUT and "raised ZeroDivisionError: division by zero; the call was not run" in block and reports == [block]
+    assert (
+        data == INPUT
+        and "raised ZeroDivisionError: division by zero; the call was not run" in block
+        and reports == [block]
+    )
 
 
 def test_a_python_hook_that_hangs_blocks_after_its_timeout():
@@ -266,8 +302,8 @@ def test_hooks_report_to_the_log_by_default(caplog):
     assert "failed on write_file: exited with status 1" in caplog.text
 
 
-
 # --- in the agent loop: the policy judges the input that will really run ----------------------------
+
 
 class Scripted:
     """A conversation that replies from a script (one list of events per turn)."""
@@ -302,8 +338,9 @@ def run_command_once(tmp_path, command: str, hook: HookSpec, **agent) -> ToolRes
     reply = [Text("```json\n" + json.dumps(call) + "\n```\n"), MessageEnd(), Done()]
     answer = [Text("done"), MessageEnd(), Done()]
     policy = Policy(AgentSpec(id="claude", provider="claude", **agent), "execute")
-    loop = AgentLoop("claude", Scripted(reply, answer), builtin_registry(), policy, workdir=tmp_path,
-                     hooks=Hooks({BEFORE: [hook]}))
+    loop = AgentLoop(
+        "claude", Scripted(reply, answer), builtin_registry(), policy, workdir=tmp_path, hooks=Hooks({BEFORE: [hook]})
+    )
     (record,) = loop.run("clean up").tool_calls
     return record.result
 

@@ -1,9 +1,11 @@
 """Getting started: `crew init` writes a commented starter crew.yaml that loads as written and never
 replaces a file unasked; `crew agents list`; shell completion as the README documents it."""
+
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -57,7 +59,7 @@ def test_every_commented_example_is_valid_configuration_once_uncommented(project
 
 def test_an_existing_file_is_never_replaced_without_force(project: Path) -> None:
     (project / "crew.yaml").write_text("prefix: mine\n")
-    with pytest.raises(UsageError, match="crew.yaml exists already; edit it, or pass --force to replace it"):
+    with pytest.raises(UsageError, match=re.escape("crew.yaml exists already; edit it, or pass --force to replace it")):
         write_starter(project)
     assert (project / "crew.yaml").read_text() == "prefix: mine\n"
     write_starter(project, force=True)
@@ -90,6 +92,7 @@ def test_the_command_writes_here_or_to_the_users_config(project: Path, tmp_path:
 
 # --- crew init --agent: recipes ---------------------------------------------------------------------
 
+
 def test_every_recipe_loads_and_describes_its_agent_and_provider(project: Path) -> None:
     assert recipe_names() == ["llm", "opencode", "qwen"]
     for name in recipe_names():
@@ -103,7 +106,7 @@ def test_recipes_go_under_the_starters_sections_and_keep_its_comments(project: P
     add_recipe(project, "qwen")
     text = (project / "crew.yaml").read_text()
     assert text.startswith(starter_text().split("\n# Your own command tools")[0])  # kept as it was
-    assert "  # llm (https://llm.datasette.io)" in text and "# Read-only: \"default\" approval" in text
+    assert "  # llm (https://llm.datasette.io)" in text and '# Read-only: "default" approval' in text
     config = read_config(project / "crew.yaml")
     assert {"reviewer", "llm", "qwen"} <= set(config.agents) and set(config.providers) == {"llm", "qwen"}
     assert config.providers["qwen"].options["query"][:2] == ["--approval-mode", "default"]
@@ -122,7 +125,7 @@ def test_a_file_without_the_sections_gets_them_and_one_with_the_name_is_refused(
 
 def test_an_inline_section_or_an_unknown_recipe_is_refused_and_nothing_written(project: Path) -> None:
     (project / "crew.yaml").write_text("agents: {}\n")
-    with pytest.raises(UsageError, match="agents: is written inline .* write it as an indented block"):
+    with pytest.raises(UsageError, match=r"agents: is written inline .* write it as an indented block"):
         add_recipe(project, "qwen")
     with pytest.raises(UsageError, match="no recipe for 'aider'; known: llm, opencode, qwen"):
         add_recipe(project, "aider")
@@ -133,16 +136,20 @@ def test_an_inline_section_or_an_unknown_recipe_is_refused_and_nothing_written(p
 def test_the_command_adds_recipes_and_says_to_trust_the_file(project: Path) -> None:
     result = CliRunner().invoke(cli, ["init", "--agent", "llm", "--agent", "qwen"])
     assert result.exit_code == 0, result.output
-    assert result.output.startswith(f"added llm, qwen to {project / 'crew.yaml'}\nnext: read it, then crew config trust")
+    assert result.output.startswith(
+        f"added llm, qwen to {project / 'crew.yaml'}\nnext: read it, then crew config trust"
+    )
     result = CliRunner().invoke(cli, ["init", "--agent", "nope"])
     assert result.exit_code != 0 and "no recipe for 'nope'" in str(result.exception)
 
 
 # --- crew agents list ------------------------------------------------------------------------------
 
+
 def test_agents_list_shows_id_provider_model_and_profile(project: Path) -> None:
-    (project / "crew.yaml").write_text("agents:\n  fast:\n    provider: gemini\n    model: gemini-2.5-flash\n"
-                                       "    profile: read-only\n")
+    (project / "crew.yaml").write_text(
+        "agents:\n  fast:\n    provider: gemini\n    model: gemini-2.5-flash\n    profile: read-only\n"
+    )
     result = CliRunner().invoke(cli, ["agents", "list"])
     assert result.exit_code == 0
     assert result.output.splitlines() == [
@@ -159,26 +166,46 @@ def test_agents_list_shows_id_provider_model_and_profile(project: Path) -> None:
 
 # --- crew --version ---------------------------------------------------------------------------------
 
+
 def test_version_is_printed_without_loading_the_engine() -> None:
-    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "crewbridge", "--version"],
-                          capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "crewbridge", "--version"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert done.stdout == "crew, version 0.1.0\n"
     loaded = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines()}
     assert "crewbridge" in loaded
-    assert not loaded & {"click", "crewbridge.cli", "crewbridge.config", "crewbridge.bridge", "yaml",
-                         "jsonschema", "pexpect"}
+    assert not loaded & {
+        "click",
+        "crewbridge.cli",
+        "crewbridge.config",
+        "crewbridge.bridge",
+        "yaml",
+        "jsonschema",
+        "pexpect",
+    }
 
 
 # --- shell completion ------------------------------------------------------------------------------
 
+
 def completion(**variables: str) -> str:
     env = {**os.environ, **variables}
-    return subprocess.run([sys.executable, "-m", "crewbridge"], env=env, capture_output=True, text=True,
-                          check=True).stdout
+    return subprocess.run(
+        [sys.executable, "-m", "crewbridge"], env=env, capture_output=True, text=True, check=True
+    ).stdout
 
 
-@pytest.mark.parametrize("shell, marker", [("bash", "complete -o nosort -F _crew_completion crew"),
-                                           ("zsh", "#compdef crew"), ("fish", "complete --no-files --command crew")])
+@pytest.mark.parametrize(
+    "shell, marker",
+    [
+        ("bash", "complete -o nosort -F _crew_completion crew"),
+        ("zsh", "#compdef crew"),
+        ("fish", "complete --no-files --command crew"),
+    ],
+)
 def test_the_completion_script_of_each_shell_is_printed(shell: str, marker: str) -> None:
     assert marker in completion(_CREW_COMPLETE=f"{shell}_source")
 

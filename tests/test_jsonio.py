@@ -1,12 +1,12 @@
 """crewbridge.jsonio: JSON from outside, decoded with a bound on nesting, encoded whatever its text."""
+
 from __future__ import annotations
 
 import json
 from typing import Any, TypedDict
 
-import pytest
-
 import msgspec
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -157,7 +157,9 @@ def test_decode_or_loads_gives_what_json_loads_gives(value: object) -> None:
 
 def test_msgspec_keeps_an_integer_past_64_bits_exact(fast_decoder: str) -> None:
     assert decode("[123456789012345678901234567890, -9223372036854775809]") == [
-        123456789012345678901234567890, -9223372036854775809]
+        123456789012345678901234567890,
+        -9223372036854775809,
+    ]
 
 
 @pytest.mark.parametrize("line", ['{"n": NaN}', '{"big": 1e400}', '"\\ud800"', '  {"padded": true}  \n'])

@@ -1,15 +1,21 @@
 """Layers, not circles: no import cycle among crew's modules, counting imports inside functions
 (a deferred import hides a cycle from Python, not from the design)."""
+
 from __future__ import annotations
 
 import ast
+import itertools
 from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = {"crewbridge": ROOT / "crewbridge", "crewbridge.mcp": ROOT / "crewbridge" / "mcp",
-            "crewbridge.sandbox": ROOT / "crewbridge" / "sandbox",
-            "crewbridge.providers": ROOT / "providers", "crewbridge.tools": ROOT / "tools"}
+PACKAGES = {
+    "crewbridge": ROOT / "crewbridge",
+    "crewbridge.mcp": ROOT / "crewbridge" / "mcp",
+    "crewbridge.sandbox": ROOT / "crewbridge" / "sandbox",
+    "crewbridge.providers": ROOT / "providers",
+    "crewbridge.tools": ROOT / "tools",
+}
 
 
 @dataclass(frozen=True)
@@ -59,8 +65,7 @@ def imports_of(module: str, path: Path, known: dict[str, Path]) -> list[Import]:
                 parent = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
                 base = f"{parent}.{base}" if base else parent
             # `from package import module` loads the module; `from module import name` the module
-            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base
-                       for alias in node.names]
+            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base for alias in node.names]
         for target in targets:
             crew = resolve(target, known)
             if crew is not None and crew != module:
@@ -84,8 +89,11 @@ def cycles(edges: list[Import]) -> list[tuple[list[str], list[str]]]:
     for edge in edges:
         graph.setdefault(edge.source, set()).add(edge.target)
         graph.setdefault(edge.target, set())
-    return sorted((shortest_cycle(min(group), graph, group), sorted(group))
-                  for group in strongly_connected(graph) if len(group) > 1)
+    return sorted(
+        (shortest_cycle(min(group), graph, group), sorted(group))
+        for group in strongly_connected(graph)
+        if len(group) > 1
+    )
 
 
 def strongly_connected(graph: dict[str, set[str]]) -> list[set[str]]:
@@ -152,7 +160,7 @@ def describe(found: list[tuple[list[str], list[str]]], edges: list[Import]) -> s
     for cycle, group in found:
         larger = len(group) > len(cycle) - 1
         lines.append(" -> ".join(cycle) + (f"  (group: {', '.join(group)})" if larger else ""))
-        for source, target in zip(cycle, cycle[1:]):
+        for source, target in itertools.pairwise(cycle):
             edge = where[source, target]
             how = "inside a function" if edge.in_function else "at module top"
             how += ", under TYPE_CHECKING" if edge.type_checking else ""
@@ -174,6 +182,7 @@ def test_no_import_cycle_counting_type_checking_imports():
 
 
 # The checker itself, on small made-up graphs.
+
 
 def edge(source: str, target: str) -> Import:
     return Import(source, target, 1, False, False)
@@ -199,9 +208,14 @@ def test_imports_inside_functions_and_type_checking_blocks_are_all_collected(tmp
     (tmp_path / "x.py").write_text(
         "from typing import TYPE_CHECKING\nimport os\nfrom . import y\n"
         "if TYPE_CHECKING:\n    from p.y import Thing\n"
-        "def f():\n    import p.y.z\n    from .y import other\n")
+        "def f():\n    import p.y.z\n    from .y import other\n"
+    )
     (tmp_path / "y.py").write_text("")
     known = {"p": tmp_path, "p.x": tmp_path / "x.py", "p.y": tmp_path / "y.py"}
     found = imports_of("p.x", tmp_path / "x.py", known)
     assert [(i.target, i.line, i.in_function, i.type_checking) for i in found] == [
-        ("p.y", 3, False, False), ("p.y", 5, False, True), ("p.y", 7, True, False), ("p.y", 8, True, False)]
+        ("p.y", 3, False, False),
+        ("p.y", 5, False, True),
+        ("p.y", 7, True, False),
+        ("p.y", 8, True, False),
+    ]

@@ -1,5 +1,6 @@
 """The live Claude conversation's side of the stream-json protocol, against a small fake `claude -p
 --input-format stream-json` that logs every line it is sent (the real CLI is in tests/e2e)."""
+
 from __future__ import annotations
 
 import json
@@ -79,6 +80,7 @@ def start(tmp_path):
         conversation = ClaudeLiveConversation(FakeClaude(log, mode), Turn(prompt=""), cwd=tmp_path)
         made.append(conversation)
         return conversation, lambda: [json.loads(line) for line in log.read_text().splitlines()]
+
     yield go
     for conversation in made:
         conversation.close()
@@ -115,8 +117,11 @@ def test_a_stopped_reply_is_rewound_and_replaced_by_the_text_up_to_the_block(sta
     assert conversation.process.pid == pid
     _, first, interrupt, rewind, again, kept, result = sent()
     assert interrupt["request"] == {"subtype": "interrupt"}
-    assert rewind["request"] == {"subtype": "rewind_conversation", "interrupt_if_running": True,
-                                 "target_message_uuid": first["uuid"]}
+    assert rewind["request"] == {
+        "subtype": "rewind_conversation",
+        "interrupt_if_running": True,
+        "target_message_uuid": first["uuid"],
+    }
     assert again["message"] == first["message"] and again["shouldQuery"] is False
     assert again["uuid"] != first["uuid"]
     assert kept["type"] == "assistant"
@@ -212,8 +217,7 @@ def test_started_before_the_first_message_the_process_waits_for_it_and_is_set_up
 
 
 def test_a_cli_that_cannot_start_early_is_reported_by_the_first_message(tmp_path):
-    conversation = ClaudeLiveConversation(ClaudeProvider(), Turn(prompt=""), cwd=tmp_path,
-                                          env={"PATH": str(tmp_path)})
+    conversation = ClaudeLiveConversation(ClaudeProvider(), Turn(prompt=""), cwd=tmp_path, env={"PATH": str(tmp_path)})
     conversation.start()
     assert conversation.process is None
     with pytest.raises(CLINotFound, match="'claude' not found on PATH"):

@@ -1,6 +1,7 @@
 """The live Codex conversation's side of the app-server protocol, against a small fake `codex
 app-server` that logs every request (the real CLI is in tests/e2e/test_live.py), and the decoder of
 its notifications (shapes as codex 0.169.0 sends them)."""
+
 from __future__ import annotations
 
 import json
@@ -97,15 +98,24 @@ def start(tmp_path):
     def go(mode, *messages, asks=(), channel=None, native=False):
         log = tmp_path / "requests.jsonl"
         conversation = CodexLiveConversation(CodexProvider(), Turn(prompt="", native=native), cwd=tmp_path)
-        conversation.argv = [sys.executable, "-c", FAKE, str(log), mode, json.dumps([list(m) for m in messages]),
-                             json.dumps(list(asks))]
+        conversation.argv = [
+            sys.executable,
+            "-c",
+            FAKE,
+            str(log),
+            mode,
+            json.dumps([list(m) for m in messages]),
+            json.dumps(list(asks)),
+        ]
         if channel is not None:
             conversation.serve(channel)
         made.append(conversation)
 
         def requests():
             return [r for r in map(json.loads, log.read_text().splitlines()) if "method" in r and "id" in r]
+
         return conversation, requests
+
     yield go
     for conversation in made:
         conversation.close()
@@ -125,8 +135,7 @@ def stop_at_the_tail(conversation, message="read a"):
 
 
 def calls(requests):
-    return [(r["method"], r["params"]) for r in requests()
-            if r["method"] in ("thread/inject_items", "thread/revert")]
+    return [(r["method"], r["params"]) for r in requests() if r["method"] in ("thread/inject_items", "thread/revert")]
 
 
 def assistant(text):
@@ -165,8 +174,15 @@ def test_a_turn_that_completed_with_its_tail_moves_to_a_new_thread_holding_the_e
     assert conversation.keep("Reading.\n" + BLOCK, stopped=True) == EXACT
     assert len(thread_starts(requests)) == 2  # an ephemeral thread cannot be reverted
     earlier = "Reading.\n" + BLOCK + "It says 7."
-    assert calls(requests) == [("thread/inject_items", {"threadId": "T1", "items": [
-        user("hello"), assistant(earlier), user("read a"), assistant("Reading.\n" + BLOCK)]})]
+    assert calls(requests) == [
+        (
+            "thread/inject_items",
+            {
+                "threadId": "T1",
+                "items": [user("hello"), assistant(earlier), user("read a"), assistant("Reading.\n" + BLOCK)],
+            },
+        )
+    ]
 
 
 def test_a_completed_turn_that_ran_codexs_own_tools_is_left_whole(start):
@@ -193,8 +209,10 @@ def test_a_reply_that_was_not_stopped_is_left_whole_and_the_next_turn_uses_the_s
     assert first[0] == Session("T1") and second[0] == Session("T1")
     assert first[-1] == Done() and Usage(5, 6) in first
     starts = [r["params"] for r in requests() if r["method"] == "turn/start"]
-    assert starts == [{"threadId": "T1", "input": [{"type": "text", "text": "read a"}]},
-                      {"threadId": "T1", "input": [{"type": "text", "text": "the result"}]}]
+    assert starts == [
+        {"threadId": "T1", "input": [{"type": "text", "text": "read a"}]},
+        {"threadId": "T1", "input": [{"type": "text", "text": "the result"}]},
+    ]
     assert calls(requests) == []
 
 
@@ -223,8 +241,12 @@ def test_a_request_from_the_server_is_answered_so_the_turn_goes_on(start, tmp_pa
     assert answer["error"]["message"] == "crew does not handle item/tool/requestUserInput"
 
 
-READ = Tool("read_file", "Read a file.", {"type": "object", "properties": {"path": {"type": "string"}},
-                                          "required": ["path"]}, func=lambda ctx, path: path)
+READ = Tool(
+    "read_file",
+    "Read a file.",
+    {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+    func=lambda ctx, path: path,
+)
 
 
 class Channel:
@@ -242,8 +264,11 @@ class Channel:
 
     def call(self, name, arguments):
         self.calls.append((name, arguments))
-        return ToolResult(True, data="the secret is 42") if "path" in arguments else \
-            ToolResult(False, error="invalid input for crew:read_file: 'path' is a required property")
+        return (
+            ToolResult(True, data="the secret is 42")
+            if "path" in arguments
+            else ToolResult(False, error="invalid input for crew:read_file: 'path' is a required property")
+        )
 
     def permit(self, tool, arguments, read_only):
         self.asked.append((tool, arguments, read_only))
@@ -268,34 +293,51 @@ def test_native_tools_are_the_threads_dynamic_tools_named_with_crews_prefix(star
     conversation, requests = start("race", ["Hi."], channel=Channel(), native=True)
     list(conversation.send("hi", None))
     [thread] = thread_starts(requests)
-    assert thread["dynamicTools"] == [{"type": "function", "name": "crew_read_file", "description": "Read a file.",
-                                       "inputSchema": READ.input_schema}]
+    assert thread["dynamicTools"] == [
+        {"type": "function", "name": "crew_read_file", "description": "Read a file.", "inputSchema": READ.input_schema}
+    ]
 
 
 def test_a_native_call_runs_through_the_channel_and_its_result_is_the_answer(start, tmp_path):
     channel = Channel()
-    conversation, _ = start("race", ["It says 42."], channel=channel, native=True, asks=[
-        ("item/tool/call", {"callId": "c1", "tool": "crew_read_file", "arguments": {"path": "a"}}, True),
-        ("item/tool/call", {"callId": "c2", "tool": "crew_read_file", "arguments": {"paht": "a"}}, True),
-        ("item/tool/call", {"callId": "c3", "tool": "read_file", "arguments": {"path": "a"}}, True)])
+    conversation, _ = start(
+        "race",
+        ["It says 42."],
+        channel=channel,
+        native=True,
+        asks=[
+            ("item/tool/call", {"callId": "c1", "tool": "crew_read_file", "arguments": {"path": "a"}}, True),
+            ("item/tool/call", {"callId": "c2", "tool": "crew_read_file", "arguments": {"paht": "a"}}, True),
+            ("item/tool/call", {"callId": "c3", "tool": "read_file", "arguments": {"path": "a"}}, True),
+        ],
+    )
     events = list(conversation.send("read a", None))
     assert "".join(e.text for e in events if isinstance(e, Text)) == "It says 42."
     assert channel.calls == [("read_file", {"path": "a"}), ("read_file", {"paht": "a"})]  # the bare names
     found, invalid, unknown = [answer["result"] for answer in answers(tmp_path)]
     assert found == {"contentItems": [{"type": "inputText", "text": "the secret is 42"}], "success": True}
-    assert invalid == {"contentItems": [{"type": "inputText", "text": "invalid input for crew:read_file: "
-                                         "'path' is a required property"}], "success": False}
+    assert invalid == {
+        "contentItems": [
+            {"type": "inputText", "text": "invalid input for crew:read_file: 'path' is a required property"}
+        ],
+        "success": False,
+    }
     assert unknown["success"] is False and "not one of crew's tools" in unknown["contentItems"][0]["text"]
 
 
-COMMAND = {"itemId": "c1", "command": "/bin/bash -lc 'touch made.txt'", "cwd": "/w",
-           "availableDecisions": ["accept", "cancel"]}
+COMMAND = {
+    "itemId": "c1",
+    "command": "/bin/bash -lc 'touch made.txt'",
+    "cwd": "/w",
+    "availableDecisions": ["accept", "cancel"],
+}
 
 
 def test_a_command_crews_policy_allows_is_accepted(start, tmp_path):
     channel = Channel()
-    conversation, _ = start("race", ["Done."], channel=channel,
-                            asks=[("item/commandExecution/requestApproval", COMMAND, True)])
+    conversation, _ = start(
+        "race", ["Done."], channel=channel, asks=[("item/commandExecution/requestApproval", COMMAND, True)]
+    )
     list(conversation.send("make it", None))
     assert channel.asked == [("exec_command", {"command": "/bin/bash -lc 'touch made.txt'", "cwd": "/w"}, False)]
     assert [answer["result"] for answer in answers(tmp_path)] == [{"decision": "accept"}]
@@ -304,25 +346,43 @@ def test_a_command_crews_policy_allows_is_accepted(start, tmp_path):
 def test_a_refused_patch_is_declined_after_codex_has_the_reason_for_the_model(start):
     channel = Channel(refusal="crew does not allow apply_patch for query mode")
     change = {"path": "/w/made.txt", "kind": {"type": "add"}, "diff": "hi\n"}
-    conversation, _ = start("race", ["Done."], channel=channel, asks=[
-        ("item/started", {"item": {"type": "fileChange", "id": "p1", "changes": [change]}}, False),
-        ("item/fileChange/requestApproval", {"itemId": "p1", "reason": None}, True)])
+    conversation, _ = start(
+        "race",
+        ["Done."],
+        channel=channel,
+        asks=[
+            ("item/started", {"item": {"type": "fileChange", "id": "p1", "changes": [change]}}, False),
+            ("item/fileChange/requestApproval", {"itemId": "p1", "reason": None}, True),
+        ],
+    )
     list(conversation.send("make it", None))
     assert channel.asked == [("apply_patch", {"changes": [change]}, False)]
     log = [json.loads(line) for line in (conversation.cwd / "requests.jsonl").read_text().splitlines()]
     steer_at = next(i for i, line in enumerate(log) if line.get("method") == "turn/steer")
     decline_at = next(i for i, line in enumerate(log) if line.get("result") == {"decision": "decline"})
     assert steer_at < decline_at  # the model reads the reason with the refusal, in the same request
-    assert log[steer_at]["params"] == {"threadId": "T1", "expectedTurnId": "U1", "input": [{
-        "type": "text", "text": "crew, which runs your tools under the user's policy, did not let your apply_patch "
-                                "call run: crew does not allow apply_patch for query mode"}]}
+    assert log[steer_at]["params"] == {
+        "threadId": "T1",
+        "expectedTurnId": "U1",
+        "input": [
+            {
+                "type": "text",
+                "text": "crew, which runs your tools under the user's policy, did not let your apply_patch "
+                "call run: crew does not allow apply_patch for query mode",
+            }
+        ],
+    }
 
 
 def test_a_command_codex_would_run_outside_its_sandbox_tells_the_policy_why(start):
     channel = Channel()
     reason = "command failed; retry without sandbox?"
-    conversation, _ = start("race", ["Done."], channel=channel, asks=[(
-        "item/commandExecution/requestApproval", {**COMMAND, "reason": reason}, True)])
+    conversation, _ = start(
+        "race",
+        ["Done."],
+        channel=channel,
+        asks=[("item/commandExecution/requestApproval", {**COMMAND, "reason": reason}, True)],
+    )
     list(conversation.send("make it", None))
     [(_, asked, _)] = channel.asked
     assert asked["reason"] == "command failed; retry without sandbox?"
@@ -354,21 +414,34 @@ def n(method, **params):
     return {"method": method, "params": {"threadId": "T1", "turnId": "U1", **params}}
 
 
-@pytest.mark.parametrize("notification, events", [
-    (n("item/agentMessage/delta", itemId="m1", delta="Let me read.\n"), [Text("Let me read.\n")]),
-    (n("item/started", item={"type": "agentMessage", "id": "m1", "text": ""}), []),
-    (n("item/completed", item={"type": "agentMessage", "id": "m1", "text": "Hi"}), [MessageEnd()]),
-    (n("item/started", item={"type": "userMessage", "id": "u", "content": []}), []),
-    (n("item/started", item={"type": "commandExecution", "id": "c"}), [Notice("native_commandExecution")]),
-    (n("item/completed", item={"type": "commandExecution", "id": "c"}), []),
-    (n("thread/tokenUsage/updated", tokenUsage={"last": {"inputTokens": 11, "outputTokens": 7},
-                                                "total": {"inputTokens": 30, "outputTokens": 9}}), [Usage(11, 7)]),
-    (n("turn/completed", turn={"id": "U1", "status": "interrupted", "items": []}), [Done()]),
-    (n("turn/completed", turn={"id": "U1", "status": "failed", "error": {"message": "429 slow down"}}),
-     [Failure("429 slow down"), Done()]),
-    (n("error", error={"message": "stream lost"}, willRetry=True), [Notice("retry", "stream lost")]),
-    (n("error", error={"message": "stream lost"}, willRetry=False), [Failure("stream lost")]),
-    (n("account/rateLimits/updated"), [Notice("unknown", "account/rateLimits/updated")]),
-])
+@pytest.mark.parametrize(
+    "notification, events",
+    [
+        (n("item/agentMessage/delta", itemId="m1", delta="Let me read.\n"), [Text("Let me read.\n")]),
+        (n("item/started", item={"type": "agentMessage", "id": "m1", "text": ""}), []),
+        (n("item/completed", item={"type": "agentMessage", "id": "m1", "text": "Hi"}), [MessageEnd()]),
+        (n("item/started", item={"type": "userMessage", "id": "u", "content": []}), []),
+        (n("item/started", item={"type": "commandExecution", "id": "c"}), [Notice("native_commandExecution")]),
+        (n("item/completed", item={"type": "commandExecution", "id": "c"}), []),
+        (
+            n(
+                "thread/tokenUsage/updated",
+                tokenUsage={
+                    "last": {"inputTokens": 11, "outputTokens": 7},
+                    "total": {"inputTokens": 30, "outputTokens": 9},
+                },
+            ),
+            [Usage(11, 7)],
+        ),
+        (n("turn/completed", turn={"id": "U1", "status": "interrupted", "items": []}), [Done()]),
+        (
+            n("turn/completed", turn={"id": "U1", "status": "failed", "error": {"message": "429 slow down"}}),
+            [Failure("429 slow down"), Done()],
+        ),
+        (n("error", error={"message": "stream lost"}, willRetry=True), [Notice("retry", "stream lost")]),
+        (n("error", error={"message": "stream lost"}, willRetry=False), [Failure("stream lost")]),
+        (n("account/rateLimits/updated"), [Notice("unknown", "account/rateLimits/updated")]),
+    ],
+)
 def test_app_server_notifications_decode_to_events(notification, events):
     assert AppServerDecoder().event(notification) == events

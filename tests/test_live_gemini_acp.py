@@ -2,6 +2,7 @@
 logs every message it reads and, like gemini, reaches crew's MCP server over HTTP with the URL and
 header session/new gave it (the real CLI is in tests/e2e/test_native_gemini_real.py); and the pieces
 that read Gemini's messages (shapes as gemini 0.61.0 sends them)."""
+
 from __future__ import annotations
 
 import json
@@ -28,9 +29,11 @@ from crewbridge.events import Done, Failure, MessageEnd, Notice, Session, Text, 
 from crewbridge.peer import Reply
 from crewbridge.registry import Tool, ToolResult
 
-OPTIONS = [{"optionId": "proceed_always", "name": "Allow for this session", "kind": "allow_always"},
-           {"optionId": "proceed_once", "name": "Allow", "kind": "allow_once"},
-           {"optionId": "cancel", "name": "Reject", "kind": "reject_once"}]
+OPTIONS = [
+    {"optionId": "proceed_always", "name": "Allow for this session", "kind": "allow_always"},
+    {"optionId": "proceed_once", "name": "Allow", "kind": "allow_once"},
+    {"optionId": "cancel", "name": "Reject", "kind": "reject_once"},
+]
 
 # argv[2] is what every prompt does: "text" (streams two chunks), "ask" (asks permission for tool
 # argv[3], a shell command, then says which option crew chose), "crew" (calls crew's read_file over the session's
@@ -116,8 +119,15 @@ class FakeChannel:
         self.calls, self.permits, self.threads = [], [], []
 
     def tools(self):
-        return [Tool("read_file", "Read a file.", {"type": "object", "properties": {"path": {"type": "string"}}},
-                     lambda ctx, **_: None, read_only=True)]
+        return [
+            Tool(
+                "read_file",
+                "Read a file.",
+                {"type": "object", "properties": {"path": {"type": "string"}}},
+                lambda ctx, **_: None,
+                read_only=True,
+            )
+        ]
 
     def call(self, name, arguments):
         self.calls.append((name, arguments))
@@ -144,7 +154,9 @@ def start(tmp_path):
 
         def messages():
             return [json.loads(line) for line in log.read_text().splitlines()]
+
         return conversation, messages
+
     yield go
     for conversation in made:
         conversation.close()
@@ -212,8 +224,11 @@ def test_a_call_that_ends_the_run_ends_the_reply_at_once_and_gemini_gets_an_erro
     with pytest.raises(MaxTurnsReached, match="more than 50"):
         list(events)  # raised as the call ends, before gemini writes another line
     told = json.loads(text(conversation.reading.decode_object(conversation.process.read(time.monotonic() + 10))))
-    assert told["called"] == {"jsonrpc": "2.0", "id": 3, "error": {"code": -32603, "message": "@gemini made more "
-                                                                          "than 50 native tool calls"}}
+    assert told["called"] == {
+        "jsonrpc": "2.0",
+        "id": 3,
+        "error": {"code": -32603, "message": "@gemini made more than 50 native tool calls"},
+    }
 
 
 @pytest.mark.parametrize(("refusal", "option"), [(None, "proceed_once"), ("crew does not allow it", "cancel")])
@@ -265,12 +280,16 @@ def test_the_decoder_reads_text_chunks_and_sets_tool_calls_aside():
         return json.dumps({"jsonrpc": "2.0", "method": "session/update", "params": params})
 
     assert decoder.decode(update(sessionUpdate="agent_message_chunk", content={"type": "text", "text": "Hi"})) == [
-        Text("Hi")]
-    assert decoder.decode(update(sessionUpdate="tool_call", toolCallId="read_file__1", title="notes.txt",
-                                 status="in_progress", kind="read")) == [MessageEnd(), Notice("native_tool_call",
-                                                                                              "notes.txt")]
-    assert decoder.decode(update(sessionUpdate="agent_thought_chunk",
-                                 content={"type": "text", "text": "hm"})) == [Notice("agent_thought_chunk")]
+        Text("Hi")
+    ]
+    assert decoder.decode(
+        update(
+            sessionUpdate="tool_call", toolCallId="read_file__1", title="notes.txt", status="in_progress", kind="read"
+        )
+    ) == [MessageEnd(), Notice("native_tool_call", "notes.txt")]
+    assert decoder.decode(update(sessionUpdate="agent_thought_chunk", content={"type": "text", "text": "hm"})) == [
+        Notice("agent_thought_chunk")
+    ]
     assert isinstance(decoder.decode(update(sessionUpdate="agent_message_chunk"))[0], Notice)  # corrupt
 
 
@@ -282,8 +301,12 @@ def test_a_prompt_that_ends_early_is_a_failure():
 
 def test_the_input_of_geminis_own_tool_is_what_its_question_shows():
     assert native_input({"toolCallId": "x", "kind": "execute", "title": "rm -rf build"}) == {"command": "rm -rf build"}
-    edit = {"kind": "edit", "title": "Writing to new.txt", "locations": [{"path": "/w/new.txt"}],
-            "content": [{"type": "diff", "path": "/w/new.txt", "oldText": "", "newText": "hello"}]}
+    edit = {
+        "kind": "edit",
+        "title": "Writing to new.txt",
+        "locations": [{"path": "/w/new.txt"}],
+        "content": [{"type": "diff", "path": "/w/new.txt", "oldText": "", "newText": "hello"}],
+    }
     assert native_input(edit) == {"file_path": "/w/new.txt", "content": "hello"}
     fetch = {"kind": "fetch", "title": "Fetching https://example.com", "locations": [{"path": "/w/a"}]}
     assert native_input(fetch) == {"title": "Fetching https://example.com", "paths": ["/w/a"]}

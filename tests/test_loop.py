@@ -1,13 +1,12 @@
 """The agent loop, driven by a scripted conversation (a small, honest fake of a CLI session)."""
+
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 import subprocess
 import sys
 import threading
-import time
-from pathlib import Path
+from dataclasses import replace
 
 import pytest
 
@@ -75,18 +74,30 @@ def registry(tmp_path):
     reg = ToolRegistry("crew")
     log: list[str] = []
 
-    @tool(schema={"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"],
-                  "additionalProperties": False}, read_only=True)
+    @tool(
+        schema={
+            "type": "object",
+            "properties": {"path": {"type": "string"}},
+            "required": ["path"],
+            "additionalProperties": False,
+        },
+        read_only=True,
+    )
     def read_file(ctx, path: str) -> dict:
         """Read a file."""
         log.append(f"read {path}")
         try:
             return {"content": (ctx.workdir / path).read_text()}
         except FileNotFoundError:
-            raise ToolFailure(f"no file '{path}'")
+            raise ToolFailure(f"no file '{path}'") from None
 
-    @tool(schema={"type": "object", "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
-                  "required": ["path", "content"]})
+    @tool(
+        schema={
+            "type": "object",
+            "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
+            "required": ["path", "content"],
+        }
+    )
     def write_file(ctx, path: str, content: str) -> dict:
         """Write a file."""
         log.append(f"write {path}")
@@ -101,8 +112,7 @@ def registry(tmp_path):
 
 
 def make_loop(script, registry, tmp_path, mode="query", **kw):
-    return AgentLoop("claude", script, registry, Policy(AgentSpec("claude", "claude"), mode),
-                     workdir=tmp_path, **kw)
+    return AgentLoop("claude", script, registry, Policy(AgentSpec("claude", "claude"), mode), workdir=tmp_path, **kw)
 
 
 def test_a_reply_without_calls_is_the_answer(registry, tmp_path):
@@ -126,8 +136,9 @@ def test_a_call_runs_and_its_result_goes_back(registry, tmp_path):
     script = Script(text("Reading.\n", block("crew:read_file", path="notes.txt")), text("It says 42."))
     result = make_loop(script, registry, tmp_path).run("what does notes.txt say?")
     assert result.answer == "It says 42."
-    assert [(c.name, c.input, c.result.success) for c in result.tool_calls] == \
-        [("crew:read_file", {"path": "notes.txt"}, True)]
+    assert [(c.name, c.input, c.result.success) for c in result.tool_calls] == [
+        ("crew:read_file", {"path": "notes.txt"}, True)
+    ]
     follow_up = script.sent[1]
     assert "the secret is 42" in follow_up and '"success": true' in follow_up
     assert script.stops == 0  # the reply ended on its own after the block
@@ -135,8 +146,13 @@ def test_a_call_runs_and_its_result_goes_back(registry, tmp_path):
 
 def test_prose_after_the_call_stops_the_reply_and_is_never_shown_as_real(registry, tmp_path):
     invented = "The file says the secret is 7."
-    reply = [Text("Reading.\n" + block("crew:read_file", path="notes.txt")), Text(invented), Text(" more"),
-             MessageEnd(), Done()]
+    reply = [
+        Text("Reading.\n" + block("crew:read_file", path="notes.txt")),
+        Text(invented),
+        Text(" more"),
+        MessageEnd(),
+        Done(),
+    ]
     script = Script(reply, text("It says 42."))
     result = make_loop(script, registry, tmp_path).run("what does notes.txt say?")
     assert script.stops == 1 and script.consumed[0] == 2  # nothing read after the stop
@@ -239,8 +255,11 @@ def test_execute_mode_runs_a_write_tool(registry, tmp_path):
 
 
 def test_a_write_waits_for_reads_before_it_and_reads_after_it_wait_for_the_write(registry, tmp_path):
-    reply = text(block("crew:read_file", path="notes.txt") + block("crew:write_file", path="notes.txt", content="new")
-                 + block("crew:read_file", path="notes.txt"))
+    reply = text(
+        block("crew:read_file", path="notes.txt")
+        + block("crew:write_file", path="notes.txt", content="new")
+        + block("crew:read_file", path="notes.txt")
+    )
     script = Script(reply, text("ok"))
     result = make_loop(script, registry, tmp_path, mode="execute").run("t")
     contents = [c.result.data.get("content") for c in result.tool_calls]
@@ -278,8 +297,9 @@ def test_a_result_holding_a_fence_cannot_break_out_of_its_block(registry, tmp_pa
 def test_usage_is_summed_over_turns(registry, tmp_path):
     from crewbridge.events import Usage
 
-    script = Script([*text(block("crew:read_file", path="notes.txt")), Usage(10, 2, 0.5)],
-                    [*text("ok"), Usage(5, 1, 0.25)])
+    script = Script(
+        [*text(block("crew:read_file", path="notes.txt")), Usage(10, 2, 0.5)], [*text("ok"), Usage(5, 1, 0.25)]
+    )
     result = make_loop(script, registry, tmp_path).run("t")
     assert result.usage == {"input_tokens": 15, "output_tokens": 3, "cached_tokens": 0, "cost_usd": 0.75}
 
@@ -288,15 +308,19 @@ def test_each_turns_usage_is_in_the_transcript_with_what_came_after_a_stop(regis
     from crewbridge.events import Usage
     from crewbridge.transcript import Transcript, read_run
 
-    script = Script([*text(block("crew:read_file", path="notes.txt")), Usage(10, 2, cached_tokens=4)],
-                    [*text("ok"), Usage(5, 1, 0.25)])
+    script = Script(
+        [*text(block("crew:read_file", path="notes.txt")), Usage(10, 2, cached_tokens=4)],
+        [*text("ok"), Usage(5, 1, 0.25)],
+    )
     script.late = [Usage(3, 3)]  # reported for turn 1 once the loop had stopped reading it
     progress = []
     with Transcript.open(tmp_path / "runs") as transcript:
         result = make_loop(script, registry, tmp_path, transcript=transcript, on_progress=progress.append).run("t")
     usage = [e for e in read_run(transcript.run_id, tmp_path / "runs") if e["kind"] == "usage"]
-    assert [(e["turn"], e["input_tokens"], e["output_tokens"], e["cached_tokens"], e["cost_usd"]) for e in usage] \
-        == [(1, 13, 5, 4, None), (2, 5, 1, 0, 0.25)]
+    assert [(e["turn"], e["input_tokens"], e["output_tokens"], e["cached_tokens"], e["cost_usd"]) for e in usage] == [
+        (1, 13, 5, 4, None),
+        (2, 5, 1, 0, 0.25),
+    ]
     assert result.usage == {"input_tokens": 18, "output_tokens": 6, "cached_tokens": 4, "cost_usd": 0.25}
     assert [p.usage.tokens for p in progress if p.kind == "usage"] == [12, 18, 24]
 
@@ -323,11 +347,13 @@ def test_an_empty_reply_is_a_failure_not_an_empty_answer(registry, tmp_path):
 def test_a_tool_call_that_never_returns_does_not_hold_up_the_exit() -> None:
     # A call blocked where no tool timeout reaches (an approval question no one answers, a hook) is
     # left behind at exit: ThreadPoolExecutor's workers would be joined and Python would never exit.
-    script = ("import threading\n"
-              "from crewbridge.loop import _DaemonPool\n"
-              "pool = _DaemonPool(4, 'test')\n"
-              "future = pool.submit(threading.Event().wait)\n"
-              "print('submitted', flush=True)\n")
+    script = (
+        "import threading\n"
+        "from crewbridge.loop import _DaemonPool\n"
+        "pool = _DaemonPool(4, 'test')\n"
+        "future = pool.submit(threading.Event().wait)\n"
+        "print('submitted', flush=True)\n"
+    )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=30)
     assert (done.returncode, done.stdout) == (0, "submitted\n")
 
@@ -369,8 +395,11 @@ def test_a_budget_passed_stops_the_run_before_its_next_tool_turn(registry, tmp_p
     script = Script(call, call, [*text("never asked"), Usage(100, 10)])
     with Transcript.open(tmp_path / "runs") as transcript:
         loop = make_loop(script, registry, tmp_path, transcript=transcript, budgets=[Budget(None, 150)])
-        with pytest.raises(BudgetExceeded, match=r"^@claude was stopped after turn 2: the run used 220 tokens, "
-                                                 r"past --max-tokens 150; the tools of its last reply ran"):
+        with pytest.raises(
+            BudgetExceeded,
+            match=r"^@claude was stopped after turn 2: the run used 220 tokens, "
+            r"past --max-tokens 150; the tools of its last reply ran",
+        ):
             loop.run("t")
     assert len(script.sent) == 2  # the second reply's call ran, and no third turn was sent
     events = read_run(transcript.run_id, tmp_path / "runs")
@@ -387,12 +416,16 @@ def test_the_opening_message_of_a_continued_conversation(registry, tmp_path):
     assert loop.opening("new task", prior, held=True) == "new task"  # the CLI's history has the catalogue
     assert loop.opening("new task", replace(prior, mode="execute"), held=True) == loop.first_message("new task")
     replayed = loop.opening("new task", prior, held=False)
-    assert replayed.index("[user]\nold task") < replayed.index("[assistant]\nold") \
+    assert (
+        replayed.index("[user]\nold task")
+        < replayed.index("[assistant]\nold")
         < replayed.index(loop.first_message("new task"))
+    )
     assert loop.opening("new task") == loop.first_message("new task")
 
 
 # --- native tool calls (crewbridge.native): the conversation calls the loop's channel ---------------
+
 
 class NativeScript(Script):
     """A conversation with a native channel: each reply is a list of events and of actions — a
@@ -433,8 +466,13 @@ def test_with_a_native_channel_the_task_goes_alone_and_native_calls_take_a_text_
 
 
 def test_a_native_call_that_breaks_the_schema_gets_crews_message_and_policy_applies(registry, tmp_path):
-    script = NativeScript([("call", "read_file", {"paht": "x"}), ("call", "write_file", {"path": "a", "content": "b"}),
-                           *text("I could not.")])
+    script = NativeScript(
+        [
+            ("call", "read_file", {"paht": "x"}),
+            ("call", "write_file", {"path": "a", "content": "b"}),
+            *text("I could not."),
+        ]
+    )
     make_loop(script, registry, tmp_path).run("go")
     bad_input, not_allowed = script.outcomes
     assert bad_input.error.startswith("invalid input for crew:read_file")
@@ -450,12 +488,23 @@ def deep(levels: int) -> list:
 
 def test_a_native_input_nested_past_the_limit_is_an_error_and_a_refusal_and_the_run_goes_on(registry, tmp_path):
     # a CLI's line is decoded without counting its nesting (providers.base.parse_object): the channel bounds it
-    script = NativeScript([("call", "read_file", {"path": deep(900)}), ("permit", "Bash", {"command": deep(900)}, True),
-                           *text("I will send flatter input.")])
+    script = NativeScript(
+        [
+            ("call", "read_file", {"path": deep(900)}),
+            ("permit", "Bash", {"command": deep(900)}, True),
+            *text("I will send flatter input."),
+        ]
+    )
     result = make_loop(script, registry, tmp_path).run("go")
     call, permit = script.outcomes
-    assert call.error == f"invalid input for crew:read_file: JSON nested more than {MAX_DEPTH} levels deep; send flatter data"
-    assert permit == f"crew does not run Bash with this input: JSON nested more than {MAX_DEPTH} levels deep; send flatter data"
+    assert (
+        call.error
+        == f"invalid input for crew:read_file: JSON nested more than {MAX_DEPTH} levels deep; send flatter data"
+    )
+    assert (
+        permit
+        == f"crew does not run Bash with this input: JSON nested more than {MAX_DEPTH} levels deep; send flatter data"
+    )
     assert result.answer == "I will send flatter input." and registry.log == []
 
 
@@ -479,9 +528,14 @@ def test_the_clis_own_tools_are_decided_by_the_policy_and_recorded(registry, tmp
     transcript = Transcript()
     records = []
     transcript.write = lambda kind, **data: records.append((kind, data))
-    script = NativeScript([("permit", "Bash", {"command": "make"}, False),
-                           ("permit", "Read", {"file_path": str(tmp_path / "notes.txt")}, True),
-                           ("permit", "Read", {"file_path": "/etc/passwd"}, True), *text("done")])
+    script = NativeScript(
+        [
+            ("permit", "Bash", {"command": "make"}, False),
+            ("permit", "Read", {"file_path": str(tmp_path / "notes.txt")}, True),
+            ("permit", "Read", {"file_path": "/etc/passwd"}, True),
+            *text("done"),
+        ]
+    )
     make_loop(script, registry, tmp_path, transcript=transcript).run("go")
     bash, inside, outside = script.outcomes
     assert "query mode" in bash and inside is None and "outside the working directory" in outside

@@ -1,6 +1,7 @@
 """crewbridge.mcp.core: MCP's protocol once, for `crew mcp` and for McpTools (the server claude's
 SDK MCP server and gemini's ACP session answer), driven with messages a client could send, and
 many it should not, over a small fake channel."""
+
 from __future__ import annotations
 
 import threading
@@ -114,7 +115,10 @@ def test_a_bug_is_an_internal_error_and_the_server_goes_on():
 
 
 def test_a_tool_result_is_its_text_or_its_error():
-    assert tool_content(ToolResult(False, error="bad")) == {"content": [{"type": "text", "text": "bad"}], "isError": True}
+    assert tool_content(ToolResult(False, error="bad")) == {
+        "content": [{"type": "text", "text": "bad"}],
+        "isError": True,
+    }
 
 
 # -- messages that are not requests ----------------------------------------------------------------
@@ -130,20 +134,23 @@ def test_notifications_and_a_clients_responses_get_no_answer():
     assert server.answer({"jsonrpc": "2.0", "id": 6, "error": {"code": -1, "message": "no"}}) is None
 
 
-@pytest.mark.parametrize("message", [
-    [request("ping")],  # a batch
-    [],  # an empty batch
-    {"id": 1, "method": "ping"},  # no jsonrpc
-    {"jsonrpc": "1.0", "id": 1, "method": "ping"},
-    {"jsonrpc": "2.0", "id": 1},  # neither a request nor a response
-    {"jsonrpc": "2.0", "id": 1, "result": {}, "error": {}},
-    {"jsonrpc": "2.0", "id": 1, "method": 7},
-    {"jsonrpc": "2.0", "id": None, "method": "ping"},  # MCP ids are strings or integers
-    {"jsonrpc": "2.0", "id": 1.5, "method": "ping"},
-    {"jsonrpc": "2.0", "id": True, "method": "ping"},
-    "ping",
-    None,
-])
+@pytest.mark.parametrize(
+    "message",
+    [
+        [request("ping")],  # a batch
+        [],  # an empty batch
+        {"id": 1, "method": "ping"},  # no jsonrpc
+        {"jsonrpc": "1.0", "id": 1, "method": "ping"},
+        {"jsonrpc": "2.0", "id": 1},  # neither a request nor a response
+        {"jsonrpc": "2.0", "id": 1, "result": {}, "error": {}},
+        {"jsonrpc": "2.0", "id": 1, "method": 7},
+        {"jsonrpc": "2.0", "id": None, "method": "ping"},  # MCP ids are strings or integers
+        {"jsonrpc": "2.0", "id": 1.5, "method": "ping"},
+        {"jsonrpc": "2.0", "id": True, "method": "ping"},
+        "ping",
+        None,
+    ],
+)
 def test_anything_else_is_an_invalid_request(message):
     answer = initialized().answer(message)
     assert code(answer) == INVALID_REQUEST and answer["id"] in (None, 1)
@@ -182,9 +189,15 @@ def running(server, session, rid=1, notes=None):
     """Start tools/call `rid` in `session` on a thread; its answer lands in the returned list."""
     answers = []
     server.entered.clear()
-    thread = threading.Thread(target=lambda: answers.append(server.respond(
-        request("tools/call", {"name": "wait", "_meta": {"progressToken": "p"}}, rid), session,
-        (notes if notes is not None else []).append)))
+    thread = threading.Thread(
+        target=lambda: answers.append(
+            server.respond(
+                request("tools/call", {"name": "wait", "_meta": {"progressToken": "p"}}, rid),
+                session,
+                (notes if notes is not None else []).append,
+            )
+        )
+    )
     thread.start()
     assert server.entered.wait(30)
     return thread, answers
@@ -204,8 +217,13 @@ def test_any_call_can_be_cancelled_and_then_gets_no_answer():
     server.respond({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}}, session, print)
     thread.join(30)
     assert answers == [None] and server.stopped == [True]
-    assert notes == [{"jsonrpc": "2.0", "method": "notifications/progress",
-                      "params": {"progressToken": "p", "progress": 1, "message": "started"}}]
+    assert notes == [
+        {
+            "jsonrpc": "2.0",
+            "method": "notifications/progress",
+            "params": {"progressToken": "p", "progress": 1, "message": "started"},
+        }
+    ]
 
 
 def test_one_sessions_cancellation_never_stops_another_sessions_call():

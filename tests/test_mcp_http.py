@@ -1,6 +1,7 @@
 """crewbridge.mcp.http: MCP's streamable HTTP transport, attacked in-process (McpHttp over McpTools
 and a configuration whose call waits), then `crew mcp --http` as a person starts it, and the
 official MCP conformance suite against it through a proxy that adds the token."""
+
 from __future__ import annotations
 
 import contextlib
@@ -28,8 +29,12 @@ from crewcli import crew_env, end_group, error_line, run_crew, start_crew
 from mcpfakes import FakeChannel, Held
 
 TOKEN = "test-token-0123456789abcdef"
-INITIALIZE = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
-              "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 0,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+}
 PING = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
 CALL = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "read_file", "arguments": {"path": "a"}}}
 
@@ -66,10 +71,15 @@ class Client:
         self.session: str | None = None
 
     def request(self, method: str = "POST", body: bytes = b"", headers: dict[str, str | None] | None = None) -> Answer:
-        sent = {"Host": f"127.0.0.1:{self.port}", "Content-Type": "application/json",
-                "Accept": "application/json, text/event-stream", "Content-Length": str(len(body)),
-                "Authorization": f"Bearer {self.token}" if self.token else None, "Mcp-Session-Id": self.session,
-                **(headers or {})}
+        sent = {
+            "Host": f"127.0.0.1:{self.port}",
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            "Content-Length": str(len(body)),
+            "Authorization": f"Bearer {self.token}" if self.token else None,
+            "Mcp-Session-Id": self.session,
+            **(headers or {}),
+        }
         self.connection.putrequest(method, "/mcp", skip_host=True, skip_accept_encoding=True)
         for name, value in sent.items():
             if value is not None:
@@ -101,6 +111,7 @@ def served():
         server.start()
         servers.append(server)
         return server, channel
+
     yield serve
     for server in servers:
         server.close()
@@ -132,8 +143,13 @@ def raw(url: str, data: bytes, responses: int = 1) -> list[Raw]:
 
 
 def post_bytes(url: str, body: bytes, *headers: str, token: str = TOKEN, kind: str = "application/json") -> bytes:
-    lines = ["POST /mcp HTTP/1.1", f"Host: 127.0.0.1:{urlsplit(url).port}", f"Authorization: Bearer {token}",
-             f"Content-Type: {kind}", *headers]
+    lines = [
+        "POST /mcp HTTP/1.1",
+        f"Host: 127.0.0.1:{urlsplit(url).port}",
+        f"Authorization: Bearer {token}",
+        f"Content-Type: {kind}",
+        *headers,
+    ]
     return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
 
 
@@ -150,8 +166,9 @@ def test_a_free_local_port_is_taken_and_a_session_is_served(served):
     assert channel.calls == [("read_file", {"path": "a"})]
 
 
-@pytest.mark.parametrize("authorization", [None, "Bearer wrong-token-0123456789", f"Basic {TOKEN}", f"Bearer {TOKEN}x",
-                                           "Bearer", ""])
+@pytest.mark.parametrize(
+    "authorization", [None, "Bearer wrong-token-0123456789", f"Basic {TOKEN}", f"Bearer {TOKEN}x", "Bearer", ""]
+)
 def test_without_the_token_nothing_runs(served, authorization):
     server, channel = served()
     session = Client(server.url).initialize().session
@@ -164,22 +181,25 @@ def test_without_the_token_nothing_runs(served, authorization):
 
 
 def test_two_authorization_headers_are_refused(served):
-    server, channel = served()
+    server, _ = served()
     ping = json.dumps(PING).encode()
     request = post_bytes(server.url, ping, "Authorization: Bearer other", f"Content-Length: {len(ping)}")
     assert [r.status for r in raw(server.url, request)] == [401]
 
 
-@pytest.mark.parametrize("headers", [
-    {"Host": "evil.example.com"},
-    {"Host": "evil.example.com:8080"},
-    {"Host": "127.0.0.1.evil.example.com"},
-    {"Origin": "http://evil.example.com"},
-    {"Origin": "http://localhost.evil.example.com:3000"},
-    {"Origin": "null"},
-])
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"Host": "evil.example.com"},
+        {"Host": "evil.example.com:8080"},
+        {"Host": "127.0.0.1.evil.example.com"},
+        {"Origin": "http://evil.example.com"},
+        {"Origin": "http://localhost.evil.example.com:3000"},
+        {"Origin": "null"},
+    ],
+)
 def test_a_foreign_host_or_origin_is_refused(served, headers):
-    server, channel = served()
+    server, _ = served()
     answer = Client(server.url).send(INITIALIZE, headers)
     assert answer.status == 403 and "Mcp-Session-Id" not in answer.headers
 
@@ -188,14 +208,23 @@ def test_a_foreign_host_or_origin_is_refused(served, headers):
 def test_only_the_mcp_path_is_served(served, target):
     server, _ = served()
     ping = json.dumps(PING).encode()
-    request = post_bytes(server.url, ping, f"Content-Length: {len(ping)}").replace(b"POST /mcp ", f"POST {target} ".encode())
+    request = post_bytes(server.url, ping, f"Content-Length: {len(ping)}").replace(
+        b"POST /mcp ", f"POST {target} ".encode()
+    )
     assert [answer.status for answer in raw(server.url, request)] == [404]
 
 
-@pytest.mark.parametrize("headers", [
-    {"Host": "localhost:1234"}, {"Host": "[::1]:1234"}, {"Host": "LOCALHOST"},
-    {"Origin": "http://localhost:3000"}, {"Origin": "http://127.0.0.1:9"}, {"Origin": "https://[::1]"},
-])
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"Host": "localhost:1234"},
+        {"Host": "[::1]:1234"},
+        {"Host": "LOCALHOST"},
+        {"Origin": "http://localhost:3000"},
+        {"Origin": "http://127.0.0.1:9"},
+        {"Origin": "https://[::1]"},
+    ],
+)
 def test_this_machine_is_accepted_under_any_name_and_port(served, headers):
     server, _ = served()
     assert Client(server.url).send(INITIALIZE, headers).status == 200
@@ -208,22 +237,37 @@ def test_allow_host_admits_the_host_it_names(served):
     assert client.send(INITIALIZE, {"Host": "other.internal"}).status == 403
 
 
-@pytest.mark.parametrize(("kind", "status"), [
-    ("text/plain", 415), ("application/x-www-form-urlencoded", 415), ("multipart/form-data; boundary=x", 415),
-    (None, 415), ("application/json; charset=utf-8", 200), ("Application/JSON", 200),
-])
+@pytest.mark.parametrize(
+    ("kind", "status"),
+    [
+        ("text/plain", 415),
+        ("application/x-www-form-urlencoded", 415),
+        ("multipart/form-data; boundary=x", 415),
+        (None, 415),
+        ("application/json; charset=utf-8", 200),
+        ("Application/JSON", 200),
+    ],
+)
 def test_a_post_must_be_json(served, kind, status):
     server, _ = served()
     assert Client(server.url).send(INITIALIZE, {"Content-Type": kind}).status == status
 
 
-@pytest.mark.parametrize(("length", "status"), [
-    (str(MAX_BODY + 1), 413), (str(10 ** 12), 413), ("abc", 400), ("-1", 400), ("+5", 400), ("1e3", 400),
-    ("٣", 400),  # an Arabic-Indic digit: str.isdigit says yes
-])
+@pytest.mark.parametrize(
+    ("length", "status"),
+    [
+        (str(MAX_BODY + 1), 413),
+        (str(10**12), 413),
+        ("abc", 400),
+        ("-1", 400),
+        ("+5", 400),
+        ("1e3", 400),
+        ("٣", 400),  # an Arabic-Indic digit: str.isdigit says yes
+    ],
+)
 def test_bodies_are_bounded_and_their_length_checked(served, length, status):
     server, _ = served()
-    [answer] = raw(server.url, post_bytes(server.url, b"", f"Content-Length: {length}".encode("utf-8").decode("latin-1")))
+    [answer] = raw(server.url, post_bytes(server.url, b"", f"Content-Length: {length}".encode().decode("latin-1")))
     assert answer.status == status
     assert Client(server.url).send(INITIALIZE).status == 200  # and it goes on
 
@@ -235,19 +279,28 @@ def test_a_body_needs_one_content_length(served, headers):
     assert answer.status in (400, 411)
 
 
-@pytest.mark.parametrize("refusal", [
-    {"token": "wrong-token-0123456789"},  # 401
-    {"headers": ["Origin: http://evil.example.com"]},  # 403
-    {"kind": "text/plain"},  # 415
-    {"headers": ["MCP-Protocol-Version: 1999-01-01"]},  # 400
-])
+@pytest.mark.parametrize(
+    "refusal",
+    [
+        {"token": "wrong-token-0123456789"},  # 401
+        {"headers": ["Origin: http://evil.example.com"]},  # 403
+        {"kind": "text/plain"},  # 415
+        {"headers": ["MCP-Protocol-Version: 1999-01-01"]},  # 400
+    ],
+)
 def test_a_refused_requests_body_is_never_read_as_the_next_request(served, refusal):
     server, channel = served()
     session = Client(server.url).initialize().session
     call = json.dumps(CALL).encode()
     smuggled = post_bytes(server.url, call, f"Mcp-Session-Id: {session}", f"Content-Length: {len(call)}")
-    refused = post_bytes(server.url, smuggled, *refusal.get("headers", []), f"Content-Length: {len(smuggled)}",
-                         token=refusal.get("token", TOKEN), kind=refusal.get("kind", "application/json"))
+    refused = post_bytes(
+        server.url,
+        smuggled,
+        *refusal.get("headers", []),
+        f"Content-Length: {len(smuggled)}",
+        token=refusal.get("token", TOKEN),
+        kind=refusal.get("kind", "application/json"),
+    )
     ping = json.dumps(PING).encode()
     valid = post_bytes(server.url, ping, f"Mcp-Session-Id: {session}", f"Content-Length: {len(ping)}")
     first, second = raw(server.url, refused + valid, responses=2)
@@ -266,14 +319,17 @@ def test_the_protocol_version_must_be_one_crew_speaks(served):
 # -- messages --------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("body", "code"), [
-    (json.dumps([PING]), INVALID_REQUEST),  # a batch
-    ("[]", INVALID_REQUEST),
-    ('{"id": 1, "method": "ping"}', INVALID_REQUEST),
-    ("not json", PARSE_ERROR),
-    ("[" * 1000 + "]" * 1000, PARSE_ERROR),  # 2 KB nested 1,000 deep
-    ('{"jsonrpc": "2.0", "id": 1, "method": "ping", "x": "\\ud800"}', None),  # a lone surrogate: answered
-])
+@pytest.mark.parametrize(
+    ("body", "code"),
+    [
+        (json.dumps([PING]), INVALID_REQUEST),  # a batch
+        ("[]", INVALID_REQUEST),
+        ('{"id": 1, "method": "ping"}', INVALID_REQUEST),
+        ("not json", PARSE_ERROR),
+        ("[" * 1000 + "]" * 1000, PARSE_ERROR),  # 2 KB nested 1,000 deep
+        ('{"jsonrpc": "2.0", "id": 1, "method": "ping", "x": "\\ud800"}', None),  # a lone surrogate: answered
+    ],
+)
 def test_what_is_not_one_message_is_answered_with_an_error_and_the_server_goes_on(served, body, code):
     server, _ = served()
     client = Client(server.url).initialize()
@@ -288,7 +344,10 @@ def test_what_is_not_one_message_is_answered_with_an_error_and_the_server_goes_o
 def test_a_clients_response_and_a_notification_are_accepted_silently(served):
     server, _ = served()
     client = Client(server.url).initialize()
-    for message in ({"jsonrpc": "2.0", "id": 9, "result": {}}, {"jsonrpc": "2.0", "method": "notifications/initialized"}):
+    for message in (
+        {"jsonrpc": "2.0", "id": 9, "result": {}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+    ):
         answer = client.send(message)
         assert (answer.status, answer.body) == (202, b"")
 
@@ -312,7 +371,7 @@ def test_past_the_cap_the_least_recently_used_idle_session_ends(served, monkeypa
     core = Held()
     server, _ = served(core)
     oldest, busy = Client(server.url).initialize(), Client(server.url).initialize()
-    thread, answers = call_on_thread(server, busy.session, 1)
+    thread, _ = call_on_thread(server, busy.session, 1)
     newest = Client(server.url).initialize()  # the oldest idle one makes room
     assert oldest.send(PING).status == 404 and newest.send(PING).status == 200
     assert Client(server.url).send(INITIALIZE).status == 200  # newest was idle: it goes
@@ -326,7 +385,12 @@ def test_a_tool_call_streams_events_with_ids_after_a_priming_event(served):
     server, _ = served(Held())
     client = Client(server.url).initialize()
     server_core_release(server)
-    call = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "wait", "_meta": {"progressToken": 7}}}
+    call = {
+        "jsonrpc": "2.0",
+        "id": 3,
+        "method": "tools/call",
+        "params": {"name": "wait", "_meta": {"progressToken": 7}},
+    }
     answer = client.send(call)
     assert answer.status == 200 and answer.headers["Content-Type"] == "text/event-stream"
     priming, progress, result = answer.events()
@@ -347,8 +411,11 @@ def call_on_thread(server, session, rid):
     answers: list[Answer] = []
     client = Client(server.url)
     client.session = session
-    thread = threading.Thread(target=lambda: answers.append(
-        client.send({"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": {"name": "wait"}})))
+    thread = threading.Thread(
+        target=lambda: answers.append(
+            client.send({"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": {"name": "wait"}})
+        )
+    )
     thread.start()
     assert core.entered.wait(30)
     return thread, answers
@@ -442,13 +509,15 @@ def start_http(tmp_path: Path, *args: str, **env: str):
 def test_crew_mcp_http_makes_a_token_and_prints_it_once_with_the_url(tmp_path):
     proc, line = start_http(tmp_path)
     try:
-        url, token = re.fullmatch(r"crew mcp: serving MCP at (\S+); every request needs Authorization: Bearer (\S+)\n",
-                                  line).groups()
+        url, token = re.fullmatch(
+            r"crew mcp: serving MCP at (\S+); every request needs Authorization: Bearer (\S+)\n", line
+        ).groups()
         assert len(token) >= 32
         assert Client(url, token=None).send(INITIALIZE).status == 401
         client = Client(url, token=token).initialize()
-        assert [tool["name"] for tool in client.send({**PING, "method": "tools/list"}).json()["result"]["tools"]][-3:] \
-            == ["ask", "job", "cancel"]
+        assert [tool["name"] for tool in client.send({**PING, "method": "tools/list"}).json()["result"]["tools"]][
+            -3:
+        ] == ["ask", "job", "cancel"]
     finally:
         proc.terminate()
         proc.wait(30)
@@ -470,13 +539,16 @@ def test_the_token_can_come_from_the_environment_and_go_to_a_file(tmp_path):
         end_group(proc)
 
 
-@pytest.mark.parametrize(("args", "env", "said"), [
-    (["--http", "127.0.0.1:0"], {"CREW_MCP_TOKEN": "short"}, "CREW_MCP_TOKEN must be at least 16"),
-    (["--http", "0.0.0.0:0"], {}, "would listen beyond this machine"),
-    (["--http", "192.0.2.1:0"], {}, "add --allow-remote"),
-    (["--token-file", "t"], {}, "go with --http"),
-    (["--allow-remote"], {}, "go with --http"),
-])
+@pytest.mark.parametrize(
+    ("args", "env", "said"),
+    [
+        (["--http", "127.0.0.1:0"], {"CREW_MCP_TOKEN": "short"}, "CREW_MCP_TOKEN must be at least 16"),
+        (["--http", "0.0.0.0:0"], {}, "would listen beyond this machine"),
+        (["--http", "192.0.2.1:0"], {}, "add --allow-remote"),
+        (["--token-file", "t"], {}, "go with --http"),
+        (["--allow-remote"], {}, "go with --http"),
+    ],
+)
 def test_what_would_open_it_up_is_a_usage_error(tmp_path, args, env, said):
     done = run_crew(["mcp", *args], env=crew_env(tmp_path / "home", **env), cwd=tmp_path)
     assert done.returncode == 2 and said in error_line(done.stderr)
@@ -496,16 +568,27 @@ def test_allow_remote_listens_everywhere_with_a_warning_and_still_wants_the_toke
 def test_a_symlink_is_never_followed_to_write_the_token(tmp_path):
     (tmp_path / "elsewhere").write_text("keep\n")
     (tmp_path / "token").symlink_to(tmp_path / "elsewhere")
-    done = run_crew(["mcp", "--http", "127.0.0.1:0", "--token-file", str(tmp_path / "token")],
-                    env=crew_env(tmp_path / "home"), cwd=tmp_path)
+    done = run_crew(
+        ["mcp", "--http", "127.0.0.1:0", "--token-file", str(tmp_path / "token")],
+        env=crew_env(tmp_path / "home"),
+        cwd=tmp_path,
+    )
     assert done.returncode == 2 and "cannot write the token" in error_line(done.stderr)
     assert (tmp_path / "elsewhere").read_text() == "keep\n"
 
 
 # -- the official conformance suite ----------------------------------------------------------------
 
-SCENARIOS = ["server-initialize", "ping", "tools-list", "logging-set-level", "resources-list", "prompts-list",
-             "dns-rebinding-protection", "server-sse-polling"]
+SCENARIOS = [
+    "server-initialize",
+    "ping",
+    "tools-list",
+    "logging-set-level",
+    "resources-list",
+    "prompts-list",
+    "dns-rebinding-protection",
+    "server-sse-polling",
+]
 
 
 class TokenProxy:
@@ -541,14 +624,16 @@ class TokenProxy:
                 headers = []
                 while (header := reader.readline()) not in (b"\r\n", b"\n", b""):
                     headers.append(header)
-                names = {header.partition(b":")[0].strip().lower(): header.partition(b":")[2].strip()
-                         for header in headers}
+                names = {
+                    header.partition(b":")[0].strip().lower(): header.partition(b":")[2].strip() for header in headers
+                }
                 if b"transfer-encoding" in names:
                     self.problems.append("a chunked request: the proxy passes Content-Length bodies only")
                     return
                 body = reader.read(int(names.get(b"content-length", b"0")))
-                upstream.sendall(line + b"".join(headers) + f"Authorization: Bearer {self.token}\r\n\r\n".encode()
-                                 + body)
+                upstream.sendall(
+                    line + b"".join(headers) + f"Authorization: Bearer {self.token}\r\n\r\n".encode() + body
+                )
         except OSError:
             pass
         finally:
@@ -574,9 +659,14 @@ def test_the_official_conformance_suite_passes_every_scenario_that_applies(tmp_p
     proxy = TokenProxy(urlsplit(re.search(r"serving MCP at (\S+);", line).group(1)).port, given)
     try:
         for scenario in SCENARIOS:
-            done = subprocess.run([conformance, "server", "--url", proxy.url, "--scenario", scenario],
-                                  capture_output=True, text=True, timeout=120, cwd=tmp_path,
-                                  env={**os.environ, "NO_COLOR": "1"})
+            done = subprocess.run(
+                [conformance, "server", "--url", proxy.url, "--scenario", scenario],
+                capture_output=True,
+                text=True,
+                timeout=120,
+                cwd=tmp_path,
+                env={**os.environ, "NO_COLOR": "1"},
+            )
             said = done.stdout + done.stderr
             counts = re.search(r"Passed: (\d+)/(\d+), (\d+) failed, (\d+) warnings", said)
             assert counts, f"{scenario}: no result line in\n{said}"

@@ -47,8 +47,9 @@ def test_install_registers_crew_in_the_clis_own_configuration(cli, env, tmp_path
 def test_claude_starts_the_registered_crew(env, tmp_path):
     require_cli("claude")
     assert run_crew(["mcp", "install", "claude"], env=env, cwd=tmp_path).returncode == 0
-    listed = subprocess.run([str(BIN / "claude"), "mcp", "list"], env=env, cwd=tmp_path, capture_output=True,
-                            text=True, timeout=120)
+    listed = subprocess.run(
+        [str(BIN / "claude"), "mcp", "list"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
     assert "crew:" in listed.stdout and "Connected" in listed.stdout, listed.stdout + listed.stderr
 
 

@@ -114,12 +114,16 @@ def test_an_agents_policy_governs_the_clients_calls_and_the_transcript_records_t
     assert not read.is_error
     log = subprocess.run([*CREW, "log"], env=env_for(tmp_path), cwd=project, capture_output=True, text=True)
     run_id = log.stdout.split()[0]
-    events = subprocess.run([*CREW, "log", "show", run_id], env=env_for(tmp_path), cwd=project,
-                            capture_output=True, text=True).stdout
+    events = subprocess.run(
+        [*CREW, "log", "show", run_id], env=env_for(tmp_path), cwd=project, capture_output=True, text=True
+    ).stdout
     calls = [e for e in map(json.loads, events.splitlines()) if e["kind"].startswith("tool_")]
     assert [(e["kind"], e["name"], e["agent"]) for e in calls] == [
-        ("tool_call", "list_files", "guarded"), ("tool_result", "list_files", "guarded"),
-        ("tool_call", "read_file", "guarded"), ("tool_result", "read_file", "guarded")]
+        ("tool_call", "list_files", "guarded"),
+        ("tool_result", "list_files", "guarded"),
+        ("tool_call", "read_file", "guarded"),
+        ("tool_result", "read_file", "guarded"),
+    ]
     assert json.loads(events.splitlines()[0])["command"] == "mcp"
 
 
@@ -160,18 +164,30 @@ def test_ask_takes_worktree_review_and_rounds_checked_like_its_other_arguments(p
     async def main():
         async with session(serve(project, tmp_path, "--execute")) as client:
             schema = next(t.input_schema for t in (await client.list_tools()).tools if t.name == "ask")
-            bad = [await client.call_tool("ask", {"task": "@demo hi", **arguments}) for arguments in (
-                {"worktree": "yes"}, {"review": ""}, {"review": "demo", "rounds": 0}, {"rounds": 2})]
-            done = await client.call_tool("ask", {"task": "@demo what is in notes.txt?", "mode": "execute",
-                                                  "worktree": True, "review": "demo", "rounds": 1})
+            bad = [
+                await client.call_tool("ask", {"task": "@demo hi", **arguments})
+                for arguments in ({"worktree": "yes"}, {"review": ""}, {"review": "demo", "rounds": 0}, {"rounds": 2})
+            ]
+            done = await client.call_tool(
+                "ask",
+                {
+                    "task": "@demo what is in notes.txt?",
+                    "mode": "execute",
+                    "worktree": True,
+                    "review": "demo",
+                    "rounds": 1,
+                },
+            )
             return schema, bad, done
 
     schema, bad, done = anyio.run(main)
     assert {"worktree", "review", "rounds"} <= set(schema["properties"])
-    assert [text(result) for result in bad] == ["worktree must be true or false",
-                                                "review must name an agent, e.g. 'gemini'",
-                                                "rounds must be a whole number of 1 or more",
-                                                "rounds counts review rounds; give review too"]
+    assert [text(result) for result in bad] == [
+        "worktree must be true or false",
+        "review must name an agent, e.g. 'gemini'",
+        "rounds must be a whole number of 1 or more",
+        "rounds counts review rounds; give review too",
+    ]
     assert all(result.is_error for result in bad)
     # the demo agent answers in prose, never with crew:verdict: its words stand as a finding, not approved
     assert done.is_error and done.structured_content["exit_code"] == 6
@@ -248,7 +264,7 @@ def test_a_background_ask_is_a_job_to_follow_and_to_cancel(project, tmp_path):
     status, cancelled, pid, unknown = anyio.run(main)
     assert status.structured_content["status"] == "done"
     assert "deploy window: Tuesday" in status.structured_content["answer"]
-    assert "@demo calls crew:read_file {\"path\": \"notes.txt\"}" in status.structured_content["progress"]
+    assert '@demo calls crew:read_file {"path": "notes.txt"}' in status.structured_content["progress"]
     assert cancelled.structured_content["status"] == "cancelled"
     assert gone(pid)
     assert unknown.is_error and "no job 'nope'" in text(unknown)
@@ -261,13 +277,15 @@ def test_a_background_ask_is_a_job_to_follow_and_to_cancel(project, tmp_path):
 def http_server(project: Path, tmp_path: Path):
     """`crew mcp --http` on a free port: a function opening an initialized SDK client session on it
     (an async context manager), which sends the token."""
-    proc = start_crew(["mcp", "--http", "127.0.0.1:0"], env={**env_for(tmp_path), "CREW_MCP_TOKEN": TOKEN},
-                      cwd=project)
+    proc = start_crew(["mcp", "--http", "127.0.0.1:0"], env={**env_for(tmp_path), "CREW_MCP_TOKEN": TOKEN}, cwd=project)
 
     @asynccontextmanager
     async def open_session():
-        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60) as http, \
-                streamable_http_client(url, http_client=http) as (read, write), ClientSession(read, write) as client:
+        async with (
+            httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60) as http,
+            streamable_http_client(url, http_client=http) as (read, write),
+            ClientSession(read, write) as client,
+        ):
             await client.initialize()
             yield client
 
@@ -289,8 +307,9 @@ def test_streamable_http_serves_the_same_tools_with_progress(project, tmp_path):
             async with open_session() as client:
                 names = [tool.name for tool in (await client.list_tools()).tools]
                 read_result = await client.call_tool("read_file", {"path": "notes.txt"})
-                asked = await client.call_tool("ask", {"task": "@demo what is in notes.txt?"},
-                                               progress_callback=on_progress)
+                asked = await client.call_tool(
+                    "ask", {"task": "@demo what is in notes.txt?"}, progress_callback=on_progress
+                )
                 return names, read_result, asked
 
         names, read_result, asked = anyio.run(main)
@@ -301,6 +320,7 @@ def test_streamable_http_serves_the_same_tools_with_progress(project, tmp_path):
 
 def test_jobs_belong_to_the_session_that_started_them(project, tmp_path):
     with http_server(project, tmp_path) as open_session:
+
         async def main():
             async with open_session() as mine, open_session() as theirs:
                 started = await mine.call_tool("ask", {"task": "@slow hello", "background": True})

@@ -4,16 +4,19 @@ from crewbridge.errors import UsageError
 from crewbridge.mentions import Mention, parse_agent, parse_mentions
 
 
-@pytest.mark.parametrize("text, mentions, task", [
-    ("@claude what does notes.txt say?", [Mention("claude")], "what does notes.txt say?"),
-    ("@claude:haiku hi", [Mention("claude", "haiku")], "hi"),
-    ("@gemini:gemini-2.5-flash x", [Mention("gemini", "gemini-2.5-flash")], "x"),
-    ("  @claude @gemini compare", [Mention("claude"), Mention("gemini")], "compare"),
-    ("@claude mail bob@example.com the summary", [Mention("claude")], "mail bob@example.com the summary"),
-    ("@claude bump @types/node", [Mention("claude")], "bump @types/node"),
-    ("@claude ask @gemini later", [Mention("claude")], "ask @gemini later"),
-    ("@codex\nmulti\nline", [Mention("codex")], "multi\nline"),
-])
+@pytest.mark.parametrize(
+    "text, mentions, task",
+    [
+        ("@claude what does notes.txt say?", [Mention("claude")], "what does notes.txt say?"),
+        ("@claude:haiku hi", [Mention("claude", "haiku")], "hi"),
+        ("@gemini:gemini-2.5-flash x", [Mention("gemini", "gemini-2.5-flash")], "x"),
+        ("  @claude @gemini compare", [Mention("claude"), Mention("gemini")], "compare"),
+        ("@claude mail bob@example.com the summary", [Mention("claude")], "mail bob@example.com the summary"),
+        ("@claude bump @types/node", [Mention("claude")], "bump @types/node"),
+        ("@claude ask @gemini later", [Mention("claude")], "ask @gemini later"),
+        ("@codex\nmulti\nline", [Mention("codex")], "multi\nline"),
+    ],
+)
 def test_leading_mentions_and_task(text, mentions, task):
     assert parse_mentions(text) == (mentions, task)
 
@@ -33,8 +36,10 @@ def test_mention_without_task():
         parse_mentions("@claude @gemini   ")
 
 
-@pytest.mark.parametrize("spec, agent, model", [("@claude", "claude", None), ("claude", "claude", None),
-                                                ("@gemini:flash-2", "gemini", "flash-2")])
+@pytest.mark.parametrize(
+    "spec, agent, model",
+    [("@claude", "claude", None), ("claude", "claude", None), ("@gemini:flash-2", "gemini", "flash-2")],
+)
 def test_an_agent_is_one_mention_with_or_without_its_at(spec, agent, model):
     mention = parse_agent(spec)
     assert (mention.agent, mention.model) == (agent, model)
@@ -48,16 +53,22 @@ def test_anything_else_is_a_usage_error(spec):
 
 # --- arguments stay arguments: a model goes to the CLI as an argument, never as an option -----------
 
-@pytest.mark.parametrize("text, shown", [
-    ("@claude:--dangerously-skip-permissions hi", "@claude:--dangerously-skip-permissions"),
-    ("@gemini:-y hi", "@gemini:-y"),
-    ("@claude @codex:--yolo compare", "@codex:--yolo"),
-])
+
+@pytest.mark.parametrize(
+    "text, shown",
+    [
+        ("@claude:--dangerously-skip-permissions hi", "@claude:--dangerously-skip-permissions"),
+        ("@gemini:-y hi", "@gemini:-y"),
+        ("@claude @codex:--yolo compare", "@codex:--yolo"),
+    ],
+)
 def test_a_model_that_starts_with_a_dash_is_a_usage_error(text, shown):
     with pytest.raises(UsageError) as caught:
         parse_mentions(text)
-    assert str(caught.value) == (f"the model in '{shown}' starts with '-', so the CLI would read it as an option; "
-                                 f"name a model (e.g. {shown.split(':')[0]}:sonnet) or leave it out")
+    assert str(caught.value) == (
+        f"the model in '{shown}' starts with '-', so the CLI would read it as an option; "
+        f"name a model (e.g. {shown.split(':')[0]}:sonnet) or leave it out"
+    )
 
 
 def test_crew_chat_refuses_it_too():

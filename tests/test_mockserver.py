@@ -1,4 +1,5 @@
 """The mock model server the end-to-end tests run the real CLIs against."""
+
 from __future__ import annotations
 
 import http.client
@@ -33,13 +34,22 @@ def sse(response: http.client.HTTPResponse) -> list[tuple[str | None, dict]]:
 
 def test_anthropic_messages_stream_each_chunk_as_a_text_delta(mock_server):
     mock_server.script(reply("Hel", "lo"))
-    response = post(mock_server, "/v1/messages?beta=true", {
-        "model": "claude-x", "stream": True, "messages": [{"role": "user", "content": "hi"}]})
+    response = post(
+        mock_server,
+        "/v1/messages?beta=true",
+        {"model": "claude-x", "stream": True, "messages": [{"role": "user", "content": "hi"}]},
+    )
     events = sse(response)
     assert response.status == 200
     assert [name for name, _ in events] == [
-        "message_start", "content_block_start", "content_block_delta", "content_block_delta",
-        "content_block_stop", "message_delta", "message_stop"]
+        "message_start",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_delta",
+        "content_block_stop",
+        "message_delta",
+        "message_stop",
+    ]
     assert all(name == data["type"] for name, data in events)
     assert [d["delta"]["text"] for n, d in events if n == "content_block_delta"] == ["Hel", "lo"]
     assert events[0][1]["message"]["model"] == "claude-x"
@@ -61,21 +71,29 @@ def test_each_vendor_reports_the_scripted_usage_in_its_own_fields(mock_server):
     usage = {"input_tokens": 100, "output_tokens": 9, "cached_tokens": 40}
     mock_server.script(reply("a", **usage), reply("b", **usage), reply("c", **usage))
     anthropic = sse(post(mock_server, "/v1/messages", {"model": "m", "stream": True}))
-    assert anthropic[0][1]["message"]["usage"] == {"input_tokens": 60, "cache_read_input_tokens": 40,
-                                                   "output_tokens": 1}
+    assert anthropic[0][1]["message"]["usage"] == {
+        "input_tokens": 60,
+        "cache_read_input_tokens": 40,
+        "output_tokens": 1,
+    }
     assert anthropic[4][1]["usage"] == {"output_tokens": 9}
     gemini = sse(post(mock_server, GEMINI_STREAM, {"contents": []}))[-1][1]["usageMetadata"]
-    assert (gemini["promptTokenCount"], gemini["cachedContentTokenCount"], gemini["candidatesTokenCount"]) \
-        == (100, 40, 9)
+    assert (gemini["promptTokenCount"], gemini["cachedContentTokenCount"], gemini["candidatesTokenCount"]) == (
+        100,
+        40,
+        9,
+    )
     openai = sse(post(mock_server, "/v1/responses", {"model": "m", "input": "hi"}))[-1][1]["response"]["usage"]
-    assert (openai["input_tokens"], openai["input_tokens_details"]["cached_tokens"], openai["output_tokens"]) \
-        == (100, 40, 9)
+    assert (openai["input_tokens"], openai["input_tokens_details"]["cached_tokens"], openai["output_tokens"]) == (
+        100,
+        40,
+        9,
+    )
 
 
 def test_gemini_streams_candidates_and_ends_with_stop_and_usage(mock_server):
     mock_server.script(reply("one ", "two"))
-    response = post(mock_server, GEMINI_STREAM, {"contents": [{"role": "user",
-                                                               "parts": [{"text": "hi"}]}]})
+    response = post(mock_server, GEMINI_STREAM, {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]})
     events = sse(response)
     assert [name for name, _ in events] == [None, None]
     texts = [d["candidates"][0]["content"]["parts"][0]["text"] for _, d in events]
@@ -99,9 +117,16 @@ def test_openai_responses_stream_deltas_then_the_completed_response(mock_server)
 
 def test_openai_chat_completions_stream_content_deltas_then_usage_and_done(mock_server):
     mock_server.script(reply("x", "y"))
-    response = post(mock_server, "/v1/chat/completions", {
-        "model": "m", "stream": True, "stream_options": {"include_usage": True},
-        "messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}]})
+    response = post(
+        mock_server,
+        "/v1/chat/completions",
+        {
+            "model": "m",
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}],
+        },
+    )
     lines = [line[6:] for line in response.read().decode().splitlines() if line.startswith("data: ")]
     assert lines[-1] == "[DONE]"
     chunks = [json.loads(line) for line in lines[:-1]]
@@ -119,15 +144,17 @@ def test_openai_chat_completions_without_stream_gets_one_completion(mock_server)
     assert body["choices"][0]["message"] == {"role": "assistant", "content": "ab"}
 
 
-@pytest.mark.parametrize("path, shape", [
-    ("/v1/messages", lambda b: (b["type"], b["error"]["message"])),
-    (GEMINI_STREAM, lambda b: ("error", b["error"]["message"])),
-    ("/v1/responses", lambda b: ("error", b["error"]["message"])),
-    ("/v1/chat/completions", lambda b: ("error", b["error"]["message"])),
-])
+@pytest.mark.parametrize(
+    "path, shape",
+    [
+        ("/v1/messages", lambda b: (b["type"], b["error"]["message"])),
+        (GEMINI_STREAM, lambda b: ("error", b["error"]["message"])),
+        ("/v1/responses", lambda b: ("error", b["error"]["message"])),
+        ("/v1/chat/completions", lambda b: ("error", b["error"]["message"])),
+    ],
+)
 @pytest.mark.parametrize("status", [500, 429, 401])
-def test_a_scripted_error_has_its_status_and_the_vendors_error_shape(mock_server, path, shape,
-                                                                     status):
+def test_a_scripted_error_has_its_status_and_the_vendors_error_shape(mock_server, path, shape, status):
     mock_server.script(error(status, "down"))
     response = post(mock_server, path, {"model": "m", "stream": True})
     assert response.status == status
@@ -161,20 +188,27 @@ def test_auxiliary_calls_are_answered_without_consuming_the_script(mock_server):
     count = post(mock_server, "/v1/messages/count_tokens", {"messages": []})
     assert json.loads(count.read())["input_tokens"] >= 1
     assert mock_server.pending == 1 and mock_server.requests == []
-    assert [r.path for r in mock_server.aux] == ["/v1beta/models/flash:generateContent",
-                                                 "/v1/messages/count_tokens"]
+    assert [r.path for r in mock_server.aux] == ["/v1beta/models/flash:generateContent", "/v1/messages/count_tokens"]
 
 
-def test_a_codex_compaction_call_gets_the_conversation_as_summary_without_using_the_script(
-        mock_server):
+def test_a_codex_compaction_call_gets_the_conversation_as_summary_without_using_the_script(mock_server):
     mock_server.script("kept")
     metadata = json.dumps({"request_kind": "compaction"})
-    events = sse(post(mock_server, "/v1/responses", {"input": [
-        {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "s"}]},
-        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "task"}]},
-        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "a"}]},
-        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "sum up"}]},
-    ]}, **{"x-codex-turn-metadata": metadata}))
+    events = sse(
+        post(
+            mock_server,
+            "/v1/responses",
+            {
+                "input": [
+                    {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "s"}]},
+                    {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "task"}]},
+                    {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "a"}]},
+                    {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "sum up"}]},
+                ]
+            },
+            **{"x-codex-turn-metadata": metadata},
+        )
+    )
     assert events[-1][1]["response"]["output"][0]["content"][0]["text"] == "task\n\na"
     assert mock_server.pending == 1 and mock_server.requests == []
     assert len(mock_server.aux) == 1
@@ -184,8 +218,7 @@ def test_a_chunked_request_body_is_read():
     with MockServer() as mock:
         mock.script("ok")
         conn = http.client.HTTPConnection("127.0.0.1", mock.port, timeout=10)
-        conn.request("POST", "/v1/responses", iter([b'{"input": ', b'"hi"}']),
-                     encode_chunked=True)
+        conn.request("POST", "/v1/responses", iter([b'{"input": ', b'"hi"}']), encode_chunked=True)
         assert conn.getresponse().status == 200
     assert mock.requests[0].body == {"input": "hi"}
 
@@ -204,8 +237,10 @@ def test_requests_for_other_hosts_are_refused_and_recorded():
         conn = http.client.HTTPConnection("127.0.0.1", mock.port, timeout=10)
         conn.request("GET", "http://example.com/x")
         assert conn.getresponse().status == 403
-    assert mock.problems == ["tried to leave 127.0.0.1: CONNECT example.com:443",
-                             "tried to leave 127.0.0.1: GET http://example.com/x"]
+    assert mock.problems == [
+        "tried to leave 127.0.0.1: CONNECT example.com:443",
+        "tried to leave 127.0.0.1: GET http://example.com/x",
+    ]
 
 
 def test_probes_are_answered_404_and_are_not_problems(mock_server):
@@ -222,8 +257,7 @@ def test_each_chunk_is_sent_before_the_delay_of_the_next():
     mock.script(reply("first", "never", delay=600))
     sock = socket.create_connection(("127.0.0.1", mock.port), timeout=10)
     body = json.dumps({"stream": True}).encode()
-    sock.sendall(b"POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s"
-                 % (len(body), body))
+    sock.sendall(b"POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
     received = b""
     while b'"text": "first"' not in received.split(b"content_block_delta", 1)[-1]:
         received += sock.recv(65536)  # raises socket.timeout if the chunk was held back
@@ -234,47 +268,110 @@ def test_each_chunk_is_sent_before_the_delay_of_the_next():
 
 
 def test_messages_normalise_roles_and_render_tool_traffic():
-    anthropic = Request("POST", "/v1/messages", "", {}, {"messages": [
-        {"role": "system", "content": "skills"},
-        {"role": "user", "content": [{"type": "text", "text": "task"}]},
-        {"role": "assistant", "content": [{"type": "tool_use", "name": "Read", "input": {"p": 1}}]},
-        {"role": "user", "content": [{"type": "tool_result", "content": "file text"}]}]},
-        "anthropic")
+    anthropic = Request(
+        "POST",
+        "/v1/messages",
+        "",
+        {},
+        {
+            "messages": [
+                {"role": "system", "content": "skills"},
+                {"role": "user", "content": [{"type": "text", "text": "task"}]},
+                {"role": "assistant", "content": [{"type": "tool_use", "name": "Read", "input": {"p": 1}}]},
+                {"role": "user", "content": [{"type": "tool_result", "content": "file text"}]},
+            ]
+        },
+        "anthropic",
+    )
     assert anthropic.messages() == [
-        ("system", "skills"), ("user", "task"),
-        ("assistant", '{"tool_use": "Read", "input": {"p": 1}}'), ("user", "file text")]
+        ("system", "skills"),
+        ("user", "task"),
+        ("assistant", '{"tool_use": "Read", "input": {"p": 1}}'),
+        ("user", "file text"),
+    ]
     assert anthropic.text() == 'task\n\n{"tool_use": "Read", "input": {"p": 1}}\n\nfile text'
-    gemini = Request("POST", "/v1beta/models/g:streamGenerateContent", "", {}, {"contents": [
-        {"role": "user", "parts": [{"text": "a"}, {"text": "b"}]},
-        {"role": "model", "parts": [{"functionCall": {"name": "ls"}}]}]}, "gemini")
+    gemini = Request(
+        "POST",
+        "/v1beta/models/g:streamGenerateContent",
+        "",
+        {},
+        {
+            "contents": [
+                {"role": "user", "parts": [{"text": "a"}, {"text": "b"}]},
+                {"role": "model", "parts": [{"functionCall": {"name": "ls"}}]},
+            ]
+        },
+        "gemini",
+    )
     assert gemini.messages() == [("user", "a\nb"), ("assistant", '{"name": "ls"}')]
-    openai = Request("POST", "/v1/responses", "", {}, {"input": [
-        {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "sys"}]},
-        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "q"}]},
-        {"type": "function_call", "name": "shell", "arguments": "{}"},
-        {"type": "function_call_output", "output": "out"}]}, "openai")
-    assert openai.messages() == [("system", "sys"), ("user", "q"), ("assistant", "shell({})"),
-                                 ("tool", "out")]
+    openai = Request(
+        "POST",
+        "/v1/responses",
+        "",
+        {},
+        {
+            "input": [
+                {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "sys"}]},
+                {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "q"}]},
+                {"type": "function_call", "name": "shell", "arguments": "{}"},
+                {"type": "function_call_output", "output": "out"},
+            ]
+        },
+        "openai",
+    )
+    assert openai.messages() == [("system", "sys"), ("user", "q"), ("assistant", "shell({})"), ("tool", "out")]
     assert openai.text() == "q\n\nshell({})\n\nout"
 
 
 def test_system_prompt_and_offered_tools_per_vendor():
-    anthropic = Request("POST", "/v1/messages", "", {}, {
-        "system": [{"type": "text", "text": "be brief"}], "tools": [{"name": "Read"}]}, "anthropic")
-    gemini = Request("POST", "/v1beta/models/g:streamGenerateContent", "", {}, {
-        "systemInstruction": {"parts": [{"text": "be brief"}]},
-        "tools": [{"functionDeclarations": [{"name": "read_file"}, {"name": "glob"}]}]}, "gemini")
-    openai = Request("POST", "/v1/responses", "", {}, {
-        "instructions": "be brief", "tools": [{"type": "function", "name": "shell"},
-                                              {"type": "web_search"}]}, "openai")
+    anthropic = Request(
+        "POST",
+        "/v1/messages",
+        "",
+        {},
+        {"system": [{"type": "text", "text": "be brief"}], "tools": [{"name": "Read"}]},
+        "anthropic",
+    )
+    gemini = Request(
+        "POST",
+        "/v1beta/models/g:streamGenerateContent",
+        "",
+        {},
+        {
+            "systemInstruction": {"parts": [{"text": "be brief"}]},
+            "tools": [{"functionDeclarations": [{"name": "read_file"}, {"name": "glob"}]}],
+        },
+        "gemini",
+    )
+    openai = Request(
+        "POST",
+        "/v1/responses",
+        "",
+        {},
+        {"instructions": "be brief", "tools": [{"type": "function", "name": "shell"}, {"type": "web_search"}]},
+        "openai",
+    )
     assert anthropic.system == gemini.system == openai.system == "be brief"
     assert anthropic.tool_names() == ["Read"]
     assert gemini.tool_names() == ["read_file", "glob"]
     assert openai.tool_names() == ["shell", "web_search"]
-    chat = Request("POST", "/v1/chat/completions", "", {}, {"tools": [
-        {"type": "function", "function": {"name": "read_file"}}], "messages": [
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"function": {"name": "glob", "arguments": "{}"}}]},
-        {"role": "tool", "content": [{"type": "text", "text": "a.txt"}]}]}, "chat")
+    chat = Request(
+        "POST",
+        "/v1/chat/completions",
+        "",
+        {},
+        {
+            "tools": [{"type": "function", "function": {"name": "read_file"}}],
+            "messages": [
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [{"function": {"name": "glob", "arguments": "{}"}}],
+                },
+                {"role": "tool", "content": [{"type": "text", "text": "a.txt"}]},
+            ],
+        },
+        "chat",
+    )
     assert chat.tool_names() == ["read_file"]
     assert chat.messages() == [("assistant", "glob({})"), ("tool", "a.txt")]

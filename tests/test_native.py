@@ -1,5 +1,6 @@
 """crewbridge.native: how a tool's result reads on a native channel (the MCP server the channels
 answer is crewbridge.mcp.core.McpTools, tested in test_mcp_core.py)."""
+
 from __future__ import annotations
 
 from crewbridge.native import result_text

@@ -11,13 +11,14 @@ from pathlib import Path
 
 import anyio
 import pytest
-from crewcli import CREW, FakeModel, crew_env, run_crew, tool_block, write_config
-from gitrepo import make_repo
 from jsonschema import Draft202012Validator
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
-from mockserver import tool_call
 from referencing import Registry, Resource
+
+from crewcli import CREW, FakeModel, crew_env, run_crew, tool_block, write_config
+from gitrepo import make_repo
+from mockserver import tool_call
 
 SCHEMAS = Path(__file__).resolve().parent.parent / "docs" / "schemas"
 REGISTRY = Registry().with_resources(
@@ -113,14 +114,18 @@ def test_a_reviewed_change_in_a_worktree_holds_to_the_schemas(tmp_path):
     repo = make_repo(tmp_path / "repo", {"notes.txt": "deploy: Friday\n"})
     writer, reviewer = FakeModel(tmp_path / "bin", "writer"), FakeModel(tmp_path / "bin", "reviewer")
     finding = {"path": "notes.txt", "line": 1, "severity": "low", "message": "'Tusday' is misspelled"}
-    config = write_config(tmp_path / "crew.yaml", providers={f.name: f.provider() for f in (writer, reviewer)},
-                          agents={f.name: {"provider": f.name} for f in (writer, reviewer)})
+    config = write_config(
+        tmp_path / "crew.yaml",
+        providers={f.name: f.provider() for f in (writer, reviewer)},
+        agents={f.name: {"provider": f.name} for f in (writer, reviewer)},
+    )
     args = ["execute", "--config", str(config), "--worktree", "--review", "reviewer", "--rounds", "1"]
     for output in ("--json", "--jsonl"):
         writer.script(tool_block("crew:write_file", path="notes.txt", content="deploy: Tusday\n"), "Set.")
         reviewer.script(tool_block("crew:verdict", verdict="changes", findings=[finding]))
-        done = run_crew([*args, output, "@writer set the deploy day to Tuesday"], env=crew_env(tmp_path / "home"),
-                        cwd=repo)
+        done = run_crew(
+            [*args, output, "@writer set the deploy day to Tuesday"], env=crew_env(tmp_path / "home"), cwd=repo
+        )
         assert done.returncode == 6, done.stderr  # not approved in its one round
         if output == "--json":
             record = json.loads(done.stdout)

@@ -1,4 +1,5 @@
 """resolve_inside: every path a tool touches stays inside the working directory, symlinks too."""
+
 from __future__ import annotations
 
 import os

@@ -1,4 +1,5 @@
 """Finding entry points: importlib.metadata only when some package may declare the group."""
+
 from __future__ import annotations
 
 import sys
@@ -35,11 +36,14 @@ def test_a_declared_group_gives_importlib_metadata_entry_points(tmp_path, monkey
     assert plugins.entry_points("crewbridge.providers") == []
 
 
-@pytest.mark.parametrize("entry_points, expected", [
-    ("[crewbridge.providers]\necho = p:Echo\n", True),
-    ("[crewbridge.tools]\nx = p:x\n", False),
-    ("", False),
-])
+@pytest.mark.parametrize(
+    "entry_points, expected",
+    [
+        ("[crewbridge.providers]\necho = p:Echo\n", True),
+        ("[crewbridge.tools]\nx = p:x\n", False),
+        ("", False),
+    ],
+)
 def test_declared_looks_for_the_group_in_each_entry_points_file(tmp_path, entry_points, expected):
     dist(tmp_path, "p", entry_points)
     assert plugins.declared("crewbridge.providers", [str(tmp_path)]) is expected

@@ -4,10 +4,10 @@ import subprocess
 import pytest
 from crewbridge.tools import builtin_registry
 
+from crewbridge.approval import Approver
 from crewbridge.config import AgentSpec
 from crewbridge.custom_tools import CommandTool
 from crewbridge.errors import ConfigError
-from crewbridge.approval import Approver
 from crewbridge.policy import Policy, command_problem
 from crewbridge.registry import Tool, ToolRegistry
 from crewcli import FakeModel, crew_env, run_crew, tool_block, write_config
@@ -19,8 +19,14 @@ EVERYTHING = CODING | {"deploy"}
 
 
 def custom(name: str, read_only: bool, needs_approval: bool = False) -> Tool:
-    return Tool(name=name, description=name, input_schema={"type": "object"}, func=lambda ctx: None,
-                read_only=read_only, needs_approval=needs_approval)
+    return Tool(
+        name=name,
+        description=name,
+        input_schema={"type": "object"},
+        func=lambda ctx: None,
+        read_only=read_only,
+        needs_approval=needs_approval,
+    )
 
 
 @pytest.fixture
@@ -41,6 +47,7 @@ def asking(terminal: Terminal, **agent: object) -> Policy:
 
 
 # --- profiles, allow, deny, mode --------------------------------------------------------------------
+
 
 def test_profiles_offer_read_only_coding_or_everything(registry):
     assert offered(registry, profile="read-only") == READ_ONLY
@@ -68,15 +75,18 @@ def test_allow_narrows_the_profile_and_never_widens_it(registry):
 
 
 def test_deny_beats_allow(registry):
-    assert offered(registry, profile="full", allow=["*"], deny=["write_file", "crew:run_*"]) == \
-        EVERYTHING - {"write_file", "run_command"}
+    assert offered(registry, profile="full", allow=["*"], deny=["write_file", "crew:run_*"]) == EVERYTHING - {
+        "write_file",
+        "run_command",
+    }
 
 
 def test_check_refuses_a_denied_tool_the_model_names_anyway(registry):
     policy = Policy(AgentSpec(id="a", provider="demo", deny=["edit_file"]), "execute")
     assert policy.check(registry.resolve("edit_file"), {}) == (
         "tool 'edit_file' is not allowed for agent 'a' by its configuration (profile coding, allow/deny in "
-        "crew.yaml); use another tool")
+        "crew.yaml); use another tool"
+    )
     assert policy.check(registry.resolve("write_file"), {"path": "x", "content": ""}) is None
 
 
@@ -96,22 +106,69 @@ def refused(command: str, deny: list[str] = DENY, allow: list[str] | None = None
     return problem.reason
 
 
-@pytest.mark.parametrize("command", [
-    "rm -rf build", "rm", "ls; rm x", "ls && rm x", "ls || rm x", "ls | rm x", "ls & rm x", "ls\nrm x",
-    "echo $(rm x)", "echo `rm x`", "cat <(curl x)", "/bin/rm x", "\\rm x", "r''m x", "'rm' x", "FOO=1 rm x",
-    "sudo -u root rm x", "env A=b rm x", "xargs rm < list", "timeout 5 curl example.org", "nice -n 5 rm x",
-    "sh -c 'rm x'", "bash -lc \"curl x | sh\"", "if true; then rm x; fi", "(rm x)", "{ rm x; }", "git push --force",
-    "git push", "strace -f rm x", "exec rm x", "command rm x", "time rm x", ">out rm x -r", "2>&1 rm x", "cat <<EOF\n$(rm x)\nEOF",
-])
+@pytest.mark.parametrize(
+    "command",
+    [
+        "rm -rf build",
+        "rm",
+        "ls; rm x",
+        "ls && rm x",
+        "ls || rm x",
+        "ls | rm x",
+        "ls & rm x",
+        "ls\nrm x",
+        "echo $(rm x)",
+        "echo `rm x`",
+        "cat <(curl x)",
+        "/bin/rm x",
+        "\\rm x",
+        "r''m x",
+        "'rm' x",
+        "FOO=1 rm x",
+        "sudo -u root rm x",
+        "env A=b rm x",
+        "xargs rm < list",
+        "timeout 5 curl example.org",
+        "nice -n 5 rm x",
+        "sh -c 'rm x'",
+        'bash -lc "curl x | sh"',
+        "if true; then rm x; fi",
+        "(rm x)",
+        "{ rm x; }",
+        "git push --force",
+        "git push",
+        "strace -f rm x",
+        "exec rm x",
+        "command rm x",
+        "time rm x",
+        ">out rm x -r",
+        "2>&1 rm x",
+        "cat <<EOF\n$(rm x)\nEOF",
+    ],
+)
 def test_deny_commands_catch_the_command_however_it_is_written(command):
     assert "deny_commands" in refused(command)
 
 
-@pytest.mark.parametrize("command", [
-    "ls -la", "git status", "grep -r 'rm x' .", "echo rm", "git commit -m 'rm old files'", "format disk",
-    "trim x", "git pull", "ls # ; rm x", 'echo "$HOME" > home.txt', 'grep -r "$PAT" .', "git log \"$REV\"",
-    "ls >/dev/null rm.txt", "/bin/bash -lc 'echo made > made.txt'",
-])
+@pytest.mark.parametrize(
+    "command",
+    [
+        "ls -la",
+        "git status",
+        "grep -r 'rm x' .",
+        "echo rm",
+        "git commit -m 'rm old files'",
+        "format disk",
+        "trim x",
+        "git pull",
+        "ls # ; rm x",
+        'echo "$HOME" > home.txt',
+        'grep -r "$PAT" .',
+        'git log "$REV"',
+        "ls >/dev/null rm.txt",
+        "/bin/bash -lc 'echo made > made.txt'",
+    ],
+)
 def test_deny_commands_let_other_commands_through(command):
     assert command_problem(command, DENY, []) is None
 
@@ -169,14 +226,16 @@ def test_the_documented_allow_example_no_longer_admits_make_options(tmp_path):
 def test_the_refusal_names_the_denied_command_and_the_rule():
     assert refused("ls && sudo rm -rf /") == (
         "the command policy forbids 'rm -rf /' (deny_commands in crew.yaml: 'rm *'); it was not run. "
-        "Do it another way or ask the user")
+        "Do it another way or ask the user"
+    )
 
 
 def test_an_unknown_program_is_refused_with_the_reason_the_model_reads():
     assert refused("X=rm; $X f") == (
         "crew cannot check it against deny_commands/allow_commands in crew.yaml: its program '$X' is known "
         "only when the shell runs (a variable, expansion, command substitution or glob); write the program's "
-        "name out. It was not run; write it as plain commands")
+        "name out. It was not run; write it as plain commands"
+    )
 
 
 def test_a_deny_glob_refuses_a_word_only_the_shell_knows_where_it_could_match():
@@ -187,14 +246,23 @@ def test_a_deny_glob_refuses_a_word_only_the_shell_knows_where_it_could_match():
 
 def test_allow_commands_match_each_simple_command_word_by_word():
     allow = ["git status", "git diff *", "ls *", "make test", "pytest *"]
-    for command in ("git status && ls -la", "git diff HEAD~1 -- a.py", "make test", "pytest -q tests/x.py",
-                    "ls", "ls *.py", 'ls "$D"', "bash -lc 'make test'"):
+    for command in (
+        "git status && ls -la",
+        "git diff HEAD~1 -- a.py",
+        "make test",
+        "pytest -q tests/x.py",
+        "ls",
+        "ls *.py",
+        'ls "$D"',
+        "bash -lc 'make test'",
+    ):
         assert command_problem(command, [], allow) is None, command
     for command in ("git status --porcelain", "make test --eval=x", "make tests", "sudo make test", "git statu"):
         assert "does not allow" in refused(command, [], allow), command
     assert refused("git status; make", [], allow) == (
         "the command policy does not allow 'make' (allow_commands in crew.yaml: git status, git diff *, ls *, "
-        "make test, pytest *); it was not run")
+        "make test, pytest *); it was not run"
+    )
 
 
 def test_allow_commands_admit_a_word_only_the_shell_knows_only_where_any_value_fits():
@@ -236,13 +304,19 @@ def test_a_command_crew_cannot_check_is_asked_about_where_approval_is_configured
     assert terminal.asked == [
         '@claude wants to run run_command {"command": "X=ls; $X"}\ncrew cannot check it against '
         "deny_commands/allow_commands in crew.yaml: its program '$X' is known only when the shell runs (a "
-        "variable, expansion, command substitution or glob); write the program's name out\nAllow? [y/N/a=always] "]
+        "variable, expansion, command substitution or glob); write the program's name out\nAllow? [y/N/a=always] "
+    ]
     assert "forbids 'rm x'" in policy.check(registry.resolve("run_command"), {"command": "rm x"})  # not asked
     assert len(terminal.asked) == 1
-    nobody = Policy(AgentSpec(id="a", provider="demo", approval=["run_command"], allow_commands=["ls"]), "execute",
-                    approve_all=True, approver=Approver(stdin=Terminal(tty=False).stdin, stderr=Terminal(tty=False).stderr))
+    nobody = Policy(
+        AgentSpec(id="a", provider="demo", approval=["run_command"], allow_commands=["ls"]),
+        "execute",
+        approve_all=True,
+        approver=Approver(stdin=Terminal(tty=False).stdin, stderr=Terminal(tty=False).stderr),
+    )
     assert nobody.check(registry.resolve("run_command"), {"command": "$(echo ls)"}).endswith(
-        "it was not run (no terminal to ask a person on)")
+        "it was not run (no terminal to ask a person on)"
+    )
 
 
 def test_a_command_tool_that_takes_a_shell_command_is_read_like_run_command():
@@ -255,7 +329,8 @@ def test_a_command_tool_that_takes_a_shell_command_is_read_like_run_command():
     strict = Policy(AgentSpec(id="a", provider="demo", profile="full", allow_commands=["ls"]), "execute")
     assert policy.check(words, {"path": "$(rm f)"}) is None and strict.check(words, {"path": "x"}) is None
     assert strict.check(script, {"script": "ls"}) is None and "does not allow 'make'" in strict.check(
-        script, {"script": "make"})
+        script, {"script": "make"}
+    )
 
 
 def test_crew_execute_refuses_the_models_run_command_and_the_file_survives(tmp_path):
@@ -263,11 +338,15 @@ def test_crew_execute_refuses_the_models_run_command_and_the_file_survives(tmp_p
     work = tmp_path / "work"
     work.mkdir()
     (work / "f").write_text("keep me")
-    write_config(work / "crew.yaml", providers={"fake": model.provider()},
-                 agents={"fake": {"provider": "fake", "deny_commands": ["rm *"]}})
+    write_config(
+        work / "crew.yaml",
+        providers={"fake": model.provider()},
+        agents={"fake": {"provider": "fake", "deny_commands": ["rm *"]}},
+    )
     model.script(tool_block("crew:run_command", command="X=rm; $X f"), "I may not delete it.")
-    done = run_crew(["execute", "--config", "crew.yaml", "--json", "@fake delete f"], env=crew_env(tmp_path / "home"),
-                    cwd=work)
+    done = run_crew(
+        ["execute", "--config", "crew.yaml", "--json", "@fake delete f"], env=crew_env(tmp_path / "home"), cwd=work
+    )
     assert done.returncode == 0, done.stderr
     assert (work / "f").read_text() == "keep me"
     [call] = json.loads(done.stdout)["tool_calls"]
@@ -277,20 +356,23 @@ def test_crew_execute_refuses_the_models_run_command_and_the_file_survives(tmp_p
 
 # --- approval ---------------------------------------------------------------------------------------
 
+
 def test_a_tool_matching_approval_globs_asks_and_runs_on_yes(registry):
     terminal = Terminal("y")
     policy = asking(terminal, approval=["write_*"])
     assert policy.check(registry.resolve("write_file"), {"path": "a.txt", "content": "x"}) is None
-    assert terminal.asked == [('@claude wants to run write_file {"path": "a.txt", "content": "x"}\n'
-                               "Allow? [y/N/a=always] ")]
+    assert terminal.asked == [
+        ('@claude wants to run write_file {"path": "a.txt", "content": "x"}\nAllow? [y/N/a=always] ')
+    ]
     assert policy.check(registry.resolve("read_file"), {"path": "a.txt"}) is None  # not asked
     assert len(terminal.asked) == 1
 
 
 @pytest.mark.parametrize("answer", ["n", "", "nope", "yes please"])
 def test_anything_but_yes_declines(registry, answer):
-    refusal = asking(Terminal(answer), approval=["run_command"]).check(registry.resolve("run_command"),
-                                                                       {"command": "make"})
+    refusal = asking(Terminal(answer), approval=["run_command"]).check(
+        registry.resolve("run_command"), {"command": "make"}
+    )
     assert refusal == "the user declined this call to 'run_command'; it was not run. Ask or try another way."
 
 
@@ -310,8 +392,10 @@ def test_a_tool_declared_as_needing_approval_asks_without_config():
 
 def test_without_a_terminal_approval_is_refused_with_a_message_for_the_model(registry):
     refusal = asking(Terminal("y", tty=False), approval=["*"]).check(registry.resolve("read_file"), {"path": "x"})
-    assert refusal == ("tool 'read_file' needs a person's approval and there is no terminal to ask on; it was "
-                       "not run (the user can re-run with --yes to approve every call)")
+    assert refusal == (
+        "tool 'read_file' needs a person's approval and there is no terminal to ask on; it was "
+        "not run (the user can re-run with --yes to approve every call)"
+    )
 
 
 def test_approve_all_approves_without_asking(registry):
@@ -331,19 +415,22 @@ def test_approve_all_never_lifts_the_mode_or_deny(registry):
 def test_the_question_cannot_hide_the_input_behind_control_characters(registry):
     terminal = Terminal("n")
     asking(terminal, approval=["run_command"]).check(
-        registry.resolve("run_command"), {"command": "rm -rf ~\r\x1b[2Kecho harmless"})
+        registry.resolve("run_command"), {"command": "rm -rf ~\r\x1b[2Kecho harmless"}
+    )
     assert "\r" not in terminal.asked[0] and "\x1b" not in terminal.asked[0]
     assert "rm -rf ~\\r\\u001b[2Kecho harmless" in terminal.asked[0]
 
 
 def test_a_huge_input_is_shortened_in_the_question(registry):
     terminal = Terminal("n")
-    asking(terminal, approval=["write_file"]).check(registry.resolve("write_file"),
-                                                    {"path": "a", "content": "x" * 10_000})
+    asking(terminal, approval=["write_file"]).check(
+        registry.resolve("write_file"), {"path": "a", "content": "x" * 10_000}
+    )
     assert len(terminal.asked[0]) < 2200 and "more characters)" in terminal.asked[0]
 
 
 # --- the CLI's own tools (native:…) -----------------------------------------------------------------
+
 
 def native(mode="execute", **agent: object) -> Policy:
     return Policy(AgentSpec(id="claude", provider="claude", **agent), mode)  # type: ignore[arg-type]
@@ -353,8 +440,10 @@ def test_query_mode_lets_the_clis_own_tools_read_and_refuses_every_other():
     policy = native("query")
     assert policy.check_native("Read", {"file_path": "a"}, read_only=True) is None
     refusal = policy.check_native("Bash", {"command": "ls"}, read_only=False)
-    assert refusal == ("crew does not allow Bash for query mode: only the CLI's tools that read may run "
-                       "(the user can run `crew execute`)")
+    assert refusal == (
+        "crew does not allow Bash for query mode: only the CLI's tools that read may run "
+        "(the user can run `crew execute`)"
+    )
     assert native(profile="read-only").check_native("Edit", {}, read_only=False) is not None
 
 

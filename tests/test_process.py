@@ -6,12 +6,12 @@ import time
 from pathlib import Path
 
 import pytest
-from crewcli import running
 
 from crewbridge import process
 from crewbridge.errors import CLINotFound, CrewTimeout, ProviderError
 from crewbridge.process import MAX_LINE, Child, end_all
 from crewbridge.sandbox import State
+from crewcli import running
 
 PY = sys.executable
 
@@ -43,8 +43,12 @@ def test_stdin_is_delivered_and_closed():
 
 def test_text_that_is_not_utf8_reaches_the_cli_escaped_never_an_error(tmp_path):
     # a lone surrogate (a model's "\\ud800") on stdin and in argv: a backslash escape, as the model wrote it
-    echo = [PY, "-c", "import sys; sys.stdout.buffer.write(sys.argv[1].encode(errors='surrogateescape') + b'|' "
-                      "+ sys.stdin.buffer.read())"]
+    echo = [
+        PY,
+        "-c",
+        "import sys; sys.stdout.buffer.write(sys.argv[1].encode(errors='surrogateescape') + b'|' "
+        "+ sys.stdin.buffer.read())",
+    ]
     child = Child([*echo, "a\ud800b"], stdin="c\udc80d \ud83d")
     assert list(child.lines()) == ["a\\ud800b|c\\udc80d \\ud83d"]
     # a file name that is not UTF-8 ("caf\xe9" read as "caf\udce9") reaches argv as its own bytes again
@@ -117,10 +121,12 @@ def test_a_cli_that_is_there_but_cannot_run_says_so(tmp_path):
 
 
 def test_deadline_kills_the_whole_group_including_grandchildren(tmp_path):
-    script = ("import subprocess, sys, time\n"
-              f"p = subprocess.Popen([{PY!r}, '-c', 'import time; time.sleep(60)'])\n"
-              "print(p.pid, flush=True)\n"
-              "time.sleep(60)\n")
+    script = (
+        "import subprocess, sys, time\n"
+        f"p = subprocess.Popen([{PY!r}, '-c', 'import time; time.sleep(60)'])\n"
+        "print(p.pid, flush=True)\n"
+        "time.sleep(60)\n"
+    )
     child = Child([PY, "-c", script])
     lines = child.lines(deadline=time.monotonic() + 3)
     grandchild = int(next(lines))
@@ -135,8 +141,14 @@ def test_deadline_kills_the_whole_group_including_grandchildren(tmp_path):
 
 
 def test_kill_ends_a_process_that_ignores_sigterm():
-    child = Child([PY, "-c", "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
-                   "print('ready', flush=True)\ntime.sleep(60)"])
+    child = Child(
+        [
+            PY,
+            "-c",
+            "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+            "print('ready', flush=True)\ntime.sleep(60)",
+        ]
+    )
     assert next(child.lines()) == "ready"
     child.kill(grace=0.2)
     assert child.proc.returncode == -signal.SIGKILL
@@ -200,9 +212,11 @@ class Waiting:
 
 def test_kill_wakes_a_reader_even_when_an_escaped_process_keeps_the_pipe_open():
     # the grandchild leaves the group (setsid) and holds stdout: the pipe never reaches its end
-    script = ("import subprocess, sys, time\n"
-              "p = subprocess.Popen([sys.executable, '-c', 'import os, time; os.setsid(); time.sleep(30)'])\n"
-              "print(p.pid, flush=True)\ntime.sleep(60)")
+    script = (
+        "import subprocess, sys, time\n"
+        "p = subprocess.Popen([sys.executable, '-c', 'import os, time; os.setsid(); time.sleep(30)'])\n"
+        "print(p.pid, flush=True)\ntime.sleep(60)"
+    )
     child = Child([PY, "-c", script])
     lines = child.lines()
     escaped = int(next(lines))
@@ -219,9 +233,11 @@ def test_kill_wakes_a_reader_even_when_an_escaped_process_keeps_the_pipe_open():
 
 def test_end_all_returns_once_the_clis_crew_started_are_dead_and_reaped(monkeypatch):
     monkeypatch.setattr(process, "_ending", False)  # put back afterwards: end_all() is for good
-    script = ("import subprocess, sys, time\n"
-              "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)'])\n"
-              "print(p.pid, flush=True)\ntime.sleep(30)")
+    script = (
+        "import subprocess, sys, time\n"
+        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)'])\n"
+        "print(p.pid, flush=True)\ntime.sleep(30)"
+    )
     child = Child([PY, "-c", script])
     grandchild = int(next(child.lines()))
     end_all()  # crew exits right after it (Ctrl-C): its CLIs must be gone, not just told
@@ -268,6 +284,8 @@ def test_kill_ends_a_write_the_cli_does_not_read():
     child.kill(grace=0)  # before the write, or while it waits: either way it returns
     writer.join(10)
     assert not writer.is_alive()
+
+
 SAVES_ON_SIGTERM = """import pathlib, signal, sys, time
 def save(*_):
     time.sleep(0.2)  # a CLI writing its session takes a moment

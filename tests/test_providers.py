@@ -1,6 +1,7 @@
 """Finding providers by name: the built-in ones, and those installed packages declare under the entry
 point group `crewbridge.providers` (imported only when used). The tools group `crewbridge.tools` is
 checked here too, from the same installed distribution."""
+
 from __future__ import annotations
 
 import json
@@ -10,14 +11,14 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from crewbridge.providers.base import Turn
+from crewbridge.providers.claude import ClaudeProvider
 
 from crewbridge import providers
 from crewbridge.bridge import Bridge
 from crewbridge.config import load_config
 from crewbridge.doctor import OK, diagnose
-from crewbridge.providers.base import Turn
 from crewbridge.errors import ConfigError, UsageError
-from crewbridge.providers.claude import ClaudeProvider
 
 PLUGIN_MODULE = '''
 import json
@@ -44,7 +45,7 @@ def broken():
     raise RuntimeError("no GPU here")
 '''
 
-ENTRY_POINTS = '''
+ENTRY_POINTS = """
 [crewbridge.providers]
 echo = crewplug:EchoProvider
 claude = crewplug:EchoProvider
@@ -53,7 +54,7 @@ broken = crewplug:broken
 
 [crewbridge.tools]
 shout = crewplug:shout
-'''
+"""
 
 
 @pytest.fixture
@@ -102,14 +103,20 @@ def test_an_agent_runs_on_a_plugin_provider_imported_only_then(installed: Path, 
 
 
 def test_an_unknown_provider_in_crew_yaml_names_the_plugin_ones_too(installed: Path, tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"crew.yaml:3: agents.x.provider: provider 'ech' is not known; give "
-                                          r"provider: one of broken, claude, codex, demo, echo, gemini, odd"):
+    with pytest.raises(
+        ConfigError,
+        match=r"crew.yaml:3: agents.x.provider: provider 'ech' is not known; give "
+        r"provider: one of broken, claude, codex, demo, echo, gemini, odd",
+    ):
         load_config(crew_yaml(tmp_path, "agents:\n  x:\n    provider: ech\n"), tmp_path)
 
 
 def test_a_broken_plugin_is_named_with_its_package(installed: Path) -> None:
-    with pytest.raises(ConfigError, match=r"plugin provider 'broken' \(crewplug:broken, from crewplug\) cannot be "
-                                          r"loaded: RuntimeError: no GPU here; fix or uninstall the package"):
+    with pytest.raises(
+        ConfigError,
+        match=r"plugin provider 'broken' \(crewplug:broken, from crewplug\) cannot be "
+        r"loaded: RuntimeError: no GPU here; fix or uninstall the package",
+    ):
         providers.load("broken")
     with pytest.raises(ConfigError, match=r"plugin provider 'odd' .* gave NotAProvider, not a Provider"):
         providers.load("odd")
@@ -129,6 +136,7 @@ def test_doctor_checks_plugin_providers_and_names_their_package(installed: Path,
 
 
 # -- where each CLI keeps its sessions (measured on the pinned versions: tests/e2e/test_sessions_real.py)
+
 
 def test_claude_has_a_session_under_its_project_folder_named_after_the_working_directory(tmp_path: Path) -> None:
     env = {"HOME": str(tmp_path)}
@@ -160,7 +168,7 @@ def test_gemini_has_a_session_when_the_chat_file_of_this_project_holds_it(tmp_pa
     assert not GeminiProvider().has_session(sid, env, work)
     chats = tmp_path / ".gemini" / "tmp" / "app" / "chats"
     chats.mkdir(parents=True)
-    (chats / f"session-2026-11-24T21-08-{sid[:8]}.jsonl").write_text('{"sessionId": "%s"}\n' % sid)
+    (chats / f"session-2026-11-24T21-08-{sid[:8]}.jsonl").write_text(json.dumps({"sessionId": sid}) + "\n")
     assert not GeminiProvider().has_session(sid, env, work)  # no project named for this directory
     (tmp_path / ".gemini" / "projects.json").write_text(json.dumps({"projects": {"/work/app": "app", "/x": "x"}}))
     assert GeminiProvider().has_session(sid, env, work)
@@ -169,6 +177,7 @@ def test_gemini_has_a_session_when_the_chat_file_of_this_project_holds_it(tmp_pa
 
 def test_codex_keeps_its_own_sandbox_outside_crews_and_leaves_its_commands_to_crews_inside(tmp_path: Path) -> None:
     from crewbridge.providers.codex import CodexProvider
+
     from crewbridge.sandbox import MECHANISM_ENV, Sandboxing
 
     def own(turn: Turn) -> str:
@@ -178,8 +187,10 @@ def test_codex_keeps_its_own_sandbox_outside_crews_and_leaves_its_commands_to_cr
     assert [own(Turn("", mode)) for mode in ("query", "execute")] == ["read-only", "workspace-write"]
     for mechanism, expected in (("bwrap", ["danger-full-access"] * 2), ("landlock", ["danger-full-access"] * 2)):
         sandboxing = Sandboxing(env={**os.environ, MECHANISM_ENV: mechanism})
-        inside = [Turn("", mode, sandbox=sandboxing.cli("required", tmp_path, mode, CodexProvider().state))
-                  for mode in ("query", "execute")]
+        inside = [
+            Turn("", mode, sandbox=sandboxing.cli("required", tmp_path, mode, CodexProvider().state))
+            for mode in ("query", "execute")
+        ]
         assert [own(turn) for turn in inside] == expected
 
 
@@ -199,6 +210,7 @@ def test_each_cli_declares_its_state_folder_and_the_settings_that_run_code(tmp_p
 
 
 # --- arguments stay arguments ----------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("field, value", [("model", "--dangerously-skip-permissions"), ("session_id", "-c")])
 def test_a_turn_refuses_a_value_that_would_reach_a_cli_as_an_option(field: str, value: str) -> None:

@@ -1,4 +1,5 @@
 """The registry: declaration, prefixed names, validation with JSON paths, the result envelope."""
+
 from __future__ import annotations
 
 import sys
@@ -18,8 +19,10 @@ from crewbridge.validation import compile_schema, first_error
 ITEMS_SCHEMA = {
     "type": "object",
     "properties": {
-        "items": {"type": "array", "items": {
-            "type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}},
+        "items": {
+            "type": "array",
+            "items": {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]},
+        },
         "count": {"type": "integer", "minimum": 0},
     },
     "required": ["items"],
@@ -54,6 +57,7 @@ def ctx(tmp_path: Path, **options: Any) -> ToolContext:
 
 # --- declaring and registering ----------------------------------------------------------------
 
+
 def test_decorator_declares_name_description_schema_and_read_only() -> None:
     spec = as_tool(count_items)
     assert (spec.name, spec.read_only, spec.input_schema) == ("count_items", True, ITEMS_SCHEMA)
@@ -77,8 +81,12 @@ def test_an_undecorated_function_is_refused() -> None:
 def test_an_invalid_schema_is_refused_at_registration_with_its_path() -> None:
     where = r"tool 'bad' input_schema: invalid JSON Schema at \$\.properties\.n\.type"
     with pytest.raises(CrewError, match=where):
-        Tool(name="bad", description="", func=print,
-             input_schema={"type": "object", "properties": {"n": {"type": "integr"}}})
+        Tool(
+            name="bad",
+            description="",
+            func=print,
+            input_schema={"type": "object", "properties": {"n": {"type": "integr"}}},
+        )
     with pytest.raises(CrewError, match="tool 'bad' output_schema: invalid JSON Schema"):
         Tool(name="bad", description="", func=print, input_schema={}, output_schema={"type": 5})
 
@@ -116,6 +124,7 @@ def test_subset_keeps_the_prefix_and_the_chosen_tools() -> None:
 
 # --- calling: always an envelope --------------------------------------------------------------
 
+
 def test_success_envelope_shape(tmp_path: Path) -> None:
     data = {"items": [{"name": "a"}], "count": 2}
     envelope = registry().call("crew:count_items", data, ctx(tmp_path))
@@ -133,18 +142,19 @@ def test_unknown_tool_is_an_error_envelope(tmp_path: Path) -> None:
     assert out["metadata"]["tool"] == "crew:shuot"
 
 
-@pytest.mark.parametrize("data, error", [
-    ({"items": [{"name": "a"}, {"name": 5}]}, "at $.items[1].name: 5 is not of type 'string'"),
-    ({"items": [{}]}, "at $.items[0]: 'name' is a required property"),
-    ({"items": [], "count": -1}, "at $.count: -1 is less than the minimum of 0"),
-    ({}, "at $: 'items' is a required property"),
-    ({"items": [], "extra": 1},
-     "at $: Additional properties are not allowed ('extra' was unexpected)"),
-    ([1, 2], "at $: input must be an object, got list"),
-    ("text", "at $: input must be an object, got str"),
-])
-def test_invalid_input_is_an_error_naming_its_json_path(tmp_path: Path, data: Any,
-                                                        error: str) -> None:
+@pytest.mark.parametrize(
+    "data, error",
+    [
+        ({"items": [{"name": "a"}, {"name": 5}]}, "at $.items[1].name: 5 is not of type 'string'"),
+        ({"items": [{}]}, "at $.items[0]: 'name' is a required property"),
+        ({"items": [], "count": -1}, "at $.count: -1 is less than the minimum of 0"),
+        ({}, "at $: 'items' is a required property"),
+        ({"items": [], "extra": 1}, "at $: Additional properties are not allowed ('extra' was unexpected)"),
+        ([1, 2], "at $: input must be an object, got list"),
+        ("text", "at $: input must be an object, got str"),
+    ],
+)
+def test_invalid_input_is_an_error_naming_its_json_path(tmp_path: Path, data: Any, error: str) -> None:
     out = registry().call("crew:count_items", data, ctx(tmp_path)).to_dict()
     assert out["success"] is False
     assert out["error"] == f"invalid input for crew:count_items {error}"
@@ -159,8 +169,7 @@ def test_truncation_by_a_tool_shows_in_the_metadata(tmp_path: Path) -> None:
 
 def make_tool(name: str, func: Any, timeout: float | None = None) -> ToolRegistry:
     tools = ToolRegistry()
-    tools.register(Tool(name=name, description="", input_schema={"type": "object"}, func=func,
-                        timeout=timeout))
+    tools.register(Tool(name=name, description="", input_schema={"type": "object"}, func=func, timeout=timeout))
     return tools
 
 
@@ -223,19 +232,29 @@ def test_the_tool_sees_the_registry_the_call_came_through(tmp_path: Path) -> Non
 
 # --- validation helpers -----------------------------------------------------------------------
 
+
 def test_first_error_is_none_for_valid_input() -> None:
     assert first_error(compile_schema(ITEMS_SCHEMA, "x"), {"items": []}) is None
 
 
 def test_first_error_picks_the_most_relevant_violation() -> None:
-    schema = {"type": "object",
-              "properties": {"mode": {"enum": ["a", "b"]}, "n": {"type": "integer"}}}
-    assert first_error(compile_schema(schema, "x"), {"mode": "c"}) == \
-        "at $.mode: 'c' is not one of ['a', 'b']"
+    schema = {"type": "object", "properties": {"mode": {"enum": ["a", "b"]}, "n": {"type": "integer"}}}
+    assert first_error(compile_schema(schema, "x"), {"mode": "c"}) == "at $.mode: 'c' is not one of ['a', 'b']"
 
 
-ANNOTATIONS = {"$schema", "$id", "$comment", "$defs", "title", "description", "default", "examples", "deprecated",
-               "readOnly", "writeOnly"}
+ANNOTATIONS = {
+    "$schema",
+    "$id",
+    "$comment",
+    "$defs",
+    "title",
+    "description",
+    "default",
+    "examples",
+    "deprecated",
+    "readOnly",
+    "writeOnly",
+}
 KEYWORDS = ANNOTATIONS | set(Draft202012Validator.VALIDATORS)
 SUBSCHEMAS = ("items", "additionalProperties", "not", "if", "then", "else", "contains", "propertyNames")
 
@@ -247,8 +266,11 @@ def schema_problems(schema: Any, where: str = "$") -> list[str]:
         return []
     found = [f"{where}: unknown keyword {key!r}" for key in schema if key not in KEYWORDS]
     properties = schema.get("properties") or {}
-    found += [f"{where}: required {name!r} is not a property" for name in schema.get("required", [])
-              if properties and name not in properties]
+    found += [
+        f"{where}: required {name!r} is not a property"
+        for name in schema.get("required", [])
+        if properties and name not in properties
+    ]
     for name, sub in properties.items():
         found += schema_problems(sub, f"{where}.{name}")
     for key in SUBSCHEMAS:
@@ -268,7 +290,8 @@ def test_every_built_in_schema_is_a_json_schema_without_mistakes() -> None:
 
     specs = [*builtin_registry(), Asker(Config(), Path.cwd()).tool()]
     assert {"read_file", "write_file", "edit_file", "list_files", "grep", "run_command", "help", "ask"} <= {
-        spec.name for spec in specs}
+        spec.name for spec in specs
+    }
     for spec in specs:
         for schema in (spec.input_schema, spec.output_schema):
             if schema is not None:
@@ -277,8 +300,12 @@ def test_every_built_in_schema_is_a_json_schema_without_mistakes() -> None:
 
 
 def test_the_schema_check_finds_what_check_schema_lets_through() -> None:
-    schema = {"type": "object", "properties": {"path": {"type": "string", "minlength": 1}}, "required": ["paht"],
-              "additionalProperties": False}
+    schema = {
+        "type": "object",
+        "properties": {"path": {"type": "string", "minlength": 1}},
+        "required": ["paht"],
+        "additionalProperties": False,
+    }
     compile_schema(schema, "x")  # a valid JSON Schema all the same
     assert schema_problems(schema) == ["$: required 'paht' is not a property", "$.path: unknown keyword 'minlength'"]
 
@@ -290,8 +317,9 @@ def test_a_built_in_tool_checks_its_input_with_the_schema_it_compiles_on_first_u
 
 
 def test_prepare_readies_the_input_check_of_every_tool_and_the_opening_of_paths_without_running_any():
-    from crewbridge import beneath
     from crewbridge.tools import builtin_registry
+
+    from crewbridge import beneath
 
     beneath._syscall.cache_clear()
     registry = builtin_registry()

@@ -1,6 +1,7 @@
 """What a person sees and what a script reads: live text on a terminal (what the extractor decided to
 show: tests/test_extract.py), the answer alone when piped, tool lines, the status line, colours,
 --json, --jsonl (their shapes: tests/test_outputs.py) and --verbose."""
+
 from __future__ import annotations
 
 import io
@@ -34,6 +35,7 @@ class Terminal(io.StringIO):
 
 # -- the renderer -------------------------------------------------------------------------------
 
+
 def said(agent, text, shown=None):
     """A text event: `text` as the model wrote it, `shown` (by default all of it) what a person sees."""
     return Progress("text", agent, text, shown=text if shown is None else shown)
@@ -48,11 +50,18 @@ def run_events(agent="claude"):
     content), then the answer, streamed in two pieces."""
     done = call(result=ToolResult(True, data={"content": "the secret\nis 42\n"}, tool="read_file"))
     answer = RunResult(agent, "It says 42.", [done], {"input_tokens": 3}, "sess-1", 2)
-    return [Progress("turn", agent, "1"), said(agent, "Let me read it.\n"),
-            said(agent, block(path="notes.txt"), ""), Progress("call", agent, call=call()),
-            said(agent, "It says 7.", ""), Progress("result", agent, call=done),
-            Progress("turn", agent, "2"), said(agent, "It says "), said(agent, "42.\n"),
-            Progress("answer", agent, "It says 42.", result=answer)]
+    return [
+        Progress("turn", agent, "1"),
+        said(agent, "Let me read it.\n"),
+        said(agent, block(path="notes.txt"), ""),
+        Progress("call", agent, call=call()),
+        said(agent, "It says 7.", ""),
+        Progress("result", agent, call=done),
+        Progress("turn", agent, "2"),
+        said(agent, "It says "),
+        said(agent, "42.\n"),
+        Progress("answer", agent, "It says 42.", result=answer),
+    ]
 
 
 def outcome(agent="claude"):
@@ -60,8 +69,13 @@ def outcome(agent="claude"):
 
 
 def renderer(out=None, err=None, env=None, **options):
-    return Renderer(out=out or io.StringIO(), err=err or io.StringIO(), env=env or {},
-                    agents=options.pop("agents", ["claude"]), **options)
+    return Renderer(
+        out=out or io.StringIO(),
+        err=err or io.StringIO(),
+        env=env or {},
+        agents=options.pop("agents", ["claude"]),
+        **options,
+    )
 
 
 def test_piped_stdout_gets_the_answer_once_at_the_end_and_stderr_the_tool_lines():
@@ -91,8 +105,12 @@ def test_on_a_terminal_the_text_streams_without_the_call_block_and_the_answer_is
 
 
 def test_colours_only_on_a_terminal_and_never_with_no_color():
-    for env, stream, coloured in (({}, Terminal(), True), ({"NO_COLOR": "1"}, Terminal(), False),
-                                  ({"TERM": "dumb"}, Terminal(), False), ({}, io.StringIO(), False)):
+    for env, stream, coloured in (
+        ({}, Terminal(), True),
+        ({"NO_COLOR": "1"}, Terminal(), False),
+        ({"TERM": "dumb"}, Terminal(), False),
+        ({}, io.StringIO(), False),
+    ):
         with renderer(err=stream, env=env) as r:
             for event in run_events():
                 r.progress(event)
@@ -108,8 +126,12 @@ def test_several_agents_are_labelled_and_their_answers_come_in_mention_order_whe
         r.finish([outcome("claude"), outcome("gemini")])
     assert out.getvalue() == "── @claude ──\nIt says 42.\n── @gemini ──\nIt says 42.\n"
     lines = err.getvalue().splitlines()
-    assert lines == ["@gemini → crew:read_file notes.txt", "@gemini   ✓ 2 lines",
-                     "@claude → crew:read_file notes.txt", "@claude   ✓ 2 lines"]
+    assert lines == [
+        "@gemini → crew:read_file notes.txt",
+        "@gemini   ✓ 2 lines",
+        "@claude → crew:read_file notes.txt",
+        "@claude   ✓ 2 lines",
+    ]
 
 
 def test_several_agents_on_a_terminal_show_each_answer_as_it_comes_not_interleaved():
@@ -130,13 +152,20 @@ def test_a_result_that_does_not_follow_its_call_names_it_and_a_failure_says_why(
     bad = call(result=ToolResult(False, error="no file 'x.txt'\nlook with crew:list_files"), path="x.txt")
     with renderer(err=err) as r:
         listed = call("crew:list_files", path=".")
-        for event in [Progress("turn", "claude", "1"), Progress("call", "claude", call=listed),
-                      Progress("call", "claude", call=call(path="x.txt")), Progress("result", "claude", call=ok),
-                      Progress("result", "claude", call=bad)]:
+        for event in [
+            Progress("turn", "claude", "1"),
+            Progress("call", "claude", call=listed),
+            Progress("call", "claude", call=call(path="x.txt")),
+            Progress("result", "claude", call=ok),
+            Progress("result", "claude", call=bad),
+        ]:
             r.progress(event)
     assert err.getvalue().splitlines() == [
-        "→ crew:list_files .", "→ crew:read_file x.txt", "  ✓ crew:list_files .: 3 entries",
-        "  ✗ crew:read_file x.txt: no file 'x.txt'\\nlook with crew:list_files"]
+        "→ crew:list_files .",
+        "→ crew:read_file x.txt",
+        "  ✓ crew:list_files .: 3 entries",
+        "  ✗ crew:read_file x.txt: no file 'x.txt'\\nlook with crew:list_files",
+    ]
 
 
 def test_model_text_cannot_drive_the_terminal_but_reaches_a_pipe_as_written():
@@ -243,9 +272,16 @@ def test_jsonl_reports_usage_and_a_fallback_and_json_says_the_fallback_on_stderr
         r.progress(Progress("usage", "claude", usage=Tally(10, 2, 4, 0.5)))
         r.progress(Progress("fallback", "claude", "@claude cannot answer (rate limited); @gemini takes over"))
     assert [json.loads(line) for line in out.getvalue().splitlines()] == [
-        {"type": "usage", "agent": "claude", "input_tokens": 10, "output_tokens": 2, "cached_tokens": 4,
-         "cost_usd": 0.5},
-        {"type": "fallback", "agent": "claude", "text": "@claude cannot answer (rate limited); @gemini takes over"}]
+        {
+            "type": "usage",
+            "agent": "claude",
+            "input_tokens": 10,
+            "output_tokens": 2,
+            "cached_tokens": 4,
+            "cost_usd": 0.5,
+        },
+        {"type": "fallback", "agent": "claude", "text": "@claude cannot answer (rate limited); @gemini takes over"},
+    ]
     out, err = io.StringIO(), io.StringIO()
     with renderer(out, err, output="json") as r:
         r.progress(Progress("fallback", "claude", "@claude cannot answer (rate limited); @gemini takes over"))
@@ -272,10 +308,16 @@ def test_json_prints_one_object_with_the_answer_and_the_calls():
             r.progress(event)
         r.finish([outcome()])
     obj = json.loads(out.getvalue())
-    assert obj == {"agent": "claude", "answer": "It says 42.", "usage": {"input_tokens": 3}, "session": "sess-1",
-                   "turns": 2, "error": None, "fell_back_from": None,
-                   "tool_calls": [{"name": "crew:read_file", "input": {"path": "notes.txt"}, "success": True,
-                                   "error": None}]}
+    assert obj == {
+        "agent": "claude",
+        "answer": "It says 42.",
+        "usage": {"input_tokens": 3},
+        "session": "sess-1",
+        "turns": 2,
+        "error": None,
+        "fell_back_from": None,
+        "tool_calls": [{"name": "crew:read_file", "input": {"path": "notes.txt"}, "success": True, "error": None}],
+    }
 
 
 def test_json_with_several_agents_and_a_failure():
@@ -284,8 +326,13 @@ def test_json_with_several_agents_and_a_failure():
         r.finish([outcome("claude"), Outcome("gemini", error=ProviderError("boom"))])
     obj = json.loads(out.getvalue())
     assert [res["agent"] for res in obj["results"]] == ["claude", "gemini"]
-    assert obj["results"][1] == {"agent": "gemini", "answer": None, "error": "boom", "exit_code": 3,
-                                 "fell_back_from": None}
+    assert obj["results"][1] == {
+        "agent": "gemini",
+        "answer": None,
+        "error": "boom",
+        "exit_code": 3,
+        "fell_back_from": None,
+    }
 
 
 def test_jsonl_is_the_event_stream_one_object_per_line():
@@ -295,8 +342,19 @@ def test_jsonl_is_the_event_stream_one_object_per_line():
             r.progress(event)
         r.finish([outcome(), Outcome("claude", error=ProviderError("late failure"))])
     events = [json.loads(line) for line in out.getvalue().splitlines()]
-    assert [e["type"] for e in events] == ["turn", "text", "text", "call", "text", "result", "turn", "text",
-                                           "text", "answer", "error"]
+    assert [e["type"] for e in events] == [
+        "turn",
+        "text",
+        "text",
+        "call",
+        "text",
+        "result",
+        "turn",
+        "text",
+        "text",
+        "answer",
+        "error",
+    ]
     assert all(e["agent"] == "claude" for e in events)
     assert events[0] == {"type": "turn", "agent": "claude", "turn": 1}
     assert events[2]["text"] == block(path="notes.txt")  # the raw stream, blocks included
@@ -307,9 +365,17 @@ def test_jsonl_is_the_event_stream_one_object_per_line():
     assert "→" not in err.getvalue()  # no person-facing lines in a script's stream
 
 
-ROUND = {"round": 1, "rounds": 3, "verdict": "changes", "called": True, "disputed": [],
-         "findings": [{"path": "notes.txt", "line": 1, "severity": "high", "message": "Tuesday,\nnot Friday"},
-                      {"path": "", "line": 0, "severity": "low", "message": "say who approved it"}]}
+ROUND = {
+    "round": 1,
+    "rounds": 3,
+    "verdict": "changes",
+    "called": True,
+    "disputed": [],
+    "findings": [
+        {"path": "notes.txt", "line": 1, "severity": "high", "message": "Tuesday,\nnot Friday"},
+        {"path": "", "line": 0, "severity": "low", "message": "say who approved it"},
+    ],
+}
 
 
 def reviewed(error=None):
@@ -324,12 +390,15 @@ def test_a_review_round_is_a_few_lines_on_stderr_and_an_event_for_scripts():
     err = io.StringIO()
     with renderer(err=err, agents=["claude", "gemini"]) as r:
         r.progress(Progress("review", "gemini", "changes", data=ROUND))
-        r.progress(Progress("review", "gemini", "approve", data={**ROUND, "round": 2, "verdict": "approve",
-                                                                  "findings": []}))
-    assert err.getvalue() == ("crew: review 1 of 3 by @gemini: asks for changes\n"
-                              "  1. [high] notes.txt:1: Tuesday,\\nnot Friday\n"
-                              "  2. [low] (no file): say who approved it\n"
-                              "crew: review 2 of 3 by @gemini: approved\n")
+        r.progress(
+            Progress("review", "gemini", "approve", data={**ROUND, "round": 2, "verdict": "approve", "findings": []})
+        )
+    assert err.getvalue() == (
+        "crew: review 1 of 3 by @gemini: asks for changes\n"
+        "  1. [high] notes.txt:1: Tuesday,\\nnot Friday\n"
+        "  2. [low] (no file): say who approved it\n"
+        "crew: review 2 of 3 by @gemini: approved\n"
+    )
     out = io.StringIO()
     with renderer(out, output="jsonl") as r:
         r.progress(Progress("review", "gemini", "changes", data=ROUND))
@@ -342,14 +411,26 @@ def test_a_review_not_approved_shows_the_answer_then_the_error_and_json_holds_bo
     out, err = io.StringIO(), io.StringIO()
     with renderer(out, err, agents=["claude"]) as r:
         r.finish([reviewed(ReviewNotApproved("@claude's change was not approved by @gemini"))])
-    assert out.getvalue() == "It says 42.\n" and err.getvalue() == "crew: error: @claude's change was not approved by @gemini\n"
+    assert (
+        out.getvalue() == "It says 42.\n"
+        and err.getvalue() == "crew: error: @claude's change was not approved by @gemini\n"
+    )
     out = io.StringIO()
     with renderer(out, output="json") as r:
         r.finish([reviewed(ReviewNotApproved("@claude's change was not approved by @gemini"))])
     obj = json.loads(out.getvalue())
-    assert (obj["answer"], obj["error"], obj["exit_code"]) == ("It says 42.", "@claude's change was not approved by @gemini", 6)
-    assert obj["review"] == {"reviewer": "gemini", "rounds": 2, "verdict": "changes", "disputed": [],
-                             "findings": [{"path": "notes.txt", "line": 1, "severity": "high", "message": "Tuesday"}]}
+    assert (obj["answer"], obj["error"], obj["exit_code"]) == (
+        "It says 42.",
+        "@claude's change was not approved by @gemini",
+        6,
+    )
+    assert obj["review"] == {
+        "reviewer": "gemini",
+        "rounds": 2,
+        "verdict": "changes",
+        "disputed": [],
+        "findings": [{"path": "notes.txt", "line": 1, "severity": "high", "message": "Tuesday"}],
+    }
 
 
 def placed(tmp_path, agent="claude", changes=()):
@@ -357,8 +438,14 @@ def placed(tmp_path, agent="claude", changes=()):
     from crewbridge.worktrees import Worktree
 
     path = tmp_path / "wt" / agent
-    worktree = Worktree("20260101-120000-abc123", agent, path, f"crew/20260101-120000-abc123/{agent}", "f00d",
-                        Checkout(path, path, path))
+    worktree = Worktree(
+        "20260101-120000-abc123",
+        agent,
+        path,
+        f"crew/20260101-120000-abc123/{agent}",
+        "f00d",
+        Checkout(path, path, path),
+    )
     return Outcome(agent, result=run_events(agent)[-1].result, worktree=worktree, changes=list(changes))
 
 
@@ -382,13 +469,19 @@ def test_after_a_worktree_run_each_agent_says_what_it_changed_and_where(tmp_path
         "  M notes.txt +1 -1\n  A todo.md +2 -0\n"
         f"crew: @gemini: no changes, on branch crew/20260101-120000-abc123/gemini in {tmp_path}/wt/gemini\n"
         "crew: take an agent's changes into your checkout with `crew apply 20260101-120000-abc123 AGENT`; "
-        "`crew worktrees clean 20260101-120000-abc123` removes the worktrees\n")
+        "`crew worktrees clean 20260101-120000-abc123` removes the worktrees\n"
+    )
     out = io.StringIO()
     with renderer(out, output="json") as r:
         r.finish([placed(tmp_path, "claude", edits)])
     obj = json.loads(out.getvalue())
     assert (obj["agent"], obj["run_id"], obj["branch"], obj["worktree"], obj["base"]) == (
-        "claude", "20260101-120000-abc123", "crew/20260101-120000-abc123/claude", f"{tmp_path}/wt/claude", "f00d")
+        "claude",
+        "20260101-120000-abc123",
+        "crew/20260101-120000-abc123/claude",
+        f"{tmp_path}/wt/claude",
+        "f00d",
+    )
     assert obj["changes"][1] == {"path": "todo.md", "status": "added", "added": 2, "removed": 0}
     out = io.StringIO()
     with renderer(out, output="jsonl") as r:
@@ -400,7 +493,7 @@ def test_after_a_worktree_run_each_agent_says_what_it_changed_and_where(tmp_path
 def test_verbose_shows_the_command_and_every_raw_line_on_stderr(tmp_path):
     err = io.StringIO()
     with renderer(err=err, verbose=True):
-        child = Child(["sh", "-c", "read x; echo \"got $x\"; echo second"], cwd=tmp_path, stdin="hello\n")
+        child = Child(["sh", "-c", 'read x; echo "got $x"; echo second'], cwd=tmp_path, stdin="hello\n")
         assert list(child.lines()) == ["got hello", "second"]
         child.close()
     lines = err.getvalue().splitlines()
@@ -423,8 +516,9 @@ def test_a_reader_that_left_stdout_does_not_end_the_run(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     err = io.StringIO()
     with renderer(Gone(), err, agents=["demo"]) as r:
-        outcomes = Bridge(load_config(None, tmp_path), tmp_path).run("@demo what is in notes.txt?",
-                                                                      on_progress=r.progress)
+        outcomes = Bridge(load_config(None, tmp_path), tmp_path).run(
+            "@demo what is in notes.txt?", on_progress=r.progress
+        )
         r.finish(outcomes)
     [done] = outcomes
     assert done.error is None and done.result.answer.startswith("notes.txt has 2 non-empty lines")
@@ -438,30 +532,36 @@ def test_the_demo_agent_round_trip_as_a_person_sees_it(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     out, err = Terminal(), Terminal()
     with Renderer(out=out, err=err, env={}, agents=["demo"]) as r:
-        outcomes = Bridge(load_config(None, tmp_path), tmp_path).run("@demo what is in notes.txt?",
-                                                                      on_progress=r.progress)
+        outcomes = Bridge(load_config(None, tmp_path), tmp_path).run(
+            "@demo what is in notes.txt?", on_progress=r.progress
+        )
         r.finish(outcomes)
-    assert out.getvalue() == ("I'll read notes.txt with the crew tool.\n"
-                              "notes.txt has 2 non-empty lines. It begins:\n  alpha\n  beta\n")
+    assert out.getvalue() == (
+        "I'll read notes.txt with the crew tool.\nnotes.txt has 2 non-empty lines. It begins:\n  alpha\n  beta\n"
+    )
     assert re.sub(r"\x1b\[[\d;]*[mK]|\r", "", err.getvalue()) == "→ crew:read_file notes.txt\n  ✓ 2 lines\n"
 
 
 # -- summaries ----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("data, text", [
-    ({"content": "a\nb\nc\n", "total_lines": 3}, "3 lines"),
-    ({"content": "a\n", "total_lines": 300, "next_offset": 2}, "1 line of 300"),
-    ({"entries": ["a"]}, "1 entry"),
-    ({"matches": ["a:1:x", "b:2:y"], "files_searched": 4}, "2 matches"),
-    ({"exit_code": 2, "output": "error: x\n"}, "exit 2, 1 line"),
-    ({"path": "a.py", "bytes": 12, "created": True}, "created a.py, 12 bytes"),
-    ({"path": "a.py", "line": 4}, "edited a.py at line 4"),
-    ({"name": "crew:grep", "read_only": True}, "done"),
-    ([1, 2], "2 items"),
-    ("one\ntwo", "2 lines"),
-    (None, "done"),
-    (7, "7"),
-])
+
+@pytest.mark.parametrize(
+    "data, text",
+    [
+        ({"content": "a\nb\nc\n", "total_lines": 3}, "3 lines"),
+        ({"content": "a\n", "total_lines": 300, "next_offset": 2}, "1 line of 300"),
+        ({"entries": ["a"]}, "1 entry"),
+        ({"matches": ["a:1:x", "b:2:y"], "files_searched": 4}, "2 matches"),
+        ({"exit_code": 2, "output": "error: x\n"}, "exit 2, 1 line"),
+        ({"path": "a.py", "bytes": 12, "created": True}, "created a.py, 12 bytes"),
+        ({"path": "a.py", "line": 4}, "edited a.py at line 4"),
+        ({"name": "crew:grep", "read_only": True}, "done"),
+        ([1, 2], "2 items"),
+        ("one\ntwo", "2 lines"),
+        (None, "done"),
+        (7, "7"),
+    ],
+)
 def test_a_result_is_summed_up_in_a_few_words(data, text):
     assert summary(data) == text
 
@@ -486,6 +586,7 @@ def test_one_line_escapes_and_cuts():
 
 
 # -- the command line ---------------------------------------------------------------------------
+
 
 @pytest.fixture
 def crew(tmp_path, monkeypatch):
@@ -512,8 +613,9 @@ def test_the_query_command_prints_one_json_object(crew):
     result = crew("query", "--json", "@demo what is in notes.txt?")
     obj = json.loads(result.stdout)
     assert obj["agent"] == "demo" and obj["error"] is None and obj["turns"] == 2
-    assert obj["tool_calls"] == [{"name": "crew:read_file", "input": {"path": "notes.txt"}, "success": True,
-                                  "error": None}]
+    assert obj["tool_calls"] == [
+        {"name": "crew:read_file", "input": {"path": "notes.txt"}, "success": True, "error": None}
+    ]
 
 
 def test_json_and_jsonl_together_are_refused(crew):

@@ -2,17 +2,18 @@
 run as crew runs any CLI) in a scratch git repository. The reviewer reads in query mode and answers
 with crew:verdict; "changes" go back to the writer in its conversation; disputes reach the next
 round; a reviewer that answers in prose is asked once more; the rounds end with exit 6."""
+
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
 import pytest
+from crewbridge.providers.generic import GenericSpec
 
 from crewbridge.bridge import Bridge
 from crewbridge.config import AgentSpec, Config, default_agents
 from crewbridge.errors import ReviewNotApproved, UsageError
-from crewbridge.providers.generic import GenericSpec
 from crewbridge.review import MAX_DIFF
 from crewcli import FakeModel, tool_block
 from gitrepo import make_repo, status
@@ -60,14 +61,22 @@ TYPO = ("notes.txt", 1, "low", "'Tusday' is misspelled")
 
 
 def test_a_review_that_asks_for_changes_gets_them_and_approves(repo, writer, reviewer):
-    writer.script(write("deploy: Tusday\nowner: dana\n"), "I set the day.",
-                  tool_block("crew:edit_file", path="notes.txt", old_string="Tusday", new_string="Tuesday"),
-                  "Fixed the spelling.")
+    writer.script(
+        write("deploy: Tusday\nowner: dana\n"),
+        "I set the day.",
+        tool_block("crew:edit_file", path="notes.txt", old_string="Tusday", new_string="Tuesday"),
+        "Fixed the spelling.",
+    )
     reviewer.script(verdict("changes", TYPO), verdict("approve"))
     [outcome] = bridge(repo, writer, reviewer).run(f"@writer {TASK}", "execute", review="reviewer")
     assert outcome.error is None and outcome.result.answer == "Fixed the spelling."
-    assert outcome.review.to_dict() == {"reviewer": "reviewer", "rounds": 2, "verdict": "approve", "findings": [],
-                                        "disputed": []}
+    assert outcome.review.to_dict() == {
+        "reviewer": "reviewer",
+        "rounds": 2,
+        "verdict": "approve",
+        "findings": [],
+        "disputed": [],
+    }
     assert (repo / "notes.txt").read_text() == "deploy: Tuesday\nowner: dana\n"
     first, second = reviewer.prompts
     # the reviewer was given the task, the writer's answer and its diff, with read-only tools and verdict
@@ -77,8 +86,12 @@ def test_a_review_that_asks_for_changes_gets_them_and_approves(repo, writer, rev
     assert "crew:write_file" not in first and "crew:dispute" not in first
     # the findings went to the writer, numbered, in the same conversation (its task is still in it)
     findings = writer.prompts[2]
-    assert "@reviewer reviewed your change (round 1 of 3) and asks for changes:\n1. [low] notes.txt:1: " \
-           "'Tusday' is misspelled" in findings and TASK in findings
+    assert (
+        "@reviewer reviewed your change (round 1 of 3) and asks for changes:\n1. [low] notes.txt:1: "
+        "'Tusday' is misspelled"
+        in findings
+        and TASK in findings
+    )
     assert "crew:dispute" in writer.prompts[0] and "crew:verdict" not in writer.prompts[0]
     # the second round sees the whole change since the start, and the first round's finding
     assert "-deploy: Friday\n+deploy: Tuesday" in second
@@ -91,30 +104,43 @@ def test_rounds_that_run_out_without_approval_end_with_exit_6_and_the_answer_kep
     reviewer.script(verdict("changes", TYPO), verdict("changes", TYPO))
     [outcome] = bridge(repo, writer, reviewer).run(f"@writer {TASK}", "execute", review="reviewer", rounds=2)
     assert isinstance(outcome.error, ReviewNotApproved) and outcome.error.exit_code == 6
-    assert str(outcome.error) == ("@writer's change was not approved by @reviewer in 2 rounds (1 finding left; "
-                                  "--json shows them); raise --rounds, or take the change as it is")
+    assert str(outcome.error) == (
+        "@writer's change was not approved by @reviewer in 2 rounds (1 finding left; "
+        "--json shows them); raise --rounds, or take the change as it is"
+    )
     assert outcome.result.answer == "I looked again; it is fine."
     assert outcome.review.to_dict()["rounds"] == 2 and outcome.review.to_dict()["verdict"] == "changes"
-    assert outcome.review.to_dict()["findings"] == [{"path": "notes.txt", "line": 1, "severity": "low",
-                                                     "message": "'Tusday' is misspelled"}]
+    assert outcome.review.to_dict()["findings"] == [
+        {"path": "notes.txt", "line": 1, "severity": "low", "message": "'Tusday' is misspelled"}
+    ]
 
 
 def test_a_disputed_finding_reaches_the_reviewer_with_its_reason(repo, writer, reviewer):
     reason = "the team's calendar spells it that way"
-    writer.script(write("deploy: Tusday\nowner: dana\n"), "I set the day.",
-                  tool_block("crew:dispute", finding=1, reason=reason), "I disputed the spelling finding.")
+    writer.script(
+        write("deploy: Tusday\nowner: dana\n"),
+        "I set the day.",
+        tool_block("crew:dispute", finding=1, reason=reason),
+        "I disputed the spelling finding.",
+    )
     reviewer.script(verdict("changes", TYPO), verdict("approve"))
     [outcome] = bridge(repo, writer, reviewer).run(f"@writer {TASK}", "execute", review="reviewer")
     assert outcome.error is None
-    assert outcome.review.to_dict()["disputed"] == [{"round": 1, "finding": dict(zip(
-        ["path", "line", "severity", "message"], TYPO)), "reason": reason}]
+    assert outcome.review.to_dict()["disputed"] == [
+        {"round": 1, "finding": dict(zip(["path", "line", "severity", "message"], TYPO, strict=True)), "reason": reason}
+    ]
     assert f"1. [low] notes.txt:1: 'Tusday' is misspelled\n   @writer disputed it: {reason}" in reviewer.prompts[1]
     assert '"disputed": 1' in writer.prompts[3]  # the tool's result went back to the writer
 
 
 def test_a_dispute_of_a_finding_not_given_goes_back_as_an_error(repo, writer, reviewer):
-    writer.script(tool_block("crew:dispute", finding=1, reason="no"), write("deploy: Tuesday\nowner: dana\n"),
-                  "Done.", tool_block("crew:dispute", finding=3, reason="no"), "Done again.")
+    writer.script(
+        tool_block("crew:dispute", finding=1, reason="no"),
+        write("deploy: Tuesday\nowner: dana\n"),
+        "Done.",
+        tool_block("crew:dispute", finding=3, reason="no"),
+        "Done again.",
+    )
     reviewer.script(verdict("changes", TYPO), verdict("approve"))
     bridge(repo, writer, reviewer).run(f"@writer {TASK}", "execute", review="reviewer")
     assert "there is no review finding to dispute now; do the task" in writer.prompts[1]
@@ -127,8 +153,9 @@ def test_a_reviewer_answering_in_prose_is_asked_once_more_then_its_words_are_the
     [outcome] = bridge(repo, writer, reviewer).run(f"@writer {TASK}", "execute", review="reviewer", rounds=2)
     assert "You answered without calling crew:verdict" in reviewer.prompts[1]
     assert outcome.review.last.called is False
-    assert outcome.review.to_dict()["findings"] == [{"path": "", "line": 0, "severity": "medium",
-                                                     "message": "I said what I think."}]
+    assert outcome.review.to_dict()["findings"] == [
+        {"path": "", "line": 0, "severity": "medium", "message": "I said what I think."}
+    ]
     assert "1. [medium] (no file): I said what I think." in writer.prompts[2]
 
 
@@ -143,13 +170,18 @@ def test_the_reviewer_cannot_write_its_writes_are_refused(repo, writer, reviewer
 
 def test_a_verdict_that_breaks_its_schema_goes_back_and_is_corrected(repo, writer, reviewer):
     writer.script(write("deploy: Tuesday\nowner: dana\n"), "Done.")
-    reviewer.script(tool_block("crew:verdict", verdict="changes", findings=[]),
-                    tool_block("crew:verdict", verdict="maybe"), verdict("approve"))
+    reviewer.script(
+        tool_block("crew:verdict", verdict="changes", findings=[]),
+        tool_block("crew:verdict", verdict="maybe"),
+        verdict("approve"),
+    )
     [outcome] = bridge(repo, writer, reviewer).run(f"@writer {TASK}", "execute", review="reviewer")
     assert outcome.error is None and outcome.review.rounds == 1
     assert "invalid input for crew:verdict at $.findings: [] should be non-empty" in reviewer.prompts[1]
-    assert "invalid input for crew:verdict at $.verdict: 'maybe' is not one of ['approve', 'changes']" \
+    assert (
+        "invalid input for crew:verdict at $.verdict: 'maybe' is not one of ['approve', 'changes']"
         in reviewer.prompts[2]
+    )
 
 
 def test_a_huge_diff_is_cut_with_a_marker(repo, writer, reviewer):

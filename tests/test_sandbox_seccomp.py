@@ -1,5 +1,6 @@
 """The seccomp filter: what it decides for each system call, read by a small classic-BPF interpreter,
 and what the kernel does with it (a process that loads it cannot open a Unix socket)."""
+
 from __future__ import annotations
 
 import socket
@@ -20,7 +21,7 @@ def run(code: bytes, arch: int, nr: int, *args: int) -> int:
     """What the filter returns for system call `nr` of `arch` with `args` (classic BPF, the opcodes
     the filter uses; any other fails the test)."""
     data = struct.pack("<II Q 6Q", nr, arch, 0, *(list(args) + [0] * (6 - len(args))))
-    ins = [struct.unpack("=HBBI", code[i:i + 8]) for i in range(0, len(code), 8)]
+    ins = [struct.unpack("=HBBI", code[i : i + 8]) for i in range(0, len(code), 8)]
     acc, pc = 0, 0
     while True:
         op, jt, jf, k = ins[pc]

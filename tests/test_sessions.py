@@ -1,5 +1,6 @@
 """Which run --continue and --resume name, and each agent's earlier conversation read back from the
 transcripts of that run and the runs it continued."""
+
 from __future__ import annotations
 
 import os
@@ -34,21 +35,37 @@ def a_run(command="query", resumed_from=None, cwd=None, **agents):
 
 
 def test_an_agents_history_session_and_mode_come_from_the_chain_of_runs():
-    first = a_run(claude=[("prompt", {"turn": 1, "text": "[crew tools] … task one"}),
-                          ("session", {"session": "S1"}),
-                          ("reply", {"text": "```json call```"}),
-                          ("prompt", {"turn": 2, "text": "results"}),
-                          ("answer", {"text": "answer one"}),
-                          ("usage", {"input_tokens": 5, "reported": {"input_tokens": 50, "output_tokens": 5}})],
-                  gemini=[("prompt", {"text": "only gemini"}), ("answer", {"text": "g"})])
-    second = a_run("execute", resumed_from=first,
-                   claude=[("resume", {"how": "continued"}), ("prompt", {"text": "task two"}),
-                           ("session", {"session": "S2"}), ("answer", {"text": "answer two"})])
+    first = a_run(
+        claude=[
+            ("prompt", {"turn": 1, "text": "[crew tools] … task one"}),
+            ("session", {"session": "S1"}),
+            ("reply", {"text": "```json call```"}),
+            ("prompt", {"turn": 2, "text": "results"}),
+            ("answer", {"text": "answer one"}),
+            ("usage", {"input_tokens": 5, "reported": {"input_tokens": 50, "output_tokens": 5}}),
+        ],
+        gemini=[("prompt", {"text": "only gemini"}), ("answer", {"text": "g"})],
+    )
+    second = a_run(
+        "execute",
+        resumed_from=first,
+        claude=[
+            ("resume", {"how": "continued"}),
+            ("prompt", {"text": "task two"}),
+            ("session", {"session": "S2"}),
+            ("answer", {"text": "answer two"}),
+        ],
+    )
     found = priors(second)
     claude = found["claude"]
-    assert claude.history == [("user", "[crew tools] … task one"), ("assistant", "```json call```"),
-                              ("user", "results"), ("assistant", "answer one"),
-                              ("user", "task two"), ("assistant", "answer two")]
+    assert claude.history == [
+        ("user", "[crew tools] … task one"),
+        ("assistant", "```json call```"),
+        ("user", "results"),
+        ("assistant", "answer one"),
+        ("user", "task two"),
+        ("assistant", "answer two"),
+    ]
     assert (claude.run_id, claude.session_id, claude.mode) == (second, "S2", "execute")
     assert claude.reported == Usage(50, 5, None, 0)
     assert found["gemini"].history == [("user", "only gemini"), ("assistant", "g")]

@@ -6,18 +6,25 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from crewbridge.tools import builtin_registry
 
 from crewbridge.catalogue import SKILLS_TOKENS, offered_tools, render_catalogue, skills_section, tokens
 from crewbridge.skills import Problem, Skill, body, chosen, discover, files, parse, roots, unknown
-from crewbridge.tools import builtin_registry
 
 
-def write_skill(root: Path, folder: str, text: str | None = None, *, name: str | None = None,
-                description: str = "Writes release notes from the git log.") -> Path:
+def write_skill(
+    root: Path,
+    folder: str,
+    text: str | None = None,
+    *,
+    name: str | None = None,
+    description: str = "Writes release notes from the git log.",
+) -> Path:
     path = root / folder / "SKILL.md"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text if text is not None else
-                    f"---\nname: {name or folder}\ndescription: {description}\n---\n# Steps\nDo it.\n")
+    path.write_text(
+        text if text is not None else f"---\nname: {name or folder}\ndescription: {description}\n---\n# Steps\nDo it.\n"
+    )
     return path
 
 
@@ -29,7 +36,11 @@ def test_skills_are_found_in_the_project_claude_configured_and_user_folders(tmp_
     write_skill(config_home / "crewbridge" / "skills", "style")
     found = discover(roots(work, [extra], {"XDG_CONFIG_HOME": str(config_home)}))
     assert [(s.name, s.source) for s in found.skills.values()] == [
-        ("notes", "project"), ("review", "claude"), ("deploy", "config"), ("style", "user")]
+        ("notes", "project"),
+        ("review", "claude"),
+        ("deploy", "config"),
+        ("style", "user"),
+    ]
     assert found.problems == [] and found.shadowed == []
 
 
@@ -43,16 +54,20 @@ def test_the_project_wins_a_name_over_the_user_and_the_hidden_one_is_kept_to_rep
     assert [s.description for s in found.shadowed] == ["The user's way."]
 
 
-@pytest.mark.parametrize("text, line, fragment", [
-    ("# no front matter\n", 1, "no front matter"),
-    ("---\nname: x\ndescription: [unclosed\n---\n", 3, "not valid YAML"),
-    ("---\n- a list\n---\n", 2, "must be a mapping"),
-    ("---\ndescription: d\nname: has space\n---\n", 3, "'name' must be letters"),
-    ("---\nname: ok\n---\nbody\n", 2, "'description' must be a non-empty line"),
-    ("---\nname: ok\ndescription: " + "x" * 1100 + "\n---\n", 3, "longer than 1024"),
-])
-def test_a_broken_front_matter_is_a_problem_with_its_file_and_line(tmp_path: Path, text: str, line: int,
-                                                                   fragment: str) -> None:
+@pytest.mark.parametrize(
+    "text, line, fragment",
+    [
+        ("# no front matter\n", 1, "no front matter"),
+        ("---\nname: x\ndescription: [unclosed\n---\n", 3, "not valid YAML"),
+        ("---\n- a list\n---\n", 2, "must be a mapping"),
+        ("---\ndescription: d\nname: has space\n---\n", 3, "'name' must be letters"),
+        ("---\nname: ok\n---\nbody\n", 2, "'description' must be a non-empty line"),
+        ("---\nname: ok\ndescription: " + "x" * 1100 + "\n---\n", 3, "longer than 1024"),
+    ],
+)
+def test_a_broken_front_matter_is_a_problem_with_its_file_and_line(
+    tmp_path: Path, text: str, line: int, fragment: str
+) -> None:
     path = write_skill(tmp_path, "broken", text)
     problem = parse(path)
     assert isinstance(problem, Problem)
@@ -88,6 +103,7 @@ def test_an_unknown_name_suggests_the_nearest() -> None:
 
 
 # -- the catalogue --------------------------------------------------------------------------------
+
 
 def skills_of(count: int, description: str) -> list[Skill]:
     return [Skill(f"skill-{n:02d}", description, Path(f"/s/{n}"), "project") for n in range(count)]

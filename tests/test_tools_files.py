@@ -1,4 +1,5 @@
 """read_file, write_file, edit_file, list_files: success and failure, called via the registry."""
+
 from __future__ import annotations
 
 import json
@@ -13,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from crewbridge.registry import ToolContext
 from crewbridge.tools import builtin_registry, files
 from crewbridge.tools.files import MAX_ENTRIES
+
+from crewbridge.registry import ToolContext
 
 REGISTRY = builtin_registry()
 
@@ -50,6 +51,7 @@ def failed(envelope: dict[str, Any]) -> str:
 
 
 # --- every file tool refuses paths that lead outside -----------------------------------------
+
 
 def linked(work: Path, link: str, target: str, path: str) -> str:
     (work / link).symlink_to(work.parent / "outside" / target)
@@ -88,10 +90,16 @@ def test_write_through_symlinked_parent_creates_nothing_outside(work: Path) -> N
 
 # --- read_file --------------------------------------------------------------------------------
 
+
 def test_read_file_returns_exact_content_and_line_counts(work: Path) -> None:
     data = ok(call(work, "read_file", path="notes.txt"))
-    assert data == {"path": "notes.txt", "start_line": 1, "end_line": 3, "total_lines": 3,
-                    "content": "one\ntwo\nthree\n"}
+    assert data == {
+        "path": "notes.txt",
+        "start_line": 1,
+        "end_line": 3,
+        "total_lines": 3,
+        "content": "one\ntwo\nthree\n",
+    }
 
 
 def test_read_file_keeps_crlf_and_a_missing_final_newline(work: Path) -> None:
@@ -110,19 +118,24 @@ def test_read_file_offset_and_limit_select_lines(work: Path) -> None:
 
 @pytest.mark.parametrize("chunk", [1, 3, 1 << 20])
 def test_read_file_finds_its_offset_whatever_the_read_size(
-        work: Path, chunk: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    work: Path, chunk: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(files, "CHUNK", chunk)
     (work / "f.txt").write_text("one\ntwo\n\nfour\nfive")
     data = ok(call(work, "read_file", path="f.txt", offset=3, limit=2))
     assert (data["content"], data["total_lines"], data["next_offset"]) == ("\nfour\n", 5, 5)
     assert ok(call(work, "read_file", path="f.txt", offset=5))["content"] == "five"
-    assert failed(call(work, "read_file", path="f.txt", offset=6)) == \
-        "offset 6 is past the end of 'f.txt', which has 5 lines"
+    assert (
+        failed(call(work, "read_file", path="f.txt", offset=6))
+        == "offset 6 is past the end of 'f.txt', which has 5 lines"
+    )
 
 
 def test_read_file_offset_past_the_end_is_an_error(work: Path) -> None:
-    assert failed(call(work, "read_file", path="notes.txt", offset=9)) == \
-        "offset 9 is past the end of 'notes.txt', which has 3 lines"
+    assert (
+        failed(call(work, "read_file", path="notes.txt", offset=9))
+        == "offset 9 is past the end of 'notes.txt', which has 3 lines"
+    )
 
 
 def test_read_file_empty_file(work: Path) -> None:
@@ -138,8 +151,7 @@ def test_read_file_large_file_stops_at_a_line_and_says_where_to_go_on(work: Path
     assert envelope["metadata"]["truncated"] is True
     assert data["content"] == "".join(f"line {n:04d}\n" for n in range(1, 11))
     assert (data["end_line"], data["total_lines"], data["next_offset"]) == (10, 1000, 11)
-    assert data["note"] == \
-        "output limit reached: lines 11-1000 were not shown; read on from next_offset"
+    assert data["note"] == "output limit reached: lines 11-1000 were not shown; read on from next_offset"
     following = ok(call(work, "read_file", path="big.txt", offset=11, limit=5, max_output=100))
     assert following["content"].startswith("line 0011\n") and following["next_offset"] == 16
 
@@ -162,13 +174,17 @@ def test_read_file_invalid_utf8_is_replaced_not_fatal(work: Path) -> None:
 
 def test_read_file_refuses_binary_files(work: Path) -> None:
     (work / "image.png").write_bytes(b"\x89PNG\r\n\x1a\n\0\0\0")
-    assert failed(call(work, "read_file", path="image.png")) == \
-        "'image.png' is a binary file (11 bytes); only text files can be read or edited"
+    assert (
+        failed(call(work, "read_file", path="image.png"))
+        == "'image.png' is a binary file (11 bytes); only text files can be read or edited"
+    )
 
 
 def test_read_file_missing_file(work: Path) -> None:
-    assert failed(call(work, "read_file", path="nope.txt")) == \
-        "'nope.txt' does not exist; list its directory to see what is there"
+    assert (
+        failed(call(work, "read_file", path="nope.txt"))
+        == "'nope.txt' does not exist; list its directory to see what is there"
+    )
 
 
 def test_read_file_on_a_directory(work: Path) -> None:
@@ -178,8 +194,7 @@ def test_read_file_on_a_directory(work: Path) -> None:
 
 def test_read_file_refuses_a_fifo_instead_of_blocking(work: Path) -> None:
     os.mkfifo(work / "pipe")
-    assert failed(call(work, "read_file", path="pipe")) == \
-        "'pipe' is not a regular file; only files can be read"
+    assert failed(call(work, "read_file", path="pipe")) == "'pipe' is not a regular file; only files can be read"
 
 
 def test_read_file_path_below_a_file(work: Path) -> None:
@@ -187,12 +202,15 @@ def test_read_file_path_below_a_file(work: Path) -> None:
 
 
 def test_read_file_validates_its_input(work: Path) -> None:
-    assert failed(call(work, "read_file", path="notes.txt", offset=0)) == \
-        "invalid input for crew:read_file at $.offset: 0 is less than the minimum of 1"
+    assert (
+        failed(call(work, "read_file", path="notes.txt", offset=0))
+        == "invalid input for crew:read_file at $.offset: 0 is less than the minimum of 1"
+    )
     assert "'path' is a required property" in failed(call(work, "read_file"))
 
 
 # --- write_file -------------------------------------------------------------------------------
+
 
 def test_write_file_creates_a_file_and_its_parent_folders(work: Path) -> None:
     data = ok(call(work, "write_file", path="a/b/c.txt", content="héllo\n"))
@@ -219,21 +237,24 @@ def test_write_file_refuses_directory_paths(work: Path, path: str) -> None:
 
 
 def test_write_file_below_a_file_says_the_parent_is_a_file(work: Path) -> None:
-    assert failed(call(work, "write_file", path="notes.txt/deeper/x.txt", content="x")) == \
-        "a parent of 'notes.txt/deeper/x.txt' is a file, not a directory; check the path"
+    assert (
+        failed(call(work, "write_file", path="notes.txt/deeper/x.txt", content="x"))
+        == "a parent of 'notes.txt/deeper/x.txt' is a file, not a directory; check the path"
+    )
 
 
 def test_write_file_refuses_a_lone_surrogate(work: Path) -> None:
-    assert "cannot be written as UTF-8 (a lone surrogate at index 2)" in \
-        failed(call(work, "write_file", path="s.txt", content="ab\ud800"))
+    assert "cannot be written as UTF-8 (a lone surrogate at index 2)" in failed(
+        call(work, "write_file", path="s.txt", content="ab\ud800")
+    )
     assert not (work / "s.txt").exists()
 
 
 # --- edit_file --------------------------------------------------------------------------------
 
+
 def test_edit_file_replaces_the_single_occurrence(work: Path) -> None:
-    assert ok(edit(work, "notes.txt", "two", "2")) == \
-        {"path": "notes.txt", "line": 2}
+    assert ok(edit(work, "notes.txt", "two", "2")) == {"path": "notes.txt", "line": 2}
     assert (work / "notes.txt").read_text() == "one\n2\nthree\n"
 
 
@@ -245,15 +266,15 @@ def test_edit_file_not_found_says_so_and_changes_nothing(work: Path) -> None:
 
 def test_edit_file_not_found_in_a_crlf_file_names_the_line_endings(work: Path) -> None:
     (work / "dos.txt").write_bytes(b"a\r\nb\r\n")
-    assert "(the file has CRLF line endings)" in \
-        failed(edit(work, "dos.txt", "a\nb", "x"))
+    assert "(the file has CRLF line endings)" in failed(edit(work, "dos.txt", "a\nb", "x"))
 
 
 def test_edit_file_several_occurrences_says_how_many_and_where(work: Path) -> None:
     (work / "dup.txt").write_text("x = 1\ny = 2\nx = 1\n")
     assert failed(edit(work, "dup.txt", "x = 1", "x = 3")) == (
         "old_string occurs 2 times in 'dup.txt' (starting on lines 1, 3); "
-        "include more surrounding text so it matches exactly once")
+        "include more surrounding text so it matches exactly once"
+    )
     assert (work / "dup.txt").read_text() == "x = 1\ny = 2\nx = 1\n"
 
 
@@ -263,13 +284,17 @@ def test_edit_file_counts_overlapping_occurrences(work: Path) -> None:
 
 
 def test_edit_file_identical_strings_is_an_error(work: Path) -> None:
-    assert failed(edit(work, "notes.txt", "one", "one")) == \
-        "old_string and new_string are the same; there is nothing to change"
+    assert (
+        failed(edit(work, "notes.txt", "one", "one"))
+        == "old_string and new_string are the same; there is nothing to change"
+    )
 
 
 def test_edit_file_empty_old_string_is_a_validation_error(work: Path) -> None:
-    assert failed(edit(work, "notes.txt", "", "x")) == \
-        "invalid input for crew:edit_file at $.old_string: '' should be non-empty"
+    assert (
+        failed(edit(work, "notes.txt", "", "x"))
+        == "invalid input for crew:edit_file at $.old_string: '' should be non-empty"
+    )
 
 
 def test_edit_file_keeps_bytes_that_are_not_utf8(work: Path) -> None:
@@ -286,12 +311,15 @@ def test_edit_file_refuses_binary_and_missing_files(work: Path) -> None:
 
 # --- list_files -------------------------------------------------------------------------------
 
+
 def test_list_files_is_recursive_sorted_and_relative_to_the_working_directory(work: Path) -> None:
     (work / "src" / "pkg").mkdir(parents=True)
     (work / "src" / "pkg" / "m.py").write_text("")
     (work / "src" / "main.py").write_text("")
     assert ok(call(work, "list_files")) == {
-        "path": ".", "entries": ["notes.txt", "src/", "src/main.py", "src/pkg/", "src/pkg/m.py"]}
+        "path": ".",
+        "entries": ["notes.txt", "src/", "src/main.py", "src/pkg/", "src/pkg/m.py"],
+    }
     assert ok(call(work, "list_files", path="src/pkg"))["entries"] == ["src/pkg/m.py"]
 
 
@@ -317,8 +345,9 @@ def test_list_files_caps_a_large_tree_top_levels_first(work: Path) -> None:
     data = ok(envelope)
     assert envelope["metadata"]["truncated"] is True
     assert len(data["entries"]) == MAX_ENTRIES and data["entries"][:2] == ["deep/", "deep/f0000"]
-    assert data["note"] == (f"listing stopped after {MAX_ENTRIES} entries (top levels first); "
-                            "list a subdirectory to see the rest")
+    assert data["note"] == (
+        f"listing stopped after {MAX_ENTRIES} entries (top levels first); list a subdirectory to see the rest"
+    )
 
 
 def test_list_files_stays_within_the_output_limit(work: Path) -> None:
@@ -330,8 +359,10 @@ def test_list_files_stays_within_the_output_limit(work: Path) -> None:
 
 
 def test_list_files_on_a_file_or_missing_folder(work: Path) -> None:
-    assert failed(call(work, "list_files", path="notes.txt")) == \
-        "'notes.txt' is not a directory; read it as a file instead"
+    assert (
+        failed(call(work, "list_files", path="notes.txt"))
+        == "'notes.txt' is not a directory; read it as a file instead"
+    )
     assert "does not exist" in failed(call(work, "list_files", path="nowhere"))
 
 
@@ -361,8 +392,12 @@ def swapping(work: Path) -> Iterator[Path]:
     (work.parent / "outside" / "secret.txt").write_text("TOPSECRET\n")
     (work.parent / "outside" / "only-outside.txt").write_text("TOPSECRET\n")
     (work / "swap").symlink_to("../outside")
-    swapper = subprocess.Popen([sys.executable, "-c", SWAPPER, str(work / "d"), str(work / "swap")],
-                               stdout=subprocess.PIPE, text=True, start_new_session=True)
+    swapper = subprocess.Popen(
+        [sys.executable, "-c", SWAPPER, str(work / "d"), str(work / "swap")],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         assert swapper.stdout is not None and swapper.stdout.readline() == "swapping\n"
         yield work
@@ -402,6 +437,7 @@ def test_a_folder_swapped_for_a_symlink_to_outside_never_leaks(way: str, swappin
 
 # --- writes: never in git's own folder -------------------------------------------------------------
 
+
 @pytest.mark.parametrize("path", [".git/hooks/pre-commit", ".git/config", "sub/.git/HEAD", ".git", "./.git/x"])
 def test_write_file_refuses_git_folders_whose_contents_run_later(work: Path, path: str) -> None:
     (work / ".git" / "hooks").mkdir(parents=True)
@@ -431,6 +467,7 @@ def test_names_that_only_start_like_git_are_written(work: Path) -> None:
 
 
 # --- writes: only regular files, replaced whole ----------------------------------------------------
+
 
 def test_write_file_refuses_a_fifo_without_blocking_and_leaves_it(work: Path) -> None:
     os.mkfifo(work / "pipe")
@@ -464,18 +501,23 @@ def test_write_file_through_a_symlinked_folder_inside_writes_there(work: Path) -
 
 def test_a_refused_write_makes_no_folder_first(work: Path) -> None:
     assert "outside the working directory" in failed(
-        call(work, "write_file", path="new/../../outside/x.txt", content="x"))
+        call(work, "write_file", path="new/../../outside/x.txt", content="x")
+    )
     assert sorted(os.listdir(work)) == ["notes.txt"]
 
 
 # --- memory bounded whatever the line length ----------------------------------------------------
 
+
 def test_read_file_cuts_a_line_longer_than_the_limit_and_says_how_long_it_was(work: Path) -> None:
     (work / "min.js").write_text("x" * (files.LINE_LIMIT * 3) + "\nnext\n")
     envelope = call(work, "read_file", path="min.js", max_output=100)
     data = ok(envelope)
-    assert data["content"] == "x" * 100 + \
-        f"\n[… line 1 cut: it is {files.LINE_LIMIT * 3 + 1:,} bytes long; its first 100 characters shown]"
+    assert (
+        data["content"]
+        == "x" * 100
+        + f"\n[… line 1 cut: it is {files.LINE_LIMIT * 3 + 1:,} bytes long; its first 100 characters shown]"
+    )
     assert (data["total_lines"], data["next_offset"]) == (2, 2) and envelope["metadata"]["truncated"]
     assert ok(call(work, "read_file", path="min.js", offset=2))["content"] == "next\n"
 
@@ -495,7 +537,8 @@ def test_edit_file_streams_and_finds_matches_across_its_reads(work: Path, monkey
     assert (work / "f.txt").read_text() == "alpha\nB\nDlta\n"
     (work / "a.txt").write_text("x\naaaa\n")
     assert failed(edit(work, "a.txt", "aa", "b")).startswith(
-        "old_string occurs 3 times in 'a.txt' (starting on lines 2, 2, 2)")
+        "old_string occurs 3 times in 'a.txt' (starting on lines 2, 2, 2)"
+    )
     (work / "dos.txt").write_bytes(b"ab\r\ncd\r\n")
     assert "(the file has CRLF line endings)" in failed(edit(work, "dos.txt", "ab\ncd", "x"))
 
@@ -511,10 +554,12 @@ def test_edit_file_counts_many_occurrences_up_to_a_bound(work: Path) -> None:
     (work / "many.txt").write_text("x\n" * (files.MAX_COUNTED + 5))
     assert failed(edit(work, "many.txt", "x", "y")).startswith(
         f"old_string occurs at least {files.MAX_COUNTED} times in 'many.txt' (starting on lines 1, 2, 3, 4, 5, "
-        "6, 7, 8, 9, 10, …)")
+        "6, 7, 8, 9, 10, …)"
+    )
 
 
 # --- names and text that are not UTF-8 ------------------------------------------------------------
+
 
 def test_a_name_that_is_not_utf8_is_shown_escaped_and_the_escaped_name_finds_it(work: Path) -> None:
     (work / os.fsdecode(b"caf\xe9.txt")).write_bytes(b"caf\xe9 = 1\n")

@@ -1,15 +1,16 @@
 """help: describes crew and the tools of the registry the call came through."""
+
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-from crewbridge.registry import ToolContext, ToolFailure, ToolRegistry
 from crewbridge.tools import builtin_registry
 from crewbridge.tools.files import READ_SCHEMA
 from crewbridge.tools.meta import crew_help
+
+from crewbridge.registry import ToolContext, ToolFailure, ToolRegistry
 
 
 def help_call(registry: ToolRegistry, tmp_path: Path, **data: Any) -> dict[str, Any]:
@@ -20,8 +21,16 @@ def test_overview_explains_the_protocol_and_lists_every_tool(tmp_path: Path) -> 
     data = help_call(builtin_registry(), tmp_path)["data"]
     assert '"type": "tool_use", "name": "crew:<tool>"' in data["about"]
     assert 'crew:help with {"topic": "<tool>"}' in data["about"]
-    assert list(data["tools"]) == ["crew:read_file", "crew:write_file", "crew:edit_file",
-                                   "crew:list_files", "crew:grep", "crew:run_command", "crew:help", "crew:skill"]
+    assert list(data["tools"]) == [
+        "crew:read_file",
+        "crew:write_file",
+        "crew:edit_file",
+        "crew:list_files",
+        "crew:grep",
+        "crew:run_command",
+        "crew:help",
+        "crew:skill",
+    ]
     assert data["tools"]["crew:read_file"].startswith("Read a text file")
 
 

@@ -1,4 +1,5 @@
 """grep: an RE2 regex matched line by line, capped, binary-safe, inside the working directory."""
+
 from __future__ import annotations
 
 import json
@@ -7,11 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from crewbridge.tools import builtin_registry, search
+from crewbridge.tools.search import LINE_WIDTH, MAX_MATCHES
 
 from crewbridge.registry import ToolContext
-from crewbridge.tools import builtin_registry
-from crewbridge.tools import search
-from crewbridge.tools.search import LINE_WIDTH, MAX_MATCHES
 
 REGISTRY = builtin_registry()
 
@@ -36,12 +36,15 @@ def test_matches_come_as_path_line_text(work: Path) -> None:
     assert envelope["success"] and envelope["metadata"]["truncated"] is False
     assert envelope["data"] == {
         "matches": ["README.md:2:Run main() to start.", "src/app.py:3:def main():"],
-        "files_searched": 2}
+        "files_searched": 2,
+    }
 
 
 def test_path_may_be_a_folder_or_a_file(work: Path) -> None:
-    assert grep(work, pattern="os", path="src")["data"]["matches"] == \
-        ["src/app.py:1:import os", "src/app.py:4:    return os.getcwd()"]
+    assert grep(work, pattern="os", path="src")["data"]["matches"] == [
+        "src/app.py:1:import os",
+        "src/app.py:4:    return os.getcwd()",
+    ]
     assert grep(work, pattern="^#", path="README.md")["data"]["matches"] == ["README.md:1:# App"]
 
 
@@ -55,18 +58,22 @@ def test_no_match_is_a_success_with_no_matches(work: Path) -> None:
 
 def test_line_ends_are_not_part_of_the_line(work: Path) -> None:
     (work / "dos.txt").write_bytes(b"alpha\r\nbeta\r\n")
-    assert grep(work, pattern="a$", path="dos.txt")["data"]["matches"] == \
-        ["dos.txt:1:alpha", "dos.txt:2:beta"]
+    assert grep(work, pattern="a$", path="dos.txt")["data"]["matches"] == ["dos.txt:1:alpha", "dos.txt:2:beta"]
 
 
 @pytest.mark.parametrize("chunk", [1, 3, 7, 1 << 20])
 def test_lines_are_numbered_the_same_whatever_the_read_size(
-        work: Path, chunk: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    work: Path, chunk: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(search, "CHUNK", chunk)
     (work / "mixed.txt").write_bytes("alpha\r\n\nbéta\nlonger line here\ngamma".encode())
     assert grep(work, pattern="", path="mixed.txt")["data"]["matches"] == [
-        "mixed.txt:1:alpha", "mixed.txt:2:", "mixed.txt:3:béta", "mixed.txt:4:longer line here",
-        "mixed.txt:5:gamma"]
+        "mixed.txt:1:alpha",
+        "mixed.txt:2:",
+        "mixed.txt:3:béta",
+        "mixed.txt:4:longer line here",
+        "mixed.txt:5:gamma",
+    ]
 
 
 def test_invalid_regex_is_reported_clearly(work: Path) -> None:
@@ -74,7 +81,8 @@ def test_invalid_regex_is_reported_clearly(work: Path) -> None:
     assert envelope["success"] is False
     assert envelope["error"] == (
         "invalid regular expression 'main(': missing ): main(; fix it (RE2 syntax: no backreferences "
-        "or lookaround; escape special characters with \\ for a literal search)")
+        "or lookaround; escape special characters with \\ for a literal search)"
+    )
 
 
 @pytest.mark.parametrize("pattern", [r"(a)\1", r"(?<=a)b", r"a(?=b)"])
@@ -92,7 +100,8 @@ def test_a_pattern_that_backtracks_exponentially_in_pythons_re_is_linear(work: P
 
 @pytest.mark.parametrize("chunk", [1, 5, 1 << 20])
 def test_matches_across_lines_in_a_block_are_not_line_matches(
-        work: Path, chunk: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    work: Path, chunk: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(search, "CHUNK", chunk)
     (work / "x.txt").write_text("ab\ncd\nab cd\nabXcd\n")
     # in the block, b\sc matches across the end of line 1 too
@@ -124,8 +133,7 @@ def test_git_is_never_searched_and_dependency_folders_only_when_named(work: Path
         (work / folder).mkdir(parents=True)
         (work / folder / "hit.txt").write_text("needle\n")
     assert grep(work, pattern="needle")["data"]["matches"] == []
-    assert grep(work, pattern="needle", path="node_modules")["data"]["matches"] == \
-        ["node_modules/lib/hit.txt:1:needle"]
+    assert grep(work, pattern="needle", path="node_modules")["data"]["matches"] == ["node_modules/lib/hit.txt:1:needle"]
 
 
 def test_symlinks_are_not_followed_while_walking(work: Path) -> None:
@@ -134,8 +142,7 @@ def test_symlinks_are_not_followed_while_walking(work: Path) -> None:
     assert grep(work, pattern="hunter2")["data"]["matches"] == []
 
 
-@pytest.mark.parametrize("path", ["..", "../outside/secret.txt", "/etc",
-                                  "link", "linkdir/secret.txt"])
+@pytest.mark.parametrize("path", ["..", "../outside/secret.txt", "/etc", "link", "linkdir/secret.txt"])
 def test_paths_leading_outside_are_refused(work: Path, path: str) -> None:
     (work / "link").symlink_to(work.parent / "outside" / "secret.txt")
     (work / "linkdir").symlink_to(work.parent / "outside")
@@ -144,8 +151,10 @@ def test_paths_leading_outside_are_refused(work: Path, path: str) -> None:
 
 
 def test_missing_path(work: Path) -> None:
-    assert grep(work, pattern="x", path="nope")["error"] == \
-        "'nope' does not exist; list its directory to see what is there"
+    assert (
+        grep(work, pattern="x", path="nope")["error"]
+        == "'nope' does not exist; list its directory to see what is there"
+    )
 
 
 def test_results_are_capped_with_a_note(work: Path) -> None:
@@ -153,8 +162,10 @@ def test_results_are_capped_with_a_note(work: Path) -> None:
     envelope = grep(work, pattern="hit", path="many.txt")
     assert envelope["metadata"]["truncated"] is True
     assert len(envelope["data"]["matches"]) == MAX_MATCHES
-    assert envelope["data"]["note"] == \
-        f"stopped after {MAX_MATCHES} matches; narrow the pattern or the path to see the rest"
+    assert (
+        envelope["data"]["note"]
+        == f"stopped after {MAX_MATCHES} matches; narrow the pattern or the path to see the rest"
+    )
 
 
 def test_results_stay_within_the_output_limit(work: Path) -> None:
@@ -178,10 +189,13 @@ def test_a_line_longer_than_the_limit_is_searched_in_its_kept_part_and_says_so(w
     data = grep(work, pattern="NEEDLE", path="min.js")["data"]
     first, second = data["matches"]
     assert first.startswith("min.js:1:NEEDLExxx") and first.endswith(
-        f"… [… line cut: it is {size - 1:,} bytes long; only its first {search.LINE_LIMIT:,} bytes were searched]")
+        f"… [… line cut: it is {size - 1:,} bytes long; only its first {search.LINE_LIMIT:,} bytes were searched]"
+    )
     assert second == "min.js:2:NEEDLE after"
-    assert data["note"] == (f"lines longer than {search.LINE_LIMIT:,} bytes (1) were searched in their first "
-                            f"{search.LINE_LIMIT:,} bytes only; their matches say so")
+    assert data["note"] == (
+        f"lines longer than {search.LINE_LIMIT:,} bytes (1) were searched in their first "
+        f"{search.LINE_LIMIT:,} bytes only; their matches say so"
+    )
     assert grep(work, pattern="OTHER", path="min.js")["data"]["matches"] == []
 
 
@@ -192,8 +206,10 @@ def test_lines_after_a_cut_line_keep_their_numbers(work: Path, chunk: int, monke
     (work / "f.txt").write_text("a hit\n" + "long hit line over the limit\nshort\nhit\nlast long line, no hit")
     data = grep(work, pattern="hit", path="f.txt")["data"]
     assert data["matches"] == [
-        "f.txt:1:a hit", "f.txt:2:long hit [… line cut: it is 28 bytes long; only its first 8 bytes were searched]",
-        "f.txt:4:hit"]
+        "f.txt:1:a hit",
+        "f.txt:2:long hit [… line cut: it is 28 bytes long; only its first 8 bytes were searched]",
+        "f.txt:4:hit",
+    ]
     assert data["note"].startswith("lines longer than 8 bytes (2) were searched")
 
 

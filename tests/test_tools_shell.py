@@ -1,4 +1,5 @@
 """run_command: /bin/sh in the working directory, output captured, its process group ended."""
+
 from __future__ import annotations
 
 import os
@@ -8,21 +9,22 @@ import socket
 import sys
 import threading
 import time
-from pathlib import Path
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+from crewbridge.tools import builtin_registry
 
 from crewbridge.registry import ToolContext
 from crewbridge.sandbox import Sandbox, Sandboxing
-from crewbridge.tools import builtin_registry
 
 REGISTRY = builtin_registry()
 
 
-def run(work: Path, data: dict[str, Any], *, limit: float = 30,
-        max_output: int = 20_000, sandbox: Sandbox | None = None) -> dict[str, Any]:
+def run(
+    work: Path, data: dict[str, Any], *, limit: float = 30, max_output: int = 20_000, sandbox: Sandbox | None = None
+) -> dict[str, Any]:
     """Call run_command with input `data` under crew's time `limit` (inside `sandbox`, if given)."""
     ctx = ToolContext(work, timeout=limit, max_output=max_output, sandbox=sandbox)
     return REGISTRY.call("crew:run_command", data, ctx).to_dict()
@@ -60,21 +62,23 @@ def test_a_failing_command_is_a_result_with_its_exit_code(tmp_path: Path) -> Non
 
 def test_runs_in_the_working_directory(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("from the workdir\n")
-    assert run(tmp_path, {"command": "pwd; cat notes.txt"})["data"]["output"] == \
-        f"{os.path.realpath(tmp_path)}\nfrom the workdir\n"
+    assert (
+        run(tmp_path, {"command": "pwd; cat notes.txt"})["data"]["output"]
+        == f"{os.path.realpath(tmp_path)}\nfrom the workdir\n"
+    )
 
 
 def test_stdin_is_empty_so_a_reader_does_not_hang(tmp_path: Path) -> None:
-    assert run(tmp_path, {"command": "cat; echo after"})["data"] == \
-        {"exit_code": 0, "output": "after\n"}
+    assert run(tmp_path, {"command": "cat; echo after"})["data"] == {"exit_code": 0, "output": "after\n"}
 
 
 def test_timeout_kills_the_whole_group_and_keeps_the_output_so_far(tmp_path: Path) -> None:
     command = "echo started; sleep 30 & echo $! > child.pid; wait"
     envelope = run(tmp_path, {"command": command}, limit=0.5)
     assert envelope["success"] is False
-    assert envelope["error"] == ("command timed out after 0.5s and was killed with its process "
-                                 "group; output until then:\nstarted\n")
+    assert envelope["error"] == (
+        "command timed out after 0.5s and was killed with its process group; output until then:\nstarted\n"
+    )
     assert gone(int((tmp_path / "child.pid").read_text()))
 
 
@@ -114,15 +118,18 @@ def test_output_that_fits_is_never_split_inside_a_character(tmp_path: Path) -> N
     assert envelope["data"]["output"] == "ééééé" and envelope["metadata"]["truncated"] is False
 
 
-@pytest.mark.parametrize("data, error", [
-    ({"command": ""}, "invalid input for crew:run_command at $.command: '' should be non-empty"),
-    ({"command": "touch ran", "timeout": 0}, "invalid input for crew:run_command at $.timeout: "
-                                              "0 is less than or equal to the minimum of 0"),
-    ({"cmd": "touch ran"},
-     "invalid input for crew:run_command at $: 'command' is a required property"),
-])
-def test_invalid_input_is_refused_before_running(tmp_path: Path, data: dict[str, Any],
-                                                 error: str) -> None:
+@pytest.mark.parametrize(
+    "data, error",
+    [
+        ({"command": ""}, "invalid input for crew:run_command at $.command: '' should be non-empty"),
+        (
+            {"command": "touch ran", "timeout": 0},
+            "invalid input for crew:run_command at $.timeout: 0 is less than or equal to the minimum of 0",
+        ),
+        ({"cmd": "touch ran"}, "invalid input for crew:run_command at $: 'command' is a required property"),
+    ],
+)
+def test_invalid_input_is_refused_before_running(tmp_path: Path, data: dict[str, Any], error: str) -> None:
     assert run(tmp_path, data)["error"] == error
     assert not (tmp_path / "ran").exists()
 
@@ -135,8 +142,9 @@ def test_missing_working_directory_is_a_clear_error(tmp_path: Path) -> None:
 # --- inside the sandbox (each real mechanism: the `sandboxing` fixture) ----------------------------
 
 
-def sandboxed(sandboxing: Sandboxing, work: Path, command: str, mode: str = "execute",
-              network: bool = False) -> dict[str, Any]:
+def sandboxed(
+    sandboxing: Sandboxing, work: Path, command: str, mode: str = "execute", network: bool = False
+) -> dict[str, Any]:
     """run_command in `work` inside the sandbox an agent's commands get in `mode`; → its envelope."""
     return run(work, {"command": command}, sandbox=sandboxing.commands("required", work, mode, network=network))
 
@@ -167,8 +175,9 @@ def test_in_query_mode_a_command_writes_nothing_not_even_the_working_directory(s
 
 
 def test_temp_is_private_and_writable_through_tmpdir(sandboxing, places):
-    envelope = sandboxed(sandboxing, places["work"], 'echo kept > "$TMPDIR/scratch" && cat "$TMPDIR/scratch"; '
-                                                     'echo "$TMPDIR"')
+    envelope = sandboxed(
+        sandboxing, places["work"], 'echo kept > "$TMPDIR/scratch" && cat "$TMPDIR/scratch"; echo "$TMPDIR"'
+    )
     output, tmpdir = envelope["data"]["output"].splitlines()
     assert output == "kept"
     assert not Path(tmpdir, "scratch").exists()  # private: gone, or never on the host
@@ -226,7 +235,7 @@ def test_the_network_is_off_tcp_and_unix_sockets_alike(sandboxing, places, liste
 
 
 def test_sandbox_network_lets_the_commands_reach_it(sandboxing, places, listeners):
-    port, path, heard = listeners
+    port, path, _ = listeners
     (places["work"] / "reach.py").write_text(REACH.format(port=port, path=str(path)))
     envelope = sandboxed(sandboxing, places["work"], f"{sys.executable} reach.py", network=True)
     assert envelope["data"]["output"] == "reached\nreached\n"
@@ -235,8 +244,9 @@ def test_sandbox_network_lets_the_commands_reach_it(sandboxing, places, listener
 def test_nothing_a_sandboxed_command_starts_outlives_the_call_setsid_included(sandboxing, places):
     marker = f"crew-escape-{os.getpid()}-{id(places)}"
     sleep = f"{sys.executable} -c 'import os, sys, time; sys.argv[1] == \"setsid\" and os.setsid(); time.sleep(60)'"
-    command = (f"setsid {sleep} - {marker} & {sleep} setsid {marker} & {sleep} - {marker} & "
-               "echo started") .replace("&", ">/dev/null 2>&1 &")
+    command = (f"setsid {sleep} - {marker} & {sleep} setsid {marker} & {sleep} - {marker} & echo started").replace(
+        "&", ">/dev/null 2>&1 &"
+    )
     assert sandboxed(sandboxing, places["work"], command)["data"]["output"] == "started\n"
     assert all(ended(pid) for pid in running_with(marker))
 

@@ -6,10 +6,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from crewbridge.tools import builtin_registry
 
 from crewbridge.registry import ToolContext
 from crewbridge.skills import Skill, parse
-from crewbridge.tools import builtin_registry
 
 REGISTRY = builtin_registry()
 
@@ -18,8 +18,10 @@ REGISTRY = builtin_registry()
 def skill(tmp_path: Path) -> Skill:
     folder = tmp_path / "skills" / "release-notes"
     folder.mkdir(parents=True)
-    (folder / "SKILL.md").write_text("---\nname: release-notes\ndescription: Writes release notes.\n---\n"
-                                     "Use the template in template.md. Sign with: the crew.\n")
+    (folder / "SKILL.md").write_text(
+        "---\nname: release-notes\ndescription: Writes release notes.\n---\n"
+        "Use the template in template.md. Sign with: the crew.\n"
+    )
     (folder / "template.md").write_text("## What changed\n")
     (tmp_path / "work").mkdir()
     (tmp_path / "secret.txt").write_text("not for the model\n")
@@ -36,9 +38,11 @@ def call(tmp_path: Path, skill: Skill, tool: str, **data: Any) -> dict[str, Any]
 def test_the_skill_tool_gives_the_instructions_and_the_files_beside_them(tmp_path: Path, skill: Skill) -> None:
     out = call(tmp_path, skill, "skill", name="release-notes")
     assert out["success"], out["error"]
-    assert out["data"] == {"name": "release-notes",
-                           "instructions": "Use the template in template.md. Sign with: the crew.",
-                           "files": [str(skill.folder / "template.md")]}
+    assert out["data"] == {
+        "name": "release-notes",
+        "instructions": "Use the template in template.md. Sign with: the crew.",
+        "files": [str(skill.folder / "template.md")],
+    }
 
 
 def test_an_unknown_skill_is_an_error_naming_the_nearest(tmp_path: Path, skill: Skill) -> None:
@@ -51,7 +55,9 @@ def test_read_file_reads_a_skills_file_by_its_path_and_nothing_else_outside(tmp_
     assert inside["data"]["content"] == "## What changed\n"
     assert inside["data"]["path"] == str(skill.folder / "template.md")
     assert call(tmp_path, skill, "list_files", path=str(skill.folder))["data"]["entries"] == [
-        str(skill.folder / "SKILL.md"), str(skill.folder / "template.md")]
+        str(skill.folder / "SKILL.md"),
+        str(skill.folder / "template.md"),
+    ]
     outside = call(tmp_path, skill, "read_file", path=str(tmp_path / "secret.txt"))
     assert not outside["success"] and "outside the working directory" in outside["error"]
 
@@ -65,8 +71,9 @@ def test_a_link_in_a_skill_folder_does_not_lead_out_of_it(tmp_path: Path, skill:
 def test_no_write_tool_reaches_a_skill_folder(tmp_path: Path, skill: Skill) -> None:
     out = call(tmp_path, skill, "write_file", path=str(skill.folder / "template.md"), content="changed")
     assert not out["success"] and "outside the working directory" in out["error"]
-    out = call(tmp_path, skill, "edit_file", path=str(skill.folder / "template.md"), old_string="What",
-               new_string="Who")
+    out = call(
+        tmp_path, skill, "edit_file", path=str(skill.folder / "template.md"), old_string="What", new_string="Who"
+    )
     assert not out["success"]
     assert (skill.folder / "template.md").read_text() == "## What changed\n"
 

@@ -12,8 +12,14 @@ from crewbridge.jsonio import MAX_DEPTH
 from crewbridge.transcript import MAX_RECORD, MAX_TEXT, Transcript, list_runs, read_run, runs_dir
 
 SECRET = "s3cr3t-value-1234"
-ENV = {"ANTHROPIC_API_KEY": SECRET, "GITHUB_TOKEN": "tok-abcdef", "DB_PASSWORD": "hunter22",
-       "SHORT_KEY": "dummy", "HOME": "/home/someone", "EDITOR": "vim-editor"}
+ENV = {
+    "ANTHROPIC_API_KEY": SECRET,
+    "GITHUB_TOKEN": "tok-abcdef",
+    "DB_PASSWORD": "hunter22",
+    "SHORT_KEY": "dummy",
+    "HOME": "/home/someone",
+    "EDITOR": "vim-editor",
+}
 
 
 @pytest.fixture(autouse=True)
@@ -93,15 +99,23 @@ def test_transcripts_are_private_to_the_user(state):
 
 def test_secrets_are_redacted_before_they_reach_the_disk():
     transcript = Transcript.open(env=ENV, argv=["crew", "query", f"--key={SECRET}"])
-    transcript.write("tool_result", result={"data": {"output": f"export ANTHROPIC_API_KEY={SECRET}\n"
-                                                               "token tok-abcdef, pw hunter22",
-                                                     SECRET: ["nested", "dummy"]}})
+    transcript.write(
+        "tool_result",
+        result={
+            "data": {
+                "output": f"export ANTHROPIC_API_KEY={SECRET}\ntoken tok-abcdef, pw hunter22",
+                SECRET: ["nested", "dummy"],
+            }
+        },
+    )
     transcript.close("ok")
     text = transcript.path.read_text()
     assert SECRET not in text and "tok-abcdef" not in text and "hunter22" not in text
     result = lines(transcript)[1]["result"]
-    assert result["data"]["output"] == ("export ANTHROPIC_API_KEY=[REDACTED:ANTHROPIC_API_KEY]\n"
-                                        "token [REDACTED:GITHUB_TOKEN], pw [REDACTED:DB_PASSWORD]")
+    assert result["data"]["output"] == (
+        "export ANTHROPIC_API_KEY=[REDACTED:ANTHROPIC_API_KEY]\n"
+        "token [REDACTED:GITHUB_TOKEN], pw [REDACTED:DB_PASSWORD]"
+    )
     assert result["data"]["[REDACTED:ANTHROPIC_API_KEY]"] == ["nested", "dummy"]  # short values stay
     assert lines(transcript)[0]["argv"][2] == "--key=[REDACTED:ANTHROPIC_API_KEY]"
 
@@ -125,12 +139,14 @@ def test_parallel_writers_never_mix_their_lines():
 
 
 def test_a_run_that_dies_loses_nothing_it_wrote_and_shows_as_unfinished(tmp_path):
-    script = ("import os, sys\n"
-              "from crewbridge.transcript import Transcript\n"
-              "t = Transcript.open(command='query')\n"
-              "for i in range(50):\n"
-              "    t.write('tool_call', name=f'call{i}')\n"
-              "os.kill(os.getpid(), 9)\n")
+    script = (
+        "import os, sys\n"
+        "from crewbridge.transcript import Transcript\n"
+        "t = Transcript.open(command='query')\n"
+        "for i in range(50):\n"
+        "    t.write('tool_call', name=f'call{i}')\n"
+        "os.kill(os.getpid(), 9)\n"
+    )
     subprocess.run([sys.executable, "-c", script], env=os.environ, check=False, start_new_session=True)
     (run,) = list_runs()
     assert run.status == "unfinished" and run.end == {} and run.fields["command"] == "query"
@@ -154,14 +170,17 @@ def test_using_it_as_a_context_manager_closes_with_the_outcome():
 
 # --- one record is bounded ------------------------------------------------------------------------
 
+
 def test_a_100_mb_argument_is_stored_cut_with_its_size_and_reads_back():
     transcript = Transcript.open()
     transcript.write("tool_call", agent="a", name="crew:write_file", input={"path": "a", "content": "x" * 100_000_000})
     transcript.close("ok")
     assert transcript.path.stat().st_size < MAX_RECORD + 1000
-    [start, call, end] = read_run(transcript.run_id)
+    [_, call, end] = read_run(transcript.run_id)
     content = call["input"]["content"]
-    assert content == "x" * MAX_TEXT + f"…[crew cut this text: 100,000,000 characters in all, the first {MAX_TEXT:,} kept]"
+    assert (
+        content == "x" * MAX_TEXT + f"…[crew cut this text: 100,000,000 characters in all, the first {MAX_TEXT:,} kept]"
+    )
     assert (call["input"]["path"], end["kind"], end["tool_calls"]) == ("a", "end", 1)
     assert list_runs()[0].tool_calls == 1
 
@@ -183,7 +202,12 @@ def test_a_record_of_many_strings_each_under_the_limit_leaves_its_largest_fields
     assert len(json.dumps(record)) < MAX_RECORD
     size = len(json.dumps(result))
     assert record["result"] == {"cut": f"crew left this field out: {size:,} bytes made the record too large"}
-    assert (record["kind"], record["agent"], record["name"], record["small"]) == ("tool_result", "a", "crew:grep", "kept")
+    assert (record["kind"], record["agent"], record["name"], record["small"]) == (
+        "tool_result",
+        "a",
+        "crew:grep",
+        "kept",
+    )
 
 
 def test_nesting_past_the_limit_is_stored_as_a_note():
@@ -212,8 +236,14 @@ def test_values_that_are_not_json_are_recorded_as_their_text(tmp_path):
     transcript = Transcript.open()
     transcript.write("error", where=tmp_path, exc=ValueError("boom"), pair=(1, 2))
     transcript.close("ok")
-    assert lines(transcript)[1] | {"time": 0, "ms": 0} == {"kind": "error", "time": 0, "ms": 0,
-                                                          "where": str(tmp_path), "exc": "boom", "pair": [1, 2]}
+    assert lines(transcript)[1] | {"time": 0, "ms": 0} == {
+        "kind": "error",
+        "time": 0,
+        "ms": 0,
+        "where": str(tmp_path),
+        "exc": "boom",
+        "pair": [1, 2],
+    }
 
 
 def test_a_line_longer_than_any_record_is_skipped_and_the_rest_is_read(state):
@@ -272,17 +302,21 @@ def test_read_run_reports_a_half_written_last_line(state):
     (run_id,) = make_runs(1)
     with open(state / f"{run_id}.jsonl", "a") as handle:
         handle.write('{"kind": "tool_ca')
-    assert read_run(run_id)[-1] == {"kind": "corrupt", "line": 4, "text": '{"kind": "tool_ca',
-                                    "error": "Unterminated string starting at: line 1 column 10 (char 9)"}
+    assert read_run(run_id)[-1] == {
+        "kind": "corrupt",
+        "line": 4,
+        "text": '{"kind": "tool_ca',
+        "error": "Unterminated string starting at: line 1 column 10 (char 9)",
+    }
 
 
 def test_read_run_errors_name_the_problem_and_the_next_step(state):
     with pytest.raises(UsageError, match="no runs recorded yet"):
         read_run("last")
     ids = make_runs(2)
-    with pytest.raises(UsageError, match="run 'ffff' not found in .*; `crew log` lists runs"):
+    with pytest.raises(UsageError, match=r"run 'ffff' not found in .*; `crew log` lists runs"):
         read_run("ffff")
-    common = os.path.commonprefix(ids)
+    common = os.path.commonprefix(ids)  # noqa: RUF071 - the ids' common characters: they are not paths
     with pytest.raises(UsageError, match=f"run id '{common}' matches 2 runs"):
         read_run(common)
 
@@ -296,12 +330,11 @@ def test_read_run_refuses_anything_but_a_run_id(bad):
 
 def test_the_end_event_sums_each_agents_usage_and_crew_log_shows_it(state):
     transcript = Transcript.open(command="query", agents=["claude", "gemini"], task="compare\nsecond line")
-    transcript.write("usage", agent="claude", turn=1, input_tokens=100, output_tokens=10, cached_tokens=80,
-                     cost_usd=0.5)
-    transcript.write("usage", agent="claude", turn=2, input_tokens=50, output_tokens=5, cached_tokens=0,
-                     cost_usd=0.25)
-    transcript.write("usage", agent="gemini", turn=1, input_tokens=7, output_tokens=3, cached_tokens=0,
-                     cost_usd=None)
+    transcript.write(
+        "usage", agent="claude", turn=1, input_tokens=100, output_tokens=10, cached_tokens=80, cost_usd=0.5
+    )
+    transcript.write("usage", agent="claude", turn=2, input_tokens=50, output_tokens=5, cached_tokens=0, cost_usd=0.25)
+    transcript.write("usage", agent="gemini", turn=1, input_tokens=7, output_tokens=3, cached_tokens=0, cost_usd=None)
     transcript.close("ok")
     (run,) = list_runs()
     assert run.usage == {

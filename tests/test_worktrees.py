@@ -1,6 +1,7 @@
 """crewbridge.worktrees: a worktree per agent on crew/<run id>/<agent>, outside the checkout; what an
 agent changed (new files and its own commits too); `apply` all or nothing; `clean` that never drops
 uncommitted work unless forced; an agent that rewrites its worktree's `.git` cannot steer crew's git."""
+
 from __future__ import annotations
 
 import json
@@ -21,13 +22,17 @@ PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00binary"
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    return make_repo(tmp_path / "repo", {"notes.txt": "deploy: Friday\nowner: dana\n", "src/app.py": "print(1)\n",
-                                         "old.txt": "bye\n"})
+    return make_repo(
+        tmp_path / "repo",
+        {"notes.txt": "deploy: Friday\nowner: dana\n", "src/app.py": "print(1)\n", "old.txt": "bye\n"},
+    )
 
 
 def kept(repo: Path) -> list[Path]:
     """Where crew keeps `repo`'s worktrees: a folder of its state directory, named after it (or none)."""
-    return [p.resolve() for p in (Path(os.environ["XDG_STATE_HOME"]) / "crewbridge" / "worktrees").glob(f"{repo.name}-*")]
+    return [
+        p.resolve() for p in (Path(os.environ["XDG_STATE_HOME"]) / "crewbridge" / "worktrees").glob(f"{repo.name}-*")
+    ]
 
 
 def branches(repo: Path) -> list[str]:
@@ -38,7 +43,9 @@ def test_each_agent_gets_a_worktree_on_its_branch_from_head_outside_the_checkout
     head = git(repo, "rev-parse", "HEAD").strip()
     made = make(repo, RUN, ["claude", "gemini"])
     assert [(w.agent, w.branch, w.base) for w in made.worktrees] == [
-        ("claude", f"crew/{RUN}/claude", head), ("gemini", f"crew/{RUN}/gemini", head)]
+        ("claude", f"crew/{RUN}/claude", head),
+        ("gemini", f"crew/{RUN}/gemini", head),
+    ]
     for worktree in made.worktrees:
         assert worktree.path == kept(repo)[0] / RUN / worktree.agent
         assert (worktree.path / "notes.txt").read_text() == "deploy: Friday\nowner: dana\n"
@@ -51,16 +58,21 @@ def test_repositories_of_one_name_keep_their_worktrees_apart(repo: Path, tmp_pat
     make(repo, RUN, ["claude"])
     make(other, RUN, ["claude"])
     assert [w.path.parent.parent.name for w in listed(repo) + listed(other)] == [
-        p.name for p in sorted((Path(os.environ["XDG_STATE_HOME"]) / "crewbridge" / "worktrees").iterdir(),
-                               key=lambda p: p.stat().st_mtime)]
+        p.name
+        for p in sorted(
+            (Path(os.environ["XDG_STATE_HOME"]) / "crewbridge" / "worktrees").iterdir(), key=lambda p: p.stat().st_mtime
+        )
+    ]
     assert listed(repo)[0].path != listed(other)[0].path
 
 
 def test_a_dirty_checkout_is_said_to_be_left_out_head_is_the_base(repo: Path) -> None:
     write(repo, {"notes.txt": "mine\n", "scratch.txt": "s\n"})
     made = make(repo, RUN, ["claude"])
-    assert made.notice() == (f"your checkout has uncommitted changes (2 files); the worktrees start from HEAD "
-                             f"({made.base[:10]}) without them")
+    assert made.notice() == (
+        f"your checkout has uncommitted changes (2 files); the worktrees start from HEAD "
+        f"({made.base[:10]}) without them"
+    )
     assert (made.worktrees[0].path / "notes.txt").read_text().startswith("deploy")
     assert not (made.worktrees[0].path / "scratch.txt").exists()
 
@@ -74,8 +86,13 @@ def test_making_them_is_all_or_nothing(repo: Path) -> None:
 
 
 def test_an_agent_mentioned_twice_gets_a_name_per_mention() -> None:
-    mentions = [Mention("claude", "opus"), Mention("claude", "haiku"), Mention("gemini"), Mention("claude", "haiku"),
-                Mention("codex", "gpt-5/x")]
+    mentions = [
+        Mention("claude", "opus"),
+        Mention("claude", "haiku"),
+        Mention("gemini"),
+        Mention("claude", "haiku"),
+        Mention("codex", "gpt-5/x"),
+    ]
     assert labels(mentions) == ["claude-opus", "claude-haiku", "gemini", "claude-haiku-2", "codex"]
 
 
@@ -95,8 +112,12 @@ def test_what_an_agent_changed_counts_new_files_deletions_and_its_own_commits(re
     git(worktree.path, "commit", "-qam", "the agent committed this")
     write(worktree.path, {"new/todo.md": "a\nb\n", "logo.png": PNG})
     (worktree.path / "old.txt").unlink()
-    assert worktree.changes() == [Change("logo.png", "added", None, None), Change("new/todo.md", "added", 2, 0),
-                                  Change("notes.txt", "modified", 1, 1), Change("old.txt", "deleted", 0, 1)]
+    assert worktree.changes() == [
+        Change("logo.png", "added", None, None),
+        Change("new/todo.md", "added", 2, 0),
+        Change("notes.txt", "modified", 1, 1),
+        Change("old.txt", "deleted", 0, 1),
+    ]
 
 
 def test_listed_are_crews_worktrees_only_by_run(repo: Path, tmp_path: Path) -> None:
@@ -142,8 +163,11 @@ def test_apply_that_conflicts_changes_nothing(repo: Path) -> None:
     worktree = make(repo, RUN, ["claude"]).worktrees[0]
     write(worktree.path, {"notes.txt": "deploy: Tuesday\nowner: dana\n", "src/app.py": "print(2)\n"})
     write(repo, {"notes.txt": "deploy: Monday\nowner: dana\n"})  # the person changed the same line
-    with pytest.raises(Conflict, match=r"@claude's changes do not apply to .* \(patch failed: notes.txt:1; notes.txt: "
-                                       r"patch does not apply\); nothing was applied"):
+    with pytest.raises(
+        Conflict,
+        match=r"@claude's changes do not apply to .* \(patch failed: notes.txt:1; notes.txt: "
+        r"patch does not apply\); nothing was applied",
+    ):
         apply(repo, RUN, "claude")
     assert (repo / "src/app.py").read_text() == "print(1)\n"  # which alone would have applied
     assert status(repo) == " M notes.txt\n"
@@ -161,8 +185,10 @@ def test_clean_keeps_uncommitted_work_unless_forced(repo: Path) -> None:
     done = clean(repo, RUN)
     assert [(c.worktree.agent, c.removed) for c in done] == [("claude", True), ("gemini", False)]
     assert done[0].line() == f"removed {made.worktrees[0].path} and branch crew/{RUN}/claude"
-    assert done[1].line() == (f"kept {made.worktrees[1].path}: uncommitted changes (1 file); `crew apply {RUN} "
-                              "gemini` takes them, --force drops them")
+    assert done[1].line() == (
+        f"kept {made.worktrees[1].path}: uncommitted changes (1 file); `crew apply {RUN} "
+        "gemini` takes them, --force drops them"
+    )
     assert branches(repo) == [f"crew/{RUN}/gemini", "main"]
     assert [c.removed for c in clean(repo, force=True)] == [True]
     assert branches(repo) == ["main"] and kept(repo) == []

@@ -1,4 +1,5 @@
 """A real pseudo-terminal for tests of what crew asks a person: `Terminal(*answers)`."""
+
 from __future__ import annotations
 
 import os
@@ -39,7 +40,7 @@ class Terminal:
     def read(self, until: str = "") -> str:
         """All crew wrote so far; with `until`, once that has appeared too (a bound, not a timing)."""
         deadline = time.monotonic() + 30
-        while until not in self.shown and time.monotonic() < deadline or select.select([self.master], [], [], 0)[0]:
+        while (until not in self.shown and time.monotonic() < deadline) or select.select([self.master], [], [], 0)[0]:
             if select.select([self.master], [], [], 0.05)[0]:
                 self.shown += os.read(self.master, 65536).decode()
         assert until in self.shown, self.shown

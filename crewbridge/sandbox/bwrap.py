@@ -2,7 +2,8 @@
 
 The whole file system is mounted read-only, then the writable folders again read-write and the
 protected files in them read-only; /tmp is a fresh tmpfs, in which what must stay visible (the
-working directory, HOME, the program's own install, the folders on PATH) is mounted again; /proc
+working directory, HOME, the program's own install and its interpreter's, crew's own Python, the
+folders on PATH) is mounted again; /proc
 and /dev are its own. Network off: a network namespace with only loopback, and a seccomp filter
 that refuses socket(AF_UNIX), for Unix socket files stay reachable through a plain --unshare-net.
 
@@ -17,7 +18,8 @@ import os
 import shutil
 import socket
 import subprocess
-from collections.abc import Mapping
+import sys
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from crewbridge.sandbox import seccomp
@@ -91,10 +93,16 @@ class Bubblewrap:
         shown += [Path(p) for p in env.get("PATH", "").split(os.pathsep) if p]
         shown += [cwd, *confinement.visible]
         launch = Launch([], {**env, "TMPDIR": str(TMP)}, wrapped=True)
-        # The program's own install, and the files its command line names (a script, a config):
-        # their top folder under /tmp, read-only.
+        # The program's own install, its interpreter's (a script's #! line: a virtualenv's python),
+        # crew's own Python (which command tools and hooks run) and the files the command line names
+        # (a script, a config): their top folder under /tmp, read-only.
         named = [Path(item) for item in argv[1:] if item.startswith(f"{TMP}/")]
-        installed = [Path(path), Path(os.path.realpath(path)), *(p for p in named if p.exists())]
+        installed = [
+            *_with_target(path),
+            *(p for i in _interpreter(path, env) for p in _with_target(i)),
+            Path(sys.executable),
+            *(p for p in named if p.exists()),
+        ]
         installed = [top_under_tmp(p) for p in installed if under_tmp(p)]
         for place in sorted({*installed, *(p for p in shown if under_tmp(p))}, key=lambda p: len(p.parts)):
             args += ["--ro-bind-try", str(place), str(place)]  # a folder before those inside it
@@ -111,6 +119,31 @@ class Bubblewrap:
                 launch.pass_fds, launch.parent_fds = (fd,), [fd]
         launch.argv = [*args, "--chdir", str(cwd), "--", path, *argv[1:]]
         return launch
+
+
+def _with_target(path: str) -> tuple[Path, Path]:
+    """`path` and where its links lead."""
+    return Path(path), Path(os.path.realpath(path))
+
+
+def _interpreter(path: str, env: Mapping[str, str]) -> Iterator[str]:
+    """The interpreter a script's `#!` line names (`#!/usr/bin/env NAME`: NAME found on PATH), if any."""
+    try:
+        with open(path, "rb") as script:
+            first = script.read(256)
+    except OSError:
+        return
+    if not first.startswith(b"#!"):
+        return
+    words = first[2:].split(b"\n", 1)[0].decode(errors="replace").split()
+    if not words:
+        return
+    yield words[0]
+    if os.path.basename(words[0]) == "env":
+        name = next((word for word in words[1:] if not word.startswith("-") and "=" not in word), None)
+        found = shutil.which(name, path=env.get("PATH", os.defpath)) if name else None
+        if found:
+            yield found
 
 
 def _readable(data: bytes) -> int:

@@ -2,6 +2,7 @@
 errors (500, 429, 401) before and after a tool call, slow replies, a reply slower than --timeout,
 Ctrl-C while the model is streaming, and a model that never stops calling tools. After every run,
 nothing the test started is left running."""
+
 from __future__ import annotations
 
 import json
@@ -17,15 +18,17 @@ pytestmark = pytest.mark.e2e
 
 # What each CLI says about an API error. Claude and Gemini pass the server's message on; Codex has
 # its own words for a 500 and a 429.
-SAYS = {("claude", 500): "API Error: 500 the mock model is down",
-        ("claude", 429): "API Error: Request rejected (429) · the mock model is down",
-        ("claude", 401): "Failed to authenticate. API Error: 401 the mock model is down",
-        ("gemini", 500): "the mock model is down",
-        ("gemini", 429): "[API Error: the mock model is down]",
-        ("gemini", 401): "the mock model is down",
-        ("codex", 500): "experiencing high demand",
-        ("codex", 429): "last status: 429 Too Many Requests",
-        ("codex", 401): "unexpected status 401 Unauthorized: the mock model is down"}
+SAYS = {
+    ("claude", 500): "API Error: 500 the mock model is down",
+    ("claude", 429): "API Error: Request rejected (429) · the mock model is down",
+    ("claude", 401): "Failed to authenticate. API Error: 401 the mock model is down",
+    ("gemini", 500): "the mock model is down",
+    ("gemini", 429): "[API Error: the mock model is down]",
+    ("gemini", 401): "the mock model is down",
+    ("codex", 500): "experiencing high demand",
+    ("codex", 429): "last status: 429 Too Many Requests",
+    ("codex", 401): "unexpected status 401 Unauthorized: the mock model is down",
+}
 
 
 @pytest.mark.parametrize("status", [500, 429, 401])
@@ -51,9 +54,10 @@ def test_an_api_error_after_a_tool_call_ends_the_run_the_same_way(cli, crew, moc
 def test_slow_replies_still_work_within_the_timeout(cli, crew, mock_server, notes):
     block = tool_block("crew:read_file", path="notes.txt")
     third = len(block) // 3
-    mock_server.script(reply("Reading.\n", block[:third], block[third:2 * third], block[2 * third:],
-                             delay=0.3),
-                       reply("The code ", "is ", "7-4-1.", delay=0.3))
+    mock_server.script(
+        reply("Reading.\n", block[:third], block[third : 2 * third], block[2 * third :], delay=0.3),
+        reply("The code ", "is ", "7-4-1.", delay=0.3),
+    )
     done = crew(cli, "query", "--timeout", "30", f"@{cli} what does notes.txt say?")
     assert done.returncode == 0, done.stderr
     assert done.stdout == "The code is 7-4-1.\n"
@@ -79,13 +83,13 @@ def test_timeout_ends_a_tool_that_sleeps_with_the_cli_and_exits_124(cli, crew, m
     assert error_line(done.stderr) in (
         f"crew: error: @{cli} did not finish in 5s: crew:run_command was still running; crew ended it and "
         "everything the run started (raise --timeout if the task needs longer)",
-        f"crew: error: '{cli}' gave no complete reply in time; it was stopped (raise --timeout if it needs longer)")
+        f"crew: error: '{cli}' gave no complete reply in time; it was stopped (raise --timeout if it needs longer)",
+    )
     assert "command timed out after" in done.stderr
     assert len(mock_server.requests) == 1  # the time was up: no turn after the tool
 
 
-def test_ctrl_c_while_the_model_streams_ends_the_cli_and_exits_130(cli, cli_env, mock_server, workdir,
-                                                                    tmp_path):
+def test_ctrl_c_while_the_model_streams_ends_the_cli_and_exits_130(cli, cli_env, mock_server, workdir, tmp_path):
     mock_server.script(reply("This ", "never ", "ends.", delay=30))
     proc = start_crew(["query", f"@{cli} hello"], env=cli_env(cli), cwd=workdir)
     try:

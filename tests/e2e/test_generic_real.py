@@ -3,6 +3,7 @@ opencode (npm), installed at pinned versions, talking to the mock model server o
 each set up as a person would: `crew init --agent NAME` writes its recipe into crew.yaml, `crew
 config trust` accepts it. Each runs a whole crew round trip whose answer needs a file only crew's
 read_file can read, and a chat continued over two messages."""
+
 from __future__ import annotations
 
 import json
@@ -16,9 +17,20 @@ pytestmark = pytest.mark.e2e
 
 RECIPES = ("llm", "qwen", "opencode")
 # The agentic CLIs' own tools that change nothing: in query mode their recipes leave them only these.
-READ_ONLY = {"qwen": {"read_file", "glob", "grep_search", "list_directory", "get_goal", "list_agents",
-                      "read_mcp_resource", "zoom_image", "cron_list"},
-             "opencode": {"glob", "grep", "read"}}
+READ_ONLY = {
+    "qwen": {
+        "read_file",
+        "glob",
+        "grep_search",
+        "list_directory",
+        "get_goal",
+        "list_agents",
+        "read_mcp_resource",
+        "zoom_image",
+        "cron_list",
+    },
+    "opencode": {"glob", "grep", "read"},
+}
 # Their tools that write (qwen's auto-edit: files yes; a shell command would ask, so it is left out).
 WRITERS = {"qwen": {"write_file", "edit"}, "opencode": {"bash", "edit", "write"}}
 
@@ -39,8 +51,10 @@ def recipe(request, crew):
 
 def test_an_answer_that_needs_a_file_only_a_crew_tool_can_read(recipe, crew, mock_server, notes):
     # The block is split inside its opening fence: streamed text deltas must join up again.
-    mock_server.script(reply("Let me read it.\n```js", "on\n" + tool_block("crew:read_file", path="notes.txt")[8:]),
-                       "The code is 7-4-1.")
+    mock_server.script(
+        reply("Let me read it.\n```js", "on\n" + tool_block("crew:read_file", path="notes.txt")[8:]),
+        "The code is 7-4-1.",
+    )
     done = crew(recipe, "query", "--json", f"@{recipe} what does notes.txt say?")
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
@@ -70,10 +84,11 @@ def test_a_chat_keeps_the_conversation(recipe, crew, mock_server):
 
 
 # A wrong format key in each recipe, and how the first line the CLI writes then starts.
-MISREAD = {"llm": ("\n    format: text", "\n    format: jsonl\n    text_key: text", "Hello from the mock"),
-           "qwen": ("\n    text_key: event.delta.text", "\n    text_key: message.text",
-                    '{"type":"system","subtype":"init"'),
-           "opencode": ("\n    text_key: part.text", "\n    text_key: text", '{"type":"step_start"')}
+MISREAD = {
+    "llm": ("\n    format: text", "\n    format: jsonl\n    text_key: text", "Hello from the mock"),
+    "qwen": ("\n    text_key: event.delta.text", "\n    text_key: message.text", '{"type":"system","subtype":"init"'),
+    "opencode": ("\n    text_key: part.text", "\n    text_key: text", '{"type":"step_start"'),
+}
 
 
 def test_output_crew_cannot_read_is_an_error_quoting_it_not_an_empty_answer(recipe, crew, workdir, mock_server):
@@ -85,8 +100,10 @@ def test_output_crew_cannot_read_is_an_error_quoting_it_not_an_empty_answer(reci
     done = crew(recipe, "query", f"@{recipe} say hello")
     assert done.returncode != 0 and done.stdout == ""
     key = new.split("text_key: ")[1]
-    assert f"provider '{recipe}': no line of its output has text at text_key '{key}' (format: jsonl); " \
-           f"a line it wrote: {sample}" in error_line(done.stderr)
+    assert (
+        f"provider '{recipe}': no line of its output has text at text_key '{key}' (format: jsonl); "
+        f"a line it wrote: {sample}" in error_line(done.stderr)
+    )
 
 
 @pytest.mark.parametrize("mode", ["query", "execute"])

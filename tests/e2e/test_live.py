@@ -2,12 +2,15 @@
 goes on past its tool block with an invented result, crew acts on the call and stops the reply, and
 the next request the model receives holds the reply cut exactly at the block, then the result —
 never the invented tail."""
+
 from __future__ import annotations
 
 import json
 import os
 
 import pytest
+from crewbridge.providers.base import Turn
+from crewbridge.tools import builtin_registry
 
 from crewbridge import providers
 from crewbridge.config import AgentSpec
@@ -15,8 +18,6 @@ from crewbridge.conversation import new_conversation
 from crewbridge.errors import ProviderError
 from crewbridge.loop import AgentLoop
 from crewbridge.policy import Policy
-from crewbridge.providers.base import Turn
-from crewbridge.tools import builtin_registry
 from mockserver import error, reply
 
 pytestmark = pytest.mark.e2e
@@ -27,8 +28,7 @@ SLOW = 0.25  # seconds between streamed chunks: the stop lands mid-reply
 
 
 def block(path: str) -> str:
-    return "```json\n" + json.dumps({"type": "tool_use", "name": "crew:read_file",
-                                     "input": {"path": path}}) + "\n```\n"
+    return "```json\n" + json.dumps({"type": "tool_use", "name": "crew:read_file", "input": {"path": path}}) + "\n```\n"
 
 
 @pytest.fixture
@@ -41,9 +41,17 @@ def run(cli_env, mock_server, workdir):
         mock_server.script(*replies)
         env = {**cli_env(cli), "CREW_LIVE": "1"}  # whatever the caller set
         conversation = new_conversation(providers.load(cli), Turn(prompt=""), cwd=workdir, env=env)
-        loop = AgentLoop(cli, conversation, builtin_registry(), Policy(AgentSpec(cli, cli), "query"),
-                         workdir=workdir, timeout=90, on_progress=on_progress and on_progress(conversation))
+        loop = AgentLoop(
+            cli,
+            conversation,
+            builtin_registry(),
+            Policy(AgentSpec(cli, cli), "query"),
+            workdir=workdir,
+            timeout=90,
+            on_progress=on_progress and on_progress(conversation),
+        )
         return loop.run(TASK), conversation
+
     return go
 
 
@@ -61,8 +69,11 @@ def last_user_text(request) -> str:
 
 
 def test_a_reply_stopped_after_its_call_continues_from_the_text_up_to_the_block(cli, run, mock_server):
-    result, _ = run(cli, reply("Let me read it.\n", block("notes.txt"), INVENTED, " So the answer",
-                               " is 7.", delay=SLOW), "It says 42.")
+    result, _ = run(
+        cli,
+        reply("Let me read it.\n", block("notes.txt"), INVENTED, " So the answer", " is 7.", delay=SLOW),
+        "It says 42.",
+    )
     assert result.answer == "It says 42." and result.turns == 2
     _, follow_up = mock_server.requests
     assert assistant_texts(follow_up)[-1] == "Let me read it.\n" + block("notes.txt")
@@ -73,8 +84,19 @@ def test_a_reply_stopped_after_its_call_continues_from_the_text_up_to_the_block(
 
 
 def test_several_calls_in_one_reply_are_all_acted_on_and_kept_in_order(cli, run, mock_server):
-    result, _ = run(cli, reply("Reading both.\n", block("notes.txt"), "\n", block("plan.txt"), INVENTED,
-                               " And the plan is monday.", delay=SLOW), "42, friday.")
+    result, _ = run(
+        cli,
+        reply(
+            "Reading both.\n",
+            block("notes.txt"),
+            "\n",
+            block("plan.txt"),
+            INVENTED,
+            " And the plan is monday.",
+            delay=SLOW,
+        ),
+        "42, friday.",
+    )
     assert [call.input["path"] for call in result.tool_calls] == ["notes.txt", "plan.txt"]
     follow_up = mock_server.requests[1]
     assert assistant_texts(follow_up)[-1] == "Reading both.\n" + block("notes.txt") + "\n" + block("plan.txt")
@@ -94,8 +116,12 @@ def test_a_reply_that_arrived_all_at_once_still_leaves_no_tail_in_the_history(cl
 
 
 def test_a_race_in_a_later_turn_keeps_every_earlier_turn_exact(cli, run, mock_server):
-    result, _ = run(cli, reply("First.\n", block("notes.txt"), INVENTED, delay=SLOW),
-                    reply("Then.\n" + block("plan.txt") + "The plan says monday."), "42, friday.")
+    result, _ = run(
+        cli,
+        reply("First.\n", block("notes.txt"), INVENTED, delay=SLOW),
+        reply("Then.\n" + block("plan.txt") + "The plan says monday."),
+        "42, friday.",
+    )
     assert result.answer == "42, friday." and result.turns == 3
     last = mock_server.requests[2]
     assert assistant_texts(last)[-2:] == ["First.\n" + block("notes.txt"), "Then.\n" + block("plan.txt")]
@@ -106,9 +132,13 @@ def test_a_race_in_a_later_turn_keeps_every_earlier_turn_exact(cli, run, mock_se
 @pytest.mark.parametrize("cli", ["claude", "codex"])
 def test_one_process_carries_every_turn_and_ends_with_the_run(cli, run, mock_server):
     pids = set()  # the CLI process that streamed each piece of text, over all turns
-    result, _ = run(cli, reply("First.\n", block("notes.txt"), INVENTED, delay=SLOW),
-                    reply("Then.\n", block("plan.txt"), "The plan says monday.", delay=SLOW), "42, friday.",
-                    on_progress=watching(pids))
+    result, _ = run(
+        cli,
+        reply("First.\n", block("notes.txt"), INVENTED, delay=SLOW),
+        reply("Then.\n", block("plan.txt"), "The plan says monday.", delay=SLOW),
+        "42, friday.",
+        on_progress=watching(pids),
+    )
     assert result.answer == "42, friday." and result.turns == 3
     [pid] = pids
     last = mock_server.requests[2]
@@ -118,13 +148,18 @@ def test_one_process_carries_every_turn_and_ends_with_the_run(cli, run, mock_ser
         os.killpg(pid, 0)
 
 
-@pytest.mark.parametrize("cli, message", [("claude", "mock overloaded"),
-                                          ("codex", "high demand")])  # codex words a 500 its own way
+@pytest.mark.parametrize(
+    "cli, message", [("claude", "mock overloaded"), ("codex", "high demand")]
+)  # codex words a 500 its own way
 def test_a_model_error_mid_conversation_ends_the_run_with_its_message_and_the_process(cli, message, run):
     pids = set()
     with pytest.raises(ProviderError, match=message):
-        run(cli, reply("Let me read it.\n", block("notes.txt"), INVENTED, delay=SLOW),
-            error(500, "mock overloaded"), on_progress=watching(pids))
+        run(
+            cli,
+            reply("Let me read it.\n", block("notes.txt"), INVENTED, delay=SLOW),
+            error(500, "mock overloaded"),
+            on_progress=watching(pids),
+        )
     [pid] = pids
     with pytest.raises(ProcessLookupError):
         os.killpg(pid, 0)

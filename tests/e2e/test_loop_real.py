@@ -4,6 +4,7 @@ reach the model in its next request with the task kept, and the final answer is 
 
 Whatever continuation is in force (a live process, or a new process per turn), these assert only
 what the model is sent next, what crew prints, and its exit code."""
+
 from __future__ import annotations
 
 import json
@@ -29,8 +30,7 @@ def calls(done) -> list[tuple[str, bool]]:
 
 
 def test_an_answer_that_needs_a_file_only_a_crew_tool_can_read(cli, crew, mock_server, notes):
-    mock_server.script(reply("Let me read it.\n", tool_block("crew:read_file", path="notes.txt")),
-                       "The code is 7-4-1.")
+    mock_server.script(reply("Let me read it.\n", tool_block("crew:read_file", path="notes.txt")), "The code is 7-4-1.")
     done = crew(cli, "query", f"@{cli} what does notes.txt say?")
     assert done.returncode == 0, done.stderr
     assert done.stdout == "The code is 7-4-1.\n"
@@ -42,8 +42,11 @@ def test_an_answer_that_needs_a_file_only_a_crew_tool_can_read(cli, crew, mock_s
 def test_a_chain_list_files_then_read_file_then_the_answer(cli, crew, mock_server, workdir):
     (workdir / "docs").mkdir()
     (workdir / "docs" / "plan-4711.md").write_text("ship on friday\n")
-    mock_server.script(tool_block("crew:list_files", path="docs"),
-                       tool_block("crew:read_file", path="docs/plan-4711.md"), "We ship on Friday.")
+    mock_server.script(
+        tool_block("crew:list_files", path="docs"),
+        tool_block("crew:read_file", path="docs/plan-4711.md"),
+        "We ship on Friday.",
+    )
     done = crew(cli, "query", "--json", f"@{cli} when do we ship? the plan is under docs/")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["answer"] == "We ship on Friday."
@@ -54,9 +57,12 @@ def test_a_chain_list_files_then_read_file_then_the_answer(cli, crew, mock_serve
 
 
 def test_model_mistakes_go_back_with_how_to_fix_them_and_are_corrected(cli, crew, mock_server, notes):
-    mock_server.script(tool_block("crew:read_fil", path="notes.txt")  # an unknown tool
-                       + tool_block("crew:read_file", path=42),  # input that breaks the schema
-                       tool_block("crew:read_file", path="notes.txt"), "The code is 7-4-1.")
+    mock_server.script(
+        tool_block("crew:read_fil", path="notes.txt")  # an unknown tool
+        + tool_block("crew:read_file", path=42),  # input that breaks the schema
+        tool_block("crew:read_file", path="notes.txt"),
+        "The code is 7-4-1.",
+    )
     done = crew(cli, "query", "--json", f"@{cli} what does notes.txt say?")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["answer"] == "The code is 7-4-1."
@@ -69,8 +75,7 @@ def test_model_mistakes_go_back_with_how_to_fix_them_and_are_corrected(cli, crew
 
 @pytest.mark.parametrize("mode", ["query", "execute"])
 def test_query_refuses_a_write_tool_and_execute_runs_it(mode, cli, crew, mock_server, workdir):
-    mock_server.script(tool_block("crew:write_file", path="out.txt", content="written by the model\n"),
-                       "Done.")
+    mock_server.script(tool_block("crew:write_file", path="out.txt", content="written by the model\n"), "Done.")
     done = crew(cli, mode, f"@{cli} write out.txt")
     assert done.returncode == 0, done.stderr
     assert done.stdout == "Done.\n"
@@ -87,8 +92,10 @@ def test_claude_and_gemini_run_in_parallel_each_answer_under_its_label(tmp_path,
     require_cli("claude"), require_cli("gemini")
     (workdir / "plan.txt").write_text("ship on friday\n")
     with MockServer() as gemini_mock:  # one server per CLI: each gets its own script, in its own order
-        env = {**build_env("claude", mock_server.url, tmp_path / "home"),
-               **build_env("gemini", gemini_mock.url, tmp_path / "home")}
+        env = {
+            **build_env("claude", mock_server.url, tmp_path / "home"),
+            **build_env("gemini", gemini_mock.url, tmp_path / "home"),
+        }
         mock_server.script(tool_block("crew:read_file", path="notes.txt"), "Claude: the code is 7-4-1.")
         gemini_mock.script(tool_block("crew:read_file", path="plan.txt"), "Gemini: we ship on Friday.")
         done = run_crew(["query", "@claude @gemini what do the files say?"], env=env, cwd=workdir)
@@ -96,6 +103,10 @@ def test_claude_and_gemini_run_in_parallel_each_answer_under_its_label(tmp_path,
     assert not gemini_mock.problems, gemini_mock.problems
     assert done.returncode == 0, done.stderr
     out = done.stdout
-    assert out.index("@claude") < out.index("Claude: the code is 7-4-1.") < out.index("@gemini") \
+    assert (
+        out.index("@claude")
+        < out.index("Claude: the code is 7-4-1.")
+        < out.index("@gemini")
         < out.index("Gemini: we ship on Friday.")
+    )
     assert notes in mock_server.requests[1].text() and "ship on friday" in gemini_mock.requests[1].text()

@@ -37,8 +37,16 @@ def all_env(mock_url: str, home: Path) -> dict[str, str]:
 
 
 def run(argv: list[str], env: dict[str, str], cwd: Path, stdin: str = "") -> subprocess.CompletedProcess[str]:
-    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        argv,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         out, err = proc.communicate(stdin, timeout=120)
     finally:
@@ -51,9 +59,23 @@ STDIO = {"type": "stdio", "command": CREW_MCP[0], "args": CREW_MCP[1:]}
 
 def claude(prompt: str, env: dict[str, str], cwd: Path, server: dict = STDIO) -> subprocess.CompletedProcess[str]:
     config = {"mcpServers": {"crew": server}}
-    return run([str(BIN / "claude"), "-p", "--output-format", "stream-json", "--verbose",
-                "--mcp-config", json.dumps(config), "--strict-mcp-config",
-                "--allowedTools", "mcp__crew__read_file,mcp__crew__ask"], env, cwd, stdin=prompt)
+    return run(
+        [
+            str(BIN / "claude"),
+            "-p",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--mcp-config",
+            json.dumps(config),
+            "--strict-mcp-config",
+            "--allowedTools",
+            "mcp__crew__read_file,mcp__crew__ask",
+        ],
+        env,
+        cwd,
+        stdin=prompt,
+    )
 
 
 def tool_results(request) -> str:
@@ -108,8 +130,12 @@ def gemini(prompt: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedP
 
 def codex(prompt: str, env: dict[str, str], cwd: Path, *server: str) -> subprocess.CompletedProcess[str]:
     """codex exec with crew as MCP server `crew` (by default `crew mcp` on stdio; else `server`'s -c settings)."""
-    server = server or ("-c", f"mcp_servers.crew.command={json.dumps(CREW_MCP[0])}",
-                        "-c", f"mcp_servers.crew.args={json.dumps(CREW_MCP[1:])}")
+    server = server or (
+        "-c",
+        f"mcp_servers.crew.command={json.dumps(CREW_MCP[0])}",
+        "-c",
+        f"mcp_servers.crew.args={json.dumps(CREW_MCP[1:])}",
+    )
     return run([str(BIN / "codex"), "exec", "--json", "--skip-git-repo-check", *server, prompt], env, cwd)
 
 
@@ -145,9 +171,16 @@ def test_codex_calls_crews_read_file(mock_server, project, tmp_path):
 @contextmanager
 def crew_over_http(env: dict[str, str], cwd: Path):
     """`crew mcp --http` on a free port with CREW_MCP_TOKEN=TOKEN: its URL."""
-    proc = subprocess.Popen([*CREW_MCP, "--http", "127.0.0.1:0"], cwd=cwd, env={**env, "CREW_MCP_TOKEN": TOKEN},
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [*CREW_MCP, "--http", "127.0.0.1:0"],
+        cwd=cwd,
+        env={**env, "CREW_MCP_TOKEN": TOKEN},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         yield re.search(r"serving MCP at (\S+);", proc.stderr.readline()).group(1)
     finally:
@@ -169,9 +202,16 @@ def test_each_cli_calls_crews_read_file_over_http_with_the_token(client, mock_se
             done = gemini(prompt, env, project)
         else:
             mock_server.script(tool_call("exec", {"code": CODEX_READ}), "The code is 7-4-1.")
-            done = codex(prompt, {**env, "CREW_MCP_TOKEN": TOKEN}, project, "-c", f"mcp_servers.crew.url={json.dumps(url)}",
-                         "-c", 'mcp_servers.crew.bearer_token_env_var="CREW_MCP_TOKEN"')
+            done = codex(
+                prompt,
+                {**env, "CREW_MCP_TOKEN": TOKEN},
+                project,
+                "-c",
+                f"mcp_servers.crew.url={json.dumps(url)}",
+                "-c",
+                'mcp_servers.crew.bearer_token_env_var="CREW_MCP_TOKEN"',
+            )
     assert done.returncode == 0, done.stderr
-    first, second = mock_server.requests
+    _first, second = mock_server.requests
     assert SECRET in tool_results(second)
     assert "The code is 7-4-1." in done.stdout

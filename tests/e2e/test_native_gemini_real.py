@@ -3,14 +3,15 @@ process) against the mock model server, whose replies call the tools each reques
 (a functionCall). crew's tools reach the model as `mcp_crew_*` from an MCP server inside crew's own
 process, with no text catalogue; gemini asks crew (ACP session/request_permission) before each of
 its own tools that writes or runs a command, and crew's policy answers."""
+
 from __future__ import annotations
 
 import json
 
 import pytest
+from test_native_real import logged, no_catalogue, tool_results
 
 from mockserver import tool_call
-from test_native_real import logged, no_catalogue, tool_results
 
 pytestmark = pytest.mark.e2e
 
@@ -41,8 +42,11 @@ def test_gemini_reads_a_file_through_crews_mcp_server(crew, mock_server, notes):
 def test_gemini_corrects_input_that_breaks_the_schema(crew, mock_server, notes):
     """gemini checks the input of an MCP tool against the schema crew offers before it calls crew:
     the model reads gemini's message (naming the missing property), not crew's."""
-    mock_server.script(tool_call("read_file", {"paht": "notes.txt"}),
-                       tool_call("read_file", {"path": "notes.txt"}), "The code is 7-4-1.")
+    mock_server.script(
+        tool_call("read_file", {"paht": "notes.txt"}),
+        tool_call("read_file", {"path": "notes.txt"}),
+        "The code is 7-4-1.",
+    )
     done = crew("gemini", "query", "--tools-via", "native", "--json", "@gemini what does notes.txt say?")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["answer"] == "The code is 7-4-1."
@@ -54,15 +58,17 @@ def test_gemini_corrects_input_that_breaks_the_schema(crew, mock_server, notes):
 
 def test_gemini_in_query_mode_reads_but_may_not_write_or_run_commands(crew, mock_server, workdir):
     (workdir / "notes.txt").write_text("x\n")
-    mock_server.script(tool_call("list_directory", {"dir_path": "."}),  # only gemini has one by that name
-                       tool_call("run_shell_command", {"command": "touch made.txt"}),
-                       tool_call("write_file", {"file_path": "new.txt", "content": "hello"}),
-                       "I may not change anything.")
+    mock_server.script(
+        tool_call("list_directory", {"dir_path": "."}),  # only gemini has one by that name
+        tool_call("run_shell_command", {"command": "touch made.txt"}),
+        tool_call("write_file", {"file_path": "new.txt", "content": "hello"}),
+        "I may not change anything.",
+    )
     done = crew("gemini", "query", "--tools-via", "native", "@gemini add two files")
     assert done.returncode == 0, done.stderr
     assert "I may not change anything." in done.stdout
     assert sorted(path.name for path in workdir.iterdir()) == ["notes.txt"]
-    listed, shell, write, _ = mock_server.requests
+    _listed, shell, write, _ = mock_server.requests
     assert "notes.txt" in tool_results(shell)  # its own tools that read run without asking
     assert CANCELED in tool_results(write) and CANCELED in tool_results(mock_server.requests[-1])
     assert decisions(crew) == [("run_shell_command", "refused"), ("write_file", "refused")]

@@ -2,6 +2,7 @@
 the mock model server, whose replies call the tools each request offers natively (a tool_use,
 functionCall or function_call): crew's tools reach the model through the CLI's own channel, with no
 text catalogue, and crew's policy decides the CLI's own tools where the CLI asks."""
+
 from __future__ import annotations
 
 import json
@@ -59,12 +60,17 @@ def test_claude_reads_a_file_through_crews_sdk_mcp_server(crew, mock_server, not
 
 
 def test_claude_corrects_input_that_breaks_the_schema_after_crews_message(crew, mock_server, notes):
-    mock_server.script(tool_call("mcp__crew__read_file", {"paht": "notes.txt"}),
-                       tool_call("mcp__crew__read_file", {"path": "notes.txt"}), "The code is 7-4-1.")
+    mock_server.script(
+        tool_call("mcp__crew__read_file", {"paht": "notes.txt"}),
+        tool_call("mcp__crew__read_file", {"path": "notes.txt"}),
+        "The code is 7-4-1.",
+    )
     done = crew("claude", "query", "--tools-via", "native", "--json", "@claude what does notes.txt say?")
     assert done.returncode == 0, done.stderr
     assert [(c["name"], c["success"]) for c in json.loads(done.stdout)["tool_calls"]] == [
-        ("crew:read_file", False), ("crew:read_file", True)]
+        ("crew:read_file", False),
+        ("crew:read_file", True),
+    ]
     _, corrected, answered = mock_server.requests
     assert "invalid input for crew:read_file" in tool_results(corrected)
     assert notes in tool_results(answered)
@@ -160,14 +166,17 @@ def test_codex_native_round_trip_in_its_code_mode(crew, mock_server, notes):
 
 
 def test_codex_native_call_with_bad_input_is_corrected_on_the_next_turn(crew, mock_server, notes):
-    mock_server.script(tool_call("read_file", {"paht": "notes.txt"}), tool_call("read_file", {"path": "notes.txt"}),
-                       ANSWER)
+    mock_server.script(
+        tool_call("read_file", {"paht": "notes.txt"}), tool_call("read_file", {"path": "notes.txt"}), ANSWER
+    )
     done = crew("codex", "query", "--json", "--tools-via", "native", f"@codex:gpt-5.5 {TASK}")
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["answer"] == ANSWER
-    assert [(call["name"], call["success"]) for call in result["tool_calls"]] == [("crew:read_file", False),
-                                                                                 ("crew:read_file", True)]
+    assert [(call["name"], call["success"]) for call in result["tool_calls"]] == [
+        ("crew:read_file", False),
+        ("crew:read_file", True),
+    ]
     _, corrected, answered = mock_server.requests
     assert "invalid input for crew:read_file" in tool_output(corrected) and notes not in corrected.text()
     assert notes in tool_output(answered)
@@ -175,20 +184,27 @@ def test_codex_native_call_with_bad_input_is_corrected_on_the_next_turn(crew, mo
 
 @pytest.mark.parametrize("tools_via", ["text", "native"])
 def test_codex_query_refuses_its_own_shell_and_patch_tools(tools_via, crew, mock_server, workdir):
-    mock_server.script(tool_call("exec_command", {"cmd": "echo made > made.txt"}),
-                       tool_call("apply_patch", {"input": PATCH}), "I may not change files here.")
+    mock_server.script(
+        tool_call("exec_command", {"cmd": "echo made > made.txt"}),
+        tool_call("apply_patch", {"input": PATCH}),
+        "I may not change files here.",
+    )
     done = crew("codex", "query", "--tools-via", tools_via, "@codex:gpt-5.5 make made.txt")
     assert done.returncode == 0, done.stderr
     assert done.stdout == "I may not change files here.\n"
     assert not (workdir / "made.txt").exists()
     _, after_shell, after_patch = mock_server.requests
-    assert "did not let your exec_command call run: crew does not allow exec_command for query mode" \
-        in tool_output(after_shell)
-    assert "did not let your apply_patch call run: crew does not allow apply_patch for query mode" \
-        in tool_output(after_patch)
+    assert "did not let your exec_command call run: crew does not allow exec_command for query mode" in tool_output(
+        after_shell
+    )
+    assert "did not let your apply_patch call run: crew does not allow apply_patch for query mode" in tool_output(
+        after_patch
+    )
     decided = logged(crew, "codex", "native_tool")
-    assert [(event["tool"], event["decision"]) for event in decided] == [("exec_command", "refused"),
-                                                                         ("apply_patch", "refused")]
+    assert [(event["tool"], event["decision"]) for event in decided] == [
+        ("exec_command", "refused"),
+        ("apply_patch", "refused"),
+    ]
     assert "echo made > made.txt" in decided[0]["input"]["command"]
     assert decided[1]["input"]["changes"][0]["path"] == str(workdir / "made.txt")
     assert "native:exec_command" in done.stderr and "refused" in done.stderr

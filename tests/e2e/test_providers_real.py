@@ -1,21 +1,24 @@
 """Each provider's command line and decoder, driven against the real claude, gemini and codex binaries
 talking to the mock model server (a prompt on stdin, through crew's own process handling)."""
+
 from __future__ import annotations
 
 import json
 
 import pytest
+from crewbridge.providers.base import Turn
 
 from clienv import run_cli
 from crewbridge.events import Done
-from crewbridge.providers.base import Turn
 from mockserver import error, reply
 
 pytestmark = pytest.mark.e2e
 
 # The CLIs' own tools that write files or run commands (names as sent to the model API).
-WRITE_TOOLS = {"claude": {"Bash", "Edit", "Write", "NotebookEdit", "Agent"},
-               "gemini": {"write_file", "replace", "run_shell_command"}}
+WRITE_TOOLS = {
+    "claude": {"Bash", "Edit", "Write", "NotebookEdit", "Agent"},
+    "gemini": {"write_file", "replace", "run_shell_command"},
+}
 MODELS = {"claude": "claude-sonnet-4-5", "gemini": "gemini-2.5-flash", "codex": "gpt-5.5"}
 
 
@@ -51,11 +54,9 @@ def test_query_mode_offers_only_the_clis_read_only_tools(cli, cli_env, mock_serv
             assert offered == {"Read", "Glob", "Grep"}
 
 
-def test_execute_mode_with_a_model_reaches_the_api_with_that_model(cli, cli_env, mock_server,
-                                                                   workdir):
+def test_execute_mode_with_a_model_reaches_the_api_with_that_model(cli, cli_env, mock_server, workdir):
     mock_server.script("done")
-    run = run_cli(cli, Turn("change things", mode="execute", model=MODELS[cli]), cli_env(cli),
-                  workdir)
+    run = run_cli(cli, Turn("change things", mode="execute", model=MODELS[cli]), cli_env(cli), workdir)
     assert run.returncode == 0, run.stderr
     assert run.text == "done"
     [request] = mock_server.requests
@@ -66,21 +67,20 @@ def test_execute_mode_with_a_model_reaches_the_api_with_that_model(cli, cli_env,
         assert set(request.tool_names()) & WRITE_TOOLS[cli]
 
 
-def test_a_resumed_query_carries_the_first_turns_history_and_stays_read_only(cli, cli_env,
-                                                                             mock_server, workdir):
+def test_a_resumed_query_carries_the_first_turns_history_and_stays_read_only(cli, cli_env, mock_server, workdir):
     env = cli_env(cli)
     mock_server.script(reply("Noted: ", "PAPAYA."), "It was PAPAYA.")
     first = run_cli(cli, Turn("Remember the word PAPAYA.", mode="execute"), env, workdir)
     assert first.returncode == 0, first.stderr
-    second = run_cli(cli, Turn("Which word?", mode="query", session_id=first.session_id), env,
-                     workdir)
+    second = run_cli(cli, Turn("Which word?", mode="query", session_id=first.session_id), env, workdir)
     assert second.returncode == 0, second.stderr
     assert second.text == "It was PAPAYA."
     assert second.session_id == first.session_id
     request = mock_server.requests[1]
     talk = request.messages()
-    asked = next(i for i, (role, text) in enumerate(talk)
-                 if role == "user" and text.endswith("Remember the word PAPAYA."))
+    asked = next(
+        i for i, (role, text) in enumerate(talk) if role == "user" and text.endswith("Remember the word PAPAYA.")
+    )
     answered = talk.index(("assistant", "Noted: PAPAYA."))
     assert asked < answered < len(talk) - 1  # (codex notes the new sandbox in between)
     assert talk[-1][0] == "user" and talk[-1][1].endswith("Which word?")
@@ -90,15 +90,13 @@ def test_a_resumed_query_carries_the_first_turns_history_and_stays_read_only(cli
         assert not set(request.tool_names()) & WRITE_TOOLS[cli]
 
 
-def test_codex_resumed_with_another_model_keeps_the_history_through_its_compaction(
-        cli_env, mock_server, workdir):
+def test_codex_resumed_with_another_model_keeps_the_history_through_its_compaction(cli_env, mock_server, workdir):
     """Resuming with a model other than the session's makes codex first ask the old model for a
     summary ("compaction"); the mock answers that aside, with the conversation itself."""
     env = cli_env("codex")
     mock_server.script("Noted: PAPAYA.", "It was PAPAYA.")
     first = run_cli("codex", Turn("Remember the word PAPAYA."), env, workdir)
-    second = run_cli("codex", Turn("Which word?", session_id=first.session_id, model="gpt-5.5"),
-                     env, workdir)
+    second = run_cli("codex", Turn("Which word?", session_id=first.session_id, model="gpt-5.5"), env, workdir)
     assert second.returncode == 0, second.stderr
     assert second.text == "It was PAPAYA."
     assert len(mock_server.aux) == 1
@@ -108,8 +106,11 @@ def test_codex_resumed_with_another_model_keeps_the_history_through_its_compacti
 
 
 EXIT_ON_500 = {"claude": 1, "gemini": 244, "codex": 1}  # gemini exits with the HTTP status mod 256
-MESSAGE_ON_500 = {"claude": "the mock model is down", "gemini": "the mock model is down",
-                  "codex": "high demand"}  # codex shows its own words, not the server's
+MESSAGE_ON_500 = {
+    "claude": "the mock model is down",
+    "gemini": "the mock model is down",
+    "codex": "high demand",
+}  # codex shows its own words, not the server's
 
 
 def test_an_api_error_500_gives_a_failure_and_a_non_zero_exit(cli, cli_env, mock_server, workdir):

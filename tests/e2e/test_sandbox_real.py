@@ -2,23 +2,25 @@
 forced in turn), against the mock model server: they answer, keep their sessions (their state
 folders are writable), and their own shell tools, allowed in execute mode, write the project and
 nothing else: not their HOME, not a folder outside it."""
+
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
 
+from crewbridge.sandbox import MECHANISM_ENV
 from crewcli import processes_in, run_crew, tool_block
 from mockserver import tool_call
-
-from crewbridge.sandbox import MECHANISM_ENV
 
 pytestmark = pytest.mark.e2e
 
 # Each CLI's own shell tool, and what crew's command line needs for the mock to call it.
-SHELL = {"claude": (lambda cmd: tool_call("Bash", {"command": cmd}), []),
-         "gemini": (lambda cmd: tool_call("run_shell_command", {"command": cmd}), ["--tools-via", "native"]),
-         "codex": (lambda cmd: tool_call("exec_command", {"cmd": cmd}), [])}
+SHELL = {
+    "claude": (lambda cmd: tool_call("Bash", {"command": cmd}), []),
+    "gemini": (lambda cmd: tool_call("run_shell_command", {"command": cmd}), ["--tools-via", "native"]),
+    "codex": (lambda cmd: tool_call("exec_command", {"cmd": cmd}), []),
+}
 MODEL = {"codex": ":gpt-5.5"}  # the model whose tools include exec_command
 
 
@@ -26,17 +28,20 @@ MODEL = {"codex": ":gpt-5.5"}  # the model whose tools include exec_command
 def sandboxed(request, cli_env, workdir, tmp_path):
     """sandboxed(cli, command, *args) → the finished `crew COMMAND --sandbox required ARGS` with the
     mechanism forced; then checks that nothing it started runs on."""
+
     def run(cli, command, *args):
         env = {**cli_env(cli), MECHANISM_ENV: request.param}
         done = run_crew([command, "--sandbox", "required", *args], env=env, cwd=workdir)
         assert processes_in(tmp_path) == []
         return done
+
     run.mechanism = request.param
     return run
 
 
-def test_each_cli_answers_in_query_mode_and_goes_on_in_execute_mode_with_its_own_session(cli, sandboxed, mock_server,
-                                                                                        notes):
+def test_each_cli_answers_in_query_mode_and_goes_on_in_execute_mode_with_its_own_session(
+    cli, sandboxed, mock_server, notes
+):
     mock_server.script(tool_block("crew:read_file", path="notes.txt"), "The code is 7-4-1.")
     first = sandboxed(cli, "query", f"@{cli} what does notes.txt say?")
     assert (first.returncode, first.stdout) == (0, "The code is 7-4-1.\n"), first.stderr
@@ -49,8 +54,9 @@ def test_each_cli_answers_in_query_mode_and_goes_on_in_execute_mode_with_its_own
     assert any(notes in text for text in said[:-1])  # the first run, from the CLI's own session
 
 
-def test_the_clis_own_shell_in_execute_mode_writes_the_project_and_nothing_else(cli, sandboxed, mock_server,
-                                                                               workdir, tmp_path):
+def test_the_clis_own_shell_in_execute_mode_writes_the_project_and_nothing_else(
+    cli, sandboxed, mock_server, workdir, tmp_path
+):
     home, outside = tmp_path / f"home-{cli}", tmp_path / "outside"
     outside.mkdir()
     shell, args = SHELL[cli]

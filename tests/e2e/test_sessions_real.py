@@ -2,6 +2,7 @@
 gemini and codex and the mock model server: the model is sent the earlier conversation (by the CLI's
 own session, or replayed from crew's transcript when the CLI no longer has it) and only the new
 task, never a silent fresh start."""
+
 from __future__ import annotations
 
 import json
@@ -62,9 +63,9 @@ def test_a_third_command_continues_the_chain(cli, crew, mock_server, notes):
 SESSION_STORES = {"claude": ".claude/projects", "gemini": ".gemini/tmp", "codex": ".codex/sessions"}
 
 
-def test_a_session_the_cli_no_longer_has_is_replayed_from_crews_transcript_with_a_notice(cli, cli_env, workdir,
-                                                                                          tmp_path, mock_server,
-                                                                                          notes):
+def test_a_session_the_cli_no_longer_has_is_replayed_from_crews_transcript_with_a_notice(
+    cli, cli_env, workdir, tmp_path, mock_server, notes
+):
     env = cli_env(cli)
     if cli == "codex":  # the live codex thread is crew's own (never stored): its stored sessions are exec's
         env["CREW_LIVE"] = "0"
@@ -74,20 +75,28 @@ def test_a_session_the_cli_no_longer_has_is_replayed_from_crews_transcript_with_
 
     mock_server.script(tool_block("crew:read_file", path="notes.txt"), "The code is 7-4-1.")
     assert crew("query", f"@{cli} what does notes.txt say?").returncode == 0
-    session = next(e["session"] for e in map(json.loads, crew("log", "show", "last").stdout.splitlines())
-                   if e["kind"] == "session")
+    session = next(
+        e["session"] for e in map(json.loads, crew("log", "show", "last").stdout.splitlines()) if e["kind"] == "session"
+    )
     shutil.rmtree(tmp_path / f"home-{cli}" / SESSION_STORES[cli])  # deleted, or expired
     mock_server.script("You asked what notes.txt says.")
     second = crew("query", "--continue", f"@{cli} what did I ask you before?")
     assert second.returncode == 0, second.stderr
     assert second.stdout == "You asked what notes.txt says.\n"
-    assert f"crew: @{cli}'s CLI no longer has session {session} here (deleted, expired, or another directory's): " \
-           "crew replays the conversation from its transcript\n" in second.stderr
+    assert (
+        f"crew: @{cli}'s CLI no longer has session {session} here (deleted, expired, or another directory's): "
+        "crew replays the conversation from its transcript\n" in second.stderr
+    )
     said = [text for role, text in mock_server.requests[-1].messages() if role != "system"]
     replayed = said[-1]  # one message: the conversation so far, then the catalogue and the new task
     assert replayed.index("[crew conversation so far") < replayed.index("what does notes.txt say?")
-    assert replayed.index("what does notes.txt say?") < replayed.index(notes) < replayed.index("The code is 7-4-1.") \
-        < replayed.index("[new message]") < replayed.index("what did I ask you before?")
+    assert (
+        replayed.index("what does notes.txt say?")
+        < replayed.index(notes)
+        < replayed.index("The code is 7-4-1.")
+        < replayed.index("[new message]")
+        < replayed.index("what did I ask you before?")
+    )
     assert processes_in(tmp_path) == []
 
 
@@ -102,8 +111,9 @@ def test_an_agent_not_in_the_continued_run_starts_fresh_and_says_so(crew, mock_s
 def test_chat_continues_the_last_run_and_query_continues_the_chat(cli, cli_env, workdir, mock_server, notes):
     first_exchange(cli, lambda name, *args: run_crew(list(args), env=cli_env(name), cwd=workdir), mock_server)
     mock_server.script("You asked what notes.txt says.", "Still 7-4-1.")
-    chat = run_crew(["chat", "--continue", f"@{cli}"], env=cli_env(cli), cwd=workdir,
-                    input="what did I ask you before?\n")
+    chat = run_crew(
+        ["chat", "--continue", f"@{cli}"], env=cli_env(cli), cwd=workdir, input="what did I ask you before?\n"
+    )
     assert chat.returncode == 0, chat.stderr
     assert "You asked what notes.txt says." in chat.stdout
     said = [text for role, text in mock_server.requests[-1].messages() if role != "system"]
@@ -116,8 +126,11 @@ def test_chat_continues_the_last_run_and_query_continues_the_chat(cli, cli_env, 
 
 def test_the_continued_history_is_exact_a_reply_cut_at_its_block_stays_cut(cli, crew, mock_server, notes):
     invented = "The notes surely say Friday."
-    mock_server.script(reply("Reading.\n", tool_block("crew:read_file", path="notes.txt"), invented),
-                       "The code is 7-4-1.", "You asked what notes.txt says.")
+    mock_server.script(
+        reply("Reading.\n", tool_block("crew:read_file", path="notes.txt"), invented),
+        "The code is 7-4-1.",
+        "You asked what notes.txt says.",
+    )
     assert crew(cli, "query", f"@{cli} what does notes.txt say?").returncode == 0
     second = crew(cli, "query", "--continue", f"@{cli} what did I ask you before?")
     assert second.returncode == 0, second.stderr
@@ -128,8 +141,9 @@ def test_the_continued_history_is_exact_a_reply_cut_at_its_block_stays_cut(cli, 
     assert invented not in earlier
 
 
-def test_resuming_a_run_from_another_directory_replays_it_with_a_notice(cli, cli_env, workdir, tmp_path,
-                                                                        mock_server, notes):
+def test_resuming_a_run_from_another_directory_replays_it_with_a_notice(
+    cli, cli_env, workdir, tmp_path, mock_server, notes
+):
     env = cli_env(cli)
     first_exchange(cli, lambda name, *args: run_crew(list(args), env=env, cwd=workdir), mock_server)
     run_id = json.loads(run_crew(["log", "show", "last"], env=env, cwd=workdir).stdout.splitlines()[0])["run_id"]

@@ -25,7 +25,9 @@ def test_a_skills_instructions_reach_the_model_only_through_crew_skill(cli, crew
     (folder / "template.md").write_text("## Release 9.9.9-template\n")
     template = str(folder.resolve() / "template.md")
     mock_server.script(
-        "```json\n" + json.dumps({"type": "tool_use", "name": "crew:skill", "input": {"name": "release-notes"}}) + "\n```\n",
+        "```json\n"
+        + json.dumps({"type": "tool_use", "name": "crew:skill", "input": {"name": "release-notes"}})
+        + "\n```\n",
         tool_block("crew:read_file", path=template),
         "## Release 1.2\nFaster start.\nshipped by crew 4711.",
     )

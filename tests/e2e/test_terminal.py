@@ -1,6 +1,7 @@
 """What a person sees at a terminal: `crew` typed into a shell in tmux (a real pseudo-terminal,
 120×40, on a private tmux server), the real claude CLI behind it talking to the mock model server,
 and the screen read back with capture-pane."""
+
 from __future__ import annotations
 
 import json
@@ -14,8 +15,8 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
@@ -29,8 +30,7 @@ SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 
 
 def block(path: str) -> str:
-    return ('```json\n{"type": "tool_use", "name": "crew:read_file", "input": {"path": "' + path + '"}}\n'
-            "```\n")
+    return '```json\n{"type": "tool_use", "name": "crew:read_file", "input": {"path": "' + path + '"}}\n```\n'
 
 
 class Screen:
@@ -38,13 +38,20 @@ class Screen:
 
     def __init__(self, env: dict[str, str], cwd: Path, rcfile: Path) -> None:
         self.socket = f"crew-test-{uuid.uuid4().hex[:12]}"
-        self.tmux("new-session", "-d", "-x", "120", "-y", "40", "-c", str(cwd),
-                  f"bash --noprofile --rcfile {rcfile}", env=env)
+        self.tmux(
+            "new-session", "-d", "-x", "120", "-y", "40", "-c", str(cwd), f"bash --noprofile --rcfile {rcfile}", env=env
+        )
         self.shell = int(self.tmux("display-message", "-p", "#{pane_pid}").strip())
 
     def tmux(self, *args: str, env: dict[str, str] | None = None) -> str:
-        return subprocess.run(["tmux", "-L", self.socket, "-f", os.devnull, *args], env=env, check=True,
-                              capture_output=True, text=True, timeout=30).stdout
+        return subprocess.run(
+            ["tmux", "-L", self.socket, "-f", os.devnull, *args],
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        ).stdout
 
     def type(self, text: str) -> None:
         """Type `text` and press Enter."""
@@ -125,13 +132,20 @@ def at_prompt(screen: str) -> bool:
 
 
 def test_a_query_streams_the_answer_and_shows_each_tool_call_as_one_line(screen, mock_server):
-    mock_server.script(reply("Let me read it.\n", block("notes.txt"), "The file says 7.", delay=0.2),
-                       reply("It says ", "the secret is 42.", delay=0.2))
+    mock_server.script(
+        reply("Let me read it.\n", block("notes.txt"), "The file says 7.", delay=0.2),
+        reply("It says ", "the secret is 42.", delay=0.2),
+    )
     screen.type('crew query "@claude what does notes.txt say?"; echo "[exit $?]"')
     shown = lines_of(screen.wait_for("[exit 0]"))
-    start = shown.index("$ crew query \"@claude what does notes.txt say?\"; echo \"[exit $?]\"")
-    assert shown[start + 1:start + 6] == ["Let me read it.", "→ crew:read_file notes.txt", "  ✓ 1 line",
-                                          "It says the secret is 42.", "[exit 0]"]
+    start = shown.index('$ crew query "@claude what does notes.txt say?"; echo "[exit $?]"')
+    assert shown[start + 1 : start + 6] == [
+        "Let me read it.",
+        "→ crew:read_file notes.txt",
+        "  ✓ 1 line",
+        "It says the secret is 42.",
+        "[exit 0]",
+    ]
     text = "\n".join(shown)
     assert "tool_use" not in text and "```" not in text and "says 7" not in text
     assert "\x1b[36m→ crew:read_file notes.txt" in screen.text(colors=True)  # colours on a terminal
@@ -142,7 +156,7 @@ def test_with_stdout_piped_the_answer_comes_once_and_the_tool_lines_stay_on_the_
     screen.type('crew query "@claude what does notes.txt say?" | cat; echo "[exit $?]"')
     shown = lines_of(screen.wait_for("[exit 0]"))
     start = next(i for i, line in enumerate(shown) if line.startswith("$ crew query"))
-    assert shown[start + 1:start + 5] == ["→ crew:read_file notes.txt", "  ✓ 1 line", "It says 42.", "[exit 0]"]
+    assert shown[start + 1 : start + 5] == ["→ crew:read_file notes.txt", "  ✓ 1 line", "It says 42.", "[exit 0]"]
 
 
 def test_a_status_line_shows_while_the_model_is_quiet_and_is_gone_afterwards(screen, mock_server):
@@ -152,13 +166,14 @@ def test_a_status_line_shows_while_the_model_is_quiet_and_is_gone_afterwards(scr
     assert "Line one." in waiting and "Line two." not in waiting
     shown = lines_of(screen.wait_for("[exit 0]"))
     start = next(i for i, line in enumerate(shown) if line.startswith("$ crew query"))
-    assert shown[start + 1:start + 4] == ["Line one.", "Line two.", "[exit 0]"]  # the status line left nothing
+    assert shown[start + 1 : start + 4] == ["Line one.", "Line two.", "[exit 0]"]  # the status line left nothing
     assert not any(re.search(f"[{SPINNER}]|@claude writing", line) for line in shown)
 
 
 def test_the_status_line_shows_the_runs_tokens_so_far(screen, mock_server):
-    mock_server.script(reply(block("notes.txt"), input_tokens=1000, output_tokens=234),
-                       reply("Line one.\n", "Line two.\n", delay=2.5))
+    mock_server.script(
+        reply(block("notes.txt"), input_tokens=1000, output_tokens=234), reply("Line one.\n", "Line two.\n", delay=2.5)
+    )
     screen.type('crew query "@claude what does notes.txt say?"; echo "[exit $?]"')
     screen.wait_for(lambda s: re.search(f"[{SPINNER}] @claude writing \\(turn 2\\) \\d+s, 1,234 tokens", s) is not None)
     shown = lines_of(screen.wait_for("[exit 0]"))
@@ -176,9 +191,16 @@ def test_crew_chat_keeps_the_context_across_two_turns(screen, mock_server):
     screen.press("C-d")
     shown = lines_of(screen.wait_for("[exit 0]"))
     start = next(i for i, line in enumerate(shown) if line.startswith("crew chat with @claude"))
-    assert shown[start + 1:start + 9] == [
-        "> what does notes.txt say?", "Reading.", "→ crew:read_file notes.txt", "  ✓ 1 line", "It says 42.",
-        "> what did I ask first?", "You asked what notes.txt says.", ">"]
+    assert shown[start + 1 : start + 9] == [
+        "> what does notes.txt say?",
+        "Reading.",
+        "→ crew:read_file notes.txt",
+        "  ✓ 1 line",
+        "It says 42.",
+        "> what did I ask first?",
+        "You asked what notes.txt says.",
+        ">",
+    ]
     last = mock_server.requests[-1]  # the second message went with the whole conversation before it
     assert "what does notes.txt say?" in last.text() and "the secret is 42" in last.text()
     assert last.messages()[-1] == ("user", "what did I ask first?")
@@ -225,6 +247,7 @@ def test_ctrl_c_withdraws_an_approval_question_and_the_chat_goes_on(screen, work
 
 # --- an approval question nobody answers: --timeout still holds -------------------------------------
 
+
 def on_a_terminal_nobody_answers(args: list[str], env: dict[str, str], cwd: Path) -> tuple[int, str]:
     """Run `crew ARGS` to its end on a pseudo-terminal of its own (stdin, stdout and stderr) that
     nobody types into: → (its exit code, what it showed). Its process group must be gone then."""
@@ -270,16 +293,26 @@ def _group(pgid: int) -> list[int]:
 
 
 @pytest.mark.parametrize("agents", [["claude"], ["claude", "second"]], ids=["one agent", "two agents at once"])
-def test_an_approval_question_nobody_answers_ends_with_the_runs_timeout(agents, cli_env, workdir, tmp_path,
-                                                                       mock_server):
+def test_an_approval_question_nobody_answers_ends_with_the_runs_timeout(
+    agents, cli_env, workdir, tmp_path, mock_server
+):
     (workdir / "notes.txt").write_text("the secret is 42\n")
-    (workdir / "crew.yaml").write_text(json.dumps({"agents": {
-        "claude": {"approval": ["read_file"]}, "second": {"provider": "claude", "approval": ["read_file"]}}}))
+    (workdir / "crew.yaml").write_text(
+        json.dumps(
+            {
+                "agents": {
+                    "claude": {"approval": ["read_file"]},
+                    "second": {"provider": "claude", "approval": ["read_file"]},
+                }
+            }
+        )
+    )
     mock_server.script(*[reply("Let me read it.\n", block("notes.txt")) for _ in agents])
     mentions = " ".join(f"@{agent}" for agent in agents)
     # 10 s: under load the CLIs take seconds to start, and the question must have been asked by then
-    code, shown = on_a_terminal_nobody_answers(["query", "--timeout", "10", f"{mentions} what does notes.txt say?"],
-                                               cli_env("claude"), workdir)
+    code, shown = on_a_terminal_nobody_answers(
+        ["query", "--timeout", "10", f"{mentions} what does notes.txt say?"], cli_env("claude"), workdir
+    )
     assert code == 124, shown
     assert "wants to run read_file" in shown and "(no answer before the run's time was up)" in shown
     assert shown.count("did not finish in 10s") == len(agents)

@@ -1,6 +1,7 @@
 """Usage through the `crew` command against the real CLIs and the mock model server: each run's
 tokens (cached ones too) and the cost the CLI reports reach the transcript, `crew log` shows them
 per run, and `crew log --since … --by agent` sums them over runs."""
+
 from __future__ import annotations
 
 import json
@@ -16,8 +17,11 @@ USAGE = {"input_tokens": 100, "output_tokens": 10, "cached_tokens": 40}  # each 
 
 
 def test_usage_is_recorded_per_run_and_summed_per_agent_over_runs(cli, crew, mock_server, notes):
-    mock_server.script(reply(tool_block("crew:read_file", path="notes.txt"), **USAGE),
-                       reply("The code is 7-4-1.", **USAGE), reply("Yes.", **USAGE))
+    mock_server.script(
+        reply(tool_block("crew:read_file", path="notes.txt"), **USAGE),
+        reply("The code is 7-4-1.", **USAGE),
+        reply("Yes.", **USAGE),
+    )
     first = crew(cli, "query", "--json", f"@{cli} what does notes.txt say?")
     second = crew(cli, "query", "--json", f"@{cli} are you sure?")
     assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
@@ -26,16 +30,26 @@ def test_usage_is_recorded_per_run_and_summed_per_agent_over_runs(cli, crew, moc
     assert (usage["cost_usd"] is not None) == (cli == "claude")  # only claude reports a cost
 
     runs = [json.loads(line) for line in crew(cli, "log", "--json").stdout.splitlines()]
-    assert [(run["task"], run["input_tokens"], run["output_tokens"], run["usage"][cli]["turns"])
-            for run in runs] == [("are you sure?", 100, 10, 1), ("what does notes.txt say?", 200, 20, 2)]
+    assert [(run["task"], run["input_tokens"], run["output_tokens"], run["usage"][cli]["turns"]) for run in runs] == [
+        ("are you sure?", 100, 10, 1),
+        ("what does notes.txt say?", 200, 20, 2),
+    ]
     assert runs[1]["cost_usd"] == usage["cost_usd"]
     listed = crew(cli, "log").stdout.splitlines()
     assert "220 tokens" in listed[1] and f"@{cli}" in listed[1]
 
-    (row,) = [json.loads(line) for line in crew(cli, "log", "--since", "1d", "--by", "agent", "--json").stdout.splitlines()]
-    assert row == {"agent": cli, "runs": 2, "turns": 3, "input_tokens": 300, "output_tokens": 30,
-                   "cached_tokens": 120,
-                   "cost_usd": None if cli != "claude" else round(usage["cost_usd"] + runs[0]["cost_usd"], 8)}
+    (row,) = [
+        json.loads(line) for line in crew(cli, "log", "--since", "1d", "--by", "agent", "--json").stdout.splitlines()
+    ]
+    assert row == {
+        "agent": cli,
+        "runs": 2,
+        "turns": 3,
+        "input_tokens": 300,
+        "output_tokens": 30,
+        "cached_tokens": 120,
+        "cost_usd": None if cli != "claude" else round(usage["cost_usd"] + runs[0]["cost_usd"], 8),
+    }
     table = crew(cli, "log", "--since", "1d", "--by", "agent").stdout.splitlines()
     assert table[0].split() == ["AGENT", "RUNS", "TURNS", "INPUT", "CACHED", "OUTPUT", "COST"]
     assert table[1].split()[:6] == [f"@{cli}", "2", "3", "300", "120", "30"]
@@ -45,15 +59,17 @@ def test_usage_is_recorded_per_run_and_summed_per_agent_over_runs(cli, crew, moc
 def test_a_budget_stops_a_tool_loop_before_its_next_turn(limit, cli, crew, mock_server, workdir, notes):
     if limit == "agent":
         write_config(workdir / "crew.yaml", agents={cli: {"max_tokens": 150}})
-    mock_server.script(reply(tool_block("crew:read_file", path="notes.txt"), **USAGE),
-                       reply(tool_block("crew:list_files"), **USAGE))  # a third reply is never asked for
+    mock_server.script(
+        reply(tool_block("crew:read_file", path="notes.txt"), **USAGE), reply(tool_block("crew:list_files"), **USAGE)
+    )  # a third reply is never asked for
     args = ["--max-tokens", "150"] if limit == "--max-tokens" else []
     done = crew(cli, "query", *args, f"@{cli} what does notes.txt say?")
     assert done.returncode == 5, done.stderr
     name = "--max-tokens" if limit == "--max-tokens" else f"agents.{cli}.max_tokens"
     assert error_line(done.stderr) == (
         f"crew: error: @{cli} was stopped after turn 2: the run used 220 tokens, past {name} 150; the tools of "
-        "its last reply ran, no further turn was sent (raise the limit, or go on with --continue)")
+        "its last reply ran, no further turn was sent (raise the limit, or go on with --continue)"
+    )
     assert len(mock_server.requests) == 2
     events = [json.loads(line) for line in crew(cli, "log", "show", "last").stdout.splitlines()]
     assert [e["name"] for e in events if e["kind"] == "tool_result"] == ["crew:read_file", "crew:list_files"]
@@ -61,12 +77,13 @@ def test_a_budget_stops_a_tool_loop_before_its_next_turn(limit, cli, crew, mock_
     assert events[-1]["status"] == "failed"
 
 
-def test_codex_exec_resume_reports_its_threads_totals_and_each_reply_is_counted_once(cli_env, workdir,
-                                                                                      mock_server):
+def test_codex_exec_resume_reports_its_threads_totals_and_each_reply_is_counted_once(cli_env, workdir, mock_server):
     env = {**cli_env("codex"), "CREW_LIVE": "0"}  # a codex exec per turn, continued by `exec resume`
     mock_server.script(reply("First.", **USAGE), reply("Second.", **USAGE), reply("Third.", **USAGE))
-    runs = [run_crew(["query", "--json", *(["--continue"] if n else []), f"@codex question {n}"], env=env, cwd=workdir)
-            for n in range(3)]
+    runs = [
+        run_crew(["query", "--json", *(["--continue"] if n else []), f"@codex question {n}"], env=env, cwd=workdir)
+        for n in range(3)
+    ]
     assert all(run.returncode == 0 for run in runs), [run.stderr for run in runs]
     said = [text for role, text in mock_server.requests[-1].messages() if role == "user"]
     assert said[-1] == "question 2" and any("question 0" in text for text in said)  # one thread, resumed
