@@ -566,7 +566,10 @@ def parse_command(fmt: str, prefix: str | None, config: Config) -> None:
     if prefix:
         registry.prefix = prefix
     warn = functools.partial(click.echo, err=True)
-    for record in parse_stream(sys.stdin, fmt, registry, registry.prefix, warn=lambda m: warn(f"crew: {m}")):
+    if sys.stdin is None:  # started with its stdin closed
+        raise UsageError("stdin is closed; pipe a CLI's output in, e.g. claude -p … | crew parse --format claude")
+    lines = sys.stdin.buffer  # bytes: the JSON decoders make text only of the fields they read
+    for record in parse_stream(lines, fmt, registry, registry.prefix, warn=lambda m: warn(f"crew: {m}")):
         click.echo(json.dumps(record))  # ASCII: an input may hold a lone surrogate (a "\ud800" escape)
 
 

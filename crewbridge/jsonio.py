@@ -35,46 +35,58 @@ def loads(data: str | bytes | bytearray, *, strict: bool = True) -> Any:
     return value
 
 
-def decode(line: str | bytes) -> Any:
+def decode(line: str | bytes, fields: Any = None) -> Any:
     """The JSON value a line that starts with it holds (one line of a CLI's stream), as fast as this
     machine can: msgspec when it is installed (about 2.5 times json.loads on a CLI's streamed deltas)
-    once the process has read enough lines for its import to pay (_first_lines), json's C scanner
-    before that or without it. Nesting is bounded by the decoders alone (RecursionError past their
+    once the process has read enough for its import to pay (_first_lines), json's C scanner before
+    that or without it. Nesting is bounded by the decoders alone (RecursionError past their
     recursion limit): a stream's reader picks fields by name. ValueError for a line that starts with
     whitespace or that the fast decoder refuses (not JSON, NaN, a number past a double, a lone
     surrogate): read it with `loads`, which takes what json takes, names what is wrong, and holds it
-    to MAX_DEPTH."""
+    to MAX_DEPTH.
+
+    `fields`: a TypedDict (total=False) of the only fields the reader looks at, a nested TypedDict
+    for each object it looks into, `Any` for a value it takes whole. msgspec then builds those alone
+    and skips the rest unbuilt (a CLI's tool results, the text it repeats); json's scanner gives the
+    whole value, which has the same fields. A line whose shape differs (an object expected where it
+    has something else) is a ValueError: read it with `loads`."""
     if line[:1].isspace():
         raise ValueError("whitespace before the value")
-    return _fast(line)
+    fast = _decoders.get(fields)
+    return _first_lines(line, fields) if fast is None else fast(line)
 
 
-def _fast_decoder() -> Callable[[str | bytes], Any]:
+def _fast_decoder(fields: Any = None) -> Callable[[str | bytes], Any]:
     # msgspec, not orjson: orjson turns an integer past 64 bits into a float, silently.
     try:
         from msgspec.json import Decoder
     except ImportError:  # a platform without its wheel
         return _scanned
-    return Decoder().decode
+    return Decoder(Any if fields is None else fields).decode
 
 
-FAST_AFTER = 8192  # lines decoded by json's scanner before msgspec takes over
+FAST_AFTER = 8192  # lines decoded by json's scanner before msgspec takes over,
+FAST_AFTER_CHARS = 4_000_000  # or characters, whichever comes first
 
 
-def _first_lines(line: str | bytes) -> Any:
-    """The fast decoder for a process's first FAST_AFTER lines: json's scanner. msgspec's import
-    (~10 ms of CPU: typing_extensions, decimal, uuid) would cost a short run more than it saves
-    (~1 µs a line); past them `_fast` becomes msgspec's decoder for the rest of the process (crew
-    parse on a big stream, a long live run). Either gives the same values."""
-    global _fast, _lines
+def _first_lines(line: str | bytes, fields: Any) -> Any:
+    """The fast decoder for a process's first FAST_AFTER lines (or FAST_AFTER_CHARS characters):
+    json's scanner. msgspec's import (~10 ms of CPU: typing_extensions, decimal, uuid) would cost a
+    short run more than it saves (~1 µs a short line, ~2 ms a megabyte); past them each `fields`
+    gets msgspec's decoder, for the rest of the process (crew parse on a big stream, a long live
+    run). Either gives the same values of the fields asked for."""
+    global _lines, _chars
     _lines += 1
-    if _lines >= FAST_AFTER:
-        _fast = _fast_decoder()
-    return _scanned(line)
+    _chars += len(line)
+    if _lines < FAST_AFTER and _chars < FAST_AFTER_CHARS:
+        return _scanned(line)
+    fast = _decoders[fields] = _fast_decoder(fields)
+    return fast(line)
 
 
 _lines = 0
-_fast: Callable[[str | bytes], Any] = _first_lines
+_chars = 0
+_decoders: dict[Any, Callable[[str | bytes], Any]] = {}  # fields → msgspec's decoder, once taken
 
 
 _scan_once = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # the C scanner inside json.loads

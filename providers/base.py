@@ -53,9 +53,13 @@ class Decoder(Protocol):
         not be read at all); called after the CLI exited with status 0."""
 
 
-def parse_object(line: str) -> dict[str, Any] | Notice | None:
-    """The JSON object one line of CLI output holds; None for a blank line; a Notice for a corrupt
-    one (not JSON, nested too deeply, not an object).
+def parse_object(line: str | bytes, fields: Any = None) -> dict[str, Any] | Notice | None:
+    """The JSON object one line of CLI output (text, or UTF-8 bytes) holds; None for a blank line; a
+    Notice for a corrupt one (not JSON, nested too deeply, not an object). Bytes that are not UTF-8
+    are read as lone surrogates, as crew reads stdin. `fields`: the TypedDict of what the reader
+    looks at (jsonio.decode): the object may hold only those; a line of another shape is read whole.
+    Read to its fields, a line gives what json's scanner makes of it whole: what msgspec skips is
+    not built, so a number past a double there does not send the line to `loads` and its bound.
 
     Nesting: the fast decoder (jsonio.decode) stops at its recursion limit (RecursionError, a Notice
     here), so no line can crash a reader. A line it decodes is not counted for jsonio.MAX_DEPTH: that
@@ -63,9 +67,9 @@ def parse_object(line: str) -> dict[str, Any] | Notice | None:
     handed on whole (a tool's input) is bounded where it is handed on (crewbridge.caller,
     LoopChannel.permit)."""
     try:
-        obj = jsonio.decode(line)
+        obj = jsonio.decode(line, fields)
     except (ValueError, RecursionError):
-        line = line.strip()  # blank, corrupt, nested too deeply, or padded with whitespace
+        line = as_text(line).strip()  # blank, corrupt, nested too deeply, or padded with whitespace
         if not line:
             return None
         try:
@@ -75,25 +79,43 @@ def parse_object(line: str) -> dict[str, Any] | Notice | None:
         except ValueError as exc:
             return Notice("corrupt", f"not JSON ({getattr(exc, 'msg', exc)}): {line[:120]}")
     if not isinstance(obj, dict):
-        return Notice("corrupt", f"not a JSON object: {line.strip()[:120]}")
+        return Notice("corrupt", f"not a JSON object: {as_text(line).strip()[:120]}")
     return obj
+
+
+def as_text(line: str | bytes) -> str:
+    """A line of CLI output as text: UTF-8 bytes decoded, those that are not UTF-8 kept as lone
+    surrogates (as crew reads stdin: crewbridge.cli)."""
+    return line if isinstance(line, str) else line.decode("utf-8", "surrogateescape")
 
 
 class JsonLineDecoder:
     """Base for JSON-lines decoders: parses the line, hands dicts to `event`."""
 
-    def decode(self, line: str) -> list[Event]:
-        obj = parse_object(line)
-        return [] if obj is None else self.decode_object(obj)
+    # The TypedDict (total=False) of every field `event` reads, nested for the objects it reads
+    # into, when it reads no other (None: the whole line): each line is decoded to those alone.
+    fields: Any = None
 
-    def decode_object(self, obj: dict[str, Any] | Notice) -> list[Event]:
+    def decode(self, line: str | bytes) -> list[Event]:
+        """As Decoder.decode; `line` may also be UTF-8 bytes (parse_object), read faster: msgspec
+        makes text only of the fields asked for."""
+        obj = parse_object(line, self.fields)
+        return [] if obj is None else self.decode_object(obj, line)
+
+    def decode_object(self, obj: dict[str, Any] | Notice, line: str | bytes | None = None) -> list[Event]:
         """The events one parsed line stands for (a corrupt one gives a Notice); live readers parse
-        their own lines and come in here."""
+        their own lines and come in here. `line`: the line `obj` was read from (it may hold only
+        `fields`: a line of an unexpected shape is read whole to be shown)."""
         if isinstance(obj, Notice):
             return [obj]
         try:
             return self.event(obj)
         except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            if line is not None and self.fields is not None:
+                whole = parse_object(line)
+                if not isinstance(whole, dict):  # what reading it whole makes of it (too deep for loads)
+                    return [] if whole is None else [whole]
+                obj = whole
             try:
                 shown = json.dumps(obj)[:120]
             except RecursionError:  # a line the fast path took whole, just under json's limit

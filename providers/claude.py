@@ -6,7 +6,7 @@ import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from crewbridge.providers.base import JsonLineDecoder, Provider, Turn, cli_home
 
@@ -33,12 +33,50 @@ NATIVE_FLAGS = [
 ]
 
 
+# What ClaudeDecoder reads of a line, and nothing else (JsonLineDecoder.fields): a tool's result, the
+# text the `assistant` event repeats after its deltas, each event's uuid are skipped unbuilt.
+class _Block(TypedDict, total=False):  # a content block, or a stream event's delta
+    type: Any
+    text: Any
+    name: Any
+
+
+class _Message(TypedDict, total=False):
+    id: Any
+    model: Any
+    content: list[_Block]
+
+
+class _StreamEvent(TypedDict, total=False):
+    type: Any
+    delta: _Block
+    message: _Message
+
+
+class _Line(TypedDict, total=False):
+    type: Any
+    subtype: Any
+    parent_tool_use_id: Any
+    event: _StreamEvent
+    message: _Message
+    session_id: Any
+    model: Any
+    usage: Any
+    total_cost_usd: Any
+    is_error: Any
+    result: Any
+    errors: Any
+    api_error_status: Any
+
+
 class ClaudeDecoder(JsonLineDecoder):
     """stream-json events → assistant text. With --include-partial-messages the text arrives as
     stream_event deltas, and the full `assistant` event that follows repeats it: skip that copy.
     Without it, each content block is an `assistant` event of its own. Either way the text blocks of
     one message (one `message.id`) are one text: the message ends (MessageEnd) when another message
     starts, a native tool is used or the result comes, not at each block."""
+
+    fields = _Line
 
     def __init__(self) -> None:
         self._streamed: set[str] = set()  # message ids whose text came as deltas

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from crewbridge.providers.base import Decoder, JsonLineDecoder, Provider, Turn
+from crewbridge.providers.base import Decoder, JsonLineDecoder, Provider, Turn, as_text
 
 from crewbridge.errors import ConfigKeyError
 from crewbridge.events import Event, Failure, MessageEnd, Session, Text
@@ -42,10 +42,10 @@ class JsonlDecoder(JsonLineDecoder):
         self.read_text = False
         self.sample: str | None = None  # the first line, if it came before any text
 
-    def decode(self, line: str) -> list[Event]:
+    def decode(self, line: str | bytes) -> list[Event]:
         events = super().decode(line)
         if not self.read_text and self.sample is None and line.strip():
-            self.sample = line.strip()
+            self.sample = as_text(line).strip()
         return events
 
     def event(self, obj: dict[str, Any]) -> list[Event]:

@@ -10,6 +10,7 @@ import json
 import random
 from pathlib import Path
 
+import msgspec
 import pytest
 from crewbridge.providers.base import parse_object
 from crewbridge.providers.claude import ClaudeDecoder
@@ -18,6 +19,7 @@ from crewbridge.providers.gemini import GeminiDecoder
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from crewbridge import jsonio
 from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session, Text, Usage
 from crewbridge.extract import Extractor
 from crewbridge.jsonio import MAX_DEPTH
@@ -379,12 +381,17 @@ REAL_EVENTS = real_events()
 ODD_VALUES = [None, True, 0, 5, 1.5, "", "x", "assistant", "text", [], [1], ["x"], {}, {"a": 1}, {"type": "text"}]
 
 
-def mutate(value: object, rnd: random.Random) -> object:
-    """A real event with some of its values, at any depth, replaced by a value of another shape."""
+def mutate(value: object, rnd: random.Random, drop: float = 0) -> object:
+    """A real event with some of its values, at any depth, replaced by a value of another shape (and
+    a share `drop` of its keys left out)."""
     if isinstance(value, dict):
-        return {k: rnd.choice(ODD_VALUES) if rnd.random() < 0.15 else mutate(v, rnd) for k, v in value.items()}
+        return {
+            k: rnd.choice(ODD_VALUES) if rnd.random() < 0.15 else mutate(v, rnd, drop)
+            for k, v in value.items()
+            if not drop or rnd.random() >= drop
+        }
     if isinstance(value, list):
-        return [mutate(v, rnd) for v in value]
+        return [mutate(v, rnd, drop) for v in value]
     return value
 
 
@@ -398,3 +405,72 @@ def test_real_event_shapes_with_any_values_decode_without_raising_and_text_is_a_
         for obj in picks:
             for event in decoder.decode(json.dumps(mutate(obj, rnd))):
                 assert not isinstance(event, Text) or isinstance(event.text, str)
+
+
+class WholeClaudeDecoder(ClaudeDecoder):
+    """The claude decoder reading every field of each line: what reading its fields alone must equal."""
+
+    fields = None
+
+
+def fast_json(patch: pytest.MonkeyPatch, msgspec_taken: bool) -> None:
+    """jsonio.decode with msgspec from the next line on (a long stream: claude's lines are read to
+    ClaudeDecoder.fields alone), or json's scanner for every line (a process's first lines)."""
+    patch.setattr(jsonio, "_decoders", {})
+    patch.setattr(jsonio, "_lines", jsonio.FAST_AFTER if msgspec_taken else 0)
+    patch.setattr(jsonio, "FAST_AFTER", jsonio.FAST_AFTER if msgspec_taken else float("inf"))
+    patch.setattr(jsonio, "FAST_AFTER_CHARS", jsonio.FAST_AFTER_CHARS if msgspec_taken else float("inf"))
+
+
+def same_events(lines: list[str]) -> None:
+    """Each line read to claude's fields by msgspec gives the events of the whole line read by json's
+    scanner (the reference: it takes any JSON json takes, whole)."""
+    fields, whole = ClaudeDecoder(), WholeClaudeDecoder()
+    for line in lines:
+        with pytest.MonkeyPatch.context() as patch:
+            fast_json(patch, msgspec_taken=True)
+            got = fields.decode(line)
+            assert isinstance(
+                getattr(jsonio._decoders.get(ClaudeDecoder.fields), "__self__", None), msgspec.json.Decoder
+            ) or not line.strip().startswith("{")
+        with pytest.MonkeyPatch.context() as patch:
+            fast_json(patch, msgspec_taken=False)
+            assert got == whole.decode(line), line
+    assert fields.end() == whole.end()
+
+
+def test_claude_lines_read_to_their_fields_give_the_events_of_whole_lines() -> None:
+    for path in sorted(FIXTURES.glob("*")):
+        same_events(path.read_text().splitlines(keepends=True))
+    assert text_of(decode("claude", "claude_stream_partial.jsonl"))  # they hold text
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        '{"type": "stream_event", "event": {"type": "content_block_delta", '
+        '"delta": {"type": "text_delta", "text": 5}}}',
+        '{"type": "stream_event", "event": null, "uuid": "u"}',
+        '{"type": "stream_event", "event": {"type": "message_start", "message": null}}',
+        '{"type": "assistant", "message": {"id": "m", "content": [{"type": "text", "text": ["x"]}]}, "extra": [1]}',
+        '{"type": "assistant", "message": {"id": "m", "content": "a string"}}',
+        '{"type": "user", "message": {"content": [{"type": "tool_result", "content": "\\ud800"}]}}',
+        '{"type": "user", "message": "not an object"}',
+        '{"type": "result", "usage": [1], "extra": "' + "x" * 200 + '"}',
+        '{"type": "system", "subtype": "init", "big": 1e400, "deep": ' + "[" * 150 + "]" * 150 + "}",
+        '{"type": "assistant", "skipped": ' + "[" * 5_000 + "]" * 5_000 + "}",
+    ],
+)
+def test_a_claude_line_of_an_unexpected_shape_gives_the_events_of_the_whole_line(line: str) -> None:
+    same_events([line + "\n"])
+
+
+CLAUDE_EVENTS = [e for e in REAL_EVENTS if e.get("type") in ("system", "stream_event", "assistant", "user", "result")]
+
+
+@settings(max_examples=300, deadline=None)
+@given(picks=st.lists(st.sampled_from(CLAUDE_EVENTS), min_size=1, max_size=6), rnd=st.randoms())
+def test_claude_events_of_any_shape_read_to_their_fields_give_the_events_of_whole_lines(
+    picks: list[dict], rnd: random.Random
+) -> None:
+    same_events([json.dumps(mutate(obj, rnd, drop=rnd.choice([0, 0.1]))) + "\n" for obj in picks])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any, TypedDict
 
 import msgspec
 import pytest
@@ -60,22 +61,74 @@ def test_dumps_bytes_is_utf8_and_escapes_a_lone_surrogate() -> None:
     assert json.loads(out) == {"a": "x\udc80y"}
 
 
+def use(patch: pytest.MonkeyPatch, fast: str) -> None:
+    """Make decode use msgspec from its next line on, or json's scanner for every line."""
+    patch.setattr(jsonio, "_decoders", {})
+    if fast == "msgspec":
+        patch.setattr(jsonio, "_lines", jsonio.FAST_AFTER)
+    else:
+        patch.setattr(jsonio, "FAST_AFTER", float("inf"))
+        patch.setattr(jsonio, "FAST_AFTER_CHARS", float("inf"))
+
+
 @pytest.fixture(params=["msgspec", "json's scanner"])
 def fast_decoder(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Each test of decode runs with msgspec, and with json's scanner (a process's first lines, or
     a platform without msgspec)."""
-    monkeypatch.setattr(jsonio, "_fast", jsonio._fast_decoder() if request.param == "msgspec" else jsonio._scanned)
+    use(monkeypatch, request.param)
     return str(request.param)
 
 
+def taken(fields: object = None) -> bool:
+    return isinstance(getattr(jsonio._decoders.get(fields), "__self__", None), msgspec.json.Decoder)
+
+
 def test_a_process_takes_msgspec_once_it_has_read_enough_lines(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(jsonio, "_fast", jsonio._first_lines)
+    monkeypatch.setattr(jsonio, "_decoders", {})
     monkeypatch.setattr(jsonio, "_lines", 0)
+    monkeypatch.setattr(jsonio, "_chars", 0)
     for number in range(jsonio.FAST_AFTER - 1):
         assert decode(f'{{"n": {number}}}') == {"n": number}
-    assert jsonio._fast is jsonio._first_lines  # a short run never imports it
+    assert not taken()  # a short run never imports it
     assert decode('{"n": -1}\n') == {"n": -1}
-    assert isinstance(getattr(jsonio._fast, "__self__", None), msgspec.json.Decoder)
+    assert taken()
+
+
+def test_or_enough_characters_in_fewer_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(jsonio, "_decoders", {})
+    monkeypatch.setattr(jsonio, "_lines", 0)
+    monkeypatch.setattr(jsonio, "_chars", 0)
+    big = json.dumps({"text": "x" * (jsonio.FAST_AFTER_CHARS // 2)})
+    assert decode(big) == json.loads(big)
+    assert not taken()
+    assert decode(big) == json.loads(big)
+    assert taken()
+
+
+class Inner(TypedDict, total=False):
+    text: Any
+
+
+class Fields(TypedDict, total=False):
+    type: Any
+    inner: Inner
+
+
+def test_fields_decode_what_the_reader_looks_at_and_skip_the_rest(monkeypatch: pytest.MonkeyPatch) -> None:
+    line = '{"type": "a", "big": ["' + "x" * 1000 + '"], "inner": {"text": "t", "id": 1}}'
+    for fast in ("json's scanner", "msgspec"):
+        use(monkeypatch, fast)
+        value = decode(line, Fields)
+        assert value["type"] == "a" and value["inner"]["text"] == "t"
+    assert decode(line, Fields) == {"type": "a", "inner": {"text": "t"}}  # msgspec took it: the rest is skipped
+    assert taken(Fields) and not taken()  # a decoder per fields
+
+
+@pytest.mark.parametrize("line", ['{"inner": null}', '{"inner": [1]}', "[1]", '{"type": 1e400, "inner": "x"}'])
+def test_a_line_of_another_shape_than_its_fields_is_a_value_error(line: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    use(monkeypatch, "msgspec")
+    with pytest.raises(ValueError):
+        decode(line, Fields)
 
 
 JSON_VALUES = st.recursive(
@@ -96,9 +149,9 @@ def decoded(line: str) -> object:
 @given(value=JSON_VALUES)
 def test_decode_or_loads_gives_what_json_loads_gives(value: object) -> None:
     for line in (json.dumps(value) + "\n", json.dumps(value, ensure_ascii=False)):
-        for fast in (jsonio._fast_decoder(), jsonio._scanned):
+        for fast in ("msgspec", "json's scanner"):
             with pytest.MonkeyPatch.context() as patch:
-                patch.setattr(jsonio, "_fast", fast)
+                use(patch, fast)
                 assert repr(decoded(line)) == repr(json.loads(line))
 
 

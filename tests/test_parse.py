@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
@@ -14,9 +15,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from crewbridge import jsonio
 from crewbridge.errors import UsageError
 from crewbridge.parse import formats, parse_stream
-from crewcli import crew_env, run_crew
+from crewcli import CREW, crew_env, error_line, run_crew
 from test_extract import make_registry
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -36,9 +38,12 @@ CAPTURES = {
 REGISTRY = make_registry()
 
 
-def parse(fmt: str, name: str, **kw: Any) -> tuple[list[dict], list[str]]:
+def parse(fmt: str, name: str, *, as_bytes: bool = False, **kw: Any) -> tuple[list[dict], list[str]]:
     warnings: list[str] = []
-    lines = (FIXTURES / name).read_text().splitlines(keepends=True)
+    text = (FIXTURES / name).read_text()
+    lines: list[str] | list[bytes] = (
+        text.encode().splitlines(keepends=True) if as_bytes else text.splitlines(keepends=True)
+    )
     records = list(parse_stream(lines, fmt, kw.pop("registry", REGISTRY), warn=warnings.append, **kw))
     return records, warnings
 
@@ -129,6 +134,70 @@ def test_a_record_comes_as_soon_as_its_block_closes() -> None:
     records = parse_stream(source(), "claude", REGISTRY)
     next(records)
     assert read == 2  # the init line and the first assistant event, nothing after
+
+
+ALL = [(fmt, path.name) for fmt in formats() for path in sorted(FIXTURES.glob("*"))]
+
+
+@pytest.fixture(params=["json's scanner", "msgspec"])
+def json_lines(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lines decoded by json's scanner (a process's first lines), then by msgspec (a long stream)."""
+    monkeypatch.setattr(jsonio, "_decoders", {})
+    monkeypatch.setattr(jsonio, "_lines", jsonio.FAST_AFTER if request.param == "msgspec" else 0)
+    monkeypatch.setattr(jsonio, "_chars", 0)
+
+
+@pytest.mark.parametrize("fmt,name", ALL)
+def test_lines_read_as_utf8_bytes_give_what_lines_of_text_give(fmt: str, name: str, json_lines: None) -> None:
+    assert parse(fmt, name, as_bytes=True) == parse(fmt, name)
+
+
+BROKEN = [
+    b'{"type": "stream_event", "event": {"type": "message_start", "message": {"id": "m"}}}\n',
+    b'{"type": "stream_event", "event": {"type": "content_block_delta", "delta": {"type": "text_delta", '
+    b'"text": "\xff\\n```json\\n{\\"name\\": \\"crew:read_file\\", \\"input\\": {\\"path\\": '
+    b'\\"\xc3\xa9\xfe\\"}}\\n```\\n"}}, "skipped": "\xfd"}\n',
+    b"\xff not json\n",
+]
+
+
+def parsed(lines: list[str] | list[bytes], fmt: str) -> tuple[list[dict], list[str]]:
+    warnings: list[str] = []
+    return list(parse_stream(lines, fmt, REGISTRY, warn=warnings.append)), warnings
+
+
+@pytest.mark.parametrize("fmt", formats())
+def test_bytes_that_are_not_utf8_read_as_stdin_reads_them(fmt: str, json_lines: None) -> None:
+    got = parsed(BROKEN, fmt)
+    assert got == parsed([line.decode("utf-8", "surrogateescape") for line in BROKEN], fmt)
+    if fmt == "claude":
+        assert got == (
+            [ok("crew:read_file", {"path": "é\udcfe"})],
+            ["line 3: not JSON (Expecting value): \udcff not json"],
+        )
+
+
+def test_crew_parse_reads_stdin_as_the_engine_does(tmp_path: Path) -> None:
+    text = (FIXTURES / "claude_crew.jsonl").read_text()
+    done = run_crew(["parse", "--format", "claude"], env=crew_env(tmp_path / "home"), cwd=tmp_path, input=text)
+    records, warnings = parse("claude", "claude_crew.jsonl", registry=None)
+    assert [json.loads(line) for line in done.stdout.splitlines()][:2] == records[:2]
+    assert done.stderr.splitlines() == [f"crew: {w}" for w in warnings]
+
+
+def test_crew_parse_with_its_stdin_closed_says_so(tmp_path: Path) -> None:
+    done = subprocess.run(
+        ["sh", "-c", 'exec "$@" <&-', "sh", *CREW, "parse", "--format", "claude"],
+        cwd=tmp_path,
+        env=crew_env(tmp_path / "home"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert (done.returncode, done.stdout) == (2, "")
+    assert error_line(done.stderr) == (
+        "crew: error: stdin is closed; pipe a CLI's output in, e.g. claude -p … | crew parse --format claude"
+    )
 
 
 def test_records_print_as_json() -> None:
