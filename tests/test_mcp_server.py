@@ -218,10 +218,9 @@ def test_a_cancelled_ask_ends_its_cli_and_the_server_goes_on(project, tmp_path):
             with anyio.move_on_after(20) as scope:
                 async with anyio.create_task_group() as group:
                     group.start_soon(client.call_tool, "ask", {"task": "@slow hello"})
-                    await anyio.to_thread.run_sync(slow_pid, tmp_path)
+                    pid = await anyio.to_thread.run_sync(slow_pid, tmp_path)  # while it runs: found by its program
                     group.cancel_scope.cancel()  # the SDK sends notifications/cancelled
             assert not scope.cancelled_caught
-            pid = slow_pid(tmp_path)
             assert await anyio.to_thread.run_sync(gone, pid)
             return await client.call_tool("read_file", {"path": "notes.txt"})
 
@@ -236,10 +235,10 @@ def test_a_cancelled_tool_call_ends_its_command_and_the_server_goes_on(project, 
             with anyio.move_on_after(20) as scope:
                 async with anyio.create_task_group() as group:
                     group.start_soon(client.call_tool, "run_command", {"command": command})
-                    await anyio.to_thread.run_sync(slow_pid, tmp_path)
+                    pid = await anyio.to_thread.run_sync(slow_pid, tmp_path)
                     group.cancel_scope.cancel()  # the SDK sends notifications/cancelled
             assert not scope.cancelled_caught
-            assert await anyio.to_thread.run_sync(gone, slow_pid(tmp_path))
+            assert await anyio.to_thread.run_sync(gone, pid)
             return await client.call_tool("read_file", {"path": "notes.txt"})
 
     assert "deploy window" in text(anyio.run(main))
