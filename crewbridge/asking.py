@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ from crewbridge.mentions import parse_mentions
 from crewbridge.modes import Mode
 from crewbridge.outputs import outcomes_record
 from crewbridge.registry import Tool, ToolContext, ToolFailure
+from crewbridge.sandbox import Sandboxing
 
 DEPTH_ENV = "CREW_ASK_DEPTH"
 DEFAULT_MAX_DEPTH = 1  # an asked agent may ask one more agent, which may not ask again
@@ -101,6 +102,8 @@ class Asker:
     max_depth: int = DEFAULT_MAX_DEPTH
     timeout: float = 300.0
     max_turns: int = 10
+    # the machine's sandbox, detected once for every ask of this server (a probe is a process)
+    sandboxing: Sandboxing = field(default_factory=Sandboxing)
 
     def ask(
         self,
@@ -118,9 +121,12 @@ class Asker:
         the one mentioned agent's change for at most `rounds` rounds (as --worktree, --review and
         --rounds do)."""
         self.check(task)
-        deeper = Asker(self.config, self.workdir, self.depth + 1, self.max_depth, self.timeout, self.max_turns)
+        deeper = Asker(
+            self.config, self.workdir, self.depth + 1, self.max_depth, self.timeout, self.max_turns, self.sandboxing
+        )
         tools = [deeper.tool()] if deeper.depth <= self.max_depth else []
         bridge = Bridge(self.config, self.workdir, env={DEPTH_ENV: str(self.depth + 1)}, tools=tools)
+        bridge.sandboxing = self.sandboxing
         outcomes = bridge.run(
             task,
             mode,
@@ -150,7 +156,9 @@ class Asker:
 
         def ask(ctx: ToolContext, task: str) -> dict[str, Any]:
             remaining = self.timeout if ctx.deadline is None else max(ctx.deadline - time.monotonic(), 1.0)
-            runner = Asker(self.config, ctx.workdir, self.depth, self.max_depth, remaining, self.max_turns)
+            runner = Asker(
+                self.config, ctx.workdir, self.depth, self.max_depth, remaining, self.max_turns, self.sandboxing
+            )
             try:
                 answer = runner.ask(task, "query")
             except UsageError as exc:

@@ -12,11 +12,13 @@ from pathlib import Path
 import pytest
 from crewbridge.providers.generic import GenericSpec
 
+from crewbridge import sandbox
 from crewbridge.api import Outcome
 from crewbridge.asking import Asker, asked, current_depth
 from crewbridge.config import AgentSpec, Config, default_agents
 from crewbridge.errors import ProviderError, UsageError
 from crewbridge.loop import RunResult
+from crewbridge.sandbox import Sandboxing
 
 # A model that calls crew:ask once with the task given as its argument, then answers with the result;
 # it records the CREW_ASK_DEPTH its CLI was started with.
@@ -66,6 +68,23 @@ def test_an_asked_agent_asks_another_with_crews_ask(tmp_path: Path, workdir: Pat
     ]
     assert "Buy milk." in answer.text  # the demo agent's answer, handed back by crew:ask
     assert (tmp_path / "depths").read_text().split() == ["1", "1"]  # the asked CLI runs one ask deep
+
+
+def test_the_asks_of_one_asker_detect_the_sandbox_once(
+    tmp_path: Path, workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    detections: list[object] = []
+
+    def counted(env: object) -> object:
+        detections.append(env)
+        return detect(env)
+
+    detect = sandbox.detect
+    monkeypatch.setattr(sandbox, "detect", counted)
+    asker = Asker(config(tmp_path, "@demo what is in notes.txt?"), workdir, sandboxing=Sandboxing())
+    for _ in range(2):  # each ask: the asker's CLI, then the agent it asks through crew:ask
+        assert not asker.ask("@asker find out").failed
+    assert len(detections) == 1  # a probe is a process: not one per ask, nor per asked agent
 
 
 def test_at_the_depth_limit_the_asked_agent_gets_no_ask(tmp_path: Path, workdir: Path) -> None:

@@ -73,11 +73,11 @@ class McpServer(McpCore):
         self.client = config.agent(policy_of) if policy_of else AgentSpec(id=CLIENT, provider=CLIENT)
         self.depth, self.max_depth = depth, max_depth  # depth None: CREW_ASK_DEPTH says
         self.timeout, self.max_turns = timeout, max_turns
-        sandboxing = Sandboxing() if sandboxing is None else sandboxing
+        self.sandboxing = Sandboxing() if sandboxing is None else sandboxing  # also its asks'
         wanted = level(config.sandbox, self.client.sandbox)
         network = self.client.sandbox_network  # a sandbox required and not to be had is refused now
-        self.sandbox = sandboxing.commands(wanted, workdir, self.mode, network=network)
-        self.sandbox_notice = sandboxing.notice([wanted])
+        self.sandbox = self.sandboxing.commands(wanted, workdir, self.mode, network=network)
+        self.sandbox_notice = self.sandboxing.notice([wanted])
         self._lock = threading.Lock()
         self._jobs: list[Job] = []  # every session's, to stop and wait for at close()
         self._closed = False
@@ -217,7 +217,7 @@ class McpServer(McpCore):
 
         task, mode = arguments["task"], arguments.get("mode", "query")
         depth = current_depth() if self.depth is None else self.depth
-        asker = Asker(self.config, self.workdir, depth, self.max_depth, self.timeout, self.max_turns)
+        asker = Asker(self.config, self.workdir, depth, self.max_depth, self.timeout, self.max_turns, self.sandboxing)
         try:
             asker.check(task)
         except CrewError as exc:
