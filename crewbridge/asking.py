@@ -125,8 +125,8 @@ class Asker:
             self.config, self.workdir, self.depth + 1, self.max_depth, self.timeout, self.max_turns, self.sandboxing
         )
         tools = [deeper.tool()] if deeper.depth <= self.max_depth else []
-        bridge = Bridge(self.config, self.workdir, env={DEPTH_ENV: str(self.depth + 1)}, tools=tools)
-        bridge.sandboxing = self.sandboxing
+        env = {DEPTH_ENV: str(self.depth + 1)}
+        bridge = Bridge(self.config, self.workdir, env=env, tools=tools, sandboxing=self.sandboxing)
         outcomes = bridge.run(
             task,
             mode,

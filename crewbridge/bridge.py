@@ -37,14 +37,18 @@ class Bridge:
         workdir: Path | None = None,
         env: dict[str, str] | None = None,
         tools: list[Tool] | None = None,
+        sandboxing: Sandboxing | None = None,
     ) -> None:
+        """`sandboxing`: the machine's sandbox as another Bridge detected it (or is detecting it):
+        detecting runs a probe process."""
         self.config = config or load_config()
         self.workdir = (workdir or Path.cwd()).resolve()
         self.env = env or {}  # added to the environment of the CLIs this Bridge starts
         self._tools = tools or []  # added to the configured ones (registered once the CLIs started)
         self._registry: ToolRegistry | None = None
         self._started: dict[tuple[Mention, Mode, str | None, str | None], Conversation] = {}  # start()'s, untaken
-        self.sandboxing = Sandboxing()  # where the CLIs and the tools' commands run (detected once)
+        # where the CLIs and the tools' commands run (detected once)
+        self.sandboxing = Sandboxing() if sandboxing is None else sandboxing
 
     @property
     def registry(self) -> ToolRegistry:
@@ -301,7 +305,7 @@ class Bridge:
 
     def with_tools(self, tools: list[Tool]) -> Bridge:
         """A Bridge like this one whose registry also holds `tools` (a run's own, such as a review's)."""
-        other = Bridge(self.config, self.workdir, self.env)
+        other = Bridge(self.config, self.workdir, self.env, sandboxing=self.sandboxing)
         other._registry = self.registry.subset(lambda tool: True)
         other._registry.register_all(tools)
         return other

@@ -112,8 +112,7 @@ def start(args: list[str]) -> Early | None:
     from crewbridge.options import RunOptions
 
     try:
-        bridge = Bridge(load_config(reading.config_path, Path.cwd()))
-        bridge.sandboxing = sandboxing
+        bridge = Bridge(load_config(reading.config_path, Path.cwd()), sandboxing=sandboxing)
         bridge.start(reading.text, reading.mode, RunOptions(tools_via=reading.tools_via, sandbox=reading.sandbox))
     except CrewError:
         return None

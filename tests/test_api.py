@@ -17,6 +17,7 @@ import crewbridge
 from crewbridge import Bridge, Config, Progress, process
 from crewbridge.config import AgentSpec, default_agents
 from crewbridge.errors import AgentNotFound, ConfigError, Interrupted, UsageError
+from crewbridge.sandbox import Sandboxing
 
 # A scripted model run as a CLI: the first turn calls the tool given as its argument, the next
 # answers with what the tool returned. Each turn's whole prompt arrives on stdin (no session resume).
@@ -182,6 +183,13 @@ def test_every_run_starts_its_own_clis_and_leaves_none_running(workdir: Path, mo
 
 
 # --- tools from plain functions ----------------------------------------------------------------
+
+
+def test_a_bridge_given_a_sandboxing_and_one_with_more_tools_detect_the_sandbox_with_it(workdir: Path) -> None:
+    sandboxing = Sandboxing()
+    bridge = Bridge(Config(agents=default_agents()), workdir, sandboxing=sandboxing)
+    assert bridge.sandboxing is sandboxing and bridge.with_tools([]).sandboxing is sandboxing  # a review's
+    assert Bridge(Config(agents=default_agents()), workdir).sandboxing is not sandboxing
 
 
 def test_a_typed_function_becomes_a_tool_the_model_calls(tmp_path: Path, workdir: Path) -> None:
