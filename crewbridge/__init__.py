@@ -30,6 +30,7 @@ _EXPORTS = {
     "RunOptions": "crewbridge.options",
     "Outcome": "crewbridge.api",
     "EventStream": "crewbridge.api",
+    "Stop": "crewbridge.stop",
     "Progress": "crewbridge.loop",
     "RunResult": "crewbridge.loop",
     "CallRecord": "crewbridge.loop",
@@ -64,6 +65,7 @@ __all__ = [  # _EXPORTS' names, spelled out for tools that read __all__ (a test 
     "ProviderError",
     "RunOptions",
     "RunResult",
+    "Stop",
     "Tool",
     "ToolContext",
     "ToolFailure",
@@ -89,6 +91,7 @@ if TYPE_CHECKING:
     from crewbridge.options import RunOptions
     from crewbridge.providers.base import Provider, Turn
     from crewbridge.registry import Tool, ToolContext, ToolFailure, ToolRegistry, ToolResult
+    from crewbridge.stop import Stop
 
 
 def __getattr__(name: str) -> Any:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from crewbridge.api import Outcome, Stop
+from crewbridge.api import Outcome
 from crewbridge.bridge import Bridge
 from crewbridge.config import Config
 from crewbridge.errors import UsageError
@@ -25,6 +25,7 @@ from crewbridge.modes import Mode
 from crewbridge.outputs import outcomes_record
 from crewbridge.registry import Tool, ToolContext, ToolFailure
 from crewbridge.sandbox import Sandboxing
+from crewbridge.stop import Stop
 
 DEPTH_ENV = "CREW_ASK_DEPTH"
 DEFAULT_MAX_DEPTH = 1  # an asked agent may ask one more agent, which may not ask again

@@ -21,10 +21,11 @@ from crewbridge.sandbox import Sandboxing, level
 # policy, catalogue, skills, transcript, usage, outcomes, concurrent.futures) is imported where it is used: it loads
 # while those boot. So is what only the Python API uses (function tools, event streams).
 if TYPE_CHECKING:
-    from crewbridge.api import EventStream, Outcome, Stop
+    from crewbridge.api import EventStream, Outcome
     from crewbridge.loop import AgentLoop, Progress, RunResult
     from crewbridge.sessions import Prior
     from crewbridge.skills import Found, Skill
+    from crewbridge.stop import Stop
     from crewbridge.transcript import Transcript
     from crewbridge.usage import Budget
     from crewbridge.worktrees import Made, Worktree

@@ -44,6 +44,7 @@ from crewbridge.usage import Budget, Tally
 if TYPE_CHECKING:
     from crewbridge.sandbox import Sandbox
     from crewbridge.sessions import Prior
+    from crewbridge.stop import Stop
 
 REPEAT_LIMIT = 3  # the same failing call this many times ends the run
 PATH_KEYS = ("file_path", "path", "notebook_path", "absolute_path", "dir_path")  # the CLIs' own tools' path inputs
@@ -422,7 +423,7 @@ class LoopChannel:
     def tools(self) -> list[Tool]:
         return list(self.loop.offered)
 
-    def call(self, name: str, arguments: Any) -> ToolResult:
+    def call(self, name: str, arguments: Any, stop: Stop | None = None) -> ToolResult:
         loop = self.loop
         limit = loop.max_turns * CALLS_PER_TURN
         with self._lock:
@@ -434,7 +435,7 @@ class LoopChannel:
                 )
         qualified = loop.registry.qualified(name)
         loop.emit(Progress("call", loop.agent, call=CallRecord(qualified, arguments, ToolResult(False))))
-        result = loop.caller.call(qualified, arguments, loop.ctx)
+        result = loop.caller.call(qualified, arguments, loop.ctx if stop is None else loop.ctx.stoppable(stop))
         record = CallRecord(qualified, arguments, result)
         with self._lock:
             self._records.append(record)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from crewbridge.api import Outcome, Stop
+from crewbridge.api import Outcome
 from crewbridge.config import AgentSpec, Config
 from crewbridge.errors import BudgetExceeded, CrewError, CrewTimeout, Interrupted, ReviewNotApproved, UsageError
 from crewbridge.git import GIT_TIMEOUT, Change, Checkout, summary
@@ -31,6 +31,7 @@ from crewbridge.mentions import Mention, parse_agent, parse_mentions
 from crewbridge.modes import Mode
 from crewbridge.options import RunOptions
 from crewbridge.registry import Tool, ToolRegistry
+from crewbridge.stop import Stop
 from crewbridge.templates import render
 from crewbridge.transcript import Transcript
 from crewbridge.usage import Budget

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlsplit
 
 from crewbridge.errors import UsageError
@@ -40,15 +40,13 @@ from crewbridge.mcp.core import (
     McpSession,
     RpcError,
     Send,
+    Served,
     invalid,
     nowhere,
     read_message,
+    refusal,
     request_id,
-    rpc_error,
 )
-
-if TYPE_CHECKING:
-    from crewbridge.mcp.server import McpServer
 
 PATH = "/mcp"
 LOOPBACK = ("localhost", "127.0.0.1", "::1")
@@ -120,7 +118,7 @@ def write_secret(path: Path, secret: str) -> None:
 
 
 def serve_http(
-    server: McpServer,
+    server: Served,
     address: str,
     *,
     token_file: Path | None = None,
@@ -306,10 +304,10 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             message = read_message(body)
         except RpcError as exc:
-            return self._json(400, rpc_error(None, exc.code, str(exc)))
+            return self._json(400, refusal(None, exc.code, str(exc)))
         problem = invalid(message)
         if problem is not None:
-            return self._json(400, rpc_error(request_id(message), INVALID_REQUEST, problem))
+            return self._json(400, refusal(request_id(message), INVALID_REQUEST, problem))
         starts = message.get("method") == "initialize" and "id" in message
         session = McpSession() if starts else self._session()
         if session is None:
@@ -413,7 +411,7 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             return self.owner.respond(message, session, notify)
         except Exception as exc:  # a bug, or a respond that let an error through: answered all the same
-            return rpc_error(request_id(message), INTERNAL_ERROR, f"internal error: {type(exc).__name__}: {exc}")
+            return refusal(request_id(message), INTERNAL_ERROR, f"internal error: {type(exc).__name__}: {exc}")
 
     def _stream(self, message: dict[str, Any], session: McpSession) -> None:
         """Answer a tool call as an event stream: priming event, progress, answer; then close."""
