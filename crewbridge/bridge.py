@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,6 +22,7 @@ from crewbridge.sandbox import Sandboxing, level
 # while those boot. So is what only the Python API uses (function tools, event streams).
 if TYPE_CHECKING:
     from crewbridge.api import EventStream, Outcome, Stop
+    from crewbridge.approval import Channel
     from crewbridge.loop import AgentLoop, Progress, RunResult
     from crewbridge.sessions import Prior
     from crewbridge.skills import Found, Skill
@@ -38,9 +39,11 @@ class Bridge:
         env: dict[str, str] | None = None,
         tools: list[Tool] | None = None,
         sandboxing: Sandboxing | None = None,
+        approvals: Sequence[Channel] = (),
     ) -> None:
         """`sandboxing`: the machine's sandbox as another Bridge detected it (or is detecting it):
-        detecting runs a probe process."""
+        detecting runs a probe process. `approvals`: channels besides the terminal that ask a person
+        about a call (an editor over ACP, the browser of `crew ui`; crewbridge.approval)."""
         self.config = config or load_config()
         self.workdir = (workdir or Path.cwd()).resolve()
         self.env = env or {}  # added to the environment of the CLIs this Bridge starts
@@ -49,6 +52,7 @@ class Bridge:
         self._started: dict[tuple[Mention, Mode, str | None, str | None], Conversation] = {}  # start()'s, untaken
         # where the CLIs and the tools' commands run (detected once)
         self.sandboxing = Sandboxing() if sandboxing is None else sandboxing
+        self.approvals = list(approvals)
 
     @property
     def registry(self) -> ToolRegistry:
@@ -527,6 +531,7 @@ class Bridge:
         spec: AgentSpec | None = None,
     ) -> AgentLoop:
         """The agent's loop over `conversation` (closed if the loop cannot be made)."""
+        from crewbridge.approval import Approver
         from crewbridge.hooks import Hooks
         from crewbridge.loop import AgentLoop
         from crewbridge.policy import Policy
@@ -539,7 +544,12 @@ class Bridge:
                 mention.agent,
                 conversation,
                 self.registry,
-                Policy(agent, mode, approve_all=options.approve_all),
+                Policy(
+                    agent,
+                    mode,
+                    approve_all=options.approve_all,
+                    approver=Approver(channels=self.approvals, record=transcript.answered),
+                ),
                 workdir=workdir,
                 hooks=Hooks(self.config.hooks, workdir=workdir),
                 transcript=transcript,
