@@ -25,6 +25,7 @@ Verdict = Literal["yes", "always", "no"]
 
 WOKEN = 2.0  # seconds a withdrawal waits for the asking thread, woken, to end its question (a bound)
 SHOWN_INPUT = 2000  # characters of a call's input shown in an approval question
+_TYPED: dict[str, Verdict] = {"y": "yes", "yes": "yes", "a": "always", "always": "always"}
 _SAID = {"yes": "allowed", "always": "always allowed", "no": "declined"}
 
 
@@ -187,7 +188,7 @@ class TerminalChannel:
             terminal.give()
         if answer is None:
             return None
-        return {"y": "yes", "yes": "yes", "a": "always", "always": "always"}.get(answer.strip().lower(), "no")
+        return _TYPED.get(answer.strip().lower(), "no")
 
     def withdraw(self) -> None:
         self._withdrawn = True
