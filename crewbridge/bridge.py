@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from crewbridge.config import AgentSpec, Config, load_config
-from crewbridge.conversation import Conversation, new_conversation
+from crewbridge.conversations import Conversation, new_conversation
 from crewbridge.errors import CLINotFound, CrewError, Interrupted, ProviderUnavailable, UsageError
 from crewbridge.mentions import Mention, parse_agent, parse_mentions
 from crewbridge.modes import MODES, Mode

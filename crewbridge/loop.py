@@ -19,7 +19,7 @@ from crewbridge import jsonio
 from crewbridge.availability import unavailable
 from crewbridge.caller import Caller
 from crewbridge.catalogue import build_prompt, offered_tools, render_catalogue, skills_section
-from crewbridge.conversation import FULL, LOST, Conversation, replay
+from crewbridge.conversations import FULL, LOST, Conversation, replay
 from crewbridge.errors import (
     BudgetExceeded,
     CrewError,

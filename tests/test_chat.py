@@ -16,7 +16,7 @@ from crewbridge.tools import builtin_registry
 from crewbridge.bridge import Bridge, Chat
 from crewbridge.chat import HISTORY_LENGTH, LineReader, converse, run_chat
 from crewbridge.config import AgentSpec, load_config
-from crewbridge.conversation import FULL
+from crewbridge.conversations import FULL
 from crewbridge.events import Done, Failure, MessageEnd, Text
 from crewbridge.loop import AgentLoop
 from crewbridge.policy import Policy
