@@ -3,8 +3,10 @@
 
 `crew query --json` (docs/schemas/outcome.json): one object at the end. One agent: its result —
   ``agent``, ``answer``, ``tool_calls`` (``name``, ``input``, ``success``, ``error``), ``usage``,
-  ``session``, ``turns``, ``fell_back_from`` (the agent asked, when another took its task over,
-  else null), ``error`` (null) — or, when it failed, ``{"agent", "answer": null, "fell_back_from",
+  ``session``, ``turns``, ``needed_approval`` (the calls refused because they needed a person's
+  approval and nobody could be asked: then ``error`` says so and ``exit_code`` is 8),
+  ``fell_back_from`` (the agent asked, when another took its task over, else null), ``error``
+  (null) — or, when it failed, ``{"agent", "answer": null, "fell_back_from",
   "error", "exit_code"}``. With --worktree also ``run_id``, ``worktree``, ``branch``, ``base`` and
   ``changes``; with --review ``review`` (``reviewer``, ``rounds``, ``verdict``, ``findings``,
   ``disputed``), and ``error`` and ``exit_code`` beside the answer when it was not approved.
@@ -24,7 +26,8 @@
   ``{"type": "native", "text": "…"}`` crew's policy decided on one of the CLI's own tools;
   ``{"type": "usage", "input_tokens", "output_tokens", "cached_tokens", "cost_usd"}`` the agent's
   usage in this run so far, each time its CLI reports some;
-  ``{"type": "answer", "answer", "tool_calls", "usage", "session", "turns"}`` the final answer;
+  ``{"type": "answer", "answer", "tool_calls", "usage", "session", "turns", "needed_approval"}`` the
+  final answer;
   ``{"type": "error", "error": "…", "exit_code": 3}`` the agent's run failed;
   ``{"type": "fallback", "text"}`` the agent's provider cannot answer; the next one of its
   `fallback:` takes the task over (then ``answer`` has ``fell_back_from``);
@@ -62,6 +65,7 @@ def result_record(result: RunResult) -> dict[str, Any]:
         "usage": result.usage,
         "session": result.session,
         "turns": result.turns,
+        "needed_approval": [call.to_dict() for call in result.needed_approval],
     }
 
 

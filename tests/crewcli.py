@@ -161,6 +161,11 @@ class FakeModel:
     def script(self, *replies: str) -> None:
         Path(f"{self.path}.replies.json").write_text(json.dumps(list(replies)))
 
+    def restart(self, *replies: str) -> None:
+        """Script `replies` and start over: the next prompt gets the first of them."""
+        Path(f"{self.path}.prompts.jsonl").unlink(missing_ok=True)
+        self.script(*replies)
+
     @property
     def prompts(self) -> list[str]:
         log = Path(f"{self.path}.prompts.jsonl")

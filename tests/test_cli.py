@@ -500,7 +500,7 @@ def test_the_users_deny_holds_in_a_project_with_its_own_crew_yaml(crew, env, tmp
         "Done.",
     )
     done = crew("execute", "--json", "@fake tidy up")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 8, done.stderr  # the edit needed a person, and none could be asked
     assert [(c["name"], c["success"]) for c in json.loads(done.stdout)["tool_calls"]] == [
         ("crew:write_file", False),
         ("crew:run_command", False),
@@ -511,6 +511,41 @@ def test_the_users_deny_holds_in_a_project_with_its_own_crew_yaml(crew, env, tmp
     assert "tool 'write_file' is not allowed for agent 'fake' by its configuration" in denied
     assert "the command policy forbids 'rm notes.txt'" in forbidden
     assert "tool 'edit_file' needs a person's approval and there is no terminal to ask on" in unapproved
+
+
+def test_an_execute_whose_writes_nobody_could_approve_exits_8_and_says_which_and_how(crew, fake, tmp_path):
+    config = write_config(
+        tmp_path / "crew.yaml",
+        providers={"fake": fake.provider()},
+        agents={"fake": {"provider": "fake", "approval": ["write_file", "edit_file"]}},
+    )
+    run = ["execute", "--config", str(config)]
+    (tmp_path / "a.txt").write_text("old\n")
+    writes = tool_block("crew:write_file", path="a.txt", content="new\n") + tool_block(
+        "crew:edit_file", path="a.txt", old_string="old", new_string="new"
+    )
+    fake.script(writes, "I changed a.txt.")  # the model claims it anyway
+    done = crew(*run, "@fake change a.txt")
+    assert done.returncode == 8, done.stderr
+    assert done.stdout == "I changed a.txt.\n"
+    assert error_line(done.stderr) == (
+        "crew: error: @fake: 2 calls needed a person's approval and there was no terminal to ask on, so they "
+        "were not run: write_file a.txt, edit_file a.txt; re-run with --yes to approve them, or take them out of the "
+        "`approval` list of agent 'fake' in crew.yaml"
+    )
+    assert (tmp_path / "a.txt").read_text() == "old\n"
+    fake.restart(writes, "I changed a.txt.")
+    record = json.loads(crew(*run, "--json", "@fake change a.txt").stdout)
+    assert (record["exit_code"], record["answer"]) == (8, "I changed a.txt.")
+    assert record["needed_approval"] == [
+        {"name": "write_file", "input": {"path": "a.txt", "content": "new\n"}},
+        {"name": "edit_file", "input": {"path": "a.txt", "old_string": "old", "new_string": "new"}},
+    ]
+    assert record["error"] == error_line(done.stderr).removeprefix("crew: error: ")
+    fake.restart(writes, "I changed a.txt.")
+    approved = crew(*run, "--yes", "@fake change a.txt")
+    assert approved.returncode == 0, approved.stderr
+    assert (tmp_path / "a.txt").read_text() == "new\n"
 
 
 def test_config_show_prints_each_setting_with_the_file_and_line_it_came_from(crew, env, tmp_path):

@@ -69,6 +69,7 @@ def test_the_schemas_refuse_what_crew_does_not_write():
         "tool_calls": [],
         "session": None,
         "turns": 1,
+        "needed_approval": [],
         "fell_back_from": None,
         "error": None,
         "usage": {"input_tokens": 0, "output_tokens": 0, "cached_tokens": 0, "cost_usd": None},

@@ -314,6 +314,7 @@ def test_json_prints_one_object_with_the_answer_and_the_calls():
         "usage": {"input_tokens": 3},
         "session": "sess-1",
         "turns": 2,
+        "needed_approval": [],
         "error": None,
         "fell_back_from": None,
         "tool_calls": [{"name": "crew:read_file", "input": {"path": "notes.txt"}, "success": True, "error": None}],
