@@ -538,7 +538,8 @@ def test_the_demo_agent_round_trip_as_a_person_sees_it(tmp_path, monkeypatch):
         )
         r.finish(outcomes)
     assert out.getvalue() == (
-        "I'll read notes.txt with the crew tool.\nnotes.txt has 2 non-empty lines. It begins:\n  alpha\n  beta\n"
+        "I'll read notes.txt with the crew tool.\n"
+        "notes.txt has 2 non-empty lines (2 lines in all). It begins:\n  alpha\n  beta\n"
     )
     assert re.sub(r"\x1b\[[\d;]*[mK]|\r", "", err.getvalue()) == "→ crew:read_file notes.txt\n  ✓ 2 lines\n"
 
@@ -628,4 +629,4 @@ def test_verbose_shows_the_exact_command_crew_ran(crew):
     result = crew("query", "-v", "@demo what is in notes.txt?")
     commands = [line for line in result.stderr.splitlines() if "] $ " in line]
     assert len(commands) == 2 and all(line.endswith(" -m crewbridge.demo") for line in commands)
-    assert result.stdout == "notes.txt has 2 non-empty lines. It begins:\n  alpha\n  beta\n"
+    assert result.stdout == "notes.txt has 2 non-empty lines (2 lines in all). It begins:\n  alpha\n  beta\n"
