@@ -41,22 +41,20 @@ def read_on(prompt: str, latest: str, tool: str) -> str:
     """The calls for the next part of each file the latest results left unfinished ("" for none),
     up to PAGES parts of a file."""
     pages = _pages(prompt)
-    calls = []
+    unfinished: dict[str, int] = {}  # path → the line to read on from
     for _name, raw_input, _fence, envelope in RESULT.findall(latest):
         data = json.loads(envelope.split("\n", 1)[0]).get("data")
         target = json.loads(raw_input).get("path", ".")
         if isinstance(data, dict) and data.get("next_offset") and len(pages.get(target, {})) < PAGES:
-            calls.append(
-                {
-                    "type": "tool_use",
-                    "name": f"{tool}:read_file",
-                    "input": {"path": target, "offset": data["next_offset"]},
-                }
-            )
-    if not calls:
+            unfinished[target] = int(data["next_offset"])
+    if not unfinished:
         return ""
+    calls = [
+        {"type": "tool_use", "name": f"{tool}:read_file", "input": {"path": path, "offset": offset}}
+        for path, offset in unfinished.items()
+    ]
     body = calls[0] if len(calls) == 1 else calls
-    names = ", ".join(call["input"]["path"] for call in calls)
+    names = ", ".join(unfinished)
     return f"{names} goes on; I'll read the next part.\n```json\n{json.dumps(body)}\n```\n"
 
 
