@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+import crewcli
 from crewbridge.cli import cli
 from crewbridge.sandbox.bwrap import find
 from crewcli import FakeModel, crew_env, error_line, executable, processes_in, run_crew, tool_block, write_config
@@ -126,6 +128,53 @@ def test_piped_stdin_is_added_to_the_task_as_context(crew, fake):
     assert done.stdout == "It failed on line 42.\n"
     [prompt] = fake.prompts
     assert prompt.index("why did the build fail?") < prompt.index("ERROR at build.py:42: boom")
+
+
+def test_a_pipe_still_open_is_said_on_stderr_and_read_once_it_ends(fake, env, tmp_path):
+    fake.script("Read it.")
+    args = ["query", "--config", fake.config, "@fake what does the log say?"]
+    proc = crewcli.start_crew(args, env=env, cwd=tmp_path, stdin=subprocess.PIPE)
+    try:
+        proc.stdin.write("log line\n")
+        proc.stdin.flush()
+        said = proc.stderr.readline()  # crew waits for the pipe's end, and says so
+        assert said == (
+            "crew: waiting for stdin to end (it is added to the task); give -n (--no-stdin) to read nothing, "
+            "or close the pipe\n"
+        )
+        proc.stdin.write("last line\n")
+        proc.stdin.close()
+        proc.stdin = None  # closed: communicate() reads the rest only
+        out, err = proc.communicate(timeout=120)
+    finally:
+        crewcli.end_group(proc)
+    assert (proc.returncode, out) == (0, "Read it.\n"), err
+    assert fake.prompts[0].rstrip().endswith("what does the log say?\n\nlog line\nlast line")
+
+
+def test_in_a_while_read_loop_no_stdin_leaves_the_loop_its_input(fake, env, tmp_path):
+    fake.script("ok")
+    crew = shlex.join(crewcli.CREW)
+    loop = f"printf 'a\\nb\\n' | while read x; do {crew} query %s --config {fake.config} \"@fake $x\"; done"
+    for flag in ("-n", "--no-stdin"):
+        fake.restart("ok")
+        done = subprocess.run(["sh", "-c", loop % flag], env=env, cwd=tmp_path, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        assert [prompt.rstrip().rsplit("\n", 1)[-1] for prompt in fake.prompts] == ["a", "b"]  # twice
+    fake.restart("ok")
+    subprocess.run(["sh", "-c", loop % ""], env=env, cwd=tmp_path, capture_output=True, check=True)
+    [prompt] = fake.prompts  # without -n crew reads the loop's pipe: the loop ends after one turn
+    assert prompt.rstrip().endswith("a\n\nb")
+
+
+def test_crew_prompt_shows_exactly_what_crew_query_sends_piped_stdin_included(crew, fake):
+    fake.script("ok")
+    shown = crew("prompt", "--config", fake.config, "@fake why did it fail?", input="ERROR: boom\n")
+    assert shown.returncode == 0, shown.stderr
+    assert crew("query", "--config", fake.config, "@fake why did it fail?", input="ERROR: boom\n").returncode == 0
+    assert shown.stdout == fake.prompts[0] + "\n"  # click ends the printed prompt with a newline
+    assert "ERROR: boom" in shown.stdout
+    assert "ERROR" not in crew("prompt", "-n", "--config", fake.config, "@fake why?", input="ERROR: boom\n").stdout
 
 
 def test_a_mention_picks_the_model_and_an_email_address_is_task_text(crew, fake):
