@@ -40,6 +40,7 @@ class Outcome:
     worktree: Worktree | None = None  # where it worked, with --worktree
     changes: list[Change] | None = None  # what it changed there
     review: Review | None = None  # with --review: the review's rounds and last verdict
+    run: str | None = None  # the run's id (what --resume takes); None when transcripts are off
 
     def __post_init__(self) -> None:
         # An answer whose calls were refused because nobody could be asked is not the run's success.

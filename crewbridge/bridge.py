@@ -233,6 +233,7 @@ class Bridge:
                     replace(outcome, worktree=worktree, changes=made.changed(worktree, transcript))
                     for outcome, worktree in zip(outcomes, made.worktrees, strict=True)
                 ]
+            outcomes = [replace(outcome, run=transcript.run_id) for outcome in outcomes]
             status = "ok" if all(o.error is None for o in outcomes) else "failed"
             return outcomes
         finally:

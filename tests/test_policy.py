@@ -1,4 +1,3 @@
-import json
 import subprocess
 
 import pytest
@@ -10,7 +9,7 @@ from crewbridge.custom_tools import CommandTool
 from crewbridge.errors import ConfigError
 from crewbridge.policy import Policy, Unasked, command_problem, not_approved
 from crewbridge.registry import Tool, ToolRegistry
-from crewcli import FakeModel, crew_env, run_crew, tool_block, write_config
+from crewcli import FakeModel, crew_env, only_result, run_crew, tool_block, write_config
 from ttys import Terminal, close_terminals  # noqa: F401 - a fixture
 
 READ_ONLY = {"read_file", "list_files", "grep", "help", "skill", "count_lines"}
@@ -349,7 +348,7 @@ def test_crew_execute_refuses_the_models_run_command_and_the_file_survives(tmp_p
     )
     assert done.returncode == 0, done.stderr
     assert (work / "f").read_text() == "keep me"
-    [call] = json.loads(done.stdout)["tool_calls"]
+    [call] = only_result(done.stdout)["tool_calls"]
     assert (call["name"], call["success"]) == ("crew:run_command", False)
     assert "its program '$X' is known only when the shell runs" in model.prompts[-1]
 

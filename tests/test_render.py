@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import re
+from dataclasses import replace
 
 import pytest
 
@@ -287,7 +288,7 @@ def test_jsonl_reports_usage_and_a_fallback_and_json_says_the_fallback_on_stderr
         r.progress(Progress("fallback", "claude", "@claude cannot answer (rate limited); @gemini takes over"))
         r.finish([Outcome("gemini", result=RunResult("gemini", "ok", [], {}, None, 1), fell_back_from="claude")])
     assert err.getvalue() == "crew: @claude cannot answer (rate limited); @gemini takes over\n"
-    assert json.loads(out.getvalue())["fell_back_from"] == "claude"
+    assert json.loads(out.getvalue())["results"][0]["fell_back_from"] == "claude"
 
 
 def test_no_status_line_and_no_control_sequences_when_stderr_is_piped(monkeypatch):
@@ -306,19 +307,22 @@ def test_json_prints_one_object_with_the_answer_and_the_calls():
     with renderer(out, output="json") as r:
         for event in run_events():
             r.progress(event)
-        r.finish([outcome()])
+        r.finish([replace(outcome(), run="20261124-212703-20349b")])
     obj = json.loads(out.getvalue())
-    assert obj == {
-        "agent": "claude",
-        "answer": "It says 42.",
-        "usage": {"input_tokens": 3},
-        "session": "sess-1",
-        "turns": 2,
-        "needed_approval": [],
-        "error": None,
-        "fell_back_from": None,
-        "tool_calls": [{"name": "crew:read_file", "input": {"path": "notes.txt"}, "success": True, "error": None}],
-    }
+    assert obj["run"] == "20261124-212703-20349b"
+    assert obj["results"] == [
+        {
+            "agent": "claude",
+            "answer": "It says 42.",
+            "usage": {"input_tokens": 3},
+            "session": "sess-1",
+            "turns": 2,
+            "needed_approval": [],
+            "error": None,
+            "fell_back_from": None,
+            "tool_calls": [{"name": "crew:read_file", "input": {"path": "notes.txt"}, "success": True, "error": None}],
+        }
+    ]
 
 
 def test_json_with_several_agents_and_a_failure():
@@ -419,7 +423,7 @@ def test_a_review_not_approved_shows_the_answer_then_the_error_and_json_holds_bo
     out = io.StringIO()
     with renderer(out, output="json") as r:
         r.finish([reviewed(ReviewNotApproved("@claude's change was not approved by @gemini"))])
-    obj = json.loads(out.getvalue())
+    [obj] = json.loads(out.getvalue())["results"]
     assert (obj["answer"], obj["error"], obj["exit_code"]) == (
         "It says 42.",
         "@claude's change was not approved by @gemini",
@@ -475,7 +479,7 @@ def test_after_a_worktree_run_each_agent_says_what_it_changed_and_where(tmp_path
     out = io.StringIO()
     with renderer(out, output="json") as r:
         r.finish([placed(tmp_path, "claude", edits)])
-    obj = json.loads(out.getvalue())
+    [obj] = json.loads(out.getvalue())["results"]
     assert (obj["agent"], obj["run_id"], obj["branch"], obj["worktree"], obj["base"]) == (
         "claude",
         "20260101-120000-abc123",
@@ -613,7 +617,7 @@ def test_the_query_command_streams_jsonl_events_for_scripts(crew):
 
 def test_the_query_command_prints_one_json_object(crew):
     result = crew("query", "--json", "@demo what is in notes.txt?")
-    obj = json.loads(result.stdout)
+    [obj] = json.loads(result.stdout)["results"]
     assert obj["agent"] == "demo" and obj["error"] is None and obj["turns"] == 2
     assert obj["tool_calls"] == [
         {"name": "crew:read_file", "input": {"path": "notes.txt"}, "success": True, "error": None}
