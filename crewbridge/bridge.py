@@ -13,6 +13,7 @@ from crewbridge.errors import CLINotFound, CrewError, Interrupted, ProviderUnava
 from crewbridge.mentions import Mention, parse_agent, parse_mentions
 from crewbridge.modes import MODES, Mode
 from crewbridge.options import RunOptions
+from crewbridge.piped import with_context
 from crewbridge.providers.base import Turn
 from crewbridge.registry import Tool, ToolRegistry
 from crewbridge.sandbox import Sandboxing, level
@@ -110,8 +111,9 @@ class Bridge:
 
         return EventStream(lambda emit: self.run(text, mode, on_progress=emit, **options))
 
-    def first_prompt(self, text: str, mode: Mode = "query") -> str:
-        """The exact first message the (first) mentioned agent would be sent, catalogue included."""
+    def first_prompt(self, text: str, mode: Mode = "query", context: str | None = None) -> str:
+        """The exact first message the (first) mentioned agent would be sent, catalogue (and
+        `context`, as run() adds it) included."""
         from crewbridge.catalogue import build_prompt, offered_tools, render_catalogue
         from crewbridge.policy import Policy
 
@@ -120,7 +122,7 @@ class Bridge:
         skills = self.skills(agent)
         tools = offered_tools(Policy(agent, mode).offered(self.registry), skills)
         catalogue = render_catalogue(tools, mode, compact=self.config.compact_catalogue, skills=list(skills.values()))
-        return build_prompt(catalogue, task)
+        return build_prompt(catalogue, with_context(task, context))
 
     def skills_section(self, text: str) -> str:
         """The catalogue's skills section for the (first) agent `text` mentions ("" without skills)."""
@@ -196,8 +198,7 @@ class Bridge:
         made = self.worktrees(mentions, options) if options.worktree else None
         if made is not None:
             specs = [self.placed(spec, made, worktree) for spec, worktree in zip(specs, made.worktrees, strict=True)]
-        if context:
-            task = f"{task}\n\n{context}"
+        task = with_context(task, context)
         own = transcript is None
         status = "interrupted"
         earlier = self._priors(options.resume)
@@ -236,6 +237,7 @@ class Bridge:
                     replace(outcome, worktree=worktree, changes=made.changed(worktree, transcript))
                     for outcome, worktree in zip(outcomes, made.worktrees, strict=True)
                 ]
+            outcomes = [replace(outcome, run=transcript.run_id) for outcome in outcomes]
             status = "ok" if all(o.error is None for o in outcomes) else "failed"
             return outcomes
         finally:
