@@ -123,6 +123,14 @@ CONFIG = Flag(
     kind="path",
 )
 
+NO_STDIN = Flag(
+    ("--no-stdin", "-n"),
+    "no_stdin",
+    "Read nothing from stdin (else a pipe or file on stdin is read to its end and added to the task; give -n "
+    "inside `while read` loops).",
+    kind="flag",
+)
+
 # The options of every command that runs an agent loop (query, execute, chat): the fields of
 # crewbridge.options.RunOptions, each under its own name, and --continue, --verbose, --config.
 LOOP = (
@@ -208,6 +216,7 @@ TASK = (
         early=False,
     ),
     Flag(("--rounds",), "rounds", "Review rounds at most (default 3).", kind="int", low=1),
+    NO_STDIN,
     Flag(
         ("--json",),
         "as_json",

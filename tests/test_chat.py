@@ -182,8 +182,8 @@ def test_a_chat_with_the_demo_agent_keeps_the_context_and_a_transcript(tmp_path,
         )
     out = capsys.readouterr().out
     assert out == (
-        "notes.txt has 2 non-empty lines. It begins:\n  alpha\n  beta\n"
-        "plan.txt has 1 non-empty lines. It begins:\n  ship\n"
+        "notes.txt has 2 non-empty lines (2 lines in all). It begins:\n  alpha\n  beta\n"
+        "plan.txt has 1 non-empty line (1 line in all). It begins:\n  ship\n"
     )
     prompts = sent.matching("<")  # the demo has no resume: crew replays the conversation
     assert len(prompts) == 4  # two messages, each a call and an answer

@@ -152,7 +152,9 @@ class McpServer(McpCore):
         registry, caller, ctx, _ = self._crew_tools()
         if name not in registry:
             raise RpcError(INVALID_PARAMS, self._unknown(name, registry))
-        return tool_content(caller.call(name, arguments, ctx.stoppable(call.stop)))
+        result = caller.call(name, arguments, ctx.stoppable(call.stop))
+        caller.policy.take_unasked()  # a call nobody could approve: the client has its refusal, in the result
+        return tool_content(result)
 
     def _crew_tools(self) -> tuple[ToolRegistry, Caller, ToolContext, Transcript]:
         """The tools this mode offers the client, and the one path their calls take (made once)."""
