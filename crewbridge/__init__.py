@@ -26,7 +26,7 @@ TYPE_CHECKING = False  # typing itself is ~5 ms to import; type checkers read th
 
 _EXPORTS = {
     "Bridge": "crewbridge.bridge",
-    "Chat": "crewbridge.bridge",
+    "Chat": "crewbridge.dialogue",
     "RunOptions": "crewbridge.options",
     "Outcome": "crewbridge.api",
     "EventStream": "crewbridge.api",
@@ -83,8 +83,9 @@ if TYPE_CHECKING:
     from typing import Any
 
     from crewbridge.api import EventStream, Outcome
-    from crewbridge.bridge import Bridge, Chat
+    from crewbridge.bridge import Bridge
     from crewbridge.config import Config, load_config
+    from crewbridge.dialogue import Chat
     from crewbridge.errors import ConfigError, CrewError, ProviderError, UsageError
     from crewbridge.functions import function_tool, tool
     from crewbridge.loop import CallRecord, Progress, RunResult

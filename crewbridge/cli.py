@@ -352,9 +352,9 @@ def skills_group() -> None:
 @config_option
 def skills_list_command(config: Config) -> None:
     """One line per skill: name, where it was found, description; then any that are broken."""
-    from crewbridge.bridge import Bridge
+    from crewbridge.context import found_skills
 
-    found = Bridge(config).found_skills()
+    found = found_skills(config, Path.cwd().resolve())
     if not found.skills and not found.problems:
         click.echo("no skills found; add a folder ./.crew/skills/NAME/ with a SKILL.md (see docs/skills.md)")
     width = max((len(name) for name in found.skills), default=0)
@@ -371,10 +371,10 @@ def skills_list_command(config: Config) -> None:
 @config_option
 def skills_show_command(name: str, config: Config) -> None:
     """A skill's file, description and instructions."""
-    from crewbridge.bridge import Bridge
+    from crewbridge.context import found_skills
     from crewbridge.skills import body, unknown
 
-    skills = Bridge(config).found_skills().skills
+    skills = found_skills(config, Path.cwd().resolve()).skills
     if name not in skills:
         raise UsageError(str(unknown(name, skills)))
     skill = skills[name]
@@ -390,9 +390,7 @@ def tools_group() -> None:
 @config_option
 def tools_list_command(config: Config) -> None:
     """One line per tool: name, read-only or not, summary."""
-    from crewbridge.bridge import Bridge
-
-    registry = Bridge(config).registry
+    registry = config.registry()
     width = max((len(registry.qualified(t.name)) for t in registry), default=0)
     for spec in registry:
         kind = "read-only" if spec.read_only else "writes   "
@@ -404,9 +402,7 @@ def tools_list_command(config: Config) -> None:
 @config_option
 def tools_show_command(name: str, config: Config) -> None:
     """A tool's description and input schema."""
-    from crewbridge.bridge import Bridge
-
-    spec = Bridge(config).registry.resolve(name)
+    spec = config.registry().resolve(name)
     click.echo(
         json.dumps(
             {
@@ -427,7 +423,6 @@ def tools_show_command(name: str, config: Config) -> None:
 @config_option
 def tools_call_command(name: str, raw_input: str, config: Config) -> None:
     """Run one tool here and print its result envelope (exit 1 when it fails)."""
-    from crewbridge.bridge import Bridge
     from crewbridge.registry import ToolContext
 
     try:
@@ -436,8 +431,8 @@ def tools_call_command(name: str, raw_input: str, config: Config) -> None:
         raise UsageError(f"--input is {exc}") from None
     except ValueError as exc:
         raise UsageError(f'--input is not valid JSON ({exc}); pass an object, e.g. \'{{"path": "a.txt"}}\'') from None
-    bridge = Bridge(config)
-    result = bridge.registry.call(name, data, ToolContext(bridge.workdir, registry=bridge.registry))
+    registry = config.registry()
+    result = registry.call(name, data, ToolContext(Path.cwd().resolve(), registry=registry))
     click.echo(json.dumps(result.to_dict(), ensure_ascii=False, indent=2))
     if not result.success:
         sys.exit(1)

@@ -320,15 +320,20 @@ class AgentLoop:
                 pending.append(self._start(call, pending))
             self._show(shown)
         if failure is not None and not calls:
-            self.transcript.write("error", agent=self.agent, message=failure.message, status=failure.status)
-            message = " ".join(failure.message.split())  # one line: gemini's 429 message has two
-            if failure.status and str(failure.status) not in message:
-                message += f" (HTTP {failure.status})"
-            reason = unavailable(message, failure.status)
-            if reason:
-                raise ProviderUnavailable(f"@{self.agent}: {message}", reason)
-            raise ProviderError(f"@{self.agent}: {message}")
+            raise self._failed(failure)
         return Reply("".join(parts), calls, pending, stopped)
+
+    def _failed(self, failure: Failure) -> ProviderError:
+        """The error of a reply that failed before it made a call (recorded in the transcript):
+        ProviderUnavailable when another agent could take the task over."""
+        self.transcript.write("error", agent=self.agent, message=failure.message, status=failure.status)
+        message = " ".join(failure.message.split())  # one line: gemini's 429 message has two
+        if failure.status and str(failure.status) not in message:
+            message += f" (HTTP {failure.status})"
+        reason = unavailable(message, failure.status)
+        if reason:
+            return ProviderUnavailable(f"@{self.agent}: {message}", reason)
+        return ProviderError(f"@{self.agent}: {message}")
 
     def _show(self, shown: Shown) -> None:
         """Report the text a message's end settled as shown (a held line, a block that held no call)."""
