@@ -333,10 +333,11 @@ def mcp_group(
 
 
 @mcp_group.command("install")
-@click.argument("cli_name", metavar="CLI", type=click.Choice(["claude", "gemini", "codex"]))
+@click.argument("cli_name", metavar="CLI")
 @click.option("--execute", is_flag=True, help="Register `crew mcp --execute`: the write and command tools too.")
 def mcp_install_command(cli_name: str, execute: bool) -> None:
-    """Register crew as an MCP server named `crew` in CLI's own configuration (user scope)."""
+    """Register crew as an MCP server named `crew` in CLI's own configuration (user scope): a
+    provider that can (claude, gemini, codex)."""
     from crewbridge.mcp.install import install
 
     done = install(cli_name, execute)

@@ -170,6 +170,18 @@ class Provider:
         and the files there that make code run later, kept read-only."""
         return State()
 
+    def mcp_commands(self, serve: list[str]) -> tuple[list[str], list[str]] | None:
+        """The commands that register crew's MCP server (started by `serve`) in the CLI's own
+        configuration, for the user, under the name `crew`, and that remove it again (`crew mcp
+        install`); None when crew cannot register it in this CLI."""
+        return None
+
+    def mcp_files(self, env: Mapping[str, str], cwd: Path) -> list[tuple[Path, str]]:
+        """The CLI's configuration files (run with `env` in `cwd`) that may register crew's MCP
+        server (`crew doctor` says which does), each with how it lists servers: "json" (an
+        `mcpServers` object) or "toml" (`[mcp_servers.NAME]` tables)."""
+        return []
+
     def commands(self) -> list[list[str]]:
         """Every command line crew may run, with sample values: `crew doctor` checks each one's
         options against the CLI's --help (no model is asked). Empty: crew only looks for the CLI."""

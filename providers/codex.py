@@ -9,6 +9,7 @@ from typing import Any
 from crewbridge.providers.base import JsonLineDecoder, Provider, Turn, cli_home
 
 from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session, Text, Usage
+from crewbridge.native import SERVER
 from crewbridge.sandbox import State
 
 
@@ -80,6 +81,12 @@ class CodexProvider(Provider):
 
     def commands(self) -> list[list[str]]:
         return [*super().commands(), [self.binary, "app-server"]]  # the live conversation
+
+    def mcp_commands(self, serve: list[str]) -> tuple[list[str], list[str]]:
+        return [self.binary, "mcp", "add", SERVER, "--", *serve], [self.binary, "mcp", "remove", SERVER]
+
+    def mcp_files(self, env: Mapping[str, str], cwd: Path) -> list[tuple[Path, str]]:
+        return [(cli_home(env, "CODEX_HOME", ".codex") / "config.toml", "toml")]  # [mcp_servers.crew]
 
     def state(self, env: Mapping[str, str]) -> State:
         # 0.169.0 writes $CODEX_HOME (sqlite with -wal/-shm, sessions, shell snapshots, skills/.system

@@ -98,6 +98,16 @@ class GeminiProvider(Provider):
     def commands(self) -> list[list[str]]:
         return [*super().commands(), self.native_argv(Turn("", "query", model="MODEL"))]
 
+    def mcp_commands(self, serve: list[str]) -> tuple[list[str], list[str]]:
+        # trusted: in -p mode gemini offers an MCP server's tools only when it is
+        scope = ["--scope", "user"]
+        add = [self.binary, "mcp", "add", *scope, "--trust", SERVER, *serve]
+        return add, [self.binary, "mcp", "remove", *scope, SERVER]
+
+    def mcp_files(self, env: Mapping[str, str], cwd: Path) -> list[tuple[Path, str]]:
+        home = cli_home(env, "GEMINI_CLI_HOME", "") / ".gemini"
+        return [(home / "settings.json", "json"), (cwd / ".gemini" / "settings.json", "json")]
+
     def decoder(self) -> GeminiDecoder:
         return GeminiDecoder()
 
