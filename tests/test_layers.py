@@ -13,6 +13,7 @@ PACKAGES = {
     "crewbridge": ROOT / "crewbridge",
     "crewbridge.mcp": ROOT / "crewbridge" / "mcp",
     "crewbridge.sandbox": ROOT / "crewbridge" / "sandbox",
+    "crewbridge.batch": ROOT / "crewbridge" / "batch",
     "crewbridge.providers": ROOT / "providers",
     "crewbridge.tools": ROOT / "tools",
 }
