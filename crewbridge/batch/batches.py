@@ -4,7 +4,7 @@ finished, or return at once), be a worker, resume, cancel, and read a batch's st
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from itertools import groupby
 from typing import Any
 
@@ -21,7 +21,7 @@ RECOVER_EVERY = 2.0  # seconds between two looks for dead executors while waitin
 View = Callable[[Sequence[Row]], None]  # shown each time the batch is read
 
 
-def open_working(url: str, config: Config, batches: dict[str, tuple[int, int | None]] | None = None) -> Store:
+def open_working(url: str, config: Config, batches: Mapping[str, tuple[int, int | None]] | None = None) -> Store:
     """This process as an executor that runs repositories (with `config`, this machine's state folder
     and sandbox), on the queues of `batches` from the start."""
     from crewbridge.batch.workflow import BatchWorker, Runtime  # loads DBOS

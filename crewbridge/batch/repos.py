@@ -20,7 +20,7 @@ from pathlib import Path
 from crewbridge.batch.spec import BatchSpec, Repo
 from crewbridge.errors import CrewError
 from crewbridge.git import Checkout, run_git
-from crewbridge.worktrees import Worktree, clean, listed, make
+from crewbridge.worktrees import Worktree, listed, make
 
 FALLBACK_IDENT = ("crew", "crew@localhost")  # when git has no user.name/user.email here
 _IDENT = re.compile(r"^(?P<name>[^<>\n]*?) <(?P<email>[^<>\n]*)> \d+ [+-]\d{4}$")
@@ -84,8 +84,7 @@ class Place:
         found = listed(checkout.top, spec.run_id)
         if found and not fresh and found[0].checkout.snapshot() == checkout.text(["rev-parse", f"{base}^{{tree}}"]):
             return found[0]
-        if found:
-            clean(checkout.top, spec.run_id, force=True)
+        self._release(checkout, spec.branch)
         return make(checkout.top, spec.run_id, [spec.agent], base=base).worktrees[0]
 
     def commit(self, spec: BatchSpec, base: str, tree: str, patch: bytes | None, stamp: Stamp) -> str:
@@ -110,7 +109,7 @@ class Place:
         if not self._exists(checkout, commit):
             raise RepoError(f"commit {commit[:10]} is not in {self.clone}; `crew batch resume` makes it again")
         self._git(["push", "--quiet", "--", self.repo.url, f"+{commit}:refs/heads/{spec.branch}"], checkout.top)
-        clean(checkout.top, spec.run_id, force=True)
+        self._release(checkout, spec.branch)
 
     def stamp(self, when: float) -> Stamp:
         """This machine's git identity (crew's own when it has none) at time `when`."""
@@ -118,6 +117,18 @@ class Place:
         match = _IDENT.match(found.stdout.decode("utf-8", "replace").strip()) if found.returncode == 0 else None
         name, email = (match["name"], match["email"]) if match and match["name"] else FALLBACK_IDENT
         return Stamp(name, email, f"{int(when)} +0000")
+
+    def _release(self, checkout: Checkout, branch: str) -> None:
+        """Remove the worktree that has the batch's branch out, wherever it is (an earlier try's,
+        or one a dead worker made from another state folder: the repository is this workflow's
+        now), and the branch."""
+        listing = checkout.git(["worktree", "list", "--porcelain", "-z"]).stdout.decode("utf-8", "surrogateescape")
+        for record in listing.split("\0\0"):
+            fields = dict(field.partition(" ")[::2] for field in record.split("\0") if field)
+            if fields.get("branch") == f"refs/heads/{branch}":
+                checkout.git(["worktree", "remove", "--force", fields["worktree"]], check=False)
+        checkout.git(["worktree", "prune"])
+        checkout.git(["branch", "-D", "--quiet", branch], check=False)
 
     def _have(self, checkout: Checkout, commit: str) -> None:
         """Fetch the URL's branches when the clone lacks `commit` (one made on another machine)."""
@@ -135,8 +146,9 @@ class Place:
         scratch = checkout.git_dir / f"crew-batch-index-{tree[:12]}"
         try:
             checkout.git(["read-tree", base], index=scratch)
-            checkout.git(["apply", "--cached", "--binary", "--whitespace=nowarn", "-"], index=scratch, input=patch)
-            made = checkout.git(["write-tree"], index=scratch).stdout.decode().strip()
+            applied = ["apply", "--cached", "--binary", "--whitespace=nowarn", "-"]
+            made = "" if checkout.git(applied, index=scratch, input=patch, check=False).returncode else tree
+            made = made and checkout.git(["write-tree"], index=scratch).stdout.decode().strip()
         finally:
             scratch.unlink(missing_ok=True)
         if made != tree:

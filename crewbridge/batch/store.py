@@ -27,6 +27,7 @@ import logging
 import os
 import socket
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -108,7 +109,7 @@ class Store:
         executor = f"{socket.gethostname()}-{os.getpid()}-{os.urandom(3).hex()}"
         liveness = Liveness.of(url)
         liveness.hold(executor)
-        logging.getLogger("dbos").setLevel(logging.ERROR)
+        logging.getLogger("dbos").addFilter(_quiet_cancellation)
         DBOS(
             config={
                 "name": APP,
@@ -224,9 +225,14 @@ class Store:
         pending = DBOS.list_workflows(status="PENDING", name=WORKFLOW, load_input=False, load_output=False)
         executors = {row.executor_id for row in pending if row.executor_id and row.executor_id != self.executor}
         dead = sorted(executor for executor in executors if not self.liveness.alive(executor))
-        if dead:
-            DBOS.recover_pending_workflows(dead)
+        if dead:  # what DBOS's admin server and Conductor call for an executor found dead (public in DBOS 3)
+            DBOS._recover_pending_workflows(dead)
         return dead
+
+
+def _quiet_cancellation(record: logging.LogRecord) -> bool:
+    """DBOS logs a cancelled workflow (crew batch cancel) as an error with its traceback: not one."""
+    return not (record.exc_info and type(record.exc_info[1]).__name__.endswith("CancelledError"))
 
 
 def _row(status: Any) -> Row | None:
@@ -243,7 +249,7 @@ def _row(status: Any) -> Row | None:
     return Row(status.workflow_id, spec, repo, generation, status.status, status.executor_id, output, error, created)
 
 
-class Liveness:
+class Liveness(ABC):
     """Whether an executor still runs: each working process holds a lock named after its executor id
     while it lives, and the system lets go of it when the process dies (Postgres a session's
     advisory lock when its connection ends; the kernel a flock when its file closes)."""
@@ -254,14 +260,14 @@ class Liveness:
             return FileLiveness(Path(url.removeprefix("sqlite:///") + ".executors"))
         return PostgresLiveness(url)
 
-    def hold(self, executor: str) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def hold(self, executor: str) -> None: ...
 
-    def alive(self, executor: str) -> bool:
-        raise NotImplementedError
+    @abstractmethod
+    def alive(self, executor: str) -> bool: ...
 
-    def close(self) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def close(self) -> None: ...
 
 
 class FileLiveness(Liveness):

@@ -228,7 +228,10 @@ def counted(changes: list[Change]) -> dict[str, int]:
 def _watch(workflow_id: str | None, stop: Stop, ended: threading.Event) -> None:
     """Stop the agent once its workflow is cancelled (`crew batch cancel`), until `ended`."""
     while workflow_id is not None and not ended.wait(CANCEL_POLL):
-        status = DBOS.get_workflow_status(workflow_id)
+        try:
+            status = DBOS.get_workflow_status(workflow_id)
+        except Exception:  # the database busy (SQLite locked by a writer): look again next time
+            continue
         if status is not None and status.status == "CANCELLED":
             stop.set()
             return
