@@ -19,7 +19,7 @@ from crewbridge import jsonio
 from crewbridge.availability import unavailable
 from crewbridge.caller import Caller
 from crewbridge.catalogue import build_prompt, offered_tools, render_catalogue, skills_section
-from crewbridge.conversation import FULL, LOST, Conversation, replay
+from crewbridge.conversations import FULL, LOST, Conversation, replay
 from crewbridge.errors import (
     BudgetExceeded,
     CrewError,
@@ -34,7 +34,7 @@ from crewbridge.extract import Extractor, Shown, ToolCall
 from crewbridge.globs import NATIVE
 from crewbridge.hooks import Hooks
 from crewbridge.paths import resolve_inside
-from crewbridge.policy import Policy
+from crewbridge.policy import Policy, Unasked
 from crewbridge.registry import TIMEOUT_GRACE, Tool, ToolContext, ToolFailure, ToolRegistry, ToolResult
 from crewbridge.skills import SKILL_TOOL, Skill
 from crewbridge.templates import render
@@ -80,6 +80,7 @@ class RunResult:
     usage: dict[str, Any] = field(default_factory=dict)
     session: str | None = None
     turns: int = 0
+    needed_approval: list[Unasked] = field(default_factory=list)  # refused: nobody could be asked
 
 
 @dataclass
@@ -179,6 +180,7 @@ class AgentLoop:
         self.deadline = time.monotonic() + self.timeout if self.timeout else None
         self.ctx.deadline = self.deadline
         self.policy.reopen()  # the last message's reply may have been stopped (crew chat)
+        self.policy.take_unasked()  # an earlier message's (crew chat) are its own
         records: list[CallRecord] = []
         for turn in range(1, self.max_turns + 1):
             if self.closed:  # closed from another thread (Ctrl-C): no new turn, no new CLI
@@ -214,7 +216,15 @@ class AgentLoop:
 
     def _answer(self, text: str, records: list[CallRecord], turn: int) -> RunResult:
         self.transcript.write("answer", agent=self.agent, text=text, usage=self.usage.to_dict())
-        result = RunResult(self.agent, text.strip(), records, self.usage.to_dict(), self.conv.session_id, turn)
+        result = RunResult(
+            self.agent,
+            text.strip(),
+            records,
+            self.usage.to_dict(),
+            self.conv.session_id,
+            turn,
+            self.policy.take_unasked(),
+        )
         self.emit(Progress("answer", self.agent, result.answer, result=result))
         return result
 

@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 
 from crewbridge.config import AgentSpec
-from crewbridge.conversation import EXACT, FULL, LOST
+from crewbridge.conversations import EXACT, FULL, LOST
 from crewbridge.errors import CrewError, MaxTurnsReached, ProviderError
 from crewbridge.events import Done, Failure, MessageEnd, Text
 from crewbridge.functions import tool
