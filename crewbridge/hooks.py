@@ -223,6 +223,7 @@ class Hooks:
                 tool=result.tool,
                 duration_ms=result.duration_ms,
                 truncated=result.truncated,
+                notices=result.notices,
             )
         return result
 
@@ -249,7 +250,7 @@ def _spec(event: str, item: Any) -> HookSpec:
 
 
 def _withheld(result: ToolResult, error: str) -> ToolResult:
-    return ToolResult(False, error=error, tool=result.tool, duration_ms=result.duration_ms)
+    return ToolResult(False, error=error, tool=result.tool, duration_ms=result.duration_ms, notices=result.notices)
 
 
 def _load_callable(target: str, base: Path | None) -> Callable[[dict[str, Any]], Any]:
