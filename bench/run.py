@@ -43,6 +43,7 @@ FIGURES = {  # name → module; issue 26's table first, then the rest of issue 6
     "tools": "bench.tool_memory",
     "sandbox": "bench.sandbox",
     "gitguard": "bench.gitguard",
+    "commands": "bench.commands",
 }
 
 
