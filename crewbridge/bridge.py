@@ -388,6 +388,7 @@ class Bridge:
             asked = specs[index]
             prior, held = resumed.of(index, mention.agent, transcript, say) if resumed else (None, True)
             chain = [mention, *(Mention(name) for name in asked.fallback)]
+            loop: AgentLoop | None = None
             for step, current in enumerate(chain):
                 spec = asked if step == 0 else self._stand_in(asked, current.agent)
                 fell_back_from = mention.agent if step else None
@@ -407,7 +408,7 @@ class Bridge:
                     if stop is not None:
                         stop.on_set(loop.close)
                     result = loop.run(task, prior, held)
-                    return Outcome(current.agent, result=result, fell_back_from=fell_back_from)
+                    return Outcome(current.agent, result=result, fell_back_from=fell_back_from, disarmed=loop.disarmed)
                 except (ProviderUnavailable, CLINotFound) as exc:
                     if step + 1 == len(chain):
                         transcript.write("error", agent=current.agent, message=str(exc))
@@ -421,7 +422,8 @@ class Bridge:
                     if stop is not None and stop.is_set():  # what the stopped CLI said last is beside the point
                         error = Interrupted(f"@{current.agent} was stopped")
                     transcript.write("error", agent=current.agent, message=str(error))
-                    return Outcome(current.agent, error=error, fell_back_from=fell_back_from)
+                    disarmed = loop.disarmed if loop is not None else []
+                    return Outcome(current.agent, error=error, fell_back_from=fell_back_from, disarmed=disarmed)
             raise AssertionError("unreachable: the chain's last agent returns")
 
         if len(mentions) == 1:
@@ -594,7 +596,10 @@ class Chat:
 
     def ask(self, text: str) -> RunResult:
         """Send a message; the answer once the model is done with its tools."""
-        result = self.loop.converse(text if self.started else self.loop.opening(text, self.prior, self.held))
+        try:
+            result = self.loop.converse(text if self.started else self.loop.opening(text, self.prior, self.held))
+        finally:
+            self.loop.check_git()  # what this message's run left, before the person goes back to git
         self.started = True
         return result
 

@@ -31,6 +31,7 @@ from crewbridge.errors import (
 )
 from crewbridge.events import Failure, MessageEnd, Session, Text, Usage
 from crewbridge.extract import Extractor, Shown, ToolCall
+from crewbridge.gitguard import Armed, Watch, summary
 from crewbridge.globs import NATIVE
 from crewbridge.hooks import Hooks
 from crewbridge.paths import resolve_inside
@@ -119,7 +120,16 @@ class AgentLoop:
         self.offered = offered_tools(policy.offered(registry), self.skills)  # the tools the model is told of
         self.ctx = ToolContext(workdir=workdir, registry=self.offered, skills=self.skills, sandbox=sandbox)
         self.transcript = transcript or Transcript()
-        self.caller = Caller(agent, registry, policy, hooks or Hooks(), self.transcript)
+        hooks = hooks or Hooks()
+        execute = policy.mode == "execute"
+        # What the run leaves that would run code on the user's next git command is disarmed once
+        # its CLI has ended (close), and after each call too where hooks, which run outside the
+        # sandbox, may run git in between.
+        self.guard = Watch(workdir) if execute else None
+        self.disarmed: list[Armed] = []  # by the guard, in this loop's whole life (its Outcome's)
+        self._guarding = threading.Lock()
+        guarded = workdir if execute and any(hooks.specs.values()) else None
+        self.caller = Caller(agent, registry, policy, hooks, self.transcript, guarded=guarded)
         self.max_turns = max_turns
         self.timeout = timeout
         self.compact = compact
@@ -264,6 +274,22 @@ class AgentLoop:
         self.conv.close()
         self._pool.shutdown()
         self.ctx.groups.end()  # run_command's and command tools' process groups, whatever their threads do
+        self.check_git()  # nothing of the run is left running to write more
+
+    def check_git(self) -> list[Armed]:
+        """Disarm what the run left that would run code on the user's next git command
+        (crewbridge.gitguard), and name it: in the transcript, as a `disarmed` event, and in
+        `disarmed` (shared with the run's Outcome)."""
+        if self.guard is None:
+            return []
+        with self._guarding:  # close() may come from another thread (Ctrl-C) while run() closes too
+            found = self.guard.disarm()
+        if found:
+            self.disarmed.extend(found)
+            records = [armed.to_dict() for armed in found]
+            self.transcript.write("disarmed", agent=self.agent, found=records)
+            self.emit(Progress("disarmed", self.agent, summary(found), data={"text": summary(found), "found": records}))
+        return found
 
     def _reply(self, message: str) -> Reply:
         """Stream one reply, starting each tool as its block closes."""
