@@ -223,6 +223,7 @@ class Hooks:
                 tool=result.tool,
                 duration_ms=result.duration_ms,
                 truncated=result.truncated,
+                change=result.change,  # the file changed, whatever the hook says of it
             )
         return result
 
