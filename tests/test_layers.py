@@ -12,6 +12,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = {
     "crewbridge": ROOT / "crewbridge",
     "crewbridge.mcp": ROOT / "crewbridge" / "mcp",
+    "crewbridge.acp": ROOT / "crewbridge" / "acp",
     "crewbridge.sandbox": ROOT / "crewbridge" / "sandbox",
     "crewbridge.providers": ROOT / "providers",
     "crewbridge.tools": ROOT / "tools",
