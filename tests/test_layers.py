@@ -13,6 +13,7 @@ PACKAGES = {
     "crewbridge": ROOT / "crewbridge",
     "crewbridge.conversations": ROOT / "crewbridge" / "conversations",
     "crewbridge.mcp": ROOT / "crewbridge" / "mcp",
+    "crewbridge.acp": ROOT / "crewbridge" / "acp",
     "crewbridge.sandbox": ROOT / "crewbridge" / "sandbox",
     "crewbridge.providers": ROOT / "providers",
     "crewbridge.tools": ROOT / "tools",
