@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from crewbridge.api import EventStream, Outcome, Stop
     from crewbridge.approval import Channel
     from crewbridge.loop import AgentLoop, Progress, RunResult
+    from crewbridge.registry import Files
     from crewbridge.sessions import Prior
     from crewbridge.skills import Found, Skill
     from crewbridge.transcript import Transcript
@@ -41,10 +42,12 @@ class Bridge:
         tools: list[Tool] | None = None,
         sandboxing: Sandboxing | None = None,
         approvals: Sequence[Channel] = (),
+        files: Files | None = None,
     ) -> None:
         """`sandboxing`: the machine's sandbox as another Bridge detected it (or is detecting it):
         detecting runs a probe process. `approvals`: channels besides the terminal that ask a person
-        about a call (an editor over ACP, the browser of `crew ui`; crewbridge.approval)."""
+        about a call (an editor over ACP, the browser of `crew ui`; crewbridge.approval). `files`:
+        where the file tools read and write text instead of the disk (an editor's buffers over ACP)."""
         self.config = config or load_config()
         self.workdir = (workdir or Path.cwd()).resolve()
         self.env = env or {}  # added to the environment of the CLIs this Bridge starts
@@ -54,6 +57,7 @@ class Bridge:
         # where the CLIs and the tools' commands run (detected once)
         self.sandboxing = Sandboxing() if sandboxing is None else sandboxing
         self.approvals = list(approvals)
+        self.files = files
 
     @property
     def registry(self) -> ToolRegistry:
@@ -388,6 +392,7 @@ class Bridge:
             asked = specs[index]
             prior, held = resumed.of(index, mention.agent, transcript, say) if resumed else (None, True)
             chain = [mention, *(Mention(name) for name in asked.fallback)]
+            loop: AgentLoop | None = None
             for step, current in enumerate(chain):
                 spec = asked if step == 0 else self._stand_in(asked, current.agent)
                 fell_back_from = mention.agent if step else None
@@ -407,7 +412,7 @@ class Bridge:
                     if stop is not None:
                         stop.on_set(loop.close)
                     result = loop.run(task, prior, held)
-                    return Outcome(current.agent, result=result, fell_back_from=fell_back_from)
+                    return Outcome(current.agent, result=result, fell_back_from=fell_back_from, disarmed=loop.disarmed)
                 except (ProviderUnavailable, CLINotFound) as exc:
                     if step + 1 == len(chain):
                         transcript.write("error", agent=current.agent, message=str(exc))
@@ -421,7 +426,8 @@ class Bridge:
                     if stop is not None and stop.is_set():  # what the stopped CLI said last is beside the point
                         error = Interrupted(f"@{current.agent} was stopped")
                     transcript.write("error", agent=current.agent, message=str(error))
-                    return Outcome(current.agent, error=error, fell_back_from=fell_back_from)
+                    disarmed = loop.disarmed if loop is not None else []
+                    return Outcome(current.agent, error=error, fell_back_from=fell_back_from, disarmed=disarmed)
             raise AssertionError("unreachable: the chain's last agent returns")
 
         if len(mentions) == 1:
@@ -572,6 +578,7 @@ class Bridge:
                 sandbox=self.sandboxing.commands(
                     self._sandbox_level(options, agent), workdir, mode, network=agent.sandbox_network
                 ),
+                files=self.files,
             )
         except BaseException:
             conversation.close()
@@ -594,7 +601,10 @@ class Chat:
 
     def ask(self, text: str) -> RunResult:
         """Send a message; the answer once the model is done with its tools."""
-        result = self.loop.converse(text if self.started else self.loop.opening(text, self.prior, self.held))
+        try:
+            result = self.loop.converse(text if self.started else self.loop.opening(text, self.prior, self.held))
+        finally:
+            self.loop.check_git()  # what this message's run left, before the person goes back to git
         self.started = True
         return result
 

@@ -23,6 +23,7 @@ from crewbridge.errors import CrewError, UsageError
 from crewbridge.modes import Mode
 
 if TYPE_CHECKING:
+    from crewbridge.acp.early import Greeting as AcpGreeting
     from crewbridge.config import Config
     from crewbridge.early import Early
     from crewbridge.mcp.early import Greeting
@@ -675,6 +676,59 @@ def mcp_install_command(cli_name: str, execute: bool) -> None:
     click.echo(f"registered crew in {cli_name}: {shlex.join(done.add)}\nundo with: {shlex.join(done.remove)}")
 
 
+@cli.group("acp", invoke_without_command=True)
+@click.option(
+    "--timeout", type=click.FloatRange(min=0.1), default=300.0, show_default=True, help="Seconds one prompt may take."
+)
+@click.option(
+    "--max-turns", type=click.IntRange(min=1), default=10, show_default=True, help="Model replies per prompt."
+)
+@config_option
+@SANDBOX
+@click.pass_context
+def acp_group(ctx: click.Context, timeout: float, max_turns: int, config: Config, sandbox: str | None) -> None:
+    """Serve crew as an Agent Client Protocol agent on stdio, for editors (Zed, JetBrains, Neovim,
+    acpx): every configured agent, crew's policy and sandbox. See docs/acp.md."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from crewbridge.acp.agent import serve
+    from crewbridge.acp.early import Greeting
+    from crewbridge.acp.session import Serving
+    from crewbridge.sandbox import Sandboxing
+
+    sandboxing = Sandboxing()
+    sandboxing.mechanism(sandbox or config.sandbox)  # required where none works: refused before serving
+    greeting = ctx.obj if isinstance(ctx.obj, Greeting) else None  # its initialize answered already
+    path = config.files[-1].path if config.files and config.files[-1].kind == "config" else None
+    serve(greeting, config_path=path, sandbox=sandbox, sandboxing=sandboxing, serving=Serving(timeout, max_turns))
+
+
+@acp_group.command("check", context_settings={"ignore_unknown_options": True})
+@click.option(
+    "--timeout", type=click.FloatRange(min=1), default=120.0, show_default=True, help="Seconds each step may take."
+)
+@click.option(
+    "--prompt", default="Say hello in one short sentence.", show_default=True, help="The prompt that is streamed."
+)
+@click.option(
+    "--write-prompt",
+    default="Create a file named acp-check.txt that says ok.",
+    show_default=True,
+    help="A prompt whose model is expected to ask for a permission (answered allow, then reject).",
+)
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def acp_check_command(timeout: float, prompt: str, write_prompt: str, command: tuple[str, ...]) -> None:
+    """Check that the ACP agent COMMAND (`crew acp check -- gemini --acp`) does what the protocol
+    says: a table of what held; exit 0 only when everything required held."""
+    from crewbridge.acp.check import Checker
+
+    checker = Checker(list(command), timeout=timeout, prompt=prompt, write_prompt=write_prompt)
+    results = checker.run()
+    click.echo(checker.table(results))
+    if not checker.passed(results):
+        sys.exit(1)
+
+
 @cli.group("skills")
 def skills_group() -> None:
     """List and show the skills (SKILL.md folders) crew offers to agents."""
@@ -958,12 +1012,13 @@ def _stop(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
-def main(early: Early | None = None, greeting: Greeting | None = None) -> None:
+def main(early: Early | None = None, greeting: Greeting | AcpGreeting | None = None) -> None:
     """Run the command in sys.argv; `early`: its reading by crewbridge.early, CLIs started;
-    `greeting`: crew mcp's start by crewbridge.mcp.early (its initialize answered)."""
+    `greeting`: crew mcp's or crew acp's start by crewbridge.mcp.early or crewbridge.acp.early
+    (their initialize answered)."""
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _stop)
-    _tolerant_streams(stdin=greeting is None)  # crew mcp's stdin: read as bytes, and read already
+    _tolerant_streams(stdin=greeting is None)  # crew mcp's and acp's stdin: read as bytes, and read already
     try:
         _main(early or greeting)
     finally:
@@ -996,7 +1051,7 @@ def _exit_now(code: int) -> NoReturn:
     os._exit(code)
 
 
-def _main(started: Early | Greeting | None) -> None:
+def _main(started: Early | Greeting | AcpGreeting | None) -> None:
     try:
         cli.main(prog_name="crew", standalone_mode=False, obj=started)
     except (click.exceptions.Abort, KeyboardInterrupt):  # click turns Ctrl-C into Abort

@@ -26,6 +26,7 @@ from crewbridge.api import Outcome, Stop
 from crewbridge.config import AgentSpec, Config
 from crewbridge.errors import BudgetExceeded, CrewError, CrewTimeout, Interrupted, ReviewNotApproved, UsageError
 from crewbridge.git import GIT_TIMEOUT, Change, Checkout, summary
+from crewbridge.gitguard import Armed
 from crewbridge.loop import AgentLoop, Progress, RunResult
 from crewbridge.mentions import Mention, parse_agent, parse_mentions
 from crewbridge.modes import Mode
@@ -180,6 +181,7 @@ class Session:
     stop: Stop | None
     review: Review = field(init=False)
     history: list[Round] = field(default_factory=list)
+    disarmed: list[Armed] = field(default_factory=list)  # the writer's loop's, filled when it closes
 
     def __post_init__(self) -> None:
         self.review = Review(self.checker.agent)
@@ -191,6 +193,7 @@ class Session:
         try:
             base = self.checkout.snapshot(self._left() or GIT_TIMEOUT)  # the writer's changes: what differs from it
             loop = self._loop(self.writing, self.writer, self.mode, writer_spec, self.emit)
+            self.disarmed = loop.disarmed
             message = loop.opening(self.task)
             for number in range(1, self.options.rounds + 1):
                 self._bound(loop)
@@ -340,7 +343,7 @@ class Session:
         return "\n".join(lines)
 
     def _outcome(self, result: RunResult | None, error: CrewError | None = None) -> Outcome:
-        return Outcome(self.writer.agent, result=result, error=error, review=self.review)
+        return Outcome(self.writer.agent, result=result, error=error, review=self.review, disarmed=self.disarmed)
 
 
 def _numbered(findings: list[Finding]) -> str:
