@@ -22,6 +22,7 @@ from crewbridge.stop import Stop
 
 if TYPE_CHECKING:
     from crewbridge.git import Change
+    from crewbridge.gitguard import Armed
     from crewbridge.loop import Progress, RunResult
     from crewbridge.verdict import Review
     from crewbridge.worktrees import Worktree
@@ -43,6 +44,7 @@ class Outcome:
     worktree: Worktree | None = None  # where it worked, with --worktree
     changes: list[Change] | None = None  # what it changed there
     review: Review | None = None  # with --review: the review's rounds and last verdict
+    disarmed: list[Armed] = field(default_factory=list)  # what the run left for git, disarmed (crewbridge.gitguard)
     run: str | None = None  # the run's id (what --resume takes); None when transcripts are off
 
     def __post_init__(self) -> None:

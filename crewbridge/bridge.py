@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from crewbridge.api import EventStream, Outcome
     from crewbridge.approval import Channel
     from crewbridge.loop import Progress, RunResult
+    from crewbridge.registry import Files
     from crewbridge.skills import Found
     from crewbridge.stop import Stop
     from crewbridge.transcript import Transcript
@@ -41,12 +42,14 @@ class Bridge:
         tools: list[Tool] | None = None,
         sandboxing: Sandboxing | None = None,
         approvals: Sequence[Channel] = (),
+        files: Files | None = None,
     ) -> None:
         """`config`: default crew.yaml found as the command finds it; `workdir`: default here; `env`:
         added to the environment of the CLIs it starts; `tools`: added to the configured ones;
         `sandboxing`: the machine's sandbox as another Bridge detected it (or is detecting it);
         `approvals`: channels besides the terminal that ask a person about a call (an editor over
-        ACP, the browser of `crew ui`; crewbridge.approval)."""
+        ACP, the browser of `crew ui`; crewbridge.approval); `files`: where the file tools read and
+        write text instead of the disk (an editor's buffers over ACP)."""
         self.context = RunContext.of(
             config,
             workdir,
@@ -54,6 +57,7 @@ class Bridge:
             tools=tools or (),
             sandboxing=Sandboxing() if sandboxing is None else sandboxing,
             approvals=list(approvals),
+            files=files,
         )
 
     @property

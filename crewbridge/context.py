@@ -1,6 +1,7 @@
 """A run's context: one value holding what a run needs — the configuration, the working directory,
 what is added to the CLIs' environment, the machine's sandboxing, the tools — and where the run
-reports (its event sink), asks a person (its approval channels) and is stopped from. It makes a
+reports (its event sink), asks a person (its approval channels), is stopped from, and keeps the
+text of files (an editor's buffers). It makes a
 run's parts: each agent's conversation (its CLI started at once), its loop, the run's transcript.
 
 Every face makes one and runs with it: the command and the Python API through the facade
@@ -35,6 +36,7 @@ from crewbridge.sandbox import Sandboxing, level
 if TYPE_CHECKING:
     from crewbridge.approval import Channel
     from crewbridge.loop import AgentLoop, Progress
+    from crewbridge.registry import Files
     from crewbridge.sessions import Prior
     from crewbridge.skills import Found, Skill
     from crewbridge.stop import Stop
@@ -92,6 +94,7 @@ class RunContext:
     emit: Callable[[Progress], None] | None = None  # the run's event sink
     approvals: Sequence[Channel] = ()  # where a person is asked about a call, besides the terminal
     stop: Stop | None = None  # set from another thread, it ends the run
+    files: Files | None = None  # where the file tools read and write text instead of the disk (an editor's)
     started: dict[Key, Conversation] = field(default_factory=dict)  # start()'s CLIs, not yet taken
 
     def __post_init__(self) -> None:
@@ -313,6 +316,7 @@ class RunContext:
             sandbox=self.sandboxing.commands(
                 self.sandbox_level(options, agent), workdir, work.mode, network=agent.sandbox_network
             ),
+            files=self.files,
         )
 
 

@@ -1,8 +1,9 @@
 """crew's command-line options, declared once, as data: those of the commands that run agents
-(LOOP: query, execute and chat; TASK: query and execute) and of `crew mcp` (MCP). crewbridge.cli
-makes click's options from them, and the quick readings of the arguments before click loads
-(crewbridge.early, crewbridge.mcp.early: `read`) take a value only where click's type takes it
-(`Flag.takes`), so neither can read an argument otherwise than the command will.
+(LOOP: query, execute and chat; TASK: query and execute), of `crew mcp` (MCP) and of `crew acp`
+(ACP). crewbridge.cli makes click's options from them, and the quick readings of the arguments
+before click loads (crewbridge.early, crewbridge.mcp.early, crewbridge.acp.early: `read`) take a
+value only where click's type takes it (`Flag.takes`), so none can read an argument otherwise than
+the command will.
 
 (Plain classes and no imports: crew mcp reads these before it answers initialize.)"""
 
@@ -15,11 +16,12 @@ if TYPE_CHECKING:
 
 
 class Flag:
-    """One option: its names (the first names it), the keyword it gives the command, its help, and
-    what it takes: `kind` "flag" (no value), "int" or "float" (not below `low`; not even `low` when
-    `above`), "choice" (one of `choices`), "text" or "path" (a file). `early`: whether a quick reading
-    takes it (False: the reading is not sure, click reads the arguments), or the values it takes as
-    sure (where click takes more that only the loaded command can check)."""
+    """One option: its names (the first names it), the keyword it gives the command, its help, its
+    `default` (shown in the help), and what it takes: `kind` "flag" (no value), "int" or "float"
+    (not below `low`; not even `low` when `above`), "choice" (one of `choices`), "text" or "path" (a
+    file). `early`: whether a quick reading takes it (False: the reading is not sure, click reads the
+    arguments), or the values it takes as sure (where click takes more that only the loaded command
+    can check)."""
 
     __slots__ = (
         "above",
@@ -33,7 +35,6 @@ class Flag:
         "metavar",
         "multiple",
         "names",
-        "show_default",
     )
 
     def __init__(
@@ -47,14 +48,13 @@ class Flag:
         above: bool = False,
         choices: tuple[str, ...] = (),
         default: Any = None,
-        show_default: bool = False,
         metavar: str | None = None,
         multiple: bool = False,
         early: bool | tuple[str, ...] = True,
     ) -> None:
         self.names, self.dest, self.help, self.kind = names, dest, help, kind
         self.low, self.above, self.choices = low, above, choices
-        self.default, self.show_default, self.metavar, self.multiple = default, show_default, metavar, multiple
+        self.default, self.metavar, self.multiple = default, metavar, multiple
         self.early = early
 
     def takes(self, text: str) -> bool:
@@ -141,7 +141,6 @@ LOOP = (
         kind="float",
         low=0.1,
         default=300.0,
-        show_default=True,
     ),
     Flag(
         ("--max-turns",),
@@ -150,7 +149,6 @@ LOOP = (
         kind="int",
         low=1,
         default=10,
-        show_default=True,
     ),
     Flag(
         ("--max-cost",),
@@ -285,12 +283,24 @@ MCP = (
         kind="int",
         low=0,
         default=1,
-        show_default=True,
     ),
-    Flag(
-        ("--timeout",), "timeout", "Seconds one ask may take.", kind="float", low=0.1, default=300.0, show_default=True
-    ),
-    Flag(("--max-turns",), "max_turns", "Model replies per ask.", kind="int", low=1, default=10, show_default=True),
+    Flag(("--timeout",), "timeout", "Seconds one ask may take.", kind="float", low=0.1, default=300.0),
+    Flag(("--max-turns",), "max_turns", "Model replies per ask.", kind="int", low=1, default=10),
     Flag(CONFIG.names, CONFIG.dest, CONFIG.help, kind="path", early=False),
+    Flag(SANDBOX.names, SANDBOX.dest, SANDBOX.help, kind="choice", choices=SANDBOX.choices, early=("auto", "off")),
+)
+
+# crew acp's: read early as crew mcp's are (a sandbox required where none works is refused first).
+ACP = (
+    Flag(
+        ("--timeout",),
+        "timeout",
+        "Seconds one prompt may take.",
+        kind="float",
+        low=0.1,
+        default=300.0,
+    ),
+    Flag(("--max-turns",), "max_turns", "Model replies per prompt.", kind="int", low=1, default=10),
+    MCP[-2],
     Flag(SANDBOX.names, SANDBOX.dest, SANDBOX.help, kind="choice", choices=SANDBOX.choices, early=("auto", "off")),
 )

@@ -26,6 +26,7 @@ from crewbridge.config import AgentSpec
 from crewbridge.context import RunContext, Work
 from crewbridge.errors import BudgetExceeded, CrewError, CrewTimeout, Interrupted, ReviewNotApproved, UsageError
 from crewbridge.git import GIT_TIMEOUT, Change, Checkout, summary
+from crewbridge.gitguard import Armed
 from crewbridge.loop import AgentLoop, Progress, RunResult
 from crewbridge.mentions import Mention, parse_agent, parse_mentions
 from crewbridge.modes import Mode
@@ -135,6 +136,7 @@ class Session:
         self.checkout = checkout
         self.ballot = Ballot()
         self.verdict_tool, self.dispute_tool = self.ballot.tools()
+        self.disarmed: list[Armed] = []  # the writer's loop's, filled when it closes
         self.review = Review(self.checker.agent)
         self.history: list[Round] = []
         timeout = work.options.timeout
@@ -147,6 +149,7 @@ class Session:
         try:
             base = self.checkout.snapshot(self._left() or GIT_TIMEOUT)  # the writer's changes: what differs from it
             loop = self._loop(self.writer, self.work.mode, writer_spec, [self.dispute_tool], self._emit)
+            self.disarmed = loop.disarmed
             message = loop.opening(self.work.task)
             for number in range(1, self.work.options.rounds + 1):
                 self._bound(loop)
@@ -299,7 +302,7 @@ class Session:
         return "\n".join(lines)
 
     def _outcome(self, result: RunResult | None, error: CrewError | None = None) -> Outcome:
-        return Outcome(self.writer.agent, result=result, error=error, review=self.review)
+        return Outcome(self.writer.agent, result=result, error=error, review=self.review, disarmed=self.disarmed)
 
 
 def _numbered(findings: list[Finding]) -> str:

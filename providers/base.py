@@ -138,7 +138,7 @@ class Provider:
     resumable = True  # has its own session resume; otherwise crew replays the transcript
     prompt_on_stdin = True  # argv is capped at 128 KiB; stdin is not. Then argv() must not read turn.prompt:
     # the first turn's CLI is started before its prompt is built (Conversation.start)
-    live = ""  # "module:Class" of its exact, live conversation (providers/live_*.py), if it has one
+    live = ""  # "module:Class" of its exact, live conversation (crewbridge/conversations/CLI.py), if it has one
     native = ""  # "module:Class" of the conversation that offers crew's tools natively, when not `live`
     native_via = ""  # how crew's tools reach it natively (`crew doctor` says it); "" when they cannot
     read_only_tools: frozenset[str] = frozenset()  # its own tools that only read (the rest write or run commands)

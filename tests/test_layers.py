@@ -13,7 +13,9 @@ PACKAGES = {
     "crewbridge": ROOT / "crewbridge",
     "crewbridge.conversations": ROOT / "crewbridge" / "conversations",
     "crewbridge.mcp": ROOT / "crewbridge" / "mcp",
+    "crewbridge.acp": ROOT / "crewbridge" / "acp",
     "crewbridge.sandbox": ROOT / "crewbridge" / "sandbox",
+    "crewbridge.batch": ROOT / "crewbridge" / "batch",
     "crewbridge.providers": ROOT / "providers",
     "crewbridge.tools": ROOT / "tools",
 }

@@ -44,11 +44,23 @@ class Greeter(McpCore):
         return instructions(self.workdir)
 
 
-def read(args: list[str]) -> dict[str, str] | None:
-    """The options of `crew mcp ARGS` (the arguments after `mcp`), each with its value (a flag's:
-    ""), when it surely serves stdio: click takes every argument and no value can be refused; else None."""
-    found = flags.read(args, flags.MCP)
+def read(args: list[str], table: tuple[flags.Flag, ...] = flags.MCP) -> dict[str, str] | None:
+    """The options of `crew mcp ARGS` (the arguments after `mcp`; crew acp's, given its `table`),
+    each with its value (a flag's: ""), when it surely serves stdio: click takes every argument and
+    no value can be refused; else None."""
+    found = flags.read(args, table)
     return None if found is None or found[1] else found[0]
+
+
+def unrefusable() -> bool:
+    """Whether nothing that loads can refuse to start the server: no crew.yaml to read (it is read,
+    and reported when it is wrong, before any answer) and no sandbox mechanism named."""
+    if "CREW_SANDBOX_MECHANISM" in os.environ:
+        return False
+    try:
+        return not (config_dir() / "crew.yaml").is_file() and find_project_config(Path.cwd()) is None
+    except ConfigError:
+        return False
 
 
 class Greeting:
@@ -62,13 +74,8 @@ class Greeting:
 def greet(args: list[str]) -> Greeting | None:
     """stdio set up as MCP's transport, its first message read and, when it is `initialize`,
     answered; None (nothing read) when the server could still refuse to start."""
-    values = None if "CREW_SANDBOX_MECHANISM" in os.environ else read(args)
-    if values is None:
-        return None
-    try:
-        if (config_dir() / "crew.yaml").is_file() or find_project_config(Path.cwd()) is not None:
-            return None  # read, and reported when it is wrong, before any answer
-    except ConfigError:
+    values = read(args)
+    if values is None or not unrefusable():
         return None
     try:
         link = Link()

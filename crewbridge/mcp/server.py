@@ -178,9 +178,11 @@ class McpServer(McpCore):
                     if self.config.transcripts
                     else Transcript()
                 )
-                caller = Caller(
-                    self.client.id, registry, policy, Hooks(self.config.hooks, workdir=self.workdir), transcript
-                )
+                hooks = Hooks(self.config.hooks, workdir=self.workdir)
+                # Each call that may write is followed by crewbridge.gitguard: the client's next git
+                # command runs outside crew's sandbox, at once.
+                guarded = self.workdir if self.mode == "execute" else None
+                caller = Caller(self.client.id, registry, policy, hooks, transcript, guarded=guarded)
                 context = ToolContext(self.workdir, registry=registry, sandbox=self.sandbox)
                 self._tools = (registry, caller, context, transcript)
             return self._tools
