@@ -535,7 +535,6 @@ def mcp_group(
         max_depth=ask_depth,
         timeout=timeout,
         max_turns=max_turns,
-        sandboxing=greeting.sandboxing if greeting else None,
     )
     if server.sandbox_notice:
         click.echo(f"crew mcp: {server.sandbox_notice}", err=True)

@@ -273,6 +273,9 @@ class RunContext:
             conversation = self.conversation(mention, work.mode, work.options, spec)[0]
         if isinstance(conversation, CrewError):
             raise conversation
+        said = self.sandboxing.unsaid()  # the CLI's sandbox did not come up, and no other works here
+        if said:
+            self.say("sandbox", mention.agent, said)
         try:
             return self._loop(mention, work, spec or self.config.agent(mention.agent), conversation, extra, emit)
         except BaseException:

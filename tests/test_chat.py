@@ -13,10 +13,11 @@ import stat
 import pytest
 from crewbridge.tools import builtin_registry
 
-from crewbridge.bridge import Bridge, Chat
+from crewbridge.bridge import Bridge
 from crewbridge.chat import HISTORY_LENGTH, LineReader, converse, run_chat
 from crewbridge.config import AgentSpec, load_config
 from crewbridge.conversations import FULL
+from crewbridge.dialogue import Chat
 from crewbridge.events import Done, Failure, MessageEnd, Text
 from crewbridge.loop import AgentLoop
 from crewbridge.policy import Policy
