@@ -169,6 +169,7 @@ class Sent(logging.Handler):
         return [line.split(f"] {mark} ", 1)[1] for line in self.lines if f"] {mark} " in line]
 
 
+@pytest.mark.slow
 def test_a_chat_with_the_demo_agent_keeps_the_context_and_a_transcript(tmp_path, monkeypatch, capsys):
     (tmp_path / "notes.txt").write_text("alpha\nbeta\n")
     (tmp_path / "plan.txt").write_text("ship\n")

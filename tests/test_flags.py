@@ -34,6 +34,7 @@ def clicks(flag: flags.Flag) -> click.Option:
 
 
 @given(value=VALUES)
+@pytest.mark.slow
 def test_a_value_is_taken_exactly_when_the_click_option_made_from_the_same_entry_takes_it(value: str) -> None:
     for flag in VALUED:
         param = clicks(flag)

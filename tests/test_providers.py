@@ -86,6 +86,7 @@ def test_builtin_providers_load_by_name() -> None:
         providers.load("nope")
 
 
+@pytest.mark.slow
 def test_plugin_providers_are_named_without_being_imported(installed: Path) -> None:
     assert providers.names() == ["claude", "gemini", "codex", "demo", "broken", "echo", "odd"]
     assert "crewplug" not in sys.modules

@@ -18,6 +18,8 @@ from crewbridge.sandbox import MECHANISM_ENV, Sandboxing, State, spawn
 from crewbridge.sandbox.bwrap import find, probe
 from crewcli import executable
 
+pytestmark = pytest.mark.needs("bwrap")
+
 
 def bwrap_sandboxing() -> Sandboxing:
     return Sandboxing(env={**os.environ, MECHANISM_ENV: "bwrap"})
@@ -63,6 +65,7 @@ def test_an_unproven_bwrap_is_proven_by_the_first_process_started_in_it(tmp_path
     assert later is not None and later.instead is None and echo(later, tmp_path) == "hi\n"
 
 
+@pytest.mark.needs("landlock")
 def test_a_bwrap_that_does_not_come_up_hands_the_process_to_the_next_mechanism(tmp_path):
     refusing = executable(tmp_path / "bin" / "bwrap", REFUSING)
     sandboxing = Sandboxing(env={**os.environ, "PATH": f"{refusing.parent}:{os.environ['PATH']}"})
@@ -113,6 +116,7 @@ def test_a_private_tmp_still_shows_the_project_home_and_program_under_tmp(tmp_pa
     launch.ended()
 
 
+@pytest.mark.slow
 def test_a_script_whose_interpreter_lives_under_tmp_still_starts(tmp_path):
     # A virtualenv under another top folder of /tmp than the script (a CI clone in /tmp holds the
     # venv its tests' fake CLIs name in their #! line); `crewpy` leads there by a relative link.
