@@ -504,7 +504,9 @@ class Bridge:
                 system_prompt=agent.system_prompt,
                 options=list(agent.options.get(mode, [])),
                 native=(options.tools_via or agent.tools_via) == "native",
-                sandbox=self.sandboxing.cli(self._sandbox_level(options, agent), workdir, mode, provider.state),
+                sandbox=self.sandboxing.cli(
+                    self._sandbox_level(options, agent), workdir, mode, provider.state, agent.deny_commands
+                ),
             )
             conversation = new_conversation(provider, base, cwd=workdir, env=self.env)
         except CrewError as exc:
@@ -560,7 +562,11 @@ class Bridge:
                 ],
                 tools_via=options.tools_via or agent.tools_via,
                 sandbox=self.sandboxing.commands(
-                    self._sandbox_level(options, agent), workdir, mode, network=agent.sandbox_network
+                    self._sandbox_level(options, agent),
+                    workdir,
+                    mode,
+                    network=agent.sandbox_network,
+                    denied=agent.deny_commands,
                 ),
             )
         except BaseException:
