@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from crewbridge.config import AgentSpec, Config, load_config
-from crewbridge.conversation import Conversation, new_conversation
+from crewbridge.conversations import Conversation, new_conversation
 from crewbridge.errors import CLINotFound, CrewError, Interrupted, ProviderUnavailable, UsageError
 from crewbridge.mentions import Mention, parse_agent, parse_mentions
 from crewbridge.modes import MODES, Mode
 from crewbridge.options import RunOptions
+from crewbridge.piped import with_context
 from crewbridge.providers.base import Turn
 from crewbridge.registry import Tool, ToolRegistry
 from crewbridge.sandbox import Sandboxing, level
@@ -22,7 +23,9 @@ from crewbridge.sandbox import Sandboxing, level
 # while those boot. So is what only the Python API uses (function tools, event streams).
 if TYPE_CHECKING:
     from crewbridge.api import EventStream, Outcome, Stop
+    from crewbridge.approval import Channel
     from crewbridge.loop import AgentLoop, Progress, RunResult
+    from crewbridge.registry import Files
     from crewbridge.sessions import Prior
     from crewbridge.skills import Found, Skill
     from crewbridge.transcript import Transcript
@@ -38,9 +41,13 @@ class Bridge:
         env: dict[str, str] | None = None,
         tools: list[Tool] | None = None,
         sandboxing: Sandboxing | None = None,
+        approvals: Sequence[Channel] = (),
+        files: Files | None = None,
     ) -> None:
         """`sandboxing`: the machine's sandbox as another Bridge detected it (or is detecting it):
-        detecting runs a probe process."""
+        detecting runs a probe process. `approvals`: channels besides the terminal that ask a person
+        about a call (an editor over ACP, the browser of `crew ui`; crewbridge.approval). `files`:
+        where the file tools read and write text instead of the disk (an editor's buffers over ACP)."""
         self.config = config or load_config()
         self.workdir = (workdir or Path.cwd()).resolve()
         self.env = env or {}  # added to the environment of the CLIs this Bridge starts
@@ -49,6 +56,8 @@ class Bridge:
         self._started: dict[tuple[Mention, Mode, str | None, str | None], Conversation] = {}  # start()'s, untaken
         # where the CLIs and the tools' commands run (detected once)
         self.sandboxing = Sandboxing() if sandboxing is None else sandboxing
+        self.approvals = list(approvals)
+        self.files = files
 
     @property
     def registry(self) -> ToolRegistry:
@@ -106,8 +115,9 @@ class Bridge:
 
         return EventStream(lambda emit: self.run(text, mode, on_progress=emit, **options))
 
-    def first_prompt(self, text: str, mode: Mode = "query") -> str:
-        """The exact first message the (first) mentioned agent would be sent, catalogue included."""
+    def first_prompt(self, text: str, mode: Mode = "query", context: str | None = None) -> str:
+        """The exact first message the (first) mentioned agent would be sent, catalogue (and
+        `context`, as run() adds it) included."""
         from crewbridge.catalogue import build_prompt, offered_tools, render_catalogue
         from crewbridge.policy import Policy
 
@@ -116,7 +126,7 @@ class Bridge:
         skills = self.skills(agent)
         tools = offered_tools(Policy(agent, mode).offered(self.registry), skills)
         catalogue = render_catalogue(tools, mode, compact=self.config.compact_catalogue, skills=list(skills.values()))
-        return build_prompt(catalogue, task)
+        return build_prompt(catalogue, with_context(task, context))
 
     def skills_section(self, text: str) -> str:
         """The catalogue's skills section for the (first) agent `text` mentions ("" without skills)."""
@@ -192,8 +202,7 @@ class Bridge:
         made = self.worktrees(mentions, options) if options.worktree else None
         if made is not None:
             specs = [self.placed(spec, made, worktree) for spec, worktree in zip(specs, made.worktrees, strict=True)]
-        if context:
-            task = f"{task}\n\n{context}"
+        task = with_context(task, context)
         own = transcript is None
         status = "interrupted"
         earlier = self._priors(options.resume)
@@ -232,6 +241,7 @@ class Bridge:
                     replace(outcome, worktree=worktree, changes=made.changed(worktree, transcript))
                     for outcome, worktree in zip(outcomes, made.worktrees, strict=True)
                 ]
+            outcomes = [replace(outcome, run=transcript.run_id) for outcome in outcomes]
             status = "ok" if all(o.error is None for o in outcomes) else "failed"
             return outcomes
         finally:
@@ -531,6 +541,7 @@ class Bridge:
         spec: AgentSpec | None = None,
     ) -> AgentLoop:
         """The agent's loop over `conversation` (closed if the loop cannot be made)."""
+        from crewbridge.approval import Approver
         from crewbridge.hooks import Hooks
         from crewbridge.loop import AgentLoop
         from crewbridge.policy import Policy
@@ -543,7 +554,12 @@ class Bridge:
                 mention.agent,
                 conversation,
                 self.registry,
-                Policy(agent, mode, approve_all=options.approve_all),
+                Policy(
+                    agent,
+                    mode,
+                    approve_all=options.approve_all,
+                    approver=Approver(channels=self.approvals, record=transcript.answered),
+                ),
                 workdir=workdir,
                 hooks=Hooks(self.config.hooks, workdir=workdir),
                 transcript=transcript,
@@ -568,6 +584,7 @@ class Bridge:
                     network=agent.sandbox_network,
                     denied=agent.deny_commands,
                 ),
+                files=self.files,
             )
         except BaseException:
             conversation.close()

@@ -23,6 +23,7 @@ from crewbridge.errors import CrewError, UsageError
 from crewbridge.modes import Mode
 
 if TYPE_CHECKING:
+    from crewbridge.acp.early import Greeting as AcpGreeting
     from crewbridge.config import Config
     from crewbridge.early import Early
     from crewbridge.mcp.early import Greeting
@@ -144,6 +145,15 @@ def loop_options(func: Callable[..., Any]) -> Callable[..., Any]:
     )
 
 
+NO_STDIN = click.option(
+    "--no-stdin",
+    "-n",
+    is_flag=True,
+    help="Read nothing from stdin (else a pipe or file on stdin is read to its end and added to the task; "
+    "give -n inside `while read` loops).",
+)
+
+
 def run_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """The options of the commands that run a task (query, execute): loop_options, --json, --jsonl,
     and the RunOptions of a task alone (crewbridge.options.TASK_ONLY)."""
@@ -164,6 +174,7 @@ def run_options(func: Callable[..., Any]) -> Callable[..., Any]:
                 "approves or asks for changes, which go back to the writer (exit 6: not approved in --rounds).",
             ),
             click.option("--rounds", type=click.IntRange(min=1), help="Review rounds at most (default 3)."),
+            NO_STDIN,
             click.option(
                 "--json",
                 "as_json",
@@ -190,6 +201,7 @@ def _run(
     as_jsonl: bool,
     verbose: bool,
     continue_last: bool,
+    no_stdin: bool,
     **values: Any,
 ) -> None:
     from crewbridge.bridge import Bridge
@@ -207,8 +219,7 @@ def _run(
     if options.review:  # the reviewer's tool calls are labelled too
         agents.append(parse_agent(options.review).agent)
     agents = list(dict.fromkeys(agents))
-    stdin = sys.stdin
-    context = stdin.read() if stdin is not None and not stdin.isatty() else None
+    context = None if no_stdin else _piped(options.timeout)
     output = "json" if as_json else "jsonl" if as_jsonl else "text"
     early = _early()
     bridge = early.bridge if early is not None and early.bridge.config is config else Bridge(config)
@@ -219,6 +230,13 @@ def _run(
     failed = [o.error for o in outcomes if o.error is not None]
     if failed:
         sys.exit(failed[0].exit_code)
+
+
+def _piped(timeout: float | None) -> str | None:
+    """What a pipe or file on stdin holds (crewbridge.piped), waited for within `timeout`."""
+    from crewbridge.piped import read_context
+
+    return read_context(sys.stdin, functools.partial(click.echo, err=True), timeout)
 
 
 def _run_options(continue_last: bool, values: dict[str, Any]) -> RunOptions:
@@ -330,14 +348,15 @@ def chat_command(agent: str, mode: Mode, config: Config, verbose: bool, continue
 @cli.command("prompt")
 @click.argument("text", nargs=-1, required=True)
 @click.option("--mode", type=click.Choice(["query", "execute"]), default="query", show_default=True)
+@NO_STDIN
 @config_option
-def prompt_command(text: tuple[str, ...], mode: Mode, config: Config) -> None:
-    """Print the exact prompt that would be sent, catalogue included."""
+def prompt_command(text: tuple[str, ...], mode: Mode, no_stdin: bool, config: Config) -> None:
+    """Print the exact prompt that would be sent, catalogue and piped stdin included."""
     from crewbridge.bridge import Bridge
     from crewbridge.catalogue import tokens
 
     bridge = Bridge(config)
-    click.echo(bridge.first_prompt(" ".join(text), mode))
+    click.echo(bridge.first_prompt(" ".join(text), mode, context=None if no_stdin else _piped(None)))
     section = bridge.skills_section(" ".join(text))
     if section:  # what the skills cost in every first message
         click.echo(f"crew: skills section: {len(section):,} characters (~{tokens(section):,} tokens)", err=True)
@@ -446,6 +465,59 @@ def mcp_install_command(cli_name: str, execute: bool) -> None:
 
     done = install(cli_name, execute)
     click.echo(f"registered crew in {cli_name}: {shlex.join(done.add)}\nundo with: {shlex.join(done.remove)}")
+
+
+@cli.group("acp", invoke_without_command=True)
+@click.option(
+    "--timeout", type=click.FloatRange(min=0.1), default=300.0, show_default=True, help="Seconds one prompt may take."
+)
+@click.option(
+    "--max-turns", type=click.IntRange(min=1), default=10, show_default=True, help="Model replies per prompt."
+)
+@config_option
+@SANDBOX
+@click.pass_context
+def acp_group(ctx: click.Context, timeout: float, max_turns: int, config: Config, sandbox: str | None) -> None:
+    """Serve crew as an Agent Client Protocol agent on stdio, for editors (Zed, JetBrains, Neovim,
+    acpx): every configured agent, crew's policy and sandbox. See docs/acp.md."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from crewbridge.acp.agent import serve
+    from crewbridge.acp.early import Greeting
+    from crewbridge.acp.session import Serving
+    from crewbridge.sandbox import Sandboxing
+
+    sandboxing = Sandboxing()
+    sandboxing.mechanism(sandbox or config.sandbox)  # required where none works: refused before serving
+    greeting = ctx.obj if isinstance(ctx.obj, Greeting) else None  # its initialize answered already
+    path = config.files[-1].path if config.files and config.files[-1].kind == "config" else None
+    serve(greeting, config_path=path, sandbox=sandbox, sandboxing=sandboxing, serving=Serving(timeout, max_turns))
+
+
+@acp_group.command("check", context_settings={"ignore_unknown_options": True})
+@click.option(
+    "--timeout", type=click.FloatRange(min=1), default=120.0, show_default=True, help="Seconds each step may take."
+)
+@click.option(
+    "--prompt", default="Say hello in one short sentence.", show_default=True, help="The prompt that is streamed."
+)
+@click.option(
+    "--write-prompt",
+    default="Create a file named acp-check.txt that says ok.",
+    show_default=True,
+    help="A prompt whose model is expected to ask for a permission (answered allow, then reject).",
+)
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def acp_check_command(timeout: float, prompt: str, write_prompt: str, command: tuple[str, ...]) -> None:
+    """Check that the ACP agent COMMAND (`crew acp check -- gemini --acp`) does what the protocol
+    says: a table of what held; exit 0 only when everything required held."""
+    from crewbridge.acp.check import Checker
+
+    checker = Checker(list(command), timeout=timeout, prompt=prompt, write_prompt=write_prompt)
+    results = checker.run()
+    click.echo(checker.table(results))
+    if not checker.passed(results):
+        sys.exit(1)
 
 
 @cli.group("skills")
@@ -731,12 +803,13 @@ def _stop(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
-def main(early: Early | None = None, greeting: Greeting | None = None) -> None:
+def main(early: Early | None = None, greeting: Greeting | AcpGreeting | None = None) -> None:
     """Run the command in sys.argv; `early`: its reading by crewbridge.early, CLIs started;
-    `greeting`: crew mcp's start by crewbridge.mcp.early (its initialize answered)."""
+    `greeting`: crew mcp's or crew acp's start by crewbridge.mcp.early or crewbridge.acp.early
+    (their initialize answered)."""
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _stop)
-    _tolerant_streams(stdin=greeting is None)  # crew mcp's stdin: read as bytes, and read already
+    _tolerant_streams(stdin=greeting is None)  # crew mcp's and acp's stdin: read as bytes, and read already
     try:
         _main(early or greeting)
     finally:
@@ -769,7 +842,7 @@ def _exit_now(code: int) -> NoReturn:
     os._exit(code)
 
 
-def _main(started: Early | Greeting | None) -> None:
+def _main(started: Early | Greeting | AcpGreeting | None) -> None:
     try:
         cli.main(prog_name="crew", standalone_mode=False, obj=started)
     except (click.exceptions.Abort, KeyboardInterrupt):  # click turns Ctrl-C into Abort

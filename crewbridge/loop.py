@@ -19,7 +19,7 @@ from crewbridge import jsonio
 from crewbridge.availability import unavailable
 from crewbridge.caller import Caller
 from crewbridge.catalogue import build_prompt, offered_tools, render_catalogue, skills_section
-from crewbridge.conversation import FULL, LOST, Conversation, replay
+from crewbridge.conversations import FULL, LOST, Conversation, replay
 from crewbridge.errors import (
     BudgetExceeded,
     CrewError,
@@ -35,8 +35,8 @@ from crewbridge.gitguard import Armed, Watch, summary
 from crewbridge.globs import NATIVE
 from crewbridge.hooks import Hooks
 from crewbridge.paths import resolve_inside
-from crewbridge.policy import Policy
-from crewbridge.registry import TIMEOUT_GRACE, Tool, ToolContext, ToolFailure, ToolRegistry, ToolResult
+from crewbridge.policy import Policy, Unasked
+from crewbridge.registry import TIMEOUT_GRACE, Files, Tool, ToolContext, ToolFailure, ToolRegistry, ToolResult
 from crewbridge.skills import SKILL_TOOL, Skill
 from crewbridge.templates import render
 from crewbridge.transcript import Transcript
@@ -70,7 +70,7 @@ class Progress:
     result: RunResult | None = None  # with kind "answer"
     shown: str = ""  # with kind "text": what a person sees of the reply by now (extract.Shown)
     usage: Tally | None = None  # with kind "usage": the agent's usage in this run so far
-    data: dict[str, Any] | None = None  # with kind "review": the round (crewbridge.review)
+    data: dict[str, Any] | None = None  # kind "review": the round (crewbridge.review); "native": tool, input, refusal
 
 
 @dataclass
@@ -81,6 +81,7 @@ class RunResult:
     usage: dict[str, Any] = field(default_factory=dict)
     session: str | None = None
     turns: int = 0
+    needed_approval: list[Unasked] = field(default_factory=list)  # refused: nobody could be asked
 
 
 @dataclass
@@ -110,6 +111,7 @@ class AgentLoop:
         budgets: list[Budget] | None = None,
         tools_via: str = "text",
         sandbox: Sandbox | None = None,
+        files: Files | None = None,
     ) -> None:
         self.agent = agent
         self.conv = conversation
@@ -117,7 +119,7 @@ class AgentLoop:
         self.policy = policy
         self.skills = skills or {}
         self.offered = offered_tools(policy.offered(registry), self.skills)  # the tools the model is told of
-        self.ctx = ToolContext(workdir=workdir, registry=self.offered, skills=self.skills, sandbox=sandbox)
+        self.ctx = ToolContext(workdir=workdir, registry=self.offered, skills=self.skills, sandbox=sandbox, files=files)
         self.transcript = transcript or Transcript()
         hooks = hooks or Hooks()
         execute = policy.mode == "execute"
@@ -189,6 +191,7 @@ class AgentLoop:
         self.deadline = time.monotonic() + self.timeout if self.timeout else None
         self.ctx.deadline = self.deadline
         self.policy.reopen()  # the last message's reply may have been stopped (crew chat)
+        self.policy.take_unasked()  # an earlier message's (crew chat) are its own
         records: list[CallRecord] = []
         for turn in range(1, self.max_turns + 1):
             if self.closed:  # closed from another thread (Ctrl-C): no new turn, no new CLI
@@ -224,7 +227,15 @@ class AgentLoop:
 
     def _answer(self, text: str, records: list[CallRecord], turn: int) -> RunResult:
         self.transcript.write("answer", agent=self.agent, text=text, usage=self.usage.to_dict())
-        result = RunResult(self.agent, text.strip(), records, self.usage.to_dict(), self.conv.session_id, turn)
+        result = RunResult(
+            self.agent,
+            text.strip(),
+            records,
+            self.usage.to_dict(),
+            self.conv.session_id,
+            turn,
+            self.policy.take_unasked(),
+        )
         self.emit(Progress("answer", self.agent, result.answer, result=result))
         return result
 
@@ -484,7 +495,14 @@ class LoopChannel:
         decision = {"decision": "refused", "reason": refusal} if refusal else {"decision": "allowed"}
         loop.transcript.write("native_tool", agent=loop.agent, tool=tool, input=arguments, **decision)
         shown = f"{NATIVE}{tool} {brief_input(arguments)}"
-        loop.emit(Progress("native", loop.agent, f"{shown}: refused, {refusal}" if refusal else f"{shown}: allowed"))
+        loop.emit(
+            Progress(
+                "native",
+                loop.agent,
+                f"{shown}: refused, {refusal}" if refusal else f"{shown}: allowed",
+                data={"tool": tool, "input": arguments, "refusal": refusal},
+            )
+        )
         return refusal
 
     def take(self) -> list[CallRecord]:

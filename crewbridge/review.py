@@ -31,6 +31,7 @@ from crewbridge.loop import AgentLoop, Progress, RunResult
 from crewbridge.mentions import Mention, parse_agent, parse_mentions
 from crewbridge.modes import Mode
 from crewbridge.options import RunOptions
+from crewbridge.piped import with_context
 from crewbridge.registry import Tool, ToolRegistry
 from crewbridge.templates import render
 from crewbridge.transcript import Transcript
@@ -113,7 +114,7 @@ def review_run(
         writer_spec = bridge.placed(writer_spec, made, made.worktrees[0])
     folder = Path(writer_spec.workdir) if writer_spec.workdir else bridge.workdir
     checkout = Checkout.of(folder, "--review")
-    task = f"{task}\n\n{context}" if context else task
+    task = with_context(task, context)
     own = transcript is None
     if transcript is None:
         review = {"reviewer": checker.agent, "rounds": options.rounds}
@@ -144,7 +145,7 @@ def review_run(
             emit=on_progress or (lambda progress: None),
             stop=stop,
         )
-        outcome = session.run(writer_spec)
+        outcome = replace(session.run(writer_spec), run=transcript.run_id)
         if made is not None:
             outcome = replace(outcome, worktree=made.worktrees[0], changes=made.changed(made.worktrees[0], transcript))
         status = "ok" if outcome.error is None else "failed"

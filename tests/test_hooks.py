@@ -5,7 +5,7 @@ import pytest
 from crewbridge.tools import builtin_registry
 
 from crewbridge.config import AgentSpec
-from crewbridge.conversation import EXACT
+from crewbridge.conversations import EXACT
 from crewbridge.errors import CrewError
 from crewbridge.events import Done, MessageEnd, Text
 from crewbridge.hooks import AFTER, BEFORE, Block, Hooks, HookSpec

@@ -11,7 +11,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = {
     "crewbridge": ROOT / "crewbridge",
+    "crewbridge.conversations": ROOT / "crewbridge" / "conversations",
     "crewbridge.mcp": ROOT / "crewbridge" / "mcp",
+    "crewbridge.acp": ROOT / "crewbridge" / "acp",
     "crewbridge.sandbox": ROOT / "crewbridge" / "sandbox",
     "crewbridge.providers": ROOT / "providers",
     "crewbridge.tools": ROOT / "tools",

@@ -140,8 +140,9 @@ def test_ask_runs_the_agent_with_crews_tools_and_reports_progress(project, tmp_p
     result = anyio.run(main)
     assert not result.is_error, text(result)
     assert "deploy window: Tuesday" in text(result)
-    assert result.structured_content["agent"] == "demo"
-    assert result.structured_content["tool_calls"][0]["name"] == "crew:read_file"
+    [answered] = result.structured_content["results"]
+    assert answered["agent"] == "demo" and answered["tool_calls"][0]["name"] == "crew:read_file"
+    assert result.structured_content["run"]  # the run an ask was: crew log show RUN
     assert progress[0] == "@demo turn 1"
     assert any(m.startswith("@demo calls crew:read_file") for m in progress)
     assert progress[-1] == "@demo answered"
@@ -190,8 +191,8 @@ def test_ask_takes_worktree_review_and_rounds_checked_like_its_other_arguments(p
     ]
     assert all(result.is_error for result in bad)
     # the demo agent answers in prose, never with crew:verdict: its words stand as a finding, not approved
-    assert done.is_error and done.structured_content["exit_code"] == 6
-    data = done.structured_content
+    [data] = done.structured_content["results"]
+    assert done.is_error and data["exit_code"] == 6
     assert data["review"]["rounds"] == 1 and data["review"]["verdict"] == "changes"
     assert data["branch"] == f"crew/{data['run_id']}/demo" and Path(data["worktree"]).is_dir()
     assert f"`crew apply {data['run_id']} demo` takes them into the checkout]" in text(done)

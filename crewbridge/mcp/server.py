@@ -158,7 +158,9 @@ class McpServer(McpCore):
             raise RpcError(INVALID_PARAMS, self._unknown(name, registry))
         mine = replace(ctx, groups=Groups())  # the processes this call starts, ended when it is cancelled
         call.stop.on_set(mine.groups.end)
-        return tool_content(caller.call(name, arguments, mine))
+        result = caller.call(name, arguments, mine)
+        caller.policy.take_unasked()  # a call nobody could approve: the client has its refusal, in the result
+        return tool_content(result)
 
     def _crew_tools(self) -> tuple[ToolRegistry, Caller, ToolContext, Transcript]:
         """The tools this mode offers the client, and the one path their calls take (made once)."""
