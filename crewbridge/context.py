@@ -244,7 +244,9 @@ class RunContext:
                 system_prompt=agent.system_prompt,
                 options=list(agent.options.get(mode, [])),
                 native=(options.tools_via or agent.tools_via) == "native",
-                sandbox=self.sandboxing.cli(self.sandbox_level(options, agent), workdir, mode, provider.state),
+                sandbox=self.sandboxing.cli(
+                    self.sandbox_level(options, agent), workdir, mode, provider.state, agent.deny_commands
+                ),
             )
             conversation = new_conversation(provider, base, cwd=workdir, env=self.env)
         except CrewError as exc:
@@ -312,7 +314,11 @@ class RunContext:
             budgets=[work.budget, Budget(agent.max_cost, agent.max_tokens, limits)],
             tools_via=options.tools_via or agent.tools_via,
             sandbox=self.sandboxing.commands(
-                self.sandbox_level(options, agent), workdir, work.mode, network=agent.sandbox_network
+                self.sandbox_level(options, agent),
+                workdir,
+                work.mode,
+                network=agent.sandbox_network,
+                denied=agent.deny_commands,
             ),
             files=self.files,
         )
