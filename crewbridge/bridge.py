@@ -184,6 +184,7 @@ class Bridge:
         options = (options or RunOptions()).given(values)
         if mode not in MODES:
             raise UsageError(f"mode '{mode}' is not one of {', '.join(MODES)}")
+        options.check(mode)
         if options.review:
             from crewbridge.review import review_run
 

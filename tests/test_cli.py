@@ -177,6 +177,19 @@ def test_crew_prompt_shows_exactly_what_crew_query_sends_piped_stdin_included(cr
     assert "ERROR" not in crew("prompt", "-n", "--config", fake.config, "@fake why?", input="ERROR: boom\n").stdout
 
 
+@pytest.mark.parametrize("flags", [["--review", "other"], ["--worktree"], ["--worktree", "--review", "other"]])
+def test_query_refuses_worktree_and_review_up_front_and_starts_no_cli(flags, crew, fake, tmp_path):
+    make_repo(tmp_path / "repo", {"a.txt": "a\n"})
+    done = run_crew(
+        ["query", "--config", fake.config, *flags, "@fake fix a.txt"],
+        env=crew_env(tmp_path / "home"),
+        cwd=tmp_path / "repo",
+    )
+    assert done.returncode == 2
+    assert error_line(done.stderr).startswith(f"crew: error: {' and '.join(f for f in flags if f.startswith('--'))} go")
+    assert fake.argvs == [] and fake.other.argvs == []  # no model round was spent
+
+
 def test_a_mention_picks_the_model_and_an_email_address_is_task_text(crew, fake):
     fake.script("ok")
     assert crew("query", "--config", fake.config, "@fake:big-1 mail bob@example.com").returncode == 0
