@@ -237,6 +237,10 @@ class Bridge:
             outcomes = [replace(outcome, run=transcript.run_id) for outcome in outcomes]
             status = "ok" if all(o.error is None for o in outcomes) else "failed"
             return outcomes
+        except BaseException:
+            if made is not None:  # stopped (Ctrl-C, an error): where the agents' work stays
+                _teller(on_progress)("warning", mentions[0].agent, made.left())
+            raise
         finally:
             for conversation in conversations:
                 if not isinstance(conversation, CrewError):
@@ -609,13 +613,9 @@ class Chat:
 
 def _teller(on_progress: Callable[[Progress], None] | None) -> Callable[[str, str, str], None]:
     """A notice (kind, agent, text) as a Progress event, for `on_progress`."""
-    from crewbridge.loop import Progress
+    from crewbridge.loop import teller  # for start-up speed (see top)
 
-    def say(kind: str, agent: str, text: str) -> None:
-        if on_progress is not None:
-            on_progress(Progress(kind, agent, text))
-
-    return say
+    return teller(on_progress)
 
 
 @dataclass

@@ -277,13 +277,10 @@ def execute_command(**options: Any) -> None:
 def apply_command(run_id: str, agent: str) -> None:
     """Take AGENT's changes from its worktree of run RUN_ID (crew execute --worktree) into this
     checkout, as uncommitted changes; all or nothing (exit 1 when they conflict)."""
-    from crewbridge.git import summary
     from crewbridge.worktrees import apply
 
-    applied = apply(Path.cwd(), run_id, agent)
-    click.echo(f"applied {applied.worktree.branch}: {summary(applied.changes)}")
-    for change in applied.changes:
-        click.echo(f"  {change.line()}")
+    for line in apply(Path.cwd(), run_id, agent).lines():
+        click.echo(line)
 
 
 @cli.group("worktrees", invoke_without_command=True)

@@ -53,6 +53,7 @@ if TYPE_CHECKING:
 OUTPUTS = ("text", "json", "jsonl")
 RUN_EVENTS = ("fallback", "resume", "warning", "sandbox")  # shown on stderr with --json too
 TRACE_CHARS = 1000  # a --verbose line is cut after this many characters
+CREW_LINE = 2000  # characters of a `crew:` line of crew's own (a bound for what it quotes, not a width)
 SHOWN_CHANGES = 20  # files listed per agent after a --worktree run
 STATUS_IDLE = 0.3  # seconds without output before the status line shows
 TICK = 0.1
@@ -231,8 +232,10 @@ class Renderer:
         agent.results += 1
         result = event.call.result
         subject = "" if self._last_line == (agent.name, agent.results) else self._subject(event.call) + ": "
-        if result.success:
+        if result.success and not killed(result.data):
             mark, detail, code = self.style.symbol("ok"), summary(result.data, result.truncated), "32"
+        elif result.success:  # a command that did not end on its own (crew ended it, or a signal did)
+            mark, detail, code = self.style.symbol("fail"), summary(result.data, result.truncated), "31"
         else:
             mark, detail, code = self.style.symbol("fail"), one_line(str(result.error)), "31"
         self._err_line(agent, f"  {self.style.paint(mark, code)} {subject}{detail}")
@@ -254,7 +257,8 @@ class Renderer:
 
     def _on_resume(self, agent: _Agent, event: Progress) -> None:
         self._end_line()
-        self._write_err(self.style.paint(f"crew: {one_line(event.text)}", "33") + "\n")
+        # crew's own words, whole (a path or a command in them is what the person acts on)
+        self._write_err(self.style.paint(f"crew: {one_line(event.text, CREW_LINE)}", "33") + "\n")
 
     _on_warning = _on_sandbox = _on_resume  # about the run, not one agent: a `crew:` line
 
@@ -509,7 +513,9 @@ def summary(data: Any, truncated: bool = False) -> str:
     cut = " (truncated)" if truncated else ""
     if isinstance(data, dict):
         if isinstance(data.get("exit_code"), int):
-            return f"exit {data['exit_code']}, {_count(len(str(data.get('output', '')).splitlines()), 'line')}{cut}"
+            code = data["exit_code"]
+            how = f"killed by {_signal_name(-code)}" if killed(data) else f"exit {code}"
+            return f"{how}, {_count(len(str(data.get('output', '')).splitlines()), 'line')}{cut}"
         if isinstance(data.get("content"), str):
             lines = _count(len(data["content"].splitlines()), "line")
             total = data.get("total_lines")
@@ -530,6 +536,20 @@ def summary(data: Any, truncated: bool = False) -> str:
     if isinstance(data, str):
         return _count(len(data.splitlines()), "line") + cut
     return "done" + cut if data is None else one_line(json.dumps(data), 60) + cut
+
+
+def killed(data: Any) -> bool:
+    """Whether a command's result says a signal ended it (a negative exit code, as Python gives it)."""
+    return isinstance(data, dict) and isinstance(data.get("exit_code"), int) and data["exit_code"] < 0
+
+
+def _signal_name(number: int) -> str:
+    import signal  # for start-up speed: only a killed command names its signal
+
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 def brief(data: Any, width: int = 80) -> str:

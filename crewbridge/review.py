@@ -26,7 +26,7 @@ from crewbridge.api import Outcome, Stop
 from crewbridge.config import AgentSpec, Config
 from crewbridge.errors import BudgetExceeded, CrewError, CrewTimeout, Interrupted, ReviewNotApproved, UsageError
 from crewbridge.git import GIT_TIMEOUT, Change, Checkout, summary
-from crewbridge.loop import AgentLoop, Progress, RunResult
+from crewbridge.loop import AgentLoop, Progress, RunResult, teller
 from crewbridge.mentions import Mention, parse_agent, parse_mentions
 from crewbridge.modes import Mode
 from crewbridge.options import RunOptions
@@ -122,11 +122,10 @@ def review_run(
             mode, [writer.agent, checker.agent], None, task=task, review=review, run_id=run_id
         )
     status = "interrupted"
+    say = teller(on_progress)
     try:
         if made is not None:
-            made.announce(
-                transcript, lambda kind, agent, text: on_progress and on_progress(Progress(kind, agent, text))
-            )
+            made.announce(transcript, say)
         session = Session(
             writing=bridge.with_tools([dispute_tool]),
             reviewing=bridge.with_tools([verdict_tool]),
@@ -149,6 +148,10 @@ def review_run(
             outcome = replace(outcome, worktree=made.worktrees[0], changes=made.changed(made.worktrees[0], transcript))
         status = "ok" if outcome.error is None else "failed"
         return [outcome]
+    except BaseException:
+        if made is not None:  # stopped (Ctrl-C, an error): where the writer's work stays
+            say("warning", writer.agent, made.left())
+        raise
     finally:
         if own:
             transcript.close(status)

@@ -748,15 +748,23 @@ def test_two_agents_in_worktrees_then_apply_one_and_clean(repo, env, fake):
         "not apply); nothing was applied."
     )
     assert (repo / "notes.txt").read_text() == "deploy: Tuesday\n"
+    again = run_crew(["apply", run, "fake"], env=env, cwd=repo)
+    assert (again.returncode, again.stdout) == (
+        0,
+        f"@fake's changes of run {run} are in this checkout already (applied before); nothing was applied. "
+        f"`crew worktrees clean {run}` removes the worktree\n",
+    )
 
-    kept = run_crew(["worktrees", "clean", run], env=env, cwd=repo)
-    assert kept.returncode == 1 and kept.stdout == ""
+    kept = run_crew(["worktrees", "clean", run], env=env, cwd=repo)  # fake's were applied: it goes
+    assert kept.returncode == 1
+    assert kept.stdout.endswith(
+        f"/fake and branch crew/{run}/fake (its changes are in your checkout: crew apply took them)\n"
+    )
     assert [line.split(":")[1] for line in kept.stderr.splitlines()] == [
-        f" uncommitted changes (1 file); `crew apply {run} fake` takes them, --force drops them",
         f" uncommitted changes (1 file); `crew apply {run} other` takes them, --force drops them",
     ]
     forced = run_crew(["worktrees", "clean", "--force", run], env=env, cwd=repo)
-    assert forced.returncode == 0 and forced.stdout.count("removed ") == 2
+    assert forced.returncode == 0 and forced.stdout.count("removed ") == 1
     assert run_crew(["worktrees"], env=env, cwd=repo).stdout == (
         "no worktrees of crew in this repository; crew execute --worktree makes them\n"
     )

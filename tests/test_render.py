@@ -559,6 +559,8 @@ def test_the_demo_agent_round_trip_as_a_person_sees_it(tmp_path, monkeypatch):
         ({"entries": ["a"]}, "1 entry"),
         ({"matches": ["a:1:x", "b:2:y"], "files_searched": 4}, "2 matches"),
         ({"exit_code": 2, "output": "error: x\n"}, "exit 2, 1 line"),
+        ({"exit_code": -9, "output": ""}, "killed by SIGKILL, 0 lines"),
+        ({"exit_code": -99, "output": "x"}, "killed by signal 99, 1 line"),
         ({"path": "a.py", "bytes": 12, "created": True}, "created a.py, 12 bytes"),
         ({"path": "a.py", "line": 4}, "edited a.py at line 4"),
         ({"name": "crew:grep", "read_only": True}, "done"),
@@ -570,6 +572,23 @@ def test_the_demo_agent_round_trip_as_a_person_sees_it(tmp_path, monkeypatch):
 )
 def test_a_result_is_summed_up_in_a_few_words(data, text):
     assert summary(data) == text
+
+
+def test_a_command_a_signal_ended_is_a_failure_on_its_result_line(monkeypatch):
+    monkeypatch.setattr(render, "STATUS_IDLE", 0)
+    err = io.StringIO()
+    killed = ToolResult(True, {"exit_code": -9, "output": "half\n"})
+    with renderer(Terminal(), err) as r:
+        r.progress(Progress("call", "claude", call=call("crew:run_command", command="make")))
+        r.progress(Progress("result", "claude", call=call("crew:run_command", killed, command="make")))
+        r.progress(
+            Progress(
+                "result", "claude", call=call("crew:run_command", ToolResult(True, {"exit_code": 1}), command="ls")
+            )
+        )
+    assert err.getvalue() == (
+        "→ crew:run_command make\n  ✗ killed by SIGKILL, 1 line\n  ✓ crew:run_command ls: exit 1, 0 lines\n"
+    )
 
 
 def test_a_truncated_result_says_so():
