@@ -268,7 +268,11 @@ def test_the_same_failing_call_repeated_ends_the_run_with_exit_1(crew, fake):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["query", "@claud hi"], "agent 'claud' not found; configured agents: claude, gemini, codex, demo"),
+        (
+            ["query", "@cluade hi"],
+            "agent 'cluade' not found; did you mean 'claude'? configured agents: claude, gemini, codex, demo",
+        ),
+        (["query", "@zzz hi"], "agent 'zzz' not found; configured agents: claude, gemini, codex, demo"),
         (["query", "hello"], "no agent mentioned; start the task with one"),
         (["query", "@demo"], "no task after @demo"),
         (["query", "--config", "nope.yaml", "@demo hi"], "config file nope.yaml not found; check the --config path"),
