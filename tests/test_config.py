@@ -337,7 +337,9 @@ def test_config_provider_gives_builtins_and_names_the_configured_ones(tmp_path):
 
 
 def test_an_unknown_agent_lists_the_configured_ones_and_names_the_nearest():
-    with pytest.raises(AgentNotFound, match=r"agent 'cluade' not found; did you mean 'claude'\? configured agents: claude, gemini"):
+    with pytest.raises(
+        AgentNotFound, match=r"agent 'cluade' not found; did you mean 'claude'\? configured agents: claude, gemini"
+    ):
         Config(agents=default_agents()).agent("cluade")
     with pytest.raises(AgentNotFound, match="agent 'xyzzy' not found; configured agents: claude, gemini"):
         Config(agents=default_agents()).agent("xyzzy")
