@@ -441,7 +441,7 @@ def test_json_names_the_agent_that_answered_and_the_one_it_fell_back_from(crew, 
     fake.script("ok")
     result = crewcli.only_result(crew("query", "--json", "--config", fake.config, "@busy hello").stdout)
     assert (result["agent"], result["fell_back_from"], result["answer"]) == ("fake", "busy", "ok")
-    events = [json.loads(line) for line in crew("log", "show", "last").stdout.splitlines()]
+    events = [json.loads(line) for line in crew("log", "show", "--json", "last").stdout.splitlines()]
     [fallback] = [e for e in events if e["kind"] == "fallback"]
     assert (fallback["agent"], fallback["to"], fallback["reason"]) == ("busy", "fake", "out of quota")
 

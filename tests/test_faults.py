@@ -574,7 +574,7 @@ def test_transcripts_read_back_skip_a_record_nested_past_the_limit(model, tmp_pa
     path.write_text("\n".join([*lines[:-1], deep, deep_end]) + "\n")
     listed = run_crew(["log"], env=env, cwd=tmp_path)
     assert listed.returncode == 0 and path.stem in listed.stdout
-    shown = run_crew(["log", "show", path.stem], env=env, cwd=tmp_path)
+    shown = run_crew(["log", "show", "--json", path.stem], env=env, cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
     corrupt = [e for e in map(json.loads, shown.stdout.splitlines()) if e["kind"] == "corrupt"]
     assert [e["error"] for e in corrupt] == [f"JSON nested more than {MAX_DEPTH} levels deep; send flatter data"] * 2
