@@ -13,7 +13,8 @@ Three outputs, chosen by `Renderer(output=…)`:
   on a terminal as each agent finishes, otherwise in the order of the mentions.
   stderr carries what crew does: a line per tool call (`→ crew:read_file notes.txt`) and one per
   result (`  ✓ 3 lines`, `  ✗ no file 'x'`), labelled `@agent` when several agents run, and errors.
-  On a terminal a status line (spinner, what each agent waits for) shows while nothing else moves;
+  On a terminal a status line (spinner, what each agent waits for: the model, or the tool it runs
+  and for how long) shows while nothing else moves, wiped before an approval question is asked;
   colours only on a terminal and never with NO_COLOR set. Model text on a terminal has its control
   characters escaped, so a reply cannot drive the terminal.
 
@@ -116,6 +117,15 @@ class _Agent:
     answered: bool = False  # its answer is on stdout
     tokens: int = 0  # used in this run so far (the status line shows them)
     half: str = ""  # the first half of a surrogate pair, waiting for the second
+    running: list[tuple[str, float]] = field(default_factory=list)  # its tools running: name, since when
+
+    def doing(self, now: float) -> str:
+        """What the agent does now, for the status line: the tool it waits for, or its state."""
+        if self.running:
+            name, since = self.running[0]
+            more = f" (+{len(self.running) - 1} more)" if len(self.running) > 1 else ""
+            return f"running {name}{more} {now - since:.0f}s"
+        return f"{self.state}" + (f" (turn {self.turn})" if self.turn > 1 else "") + f" {now - self.since:.0f}s"
 
 
 class Renderer:
@@ -224,12 +234,16 @@ class Renderer:
     def _on_call(self, agent: _Agent, event: Progress) -> None:
         assert event.call is not None
         agent.calls += 1
+        agent.running.append((event.call.name, time.monotonic()))
         self._err_line(agent, self.style.paint(f"{self.style.symbol('call')} {self._subject(event.call)}", "36"))
         self._last_line = (agent.name, agent.calls)
 
     def _on_result(self, agent: _Agent, event: Progress) -> None:
         assert event.call is not None
         agent.results += 1
+        names = [name for name, _ in agent.running]
+        if event.call.name in names:
+            del agent.running[names.index(event.call.name)]
         result = event.call.result
         subject = "" if self._last_line == (agent.name, agent.results) else self._subject(event.call) + ": "
         if result.success and not killed(result.data):
@@ -339,6 +353,7 @@ class Renderer:
         with self._lock:
             for agent in self.agents.values():
                 agent.state, agent.results = "idle", agent.calls  # a cancelled reply's results never come
+                agent.running.clear()
             self._clear_status()
             self._end_line()
             self._fresh = True
@@ -465,10 +480,8 @@ class Renderer:
         if not self.style.live:
             return
         busy = [a for a in self.agents.values() if a.state in ("starting", "waiting for the model", "writing")]
-        waiting_on_tools = any(a.calls > a.results for a in busy)  # a tool may be asking a question
         if (
             not busy
-            or waiting_on_tools
             or (self.shared_tty and self._column)
             or (not self._status and time.monotonic() - self._quiet_since < STATUS_IDLE)
         ):
@@ -476,13 +489,7 @@ class Renderer:
             return
         spin = self.style.symbol("spin")
         now = time.monotonic()
-        parts = [
-            f"@{a.name} {a.state}"
-            + (f" (turn {a.turn})" if a.turn > 1 else "")
-            + f" {now - a.since:.0f}s"
-            + (f", {a.tokens:,} tokens" if a.tokens else "")
-            for a in busy
-        ]
+        parts = [f"@{a.name} {a.doing(now)}" + (f", {a.tokens:,} tokens" if a.tokens else "") for a in busy]
         line = one_line(f"{spin[frame % len(spin)]} " + "  ".join(parts), self.style.width - 1)
 
         def write() -> None:
@@ -490,7 +497,8 @@ class Renderer:
             self.err.flush()
             self._status = True
 
-        terminal.write_if_free(write)
+        # A tool that asks a person first wipes it (crewbridge.approval.Floor.take): never under a question.
+        terminal.write_if_free(write, wipe=self._clear_status)
 
     def _clear_status(self) -> None:
         if self._status:

@@ -19,6 +19,8 @@ from crewbridge.loop import CallRecord, Progress, RunResult
 from crewbridge.process import Child
 from crewbridge.registry import ToolResult
 from crewbridge.render import Renderer, brief, one_line, summary
+from ttys import Terminal as Pty
+from ttys import close_terminals  # noqa: F401 - a fixture
 
 ESC = "\x1b["
 
@@ -242,14 +244,34 @@ def test_the_status_line_shows_on_a_terminal_while_waiting_and_is_cleared_before
         r.draw_status(0)
         assert err.getvalue().startswith("\r\x1b[2K⠋ @claude waiting for the model")
         r.progress(Progress("call", "claude", call=call()))
-        before = err.getvalue()
-        r.draw_status(1)  # a tool is running (it may be asking the person): no status line
-        assert err.getvalue() == before
+        r.draw_status(1)  # a tool is running: the status line names it
+        assert err.getvalue().endswith("\r\x1b[2K⠙ @claude running crew:read_file 0s\r")
+        r.progress(Progress("result", "claude", call=call(result=ToolResult(True, "a"))))
+        r.draw_status(2)  # its result came: the agent waits for the model again
+        assert err.getvalue().endswith("\r\x1b[2K⠹ @claude waiting for the model 0s\r")
         r.progress(Progress("answer", "claude", "x", result=RunResult("claude", "x", [], {}, None, 1)))
+        r.draw_status(3)  # nobody works any more: the line is wiped, and stays so
         end = len(err.getvalue())
-        r.draw_status(2)  # nobody works any more
+        assert err.getvalue().endswith("\r\x1b[2K")
+        r.draw_status(4)
     assert err.getvalue()[end:] == ""
     assert "\r\x1b[2K→ crew:read_file notes.txt" in err.getvalue()  # the status was wiped first
+
+
+def test_an_approval_question_wipes_the_status_line_of_a_running_tool_before_it_asks(monkeypatch):
+    from crewbridge.approval import Approver
+
+    monkeypatch.setattr(render, "STATUS_IDLE", 0)
+    pty = Pty("y")
+    with Renderer(out=io.StringIO(), err=pty.stderr, env={"NO_COLOR": "1"}) as r:
+        r.progress(Progress("turn", "claude", "1"))
+        r.progress(Progress("call", "claude", call=call("crew:run_command", command="make")))
+        r.draw_status(0)
+        assert Approver(pty.stdin, pty.stderr).ask("@claude wants to run run_command make\nAllow?") == "yes"
+    shown = pty.read("[y/N/a=always] ")
+    status = shown.index("@claude running crew:run_command")
+    question = shown.index("@claude wants to run")
+    assert "\r\x1b[2K" in shown[status:question]  # wiped first: the question has its line to itself
 
 
 def test_the_status_line_shows_the_runs_tokens_so_far(monkeypatch):
