@@ -458,13 +458,18 @@ class Renderer:
 
         terminal.write(write)
 
-    def trace(self, line: str) -> None:
-        """A --verbose line on stderr."""
+    def trace(self, line: str, whole: bool = False) -> None:
+        """A --verbose line on stderr: cut after TRACE_CHARS characters (saying how many more there
+        were), or `whole` (a command crew runs: a person needs all of it to run it again)."""
         with self._lock:
             if self.shared_tty and self._column:
                 self._end_line()
-            line = one_line(self._redactor.head(line, TRACE_CHARS), TRACE_CHARS)
-            self._write_err(self.style.paint(line, "2") + "\n")
+            cut = not whole and len(line) > TRACE_CHARS
+            text = self._redactor.head(line, TRACE_CHARS) if cut else self._redactor.text(line)
+            shown = _ANY_CONTROL.sub(_escape, text)
+            if cut:
+                shown += f"… ({len(line) - TRACE_CHARS:,} more characters)"
+            self._write_err(self.style.paint(shown, "2") + "\n")
 
     # -- the status line ------------------------------------------------------------------------
 
@@ -513,7 +518,7 @@ class _TraceHandler(logging.Handler):
         self.renderer = renderer
 
     def emit(self, record: logging.LogRecord) -> None:
-        self.renderer.trace(record.getMessage())
+        self.renderer.trace(record.getMessage(), whole=getattr(record, "whole", False))
 
 
 def summary(data: Any, truncated: bool = False) -> str:

@@ -855,12 +855,17 @@ def test_auto_where_none_works_says_so_in_one_line_and_runs(tmp_path, env, notes
     ]
 
 
-def test_with_a_mechanism_the_sandbox_says_nothing_and_the_cli_runs_inside_it(crew, fake, tmp_path):
-    fake.script("Answered from inside.")
-    done = crew("query", "--config", fake.config, "-v", "@fake hello")
+def test_with_a_mechanism_the_sandbox_says_nothing_and_the_cli_runs_inside_it(crew, tmp_path):
+    deep = FakeModel(tmp_path.joinpath(*["a-folder-deep-down"] * 30) / "bin")  # a clone in a long path: -v shows all
+    config = write_config(
+        tmp_path / "deep.yaml", providers={"fake": deep.provider()}, agents={"fake": {"provider": "fake"}}
+    )
+    deep.script("Answered from inside.")
+    done = crew("query", "--config", str(config), "-v", "@fake hello")
     assert done.returncode == 0 and done.stdout == "Answered from inside.\n"
     [started] = [line for line in done.stderr.splitlines() if line.startswith("fake[") and " $ " in line]
-    assert f" $ {find(os.environ)} " in started and started.endswith(f"-- {fake.path} --model fake-default")
+    assert len(started) > 1000  # once cut there
+    assert f" $ {find(os.environ)} " in started and started.endswith(f"-- {deep.path}")
 
 
 # A configured CLI that tries to write the project, its HOME, a folder outside both and its own state

@@ -532,6 +532,21 @@ def test_verbose_shows_the_command_and_every_raw_line_on_stderr(tmp_path):
     assert len(err.getvalue().splitlines()) == 4
 
 
+def test_verbose_shows_a_long_command_whole_and_cuts_a_long_line_saying_how_much(tmp_path):
+    err = io.StringIO()
+    long = "x" * (render.TRACE_CHARS * 3)
+    with renderer(err=err, verbose=True):
+        child = Child(["sh", "-c", f"echo {long}; echo done"], cwd=tmp_path)
+        assert list(child.lines()) == [long, "done"]
+        child.close()
+    command, read, done = err.getvalue().splitlines()
+    assert command.endswith(f"$ sh -c 'echo {long}; echo done'")  # whole: a person can run it again
+    traced = read.split("> ")[0] + "> " + long  # the line as logged: `sh[PGID] > xxx…`
+    cut = render.TRACE_CHARS
+    assert read == f"{traced[:cut]}… ({len(traced) - cut:,} more characters)"
+    assert done.endswith("> done")
+
+
 def test_a_reader_that_left_stdout_does_not_end_the_run(tmp_path, monkeypatch):
     from crewbridge.bridge import Bridge
 
