@@ -416,7 +416,8 @@ class Bridge:
                     say("fallback", current.agent, f"@{current.agent} cannot answer ({reason}); @{after} takes over")
                 except CrewError as exc:
                     error = exc
-                    if stop is not None and stop.is_set():  # what the stopped CLI said last is beside the point
+                    stopped = (stop is not None and stop.is_set()) or transcript.cancelled
+                    if stopped:  # what the stopped CLI said last is beside the point
                         error = Interrupted(f"@{current.agent} was stopped")
                     transcript.write("error", agent=current.agent, message=str(error))
                     return Outcome(current.agent, error=error, fell_back_from=fell_back_from)
@@ -535,12 +536,14 @@ class Bridge:
         from crewbridge.hooks import Hooks
         from crewbridge.loop import AgentLoop
         from crewbridge.policy import Policy
+        from crewbridge.uilink import BrowserChannel
         from crewbridge.usage import Budget
 
         agent = spec or self.config.agent(mention.agent)
         workdir = self._workdir(agent)
+        browser = BrowserChannel(transcript.run_id)  # a `crew ui` serving for this user, if any
         try:
-            return AgentLoop(
+            loop = AgentLoop(
                 mention.agent,
                 conversation,
                 self.registry,
@@ -548,7 +551,7 @@ class Bridge:
                     agent,
                     mode,
                     approve_all=options.approve_all,
-                    approver=Approver(channels=self.approvals, record=transcript.answered),
+                    approver=Approver(channels=[*self.approvals, browser], record=transcript.answered),
                 ),
                 workdir=workdir,
                 hooks=Hooks(self.config.hooks, workdir=workdir),
@@ -574,6 +577,8 @@ class Bridge:
         except BaseException:
             conversation.close()
             raise
+        transcript.on_cancel(loop.close)  # cancelled from crew ui: as Ctrl-C, the CLI ends
+        return loop
 
 
 class Chat:
