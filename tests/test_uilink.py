@@ -121,13 +121,20 @@ def test_a_question_nobody_answers_ends_at_its_deadline(ui_path):
     assert BrowserChannel("r", ui_path).ask(QUESTION, time.monotonic() + 0.3) is None
 
 
-def test_withdrawing_ends_a_waiting_question_and_refuses_more_until_reopened(ui_path):
+def asked_and_waiting(ui_path):
+    """A UI that answers nothing, a channel, and the thread of its question (waiting there); what
+    the question got lands in the list."""
     ui = FakeUi(ui_path)
     channel = BrowserChannel("r", ui_path)
     got: list = []
     thread = threading.Thread(target=lambda: got.append(channel.ask(QUESTION, None)))
     thread.start()
     assert ui.arrived.wait(30)
+    return ui, channel, thread, got
+
+
+def test_withdrawing_ends_a_waiting_question_and_refuses_more_until_reopened(ui_path):
+    ui, channel, thread, got = asked_and_waiting(ui_path)
     channel.withdraw()
     thread.join(30)
     assert got == [None] and not thread.is_alive()
@@ -138,12 +145,7 @@ def test_withdrawing_ends_a_waiting_question_and_refuses_more_until_reopened(ui_
 
 
 def test_an_answer_elsewhere_is_told_to_the_ui(ui_path):
-    ui = FakeUi(ui_path)
-    channel = BrowserChannel("r", ui_path)
-    got: list = []
-    thread = threading.Thread(target=lambda: got.append(channel.ask(QUESTION, None)))
-    thread.start()
-    assert ui.arrived.wait(30)
+    ui, channel, thread, got = asked_and_waiting(ui_path)
     channel.settled(QUESTION, Answer("no", "terminal"))
     thread.join(30)
     deadline = time.monotonic() + 30
