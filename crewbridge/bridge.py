@@ -212,8 +212,9 @@ class Bridge:
 
             if transcript is None:
                 run_id = made.run_id if made else None
+                models = {m.agent: m.model or spec.model for m, spec in zip(mentions, specs, strict=True)}
                 transcript = self._transcript(
-                    mode, [m.agent for m in mentions], options.resume, task=task, run_id=run_id
+                    mode, [m.agent for m in mentions], options.resume, task=task, run_id=run_id, models=models
                 )
             if made is not None:
                 made.announce(transcript, _teller(on_progress))

@@ -448,6 +448,40 @@ def mcp_install_command(cli_name: str, execute: bool) -> None:
     click.echo(f"registered crew in {cli_name}: {shlex.join(done.add)}\nundo with: {shlex.join(done.remove)}")
 
 
+@cli.command("ui")
+@click.option(
+    "--listen",
+    "address",
+    metavar="HOST:PORT",
+    default="127.0.0.1:8766",
+    show_default=True,
+    help="Where to serve the UI (port 0: a free one).",
+)
+@click.option(
+    "--token-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the token to this file (created 0600); the token is $CREW_UI_TOKEN, else a new one.",
+)
+@click.option(
+    "--allow-host",
+    "allowed_hosts",
+    metavar="HOST",
+    multiple=True,
+    help="Also accept requests whose Host (and Origin) name HOST, besides localhost.",
+)
+@click.option(
+    "--allow-remote",
+    is_flag=True,
+    help="Allow listening on an address other machines reach (the token is still required).",
+)
+def ui_command(address: str, token_file: Path | None, allowed_hosts: tuple[str, ...], allow_remote: bool) -> None:
+    """See every run in a browser, live: approvals, cancel, batches, usage. Prints the URL to open."""
+    from crewbridge.ui.server import serve_ui
+
+    say = functools.partial(click.echo, err=True)
+    serve_ui(address, token_file=token_file, allowed_hosts=allowed_hosts, allow_remote=allow_remote, say=say)
+
+
 @cli.group("skills")
 def skills_group() -> None:
     """List and show the skills (SKILL.md folders) crew offers to agents."""

@@ -33,7 +33,7 @@ from crewbridge.uilink import Attendance
 from crewbridge.usage import Row, Tally
 from crewbridge.version import __version__
 
-_RUN_ID = re.compile(r"^[0-9]{8}-[0-9]{6}-[0-9a-f]{6}$")
+RUN_ID = re.compile(r"^[0-9]{8}-[0-9]{6}-[0-9a-f]{6}$")
 _TAIL = 1 << 16  # bytes read from the end of a file to find its `end` event
 MAX_TEXT = 1 << 20  # characters of one string in a record; a longer one keeps its head
 MAX_RECORD = 4 << 20  # bytes of one record (a line), the newline included
@@ -110,6 +110,12 @@ class Transcript:
             answer=answer.verdict if answer else None,
             source=answer.source if answer else None,
         )
+
+    def live(self, agent: str, text: str) -> None:
+        """Show `agent`'s reply text as it streams on a `crew ui` that attends the run (nothing is
+        written: the transcript gets the reply whole)."""
+        if text and self._attendance is not None:
+            self._attendance.tell({"op": "text", "agent": agent, "text": text})
 
     def on_cancel(self, callback: Callable[[], None]) -> None:
         """Call `callback` (it ends an agent's loop) when the run is cancelled (now, if it was)."""
@@ -274,11 +280,11 @@ def list_runs(limit: int | None = 20, directory: Path | None = None, since: date
     directory = directory or runs_dir()
     if not directory.is_dir():
         return []
-    files = sorted((p for p in directory.glob("*.jsonl") if _RUN_ID.match(p.stem)), reverse=True)
+    files = sorted((p for p in directory.glob("*.jsonl") if RUN_ID.match(p.stem)), reverse=True)
     if since is not None:  # a run id starts with its start time (UTC)
         first = since.astimezone(timezone.utc).strftime("%Y%m%d-%H%M%S")
         files = [path for path in files if path.stem >= first]
-    return [_summary(path) for path in files[: None if limit is None else max(limit, 0)]]
+    return [summary(path) for path in files[: None if limit is None else max(limit, 0)]]
 
 
 def read_run(run_id: str, directory: Path | None = None) -> list[dict[str, Any]]:
@@ -321,7 +327,7 @@ def _lines(handle: IO[bytes]) -> Iterator[tuple[bytes, int]]:
 def find_run(run_id: str, directory: Path | None = None) -> Path:
     """The transcript file of `run_id` (a full id, a unique prefix, or `last`)."""
     directory = directory or runs_dir()
-    names = sorted(p.stem for p in directory.glob("*.jsonl") if _RUN_ID.match(p.stem)) if directory.is_dir() else []
+    names = sorted(p.stem for p in directory.glob("*.jsonl") if RUN_ID.match(p.stem)) if directory.is_dir() else []
     if run_id == "last":
         if not names:
             raise UsageError(f"no runs recorded yet in {directory}")
@@ -338,7 +344,8 @@ def find_run(run_id: str, directory: Path | None = None) -> Path:
     raise UsageError(f"run id '{run_id}' matches {len(found)} runs ({', '.join(found[:5])}); give more of it")
 
 
-def _summary(path: Path) -> RunSummary:
+def summary(path: Path) -> RunSummary:
+    """The run of transcript file `path`, from its first and last events."""
     with path.open("rb") as handle:
         first = _json(handle.readline(MAX_RECORD + 1))
         size = handle.seek(0, os.SEEK_END)

@@ -9,7 +9,9 @@ run without a terminal refuses as it always did. Two conversations go over it, J
   `{"op": "answer", "verdict": …}` until its deadline or its withdrawal; when another channel
   answered first it says `{"op": "settled", …}` and hangs up (the page shows who answered);
 - attendance: while a run's transcript is open, `{"op": "attend", "run": …}` keeps a connection up
-  (made again within POLL seconds of a `crew ui` starting); `{"op": "cancel"}` on it stops the run.
+  (made again within POLL seconds of a `crew ui` starting); `{"op": "cancel"}` on it stops the run,
+  and the run sends its reply text on it as it streams (`{"op": "text", …}`, dropped, never waited
+  for, when the UI does not read).
 
 The UI trusts a connection only from the user's own uid, and a message about a run only from the
 process that run's transcript names (SO_PEERCRED, checked by the kernel; crewbridge.ui).
@@ -108,6 +110,8 @@ class BrowserChannel:
         self._withdrawn = False
 
     def available(self) -> bool:
+        if self.run_id is None:  # transcripts are off: the UI could not tell whose question it is
+            return False
         sock = connect(self.path)
         if sock is None:
             return False
@@ -115,7 +119,7 @@ class BrowserChannel:
         return True
 
     def ask(self, question: Question, deadline: float | None) -> Verdict | None:
-        sock = connect(self.path)
+        sock = connect(self.path) if self.run_id is not None else None
         if sock is None:
             return None
         with self._lock:
@@ -137,7 +141,7 @@ class BrowserChannel:
         whole = json.dumps(question.input, ensure_ascii=True)
         return {
             "op": "ask",
-            "run": question.run or self.run_id,
+            "run": self.run_id,
             "agent": question.agent,
             "tool": question.tool,
             "input": question.input if len(whole) <= SENT_INPUT else None,
@@ -150,7 +154,7 @@ class BrowserChannel:
             self._withdrawn = True
             asking = list(self._open.values())
         for sock in asking:
-            _hang_up(sock)
+            hang_up(sock)
 
     def reopen(self) -> None:
         with self._lock:
@@ -161,7 +165,7 @@ class BrowserChannel:
             sock = self._open.get(id(question))
         if sock is not None:
             send(sock, {"op": "settled", "verdict": answer.verdict, "source": answer.source})
-            _hang_up(sock)
+            hang_up(sock)
 
 
 def _verdict(lines: Lines, deadline: float | None) -> Verdict | None:
@@ -181,7 +185,8 @@ def _verdict(lines: Lines, deadline: float | None) -> Verdict | None:
             return verdict
 
 
-def _hang_up(sock: socket.socket) -> None:
+def hang_up(sock: socket.socket) -> None:
+    """End a connection another thread reads: its read returns at once."""
     try:
         sock.shutdown(socket.SHUT_RDWR)
     except OSError:
@@ -203,27 +208,44 @@ class Attendance:
         self._thread = threading.Thread(target=self._attend, name="crew-ui-attend", daemon=True)
         self._thread.start()
 
+    def tell(self, message: dict[str, Any]) -> None:
+        """Send `message` to the UI now if one is attended and its socket has room; never waits
+        (a UI that does not read loses the connection, and the run attends afresh)."""
+        if self._sock is None:
+            return
+        data = json.dumps(message, ensure_ascii=True).encode() + b"\n"
+        with self._lock:
+            sock = self._sock
+            if sock is None:
+                return
+            try:
+                sent = sock.send(data, socket.MSG_DONTWAIT)
+            except OSError:
+                sent = 0
+            if sent < len(data):
+                hang_up(sock)
+
     def close(self) -> None:
         self._closed.set()
         with self._lock:
             sock, self._sock = self._sock, None
         if sock is not None:
-            _hang_up(sock)
+            hang_up(sock)
             sock.close()
 
     def _attend(self) -> None:
         while not self._closed.is_set():
             sock = connect(self.path)
             if sock is not None:
-                with self._lock:
-                    if self._closed.is_set():
-                        sock.close()
-                        return
-                    self._sock = sock
                 if send(sock, {"op": "attend", "run": self.run_id, "pid": os.getpid()}):
+                    with self._lock:  # only now may tell() use it: the UI hears `attend` first
+                        if self._closed.is_set():
+                            sock.close()
+                            return
+                        self._sock = sock
                     self._listen(Lines(sock))
-                with self._lock:
-                    self._sock = None
+                    with self._lock:
+                        self._sock = None
                 sock.close()
             self._closed.wait(POLL)
 

@@ -13,6 +13,7 @@ PACKAGES = {
     "crewbridge": ROOT / "crewbridge",
     "crewbridge.mcp": ROOT / "crewbridge" / "mcp",
     "crewbridge.sandbox": ROOT / "crewbridge" / "sandbox",
+    "crewbridge.ui": ROOT / "crewbridge" / "ui",
     "crewbridge.providers": ROOT / "providers",
     "crewbridge.tools": ROOT / "tools",
 }

@@ -17,7 +17,7 @@ from crewbridge.approval import Answer, Approver, Question
 from crewbridge.transcript import Transcript, read_run
 from crewbridge.uilink import Attendance, BrowserChannel, Lines, socket_path
 
-QUESTION = Question("claude", "write_file", {"path": "a.txt", "content": "hi"}, run="20250101-000000-abc123")
+QUESTION = Question("claude", "write_file", {"path": "a.txt", "content": "hi"})
 
 
 class FakeUi:
@@ -85,15 +85,22 @@ def test_with_no_ui_serving_the_browser_is_not_available_and_asks_nothing(ui_pat
     assert not channel.available()
 
 
+def test_a_run_without_a_transcript_is_never_asked_in_the_browser(ui_path):
+    ui = FakeUi(ui_path, {"op": "answer", "verdict": "yes"})
+    channel = BrowserChannel(None, ui_path)  # transcripts: false
+    assert not channel.available() and channel.ask(QUESTION, time.monotonic() + 30) is None
+    assert ui.heard == []
+
+
 def test_a_question_goes_to_the_ui_and_its_verdict_comes_back(ui_path):
     ui = FakeUi(ui_path, {"op": "answer", "verdict": "yes"})
-    channel = BrowserChannel("other-run", ui_path)
+    channel = BrowserChannel("20250101-000000-abc123", ui_path)
     assert channel.available()
     assert channel.ask(QUESTION, time.monotonic() + 30) == "yes"
     asked = next(message for message in ui.heard if message)
     assert asked == {
         "op": "ask",
-        "run": QUESTION.run,
+        "run": "20250101-000000-abc123",
         "agent": "claude",
         "tool": "write_file",
         "input": {"path": "a.txt", "content": "hi"},
