@@ -87,6 +87,38 @@ def _apply(func: Callable[..., Any], decorators: list[Callable[..., Any]]) -> Ca
     return func
 
 
+def served_options(within: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """--token-file, --allow-host and --allow-remote of a face on the network (`within`: what they
+    go with, said first in their help)."""
+
+    def said(text: str) -> str:
+        text = within + text
+        return text[:1].upper() + text[1:]
+
+    return lambda func: _apply(
+        func,
+        [
+            click.option(
+                "--token-file",
+                type=click.Path(dir_okay=False, path_type=Path),
+                help=said("write the token to this file (created 0600)."),
+            ),
+            click.option(
+                "--allow-host",
+                "allowed_hosts",
+                metavar="HOST",
+                multiple=True,
+                help=said("also accept requests whose Host (and Origin) name HOST, besides localhost."),
+            ),
+            click.option(
+                "--allow-remote",
+                is_flag=True,
+                help=said("allow listening on an address other machines reach (the token is still required)."),
+            ),
+        ],
+    )
+
+
 def loop_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """The options of every command that runs an agent loop (query, execute, chat): the fields of
     crewbridge.options.RunOptions, each under its own name, and --continue, --verbose, --config."""
@@ -354,23 +386,7 @@ def prompt_command(text: tuple[str, ...], mode: Mode, config: Config) -> None:
     help="Serve MCP's streamable HTTP transport at http://HOST:PORT/mcp instead of stdio (port 0: a free one). "
     "Every request needs Authorization: Bearer TOKEN: $CREW_MCP_TOKEN, else a new one printed on stderr.",
 )
-@click.option(
-    "--token-file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="With --http: write the token to this file (created 0600) instead of printing it.",
-)
-@click.option(
-    "--allow-host",
-    "allowed_hosts",
-    metavar="HOST",
-    multiple=True,
-    help="With --http: also accept requests whose Host (and Origin) name HOST, besides localhost.",
-)
-@click.option(
-    "--allow-remote",
-    is_flag=True,
-    help="With --http: allow listening on an address other machines reach (the token is still required).",
-)
+@served_options("With --http: ")
 @click.option(
     "--policy-of",
     metavar="AGENT",
@@ -432,9 +448,10 @@ def mcp_group(
         serve_stdio(server, greeting.link if greeting else None)
         return
     from crewbridge.mcp.http import serve_http
+    from crewbridge.webserver import Listening
 
     say = functools.partial(click.echo, err=True)
-    serve_http(server, address, token_file=token_file, allowed_hosts=allowed_hosts, allow_remote=allow_remote, say=say)
+    serve_http(server, Listening(address, token_file, allowed_hosts, allow_remote), say)
 
 
 @mcp_group.command("install")
@@ -457,29 +474,13 @@ def mcp_install_command(cli_name: str, execute: bool) -> None:
     show_default=True,
     help="Where to serve the UI (port 0: a free one).",
 )
-@click.option(
-    "--token-file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Write the token to this file (created 0600); the token is $CREW_UI_TOKEN, else a new one.",
-)
-@click.option(
-    "--allow-host",
-    "allowed_hosts",
-    metavar="HOST",
-    multiple=True,
-    help="Also accept requests whose Host (and Origin) name HOST, besides localhost.",
-)
-@click.option(
-    "--allow-remote",
-    is_flag=True,
-    help="Allow listening on an address other machines reach (the token is still required).",
-)
+@served_options("")
 def ui_command(address: str, token_file: Path | None, allowed_hosts: tuple[str, ...], allow_remote: bool) -> None:
     """See every run in a browser, live: approvals, cancel, batches, usage. Prints the URL to open."""
     from crewbridge.ui.server import serve_ui
+    from crewbridge.webserver import Listening
 
-    say = functools.partial(click.echo, err=True)
-    serve_ui(address, token_file=token_file, allowed_hosts=allowed_hosts, allow_remote=allow_remote, say=say)
+    serve_ui(Listening(address, token_file, allowed_hosts, allow_remote), functools.partial(click.echo, err=True))
 
 
 @cli.group("skills")

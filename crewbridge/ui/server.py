@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import os
 import queue
 import re
 import threading
@@ -34,7 +33,7 @@ from crewbridge.ui.batches import BatchSource, TranscriptBatches
 from crewbridge.ui.desk import Desk
 from crewbridge.ui.runs import STATUSES, Runs, read_events
 from crewbridge.uilink import socket_path
-from crewbridge.webserver import Handler, Keys, Server, check_listen, parse_address, server_token
+from crewbridge.webserver import Handler, Keys, Listening, Server
 
 TOKEN_VARIABLE = "CREW_UI_TOKEN"
 FLAG = "--listen"
@@ -57,19 +56,10 @@ SECURITY = {
 }
 
 
-def serve_ui(
-    address: str,
-    *,
-    token_file: Path | None = None,
-    allowed_hosts: Iterable[str] = (),
-    allow_remote: bool = False,
-    say: Callable[[str], None],
-) -> None:
+def serve_ui(listening: Listening, say: Callable[[str], None]) -> None:
     """Serve the UI at http://ADDRESS/ until stopped (Ctrl-C, SIGTERM); `say` gets the URL to open."""
-    host, port = parse_address(address, FLAG)
-    check_listen(host, address, flag=FLAG, allow_remote=allow_remote, face="crew ui", say=say)
-    token, _ = server_token(os.environ, TOKEN_VARIABLE, token_file)
-    ui = Ui(host, port, token=token, allowed_hosts=allowed_hosts)
+    host, port, token, _ = listening.settle(flag=FLAG, variable=TOKEN_VARIABLE, face="crew ui", say=say)
+    ui = Ui(host, port, token=token, allowed_hosts=listening.allowed_hosts)
     try:
         ui.desk.start()
         say(f"crew ui: open {ui.url}/?token={quote(token)}")
