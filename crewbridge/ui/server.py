@@ -37,7 +37,6 @@ from crewbridge.webserver import Handler, Keys, Listening, Server
 
 TOKEN_VARIABLE = "CREW_UI_TOKEN"
 FLAG = "--listen"
-DEFAULT_ADDRESS = "127.0.0.1:8766"
 COOKIE = "crew_ui"
 MAX_BODY = 16 << 10  # bytes of a request's body (an answer, a cancel)
 TAIL = 0.05  # seconds between looks at a live run's transcript
