@@ -21,6 +21,7 @@ from crewbridge.errors import CrewError, Interrupted, UsageError
 
 if TYPE_CHECKING:
     from crewbridge.git import Change
+    from crewbridge.gitguard import Armed
     from crewbridge.loop import Progress, RunResult
     from crewbridge.verdict import Review
     from crewbridge.worktrees import Worktree
@@ -40,6 +41,15 @@ class Outcome:
     worktree: Worktree | None = None  # where it worked, with --worktree
     changes: list[Change] | None = None  # what it changed there
     review: Review | None = None  # with --review: the review's rounds and last verdict
+    disarmed: list[Armed] = field(default_factory=list)  # what the run left for git, disarmed (crewbridge.gitguard)
+    run: str | None = None  # the run's id (what --resume takes); None when transcripts are off
+
+    def __post_init__(self) -> None:
+        # An answer whose calls were refused because nobody could be asked is not the run's success.
+        if self.error is None and self.result is not None and self.result.needed_approval:
+            from crewbridge.policy import not_approved  # for start-up speed, as the loop's modules are
+
+            self.error = not_approved(self.result.agent, self.result.needed_approval)
 
 
 class Stop:

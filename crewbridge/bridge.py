@@ -8,11 +8,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from crewbridge.config import AgentSpec, Config, load_config
-from crewbridge.conversation import Conversation, new_conversation
+from crewbridge.conversations import Conversation, new_conversation
 from crewbridge.errors import CLINotFound, CrewError, Interrupted, ProviderUnavailable, UsageError
 from crewbridge.mentions import Mention, parse_agent, parse_mentions
 from crewbridge.modes import MODES, Mode
 from crewbridge.options import RunOptions
+from crewbridge.piped import with_context
 from crewbridge.providers.base import Turn
 from crewbridge.registry import Tool, ToolRegistry
 from crewbridge.sandbox import Sandboxing, level
@@ -110,8 +111,9 @@ class Bridge:
 
         return EventStream(lambda emit: self.run(text, mode, on_progress=emit, **options))
 
-    def first_prompt(self, text: str, mode: Mode = "query") -> str:
-        """The exact first message the (first) mentioned agent would be sent, catalogue included."""
+    def first_prompt(self, text: str, mode: Mode = "query", context: str | None = None) -> str:
+        """The exact first message the (first) mentioned agent would be sent, catalogue (and
+        `context`, as run() adds it) included."""
         from crewbridge.catalogue import build_prompt, offered_tools, render_catalogue
         from crewbridge.policy import Policy
 
@@ -120,7 +122,7 @@ class Bridge:
         skills = self.skills(agent)
         tools = offered_tools(Policy(agent, mode).offered(self.registry), skills)
         catalogue = render_catalogue(tools, mode, compact=self.config.compact_catalogue, skills=list(skills.values()))
-        return build_prompt(catalogue, task)
+        return build_prompt(catalogue, with_context(task, context))
 
     def skills_section(self, text: str) -> str:
         """The catalogue's skills section for the (first) agent `text` mentions ("" without skills)."""
@@ -196,8 +198,7 @@ class Bridge:
         made = self.worktrees(mentions, options) if options.worktree else None
         if made is not None:
             specs = [self.placed(spec, made, worktree) for spec, worktree in zip(specs, made.worktrees, strict=True)]
-        if context:
-            task = f"{task}\n\n{context}"
+        task = with_context(task, context)
         own = transcript is None
         status = "interrupted"
         earlier = self._priors(options.resume)
@@ -237,6 +238,7 @@ class Bridge:
                     replace(outcome, worktree=worktree, changes=made.changed(worktree, transcript))
                     for outcome, worktree in zip(outcomes, made.worktrees, strict=True)
                 ]
+            outcomes = [replace(outcome, run=transcript.run_id) for outcome in outcomes]
             status = "ok" if all(o.error is None for o in outcomes) else "failed"
             return outcomes
         finally:
@@ -387,6 +389,7 @@ class Bridge:
             asked = specs[index]
             prior, held = resumed.of(index, mention.agent, transcript, say) if resumed else (None, True)
             chain = [mention, *(Mention(name) for name in asked.fallback)]
+            loop: AgentLoop | None = None
             for step, current in enumerate(chain):
                 spec = asked if step == 0 else self._stand_in(asked, current.agent)
                 fell_back_from = mention.agent if step else None
@@ -406,7 +409,7 @@ class Bridge:
                     if stop is not None:
                         stop.on_set(loop.close)
                     result = loop.run(task, prior, held)
-                    return Outcome(current.agent, result=result, fell_back_from=fell_back_from)
+                    return Outcome(current.agent, result=result, fell_back_from=fell_back_from, disarmed=loop.disarmed)
                 except (ProviderUnavailable, CLINotFound) as exc:
                     if step + 1 == len(chain):
                         transcript.write("error", agent=current.agent, message=str(exc))
@@ -421,7 +424,8 @@ class Bridge:
                     if stopped:  # what the stopped CLI said last is beside the point
                         error = Interrupted(f"@{current.agent} was stopped")
                     transcript.write("error", agent=current.agent, message=str(error))
-                    return Outcome(current.agent, error=error, fell_back_from=fell_back_from)
+                    disarmed = loop.disarmed if loop is not None else []
+                    return Outcome(current.agent, error=error, fell_back_from=fell_back_from, disarmed=disarmed)
             raise AssertionError("unreachable: the chain's last agent returns")
 
         if len(mentions) == 1:
@@ -598,7 +602,10 @@ class Chat:
 
     def ask(self, text: str) -> RunResult:
         """Send a message; the answer once the model is done with its tools."""
-        result = self.loop.converse(text if self.started else self.loop.opening(text, self.prior, self.held))
+        try:
+            result = self.loop.converse(text if self.started else self.loop.opening(text, self.prior, self.held))
+        finally:
+            self.loop.check_git()  # what this message's run left, before the person goes back to git
         self.started = True
         return result
 

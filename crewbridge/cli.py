@@ -176,6 +176,15 @@ def loop_options(func: Callable[..., Any]) -> Callable[..., Any]:
     )
 
 
+NO_STDIN = click.option(
+    "--no-stdin",
+    "-n",
+    is_flag=True,
+    help="Read nothing from stdin (else a pipe or file on stdin is read to its end and added to the task; "
+    "give -n inside `while read` loops).",
+)
+
+
 def run_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """The options of the commands that run a task (query, execute): loop_options, --json, --jsonl,
     and the RunOptions of a task alone (crewbridge.options.TASK_ONLY)."""
@@ -196,6 +205,7 @@ def run_options(func: Callable[..., Any]) -> Callable[..., Any]:
                 "approves or asks for changes, which go back to the writer (exit 6: not approved in --rounds).",
             ),
             click.option("--rounds", type=click.IntRange(min=1), help="Review rounds at most (default 3)."),
+            NO_STDIN,
             click.option(
                 "--json",
                 "as_json",
@@ -222,6 +232,7 @@ def _run(
     as_jsonl: bool,
     verbose: bool,
     continue_last: bool,
+    no_stdin: bool,
     **values: Any,
 ) -> None:
     from crewbridge.bridge import Bridge
@@ -239,8 +250,7 @@ def _run(
     if options.review:  # the reviewer's tool calls are labelled too
         agents.append(parse_agent(options.review).agent)
     agents = list(dict.fromkeys(agents))
-    stdin = sys.stdin
-    context = stdin.read() if stdin is not None and not stdin.isatty() else None
+    context = None if no_stdin else _piped(options.timeout)
     output = "json" if as_json else "jsonl" if as_jsonl else "text"
     early = _early()
     bridge = early.bridge if early is not None and early.bridge.config is config else Bridge(config)
@@ -251,6 +261,13 @@ def _run(
     failed = [o.error for o in outcomes if o.error is not None]
     if failed:
         sys.exit(failed[0].exit_code)
+
+
+def _piped(timeout: float | None) -> str | None:
+    """What a pipe or file on stdin holds (crewbridge.piped), waited for within `timeout`."""
+    from crewbridge.piped import read_context
+
+    return read_context(sys.stdin, functools.partial(click.echo, err=True), timeout)
 
 
 def _run_options(continue_last: bool, values: dict[str, Any]) -> RunOptions:
@@ -362,14 +379,15 @@ def chat_command(agent: str, mode: Mode, config: Config, verbose: bool, continue
 @cli.command("prompt")
 @click.argument("text", nargs=-1, required=True)
 @click.option("--mode", type=click.Choice(["query", "execute"]), default="query", show_default=True)
+@NO_STDIN
 @config_option
-def prompt_command(text: tuple[str, ...], mode: Mode, config: Config) -> None:
-    """Print the exact prompt that would be sent, catalogue included."""
+def prompt_command(text: tuple[str, ...], mode: Mode, no_stdin: bool, config: Config) -> None:
+    """Print the exact prompt that would be sent, catalogue and piped stdin included."""
     from crewbridge.bridge import Bridge
     from crewbridge.catalogue import tokens
 
     bridge = Bridge(config)
-    click.echo(bridge.first_prompt(" ".join(text), mode))
+    click.echo(bridge.first_prompt(" ".join(text), mode, context=None if no_stdin else _piped(None)))
     section = bridge.skills_section(" ".join(text))
     if section:  # what the skills cost in every first message
         click.echo(f"crew: skills section: {len(section):,} characters (~{tokens(section):,} tokens)", err=True)

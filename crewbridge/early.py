@@ -38,7 +38,7 @@ VALUE_OPTIONS: dict[str, Callable[[str], bool]] = {
     "--review": bool,
     "--sandbox": lambda text: text in ("auto", "required", "off"),
 }
-FLAGS = frozenset({"--yes", "-y", "--json", "--jsonl"})
+FLAGS = frozenset({"--yes", "-y", "--json", "--jsonl", "--no-stdin", "-n"})
 # continuing a run: its CLIs start as the run says; --verbose: the trace shows each CLI's start;
 # --worktree, --review: the CLIs start in worktrees made first, or as the review's rounds go
 NOT_HERE = frozenset({"--continue", "--resume", "--verbose", "-v", "--worktree", "--review"})

@@ -19,7 +19,7 @@ from crewbridge import jsonio
 from crewbridge.availability import unavailable
 from crewbridge.caller import Caller
 from crewbridge.catalogue import build_prompt, offered_tools, render_catalogue, skills_section
-from crewbridge.conversation import FULL, LOST, Conversation, replay
+from crewbridge.conversations import FULL, LOST, Conversation, replay
 from crewbridge.errors import (
     BudgetExceeded,
     CrewError,
@@ -31,10 +31,11 @@ from crewbridge.errors import (
 )
 from crewbridge.events import Failure, MessageEnd, Session, Text, Usage
 from crewbridge.extract import Extractor, Shown, ToolCall
+from crewbridge.gitguard import Armed, Watch, summary
 from crewbridge.globs import NATIVE
 from crewbridge.hooks import Hooks
 from crewbridge.paths import resolve_inside
-from crewbridge.policy import Policy
+from crewbridge.policy import Policy, Unasked
 from crewbridge.registry import TIMEOUT_GRACE, Tool, ToolContext, ToolFailure, ToolRegistry, ToolResult
 from crewbridge.skills import SKILL_TOOL, Skill
 from crewbridge.templates import render
@@ -80,6 +81,7 @@ class RunResult:
     usage: dict[str, Any] = field(default_factory=dict)
     session: str | None = None
     turns: int = 0
+    needed_approval: list[Unasked] = field(default_factory=list)  # refused: nobody could be asked
 
 
 @dataclass
@@ -118,7 +120,16 @@ class AgentLoop:
         self.offered = offered_tools(policy.offered(registry), self.skills)  # the tools the model is told of
         self.ctx = ToolContext(workdir=workdir, registry=self.offered, skills=self.skills, sandbox=sandbox)
         self.transcript = transcript or Transcript()
-        self.caller = Caller(agent, registry, policy, hooks or Hooks(), self.transcript)
+        hooks = hooks or Hooks()
+        execute = policy.mode == "execute"
+        # What the run leaves that would run code on the user's next git command is disarmed once
+        # its CLI has ended (close), and after each call too where hooks, which run outside the
+        # sandbox, may run git in between.
+        self.guard = Watch(workdir) if execute else None
+        self.disarmed: list[Armed] = []  # by the guard, in this loop's whole life (its Outcome's)
+        self._guarding = threading.Lock()
+        guarded = workdir if execute and any(hooks.specs.values()) else None
+        self.caller = Caller(agent, registry, policy, hooks, self.transcript, guarded=guarded)
         self.max_turns = max_turns
         self.timeout = timeout
         self.compact = compact
@@ -179,6 +190,7 @@ class AgentLoop:
         self.deadline = time.monotonic() + self.timeout if self.timeout else None
         self.ctx.deadline = self.deadline
         self.policy.reopen()  # the last message's reply may have been stopped (crew chat)
+        self.policy.take_unasked()  # an earlier message's (crew chat) are its own
         records: list[CallRecord] = []
         for turn in range(1, self.max_turns + 1):
             if self.closed:  # closed from another thread (Ctrl-C): no new turn, no new CLI
@@ -214,7 +226,15 @@ class AgentLoop:
 
     def _answer(self, text: str, records: list[CallRecord], turn: int) -> RunResult:
         self.transcript.write("answer", agent=self.agent, text=text, usage=self.usage.to_dict())
-        result = RunResult(self.agent, text.strip(), records, self.usage.to_dict(), self.conv.session_id, turn)
+        result = RunResult(
+            self.agent,
+            text.strip(),
+            records,
+            self.usage.to_dict(),
+            self.conv.session_id,
+            turn,
+            self.policy.take_unasked(),
+        )
         self.emit(Progress("answer", self.agent, result.answer, result=result))
         return result
 
@@ -254,6 +274,22 @@ class AgentLoop:
         self.conv.close()
         self._pool.shutdown()
         self.ctx.groups.end()  # run_command's and command tools' process groups, whatever their threads do
+        self.check_git()  # nothing of the run is left running to write more
+
+    def check_git(self) -> list[Armed]:
+        """Disarm what the run left that would run code on the user's next git command
+        (crewbridge.gitguard), and name it: in the transcript, as a `disarmed` event, and in
+        `disarmed` (shared with the run's Outcome)."""
+        if self.guard is None:
+            return []
+        with self._guarding:  # close() may come from another thread (Ctrl-C) while run() closes too
+            found = self.guard.disarm()
+        if found:
+            self.disarmed.extend(found)
+            records = [armed.to_dict() for armed in found]
+            self.transcript.write("disarmed", agent=self.agent, found=records)
+            self.emit(Progress("disarmed", self.agent, summary(found), data={"text": summary(found), "found": records}))
+        return found
 
     def _reply(self, message: str) -> Reply:
         """Stream one reply, starting each tool as its block closes."""

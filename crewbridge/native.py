@@ -42,8 +42,9 @@ class Channel(Protocol):
 
 def result_text(result: ToolResult) -> str:
     """A tool's result as the model reads it on a native channel: its data, or its error."""
+    notices = "".join(f"\n\n{notice}" for notice in result.notices)
     if not result.success:
-        return str(result.error)
+        return str(result.error) + notices
     data = result.data
     text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False, indent=1)
-    return text + ("\n(the output was truncated)" if result.truncated else "")
+    return text + ("\n(the output was truncated)" if result.truncated else "") + notices

@@ -75,14 +75,17 @@ class ToolResult:
     tool: str = ""
     duration_ms: float = 0.0
     truncated: bool = False
+    notices: tuple[str, ...] = ()  # what crew did besides (crewbridge.gitguard's disarming)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "success": self.success,
-            "data": self.data,
-            "error": self.error,
-            "metadata": {"tool": self.tool, "duration_ms": round(self.duration_ms, 3), "truncated": self.truncated},
+        metadata: dict[str, Any] = {
+            "tool": self.tool,
+            "duration_ms": round(self.duration_ms, 3),
+            "truncated": self.truncated,
         }
+        if self.notices:
+            metadata["notices"] = list(self.notices)
+        return {"success": self.success, "data": self.data, "error": self.error, "metadata": metadata}
 
 
 @dataclass

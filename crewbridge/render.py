@@ -44,14 +44,14 @@ from crewbridge.process import log as process_log
 from crewbridge.redact import Redactor
 from crewbridge.verdict import Finding
 
-STDERR_TOO = ("fallback", "resume", "warning", "sandbox")  # events shown on stderr with --json too
+STDERR_TOO = ("fallback", "resume", "warning", "sandbox", "disarmed")  # events shown on stderr with --json too
 
 if TYPE_CHECKING:
     from crewbridge.api import Outcome
     from crewbridge.loop import CallRecord, Progress
 
 OUTPUTS = ("text", "json", "jsonl")
-RUN_EVENTS = ("fallback", "resume", "warning", "sandbox")  # shown on stderr with --json too
+RUN_EVENTS = ("fallback", "resume", "warning", "sandbox", "disarmed")  # shown on stderr with --json too
 TRACE_CHARS = 1000  # a --verbose line is cut after this many characters
 SHOWN_CHANGES = 20  # files listed per agent after a --worktree run
 STATUS_IDLE = 0.3  # seconds without output before the status line shows
@@ -198,6 +198,7 @@ class Renderer:
                 "resume",
                 "warning",
                 "sandbox",
+                "disarmed",
             ):  # stderr, --json too
                 getattr(self, f"_on_{event.kind}", self._on_notice)(agent, event)
             if event.kind == "turn":
@@ -257,6 +258,11 @@ class Renderer:
         self._write_err(self.style.paint(f"crew: {one_line(event.text)}", "33") + "\n")
 
     _on_warning = _on_sandbox = _on_resume  # about the run, not one agent: a `crew:` line
+
+    def _on_disarmed(self, agent: _Agent, event: Progress) -> None:
+        self._end_line()
+        lines = [one_line(line) for line in event.text.splitlines()]
+        self._write_err(self.style.paint("\n".join(f"crew: @{agent.name}: {line}" for line in lines), "33") + "\n")
 
     def _on_notice(self, agent: _Agent, event: Progress) -> None:
         self._err_line(agent, self.style.paint(f"  {one_line(event.text)}", "2"))

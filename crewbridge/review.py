@@ -26,10 +26,12 @@ from crewbridge.api import Outcome, Stop
 from crewbridge.config import AgentSpec, Config
 from crewbridge.errors import BudgetExceeded, CrewError, CrewTimeout, Interrupted, ReviewNotApproved, UsageError
 from crewbridge.git import GIT_TIMEOUT, Change, Checkout, summary
+from crewbridge.gitguard import Armed
 from crewbridge.loop import AgentLoop, Progress, RunResult
 from crewbridge.mentions import Mention, parse_agent, parse_mentions
 from crewbridge.modes import Mode
 from crewbridge.options import RunOptions
+from crewbridge.piped import with_context
 from crewbridge.registry import Tool, ToolRegistry
 from crewbridge.templates import render
 from crewbridge.transcript import Transcript
@@ -112,7 +114,7 @@ def review_run(
         writer_spec = bridge.placed(writer_spec, made, made.worktrees[0])
     folder = Path(writer_spec.workdir) if writer_spec.workdir else bridge.workdir
     checkout = Checkout.of(folder, "--review")
-    task = f"{task}\n\n{context}" if context else task
+    task = with_context(task, context)
     own = transcript is None
     if transcript is None:
         review = {"reviewer": checker.agent, "rounds": options.rounds}
@@ -143,7 +145,7 @@ def review_run(
             emit=on_progress or (lambda progress: None),
             stop=stop,
         )
-        outcome = session.run(writer_spec)
+        outcome = replace(session.run(writer_spec), run=transcript.run_id)
         if made is not None:
             outcome = replace(outcome, worktree=made.worktrees[0], changes=made.changed(made.worktrees[0], transcript))
         status = "ok" if outcome.error is None else "failed"
@@ -179,6 +181,7 @@ class Session:
     stop: Stop | None
     review: Review = field(init=False)
     history: list[Round] = field(default_factory=list)
+    disarmed: list[Armed] = field(default_factory=list)  # the writer's loop's, filled when it closes
 
     def __post_init__(self) -> None:
         self.review = Review(self.checker.agent)
@@ -190,6 +193,7 @@ class Session:
         try:
             base = self.checkout.snapshot(self._left() or GIT_TIMEOUT)  # the writer's changes: what differs from it
             loop = self._loop(self.writing, self.writer, self.mode, writer_spec, self.emit)
+            self.disarmed = loop.disarmed
             message = loop.opening(self.task)
             for number in range(1, self.options.rounds + 1):
                 self._bound(loop)
@@ -339,7 +343,7 @@ class Session:
         return "\n".join(lines)
 
     def _outcome(self, result: RunResult | None, error: CrewError | None = None) -> Outcome:
-        return Outcome(self.writer.agent, result=result, error=error, review=self.review)
+        return Outcome(self.writer.agent, result=result, error=error, review=self.review, disarmed=self.disarmed)
 
 
 def _numbered(findings: list[Finding]) -> str:

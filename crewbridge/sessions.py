@@ -6,7 +6,7 @@ the chain of runs, oldest first: every message crew sent it (`prompt`) and every
 conversation kept it (`reply`: cut at its last tool block; `answer`: whole). With it come the CLI's
 session id (the last `session` event) and, for CLIs that report a session's usage as running totals,
 the totals last reported. The conversation continues by the CLI's own session when the CLI still has
-it, else by replaying this history (crewbridge.conversation).
+it, else by replaying this history (crewbridge.conversations).
 """
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 from crewbridge.config import state_dir
 from crewbridge.errors import CrewError, UsageError
 from crewbridge.git import Change, Checkout, summary
+from crewbridge.gitguard import armed_between
 from crewbridge.mentions import Mention
 
 if TYPE_CHECKING:
@@ -41,6 +42,11 @@ _LABEL_CHARACTERS = re.compile(r"[^\w.-]+")
 
 class Conflict(CrewError):
     """An agent's changes do not apply to the checkout; nothing was changed."""
+
+
+class RunsCode(CrewError):
+    """An agent's changes hold a gitlink, a new attributes driver or a submodule source
+    (crewbridge.gitguard); `crew apply` refuses them, nothing was changed."""
 
 
 @dataclass(frozen=True)
@@ -227,6 +233,13 @@ def apply(folder: Path, run_id: str, agent: str) -> Applied:
     changed = worktree.checkout.changes(worktree.base, tree)
     if not changed:
         raise UsageError(f"@{worktree.agent} changed nothing in run {worktree.run_id}; there is nothing to apply")
+    armed = armed_between(worktree.checkout, worktree.base, tree)
+    if armed:
+        things = "; ".join(thing.line() for thing in armed)
+        raise RunsCode(
+            f"@{worktree.agent}'s changes hold what would run code on your next git command ({things}); "
+            f"nothing was applied. Look at them in {worktree.path}, and take what you want by hand"
+        )
     patch = worktree.checkout.diff(worktree.base, tree, binary=True)
     options = ["--binary", "--whitespace=nowarn", "-"]
     tried = target.git(["apply", "--check", *options], input=patch, check=False)

@@ -115,7 +115,7 @@ def test_a_chat_goes_on_across_messages_in_one_transcript(workdir: Path) -> None
     chat = Bridge(workdir=workdir).chat("@demo")
     try:
         assert "notes.txt has 2 non-empty lines" in chat.ask("what is in notes.txt?").answer
-        assert "plan.txt has 1 non-empty lines" in chat.ask("and in plan.txt?").answer
+        assert "plan.txt has 1 non-empty line" in chat.ask("and in plan.txt?").answer
     finally:
         chat.close()
     events = read_run("last")

@@ -16,7 +16,7 @@ from crewbridge.tools import builtin_registry
 from crewbridge.bridge import Bridge, Chat
 from crewbridge.chat import HISTORY_LENGTH, LineReader, converse, run_chat
 from crewbridge.config import AgentSpec, load_config
-from crewbridge.conversation import FULL
+from crewbridge.conversations import FULL
 from crewbridge.events import Done, Failure, MessageEnd, Text
 from crewbridge.loop import AgentLoop
 from crewbridge.policy import Policy
@@ -182,8 +182,8 @@ def test_a_chat_with_the_demo_agent_keeps_the_context_and_a_transcript(tmp_path,
         )
     out = capsys.readouterr().out
     assert out == (
-        "notes.txt has 2 non-empty lines. It begins:\n  alpha\n  beta\n"
-        "plan.txt has 1 non-empty lines. It begins:\n  ship\n"
+        "notes.txt has 2 non-empty lines (2 lines in all). It begins:\n  alpha\n  beta\n"
+        "plan.txt has 1 non-empty line (1 line in all). It begins:\n  ship\n"
     )
     prompts = sent.matching("<")  # the demo has no resume: crew replays the conversation
     assert len(prompts) == 4  # two messages, each a call and an answer

@@ -11,6 +11,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = {
     "crewbridge": ROOT / "crewbridge",
+    "crewbridge.conversations": ROOT / "crewbridge" / "conversations",
     "crewbridge.mcp": ROOT / "crewbridge" / "mcp",
     "crewbridge.sandbox": ROOT / "crewbridge" / "sandbox",
     "crewbridge.ui": ROOT / "crewbridge" / "ui",

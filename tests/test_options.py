@@ -15,7 +15,7 @@ OWN = {"continue_last", "verbose", "config_path"}  # options of the commands, no
 def test_every_run_option_is_a_click_option_of_each_command_that_runs_agents(command):
     names = {param.name for param in command.params}
     expected = set(RunOptions.names()) - (set(TASK_ONLY) if command is chat_command else set())
-    assert (names - {"text", "as_json", "as_jsonl", "agent", "mode"}) == expected | OWN
+    assert (names - {"text", "as_json", "as_jsonl", "no_stdin", "agent", "mode"}) == expected | OWN
 
 
 def test_options_given_by_name_replace_the_defaults():

@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import re
+from dataclasses import replace
 
 import pytest
 
@@ -287,7 +288,7 @@ def test_jsonl_reports_usage_and_a_fallback_and_json_says_the_fallback_on_stderr
         r.progress(Progress("fallback", "claude", "@claude cannot answer (rate limited); @gemini takes over"))
         r.finish([Outcome("gemini", result=RunResult("gemini", "ok", [], {}, None, 1), fell_back_from="claude")])
     assert err.getvalue() == "crew: @claude cannot answer (rate limited); @gemini takes over\n"
-    assert json.loads(out.getvalue())["fell_back_from"] == "claude"
+    assert json.loads(out.getvalue())["results"][0]["fell_back_from"] == "claude"
 
 
 def test_no_status_line_and_no_control_sequences_when_stderr_is_piped(monkeypatch):
@@ -306,18 +307,22 @@ def test_json_prints_one_object_with_the_answer_and_the_calls():
     with renderer(out, output="json") as r:
         for event in run_events():
             r.progress(event)
-        r.finish([outcome()])
+        r.finish([replace(outcome(), run="20261124-212703-20349b")])
     obj = json.loads(out.getvalue())
-    assert obj == {
-        "agent": "claude",
-        "answer": "It says 42.",
-        "usage": {"input_tokens": 3},
-        "session": "sess-1",
-        "turns": 2,
-        "error": None,
-        "fell_back_from": None,
-        "tool_calls": [{"name": "crew:read_file", "input": {"path": "notes.txt"}, "success": True, "error": None}],
-    }
+    assert obj["run"] == "20261124-212703-20349b"
+    assert obj["results"] == [
+        {
+            "agent": "claude",
+            "answer": "It says 42.",
+            "usage": {"input_tokens": 3},
+            "session": "sess-1",
+            "turns": 2,
+            "needed_approval": [],
+            "error": None,
+            "fell_back_from": None,
+            "tool_calls": [{"name": "crew:read_file", "input": {"path": "notes.txt"}, "success": True, "error": None}],
+        }
+    ]
 
 
 def test_json_with_several_agents_and_a_failure():
@@ -418,7 +423,7 @@ def test_a_review_not_approved_shows_the_answer_then_the_error_and_json_holds_bo
     out = io.StringIO()
     with renderer(out, output="json") as r:
         r.finish([reviewed(ReviewNotApproved("@claude's change was not approved by @gemini"))])
-    obj = json.loads(out.getvalue())
+    [obj] = json.loads(out.getvalue())["results"]
     assert (obj["answer"], obj["error"], obj["exit_code"]) == (
         "It says 42.",
         "@claude's change was not approved by @gemini",
@@ -474,7 +479,7 @@ def test_after_a_worktree_run_each_agent_says_what_it_changed_and_where(tmp_path
     out = io.StringIO()
     with renderer(out, output="json") as r:
         r.finish([placed(tmp_path, "claude", edits)])
-    obj = json.loads(out.getvalue())
+    [obj] = json.loads(out.getvalue())["results"]
     assert (obj["agent"], obj["run_id"], obj["branch"], obj["worktree"], obj["base"]) == (
         "claude",
         "20260101-120000-abc123",
@@ -537,7 +542,8 @@ def test_the_demo_agent_round_trip_as_a_person_sees_it(tmp_path, monkeypatch):
         )
         r.finish(outcomes)
     assert out.getvalue() == (
-        "I'll read notes.txt with the crew tool.\nnotes.txt has 2 non-empty lines. It begins:\n  alpha\n  beta\n"
+        "I'll read notes.txt with the crew tool.\n"
+        "notes.txt has 2 non-empty lines (2 lines in all). It begins:\n  alpha\n  beta\n"
     )
     assert re.sub(r"\x1b\[[\d;]*[mK]|\r", "", err.getvalue()) == "→ crew:read_file notes.txt\n  ✓ 2 lines\n"
 
@@ -611,7 +617,7 @@ def test_the_query_command_streams_jsonl_events_for_scripts(crew):
 
 def test_the_query_command_prints_one_json_object(crew):
     result = crew("query", "--json", "@demo what is in notes.txt?")
-    obj = json.loads(result.stdout)
+    [obj] = json.loads(result.stdout)["results"]
     assert obj["agent"] == "demo" and obj["error"] is None and obj["turns"] == 2
     assert obj["tool_calls"] == [
         {"name": "crew:read_file", "input": {"path": "notes.txt"}, "success": True, "error": None}
@@ -627,4 +633,4 @@ def test_verbose_shows_the_exact_command_crew_ran(crew):
     result = crew("query", "-v", "@demo what is in notes.txt?")
     commands = [line for line in result.stderr.splitlines() if "] $ " in line]
     assert len(commands) == 2 and all(line.endswith(" -m crewbridge.demo") for line in commands)
-    assert result.stdout == "notes.txt has 2 non-empty lines. It begins:\n  alpha\n  beta\n"
+    assert result.stdout == "notes.txt has 2 non-empty lines (2 lines in all). It begins:\n  alpha\n  beta\n"

@@ -169,3 +169,25 @@ def test_in_a_worktree_the_git_file_naming_its_git_folder_stays_read_only(tmp_pa
     launch.ended()
     assert (work / ".git").read_text() == "gitdir: /somewhere/else\n"
     assert (work / "notes.txt").read_text() == "kept\n"
+
+
+def test_in_execute_mode_the_git_folder_cannot_be_swapped_for_one_of_the_sandboxs(tmp_path):
+    """Renaming `.git` away and making another (with a config of the agent's) would get around its
+    read-only config: the folder is a mount point inside, which cannot be moved."""
+    work = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", str(work)], check=True)
+    swap = "mv .git .git-old && mkdir .git && echo swapped; mv .git/modules/lib .git/modules/x && echo moved; true"
+    (work / ".git" / "modules" / "lib").mkdir(parents=True)
+    (work / ".git" / "modules" / "lib" / "HEAD").write_text("ref: refs/heads/main\n")
+    (work / ".git" / "modules" / "lib" / "config").write_text("[core]\n")
+    sandbox = bwrap_sandboxing().commands("required", work, "execute", network=False)
+    plant = swap + "; printf '[core]\\n\\tfsmonitor = touch owned\\n' >> .git/modules/lib/config"
+    proc, launch = spawn(
+        ["sh", "-c", plant], sandbox=sandbox, env=None, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    out, err = proc.communicate()
+    launch.ended()
+    assert out == b"" and b"Device or resource busy" in err
+    assert sorted(p.name for p in work.iterdir()) == [".git"]
+    assert (work / ".git" / "modules" / "lib" / "config").read_text() == "[core]\n"
+    assert (work / ".git" / "modules" / "lib" / "hooks").is_dir()  # made, empty, so it cannot be planted

@@ -1,5 +1,5 @@
 """MCP's streamable HTTP transport at http://HOST:PORT/mcp: how `crew mcp --http` talks, and how
-gemini reaches crew's tools inside crew's own process in a native run (providers/live_gemini_acp.py).
+gemini reaches crew's tools inside crew's own process in a native run (crewbridge/conversations/gemini_acp.py).
 
 The server is crewbridge.webserver's: nothing gets in without the bearer token (`Authorization:
 Bearer TOKEN`; 401 runs nothing), a Host that names this machine (or one allowed) and an Origin, when

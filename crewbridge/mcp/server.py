@@ -157,7 +157,9 @@ class McpServer(McpCore):
             raise RpcError(INVALID_PARAMS, self._unknown(name, registry))
         mine = replace(ctx, groups=Groups())  # the processes this call starts, ended when it is cancelled
         call.stop.on_set(mine.groups.end)
-        return tool_content(caller.call(name, arguments, mine))
+        result = caller.call(name, arguments, mine)
+        caller.policy.take_unasked()  # a call nobody could approve: the client has its refusal, in the result
+        return tool_content(result)
 
     def _crew_tools(self) -> tuple[ToolRegistry, Caller, ToolContext, Transcript]:
         """The tools this mode offers the client, and the one path their calls take (made once)."""
@@ -181,9 +183,11 @@ class McpServer(McpCore):
                     if self.config.transcripts
                     else Transcript()
                 )
-                caller = Caller(
-                    self.client.id, registry, policy, Hooks(self.config.hooks, workdir=self.workdir), transcript
-                )
+                hooks = Hooks(self.config.hooks, workdir=self.workdir)
+                # Each call that may write is followed by crewbridge.gitguard: the client's next git
+                # command runs outside crew's sandbox, at once.
+                guarded = self.workdir if self.mode == "execute" else None
+                caller = Caller(self.client.id, registry, policy, hooks, transcript, guarded=guarded)
                 context = ToolContext(self.workdir, registry=registry, sandbox=self.sandbox)
                 self._tools = (registry, caller, context, transcript)
             return self._tools

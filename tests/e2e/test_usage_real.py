@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from crewcli import error_line, run_crew, tool_block, write_config
+from crewcli import error_line, only_result, run_crew, tool_block, write_config
 from mockserver import reply
 
 pytestmark = pytest.mark.e2e
@@ -25,7 +25,7 @@ def test_usage_is_recorded_per_run_and_summed_per_agent_over_runs(cli, crew, moc
     first = crew(cli, "query", "--json", f"@{cli} what does notes.txt say?")
     second = crew(cli, "query", "--json", f"@{cli} are you sure?")
     assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
-    usage = json.loads(first.stdout)["usage"]
+    usage = only_result(first.stdout)["usage"]
     assert (usage["input_tokens"], usage["cached_tokens"], usage["output_tokens"]) == (200, 80, 20)
     assert (usage["cost_usd"] is not None) == (cli == "claude")  # only claude reports a cost
 
@@ -89,6 +89,6 @@ def test_codex_exec_resume_reports_its_threads_totals_and_each_reply_is_counted_
     assert said[-1] == "question 2" and any("question 0" in text for text in said)  # one thread, resumed
     events = [json.loads(line) for line in run_crew(["log", "show", "last"], env=env, cwd=workdir).stdout.splitlines()]
     assert [e["reported"]["input_tokens"] for e in events if e["kind"] == "usage"] == [300]  # the thread's total
-    assert [json.loads(run.stdout)["usage"]["input_tokens"] for run in runs] == [100, 100, 100]
+    assert [only_result(run.stdout)["usage"]["input_tokens"] for run in runs] == [100, 100, 100]
     (row,) = map(json.loads, run_crew(["log", "--by", "agent", "--json"], env=env, cwd=workdir).stdout.splitlines())
     assert (row["runs"], row["input_tokens"], row["cached_tokens"], row["output_tokens"]) == (3, 300, 120, 30)

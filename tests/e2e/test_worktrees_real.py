@@ -12,7 +12,7 @@ import pytest
 
 from clienv import cli_env as build_env
 from clienv import require_cli
-from crewcli import error_line, processes_in, run_crew, tool_block
+from crewcli import error_line, only_result, processes_in, run_crew, tool_block
 from gitrepo import make_repo, status
 from mockserver import MockServer
 
@@ -28,7 +28,7 @@ def test_each_cli_works_in_its_worktree_and_cannot_reach_the_checkout(cli, crew,
     )
     done = crew(cli, "execute", "--json", "--worktree", f"@{cli} write todo.md, then read notes.txt")
     assert done.returncode == 0, done.stderr
-    result = json.loads(done.stdout)
+    result = only_result(done.stdout)
     worktree = Path(result["worktree"])
     kept = tmp_path / f"home-{cli}" / ".local" / "state" / "crewbridge" / "worktrees"
     assert worktree.parent == next(kept.glob("work-*")).resolve() / result["run_id"]  # outside the checkout

@@ -5,7 +5,7 @@ crew initializes it, opens one session whose `mcpServers` hold crew's own MCP se
 message as a `session/prompt`; the reply streams as `session/update` notifications and ends with the
 prompt's answer (its stopReason and token counts). crew's tools are served over MCP's streamable
 HTTP inside crew's own process (127.0.0.1, a free port, a random bearer token). Each message that
-arrives there is handed to the thread that reads Gemini (crewbridge.peer.Peer.on_loop), so a call
+arrives there is handed to the thread that reads Gemini (crewbridge.conversations.peer.Peer.on_loop), so a call
 takes the loop's path (crewbridge.native.Channel) as a text call does, one at a time and in order:
 transcript, hooks, progress events. The model sees them as `mcp_crew_<tool>`, apart from Gemini's
 own `read_file` and the like.
@@ -25,16 +25,15 @@ import secrets
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from crewbridge.providers.base import JsonLineDecoder, Turn
-from crewbridge.providers.gemini import GeminiProvider
-
-from crewbridge.conversation import FULL
+from crewbridge.conversations import FULL
+from crewbridge.conversations.peer import CLIENT, Peer, Reply, Request, notification
 from crewbridge.errors import ProviderError
 from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session, Text, Usage
 from crewbridge.mcp.core import McpTools
 from crewbridge.mcp.http import McpHttp
 from crewbridge.native import SERVER
-from crewbridge.peer import CLIENT, Peer, Reply, Request, notification
+from crewbridge.providers.base import JsonLineDecoder, Turn
+from crewbridge.providers.gemini import GeminiProvider
 
 if TYPE_CHECKING:
     from crewbridge.native import Channel

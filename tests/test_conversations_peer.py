@@ -1,4 +1,4 @@
-"""The live peer (crewbridge/peer.py): a long-lived JSON-lines CLI driven through Child, and the one
+"""The live peer (crewbridge/conversations/peer.py): a long-lived JSON-lines CLI driven through Child, and the one
 read loop every live conversation shares — requests matched to answers by id, the CLI's requests
 answered by a handler table, turns read to their end, the run's deadline on every exchange, and
 messages from other threads answered on the reading thread — against a small fake CLI that speaks
@@ -14,13 +14,13 @@ import time
 
 import pytest
 from crewbridge.providers.base import JsonLineDecoder, Provider, Turn
-from crewbridge.providers.live_claude import ClaudeLiveConversation
-from crewbridge.providers.live_codex import CodexLiveConversation
 
 from crewbridge import providers
+from crewbridge.conversations.claude import ClaudeLiveConversation
+from crewbridge.conversations.codex import CodexLiveConversation
+from crewbridge.conversations.peer import LiveProcess, Peer, Refused, notification
 from crewbridge.errors import CLINotFound, CrewTimeout, MaxTurnsReached, ProviderError
 from crewbridge.events import Done, Failure, Notice, Text, Usage
-from crewbridge.peer import LiveProcess, Peer, Refused, notification
 
 # Answers each JSON line on stdin with {"echo": …}; "slow" lines are answered after a pause.
 ECHO = """

@@ -26,14 +26,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from crewbridge.providers.base import JsonLineDecoder, Turn
-from crewbridge.providers.codex import CodexProvider, own_sandbox
-
-from crewbridge.conversation import EXACT, FULL
+from crewbridge.conversations import EXACT, FULL
+from crewbridge.conversations.peer import CLIENT, Peer, Reply, Request, notification
 from crewbridge.errors import ProviderError
 from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session, Text, Usage
 from crewbridge.native import SERVER, result_text
-from crewbridge.peer import CLIENT, Peer, Reply, Request, notification
+from crewbridge.providers.base import JsonLineDecoder, Turn
+from crewbridge.providers.codex import CodexProvider, own_sandbox
 from crewbridge.templates import render
 
 if TYPE_CHECKING:

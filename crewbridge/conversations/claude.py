@@ -16,7 +16,7 @@ Claude's questions come on the same stream, as control requests, and are answere
 `can_use_tool` (one of its own tools, by crew's policy: the loop's channel) and, with native tools,
 `mcp_message` (crew's tools as an SDK MCP server named crew, served by crewbridge.mcp.core.McpTools).
 crew's own requests (interrupt, rewind_conversation) are control requests too: the control protocol
-is the Wire of this live peer (crewbridge.peer).
+is the Wire of this live peer (crewbridge.conversations.peer).
 """
 
 from __future__ import annotations
@@ -25,14 +25,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from crewbridge.providers.base import Turn
-from crewbridge.providers.claude import LIVE_FLAGS, NATIVE_FLAGS, ClaudeDecoder, ClaudeProvider
-
-from crewbridge.conversation import EXACT, FULL
+from crewbridge.conversations import EXACT, FULL
+from crewbridge.conversations.peer import Peer, Refused, Reply, Request
 from crewbridge.events import Event, Usage
 from crewbridge.mcp.core import McpTools
 from crewbridge.native import SERVER
-from crewbridge.peer import Peer, Refused, Reply, Request
+from crewbridge.providers.base import Turn
+from crewbridge.providers.claude import LIVE_FLAGS, NATIVE_FLAGS, ClaudeDecoder, ClaudeProvider
 
 if TYPE_CHECKING:
     from crewbridge.native import Channel

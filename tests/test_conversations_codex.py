@@ -10,9 +10,9 @@ import sys
 import pytest
 from crewbridge.providers.base import Turn
 from crewbridge.providers.codex import CodexProvider
-from crewbridge.providers.live_codex import AppServerDecoder, CodexLiveConversation
 
-from crewbridge.conversation import EXACT, FULL
+from crewbridge.conversations import EXACT, FULL
+from crewbridge.conversations.codex import AppServerDecoder, CodexLiveConversation
 from crewbridge.events import Done, Failure, MessageEnd, Notice, Session, Text, Usage
 from crewbridge.registry import Tool, ToolResult
 

@@ -1,6 +1,6 @@
 """A live peer: a CLI that holds the whole conversation in one long-lived process, spoken to in
 JSON lines both ways — claude's stream-json control protocol, codex app-server's and gemini
---acp's JSON-RPC 2.0. `Peer` is what they share; each providers/live_*.py gives its message
+--acp's JSON-RPC 2.0. `Peer` is what they share; each crewbridge/conversations/CLI.py gives its message
 builders, its decoder, its table of handlers and its repair of the CLI's history.
 
 One turn: crew writes the message (`begin`), then reads the CLI's lines until the decoder says
@@ -160,7 +160,7 @@ Answer = Callable[..., "dict[str, Any] | None"]  # an MCP message (and what its 
 
 
 class Peer:
-    """A conversation (crewbridge.conversation.Conversation) held in one long-lived CLI process
+    """A conversation (crewbridge.conversations.Conversation) held in one long-lived CLI process
     (`argv`), started by start() or the first message, never after close() — which may come from
     another thread (Ctrl-C). Subclasses give `decoder`, `set_up`, `begin`, `interrupt`, `keep`,
     `resume` and their `handlers`; `events` where they track what the CLI holds of a reply."""
