@@ -225,6 +225,7 @@ class Server(ThreadingHTTPServer):
 
     daemon_threads = True
     block_on_close = False
+    request_queue_size = 128  # a burst of connections waits to be accepted (past the backlog, a SYN waits 1 s)
     face = "crew"  # how its lines on stderr start
 
     def __init__(self, host: str, port: int, handler: type[Handler], *, flag: str, allowed_hosts: Iterable[str] = ()):

@@ -145,6 +145,7 @@ class Runs:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self._lock = threading.Lock()
+        self._reading = threading.Lock()
         self._rows: dict[str, tuple[tuple[int, int], Row]] = {}  # run id → (size, mtime) of its file, row
 
     def path(self, run_id: str) -> Path | None:
@@ -155,7 +156,11 @@ class Runs:
         return path if path.is_file() else None
 
     def rows(self) -> list[Row]:
-        """Every run, newest first."""
+        """Every run, newest first (one reading at a time: a second waits, then finds them read)."""
+        with self._reading:
+            return self._rows_now()
+
+    def _rows_now(self) -> list[Row]:
         try:
             names = sorted((entry.name for entry in os.scandir(self.directory)), reverse=True)
         except OSError:

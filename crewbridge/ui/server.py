@@ -60,7 +60,7 @@ def serve_ui(listening: Listening, say: Callable[[str], None]) -> None:
     host, port, token, _ = listening.settle(flag=FLAG, variable=TOKEN_VARIABLE, face="crew ui", say=say)
     ui = Ui(host, port, token=token, allowed_hosts=listening.allowed_hosts)
     try:
-        ui.desk.start()
+        ui.open()
         say(f"crew ui: open {ui.url}/?token={quote(token)}")
         ui.serve()
     finally:
@@ -95,12 +95,18 @@ class Ui:
         self.httpd.face = "crew ui"
         self.url = self.httpd.url
 
+    def open(self) -> None:
+        """Listen on the desk's socket, and read the runs once meanwhile (the first page lists them warm)."""
+        self.desk.start()
+        threading.Thread(target=self.runs.rows, name="crew-ui-read", daemon=True).start()
+
     def serve(self) -> None:
+        """Answer HTTP until close()."""
         self.httpd.serve()
 
     def start(self) -> None:
-        """Listen on the desk's socket and answer HTTP from a thread of its own, until close()."""
-        self.desk.start()
+        """open(), and answer HTTP from a thread of its own, until close()."""
+        self.open()
         self.httpd.start("crew-ui-http")
 
     def close(self) -> None:
