@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import REPO, Row, Settings, kill_group, median, spread
+from bench.mcp import INITIALIZE
 
 CALL_TARGET = 250.0  # ms
 LIST_TARGET = 500.0  # ms
@@ -202,18 +203,7 @@ def _slowloris(samples: int) -> Row:
 
 
 def _initialize(port: int) -> int:
-    body = json.dumps(
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "b", "version": "1"},
-            },
-        }
-    )
+    body = json.dumps(INITIALIZE)
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     connection.request(
         "POST",
