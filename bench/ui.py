@@ -113,6 +113,8 @@ def _tool_call_to_row(browser: Any, state: Path, env: dict[str, str], calls: int
 
 def _list_load(browser: Any, state: Path, env: dict[str, str], loads: int) -> list[Row]:
     from crewbridge.transcript import Transcript
+    from crewbridge.ui.server import COOKIE
+    from crewbridge.webserver import Keys
 
     runs = state / "crewbridge" / "runs"
     for number in range(RUNS):  # as crew writes them: a turn, a tool call, usage, the answer
@@ -127,8 +129,8 @@ def _list_load(browser: Any, state: Path, env: dict[str, str], loads: int) -> li
     for _ in range(loads):
         proc, url = _ui(env)  # a fresh crew ui: nothing of the runs read yet
         try:
-            page = browser.new_page()
-            page.goto(f"{url}/usage?token={TOKEN}")  # signs in (the cookie) without listing the runs
+            page = browser.new_page()  # with the cookie a sign-in gives: the list is its first request
+            page.context.add_cookies([{"name": COOKIE, "value": Keys(TOKEN).new_session(), "url": url}])
             for into in (first, again, again):
                 page.goto(f"{url}/")
                 page.wait_for_function(ALL_ROWS, arg=RUNS, polling="raf")

@@ -46,6 +46,7 @@ class Question:
     state: str = "open"  # open | answered | withdrawn
     verdict: str | None = None
     source: str | None = None  # where it was answered: browser, terminal, editor
+    ended: str | None = None  # when it was answered or withdrawn
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -60,6 +61,7 @@ class Question:
             "state": self.state,
             "verdict": self.verdict,
             "source": self.source,
+            "ended": self.ended,
         }
 
 
@@ -164,7 +166,7 @@ class Desk:
             input=message.get("input"),
             shown=str(message.get("shown", "")),
             note=str(message.get("note", "")),
-            asked=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            asked=_now(),
             sock=sock,
         )
         with self._lock:
@@ -179,6 +181,7 @@ class Desk:
                 else:
                     question.state = "withdrawn"
             self._questions.pop(question.id, None)
+            question.ended = question.ended or _now()
             self._answered.appendleft(question)
             self._changed()
 
@@ -199,6 +202,7 @@ class Desk:
                     return "no such question"
                 return f"already {kept.state}" + (f" on the {kept.source}" if kept.source else "")
             question.state, question.verdict, question.source = "answered", verdict, "browser"
+            question.ended = _now()
             self._changed()
         if not send(question.sock, {"op": "answer", "verdict": verdict}):
             return "the run stopped asking before the answer reached it"
@@ -272,3 +276,7 @@ def peer_of(sock: socket.socket) -> tuple[int, int] | None:
         return None
     pid, uid, _ = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i")))
     return pid, uid
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")

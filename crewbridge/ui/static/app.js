@@ -118,10 +118,13 @@ function patch(text) {
 const seen = new Set();
 const said = { yes: "allowed", always: "always allowed", no: "denied" };
 
+const SHOWN_AFTER = 120_000; // ms an answered or withdrawn question stays on the page
+
 function showQuestions(questions) {
   const panel = document.getElementById("approvals");
+  const recent = questions.filter((q) => q.state === "open" || Date.now() - Date.parse(q.ended) < SHOWN_AFTER);
   panel.replaceChildren(
-    ...questions.map((q) => {
+    ...recent.map((q) => {
       const input = q.input ?? q.shown;
       const box = el(
         "div",
@@ -247,17 +250,17 @@ function runView(id) {
   const title = el("h1", { text: `Run ${id}` });
   const meta = el("div", { class: "meta" });
   const cancel = el("button", { type: "button", "data-action": "cancel", text: "Cancel run", hidden: true });
-  const said = el("span", { class: "dim" });
+  const note = el("span", { class: "dim" });
   const log = el("div", { class: "log" });
   const calls = []; // calls waiting for their result: {agent, name, node}
   const streaming = {}; // agent → the block its reply text streams into
   const replied = {}; // agent → a reply of it was read: its streamed text is shown whole
-  main.replaceChildren(title, el("div", { class: "actions" }, cancel, " ", said), meta, log);
+  main.replaceChildren(title, el("div", { class: "actions" }, cancel, " ", note), meta, log);
 
   cancel.onclick = async () => {
     cancel.disabled = true;
     const done = await post(`/api/runs/${id}/cancel`);
-    said.textContent = done.ok ? "cancelling…" : done.data.error || `refused (${done.status})`;
+    note.textContent = done.ok ? "cancelling…" : done.data.error || `refused (${done.status})`;
     if (!done.ok) cancel.disabled = false;
   };
 
@@ -292,7 +295,7 @@ function runView(id) {
   }
 
   function waiting(agent, name) {
-    const index = calls.findIndex((c) => c.agent === agent && c.name === name);
+    const index = calls.findIndex((c) => c.agent === agent && toolName(c.name) === toolName(name));
     return index < 0 ? null : calls[index];
   }
 
