@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from crewbridge.api import EventStream, Outcome, Stop
     from crewbridge.approval import Channel
     from crewbridge.loop import AgentLoop, Progress, RunResult
+    from crewbridge.registry import Files
     from crewbridge.sessions import Prior
     from crewbridge.skills import Found, Skill
     from crewbridge.transcript import Transcript
@@ -41,10 +42,12 @@ class Bridge:
         tools: list[Tool] | None = None,
         sandboxing: Sandboxing | None = None,
         approvals: Sequence[Channel] = (),
+        files: Files | None = None,
     ) -> None:
         """`sandboxing`: the machine's sandbox as another Bridge detected it (or is detecting it):
         detecting runs a probe process. `approvals`: channels besides the terminal that ask a person
-        about a call (an editor over ACP, the browser of `crew ui`; crewbridge.approval)."""
+        about a call (an editor over ACP, the browser of `crew ui`; crewbridge.approval). `files`:
+        where the file tools read and write text instead of the disk (an editor's buffers over ACP)."""
         self.config = config or load_config()
         self.workdir = (workdir or Path.cwd()).resolve()
         self.env = env or {}  # added to the environment of the CLIs this Bridge starts
@@ -54,6 +57,7 @@ class Bridge:
         # where the CLIs and the tools' commands run (detected once)
         self.sandboxing = Sandboxing() if sandboxing is None else sandboxing
         self.approvals = list(approvals)
+        self.files = files
 
     @property
     def registry(self) -> ToolRegistry:
@@ -578,6 +582,7 @@ class Bridge:
                 sandbox=self.sandboxing.commands(
                     self._sandbox_level(options, agent), workdir, mode, network=agent.sandbox_network
                 ),
+                files=self.files,
             )
         except BaseException:
             conversation.close()

@@ -23,6 +23,7 @@ from crewbridge.errors import CrewError, UsageError
 from crewbridge.modes import Mode
 
 if TYPE_CHECKING:
+    from crewbridge.acp.early import Greeting as AcpGreeting
     from crewbridge.config import Config
     from crewbridge.early import Early
     from crewbridge.mcp.early import Greeting
@@ -354,6 +355,215 @@ def worktrees_clean_command(run_id: str | None, force: bool) -> None:
         sys.exit(1)
 
 
+class _BatchGroup(click.Group):
+    """`crew batch TASK REPO…` is `crew batch submit TASK REPO…`; `crew batch worker|status|…` the others."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ("-h", "--help"):
+            args = ["submit", *args]
+        return super().parse_args(ctx, args)
+
+
+BATCH_DB = click.option(
+    "--db",
+    metavar="URL",
+    help="The batch database: postgresql://… to share batches between machines. Default: $CREW_BATCH_DB, "
+    "else a SQLite file in crew's state folder.",
+)
+BATCH_JSON = click.option("--json", "as_json", is_flag=True, help="Print the batch as one JSON object.")
+
+
+def batch_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """What a batch is run with: each repository's run options, and the batch's own."""
+    count, dollars = click.IntRange(min=1), click.FloatRange(min=0, min_open=True)
+    return _apply(
+        func,
+        [
+            click.option("--repos", "repos_file", type=click.File("r"), help="A file naming repositories, one a line."),
+            click.option("--id", "given_id", metavar="NAME", help="The batch's id; the same again is the same batch."),
+            click.option(
+                "--concurrency", type=count, default=2, show_default=True, help="Repositories at once, all workers."
+            ),
+            click.option(
+                "--retries", type=click.IntRange(min=0), default=1, show_default=True, help="Tries after a failure."
+            ),
+            click.option("--review", metavar="AGENT", help="AGENT reviews each change (as crew execute --review)."),
+            click.option("--rounds", type=count, default=3, show_default=True, help="Review rounds at most."),
+            click.option("--max-cost", type=dollars, help="Dollars each repository's run may cost."),
+            click.option("--max-tokens", type=count, help="Tokens each repository's run may use."),
+            click.option(
+                "--max-total-cost", type=dollars, help="Dollars the batch may cost: no repository starts past it."
+            ),
+            click.option(
+                "--timeout",
+                type=click.FloatRange(min=0.1),
+                default=600.0,
+                show_default=True,
+                help="Seconds a repository's run may take.",
+            ),
+            click.option(
+                "--max-turns", type=count, default=20, show_default=True, help="Model replies in a repository's run."
+            ),
+            click.option("--tools-via", type=click.Choice(["text", "native"]), help="As crew execute --tools-via."),
+            click.option("--yes", "-y", "approve_all", is_flag=True, help="Approve every tool that needs approval."),
+            click.option(
+                "--detach", is_flag=True, help="Record the batch, print its id and return; workers do the work."
+            ),
+            BATCH_DB,
+            BATCH_JSON,
+            SANDBOX,
+            config_option,
+        ],
+    )
+
+
+@cli.group("batch", cls=_BatchGroup)
+def batch_group() -> None:
+    """One task across many repositories, durable: crew batch "@claude bump the linter" REPO… (each on
+    branch crew/batch-ID/AGENT; docs/batch.md). Exit 7 when a repository is not done or unchanged."""
+
+
+@batch_group.command("submit")
+@click.argument("task")
+@click.argument("repos", nargs=-1)
+@batch_options
+def batch_submit_command(
+    task: str, repos: tuple[str, ...], repos_file: Any, detach: bool, as_json: bool, **given: Any
+) -> None:
+    """Run TASK ("@agent task") in each REPO (a git repository's folder, or a git URL), each in a
+    worktree of its own; the repositories' progress, then a summary."""
+    from crewbridge.batch import batches
+    from crewbridge.batch.spec import read_repos
+    from crewbridge.batch.store import Store, database_url
+
+    config: Config = given.pop("config")
+    spec = batches.spec_of(task, given, config)  # an unknown agent is named before anything starts
+    found = read_repos(repos, repos_file.read() if repos_file else None, Path.cwd())
+    url = database_url(given["db"])
+    working = None if detach else {spec.batch: (spec.concurrency, None)}
+    store = Store.open(url) if working is None else batches.open_working(url, config, working)
+    try:
+        spec = batches.submit(store, spec, found)
+        if detach:
+            click.echo(spec.batch)
+            click.echo(f"crew: batch {spec.batch}: {len(found)} repositories queued for `crew batch worker`", err=True)
+            return
+        rows = batches.wait(store, spec.batch, _batch_view())
+    finally:
+        store.close()
+    _batch_end(spec.batch, rows, as_json)
+
+
+@batch_group.command("worker")
+@click.option(
+    "--concurrency", type=click.IntRange(min=1), help="Repositories of a batch at once here (default: the batch's)."
+)
+@click.option("--until-idle", is_flag=True, help="Exit once no repository is queued and none runs here.")
+@BATCH_DB
+@config_option
+def batch_worker_command(concurrency: int | None, until_idle: bool, db: str | None, config: Config) -> None:
+    """Work on the batches of the database (--db): take their queued repositories, and those of
+    workers that died, until stopped (or idle, with --until-idle)."""
+    from crewbridge.batch import batches
+    from crewbridge.batch.store import database_url
+
+    store = batches.open_working(database_url(db), config)
+    click.echo(f"crew: worker {store.executor} on {store.name}", err=True)
+    try:
+        batches.work(store, concurrency, until_idle, lambda said: click.echo(f"crew: {said}", err=True))
+    finally:
+        store.close()
+
+
+@batch_group.command("resume")
+@click.argument("batch_id")
+@BATCH_DB
+@BATCH_JSON
+@config_option
+def batch_resume_command(batch_id: str, db: str | None, as_json: bool, config: Config) -> None:
+    """Finish batch BATCH_ID here: every repository not done or unchanged (those of dead workers
+    included) runs again; finished ones are left as they are."""
+    from crewbridge.batch import batches
+    from crewbridge.batch.store import database_url
+
+    store = batches.open_working(database_url(db), config)
+    try:
+        batches.resume(store, batch_id)
+        rows = batches.wait(store, batch_id, _batch_view())
+    finally:
+        store.close()
+    _batch_end(batch_id, rows, as_json)
+
+
+@batch_group.command("status")
+@click.argument("batch_id", required=False)
+@BATCH_DB
+@BATCH_JSON
+def batch_status_command(batch_id: str | None, db: str | None, as_json: bool) -> None:
+    """A batch's repositories now (default: the batch submitted last)."""
+    from crewbridge.batch import batches
+    from crewbridge.batch.store import Store, database_url
+
+    store = Store.open(database_url(db))
+    try:
+        batch_id = batch_id or batches.latest(store)
+        rows = batches.existing(store, batch_id)
+    finally:
+        store.close()
+    _batch_end(batch_id, rows, as_json)
+
+
+@batch_group.command("list")
+@BATCH_DB
+def batch_list_command(db: str | None) -> None:
+    """One line per batch: id, state, its repositories' states, task."""
+    from crewbridge.batch import batches, report
+    from crewbridge.batch.store import Store, database_url
+
+    store = Store.open(database_url(db))
+    try:
+        found = batches.batches(store)
+    finally:
+        store.close()
+    for batch, rows in found:
+        click.echo(f"{batch}  {report.batch_status(rows)}  {report.totals(rows)}  {rows[0].spec.task.splitlines()[0]}")
+
+
+@batch_group.command("cancel")
+@click.argument("batch_id")
+@BATCH_DB
+def batch_cancel_command(batch_id: str, db: str | None) -> None:
+    """Cancel batch BATCH_ID: its queued repositories never start, its running agents are ended."""
+    from crewbridge.batch import batches
+    from crewbridge.batch.store import Store, database_url
+
+    store = Store.open(database_url(db))
+    try:
+        cancelled = batches.cancel(store, batch_id)
+    finally:
+        store.close()
+    click.echo(f"cancelled {len(cancelled)} repositor{'y' if len(cancelled) == 1 else 'ies'} of batch {batch_id}")
+
+
+def _batch_view() -> Callable[[Any], None]:
+    """The batch's progress on stderr: redrawn on a terminal, a line per change when piped."""
+    from crewbridge.batch.report import Progress
+
+    return Progress(sys.stderr, sys.stderr.isatty()).update
+
+
+def _batch_end(batch_id: str, rows: Any, as_json: bool) -> None:
+    """The summary (or --json), and exit 7 when a repository is not done or unchanged."""
+    from crewbridge.batch import report
+
+    if as_json:
+        click.echo(json.dumps(report.batch_record(batch_id, rows), ensure_ascii=False))
+    else:
+        for text in report.table(rows):
+            click.echo(text)
+    sys.exit(report.exit_code(rows))
+
+
 @cli.command("chat")
 @click.argument("agent")
 @click.option(
@@ -499,6 +709,59 @@ def ui_command(address: str, token_file: Path | None, allowed_hosts: tuple[str, 
     from crewbridge.webserver import Listening
 
     serve_ui(Listening(address, token_file, allowed_hosts, allow_remote), functools.partial(click.echo, err=True))
+
+
+@cli.group("acp", invoke_without_command=True)
+@click.option(
+    "--timeout", type=click.FloatRange(min=0.1), default=300.0, show_default=True, help="Seconds one prompt may take."
+)
+@click.option(
+    "--max-turns", type=click.IntRange(min=1), default=10, show_default=True, help="Model replies per prompt."
+)
+@config_option
+@SANDBOX
+@click.pass_context
+def acp_group(ctx: click.Context, timeout: float, max_turns: int, config: Config, sandbox: str | None) -> None:
+    """Serve crew as an Agent Client Protocol agent on stdio, for editors (Zed, JetBrains, Neovim,
+    acpx): every configured agent, crew's policy and sandbox. See docs/acp.md."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from crewbridge.acp.agent import serve
+    from crewbridge.acp.early import Greeting
+    from crewbridge.acp.session import Serving
+    from crewbridge.sandbox import Sandboxing
+
+    sandboxing = Sandboxing()
+    sandboxing.mechanism(sandbox or config.sandbox)  # required where none works: refused before serving
+    greeting = ctx.obj if isinstance(ctx.obj, Greeting) else None  # its initialize answered already
+    path = config.files[-1].path if config.files and config.files[-1].kind == "config" else None
+    serve(greeting, config_path=path, sandbox=sandbox, sandboxing=sandboxing, serving=Serving(timeout, max_turns))
+
+
+@acp_group.command("check", context_settings={"ignore_unknown_options": True})
+@click.option(
+    "--timeout", type=click.FloatRange(min=1), default=120.0, show_default=True, help="Seconds each step may take."
+)
+@click.option(
+    "--prompt", default="Say hello in one short sentence.", show_default=True, help="The prompt that is streamed."
+)
+@click.option(
+    "--write-prompt",
+    default="Create a file named acp-check.txt that says ok.",
+    show_default=True,
+    help="A prompt whose model is expected to ask for a permission (answered allow, then reject).",
+)
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def acp_check_command(timeout: float, prompt: str, write_prompt: str, command: tuple[str, ...]) -> None:
+    """Check that the ACP agent COMMAND (`crew acp check -- gemini --acp`) does what the protocol
+    says: a table of what held; exit 0 only when everything required held."""
+    from crewbridge.acp.check import Checker
+
+    checker = Checker(list(command), timeout=timeout, prompt=prompt, write_prompt=write_prompt)
+    results = checker.run()
+    click.echo(checker.table(results))
+    if not checker.passed(results):
+        sys.exit(1)
 
 
 @cli.group("skills")
@@ -784,12 +1047,13 @@ def _stop(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
-def main(early: Early | None = None, greeting: Greeting | None = None) -> None:
+def main(early: Early | None = None, greeting: Greeting | AcpGreeting | None = None) -> None:
     """Run the command in sys.argv; `early`: its reading by crewbridge.early, CLIs started;
-    `greeting`: crew mcp's start by crewbridge.mcp.early (its initialize answered)."""
+    `greeting`: crew mcp's or crew acp's start by crewbridge.mcp.early or crewbridge.acp.early
+    (their initialize answered)."""
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _stop)
-    _tolerant_streams(stdin=greeting is None)  # crew mcp's stdin: read as bytes, and read already
+    _tolerant_streams(stdin=greeting is None)  # crew mcp's and acp's stdin: read as bytes, and read already
     try:
         _main(early or greeting)
     finally:
@@ -822,7 +1086,7 @@ def _exit_now(code: int) -> NoReturn:
     os._exit(code)
 
 
-def _main(started: Early | Greeting | None) -> None:
+def _main(started: Early | Greeting | AcpGreeting | None) -> None:
     try:
         cli.main(prog_name="crew", standalone_mode=False, obj=started)
     except (click.exceptions.Abort, KeyboardInterrupt):  # click turns Ctrl-C into Abort

@@ -245,6 +245,7 @@ class Hooks:
                 duration_ms=result.duration_ms,
                 truncated=result.truncated,
                 notices=result.notices,
+                change=result.change,  # the file changed, whatever the hook says of it
             )
         return result
 

@@ -36,7 +36,7 @@ from crewbridge.globs import NATIVE
 from crewbridge.hooks import Hooks
 from crewbridge.paths import resolve_inside
 from crewbridge.policy import Policy, Unasked
-from crewbridge.registry import TIMEOUT_GRACE, Tool, ToolContext, ToolFailure, ToolRegistry, ToolResult
+from crewbridge.registry import TIMEOUT_GRACE, Files, Tool, ToolContext, ToolFailure, ToolRegistry, ToolResult
 from crewbridge.skills import SKILL_TOOL, Skill
 from crewbridge.templates import render
 from crewbridge.transcript import Transcript
@@ -70,7 +70,7 @@ class Progress:
     result: RunResult | None = None  # with kind "answer"
     shown: str = ""  # with kind "text": what a person sees of the reply by now (extract.Shown)
     usage: Tally | None = None  # with kind "usage": the agent's usage in this run so far
-    data: dict[str, Any] | None = None  # with kind "review": the round (crewbridge.review)
+    data: dict[str, Any] | None = None  # kind "review": the round (crewbridge.review); "native": tool, input, refusal
 
 
 @dataclass
@@ -111,6 +111,7 @@ class AgentLoop:
         budgets: list[Budget] | None = None,
         tools_via: str = "text",
         sandbox: Sandbox | None = None,
+        files: Files | None = None,
     ) -> None:
         self.agent = agent
         self.conv = conversation
@@ -118,7 +119,7 @@ class AgentLoop:
         self.policy = policy
         self.skills = skills or {}
         self.offered = offered_tools(policy.offered(registry), self.skills)  # the tools the model is told of
-        self.ctx = ToolContext(workdir=workdir, registry=self.offered, skills=self.skills, sandbox=sandbox)
+        self.ctx = ToolContext(workdir=workdir, registry=self.offered, skills=self.skills, sandbox=sandbox, files=files)
         self.transcript = transcript or Transcript()
         hooks = hooks or Hooks()
         execute = policy.mode == "execute"
@@ -496,7 +497,14 @@ class LoopChannel:
         decision = {"decision": "refused", "reason": refusal} if refusal else {"decision": "allowed"}
         loop.transcript.write("native_tool", agent=loop.agent, tool=tool, input=arguments, **decision)
         shown = f"{NATIVE}{tool} {brief_input(arguments)}"
-        loop.emit(Progress("native", loop.agent, f"{shown}: refused, {refusal}" if refusal else f"{shown}: allowed"))
+        loop.emit(
+            Progress(
+                "native",
+                loop.agent,
+                f"{shown}: refused, {refusal}" if refusal else f"{shown}: allowed",
+                data={"tool": tool, "input": arguments, "refusal": refusal},
+            )
+        )
         return refusal
 
     def take(self) -> list[CallRecord]:

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from crewbridge.errors import CrewError, ToolNotFound
 from crewbridge.validation import compile_schema, first_error
@@ -37,6 +37,26 @@ def _groups() -> Groups:
     return Groups()
 
 
+class Files(Protocol):
+    """Where crew's file tools read and write a file's text instead of the disk: an editor's
+    buffers (crew acp). Paths are absolute and real, resolved beneath the working directory first;
+    crew's path rules, policy and mode apply as they do on the disk."""
+
+    def read_text(self, path: str) -> str: ...
+
+    def write_text(self, path: str, text: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class FileChange:
+    """What a write or edit did to a file, for a face that shows it (an editor's diff); never sent
+    to the model. `old`: None when the file was created."""
+
+    path: str  # absolute
+    old: str | None
+    new: str
+
+
 @dataclass
 class ToolContext:
     """What a running tool may know: where it works and how much it may return."""
@@ -50,6 +70,8 @@ class ToolContext:
     groups: Groups = field(default_factory=_groups)  # the process groups the run's tools started
     skills: dict[str, Skill] = field(default_factory=dict)  # the agent's skills, by name (crew:skill)
     sandbox: Sandbox | None = None  # where the tools' commands run (run_command, command tools)
+    files: Files | None = None  # where the file tools read and write text (None: the disk)
+    change: FileChange | None = None  # set by a write or edit tool for its result (one call's context)
 
     @property
     def read_roots(self) -> list[Path]:
@@ -76,6 +98,7 @@ class ToolResult:
     duration_ms: float = 0.0
     truncated: bool = False
     notices: tuple[str, ...] = ()  # what crew did besides (crewbridge.gitguard's disarming)
+    change: FileChange | None = None  # what a write or edit did (not in the envelope: the model has it)
 
     def to_dict(self) -> dict[str, Any]:
         metadata: dict[str, Any] = {
@@ -225,7 +248,7 @@ def run_with_timeout(spec: Tool, data: dict[str, Any], ctx: ToolContext, timeout
     """Run `spec.func` in a daemon thread; a tool that overruns is reported and abandoned, not waited
     for (its thread may run on until crew exits, but it holds up neither the run nor the exit)."""
     box: dict[str, Any] = {}
-    local = replace(ctx, timeout=timeout, truncated=False)
+    local = replace(ctx, timeout=timeout, truncated=False, change=None)
 
     def target() -> None:
         try:
@@ -244,4 +267,4 @@ def run_with_timeout(spec: Tool, data: dict[str, Any], ctx: ToolContext, timeout
         return ToolResult(False, error=f"tool '{spec.name}' timed out after {timeout:g}s", tool=spec.name)
     if "error" in box:
         return ToolResult(False, error=box["error"], tool=spec.name, truncated=local.truncated)
-    return ToolResult(True, data=box.get("data"), tool=spec.name, truncated=local.truncated)
+    return ToolResult(True, data=box.get("data"), tool=spec.name, truncated=local.truncated, change=local.change)

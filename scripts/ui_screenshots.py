@@ -1,7 +1,7 @@
 """docs/ui.md's screenshots: `crew ui` in Debian's Chromium over runs of the real claude and gemini
 (node_modules/.bin, pinned) against the tests' mock model server, in a scratch folder; an approval
-answered on the page, a run stopped with Ctrl-C, a failed one, and a batch's runs (transcripts that
-name their batch, as the batches page reads them until `crew batch` lands).
+answered on the page, a run stopped with Ctrl-C, a failed one, and a `crew batch` over three
+repositories.
 
     PATH="$PWD/node_modules/.bin:$PATH" .venv/bin/python scripts/ui_screenshots.py [OUT_FOLDER]
 """
@@ -19,6 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from browser import chromium
 from clienv import cli_env
 from crewcli import CREW, end_group, tool_block, write_config
+from gitrepo import make_repo
 from mockserver import MockServer, error, reply
 
 out = Path(sys.argv[1] if len(sys.argv) > 1 else Path(__file__).resolve().parent.parent / "docs")
@@ -72,21 +73,11 @@ with MockServer() as mock:
         stopped.send_signal(signal.SIGINT)
         stopped.communicate(timeout=60)
         end_group(stopped)
-        for number, (repo, state) in enumerate([("api", "ok"), ("web", "ok"), ("worker", None), ("docs", "failed")]):
-            from crewbridge.transcript import Transcript
-
-            transcript = Transcript.open(
-                Path(env["XDG_STATE_HOME"]) / "crewbridge" / "runs",
-                command="execute",
-                agents=["claude"],
-                task="bump the logging library to 2.x",
-                batch="b-logging",
-                repo=f"~/src/{repo}",
-                branch=f"crew/b-logging/{repo}",
-            )
-            transcript.write("usage", agent="claude", turn=1, input_tokens=3000 + number * 400, output_tokens=120)
-            if state:
-                transcript.close(state)
+        repos = [make_repo(base / name, {"notes.txt": f"the {name} service\n"}) for name in ("api", "web", "worker")]
+        write = tool_block("crew:write_file", path="CHANGELOG.md", content="- logging 2.x\n")
+        mock.respond(lambda request: "Done." if '"success": true' in request.text() else write)
+        crew(env, "batch", "--id", "logging", "@claude bump the logging library to 2.x", *map(str, repos))
+        mock.responder = None  # the script again
         write_config(work / "crew.yaml", agents={"claude": {"approval": ["edit_file"]}})
         mock.script(
             reply(

@@ -536,11 +536,19 @@ def test_the_clis_own_tools_are_decided_by_the_policy_and_recorded(registry, tmp
             *text("done"),
         ]
     )
-    make_loop(script, registry, tmp_path, transcript=transcript).run("go")
+    events = []
+    make_loop(script, registry, tmp_path, transcript=transcript, on_progress=events.append).run("go")
     bash, inside, outside = script.outcomes
     assert "query mode" in bash and inside is None and "outside the working directory" in outside
     decisions = [(data["tool"], data["decision"]) for kind, data in records if kind == "native_tool"]
     assert decisions == [("Bash", "refused"), ("Read", "allowed"), ("Read", "refused")]
+    # what a face shows of each (crew acp's tool calls): the tool, its input, and why it was refused
+    shown = [event.data for event in events if event.kind == "native"]
+    assert [(data["tool"], data["input"], data["refusal"]) for data in shown] == [
+        ("Bash", {"command": "make"}, bash),
+        ("Read", {"file_path": str(tmp_path / "notes.txt")}, None),
+        ("Read", {"file_path": "/etc/passwd"}, outside),
+    ]
 
 
 def test_without_a_native_channel_the_catalogue_goes_with_a_notice(registry, tmp_path):

@@ -60,7 +60,7 @@ def jsonl(stdout: str) -> list[dict]:
 
 def test_every_schema_is_a_json_schema():
     names = sorted(path.name for path in SCHEMAS.glob("*.json"))
-    assert names == ["event.json", "outcome.json"]
+    assert names == ["batch.json", "event.json", "outcome.json"]
     for name in names:
         Draft202012Validator.check_schema(REGISTRY.contents(name))
 
@@ -184,6 +184,8 @@ def test_what_crew_disarmed_for_git_holds_to_the_schemas(tmp_path):
         records = [json.loads(done.stdout)] if output == "--json" else jsonl(done.stdout)
         for record in records:
             assert problems("outcome.json" if output == "--json" else "event.json", record) == [], record
+        if output == "--json":
+            records = records[0]["results"]
         disarmed = [r["disarmed"] for r in records if "disarmed" in r] or [r["found"] for r in records if "found" in r]
         assert [[d["path"] for d in found] for found in disarmed] == [["sub/.git"]]
 

@@ -216,17 +216,21 @@ def test_usage_is_the_same_as_crew_log_by_agent(ui, tmp_path):
     }
 
 
-def test_batches_are_read_from_the_runs_that_name_one(ui):
-    runs = socket_path().parent / "runs"
-    write_run(runs, "20250101-000000-aaa111", end="ok", batch="b1", repo="/r/one", branch="crew/b1/one")
-    write_run(runs, "20250101-000001-bbb222", end=None, pid=1 << 22, batch="b1", repo="/r/two", branch="crew/b1/two")
-    write_run(runs, "20250101-000002-ccc333", end="ok")
-    [batch] = Browser(ui).sign_in().get_json("/api/batches")
-    assert batch["id"] == "b1" and (batch["finished"], batch["total"]) == (2, 2)  # the second one died
-    assert [(r["repo"], r["status"], r["branch"]) for r in batch["repos"]] == [
-        ("/r/one", "done", "crew/b1/one"),
-        ("/r/two", "failed", "crew/b1/two"),
-    ]
+def test_without_a_batch_database_there_are_no_batches_and_none_is_made(ui):
+    assert Browser(ui).sign_in().get_json("/api/batches") == []
+    assert not (socket_path().parent / "batch").exists()
+
+
+def test_a_batch_database_that_cannot_be_read_is_said_so(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.setenv("CREW_BATCH_DB", "postgresql://crew@127.0.0.1:9/none")  # nothing listens on port 9
+    served = Ui(token=TOKEN)
+    served.start()
+    try:
+        status, _, data = Browser(served).sign_in().request("GET", "/api/batches")
+        assert status == 503 and b"cannot read crew batch's database" in data
+    finally:
+        served.close()
 
 
 # -- approvals and cancel --------------------------------------------------------------------------

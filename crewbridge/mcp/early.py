@@ -56,23 +56,37 @@ class Greeter(McpCore):
         return instructions(self.workdir)
 
 
-def read(args: list[str]) -> dict[str, str] | None:
-    """The options of `crew mcp ARGS` (the arguments after `mcp`), each with its value (a flag's:
-    ""), when it surely serves stdio: click takes every argument and no value can be refused; else None."""
+def read(
+    args: list[str], options: dict[str, Callable[[str], bool]] = VALUE_OPTIONS, flags: frozenset[str] = FLAGS
+) -> dict[str, str] | None:
+    """The options of `crew mcp ARGS` (the arguments after `mcp`; crew acp's, given its `options`
+    and `flags`), each with its value (a flag's: ""), when it surely serves stdio: click takes every
+    argument and no value can be refused; else None."""
     values: dict[str, str] = {}
     rest = iter(args)
     for arg in rest:
         name, equals, value = arg.partition("=")
-        if name in VALUE_OPTIONS:
+        if name in options:
             value = value if equals else next(rest, "")
-            if not VALUE_OPTIONS[name](value):
+            if not options[name](value):
                 return None
             values[name] = value
-        elif arg in FLAGS:
+        elif arg in flags:
             values[arg] = ""
         else:
             return None
     return values
+
+
+def unrefusable() -> bool:
+    """Whether nothing that loads can refuse to start the server: no crew.yaml to read (it is read,
+    and reported when it is wrong, before any answer) and no sandbox mechanism named."""
+    if "CREW_SANDBOX_MECHANISM" in os.environ:
+        return False
+    try:
+        return not (config_dir() / "crew.yaml").is_file() and find_project_config(Path.cwd()) is None
+    except ConfigError:
+        return False
 
 
 class Greeting:
@@ -86,13 +100,8 @@ class Greeting:
 def greet(args: list[str]) -> Greeting | None:
     """stdio set up as MCP's transport, its first message read and, when it is `initialize`,
     answered; None (nothing read) when the server could still refuse to start."""
-    values = None if "CREW_SANDBOX_MECHANISM" in os.environ else read(args)
-    if values is None:
-        return None
-    try:
-        if (config_dir() / "crew.yaml").is_file() or find_project_config(Path.cwd()) is not None:
-            return None  # read, and reported when it is wrong, before any answer
-    except ConfigError:
+    values = read(args)
+    if values is None or not unrefusable():
         return None
     try:
         link = Link()

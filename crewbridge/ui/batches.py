@@ -1,18 +1,20 @@
 """Batches as `crew ui` shows them: each a table of repositories with their status and branch, and
-its progress.
-
-`crew batch` (issue 34) keeps its own state (SQLite in crew's state folder, or Postgres) and will
-say through its own module what each repository's task is doing; until that lands, the UI reads
-batches through the small `BatchSource` interface below, and `TranscriptBatches` serves it from
-crew's transcripts: the runs whose `start` event names a `batch` (with its `repo` and `branch`).
+its progress, read from `crew batch`'s own database through its own reading
+(crewbridge.batch.store.Reader): SQLite in crew's state folder, or $CREW_BATCH_DB. The UI reads them
+through the small `BatchSource` interface; without DBOS installed (the `batch` extra) there are none.
 """
 
 from __future__ import annotations
 
+import os
+import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from crewbridge.ui.runs import Runs
+from crewbridge.batch.report import FINISHED, state
+from crewbridge.batch.store import DB_ENV, Reader
+from crewbridge.places import state_dir
 
 
 @dataclass
@@ -20,22 +22,23 @@ class Repo:
     """One repository of a batch."""
 
     repo: str
-    status: str  # queued | running | done | failed | cancelled
+    status: str  # queued | running | done | unchanged | failed | cancelled | skipped
     branch: str | None = None
-    run_id: str | None = None
+    error: str | None = None
 
 
 @dataclass
 class Batch:
     id: str
+    task: str
     repos: list[Repo] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        finished = sum(repo.status in ("done", "failed", "cancelled") for repo in self.repos)
         return {
             "id": self.id,
+            "task": self.task,
             "repos": [vars(repo) for repo in self.repos],
-            "finished": finished,
+            "finished": sum(repo.status in FINISHED for repo in self.repos),
             "total": len(self.repos),
         }
 
@@ -45,20 +48,38 @@ class BatchSource(Protocol):
 
     def batches(self) -> list[Batch]: ...
 
+    def close(self) -> None: ...
 
-class TranscriptBatches:
-    """Batches from the runs that name one in their transcripts, newest batch first."""
 
-    def __init__(self, runs: Runs) -> None:
-        self.runs = runs
+class CrewBatches:
+    """`crew batch`'s batches, newest first, from its database (none while it has none)."""
+
+    def __init__(self, env: Mapping[str, str] | None = None) -> None:
+        env = os.environ if env is None else env
+        self._url = env.get(DB_ENV) or None
+        self._file = state_dir(env) / "batch" / "batches.sqlite"  # crew batch's own default (its store)
+        self._reader: Reader | None = None
+        self._lock = threading.Lock()
 
     def batches(self) -> list[Batch]:
+        with self._lock:
+            if self._reader is None:
+                if self._url is None and not self._file.is_file():
+                    return []  # no batch ever ran here: nothing to open (nor to create)
+                self._reader = Reader(self._url or f"sqlite:///{self._file}")
+            try:
+                rows = self._reader.rows()  # each batch's repositories in the order given
+            except ImportError:
+                return []  # DBOS is not installed (the batch extra): crew batch cannot have run here
         found: dict[str, Batch] = {}
-        for row in self.runs.rows():
-            if row.batch is None:
-                continue
-            batch = found.setdefault(row.batch, Batch(row.batch))
-            batch.repos.append(Repo(row.repo or row.cwd, row.status, row.branch, row.run_id))
-        for batch in found.values():
-            batch.repos.sort(key=lambda repo: repo.repo)
-        return list(found.values())
+        for row in rows:
+            batch = found.setdefault(row.spec.batch, Batch(row.spec.batch, row.spec.task.splitlines()[0]))
+            output = row.output or {}
+            batch.repos.append(Repo(row.repo.text, state(row), output.get("branch"), output.get("error") or row.error))
+        newest = {row.spec.batch: row.created for row in sorted(rows, key=lambda row: row.created)}
+        return sorted(found.values(), key=lambda batch: -newest[batch.id])
+
+    def close(self) -> None:
+        with self._lock:
+            if self._reader is not None:
+                self._reader.close()

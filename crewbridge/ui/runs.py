@@ -43,9 +43,6 @@ class Row:
     tool_calls: int
     cwd: str
     pid: int | None
-    batch: str | None  # a batch's runs name it, and their repository and branch
-    repo: str | None
-    branch: str | None
     usage: dict[str, dict[str, Any]]
 
     def to_dict(self) -> dict[str, Any]:
@@ -63,9 +60,6 @@ class Row:
             "cost": self.cost,
             "tool_calls": self.tool_calls,
             "cwd": self.cwd,
-            "batch": self.batch,
-            "repo": self.repo,
-            "branch": self.branch,
         }
 
     def matches(self, agent: str | None, status: str | None, text: str | None) -> bool:
@@ -104,9 +98,6 @@ def row_of(run: RunSummary) -> Row:
         tool_calls=run.tool_calls,
         cwd=str(fields.get("cwd") or ""),
         pid=pid if isinstance(pid, int) else None,
-        batch=_text(fields.get("batch")),
-        repo=_text(fields.get("repo")),
-        branch=_text(fields.get("branch")),
         usage=run.usage,
     )
 
@@ -247,7 +238,3 @@ def read_events(path: Path, offset: int) -> tuple[list[tuple[int, dict[str, Any]
         if isinstance(event, dict):
             events.append((position, event))
     return events, offset + end + 1
-
-
-def _text(value: Any) -> str | None:
-    return str(value) if value else None

@@ -29,7 +29,7 @@ from crewbridge.errors import CrewError
 from crewbridge.git import Checkout
 from crewbridge.jsonio import dumps_bytes, loads
 from crewbridge.transcript import runs_dir
-from crewbridge.ui.batches import BatchSource, TranscriptBatches
+from crewbridge.ui.batches import BatchSource, CrewBatches
 from crewbridge.ui.desk import Desk
 from crewbridge.ui.runs import STATUSES, Runs, read_events
 from crewbridge.uilink import socket_path
@@ -84,7 +84,7 @@ class Ui:
     ) -> None:
         self.runs = Runs(directory or runs_dir())
         self.desk = Desk(socket or socket_path(), self.runs)
-        self.batches = batches or TranscriptBatches(self.runs)
+        self.batches = batches or CrewBatches()
         self.closed = threading.Event()
         self.static = {
             name: (files("crewbridge.ui") / "static" / name).read_bytes() for name in [*STATIC, "index.html"]
@@ -113,6 +113,7 @@ class Ui:
         self.closed.set()
         self.httpd.close()
         self.desk.close()
+        self.batches.close()
 
     def runs_mark(self) -> tuple[Any, ...]:
         """What changes when a run starts, ends or writes while running (the list's cue to refresh)."""
@@ -215,7 +216,11 @@ class _Handler(Handler):
         if path == "/api/usage":
             return self.send_json(200, self.ui.runs.usage())
         if path == "/api/batches":
-            return self.send_json(200, [batch.to_dict() for batch in self.ui.batches.batches()])
+            try:
+                batches = self.ui.batches.batches()
+            except Exception as exc:  # DBOS's own errors (a database busy or gone) come in many kinds
+                return self.send_json(503, {"error": f"cannot read crew batch's database: {exc}"})
+            return self.send_json(200, [batch.to_dict() for batch in batches])
         found = re.fullmatch(r"/api/runs/([0-9a-f-]+)(/events|/diff)?", path)
         if found and self.ui.runs.path(found[1]) is not None:
             run_id, part = found[1], found[2]

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from browser import chromium, missing
-from crewcli import end_group, processes_in, start_crew, tool_block, write_config
+from crewcli import end_group, processes_in, run_crew, start_crew, tool_block, write_config
+from gitrepo import make_repo
 from mockserver import reply
 
 pytestmark = pytest.mark.e2e
@@ -226,3 +227,20 @@ def test_a_post_from_another_site_is_refused(page, ui, env, workdir, mock_server
     finally:
         code, _, err = finish(proc)
     assert code == 0, err and not (workdir / "a.txt").exists()
+
+
+def test_the_batches_page_shows_a_crew_batch_and_its_progress(page, ui, env, tmp_path, mock_server):
+    repos = [make_repo(tmp_path / f"repo-{name}", {"notes.txt": f"repository {name}\n"}) for name in "ab"]
+    write = tool_block("crew:write_file", path="todo.md", content="- ship it\n")
+    mock_server.respond(lambda request: "Done." if '"success": true' in request.text() else write)
+    done = run_crew(
+        ["batch", "--id", "two", "@claude add todo.md", *map(str, repos)], env=env, cwd=tmp_path, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    page.goto(f"{ui}/batches")
+    batch = page.locator('[data-batch-id="two"]')
+    batch.wait_for()
+    assert "2/2 finished" in batch.inner_text() and "add todo.md" in batch.inner_text()
+    for repo in repos:
+        row = batch.locator(f'[data-repo="{repo}"]')
+        assert "done" in row.inner_text() and "crew/batch-two/claude" in row.inner_text()

@@ -431,17 +431,19 @@ function batchesView() {
   const list = el("div");
   main.replaceChildren(el("h1", { text: "Batches" }), list);
   async function load() {
-    const batches = await api("/api/batches");
+    let batches;
+    try { batches = await api("/api/batches"); } catch (e) { list.replaceChildren(el("p", { class: "decision no", text: String(e.message) })); return; }
     list.replaceChildren(...batches.map((batch) => el("section", { "data-batch-id": batch.id },
       el("h2", { text: `${batch.id} — ${batch.finished}/${batch.total} finished` }),
+      el("div", { class: "dim", text: batch.task }),
       el("div", { class: "bar", role: "progressbar", "aria-valuenow": batch.finished, "aria-valuemax": batch.total },
         el("div", { style: `width: ${batch.total ? (100 * batch.finished) / batch.total : 0}%` })),
       el("table", {}, el("thead", {}, el("tr", {}, el("th", { text: "Repository" }), el("th", { text: "Status" }),
-        el("th", { text: "Branch" }), el("th", { text: "Run" }))),
+        el("th", { text: "Branch" }), el("th", { text: "Error" }))),
         el("tbody", {}, batch.repos.map((repo) => el("tr", { "data-repo": repo.repo },
           el("td", { class: "mono", text: repo.repo }), el("td", {}, status(repo.status)),
           el("td", { class: "mono", text: repo.branch || "-" }),
-          el("td", {}, repo.run_id ? el("a", { href: `/runs/${repo.run_id}`, text: repo.run_id }) : "-"))))))));
+          el("td", { class: "dim", text: repo.error || "" }))))))));
     if (!batches.length) list.append(el("p", { class: "empty", text: "No batches yet: `crew batch` runs a task over many repositories." }));
   }
   cues.add(load);
