@@ -292,13 +292,15 @@ class RunContext:
         from crewbridge.hooks import Hooks
         from crewbridge.loop import AgentLoop
         from crewbridge.policy import Policy
+        from crewbridge.uilink import BrowserChannel
         from crewbridge.usage import Budget
 
         assert self.tools is not None
         workdir, options = self.workdir_of(agent), work.options
-        approver = Approver(channels=self.approvals, record=work.transcript.answered)
+        browser = BrowserChannel(work.transcript.run_id)  # a `crew ui` serving for this user, if any
+        approver = Approver(channels=[*self.approvals, browser], record=work.transcript.answered)
         limits = (f"agents.{agent.id}.max_cost", f"agents.{agent.id}.max_tokens")
-        return AgentLoop(
+        loop = AgentLoop(
             mention.agent,
             conversation,
             self.tools.with_(extra),
@@ -322,6 +324,8 @@ class RunContext:
             ),
             files=self.files,
         )
+        work.transcript.on_cancel(loop.close)  # cancelled from crew ui: as Ctrl-C, the CLI ends
+        return loop
 
 
 def found_skills(config: Config, workdir: Path) -> Found:

@@ -69,7 +69,10 @@ def _run(
             started.append(ctx.conversation(mention, mode, options, spec, prior=earlier.get(mention.agent)))
         if transcript is None:
             agents = [m.agent for m in mentions]
-            transcript = ctx.transcript(mode, agents, options.resume, task=task, run_id=made and made.run_id)
+            models = {m.agent: m.model or spec.model for m, spec in zip(mentions, specs, strict=True)}
+            transcript = ctx.transcript(
+                mode, agents, options.resume, task=task, run_id=made and made.run_id, models=models
+            )
         outcomes = _run_started(ctx, _work(task, mode, options, transcript), mentions, specs, started, earlier, made)
         status = "ok" if all(o.error is None for o in outcomes) else "failed"
         return outcomes
