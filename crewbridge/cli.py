@@ -207,13 +207,10 @@ def execute_command(**options: Any) -> None:
 def apply_command(run_id: str, agent: str) -> None:
     """Take AGENT's changes from its worktree of run RUN_ID (crew execute --worktree) into this
     checkout, as uncommitted changes; all or nothing (exit 1 when they conflict)."""
-    from crewbridge.git import summary
     from crewbridge.worktrees import apply
 
-    applied = apply(Path.cwd(), run_id, agent)
-    click.echo(f"applied {applied.worktree.branch}: {summary(applied.changes)}")
-    for change in applied.changes:
-        click.echo(f"  {change.line()}")
+    for line in apply(Path.cwd(), run_id, agent).lines():
+        click.echo(line)
 
 
 @cli.group("worktrees", invoke_without_command=True)
@@ -752,12 +749,20 @@ def log_group(ctx: click.Context, limit: int | None, since_text: str | None, by:
 
 @log_group.command("show")
 @click.argument("run_id")
-def log_show_command(run_id: str) -> None:
-    """Print one run's events as JSON lines."""
+@click.option("--json", "as_json", is_flag=True, help="The events as written, one JSON object per line.")
+def log_show_command(run_id: str, as_json: bool) -> None:
+    """Print one run's events as a person reads them (RUN_ID: an id, its unique start, or last)."""
     from crewbridge.transcript import read_run
 
-    for event in read_run(run_id):
-        click.echo(jsonio.dumps_bytes(event))
+    events = read_run(run_id)
+    if as_json:
+        for event in events:
+            click.echo(jsonio.dumps_bytes(event))
+        return
+    from crewbridge.runlog import lines
+
+    for line in lines(events):
+        click.echo(line)
 
 
 @cli.group("config")

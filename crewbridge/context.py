@@ -337,4 +337,6 @@ def checked(mode: str, options: RunOptions | None, values: dict[str, Any]) -> Ru
     run in `mode` (a UsageError when it is not one)."""
     if mode not in MODES:
         raise UsageError(f"mode '{mode}' is not one of {', '.join(MODES)}")
-    return (options or RunOptions()).given(values)
+    options = (options or RunOptions()).given(values)
+    options.check(mode)
+    return options

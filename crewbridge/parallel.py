@@ -73,6 +73,10 @@ def _run(
         outcomes = _run_started(ctx, _work(task, mode, options, transcript), mentions, specs, started, earlier, made)
         status = "ok" if all(o.error is None for o in outcomes) else "failed"
         return outcomes
+    except BaseException:
+        if made is not None:  # stopped (Ctrl-C, an error): where the agents' work stays
+            ctx.say("warning", mentions[0].agent, made.left())
+        raise
     finally:
         for conversation, _ in started:
             if not isinstance(conversation, CrewError):

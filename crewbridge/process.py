@@ -292,7 +292,7 @@ class Child:
             return
         name = os.path.basename(self.argv[0])
         if self._command is not None:
-            log.debug("%s[%d] $ %s", name, self.pgid, self._command)
+            log.debug("%s[%d] $ %s", name, self.pgid, self._command, extra={"whole": True})  # never cut
             self._command = None
         if mark:
             log.debug("%s[%d] %s %s", name, self.pgid, mark, text)
