@@ -320,7 +320,7 @@ class RunContext:
                 workdir,
                 work.mode,
                 network=agent.sandbox_network,
-                denied=agent.deny_commands,
+                denied=agent.deny_commands,  # what they deny whatever its arguments is masked inside
             ),
             files=self.files,
         )

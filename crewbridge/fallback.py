@@ -36,6 +36,7 @@ def run_agent(
     stand-in is given it replayed). Each loop made is added to `loops` (to be closed on Ctrl-C)."""
     prior, held = earlier
     chain = [mention, *(Mention(name) for name in asked.fallback)]
+    loop: AgentLoop | None = None
     for step, current in enumerate(chain):
         fell_back_from = mention.agent if step else None
         try:
@@ -49,7 +50,7 @@ def run_agent(
             if ctx.stop is not None:
                 ctx.stop.on_set(loop.close)
             result = loop.run(work.task, prior, held and not step)
-            return Outcome(current.agent, result=result, fell_back_from=fell_back_from)
+            return Outcome(current.agent, result=result, fell_back_from=fell_back_from, disarmed=loop.disarmed)
         except (ProviderUnavailable, CLINotFound) as exc:
             if step + 1 == len(chain):
                 work.transcript.write("error", agent=current.agent, message=str(exc))
@@ -60,7 +61,8 @@ def run_agent(
             if (ctx.stop is not None and ctx.stop.is_set()) or work.transcript.cancelled:
                 error = Interrupted(f"@{current.agent} was stopped")
             work.transcript.write("error", agent=current.agent, message=str(error))
-            return Outcome(current.agent, error=error, fell_back_from=fell_back_from)
+            disarmed = loop.disarmed if loop is not None else []  # what its run left for git, even so
+            return Outcome(current.agent, error=error, fell_back_from=fell_back_from, disarmed=disarmed)
     raise AssertionError("unreachable: the chain's last agent returns")
 
 

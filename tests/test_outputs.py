@@ -187,7 +187,7 @@ def test_what_crew_disarmed_for_git_holds_to_the_schemas(tmp_path):
         if output == "--json":
             records = records[0]["results"]
         disarmed = [r["disarmed"] for r in records if "disarmed" in r] or [r["found"] for r in records if "found" in r]
-        assert [[d["path"] for d in found] for found in disarmed] == [["sub/.git"]]
+        assert [[d["path"] for d in found] for found in disarmed] == [["sub/.git"]], (done.stdout, done.stderr)
 
 
 def test_an_asks_structured_content_through_crew_mcp_holds_to_the_outcome_schema(tmp_path, work):
