@@ -115,7 +115,7 @@ def test_an_agents_policy_governs_the_clients_calls_and_the_transcript_records_t
     log = subprocess.run([*CREW, "log"], env=env_for(tmp_path), cwd=project, capture_output=True, text=True)
     run_id = log.stdout.split()[0]
     events = subprocess.run(
-        [*CREW, "log", "show", run_id], env=env_for(tmp_path), cwd=project, capture_output=True, text=True
+        [*CREW, "log", "show", "--json", run_id], env=env_for(tmp_path), cwd=project, capture_output=True, text=True
     ).stdout
     calls = [e for e in map(json.loads, events.splitlines()) if e["kind"].startswith("tool_")]
     assert [(e["kind"], e["name"], e["agent"]) for e in calls] == [

@@ -121,13 +121,13 @@ def test_json_of_an_agent_that_answered_one_that_failed_and_of_several(crew):
 
 def test_the_json_names_the_run_that_resume_continues(crew):
     first = json.loads(crew("query", "--json", f"@demo {TASK}").stdout)
-    shown = [json.loads(line) for line in crew("log", "show", first["run"]).stdout.splitlines()]
+    shown = [json.loads(line) for line in crew("log", "show", "--json", first["run"]).stdout.splitlines()]
     assert shown[0]["kind"] == "start" and shown[0]["run_id"] == first["run"]
     again = crew("query", "--json", "--resume", first["run"], "@demo and again?")
     assert again.returncode == 0, again.stderr
     second = json.loads(again.stdout)
     assert second["run"] != first["run"]
-    started = json.loads(crew("log", "show", second["run"]).stdout.splitlines()[0])
+    started = json.loads(crew("log", "show", "--json", second["run"]).stdout.splitlines()[0])
     assert started["resumed_from"] == first["run"]
 
 

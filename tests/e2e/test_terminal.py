@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from crewbridge.render import STATUS_IDLE
 from crewcli import processes_in
 from mockserver import reply
 
@@ -207,6 +208,23 @@ def test_crew_chat_keeps_the_context_across_two_turns(screen, mock_server):
     history = screen.state / "chat_history"
     assert history.read_text().splitlines()[-2:] == ["what does notes.txt say?", "what did I ask first?"]
     assert stat.S_IMODE(history.stat().st_mode) == 0o600
+
+
+def test_crew_chat_shows_its_prompt_at_once_keeps_what_is_typed_and_leaves_no_spinner(screen, mock_server):
+    mock_server.script("Hello.")
+    screen.type('crew chat @claude; echo "[exit $?]"')
+    screen.wait_for(at_prompt)  # while claude still boots
+    # A wait, not a measurement: long past the status line's idle time, so one would be drawn by now.
+    time.sleep(STATUS_IDLE * 5)
+    screen.tmux("send-keys", "-l", "hi there")
+    screen.wait_for(lambda s: [line for line in lines_of(s) if line][-1] == "> hi there")
+    screen.press("Enter")
+    screen.wait_for(lambda s: "Hello." in s and at_prompt(s))
+    screen.press("C-d")
+    shown = lines_of(screen.wait_for("[exit 0]"))
+    start = next(i for i, line in enumerate(shown) if line.startswith("crew chat with @claude"))
+    assert shown[start + 1 : start + 5] == ["> hi there", "Hello.", ">", "[exit 0]"]
+    assert not any(re.search(f"[{SPINNER}]|@claude (starting|waiting|writing)", line) for line in shown)
 
 
 def test_ctrl_c_stops_a_reply_and_the_chat_goes_on(screen, mock_server):
