@@ -109,16 +109,16 @@ def run_options(func: Callable[..., Any]) -> Callable[..., Any]:
     return _apply(func, [click.argument("text", nargs=-1, required=True), *options_of(flags.TASK), loop_options])
 
 
+def _options(table: tuple[flags.Flag, ...]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A command's options: those of `table`, in its order."""
+    return lambda func: _apply(func, options_of(table))
+
+
 def acp_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """crew acp's options: crewbridge.flags.ACP (--sandbox stays the sessions' own: each project's
     crew.yaml is read where its session works)."""
     own = tuple(flag for flag in flags.ACP if flag.dest != "config_path")
     return _apply(func, [*options_of(own), config_option])
-
-
-def ui_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """crew ui's options: crewbridge.flags.UI."""
-    return _apply(func, options_of(flags.UI))
 
 
 def mcp_options(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -564,7 +564,7 @@ def mcp_install_command(cli_name: str, execute: bool) -> None:
 
 
 @cli.command("ui")
-@ui_options
+@_options(flags.UI)
 def ui_command(address: str, token_file: Path | None, allowed_hosts: tuple[str, ...], allow_remote: bool) -> None:
     """See every run in a browser, live: approvals, cancel, batches, usage. Prints the URL to open."""
     from crewbridge.ui.server import serve_ui

@@ -57,8 +57,7 @@ def run_agent(
             _fall_back(ctx, work, current.agent, chain[step + 1].agent, exc)
         except CrewError as exc:
             error = exc
-            stopped = (ctx.stop is not None and ctx.stop.is_set()) or work.transcript.cancelled
-            if stopped:  # what the stopped CLI said last is beside the point
+            if (ctx.stop is not None and ctx.stop.is_set()) or work.transcript.cancelled:
                 error = Interrupted(f"@{current.agent} was stopped")
             work.transcript.write("error", agent=current.agent, message=str(error))
             return Outcome(current.agent, error=error, fell_back_from=fell_back_from)

@@ -1,6 +1,5 @@
 """crew's command-line options, declared once, as data: those of the commands that run agents
-(LOOP: query, execute and chat; TASK: query and execute), of `crew mcp` (MCP), `crew acp` (ACP) and
-`crew ui` (UI). crewbridge.cli
+(LOOP: query, execute and chat; TASK: query and execute) and of `crew mcp` (MCP). crewbridge.cli
 makes click's options from them, and the quick readings of the arguments before click loads
 (crewbridge.early, crewbridge.mcp.early: `read`) take a value only where click's type takes it
 (`Flag.takes`), so neither can read an argument otherwise than the command will.
@@ -232,12 +231,9 @@ TASK = (
     ),
 )
 
-
-# crew mcp's. Read early only where nothing that loads could refuse the start: a file to read
-# (--config), an agent to find (--policy-of), the HTTP transport, a sandbox required where none works.
-def served(within: str) -> tuple[Flag, ...]:
-    """--token-file, --allow-host and --allow-remote of a face on the network (crewbridge.webserver);
-    `within`: what they go with, said first in their help."""
+def _served(within: str) -> tuple[Flag, ...]:
+    """--token-file, --allow-host and --allow-remote of a face on the network (`within`: what they
+    go with, said first in their help)."""
 
     def said(text: str) -> str:
         text = within + text
@@ -247,7 +243,7 @@ def served(within: str) -> tuple[Flag, ...]:
         Flag(
             ("--token-file",),
             "token_file",
-            said("write the token to this file (created 0600)."),
+            said("write the token to this file (created 0600) instead of printing it."),
             kind="path",
             early=False,
         ),
@@ -269,6 +265,8 @@ def served(within: str) -> tuple[Flag, ...]:
     )
 
 
+# crew mcp's. Read early only where nothing that loads could refuse the start: a file to read
+# (--config), an agent to find (--policy-of), the HTTP transport, a sandbox required where none works.
 MCP = (
     Flag(
         ("--execute",),
@@ -284,7 +282,7 @@ MCP = (
         metavar="HOST:PORT",
         early=False,
     ),
-    *served("With --http: "),
+    *_served("With --http: "),
     Flag(
         ("--policy-of",),
         "policy_of",
@@ -326,7 +324,7 @@ ACP = (
     Flag(SANDBOX.names, SANDBOX.dest, SANDBOX.help, kind="choice", choices=SANDBOX.choices, early=("auto", "off")),
 )
 
-# crew ui's (crewbridge.ui): where it serves, and who may reach it.
+# crew ui's.
 UI = (
     Flag(
         ("--listen",),
@@ -337,5 +335,5 @@ UI = (
         show_default=True,
         early=False,
     ),
-    *served(""),
+    *_served(""),
 )
