@@ -231,6 +231,7 @@ TASK = (
     ),
 )
 
+
 def _served(within: str) -> tuple[Flag, ...]:
     """--token-file, --allow-host and --allow-remote of a face on the network (`within`: what they
     go with, said first in their help)."""

@@ -70,3 +70,33 @@ def test_events_are_read_whole_lines_from_an_offset(tmp_path):
         handle.write(b'sult"}\nnot json\n[1]\n{"kind": "end"}\n')
     events, offset = read_events(path, offset)
     assert [event["kind"] for _, event in events] == ["tool_result", "end"] and offset == path.stat().st_size
+
+
+def test_finished_rows_are_kept_between_starts_and_read_again_only_when_changed(tmp_path, monkeypatch):
+    import crewbridge.ui.runs as runs_module
+
+    runs_dir, index = tmp_path / "runs", tmp_path / "ui-index.json"
+    for number in range(3):
+        write_run(runs_dir, f"20250101-00000{number}-abc123")
+    write_run(runs_dir, "20250101-000009-abc123", end=None, started=datetime.now(timezone.utc).isoformat())
+    first = Runs(runs_dir, index).rows()
+    assert index.stat().st_mode & 0o777 == 0o600
+    read: list[str] = []
+    summary = runs_module.summary
+    monkeypatch.setattr(runs_module, "summary", lambda path: (read.append(path.name), summary(path))[1])
+    assert [vars(row) for row in Runs(runs_dir, index).rows()] == [vars(row) for row in first]
+    assert read == ["20250101-000009-abc123.jsonl"]  # only the running one: the others come from the index
+    with (runs_dir / "20250101-000001-abc123.jsonl").open("a") as handle:
+        handle.write('{"kind": "late"}\n')
+    (runs_dir / "20250101-000002-abc123.jsonl").unlink()
+    read.clear()
+    assert [row.run_id[-13:-7] for row in Runs(runs_dir, index).rows()] == ["000009", "000001", "000000"]
+    assert sorted(read) == ["20250101-000001-abc123.jsonl", "20250101-000009-abc123.jsonl"]
+    assert "000002" not in index.read_text()  # the deleted run left the index too
+
+
+def test_an_index_that_cannot_be_read_is_read_anew(tmp_path):
+    write_run(tmp_path / "runs", "20250101-000000-abc123")
+    for broken in ("not json", '{"format": 1, "rows": {"x": [1]}}', '{"format": 999, "rows": {}}', "[]"):
+        (tmp_path / "ui-index.json").write_text(broken)
+        assert [row.status for row in Runs(tmp_path / "runs", tmp_path / "ui-index.json").rows()] == ["done"]

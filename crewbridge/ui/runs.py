@@ -23,6 +23,7 @@ from crewbridge.usage import Tally, by_agent
 STATUSES = ("running", "done", "failed", "cancelled")
 _ENDED = {"ok": "done", "interrupted": "cancelled", "cancelled": "cancelled"}  # any other end: failed
 MAX_READ = 4 << 20  # bytes of events read at once for a page
+INDEX_FORMAT = 1  # of the index file: another one is not read
 
 
 @dataclass
@@ -131,13 +132,49 @@ def alive(pid: int, started: str) -> bool:
 
 
 class Runs:
-    """The runs of transcript folder `directory`."""
+    """The runs of transcript folder `directory`. The rows of finished runs are kept in `index`
+    (0600 beside the folder) between starts of `crew ui`, each with its file's size and time: a
+    row is used again only while its file is unchanged."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, index: Path | None = None) -> None:
         self.directory = directory
+        self.index = index
         self._lock = threading.Lock()
         self._reading = threading.Lock()
         self._rows: dict[str, tuple[tuple[int, int], Row]] = {}  # run id → (size, mtime) of its file, row
+        self._kept = False  # the index holds every finished row read
+        self._load()
+
+    def _load(self) -> None:
+        try:
+            data = jsonio.loads(self.index.read_bytes()) if self.index is not None else None
+            if isinstance(data, dict) and data.get("format") == INDEX_FORMAT:
+                for run_id, (size, mtime, fields) in data["rows"].items():
+                    self._rows[run_id] = ((size, mtime), Row(**fields))
+                self._kept = True
+        except (OSError, ValueError, TypeError, KeyError):
+            self._rows.clear()  # no index, or one this crew cannot read: the runs are read anew
+
+    def _keep(self) -> None:
+        """Write the finished rows to the index (a new file renamed over the old one)."""
+        if self.index is None:
+            return
+        with self._lock:
+            rows = {
+                run_id: [key[0], key[1], vars(row)]
+                for run_id, (key, row) in self._rows.items()
+                if row.status != "running"
+            }
+        data = jsonio.dumps_bytes({"format": INDEX_FORMAT, "rows": rows})
+        scratch = self.index.with_name(f".{self.index.name}.{os.getpid()}")
+        try:
+            fd = os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+            os.replace(scratch, self.index)
+            self._kept = True
+        except OSError:
+            pass  # a read-only state folder: the runs are read anew next time
 
     def path(self, run_id: str) -> Path | None:
         """The transcript of `run_id` (a full id only), if there is one."""
@@ -149,7 +186,10 @@ class Runs:
     def rows(self) -> list[Row]:
         """Every run, newest first (one reading at a time: a second waits, then finds them read)."""
         with self._reading:
-            return self._rows_now()
+            rows = self._rows_now()
+            if not self._kept:
+                self._keep()
+            return rows
 
     def _rows_now(self) -> list[Row]:
         try:
@@ -164,6 +204,11 @@ class Runs:
             row = self.row(run_id)
             if row is not None:
                 rows.append(row)
+        with self._lock:
+            gone = self._rows.keys() - {row.run_id for row in rows}
+            for run_id in gone:  # its transcript was deleted
+                del self._rows[run_id]
+            self._kept = self._kept and not gone
         return rows
 
     def row(self, run_id: str) -> Row | None:
@@ -183,6 +228,8 @@ class Runs:
             return None
         with self._lock:
             self._rows[run_id] = (key, row)
+            if row.status != "running":
+                self._kept = False
         return row
 
     def running(self) -> list[str]:

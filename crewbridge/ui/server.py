@@ -82,7 +82,8 @@ class Ui:
         socket: Path | None = None,
         batches: BatchSource | None = None,
     ) -> None:
-        self.runs = Runs(directory or runs_dir())
+        directory = directory or runs_dir()
+        self.runs = Runs(directory, directory.parent / "ui-index.json")
         self.desk = Desk(socket or socket_path(), self.runs)
         self.batches = batches or CrewBatches()
         self.closed = threading.Event()
