@@ -299,7 +299,7 @@ signal.pause()
 
 def test_a_stop_reaches_a_sandboxed_cli_before_its_sandbox_ends(sandboxing, tmp_path):
     state = tmp_path / "state"
-    sandbox = sandboxing.cli("required", tmp_path, "query", lambda env: State(dirs=(state,)))
+    sandbox = sandboxing.cli("required", tmp_path, "query", lambda env: State(data=(state,)))
     child = Child([PY, "-c", SAVES_ON_SIGTERM, str(state)], cwd=tmp_path, sandbox=sandbox)
     assert child.read_line(time.monotonic() + 30) == "ready"
     child.kill(grace=10)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -22,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from crewbridge.errors import CrewError, SandboxUnavailable, UsageError
-from crewbridge.sandbox.base import Confinement, Launch, Mechanism, State
+from crewbridge.sandbox.base import Confinement, Launch, Mechanism
+from crewbridge.sandbox.state import Prepared, State, prepare
 
 __all__ = [
     "LEVELS",
@@ -52,7 +54,19 @@ class Sandbox:
     confinement: Confinement
 
     def launch(self, argv: list[str], env: Mapping[str, str], cwd: Path) -> Launch:
-        return self.mechanism.launch(argv, dict(env), cwd, self.confinement.resolved(env))
+        """How to start `argv` inside: a CLI's state made ready for this launch (its data made, its
+        view filled), removed with the rest once the process ended (Launch.ended)."""
+        state = self.confinement.state
+        prepared = prepare(state(env)) if state is not None else Prepared()
+        try:
+            launch = self.mechanism.launch(argv, {**env, **prepared.env}, cwd, self.confinement.resolved(prepared))
+        except BaseException:
+            if prepared.view is not None:
+                shutil.rmtree(prepared.view, ignore_errors=True)
+            raise
+        if prepared.view is not None:
+            launch.removed.append(prepared.view)
+        return launch
 
 
 @dataclass(frozen=True)
