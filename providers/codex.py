@@ -42,16 +42,16 @@ class CodexDecoder(JsonLineDecoder):
         return [Notice("unknown", str(kind))]
 
 
-SANDBOX = {"query": "read-only", "execute": "workspace-write"}  # Codex's own, for its commands
-
-
 def own_sandbox(turn: Turn) -> str:
-    """Codex's own sandbox for its commands: read-only in query mode, the working directory in
-    execute mode. Inside crew's sandbox, none: its bwrap cannot start there (measured with 0.169.0:
-    without capabilities it can neither map its user namespace's ids nor mount a /proc, and under
-    Landlock it cannot write /proc/self/uid_map), so crew's alone confines its commands, as it
-    confines Codex."""
-    return "danger-full-access" if turn.sandbox is not None else SANDBOX.get(turn.mode, "read-only")
+    """Codex's own sandbox for its commands. Query mode: always read-only, so that no command of its
+    own runs unasked: inside crew's sandbox Codex's cannot start (below), so none runs at all. Execute
+    mode: the working directory; inside crew's sandbox, none: Codex's bwrap cannot start there
+    (measured with 0.169.0: without capabilities it can neither map its user namespace's ids nor
+    mount a /proc, and under Landlock it cannot write /proc/self/uid_map), so crew's alone confines
+    its commands, as it confines Codex."""
+    if turn.mode != "execute":
+        return "read-only"
+    return "danger-full-access" if turn.sandbox is not None else "workspace-write"
 
 
 class CodexProvider(Provider):

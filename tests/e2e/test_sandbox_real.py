@@ -6,6 +6,7 @@ nothing else: not their HOME, not a folder outside it."""
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 from pathlib import Path
 
@@ -142,3 +143,46 @@ def test_what_the_clis_own_shell_plants_in_its_state_folder_never_reaches_its_ne
         assert planted and effects, (planted, plain.stderr)
     else:
         assert (planted, effects) == ([], [])
+
+
+# --- query mode is read-only on every path ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("live", ["1", "0"], ids=["live", "process-per-turn"])
+def test_in_query_mode_the_clis_own_shell_runs_no_command_on_any_path(cli, live, cli_env, mock_server, workdir):
+    """The model calls the CLI's own shell in query mode, with crew's sandbox on (the CLI keeps its
+    network): the CLI does not offer it, or crew refuses it, or the CLI's own read-only sandbox does
+    (STOPPED_BY): the command never runs. It would connect back to this test and write the project."""
+    shell, args = SHELL[cli]
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        listener.setblocking(False)
+        port = listener.getsockname()[1]
+        command = f"echo made > {workdir}/made; echo reached > /dev/tcp/127.0.0.1/{port}"
+        mock_server.script(shell(command), "Nothing to do.")
+        done = run_crew(
+            ["query", "--sandbox", "required", *args, f"@{cli}{MODEL.get(cli, '')} look around"],
+            env={**cli_env(cli), "CREW_LIVE": live},
+            cwd=workdir,
+        )
+        with pytest.raises(BlockingIOError):
+            listener.accept()  # nothing ever connected
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "Nothing to do.\n" and not (workdir / "made").exists()
+    offered = any(
+        name.endswith(("Bash", "run_shell_command", "exec_command")) for name in mock_server.requests[0].tool_names()
+    )
+    mock_server.problems[:] = [p for p in mock_server.problems if not p.startswith("a call to tool")]
+    refused = "refused, crew does not allow" in done.stderr
+    who = "crew refused it" if refused else "its own read-only sandbox" if offered else "not offered"
+    assert who == STOPPED_BY[cli, live]
+
+
+# What keeps each CLI's own shell from running in query mode, on each path (measured).
+STOPPED_BY = {
+    ("claude", "1"): "not offered",  # --tools Read,Glob,Grep in the live process
+    ("claude", "0"): "not offered",  # the same, a process per turn
+    ("gemini", "1"): "crew refused it",  # ACP (--tools-via native): it asks crew first
+    ("gemini", "0"): "not offered",  # headless --approval-mode default leaves its shell out
+    ("codex", "1"): "crew refused it",  # app-server, approval policy untrusted: it asks crew first
+    ("codex", "0"): "its own read-only sandbox",  # exec --sandbox read-only: it cannot start inside crew's
+}
