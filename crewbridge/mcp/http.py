@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from crewbridge.childenv import MCP_TOKEN
 from crewbridge.errors import UsageError
 from crewbridge.jsonio import dumps_bytes
 from crewbridge.mcp.core import (
@@ -52,7 +53,7 @@ if TYPE_CHECKING:
 
 PATH = "/mcp"
 LOOPBACK = ("localhost", "127.0.0.1", "::1")
-TOKEN_VARIABLE = "CREW_MCP_TOKEN"
+TOKEN_VARIABLE = MCP_TOKEN  # left out of everything crew starts (crewbridge.childenv)
 MIN_TOKEN = 16  # characters of a token given in CREW_MCP_TOKEN
 MAX_BODY = 8 << 20  # bytes of one POST
 MAX_CONNECTIONS = 32  # served at once; more are answered 503

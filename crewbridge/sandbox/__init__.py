@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from crewbridge.childenv import without_secrets
 from crewbridge.errors import CrewError, SandboxUnavailable, UsageError
 from crewbridge.sandbox.base import Confinement, Launch, Mechanism
 from crewbridge.sandbox.state import Prepared, State, prepare
@@ -166,10 +167,10 @@ def notice(detection: Detection) -> str:
 def spawn(
     argv: list[str], *, sandbox: Sandbox | None, env: Mapping[str, str] | None, cwd: Path | None, **popen: Any
 ) -> tuple[subprocess.Popen[bytes], Launch]:
-    """Start `argv` (inside `sandbox` when given) in a process group of its own: the process and
-    its Launch (call `ended()` once it is reaped). OSError (FileNotFoundError for a program not on
-    PATH) when it cannot start."""
-    env = dict(os.environ if env is None else env)
+    """Start `argv` (inside `sandbox` when given) in a process group of its own, without crew's own
+    secrets in its environment (crewbridge.childenv): the process and its Launch (call `ended()`
+    once it is reaped). OSError (FileNotFoundError for a program not on PATH) when it cannot start."""
+    env = without_secrets(os.environ if env is None else env)
     launch = Launch(argv, env) if sandbox is None else sandbox.launch(argv, env, cwd or Path.cwd())
     try:
         proc = subprocess.Popen(

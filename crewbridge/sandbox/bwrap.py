@@ -22,6 +22,7 @@ import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+from crewbridge.childenv import without_secrets
 from crewbridge.sandbox import seccomp
 from crewbridge.sandbox.base import TMP, Confinement, Launch, program, top_under_tmp, under_tmp
 
@@ -67,6 +68,7 @@ def probe(binary: str) -> str | None:
     try:
         done = subprocess.run(
             [binary, *COMMON, "--unshare-net", "--", "/bin/sh", "-c", ":"],
+            env=without_secrets(os.environ),
             stdin=subprocess.DEVNULL,
             capture_output=True,
             timeout=PROBE_TIMEOUT,
