@@ -53,16 +53,16 @@ time.sleep(600)
 @pytest.fixture
 def env(tmp_path):
     """A clean environment whose PATH starts with tmp_path/bin, where fake CLIs go. They write their
-    pids in tmp_path/pids, a folder they may write inside crew's sandbox: the state folder the
-    generic ones declare (fake_agent), and the claude stand-in's CLAUDE_CONFIG_DIR."""
+    pids in tmp_path/claude/sessions, a folder they may write inside crew's sandbox: the state folder
+    the generic ones declare (fake_agent), and a data folder in the claude stand-in's CLAUDE_CONFIG_DIR."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
-    (tmp_path / "pids").mkdir()
+    (tmp_path / "claude" / "sessions").mkdir(parents=True)
     return crew_env(
         tmp_path / "home",
         PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
-        FAKE_PIDS=str(tmp_path / "pids"),
-        CLAUDE_CONFIG_DIR=str(tmp_path / "pids"),
+        FAKE_PIDS=str(tmp_path / "claude" / "sessions"),
+        CLAUDE_CONFIG_DIR=str(tmp_path / "claude"),
     )
 
 
@@ -94,7 +94,7 @@ def hanging_clis(tmp_path):
 
 def sleeper(tmp_path) -> str:
     """A shell command that writes its pid where `written_pids` finds it, then sleeps for 10 minutes."""
-    return f"cd {tmp_path / 'pids'} && echo $$ > new && mv new 1 && exec sleep 600"
+    return f"cd {tmp_path / 'claude' / 'sessions'} && echo $$ > new && mv new 1 && exec sleep 600"
 
 
 def written_pids(directory: Path) -> list[int]:
@@ -174,7 +174,7 @@ def test_timeout_ends_the_clis_whole_process_group(agent, tmp_path, env):
     done = run_crew(["query", "--config", str(config), "--timeout", "1", f"@{agent} hello"], env=env, cwd=tmp_path)
     assert done.returncode == 124
     assert "--timeout" in error_line(done.stderr)
-    pids = written_pids(tmp_path / "pids")
+    pids = written_pids(tmp_path / "claude" / "sessions")
     assert len(pids) == 2 and processes_in(tmp_path) == []  # the CLI and its grandchild were written, and ended
 
 
@@ -186,7 +186,7 @@ def interrupt(args, tmp_path, env, writers=1, sig=signal.SIGINT, until=lambda: T
     tool) have written their pids and `until()` holds; → (crew's exit code, its stderr, the pids written)."""
     proc = start_crew(args, env=env, cwd=cwd or tmp_path)
     try:
-        pids = wait_for_pids(tmp_path / "pids", proc, writers)
+        pids = wait_for_pids(tmp_path / "claude" / "sessions", proc, writers)
         while not until():
             assert proc.poll() is None, f"crew ended first: {proc.communicate()}"
             time.sleep(0.05)
@@ -215,6 +215,7 @@ def test_ctrl_c_ends_every_cli_closes_the_transcript_and_exits_130(agents, tmp_p
     assert len(pids) and processes_in(tmp_path) == []
     [transcript] = runs.glob("*.jsonl")
     last = json.loads(transcript.read_text().splitlines()[-1])
+    assert last["kind"] == "end", transcript.read_text()[-3000:]
     assert (last["kind"], last["status"]) == ("end", "interrupted")
 
 
@@ -402,7 +403,7 @@ def test_a_tool_that_hangs_is_ended_by_its_own_timeout_and_the_loop_goes_on(mode
     assert "The command timed out, so I cannot say." in done.stdout
     follow_up = model.prompts[1]
     assert "timed out after 1s" in follow_up and '"success": false' in follow_up
-    assert len(written_pids(tmp_path / "pids")) == 1 and processes_in(tmp_path) == []
+    assert len(written_pids(tmp_path / "claude" / "sessions")) == 1 and processes_in(tmp_path) == []
 
 
 # --timeout bounds the whole run, tools included: past it crew ends everything the run started and
@@ -433,8 +434,9 @@ def test_timeout_ends_a_run_command_that_sleeps_with_its_group(model, tmp_path, 
     assert error.startswith(
         "crew: error: @fake did not finish in 5s: crew:run_command was still running; crew ended it"
     )
-    assert len(written_pids(tmp_path / "pids")) == 1  # and timed_out() found nothing left running (the pid
-    # it wrote is its sandbox's PID namespace's, not one to look for here)
+    # and timed_out() found nothing left running (the pid it wrote is its sandbox's PID namespace's,
+    # not one to look for here)
+    assert len(written_pids(tmp_path / "claude" / "sessions")) == 1
 
 
 def test_timeout_abandons_a_python_tool_in_an_endless_loop(model, tmp_path, env):

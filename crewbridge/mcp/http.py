@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import urlsplit
 
+from crewbridge.childenv import MCP_TOKEN
 from crewbridge.jsonio import dumps_bytes
 from crewbridge.mcp.core import (
     INTERNAL_ERROR,
@@ -40,7 +41,7 @@ from crewbridge.mcp.core import (
 from crewbridge.webserver import Handler, Keys, Listening, Server
 
 PATH = "/mcp"
-TOKEN_VARIABLE = "CREW_MCP_TOKEN"
+TOKEN_VARIABLE = MCP_TOKEN  # left out of everything crew starts (crewbridge.childenv)
 FLAG = "--http"
 MAX_BODY = 8 << 20  # bytes of one POST
 MAX_SESSIONS = 64  # open at once; past it the least recently used idle one ends

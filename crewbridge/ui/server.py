@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
+from crewbridge.childenv import UI_TOKEN
 from crewbridge.errors import CrewError
 from crewbridge.git import Checkout
 from crewbridge.jsonio import dumps_bytes, loads
@@ -35,7 +36,7 @@ from crewbridge.ui.runs import STATUSES, Runs, read_events
 from crewbridge.uilink import socket_path
 from crewbridge.webserver import Handler, Keys, Listening, Server
 
-TOKEN_VARIABLE = "CREW_UI_TOKEN"
+TOKEN_VARIABLE = UI_TOKEN  # left out of everything crew starts (crewbridge.childenv)
 FLAG = "--listen"
 COOKIE = "crew_ui"
 MAX_BODY = 16 << 10  # bytes of a request's body (an answer, a cancel)
