@@ -11,7 +11,9 @@
   (null) — or, when it failed, ``{"agent", "answer": null, "fell_back_from", "error",
   "exit_code"}``. With --worktree also ``run_id``, ``worktree``, ``branch``, ``base`` and
   ``changes``; with --review ``review`` (``reviewer``, ``rounds``, ``verdict``, ``findings``,
-  ``disputed``), and ``error`` and ``exit_code`` beside the answer when it was not approved.
+  ``disputed``), and ``error`` and ``exit_code`` beside the answer when it was not approved. When
+  the run left what would run code on the user's next git command, ``disarmed``: each thing
+  (``path``, ``what``, ``done``) as crewbridge.gitguard disarmed it.
   MCP's `ask` returns the same object as its structured content (and the `ask` tool an agent is
   given, as its data).
 
@@ -40,6 +42,8 @@
   reviewer's verdict (--review), one per round;
   ``{"type": "worktree", "run_id", "worktree", "branch", "base", "changes"}`` where an agent worked
   with --worktree and what it changed, at the end;
+  ``{"type": "disarmed", "text", "found": [{"path", "what", "done"}]}`` what the agent's run left
+  that would run code on the user's next git command, disarmed once its CLI ended;
   ``{"type": "sandbox", "text": "…"}`` the sandbox is wanted (auto) but no mechanism works here:
   the run goes on unconfined;
   ``{"type": "notice", "text": "…"}`` anything else worth knowing.
@@ -88,6 +92,8 @@ def outcome_record(outcome: Outcome) -> dict[str, Any]:
         record.update(_worktree(outcome))
     if outcome.review is not None:
         record["review"] = outcome.review.to_dict()
+    if outcome.disarmed:
+        record["disarmed"] = [armed.to_dict() for armed in outcome.disarmed]
     return record
 
 

@@ -6,12 +6,11 @@ Every layer only narrows: the profile is the ceiling, `allow` (when given) narro
 
 from __future__ import annotations
 
-import json
 import threading
 from dataclasses import dataclass
 from typing import Any
 
-from crewbridge.approval import Approver
+from crewbridge.approval import Approver, Question
 from crewbridge.config import AgentSpec
 from crewbridge.errors import ConfigError, NotApproved
 from crewbridge.globs import NATIVE, command_allowed, command_denied, matches, matches_native, native_globs
@@ -21,7 +20,6 @@ from crewbridge.registry import Tool, ToolRegistry
 CODING_TOOLS = frozenset({"write_file", "edit_file", "run_command"})  # besides every read-only tool
 PROFILES = ("read-only", "coding", "full")
 COMMAND_TOOL = "run_command"
-SHOWN_INPUT = 2000  # characters of a call's input shown in an approval question
 
 
 @dataclass(frozen=True)
@@ -169,16 +167,12 @@ class Policy:
                     "it was not run (the user can re-run with --yes to approve every call)"
                 )
             )
-        shown = json.dumps(data, ensure_ascii=True)  # escapes control characters: nothing can hide
-        if len(shown) > SHOWN_INPUT:
-            shown = shown[:SHOWN_INPUT] + f"… ({len(shown) - SHOWN_INPUT} more characters)"
-        note = f"\n{unchecked}" if unchecked else ""
-        answer = self.approver.ask(f"@{self.agent.id} wants to run {name} {shown}{note}\nAllow?", deadline)
+        answer = self.approver.ask(Question(self.agent.id, name, data, unchecked or ""), deadline)
         if answer is None:
             return f"no one answered in time whether '{name}' may run; it was not run"
-        if answer == "always":
+        if answer.verdict == "always":
             self._always.add(name)
-        if answer == "no":
+        if answer.verdict == "no":
             return f"the user declined this call to '{name}'; it was not run. Ask or try another way."
         return None
 

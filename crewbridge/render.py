@@ -40,19 +40,20 @@ from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
 from crewbridge.approval import isatty, terminal  # an approval question owns the terminal while it waits
+from crewbridge.errors import CrewError
 from crewbridge.outputs import error_record, event_record, json_line, outcomes_record, worktree_record
 from crewbridge.process import log as process_log
 from crewbridge.redact import Redactor
 from crewbridge.verdict import Finding
 
-STDERR_TOO = ("fallback", "resume", "warning", "sandbox")  # events shown on stderr with --json too
+STDERR_TOO = ("fallback", "resume", "warning", "sandbox", "disarmed")  # events shown on stderr with --json too
 
 if TYPE_CHECKING:
     from crewbridge.api import Outcome
     from crewbridge.loop import CallRecord, Progress
 
 OUTPUTS = ("text", "json", "jsonl")
-RUN_EVENTS = ("fallback", "resume", "warning", "sandbox")  # shown on stderr with --json too
+RUN_EVENTS = ("fallback", "resume", "warning", "sandbox", "disarmed")  # shown on stderr with --json too
 TRACE_CHARS = 1000  # a --verbose line is cut after this many characters
 CREW_LINE = 2000  # characters of a `crew:` line of crew's own (a bound for what it quotes, not a width)
 SHOWN_CHANGES = 20  # files listed per agent after a --worktree run
@@ -180,8 +181,14 @@ class Renderer:
     def __enter__(self) -> Renderer:
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: object) -> None:
+        verbose = self._trace is not None
         self.close()
+        if verbose and isinstance(error, Exception) and not isinstance(error, CrewError):
+            # a bug in crew (the command says so in one line): --verbose shows where it is
+            import traceback
+
+            self.err.write("".join(traceback.format_exception(error)))
 
     def close(self) -> None:
         """Stop the status line and the --verbose trace."""
@@ -209,6 +216,7 @@ class Renderer:
                 "resume",
                 "warning",
                 "sandbox",
+                "disarmed",
             ):  # stderr, --json too
                 getattr(self, f"_on_{event.kind}", self._on_notice)(agent, event)
             if event.kind == "turn":
@@ -275,6 +283,11 @@ class Renderer:
         self._write_err(self.style.paint(f"crew: {one_line(event.text, CREW_LINE)}", "33") + "\n")
 
     _on_warning = _on_sandbox = _on_resume  # about the run, not one agent: a `crew:` line
+
+    def _on_disarmed(self, agent: _Agent, event: Progress) -> None:
+        self._end_line()
+        lines = [one_line(line) for line in event.text.splitlines()]
+        self._write_err(self.style.paint("\n".join(f"crew: @{agent.name}: {line}" for line in lines), "33") + "\n")
 
     def _on_notice(self, agent: _Agent, event: Progress) -> None:
         self._err_line(agent, self.style.paint(f"  {one_line(event.text)}", "2"))

@@ -24,6 +24,7 @@ from types import TracebackType
 from typing import IO, Any
 
 from crewbridge import jsonio
+from crewbridge.approval import Answer, Question
 from crewbridge.config import state_dir
 from crewbridge.errors import CrewError, Interrupted, UsageError
 from crewbridge.redact import Redactor
@@ -92,6 +93,17 @@ class Transcript:
         (a tool still running when its run ended may report late)."""
         if self._file is not None:
             self._append(kind, fields)
+
+    def answered(self, question: Question, answer: Answer | None) -> None:
+        """Record a person's answer to an approval question (None: nobody answered) and where it came from."""
+        self.write(
+            "approval",
+            agent=question.agent,
+            name=question.tool,
+            input=question.input,
+            answer=answer.verdict if answer else None,
+            source=answer.source if answer else None,
+        )
 
     def close(self, status: str) -> None:
         """Write the `end` event (status, counts) and close; a second close does nothing."""

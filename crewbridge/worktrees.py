@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 from crewbridge.config import state_dir
 from crewbridge.errors import CrewError, UsageError
 from crewbridge.git import Change, Checkout, summary
+from crewbridge.gitguard import armed_between
 from crewbridge.mentions import Mention
 
 if TYPE_CHECKING:
@@ -42,6 +43,11 @@ _LABEL_CHARACTERS = re.compile(r"[^\w.-]+")
 
 class Conflict(CrewError):
     """An agent's changes do not apply to the checkout; nothing was changed."""
+
+
+class RunsCode(CrewError):
+    """An agent's changes hold a gitlink, a new attributes driver or a submodule source
+    (crewbridge.gitguard); `crew apply` refuses them, nothing was changed."""
 
 
 @dataclass(frozen=True)
@@ -155,11 +161,11 @@ def labels(mentions: Sequence[Mention]) -> list[str]:
     return out
 
 
-def make(folder: Path, run_id: str, names: Sequence[str]) -> Made:
+def make(folder: Path, run_id: str, names: Sequence[str], base: str | None = None) -> Made:
     """A worktree per name, on branch crew/<run id>/<name> made from HEAD of the checkout holding
-    `folder`. All or none: one that cannot be made removes those made before it."""
+    `folder` (or from commit `base`). All or none: one that cannot be made removes those made before it."""
     checkout = Checkout.of(folder, "--worktree")
-    base = checkout.head("--worktree")
+    base = base or checkout.head("--worktree")
     uncommitted = checkout.uncommitted()
     made: list[Worktree] = []
     _root(checkout).mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -257,6 +263,13 @@ def apply(folder: Path, run_id: str, agent: str) -> Applied:
     changed = worktree.checkout.changes(worktree.base, tree)
     if not changed:
         raise UsageError(f"@{worktree.agent} changed nothing in run {worktree.run_id}; there is nothing to apply")
+    armed = armed_between(worktree.checkout, worktree.base, tree)
+    if armed:
+        things = "; ".join(thing.line() for thing in armed)
+        raise RunsCode(
+            f"@{worktree.agent}'s changes hold what would run code on your next git command ({things}); "
+            f"nothing was applied. Look at them in {worktree.path}, and take what you want by hand"
+        )
     patch = worktree.checkout.diff(worktree.base, tree, binary=True)
     tried = target.git(["apply", "--check", *APPLY], input=patch, check=False)
     if tried.returncode != 0:

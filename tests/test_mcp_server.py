@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 
@@ -354,3 +355,27 @@ def test_a_tool_named_like_a_server_tool_is_a_server_error_not_bad_params(tmp_pa
     answer = server.answer({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
     assert answer["error"]["code"] == INTERNAL_ERROR
     assert "a tool is named 'ask', as crew mcp's own" in answer["error"]["message"]
+
+
+def test_execute_disarms_what_a_run_command_left_for_git_before_answering(project, tmp_path):
+    """The attack of issue 31 through `crew mcp --execute`, sandboxed: a repository whose fsmonitor
+    is the agent's, added as a gitlink. The result names it; the client's next git status runs nothing."""
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    marker = tmp_path / "ran"
+    git = "git -c user.name=a -c user.email=a@a"
+    plant = (
+        f"{git} init -q sub && {git} -C sub commit -q --allow-empty -m x && "
+        f"git -C sub config core.fsmonitor 'touch {marker}; false' && git add sub && echo planted"
+    )
+
+    async def main():
+        async with session(serve(project, tmp_path, "--execute", "--sandbox", "required")) as client:
+            return await client.call_tool("run_command", {"command": plant})
+
+    result = anyio.run(main)
+    assert not result.is_error and "planted" in text(result)
+    assert "sub/.git: a new git repository" in text(result) and "sub: a gitlink added to the index" in text(result)
+    subprocess.run(["git", "status"], cwd=project, capture_output=True, check=True)
+    subprocess.run(["git", "status"], cwd=project / "sub", capture_output=True, check=False)
+    assert not marker.exists()
+    assert "160000" not in subprocess.run(["git", "ls-files", "-s"], cwd=project, capture_output=True, text=True).stdout

@@ -60,7 +60,7 @@ def jsonl(stdout: str) -> list[dict]:
 
 def test_every_schema_is_a_json_schema():
     names = sorted(path.name for path in SCHEMAS.glob("*.json"))
-    assert names == ["event.json", "outcome.json"]
+    assert names == ["batch.json", "event.json", "outcome.json"]
     for name in names:
         Draft202012Validator.check_schema(REGISTRY.contents(name))
 
@@ -96,6 +96,7 @@ def test_the_schemas_refuse_what_crew_does_not_write():
     assert problems("event.json", {"type": "turn", "agent": "demo", "turn": 1}) == []
     assert problems("event.json", {"type": "turn", "agent": "demo"})
     assert problems("event.json", {"type": "whatever", "agent": "demo", "text": "x"})
+    assert problems("event.json", {"type": "disarmed", "agent": "demo", "text": "x", "found": []})
 
 
 def test_json_of_an_agent_that_answered_one_that_failed_and_of_several(crew):
@@ -167,6 +168,26 @@ def test_a_reviewed_change_in_a_worktree_holds_to_the_schemas(tmp_path):
             for event in events:
                 assert problems("event.json", event) == [], event
             assert {"review", "worktree", "answer", "error"} <= {event["type"] for event in events}
+
+
+def test_what_crew_disarmed_for_git_holds_to_the_schemas(tmp_path):
+    repo = make_repo(tmp_path / "repo", {"notes.txt": "hi\n"})
+    plant = "git init -q sub && git -C sub config core.fsmonitor 'touch owned'"
+    for output in ("--json", "--jsonl"):
+        model = FakeModel(tmp_path / output)  # a fresh script each
+        config = write_config(tmp_path / f"{output}.yaml", providers={"fake": model.provider()}, agents={"fake": {}})
+        model.script(tool_block("crew:run_command", command=plant), "Done.")
+        done = run_crew(
+            ["execute", "--config", str(config), output, "@fake set it up"], env=crew_env(tmp_path / "home"), cwd=repo
+        )
+        assert done.returncode == 0, done.stderr
+        records = [json.loads(done.stdout)] if output == "--json" else jsonl(done.stdout)
+        for record in records:
+            assert problems("outcome.json" if output == "--json" else "event.json", record) == [], record
+        if output == "--json":
+            records = records[0]["results"]
+        disarmed = [r["disarmed"] for r in records if "disarmed" in r] or [r["found"] for r in records if "found" in r]
+        assert [[d["path"] for d in found] for found in disarmed] == [["sub/.git"]]
 
 
 def test_an_asks_structured_content_through_crew_mcp_holds_to_the_outcome_schema(tmp_path, work):

@@ -197,6 +197,24 @@ EVASIONS = [
     ("x='a[$(rm f)]'; echo ${!x}", "bash"),
     ("x='$(rm f)'; echo ${x@P}", "bash"),
     ("mapfile -C 'rm f #' -c 1 a <<< x", "bash"),
+    # issue 31: wrappers read too loosely, or not known
+    ("env - rm f", "sh"),
+    ("timeout -- 5 rm f", "sh"),
+    ("env --split-string='rm f'", "sh"),
+    ("env -S 'rm f'", "sh"),
+    ("env 'BASH_FUNC_ls%%=() { rm f; }' bash -c ls", "sh"),
+    ("nice -5 rm f", "sh"),
+    ("nohup rm f", "sh"),
+    ("setpriv --reuid=0 rm f", "sh"),
+    ("setarch x86_64 -R rm f", "sh"),
+    ("linux64 rm f", "sh"),
+    ("prlimit --nofile=64 rm f", "sh"),
+    ("choom -n 0 -- rm f", "sh"),
+    ("sg root -c 'rm f'", "sh"),
+    ("fakeroot -- rm f", "sh"),
+    ("/lib64/ld-linux-x86-64.so.2 /bin/rm f", "sh"),
+    ("echo 'rm f' > s.sh; sh s.sh", "sh"),
+    ("echo 'rm f' > s.sh; bash s.sh", "sh"),
 ]
 
 

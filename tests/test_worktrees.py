@@ -13,7 +13,7 @@ import pytest
 from crewbridge.errors import UsageError
 from crewbridge.git import Change
 from crewbridge.mentions import Mention
-from crewbridge.worktrees import Conflict, apply, clean, find, labels, listed, make, table
+from crewbridge.worktrees import Conflict, RunsCode, apply, clean, find, labels, listed, make, table
 from gitrepo import git, make_repo, status, write
 
 RUN = "20260101-120000-abc123"
@@ -268,3 +268,19 @@ def test_an_agent_rewriting_its_worktrees_git_link_cannot_steer_crews_git(repo: 
     assert (repo / "notes.txt").read_text().startswith("deploy: Tuesday")
     assert [c.removed for c in clean(repo, force=True)] == [True]
     assert not pwned.exists()
+
+
+def test_apply_refuses_changes_that_would_run_code_on_the_next_git_command(repo: Path) -> None:
+    """A gitlink (a run cut short before crew disarmed it), a new attributes driver: refused, nothing applied."""
+    worktree = make(repo, RUN, ["claude"]).worktrees[0]
+    git(worktree.path, "init", "-q", "sub")
+    git(worktree.path / "sub", "commit", "-q", "--allow-empty", "-m", "x")
+    write(worktree.path, {".gitattributes": "*.py filter=evil\n", "notes.txt": "changed\n"})
+    with pytest.raises(RunsCode) as refused:
+        apply(repo, RUN, "claude")
+    assert str(refused.value).startswith(
+        "@claude's changes hold what would run code on your next git command (sub: a gitlink (an embedded "
+        "repository), which git would run; .gitattributes: names a driver git would run on those files: filter=evil)"
+        "; nothing was applied."
+    )
+    assert status(repo) == ""

@@ -12,9 +12,9 @@ import time
 import pytest
 from crewbridge.providers.base import Turn
 from crewbridge.providers.claude import ClaudeProvider
-from crewbridge.providers.live_claude import ClaudeLiveConversation
 
-from crewbridge.conversation import EXACT, FULL
+from crewbridge.conversations import EXACT, FULL
+from crewbridge.conversations.claude import ClaudeLiveConversation
 from crewbridge.errors import CLINotFound, CrewTimeout, ProviderError
 from crewbridge.events import Failure, Session, Text, Usage
 

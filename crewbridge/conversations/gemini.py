@@ -17,10 +17,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from crewbridge.providers.gemini import session_file
-
 from crewbridge import jsonio
-from crewbridge.conversation import EXACT, ProcessConversation
+from crewbridge.conversations import EXACT, ProcessConversation
+from crewbridge.providers.gemini import session_file
 
 
 class GeminiSessionConversation(ProcessConversation):

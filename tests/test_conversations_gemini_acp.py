@@ -15,18 +15,18 @@ import urllib.request
 import pytest
 from crewbridge.providers.base import Turn
 from crewbridge.providers.gemini import GeminiProvider
-from crewbridge.providers.live_gemini_acp import (
+
+from crewbridge.conversations import FULL
+from crewbridge.conversations.gemini_acp import (
     AcpDecoder,
     GeminiAcpConversation,
     choose,
     native_input,
     prompt_end,
 )
-
-from crewbridge.conversation import FULL
 from crewbridge.errors import MaxTurnsReached
 from crewbridge.events import Done, Failure, MessageEnd, Notice, Session, Text, Usage
-from crewbridge.peer import Reply
+from crewbridge.jsonrpc import Reply
 from crewbridge.registry import Tool, ToolResult
 
 OPTIONS = [
@@ -129,7 +129,7 @@ class FakeChannel:
             )
         ]
 
-    def call(self, name, arguments):
+    def call(self, name, arguments, stop=None):
         self.calls.append((name, arguments))
         self.threads.append(threading.current_thread())
         if self.error is not None:
@@ -321,6 +321,6 @@ def test_an_option_is_chosen_by_its_kind():
 
 def test_gemini_names_a_native_conversation_and_its_tools_that_only_read():
     provider = GeminiProvider()
-    assert provider.native == "crewbridge.providers.live_gemini_acp:GeminiAcpConversation"
+    assert provider.native == "crewbridge.conversations.gemini_acp:GeminiAcpConversation"
     assert {"read_file", "list_directory", "glob", "grep_search"} <= provider.read_only_tools
     assert not {"write_file", "replace", "run_shell_command", "web_fetch"} & provider.read_only_tools

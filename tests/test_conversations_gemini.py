@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 
 from crewbridge.providers.gemini import session_file
-from crewbridge.providers.live_gemini import cut_reply
+
+from crewbridge.conversations.gemini import cut_reply
 
 SID = "3b5d8fc2-55a4-4047-b6b6-6abeac75be29"
 KEPT = 'Reading.\n```json\n{"type":"tool_use","name":"crew:read_file","input":{"path":"a"}}\n```\n'

@@ -10,9 +10,9 @@ import sys
 import pytest
 from crewbridge.providers.base import Turn
 from crewbridge.providers.codex import CodexProvider
-from crewbridge.providers.live_codex import AppServerDecoder, CodexLiveConversation
 
-from crewbridge.conversation import EXACT, FULL
+from crewbridge.conversations import EXACT, FULL
+from crewbridge.conversations.codex import AppServerDecoder, CodexLiveConversation
 from crewbridge.events import Done, Failure, MessageEnd, Notice, Session, Text, Usage
 from crewbridge.registry import Tool, ToolResult
 
@@ -262,7 +262,7 @@ class Channel:
     def tools(self):
         return [READ]
 
-    def call(self, name, arguments):
+    def call(self, name, arguments, stop=None):
         self.calls.append((name, arguments))
         return (
             ToolResult(True, data="the secret is 42")

@@ -8,12 +8,12 @@ import sys
 import pytest
 from crewbridge.providers.base import Turn
 from crewbridge.providers.generic import GenericProvider, GenericSpec
-from crewbridge.providers.live_claude import ClaudeLiveConversation
-from crewbridge.providers.live_codex import CodexLiveConversation
-from crewbridge.providers.live_gemini import GeminiSessionConversation
 
 from crewbridge import providers
-from crewbridge.conversation import EXACT, FULL, LOST, ProcessConversation, live_enabled, new_conversation
+from crewbridge.conversations import EXACT, FULL, LOST, ProcessConversation, live_enabled, new_conversation
+from crewbridge.conversations.claude import ClaudeLiveConversation
+from crewbridge.conversations.codex import CodexLiveConversation
+from crewbridge.conversations.gemini import GeminiSessionConversation
 from crewbridge.errors import CLINotFound
 from crewbridge.events import Failure, Session, Text
 
