@@ -342,5 +342,5 @@ def checked(mode: str, options: RunOptions | None, values: dict[str, Any]) -> Ru
     if mode not in MODES:
         raise UsageError(f"mode '{mode}' is not one of {', '.join(MODES)}")
     options = (options or RunOptions()).given(values)
-    options.check(mode)
+    options.check(mode)  # --worktree and --review with query: refused before anything starts
     return options

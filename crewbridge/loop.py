@@ -74,16 +74,6 @@ class Progress:
     data: dict[str, Any] | None = None  # kind "review": the round (crewbridge.review); "native": tool, input, refusal
 
 
-def teller(on_progress: Callable[[Progress], None] | None) -> Callable[[str, str, str], None]:
-    """A notice (kind, agent, text) as a Progress event, for `on_progress` (none: nothing)."""
-
-    def say(kind: str, agent: str, text: str) -> None:
-        if on_progress is not None:
-            on_progress(Progress(kind, agent, text))
-
-    return say
-
-
 @dataclass
 class RunResult:
     agent: str

@@ -75,8 +75,8 @@ def _call(event: dict[str, Any]) -> tuple[str, list[str]]:
 
 
 def _result(event: dict[str, Any]) -> tuple[str, list[str]]:
-    result = event.get("result") if isinstance(event.get("result"), dict) else {}
-    assert isinstance(result, dict)
+    found = event.get("result")
+    result: dict[str, Any] = found if isinstance(found, dict) else {}
     if result.get("success"):
         detail = summary(result.get("data"), bool((result.get("metadata") or {}).get("truncated")))
         return one_line(f"  ✓ {event.get('name')}: {detail}", WIDTH), []

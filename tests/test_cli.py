@@ -88,6 +88,7 @@ def test_a_current_directory_that_no_longer_exists_is_a_one_line_error(args, tmp
             *args,
         ],
         env=env,
+        stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
         timeout=60,
@@ -158,11 +159,15 @@ def test_in_a_while_read_loop_no_stdin_leaves_the_loop_its_input(fake, env, tmp_
     loop = f"printf 'a\\nb\\n' | while read x; do {crew} query %s --config {fake.config} \"@fake $x\"; done"
     for flag in ("-n", "--no-stdin"):
         fake.restart("ok")
-        done = subprocess.run(["sh", "-c", loop % flag], env=env, cwd=tmp_path, capture_output=True, text=True)
+        done = subprocess.run(
+            ["sh", "-c", loop % flag], env=env, cwd=tmp_path, stdin=subprocess.DEVNULL, capture_output=True, text=True
+        )
         assert done.returncode == 0, done.stderr
         assert [prompt.rstrip().rsplit("\n", 1)[-1] for prompt in fake.prompts] == ["a", "b"]  # twice
     fake.restart("ok")
-    subprocess.run(["sh", "-c", loop % ""], env=env, cwd=tmp_path, capture_output=True, check=True)
+    subprocess.run(
+        ["sh", "-c", loop % ""], env=env, cwd=tmp_path, stdin=subprocess.DEVNULL, capture_output=True, check=True
+    )
     [prompt] = fake.prompts  # without -n crew reads the loop's pipe: the loop ends after one turn
     assert prompt.rstrip().endswith("a\n\nb")
 

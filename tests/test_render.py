@@ -259,7 +259,7 @@ def test_the_status_line_shows_on_a_terminal_while_waiting_and_is_cleared_before
 
 
 def test_an_approval_question_wipes_the_status_line_of_a_running_tool_before_it_asks(monkeypatch):
-    from crewbridge.approval import Answer, Approver, Question
+    from crewbridge.approval import Question, TerminalChannel
 
     monkeypatch.setattr(render, "STATUS_IDLE", 0)
     pty = Pty("y")
@@ -267,8 +267,8 @@ def test_an_approval_question_wipes_the_status_line_of_a_running_tool_before_it_
         r.progress(Progress("turn", "claude", "1"))
         r.progress(Progress("call", "claude", call=call("crew:run_command", command="make")))
         r.draw_status(0)
-        question = Question("claude", "run_command", {"command": "make"})
-        assert Approver(pty.stdin, pty.stderr).ask(question) == Answer("yes", "terminal")
+        asked = Question("claude", "run_command", {"command": "make"})
+        assert TerminalChannel(pty.stdin, pty.stderr).ask(asked, None) == "yes"
     shown = pty.read("[y/N/a=always] ")
     status = shown.index("@claude running crew:run_command")
     question = shown.index("@claude wants to run")
@@ -533,6 +533,21 @@ def test_verbose_shows_the_command_and_every_raw_line_on_stderr(tmp_path):
     assert len(err.getvalue().splitlines()) == 4
 
 
+def test_verbose_shows_a_long_command_whole_and_cuts_a_long_line_saying_how_much(tmp_path):
+    err = io.StringIO()
+    long = "x" * (render.TRACE_CHARS * 3)
+    with renderer(err=err, verbose=True):
+        child = Child(["sh", "-c", f"echo {long}; echo done"], cwd=tmp_path)
+        assert list(child.lines()) == [long, "done"]
+        child.close()
+    command, read, done = err.getvalue().splitlines()
+    assert command.endswith(f"$ sh -c 'echo {long}; echo done'")  # whole: a person can run it again
+    traced = read.split("> ")[0] + "> " + long  # the line as logged: `sh[PGID] > xxx…`
+    cut = render.TRACE_CHARS
+    assert read == f"{traced[:cut]}… ({len(traced) - cut:,} more characters)"
+    assert done.endswith("> done")
+
+
 def test_verbose_shows_where_a_bug_in_crew_is_and_nothing_for_crews_own_errors():
     def crash():
         raise KeyError("size")
@@ -549,21 +564,6 @@ def test_verbose_shows_where_a_bug_in_crew_is_and_nothing_for_crews_own_errors()
     assert "Traceback (most recent call last)" in shown[True, "crash"] and "in crash" in shown[True, "crash"]
     assert "KeyError: 'size'" in shown[True, "crash"]
     assert shown[False, "crash"] == "" and shown[True, "refuse"] == ""
-
-
-def test_verbose_shows_a_long_command_whole_and_cuts_a_long_line_saying_how_much(tmp_path):
-    err = io.StringIO()
-    long = "x" * (render.TRACE_CHARS * 3)
-    with renderer(err=err, verbose=True):
-        child = Child(["sh", "-c", f"echo {long}; echo done"], cwd=tmp_path)
-        assert list(child.lines()) == [long, "done"]
-        child.close()
-    command, read, done = err.getvalue().splitlines()
-    assert command.endswith(f"$ sh -c 'echo {long}; echo done'")  # whole: a person can run it again
-    traced = read.split("> ")[0] + "> " + long  # the line as logged: `sh[PGID] > xxx…`
-    cut = render.TRACE_CHARS
-    assert read == f"{traced[:cut]}… ({len(traced) - cut:,} more characters)"
-    assert done.endswith("> done")
 
 
 def test_a_reader_that_left_stdout_does_not_end_the_run(tmp_path, monkeypatch):

@@ -42,17 +42,35 @@ class Screen:
         self.tmux(
             "new-session", "-d", "-x", "120", "-y", "40", "-c", str(cwd), f"bash --noprofile --rcfile {rcfile}", env=env
         )
-        self.shell = int(self.tmux("display-message", "-p", "#{pane_pid}").strip())
+        self.shell = self._pane()
 
-    def tmux(self, *args: str, env: dict[str, str] | None = None) -> str:
+    def _pane(self) -> int:
+        """The shell's pid, once the server answers for a pane that has one: on a busy machine the
+        server and the pane's process come up well after new-session returns."""
+        deadline = time.monotonic() + WAIT
+        while True:
+            asked = self.run("display-message", "-p", "#{pane_pid}")
+            if asked.returncode == 0 and asked.stdout.strip().isdigit():
+                return int(asked.stdout)
+            if time.monotonic() > deadline:
+                pytest.fail(f"tmux made no pane in {WAIT:g}s: {asked.stderr.strip()}", pytrace=False)
+            time.sleep(0.1)
+
+    def run(self, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        """`tmux ARGS` on this session's server, with no stdin (a test's own never reaches it)."""
         return subprocess.run(
             ["tmux", "-L", self.socket, "-f", os.devnull, *args],
             env=env,
-            check=True,
+            stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
-            timeout=30,
-        ).stdout
+            timeout=WAIT,
+        )
+
+    def tmux(self, *args: str, env: dict[str, str] | None = None) -> str:
+        done = self.run(*args, env=env)
+        assert done.returncode == 0, f"tmux {' '.join(args)}: {done.stderr.strip()}"
+        return done.stdout
 
     def type(self, text: str) -> None:
         """Type `text` and press Enter."""
@@ -83,7 +101,7 @@ class Screen:
                 os.killpg(pgid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True, timeout=30)
+        self.run("kill-server")
 
 
 def _descendants(root: int) -> list[int]:
