@@ -227,7 +227,6 @@ def test_cancel_ends_the_clis_process_group_and_the_prompt_says_cancelled(
         try:
             sid = (await conn.new_session(cwd=str(workdir), mcp_servers=[])).session_id
             await conn.set_config_option(config_id="agent", session_id=sid, value="slow")
-            pid_file.unlink(missing_ok=True)  # a CLI started ahead for the first prompt wrote it
             prompt = asyncio.ensure_future(conn.prompt(session_id=sid, prompt=[text_block("think")]))
             while not pid_file.exists():
                 await asyncio.sleep(0.05)
@@ -323,18 +322,55 @@ def test_bad_frames_get_json_rpc_errors_and_crew_reads_on(tmp_path: Path, workdi
 
 
 def test_stdin_closing_ends_every_cli_crew_started(setup: dict[str, Any], workdir: Path, tmp_path: Path) -> None:
+    slow = executable(
+        tmp_path / "bin" / "slow",
+        "import sys, time\nsys.stdout.write('thinking\\n'); sys.stdout.flush(); time.sleep(120)\n",
+    )
+    write_config(
+        tmp_path / "crew.yaml", providers={"slow": {"command": [str(slow)]}}, agents={"claude": {"provider": "slow"}}
+    )
     editor = Editor()
 
     async def scenario() -> int:
         context, conn, proc = await opened(setup, workdir, editor)
-        await conn.new_session(cwd=str(workdir), mcp_servers=[])  # starts the default agent's CLI
+        sid = (await conn.new_session(cwd=str(workdir), mcp_servers=[])).session_id
+        prompt = asyncio.ensure_future(conn.prompt(session_id=sid, prompt=[text_block("think")]))
+        while not editor.of("agent_message_chunk"):  # the CLI is running
+            await asyncio.sleep(0.05)
         proc.stdin.close()
         code = await asyncio.wait_for(proc.wait(), 30)
+        prompt.cancel()  # unanswered: crew ended
         await context.__aexit__(None, None, None)
         return code
 
     assert run(scenario()) == 0
     assert processes_in(tmp_path) == []
+
+
+def test_a_session_starts_only_the_cli_its_prompt_runs(setup: dict[str, Any], workdir: Path, tmp_path: Path) -> None:
+    fake = FakeModel(tmp_path / "bin")
+    fake.script("Hello.")
+    marker = tmp_path / "bin" / "claude-started"
+    unused = executable(tmp_path / "bin" / "unused", f"open({str(marker)!r}, 'w').close()\n")
+    write_config(
+        tmp_path / "crew.yaml",
+        providers={"fake": fake.provider(), "unused": {"command": [str(unused)], "state_dirs": [str(marker.parent)]}},
+        agents={"fake": {"provider": "fake"}, "claude": {"provider": "unused"}},
+    )
+    editor = Editor()
+
+    async def scenario() -> str:
+        context, conn, _ = await opened(setup, workdir, editor)
+        try:
+            sid = (await conn.new_session(cwd=str(workdir), mcp_servers=[])).session_id  # claude by default
+            await asyncio.sleep(1)
+            await conn.set_config_option(config_id="agent", session_id=sid, value="fake")
+            return (await conn.prompt(session_id=sid, prompt=[text_block("hi")])).stop_reason
+        finally:
+            await context.__aexit__(None, None, None)
+
+    assert run(scenario()) == "end_turn" and "Hello." in editor.text()
+    assert not marker.exists()  # the default agent's CLI never started: the session did not use it
 
 
 def test_the_sandbox_required_where_none_works_is_refused_before_serving(tmp_path: Path, workdir: Path) -> None:
