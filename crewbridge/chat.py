@@ -19,8 +19,9 @@ from typing import IO, Any
 
 from crewbridge.api import Outcome
 from crewbridge.approval import isatty
-from crewbridge.bridge import Bridge, Chat
+from crewbridge.bridge import Bridge
 from crewbridge.config import state_dir
+from crewbridge.dialogue import Chat
 from crewbridge.errors import CLINotFound, CrewError
 from crewbridge.mentions import parse_agent
 from crewbridge.modes import Mode

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
 from crewbridge.approval import isatty, terminal  # an approval question owns the terminal while it waits
+from crewbridge.errors import CrewError
 from crewbridge.outputs import error_record, event_record, json_line, outcomes_record, worktree_record
 from crewbridge.process import log as process_log
 from crewbridge.redact import Redactor
@@ -169,8 +170,14 @@ class Renderer:
     def __enter__(self) -> Renderer:
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: object) -> None:
+        verbose = self._trace is not None
         self.close()
+        if verbose and isinstance(error, Exception) and not isinstance(error, CrewError):
+            # a bug in crew (the command says so in one line): --verbose shows where it is
+            import traceback
+
+            self.err.write("".join(traceback.format_exception(error)))
 
     def close(self) -> None:
         """Stop the status line and the --verbose trace."""

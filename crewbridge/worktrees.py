@@ -143,11 +143,11 @@ def labels(mentions: Sequence[Mention]) -> list[str]:
     return out
 
 
-def make(folder: Path, run_id: str, names: Sequence[str]) -> Made:
+def make(folder: Path, run_id: str, names: Sequence[str], base: str | None = None) -> Made:
     """A worktree per name, on branch crew/<run id>/<name> made from HEAD of the checkout holding
-    `folder`. All or none: one that cannot be made removes those made before it."""
+    `folder` (or from commit `base`). All or none: one that cannot be made removes those made before it."""
     checkout = Checkout.of(folder, "--worktree")
-    base = checkout.head("--worktree")
+    base = base or checkout.head("--worktree")
     uncommitted = checkout.uncommitted()
     made: list[Worktree] = []
     _root(checkout).mkdir(parents=True, exist_ok=True, mode=0o700)

@@ -25,7 +25,7 @@ class FakeChannel:
         schema = {"type": "object", "properties": {"path": {"type": "string"}}}
         return [Tool("read_file", "Read a file.\nMore.", schema, lambda ctx, path: path, read_only=True)]
 
-    def call(self, name, arguments):
+    def call(self, name, arguments, stop=None):
         self.calls.append((name, arguments))
         if self.error is not None:
             raise self.error

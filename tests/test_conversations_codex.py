@@ -262,7 +262,7 @@ class Channel:
     def tools(self):
         return [READ]
 
-    def call(self, name, arguments):
+    def call(self, name, arguments, stop=None):
         self.calls.append((name, arguments))
         return (
             ToolResult(True, data="the secret is 42")

@@ -24,9 +24,9 @@ from crewbridge.conversations.gemini_acp import (
     native_input,
     prompt_end,
 )
-from crewbridge.conversations.peer import Reply
 from crewbridge.errors import MaxTurnsReached
 from crewbridge.events import Done, Failure, MessageEnd, Notice, Session, Text, Usage
+from crewbridge.jsonrpc import Reply
 from crewbridge.registry import Tool, ToolResult
 
 OPTIONS = [
@@ -129,7 +129,7 @@ class FakeChannel:
             )
         ]
 
-    def call(self, name, arguments):
+    def call(self, name, arguments, stop=None):
         self.calls.append((name, arguments))
         self.threads.append(threading.current_thread())
         if self.error is not None:

@@ -60,7 +60,7 @@ def jsonl(stdout: str) -> list[dict]:
 
 def test_every_schema_is_a_json_schema():
     names = sorted(path.name for path in SCHEMAS.glob("*.json"))
-    assert names == ["event.json", "outcome.json"]
+    assert names == ["batch.json", "event.json", "outcome.json"]
     for name in names:
         Draft202012Validator.check_schema(REGISTRY.contents(name))
 

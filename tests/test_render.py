@@ -510,6 +510,24 @@ def test_verbose_shows_the_command_and_every_raw_line_on_stderr(tmp_path):
     assert len(err.getvalue().splitlines()) == 4
 
 
+def test_verbose_shows_where_a_bug_in_crew_is_and_nothing_for_crews_own_errors():
+    def crash():
+        raise KeyError("size")
+
+    def refuse():
+        raise ProviderError("claude refused")
+
+    shown = {}
+    for verbose, fail in ((True, crash), (False, crash), (True, refuse)):
+        err = io.StringIO()
+        with pytest.raises((KeyError, ProviderError)), renderer(err=err, verbose=verbose):
+            fail()
+        shown[verbose, fail.__name__] = err.getvalue()
+    assert "Traceback (most recent call last)" in shown[True, "crash"] and "in crash" in shown[True, "crash"]
+    assert "KeyError: 'size'" in shown[True, "crash"]
+    assert shown[False, "crash"] == "" and shown[True, "refuse"] == ""
+
+
 def test_a_reader_that_left_stdout_does_not_end_the_run(tmp_path, monkeypatch):
     from crewbridge.bridge import Bridge
 

@@ -11,23 +11,16 @@ from __future__ import annotations
 
 import os
 
-from crewbridge.mcp.core import RpcError, read_message
-from crewbridge.mcp.early import read, unrefusable
-from crewbridge.readings import number
+from crewbridge import flags
+from crewbridge.jsonrpc import RpcError, read_message
+from crewbridge.mcp.early import unrefusable
 from crewbridge.version import __version__
 
 TYPE_CHECKING = False  # typing itself is ~5 ms to import; type checkers read this name as True
 if TYPE_CHECKING:
-    from collections.abc import Callable
     from typing import Any
 
 PROTOCOL_VERSION = 1  # the ACP version crew speaks (the SDK's)
-# crew acp's options (crewbridge.cli.acp_group) read here, with what each one's value must be
-VALUE_OPTIONS: dict[str, Callable[[str], bool]] = {
-    "--timeout": number(float, 0.1),
-    "--max-turns": number(int, 1),
-    "--sandbox": lambda text: text in ("auto", "off"),  # required: refused where no sandbox works
-}
 
 
 def hello() -> dict[str, Any]:
@@ -57,7 +50,8 @@ class Greeting:
 def greet(args: list[str]) -> Greeting | None:
     """The first message read from stdin and, when it is `initialize`, answered on stdout; None
     (nothing read) when the agent could still refuse to start."""
-    if read(args, VALUE_OPTIONS, frozenset()) is None or not unrefusable():
+    found = flags.read(args, flags.ACP)
+    if found is None or found[1] or not unrefusable():
         return None
     data = b""
     try:

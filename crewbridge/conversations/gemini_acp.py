@@ -17,18 +17,22 @@ tool is the prefix of its call id (`<tool>__<id>`, as 0.61 makes every id), the 
 question shows (the command of a shell call, the file of an edit).
 
 ACP cannot rewind a reply: a stopped one stays whole in Gemini's history (FULL).
+
+What crew reads of Gemini's messages is typed (the TypedDicts below, checked by msgspec as they
+arrive: crewbridge.jsonrpc); an update of another shape is set aside as a corrupt line.
 """
 
 from __future__ import annotations
 
+import json
 import secrets
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from crewbridge.conversations import FULL
-from crewbridge.conversations.peer import CLIENT, Peer, Reply, Request, notification
-from crewbridge.errors import ProviderError
+from crewbridge.conversations.peer import CLIENT, Peer
 from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session, Text, Usage
+from crewbridge.jsonrpc import Misshapen, Reply, Request, Route, notification, shaped
 from crewbridge.mcp.core import McpTools
 from crewbridge.mcp.http import McpHttp
 from crewbridge.native import SERVER
@@ -43,9 +47,77 @@ PROTOCOL_VERSION = 1
 ENDED = ("end_turn", "cancelled")  # stop reasons of a reply that ended as it should
 
 
+class _Content(TypedDict, total=False):
+    type: str
+    text: str
+
+
+class _Update(TypedDict, total=False):
+    sessionUpdate: str
+    content: _Content
+    title: Any
+
+
+class Update(TypedDict):
+    """session/update's params."""
+
+    update: _Update
+
+
+class ToolCall(TypedDict, total=False):
+    toolCallId: Any
+    title: Any
+    kind: Any
+    rawInput: Any
+    content: list[Any] | None
+    locations: list[Any] | None
+
+
+class Option(TypedDict):
+    kind: str
+    optionId: Any
+
+
+class Permission(TypedDict, total=False):
+    """session/request_permission: Gemini asks before one of its own tools runs."""
+
+    toolCall: ToolCall
+    options: list[Option]
+
+
+class _Tokens(TypedDict, total=False):
+    input_tokens: int | None
+    output_tokens: int | None
+
+
+class _Quota(TypedDict, total=False):
+    token_count: _Tokens | None
+
+
+class _Meta(TypedDict, total=False):
+    quota: _Quota | None
+
+
+class PromptEnd(TypedDict, total=False):
+    """The answer to session/prompt."""
+
+    stopReason: Any
+    _meta: _Meta | None
+
+
+class SessionMade(TypedDict):
+    """The answer to session/new."""
+
+    sessionId: str
+
+
 class AcpDecoder(JsonLineDecoder):
-    """session/update notifications → events. Gemini's tool calls end a message (the text around a
-    call is two messages) and are set aside as notices; so does a permission question."""
+    """session/update notifications → events, each read in its shape first. Gemini's tool calls end
+    a message (the text around a call is two messages) and are set aside as notices; so does a
+    permission question."""
+
+    def decode_object(self, obj: dict[str, Any] | Notice, line: str | bytes | None = None) -> list[Event]:
+        return [obj] if isinstance(obj, Notice) else self.event(obj)
 
     def event(self, obj: dict[str, Any]) -> list[Event]:
         method = obj.get("method")
@@ -53,11 +125,16 @@ class AcpDecoder(JsonLineDecoder):
             return [MessageEnd()]  # a tool is about to run: the text before it is a message of its own
         if method != "session/update":
             return [Notice("unknown", str(method))]
-        update = obj["params"]["update"]
+        try:
+            update = shaped(obj.get("params"), Update, "the session/update notification")["update"]
+        except Misshapen as exc:
+            return [Notice("corrupt", f"{exc}: {json.dumps(obj)[:120]}")]
         kind = update.get("sessionUpdate")
         if kind == "agent_message_chunk":
-            content = update["content"]
-            return [Text(content["text"])] if content.get("type") == "text" else [Notice("content", content["type"])]
+            content = update.get("content") or {}
+            if content.get("type") == "text" and "text" in content:
+                return [Text(content["text"])]
+            return [Notice("content", str(content.get("type")))]
         if kind == "tool_call":
             return [MessageEnd(), Notice("native_tool_call", str(update.get("title")))]
         return [Notice(str(kind))]
@@ -77,7 +154,7 @@ def prompt_end(reply: Reply) -> list[Event]:
     return [*out, Failure(f"gemini ended the reply early: {reason}"), Done()]
 
 
-def native_input(call: dict[str, Any]) -> dict[str, Any]:
+def native_input(call: ToolCall) -> dict[str, Any]:
     """The input of one of Gemini's own tool uses, from its permission question: its raw input
     where Gemini gives it, else what the question shows."""
     raw = call.get("rawInput")
@@ -97,7 +174,7 @@ def native_input(call: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-def choose(options: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+def choose(options: list[Option], kind: str) -> dict[str, Any]:
     """The outcome selecting the option of `kind` (allow_once, reject_once); cancelled without one."""
     chosen = next((option for option in options if option.get("kind") == kind), None)
     if chosen is None:
@@ -111,8 +188,10 @@ class GeminiAcpConversation(Peer):
 
     def __init__(self, provider: GeminiProvider, base: Turn, *, cwd: Path, env: dict[str, str] | None = None) -> None:
         super().__init__(provider, base, provider.native_argv(base), cwd=cwd, env=env)
-        self.handlers = {"session/request_permission": self._permission}
         self._http: McpHttp | None = None
+
+    def routes(self) -> dict[str, Route]:
+        return {"session/request_permission": Route(self._permission, Permission)}
 
     def resume(self, prior: Prior) -> bool:
         """Gemini could load its session (session/load), but only from its own session files, which
@@ -122,10 +201,9 @@ class GeminiAcpConversation(Peer):
     def set_up(self) -> None:
         self.call("initialize", {"protocolVersion": PROTOCOL_VERSION, "clientCapabilities": {}, "clientInfo": CLIENT})
         servers = [self._mcp_server(self.channel)] if self.channel is not None and self.base.native else []
-        session = self.call("session/new", {"cwd": str(self.cwd), "mcpServers": servers}).get("sessionId")
-        if not isinstance(session, str):
-            raise ProviderError(f"gemini answered session/new without a session id: {session!r}"[:300])
-        self.session_id = session
+        self.session_id = self.call("session/new", {"cwd": str(self.cwd), "mcpServers": servers}, SessionMade)[
+            "sessionId"
+        ]
 
     def _mcp_server(self, channel: Channel) -> dict[str, Any]:
         """Start crew's MCP server for this conversation: its entry in session/new's mcpServers."""
@@ -137,14 +215,15 @@ class GeminiAcpConversation(Peer):
 
     def begin(self, message: str) -> list[Event]:
         prompt = [{"type": "text", "text": message}]
-        self.request("session/prompt", {"sessionId": self.session_id, "prompt": prompt}, prompt_end)
+        self.request("session/prompt", {"sessionId": self.session_id, "prompt": prompt}, prompt_end, PromptEnd)
         return [Session(self.session_id)]
 
     def _permission(self, request: Request, channel: Channel) -> dict[str, Any]:
         """Gemini asks before one of its own tools runs: crew's policy decides. The question names no
         tool: its call id does (`<tool>__<id>`). A stopped reply's questions are refused: crew wants
         no more of it."""
-        call, options = request.params.get("toolCall") or {}, request.params.get("options") or []
+        params: Permission = request.params
+        call, options = params.get("toolCall") or ToolCall(), params.get("options") or []
         if self.stopped:
             return choose(options, "reject_once")
         tool, named, _ = str(call.get("toolCallId")).partition("__")

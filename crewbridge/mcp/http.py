@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlsplit
 
 from crewbridge.jsonio import dumps_bytes
@@ -32,16 +32,14 @@ from crewbridge.mcp.core import (
     McpSession,
     RpcError,
     Send,
+    Served,
     invalid,
     nowhere,
     read_message,
+    refusal,
     request_id,
-    rpc_error,
 )
 from crewbridge.webserver import Handler, Keys, Server, check_listen, parse_address, server_token
-
-if TYPE_CHECKING:
-    from crewbridge.mcp.server import McpServer
 
 PATH = "/mcp"
 TOKEN_VARIABLE = "CREW_MCP_TOKEN"
@@ -54,7 +52,7 @@ Respond = Callable[[Any, McpSession, Send], "dict[str, Any] | None"]
 
 
 def serve_http(
-    server: McpServer,
+    server: Served,
     address: str,
     *,
     token_file: Path | None = None,
@@ -177,10 +175,10 @@ class _Handler(Handler):
         try:
             message = read_message(body)
         except RpcError as exc:
-            return self.send_json(400, rpc_error(None, exc.code, str(exc)))
+            return self.send_json(400, refusal(None, exc.code, str(exc)))
         problem = invalid(message)
         if problem is not None:
-            return self.send_json(400, rpc_error(request_id(message), INVALID_REQUEST, problem))
+            return self.send_json(400, refusal(request_id(message), INVALID_REQUEST, problem))
         starts = message.get("method") == "initialize" and "id" in message
         session = McpSession() if starts else self._session()
         if session is None:
@@ -251,7 +249,7 @@ class _Handler(Handler):
         try:
             return self.owner.respond(message, session, notify)
         except Exception as exc:  # a bug, or a respond that let an error through: answered all the same
-            return rpc_error(request_id(message), INTERNAL_ERROR, f"internal error: {type(exc).__name__}: {exc}")
+            return refusal(request_id(message), INTERNAL_ERROR, f"internal error: {type(exc).__name__}: {exc}")
 
     def _stream(self, message: dict[str, Any], session: McpSession) -> None:
         """Answer a tool call as an event stream: priming event, progress, answer; then close.

@@ -16,7 +16,7 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -215,24 +215,39 @@ class Sandboxing:
         wanted = any(one != "off" for one in levels)
         return notice(self.detection) if wanted and self.detection.mechanism is None else None
 
-    def commands(self, wanted: str, workdir: Path, mode: str, *, network: bool) -> Sandbox | None:
+    def commands(
+        self, wanted: str, workdir: Path, mode: str, *, network: bool, denied: Sequence[str] = ()
+    ) -> Sandbox | None:
         """Where an agent's commands (run_command, command tools) run: they may write the working
         directory only in execute mode (query mode's tools only read) and their private /tmp;
-        no network unless `network`; nothing they start outlives them."""
+        no network unless `network`; nothing they start outlives them; a program `denied` (the
+        agent's deny_commands) denies whatever its arguments is masked where the mechanism can."""
         mechanism = self.mechanism(wanted)
         if mechanism is None:
             return None
         writable, kept = _project(workdir, mode)
-        return Sandbox(mechanism, Confinement(writable, kept, visible=(workdir,), network=network, leave_group=False))
+        confinement = Confinement(
+            writable, kept, visible=(workdir,), network=network, leave_group=False, denied=tuple(denied)
+        )
+        return Sandbox(mechanism, confinement)
 
-    def cli(self, wanted: str, workdir: Path, mode: str, state: Callable[[Mapping[str, str]], State]) -> Sandbox | None:
+    def cli(
+        self,
+        wanted: str,
+        workdir: Path,
+        mode: str,
+        state: Callable[[Mapping[str, str]], State],
+        denied: Sequence[str] = (),
+    ) -> Sandbox | None:
         """Where an agent's CLI runs: it may write its own state folders (`state`, from its
-        environment) and temp, and the working directory in execute mode; its network stays."""
+        environment) and temp, and the working directory in execute mode; its network stays; its
+        own shell tool's commands meet the masks of `denied` as crew's do."""
         mechanism = self.mechanism(wanted)
         if mechanism is None:
             return None
         writable, kept = _project(workdir, mode)
-        return Sandbox(mechanism, Confinement(writable, kept, visible=(workdir,), network=True, state=state))
+        confinement = Confinement(writable, kept, visible=(workdir,), network=True, state=state, denied=tuple(denied))
+        return Sandbox(mechanism, confinement)
 
 
 def _project(workdir: Path, mode: str) -> tuple[tuple[Path, ...], tuple[Path, ...]]:
