@@ -106,6 +106,25 @@ def test_initialize_is_answered_as_the_sdk_says_and_early(tmp_path: Path, workdi
     assert start.wait(60) == 0
 
 
+def test_initialize_is_answered_having_imported_only_what_the_answer_needs(tmp_path: Path, workdir: Path) -> None:
+    heavy = ("typing", "pathlib", "click", "acp", "pydantic", "crewbridge.jsonrpc", "crewbridge.mcp.core")
+    script = (
+        "import json, sys\nbefore = set(sys.modules)\nfrom crewbridge.acp.early import greet\ngreet([])\n"
+        f"print(json.dumps(sorted(m for m in {heavy!r} if m in set(sys.modules) - before)), file=sys.stderr)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        input='{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}\n',
+        capture_output=True,
+        text=True,
+        cwd=workdir,
+        env=crew_env(tmp_path / "home"),
+        timeout=60,
+    )
+    assert json.loads(done.stdout)["result"] == hello()
+    assert json.loads(done.stderr.splitlines()[-1]) == []
+
+
 def test_a_prompt_streams_text_a_read_and_a_write_as_a_diff_approved_then_rejected(
     setup: dict[str, Any], workdir: Path, fake: FakeModel
 ) -> None:
