@@ -337,6 +337,7 @@ def test_bad_frames_get_json_rpc_errors_and_crew_reads_on(tmp_path: Path, workdi
     answers = [json.loads(line) for line in done.stdout.splitlines()]
     assert [a.get("error", {}).get("code") for a in answers] == [-32700, -32600, -32601, -32602, -32602, None]
     assert "relative" in answers[3]["error"]["message"] and answers[-1]["result"] == hello()
+    assert answers[1]["error"]["message"] == "a batch: crew takes no batches; send one JSON-RPC message at a time"
     assert done.returncode == 0 and b"Traceback" not in done.stderr
 
 
