@@ -4,9 +4,14 @@ makes click's options from them, and the quick readings of the arguments before 
 (crewbridge.early, crewbridge.mcp.early: `read`) take a value only where click's type takes it
 (`Flag.takes`), so neither can read an argument otherwise than the command will.
 
-(Plain classes and no imports: crew mcp reads these before it answers initialize.)"""
+(Plain classes, and nothing imported but where crew's files are: crew mcp and crew acp read these
+before they answer initialize.)"""
 
 from __future__ import annotations
+
+import os
+
+from crewbridge.places import configured
 
 TYPE_CHECKING = False  # typing itself is ~5 ms to import; type checkers read this name as True
 if TYPE_CHECKING:
@@ -109,6 +114,13 @@ def read(args: Iterable[str], table: Iterable[Flag]) -> tuple[dict[str, str], li
             return None
         values[flag.names[0]] = value
     return values, words
+
+
+def unrefusable() -> bool:
+    """Whether nothing crew loads after a quick reading can refuse to start `crew mcp` or `crew
+    acp`: no crew.yaml to read (it is read, and reported when it is wrong, before any answer) and no
+    sandbox mechanism named (CREW_SANDBOX_MECHANISM: it may name one that does not work)."""
+    return "CREW_SANDBOX_MECHANISM" not in os.environ and not configured(os.getcwd())
 
 
 SANDBOX_HELP = (

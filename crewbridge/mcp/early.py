@@ -15,16 +15,15 @@ loads first, as before."""
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from crewbridge import flags
-from crewbridge.errors import ConfigError
 from crewbridge.mcp.core import McpCore, RpcError, read_message
 from crewbridge.mcp.stdio import Link
-from crewbridge.places import config_dir, find_project_config
 
 TYPE_CHECKING = False  # typing itself is ~5 ms to import; type checkers read this name as True
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from crewbridge.sandbox import Sandboxing
 
 
@@ -51,17 +50,6 @@ def read(args: list[str]) -> dict[str, str] | None:
     return None if found is None or found[1] else found[0]
 
 
-def unrefusable() -> bool:
-    """Whether nothing that loads can refuse to start the server: no crew.yaml to read (it is read,
-    and reported when it is wrong, before any answer) and no sandbox mechanism named."""
-    if "CREW_SANDBOX_MECHANISM" in os.environ:
-        return False
-    try:
-        return not (config_dir() / "crew.yaml").is_file() and find_project_config(Path.cwd()) is None
-    except ConfigError:
-        return False
-
-
 class Greeting:
     """What `crew mcp` did before click loaded: stdio set up as the transport (its initialize
     answered), and the sandbox probe started (None with --sandbox off), for McpServer to take."""
@@ -74,7 +62,7 @@ def greet(args: list[str]) -> Greeting | None:
     """stdio set up as MCP's transport, its first message read and, when it is `initialize`,
     answered; None (nothing read) when the server could still refuse to start."""
     values = read(args)
-    if values is None or not unrefusable():
+    if values is None or not flags.unrefusable():
         return None
     try:
         link = Link()
