@@ -27,7 +27,7 @@ from crewbridge.modes import MODES, Mode
 from crewbridge.options import RunOptions
 from crewbridge.piped import with_context
 from crewbridge.providers.base import Turn
-from crewbridge.registry import Tool, ToolRegistry
+from crewbridge.registry import Files, Tool, ToolRegistry
 from crewbridge.sandbox import Sandboxing, level
 
 # For start-up speed, what a run needs only once the agents' CLIs have started (the loop, hooks,
@@ -93,8 +93,8 @@ class RunContext:
     tools: Tools | None = None  # the configured ones when not given
     emit: Callable[[Progress], None] | None = None  # the run's event sink
     approvals: Sequence[Channel] = ()  # where a person is asked about a call, besides the terminal
-    stop: Stop | None = None  # set from another thread, it ends the run
     files: Files | None = None  # where the file tools read and write text instead of the disk (an editor's)
+    stop: Stop | None = None  # set from another thread, it ends the run
     started: dict[Key, Conversation] = field(default_factory=dict)  # start()'s CLIs, not yet taken
 
     def __post_init__(self) -> None:
@@ -246,7 +246,9 @@ class RunContext:
                 system_prompt=agent.system_prompt,
                 options=list(agent.options.get(mode, [])),
                 native=(options.tools_via or agent.tools_via) == "native",
-                sandbox=self.sandboxing.cli(self.sandbox_level(options, agent), workdir, mode, provider.state),
+                sandbox=self.sandboxing.cli(
+                    self.sandbox_level(options, agent), workdir, mode, provider.state, agent.deny_commands
+                ),
             )
             conversation = new_conversation(provider, base, cwd=workdir, env=self.env)
         except CrewError as exc:
@@ -295,13 +297,15 @@ class RunContext:
         from crewbridge.hooks import Hooks
         from crewbridge.loop import AgentLoop
         from crewbridge.policy import Policy
+        from crewbridge.uilink import BrowserChannel
         from crewbridge.usage import Budget
 
         assert self.tools is not None
         workdir, options = self.workdir_of(agent), work.options
-        approver = Approver(channels=self.approvals, record=work.transcript.answered)
+        browser = BrowserChannel(work.transcript.run_id)  # a `crew ui` serving for this user, if any
+        approver = Approver(channels=[*self.approvals, browser], record=work.transcript.answered)
         limits = (f"agents.{agent.id}.max_cost", f"agents.{agent.id}.max_tokens")
-        return AgentLoop(
+        loop = AgentLoop(
             mention.agent,
             conversation,
             self.tools.with_(extra),
@@ -317,10 +321,16 @@ class RunContext:
             budgets=[work.budget, Budget(agent.max_cost, agent.max_tokens, limits)],
             tools_via=options.tools_via or agent.tools_via,
             sandbox=self.sandboxing.commands(
-                self.sandbox_level(options, agent), workdir, work.mode, network=agent.sandbox_network
+                self.sandbox_level(options, agent),
+                workdir,
+                work.mode,
+                network=agent.sandbox_network,
+                denied=agent.deny_commands,  # what they deny whatever its arguments is masked inside
             ),
             files=self.files,
         )
+        work.transcript.on_cancel(loop.close)  # cancelled from crew ui: as Ctrl-C, the CLI ends
+        return loop
 
 
 def found_skills(config: Config, workdir: Path) -> Found:
@@ -336,4 +346,6 @@ def checked(mode: str, options: RunOptions | None, values: dict[str, Any]) -> Ru
     run in `mode` (a UsageError when it is not one)."""
     if mode not in MODES:
         raise UsageError(f"mode '{mode}' is not one of {', '.join(MODES)}")
-    return (options or RunOptions()).given(values)
+    options = (options or RunOptions()).given(values)
+    options.check(mode)  # --worktree and --review with query: refused before anything starts
+    return options

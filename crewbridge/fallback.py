@@ -36,9 +36,9 @@ def run_agent(
     stand-in is given it replayed). Each loop made is added to `loops` (to be closed on Ctrl-C)."""
     prior, held = earlier
     chain = [mention, *(Mention(name) for name in asked.fallback)]
-    loop: AgentLoop | None = None
     for step, current in enumerate(chain):
         fell_back_from = mention.agent if step else None
+        loop: AgentLoop | None = None
         try:
             loop = ctx.loop(
                 current,
@@ -58,10 +58,10 @@ def run_agent(
             _fall_back(ctx, work, current.agent, chain[step + 1].agent, exc)
         except CrewError as exc:
             error = exc
-            if ctx.stop is not None and ctx.stop.is_set():
+            if (ctx.stop is not None and ctx.stop.is_set()) or work.transcript.cancelled:
                 error = Interrupted(f"@{current.agent} was stopped")
             work.transcript.write("error", agent=current.agent, message=str(error))
-            disarmed = loop.disarmed if loop is not None else []
+            disarmed = loop.disarmed if loop is not None else []  # a run that failed may have left them too
             return Outcome(current.agent, error=error, fell_back_from=fell_back_from, disarmed=disarmed)
     raise AssertionError("unreachable: the chain's last agent returns")
 

@@ -1,13 +1,17 @@
 """crew's command-line options, declared once, as data: those of the commands that run agents
-(LOOP: query, execute and chat; TASK: query and execute), of `crew mcp` (MCP) and of `crew acp`
-(ACP). crewbridge.cli makes click's options from them, and the quick readings of the arguments
-before click loads (crewbridge.early, crewbridge.mcp.early, crewbridge.acp.early: `read`) take a
-value only where click's type takes it (`Flag.takes`), so none can read an argument otherwise than
-the command will.
+(LOOP: query, execute and chat; TASK: query and execute) and of `crew mcp` (MCP). crewbridge.cli
+makes click's options from them, and the quick readings of the arguments before click loads
+(crewbridge.early, crewbridge.mcp.early: `read`) take a value only where click's type takes it
+(`Flag.takes`), so neither can read an argument otherwise than the command will.
 
-(Plain classes and no imports: crew mcp reads these before it answers initialize.)"""
+(Plain classes, and nothing imported but where crew's files are: crew mcp and crew acp read these
+before they answer initialize.)"""
 
 from __future__ import annotations
+
+import os
+
+from crewbridge.places import configured
 
 TYPE_CHECKING = False  # typing itself is ~5 ms to import; type checkers read this name as True
 if TYPE_CHECKING:
@@ -16,12 +20,11 @@ if TYPE_CHECKING:
 
 
 class Flag:
-    """One option: its names (the first names it), the keyword it gives the command, its help, its
-    `default` (shown in the help), and what it takes: `kind` "flag" (no value), "int" or "float"
-    (not below `low`; not even `low` when `above`), "choice" (one of `choices`), "text" or "path" (a
-    file). `early`: whether a quick reading takes it (False: the reading is not sure, click reads the
-    arguments), or the values it takes as sure (where click takes more that only the loaded command
-    can check)."""
+    """One option: its names (the first names it), the keyword it gives the command, its help, and
+    what it takes: `kind` "flag" (no value), "int" or "float" (not below `low`; not even `low` when
+    `above`), "choice" (one of `choices`), "text" or "path" (a file). `early`: whether a quick reading
+    takes it (False: the reading is not sure, click reads the arguments), or the values it takes as
+    sure (where click takes more that only the loaded command can check)."""
 
     __slots__ = (
         "above",
@@ -35,6 +38,7 @@ class Flag:
         "metavar",
         "multiple",
         "names",
+        "show_default",
     )
 
     def __init__(
@@ -48,13 +52,14 @@ class Flag:
         above: bool = False,
         choices: tuple[str, ...] = (),
         default: Any = None,
+        show_default: bool = False,
         metavar: str | None = None,
         multiple: bool = False,
         early: bool | tuple[str, ...] = True,
     ) -> None:
         self.names, self.dest, self.help, self.kind = names, dest, help, kind
         self.low, self.above, self.choices = low, above, choices
-        self.default, self.metavar, self.multiple = default, metavar, multiple
+        self.default, self.show_default, self.metavar, self.multiple = default, show_default, metavar, multiple
         self.early = early
 
     def takes(self, text: str) -> bool:
@@ -111,6 +116,13 @@ def read(args: Iterable[str], table: Iterable[Flag]) -> tuple[dict[str, str], li
     return values, words
 
 
+def unrefusable() -> bool:
+    """Whether nothing crew loads after a quick reading can refuse to start `crew mcp` or `crew
+    acp`: no crew.yaml to read (it is read, and reported when it is wrong, before any answer) and no
+    sandbox mechanism named (CREW_SANDBOX_MECHANISM: it may name one that does not work)."""
+    return "CREW_SANDBOX_MECHANISM" not in os.environ and not configured(os.getcwd())
+
+
 SANDBOX_HELP = (
     "Run the CLIs and crew's commands in an OS sandbox: auto (where the machine allows; the default), "
     "required (refuse to run without one, exit 2) or off. Default: crew.yaml's sandbox."
@@ -141,6 +153,7 @@ LOOP = (
         kind="float",
         low=0.1,
         default=300.0,
+        show_default=True,
     ),
     Flag(
         ("--max-turns",),
@@ -149,6 +162,7 @@ LOOP = (
         kind="int",
         low=1,
         default=10,
+        show_default=True,
     ),
     Flag(
         ("--max-cost",),
@@ -229,6 +243,41 @@ TASK = (
     ),
 )
 
+
+def _served(within: str) -> tuple[Flag, ...]:
+    """--token-file, --allow-host and --allow-remote of a face on the network (`within`: what they
+    go with, said first in their help)."""
+
+    def said(text: str) -> str:
+        text = within + text
+        return text[:1].upper() + text[1:]
+
+    return (
+        Flag(
+            ("--token-file",),
+            "token_file",
+            said("write the token to this file (created 0600) instead of printing it."),
+            kind="path",
+            early=False,
+        ),
+        Flag(
+            ("--allow-host",),
+            "allowed_hosts",
+            said("also accept requests whose Host (and Origin) name HOST, besides localhost."),
+            metavar="HOST",
+            multiple=True,
+            early=False,
+        ),
+        Flag(
+            ("--allow-remote",),
+            "allow_remote",
+            said("allow listening on an address other machines reach (the token is still required)."),
+            kind="flag",
+            early=False,
+        ),
+    )
+
+
 # crew mcp's. Read early only where nothing that loads could refuse the start: a file to read
 # (--config), an agent to find (--policy-of), the HTTP transport, a sandbox required where none works.
 MCP = (
@@ -246,28 +295,7 @@ MCP = (
         metavar="HOST:PORT",
         early=False,
     ),
-    Flag(
-        ("--token-file",),
-        "token_file",
-        "With --http: write the token to this file (created 0600) instead of printing it.",
-        kind="path",
-        early=False,
-    ),
-    Flag(
-        ("--allow-host",),
-        "allowed_hosts",
-        "With --http: also accept requests whose Host (and Origin) name HOST, besides localhost.",
-        metavar="HOST",
-        multiple=True,
-        early=False,
-    ),
-    Flag(
-        ("--allow-remote",),
-        "allow_remote",
-        "With --http: allow listening on an address other machines reach (the token is still required).",
-        kind="flag",
-        early=False,
-    ),
+    *_served("With --http: "),
     Flag(
         ("--policy-of",),
         "policy_of",
@@ -283,14 +311,17 @@ MCP = (
         kind="int",
         low=0,
         default=1,
+        show_default=True,
     ),
-    Flag(("--timeout",), "timeout", "Seconds one ask may take.", kind="float", low=0.1, default=300.0),
-    Flag(("--max-turns",), "max_turns", "Model replies per ask.", kind="int", low=1, default=10),
+    Flag(
+        ("--timeout",), "timeout", "Seconds one ask may take.", kind="float", low=0.1, default=300.0, show_default=True
+    ),
+    Flag(("--max-turns",), "max_turns", "Model replies per ask.", kind="int", low=1, default=10, show_default=True),
     Flag(CONFIG.names, CONFIG.dest, CONFIG.help, kind="path", early=False),
     Flag(SANDBOX.names, SANDBOX.dest, SANDBOX.help, kind="choice", choices=SANDBOX.choices, early=("auto", "off")),
 )
 
-# crew acp's: read early as crew mcp's are (a sandbox required where none works is refused first).
+# crew acp's, read early as crew mcp's are (crewbridge.acp.early answers initialize before click loads).
 ACP = (
     Flag(
         ("--timeout",),
@@ -299,8 +330,23 @@ ACP = (
         kind="float",
         low=0.1,
         default=300.0,
+        show_default=True,
     ),
-    Flag(("--max-turns",), "max_turns", "Model replies per prompt.", kind="int", low=1, default=10),
-    MCP[-2],
+    Flag(("--max-turns",), "max_turns", "Model replies per prompt.", kind="int", low=1, default=10, show_default=True),
+    Flag(CONFIG.names, CONFIG.dest, CONFIG.help, kind="path", early=False),
     Flag(SANDBOX.names, SANDBOX.dest, SANDBOX.help, kind="choice", choices=SANDBOX.choices, early=("auto", "off")),
+)
+
+# crew ui's.
+UI = (
+    Flag(
+        ("--listen",),
+        "address",
+        "Where to serve the UI (port 0: a free one).",
+        metavar="HOST:PORT",
+        default="127.0.0.1:8766",
+        show_default=True,
+        early=False,
+    ),
+    *_served(""),
 )

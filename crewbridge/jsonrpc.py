@@ -108,7 +108,7 @@ def request_id(message: Any) -> Any:
 def invalid(message: Any) -> str | None:
     """Why `message` is not one JSON-RPC 2.0 request, notification or response; None when it is."""
     if isinstance(message, list):
-        return "a batch: MCP takes one JSON-RPC message at a time (the 2025-06-18 revision removed batches)"
+        return "a batch: crew takes no batches; send one JSON-RPC message at a time"
     if not isinstance(message, dict) or message.get("jsonrpc") != VERSION:
         return "not a JSON-RPC 2.0 message: it needs jsonrpc '2.0'"
     if "method" in message:

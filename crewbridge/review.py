@@ -89,6 +89,10 @@ def review_run(
             outcome = _placed(outcome, made, transcript)
         status = "ok" if outcome.error is None else "failed"
         return [outcome]
+    except BaseException:
+        if made is not None:  # stopped (Ctrl-C, an error): where the writer's work stays
+            ctx.say("warning", writer.agent, made.left())
+        raise
     finally:
         if own:
             transcript.close(status)
@@ -135,8 +139,8 @@ class Session:
         self.checker_spec = checker_spec  # working where the writer works
         self.checkout = checkout
         self.ballot = Ballot()
-        self.verdict_tool, self.dispute_tool = self.ballot.tools()
         self.disarmed: list[Armed] = []  # the writer's loop's, filled when it closes
+        self.verdict_tool, self.dispute_tool = self.ballot.tools()
         self.review = Review(self.checker.agent)
         self.history: list[Round] = []
         timeout = work.options.timeout

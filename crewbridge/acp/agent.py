@@ -90,7 +90,6 @@ class CrewAgent(Agent):
         self, cwd: str, additional_directories: list[str] | None = None, mcp_servers: Any = None, **kwargs: Any
     ) -> NewSessionResponse:
         session = self._session(new_session_id(), cwd)
-        await asyncio.to_thread(session.prestart)
         return NewSessionResponse(session_id=session.id, modes=session.modes(), config_options=session.options())
 
     async def load_session(
@@ -163,7 +162,7 @@ class CrewAgent(Agent):
         return None
 
     def close(self) -> None:
-        """End every session: their running prompts' CLIs, and those started for a next prompt."""
+        """End every session: their running prompts' CLIs."""
         for session in self.sessions.values():
             session.close()
 

@@ -152,14 +152,6 @@ class Session:
 
     # --- running a prompt -------------------------------------------------------------------
 
-    def prestart(self) -> None:
-        """Start the chosen agent's CLI now, for the first prompt: it boots while the person types."""
-        if self.last_run is None:
-            try:
-                self.bridge.start(f"{self._mention()} start", self.choices.mode, self._run_options())  # type: ignore[arg-type]
-            except CrewError:  # the prompt says it
-                pass
-
     def begin(self) -> Stop:
         """A prompt starts: the session is busy until it ends, and `cancel` stops it."""
         self.stop = Stop()
@@ -254,7 +246,6 @@ class Session:
     def close(self) -> None:
         self.closed = True
         self.cancel()
-        self.bridge.close()
 
     def _mention(self) -> str:
         model = self.choices.model

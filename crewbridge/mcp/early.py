@@ -15,13 +15,14 @@ loads first, as before."""
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from crewbridge import flags
-from crewbridge.errors import ConfigError
 from crewbridge.mcp.core import McpCore, RpcError, read_message
 from crewbridge.mcp.stdio import Link
-from crewbridge.places import config_dir, find_project_config
+
+TYPE_CHECKING = False  # typing itself is ~5 ms to import; type checkers read this name as True
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def instructions(workdir: Path | str) -> str:
@@ -40,23 +41,11 @@ class Greeter(McpCore):
         return instructions(self.workdir)
 
 
-def read(args: list[str], table: tuple[flags.Flag, ...] = flags.MCP) -> dict[str, str] | None:
-    """The options of `crew mcp ARGS` (the arguments after `mcp`; crew acp's, given its `table`),
-    each with its value (a flag's: ""), when it surely serves stdio: click takes every argument and
-    no value can be refused; else None."""
-    found = flags.read(args, table)
+def read(args: list[str]) -> dict[str, str] | None:
+    """The options of `crew mcp ARGS` (the arguments after `mcp`), each with its value (a flag's:
+    ""), when it surely serves stdio: click takes every argument and no value can be refused; else None."""
+    found = flags.read(args, flags.MCP)
     return None if found is None or found[1] else found[0]
-
-
-def unrefusable() -> bool:
-    """Whether nothing that loads can refuse to start the server: no crew.yaml to read (it is read,
-    and reported when it is wrong, before any answer) and no sandbox mechanism named."""
-    if "CREW_SANDBOX_MECHANISM" in os.environ:
-        return False
-    try:
-        return not (config_dir() / "crew.yaml").is_file() and find_project_config(Path.cwd()) is None
-    except ConfigError:
-        return False
 
 
 class Greeting:
@@ -71,7 +60,7 @@ def greet(args: list[str]) -> Greeting | None:
     """stdio set up as MCP's transport, its first message read and, when it is `initialize`,
     answered; None (nothing read) when the server could still refuse to start."""
     values = read(args)
-    if values is None or not unrefusable():
+    if values is None or not flags.unrefusable():
         return None
     try:
         link = Link()

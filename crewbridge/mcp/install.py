@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from crewbridge.childenv import without_secrets
 from crewbridge.errors import CLINotFound, ProviderError, UsageError
 from crewbridge.native import SERVER  # crew's name in each CLI: claude shows mcp__crew__read_file
 from crewbridge.providers import BUILTIN, Provider, load, plugins
@@ -66,7 +67,8 @@ def install(cli: str, execute: bool = False, env: Mapping[str, str] | None = Non
 
 
 def _run(argv: list[str], env: Mapping[str, str] | None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(argv, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL, env=env)
+    clean = without_secrets(os.environ if env is None else env)
+    return subprocess.run(argv, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL, env=clean)
 
 
 def registered(env: Mapping[str, str] | None = None, cwd: Path | None = None) -> dict[str, str]:

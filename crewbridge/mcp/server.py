@@ -75,7 +75,8 @@ class McpServer(McpCore):
         self.sandboxing = Sandboxing() if sandboxing is None else sandboxing  # also its asks'
         wanted = level(config.sandbox, self.client.sandbox)
         network = self.client.sandbox_network  # a sandbox required and not to be had is refused now
-        self.sandbox = self.sandboxing.commands(wanted, workdir, self.mode, network=network)
+        denied = self.client.deny_commands  # the programs they deny are masked in the sandbox too
+        self.sandbox = self.sandboxing.commands(wanted, workdir, self.mode, network=network, denied=denied)
         self.sandbox_notice = self.sandboxing.notice([wanted])
         self._lock = threading.Lock()
         self._jobs: list[Job] = []  # every session's, to stop and wait for at close()
