@@ -149,7 +149,14 @@ class Bridge:
         early stops the run. Takes the options of `run`."""
         from crewbridge.api import EventStream
 
-        return EventStream(lambda emit: self.run(text, mode, on_progress=emit, **options))
+        given: Stop | None = options.pop("stop", None)
+
+        def start(emit: Callable[[Progress], None], stop: Stop) -> list[Outcome]:
+            if given is not None:
+                given.on_set(stop.set)
+            return self.run(text, mode, on_progress=emit, stop=stop, **options)
+
+        return EventStream(start)
 
     def chat(
         self,

@@ -280,6 +280,17 @@ def test_leaving_a_stream_early_stops_the_run(workdir: Path) -> None:
     assert isinstance(outcome.error, Interrupted) and outcome.result is None
 
 
+def test_closing_a_stream_ends_a_cli_that_says_nothing_at_once(workdir: Path) -> None:
+    silent = [sys.executable, "-c", "import sys, time; sys.stdin.read(); time.sleep(600)"]
+    agents = {**default_agents(), "quiet": AgentSpec(id="quiet", provider="quiet")}
+    config = Config(agents=agents, providers={"quiet": GenericSpec(name="quiet", command=silent)}, transcripts=False)
+    with Bridge(config, workdir=workdir).stream("@quiet hello", timeout=None) as events:
+        assert next(events).kind == "turn"
+    # close() returned: the run did not wait for an event the CLI would never send (its Stop ended it)
+    (outcome,) = events.outcomes
+    assert isinstance(outcome.error, Interrupted) and outcome.result is None
+
+
 def test_a_stream_raises_an_error_of_the_run_itself_to_its_reader(workdir: Path) -> None:
     events = Bridge(workdir=workdir).stream("no mention here")
     with pytest.raises(UsageError, match="no agent mentioned"):
