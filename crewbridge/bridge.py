@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -504,6 +505,8 @@ class Bridge:
                 native=(options.tools_via or agent.tools_via) == "native",
                 sandbox=self.sandboxing.cli(self._sandbox_level(options, agent), workdir, mode, provider.state),
             )
+            if not agent.user_mcp_servers:  # only the MCP servers crew gives it, never crew itself again
+                base.options += provider.own_mcp_only(base, {**os.environ, **self.env}, workdir)
             conversation = new_conversation(provider, base, cwd=workdir, env=self.env)
         except CrewError as exc:
             return exc, False
