@@ -75,6 +75,7 @@ class GeminiProvider(Provider):
     live = "crewbridge.conversations.gemini:GeminiSessionConversation"
     native = "crewbridge.conversations.gemini_acp:GeminiAcpConversation"
     native_via = "an MCP server in crew's process, over ACP (gemini --acp)"
+    mcp_via = "session"  # its -p mode takes MCP servers only from its settings files
     # Its own tools (0.61) that read the project or change only its own state (a to-do list, the
     # topic it shows); the rest write files, run commands, fetch URLs or run other agents.
     read_only_tools = frozenset(

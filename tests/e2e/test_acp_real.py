@@ -16,7 +16,7 @@ import pytest
 
 from clienv import REPO, require_cli
 from crewcli import CREW, processes_in, tool_block, write_config
-from mockserver import reply
+from mockserver import reply, tool_call
 
 pytestmark = pytest.mark.e2e
 
@@ -121,6 +121,44 @@ def test_cancel_ends_the_cli_within_two_seconds(
     )
     assert out["stops"] == ["cancelled"]
     assert out["cancelMs"] < 2000, out["cancelMs"]
+    assert processes_in(tmp_path) == []
+
+
+def test_an_mcp_server_the_editor_gives_reaches_the_model_under_crews_policy(
+    cli: str, cli_env: Any, mock_server: Any, project: Path, tmp_path: Path
+) -> None:
+    """The editor's stdio MCP server (the official Python SDK's, with a value in its env) is given
+    to the CLI; its tool is one of the CLI's own to crew, so crew's policy decides on it: here the
+    editor is asked (approval: native glob), allows it, and its result reaches the model."""
+    write_config(
+        project / "crew.yaml",
+        agents={cli: {"provider": cli, "tools_via": "text", "approval": ["native:mcp*launch_code"]}},
+    )
+    vault = {
+        "name": "vault",
+        "command": sys.executable,
+        "args": [str(Path(__file__).with_name("vault_mcp.py"))],
+        "env": [{"name": "VAULT_CODE", "value": "7-4-1"}],
+    }
+    if cli == "codex":  # codex offers MCP tools to the JavaScript its `exec` tool runs, not to the model
+        call = tool_call("exec", {"input": "text(JSON.stringify(await tools.mcp__vault__launch_code({})))"})
+    else:
+        call = tool_call("launch_code")
+    mock_server.script(call, "The vault says 7-4-1.")
+    out = acp_client(
+        {
+            "mcpServers": [vault],
+            "options": {"agent": cli, "mode": "execute"},
+            "prompts": [{"text": "what is the launch code?"}],
+            "answers": ["allow_once"],
+        },
+        cli_env(cli),
+        project,
+    )
+    assert out["stops"] == ["end_turn"]
+    (asked,) = out["asked"]
+    assert "launch_code" in asked["toolCall"]["title"]  # the editor was asked about the server's tool
+    assert "the vault says 7-4-1" in mock_server.requests[-1].text()  # it ran, its env given, and answered
     assert processes_in(tmp_path) == []
 
 
