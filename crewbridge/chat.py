@@ -58,6 +58,7 @@ def run_chat(
 def converse(chat: Chat, reader: LineReader, renderer: Renderer, greeting: str) -> None:
     """Read messages and answer them until /exit or the end of input; then end the conversation."""
     reader.say(f"{greeting} {HELP}.")
+    renderer.idle()  # the CLI boots while the person types: no status line over the prompt
     status = "interrupted"
     try:
         for text in reader:

@@ -109,6 +109,11 @@ def run_options(func: Callable[..., Any]) -> Callable[..., Any]:
     return _apply(func, [click.argument("text", nargs=-1, required=True), *options_of(flags.TASK), loop_options])
 
 
+def _options(table: tuple[flags.Flag, ...]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A command's options: those of `table`, in its order."""
+    return lambda func: _apply(func, options_of(table))
+
+
 def acp_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """crew acp's options: crewbridge.flags.ACP (--sandbox stays the sessions' own: each project's
     crew.yaml is read where its session works)."""
@@ -207,13 +212,10 @@ def execute_command(**options: Any) -> None:
 def apply_command(run_id: str, agent: str) -> None:
     """Take AGENT's changes from its worktree of run RUN_ID (crew execute --worktree) into this
     checkout, as uncommitted changes; all or nothing (exit 1 when they conflict)."""
-    from crewbridge.git import summary
     from crewbridge.worktrees import apply
 
-    applied = apply(Path.cwd(), run_id, agent)
-    click.echo(f"applied {applied.worktree.branch}: {summary(applied.changes)}")
-    for change in applied.changes:
-        click.echo(f"  {change.line()}")
+    for line in apply(Path.cwd(), run_id, agent).lines():
+        click.echo(line)
 
 
 @cli.group("worktrees", invoke_without_command=True)
@@ -544,9 +546,10 @@ def mcp_group(
         serve_stdio(server, greeting.link if greeting else None)
         return
     from crewbridge.mcp.http import serve_http
+    from crewbridge.webserver import Listening
 
     say = functools.partial(click.echo, err=True)
-    serve_http(server, address, token_file=token_file, allowed_hosts=allowed_hosts, allow_remote=allow_remote, say=say)
+    serve_http(server, Listening(address, token_file, allowed_hosts, allow_remote), say)
 
 
 @mcp_group.command("install")
@@ -558,6 +561,16 @@ def mcp_install_command(cli_name: str, execute: bool) -> None:
 
     done = install(cli_name, execute)
     click.echo(f"registered crew in {cli_name}: {shlex.join(done.add)}\nundo with: {shlex.join(done.remove)}")
+
+
+@cli.command("ui")
+@_options(flags.UI)
+def ui_command(address: str, token_file: Path | None, allowed_hosts: tuple[str, ...], allow_remote: bool) -> None:
+    """See every run in a browser, live: approvals, cancel, batches, usage. Prints the URL to open."""
+    from crewbridge.ui.server import serve_ui
+    from crewbridge.webserver import Listening
+
+    serve_ui(Listening(address, token_file, allowed_hosts, allow_remote), functools.partial(click.echo, err=True))
 
 
 @cli.group("acp", invoke_without_command=True)
@@ -752,12 +765,20 @@ def log_group(ctx: click.Context, limit: int | None, since_text: str | None, by:
 
 @log_group.command("show")
 @click.argument("run_id")
-def log_show_command(run_id: str) -> None:
-    """Print one run's events as JSON lines."""
+@click.option("--json", "as_json", is_flag=True, help="The events as written, one JSON object per line.")
+def log_show_command(run_id: str, as_json: bool) -> None:
+    """Print one run's events as a person reads them (RUN_ID: an id, its unique start, or last)."""
     from crewbridge.transcript import read_run
 
-    for event in read_run(run_id):
-        click.echo(jsonio.dumps_bytes(event))
+    events = read_run(run_id)
+    if as_json:
+        for event in events:
+            click.echo(jsonio.dumps_bytes(event))
+        return
+    from crewbridge.runlog import lines
+
+    for line in lines(events):
+        click.echo(line)
 
 
 @cli.group("config")

@@ -112,7 +112,9 @@ class Config:
 
     def agent(self, agent_id: str) -> AgentSpec:
         if agent_id not in self.agents:
-            raise AgentNotFound(f"agent '{agent_id}' not found; configured agents: {', '.join(self.agents)}")
+            near = _nearest(agent_id, list(self.agents))
+            hint = f"did you mean '{near[0]}'? " if near else ""
+            raise AgentNotFound(f"agent '{agent_id}' not found; {hint}configured agents: {', '.join(self.agents)}")
         spec = self.agents[agent_id]
         if spec.workdir is not None and not os.path.isdir(spec.workdir):
             raise self.error(

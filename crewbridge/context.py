@@ -295,13 +295,15 @@ class RunContext:
         from crewbridge.hooks import Hooks
         from crewbridge.loop import AgentLoop
         from crewbridge.policy import Policy
+        from crewbridge.uilink import BrowserChannel
         from crewbridge.usage import Budget
 
         assert self.tools is not None
         workdir, options = self.workdir_of(agent), work.options
-        approver = Approver(channels=self.approvals, record=work.transcript.answered)
+        browser = BrowserChannel(work.transcript.run_id)  # a `crew ui` serving for this user, if any
+        approver = Approver(channels=[*self.approvals, browser], record=work.transcript.answered)
         limits = (f"agents.{agent.id}.max_cost", f"agents.{agent.id}.max_tokens")
-        return AgentLoop(
+        loop = AgentLoop(
             mention.agent,
             conversation,
             self.tools.with_(extra),
@@ -321,10 +323,12 @@ class RunContext:
                 workdir,
                 work.mode,
                 network=agent.sandbox_network,
-                denied=agent.deny_commands,
+                denied=agent.deny_commands,  # what they deny whatever its arguments is masked inside
             ),
             files=self.files,
         )
+        work.transcript.on_cancel(loop.close)  # cancelled from crew ui: as Ctrl-C, the CLI ends
+        return loop
 
 
 def found_skills(config: Config, workdir: Path) -> Found:
@@ -340,4 +344,6 @@ def checked(mode: str, options: RunOptions | None, values: dict[str, Any]) -> Ru
     run in `mode` (a UsageError when it is not one)."""
     if mode not in MODES:
         raise UsageError(f"mode '{mode}' is not one of {', '.join(MODES)}")
-    return (options or RunOptions()).given(values)
+    options = (options or RunOptions()).given(values)
+    options.check(mode)  # --worktree and --review with query: refused before anything starts
+    return options

@@ -32,7 +32,10 @@ class Chat:
 
     def ask(self, text: str) -> RunResult:
         """Send a message; the answer once the model is done with its tools."""
-        result = self.loop.converse(text if self.started else self.loop.opening(text, self.prior, self.held))
+        try:
+            result = self.loop.converse(text if self.started else self.loop.opening(text, self.prior, self.held))
+        finally:
+            self.loop.check_git()  # what this message's run left, before the person goes back to git
         self.started = True
         return result
 

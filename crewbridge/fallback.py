@@ -38,6 +38,7 @@ def run_agent(
     chain = [mention, *(Mention(name) for name in asked.fallback)]
     for step, current in enumerate(chain):
         fell_back_from = mention.agent if step else None
+        loop: AgentLoop | None = None
         try:
             loop = ctx.loop(
                 current,
@@ -49,7 +50,7 @@ def run_agent(
             if ctx.stop is not None:
                 ctx.stop.on_set(loop.close)
             result = loop.run(work.task, prior, held and not step)
-            return Outcome(current.agent, result=result, fell_back_from=fell_back_from)
+            return Outcome(current.agent, result=result, fell_back_from=fell_back_from, disarmed=loop.disarmed)
         except (ProviderUnavailable, CLINotFound) as exc:
             if step + 1 == len(chain):
                 work.transcript.write("error", agent=current.agent, message=str(exc))
@@ -57,10 +58,11 @@ def run_agent(
             _fall_back(ctx, work, current.agent, chain[step + 1].agent, exc)
         except CrewError as exc:
             error = exc
-            if ctx.stop is not None and ctx.stop.is_set():
+            if (ctx.stop is not None and ctx.stop.is_set()) or work.transcript.cancelled:
                 error = Interrupted(f"@{current.agent} was stopped")
             work.transcript.write("error", agent=current.agent, message=str(error))
-            return Outcome(current.agent, error=error, fell_back_from=fell_back_from)
+            disarmed = loop.disarmed if loop is not None else []  # a run that failed may have left them too
+            return Outcome(current.agent, error=error, fell_back_from=fell_back_from, disarmed=disarmed)
     raise AssertionError("unreachable: the chain's last agent returns")
 
 

@@ -243,6 +243,41 @@ TASK = (
     ),
 )
 
+
+def _served(within: str) -> tuple[Flag, ...]:
+    """--token-file, --allow-host and --allow-remote of a face on the network (`within`: what they
+    go with, said first in their help)."""
+
+    def said(text: str) -> str:
+        text = within + text
+        return text[:1].upper() + text[1:]
+
+    return (
+        Flag(
+            ("--token-file",),
+            "token_file",
+            said("write the token to this file (created 0600) instead of printing it."),
+            kind="path",
+            early=False,
+        ),
+        Flag(
+            ("--allow-host",),
+            "allowed_hosts",
+            said("also accept requests whose Host (and Origin) name HOST, besides localhost."),
+            metavar="HOST",
+            multiple=True,
+            early=False,
+        ),
+        Flag(
+            ("--allow-remote",),
+            "allow_remote",
+            said("allow listening on an address other machines reach (the token is still required)."),
+            kind="flag",
+            early=False,
+        ),
+    )
+
+
 # crew mcp's. Read early only where nothing that loads could refuse the start: a file to read
 # (--config), an agent to find (--policy-of), the HTTP transport, a sandbox required where none works.
 MCP = (
@@ -260,28 +295,7 @@ MCP = (
         metavar="HOST:PORT",
         early=False,
     ),
-    Flag(
-        ("--token-file",),
-        "token_file",
-        "With --http: write the token to this file (created 0600) instead of printing it.",
-        kind="path",
-        early=False,
-    ),
-    Flag(
-        ("--allow-host",),
-        "allowed_hosts",
-        "With --http: also accept requests whose Host (and Origin) name HOST, besides localhost.",
-        metavar="HOST",
-        multiple=True,
-        early=False,
-    ),
-    Flag(
-        ("--allow-remote",),
-        "allow_remote",
-        "With --http: allow listening on an address other machines reach (the token is still required).",
-        kind="flag",
-        early=False,
-    ),
+    *_served("With --http: "),
     Flag(
         ("--policy-of",),
         "policy_of",
@@ -321,4 +335,18 @@ ACP = (
     Flag(("--max-turns",), "max_turns", "Model replies per prompt.", kind="int", low=1, default=10, show_default=True),
     Flag(CONFIG.names, CONFIG.dest, CONFIG.help, kind="path", early=False),
     Flag(SANDBOX.names, SANDBOX.dest, SANDBOX.help, kind="choice", choices=SANDBOX.choices, early=("auto", "off")),
+)
+
+# crew ui's.
+UI = (
+    Flag(
+        ("--listen",),
+        "address",
+        "Where to serve the UI (port 0: a free one).",
+        metavar="HOST:PORT",
+        default="127.0.0.1:8766",
+        show_default=True,
+        early=False,
+    ),
+    *_served(""),
 )

@@ -317,7 +317,9 @@ class AgentLoop:
                         )
                     parts.append(event.text)
                     new = extractor.feed(event.text)
-                    self.emit(Progress("text", self.agent, event.text, shown=shown.take(event.text)))
+                    visible = shown.take(event.text)
+                    self.transcript.live(self.agent, visible)  # to a crew ui that watches, if one does
+                    self.emit(Progress("text", self.agent, event.text, shown=visible))
                     if extractor.in_block and not self._prepared:
                         # A block is streaming: ready the input checks while the rest arrives (a
                         # run that calls no tool never pays for them).

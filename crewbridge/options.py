@@ -43,6 +43,16 @@ class RunOptions:
             raise UsageError(f"unknown run option {', '.join(unknown)}; the options are: {', '.join(self.names())}")
         return replace(self, **values)
 
+    def check(self, mode: str) -> None:
+        """A UsageError when these options cannot go with `mode`: --worktree and --review are for a
+        task that changes files, which query mode never does."""
+        given = [flag for flag, on in (("--worktree", self.worktree), ("--review", self.review)) if on]
+        if given and mode != "execute":
+            raise UsageError(
+                f"{' and '.join(given)} go{'' if len(given) > 1 else 'es'} with crew execute only: {mode} mode "
+                "changes no file, so there is nothing to keep in a worktree or to review"
+            )
+
     @classmethod
     def pick(cls, values: dict[str, Any]) -> RunOptions:
         """The run options among `values` (a click command's keyword arguments), taken out of it:

@@ -69,10 +69,17 @@ def _run(
             started.append(ctx.conversation(mention, mode, options, spec, prior=earlier.get(mention.agent)))
         if transcript is None:
             agents = [m.agent for m in mentions]
-            transcript = ctx.transcript(mode, agents, options.resume, task=task, run_id=made and made.run_id)
+            models = {m.agent: m.model or spec.model for m, spec in zip(mentions, specs, strict=True)}
+            transcript = ctx.transcript(
+                mode, agents, options.resume, task=task, run_id=made and made.run_id, models=models
+            )
         outcomes = _run_started(ctx, _work(task, mode, options, transcript), mentions, specs, started, earlier, made)
         status = "ok" if all(o.error is None for o in outcomes) else "failed"
         return outcomes
+    except BaseException:
+        if made is not None:  # stopped (Ctrl-C, an error): where the agents' work stays
+            ctx.say("warning", mentions[0].agent, made.left())
+        raise
     finally:
         for conversation, _ in started:
             if not isinstance(conversation, CrewError):

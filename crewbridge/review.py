@@ -89,6 +89,10 @@ def review_run(
             outcome = _placed(outcome, made, transcript)
         status = "ok" if outcome.error is None else "failed"
         return [outcome]
+    except BaseException:
+        if made is not None:  # stopped (Ctrl-C, an error): where the writer's work stays
+            ctx.say("warning", writer.agent, made.left())
+        raise
     finally:
         if own:
             transcript.close(status)

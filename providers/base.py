@@ -199,9 +199,9 @@ class Provider:
         return {}
 
     def state(self, env: Mapping[str, str]) -> State:
-        """Where the CLI (run with `env`) writes its own state, the only places besides its temp
-        folder (and, in execute mode, the working directory) it may write inside crew's sandbox;
-        and the files there that make code run later, kept read-only."""
+        """Where the CLI (run with `env`) keeps its own state, and what of it it writes as data: the
+        only places besides its temp folder (and, in execute mode, the working directory) it may
+        write inside crew's sandbox (crewbridge.sandbox.state)."""
         return State()
 
     def commands(self) -> list[list[str]]:

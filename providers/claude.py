@@ -20,6 +20,8 @@ READ_ONLY_TOOLS = "Read,Glob,Grep"
 # on stdio, Claude asks crew (can_use_tool) before each use of its own tools that its permission rules
 # do not already allow; crew's policy answers. That option is hidden: --help does not list it (the
 # Agent SDK uses it), so `crew doctor` does not look for it.
+# The folders of its state folder it writes as data (its content, not its settings).
+CLAUDE_DATA = ("projects", "sessions", "todos", "file-history", "plans", "debug", "paste-cache", "image-cache")
 STREAM_FLAGS = ["--input-format", "stream-json", "--include-partial-messages"]
 LIVE_FLAGS = [*STREAM_FLAGS, "--permission-prompt-tool", "stdio"]
 # What it adds for native tools: crew's tools as an SDK MCP server named crew, served over the control
@@ -221,11 +223,19 @@ class ClaudeProvider(Provider):
         return [*super().commands(), self.argv(Turn("", "query")) + STREAM_FLAGS + NATIVE_FLAGS]
 
     def state(self, env: Mapping[str, str]) -> State:
-        # 2.1.197 writes ~/.claude/ (sessions under projects/, backups, shell snapshots) and
-        # ~/.claude.json, by a temp file renamed in $HOME: that one stays read-only, measured to cost
-        # nothing (it answers, keeps and resumes its sessions). Hooks live in settings.json, MCP
-        # servers in .claude.json (kept read-only also where the project covers it: crew execute in ~;
-        # in the folder itself when CLAUDE_CONFIG_DIR moves it).
+        # Measured with 2.1.197 (strace; docs/sandbox.md): it writes its sessions (projects/), a file
+        # per running process (sessions/), and, as data, to-dos, file backups, plans, logs and caches.
+        # It sources what it writes to session-env/ (hooks' environment, for its Bash tool, which
+        # fails without it) and shell-snapshots/: private. It reads settings.json, .config.json,
+        # .credentials.json, CLAUDE.md, agents/, commands/, plugins/, rules/, skills/, … there, and
+        # ~/.claude.json (MCP servers), which it writes by a temp file renamed beside it: a link in the
+        # view, which it follows, so those writes fail, measured to cost nothing but its counters.
         home = cli_home(env, "CLAUDE_CONFIG_DIR", ".claude")
-        config = home if env.get("CLAUDE_CONFIG_DIR") else home.parent
-        return State(dirs=(home,), read_only=(home / "settings.json", config / ".claude.json"))
+        also = () if env.get("CLAUDE_CONFIG_DIR") else ((".claude.json", home.parent / ".claude.json"),)
+        return State(
+            home=home,
+            variable="CLAUDE_CONFIG_DIR",
+            data=tuple(home / name for name in CLAUDE_DATA),
+            private=("session-env", "shell-snapshots"),
+            also=also,
+        )

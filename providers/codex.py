@@ -54,16 +54,16 @@ def _toml(value: str | list[str]) -> str:
     return json.dumps(value, ensure_ascii=False)  # no \ud83d surrogate escapes: TOML has none
 
 
-SANDBOX = {"query": "read-only", "execute": "workspace-write"}  # Codex's own, for its commands
-
-
 def own_sandbox(turn: Turn) -> str:
-    """Codex's own sandbox for its commands: read-only in query mode, the working directory in
-    execute mode. Inside crew's sandbox, none: its bwrap cannot start there (measured with 0.169.0:
-    without capabilities it can neither map its user namespace's ids nor mount a /proc, and under
-    Landlock it cannot write /proc/self/uid_map), so crew's alone confines its commands, as it
-    confines Codex."""
-    return "danger-full-access" if turn.sandbox is not None else SANDBOX.get(turn.mode, "read-only")
+    """Codex's own sandbox for its commands. Query mode: always read-only, so that no command of its
+    own runs unasked: inside crew's sandbox Codex's cannot start (below), so none runs at all. Execute
+    mode: the working directory; inside crew's sandbox, none: Codex's bwrap cannot start there
+    (measured with 0.169.0: without capabilities it can neither map its user namespace's ids nor
+    mount a /proc, and under Landlock it cannot write /proc/self/uid_map), so crew's alone confines
+    its commands, as it confines Codex."""
+    if turn.mode != "execute":
+        return "read-only"
+    return "danger-full-access" if turn.sandbox is not None else "workspace-write"
 
 
 class CodexProvider(Provider):
@@ -109,8 +109,22 @@ class CodexProvider(Provider):
         return [*super().commands(), [self.binary, "app-server"]]  # the live conversation
 
     def state(self, env: Mapping[str, str]) -> State:
-        # 0.169.0 writes $CODEX_HOME (sqlite with -wal/-shm, sessions, shell snapshots, skills/.system
-        # rewritten at each start); config.toml names MCP servers and a `notify` command, rules/
-        # holds the commands it may run outside its own sandbox without asking.
+        # Measured with 0.169.0 (strace; docs/sandbox.md): it writes its sessions, an id it makes once,
+        # lock files, and sqlite databases, which it keeps beside config.toml unless CODEX_SQLITE_HOME
+        # names another folder: in the view they are private, fresh each start (it resumes a thread
+        # from its sessions all the same). Its shell snapshots, which its commands source, are
+        # private. It reads config.toml (MCP servers, notify), .env (its environment: PATH, keys),
+        # auth.json, rules/, hooks.json, AGENTS.md, skills/ there: read-only.
         home = cli_home(env, "CODEX_HOME", ".codex")
-        return State(dirs=(home,), read_only=(home / "config.toml", home / "rules"))
+        sqlite = env.get("CODEX_SQLITE_HOME")
+        return State(
+            home=home,
+            variable="CODEX_HOME",
+            data=(
+                *(home / name for name in ("sessions", "archived_sessions", "log", "thread-writer-locks")),
+                *((Path(sqlite),) if sqlite else ()),
+            ),
+            data_files=(home / "installation_id",),
+            private=("shell_snapshots", *(() if sqlite else ("sqlite",))),
+            view_env=() if sqlite else (("CODEX_SQLITE_HOME", "sqlite"),),
+        )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import glob
 from collections.abc import Mapping
 from pathlib import Path
@@ -103,20 +104,27 @@ class GeminiProvider(Provider):
         return GeminiDecoder()
 
     def has_session(self, session_id: str, env: Mapping[str, str], cwd: Path) -> bool:
-        # Gemini resumes only the sessions of the project it runs in: ~/.gemini/projects.json names
-        # each project's folder under ~/.gemini/tmp/
-        home = cli_home(env, "GEMINI_CLI_HOME", "") / ".gemini"
-        try:
-            folder = jsonio.loads((home / "projects.json").read_text(encoding="utf-8"))["projects"][str(cwd)]
-        except (OSError, ValueError, KeyError, TypeError):
-            return False
-        return isinstance(folder, str) and session_file(env, session_id, folder) is not None
+        # Gemini resumes only the sessions of the project it runs in
+        folder = project_folder(env, cwd)
+        return folder is not None and session_file(env, session_id, folder) is not None
 
     def state(self, env: Mapping[str, str]) -> State:
-        # 0.61.0 writes ~/.gemini/ (projects.json, tmp/<project>/chats, history) and exits 1 without
-        # it; settings.json names MCP servers and hooks, extensions/ holds MCP servers too.
+        # Measured with 0.61.0 (strace; docs/sandbox.md): it writes its sessions and logs under tmp/,
+        # and projects.json (by a temp file and a lock folder beside it: in the view, so its changes
+        # are dropped; it finds a project's folder again by the .project_root file in it). history/
+        # holds git repositories it runs git in (checkpoints): private. It reads settings.json, .env,
+        # GEMINI.md, extensions/, policies/, agents/, skills/, trustedFolders.json there: read-only,
+        # and so is tmp/bin, where it looks for the ripgrep it runs. GEMINI_CLI_HOME names the folder
+        # holding .gemini: the view holds links to that folder's other entries (~/.agents, ~/.env).
         home = cli_home(env, "GEMINI_CLI_HOME", "") / ".gemini"
-        return State(dirs=(home,), read_only=(home / "settings.json", home / "extensions"))
+        return State(
+            home=home,
+            variable="GEMINI_CLI_HOME",
+            within=".gemini",
+            data=(home / "tmp",),
+            private=("history",),
+            read_only=(home / "tmp" / "bin",),
+        )
 
     def api_status(self, exit_code: int) -> int | None:
         # After an API error Gemini exits with the HTTP status mod 256 (429 → 173): 400 to 511 are
@@ -128,6 +136,24 @@ class GeminiProvider(Provider):
         # limit): measured here 4.5 s instead of 8.4 s a turn under load, and one process, not a
         # parent that ignores SIGTERM.
         return {"GEMINI_CLI_NO_RELAUNCH": "true"}
+
+
+def project_folder(env: Mapping[str, str], cwd: Path) -> str | None:
+    """The folder under ~/.gemini/tmp/ in which Gemini keeps the sessions of project `cwd`:
+    projects.json names it, or (when Gemini ran in crew's sandbox, where its changes to projects.json
+    are dropped) the .project_root file in it names the project."""
+    home = cli_home(env, "GEMINI_CLI_HOME", "") / ".gemini"
+    try:
+        folder = jsonio.loads((home / "projects.json").read_text(encoding="utf-8"))["projects"][str(cwd)]
+    except (OSError, ValueError, KeyError, TypeError):
+        folder = None
+    if isinstance(folder, str):
+        return folder
+    for marker in (home / "tmp").glob("*/.project_root"):
+        with contextlib.suppress(OSError, UnicodeDecodeError):
+            if marker.read_text(encoding="utf-8").strip() == str(cwd):
+                return marker.parent.name
+    return None
 
 
 def session_file(env: Mapping[str, str], session_id: str | None, project: str | None = None) -> Path | None:

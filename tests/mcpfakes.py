@@ -82,7 +82,11 @@ def mcp_project(tmp_path: Path, **agents: dict) -> Path:
         agents={"slow": {"provider": "slow"}, **agents},
     )
     subprocess.run(
-        [*CREW, "config", "trust", str(work / "crew.yaml")], env=env_for(tmp_path), check=True, capture_output=True
+        [*CREW, "config", "trust", str(work / "crew.yaml")],
+        env=env_for(tmp_path),
+        stdin=subprocess.DEVNULL,
+        check=True,
+        capture_output=True,
     )
     return work
 

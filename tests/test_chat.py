@@ -273,6 +273,6 @@ def test_in_execute_mode_what_a_message_left_for_git_is_disarmed_before_the_next
     chat.ask("hi")
     assert not (tmp_path / "sub0" / ".git").exists()  # before the person's next line
     chat.ask("again")
-    assert [armed.path for armed in loop.disarmed] == ["sub0/.git", "sub1/.git"]
-    assert "crew: @claude:   sub1/.git: a new git repository" in err.getvalue()
+    assert [armed.path for armed in loop.disarmed] == ["sub0/.git", "sub1/.git"], err.getvalue()
+    assert "crew: @claude:   sub1/.git: a new git repository" in err.getvalue(), err.getvalue()
     chat.close()

@@ -219,6 +219,7 @@ def test_a_server_that_cannot_start_gives_no_answer_and_one_line(make, args, err
 def test_a_closed_stdin_or_stdout_is_reported_in_one_line_as_before(closed: int, work: Path, tmp_path: Path) -> None:
     done = subprocess.run(
         [*CREW, "mcp"],
+        stdin=subprocess.DEVNULL,
         preexec_fn=lambda: os.close(closed),
         stderr=subprocess.PIPE,
         text=True,

@@ -177,7 +177,7 @@ def test_gemini_has_a_session_when_the_chat_file_of_this_project_holds_it(tmp_pa
     assert not GeminiProvider().has_session(sid, env, Path("/x"))  # another project's session: gemini refuses it
 
 
-def test_codex_keeps_its_own_sandbox_outside_crews_and_leaves_its_commands_to_crews_inside(tmp_path: Path) -> None:
+def test_codex_keeps_its_own_sandbox_read_only_in_query_mode_and_leaves_execute_mode_to_crews(tmp_path: Path) -> None:
     from crewbridge.providers.codex import CodexProvider
 
     from crewbridge.sandbox import MECHANISM_ENV, Sandboxing
@@ -187,28 +187,39 @@ def test_codex_keeps_its_own_sandbox_outside_crews_and_leaves_its_commands_to_cr
         return argv[argv.index("--sandbox") + 1]
 
     assert [own(Turn("", mode)) for mode in ("query", "execute")] == ["read-only", "workspace-write"]
-    for mechanism, expected in (("bwrap", ["danger-full-access"] * 2), ("landlock", ["danger-full-access"] * 2)):
+    for mechanism in ("bwrap", "landlock"):
         sandboxing = Sandboxing(env={**os.environ, MECHANISM_ENV: mechanism})
         inside = [
             Turn("", mode, sandbox=sandboxing.cli("required", tmp_path, mode, CodexProvider().state))
             for mode in ("query", "execute")
         ]
-        assert [own(turn) for turn in inside] == expected
+        # query: its commands never run unasked (its own sandbox cannot start inside crew's, so none runs)
+        assert [own(turn) for turn in inside] == ["read-only", "danger-full-access"]
 
 
-def test_each_cli_declares_its_state_folder_and_the_settings_that_run_code(tmp_path: Path) -> None:
+def test_each_cli_writes_only_its_data_and_sees_its_state_folder_through_a_view() -> None:
     from crewbridge.providers.claude import ClaudeProvider
     from crewbridge.providers.codex import CodexProvider
     from crewbridge.providers.gemini import GeminiProvider
 
     env = {"HOME": "/h"}
-    assert ClaudeProvider().state(env).dirs == (Path("/h/.claude"),)
-    assert ClaudeProvider().state(env).read_only == (Path("/h/.claude/settings.json"), Path("/h/.claude.json"))
+    claude = ClaudeProvider().state(env)
+    assert (claude.home, claude.variable) == (Path("/h/.claude"), "CLAUDE_CONFIG_DIR")
+    assert Path("/h/.claude/projects") in claude.data and {"session-env", "shell-snapshots"} <= set(claude.private)
+    assert dict(claude.also) == {".claude.json": Path("/h/.claude.json")}  # its MCP servers, beside the folder
     moved = ClaudeProvider().state({**env, "CLAUDE_CONFIG_DIR": "/c"})
-    assert moved.read_only == (Path("/c/settings.json"), Path("/c/.claude.json"))
-    assert GeminiProvider().state(env).read_only == (Path("/h/.gemini/settings.json"), Path("/h/.gemini/extensions"))
-    assert CodexProvider().state({**env, "CODEX_HOME": "/x"}).dirs == (Path("/x"),)
-    assert CodexProvider().state(env).read_only == (Path("/h/.codex/config.toml"), Path("/h/.codex/rules"))
+    assert moved.home == Path("/c") and moved.also == ()  # then /c/.claude.json, an entry of the folder
+    gemini = GeminiProvider().state(env)
+    assert (gemini.home, gemini.variable, gemini.within) == (Path("/h/.gemini"), "GEMINI_CLI_HOME", ".gemini")
+    assert gemini.data == (Path("/h/.gemini/tmp"),) and gemini.read_only == (Path("/h/.gemini/tmp/bin"),)
+    codex = CodexProvider().state({**env, "CODEX_HOME": "/x"})
+    assert (codex.home, codex.variable) == (Path("/x"), "CODEX_HOME")
+    assert Path("/x/sessions") in codex.data and codex.data_files == (Path("/x/installation_id"),)
+    assert dict(codex.view_env) == {"CODEX_SQLITE_HOME": "sqlite"} and "sqlite" in codex.private
+    own_sqlite = CodexProvider().state({**env, "CODEX_SQLITE_HOME": "/db"})
+    assert Path("/db") in own_sqlite.data and own_sqlite.view_env == ()
+    for state in (claude, gemini, codex):
+        assert state.home not in state.data  # the folder itself, with its settings, is never writable
 
 
 # --- arguments stay arguments ----------------------------------------------------------------------

@@ -96,7 +96,7 @@ def test_a_protected_file_inside_a_writable_folder_stays_read_only(tmp_path):
     state.mkdir()
     (state / "settings.json").write_text('{"hooks": {}}\n')
     sandbox = bwrap_sandboxing().cli(
-        "required", tmp_path, "query", lambda env: State(dirs=(state,), read_only=(state / "settings.json",))
+        "required", tmp_path, "query", lambda env: State(data=(state,), read_only=(state / "settings.json",))
     )
     plant = (
         f"echo planted > {state}/settings.json; mv {state}/new {state}/settings.json; "

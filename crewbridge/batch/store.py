@@ -177,16 +177,8 @@ class Store:
         """Each repository's latest workflow (of batch `batch`, or of every batch), in order of submission."""
         from dbos import DBOS
 
-        found: dict[tuple[str, str], Row] = {}
         prefix = f"{batch}:" if batch is not None else None
-        for status in DBOS.list_workflows(workflow_id_prefix=prefix, name=WORKFLOW, sort_desc=False):
-            row = _row(status)
-            if row is None:
-                continue
-            key = (row.spec.batch, row.repo.key)
-            if key not in found or found[key].generation < row.generation:
-                found[key] = row
-        rows = sorted(found.values(), key=lambda r: (r.spec.batch, r.repo.position))
+        rows = latest(DBOS.list_workflows(workflow_id_prefix=prefix, name=WORKFLOW, sort_desc=False))
         if phases:
             for row in rows:
                 if row.status == "PENDING":
@@ -233,6 +225,40 @@ class Store:
 def _quiet_cancellation(record: logging.LogRecord) -> bool:
     """DBOS logs a cancelled workflow (crew batch cancel) as an error with its traceback: not one."""
     return not (record.exc_info and type(record.exc_info[1]).__name__.endswith("CancelledError"))
+
+
+def latest(statuses: list[Any]) -> list[Row]:
+    """Each repository's latest workflow among DBOS's `statuses`, by batch and in order of submission."""
+    found: dict[tuple[str, str], Row] = {}
+    for status in statuses:
+        row = _row(status)
+        if row is None:
+            continue
+        key = (row.spec.batch, row.repo.key)
+        if key not in found or found[key].generation < row.generation:
+            found[key] = row
+    return sorted(found.values(), key=lambda r: (r.spec.batch, r.repo.position))
+
+
+class Reader:
+    """Every batch's rows read as a client of the database at `url`, launching no executor (what
+    `crew ui` reads); the connection is made at the first read and kept until close()."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._client: Any = None
+
+    def rows(self) -> list[Row]:
+        from dbos import DBOSClient  # for start-up speed, as everywhere: only batches load DBOS
+
+        if self._client is None:
+            self._client = DBOSClient(system_database_url=self.url, application_name=APP)
+        return latest(self._client.list_workflows(name=WORKFLOW, sort_desc=False))
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.destroy()
+            self._client = None
 
 
 def _row(status: Any) -> Row | None:

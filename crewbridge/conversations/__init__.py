@@ -153,8 +153,7 @@ class ProcessConversation:
             if status is not None and failed is not None:  # the exit code says what the message did not
                 yield replace(failed, status=status)
             elif code != 0 and failed is None:
-                detail = child.stderr.strip().splitlines()[-1:] or ["no message on stderr"]
-                yield Failure(f"{self.provider.name} exited with status {code}: {detail[0]}")
+                yield Failure(child.failure(self.provider.name))
             elif not failed:
                 yield from decoder.end()
         finally:

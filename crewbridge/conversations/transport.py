@@ -64,9 +64,7 @@ class LiveProcess:
                 return obj
 
     def _exit_message(self) -> str:
-        code = self.child.wait()
-        detail = self.child.stderr.strip().splitlines()[-1:] or ["no message on stderr"]
-        return f"{self.name} exited with status {code}: {detail[0]}"
+        return self.child.failure(self.name)
 
     def close(self) -> None:
         """End the whole process group (SIGTERM, then SIGKILL if it lingers)."""

@@ -16,14 +16,13 @@ reach another's. A tool call is answered as an event stream: a priming event (an
 from __future__ import annotations
 
 import itertools
-import os
 import threading
 import time
 from collections.abc import Callable, Iterable
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from crewbridge.childenv import MCP_TOKEN
 from crewbridge.jsonio import dumps_bytes
 from crewbridge.mcp.core import (
     INTERNAL_ERROR,
@@ -39,10 +38,10 @@ from crewbridge.mcp.core import (
     refusal,
     request_id,
 )
-from crewbridge.webserver import Handler, Keys, Server, check_listen, parse_address, server_token
+from crewbridge.webserver import Handler, Keys, Listening, Server
 
 PATH = "/mcp"
-TOKEN_VARIABLE = "CREW_MCP_TOKEN"
+TOKEN_VARIABLE = MCP_TOKEN  # left out of everything crew starts (crewbridge.childenv)
 FLAG = "--http"
 MAX_BODY = 8 << 20  # bytes of one POST
 MAX_SESSIONS = 64  # open at once; past it the least recently used idle one ends
@@ -51,21 +50,11 @@ RETRY_MS = 3000  # the SSE `retry` a stream announces
 Respond = Callable[[Any, McpSession, Send], "dict[str, Any] | None"]
 
 
-def serve_http(
-    server: Served,
-    address: str,
-    *,
-    token_file: Path | None = None,
-    allowed_hosts: Iterable[str] = (),
-    allow_remote: bool = False,
-    say: Callable[[str], None],
-) -> None:
+def serve_http(server: Served, listening: Listening, say: Callable[[str], None]) -> None:
     """Serve `server` over streamable HTTP at http://ADDRESS/mcp until stopped (Ctrl-C, SIGTERM);
     `say` gets each line for the person who started it (the URL and how to send the token)."""
-    host, port = parse_address(address, FLAG)
-    check_listen(host, address, flag=FLAG, allow_remote=allow_remote, face="crew mcp", say=say)
-    token, shown = server_token(os.environ, TOKEN_VARIABLE, token_file)
-    http = McpHttp(server.respond, host, port, token=token, allowed_hosts=allowed_hosts)
+    host, port, token, shown = listening.settle(flag=FLAG, variable=TOKEN_VARIABLE, face="crew mcp", say=say)
+    http = McpHttp(server.respond, host, port, token=token, allowed_hosts=listening.allowed_hosts)
     say(f"crew mcp: serving MCP at {http.url}; every request needs Authorization: Bearer {shown}")
     try:
         http.serve()

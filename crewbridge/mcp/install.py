@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from crewbridge.childenv import without_secrets
 from crewbridge.errors import CLINotFound, ProviderError, UsageError
 from crewbridge.providers import load
 
@@ -71,7 +72,8 @@ def install(cli: str, execute: bool = False, env: Mapping[str, str] | None = Non
 
 
 def _run(argv: list[str], env: Mapping[str, str] | None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(argv, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL, env=env)
+    clean = without_secrets(os.environ if env is None else env)
+    return subprocess.run(argv, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL, env=clean)
 
 
 def registered(env: Mapping[str, str] | None = None, cwd: Path | None = None) -> dict[str, str]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -21,8 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from crewbridge.childenv import without_secrets
 from crewbridge.errors import CrewError, SandboxUnavailable, UsageError
-from crewbridge.sandbox.base import Confinement, Launch, Mechanism, State
+from crewbridge.sandbox.base import Confinement, Launch, Mechanism
+from crewbridge.sandbox.state import Prepared, State, prepare
 
 __all__ = [
     "LEVELS",
@@ -52,7 +55,19 @@ class Sandbox:
     confinement: Confinement
 
     def launch(self, argv: list[str], env: Mapping[str, str], cwd: Path) -> Launch:
-        return self.mechanism.launch(argv, dict(env), cwd, self.confinement.resolved(env))
+        """How to start `argv` inside: a CLI's state made ready for this launch (its data made, its
+        view filled), removed with the rest once the process ended (Launch.ended)."""
+        state = self.confinement.state
+        prepared = prepare(state(env)) if state is not None else Prepared()
+        try:
+            launch = self.mechanism.launch(argv, {**env, **prepared.env}, cwd, self.confinement.resolved(prepared))
+        except BaseException:
+            if prepared.view is not None:
+                shutil.rmtree(prepared.view, ignore_errors=True)
+            raise
+        if prepared.view is not None:
+            launch.removed.append(prepared.view)
+        return launch
 
 
 @dataclass(frozen=True)
@@ -152,10 +167,10 @@ def notice(detection: Detection) -> str:
 def spawn(
     argv: list[str], *, sandbox: Sandbox | None, env: Mapping[str, str] | None, cwd: Path | None, **popen: Any
 ) -> tuple[subprocess.Popen[bytes], Launch]:
-    """Start `argv` (inside `sandbox` when given) in a process group of its own: the process and
-    its Launch (call `ended()` once it is reaped). OSError (FileNotFoundError for a program not on
-    PATH) when it cannot start."""
-    env = dict(os.environ if env is None else env)
+    """Start `argv` (inside `sandbox` when given) in a process group of its own, without crew's own
+    secrets in its environment (crewbridge.childenv): the process and its Launch (call `ended()`
+    once it is reaped). OSError (FileNotFoundError for a program not on PATH) when it cannot start."""
+    env = without_secrets(os.environ if env is None else env)
     launch = Launch(argv, env) if sandbox is None else sandbox.launch(argv, env, cwd or Path.cwd())
     try:
         proc = subprocess.Popen(

@@ -10,24 +10,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
+from crewbridge.sandbox.state import Prepared, State
+
 TMP = Path("/tmp")
-
-
-@dataclass(frozen=True)
-class State:
-    """Where a CLI keeps its own state: folders it must write, and the files (or folders) in them that
-    make code run later (hooks, MCP servers, notify commands), kept read-only inside the sandbox. A
-    missing one is made first, empty (`{}` for JSON; a folder when its name has no suffix), so that
-    it cannot be planted there."""
-
-    dirs: tuple[Path, ...] = ()
-    read_only: tuple[Path, ...] = ()
 
 
 @dataclass(frozen=True)
 class Confinement:
     """What a sandboxed process may do. Everything is readable; it may write only beneath
-    `writable` (and its private temp folder), not to `read_only` inside them."""
+    `writable` (and its private temp folder), not to `read_only` inside them; a CLI also what its
+    `state` lets it write (crewbridge.sandbox.state)."""
 
     writable: tuple[Path, ...] = ()
     read_only: tuple[Path, ...] = ()
@@ -37,27 +29,12 @@ class Confinement:
     state: Callable[[Mapping[str, str]], State] | None = None  # a CLI's state folders, from its environment
     denied: tuple[str, ...] = ()  # deny_commands globs: the programs they deny whatever the arguments are masked
 
-    def resolved(self, env: Mapping[str, str]) -> Confinement:
-        """This confinement with the CLI's state folders added (made when missing, so that they can
-        be mounted), and their read-only files (made when missing: see State)."""
-        if self.state is None:
-            return self
-        state = self.state(env)
-        for folder in state.dirs:
-            folder.mkdir(parents=True, exist_ok=True)
-        for path in state.read_only:
-            if path.exists() or not path.parent.is_dir():
-                continue
-            with contextlib.suppress(FileExistsError):
-                if not path.suffix:
-                    path.mkdir()
-                    continue
-                with open(path, "x", encoding="utf-8") as new:
-                    new.write("{}\n" if path.suffix in (".json", ".jsonc") else "")
+    def resolved(self, prepared: Prepared) -> Confinement:
+        """This confinement with a CLI's state made ready for one launch (crewbridge.sandbox.state)."""
         return replace(
             self,
-            writable=(*self.writable, *state.dirs),
-            read_only=(*self.read_only, *(p for p in state.read_only if p.exists())),
+            writable=(*self.writable, *prepared.writable),
+            read_only=(*self.read_only, *prepared.read_only),
             state=None,
         )
 
@@ -71,7 +48,7 @@ class Launch:
     pass_fds: tuple[int, ...] = ()
     preexec_fn: Callable[[], None] | None = None
     wrapped: bool = False  # a wrapper process leads the group (bwrap): a stop goes to the rest first
-    temp: Path | None = None  # its private temp folder, removed once it ended
+    removed: list[Path] = field(default_factory=list)  # its private temp folder and view, removed once it ended
     parent_fds: list[int] = field(default_factory=list)  # closed in crew once the process started
 
     def started(self) -> None:
@@ -82,11 +59,11 @@ class Launch:
                 os.close(fd)
 
     def ended(self) -> None:
-        """The process ended: its private temp folder goes."""
+        """The process ended: its private temp folder and its view go (rmtree follows no link)."""
         self.started()
-        if self.temp is not None:
-            shutil.rmtree(self.temp, ignore_errors=True)
-            self.temp = None
+        folders, self.removed = self.removed, []
+        for folder in folders:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 class Mechanism(Protocol):

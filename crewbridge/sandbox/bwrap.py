@@ -23,6 +23,7 @@ import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+from crewbridge.childenv import without_secrets
 from crewbridge.sandbox import seccomp
 from crewbridge.sandbox.base import TMP, Confinement, Launch, Masked, masked_programs, program, top_under_tmp, under_tmp
 
@@ -68,6 +69,7 @@ def probe(binary: str) -> str | None:
     try:
         done = subprocess.run(
             [binary, *COMMON, "--unshare-net", "--", "/bin/sh", "-c", ":"],
+            env=without_secrets(os.environ),
             stdin=subprocess.DEVNULL,
             capture_output=True,
             timeout=PROBE_TIMEOUT,
