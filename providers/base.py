@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -14,6 +14,27 @@ from crewbridge.events import Event, Notice
 from crewbridge.mentions import refuse_option
 from crewbridge.modes import Mode
 from crewbridge.sandbox import Sandbox, State
+
+
+@dataclass(frozen=True)
+class McpServer:
+    """An MCP server on stdio that a CLI is given besides crew's own tools: one the editor passed to
+    a crew acp session. `env`: (name, value) pairs, the values possibly secrets."""
+
+    name: str
+    command: str
+    args: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+
+
+def mcp_variables(servers: Sequence[McpServer]) -> dict[str, str]:
+    """The servers' environment values under names of crew's own, CREW_MCP_<server>_<value> (from 1):
+    for a CLI whose MCP configuration reads variables, the values stay off its command line."""
+    return {
+        f"CREW_MCP_{number}_{index}": value
+        for number, server in enumerate(servers, 1)
+        for index, (_, value) in enumerate(server.env, 1)
+    }
 
 
 @dataclass
@@ -28,6 +49,7 @@ class Turn:
     options: list[str] = field(default_factory=list)  # extra CLI options from configuration
     native: bool = False  # crew's tools go through the CLI's native channel, not the catalogue (crewbridge.native)
     sandbox: Sandbox | None = None  # the CLI runs inside it (crewbridge.sandbox)
+    mcp_servers: tuple[McpServer, ...] = ()  # MCP servers it is given besides crew's (Provider.mcp_via)
 
     def __post_init__(self) -> None:
         # Each goes to the CLI as an argument: `--model --dangerously-skip-permissions` must never be
@@ -143,6 +165,10 @@ class Provider:
     native = ""  # "module:Class" of the conversation that offers crew's tools natively, when not `live`
     native_via = ""  # how crew's tools reach it natively (`crew doctor` says it); "" when they cannot
     read_only_tools: frozenset[str] = frozenset()  # its own tools that only read (the rest write or run commands)
+    # How it takes the MCP servers an editor gives a crew acp session (Turn.mcp_servers): "options"
+    # (on its command line: mcp_options, and mcp_env), "session" (in the session its `native`
+    # conversation opens, which then runs), "" not at all
+    mcp_via = ""
 
     def argv(self, turn: Turn) -> list[str]:
         raise NotImplementedError
@@ -171,6 +197,14 @@ class Provider:
         each server its user registered, crew itself included once `crew mcp install` ran (an agent's
         user_mcp_servers: true leaves them out). [] for a CLI that has no such option."""
         return []
+
+    def mcp_options(self, servers: Sequence[McpServer]) -> list[str]:
+        """The options that give the CLI `servers` (mcp_via "options")."""
+        return []
+
+    def mcp_env(self, servers: Sequence[McpServer]) -> dict[str, str]:
+        """What the CLI's environment needs for mcp_options' servers (the values they refer to)."""
+        return {}
 
     def state(self, env: Mapping[str, str]) -> State:
         """Where the CLI (run with `env`) keeps its own state, and what of it it writes as data: the

@@ -77,6 +77,7 @@ class GeminiProvider(Provider):
     live = "crewbridge.conversations.gemini:GeminiSessionConversation"
     native = "crewbridge.conversations.gemini_acp:GeminiAcpConversation"
     native_via = "an MCP server in crew's process, over ACP (gemini --acp)"
+    mcp_via = "session"  # its -p mode takes MCP servers only from its settings files
     # Its own tools (0.61) that read the project or change only its own state (a to-do list, the
     # topic it shows); the rest write files, run commands, fetch URLs or run other agents.
     read_only_tools = frozenset(
@@ -113,7 +114,9 @@ class GeminiProvider(Provider):
         # settings file names (an empty list it refuses), so that none starts. The filter is by name
         # and applies to ACP's servers too: crew's own is not named "crew", as `crew mcp install
         # gemini` names the `crew mcp` it registers (which gemini would start at its start-up).
-        return ["--allowed-mcp-server-names", ACP_SERVER if turn.native else NO_SERVER]
+        # The servers an editor gives a crew acp session (turn.mcp_servers) are allowed by name too.
+        names = [*([ACP_SERVER] if turn.native else []), *(server.name for server in turn.mcp_servers)]
+        return ["--allowed-mcp-server-names", ",".join(names) or NO_SERVER]
 
     def state(self, env: Mapping[str, str]) -> State:
         # Measured with 0.61.0 (strace; docs/sandbox.md): it writes its sessions and logs under tmp/,

@@ -35,7 +35,7 @@ from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session,
 from crewbridge.jsonrpc import Misshapen, Reply, Request, Route, notification, shaped
 from crewbridge.mcp.core import McpTools
 from crewbridge.mcp.http import McpHttp
-from crewbridge.providers.base import JsonLineDecoder, Turn
+from crewbridge.providers.base import JsonLineDecoder, McpServer, Turn
 from crewbridge.providers.gemini import ACP_SERVER, GeminiProvider
 
 if TYPE_CHECKING:
@@ -173,6 +173,12 @@ def native_input(call: ToolCall) -> dict[str, Any]:
     return data
 
 
+def stdio_server(server: McpServer) -> dict[str, Any]:
+    """An MCP server crew is given (Turn.mcp_servers) as session/new's mcpServers entry."""
+    env = [{"name": name, "value": value} for name, value in server.env]
+    return {"name": server.name, "command": server.command, "args": list(server.args), "env": env}
+
+
 def choose(options: list[Option], kind: str) -> dict[str, Any]:
     """The outcome selecting the option of `kind` (allow_once, reject_once); cancelled without one."""
     chosen = next((option for option in options if option.get("kind") == kind), None)
@@ -200,6 +206,7 @@ class GeminiAcpConversation(Peer):
     def set_up(self) -> None:
         self.call("initialize", {"protocolVersion": PROTOCOL_VERSION, "clientCapabilities": {}, "clientInfo": CLIENT})
         servers = [self._mcp_server(self.channel)] if self.channel is not None and self.base.native else []
+        servers += [stdio_server(server) for server in self.base.mcp_servers]
         self.session_id = self.call("session/new", {"cwd": str(self.cwd), "mcpServers": servers}, SessionMade)[
             "sessionId"
         ]
