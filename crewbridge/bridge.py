@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from crewbridge.approval import Channel
     from crewbridge.dialogue import Chat
     from crewbridge.loop import Progress, RunResult
+    from crewbridge.providers.base import McpServer
     from crewbridge.registry import Files
     from crewbridge.skills import Found
     from crewbridge.stop import Stop
@@ -41,13 +42,15 @@ class Bridge:
         sandboxing: Sandboxing | None = None,
         approvals: Sequence[Channel] = (),
         files: Files | None = None,
+        mcp_servers: Sequence[McpServer] = (),
     ) -> None:
         """`config`: default crew.yaml found as the command finds it; `workdir`: default here; `env`:
         added to the environment of the CLIs it starts; `tools`: added to the configured ones;
         `sandboxing`: the machine's sandbox as another Bridge detected it (or is detecting it);
         `approvals`: channels besides the terminal that ask a person about a call (an editor over
         ACP, the browser of `crew ui`; crewbridge.approval); `files`: where the file tools read and
-        write text instead of the disk (an editor's buffers over ACP)."""
+        write text instead of the disk (an editor's buffers over ACP); `mcp_servers`: given to each
+        CLI that takes them (Provider.mcp_via), besides crew's own tools (an editor's, over ACP)."""
         self.context = RunContext.of(
             config,
             workdir,
@@ -56,6 +59,7 @@ class Bridge:
             sandboxing=Sandboxing() if sandboxing is None else sandboxing,
             approvals=list(approvals),
             files=files,
+            mcp_servers=tuple(mcp_servers),
         )
 
     @property

@@ -14,6 +14,7 @@ with `reporting` share the tools and the CLIs started ahead (`start`).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -26,7 +27,7 @@ from crewbridge.mentions import Mention, parse_mentions
 from crewbridge.modes import MODES, Mode
 from crewbridge.options import RunOptions
 from crewbridge.piped import with_context
-from crewbridge.providers.base import Turn
+from crewbridge.providers.base import McpServer, Turn
 from crewbridge.registry import Files, Tool, ToolRegistry
 from crewbridge.sandbox import Sandboxing, level
 
@@ -94,6 +95,7 @@ class RunContext:
     emit: Callable[[Progress], None] | None = None  # the run's event sink
     approvals: Sequence[Channel] = ()  # where a person is asked about a call, besides the terminal
     files: Files | None = None  # where the file tools read and write text instead of the disk (an editor's)
+    mcp_servers: Sequence[McpServer] = ()  # given to each CLI that takes them, besides crew's tools (an editor's)
     stop: Stop | None = None  # set from another thread, it ends the run
     started: dict[Key, Conversation] = field(default_factory=dict)  # start()'s CLIs, not yet taken
 
@@ -239,18 +241,22 @@ class RunContext:
             agent = spec or self.config.agent(mention.agent)
             provider = self.config.provider(agent.provider)
             workdir = self.workdir_of(agent)
+            servers = tuple(self.mcp_servers) if provider.mcp_via else ()
             base = Turn(
                 prompt="",
                 mode=mode,
                 model=mention.model or agent.model,
                 system_prompt=agent.system_prompt,
-                options=list(agent.options.get(mode, [])),
+                options=[*agent.options.get(mode, []), *provider.mcp_options(servers)],
+                mcp_servers=servers,
                 native=(options.tools_via or agent.tools_via) == "native",
                 sandbox=self.sandboxing.cli(
                     self.sandbox_level(options, agent), workdir, mode, provider.state, agent.deny_commands
                 ),
             )
-            conversation = new_conversation(provider, base, cwd=workdir, env=self.env)
+            if not agent.user_mcp_servers:  # only the MCP servers crew gives it, never crew itself again
+                base.options += provider.own_mcp_only(base, {**os.environ, **self.env}, workdir)
+            conversation = new_conversation(provider, base, cwd=workdir, env={**self.env, **provider.mcp_env(servers)})
         except CrewError as exc:
             return exc, False
         held = conversation.resume(prior) if prior is not None else True

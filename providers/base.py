@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import os
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -13,6 +15,27 @@ from crewbridge.events import Event, Notice
 from crewbridge.mentions import refuse_option
 from crewbridge.modes import Mode
 from crewbridge.sandbox import Sandbox, State
+
+
+@dataclass(frozen=True)
+class McpServer:
+    """An MCP server on stdio that a CLI is given besides crew's own tools: one the editor passed to
+    a crew acp session. `env`: (name, value) pairs, the values possibly secrets."""
+
+    name: str
+    command: str
+    args: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+
+
+def mcp_variables(servers: Sequence[McpServer]) -> dict[str, str]:
+    """The servers' environment values under names of crew's own, CREW_MCP_<server>_<value> (from 1):
+    for a CLI whose MCP configuration reads variables, the values stay off its command line."""
+    return {
+        f"CREW_MCP_{number}_{index}": value
+        for number, server in enumerate(servers, 1)
+        for index, (_, value) in enumerate(server.env, 1)
+    }
 
 
 @dataclass
@@ -27,6 +50,7 @@ class Turn:
     options: list[str] = field(default_factory=list)  # extra CLI options from configuration
     native: bool = False  # crew's tools go through the CLI's native channel, not the catalogue (crewbridge.native)
     sandbox: Sandbox | None = None  # the CLI runs inside it (crewbridge.sandbox)
+    mcp_servers: tuple[McpServer, ...] = ()  # MCP servers it is given besides crew's (Provider.mcp_via)
 
     def __post_init__(self) -> None:
         # Each goes to the CLI as an argument: `--model --dangerously-skip-permissions` must never be
@@ -42,6 +66,22 @@ class Turn:
 def cli_home(env: Mapping[str, str], variable: str, default: str) -> Path:
     """Where a CLI keeps its state: `variable` if set in `env`, else `default` under its HOME."""
     return Path(env.get(variable) or Path(env.get("HOME") or Path.home()) / default)
+
+
+def mcp_servers(path: Path, kind: str) -> dict[str, object]:
+    """The MCP servers a CLI's configuration file names, by name: "json", its `mcpServers` object;
+    "toml", its `[mcp_servers.NAME]` tables (codex's config.toml). None for a file that cannot be read."""
+    try:
+        text = path.read_text()
+    except OSError:
+        return {}
+    if kind == "toml":
+        return {name: True for _, name in re.findall(r'(?m)^\s*\[mcp_servers\.("?)([\w-]+)\1\]', text)}
+    try:
+        servers = json.loads(text).get("mcpServers")
+    except (ValueError, AttributeError):
+        return {}
+    return servers if isinstance(servers, dict) else {}
 
 
 class Decoder(Protocol):
@@ -142,6 +182,10 @@ class Provider:
     native = ""  # "module:Class" of the conversation that offers crew's tools natively, when not `live`
     native_via = ""  # how crew's tools reach it natively (`crew doctor` says it); "" when they cannot
     read_only_tools: frozenset[str] = frozenset()  # its own tools that only read (the rest write or run commands)
+    # How it takes the MCP servers an editor gives a crew acp session (Turn.mcp_servers): "options"
+    # (on its command line: mcp_options, and mcp_env), "session" (in the session its `native`
+    # conversation opens, which then runs), "" not at all
+    mcp_via = ""
 
     def argv(self, turn: Turn) -> list[str]:
         raise NotImplementedError
@@ -162,6 +206,21 @@ class Provider:
 
     def env(self) -> dict[str, str]:
         """Variables added to the inherited environment."""
+        return {}
+
+    def own_mcp_only(self, turn: Turn, env: Mapping[str, str], cwd: Path) -> list[str]:
+        """The options that keep the CLI (run with `env` in `cwd`) to the MCP servers crew gives it:
+        none, or crew's own for native tools. Without them it would start, in every run crew makes,
+        each server its user registered, crew itself included once `crew mcp install` ran (an agent's
+        user_mcp_servers: true leaves them out). [] for a CLI that has no such option."""
+        return []
+
+    def mcp_options(self, servers: Sequence[McpServer]) -> list[str]:
+        """The options that give the CLI `servers` (mcp_via "options")."""
+        return []
+
+    def mcp_env(self, servers: Sequence[McpServer]) -> dict[str, str]:
+        """What the CLI's environment needs for mcp_options' servers (the values they refer to)."""
         return {}
 
     def state(self, env: Mapping[str, str]) -> State:
@@ -185,8 +244,9 @@ class Provider:
     def commands(self) -> list[list[str]]:
         """Every command line crew may run, with sample values: `crew doctor` checks each one's
         options against the CLI's --help (no model is asked). Empty: crew only looks for the CLI."""
-        return [
-            self.argv(Turn("", mode, model="MODEL", session_id=session, system_prompt="PROMPT"))
+        turns = [
+            Turn("", mode, model="MODEL", session_id=session, system_prompt="PROMPT")
             for mode in ("query", "execute")
             for session in (None, "SESSION")
         ]
+        return [self.argv(turn) + self.own_mcp_only(turn, os.environ, Path.cwd()) for turn in turns]

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypedDict
 
-from crewbridge.providers.base import JsonLineDecoder, Provider, Turn, cli_home
+from crewbridge.providers.base import JsonLineDecoder, McpServer, Provider, Turn, cli_home, mcp_variables
 
 from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session, Text, Usage
 from crewbridge.native import SERVER
@@ -179,6 +179,7 @@ class ClaudeProvider(Provider):
     live = "crewbridge.conversations.claude:ClaudeLiveConversation"
     native_via = "an SDK MCP server in its live process"
     read_only_tools = frozenset(READ_ONLY_TOOLS.split(","))
+    mcp_via = "options"
 
     def argv(self, turn: Turn) -> list[str]:
         argv = [self.binary, "-p", "--output-format", "stream-json", "--verbose"]
@@ -195,6 +196,25 @@ class ClaudeProvider(Provider):
     def decoder(self) -> ClaudeDecoder:
         return ClaudeDecoder()
 
+    def mcp_options(self, servers: Sequence[McpServer]) -> list[str]:
+        # One more --mcp-config (claude loads each given). Its values name variables (claude reads
+        # ${NAME}), the secrets being in its environment (mcp_env); alwaysLoad: claude -p waits for
+        # the server to connect before it asks the model (else the first request goes without it).
+        config = {
+            server.name: {
+                "type": "stdio",
+                "command": server.command,
+                "args": list(server.args),
+                "env": {name: f"${{CREW_MCP_{number}_{index}}}" for index, (name, _) in enumerate(server.env, 1)},
+                "alwaysLoad": True,
+            }
+            for number, server in enumerate(servers, 1)
+        }
+        return ["--mcp-config", json.dumps({"mcpServers": config})] if servers else []
+
+    def mcp_env(self, servers: Sequence[McpServer]) -> dict[str, str]:
+        return mcp_variables(servers)
+
     def has_session(self, session_id: str, env: Mapping[str, str], cwd: Path) -> bool:
         # ~/.claude/projects/<the working directory, every other character a dash>/<id>.jsonl
         projects = cli_home(env, "CLAUDE_CONFIG_DIR", ".claude") / "projects"
@@ -209,6 +229,11 @@ class ClaudeProvider(Provider):
 
     def mcp_files(self, env: Mapping[str, str], cwd: Path) -> list[tuple[Path, str]]:
         return [(cli_home(env, "HOME", "") / ".claude.json", "json"), (cwd / ".mcp.json", "json")]
+
+    def own_mcp_only(self, turn: Turn, env: Mapping[str, str], cwd: Path) -> list[str]:
+        # Only the servers of --mcp-config (crew's own, for native tools; else none): not those of
+        # ~/.claude.json (claude mcp add), .mcp.json or plugins.
+        return ["--strict-mcp-config"]
 
     def state(self, env: Mapping[str, str]) -> State:
         # Measured with 2.1.197 (strace; docs/sandbox.md): it writes its sessions (projects/), a file

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from crewbridge.providers.base import JsonLineDecoder, Provider, Turn, cli_home
+from crewbridge.providers.base import JsonLineDecoder, McpServer, Provider, Turn, cli_home, mcp_servers
 
 from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session, Text, Usage
 from crewbridge.native import SERVER
@@ -43,6 +44,17 @@ class CodexDecoder(JsonLineDecoder):
         return [Notice("unknown", str(kind))]
 
 
+# What crew sets of each such server (0.169.0): "required" makes codex wait for it to start before the
+# first turn (else its first turn goes without its tools); "prompt" makes codex ask its client before
+# each of its tools runs (mcpServer/elicitation/request, where crew's policy asks for one: the
+# conversation's approval policy) — else it runs them unasked.
+MCP_SETTINGS = {"required": "true", "default_tools_approval_mode": '"prompt"'}
+
+
+def _toml(value: str | list[str]) -> str:
+    return json.dumps(value, ensure_ascii=False)  # no \ud83d surrogate escapes: TOML has none
+
+
 def own_sandbox(turn: Turn) -> str:
     """Codex's own sandbox for its commands. Query mode: always read-only, so that no command of its
     own runs unasked: inside crew's sandbox Codex's cannot start (below), so none runs at all. Execute
@@ -61,6 +73,7 @@ class CodexProvider(Provider):
     install_hint = "npm install -g @openai/codex"
     live = "crewbridge.conversations.codex:CodexLiveConversation"
     native_via = "dynamic tools on its app-server thread"
+    mcp_via = "options"
 
     def argv(self, turn: Turn) -> list[str]:
         argv = [self.binary, "exec", "--json", "--skip-git-repo-check", "--sandbox", own_sandbox(turn)]
@@ -73,6 +86,20 @@ class CodexProvider(Provider):
 
     def decoder(self) -> CodexDecoder:
         return CodexDecoder()
+
+    def mcp_options(self, servers: Sequence[McpServer]) -> list[str]:
+        # `-c mcp_servers.NAME.KEY=VALUE`, the value TOML (JSON's strings and arrays are TOML's).
+        # The environment's values are on the command line: codex reads no variables in them.
+        # Its model reaches the servers' tools from the JavaScript its `exec` tool runs.
+        options = []
+        for server in servers:
+            table = {"command": _toml(server.command), "args": _toml(list(server.args))}
+            if server.env:
+                table["env"] = "{" + ", ".join(f"{_toml(k)} = {_toml(v)}" for k, v in server.env) + "}"
+            table.update(MCP_SETTINGS)
+            for key, value in table.items():
+                options += ["-c", f"mcp_servers.{server.name}.{key}={value}"]
+        return options
 
     def has_session(self, session_id: str, env: Mapping[str, str], cwd: Path) -> bool:
         # $CODEX_HOME/sessions/YYYY/MM/DD/rollout-<time>-<id>.jsonl
@@ -87,6 +114,13 @@ class CodexProvider(Provider):
 
     def mcp_files(self, env: Mapping[str, str], cwd: Path) -> list[tuple[Path, str]]:
         return [(cli_home(env, "CODEX_HOME", ".codex") / "config.toml", "toml")]  # [mcp_servers.crew]
+
+    def own_mcp_only(self, turn: Turn, env: Mapping[str, str], cwd: Path) -> list[str]:
+        # Codex merges a -c table into its config's, so each server its config files name is turned
+        # off by name (crew's tools reach it as dynamic tools, never as an MCP server).
+        files = (cli_home(env, "CODEX_HOME", ".codex") / "config.toml", cwd / ".codex" / "config.toml")
+        names = sorted({name for path in files for name in mcp_servers(path, "toml")})
+        return [option for name in names for option in ("-c", f"mcp_servers.{name}.enabled=false")]
 
     def state(self, env: Mapping[str, str]) -> State:
         # Measured with 0.169.0 (strace; docs/sandbox.md): it writes its sessions, an id it makes once,

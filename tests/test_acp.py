@@ -15,7 +15,14 @@ from typing import Any
 
 import pytest
 from acp import spawn_agent_process, text_block
-from acp.schema import AllowedOutcome, ClientCapabilities, FileSystemCapabilities, RequestPermissionResponse
+from acp.schema import (
+    AllowedOutcome,
+    ClientCapabilities,
+    FileSystemCapabilities,
+    HttpMcpServer,
+    McpServerStdio,
+    RequestPermissionResponse,
+)
 
 from crewbridge.acp.early import hello
 from crewcli import CREW, FakeModel, crew_env, executable, processes_in, tool_block, write_config
@@ -322,6 +329,30 @@ def test_an_untrusted_project_is_refused_with_crews_message(tmp_path: Path, work
         return ""
 
     assert "crew config trust" in run(scenario())
+
+
+@pytest.mark.parametrize(
+    ("server", "said"),
+    [
+        (HttpMcpServer(type="http", name="web", url="http://127.0.0.1:1/mcp", headers=[]), "not on stdio"),
+        (McpServerStdio(name="crew", command="x", args=[], env=[]), "other than 'crew'"),
+        (McpServerStdio(name="a.b", command="x", args=[], env=[]), "letters, digits"),
+    ],
+)
+def test_an_mcp_server_no_cli_could_be_given_is_refused_with_the_reason(
+    setup: dict[str, Any], workdir: Path, server: Any, said: str
+) -> None:
+    async def scenario() -> str:
+        context, conn, _ = await opened(setup, workdir, Editor())
+        try:
+            await conn.new_session(cwd=str(workdir), mcp_servers=[server])
+        except Exception as exc:  # the RequestError the editor shows
+            return str(exc)
+        finally:
+            await context.__aexit__(None, None, None)
+        return ""
+
+    assert said in run(scenario())
 
 
 @pytest.mark.slow

@@ -93,7 +93,7 @@ while True:
                 headers)
             mcp({"jsonrpc": "2.0", "method": "notifications/initialized"}, headers)
             listed = mcp({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, headers)
-            update(sid, sessionUpdate="tool_call", toolCallId="mcp_crew_read_file__1", status="in_progress",
+            update(sid, sessionUpdate="tool_call", toolCallId="mcp_crewbridge_read_file__1", status="in_progress",
                    title="read_file", kind="other")
             called = mcp({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
                           "params": {"name": "read_file", "arguments": {"path": "a.txt"}}}, headers)
@@ -175,7 +175,7 @@ def test_the_command_is_gemini_in_acp_mode_asking_before_its_own_writes_and_crew
     argv = conversation.argv
     assert argv[:3] == ["gemini", "-m", "gemini-2.5-flash"] and "--acp" in argv
     assert argv[argv.index("--approval-mode") + 1] == "default"
-    assert argv[argv.index("--allowed-tools") + 1] == "mcp_crew_*"
+    assert argv[argv.index("--allowed-tools") + 1] == "mcp_crewbridge_*"
     assert conversation.env["GEMINI_CLI_NO_RELAUNCH"] == "true"
 
 
@@ -195,12 +195,14 @@ def test_a_message_is_a_session_prompt_and_its_answer_ends_the_reply_with_usage(
 
 
 @pytest.mark.slow
-def test_crews_tools_are_an_http_mcp_server_named_crew_that_needs_its_token(start):
+def test_crews_tools_are_an_http_mcp_server_named_crewbridge_that_needs_its_token(start):
     channel = FakeChannel()
     conversation, messages = start("crew", channel)
     answer = json.loads(text(reply(conversation, "read a.txt")))
     [server] = messages()[1]["params"]["mcpServers"]
-    assert server["type"] == "http" and server["name"] == "crew" and server["url"].startswith("http://127.0.0.1:")
+    # not "crew": gemini lets in the servers named in --allowed-mcp-server-names, a `crew mcp` you
+    # registered as crew (crew mcp install) included
+    assert server["type"] == "http" and server["name"] == "crewbridge" and server["url"].startswith("http://127.0.0.1:")
     [header] = server["headers"]
     assert header["name"] == "Authorization" and header["value"].startswith("Bearer ") and len(header["value"]) > 30
     assert answer["without"] == 401  # no token, no tools
@@ -249,7 +251,7 @@ def test_geminis_own_tools_are_decided_by_crews_policy(start, refusal, option):
 @pytest.mark.slow
 def test_crews_own_tools_are_allowed_when_gemini_asks_about_them(start):
     channel = FakeChannel(refusal="crew does not allow it")
-    conversation, _ = start("ask", channel, asked="mcp_crew_read_file")
+    conversation, _ = start("ask", channel, asked="mcp_crewbridge_read_file")
     assert json.loads(text(reply(conversation))) == {"outcome": {"outcome": "selected", "optionId": "proceed_once"}}
     assert channel.permits == []  # crew's policy decides in the call itself
 

@@ -11,8 +11,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from crewbridge.providers.base import Turn
+import tomllib
+from crewbridge.providers.base import McpServer, Turn
 from crewbridge.providers.claude import ClaudeProvider
+from crewbridge.providers.codex import CodexProvider
 
 from crewbridge import providers
 from crewbridge.bridge import Bridge
@@ -250,3 +252,92 @@ def test_each_cli_that_takes_mcp_servers_says_how_crew_is_registered_in_it_and_w
         "codex": [(tmp_path / "codex" / "config.toml", "toml")],
     }
     assert providers.load("demo").mcp_commands(serve) is None and providers.load("demo").mcp_files(env, tmp_path) == []
+
+
+def test_each_cli_is_kept_to_the_mcp_servers_crew_gives_it(tmp_path: Path) -> None:
+    from crewbridge.providers.claude import ClaudeProvider
+    from crewbridge.providers.codex import CodexProvider
+    from crewbridge.providers.gemini import ACP_SERVER, NO_SERVER, GeminiProvider
+
+    env = {"HOME": str(tmp_path), "CODEX_HOME": str(tmp_path / "codex")}
+    query, native = Turn("", "query"), Turn("", "query", native=True)
+    assert ClaudeProvider().own_mcp_only(query, env, tmp_path) == ["--strict-mcp-config"]
+    assert GeminiProvider().own_mcp_only(query, env, tmp_path) == ["--allowed-mcp-server-names", NO_SERVER]
+    assert GeminiProvider().own_mcp_only(native, env, tmp_path) == ["--allowed-mcp-server-names", ACP_SERVER]
+    editors = Turn("", "query", native=True, mcp_servers=(McpServer("vault", "vault-mcp"), McpServer("db", "db")))
+    assert GeminiProvider().own_mcp_only(editors, env, tmp_path) == [
+        "--allowed-mcp-server-names",
+        f"{ACP_SERVER},vault,db",
+    ]
+    assert ACP_SERVER != "crew"  # the name `crew mcp install` gives crew in gemini's settings
+    assert CodexProvider().own_mcp_only(query, env, tmp_path) == []  # no config: no server to turn off
+    (tmp_path / "codex").mkdir()
+    (tmp_path / "codex" / "config.toml").write_text(
+        '[mcp_servers.crew]\ncommand = "crew"\n[mcp_servers.docs]\nurl = "x"\n'
+    )
+    (tmp_path / ".codex").mkdir()
+    (tmp_path / ".codex" / "config.toml").write_text('[mcp_servers."lint-server"]\ncommand = "lint"\n')
+    assert CodexProvider().own_mcp_only(query, env, tmp_path) == [
+        "-c",
+        "mcp_servers.crew.enabled=false",
+        "-c",
+        "mcp_servers.docs.enabled=false",
+        "-c",
+        "mcp_servers.lint-server.enabled=false",
+    ]
+
+
+# -- MCP servers an editor gives a crew acp session (Provider.mcp_via) ----------------------------
+
+VAULT = McpServer("vault", "/usr/bin/vault-mcp", ("--stdio", 'say "hi"'), (("VAULT_TOKEN", "s3cret"),))
+
+
+def test_claude_takes_mcp_servers_in_an_mcp_config_whose_secrets_stay_in_its_environment() -> None:
+    provider = ClaudeProvider()
+    option, config = provider.mcp_options([VAULT])
+    assert option == "--mcp-config" and "s3cret" not in config
+    assert json.loads(config) == {
+        "mcpServers": {
+            "vault": {
+                "type": "stdio",
+                "command": "/usr/bin/vault-mcp",
+                "args": ["--stdio", 'say "hi"'],
+                "env": {"VAULT_TOKEN": "${CREW_MCP_1_1}"},
+                "alwaysLoad": True,
+            }
+        }
+    }
+    assert provider.mcp_env([VAULT]) == {"CREW_MCP_1_1": "s3cret"}
+    assert provider.mcp_options([]) == [] and provider.mcp_env([]) == {}
+
+
+def test_codex_takes_mcp_servers_as_config_overrides_in_toml() -> None:
+    options = CodexProvider().mcp_options([VAULT])
+    assert options[::2] == ["-c"] * (len(options) // 2)
+    table = tomllib.loads("\n".join(options[1::2]))["mcp_servers"]["vault"]
+    assert table == {
+        "command": "/usr/bin/vault-mcp",
+        "args": ["--stdio", 'say "hi"'],
+        "env": {"VAULT_TOKEN": "s3cret"},
+        "required": True,
+        "default_tools_approval_mode": "prompt",
+    }
+
+
+def test_gemini_takes_mcp_servers_in_its_acp_session_and_other_clis_take_none(tmp_path: Path) -> None:
+    from crewbridge.conversations import new_conversation
+    from crewbridge.conversations.gemini import GeminiSessionConversation
+    from crewbridge.conversations.gemini_acp import GeminiAcpConversation, stdio_server
+
+    gemini = providers.load("gemini")
+    assert gemini.mcp_via == "session" and gemini.mcp_options([VAULT]) == []
+    assert isinstance(new_conversation(gemini, Turn(prompt=""), tmp_path, {}), GeminiSessionConversation)
+    given = new_conversation(gemini, Turn(prompt="", mcp_servers=(VAULT,)), tmp_path, {})
+    assert isinstance(given, GeminiAcpConversation)
+    assert stdio_server(VAULT) == {
+        "name": "vault",
+        "command": "/usr/bin/vault-mcp",
+        "args": ["--stdio", 'say "hi"'],
+        "env": [{"name": "VAULT_TOKEN", "value": "s3cret"}],
+    }
+    assert providers.load("demo").mcp_via == ""

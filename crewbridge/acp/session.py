@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from crewbridge.approval import Question
     from crewbridge.config import Config
     from crewbridge.loop import Progress
+    from crewbridge.providers.base import McpServer
     from crewbridge.sandbox import Sandboxing
 
 COMMAND = "acp"  # the transcripts' command: what makes a run a session's
@@ -89,6 +90,7 @@ class Session:
         serving: Serving,
         files: bool,
         last_run: str | None = None,
+        mcp_servers: tuple[McpServer, ...] = (),
     ) -> None:
         self.id, self.cwd, self.config = session_id, cwd, config
         self.client, self.courier, self.serving = client, courier, serving
@@ -106,6 +108,7 @@ class Session:
             sandboxing=sandboxing,
             approvals=[self.channel],
             files=EditorFiles(self) if files else None,
+            mcp_servers=mcp_servers,
         )
 
     # --- the choices ------------------------------------------------------------------------

@@ -212,7 +212,7 @@ class Updates:
         if 0 < number <= len(self._plan):
             said = verdict + (f", {len(findings)} finding(s)" if findings else "")
             self._plan[number - 1] = self._round(number, "completed", f"@{reviewer}: {said}")
-        if verdict != "approved" and number < self.rounds:
+        if verdict != "approve" and number < self.rounds:
             self._plan.append(self._round(number + 1, "in_progress"))
         return [update_plan(self._plan)]
 

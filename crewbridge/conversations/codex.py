@@ -134,6 +134,21 @@ class Approval(TypedDict, total=False):
     reason: str | None
 
 
+class _Asked(TypedDict, total=False):
+    codex_approval_kind: Any
+    tool_name: Any
+    tool_params: Any
+
+
+class Elicitation(TypedDict, total=False):
+    """mcpServer/elicitation/request: an MCP server's question, or Codex's own before one of an MCP
+    server's tools runs (its `_meta` says so)."""
+
+    turnId: str | None
+    serverName: Any
+    _meta: _Asked | None
+
+
 NOTES: dict[str, Any] = {  # what crew reads of each notification's params; others are notices
     "item/agentMessage/delta": DeltaNote,
     "item/started": ItemNote,
@@ -225,6 +240,7 @@ class CodexLiveConversation(Peer):
         return {
             "item/tool/call": Route(self._tool_call, ToolCall),
             **{method: Route(self._approval, Approval) for method in APPROVALS},
+            "mcpServer/elicitation/request": Route(self._elicitation, Elicitation),
         }
 
     def resume(self, prior: Prior) -> bool:
@@ -301,24 +317,43 @@ class CodexLiveConversation(Peer):
         return {"contentItems": [{"type": "inputText", "text": text}], "success": success}
 
     def _approval(self, request: Request, channel: Channel) -> dict[str, Any] | None:
-        """An approval request about a command or a patch: crew's policy decides. A refusal's reason
-        goes first, as a steer (a decline carries none, and Codex goes on at once after it); the
-        decline follows once Codex has answered the steer (even with an error)."""
+        """An approval request about a command or a patch: crew's policy decides."""
         tool = APPROVALS[request.method]
         refusal = channel.permit(tool, self._about(tool, request.params), tool in self.provider.read_only_tools)
         if refusal is None:
             return {"decision": "accept"}
+        self._refuse(request, tool, refusal, {"decision": "decline"})
+        return None
+
+    def _elicitation(self, request: Request, channel: Channel) -> dict[str, Any] | None:
+        """Codex asks before one of an MCP server's tools runs (one the editor gave, Turn.mcp_servers;
+        its `default_tools_approval_mode` is "prompt"): crew's policy decides, as for a command.
+        What an MCP server itself asks (a form to fill) crew cannot answer: declined."""
+        asked = request.params.get("_meta") or {}
+        if asked.get("codex_approval_kind") != "mcp_tool_call":
+            return {"action": "decline"}
+        tool = f"mcp__{request.params.get('serverName')}__{asked.get('tool_name')}"
+        data = asked.get("tool_params")
+        refusal = channel.permit(tool, data if isinstance(data, dict) else {"input": data}, False)
+        if refusal is None:
+            return {"action": "accept"}
+        self._refuse(request, tool, refusal, {"action": "decline"})
+        return None
+
+    def _refuse(self, request: Request, tool: str, refusal: str, declined: dict[str, Any]) -> None:
+        """Refuse an approval request: the reason goes first, as a steer (a decline carries none,
+        and Codex goes on at once after it); `declined` answers it once Codex has answered the steer
+        (even with an error)."""
         reason = render("native_refused.md", tool=tool, reason=refusal).strip()
         steer = {
             "threadId": self.session_id,
             "expectedTurnId": request.params.get("turnId"),
             "input": [{"type": "text", "text": reason}],
         }
-        self.request("turn/steer", steer, lambda reply: self._decline(request.id))
-        return None
+        self.request("turn/steer", steer, lambda reply: self._decline(request.id, declined))
 
-    def _decline(self, request_id: Any) -> list[Event]:
-        self.answer(request_id, {"decision": "decline"})
+    def _decline(self, request_id: Any, declined: dict[str, Any]) -> list[Event]:
+        self.answer(request_id, declined)
         return []
 
     def _about(self, tool: str, params: dict[str, Any]) -> dict[str, Any]:

@@ -7,7 +7,7 @@ prompt's answer (its stopReason and token counts). crew's tools are served over 
 HTTP inside crew's own process (127.0.0.1, a free port, a random bearer token). Each message that
 arrives there is handed to the thread that reads Gemini (crewbridge.conversations.peer.Peer.on_loop), so a call
 takes the loop's path (crewbridge.native.Channel) as a text call does, one at a time and in order:
-transcript, hooks, progress events. The model sees them as `mcp_crew_<tool>`, apart from Gemini's
+transcript, hooks, progress events. The model sees them as `mcp_crewbridge_<tool>`, apart from Gemini's
 own `read_file` and the like.
 
 Gemini runs in its "default" approval mode, in which it asks its client (`session/request_permission`)
@@ -35,9 +35,8 @@ from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session,
 from crewbridge.jsonrpc import Misshapen, Reply, Request, Route, notification, shaped
 from crewbridge.mcp.core import McpTools
 from crewbridge.mcp.http import McpHttp
-from crewbridge.native import SERVER
-from crewbridge.providers.base import JsonLineDecoder, Turn
-from crewbridge.providers.gemini import GeminiProvider
+from crewbridge.providers.base import JsonLineDecoder, McpServer, Turn
+from crewbridge.providers.gemini import ACP_SERVER, GeminiProvider
 
 if TYPE_CHECKING:
     from crewbridge.native import Channel
@@ -174,6 +173,12 @@ def native_input(call: ToolCall) -> dict[str, Any]:
     return data
 
 
+def stdio_server(server: McpServer) -> dict[str, Any]:
+    """An MCP server crew is given (Turn.mcp_servers) as session/new's mcpServers entry."""
+    env = [{"name": name, "value": value} for name, value in server.env]
+    return {"name": server.name, "command": server.command, "args": list(server.args), "env": env}
+
+
 def choose(options: list[Option], kind: str) -> dict[str, Any]:
     """The outcome selecting the option of `kind` (allow_once, reject_once); cancelled without one."""
     chosen = next((option for option in options if option.get("kind") == kind), None)
@@ -201,6 +206,7 @@ class GeminiAcpConversation(Peer):
     def set_up(self) -> None:
         self.call("initialize", {"protocolVersion": PROTOCOL_VERSION, "clientCapabilities": {}, "clientInfo": CLIENT})
         servers = [self._mcp_server(self.channel)] if self.channel is not None and self.base.native else []
+        servers += [stdio_server(server) for server in self.base.mcp_servers]
         self.session_id = self.call("session/new", {"cwd": str(self.cwd), "mcpServers": servers}, SessionMade)[
             "sessionId"
         ]
@@ -211,7 +217,7 @@ class GeminiAcpConversation(Peer):
         self._http = McpHttp(self.on_loop(McpTools(channel).respond), token=token)
         self._http.start()
         header = {"name": "Authorization", "value": f"Bearer {token}"}
-        return {"type": "http", "name": SERVER, "url": self._http.url, "headers": [header]}
+        return {"type": "http", "name": ACP_SERVER, "url": self._http.url, "headers": [header]}
 
     def begin(self, message: str) -> list[Event]:
         prompt = [{"type": "text", "text": message}]
@@ -228,7 +234,7 @@ class GeminiAcpConversation(Peer):
             return choose(options, "reject_once")
         tool, named, _ = str(call.get("toolCallId")).partition("__")
         tool = tool if named else str(call.get("title"))
-        if tool in {f"mcp_{SERVER}_{spec.name}" for spec in channel.tools()}:
+        if tool in {f"mcp_{ACP_SERVER}_{spec.name}" for spec in channel.tools()}:
             refusal = None  # crew's own tool (asked about when the user's policy files say so): its call decides
         else:
             refusal = channel.permit(tool, native_input(call), read_only=tool in self.provider.read_only_tools)

@@ -4,9 +4,7 @@ commands, the files) is their providers' (Provider.mcp_commands, Provider.mcp_fi
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -18,6 +16,7 @@ from crewbridge.childenv import without_secrets
 from crewbridge.errors import CLINotFound, ProviderError, UsageError
 from crewbridge.native import SERVER  # crew's name in each CLI: claude shows mcp__crew__read_file
 from crewbridge.providers import BUILTIN, Provider, load, plugins
+from crewbridge.providers.base import mcp_servers
 
 
 @dataclass
@@ -78,22 +77,6 @@ def registered(env: Mapping[str, str] | None = None, cwd: Path | None = None) ->
     found: dict[str, str] = {}
     for cli, provider in installable().items():
         for path, kind in provider.mcp_files(env, cwd):
-            if cli not in found and SERVER in (_json_servers if kind == "json" else _toml_servers)(path):
+            if cli not in found and SERVER in mcp_servers(path, kind):
                 found[cli] = str(path)
     return found
-
-
-def _json_servers(path: Path) -> dict[str, object]:
-    try:
-        servers = json.loads(path.read_text()).get("mcpServers")
-    except (OSError, ValueError, AttributeError):
-        return {}
-    return servers if isinstance(servers, dict) else {}
-
-
-def _toml_servers(path: Path) -> dict[str, object]:
-    try:
-        text = path.read_text()
-    except OSError:
-        return {}
-    return {name: True for _, name in re.findall(r'(?m)^\s*\[mcp_servers\.("?)([\w-]+)\1\]', text)}

@@ -1,7 +1,8 @@
 """`crew acp` driven by real ACP clients — the official TypeScript SDK's ClientSideConnection
 (tests/e2e/acp_client.mjs) and acpx, both pinned in package.json — over the real claude, gemini and
 codex against the mock model: streamed text, a read, a write shown as a diff, an approval allowed
-and one rejected, cancel, load after a restart; and `crew acp check` on crew acp and on gemini --acp."""
+and one rejected, cancel, load after a restart, the editor's MCP server reached by the model, a
+review as plan entries; and `crew acp check` on gemini --acp."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ import pytest
 
 from clienv import REPO, require_cli
 from crewcli import CREW, processes_in, tool_block, write_config
-from mockserver import reply
+from gitrepo import make_repo
+from mockserver import reply, tool_call
 
 pytestmark = pytest.mark.e2e
 
@@ -121,6 +123,79 @@ def test_cancel_ends_the_cli_within_two_seconds(
     )
     assert out["stops"] == ["cancelled"]
     assert out["cancelMs"] < 2000, out["cancelMs"]
+    assert processes_in(tmp_path) == []
+
+
+def test_an_mcp_server_the_editor_gives_reaches_the_model_under_crews_policy(
+    cli: str, cli_env: Any, mock_server: Any, project: Path, tmp_path: Path
+) -> None:
+    """The editor's stdio MCP server (the official Python SDK's, with a value in its env) is given
+    to the CLI; its tool is one of the CLI's own to crew, so crew's policy decides on it: here the
+    editor is asked (approval: native glob), allows it, and its result reaches the model."""
+    write_config(
+        project / "crew.yaml",
+        agents={cli: {"provider": cli, "tools_via": "text", "approval": ["native:mcp*launch_code"]}},
+    )
+    vault = {
+        "name": "vault",
+        "command": sys.executable,
+        "args": [str(Path(__file__).with_name("vault_mcp.py"))],
+        "env": [{"name": "VAULT_CODE", "value": "7-4-1"}],
+    }
+    if cli == "codex":  # codex offers MCP tools to the JavaScript its `exec` tool runs, not to the model
+        call = tool_call("exec", {"input": "text(JSON.stringify(await tools.mcp__vault__launch_code({})))"})
+    else:
+        call = tool_call("launch_code")
+    mock_server.script(call, "The vault says 7-4-1.")
+    out = acp_client(
+        {
+            "mcpServers": [vault],
+            "options": {"agent": cli, "mode": "execute"},
+            "prompts": [{"text": "what is the launch code?"}],
+            "answers": ["allow_once"],
+        },
+        cli_env(cli),
+        project,
+    )
+    assert out["stops"] == ["end_turn"]
+    (asked,) = out["asked"]
+    assert "launch_code" in asked["toolCall"]["title"]  # the editor was asked about the server's tool
+    assert "the vault says 7-4-1" in mock_server.requests[-1].text()  # it ran, its env given, and answered
+    assert processes_in(tmp_path) == []
+
+
+def test_a_review_is_shown_as_plan_entries_one_per_round_updated_as_it_goes(
+    cli: str, cli_env: Any, mock_server: Any, workdir: Path, tmp_path: Path
+) -> None:
+    make_repo(workdir, {"notes.txt": "deploy: Friday\n"})
+    write_config(workdir / "crew.yaml", agents={cli: {"provider": cli, "tools_via": "text"}})
+    typo = {"path": "notes.txt", "line": 1, "severity": "high", "message": "'Tusday' is misspelled"}
+    mock_server.script(  # one CLI writes and reviews: one mock answers both, in the order the run asks
+        tool_block("crew:write_file", path="notes.txt", content="deploy: Tusday\n"),
+        "Set it.",  # writer, round 1
+        tool_block("crew:verdict", verdict="changes", findings=[typo]),  # reviewer, round 1
+        tool_block("crew:edit_file", path="notes.txt", old_string="Tusday", new_string="Tuesday"),
+        "Fixed it.",  # writer, round 2
+        tool_block("crew:verdict", verdict="approve"),  # reviewer, round 2
+    )
+    out = acp_client(
+        {
+            "options": {"agent": cli, "mode": "execute", "reviewer": cli},
+            "prompts": [{"text": "set the deploy day in notes.txt to Tuesday"}],
+        },
+        cli_env(cli),
+        workdir,
+    )
+    assert out["stops"] == ["end_turn"] and (workdir / "notes.txt").read_text() == "deploy: Tuesday\n"
+    plans = [
+        [(e["content"], e["status"]) for e in u["entries"]] for u in out["updates"] if u["sessionUpdate"] == "plan"
+    ]
+    one, two, said = f"Round 1: @{cli} writes; ", f"Round 2: @{cli} writes; ", f"@{cli}: changes, 1 finding(s)"
+    assert plans == [
+        [(one + f"@{cli} reviews", "in_progress")],
+        [(one + said, "completed"), (two + f"@{cli} reviews", "in_progress")],
+        [(one + said, "completed"), (two + f"@{cli}: approve", "completed")],
+    ]
     assert processes_in(tmp_path) == []
 
 
