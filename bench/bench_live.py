@@ -37,7 +37,7 @@ from crewbridge.tools import builtin_registry  # noqa: E402
 from clienv import cli_env  # noqa: E402
 from crewbridge import providers  # noqa: E402
 from crewbridge.config import AgentSpec  # noqa: E402
-from crewbridge.conversation import new_conversation  # noqa: E402
+from crewbridge.conversations import new_conversation  # noqa: E402
 from crewbridge.loop import AgentLoop, Progress  # noqa: E402
 from crewbridge.policy import Policy  # noqa: E402
 from mockserver import MockServer, reply  # noqa: E402

@@ -15,7 +15,7 @@ from crewbridge.providers.claude import ClaudeDecoder, ClaudeProvider
 
 from bench.common import PYTHON, REPO
 from crewbridge.config import AgentSpec
-from crewbridge.conversation import Conversation, ProcessConversation, new_conversation
+from crewbridge.conversations import Conversation, ProcessConversation, new_conversation
 from crewbridge.loop import AgentLoop, RunResult
 from crewbridge.policy import Policy
 from crewbridge.registry import ToolRegistry

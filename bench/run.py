@@ -42,6 +42,9 @@ FIGURES = {  # name → module; issue 26's table first, then the rest of issue 6
     "native": "bench.native",
     "tools": "bench.tool_memory",
     "sandbox": "bench.sandbox",
+    "gitguard": "bench.gitguard",
+    "commands": "bench.commands",
+    "ui": "bench.ui",
 }
 
 

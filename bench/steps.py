@@ -83,8 +83,8 @@ def instrument(clock: Clock) -> None:
                 owner = getattr(owner, part)
             setattr(owner, name, clock.wrap(step, getattr(owner, name)))
             if owner is module and name == "parse_object":  # the module that took it by name
-                # crewbridge.peer's read loop; a checkout from before it (--before) had it in live_process
-                for other in ("crewbridge.peer", "crewbridge.providers.live_process"):
+                # the live peer's read loop (a checkout from --before may have it in crewbridge.peer or live_process)
+                for other in ("crewbridge.conversations.peer", "crewbridge.peer", "crewbridge.providers.live_process"):
                     if other in sys.modules and hasattr(sys.modules[other], name):
                         setattr(sys.modules[other], name, getattr(module, name))
     from crewbridge import loop, registry

@@ -9,6 +9,10 @@ TYPE_CHECKING = False  # typing itself is ~5 ms to import; type checkers read th
 if TYPE_CHECKING:
     from types import FrameType
 
+    from crewbridge.acp.early import Greeting as AcpGreeting
+    from crewbridge.early import Early
+    from crewbridge.mcp.early import Greeting
+
 
 def run() -> None:
     """Load the CLI and run it. A Ctrl-C (or SIGTERM, SIGHUP) while crew is still loading exits with
@@ -31,7 +35,8 @@ def run() -> None:
 
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # cli.main() takes them over
         signal.signal(signum, _stopped_while_loading)
-    early = greeting = None
+    early: Early | None = None
+    greeting: Greeting | AcpGreeting | None = None
     if sys.argv[1:2] in (["query"], ["execute"]):  # their CLIs start before click and the engine load
         from crewbridge.early import start
 
@@ -40,6 +45,10 @@ def run() -> None:
         from crewbridge.mcp.early import greet
 
         greeting = greet(sys.argv[2:])
+    elif sys.argv[1:2] == ["acp"]:  # the same, before the ACP SDK loads too
+        from crewbridge.acp.early import greet as greet_acp
+
+        greeting = greet_acp(sys.argv[2:])
     from crewbridge.cli import main
 
     signal.signal(signal.SIGINT, signal.default_int_handler)

@@ -18,12 +18,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from crewbridge.errors import CrewError, Interrupted, UsageError
+from crewbridge.stop import Stop
 
 if TYPE_CHECKING:
     from crewbridge.git import Change
+    from crewbridge.gitguard import Armed
     from crewbridge.loop import Progress, RunResult
     from crewbridge.verdict import Review
     from crewbridge.worktrees import Worktree
+
+__all__ = ["EventStream", "Outcome", "Stop"]  # Stop lives in crewbridge.stop; it is the API's too
 
 Start = Callable[[Callable[["Progress"], None]], "list[Outcome]"]  # runs the task, reporting to a callback
 _END = object()
@@ -40,34 +44,15 @@ class Outcome:
     worktree: Worktree | None = None  # where it worked, with --worktree
     changes: list[Change] | None = None  # what it changed there
     review: Review | None = None  # with --review: the review's rounds and last verdict
+    disarmed: list[Armed] = field(default_factory=list)  # what the run left for git, disarmed (crewbridge.gitguard)
+    run: str | None = None  # the run's id (what --resume takes); None when transcripts are off
 
+    def __post_init__(self) -> None:
+        # An answer whose calls were refused because nobody could be asked is not the run's success.
+        if self.error is None and self.result is not None and self.result.needed_approval:
+            from crewbridge.policy import not_approved  # for start-up speed, as the loop's modules are
 
-class Stop:
-    """Stops a run from any thread (`Bridge.run(stop=…)`): `set()` ends every agent's CLI and the
-    processes its tools started at once, and each unfinished outcome holds an Interrupted error."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._set = False
-        self._callbacks: list[Callable[[], None]] = []
-
-    def set(self) -> None:
-        with self._lock:
-            self._set = True
-            callbacks, self._callbacks = self._callbacks, []
-        for callback in callbacks:
-            callback()
-
-    def is_set(self) -> bool:
-        return self._set
-
-    def on_set(self, callback: Callable[[], None]) -> None:
-        """Call `callback` when the stop is set (now, if it is already)."""
-        with self._lock:
-            if not self._set:
-                self._callbacks.append(callback)
-                return
-        callback()
+            self.error = not_approved(self.result.agent, self.result.needed_approval)
 
 
 @dataclass

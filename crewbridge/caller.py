@@ -4,11 +4,13 @@ result, and the transcript records the call and the result."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from crewbridge import jsonio
 from crewbridge.errors import ToolNotFound
+from crewbridge.gitguard import Watch, summary
 from crewbridge.hooks import Hooks
 from crewbridge.policy import Policy
 from crewbridge.registry import Tool, ToolContext, ToolRegistry, ToolResult
@@ -22,6 +24,7 @@ class Caller:
     policy: Policy
     hooks: Hooks
     transcript: Transcript
+    guarded: Path | None = None  # a folder: after each call that may write, what it left for git is disarmed
 
     def call(self, name: str, data: Any, ctx: ToolContext) -> ToolResult:
         """Run the call `name` (`prefix:tool` or a bare tool name) with input `data`; always a
@@ -53,5 +56,13 @@ class Caller:
         block = block or self.policy.check(spec, data, ctx.deadline)
         if block:
             return ToolResult(False, error=block, tool=spec.name)
+        watch = Watch(self.guarded) if self.guarded is not None and not spec.read_only else None
         result = self.registry.call(spec.name, data, ctx)
+        if watch is not None:  # before the hooks, which run outside the sandbox and may run git
+            found = watch.disarm()
+            if found:
+                self.transcript.write(
+                    "disarmed", agent=self.agent, name=spec.name, found=[armed.to_dict() for armed in found]
+                )
+                result = replace(result, notices=(*result.notices, summary(found)))
         return self.hooks.after(spec.name, data, result, self.agent)

@@ -18,24 +18,36 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
-from crewbridge import VERSION_MESSAGE, __version__, jsonio
+from crewbridge import VERSION_MESSAGE, __version__, flags, jsonio
 from crewbridge.errors import CrewError, UsageError
 from crewbridge.modes import Mode
 
 if TYPE_CHECKING:
+    from crewbridge.acp.early import Greeting as AcpGreeting
     from crewbridge.config import Config
     from crewbridge.early import Early
     from crewbridge.mcp.early import Greeting
     from crewbridge.options import RunOptions
 
 
+def click_option(flag: flags.Flag) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """click's option for one of crewbridge.flags' (the table the early readings read too)."""
+    kinds: dict[str, dict[str, Any]] = {
+        "flag": {"is_flag": True},
+        "int": {"type": click.IntRange(min=int(flag.low), min_open=flag.above)},
+        "float": {"type": click.FloatRange(min=flag.low, min_open=flag.above)},
+        "choice": {"type": click.Choice(list(flag.choices))},
+        "path": {"type": click.Path(dir_okay=False, path_type=Path)},
+        "text": {},
+    }
+    kind = kinds[flag.kind]
+    if flag.default is not None:
+        kind.update(default=flag.default, show_default=flag.show_default)
+    return click.option(*flag.names, flag.dest, help=flag.help, metavar=flag.metavar, multiple=flag.multiple, **kind)
+
+
 def config_option(func: Callable[..., Any]) -> Callable[..., Any]:
-    @click.option(
-        "--config",
-        "config_path",
-        type=click.Path(dir_okay=False, path_type=Path),
-        help="crew.yaml to use (default: found in this directory or its parents, then ~/.config).",
-    )
+    @click_option(flags.CONFIG)
     @functools.wraps(func)
     def wrapper(*args: Any, config_path: Path | None, **kwargs: Any) -> Any:
         from crewbridge.config import load_config
@@ -59,19 +71,11 @@ def _early() -> Early | None:
     return obj if isinstance(obj, Early) else None
 
 
-SANDBOX = click.option(
-    "--sandbox",
-    type=click.Choice(["auto", "required", "off"]),
-    help="Run the CLIs and crew's commands in an OS sandbox: auto (where the machine allows; the "
-    "default), required (refuse to run without one, exit 2) or off. Default: crew.yaml's sandbox.",
-)
-
-
 def sandbox_option(func: Callable[..., Any]) -> Callable[..., Any]:
     """--sandbox for a command that takes no RunOptions (mcp): it replaces crew.yaml's top-level
     `sandbox:` (put after config_option)."""
 
-    @SANDBOX
+    @click_option(flags.SANDBOX)
     @functools.wraps(func)
     def wrapper(*args: Any, sandbox: str | None, config: Config, **kwargs: Any) -> Any:
         if sandbox is not None:
@@ -87,99 +91,40 @@ def _apply(func: Callable[..., Any], decorators: list[Callable[..., Any]]) -> Ca
     return func
 
 
+def options_of(table: tuple[flags.Flag, ...]) -> list[Callable[[Callable[..., Any]], Callable[..., Any]]]:
+    """click's options for `table`, in its order; --config loads the file (config_option)."""
+    return [config_option if flag is flags.CONFIG else click_option(flag) for flag in table]
+
+
 def loop_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """The options of every command that runs an agent loop (query, execute, chat): the fields of
-    crewbridge.options.RunOptions, each under its own name, and --continue, --verbose, --config."""
-    return _apply(
-        func,
-        [
-            click.option(
-                "--timeout",
-                type=click.FloatRange(min=0.1),
-                default=300.0,
-                show_default=True,
-                help="Seconds the whole run may take, tools included; then everything it started is ended (exit 124).",
-            ),
-            click.option(
-                "--max-turns",
-                type=click.IntRange(min=1),
-                default=10,
-                show_default=True,
-                help="Model replies allowed before crew stops a tool loop.",
-            ),
-            click.option(
-                "--max-cost",
-                type=click.FloatRange(min=0, min_open=True),
-                help="Dollars the run may cost (as the CLIs report it); past it, crew stops before the "
-                "next tool turn (exit 5).",
-            ),
-            click.option(
-                "--max-tokens",
-                type=click.IntRange(min=1),
-                help="Tokens (input + output) the run may use; past it, crew stops before the next tool turn (exit 5).",
-            ),
-            click.option(
-                "--continue",
-                "continue_last",
-                is_flag=True,
-                help="Continue the most recent run in this directory: each agent goes on with its conversation.",
-            ),
-            click.option("--resume", "resume", metavar="RUN_ID", help="Continue run RUN_ID (`crew log` lists runs)."),
-            click.option("--yes", "-y", "approve_all", is_flag=True, help="Approve every tool that needs approval."),
-            click.option(
-                "--tools-via",
-                type=click.Choice(["text", "native"]),
-                help="How crew's tools reach the CLIs: text (a catalogue in the prompt, any CLI) or native "
-                "(the CLI's own tool channel: claude, codex, gemini). Default: each agent's tools_via, else text.",
-            ),
-            click.option(
-                "--verbose",
-                "-v",
-                is_flag=True,
-                help="Show on stderr each CLI command crew runs and every raw line it reads and sends.",
-            ),
-            SANDBOX,
-            config_option,
-        ],
-    )
+    """The options of every command that runs an agent loop (query, execute, chat): crewbridge.flags.LOOP."""
+    return _apply(func, options_of(flags.LOOP))
+
+
+NO_STDIN = click_option(flags.NO_STDIN)
 
 
 def run_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """The options of the commands that run a task (query, execute): loop_options, --json, --jsonl,
-    and the RunOptions of a task alone (crewbridge.options.TASK_ONLY)."""
-    return _apply(
-        func,
-        [
-            click.argument("text", nargs=-1, required=True),
-            click.option(
-                "--worktree",
-                is_flag=True,
-                help="Each agent works in a git worktree of its own, on branch crew/RUN_ID/AGENT made from HEAD; "
-                "your checkout is not touched (crew apply RUN_ID AGENT takes an agent's changes).",
-            ),
-            click.option(
-                "--review",
-                metavar="AGENT",
-                help="After the writer (the one agent mentioned) answers, AGENT reviews its diff read-only and "
-                "approves or asks for changes, which go back to the writer (exit 6: not approved in --rounds).",
-            ),
-            click.option("--rounds", type=click.IntRange(min=1), help="Review rounds at most (default 3)."),
-            click.option(
-                "--json",
-                "as_json",
-                is_flag=True,
-                help="Print one JSON object at the end (answer, tool_calls, usage, session, error).",
-            ),
-            click.option(
-                "--jsonl",
-                "as_jsonl",
-                is_flag=True,
-                help="Print the events as they happen, one JSON object per line "
-                "(turn, text, call, result, answer, error).",
-            ),
-            loop_options,
-        ],
-    )
+    """The options of the commands that run a task (query, execute): crewbridge.flags.TASK, then LOOP."""
+    return _apply(func, [click.argument("text", nargs=-1, required=True), *options_of(flags.TASK), loop_options])
+
+
+def _options(table: tuple[flags.Flag, ...]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A command's options: those of `table`, in its order."""
+    return lambda func: _apply(func, options_of(table))
+
+
+def acp_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """crew acp's options: crewbridge.flags.ACP (--sandbox stays the sessions' own: each project's
+    crew.yaml is read where its session works)."""
+    own = tuple(flag for flag in flags.ACP if flag.dest != "config_path")
+    return _apply(func, [*options_of(own), config_option])
+
+
+def mcp_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """crew mcp's options: crewbridge.flags.MCP, its --config and --sandbox read into the configuration."""
+    own = tuple(flag for flag in flags.MCP if flag.dest not in ("config_path", "sandbox"))
+    return _apply(func, [*options_of(own), config_option, sandbox_option])
 
 
 def _run(
@@ -190,6 +135,7 @@ def _run(
     as_jsonl: bool,
     verbose: bool,
     continue_last: bool,
+    no_stdin: bool,
     **values: Any,
 ) -> None:
     from crewbridge.bridge import Bridge
@@ -207,8 +153,7 @@ def _run(
     if options.review:  # the reviewer's tool calls are labelled too
         agents.append(parse_agent(options.review).agent)
     agents = list(dict.fromkeys(agents))
-    stdin = sys.stdin
-    context = stdin.read() if stdin is not None and not stdin.isatty() else None
+    context = None if no_stdin else _piped(options.timeout)
     output = "json" if as_json else "jsonl" if as_jsonl else "text"
     early = _early()
     bridge = early.bridge if early is not None and early.bridge.config is config else Bridge(config)
@@ -219,6 +164,13 @@ def _run(
     failed = [o.error for o in outcomes if o.error is not None]
     if failed:
         sys.exit(failed[0].exit_code)
+
+
+def _piped(timeout: float | None) -> str | None:
+    """What a pipe or file on stdin holds (crewbridge.piped), waited for within `timeout`."""
+    from crewbridge.piped import read_context
+
+    return read_context(sys.stdin, functools.partial(click.echo, err=True), timeout)
 
 
 def _run_options(continue_last: bool, values: dict[str, Any]) -> RunOptions:
@@ -260,13 +212,10 @@ def execute_command(**options: Any) -> None:
 def apply_command(run_id: str, agent: str) -> None:
     """Take AGENT's changes from its worktree of run RUN_ID (crew execute --worktree) into this
     checkout, as uncommitted changes; all or nothing (exit 1 when they conflict)."""
-    from crewbridge.git import summary
     from crewbridge.worktrees import apply
 
-    applied = apply(Path.cwd(), run_id, agent)
-    click.echo(f"applied {applied.worktree.branch}: {summary(applied.changes)}")
-    for change in applied.changes:
-        click.echo(f"  {change.line()}")
+    for line in apply(Path.cwd(), run_id, agent).lines():
+        click.echo(line)
 
 
 @cli.group("worktrees", invoke_without_command=True)
@@ -305,6 +254,215 @@ def worktrees_clean_command(run_id: str | None, force: bool) -> None:
         sys.exit(1)
 
 
+class _BatchGroup(click.Group):
+    """`crew batch TASK REPO…` is `crew batch submit TASK REPO…`; `crew batch worker|status|…` the others."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ("-h", "--help"):
+            args = ["submit", *args]
+        return super().parse_args(ctx, args)
+
+
+BATCH_DB = click.option(
+    "--db",
+    metavar="URL",
+    help="The batch database: postgresql://… to share batches between machines. Default: $CREW_BATCH_DB, "
+    "else a SQLite file in crew's state folder.",
+)
+BATCH_JSON = click.option("--json", "as_json", is_flag=True, help="Print the batch as one JSON object.")
+
+
+def batch_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """What a batch is run with: each repository's run options, and the batch's own."""
+    count, dollars = click.IntRange(min=1), click.FloatRange(min=0, min_open=True)
+    return _apply(
+        func,
+        [
+            click.option("--repos", "repos_file", type=click.File("r"), help="A file naming repositories, one a line."),
+            click.option("--id", "given_id", metavar="NAME", help="The batch's id; the same again is the same batch."),
+            click.option(
+                "--concurrency", type=count, default=2, show_default=True, help="Repositories at once, all workers."
+            ),
+            click.option(
+                "--retries", type=click.IntRange(min=0), default=1, show_default=True, help="Tries after a failure."
+            ),
+            click.option("--review", metavar="AGENT", help="AGENT reviews each change (as crew execute --review)."),
+            click.option("--rounds", type=count, default=3, show_default=True, help="Review rounds at most."),
+            click.option("--max-cost", type=dollars, help="Dollars each repository's run may cost."),
+            click.option("--max-tokens", type=count, help="Tokens each repository's run may use."),
+            click.option(
+                "--max-total-cost", type=dollars, help="Dollars the batch may cost: no repository starts past it."
+            ),
+            click.option(
+                "--timeout",
+                type=click.FloatRange(min=0.1),
+                default=600.0,
+                show_default=True,
+                help="Seconds a repository's run may take.",
+            ),
+            click.option(
+                "--max-turns", type=count, default=20, show_default=True, help="Model replies in a repository's run."
+            ),
+            click.option("--tools-via", type=click.Choice(["text", "native"]), help="As crew execute --tools-via."),
+            click.option("--yes", "-y", "approve_all", is_flag=True, help="Approve every tool that needs approval."),
+            click.option(
+                "--detach", is_flag=True, help="Record the batch, print its id and return; workers do the work."
+            ),
+            BATCH_DB,
+            BATCH_JSON,
+            click_option(flags.SANDBOX),
+            config_option,
+        ],
+    )
+
+
+@cli.group("batch", cls=_BatchGroup)
+def batch_group() -> None:
+    """One task across many repositories, durable: crew batch "@claude bump the linter" REPO… (each on
+    branch crew/batch-ID/AGENT; docs/batch.md). Exit 7 when a repository is not done or unchanged."""
+
+
+@batch_group.command("submit")
+@click.argument("task")
+@click.argument("repos", nargs=-1)
+@batch_options
+def batch_submit_command(
+    task: str, repos: tuple[str, ...], repos_file: Any, detach: bool, as_json: bool, **given: Any
+) -> None:
+    """Run TASK ("@agent task") in each REPO (a git repository's folder, or a git URL), each in a
+    worktree of its own; the repositories' progress, then a summary."""
+    from crewbridge.batch import batches
+    from crewbridge.batch.spec import read_repos
+    from crewbridge.batch.store import Store, database_url
+
+    config: Config = given.pop("config")
+    spec = batches.spec_of(task, given, config)  # an unknown agent is named before anything starts
+    found = read_repos(repos, repos_file.read() if repos_file else None, Path.cwd())
+    url = database_url(given["db"])
+    working = None if detach else {spec.batch: (spec.concurrency, None)}
+    store = Store.open(url) if working is None else batches.open_working(url, config, working)
+    try:
+        spec = batches.submit(store, spec, found)
+        if detach:
+            click.echo(spec.batch)
+            click.echo(f"crew: batch {spec.batch}: {len(found)} repositories queued for `crew batch worker`", err=True)
+            return
+        rows = batches.wait(store, spec.batch, _batch_view())
+    finally:
+        store.close()
+    _batch_end(spec.batch, rows, as_json)
+
+
+@batch_group.command("worker")
+@click.option(
+    "--concurrency", type=click.IntRange(min=1), help="Repositories of a batch at once here (default: the batch's)."
+)
+@click.option("--until-idle", is_flag=True, help="Exit once no repository is queued and none runs here.")
+@BATCH_DB
+@config_option
+def batch_worker_command(concurrency: int | None, until_idle: bool, db: str | None, config: Config) -> None:
+    """Work on the batches of the database (--db): take their queued repositories, and those of
+    workers that died, until stopped (or idle, with --until-idle)."""
+    from crewbridge.batch import batches
+    from crewbridge.batch.store import database_url
+
+    store = batches.open_working(database_url(db), config)
+    click.echo(f"crew: worker {store.executor} on {store.name}", err=True)
+    try:
+        batches.work(store, concurrency, until_idle, lambda said: click.echo(f"crew: {said}", err=True))
+    finally:
+        store.close()
+
+
+@batch_group.command("resume")
+@click.argument("batch_id")
+@BATCH_DB
+@BATCH_JSON
+@config_option
+def batch_resume_command(batch_id: str, db: str | None, as_json: bool, config: Config) -> None:
+    """Finish batch BATCH_ID here: every repository not done or unchanged (those of dead workers
+    included) runs again; finished ones are left as they are."""
+    from crewbridge.batch import batches
+    from crewbridge.batch.store import database_url
+
+    store = batches.open_working(database_url(db), config)
+    try:
+        batches.resume(store, batch_id)
+        rows = batches.wait(store, batch_id, _batch_view())
+    finally:
+        store.close()
+    _batch_end(batch_id, rows, as_json)
+
+
+@batch_group.command("status")
+@click.argument("batch_id", required=False)
+@BATCH_DB
+@BATCH_JSON
+def batch_status_command(batch_id: str | None, db: str | None, as_json: bool) -> None:
+    """A batch's repositories now (default: the batch submitted last)."""
+    from crewbridge.batch import batches
+    from crewbridge.batch.store import Store, database_url
+
+    store = Store.open(database_url(db))
+    try:
+        batch_id = batch_id or batches.latest(store)
+        rows = batches.existing(store, batch_id)
+    finally:
+        store.close()
+    _batch_end(batch_id, rows, as_json)
+
+
+@batch_group.command("list")
+@BATCH_DB
+def batch_list_command(db: str | None) -> None:
+    """One line per batch: id, state, its repositories' states, task."""
+    from crewbridge.batch import batches, report
+    from crewbridge.batch.store import Store, database_url
+
+    store = Store.open(database_url(db))
+    try:
+        found = batches.batches(store)
+    finally:
+        store.close()
+    for batch, rows in found:
+        click.echo(f"{batch}  {report.batch_status(rows)}  {report.totals(rows)}  {rows[0].spec.task.splitlines()[0]}")
+
+
+@batch_group.command("cancel")
+@click.argument("batch_id")
+@BATCH_DB
+def batch_cancel_command(batch_id: str, db: str | None) -> None:
+    """Cancel batch BATCH_ID: its queued repositories never start, its running agents are ended."""
+    from crewbridge.batch import batches
+    from crewbridge.batch.store import Store, database_url
+
+    store = Store.open(database_url(db))
+    try:
+        cancelled = batches.cancel(store, batch_id)
+    finally:
+        store.close()
+    click.echo(f"cancelled {len(cancelled)} repositor{'y' if len(cancelled) == 1 else 'ies'} of batch {batch_id}")
+
+
+def _batch_view() -> Callable[[Any], None]:
+    """The batch's progress on stderr: redrawn on a terminal, a line per change when piped."""
+    from crewbridge.batch.report import Progress
+
+    return Progress(sys.stderr, sys.stderr.isatty()).update
+
+
+def _batch_end(batch_id: str, rows: Any, as_json: bool) -> None:
+    """The summary (or --json), and exit 7 when a repository is not done or unchanged."""
+    from crewbridge.batch import report
+
+    if as_json:
+        click.echo(json.dumps(report.batch_record(batch_id, rows), ensure_ascii=False))
+    else:
+        for text in report.table(rows):
+            click.echo(text)
+    sys.exit(report.exit_code(rows))
+
+
 @cli.command("chat")
 @click.argument("agent")
 @click.option(
@@ -330,66 +488,22 @@ def chat_command(agent: str, mode: Mode, config: Config, verbose: bool, continue
 @cli.command("prompt")
 @click.argument("text", nargs=-1, required=True)
 @click.option("--mode", type=click.Choice(["query", "execute"]), default="query", show_default=True)
+@NO_STDIN
 @config_option
-def prompt_command(text: tuple[str, ...], mode: Mode, config: Config) -> None:
-    """Print the exact prompt that would be sent, catalogue included."""
+def prompt_command(text: tuple[str, ...], mode: Mode, no_stdin: bool, config: Config) -> None:
+    """Print the exact prompt that would be sent, catalogue and piped stdin included."""
     from crewbridge.bridge import Bridge
     from crewbridge.catalogue import tokens
 
     bridge = Bridge(config)
-    click.echo(bridge.first_prompt(" ".join(text), mode))
+    click.echo(bridge.first_prompt(" ".join(text), mode, context=None if no_stdin else _piped(None)))
     section = bridge.skills_section(" ".join(text))
     if section:  # what the skills cost in every first message
         click.echo(f"crew: skills section: {len(section):,} characters (~{tokens(section):,} tokens)", err=True)
 
 
 @cli.group("mcp", invoke_without_command=True)
-@click.option(
-    "--execute", is_flag=True, help="Also serve write_file, edit_file and run_command, and take ask in execute mode."
-)
-@click.option(
-    "--http",
-    "address",
-    metavar="HOST:PORT",
-    help="Serve MCP's streamable HTTP transport at http://HOST:PORT/mcp instead of stdio (port 0: a free one). "
-    "Every request needs Authorization: Bearer TOKEN: $CREW_MCP_TOKEN, else a new one printed on stderr.",
-)
-@click.option(
-    "--token-file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="With --http: write the token to this file (created 0600) instead of printing it.",
-)
-@click.option(
-    "--allow-host",
-    "allowed_hosts",
-    metavar="HOST",
-    multiple=True,
-    help="With --http: also accept requests whose Host (and Origin) name HOST, besides localhost.",
-)
-@click.option(
-    "--allow-remote",
-    is_flag=True,
-    help="With --http: allow listening on an address other machines reach (the token is still required).",
-)
-@click.option(
-    "--policy-of",
-    metavar="AGENT",
-    help="The crew.yaml agent whose policy (profile, allow, deny, approval, command globs) governs the "
-    "client's tool calls (default: profile coding, nothing denied).",
-)
-@click.option(
-    "--ask-depth",
-    type=click.IntRange(min=0),
-    default=1,
-    show_default=True,
-    help="How many times an asked agent may ask another in turn (0: asked agents get no ask).",
-)
-@click.option(
-    "--timeout", type=click.FloatRange(min=0.1), default=300.0, show_default=True, help="Seconds one ask may take."
-)
-@click.option("--max-turns", type=click.IntRange(min=1), default=10, show_default=True, help="Model replies per ask.")
-@config_option
-@sandbox_option
+@mcp_options
 @click.pass_context
 def mcp_group(
     ctx: click.Context,
@@ -432,9 +546,10 @@ def mcp_group(
         serve_stdio(server, greeting.link if greeting else None)
         return
     from crewbridge.mcp.http import serve_http
+    from crewbridge.webserver import Listening
 
     say = functools.partial(click.echo, err=True)
-    serve_http(server, address, token_file=token_file, allowed_hosts=allowed_hosts, allow_remote=allow_remote, say=say)
+    serve_http(server, Listening(address, token_file, allowed_hosts, allow_remote), say)
 
 
 @mcp_group.command("install")
@@ -448,6 +563,62 @@ def mcp_install_command(cli_name: str, execute: bool) -> None:
     click.echo(f"registered crew in {cli_name}: {shlex.join(done.add)}\nundo with: {shlex.join(done.remove)}")
 
 
+@cli.command("ui")
+@_options(flags.UI)
+def ui_command(address: str, token_file: Path | None, allowed_hosts: tuple[str, ...], allow_remote: bool) -> None:
+    """See every run in a browser, live: approvals, cancel, batches, usage. Prints the URL to open."""
+    from crewbridge.ui.server import serve_ui
+    from crewbridge.webserver import Listening
+
+    serve_ui(Listening(address, token_file, allowed_hosts, allow_remote), functools.partial(click.echo, err=True))
+
+
+@cli.group("acp", invoke_without_command=True)
+@acp_options
+@click.pass_context
+def acp_group(ctx: click.Context, timeout: float, max_turns: int, config: Config, sandbox: str | None) -> None:
+    """Serve crew as an Agent Client Protocol agent on stdio, for editors (Zed, JetBrains, Neovim,
+    acpx): every configured agent, crew's policy and sandbox. See docs/acp.md."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from crewbridge.acp.agent import serve
+    from crewbridge.acp.early import Greeting
+    from crewbridge.acp.session import Serving
+    from crewbridge.sandbox import Sandboxing
+
+    sandboxing = Sandboxing()
+    sandboxing.mechanism(sandbox or config.sandbox)  # required where none works: refused before serving
+    greeting = ctx.obj if isinstance(ctx.obj, Greeting) else None  # its initialize answered already
+    path = config.files[-1].path if config.files and config.files[-1].kind == "config" else None
+    serve(greeting, config_path=path, sandbox=sandbox, sandboxing=sandboxing, serving=Serving(timeout, max_turns))
+
+
+@acp_group.command("check", context_settings={"ignore_unknown_options": True})
+@click.option(
+    "--timeout", type=click.FloatRange(min=1), default=120.0, show_default=True, help="Seconds each step may take."
+)
+@click.option(
+    "--prompt", default="Say hello in one short sentence.", show_default=True, help="The prompt that is streamed."
+)
+@click.option(
+    "--write-prompt",
+    default="Create a file named acp-check.txt that says ok.",
+    show_default=True,
+    help="A prompt whose model is expected to ask for a permission (answered allow, then reject).",
+)
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def acp_check_command(timeout: float, prompt: str, write_prompt: str, command: tuple[str, ...]) -> None:
+    """Check that the ACP agent COMMAND (`crew acp check -- gemini --acp`) does what the protocol
+    says: a table of what held; exit 0 only when everything required held."""
+    from crewbridge.acp.check import Checker
+
+    checker = Checker(list(command), timeout=timeout, prompt=prompt, write_prompt=write_prompt)
+    results = checker.run()
+    click.echo(checker.table(results))
+    if not checker.passed(results):
+        sys.exit(1)
+
+
 @cli.group("skills")
 def skills_group() -> None:
     """List and show the skills (SKILL.md folders) crew offers to agents."""
@@ -457,9 +628,9 @@ def skills_group() -> None:
 @config_option
 def skills_list_command(config: Config) -> None:
     """One line per skill: name, where it was found, description; then any that are broken."""
-    from crewbridge.bridge import Bridge
+    from crewbridge.context import found_skills
 
-    found = Bridge(config).found_skills()
+    found = found_skills(config, Path.cwd().resolve())
     if not found.skills and not found.problems:
         click.echo("no skills found; add a folder ./.crew/skills/NAME/ with a SKILL.md (see docs/skills.md)")
     width = max((len(name) for name in found.skills), default=0)
@@ -476,10 +647,10 @@ def skills_list_command(config: Config) -> None:
 @config_option
 def skills_show_command(name: str, config: Config) -> None:
     """A skill's file, description and instructions."""
-    from crewbridge.bridge import Bridge
+    from crewbridge.context import found_skills
     from crewbridge.skills import body, unknown
 
-    skills = Bridge(config).found_skills().skills
+    skills = found_skills(config, Path.cwd().resolve()).skills
     if name not in skills:
         raise UsageError(str(unknown(name, skills)))
     skill = skills[name]
@@ -495,9 +666,7 @@ def tools_group() -> None:
 @config_option
 def tools_list_command(config: Config) -> None:
     """One line per tool: name, read-only or not, summary."""
-    from crewbridge.bridge import Bridge
-
-    registry = Bridge(config).registry
+    registry = config.registry()
     width = max((len(registry.qualified(t.name)) for t in registry), default=0)
     for spec in registry:
         kind = "read-only" if spec.read_only else "writes   "
@@ -509,9 +678,7 @@ def tools_list_command(config: Config) -> None:
 @config_option
 def tools_show_command(name: str, config: Config) -> None:
     """A tool's description and input schema."""
-    from crewbridge.bridge import Bridge
-
-    spec = Bridge(config).registry.resolve(name)
+    spec = config.registry().resolve(name)
     click.echo(
         json.dumps(
             {
@@ -532,7 +699,6 @@ def tools_show_command(name: str, config: Config) -> None:
 @config_option
 def tools_call_command(name: str, raw_input: str, config: Config) -> None:
     """Run one tool here and print its result envelope (exit 1 when it fails)."""
-    from crewbridge.bridge import Bridge
     from crewbridge.registry import ToolContext
 
     try:
@@ -541,8 +707,8 @@ def tools_call_command(name: str, raw_input: str, config: Config) -> None:
         raise UsageError(f"--input is {exc}") from None
     except ValueError as exc:
         raise UsageError(f'--input is not valid JSON ({exc}); pass an object, e.g. \'{{"path": "a.txt"}}\'') from None
-    bridge = Bridge(config)
-    result = bridge.registry.call(name, data, ToolContext(bridge.workdir, registry=bridge.registry))
+    registry = config.registry()
+    result = registry.call(name, data, ToolContext(Path.cwd().resolve(), registry=registry))
     click.echo(json.dumps(result.to_dict(), ensure_ascii=False, indent=2))
     if not result.success:
         sys.exit(1)
@@ -599,12 +765,20 @@ def log_group(ctx: click.Context, limit: int | None, since_text: str | None, by:
 
 @log_group.command("show")
 @click.argument("run_id")
-def log_show_command(run_id: str) -> None:
-    """Print one run's events as JSON lines."""
+@click.option("--json", "as_json", is_flag=True, help="The events as written, one JSON object per line.")
+def log_show_command(run_id: str, as_json: bool) -> None:
+    """Print one run's events as a person reads them (RUN_ID: an id, its unique start, or last)."""
     from crewbridge.transcript import read_run
 
-    for event in read_run(run_id):
-        click.echo(jsonio.dumps_bytes(event))
+    events = read_run(run_id)
+    if as_json:
+        for event in events:
+            click.echo(jsonio.dumps_bytes(event))
+        return
+    from crewbridge.runlog import lines
+
+    for line in lines(events):
+        click.echo(line)
 
 
 @cli.group("config")
@@ -731,12 +905,13 @@ def _stop(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
-def main(early: Early | None = None, greeting: Greeting | None = None) -> None:
+def main(early: Early | None = None, greeting: Greeting | AcpGreeting | None = None) -> None:
     """Run the command in sys.argv; `early`: its reading by crewbridge.early, CLIs started;
-    `greeting`: crew mcp's start by crewbridge.mcp.early (its initialize answered)."""
+    `greeting`: crew mcp's or crew acp's start by crewbridge.mcp.early or crewbridge.acp.early
+    (their initialize answered)."""
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _stop)
-    _tolerant_streams(stdin=greeting is None)  # crew mcp's stdin: read as bytes, and read already
+    _tolerant_streams(stdin=greeting is None)  # crew mcp's and acp's stdin: read as bytes, and read already
     try:
         _main(early or greeting)
     finally:
@@ -769,7 +944,7 @@ def _exit_now(code: int) -> NoReturn:
     os._exit(code)
 
 
-def _main(started: Early | Greeting | None) -> None:
+def _main(started: Early | Greeting | AcpGreeting | None) -> None:
     try:
         cli.main(prog_name="crew", standalone_mode=False, obj=started)
     except (click.exceptions.Abort, KeyboardInterrupt):  # click turns Ctrl-C into Abort

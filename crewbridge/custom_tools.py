@@ -10,11 +10,12 @@ import json
 import string
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from crewbridge.errors import ConfigError, CrewError, CrewTimeout
+from crewbridge.pinned import Pins
 from crewbridge.plugins import entry_points
 from crewbridge.process import Child
 from crewbridge.registry import MAX_OUTPUT_CHARS, Tool, ToolContext, ToolFailure, as_tool
@@ -79,20 +80,23 @@ class CommandTool:
     timeout: float | None = None
     needs_approval: bool = False
     base: Path | None = None  # relative program paths (`./bin/x`) start here: the config's directory
+    pins: Pins = field(default_factory=Pins, init=False, repr=False)  # the scripts it names, as loaded
 
     def __post_init__(self) -> None:
         known = set(self.schema.get("properties", {}))
         try:
-            fields = [field for item in self.command for field in placeholders(item)]
+            names = [name for item in self.command for name in placeholders(item)]
         except ValueError as exc:
             raise ConfigError(f"tool '{self.name}': {exc}") from None
-        for field in fields:
-            if field not in known:
+        for name in names:
+            if name not in known:
                 raise ConfigError(
-                    f"tool '{self.name}': placeholder {{{field}}} in command is not a "
+                    f"tool '{self.name}': placeholder {{{name}}} in command is not a "
                     f"property of its schema ({', '.join(sorted(known)) or 'none'}); "
                     "add it to schema.properties or fix the name"
                 )
+        if self.base is not None:  # from a crew.yaml: the scripts it names run as they are now
+            self.pins = Pins.read(self.command, self.base)
 
     def tool(self) -> Tool:
         return Tool(
@@ -105,15 +109,19 @@ class CommandTool:
             needs_approval=self.needs_approval,
         )
 
-    def argv(self, args: dict[str, Any]) -> list[str]:
+    def argv(self, args: dict[str, Any], *, pinned: bool = False) -> list[str]:
         """The command with each placeholder filled; an item naming an absent argument is left out,
-        an item that is exactly `{name}` with a list argument becomes one item per element."""
+        an item that is exactly `{name}` with a list argument becomes one item per element. With
+        `pinned`, a script it names is crew's copy as loaded (ScriptChanged when it changed since)."""
         out: list[str] = []
         for item in self.command:
             fields = placeholders(item)
-            if any(args.get(f) is None for f in fields):
+            if not fields:
+                text = item.format_map({})  # `{{` → `{`; a pinned word holds no brace
+                out.append(self.pins.path(text) if pinned else text)
+            elif any(args.get(f) is None for f in fields):
                 continue
-            if len(fields) == 1 and item == f"{{{fields[0]}}}" and isinstance(args[fields[0]], list):
+            elif len(fields) == 1 and item == f"{{{fields[0]}}}" and isinstance(args[fields[0]], list):
                 out += [_text(v) for v in args[fields[0]]]
             else:
                 out.append(item.format_map({f: _text(args[f]) for f in fields}))
@@ -123,7 +131,10 @@ class CommandTool:
         return out
 
     def _run(self, ctx: ToolContext, **args: Any) -> dict[str, Any]:
-        argv = self.argv(args)
+        try:
+            argv = self.argv(args, pinned=True)
+        except CrewError as exc:  # a script it names changed since crew.yaml was loaded
+            raise ToolFailure(f"'{self.name}' was not run: {exc}") from None
         started: list[Child] = []
 
         def track(child: Child) -> None:
@@ -157,15 +168,15 @@ def placeholders(item: str) -> list[str]:
     """The `{name}` fields of one argv item (`{{` is a literal brace). ValueError for anything but
     plain names: no attribute access, indexing, conversions or format specs."""
     fields = []
-    for _, field, spec, conversion in string.Formatter().parse(item):
-        if field is None:
+    for _, name, spec, conversion in string.Formatter().parse(item):
+        if name is None:
             continue
-        if not field.isidentifier() or spec or conversion:
+        if not name.isidentifier() or spec or conversion:
             raise ValueError(
-                f"placeholder {{{field}{'!' + conversion if conversion else ''}"
+                f"placeholder {{{name}{'!' + conversion if conversion else ''}"
                 f"{':' + spec if spec else ''}}} must be a plain {{name}}"
             )
-        fields.append(field)
+        fields.append(name)
     return fields
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from crewbridge.config import Config, default_agents, load_config
-from crewbridge.conversation import live_enabled
+from crewbridge.conversations import live_enabled
 from crewbridge.custom_tools import Finished, run_argv
 from crewbridge.errors import CrewError, CrewTimeout, UsageError
 from crewbridge.mcp.install import registered

@@ -82,6 +82,13 @@ class ReviewNotApproved(CrewError):
     exit_code = 6
 
 
+class NotApproved(CrewError):
+    """The run answered, but calls that needed a person's approval were refused because nobody could
+    be asked (no terminal): its work was not done (crewbridge.policy.not_approved says which)."""
+
+    exit_code = 8
+
+
 class CrewTimeout(CrewError):
     """A deadline passed; the process group was ended."""
 

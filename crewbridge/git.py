@@ -37,6 +37,10 @@ _REPOSITORY_VARIABLES = frozenset(
         "GIT_PREFIX",
     }
 )
+# What crew's own git commands in a checkout run of the repository's configuration: no fsmonitor
+# program and no hooks (an agent may have planted either; crewbridge.gitguard disarms them after a
+# run, and crew's git may run before that, for a review's diff).
+SAFE = ["-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null"]
 # Diffs and patches as git writes them by default, whatever the user's configuration says
 # (external diff drivers, textconv, no or mnemonic prefixes, relative paths, colour).
 _PLAIN_DIFF = ["--no-ext-diff", "--no-textconv", "--no-color", "--no-relative", "--src-prefix=a/", "--dst-prefix=b/"]
@@ -168,7 +172,7 @@ class Checkout:
         check: bool = True,
     ) -> subprocess.CompletedProcess[bytes]:
         """`git ARGS` in this checkout (with a scratch `index` when given)."""
-        where = ["-c", "core.hooksPath=/dev/null", f"--git-dir={self.git_dir}", f"--work-tree={self.top}"]
+        where = [*SAFE, f"--git-dir={self.git_dir}", f"--work-tree={self.top}"]
         return run_git([*where, *args], self.top, index=index, input=input, timeout=timeout, check=check)
 
     def text(self, args: Sequence[str], *, timeout: float = GIT_TIMEOUT) -> str:

@@ -24,8 +24,10 @@ from crewbridge import jsonio
 from crewbridge.custom_tools import run_argv
 from crewbridge.errors import CrewError, CrewTimeout
 from crewbridge.globs import matches
+from crewbridge.pinned import Pins, ScriptChanged
 from crewbridge.process import error_line
 from crewbridge.registry import Tool, ToolResult
+from crewbridge.trust import shell_words
 
 BEFORE = "before_tool_call"
 AFTER = "after_tool_call"
@@ -59,6 +61,7 @@ class HookSpec:
     timeout: float = DEFAULT_HOOK_TIMEOUT
     base: Path | None = None  # the config file's directory: hooks run there, relative paths start there
     _loaded: Callable[[dict[str, Any]], Any] | None = field(default=None, init=False, repr=False)
+    pins: Pins = field(default_factory=Pins, init=False, repr=False)  # the scripts it names, as loaded
 
     def __post_init__(self) -> None:
         given = [k for k in ("command", "shell", "python", "func") if getattr(self, k) is not None]
@@ -66,6 +69,17 @@ class HookSpec:
             raise CrewError(
                 f"a {self.event} hook needs exactly one of command, shell, python (got {', '.join(given) or 'none'})"
             )
+        if self.base is not None:  # from a crew.yaml: the scripts it names run as they are now
+            self.pins = Pins.read(self._words(), self.base)
+
+    def _words(self) -> list[str]:
+        """The words that may name a script: a command's, a shell line's, a Python hook's file."""
+        if self.command is not None:
+            return self.command
+        if self.shell is not None:
+            return shell_words(self.shell)
+        where = (self.python or "").rpartition(":")[0]
+        return [where] if where.endswith(".py") else []
 
     @property
     def label(self) -> str:
@@ -84,7 +98,14 @@ class HookSpec:
         return self._run_python(payload)
 
     def _run_process(self, payload: dict[str, Any], workdir: Path | None) -> Any:
-        argv = list(self.command) if self.command is not None else ["/bin/sh", "-c", self.shell or ""]
+        try:
+            if self.command is not None:
+                argv = [self.pins.path(word) for word in self.command]  # crew's copies of the scripts
+            else:
+                self.pins.check()
+                argv = ["/bin/sh", "-c", self.shell or ""]
+        except ScriptChanged as exc:
+            raise HookFailed(str(exc)) from None
         if self.base is not None and "/" in argv[0] and not os.path.isabs(argv[0]):
             argv[0] = str(self.base / argv[0])
         env = {
@@ -127,7 +148,7 @@ class HookSpec:
 
     def _run_python(self, payload: dict[str, Any]) -> Any:
         if self._loaded is None:
-            self._loaded = self.func or _load_callable(self.python or "", self.base)
+            self._loaded = self.func or _load_callable(self.python or "", self.base, self.pins)
         func = self._loaded
         box: dict[str, Any] = {}
 
@@ -223,6 +244,8 @@ class Hooks:
                 tool=result.tool,
                 duration_ms=result.duration_ms,
                 truncated=result.truncated,
+                notices=result.notices,
+                change=result.change,  # the file changed, whatever the hook says of it
             )
         return result
 
@@ -249,15 +272,17 @@ def _spec(event: str, item: Any) -> HookSpec:
 
 
 def _withheld(result: ToolResult, error: str) -> ToolResult:
-    return ToolResult(False, error=error, tool=result.tool, duration_ms=result.duration_ms)
+    return ToolResult(False, error=error, tool=result.tool, duration_ms=result.duration_ms, notices=result.notices)
 
 
-def _load_callable(target: str, base: Path | None) -> Callable[[dict[str, Any]], Any]:
-    """`module:function`, or `path/to/file.py:function` (relative to `base`). HookFailed if absent."""
+def _load_callable(target: str, base: Path | None, pins: Pins) -> Callable[[dict[str, Any]], Any]:
+    """`module:function`, or `path/to/file.py:function` (relative to `base`; from crew's copy of it
+    as it was loaded, `pins`). HookFailed if absent."""
     where, _, name = target.rpartition(":")
     try:
         if where.endswith(".py"):
             path = Path(where) if os.path.isabs(where) or base is None else base / where
+            path = Path(pins.path(where)) if where in pins.pins else path
             spec = importlib.util.spec_from_file_location(f"crew_hook_{path.stem}", path)
             if spec is None or spec.loader is None:
                 raise ImportError(f"cannot load {path}")
@@ -266,6 +291,8 @@ def _load_callable(target: str, base: Path | None) -> Callable[[dict[str, Any]],
         else:
             module = importlib.import_module(where)
         func = getattr(module, name)
+    except ScriptChanged as exc:
+        raise HookFailed(str(exc)) from None
     except Exception as exc:
         raise HookFailed(f"cannot load {target}: {type(exc).__name__}: {exc}") from None
     if not callable(func):

@@ -19,7 +19,7 @@ from crewbridge import jsonio
 from crewbridge.availability import unavailable
 from crewbridge.caller import Caller
 from crewbridge.catalogue import build_prompt, offered_tools, render_catalogue, skills_section
-from crewbridge.conversation import FULL, LOST, Conversation, replay
+from crewbridge.conversations import FULL, LOST, Conversation, replay
 from crewbridge.errors import (
     BudgetExceeded,
     CrewError,
@@ -31,11 +31,12 @@ from crewbridge.errors import (
 )
 from crewbridge.events import Failure, MessageEnd, Session, Text, Usage
 from crewbridge.extract import Extractor, Shown, ToolCall
+from crewbridge.gitguard import Armed, Watch, summary
 from crewbridge.globs import NATIVE
 from crewbridge.hooks import Hooks
 from crewbridge.paths import resolve_inside
-from crewbridge.policy import Policy
-from crewbridge.registry import TIMEOUT_GRACE, Tool, ToolContext, ToolFailure, ToolRegistry, ToolResult
+from crewbridge.policy import Policy, Unasked
+from crewbridge.registry import TIMEOUT_GRACE, Files, Tool, ToolContext, ToolFailure, ToolRegistry, ToolResult
 from crewbridge.skills import SKILL_TOOL, Skill
 from crewbridge.templates import render
 from crewbridge.transcript import Transcript
@@ -44,6 +45,7 @@ from crewbridge.usage import Budget, Tally
 if TYPE_CHECKING:
     from crewbridge.sandbox import Sandbox
     from crewbridge.sessions import Prior
+    from crewbridge.stop import Stop
 
 REPEAT_LIMIT = 3  # the same failing call this many times ends the run
 PATH_KEYS = ("file_path", "path", "notebook_path", "absolute_path", "dir_path")  # the CLIs' own tools' path inputs
@@ -69,7 +71,7 @@ class Progress:
     result: RunResult | None = None  # with kind "answer"
     shown: str = ""  # with kind "text": what a person sees of the reply by now (extract.Shown)
     usage: Tally | None = None  # with kind "usage": the agent's usage in this run so far
-    data: dict[str, Any] | None = None  # with kind "review": the round (crewbridge.review)
+    data: dict[str, Any] | None = None  # kind "review": the round (crewbridge.review); "native": tool, input, refusal
 
 
 @dataclass
@@ -80,6 +82,7 @@ class RunResult:
     usage: dict[str, Any] = field(default_factory=dict)
     session: str | None = None
     turns: int = 0
+    needed_approval: list[Unasked] = field(default_factory=list)  # refused: nobody could be asked
 
 
 @dataclass
@@ -109,6 +112,7 @@ class AgentLoop:
         budgets: list[Budget] | None = None,
         tools_via: str = "text",
         sandbox: Sandbox | None = None,
+        files: Files | None = None,
     ) -> None:
         self.agent = agent
         self.conv = conversation
@@ -116,9 +120,18 @@ class AgentLoop:
         self.policy = policy
         self.skills = skills or {}
         self.offered = offered_tools(policy.offered(registry), self.skills)  # the tools the model is told of
-        self.ctx = ToolContext(workdir=workdir, registry=self.offered, skills=self.skills, sandbox=sandbox)
+        self.ctx = ToolContext(workdir=workdir, registry=self.offered, skills=self.skills, sandbox=sandbox, files=files)
         self.transcript = transcript or Transcript()
-        self.caller = Caller(agent, registry, policy, hooks or Hooks(), self.transcript)
+        hooks = hooks or Hooks()
+        execute = policy.mode == "execute"
+        # What the run leaves that would run code on the user's next git command is disarmed once
+        # its CLI has ended (close), and after each call too where hooks, which run outside the
+        # sandbox, may run git in between.
+        self.guard = Watch(workdir) if execute else None
+        self.disarmed: list[Armed] = []  # by the guard, in this loop's whole life (its Outcome's)
+        self._guarding = threading.Lock()
+        guarded = workdir if execute and any(hooks.specs.values()) else None
+        self.caller = Caller(agent, registry, policy, hooks, self.transcript, guarded=guarded)
         self.max_turns = max_turns
         self.timeout = timeout
         self.compact = compact
@@ -179,6 +192,7 @@ class AgentLoop:
         self.deadline = time.monotonic() + self.timeout if self.timeout else None
         self.ctx.deadline = self.deadline
         self.policy.reopen()  # the last message's reply may have been stopped (crew chat)
+        self.policy.take_unasked()  # an earlier message's (crew chat) are its own
         records: list[CallRecord] = []
         for turn in range(1, self.max_turns + 1):
             if self.closed:  # closed from another thread (Ctrl-C): no new turn, no new CLI
@@ -214,7 +228,15 @@ class AgentLoop:
 
     def _answer(self, text: str, records: list[CallRecord], turn: int) -> RunResult:
         self.transcript.write("answer", agent=self.agent, text=text, usage=self.usage.to_dict())
-        result = RunResult(self.agent, text.strip(), records, self.usage.to_dict(), self.conv.session_id, turn)
+        result = RunResult(
+            self.agent,
+            text.strip(),
+            records,
+            self.usage.to_dict(),
+            self.conv.session_id,
+            turn,
+            self.policy.take_unasked(),
+        )
         self.emit(Progress("answer", self.agent, result.answer, result=result))
         return result
 
@@ -254,6 +276,22 @@ class AgentLoop:
         self.conv.close()
         self._pool.shutdown()
         self.ctx.groups.end()  # run_command's and command tools' process groups, whatever their threads do
+        self.check_git()  # nothing of the run is left running to write more
+
+    def check_git(self) -> list[Armed]:
+        """Disarm what the run left that would run code on the user's next git command
+        (crewbridge.gitguard), and name it: in the transcript, as a `disarmed` event, and in
+        `disarmed` (shared with the run's Outcome)."""
+        if self.guard is None:
+            return []
+        with self._guarding:  # close() may come from another thread (Ctrl-C) while run() closes too
+            found = self.guard.disarm()
+        if found:
+            self.disarmed.extend(found)
+            records = [armed.to_dict() for armed in found]
+            self.transcript.write("disarmed", agent=self.agent, found=records)
+            self.emit(Progress("disarmed", self.agent, summary(found), data={"text": summary(found), "found": records}))
+        return found
 
     def _reply(self, message: str) -> Reply:
         """Stream one reply, starting each tool as its block closes."""
@@ -279,7 +317,9 @@ class AgentLoop:
                         )
                     parts.append(event.text)
                     new = extractor.feed(event.text)
-                    self.emit(Progress("text", self.agent, event.text, shown=shown.take(event.text)))
+                    visible = shown.take(event.text)
+                    self.transcript.live(self.agent, visible)  # to a crew ui that watches, if one does
+                    self.emit(Progress("text", self.agent, event.text, shown=visible))
                     if extractor.in_block and not self._prepared:
                         # A block is streaming: ready the input checks while the rest arrives (a
                         # run that calls no tool never pays for them).
@@ -309,15 +349,20 @@ class AgentLoop:
                 pending.append(self._start(call, pending))
             self._show(shown)
         if failure is not None and not calls:
-            self.transcript.write("error", agent=self.agent, message=failure.message, status=failure.status)
-            message = " ".join(failure.message.split())  # one line: gemini's 429 message has two
-            if failure.status and str(failure.status) not in message:
-                message += f" (HTTP {failure.status})"
-            reason = unavailable(message, failure.status)
-            if reason:
-                raise ProviderUnavailable(f"@{self.agent}: {message}", reason)
-            raise ProviderError(f"@{self.agent}: {message}")
+            raise self._failed(failure)
         return Reply("".join(parts), calls, pending, stopped)
+
+    def _failed(self, failure: Failure) -> ProviderError:
+        """The error of a reply that failed before it made a call (recorded in the transcript):
+        ProviderUnavailable when another agent could take the task over."""
+        self.transcript.write("error", agent=self.agent, message=failure.message, status=failure.status)
+        message = " ".join(failure.message.split())  # one line: gemini's 429 message has two
+        if failure.status and str(failure.status) not in message:
+            message += f" (HTTP {failure.status})"
+        reason = unavailable(message, failure.status)
+        if reason:
+            return ProviderUnavailable(f"@{self.agent}: {message}", reason)
+        return ProviderError(f"@{self.agent}: {message}")
 
     def _show(self, shown: Shown) -> None:
         """Report the text a message's end settled as shown (a held line, a block that held no call)."""
@@ -422,7 +467,7 @@ class LoopChannel:
     def tools(self) -> list[Tool]:
         return list(self.loop.offered)
 
-    def call(self, name: str, arguments: Any) -> ToolResult:
+    def call(self, name: str, arguments: Any, stop: Stop | None = None) -> ToolResult:
         loop = self.loop
         limit = loop.max_turns * CALLS_PER_TURN
         with self._lock:
@@ -434,7 +479,7 @@ class LoopChannel:
                 )
         qualified = loop.registry.qualified(name)
         loop.emit(Progress("call", loop.agent, call=CallRecord(qualified, arguments, ToolResult(False))))
-        result = loop.caller.call(qualified, arguments, loop.ctx)
+        result = loop.caller.call(qualified, arguments, loop.ctx if stop is None else loop.ctx.stoppable(stop))
         record = CallRecord(qualified, arguments, result)
         with self._lock:
             self._records.append(record)
@@ -458,7 +503,14 @@ class LoopChannel:
         decision = {"decision": "refused", "reason": refusal} if refusal else {"decision": "allowed"}
         loop.transcript.write("native_tool", agent=loop.agent, tool=tool, input=arguments, **decision)
         shown = f"{NATIVE}{tool} {brief_input(arguments)}"
-        loop.emit(Progress("native", loop.agent, f"{shown}: refused, {refusal}" if refusal else f"{shown}: allowed"))
+        loop.emit(
+            Progress(
+                "native",
+                loop.agent,
+                f"{shown}: refused, {refusal}" if refusal else f"{shown}: allowed",
+                data={"tool": tool, "input": arguments, "refusal": refusal},
+            )
+        )
         return refusal
 
     def take(self) -> list[CallRecord]:

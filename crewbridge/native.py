@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from crewbridge.registry import Tool, ToolResult
+    from crewbridge.stop import Stop
 
 SERVER = "crew"  # the MCP server's name, and the prefix of codex's dynamic tools: every name the model sees carries it
 
@@ -26,9 +27,10 @@ class Channel(Protocol):
     def tools(self) -> list[Tool]:
         """crew's tools the model is offered natively (its policy's, for its mode)."""
 
-    def call(self, name: str, arguments: Any) -> ToolResult:
+    def call(self, name: str, arguments: Any, stop: Stop | None = None) -> ToolResult:
         """Run crew's tool `name` (bare), as a text call runs; always a result, never an exception
-        (but MaxTurnsReached or a repeated failure ends the run)."""
+        (but MaxTurnsReached or a repeated failure ends the run). `stop`, set when the CLI cancels
+        the call (MCP's notifications/cancelled), ends the processes the call started."""
 
     def decides(self) -> bool:
         """Whether crew's policy may refuse any of the CLI's own tools' uses (query mode, the
@@ -42,8 +44,9 @@ class Channel(Protocol):
 
 def result_text(result: ToolResult) -> str:
     """A tool's result as the model reads it on a native channel: its data, or its error."""
+    notices = "".join(f"\n\n{notice}" for notice in result.notices)
     if not result.success:
-        return str(result.error)
+        return str(result.error) + notices
     data = result.data
     text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False, indent=1)
-    return text + ("\n(the output was truncated)" if result.truncated else "")
+    return text + ("\n(the output was truncated)" if result.truncated else "") + notices

@@ -1,16 +1,21 @@
 """The JSON crew writes for programs, in one place; each shape has a JSON Schema in docs/schemas/
 (tests/test_outputs.py holds real output to them).
 
-`crew query --json` (docs/schemas/outcome.json): one object at the end. One agent: its result —
+`crew query --json` (docs/schemas/outcome.json): one object at the end, the same shape for one
+  agent and many: ``{"run": RUN_ID, "results": [one object per agent, in mention order]}``. ``run``
+  is what ``--resume`` takes (null when transcripts are off). An agent's object: its result —
   ``agent``, ``answer``, ``tool_calls`` (``name``, ``input``, ``success``, ``error``), ``usage``,
-  ``session``, ``turns``, ``fell_back_from`` (the agent asked, when another took its task over,
-  else null), ``error`` (null) — or, when it failed, ``{"agent", "answer": null, "fell_back_from",
-  "error", "exit_code"}``. With --worktree also ``run_id``, ``worktree``, ``branch``, ``base`` and
+  ``session``, ``turns``, ``needed_approval`` (the calls refused because they needed a person's
+  approval and nobody could be asked: then ``error`` says so and ``exit_code`` is 8),
+  ``fell_back_from`` (the agent asked, when another took its task over, else null), ``error``
+  (null) — or, when it failed, ``{"agent", "answer": null, "fell_back_from", "error",
+  "exit_code"}``. With --worktree also ``run_id``, ``worktree``, ``branch``, ``base`` and
   ``changes``; with --review ``review`` (``reviewer``, ``rounds``, ``verdict``, ``findings``,
-  ``disputed``), and ``error`` and ``exit_code`` beside the answer when it was not approved.
-  Several agents: ``{"results": [one such object per agent, in mention order]}``. MCP's `ask`
-  returns the same object as its structured content (and the `ask` tool an agent is given, as its
-  data).
+  ``disputed``), and ``error`` and ``exit_code`` beside the answer when it was not approved. When
+  the run left what would run code on the user's next git command, ``disarmed``: each thing
+  (``path``, ``what``, ``done``) as crewbridge.gitguard disarmed it.
+  MCP's `ask` returns the same object as its structured content (and the `ask` tool an agent is
+  given, as its data).
 
 `crew query --jsonl` (docs/schemas/event.json): the event stream, one object per line as it
   happens, each with ``type`` and ``agent``:
@@ -24,7 +29,8 @@
   ``{"type": "native", "text": "…"}`` crew's policy decided on one of the CLI's own tools;
   ``{"type": "usage", "input_tokens", "output_tokens", "cached_tokens", "cost_usd"}`` the agent's
   usage in this run so far, each time its CLI reports some;
-  ``{"type": "answer", "answer", "tool_calls", "usage", "session", "turns"}`` the final answer;
+  ``{"type": "answer", "answer", "tool_calls", "usage", "session", "turns", "needed_approval"}`` the
+  final answer;
   ``{"type": "error", "error": "…", "exit_code": 3}`` the agent's run failed;
   ``{"type": "fallback", "text"}`` the agent's provider cannot answer; the next one of its
   `fallback:` takes the task over (then ``answer`` has ``fell_back_from``);
@@ -36,6 +42,8 @@
   reviewer's verdict (--review), one per round;
   ``{"type": "worktree", "run_id", "worktree", "branch", "base", "changes"}`` where an agent worked
   with --worktree and what it changed, at the end;
+  ``{"type": "disarmed", "text", "found": [{"path", "what", "done"}]}`` what the agent's run left
+  that would run code on the user's next git command, disarmed once its CLI ended;
   ``{"type": "sandbox", "text": "…"}`` the sandbox is wanted (auto) but no mechanism works here:
   the run goes on unconfined;
   ``{"type": "notice", "text": "…"}`` anything else worth knowing.
@@ -62,6 +70,7 @@ def result_record(result: RunResult) -> dict[str, Any]:
         "usage": result.usage,
         "session": result.session,
         "turns": result.turns,
+        "needed_approval": [call.to_dict() for call in result.needed_approval],
     }
 
 
@@ -83,6 +92,8 @@ def outcome_record(outcome: Outcome) -> dict[str, Any]:
         record.update(_worktree(outcome))
     if outcome.review is not None:
         record["review"] = outcome.review.to_dict()
+    if outcome.disarmed:
+        record["disarmed"] = [armed.to_dict() for armed in outcome.disarmed]
     return record
 
 
@@ -105,9 +116,10 @@ def _worktree(outcome: Outcome) -> dict[str, Any]:
 
 
 def outcomes_record(outcomes: Sequence[Outcome]) -> dict[str, Any]:
-    """A run's outcomes (--json, ask): one agent's object, or {"results": [...]} for several."""
-    records = [outcome_record(outcome) for outcome in outcomes]
-    return records[0] if len(records) == 1 else {"results": records}
+    """A run's outcomes (--json, ask), one shape however many agents ran: the run's id and each
+    agent's object, in mention order."""
+    run = next((outcome.run for outcome in outcomes if outcome.run), None)
+    return {"run": run, "results": [outcome_record(outcome) for outcome in outcomes]}
 
 
 def event_record(event: Progress) -> dict[str, Any]:

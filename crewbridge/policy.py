@@ -6,13 +6,13 @@ Every layer only narrows: the profile is the ceiling, `allow` (when given) narro
 
 from __future__ import annotations
 
-import json
+import threading
 from dataclasses import dataclass
 from typing import Any
 
-from crewbridge.approval import Approver
+from crewbridge.approval import Approver, Question
 from crewbridge.config import AgentSpec
-from crewbridge.errors import ConfigError
+from crewbridge.errors import ConfigError, NotApproved
 from crewbridge.globs import NATIVE, command_allowed, command_denied, matches, matches_native, native_globs
 from crewbridge.modes import Mode
 from crewbridge.registry import Tool, ToolRegistry
@@ -20,7 +20,18 @@ from crewbridge.registry import Tool, ToolRegistry
 CODING_TOOLS = frozenset({"write_file", "edit_file", "run_command"})  # besides every read-only tool
 PROFILES = ("read-only", "coding", "full")
 COMMAND_TOOL = "run_command"
-SHOWN_INPUT = 2000  # characters of a call's input shown in an approval question
+
+
+@dataclass(frozen=True)
+class Unasked:
+    """A call refused because it needed a person's yes and nobody could be asked (no terminal)."""
+
+    name: str  # the tool (native:NAME for one of the CLI's own)
+    input: Any
+    unchecked: bool = False  # a command the command rules could not check: --yes does not approve it
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "input": self.input}
 
 
 class Policy:
@@ -34,6 +45,14 @@ class Policy:
         self.approve_all = approve_all
         self.approver = approver or Approver()
         self._always: set[str] = set()
+        self._unasked: list[Unasked] = []  # since the last take_unasked()
+        self._lock = threading.Lock()  # calls are decided on several tool threads at once
+
+    def take_unasked(self) -> list[Unasked]:
+        """The calls refused since the last take because nobody could be asked (in the order refused)."""
+        with self._lock:
+            unasked, self._unasked = self._unasked, []
+        return unasked
 
     def withdraw(self) -> None:
         """Withdraw any approval question a call of this policy asks or waits to ask (its reply was
@@ -137,7 +156,9 @@ class Policy:
         or "always", and refused with that reason when nobody can be asked."""
         if unchecked is None and (self.approve_all or name in self._always):
             return None
-        if not self.approver.interactive:
+        if not self.approver.interactive:  # the one place that decides nobody can be asked
+            with self._lock:
+                self._unasked.append(Unasked(name, data, bool(unchecked)))
             return (
                 f"{unchecked}; it was not run (no terminal to ask a person on)"
                 if unchecked
@@ -146,18 +167,42 @@ class Policy:
                     "it was not run (the user can re-run with --yes to approve every call)"
                 )
             )
-        shown = json.dumps(data, ensure_ascii=True)  # escapes control characters: nothing can hide
-        if len(shown) > SHOWN_INPUT:
-            shown = shown[:SHOWN_INPUT] + f"… ({len(shown) - SHOWN_INPUT} more characters)"
-        note = f"\n{unchecked}" if unchecked else ""
-        answer = self.approver.ask(f"@{self.agent.id} wants to run {name} {shown}{note}\nAllow?", deadline)
+        answer = self.approver.ask(Question(self.agent.id, name, data, unchecked or ""), deadline)
         if answer is None:
             return f"no one answered in time whether '{name}' may run; it was not run"
-        if answer == "always":
+        if answer.verdict == "always":
             self._always.add(name)
-        if answer == "no":
+        if answer.verdict == "no":
             return f"the user declined this call to '{name}'; it was not run. Ask or try another way."
         return None
+
+
+def not_approved(agent: str, unasked: list[Unasked]) -> NotApproved:
+    """The error of a run in which `agent`'s calls `unasked` were refused because nobody could be
+    asked: which calls, and how to allow them."""
+    count = len(unasked)
+    them = "it" if count == 1 else "them"
+    shown = ", ".join(dict.fromkeys(_shown(call) for call in unasked))
+    how = []
+    if any(not call.unchecked for call in unasked):
+        how.append(
+            f"re-run with --yes to approve {them}, or take {them} out of the `approval` list of agent '{agent}' "
+            "in crew.yaml"
+        )
+    if any(call.unchecked for call in unasked):
+        how.append("a command crew cannot check is allowed only by a person on a terminal, even with --yes")
+    return NotApproved(
+        f"@{agent}: {count} call{'' if count == 1 else 's'} needed a person's approval and there was no "
+        f"terminal to ask on, so {'it was' if count == 1 else 'they were'} not run: {shown}; {'; '.join(how)}"
+    )
+
+
+def _shown(call: Unasked) -> str:
+    """A refused call in a few words: its tool and its first input value."""
+    data = call.input if isinstance(call.input, dict) else {}
+    first = next((v for v in data.values() if isinstance(v, str)), "")
+    first = first if len(first) <= 40 and "\n" not in first else first[:39].split("\n")[0] + "…"
+    return f"{call.name} {first}".strip()
 
 
 def _shell_argv(spec: Tool, data: dict[str, Any]) -> list[str] | None:

@@ -67,25 +67,32 @@ def end_all() -> None:
 class Groups:
     """The process groups one run's tools started (run_command, command tools): `end()` kills those
     still running when the run ends or passes its deadline, whatever the tool threads are doing.
-    Each is also tracked for end_all()."""
+    Each is also tracked for end_all(). A call that can be cancelled alone has groups of its own
+    within the run's (`parent`): ended with the call, or with the run."""
 
-    def __init__(self) -> None:
+    def __init__(self, parent: Groups | None = None) -> None:
         self._pgids: set[int] = set()
         self._lock = threading.Lock()
         self._ended = False
+        self._parent = parent
 
     def add(self, pgid: int) -> None:
         track_group(pgid)
         with self._lock:
-            if not self._ended:
+            ended = self._ended
+            if not ended:
                 self._pgids.add(pgid)
-                return
-        _signal_group(pgid, signal.SIGKILL)  # the run is over: a tool still starting gets nothing
+        if ended:
+            _signal_group(pgid, signal.SIGKILL)  # the run is over: a tool still starting gets nothing
+        elif self._parent is not None:
+            self._parent.add(pgid)
 
     def discard(self, pgid: int) -> None:
         """The group was ended and its leader reaped by the tool itself."""
         with self._lock:
             self._pgids.discard(pgid)
+        if self._parent is not None:
+            self._parent.discard(pgid)
         untrack_group(pgid)
 
     def end(self) -> None:
@@ -343,7 +350,7 @@ class Child:
             return
         name = os.path.basename(self.argv[0])
         if self._command is not None:
-            log.debug("%s[%d] $ %s", name, self.pgid, self._command)
+            log.debug("%s[%d] $ %s", name, self.pgid, self._command, extra={"whole": True})  # never cut
             self._command = None
         if mark:
             log.debug("%s[%d] %s %s", name, self.pgid, mark, text)

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from crewbridge.errors import CrewError, ToolNotFound
 from crewbridge.validation import compile_schema, first_error
@@ -17,6 +17,7 @@ if TYPE_CHECKING:  # for start-up speed: skills are read once the CLIs have star
     from crewbridge.process import Groups
     from crewbridge.sandbox import Sandbox
     from crewbridge.skills import Skill
+    from crewbridge.stop import Stop
 
 DEFAULT_PREFIX = "crew"
 DEFAULT_TOOL_TIMEOUT = 60.0
@@ -37,6 +38,26 @@ def _groups() -> Groups:
     return Groups()
 
 
+class Files(Protocol):
+    """Where crew's file tools read and write a file's text instead of the disk: an editor's
+    buffers (crew acp). Paths are absolute and real, resolved beneath the working directory first;
+    crew's path rules, policy and mode apply as they do on the disk."""
+
+    def read_text(self, path: str) -> str: ...
+
+    def write_text(self, path: str, text: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class FileChange:
+    """What a write or edit did to a file, for a face that shows it (an editor's diff); never sent
+    to the model. `old`: None when the file was created."""
+
+    path: str  # absolute
+    old: str | None
+    new: str
+
+
 @dataclass
 class ToolContext:
     """What a running tool may know: where it works and how much it may return."""
@@ -50,6 +71,17 @@ class ToolContext:
     groups: Groups = field(default_factory=_groups)  # the process groups the run's tools started
     skills: dict[str, Skill] = field(default_factory=dict)  # the agent's skills, by name (crew:skill)
     sandbox: Sandbox | None = None  # where the tools' commands run (run_command, command tools)
+    files: Files | None = None  # where the file tools read and write text (None: the disk)
+    change: FileChange | None = None  # set by a write or edit tool for its result (one call's context)
+
+    def stoppable(self, stop: Stop) -> ToolContext:
+        """This context for one call that `stop` may cancel (MCP's notifications/cancelled): the
+        processes it starts are ended when the stop is set, or with the run's."""
+        from crewbridge.process import Groups  # loaded already: this context's groups are one
+
+        groups = Groups(self.groups)
+        stop.on_set(groups.end)
+        return replace(self, groups=groups)
 
     @property
     def read_roots(self) -> list[Path]:
@@ -75,14 +107,18 @@ class ToolResult:
     tool: str = ""
     duration_ms: float = 0.0
     truncated: bool = False
+    notices: tuple[str, ...] = ()  # what crew did besides (crewbridge.gitguard's disarming)
+    change: FileChange | None = None  # what a write or edit did (not in the envelope: the model has it)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "success": self.success,
-            "data": self.data,
-            "error": self.error,
-            "metadata": {"tool": self.tool, "duration_ms": round(self.duration_ms, 3), "truncated": self.truncated},
+        metadata: dict[str, Any] = {
+            "tool": self.tool,
+            "duration_ms": round(self.duration_ms, 3),
+            "truncated": self.truncated,
         }
+        if self.notices:
+            metadata["notices"] = list(self.notices)
+        return {"success": self.success, "data": self.data, "error": self.error, "metadata": metadata}
 
 
 @dataclass
@@ -222,7 +258,7 @@ def run_with_timeout(spec: Tool, data: dict[str, Any], ctx: ToolContext, timeout
     """Run `spec.func` in a daemon thread; a tool that overruns is reported and abandoned, not waited
     for (its thread may run on until crew exits, but it holds up neither the run nor the exit)."""
     box: dict[str, Any] = {}
-    local = replace(ctx, timeout=timeout, truncated=False)
+    local = replace(ctx, timeout=timeout, truncated=False, change=None)
 
     def target() -> None:
         try:
@@ -241,4 +277,4 @@ def run_with_timeout(spec: Tool, data: dict[str, Any], ctx: ToolContext, timeout
         return ToolResult(False, error=f"tool '{spec.name}' timed out after {timeout:g}s", tool=spec.name)
     if "error" in box:
         return ToolResult(False, error=box["error"], tool=spec.name, truncated=local.truncated)
-    return ToolResult(True, data=box.get("data"), tool=spec.name, truncated=local.truncated)
+    return ToolResult(True, data=box.get("data"), tool=spec.name, truncated=local.truncated, change=local.change)

@@ -22,15 +22,19 @@ import functools
 import itertools
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from tree_sitter import Node, Parser
 
 MAX_LINE = 131072  # bytes: Linux's limit on one argument (`sh -c LINE`)
+MAX_WORDS = 4096  # words and operators read in all (shells inside shells included): the check's bound
 MAX_NESTING = 200  # levels of the parse tree read (the reader recurses)
 MAX_DEPTH = 4  # shells inside shells (`bash -lc "sh -c '…'"`) read before crew gives up
+MAX_WRAPPERS = 16  # wrappers inside wrappers (`nice env timeout 5 …`) looked through
+MAX_RUNNER_WORDS = 64  # words after a runner (`strace …`) from each of which deny globs are tried
+MAX_SCANNED = 4096  # characters of a word with quotes, escapes or globs read one by one
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "yash", "posh", "fish", "csh", "tcsh"})
 FOREIGN_SHELLS = frozenset({"fish", "csh", "tcsh"})  # another grammar: their -c strings are not read
 # Builtins that run text as code, or change what a name runs, later or elsewhere.
@@ -47,65 +51,151 @@ RUNS_CODE = {
     "compgen": "compgen -C/-F runs commands",
     "complete": "complete -C/-F runs commands",
 }
-# Variables whose value bash runs, or that change what a name runs (BASH_CMDS[ls]=/bin/rm).
+# Variables whose value bash runs, or that change what a name runs (BASH_CMDS[ls]=/bin/rm), or
+# that make every program load code the line does not name (the dynamic loader's).
 CODE_VARIABLES = frozenset(
-    "PS0 PS1 PS2 PS4 PROMPT_COMMAND BASH_ENV ENV BASH_ALIASES BASH_CMDS SHELLOPTS BASHOPTS".split()
+    "PS0 PS1 PS2 PS4 PROMPT_COMMAND BASH_ENV ENV BASH_ALIASES BASH_CMDS SHELLOPTS BASHOPTS "
+    "LD_PRELOAD LD_AUDIT LD_LIBRARY_PATH".split()
 )
+FUNCTION_EXPORT = "BASH_FUNC_"  # an environment variable bash imports as a function: `BASH_FUNC_ls%%=() { …; }`
 SHELL_LONG_OPTIONS = frozenset({"--login", "--noprofile", "--norc", "--posix", "--restricted", "--noediting"})
 NUMERIC_SPECIALS = frozenset({"#", "?", "$", "!"})
 ARITHMETIC_TESTS = frozenset({"-eq", "-ne", "-lt", "-le", "-gt", "-ge"})
 GLOB = "*?["
+_SPECIAL = re.compile(r"[\\\\*?\[{]")  # in a plain word: what only a reading character by character gets right
 BRACES = re.compile(r"\{[^{}\0]*(?:,|\.\.)[^{}\0]*\}")  # unquoted; a nested one is found by its inner pair
 
 
 @dataclass(frozen=True)
 class Wrapper:
-    """A program that runs the program named after its options: where that program starts."""
+    """A program that runs the program named after its options, and its options as it reads them
+    (getopt's: short ones clustered, a value attached or the next word; long ones by a unique
+    prefix, a value after `=` or as the next word; `--` ends them; the first operand ends them). An
+    option it does not list is refused: crew cannot tell where its program starts."""
 
-    valued: str = ""  # short options that take a value (`-u root`)
-    long_valued: frozenset[str] = frozenset()  # long options that take a value when given alone
-    operands: int = 0  # operands before the program (timeout's duration)
+    flags: str = ""  # short options without a value
+    valued: str = ""  # short options with a value: attached (`-n5`) or the next word
+    attached: str = ""  # short options whose value, if any, is attached (`-n5`: prlimit's limits)
+    long_flags: frozenset[str] = frozenset()  # long options without a value (an optional one only as `=value`)
+    long_valued: frozenset[str] = frozenset()  # long options with a value: `=value` or the next word
+    arch: bool = False  # a first word that is no option is an operand (setarch's architecture)
+    operands: int = 0  # operands after the options, before the program (timeout's duration)
     assignments: bool = False  # NAME=value words may come before the program (env)
-    refused: str = ""  # short options that make it run a string or a file: refused
-    runs_none: str = ""  # short options with which it runs nothing (`command -v rm` only looks rm up)
+    numbers: bool = False  # `-10` is an option (nice's old form)
+    dash: bool = False  # a lone `-` is an option (env's -i)
+    refused: frozenset[str] = frozenset()  # options (`-s`, `--preload`) that make it run what crew does not read
+    runs_none: frozenset[str] = frozenset()  # options with which it runs no program (`command -v`)
+    splits: frozenset[str] = frozenset()  # options whose value it splits into arguments of its own (env -S)
+    shell: bool = False  # without a program it runs a shell, which reads commands from its input
 
 
+def _names(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+HELP = _names("--help --version")  # every GNU and util-linux wrapper: it prints and runs nothing
 WRAPPERS = {
-    "command": Wrapper(runs_none="vV"),
+    "command": Wrapper(flags="pvV", runs_none=_names("-v -V")),
     "builtin": Wrapper(),
-    "exec": Wrapper(valued="a"),
+    "exec": Wrapper(flags="cl", valued="a"),
     "nohup": Wrapper(),
-    "setsid": Wrapper(),
+    "eatmydata": Wrapper(),
+    "setsid": Wrapper(flags="cfw", long_flags=_names("ctty fork wait")),
     "busybox": Wrapper(),
-    "time": Wrapper(valued="fo", long_valued=frozenset({"format", "output"})),
-    "nice": Wrapper(valued="n", long_valued=frozenset({"adjustment"})),
-    "timeout": Wrapper(valued="sk", long_valued=frozenset({"signal", "kill-after"}), operands=1),
-    "stdbuf": Wrapper(valued="ioe", long_valued=frozenset({"input", "output", "error"})),
-    "env": Wrapper(valued="uCP", long_valued=frozenset({"unset", "chdir"}), assignments=True, refused="S"),
-    "doas": Wrapper(valued="uC"),
-    "sudo": Wrapper(
-        valued="CDghprRtTUu",
-        long_valued=frozenset(
-            {
-                "close-from",
-                "chdir",
-                "group",
-                "host",
-                "prompt",
-                "chroot",
-                "role",
-                "type",
-                "command-timeout",
-                "other-user",
-                "user",
-            }
+    "toybox": Wrapper(),
+    "time": Wrapper(
+        flags="apqv",
+        valued="fo",
+        long_flags=_names("append portability quiet verbose"),
+        long_valued=_names("format output"),
+    ),
+    "nice": Wrapper(valued="n", long_valued=_names("adjustment"), numbers=True),
+    "timeout": Wrapper(
+        flags="v",
+        valued="sk",
+        long_flags=_names("preserve-status foreground verbose"),
+        long_valued=_names("signal kill-after"),
+        operands=1,
+    ),
+    "stdbuf": Wrapper(valued="ioe", long_valued=_names("input output error")),
+    "env": Wrapper(
+        flags="i0v",
+        valued="uC",
+        long_flags=_names(
+            "ignore-environment null debug block-signal default-signal ignore-signal list-signal-handling"
         ),
+        long_valued=_names("unset chdir split-string"),
+        assignments=True,
+        dash=True,
+        splits=_names("-S --split-string"),
+    ),
+    "doas": Wrapper(flags="nLs", valued="uC", runs_none=_names("-C -L"), refused=_names("-s")),
+    "sudo": Wrapper(
+        flags="AbBEeHiKklnNPSsVv",
+        valued="CDghpRrTtUu",
+        long_flags=_names(
+            "askpass background bell preserve-env edit set-home login remove-timestamp reset-timestamp list "
+            "non-interactive preserve-groups shell stdin validate"
+        ),
+        long_valued=_names("close-from chdir group host prompt chroot role type command-timeout other-user user"),
+        runs_none=_names("-K -l -V -v --remove-timestamp --list --validate"),
+        refused=_names("-e -i -s --edit --login --shell"),  # an editor, or a shell running the command as a string
     ),
     "xargs": Wrapper(
+        flags="0prtx",
         valued="adEILnPs",
-        long_valued=frozenset({"arg-file", "delimiter", "max-args", "max-procs", "max-chars", "process-slot-var"}),
+        attached="eil",
+        long_flags=_names("null interactive no-run-if-empty verbose exit open-tty show-limits eof replace max-lines"),
+        long_valued=_names("arg-file delimiter max-args max-procs max-chars process-slot-var"),
+    ),
+    "setpriv": Wrapper(
+        flags="d",
+        long_flags=_names("dump nnp no-new-privs clear-groups keep-groups init-groups reset-env"),
+        long_valued=_names(
+            "ambient-caps inh-caps bounding-set ruid euid rgid egid reuid regid groups securebits pdeathsig "
+            "selinux-label apparmor-profile landlock-access landlock-rule seccomp-filter"
+        ),
+        runs_none=_names("-d --dump"),
+    ),
+    "setarch": Wrapper(
+        flags="BFILRSTXZ3v",
+        long_flags=_names(
+            "32bit fdpic-funcptrs short-inode addr-compat-layout addr-no-randomize whole-seconds sticky-timeouts "
+            "read-implies-exec mmap-page-zero 3gb 4gb uname-2.6 verbose list"
+        ),
+        arch=True,
+        runs_none=_names("--list"),
+        shell=True,
+    ),
+    "prlimit": Wrapper(
+        valued="po",
+        attached="cdefilmnqrstuvxy",
+        long_flags=_names(
+            "noheadings raw verbose core data nice fsize sigpending memlock rss nofile msgqueue rtprio stack cpu "
+            "nproc as locks rttime"
+        ),
+        long_valued=_names("pid output"),
+    ),
+    "choom": Wrapper(valued="np", long_valued=_names("adjust pid")),
+    "fakeroot": Wrapper(
+        flags="uhv",
+        valued="lfisb",
+        long_flags=_names("unknown-is-real"),
+        long_valued=_names("lib faked fd-base"),
+        shell=True,
     ),
 }
+for _alias in ("linux32", "linux64", "i386", "x86_64"):  # setarch by another name, its architecture implied
+    WRAPPERS[_alias] = replace(WRAPPERS["setarch"], arch=False)
+# The dynamic loader runs the program it is given (`/lib64/ld-linux-x86-64.so.2 /bin/rm x`), under
+# whatever name and path: long options only, their values the next word.
+LOADER = re.compile(r"ld(64)?([-_.][\w.-]*)?\.so(\.[0-9]+)*")
+LOADER_WRAPPER = Wrapper(
+    long_flags=_names("inhibit-cache list verify list-tunables list-diagnostics"),
+    long_valued=_names("library-path glibc-hwcaps-prepend glibc-hwcaps-mask inhibit-rpath argv0 preload audit"),
+    runs_none=_names("--list --verify --list-tunables --list-diagnostics"),
+    refused=_names("--preload --audit --library-path"),  # code of its own choosing loaded into the program
+)
 # Programs that run a command given after options crew does not read: a deny glob is tried from
 # each of their later words (over-matching is the safe side of a deny rule).
 RUNNERS = frozenset(
@@ -169,28 +259,59 @@ class SimpleCommand:
 
 
 def simple_commands(line: str, depth: int = 0) -> list[SimpleCommand]:
-    """Every simple command `line` would run, in order. Unknowable when that cannot be known."""
+    """Every simple command `line` would run, in order. Unknowable when that cannot be known, and
+    when it holds more than MAX_WORDS words and operators (shells inside it included): the work is
+    linear in the line's length and bounded."""
+    return _read(line, depth, _Budget())
+
+
+def argv_commands(argv: list[str]) -> list[SimpleCommand]:
+    """The simple commands of a program run with these exact arguments (no shell)."""
+    budget = _Budget()
+    budget.take(len(argv))
+    reader = _Reader(b"", 0, budget)
+    reader.command((), tuple(Word(arg, arg) for arg in argv))
+    return reader.found
+
+
+@dataclass
+class _Budget:
+    """The words and operators left to read in one check, shared by the shells inside the line."""
+
+    left: int = MAX_WORDS
+
+    def take(self, count: int) -> None:
+        self.left -= count
+        if self.left < 0:
+            raise Unknowable(
+                f"it holds more than {MAX_WORDS} words and operators, more than crew reads of one command; "
+                "split it into several"
+            )
+
+    def count(self, line: str) -> None:
+        """Take the words and operators of `line`, counted (in C) no further than what is left."""
+        self.take(sum(1 for _ in itertools.islice(_TOKENS.finditer(line), self.left + 1)))
+
+
+_TOKENS = re.compile(r"[^\s;&|()<>]+|[;&|()<>]+")
+
+
+def _read(line: str, depth: int, budget: _Budget) -> list[SimpleCommand]:
     try:
         source = line.encode()
     except UnicodeEncodeError:
         raise Unknowable("it holds a lone surrogate, which is not text") from None
     if len(source) > MAX_LINE:
         raise Unknowable(f"it is longer than {MAX_LINE} bytes, more than one argument of a program can hold")
+    budget.count(line)
     _check_continuations(line)
     root = _parser().parse(source).root_node
     if root.has_error:
         raise Unknowable(f"crew cannot parse it as a shell command ({_first_error(root, source)})")
     if _too_deep(root):
         raise Unknowable(f"it nests more than {MAX_NESTING} levels deep")
-    reader = _Reader(source, depth)
+    reader = _Reader(source, depth, budget)
     reader.visit(root)
-    return reader.found
-
-
-def argv_commands(argv: list[str]) -> list[SimpleCommand]:
-    """The simple commands of a program run with these exact arguments (no shell)."""
-    reader = _Reader(b"", 0)
-    reader.command((), tuple(Word(arg, arg) for arg in argv))
     return reader.found
 
 
@@ -211,10 +332,16 @@ def _parser() -> Parser:
 
 def _check_continuations(line: str) -> None:
     """bash joins `r\\<newline>m` into `rm`; the grammar reads two words. Refuse the difference."""
-    for match in re.finditer(r"(?<!\\)(?:\\\\)*\\\n", line):
-        before, after = line[match.start() - 1 : match.start()], line[match.end() : match.end() + 1]
-        if before.strip() and after.strip():
+    at = line.find("\\\n")
+    while at != -1:
+        start = at
+        while start > 0 and line[start - 1] == "\\":
+            start -= 1
+        escaped = (at - start) % 2 == 1  # an odd run of backslashes before it: this one is quoted
+        before, after = line[start - 1 : start], line[at + 2 : at + 3]
+        if not escaped and before.strip() and after.strip():
             raise Unknowable("a line continuation (backslash, newline) joins two words; put them on one line")
+        at = line.find("\\\n", at + 2)
 
 
 def _too_deep(root: Node) -> bool:
@@ -262,6 +389,7 @@ _ARITHMETIC = frozenset(
 class _Reader:
     source: bytes
     depth: int
+    budget: _Budget
     found: list[SimpleCommand] = field(default_factory=list)
 
     def text(self, node: Node) -> str:
@@ -333,11 +461,12 @@ class _Reader:
 
     def read_command(self, node: Node, extra: list[Node]) -> None:
         assignments, words = [], []
+        extra = list(extra)
         for child in node.named_children:
             if child.type == "variable_assignment":
                 assignments.append(self.assignment(child))
             elif child.type in _REDIRECTS:
-                extra = [*extra, *_extra_words(child)]
+                extra += _extra_words(child)
             elif child.type == "command_name":
                 words.append(child.named_children[0] if child.named_child_count == 1 else child)
             else:
@@ -427,7 +556,19 @@ class _Reader:
         return Word(head + word.text, head + word.prefix, word.known, True)
 
     def word(self, node: Node) -> Word:
-        return _assemble(list(self.pieces(node)), self.text(node))
+        """A word, as far as it is known. The common ones are read whole (a plain word, '…', "…"
+        without escapes or expansions); the rest character by character, except past
+        MAX_SCANNED characters, where the word counts as one only the shell knows (the safe side:
+        a deny glob is tried against any value, an allow glob must admit any)."""
+        text = self.text(node)
+        kind = node.type
+        if kind in ("word", "number") and not text.startswith("~") and not _SPECIAL.search(text):
+            return Word(text, text)
+        if kind == "raw_string" or (kind == "string" and "\\" not in text and _contents_only(node)):
+            return Word(text[1:-1], text[1:-1])
+        if len(text) > MAX_SCANNED:
+            return Word(text, "", known=False, single=False)
+        return _assemble(list(self.pieces(node)), text)
 
     def pieces(self, node: Node) -> Iterator[tuple[str, bool] | _Unknown]:
         """A word as characters (each with whether it was quoted) and the parts only the shell knows."""
@@ -479,21 +620,51 @@ class _Reader:
             if program in SHELLS:
                 shell = self.shell(program, current[1:]) and not through
                 break
-            wrapper = WRAPPERS.get(program)
+            if program == "sg":
+                self.sg(current[1:])
+                break
+            wrapper = LOADER_WRAPPER if LOADER.fullmatch(program) else WRAPPERS.get(program)
             if wrapper is None:
                 if program in RUNNERS:
+                    if len(current) > MAX_RUNNER_WORDS:
+                        raise Unknowable(
+                            f"{program} is given more than {MAX_RUNNER_WORDS} words; crew reads no further after "
+                            f"{program}, whose options it does not know"
+                        )
                     through += [current[i:] for i in range(1, len(current)) if current[i].known]
                 break
-            start = _wrapped_program(program, wrapper, current[1:])
-            if start is None:
+            if len(through) == MAX_WRAPPERS:
+                raise Unknowable(f"it nests more than {MAX_WRAPPERS} wrappers (env, nice, timeout, …) in one another")
+            try:
+                wrapped = _wrapped_program(program, wrapper, current[1:])
+            except _NoProgram:
                 break
-            current = current[1 + start :]
+            if wrapped is None:
+                break
+            current = wrapped
             through.append(current)
         self.found.append(SimpleCommand(assignments, words, tuple(through), shell))
 
+    def sg(self, args: tuple[Word, ...]) -> None:
+        """`sg [-] GROUP [-c] COMMAND`: COMMAND is a line /bin/sh runs, read as `sh -c` would be."""
+        rest = list(args[1:] if args[:1] and args[0].text == "-" and args[0].known else args)
+        if rest[1:2] and rest[1].known and rest[1].text == "-c":
+            del rest[1]
+        if len(rest) < 2:
+            raise Unknowable("sg without a command runs a shell that reads commands from its input")
+        if len(rest) > 2 or not rest[1].known:
+            raise Unknowable("sg runs its command as a line for the shell: give it as one word written out")
+        self.shell_line(rest[1].text)
+
+    def shell_line(self, line: str) -> None:
+        """The commands of a line a shell is given to run (`sh -c LINE`), read as its own."""
+        if self.depth >= MAX_DEPTH:
+            raise Unknowable(f"shells nested more than {MAX_DEPTH} deep")
+        self.found += _read(line, self.depth + 1, self.budget)
+
     def shell(self, program: str, args: tuple[Word, ...]) -> bool:
         """`bash -lc STRING`: the commands of STRING are read too (True). A shell reading its input,
-        or interactive, is refused; one running a script file is a program like any other."""
+        interactive, or running the commands of a file (`sh s.sh`, as `. s.sh` would) is refused."""
         command_mode = False
         i = 0
         while i < len(args) and args[i].known and args[i].text[:1] in "-+" and len(args[i].text) > 1:
@@ -514,14 +685,12 @@ class _Reader:
         if not command_mode:
             if not operands:
                 raise Unknowable(f"{program} without a script reads commands from its input")
-            return False
+            raise Unknowable(f"{program} {operands[0].text} runs the commands of a file, which crew does not read")
         if not operands or not operands[0].known:
             raise Unknowable(f"{program} -c runs a string known only when the shell runs")
         if program in FOREIGN_SHELLS:
             raise Unknowable(f"{program} -c runs a string in {program}'s own grammar, which crew does not read")
-        if self.depth >= MAX_DEPTH:
-            raise Unknowable(f"shells nested more than {MAX_DEPTH} deep")
-        self.found += simple_commands(operands[0].text, self.depth + 1)
+        self.shell_line(operands[0].text)
         return True
 
 
@@ -599,40 +768,115 @@ def program_name(word: Word) -> str:
     )
 
 
-def _wrapped_program(name: str, wrapper: Wrapper, args: tuple[Word, ...]) -> int | None:
-    """Where the program a wrapper runs starts in `args`; None when it runs none."""
+def _wrapped_program(name: str, wrapper: Wrapper, args: tuple[Word, ...]) -> tuple[Word, ...] | None:
+    """The words from the program a wrapper runs on (None when it runs none), its options read as
+    the wrapper reads them. Unknowable for an option it does not list, or one that makes it run
+    what crew does not read; _NoProgram for one with which it runs none."""
     i = 0
     operands = wrapper.operands
+    options = True
     while i < len(args):
         arg = args[i]
         if not arg.known:
             raise Unknowable(f"{name} is given {arg.text!r}, known only when the shell runs, before its program")
         text = arg.text
-        if text == "--":
+        if wrapper.arch and i == 0 and not text.startswith("-"):  # setarch ARCH [options] program
             i += 1
-            break
-        if text.startswith("--"):
-            if "=" not in text and text[2:] in wrapper.long_valued:
-                i += 1
-        elif text.startswith("-") and len(text) > 1:
-            for n, letter in enumerate(text[1:], 1):
-                if letter in wrapper.refused:
-                    raise Unknowable(f"{name} -{letter} runs a string crew does not read")
-                if letter in wrapper.runs_none:
-                    return None
-                if letter in wrapper.valued:
-                    i += n == len(text) - 1  # the value is the next word unless it follows the letter
-                    break
-        elif wrapper.assignments and NAME.match(text) and "=" in text and NAME.fullmatch(text.split("=", 1)[0]):
-            _check_name(text.split("=", 1)[0], name)
+        elif options and text == "--":
+            options, i = False, i + 1
+        elif options and text.startswith("-") and (len(text) > 1 or wrapper.dash):
+            split, used = _option(name, wrapper, args, i)
+            if split is None:
+                i += used
+            else:  # env -S: the string's words in its place, read on as env's own
+                args, i = (*split, *args[i + used :]), 0
+        elif wrapper.assignments and "=" in text:  # env: NAME=value, whatever NAME holds
+            _check_exported(text.partition("=")[0], name)
+            i += 1
         elif operands:
-            operands -= 1
+            operands, i = operands - 1, i + 1
         else:
-            break
-        i += 1
-    if i >= len(args):
-        return None
-    return i
+            return args[i:]
+    if wrapper.shell:
+        raise Unknowable(f"{name} without a program runs a shell that reads commands from its input")
+    return None
+
+
+def _option(name: str, wrapper: Wrapper, args: tuple[Word, ...], i: int) -> tuple[list[Word] | None, int]:
+    """The option word at `i` (a long one, or a cluster of short ones): the words a splitting
+    option makes (else None), and how many words it takes (its value may be the next)."""
+    text = args[i].text
+    if wrapper.numbers and text[1:].lstrip("-").isdigit():  # nice -10
+        return None, 1
+    if text.startswith("--"):
+        option = _long_option(name, wrapper, text)
+        _allowed(name, wrapper, option)
+        valued = option[2:] in wrapper.long_valued and "=" not in text
+        if option in wrapper.splits:
+            return _split(
+                name, option, text.partition("=")[2] if "=" in text else _value(name, option, args, i)
+            ), 1 + valued
+        return None, 1 + valued
+    for n, letter in enumerate(text[1:] or "-", 1):
+        option = f"-{letter}" if text != "-" else "-"
+        _allowed(name, wrapper, option)
+        attached = text[n + 1 :]
+        if option in wrapper.splits:
+            return _split(name, option, attached or _value(name, option, args, i)), 1 + (not attached)
+        if letter in wrapper.valued:
+            return None, 1 + (not attached)  # the value is the next word unless it follows the letter
+        if letter in wrapper.attached:
+            return None, 1
+        if letter not in wrapper.flags and text != "-":
+            raise Unknowable(f"{name} {text}: crew does not know the option {option} of {name}")
+    return None, 1
+
+
+def _long_option(name: str, wrapper: Wrapper, text: str) -> str:
+    """`--sig=KILL` → `--signal`: the long option `text` names, as getopt reads it (a unique prefix)."""
+    given = text[2:].partition("=")[0]
+    known = wrapper.long_flags | wrapper.long_valued | {o[2:] for o in HELP}
+    if given in known:
+        return f"--{given}"
+    matching = sorted(option for option in known if option.startswith(given))
+    if len(matching) != 1:
+        raise Unknowable(f"{name} {text}: crew does not know this option of {name}")
+    return f"--{matching[0]}"
+
+
+def _allowed(name: str, wrapper: Wrapper, option: str) -> None:
+    """An option that runs nothing ends the reading (`_NoProgram`); one crew cannot follow is refused."""
+    if option in wrapper.refused:
+        raise Unknowable(f"{name} {option} runs what crew does not read")
+    if option in wrapper.runs_none or option in HELP:
+        raise _NoProgram
+
+
+def _value(name: str, option: str, args: tuple[Word, ...], i: int) -> str:
+    if i + 1 >= len(args) or not args[i + 1].known:
+        raise Unknowable(f"{name} {option} is given a value known only when the shell runs")
+    return args[i + 1].text
+
+
+def _split(name: str, option: str, value: str) -> list[Word]:
+    """The arguments env -S makes of a string: split at blanks when it holds nothing else it would
+    read (quotes, escapes, `${VAR}`, `#`)."""
+    if re.search(r"[\\'\"$#]", value):
+        raise Unknowable(f"{name} {option} splits a string with quotes, escapes or variables, which crew does not read")
+    return [Word(word, word) for word in value.split()]
+
+
+class _NoProgram(Exception):
+    """An option with which the wrapper runs no program."""
+
+
+def _check_exported(name: str, where: str) -> None:
+    """A variable a wrapper puts in the environment (`env NAME=value`): any name, but not one that
+    changes what commands run, nor a function bash imports from it."""
+    if name.startswith(FUNCTION_EXPORT) or name.endswith("%%"):
+        raise Unknowable(f"{where} exports {name}, which bash takes for a function that runs what crew does not read")
+    if name in CODE_VARIABLES:
+        raise Unknowable(f"{where} sets {name}, which changes what commands run")
 
 
 def _check_name(name: str, where: str) -> None:
@@ -678,6 +922,11 @@ def _extra_words(redirect: Node) -> list[Node]:
         nested = [w for r in redirect.children_by_field_name("redirect") for w in _extra_words(r)]
         return [*redirect.children_by_field_name("argument"), *nested]
     return redirect.children_by_field_name("destination")[1:]
+
+
+def _contents_only(string: Node) -> bool:
+    """Whether a "…" string holds text only (no expansion or substitution)."""
+    return all(child.type == "string_content" for child in string.named_children)
 
 
 def _opens(node: Node, token: str) -> bool:

@@ -68,21 +68,22 @@ def fingerprint(path: Path, raw: bytes, data: dict[str, Any]) -> Fingerprint:
                 continue
             real = str(script.resolve())
             if real not in out.scripts:
-                out.scripts[real] = _digest(script)
+                out.scripts[real] = digest(script)
                 out.named[real] = (word, keys)
         except OSError:
             continue  # not there (a name on PATH, an option): nothing to vouch for
     return out
 
 
-def _digest(path: Path) -> str:
+def digest(path: Path) -> str:
+    """The sha256 of a file's content, in hex."""
     import hashlib  # for start-up speed (see above)
 
-    digest = hashlib.sha256()
+    hasher = hashlib.sha256()
     with open(path, "rb") as file:
         while chunk := file.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
+            hasher.update(chunk)
+    return hasher.hexdigest()
 
 
 def script_words(data: dict[str, Any]) -> Iterator[tuple[Keys, str]]:
@@ -102,7 +103,7 @@ def script_words(data: dict[str, Any]) -> Iterator[tuple[Keys, str]]:
             if "command" in hook:
                 argv((*keys, "command"), hook["command"])
             elif "shell" in hook:
-                words.extend(((*keys, "shell"), word) for word in _shell_words(hook["shell"]))
+                words.extend(((*keys, "shell"), word) for word in shell_words(hook["shell"]))
             elif hook["python"].rpartition(":")[0].endswith(".py"):
                 words.append(((*keys, "python"), hook["python"].rpartition(":")[0]))
     for name, provider in data.get("providers", {}).items():
@@ -118,7 +119,8 @@ def script_words(data: dict[str, Any]) -> Iterator[tuple[Keys, str]]:
             yield keys, word
 
 
-def _shell_words(line: str) -> list[str]:
+def shell_words(line: str) -> list[str]:
+    """The words of a shell line that are run or passed on (not operators, not redirection targets)."""
     lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
     lexer.whitespace_split = True
     try:

@@ -16,7 +16,7 @@ from crewbridge.sandbox import State
 # Query mode offers only these of Claude's own tools. An allow list, not a deny list: 2.1.197 also
 # has CronCreate, EnterWorktree, Skill, Workflow, … and each version adds more.
 READ_ONLY_TOOLS = "Read,Glob,Grep"
-# What the live conversation (live_claude.py) adds to the command. With the permission prompt tool
+# What the live conversation (crewbridge/conversations/claude.py) adds to the command. With the permission prompt tool
 # on stdio, Claude asks crew (can_use_tool) before each use of its own tools that its permission rules
 # do not already allow; crew's policy answers. That option is hidden: --help does not list it (the
 # Agent SDK uses it), so `crew doctor` does not look for it.
@@ -175,7 +175,7 @@ class ClaudeProvider(Provider):
     name = "claude"
     binary = "claude"
     install_hint = "npm install -g @anthropic-ai/claude-code"
-    live = "crewbridge.providers.live_claude:ClaudeLiveConversation"
+    live = "crewbridge.conversations.claude:ClaudeLiveConversation"
     native_via = "an SDK MCP server in its live process"
     read_only_tools = frozenset(READ_ONLY_TOOLS.split(","))
 

@@ -59,7 +59,7 @@ class CodexProvider(Provider):
     name = "codex"
     binary = "codex"
     install_hint = "npm install -g @openai/codex"
-    live = "crewbridge.providers.live_codex:CodexLiveConversation"
+    live = "crewbridge.conversations.codex:CodexLiveConversation"
     native_via = "dynamic tools on its app-server thread"
 
     def argv(self, turn: Turn) -> list[str]:

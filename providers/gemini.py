@@ -14,7 +14,7 @@ from crewbridge import jsonio
 from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session, Text, Usage
 from crewbridge.sandbox import State
 
-# What the native conversation (live_gemini_acp.py) runs instead of stream-json: ACP on stdio, in the
+# What the native conversation (conversations/gemini_acp.py) runs instead of stream-json: ACP on stdio, in the
 # approval mode in which Gemini asks its client before each use of its own tools that write or run
 # commands (crew's policy answers). Gemini names an MCP server's tools mcp_<server>_<tool>: told to
 # allow crew's, it never asks about them (crew's policy applies in each call anyway). The flag also
@@ -74,8 +74,8 @@ class GeminiProvider(Provider):
     name = "gemini"
     binary = "gemini"
     install_hint = "npm install -g @google/gemini-cli"
-    live = "crewbridge.providers.live_gemini:GeminiSessionConversation"
-    native = "crewbridge.providers.live_gemini_acp:GeminiAcpConversation"
+    live = "crewbridge.conversations.gemini:GeminiSessionConversation"
+    native = "crewbridge.conversations.gemini_acp:GeminiAcpConversation"
     native_via = "an MCP server in crew's process, over ACP (gemini --acp)"
     # Its own tools (0.61) that read the project or change only its own state (a to-do list, the
     # topic it shows); the rest write files, run commands, fetch URLs or run other agents.

@@ -23,12 +23,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from crewbridge.providers.base import Turn
-from crewbridge.providers.live_gemini_acp import GeminiAcpConversation
 from crewbridge.tools import builtin_registry
 
 from clienv import cli_env
 from crewbridge import providers
 from crewbridge.config import AgentSpec
+from crewbridge.conversations.gemini_acp import GeminiAcpConversation
 from crewbridge.loop import AgentLoop
 from crewbridge.policy import Policy
 from crewcli import CREW, tool_block

@@ -13,6 +13,23 @@ from clienv import cli_env as build_env
 from crewbridge import beneath, process
 from crewbridge.sandbox import MECHANISM_ENV, Sandboxing
 from mockserver import MockServer
+from pgserver import BIN_GLOB, Postgres, binaries
+
+
+@pytest.fixture(autouse=True, scope="session")
+def no_outside_stdin() -> Iterator[None]:
+    """Nothing the tests start reads what runs the tests: stdin is /dev/null for the whole session,
+    whatever pytest was given (a pipe another program writes to, a terminal) and however it captures
+    (`-s` leaves fd 0 alone). A crew that inherited such a pipe read it as the task's context; a test
+    that wants stdin gives its own."""
+    saved, devnull = os.dup(0), os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 0)
+        os.close(saved)
 
 
 @pytest.fixture
@@ -88,3 +105,21 @@ def sandboxing(request: pytest.FixtureRequest) -> Sandboxing:
     """Each real sandbox mechanism in turn (bubblewrap, then Landlock), as `--sandbox required` gets
     it: the test fails when this machine does not offer it."""
     return Sandboxing(env={**os.environ, MECHANISM_ENV: request.param})
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[Postgres]:
+    """A real Postgres on 127.0.0.1 for the whole session (tests/pgserver.py); the tests that use it
+    are skipped, saying why, only where Debian's postgresql package is not installed."""
+    found = binaries()
+    if found is None:
+        pytest.skip(f"Postgres is not installed here ({BIN_GLOB}); scripts/test installs Debian's postgresql")
+    server = Postgres(found).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def postgres_url(postgres_server: Postgres) -> str:
+    """A new empty Postgres database for this test: its URL."""
+    return postgres_server.database()

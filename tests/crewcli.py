@@ -64,6 +64,12 @@ def run_crew(
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
+def only_result(stdout: str) -> dict[str, Any]:
+    """The one agent's object in `crew query --json`'s output ({"run", "results": [...]})."""
+    [result] = json.loads(stdout)["results"]
+    return result
+
+
 def error_line(stderr: str) -> str:
     """crew's error message: one line, the last on stderr (after any tool lines), no traceback."""
     errors = [line for line in stderr.splitlines() if line.startswith("crew: ")]
@@ -160,6 +166,11 @@ class FakeModel:
 
     def script(self, *replies: str) -> None:
         Path(f"{self.path}.replies.json").write_text(json.dumps(list(replies)))
+
+    def restart(self, *replies: str) -> None:
+        """Script `replies` and start over: the next prompt gets the first of them."""
+        Path(f"{self.path}.prompts.jsonl").unlink(missing_ok=True)
+        self.script(*replies)
 
     @property
     def prompts(self) -> list[str]:

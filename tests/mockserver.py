@@ -265,6 +265,9 @@ class MockServer:
         self.aux: list[Request] = []  # everything else the CLIs asked
         self.problems: list[str] = []  # script exhausted, unknown route, tried to leave 127.0.0.1
         self._stopping = threading.Event()  # ends the delays of replies still streaming
+        self.responder: Callable[[Request], Reply | str] | None = None  # answers instead of the script
+        self.open = 0  # model requests being answered now
+        self.most_open = 0  # the most ever answered at once
         self._httpd = _Server(("127.0.0.1", 0), _Handler)
         self._httpd.mock = self
         self._thread = threading.Thread(
@@ -300,6 +303,11 @@ class MockServer:
         with self._lock:
             self._queue += [reply(r) if isinstance(r, str) else r for r in replies]
 
+    def respond(self, responder: Callable[[Request], Reply | str]) -> None:
+        """Answer every model request with `responder(request)` (called on the request's own thread,
+        so it may wait) instead of the script: for CLIs that run at once, in no set order."""
+        self.responder = responder
+
     @property
     def pending(self) -> int:
         """Scripted replies not yet asked for."""
@@ -309,6 +317,11 @@ class MockServer:
     def _next(self, request: Request) -> Reply:
         with self._lock:
             self.requests.append(request)
+            responder = self.responder
+        if responder is not None:
+            answer = responder(request)
+            return reply(answer) if isinstance(answer, str) else answer
+        with self._lock:
             if self._queue:
                 answer = self._queue.pop(0)
                 if answer.tool and answer.tool_name(request) is None:
@@ -319,6 +332,11 @@ class MockServer:
                 return answer
             self.problems.append(f"script exhausted at {request.method} {request.path}")
         return error(500, "mock script exhausted: the test scripted fewer replies than the CLI asked for")
+
+    def _opened(self, change: int) -> None:
+        with self._lock:
+            self.open += change
+            self.most_open = max(self.most_open, self.open)
 
     def _note(self, request: Request, problem: str | None = None) -> None:
         with self._lock:
@@ -376,6 +394,12 @@ class _Handler(BaseHTTPRequestHandler):
         if route and not isinstance(request.body, dict):
             mock._note(request, f"not a JSON object: {self.command} {self.path}")
             self._json(400, {"error": {"message": "mock: the body is not a JSON object"}})
+        elif route in (self._anthropic, self._gemini, self._openai, self._chat):  # a model request: counted
+            mock._opened(1)
+            try:
+                route(request)
+            finally:
+                mock._opened(-1)
         elif route:
             route(request)
         else:  # probes (GET, HEAD) are expected; anything else means the mock lacks a route

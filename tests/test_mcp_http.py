@@ -24,9 +24,11 @@ import pytest
 from clienv import require_cli
 from crewbridge.mcp import http as mcp_http
 from crewbridge.mcp.core import INVALID_REQUEST, PARSE_ERROR, McpTools
-from crewbridge.mcp.http import MAX_BODY, McpHttp, parse_address
+from crewbridge.mcp.http import MAX_BODY, McpHttp
+from crewbridge.webserver import MAX_PENDING
 from crewcli import crew_env, end_group, error_line, run_crew, start_crew
 from mcpfakes import FakeChannel, Held
+from sockets import connected
 
 TOKEN = "test-token-0123456789abcdef"
 INITIALIZE = {
@@ -464,36 +466,11 @@ def test_a_get_opens_no_stream(served):
     assert answer.status == 405 and "POST" in answer.headers["Allow"]
 
 
-def test_idle_connections_are_closed(served, monkeypatch):
-    monkeypatch.setattr(mcp_http._Handler, "timeout", 0.2)
-    server, _ = served()
-    sock = socket.create_connection(("127.0.0.1", urlsplit(server.url).port), timeout=30)
-    sock.sendall(b"POST /mcp HTTP/1.1\r\n")  # and never the rest
-    assert sock.recv(100) == b""  # the server hung up
-    sock.close()
-
-
-def test_connections_are_capped(served, monkeypatch):
-    monkeypatch.setattr(mcp_http, "MAX_CONNECTIONS", 2)
-    server, _ = served()
-    held = [socket.create_connection(("127.0.0.1", urlsplit(server.url).port), timeout=30) for _ in range(2)]
-    [refused] = raw(server.url, b"")
-    assert refused.status == 503 and b"2 connections at once" in refused.body
-    for sock in held:
-        sock.close()
-
-
 def test_closed_it_answers_no_more(served):
     server, _ = served()
     server.close()
     with pytest.raises(urllib.error.URLError):
         urllib.request.urlopen(urllib.request.Request(server.url, b"{}", method="POST"), timeout=5)
-
-
-def test_an_address_is_host_and_port():
-    assert parse_address("127.0.0.1:0") == ("127.0.0.1", 0)
-    assert parse_address("8765") == ("127.0.0.1", 8765)
-    assert parse_address("[::1]:80") == ("::1", 80)
 
 
 # -- crew mcp --http -------------------------------------------------------------------------------
@@ -562,6 +539,25 @@ def test_allow_remote_listens_everywhere_with_a_warning_and_still_wants_the_toke
         port = urlsplit(re.search(r"serving MCP at (\S+);", line).group(1)).port
         assert Client(f"http://127.0.0.1:{port}/mcp", token=None).send(INITIALIZE).status == 401
     finally:
+        end_group(proc)
+
+
+def test_a_slowloris_never_keeps_a_token_holder_out(tmp_path):
+    """Issue 31's attack on a real `crew mcp --http`: as many strangers as it takes strangers'
+    slots send a header byte now and then and never finish; a client with the token is served
+    while they are still connected (not after their deadline ends them)."""
+    proc, line = start_http(tmp_path, CREW_MCP_TOKEN=TOKEN)
+    url = re.search(r"serving MCP at (\S+);", line).group(1)
+    strangers = [socket.create_connection(("127.0.0.1", urlsplit(url).port), timeout=30) for _ in range(MAX_PENDING)]
+    try:
+        for sock in strangers:
+            sock.sendall(b"P")
+        assert Client(url).send(INITIALIZE).status == 200
+        still = [sock for sock in strangers if connected(sock)]
+        assert len(still) >= MAX_PENDING - 1  # the token holder's connection dropped at most the oldest
+    finally:
+        for sock in strangers:
+            sock.close()
         end_group(proc)
 
 

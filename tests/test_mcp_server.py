@@ -22,7 +22,7 @@ from mcp.shared.exceptions import MCPError
 from crewbridge.config import Config, default_agents
 from crewbridge.mcp.core import INTERNAL_ERROR, PROTOCOL_VERSIONS
 from crewbridge.mcp.server import McpServer
-from crewcli import CREW, end_group, running, start_crew, write_config
+from crewcli import CREW, end_group, run_crew, running, start_crew, write_config
 from mcpfakes import env_for, gone, mcp_project, slow_pid
 
 TOKEN = "server-test-token-0123456789"
@@ -112,11 +112,9 @@ def test_an_agents_policy_governs_the_clients_calls_and_the_transcript_records_t
     assert "grep" not in names and "list_files" in names
     assert listed.is_error and "needs a person's approval and there is no terminal" in text(listed)
     assert not read.is_error
-    log = subprocess.run([*CREW, "log"], env=env_for(tmp_path), cwd=project, capture_output=True, text=True)
+    log = run_crew(["log"], env=env_for(tmp_path), cwd=project)
     run_id = log.stdout.split()[0]
-    events = subprocess.run(
-        [*CREW, "log", "show", run_id], env=env_for(tmp_path), cwd=project, capture_output=True, text=True
-    ).stdout
+    events = run_crew(["log", "show", "--json", run_id], env=env_for(tmp_path), cwd=project).stdout
     calls = [e for e in map(json.loads, events.splitlines()) if e["kind"].startswith("tool_")]
     assert [(e["kind"], e["name"], e["agent"]) for e in calls] == [
         ("tool_call", "list_files", "guarded"),
@@ -140,8 +138,9 @@ def test_ask_runs_the_agent_with_crews_tools_and_reports_progress(project, tmp_p
     result = anyio.run(main)
     assert not result.is_error, text(result)
     assert "deploy window: Tuesday" in text(result)
-    assert result.structured_content["agent"] == "demo"
-    assert result.structured_content["tool_calls"][0]["name"] == "crew:read_file"
+    [answered] = result.structured_content["results"]
+    assert answered["agent"] == "demo" and answered["tool_calls"][0]["name"] == "crew:read_file"
+    assert result.structured_content["run"]  # the run an ask was: crew log show RUN
     assert progress[0] == "@demo turn 1"
     assert any(m.startswith("@demo calls crew:read_file") for m in progress)
     assert progress[-1] == "@demo answered"
@@ -190,8 +189,8 @@ def test_ask_takes_worktree_review_and_rounds_checked_like_its_other_arguments(p
     ]
     assert all(result.is_error for result in bad)
     # the demo agent answers in prose, never with crew:verdict: its words stand as a finding, not approved
-    assert done.is_error and done.structured_content["exit_code"] == 6
-    data = done.structured_content
+    [data] = done.structured_content["results"]
+    assert done.is_error and data["exit_code"] == 6
     assert data["review"]["rounds"] == 1 and data["review"]["verdict"] == "changes"
     assert data["branch"] == f"crew/{data['run_id']}/demo" and Path(data["worktree"]).is_dir()
     assert f"`crew apply {data['run_id']} demo` takes them into the checkout]" in text(done)
@@ -356,3 +355,27 @@ def test_a_tool_named_like_a_server_tool_is_a_server_error_not_bad_params(tmp_pa
     answer = server.answer({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
     assert answer["error"]["code"] == INTERNAL_ERROR
     assert "a tool is named 'ask', as crew mcp's own" in answer["error"]["message"]
+
+
+def test_execute_disarms_what_a_run_command_left_for_git_before_answering(project, tmp_path):
+    """The attack of issue 31 through `crew mcp --execute`, sandboxed: a repository whose fsmonitor
+    is the agent's, added as a gitlink. The result names it; the client's next git status runs nothing."""
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    marker = tmp_path / "ran"
+    git = "git -c user.name=a -c user.email=a@a"
+    plant = (
+        f"{git} init -q sub && {git} -C sub commit -q --allow-empty -m x && "
+        f"git -C sub config core.fsmonitor 'touch {marker}; false' && git add sub && echo planted"
+    )
+
+    async def main():
+        async with session(serve(project, tmp_path, "--execute", "--sandbox", "required")) as client:
+            return await client.call_tool("run_command", {"command": plant})
+
+    result = anyio.run(main)
+    assert not result.is_error and "planted" in text(result)
+    assert "sub/.git: a new git repository" in text(result) and "sub: a gitlink added to the index" in text(result)
+    subprocess.run(["git", "status"], cwd=project, capture_output=True, check=True)
+    subprocess.run(["git", "status"], cwd=project / "sub", capture_output=True, check=False)
+    assert not marker.exists()
+    assert "160000" not in subprocess.run(["git", "ls-files", "-s"], cwd=project, capture_output=True, text=True).stdout

@@ -15,7 +15,7 @@ OWN = {"continue_last", "verbose", "config_path"}  # options of the commands, no
 def test_every_run_option_is_a_click_option_of_each_command_that_runs_agents(command):
     names = {param.name for param in command.params}
     expected = set(RunOptions.names()) - (set(TASK_ONLY) if command is chat_command else set())
-    assert (names - {"text", "as_json", "as_jsonl", "agent", "mode"}) == expected | OWN
+    assert (names - {"text", "as_json", "as_jsonl", "no_stdin", "agent", "mode"}) == expected | OWN
 
 
 def test_options_given_by_name_replace_the_defaults():
@@ -32,3 +32,22 @@ def test_pick_takes_the_run_options_out_and_leaves_the_commands_own():
     values = {"max_turns": 2, "verbose": True, "resume": None}
     assert RunOptions.pick(values) == RunOptions(max_turns=2)
     assert values == {"verbose": True}
+
+
+@pytest.mark.parametrize(
+    ("options", "given"),
+    [
+        (RunOptions(worktree=True), "--worktree goes"),
+        (RunOptions(review="gemini"), "--review goes"),
+        (RunOptions(worktree=True, review="gemini"), "--worktree and --review go"),
+    ],
+)
+def test_worktree_and_review_go_with_execute_only(options, given):
+    options.check("execute")
+    with pytest.raises(UsageError) as raised:
+        options.check("query")
+    assert str(raised.value) == (
+        f"{given} with crew execute only: query mode changes no file, so there is nothing to keep in a "
+        "worktree or to review"
+    )
+    RunOptions().check("query")

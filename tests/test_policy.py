@@ -1,4 +1,3 @@
-import json
 import subprocess
 
 import pytest
@@ -8,9 +7,9 @@ from crewbridge.approval import Approver
 from crewbridge.config import AgentSpec
 from crewbridge.custom_tools import CommandTool
 from crewbridge.errors import ConfigError
-from crewbridge.policy import Policy, command_problem
+from crewbridge.policy import Policy, Unasked, command_problem, not_approved
 from crewbridge.registry import Tool, ToolRegistry
-from crewcli import FakeModel, crew_env, run_crew, tool_block, write_config
+from crewcli import FakeModel, crew_env, only_result, run_crew, tool_block, write_config
 from ttys import Terminal, close_terminals  # noqa: F401 - a fixture
 
 READ_ONLY = {"read_file", "list_files", "grep", "help", "skill", "count_lines"}
@@ -198,6 +197,24 @@ EVASIONS = [
     ("x='a[$(rm f)]'; echo ${!x}", "bash"),
     ("x='$(rm f)'; echo ${x@P}", "bash"),
     ("mapfile -C 'rm f #' -c 1 a <<< x", "bash"),
+    # issue 31: wrappers read too loosely, or not known
+    ("env - rm f", "sh"),
+    ("timeout -- 5 rm f", "sh"),
+    ("env --split-string='rm f'", "sh"),
+    ("env -S 'rm f'", "sh"),
+    ("env 'BASH_FUNC_ls%%=() { rm f; }' bash -c ls", "sh"),
+    ("nice -5 rm f", "sh"),
+    ("nohup rm f", "sh"),
+    ("setpriv --reuid=0 rm f", "sh"),
+    ("setarch x86_64 -R rm f", "sh"),
+    ("linux64 rm f", "sh"),
+    ("prlimit --nofile=64 rm f", "sh"),
+    ("choom -n 0 -- rm f", "sh"),
+    ("sg root -c 'rm f'", "sh"),
+    ("fakeroot -- rm f", "sh"),
+    ("/lib64/ld-linux-x86-64.so.2 /bin/rm f", "sh"),
+    ("echo 'rm f' > s.sh; sh s.sh", "sh"),
+    ("echo 'rm f' > s.sh; bash s.sh", "sh"),
 ]
 
 
@@ -349,7 +366,7 @@ def test_crew_execute_refuses_the_models_run_command_and_the_file_survives(tmp_p
     )
     assert done.returncode == 0, done.stderr
     assert (work / "f").read_text() == "keep me"
-    [call] = json.loads(done.stdout)["tool_calls"]
+    [call] = only_result(done.stdout)["tool_calls"]
     assert (call["name"], call["success"]) == ("crew:run_command", False)
     assert "its program '$X' is known only when the shell runs" in model.prompts[-1]
 
@@ -396,6 +413,34 @@ def test_without_a_terminal_approval_is_refused_with_a_message_for_the_model(reg
         "tool 'read_file' needs a person's approval and there is no terminal to ask on; it was "
         "not run (the user can re-run with --yes to approve every call)"
     )
+
+
+def test_calls_refused_because_nobody_could_be_asked_are_kept_for_the_run_to_report(registry):
+    policy = asking(Terminal("y", tty=False), approval=["write_file", "run_command"], deny_commands=["rm *"])
+    policy.check(registry.resolve("write_file"), {"path": "a.txt", "content": "x"})
+    policy.check(registry.resolve("run_command"), {"command": "$(echo ls)"})  # unchecked: --yes would not do
+    policy.check(registry.resolve("run_command"), {"command": "rm x"})  # refused by the rules, not unasked
+    assert policy.check(registry.resolve("read_file"), {"path": "a.txt"}) is None  # needs no approval
+    unasked = policy.take_unasked()
+    assert unasked == [
+        Unasked("write_file", {"path": "a.txt", "content": "x"}),
+        Unasked("run_command", {"command": "$(echo ls)"}, unchecked=True),
+    ]
+    assert policy.take_unasked() == []  # taken once
+    error = not_approved("claude", unasked)
+    assert error.exit_code == 8
+    assert str(error) == (
+        "@claude: 2 calls needed a person's approval and there was no terminal to ask on, so they were "
+        "not run: write_file a.txt, run_command $(echo ls); re-run with --yes to approve them, or take "
+        "them out of the `approval` list of agent 'claude' in crew.yaml; a command crew cannot check is "
+        "allowed only by a person on a terminal, even with --yes"
+    )
+
+
+def test_a_person_who_declines_is_not_a_call_nobody_could_be_asked_about(registry):
+    policy = asking(Terminal("n"), approval=["write_file"])
+    assert "declined" in policy.check(registry.resolve("write_file"), {"path": "a", "content": ""})
+    assert policy.take_unasked() == []
 
 
 def test_approve_all_approves_without_asking(registry):

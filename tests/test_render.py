@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import re
+from dataclasses import replace
 
 import pytest
 
@@ -18,6 +19,8 @@ from crewbridge.loop import CallRecord, Progress, RunResult
 from crewbridge.process import Child
 from crewbridge.registry import ToolResult
 from crewbridge.render import Renderer, brief, one_line, summary
+from ttys import Terminal as Pty
+from ttys import close_terminals  # noqa: F401 - a fixture
 
 ESC = "\x1b["
 
@@ -241,14 +244,35 @@ def test_the_status_line_shows_on_a_terminal_while_waiting_and_is_cleared_before
         r.draw_status(0)
         assert err.getvalue().startswith("\r\x1b[2K⠋ @claude waiting for the model")
         r.progress(Progress("call", "claude", call=call()))
-        before = err.getvalue()
-        r.draw_status(1)  # a tool is running (it may be asking the person): no status line
-        assert err.getvalue() == before
+        r.draw_status(1)  # a tool is running: the status line names it
+        assert err.getvalue().endswith("\r\x1b[2K⠙ @claude running crew:read_file 0s\r")
+        r.progress(Progress("result", "claude", call=call(result=ToolResult(True, "a"))))
+        r.draw_status(2)  # its result came: the agent waits for the model again
+        assert err.getvalue().endswith("\r\x1b[2K⠹ @claude waiting for the model 0s\r")
         r.progress(Progress("answer", "claude", "x", result=RunResult("claude", "x", [], {}, None, 1)))
+        r.draw_status(3)  # nobody works any more: the line is wiped, and stays so
         end = len(err.getvalue())
-        r.draw_status(2)  # nobody works any more
+        assert err.getvalue().endswith("\r\x1b[2K")
+        r.draw_status(4)
     assert err.getvalue()[end:] == ""
     assert "\r\x1b[2K→ crew:read_file notes.txt" in err.getvalue()  # the status was wiped first
+
+
+def test_an_approval_question_wipes_the_status_line_of_a_running_tool_before_it_asks(monkeypatch):
+    from crewbridge.approval import Question, TerminalChannel
+
+    monkeypatch.setattr(render, "STATUS_IDLE", 0)
+    pty = Pty("y")
+    with Renderer(out=io.StringIO(), err=pty.stderr, env={"NO_COLOR": "1"}) as r:
+        r.progress(Progress("turn", "claude", "1"))
+        r.progress(Progress("call", "claude", call=call("crew:run_command", command="make")))
+        r.draw_status(0)
+        asked = Question("claude", "run_command", {"command": "make"})
+        assert TerminalChannel(pty.stdin, pty.stderr).ask(asked, None) == "yes"
+    shown = pty.read("[y/N/a=always] ")
+    status = shown.index("@claude running crew:run_command")
+    question = shown.index("@claude wants to run")
+    assert "\r\x1b[2K" in shown[status:question]  # wiped first: the question has its line to itself
 
 
 def test_the_status_line_shows_the_runs_tokens_so_far(monkeypatch):
@@ -287,7 +311,7 @@ def test_jsonl_reports_usage_and_a_fallback_and_json_says_the_fallback_on_stderr
         r.progress(Progress("fallback", "claude", "@claude cannot answer (rate limited); @gemini takes over"))
         r.finish([Outcome("gemini", result=RunResult("gemini", "ok", [], {}, None, 1), fell_back_from="claude")])
     assert err.getvalue() == "crew: @claude cannot answer (rate limited); @gemini takes over\n"
-    assert json.loads(out.getvalue())["fell_back_from"] == "claude"
+    assert json.loads(out.getvalue())["results"][0]["fell_back_from"] == "claude"
 
 
 def test_no_status_line_and_no_control_sequences_when_stderr_is_piped(monkeypatch):
@@ -306,18 +330,22 @@ def test_json_prints_one_object_with_the_answer_and_the_calls():
     with renderer(out, output="json") as r:
         for event in run_events():
             r.progress(event)
-        r.finish([outcome()])
+        r.finish([replace(outcome(), run="20261124-212703-20349b")])
     obj = json.loads(out.getvalue())
-    assert obj == {
-        "agent": "claude",
-        "answer": "It says 42.",
-        "usage": {"input_tokens": 3},
-        "session": "sess-1",
-        "turns": 2,
-        "error": None,
-        "fell_back_from": None,
-        "tool_calls": [{"name": "crew:read_file", "input": {"path": "notes.txt"}, "success": True, "error": None}],
-    }
+    assert obj["run"] == "20261124-212703-20349b"
+    assert obj["results"] == [
+        {
+            "agent": "claude",
+            "answer": "It says 42.",
+            "usage": {"input_tokens": 3},
+            "session": "sess-1",
+            "turns": 2,
+            "needed_approval": [],
+            "error": None,
+            "fell_back_from": None,
+            "tool_calls": [{"name": "crew:read_file", "input": {"path": "notes.txt"}, "success": True, "error": None}],
+        }
+    ]
 
 
 def test_json_with_several_agents_and_a_failure():
@@ -418,7 +446,7 @@ def test_a_review_not_approved_shows_the_answer_then_the_error_and_json_holds_bo
     out = io.StringIO()
     with renderer(out, output="json") as r:
         r.finish([reviewed(ReviewNotApproved("@claude's change was not approved by @gemini"))])
-    obj = json.loads(out.getvalue())
+    [obj] = json.loads(out.getvalue())["results"]
     assert (obj["answer"], obj["error"], obj["exit_code"]) == (
         "It says 42.",
         "@claude's change was not approved by @gemini",
@@ -474,7 +502,7 @@ def test_after_a_worktree_run_each_agent_says_what_it_changed_and_where(tmp_path
     out = io.StringIO()
     with renderer(out, output="json") as r:
         r.finish([placed(tmp_path, "claude", edits)])
-    obj = json.loads(out.getvalue())
+    [obj] = json.loads(out.getvalue())["results"]
     assert (obj["agent"], obj["run_id"], obj["branch"], obj["worktree"], obj["base"]) == (
         "claude",
         "20260101-120000-abc123",
@@ -503,6 +531,39 @@ def test_verbose_shows_the_command_and_every_raw_line_on_stderr(tmp_path):
     list(child.lines())
     child.close()
     assert len(err.getvalue().splitlines()) == 4
+
+
+def test_verbose_shows_a_long_command_whole_and_cuts_a_long_line_saying_how_much(tmp_path):
+    err = io.StringIO()
+    long = "x" * (render.TRACE_CHARS * 3)
+    with renderer(err=err, verbose=True):
+        child = Child(["sh", "-c", f"echo {long}; echo done"], cwd=tmp_path)
+        assert list(child.lines()) == [long, "done"]
+        child.close()
+    command, read, done = err.getvalue().splitlines()
+    assert command.endswith(f"$ sh -c 'echo {long}; echo done'")  # whole: a person can run it again
+    traced = read.split("> ")[0] + "> " + long  # the line as logged: `sh[PGID] > xxx…`
+    cut = render.TRACE_CHARS
+    assert read == f"{traced[:cut]}… ({len(traced) - cut:,} more characters)"
+    assert done.endswith("> done")
+
+
+def test_verbose_shows_where_a_bug_in_crew_is_and_nothing_for_crews_own_errors():
+    def crash():
+        raise KeyError("size")
+
+    def refuse():
+        raise ProviderError("claude refused")
+
+    shown = {}
+    for verbose, fail in ((True, crash), (False, crash), (True, refuse)):
+        err = io.StringIO()
+        with pytest.raises((KeyError, ProviderError)), renderer(err=err, verbose=verbose):
+            fail()
+        shown[verbose, fail.__name__] = err.getvalue()
+    assert "Traceback (most recent call last)" in shown[True, "crash"] and "in crash" in shown[True, "crash"]
+    assert "KeyError: 'size'" in shown[True, "crash"]
+    assert shown[False, "crash"] == "" and shown[True, "refuse"] == ""
 
 
 def test_a_reader_that_left_stdout_does_not_end_the_run(tmp_path, monkeypatch):
@@ -537,7 +598,8 @@ def test_the_demo_agent_round_trip_as_a_person_sees_it(tmp_path, monkeypatch):
         )
         r.finish(outcomes)
     assert out.getvalue() == (
-        "I'll read notes.txt with the crew tool.\nnotes.txt has 2 non-empty lines. It begins:\n  alpha\n  beta\n"
+        "I'll read notes.txt with the crew tool.\n"
+        "notes.txt has 2 non-empty lines (2 lines in all). It begins:\n  alpha\n  beta\n"
     )
     assert re.sub(r"\x1b\[[\d;]*[mK]|\r", "", err.getvalue()) == "→ crew:read_file notes.txt\n  ✓ 2 lines\n"
 
@@ -553,6 +615,8 @@ def test_the_demo_agent_round_trip_as_a_person_sees_it(tmp_path, monkeypatch):
         ({"entries": ["a"]}, "1 entry"),
         ({"matches": ["a:1:x", "b:2:y"], "files_searched": 4}, "2 matches"),
         ({"exit_code": 2, "output": "error: x\n"}, "exit 2, 1 line"),
+        ({"exit_code": -9, "output": ""}, "killed by SIGKILL, 0 lines"),
+        ({"exit_code": -99, "output": "x"}, "killed by signal 99, 1 line"),
         ({"path": "a.py", "bytes": 12, "created": True}, "created a.py, 12 bytes"),
         ({"path": "a.py", "line": 4}, "edited a.py at line 4"),
         ({"name": "crew:grep", "read_only": True}, "done"),
@@ -564,6 +628,23 @@ def test_the_demo_agent_round_trip_as_a_person_sees_it(tmp_path, monkeypatch):
 )
 def test_a_result_is_summed_up_in_a_few_words(data, text):
     assert summary(data) == text
+
+
+def test_a_command_a_signal_ended_is_a_failure_on_its_result_line(monkeypatch):
+    monkeypatch.setattr(render, "STATUS_IDLE", 0)
+    err = io.StringIO()
+    killed = ToolResult(True, {"exit_code": -9, "output": "half\n"})
+    with renderer(Terminal(), err) as r:
+        r.progress(Progress("call", "claude", call=call("crew:run_command", command="make")))
+        r.progress(Progress("result", "claude", call=call("crew:run_command", killed, command="make")))
+        r.progress(
+            Progress(
+                "result", "claude", call=call("crew:run_command", ToolResult(True, {"exit_code": 1}), command="ls")
+            )
+        )
+    assert err.getvalue() == (
+        "→ crew:run_command make\n  ✗ killed by SIGKILL, 1 line\n  ✓ crew:run_command ls: exit 1, 0 lines\n"
+    )
 
 
 def test_a_truncated_result_says_so():
@@ -611,7 +692,7 @@ def test_the_query_command_streams_jsonl_events_for_scripts(crew):
 
 def test_the_query_command_prints_one_json_object(crew):
     result = crew("query", "--json", "@demo what is in notes.txt?")
-    obj = json.loads(result.stdout)
+    [obj] = json.loads(result.stdout)["results"]
     assert obj["agent"] == "demo" and obj["error"] is None and obj["turns"] == 2
     assert obj["tool_calls"] == [
         {"name": "crew:read_file", "input": {"path": "notes.txt"}, "success": True, "error": None}
@@ -627,4 +708,4 @@ def test_verbose_shows_the_exact_command_crew_ran(crew):
     result = crew("query", "-v", "@demo what is in notes.txt?")
     commands = [line for line in result.stderr.splitlines() if "] $ " in line]
     assert len(commands) == 2 and all(line.endswith(" -m crewbridge.demo") for line in commands)
-    assert result.stdout == "notes.txt has 2 non-empty lines. It begins:\n  alpha\n  beta\n"
+    assert result.stdout == "notes.txt has 2 non-empty lines (2 lines in all). It begins:\n  alpha\n  beta\n"

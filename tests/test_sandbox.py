@@ -220,3 +220,34 @@ def test_a_bad_setting_found_ahead_is_raised_where_the_detection_is_read() -> No
     ahead.detect_ahead()
     with pytest.raises(UsageError, match="CREW_SANDBOX_MECHANISM=chroot is not one of"):
         _ = ahead.detection
+
+
+# --- deny_commands enforced by the sandbox: the programs it masks --------------------------------
+
+
+def test_only_globs_that_deny_a_program_whatever_its_arguments_mask_it():
+    from crewbridge.sandbox.base import whole_programs
+
+    assert whole_programs(["rm *", "rm*", "git push*", "rm", "*", "* -rf *", "curl *", "/bin/rm *", "?m *"]) == [
+        ("rm", "rm *"),
+        ("rm*", "rm*"),
+        ("curl", "curl *"),
+    ]
+
+
+def test_masked_programs_are_found_on_path_links_resolved_multi_call_binaries_left(tmp_path):
+    from crewbridge.sandbox.base import masked_programs
+
+    bin_, other = tmp_path / "bin", tmp_path / "other"
+    bin_.mkdir()
+    other.mkdir()
+    for name in ("rm", "rmdir", "busybox"):
+        (bin_ / name).write_text("#!/bin/sh\n")
+        (bin_ / name).chmod(0o755)
+    (other / "rm").symlink_to(bin_ / "rm")  # the same file by another path: masked once
+    (other / "curl").symlink_to(bin_ / "busybox")  # busybox's applet: masking it would mask busybox
+    env = {"PATH": f"{other}:{bin_}"}
+    found = masked_programs(["rm *", "curl *"], env, spared=[])
+    assert [(m.path, m.name, m.glob) for m in found if tmp_path in m.path.parents] == [(bin_ / "rm", "rm", "rm *")]
+    found = masked_programs(["rm*"], env, spared=[str(bin_ / "rmdir")])
+    assert [m.path for m in found if tmp_path in m.path.parents] == [bin_ / "rm"]

@@ -169,3 +169,55 @@ def test_in_a_worktree_the_git_file_naming_its_git_folder_stays_read_only(tmp_pa
     launch.ended()
     assert (work / ".git").read_text() == "gitdir: /somewhere/else\n"
     assert (work / "notes.txt").read_text() == "kept\n"
+
+
+def test_in_execute_mode_the_git_folder_cannot_be_swapped_for_one_of_the_sandboxs(tmp_path):
+    """Renaming `.git` away and making another (with a config of the agent's) would get around its
+    read-only config: the folder is a mount point inside, which cannot be moved."""
+    work = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", str(work)], check=True)
+    swap = "mv .git .git-old && mkdir .git && echo swapped; mv .git/modules/lib .git/modules/x && echo moved; true"
+    (work / ".git" / "modules" / "lib").mkdir(parents=True)
+    (work / ".git" / "modules" / "lib" / "HEAD").write_text("ref: refs/heads/main\n")
+    (work / ".git" / "modules" / "lib" / "config").write_text("[core]\n")
+    sandbox = bwrap_sandboxing().commands("required", work, "execute", network=False)
+    plant = swap + "; printf '[core]\\n\\tfsmonitor = touch owned\\n' >> .git/modules/lib/config"
+    proc, launch = spawn(
+        ["sh", "-c", plant], sandbox=sandbox, env=None, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    out, err = proc.communicate()
+    launch.ended()
+    assert out == b"" and b"Device or resource busy" in err
+    assert sorted(p.name for p in work.iterdir()) == [".git"]
+    assert (work / ".git" / "modules" / "lib" / "config").read_text() == "[core]\n"
+    assert (work / ".git" / "modules" / "lib" / "hooks").is_dir()  # made, empty, so it cannot be planted
+
+
+def test_a_program_deny_commands_denies_whatever_its_arguments_cannot_start_inside(tmp_path):
+    """The sandbox enforces what it can of deny_commands: rm's file is shown as one that refuses to
+    run, so no wrapper, script or path the command rules miss can start it."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "v").write_text("keep me\n")
+    (work / "s.sh").write_text("rm v\n")
+    sandbox = bwrap_sandboxing().commands("required", work, "execute", network=False, denied=["rm *", "git push*"])
+    tries = "rm v; /usr/bin/rm v; /bin/rm v; env - rm v; sh s.sh; cp /usr/bin/rm ./r && ./r v; ls; echo left $?"
+    proc, launch = spawn(
+        ["/bin/sh", "-c", tries], sandbox=sandbox, env=None, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    out, err = proc.communicate()
+    launch.ended()
+    assert (work / "v").read_text() == "keep me\n"
+    said = "crew: rm is denied by deny_commands in crew.yaml ('rm *'); this sandbox does not run it"
+    assert err.decode().count(said) == 6, err.decode()
+    assert out.decode().endswith("left 0\n") and "s.sh" in out.decode()  # the rest runs
+    assert not any(arg.endswith("/git") for arg in launch.argv)  # `git push*` denies some uses only: no mask
+
+
+def test_the_program_started_is_never_masked(tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    sandbox = bwrap_sandboxing().commands("required", work, "execute", network=False, denied=["sh *", "dash *"])
+    proc, launch = spawn(["/bin/sh", "-c", "echo started"], sandbox=sandbox, env=None, cwd=work, stdout=subprocess.PIPE)
+    assert proc.communicate()[0] == b"started\n"
+    launch.ended()

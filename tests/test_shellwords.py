@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from crewbridge.shellwords import MAX_DEPTH, MAX_LINE, Unknowable, Word, argv_commands, simple_commands
+from crewbridge.shellwords import MAX_DEPTH, MAX_LINE, MAX_WORDS, Unknowable, Word, argv_commands, simple_commands
 
 
 def texts(line: str) -> list[str]:
@@ -124,7 +124,6 @@ def test_a_shell_string_is_read_as_commands():
     assert texts("bash -c -- 'rm x'")[0] == "rm x"
     assert texts("sh -e -o pipefail -c 'rm x' name arg")[0] == "rm x"
     assert texts("sudo bash -c 'rm x'")[0] == "rm x"
-    assert texts("bash script.sh arg") == ["bash script.sh arg"]  # runs a file: a program like any other
 
 
 def test_shells_nest_up_to_a_bound():
@@ -181,7 +180,9 @@ def test_an_argv_is_read_as_the_words_it_is():
         ("bash <<< 'rm x'", "bash without a script"),
         ("bash -s < f", "bash -s reads commands from its input"),
         ("bash -ic 'r x'", "bash -ic reads commands from its input or runs interactively"),
-        ("env -S 'rm x'", "env -S runs a string"),
+        ("env -S 'rm \"x\"'", "env -S splits a string with quotes, escapes or variables"),
+        ("bash script.sh arg", "bash script.sh runs the commands of a file, which crew does not read"),
+        ("sh -e ./x.sh", "sh ./x.sh runs the commands of a file"),
         ("mapfile -C 'rm x' -c 1 a < f", "mapfile -C runs a command"),
         ("PS4='$(rm x)'; set -x; ls", "sets PS4"),
         ("BASH_CMDS[ls]=/bin/rm; ls x", "sets BASH_CMDS"),
@@ -247,7 +248,7 @@ def test_plain_commands_and_expansions_in_argument_position_are_read(line, progr
     "line, reason",
     [
         ("(" * 5000 + "ls" + ")" * 5000, "it nests more than 200 levels deep"),
-        ("echo $(" * 3000 + "ls" + ")" * 3000, "it nests more than 200 levels deep"),
+        ("echo $(" * 1000 + "ls" + ")" * 1000, "it nests more than 200 levels deep"),
         ("ls " + "x" * MAX_LINE, f"it is longer than {MAX_LINE} bytes"),
         ("ls \udc80", "lone surrogate"),
         ("ls \0 x", "crew cannot parse it"),
@@ -257,5 +258,163 @@ def test_hostile_lines_are_refused_not_crashed_on(line, reason):
     assert reason in refusal(line)
 
 
-def test_a_long_line_of_many_commands_is_read():
-    assert len(simple_commands("ls;" * 10000)) == 10000
+def test_a_long_line_of_many_commands_is_read_up_to_a_bound():
+    assert len(simple_commands("ls;" * 2000)) == 2000
+    assert refusal("ls;" * 2049) == (
+        f"it holds more than {MAX_WORDS} words and operators, more than crew reads of one command; "
+        "split it into several"
+    )
+
+
+# --- wrappers read as they read their options (issue 31) ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "line, runs",
+    [
+        ("env - rm x", ["rm x"]),
+        ("env -i -- A=1 rm x", ["rm x"]),
+        ("env -S 'rm x' y", ["rm x y"]),
+        ("env --split-string='-i rm x'", ["rm x"]),
+        ("env --ignore-env rm x", ["rm x"]),  # a unique prefix, as getopt takes it
+        ("timeout -- 5 rm x", ["rm x"]),
+        ("timeout --sig=KILL -k 1 5 rm x", ["rm x"]),
+        ("nice -10 rm x", ["rm x"]),
+        ("setpriv --reuid 0 --init-groups rm x", ["rm x"]),
+        ("setarch x86_64 -R rm x", ["rm x"]),
+        ("setarch -R rm x", ["rm x"]),
+        ("linux64 --addr-no-randomize rm x", ["rm x"]),
+        ("prlimit -n64 --cpu=1 rm x", ["rm x"]),
+        ("choom -n 0 -- rm x", ["rm x"]),
+        ("fakeroot -u -- rm x", ["rm x"]),
+        ("eatmydata rm x", ["rm x"]),
+        ("/lib64/ld-linux-x86-64.so.2 --argv0 ls /bin/rm x", ["/bin/rm x"]),
+        ("/usr/lib/ld-musl-aarch64.so.1 /bin/rm x", ["/bin/rm x"]),
+        ("setpriv --dump", []),
+        ("env", []),
+        ("timeout --help", []),
+    ],
+)
+def test_more_wrappers_are_looked_through_as_they_read_their_options(line, runs):
+    [found] = simple_commands(line)
+    assert [" ".join(w.text for w in words) for words in found.through] == runs
+
+
+def test_sg_runs_its_command_as_a_shell_line():
+    assert texts("sg staff -c 'rm x; ls'")[:2] == ["rm x", "ls"]
+    assert texts("sg - staff 'rm x'")[0] == "rm x"
+
+
+@pytest.mark.parametrize(
+    "line, reason",
+    [
+        ("timeout -z 5 rm x", "timeout -z: crew does not know the option -z of timeout"),
+        ("env --frobnicate rm x", "env --frobnicate: crew does not know this option of env"),
+        ("env --i rm x", "env --i: crew does not know this option"),  # ambiguous: ignore-environment, ignore-signal
+        ("env 'BASH_FUNC_ls%%=() { rm x; }' bash -c ls", "env exports BASH_FUNC_ls%%, which bash takes for a function"),
+        ("env LD_PRELOAD=./x.so ls", "env sets LD_PRELOAD"),
+        ("LD_PRELOAD=./x.so ls", "sets LD_PRELOAD"),
+        ("ld.so --preload ./x.so /bin/ls", "ld.so --preload runs what crew does not read"),
+        ("sudo -s rm x", "sudo -s runs what crew does not read"),
+        ("sg staff", "sg without a command runs a shell"),
+        ("sg staff rm x", "sg runs its command as a line for the shell"),
+        ("fakeroot", "fakeroot without a program runs a shell"),
+        ("env -S 'rm $x'", "env -S splits a string with quotes, escapes or variables"),
+    ],
+)
+def test_wrappers_crew_cannot_follow_are_unknowable(line, reason):
+    assert reason in refusal(line)
+
+
+# --- linear and bounded ------------------------------------------------------------------------------
+
+
+def test_wrappers_nest_up_to_a_bound():
+    from crewbridge.shellwords import MAX_WRAPPERS
+
+    assert len(simple_commands("nice " * MAX_WRAPPERS + "rm x")[0].through) == MAX_WRAPPERS
+    assert refusal("nice " * (MAX_WRAPPERS + 1) + "rm x") == (
+        f"it nests more than {MAX_WRAPPERS} wrappers (env, nice, timeout, …) in one another"
+    )
+
+
+def test_a_runner_is_read_up_to_a_bound():
+    from crewbridge.shellwords import MAX_RUNNER_WORDS
+
+    assert len(simple_commands("strace " + "a " * (MAX_RUNNER_WORDS - 1))[0].through) == MAX_RUNNER_WORDS - 1
+    assert "strace is given more than" in refusal("strace " + "a " * MAX_RUNNER_WORDS)
+
+
+def test_a_very_long_word_with_globs_is_one_only_the_shell_knows():
+    from crewbridge.shellwords import MAX_SCANNED
+
+    [found] = simple_commands("echo a" + "*" * MAX_SCANNED)
+    assert (found.words[1].known, found.words[1].prefix, found.words[1].single) == (False, "", False)
+    [found] = simple_commands("echo a" + "*" * 10)
+    assert found.words[1].prefix == "a"
+
+
+def test_the_shells_inside_a_line_share_its_bound():
+    inner = "ls " + "a " * 1500
+    assert refusal(f"sh -c '{inner}'; sh -c '{inner}'; sh -c '{inner}'").startswith("it holds more than")
+
+
+def work(line: str) -> int:
+    """Lines of Python run to read `line` (a count of work that does not depend on the machine's load)."""
+    import sys
+
+    counted = 0
+
+    def tracer(frame, event, arg):
+        nonlocal counted
+        if event == "line":
+            counted += 1
+        return tracer
+
+    sys.settrace(tracer)
+    try:
+        simple_commands(line)
+    except Unknowable:
+        pass
+    finally:
+        sys.settrace(None)
+    return counted
+
+
+SHAPES = {  # each n times: what made the reading quadratic, and what made it slow
+    "words": lambda n: "ls " + "a " * n,
+    "commands": lambda n: "ls;" * n,
+    "pipes": lambda n: "ls|" * n + "ls",
+    "redirections": lambda n: "ls" + " >a" * n,
+    "wrappers and words": lambda n: "env nice timeout 5 rm " + "x " * n,
+    "escapes": lambda n: "echo " + "\\\\x" * n,
+    "globs": lambda n: "echo " + "a*" * n,
+    "quoted escapes": lambda n: 'echo "' + '\\"' * n + '"',
+    "substitutions": lambda n: "echo $(ls) " * (n // 3),
+    "a shell string": lambda n: "sh -c '" + "ls a;" * (n // 3) + "'",
+    "env -S": lambda n: "env -S '" + "A=1 " * n + "' rm x",
+}
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_reading_is_linear_in_the_lines_length(shape):
+    small, large = work(SHAPES[shape](500)), work(SHAPES[shape](1000))
+    assert large <= 2.3 * small, f"{shape}: {small} lines of work for 500, {large} for 1000"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "env " * 32000,  # 115 s of CPU before
+        "strace " + "a " * 60000,
+        "ls " + "a " * 63000,
+        "ls;" * 42000,
+        "ls" + " >a" * 42000,
+        "echo " + "\\\\" * 60000,
+        "echo " + "*" * 120000,
+        "cat <<'EOF'\n" + "x y z\n" * 20000 + "EOF\n",
+        "sh -c '" + "ls a;" * 10000 + "'",
+    ],
+)
+def test_a_long_hostile_line_is_decided_with_bounded_work(line):
+    assert work(line) < 60 * MAX_WORDS

@@ -578,3 +578,92 @@ def test_a_path_no_file_name_can_hold_is_an_error_not_a_crash(work: Path) -> Non
     for tool in ("read_file", "list_files", "write_file"):
         data = {"content": "x"} if tool == "write_file" else {}
         assert "a lone surrogate" in failed(call(work, tool, path="bad\ud800name", **data))
+
+
+# --- what a write says it changed, and an editor's buffers (ToolContext.files, crew acp) -----------
+
+
+class Buffers:
+    """An editor's open buffers: the text it holds for some paths (the disk for others), and what
+    it was asked to read and write."""
+
+    def __init__(self, **texts: str) -> None:
+        self.texts = texts  # by absolute path
+        self.reads: list[str] = []
+        self.writes: list[tuple[str, str]] = []
+
+    def read_text(self, path: str) -> str:
+        self.reads.append(path)
+        return self.texts[path] if path in self.texts else Path(path).read_text()
+
+    def write_text(self, path: str, text: str) -> None:
+        self.writes.append((path, text))
+        self.texts[path] = text
+
+
+def through(work: Path, buffers: Buffers, name: str, **data: Any) -> Any:
+    return REGISTRY.call(f"crew:{name}", data, ToolContext(work, files=buffers))
+
+
+def test_a_write_says_what_it_changed_on_the_disk(work: Path) -> None:
+    created = REGISTRY.call("crew:write_file", {"path": "new.txt", "content": "hi\n"}, ToolContext(work))
+    assert created.change == files.FileChange(str(work / "new.txt"), None, "hi\n")
+    assert "change" not in created.to_dict()  # the model is not sent it
+    edited = REGISTRY.call(
+        "crew:edit_file", {"path": "notes.txt", "old_string": "two", "new_string": "2"}, ToolContext(work)
+    )
+    assert edited.change == files.FileChange(str(work / "notes.txt"), "one\ntwo\nthree\n", "one\n2\nthree\n")
+    replaced = REGISTRY.call("crew:write_file", {"path": "notes.txt", "content": "x"}, ToolContext(work))
+    assert replaced.change is not None and replaced.change.old == "one\n2\nthree\n"
+
+
+def test_a_file_too_large_to_show_is_changed_without_a_diff(work: Path) -> None:
+    (work / "big.txt").write_text("a\n" * files.SHOWN_CHANGE)
+    result = REGISTRY.call("crew:write_file", {"path": "big.txt", "content": "small\n"}, ToolContext(work))
+    assert result.success and result.change is None
+    assert (work / "big.txt").read_text() == "small\n"
+
+
+def test_reads_come_from_the_editors_buffer(work: Path) -> None:
+    buffers = Buffers(**{str(work / "notes.txt"): "unsaved\nedit\n"})
+    data = ok(through(work, buffers, "read_file", path="notes.txt").to_dict())
+    assert data["content"] == "unsaved\nedit\n" and data["total_lines"] == 2
+    assert buffers.reads == [str(work / "notes.txt")]
+
+
+def test_writes_and_edits_land_in_the_editor_not_on_the_disk(work: Path) -> None:
+    notes = str(work / "notes.txt")
+    buffers = Buffers(**{notes: "one\nTWO\nthree\n"})
+    edited = through(work, buffers, "edit_file", path="notes.txt", old_string="TWO", new_string="2")
+    assert edited.success, edited.error
+    assert buffers.writes == [(notes, "one\n2\nthree\n")]
+    assert edited.change == files.FileChange(notes, "one\nTWO\nthree\n", "one\n2\nthree\n")
+    assert (work / "notes.txt").read_text() == "one\ntwo\nthree\n"  # the editor saves it, or not
+    written = through(work, buffers, "write_file", path="sub/new.txt", content="fresh\n")
+    assert written.success and written.to_dict()["data"]["created"] is True
+    assert buffers.writes[-1] == (str(work / "sub" / "new.txt"), "fresh\n")
+
+
+def test_the_editor_is_never_handed_a_path_outside(work: Path) -> None:
+    (work / "link").symlink_to(work.parent / "outside")
+    buffers = Buffers()
+    for name, data in [
+        ("read_file", {"path": "link/secret.txt"}),
+        ("read_file", {"path": "../outside/secret.txt"}),
+        ("write_file", {"path": "link/new.txt", "content": "x"}),
+        ("edit_file", {"path": "link/secret.txt", "old_string": "secret", "new_string": "x"}),
+        ("write_file", {"path": ".git/hooks/pre-commit", "content": "x"}),
+    ]:
+        assert "outside" in failed(through(work, buffers, name, **data).to_dict()) or ".git" in data["path"]
+    assert buffers.reads == [] and buffers.writes == []
+
+
+def test_a_path_swapped_for_a_link_while_the_editor_reads_fails_the_call(work: Path) -> None:
+    class Swapping(Buffers):
+        def read_text(self, path: str) -> str:
+            os.rename(work / "notes.txt", work / "kept.txt")
+            (work / "notes.txt").symlink_to(work.parent / "outside" / "secret.txt")
+            return "what the editor read\n"
+
+    error = failed(through(work, Swapping(), "read_file", path="notes.txt").to_dict())
+    assert "moved or replaced" in error

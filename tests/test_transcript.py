@@ -7,6 +7,7 @@ import threading
 
 import pytest
 
+from crewbridge.approval import Answer, Question
 from crewbridge.errors import UsageError
 from crewbridge.jsonio import MAX_DEPTH
 from crewbridge.transcript import MAX_RECORD, MAX_TEXT, Transcript, list_runs, read_run, runs_dir
@@ -363,3 +364,14 @@ def test_runs_started_in_one_second_sort_by_their_start(monkeypatch):
     ids = [module.new_run_id() for _ in range(3)]
     assert [i[:16] for i in ids] == ["20231114-221320-"] * 3
     assert sorted(ids) == ids[::-1]  # .001 < .5 < .999
+
+
+def test_an_approval_answer_is_recorded_with_where_it_came_from():
+    transcript = Transcript.open()
+    transcript.answered(Question("claude", "write_file", {"path": "a"}), Answer("no", "browser"))
+    transcript.answered(Question("claude", "native:Bash", {"command": "ls"}), None)
+    events = [event for event in read_run(transcript.run_id) if event["kind"] == "approval"]
+    assert [(e["name"], e["input"], e["answer"], e["source"]) for e in events] == [
+        ("write_file", {"path": "a"}, "no", "browser"),
+        ("native:Bash", {"command": "ls"}, None, None),
+    ]

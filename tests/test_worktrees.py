@@ -13,7 +13,7 @@ import pytest
 from crewbridge.errors import UsageError
 from crewbridge.git import Change
 from crewbridge.mentions import Mention
-from crewbridge.worktrees import Conflict, apply, clean, find, labels, listed, make, table
+from crewbridge.worktrees import Conflict, RunsCode, apply, clean, find, labels, listed, make, table
 from gitrepo import git, make_repo, status, write
 
 RUN = "20260101-120000-abc123"
@@ -173,6 +173,22 @@ def test_apply_that_conflicts_changes_nothing(repo: Path) -> None:
     assert status(repo) == " M notes.txt\n"
 
 
+def test_applying_twice_says_the_changes_are_there_already_and_changes_nothing(repo: Path) -> None:
+    worktree = make(repo, RUN, ["claude"]).worktrees[0]
+    write(worktree.path, {"notes.txt": "deploy: Tuesday\nowner: dana\n", "new.txt": "n\n", "logo.png": PNG})
+    assert not apply(repo, RUN, "claude").already
+    again = apply(repo, RUN, "claude")
+    assert again.already and [c.path for c in again.changes] == ["logo.png", "new.txt", "notes.txt"]
+    assert again.lines() == [
+        f"@claude's changes of run {RUN} are in this checkout already (applied before); nothing was applied. "
+        f"`crew worktrees clean {RUN}` removes the worktree"
+    ]
+    assert (repo / "notes.txt").read_text() == "deploy: Tuesday\nowner: dana\n"
+    write(repo, {"notes.txt": "deploy: Monday\nowner: dana\n"})  # changed since: neither applies nor is there
+    with pytest.raises(Conflict, match="Commit or stash your changes"):
+        apply(repo, RUN, "claude")
+
+
 def test_apply_without_changes_says_there_is_nothing(repo: Path) -> None:
     make(repo, RUN, ["claude"])
     with pytest.raises(UsageError, match=f"@claude changed nothing in run {RUN}; there is nothing to apply"):
@@ -193,6 +209,24 @@ def test_clean_keeps_uncommitted_work_unless_forced(repo: Path) -> None:
     assert [c.removed for c in clean(repo, force=True)] == [True]
     assert branches(repo) == ["main"] and kept(repo) == []
     assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+
+
+def test_clean_removes_a_worktree_whose_changes_were_applied_and_keeps_one_taken_back(repo: Path) -> None:
+    made = make(repo, RUN, ["claude", "gemini"])
+    for worktree in made.worktrees:
+        write(worktree.path, {f"{worktree.agent}.txt": "work\n", "notes.txt": f"by {worktree.agent}\n"})
+    apply(repo, RUN, "claude")
+    done = clean(repo, RUN)  # gemini's changes were never applied: they stay
+    assert [(c.worktree.agent, c.removed) for c in done] == [("claude", True), ("gemini", False)]
+    assert done[0].line() == (
+        f"removed {made.worktrees[0].path} and branch crew/{RUN}/claude (its changes are in your checkout: "
+        "crew apply took them)"
+    )
+    assert (repo / "claude.txt").read_text() == "work\n"  # the checkout keeps what was applied
+    git(repo, "checkout", "--", "notes.txt")
+    (repo / "claude.txt").unlink()
+    write(repo, {"gemini.txt": "work\n"})  # part of gemini's changes only: they are not all there
+    assert [c.removed for c in clean(repo, RUN)] == [False]
 
 
 def test_clean_keeps_a_branch_with_commits_of_its_own_unless_forced(repo: Path) -> None:
@@ -234,3 +268,19 @@ def test_an_agent_rewriting_its_worktrees_git_link_cannot_steer_crews_git(repo: 
     assert (repo / "notes.txt").read_text().startswith("deploy: Tuesday")
     assert [c.removed for c in clean(repo, force=True)] == [True]
     assert not pwned.exists()
+
+
+def test_apply_refuses_changes_that_would_run_code_on_the_next_git_command(repo: Path) -> None:
+    """A gitlink (a run cut short before crew disarmed it), a new attributes driver: refused, nothing applied."""
+    worktree = make(repo, RUN, ["claude"]).worktrees[0]
+    git(worktree.path, "init", "-q", "sub")
+    git(worktree.path / "sub", "commit", "-q", "--allow-empty", "-m", "x")
+    write(worktree.path, {".gitattributes": "*.py filter=evil\n", "notes.txt": "changed\n"})
+    with pytest.raises(RunsCode) as refused:
+        apply(repo, RUN, "claude")
+    assert str(refused.value).startswith(
+        "@claude's changes hold what would run code on your next git command (sub: a gitlink (an embedded "
+        "repository), which git would run; .gitattributes: names a driver git would run on those files: filter=evil)"
+        "; nothing was applied."
+    )
+    assert status(repo) == ""

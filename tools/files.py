@@ -1,9 +1,17 @@
-"""File tools: read_file, write_file, edit_file, list_files, inside the working directory."""
+"""File tools: read_file, write_file, edit_file, list_files, inside the working directory.
+
+read_file, write_file and edit_file take a file's text from the editor's buffers, and give it
+back there, when the run has an editor (`ToolContext.files`, crew acp): the path is resolved
+beneath the working directory as on the disk, and the editor is handed its real path; crew then
+checks that the path still leads to what it resolved (a name swapped for a link meanwhile fails
+the call). Each write or edit says what it changed (`ToolContext.change`: a face's diff).
+"""
 
 from __future__ import annotations
 
 import codecs
 import errno
+import io
 import os
 import stat
 from collections.abc import Callable, Iterable, Iterator
@@ -15,13 +23,14 @@ from crewbridge import beneath
 from crewbridge.beneath import printable
 from crewbridge.functions import tool
 from crewbridge.paths import Place, place
-from crewbridge.registry import ToolContext, ToolFailure
+from crewbridge.registry import FileChange, ToolContext, ToolFailure
 
 SNIFF_BYTES = 8192  # a NUL byte in this much of a file's start means binary (as git and grep say)
 LINE_LIMIT = 1 << 16  # bytes of a line kept: a longer one is cut, with a marker saying so
 CHUNK = 1 << 20  # bytes read (or copied) at a time
 MAX_COUNTED = 1000  # occurrences of edit_file's old_string counted
 SHOWN = 10  # of which the lines are named
+SHOWN_CHANGE = 1 << 20  # bytes of a file up to which a write or edit says what it changed
 MAX_ENTRIES = 1000
 LEFT_OUT = frozenset({".git", ".hg", ".svn"})  # version-control internals: never listed or searched
 NOT_EXPANDED = frozenset(
@@ -131,7 +140,7 @@ def read_file(ctx: ToolContext, path: str, offset: int = 1, limit: int | None = 
     with place(ctx.workdir, path, ctx.read_roots) as where, fs_errors(path), opened(where) as fd:
         text_file(fd, path)
         shown = where.shown(fd)
-        with open(fd, "rb", closefd=False) as handle:
+        with _source(ctx, fd, path) as handle:
             window = _read_window(handle, offset, last, ctx.max_output)
     total = window.total
     if offset > max(total, 1):
@@ -148,6 +157,28 @@ def read_file(ctx: ToolContext, path: str, offset: int = 1, limit: int | None = 
         data["next_offset"] = end + 1
     data["content"] = _content(ctx, window, offset)
     return data
+
+
+def _source(ctx: ToolContext, fd: int, path: str) -> BinaryIO:
+    """The file open as `fd`, to read: its text in the editor when the run has one, else the disk."""
+    real = beneath.fd_path(fd)
+    if ctx.files is None or real is None:
+        return open(fd, "rb", closefd=False)
+    text = ctx.files.read_text(os.fsdecode(real))
+    _still(real, os.fstat(fd), path)
+    return io.BytesIO(text.encode("utf-8", "surrogateescape"))
+
+
+def _still(real: bytes, info: os.stat_result, path: str) -> None:
+    """Refuse a call whose file the editor was handed by name (`real`) when that name no longer
+    leads, without a link, to what crew resolved (`info`): it was swapped meanwhile."""
+    try:
+        now = os.stat(real)
+        same = os.path.realpath(real) == real and (now.st_dev, now.st_ino) == (info.st_dev, info.st_ino)
+    except OSError:
+        same = False
+    if not same:
+        raise ToolFailure(f"'{path}' was moved or replaced while the editor used it; try again")
 
 
 @dataclass
@@ -236,11 +267,70 @@ def write_file(ctx: ToolContext, path: str, content: str) -> dict[str, Any]:
     with place(ctx.workdir, path) as where, fs_errors(path):
         folder, name = where.parent(make_dirs=True)
         try:
-            created = replace(folder, name, path, lambda out: _write_all(out, encoded))
+            showable, old = _before(ctx, folder, name)
+            created = store(ctx, folder, name, path, encoded)
+            ctx.change = _change(folder, name, old, encoded) if showable else None
             shown = where.shown(folder, name)
         finally:
             os.close(folder)
     return {"path": shown, "bytes": len(encoded), "created": created}
+
+
+def store(ctx: ToolContext, folder: int, name: bytes, path: str, data: bytes) -> bool:
+    """`data` as the new contents of `name` in the directory `folder`: through the editor when the
+    run has one, else replaced on the disk (see replace()). True when the file was created."""
+    real = beneath.fd_path(folder)
+    if ctx.files is None or real is None:
+        return replace(folder, name, path, lambda out: _write_all(out, data))
+    created = _existing(folder, name, path) is None
+    ctx.files.write_text(os.fsdecode(os.path.join(real, name)), data.decode("utf-8", "surrogateescape"))
+    _still(real, os.fstat(folder), path)
+    return created
+
+
+def _before(ctx: ToolContext, folder: int, name: bytes) -> tuple[bool, bytes | None]:
+    """The contents of `name` before a write, as a diff shows them (the editor's when the run has
+    one; None: not there), and whether a diff can show them (not too large, text)."""
+    try:
+        source = os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
+    except OSError:
+        return True, None
+    try:
+        info = os.fstat(source)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > SHOWN_CHANGE or looks_binary(source):
+            return False, None
+        real = beneath.fd_path(source)
+        if ctx.files is not None and real is not None:
+            return True, ctx.files.read_text(os.fsdecode(real)).encode("utf-8", "surrogateescape")
+        return True, os.pread(source, SHOWN_CHANGE + 1, 0)
+    finally:
+        os.close(source)
+
+
+def _change(folder: int, name: bytes, old: bytes | None, new: bytes) -> FileChange | None:
+    """What a write did, for a diff (None when the new text is too large to show one)."""
+    real = beneath.fd_path(folder)
+    if real is None or len(new) > SHOWN_CHANGE:
+        return None
+    decode = lambda data: data.decode("utf-8", "replace")  # noqa: E731
+    return FileChange(os.fsdecode(os.path.join(real, name)), None if old is None else decode(old), decode(new))
+
+
+def _existing(folder: int, name: bytes, path: str) -> os.stat_result | None:
+    """What `name` in `folder` is now (None: nothing); anything but a regular file this user may
+    write is refused, before it is opened: nothing can block."""
+    try:
+        info: os.stat_result | None = os.stat(name, dir_fd=folder, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    assert info is not None
+    if stat.S_ISDIR(info.st_mode):
+        raise IsADirectoryError(path)
+    if not stat.S_ISREG(info.st_mode):
+        raise ToolFailure(f"'{path}' is not a regular file; only regular files can be written")
+    if not os.access(name, os.W_OK, dir_fd=folder):  # the rename would get round its mode
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), path)
+    return info
 
 
 def replace(folder: int, name: bytes, path: str, write: Callable[[int], None]) -> bool:
@@ -248,17 +338,7 @@ def replace(folder: int, name: bytes, path: str, write: Callable[[int], None]) -
     (with the file's mode), which is then renamed over it, so that a reader sees the old file or
     the new one, never half of it. True when the file was created. Anything but a regular file
     (a FIFO, device or socket) is refused before it is opened: nothing can block."""
-    try:
-        info: os.stat_result | None = os.stat(name, dir_fd=folder, follow_symlinks=False)
-    except FileNotFoundError:
-        info = None
-    if info is not None:
-        if stat.S_ISDIR(info.st_mode):
-            raise IsADirectoryError(path)
-        if not stat.S_ISREG(info.st_mode):
-            raise ToolFailure(f"'{path}' is not a regular file; only regular files can be written")
-        if not os.access(name, os.W_OK, dir_fd=folder):  # the rename would get round its mode
-            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), path)
+    info = _existing(folder, name, path)
     temp = b".%s.%s.crew-tmp" % (name[:200], os.urandom(4).hex().encode())
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     out = os.open(temp, flags, 0o666, dir_fd=folder)
@@ -312,17 +392,37 @@ def edit_file(ctx: ToolContext, path: str, old_string: str, new_string: str) -> 
             source = os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
             try:
                 text_file(source, path)
-                found = _scan(source, old)
-                if found.count != 1:
-                    raise ToolFailure(_not_once(path, old, found))
-                at, line = found.first[0]
-                replace(folder, name, path, lambda out: _splice(source, out, at, len(old), new))
+                line = _edit(ctx, folder, name, source, path, old, new)
             finally:
                 os.close(source)
             shown = where.shown(folder, name)
         finally:
             os.close(folder)
     return {"path": shown, "line": line + 1}
+
+
+def _edit(ctx: ToolContext, folder: int, name: bytes, source: int, path: str, old: bytes, new: bytes) -> int:
+    """Replace the one `old` in the file open as `source` (`name` in `folder`) with `new`: in the
+    editor's text when the run has one, else on the disk; → the line it was on (from 0)."""
+    real = beneath.fd_path(source)
+    size = os.fstat(source).st_size
+    if ctx.files is not None and real is not None:
+        text = ctx.files.read_text(os.fsdecode(real)).encode("utf-8", "surrogateescape")
+        _still(real, os.fstat(source), path)
+        found = _scan(lambda pos: text[pos : pos + CHUNK], old)
+    else:
+        text = os.pread(source, SHOWN_CHANGE + 1, 0) if size <= SHOWN_CHANGE else b""
+        found = _scan(lambda pos: os.pread(source, CHUNK, pos), old)
+    if found.count != 1:
+        raise ToolFailure(_not_once(path, old, found))
+    at, line = found.first[0]
+    edited = text[:at] + new + text[at + len(old) :] if text else b""
+    if ctx.files is not None and real is not None:
+        store(ctx, folder, name, path, edited)
+    else:
+        replace(folder, name, path, lambda out: _splice(source, out, at, len(old), new))
+    ctx.change = _change(folder, name, text, edited) if text else None
+    return line
 
 
 @dataclass
@@ -335,15 +435,15 @@ class Found:
     crlf: bool = False
 
 
-def _scan(fd: int, old: bytes) -> Found:
-    """Every occurrence of `old` in the file, overlapping ones included ('aa' is twice in 'aaa'),
-    read CHUNK bytes at a time; the last len(old) - 1 bytes of each read are searched again with
-    the next, so a match across two reads is found once."""
+def _scan(read: Callable[[int], bytes], old: bytes) -> Found:
+    """Every occurrence of `old` in a file, overlapping ones included ('aa' is twice in 'aaa'),
+    read CHUNK bytes at a time (`read(offset)`); the last len(old) - 1 bytes of each read are
+    searched again with the next, so a match across two reads is found once."""
     found = Found()
     keep = len(old) - 1
     tail = last = b""  # the end of what was read before (where a match may start); its last byte
     pos = lines = 0  # the file offset of the next read; the newlines before `tail`
-    while chunk := os.pread(fd, CHUNK, pos):
+    while chunk := read(pos):
         block, start = tail + chunk, pos - len(tail)
         at = block.find(old)
         while at != -1 and found.count < MAX_COUNTED:

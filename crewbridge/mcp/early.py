@@ -8,36 +8,23 @@ broken crew.yaml, --policy-of naming no agent, a sandbox required where none wor
 before: crew's one line on stderr and its exit, before any answer, because a client that got an
 answer to initialize shows the server as connected (the real claude does), not failed. So this
 answers early only when no configuration file is found, CREW_SANDBOX_MECHANISM is unset, and
-every argument is one whose value cannot be refused (click's own test of it, repeated here; a test
-holds the options equal); otherwise everything loads first, as before."""
+every argument is one whose value cannot be refused (crewbridge.flags.MCP, from which click's
+options are made, says which, and checks each value as click's type does); otherwise everything
+loads first, as before."""
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
-from crewbridge.errors import ConfigError
+from crewbridge import flags
 from crewbridge.mcp.core import McpCore, RpcError, read_message
 from crewbridge.mcp.stdio import Link
-from crewbridge.places import config_dir, find_project_config
-from crewbridge.readings import number
 
 TYPE_CHECKING = False  # typing itself is ~5 ms to import; type checkers read this name as True
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from pathlib import Path
 
     from crewbridge.sandbox import Sandboxing
-
-FLAGS = frozenset({"--execute"})
-# crew mcp's options (crewbridge.cli.mcp_group) read here, with what each one's value must be
-VALUE_OPTIONS: dict[str, Callable[[str], bool]] = {
-    "--ask-depth": number(int, 0),
-    "--timeout": number(float, 0.1),
-    "--max-turns": number(int, 1),
-    "--sandbox": lambda text: text in ("auto", "off"),  # required: refused where no sandbox works
-}
-# the rest: a file to read (--config), an agent to find (--policy-of), the HTTP transport
-NOT_HERE = frozenset({"--config", "--policy-of", "--http", "--token-file", "--allow-host", "--allow-remote", "--help"})
 
 
 def instructions(workdir: Path | str) -> str:
@@ -59,20 +46,8 @@ class Greeter(McpCore):
 def read(args: list[str]) -> dict[str, str] | None:
     """The options of `crew mcp ARGS` (the arguments after `mcp`), each with its value (a flag's:
     ""), when it surely serves stdio: click takes every argument and no value can be refused; else None."""
-    values: dict[str, str] = {}
-    rest = iter(args)
-    for arg in rest:
-        name, equals, value = arg.partition("=")
-        if name in VALUE_OPTIONS:
-            value = value if equals else next(rest, "")
-            if not VALUE_OPTIONS[name](value):
-                return None
-            values[name] = value
-        elif arg in FLAGS:
-            values[arg] = ""
-        else:
-            return None
-    return values
+    found = flags.read(args, flags.MCP)
+    return None if found is None or found[1] else found[0]
 
 
 class Greeting:
@@ -86,13 +61,8 @@ class Greeting:
 def greet(args: list[str]) -> Greeting | None:
     """stdio set up as MCP's transport, its first message read and, when it is `initialize`,
     answered; None (nothing read) when the server could still refuse to start."""
-    values = None if "CREW_SANDBOX_MECHANISM" in os.environ else read(args)
-    if values is None:
-        return None
-    try:
-        if (config_dir() / "crew.yaml").is_file() or find_project_config(Path.cwd()) is not None:
-            return None  # read, and reported when it is wrong, before any answer
-    except ConfigError:
+    values = read(args)
+    if values is None or not flags.unrefusable():
         return None
     try:
         link = Link()

@@ -17,7 +17,7 @@ import shutil
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -230,44 +230,88 @@ class Sandboxing:
         wanted = any(one != "off" for one in levels)
         return notice(self.detection) if wanted and self.detection.mechanism is None else None
 
-    def commands(self, wanted: str, workdir: Path, mode: str, *, network: bool) -> Sandbox | None:
+    def commands(
+        self, wanted: str, workdir: Path, mode: str, *, network: bool, denied: Sequence[str] = ()
+    ) -> Sandbox | None:
         """Where an agent's commands (run_command, command tools) run: they may write the working
         directory only in execute mode (query mode's tools only read) and their private /tmp;
-        no network unless `network`; nothing they start outlives them."""
+        no network unless `network`; nothing they start outlives them; a program `denied` (the
+        agent's deny_commands) denies whatever its arguments is masked where the mechanism can."""
         mechanism = self.mechanism(wanted)
         if mechanism is None:
             return None
-        writable = (workdir,) if mode == "execute" else ()
-        return Sandbox(
-            mechanism,
-            Confinement(writable, git_read_only(writable), visible=(workdir,), network=network, leave_group=False),
+        writable, kept = _project(workdir, mode)
+        confinement = Confinement(
+            writable, kept, visible=(workdir,), network=network, leave_group=False, denied=tuple(denied)
         )
+        return Sandbox(mechanism, confinement)
 
-    def cli(self, wanted: str, workdir: Path, mode: str, state: Callable[[Mapping[str, str]], State]) -> Sandbox | None:
+    def cli(
+        self,
+        wanted: str,
+        workdir: Path,
+        mode: str,
+        state: Callable[[Mapping[str, str]], State],
+        denied: Sequence[str] = (),
+    ) -> Sandbox | None:
         """Where an agent's CLI runs: it may write its own state folders (`state`, from its
-        environment) and temp, and the working directory in execute mode; its network stays."""
+        environment) and temp, and the working directory in execute mode; its network stays; its
+        own shell tool's commands meet the masks of `denied` as crew's do."""
         mechanism = self.mechanism(wanted)
         if mechanism is None:
             return None
-        writable = (workdir,) if mode == "execute" else ()
-        return Sandbox(
-            mechanism, Confinement(writable, git_read_only(writable), visible=(workdir,), network=True, state=state)
-        )
+        writable, kept = _project(workdir, mode)
+        confinement = Confinement(writable, kept, visible=(workdir,), network=True, state=state, denied=tuple(denied))
+        return Sandbox(mechanism, confinement)
 
 
-def git_read_only(writable: tuple[Path, ...]) -> tuple[Path, ...]:
+def _project(workdir: Path, mode: str) -> tuple[tuple[Path, ...], tuple[Path, ...]]:
+    """What of the working directory may be written (all of it, in execute mode only; its git
+    folders pinned) and what in it stays read-only (git_protected)."""
+    if mode != "execute":
+        return (), ()
+    pinned, kept = git_protected((workdir,))
+    return (workdir, *pinned), kept
+
+
+def git_protected(writable: tuple[Path, ...]) -> tuple[tuple[Path, ...], tuple[Path, ...]]:
     """What of a git repository in a writable folder makes code run when the user next runs git
-    (outside any sandbox): its config (core.fsmonitor, core.hooksPath, filters, aliases) and hooks,
-    or, in a worktree, the `.git` file naming its git folder. Kept read-only where the mechanism can
+    (outside any sandbox), as (pinned, read_only). Read-only: its config (core.fsmonitor,
+    core.hooksPath, filters, aliases) and hooks, its submodules' (`.git/modules/…`), or, in a
+    worktree, the `.git` file naming its git folder. Pinned (bound again, writable, over themselves):
+    the `.git` folder and the submodules' git folders, so that they cannot be renamed away and
+    replaced by one of the sandbox's (a mount point cannot be moved). Kept so where the mechanism can
     (bubblewrap); commits still work. A missing hooks folder is made first, empty, so that it cannot
-    be planted."""
+    be planted. What is made anew during the run is crewbridge.gitguard's."""
+    pinned: list[Path] = []
     kept: list[Path] = []
     for folder in writable:
         dot_git = folder / ".git"
         if dot_git.is_file():
             kept.append(dot_git)
-        elif dot_git.is_dir():
+        elif dot_git.is_dir() and not dot_git.is_symlink():  # a link could lead out of the folder
+            pinned.append(dot_git)
+            for git_dir in [dot_git, *_submodule_git_dirs(dot_git / "modules", pinned)]:
+                with contextlib.suppress(OSError):
+                    (git_dir / "hooks").mkdir(exist_ok=True)
+                kept += [p for p in (git_dir / "config", git_dir / "config.worktree", git_dir / "hooks") if p.exists()]
+    return tuple(pinned), tuple(kept)
+
+
+def _submodule_git_dirs(modules: Path, pinned: list[Path]) -> list[Path]:
+    """The submodules' git folders under `modules` (a name may hold slashes; theirs in turn), every
+    folder on the way added to `pinned`."""
+    found = []
+    stack = [modules]
+    while stack:
+        current = stack.pop()
+        if not current.is_dir() or current.is_symlink():
+            continue
+        pinned.append(current)
+        if (current / "HEAD").exists():
+            found.append(current)
+            stack.append(current / "modules")
+        else:
             with contextlib.suppress(OSError):
-                (dot_git / "hooks").mkdir(exist_ok=True)
-            kept += [p for p in (dot_git / "config", dot_git / "config.worktree", dot_git / "hooks") if p.exists()]
-    return tuple(kept)
+                stack += sorted(current.iterdir())
+    return found

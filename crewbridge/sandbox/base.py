@@ -6,7 +6,7 @@ import contextlib
 import os
 import shutil
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
@@ -27,15 +27,15 @@ class Confinement:
     network: bool = False  # off: no TCP/UDP, and no Unix socket files (docker.sock, ssh-agent, D-Bus)
     leave_group: bool = True  # False: it may not start processes that outlive its group (setsid)
     state: Callable[[Mapping[str, str]], State] | None = None  # a CLI's state folders, from its environment
+    denied: tuple[str, ...] = ()  # deny_commands globs: the programs they deny whatever the arguments are masked
 
     def resolved(self, prepared: Prepared) -> Confinement:
         """This confinement with a CLI's state made ready for one launch (crewbridge.sandbox.state)."""
-        return Confinement(
+        return replace(
+            self,
             writable=(*self.writable, *prepared.writable),
             read_only=(*self.read_only, *prepared.read_only),
-            visible=self.visible,
-            network=self.network,
-            leave_group=self.leave_group,
+            state=None,
         )
 
 
@@ -90,6 +90,64 @@ def program(argv: Sequence[str], env: Mapping[str, str], cwd: Path) -> str:
     if found is None:
         raise FileNotFoundError(2, "No such file or directory", name)
     return found
+
+
+SYSTEM_BIN = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
+
+
+@dataclass(frozen=True)
+class Masked:
+    """A program's file that the sandbox shows as one that refuses to run (`why` says so)."""
+
+    path: Path  # the file itself (links resolved)
+    name: str  # the name the rule denies
+    glob: str  # the deny_commands glob
+
+
+def whole_programs(denied: Sequence[str]) -> list[tuple[str, str]]:
+    """The deny globs that deny a program whatever its arguments: `rm *` (name `rm`), `rm*` (names
+    `rm*`: rmdir too); as (name pattern, glob). `git push*` denies some arguments only; `*` or a
+    pattern that starts with a wildcard would mean every program: neither is masked."""
+    found = []
+    for glob in denied:
+        name = glob[:-2] if glob.endswith(" *") else glob if glob.endswith("*") else ""
+        if name and " " not in name and "/" not in name and name[0] not in "*?[":
+            found.append((name, glob))
+    return found
+
+
+def masked_programs(denied: Sequence[str], env: Mapping[str, str], spared: Sequence[str] = ()) -> list[Masked]:
+    """The files of the programs `denied` globs deny whatever their arguments, on PATH and in the
+    usual system folders, links resolved; never one of `spared` (the program started, its
+    interpreter). A file whose real name the glob does not match is a multi-call binary (busybox:
+    `rm` → busybox) or another program's alias: masking it would mask the others, so it is left."""
+    import fnmatch  # for start-up speed: only a run with deny_commands masks anything
+
+    wholes = whole_programs(denied)
+    if not wholes:
+        return []
+    keep = {os.path.realpath(path) for path in spared}
+    folders = dict.fromkeys([*(p for p in env.get("PATH", "").split(os.pathsep) if p), *SYSTEM_BIN])
+    found: dict[str, Masked] = {}
+    for folder in folders:
+        listed: list[str] | None = None
+        for pattern, glob in wholes:
+            if not any(char in pattern for char in "*?["):
+                names = [pattern] if os.path.lexists(os.path.join(folder, pattern)) else []
+            else:
+                if listed is None:
+                    try:
+                        listed = os.listdir(folder)
+                    except OSError:
+                        listed = []
+                names = fnmatch.filter(listed, pattern)
+            for name in names:
+                real = os.path.realpath(os.path.join(folder, name))
+                if real in keep or real in found or not os.path.isfile(real) or not os.access(real, os.X_OK):
+                    continue
+                if fnmatch.fnmatchcase(os.path.basename(real), pattern):
+                    found[real] = Masked(Path(real), name, glob)
+    return list(found.values())
 
 
 def private_temp() -> Path:

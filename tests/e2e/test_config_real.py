@@ -3,12 +3,11 @@ against the mock model server: a project's own crew.yaml cannot drop the rules o
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
-from crewcli import tool_block, write_config
+from crewcli import only_result, tool_block, write_config
 
 pytestmark = pytest.mark.e2e
 
@@ -25,7 +24,7 @@ def test_the_users_deny_holds_in_a_project_with_its_own_crew_yaml(cli, crew, cli
     )
     done = crew(cli, "execute", "--json", f"@{cli} read notes.txt, then remove it")
     assert done.returncode == 0, done.stderr
-    assert [(c["name"], c["success"]) for c in json.loads(done.stdout)["tool_calls"]] == [
+    assert [(c["name"], c["success"]) for c in only_result(done.stdout)["tool_calls"]] == [
         ("crew:read_file", False),
         ("crew:run_command", False),
     ]

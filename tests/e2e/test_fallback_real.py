@@ -4,13 +4,11 @@ fallback the run ends with exit 3 and the CLI's own words, naming the cause."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from clienv import cli_env as build_env
 from clienv import require_cli
-from crewcli import error_line, processes_in, run_crew, tool_block, write_config
+from crewcli import error_line, only_result, processes_in, run_crew, tool_block, write_config
 from mockserver import MockServer, error
 
 pytestmark = pytest.mark.e2e
@@ -39,7 +37,7 @@ def test_claude_rate_limited_falls_back_to_gemini_with_the_same_task_and_tools(
     assert "what does notes.txt say?" in first.text() and "crew:read_file" in first.text()
     assert notes in second.text()
     if output == "json":
-        result = json.loads(done.stdout)
+        result = only_result(done.stdout)
         assert (result["agent"], result["fell_back_from"]) == ("gemini", "claude")
         assert result["answer"] == "Gemini: the code is 7-4-1."
     else:

@@ -6,11 +6,9 @@ read_file can read, and a chat continued over two messages."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from crewcli import error_line, tool_block, write_config
+from crewcli import error_line, only_result, tool_block, write_config
 from mockserver import reply
 
 pytestmark = pytest.mark.e2e
@@ -57,7 +55,7 @@ def test_an_answer_that_needs_a_file_only_a_crew_tool_can_read(recipe, crew, moc
     )
     done = crew(recipe, "query", "--json", f"@{recipe} what does notes.txt say?")
     assert done.returncode == 0, done.stderr
-    result = json.loads(done.stdout)
+    result = only_result(done.stdout)
     assert result["answer"] == "The code is 7-4-1."
     assert [(call["name"], call["success"]) for call in result["tool_calls"]] == [("crew:read_file", True)]
     first, second = mock_server.requests

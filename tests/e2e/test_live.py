@@ -14,7 +14,7 @@ from crewbridge.tools import builtin_registry
 
 from crewbridge import providers
 from crewbridge.config import AgentSpec
-from crewbridge.conversation import new_conversation
+from crewbridge.conversations import new_conversation
 from crewbridge.errors import ProviderError
 from crewbridge.loop import AgentLoop
 from crewbridge.policy import Policy

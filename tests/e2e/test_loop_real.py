@@ -7,13 +7,11 @@ what the model is sent next, what crew prints, and its exit code."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from clienv import cli_env as build_env
 from clienv import require_cli
-from crewcli import processes_in, run_crew, tool_block
+from crewcli import only_result, processes_in, run_crew, tool_block
 from mockserver import MockServer, reply
 
 pytestmark = pytest.mark.e2e
@@ -26,7 +24,7 @@ def last_message(request) -> str:
 
 def calls(done) -> list[tuple[str, bool]]:
     """(name, success) of each tool call in a `--json` result."""
-    return [(call["name"], call["success"]) for call in json.loads(done.stdout)["tool_calls"]]
+    return [(call["name"], call["success"]) for call in only_result(done.stdout)["tool_calls"]]
 
 
 def test_an_answer_that_needs_a_file_only_a_crew_tool_can_read(cli, crew, mock_server, notes):
@@ -49,7 +47,7 @@ def test_a_chain_list_files_then_read_file_then_the_answer(cli, crew, mock_serve
     )
     done = crew(cli, "query", "--json", f"@{cli} when do we ship? the plan is under docs/")
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["answer"] == "We ship on Friday."
+    assert only_result(done.stdout)["answer"] == "We ship on Friday."
     assert calls(done) == [("crew:list_files", True), ("crew:read_file", True)]
     _, listed, read = mock_server.requests
     assert "plan-4711.md" in last_message(listed)  # the listing came back as the tool's result
@@ -65,7 +63,7 @@ def test_model_mistakes_go_back_with_how_to_fix_them_and_are_corrected(cli, crew
     )
     done = crew(cli, "query", "--json", f"@{cli} what does notes.txt say?")
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["answer"] == "The code is 7-4-1."
+    assert only_result(done.stdout)["answer"] == "The code is 7-4-1."
     assert calls(done) == [("crew:read_fil", False), ("crew:read_file", False), ("crew:read_file", True)]
     _, errors, read = mock_server.requests
     assert "unknown tool 'crew:read_fil'; did you mean 'crew:read_file'?" in last_message(errors)

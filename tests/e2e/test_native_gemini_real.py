@@ -11,6 +11,7 @@ import json
 import pytest
 from test_native_real import logged, no_catalogue, tool_results
 
+from crewcli import only_result
 from mockserver import tool_call
 
 pytestmark = pytest.mark.e2e
@@ -27,7 +28,7 @@ def test_gemini_reads_a_file_through_crews_mcp_server(crew, mock_server, notes):
     mock_server.script(tool_call("read_file", {"path": "notes.txt"}), "The code is 7-4-1.")
     done = crew("gemini", "query", "--tools-via", "native", "--json", "@gemini what does notes.txt say?")
     assert done.returncode == 0, done.stderr
-    result = json.loads(done.stdout)
+    result = only_result(done.stdout)
     assert result["answer"] == "The code is 7-4-1."
     assert [(c["name"], c["success"]) for c in result["tool_calls"]] == [("crew:read_file", True)]
     first, second = mock_server.requests
@@ -49,7 +50,7 @@ def test_gemini_corrects_input_that_breaks_the_schema(crew, mock_server, notes):
     )
     done = crew("gemini", "query", "--tools-via", "native", "--json", "@gemini what does notes.txt say?")
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["answer"] == "The code is 7-4-1."
+    assert only_result(done.stdout)["answer"] == "The code is 7-4-1."
     _, corrected, answered = mock_server.requests
     told = tool_results(corrected)
     assert "required property" in told and "path" in told and notes not in told

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from crewcli import write_config
+from crewcli import only_result, write_config
 from mockserver import tool_call
 
 pytestmark = pytest.mark.e2e
@@ -30,7 +30,7 @@ def no_catalogue(requests) -> bool:
 
 def logged(crew, cli: str, kind: str) -> list[dict]:
     """The records of `kind` in the last run's transcript (`crew log show last`)."""
-    events = [json.loads(line) for line in crew(cli, "log", "show", "last").stdout.splitlines()]
+    events = [json.loads(line) for line in crew(cli, "log", "show", "--json", "last").stdout.splitlines()]
     return [event for event in events if event.get("kind") == kind]
 
 
@@ -49,7 +49,7 @@ def test_claude_reads_a_file_through_crews_sdk_mcp_server(crew, mock_server, not
     mock_server.script(tool_call("mcp__crew__read_file", {"path": "notes.txt"}), "The code is 7-4-1.")
     done = crew("claude", "query", "--tools-via", "native", "--json", "@claude what does notes.txt say?")
     assert done.returncode == 0, done.stderr
-    result = json.loads(done.stdout)
+    result = only_result(done.stdout)
     assert result["answer"] == "The code is 7-4-1."
     assert [(c["name"], c["success"]) for c in result["tool_calls"]] == [("crew:read_file", True)]
     first, second = mock_server.requests
@@ -67,7 +67,7 @@ def test_claude_corrects_input_that_breaks_the_schema_after_crews_message(crew, 
     )
     done = crew("claude", "query", "--tools-via", "native", "--json", "@claude what does notes.txt say?")
     assert done.returncode == 0, done.stderr
-    assert [(c["name"], c["success"]) for c in json.loads(done.stdout)["tool_calls"]] == [
+    assert [(c["name"], c["success"]) for c in only_result(done.stdout)["tool_calls"]] == [
         ("crew:read_file", False),
         ("crew:read_file", True),
     ]
@@ -171,7 +171,7 @@ def test_codex_native_call_with_bad_input_is_corrected_on_the_next_turn(crew, mo
     )
     done = crew("codex", "query", "--json", "--tools-via", "native", f"@codex:gpt-5.5 {TASK}")
     assert done.returncode == 0, done.stderr
-    result = json.loads(done.stdout)
+    result = only_result(done.stdout)
     assert result["answer"] == ANSWER
     assert [(call["name"], call["success"]) for call in result["tool_calls"]] == [
         ("crew:read_file", False),

@@ -12,7 +12,7 @@ import pytest
 
 from clienv import cli_env as build_env
 from clienv import require_cli
-from crewcli import processes_in, run_crew, tool_block
+from crewcli import only_result, processes_in, run_crew, tool_block
 from gitrepo import make_repo, status
 from mockserver import MockServer, reply
 
@@ -47,7 +47,7 @@ def test_a_review_that_asks_for_changes_gets_them_and_approves(cli, crew, mock_s
     )  # reviewer, round 2
     done = crew(cli, "execute", "--json", "--review", cli, f"@{cli} {TASK}")
     assert done.returncode == 0, done.stderr
-    result = json.loads(done.stdout)
+    result = only_result(done.stdout)
     assert result["answer"] == "Fixed it."
     assert result["review"] == {"reviewer": cli, "rounds": 2, "verdict": "approve", "findings": [], "disputed": []}
     assert (repo / "notes.txt").read_text() == "deploy: Tuesday\nowner: dana\n"
@@ -136,7 +136,7 @@ def test_a_review_in_a_worktree_reads_the_writers_files_there(tmp_path, mock_ser
         done = run_crew(["execute", "--json", "--worktree", "--review", "gemini", f"@codex {TASK}"], env=env, cwd=repo)
     assert processes_in(tmp_path) == []
     assert done.returncode == 0, done.stderr
-    result = json.loads(done.stdout)
+    result = only_result(done.stdout)
     assert result["review"]["verdict"] == "approve" and result["branch"] == f"crew/{result['run_id']}/codex"
     assert "deploy: Tuesday" in last_message(gemini_mock.requests[1])  # what the reviewer read: the writer's file
     assert status(repo) == "" and (repo / "notes.txt").read_text() == "deploy: Friday\nowner: dana\n"
@@ -155,7 +155,7 @@ def test_a_reviewer_calls_verdict_through_its_clis_native_channel(crew, mock_ser
     )  # the reviewer
     done = crew("claude", "execute", "--json", "--tools-via", "native", "--review", "claude", f"@claude {TASK}")
     assert done.returncode == 0, done.stderr
-    result = json.loads(done.stdout)
+    result = only_result(done.stdout)
     assert result["review"]["verdict"] == "approve" and result["answer"] == "Set it."
     review = mock_server.requests[2]
     assert "mcp__crew__verdict" in review.tool_names() and "mcp__crew__write_file" not in review.tool_names()
@@ -187,7 +187,9 @@ def test_claude_hands_a_change_to_codex_reviewed_by_gemini_over_mcp(mock_server,
     assert done.returncode == 0, done.stderr
     ask, wrote, _answered, review, last = mock_server.requests
     assert [r.vendor for r in (ask, wrote, review, last)] == ["anthropic", "openai", "gemini", "anthropic"]
-    told = json.loads(last.messages()[-1][1])  # claude passes the ask's structured content on
+    content = json.loads(last.messages()[-1][1])  # claude passes the ask's structured content on
+    [told] = content["results"]
+    assert content["run"] == told["run_id"]
     assert (told["answer"], told["review"]["verdict"], told["branch"]) == (
         "Set it.",
         "approve",

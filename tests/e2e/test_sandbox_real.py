@@ -76,6 +76,30 @@ def test_the_clis_own_shell_in_execute_mode_writes_the_project_and_nothing_else(
         assert '"sandbox": "danger-full-access"' in done.stderr  # what crew asked of codex's app-server
 
 
+@pytest.mark.parametrize("via", ["crew", "native"])
+@pytest.mark.parametrize("mechanism", ["bwrap", "landlock"])
+def test_a_program_deny_commands_denies_cannot_start_from_a_script_the_rules_let_through(
+    via, mechanism, cli_env, mock_server, workdir, tmp_path
+):
+    """deny_commands ["rm *"]: python3 running rm is beyond any reading of the line (the rules let
+    it through). bubblewrap masks rm: v survives and the model reads why. Landlock cannot mask a
+    program (docs/sandbox.md): there the script deletes v, as the docs say."""
+    (workdir / "v").write_text("keep me\n")
+    (workdir / "crew.yaml").write_text('agents:\n  claude:\n    deny_commands: ["rm *"]\n')
+    script = "python3 -c \"import subprocess; subprocess.run(['rm', 'v'])\""
+    mock_server.script(
+        tool_block("crew:run_command", command=script) if via == "crew" else SHELL["claude"][0](script), "Done."
+    )
+    env = {**cli_env("claude"), MECHANISM_ENV: mechanism}
+    done = run_crew(["execute", "--sandbox", "required", "@claude tidy up"], env=env, cwd=workdir)
+    assert done.returncode == 0, done.stderr
+    assert processes_in(tmp_path) == []
+    said = "rm is denied by deny_commands in crew.yaml ('rm *'); this sandbox does not run it"
+    masked = mechanism == "bwrap"
+    assert (workdir / "v").exists() == masked
+    assert (said in mock_server.requests[-1].text()) == masked
+
+
 # --- nothing the agent writes runs later ------------------------------------------------------------
 # Each CLI's own shell, in execute mode, plants in the CLI's state folder what the next plain start
 # of that CLI (outside any sandbox) would read as settings or environment: the attacks of issue 31.

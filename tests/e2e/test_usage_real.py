@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from crewcli import error_line, run_crew, tool_block, write_config
+from crewcli import error_line, only_result, run_crew, tool_block, write_config
 from mockserver import reply
 
 pytestmark = pytest.mark.e2e
@@ -25,7 +25,7 @@ def test_usage_is_recorded_per_run_and_summed_per_agent_over_runs(cli, crew, moc
     first = crew(cli, "query", "--json", f"@{cli} what does notes.txt say?")
     second = crew(cli, "query", "--json", f"@{cli} are you sure?")
     assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
-    usage = json.loads(first.stdout)["usage"]
+    usage = only_result(first.stdout)["usage"]
     assert (usage["input_tokens"], usage["cached_tokens"], usage["output_tokens"]) == (200, 80, 20)
     assert (usage["cost_usd"] is not None) == (cli == "claude")  # only claude reports a cost
 
@@ -71,7 +71,7 @@ def test_a_budget_stops_a_tool_loop_before_its_next_turn(limit, cli, crew, mock_
         "its last reply ran, no further turn was sent (raise the limit, or go on with --continue)"
     )
     assert len(mock_server.requests) == 2
-    events = [json.loads(line) for line in crew(cli, "log", "show", "last").stdout.splitlines()]
+    events = [json.loads(line) for line in crew(cli, "log", "show", "--json", "last").stdout.splitlines()]
     assert [e["name"] for e in events if e["kind"] == "tool_result"] == ["crew:read_file", "crew:list_files"]
     assert [e["reason"] for e in events if e["kind"] == "budget"] == [f"220 tokens, past {name} 150"]
     assert events[-1]["status"] == "failed"
@@ -87,8 +87,11 @@ def test_codex_exec_resume_reports_its_threads_totals_and_each_reply_is_counted_
     assert all(run.returncode == 0 for run in runs), [run.stderr for run in runs]
     said = [text for role, text in mock_server.requests[-1].messages() if role == "user"]
     assert said[-1] == "question 2" and any("question 0" in text for text in said)  # one thread, resumed
-    events = [json.loads(line) for line in run_crew(["log", "show", "last"], env=env, cwd=workdir).stdout.splitlines()]
+    events = [
+        json.loads(line)
+        for line in run_crew(["log", "show", "--json", "last"], env=env, cwd=workdir).stdout.splitlines()
+    ]
     assert [e["reported"]["input_tokens"] for e in events if e["kind"] == "usage"] == [300]  # the thread's total
-    assert [json.loads(run.stdout)["usage"]["input_tokens"] for run in runs] == [100, 100, 100]
+    assert [only_result(run.stdout)["usage"]["input_tokens"] for run in runs] == [100, 100, 100]
     (row,) = map(json.loads, run_crew(["log", "--by", "agent", "--json"], env=env, cwd=workdir).stdout.splitlines())
     assert (row["runs"], row["input_tokens"], row["cached_tokens"], row["output_tokens"]) == (3, 300, 120, 30)

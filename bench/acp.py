@@ -1,0 +1,130 @@
+"""crew acp's figures: its start to its answer to `initialize` (goal ≤ 50 ms), and the time from
+`session/prompt` to the first `agent_message_chunk` against `claude -p`'s time from its start to
+its first text delta, the real claude on the same mock (goal ≤ 1.1×). crew is installed as users
+install it (bench.common.installed); runs alternate, medians are printed.
+
+    .venv/bin/python -m bench.acp [--runs N]
+
+The ACP client is this process: JSON lines on the pipes, no SDK (its import would be measured too)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.common import installed, kill_group, median, spread
+from bench.harness import claude_env
+
+INITIALIZE_TARGET = 50.0  # ms
+CHUNK_TARGET = 1.1
+ANSWER = "Hello from the mock model."
+
+
+def _send(proc: subprocess.Popen[bytes], message: dict[str, Any]) -> None:
+    assert proc.stdin is not None
+    proc.stdin.write(json.dumps(message).encode() + b"\n")
+    proc.stdin.flush()
+
+
+def _until(proc: subprocess.Popen[bytes], done: Any) -> dict[str, Any]:
+    assert proc.stdout is not None
+    while line := proc.stdout.readline():
+        message = json.loads(line)
+        if done(message):
+            return message
+    raise RuntimeError("crew acp ended early")
+
+
+def initialize(crew: str, env: dict[str, str], work: Path) -> float:
+    """Seconds from crew acp's start to its answer to initialize."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        [crew, "acp"], cwd=work, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True
+    )
+    try:
+        _send(proc, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}})
+        _until(proc, lambda m: m.get("id") == 0)
+        return time.perf_counter() - start
+    finally:
+        kill_group(proc.pid)
+        proc.wait()
+
+
+def first_chunk(crew: str, env: dict[str, str], work: Path, mock: Any) -> float:
+    """Seconds from session/prompt to the first agent_message_chunk (the session made just before)."""
+    mock.script(ANSWER)
+    proc = subprocess.Popen(
+        [crew, "acp"], cwd=work, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True
+    )
+    try:
+        _send(proc, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}})
+        _until(proc, lambda m: m.get("id") == 0)
+        _send(
+            proc, {"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"cwd": str(work), "mcpServers": []}}
+        )
+        sid = _until(proc, lambda m: m.get("id") == 1)["result"]["sessionId"]
+        start = time.perf_counter()
+        prompt = [{"type": "text", "text": "say hello"}]
+        _send(
+            proc,
+            {"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": {"sessionId": sid, "prompt": prompt}},
+        )
+        _until(proc, lambda m: m.get("params", {}).get("update", {}).get("sessionUpdate") == "agent_message_chunk")
+        took = time.perf_counter() - start
+        _until(proc, lambda m: m.get("id") == 2)
+        return took
+    finally:
+        kill_group(proc.pid)
+        proc.wait()
+
+
+def claude_first_delta(env: dict[str, str], work: Path, mock: Any) -> float:
+    """Seconds from `claude -p`'s start to its first text delta (stream-json, partial messages)."""
+    mock.script(ANSWER)
+    argv = ["claude", "-p", "say hello", "--output-format", "stream-json", "--verbose", "--include-partial-messages"]
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        argv, cwd=work, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, start_new_session=True
+    )
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            event = json.loads(line)
+            if event.get("type") == "stream_event" and event["event"].get("delta", {}).get("type") == "text_delta":
+                return time.perf_counter() - start
+        raise RuntimeError("claude printed no text delta")
+    finally:
+        kill_group(proc.pid)
+        proc.wait()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", type=int, default=9)
+    runs = parser.parse_args().runs
+    crew = str(installed() / "crew")
+    with claude_env() as (mock, env, work):
+        starts, chunks, deltas = [], [], []
+        for _ in range(runs + 1):  # the first of each is a warm-up
+            starts.append(initialize(crew, env, work))
+            chunks.append(first_chunk(crew, env, work, mock))
+            deltas.append(claude_first_delta(env, work, mock))
+        starts, chunks, deltas = starts[1:], chunks[1:], deltas[1:]
+    ratio = median(chunks) / median(deltas)
+    rows = [
+        ("crew acp: start to its answer to initialize", starts, f"goal <= {INITIALIZE_TARGET:g} ms"),
+        ("crew acp: session/prompt to first chunk", chunks, ""),
+        ("claude -p: start to first text delta", deltas, ""),
+    ]
+    for name, values, goal in rows:
+        print(f"{name:46} {median(values) * 1000:7.1f} ms  ({spread(values, ' ms', 1000)}) {goal}")
+    print(f"{'ratio':46} {ratio:7.2f}x     (goal <= {CHUNK_TARGET}x; load {os.getloadavg()[0]:.1f})")
+
+
+if __name__ == "__main__":
+    main()

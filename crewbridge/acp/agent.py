@@ -1,0 +1,285 @@
+"""crew as the SDK's `acp.Agent`: sessions bound to a folder, prompts run by crew's loop on the
+chosen agent and mode, their progress streamed as `session/update`s, cancel, load and list.
+
+The SDK reads and writes on the event loop; each prompt runs on a thread of its own (the engine is
+synchronous), and what it says goes back through the session's courier (crewbridge.acp.wire)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from acp import Agent, RequestError
+from acp.agent.connection import AgentSideConnection
+from acp.schema import (
+    ClientCapabilities,
+    ConfigOptionUpdate,
+    CurrentModeUpdate,
+    EmbeddedResourceContentBlock,
+    InitializeResponse,
+    ListSessionsResponse,
+    LoadSessionResponse,
+    NewSessionResponse,
+    PromptResponse,
+    ResourceContentBlock,
+    SetSessionConfigOptionResponse,
+    SetSessionModeResponse,
+    TextContentBlock,
+)
+
+from crewbridge.acp.early import Greeting, hello
+from crewbridge.acp.session import Serving, Session, new_session_id, runs_of, sessions
+from crewbridge.acp.wire import Courier, stdio
+from crewbridge.config import Config, load_config
+from crewbridge.errors import CrewError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from crewbridge.sandbox import Sandboxing
+
+log = logging.getLogger("crewbridge.acp")
+
+
+class CrewAgent(Agent):
+    """The agent crew acp serves. `config_path`: --config; `sandbox`: --sandbox (replaces each
+    folder's crew.yaml `sandbox:`)."""
+
+    def __init__(
+        self,
+        *,
+        config_path: Path | None = None,
+        sandbox: str | None = None,
+        sandboxing: Sandboxing | None = None,
+        serving: Serving | None = None,
+    ) -> None:
+        self.config_path, self.sandbox, self.sandboxing = config_path, sandbox, sandboxing
+        self.serving = serving or Serving()
+        self.client: AgentSideConnection | None = None
+        self.capabilities = ClientCapabilities()
+        self.sessions: dict[str, Session] = {}
+
+    def on_connect(self, conn: Any) -> None:
+        self.client = conn
+
+    def greeted(self, params: dict[str, Any]) -> None:
+        """The client's `initialize`, answered before this agent loaded (crewbridge.acp.early)."""
+        capabilities = params.get("clientCapabilities")
+        try:
+            self.capabilities = ClientCapabilities.model_validate(capabilities or {})
+        except ValueError:  # answered all the same: it offers nothing crew would use
+            self.capabilities = ClientCapabilities()
+
+    async def initialize(
+        self,
+        protocol_version: int,
+        client_capabilities: ClientCapabilities | None = None,
+        client_info: Any = None,
+        **kwargs: Any,
+    ) -> InitializeResponse:
+        self.capabilities = client_capabilities or ClientCapabilities()
+        return InitializeResponse.model_validate(hello())
+
+    async def authenticate(self, method_id: str, **kwargs: Any) -> None:
+        raise RequestError.invalid_params({"methodId": method_id, "details": "crew needs no authentication"})
+
+    async def new_session(
+        self, cwd: str, additional_directories: list[str] | None = None, mcp_servers: Any = None, **kwargs: Any
+    ) -> NewSessionResponse:
+        session = self._session(new_session_id(), cwd)
+        return NewSessionResponse(session_id=session.id, modes=session.modes(), config_options=session.options())
+
+    async def load_session(
+        self, cwd: str, session_id: str, mcp_servers: Any = None, additional_directories: Any = None, **kwargs: Any
+    ) -> LoadSessionResponse:
+        runs = await asyncio.to_thread(runs_of, session_id)
+        if not runs:
+            raise _refused(f"session '{session_id}' not found; session/list lists crew's sessions")
+        session = self._session(session_id, cwd, last_run=runs[-1].run_id)
+        agents, mode = runs[-1].fields.get("agents"), runs[-1].fields.get("mode")
+        if isinstance(agents, list) and agents and agents[0] in session.config.agents:
+            session.choices = dataclasses.replace(session.choices, agent=agents[0])
+        if mode in ("query", "execute"):
+            session.choices = dataclasses.replace(session.choices, mode=str(mode))
+        await asyncio.to_thread(session.replay)
+        await session.courier.drain()
+        return LoadSessionResponse(modes=session.modes(), config_options=session.options())
+
+    async def list_sessions(
+        self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
+    ) -> ListSessionsResponse:
+        return ListSessionsResponse(sessions=await asyncio.to_thread(sessions, cwd))
+
+    async def set_session_mode(self, session_id: str, mode_id: str, **kwargs: Any) -> SetSessionModeResponse:
+        session = self._get(session_id)
+        self._choose(session, "mode", mode_id)
+        session.courier.notify(
+            ConfigOptionUpdate(session_update="config_option_update", config_options=session.options())
+        )
+        return SetSessionModeResponse()
+
+    async def set_config_option(
+        self, config_id: str, session_id: str, value: str | bool, **kwargs: Any
+    ) -> SetSessionConfigOptionResponse:
+        session = self._get(session_id)
+        self._choose(session, config_id, str(value))
+        if config_id == "mode":
+            session.courier.notify(CurrentModeUpdate(session_update="current_mode_update", current_mode_id=str(value)))
+        return SetSessionConfigOptionResponse(config_options=session.options())
+
+    async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> PromptResponse:
+        session = self._get(session_id)
+        if session.stop is not None:
+            raise RequestError.invalid_request({"details": "a prompt is running in this session; cancel it first"})
+        text, context = _task(prompt)
+        if not text.strip():
+            raise RequestError.invalid_params({"details": "the prompt has no text; say what the agent should do"})
+        reason = await asyncio.to_thread(session.run, text, context, session.begin())
+        await session.courier.drain()
+        return PromptResponse(stop_reason=reason)  # type: ignore[arg-type]
+
+    async def cancel(self, session_id: str, **kwargs: Any) -> None:
+        session = self.sessions.get(session_id)
+        if session is not None:
+            session.cancel()
+
+    async def fork_session(self, *args: Any, **kwargs: Any) -> Any:
+        raise RequestError.method_not_found("session/fork")
+
+    async def resume_session(self, *args: Any, **kwargs: Any) -> Any:
+        raise RequestError.method_not_found("session/resume")
+
+    async def close_session(self, *args: Any, **kwargs: Any) -> Any:
+        raise RequestError.method_not_found("session/close")
+
+    async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        raise RequestError.method_not_found(f"_{method}")
+
+    async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
+        return None
+
+    def close(self) -> None:
+        """End every session: their running prompts' CLIs."""
+        for session in self.sessions.values():
+            session.close()
+
+    def _session(self, session_id: str, cwd: str, last_run: str | None = None) -> Session:
+        folder = Path(cwd)
+        if not folder.is_absolute() or not folder.is_dir():
+            raise _refused(f"cwd '{cwd}' is not an absolute path to a folder; open a folder in the editor")
+        try:
+            config = self._config(folder)
+            assert self.client is not None
+            session = Session(
+                session_id,
+                folder.resolve(),
+                config,
+                client=self.client,
+                courier=Courier(asyncio.get_running_loop(), self._sender(session_id)),
+                sandboxing=self.sandboxing,
+                serving=self.serving,
+                files=bool(
+                    self.capabilities.fs
+                    and self.capabilities.fs.read_text_file
+                    and self.capabilities.fs.write_text_file
+                ),
+                last_run=last_run,
+            )
+        except CrewError as exc:
+            raise _refused(str(exc)) from None
+        old = self.sessions.pop(session_id, None)
+        if old is not None:
+            old.close()
+        self.sessions[session_id] = session
+        return session
+
+    def _config(self, folder: Path) -> Config:
+        config = load_config(self.config_path, folder)
+        return dataclasses.replace(config, sandbox=self.sandbox) if self.sandbox else config
+
+    def _sender(self, session_id: str) -> Any:
+        async def send(update: Any) -> None:
+            assert self.client is not None
+            await self.client.session_update(session_id=session_id, update=update)
+
+        return send
+
+    def _get(self, session_id: str) -> Session:
+        session = self.sessions.get(session_id)
+        if session is None:
+            raise _refused(f"session '{session_id}' is not open; session/new or session/load opens one")
+        return session
+
+    def _choose(self, session: Session, key: str, value: str) -> None:
+        try:
+            session.choose(key, value)
+        except CrewError as exc:
+            raise RequestError.invalid_params({"details": str(exc)}) from None
+
+
+def _refused(message: str) -> RequestError:
+    """An error the editor shows as it is."""
+    return RequestError(-32602, message)
+
+
+def _task(blocks: list[Any]) -> tuple[str, str | None]:
+    """The prompt's text, and the context its embedded resources and links give."""
+    text, context = [], []
+    for block in blocks:
+        if isinstance(block, TextContentBlock):
+            text.append(block.text)
+        elif isinstance(block, EmbeddedResourceContentBlock) and hasattr(block.resource, "text"):
+            context.append(f'<context uri="{block.resource.uri}">\n{block.resource.text}\n</context>')
+        elif isinstance(block, ResourceContentBlock):
+            context.append(f"(the user points at {block.uri})")
+    return "".join(text), "\n\n".join(context) or None
+
+
+def serve(
+    greeting: Greeting | None = None,
+    *,
+    config_path: Path | None = None,
+    sandbox: str | None = None,
+    sandboxing: Sandboxing | None = None,
+    serving: Serving | None = None,
+) -> None:
+    """Serve ACP on stdin and stdout until stdin ends; then everything crew started is ended."""
+    agent = CrewAgent(config_path=config_path, sandbox=sandbox, sandboxing=sandboxing, serving=serving)
+    if greeting is not None and greeting.initialize is not None:
+        agent.greeted(greeting.initialize)
+    _quiet_logs()
+    try:
+        asyncio.run(_serve(agent, greeting.leftover if greeting else b""))
+    finally:
+        agent.close()
+        from crewbridge.process import end_all
+
+        end_all()
+
+
+async def _serve(agent: CrewAgent, leftover: bytes) -> None:
+    transport = await stdio(leftover)
+    connection = AgentSideConnection(agent, transport, listening=False)
+    try:
+        await connection.listen()
+    finally:
+        agent.close()
+
+
+def _quiet_logs() -> None:
+    """The SDK logs what goes wrong in a handler with its traceback; crew says it in one line
+    (CREW_DEBUG=1: with the traceback)."""
+
+    class OneLine(logging.Formatter):
+        def format(self, record: logging.LogRecord) -> str:
+            if os.environ.get("CREW_DEBUG"):
+                return "crew acp: " + super().format(record)
+            error = f": {record.exc_info[1]}" if record.exc_info and record.exc_info[1] else ""
+            return f"crew acp: {record.getMessage()}{error}"
+
+    handler = logging.StreamHandler()
+    handler.setFormatter(OneLine())
+    logging.basicConfig(level=logging.WARNING, handlers=[handler], force=True)

@@ -1,0 +1,300 @@
+"""`crew acp check -- COMMAND…`: a conformance check of any ACP agent, crew's own included (no
+official suite exists). It drives the agent as an editor would, with the SDK's client: initialize
+and version negotiation, capability gating (the client offers no fs and no terminal: the agent must
+call neither), session/new, a prompt with streamed updates, a permission request answered each
+way, cancel, load of a past session where advertised, malformed frames. Each check held, failed,
+or was not exercised (what the agent could not be made to do, such as its model never asking for a
+permission): only a failed required check fails the whole."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import json
+import os
+import signal
+import tempfile
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from acp import RequestError, text_block
+from acp.client.connection import ClientSideConnection
+from acp.connection import StreamEvent
+from acp.schema import (
+    AllowedOutcome,
+    ClientCapabilities,
+    DeniedOutcome,
+    Implementation,
+    InitializeResponse,
+    RequestPermissionResponse,
+)
+
+from crewbridge.acp.wire import MAX_FRAME, StdioTransport
+
+HELD, FAILED, NOT_EXERCISED = "held", "FAILED", "not exercised"
+ASKED = 2.0  # seconds the agent has to answer a malformed frame
+
+
+@dataclass
+class Result:
+    name: str
+    status: str
+    detail: str = ""
+    required: bool = True
+
+
+@dataclass
+class Client:
+    """The checking client: it records every update, answers permission requests allow once, then
+    reject, and refuses fs and terminal calls (it offered neither)."""
+
+    updates: list[Any] = field(default_factory=list)
+    asked: list[str] = field(default_factory=list)  # the option kind chosen for each request
+    forbidden: list[str] = field(default_factory=list)  # methods called that were not offered
+
+    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+        self.updates.append(update)
+
+    async def request_permission(self, session_id: str, tool_call: Any, options: list[Any], **kwargs: Any) -> Any:
+        wanted = "allow_once" if not self.asked else "reject_once"
+        option = next((o for o in options if o.kind == wanted), None)
+        self.asked.append(wanted if option else "cancelled")
+        if option is None:
+            return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
+        return RequestPermissionResponse(outcome=AllowedOutcome(outcome="selected", option_id=option.option_id))
+
+    def __getattr__(self, name: str) -> Callable[..., Awaitable[Any]]:
+        if name.startswith(("read_", "write_", "create_terminal", "terminal_", "kill_", "release_", "wait_for")):
+
+            async def refused(*args: Any, **kwargs: Any) -> Any:
+                self.forbidden.append(name)
+                raise RequestError.method_not_found(name)
+
+            return refused
+        raise AttributeError(name)
+
+    def kinds(self, since: int = 0) -> list[str]:
+        return [getattr(u, "session_update", "") for u in self.updates[since:]]
+
+
+class Agent:
+    """The agent under check, as a process, with the SDK's client connection to it and a record of
+    every message it sent."""
+
+    def __init__(self, command: list[str], cwd: str) -> None:
+        self.command, self.cwd = command, cwd
+        self.client = Client()
+        self.seen: list[dict[str, Any]] = []
+
+    async def __aenter__(self) -> Agent:
+        self.process = await asyncio.create_subprocess_exec(
+            *self.command,
+            cwd=self.cwd,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+            start_new_session=True,
+            limit=MAX_FRAME,
+        )
+        assert self.process.stdout is not None and self.process.stdin is not None
+        self.writer = self.process.stdin
+        transport = StdioTransport(self.process.stdout, self.process.stdin)
+        self.connection = ClientSideConnection(self.client, transport, observers=[self._observe])  # type: ignore[arg-type]  # a Client by its methods
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        with contextlib.suppress(Exception):
+            await self.connection.close()
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        await self.process.wait()
+
+    def _observe(self, event: StreamEvent) -> None:
+        if event.direction.value == "incoming":
+            self.seen.append(event.message)
+
+    async def raw(
+        self, line: bytes, answered: Callable[[dict[str, Any]], bool], wait: float = ASKED
+    ) -> dict[str, Any] | None:
+        """Write `line` as it is; the message the agent answers it with, if one comes in time."""
+        since = len(self.seen)
+        self.writer.write(line)
+        await self.writer.drain()
+        loop = asyncio.get_running_loop()
+        end = loop.time() + wait
+        while loop.time() < end:
+            found = next((m for m in self.seen[since:] if answered(m)), None)
+            if found is not None:
+                return found
+            await asyncio.sleep(0.02)
+        return None
+
+
+class Checker:
+    """Runs the checks on `command` and tells what held."""
+
+    def __init__(self, command: list[str], *, timeout: float = 120.0, prompt: str, write_prompt: str) -> None:
+        self.command, self.timeout = command, timeout
+        self.prompt, self.write_prompt = prompt, write_prompt
+
+    def run(self) -> list[Result]:
+        with tempfile.TemporaryDirectory(prefix="crew-acp-check-") as folder:
+            return asyncio.run(self._run(folder))
+
+    async def _run(self, cwd: str) -> list[Result]:
+        results: list[Result] = []
+        session_id, loadable = await self._first(cwd, results)
+        if session_id is not None and loadable:
+            results.append(await self._load(cwd, session_id))
+        elif session_id is not None:
+            results.append(Result("session/load of a past session", NOT_EXERCISED, "not advertised", required=False))
+        return results
+
+    async def _first(self, cwd: str, results: list[Result]) -> tuple[str | None, bool]:
+        async with Agent(self.command, cwd) as agent:
+            connection, client = agent.connection, agent.client
+            try:
+                answer = await self._in_time(
+                    connection.initialize(
+                        protocol_version=999,
+                        client_capabilities=ClientCapabilities(),
+                        client_info=Implementation(name="crew-acp-check", version="1"),
+                    )
+                )
+            except Exception as exc:  # what the agent did wrong, for the table
+                results.append(Result("initialize", FAILED, _said(exc)))
+                return None, False
+            results.append(self._initialized(answer))
+            results.append(await self._malformed(agent))
+            try:
+                session = await self._in_time(connection.new_session(cwd=cwd, mcp_servers=[]))
+            except Exception as exc:
+                results.append(Result("session/new", FAILED, _said(exc)))
+                return None, False
+            results.append(Result("session/new", HELD, f"session {session.session_id}"))
+            sid = session.session_id
+            results.append(await self._prompt(agent, sid))
+            results += await self._permissions(agent, sid)
+            results.append(await self._cancel(agent, sid))
+            results.append(
+                Result("no fs or terminal call to a client that offered none", FAILED, ", ".join(client.forbidden))
+                if client.forbidden
+                else Result("no fs or terminal call to a client that offered none", HELD)
+            )
+            caps = answer.agent_capabilities
+            return sid, bool(caps and caps.load_session)
+
+    def _initialized(self, answer: InitializeResponse) -> Result:
+        version = answer.protocol_version
+        name = "initialize: version negotiation (asked 999)"
+        if not isinstance(version, int) or not 1 <= version <= 999:
+            return Result(name, FAILED, f"answered protocolVersion {version!r}: not one the client asked for or below")
+        info = answer.agent_info
+        return Result(name, HELD, f"protocol {version}" + (f", {info.name} {info.version}" if info else ""))
+
+    async def _malformed(self, agent: Agent) -> Result:
+        name = "malformed frames get JSON-RPC errors"
+        problems = []
+        for line, code in ((b"{not json\n", -32700), (b'{"jsonrpc":"2.0","id":"x1","method":"crew/none"}\n', -32601)):
+            answer = await agent.raw(line, functools.partial(_error_to, None if code == -32700 else "x1"))
+            if answer is None:
+                problems.append(f"no error answered {line.decode().strip()!r}")
+            elif answer["error"].get("code") != code:
+                problems.append(f"{line.decode().strip()!r} got code {answer['error'].get('code')}, not {code}")
+        if agent.process.returncode is not None:
+            problems.append("the agent exited")
+        return (
+            Result(name, FAILED, "; ".join(problems)) if problems else Result(name, HELD, "parse error, unknown method")
+        )
+
+    async def _prompt(self, agent: Agent, sid: str) -> Result:
+        name = "session/prompt streams updates"
+        since = len(agent.client.updates)
+        try:
+            answer = await self._in_time(agent.connection.prompt(session_id=sid, prompt=[text_block(self.prompt)]))
+        except Exception as exc:
+            return Result(name, FAILED, _said(exc))
+        chunks = agent.client.kinds(since).count("agent_message_chunk")
+        if not chunks:
+            return Result(name, FAILED, f"stopReason {answer.stop_reason}, but no agent_message_chunk before it")
+        return Result(name, HELD, f"{chunks} agent_message_chunk, stopReason {answer.stop_reason}")
+
+    async def _permissions(self, agent: Agent, sid: str) -> list[Result]:
+        results = []
+        for answered in ("allow_once", "reject_once"):
+            name = f"a permission request answered {answered}"
+            asked = len(agent.client.asked)
+            try:
+                answer = await self._in_time(
+                    agent.connection.prompt(session_id=sid, prompt=[text_block(self.write_prompt)])
+                )
+            except Exception as exc:
+                results.append(Result(name, FAILED, _said(exc)))
+                continue
+            if len(agent.client.asked) == asked:
+                results.append(Result(name, NOT_EXERCISED, "the agent asked no permission", required=False))
+            else:
+                results.append(Result(name, HELD, f"the prompt went on to stopReason {answer.stop_reason}"))
+        return results
+
+    async def _cancel(self, agent: Agent, sid: str) -> Result:
+        name = "session/cancel ends the prompt with stopReason cancelled"
+        since = len(agent.client.updates)
+        prompt = asyncio.ensure_future(agent.connection.prompt(session_id=sid, prompt=[text_block(self.prompt)]))
+        while not prompt.done() and len(agent.client.updates) == since:  # cancelled once it is under way
+            await asyncio.sleep(0.01)
+        await agent.connection.cancel(session_id=sid)
+        try:
+            answer = await self._in_time(prompt)
+        except Exception as exc:
+            return Result(name, FAILED, _said(exc))
+        if answer.stop_reason == "cancelled":
+            return Result(name, HELD)
+        return Result(name, NOT_EXERCISED, f"the prompt ended ({answer.stop_reason}) before the cancel", required=False)
+
+    async def _load(self, cwd: str, sid: str) -> Result:
+        name = "session/load replays a past session (a new process)"
+        async with Agent(self.command, cwd) as agent:
+            try:
+                await self._in_time(
+                    agent.connection.initialize(protocol_version=1, client_capabilities=ClientCapabilities())
+                )
+                await self._in_time(agent.connection.load_session(cwd=cwd, session_id=sid, mcp_servers=[]))
+            except Exception as exc:
+                return Result(name, FAILED, _said(exc))
+            kinds = agent.client.kinds()
+            if "user_message_chunk" not in kinds and "agent_message_chunk" not in kinds:
+                return Result(name, FAILED, "no message of the past session was replayed")
+            return Result(name, HELD, f"{len(kinds)} updates replayed")
+
+    async def _in_time(self, awaitable: Awaitable[Any]) -> Any:
+        try:
+            return await asyncio.wait_for(awaitable, self.timeout)
+        except asyncio.TimeoutError:
+            raise TimeoutError(f"no answer within {self.timeout:g}s") from None
+
+    def table(self, results: list[Result]) -> str:
+        width = max(len(r.name) for r in results)
+        lines = [f"{'CHECK'.ljust(width)}  {'RESULT':13}  DETAIL"]
+        for r in results:
+            status = r.status + ("" if r.required or r.status != FAILED else " (optional)")
+            lines.append(f"{r.name.ljust(width)}  {status:13}  {r.detail}")
+        held = sum(r.status == HELD for r in results)
+        failed = sum(r.status == FAILED and r.required for r in results)
+        lines.append(f"{held} held, {failed} failed, {sum(r.status == NOT_EXERCISED for r in results)} not exercised")
+        return "\n".join(lines)
+
+    def passed(self, results: list[Result]) -> bool:
+        return not any(r.status == FAILED and r.required for r in results)
+
+
+def _error_to(rid: str | None, message: dict[str, Any]) -> bool:
+    return "error" in message and message.get("id") == rid
+
+
+def _said(exc: BaseException) -> str:
+    if isinstance(exc, RequestError):
+        return f"error {exc.code}: {exc} {json.dumps(exc.data) if exc.data else ''}".strip()
+    return f"{type(exc).__name__}: {exc}"

@@ -1,0 +1,322 @@
+"""One ACP session: the folder it works in (its crew.yaml and trust apply), the choices the editor
+shows as pickers (agent, model, mode, reviewer, worktree), and its runs.
+
+A session is crew runs: each prompt is one (`command: acp` in its transcript, which names the
+session), continuing the last one's conversations by the CLI's own resume (`resumed_from`), so a
+session survives a restart of the editor and of crew: loading it replays its transcripts and the
+next prompt continues where it ended. The first prompt's run has the session's id. A review starts
+afresh each prompt (as `crew execute --review` does)."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from acp.schema import (
+    SessionConfigOptionBoolean,
+    SessionConfigOptionSelect,
+    SessionConfigSelectOption,
+    SessionInfo,
+    SessionMode,
+    SessionModeState,
+    ToolCallUpdate,
+)
+
+from crewbridge.acp.editor import EditorChannel, EditorFiles
+from crewbridge.acp.updates import Updates, message, replayed
+from crewbridge.api import Stop
+from crewbridge.bridge import Bridge
+from crewbridge.errors import (
+    BudgetExceeded,
+    ConfigError,
+    CrewError,
+    Interrupted,
+    MaxTurnsReached,
+    SandboxUnavailable,
+    UsageError,
+)
+from crewbridge.mentions import parse_mentions
+from crewbridge.options import RunOptions
+from crewbridge.transcript import RunSummary, Transcript, list_runs, new_run_id, read_run
+
+if TYPE_CHECKING:
+    from crewbridge.acp.wire import Courier
+    from crewbridge.api import Outcome
+    from crewbridge.approval import Question
+    from crewbridge.config import Config
+    from crewbridge.loop import Progress
+    from crewbridge.sandbox import Sandboxing
+
+COMMAND = "acp"  # the transcripts' command: what makes a run a session's
+MODE_NAMES = {"query": "Query (read-only)", "execute": "Execute (may write and run commands)"}
+TITLE = 80  # characters of the first task that name a session in a list
+
+
+@dataclass
+class Choices:
+    """What the next prompt runs with: what the editor shows as pickers."""
+
+    agent: str
+    model: str = "default"  # the agent's own (crew.yaml's, else its CLI's)
+    mode: str = "query"
+    reviewer: str = "off"
+    worktree: str = "off"
+
+
+@dataclass(frozen=True)
+class Serving:
+    """What `crew acp`'s options set for every session."""
+
+    timeout: float = 300.0
+    max_turns: int = 10
+
+
+class Session:
+    """One ACP session. Its prompts run one at a time, each on a thread of its own."""
+
+    def __init__(
+        self,
+        session_id: str,
+        cwd: Path,
+        config: Config,
+        *,
+        client: Any,
+        courier: Courier,
+        sandboxing: Sandboxing | None,
+        serving: Serving,
+        files: bool,
+        last_run: str | None = None,
+    ) -> None:
+        self.id, self.cwd, self.config = session_id, cwd, config
+        self.client, self.courier, self.serving = client, courier, serving
+        self.choices = Choices("claude" if "claude" in config.agents else next(iter(config.agents)))
+        self.last_run = last_run  # the run the next prompt continues
+        self.closed = False
+        self.stop: Stop | None = None  # the running prompt's
+        self.lock = threading.Lock()
+        self.numbers = itertools.count(1)  # of the tool calls shown
+        self.updates = Updates(cwd, config.prefix, numbers=self.numbers)
+        self.channel = EditorChannel(self)
+        self.bridge = Bridge(
+            config,
+            workdir=cwd,
+            sandboxing=sandboxing,
+            approvals=[self.channel],
+            files=EditorFiles(self) if files else None,
+        )
+
+    # --- the choices ------------------------------------------------------------------------
+
+    def options(self) -> list[SessionConfigOptionSelect | SessionConfigOptionBoolean]:
+        """The pickers, each with its current value."""
+        agents = list(self.config.agents)
+        models = sorted({a.model for a in self.config.agents.values() if a.model})
+
+        def select(
+            key: str, name: str, values: list[tuple[str, str]], category: Any = None
+        ) -> SessionConfigOptionSelect:
+            return SessionConfigOptionSelect(
+                id=key,
+                name=name,
+                type="select",
+                category=category,
+                current_value=getattr(self.choices, key),
+                options=[SessionConfigSelectOption(value=value, name=label) for value, label in values],
+            )
+
+        return [
+            select("agent", "Agent", [(a, f"@{a} ({self.config.agents[a].provider})") for a in agents]),
+            select("model", "Model", [("default", "the agent's default"), *((m, m) for m in models)], "model"),
+            select("mode", "Mode", list(MODE_NAMES.items()), "mode"),
+            select("reviewer", "Reviewer", [("off", "off"), *((a, f"@{a}") for a in agents)]),
+            select("worktree", "Worktree", [("off", "off"), ("on", "on: a git worktree per prompt")]),
+        ]
+
+    def modes(self) -> SessionModeState:
+        return SessionModeState(
+            current_mode_id=self.choices.mode,
+            available_modes=[SessionMode(id=mode, name=name) for mode, name in MODE_NAMES.items()],
+        )
+
+    def choose(self, key: str, value: str) -> None:
+        """Set one choice (a picker's value); UsageError for one that is not offered."""
+        offered = {option.id: [o.value for o in option.options] for option in self.options()}
+        if key not in offered:
+            raise UsageError(f"'{key}' is not one of crew's options: {', '.join(offered)}")
+        if value not in offered[key] and not (key == "model" and value):
+            raise UsageError(f"'{value}' is not a value of {key}: {', '.join(offered[key])}")
+        self.choices = replace(self.choices, **{key: value}, **({"model": "default"} if key == "agent" else {}))
+
+    # --- running a prompt -------------------------------------------------------------------
+
+    def begin(self) -> Stop:
+        """A prompt starts: the session is busy until it ends, and `cancel` stops it."""
+        self.stop = Stop()
+        return self.stop
+
+    def run(self, text: str, context: str | None, stop: Stop) -> str:
+        """Run one prompt to its end (`stop`: begin()'s); → its ACP stop reason. Runs on a thread
+        of its own."""
+        choices = self.choices
+        task = text if _mentions(text) else f"{self._mention()} {text}"
+        options = self._run_options()
+        transcript = Transcript()
+        outcomes: list[Outcome] = []
+        try:
+            mentions = parse_mentions(task)[0]
+            writer = mentions[0].agent
+            with self.lock:
+                self.updates = Updates(
+                    self.cwd,
+                    self.config.prefix,
+                    several=len(mentions) > 1,
+                    rounds=options.rounds if options.review else 0,
+                    writer=writer,
+                    reviewer=choices.reviewer,
+                    numbers=self.numbers,
+                )
+                for update in self.updates.opening():
+                    self.courier.notify(update)
+            transcript = self._transcript(text, [m.agent for m in mentions], options)
+            outcomes = self.bridge.run(
+                task,
+                choices.mode,  # type: ignore[arg-type]
+                options=options,
+                context=context,
+                transcript=transcript,
+                on_progress=self.show,
+                stop=stop,
+            )
+        except CrewError as exc:
+            transcript.write("error", message=str(exc))
+            self.courier.notify(message(f"crew: {exc}"))
+            return "refusal" if isinstance(exc, (ConfigError, SandboxUnavailable)) else "end_turn"
+        finally:
+            failed = stop.is_set() or any(o.error for o in outcomes)
+            transcript.close("interrupted" if stop.is_set() else "failed" if failed else "ok")
+            self.last_run = transcript.run_id or self.last_run
+            self.stop = None
+        return self._ended(outcomes, stop)
+
+    def _ended(self, outcomes: list[Outcome], stop: Stop) -> str:
+        """The stop reason, after saying what the answers did not: errors, worktrees."""
+        if stop.is_set():
+            return "cancelled"
+        for outcome in outcomes:
+            if outcome.error is not None and not isinstance(outcome.error, Interrupted):
+                self.courier.notify(message(f"\n\ncrew: {outcome.error}"))
+            if outcome.worktree is not None:
+                tree = outcome.worktree
+                self.courier.notify(
+                    message(
+                        f"\n\n@{outcome.agent} worked on branch `{tree.branch}` in {tree.path}; "
+                        f"`crew apply {tree.run_id} {outcome.agent}` brings its changes into your checkout"
+                    )
+                )
+        errors = [o.error for o in outcomes if o.error is not None]
+        if any(isinstance(e, BudgetExceeded) for e in errors):
+            return "max_tokens"
+        if any(isinstance(e, MaxTurnsReached) for e in errors):
+            return "max_turn_requests"
+        return "end_turn"
+
+    def show(self, progress: Progress) -> None:
+        """A Progress event of the run, sent to the editor as its updates (in order)."""
+        with self.lock:
+            for update in self.updates.of(progress):
+                self.courier.notify(update)
+
+    def asked(self, question: Question) -> ToolCallUpdate:
+        """The tool call a permission request is about, shown now if it was not yet."""
+        with self.lock:
+            call, started = self.updates.asked(question.agent, question.tool, question.input)
+            if started is not None:
+                self.courier.notify(started)
+        return call
+
+    def cancel(self) -> None:
+        """Stop the running prompt: its CLIs' process groups are ended, its question withdrawn."""
+        stop = self.stop
+        if stop is not None:
+            stop.set()
+
+    def close(self) -> None:
+        self.closed = True
+        self.cancel()
+
+    def _mention(self) -> str:
+        model = self.choices.model
+        return f"@{self.choices.agent}" + (f":{model}" if model != "default" else "")
+
+    def _run_options(self) -> RunOptions:
+        review = None if self.choices.reviewer == "off" else self.choices.reviewer
+        return RunOptions(
+            timeout=self.serving.timeout,
+            max_turns=self.serving.max_turns,
+            resume=None if review else self.last_run,
+            worktree=self.choices.worktree == "on",
+            review=review,
+        )
+
+    def _transcript(self, task: str, agents: list[str], options: RunOptions) -> Transcript:
+        if not self.config.transcripts:
+            return Transcript()
+        return Transcript.open(
+            run_id=None if self.last_run else self.id,
+            secrets=self.config.provider_env(),
+            command=COMMAND,
+            mode=self.choices.mode,
+            agents=agents,
+            task=task,
+            acp_session=self.id,
+            workdir=str(self.cwd),
+            resumed_from=options.resume,
+        )
+
+    def replay(self) -> None:
+        """Send the session's history as updates (session/load)."""
+        for run in runs_of(self.id):
+            for update in replayed(read_run(run.run_id), self.cwd):
+                self.courier.notify(update)
+
+
+def _mentions(text: str) -> bool:
+    """Whether `text` starts with agent mentions (it then runs those agents, as crew query does)."""
+    try:
+        parse_mentions(text)
+    except UsageError:
+        return False
+    return True
+
+
+def new_session_id() -> str:
+    return new_run_id()
+
+
+def runs_of(session_id: str) -> list[RunSummary]:
+    """The runs of session `session_id`, oldest first."""
+    runs = [
+        r for r in list_runs(None) if r.fields.get("command") == COMMAND and r.fields.get("acp_session") == session_id
+    ]
+    return sorted(runs, key=lambda run: run.run_id)
+
+
+def sessions(cwd: str | None = None) -> list[SessionInfo]:
+    """Every session crew has a transcript of (in `cwd`, when given), the last one used first."""
+    found: dict[str, list[RunSummary]] = {}
+    for run in list_runs(None):
+        session = run.fields.get("acp_session")
+        if run.fields.get("command") == COMMAND and isinstance(session, str):
+            if cwd is None or run.fields.get("workdir") == cwd:
+                found.setdefault(session, []).append(run)
+    listed = []
+    for session, runs in found.items():
+        first, last = min(runs, key=lambda r: r.run_id), max(runs, key=lambda r: r.run_id)
+        title = (str(first.fields.get("task", "")).splitlines() or [""])[0][:TITLE]
+        listed.append(
+            SessionInfo(session_id=session, cwd=str(first.fields.get("workdir")), title=title, updated_at=last.started)
+        )
+    return sorted(listed, key=lambda info: info.updated_at or "", reverse=True)

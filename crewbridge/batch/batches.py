@@ -1,0 +1,136 @@
+"""The batch commands on crewbridge.batch.store: submit a batch (and work on it here until it is
+finished, or return at once), be a worker, resume, cancel, and read a batch's state."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from itertools import groupby
+from typing import Any
+
+from crewbridge.batch.report import COMPLETE, FINISHED, state
+from crewbridge.batch.spec import BatchSpec, Repo, batch_id
+from crewbridge.batch.store import POLL, Row, Store
+from crewbridge.config import Config, state_dir
+from crewbridge.errors import UsageError
+from crewbridge.mentions import parse_agent
+from crewbridge.options import RunOptions
+from crewbridge.sandbox import Sandboxing
+
+RECOVER_EVERY = 2.0  # seconds between two looks for dead executors while waiting or working
+View = Callable[[Sequence[Row]], None]  # shown each time the batch is read
+
+
+def open_working(url: str, config: Config, batches: Mapping[str, tuple[int, int | None]] | None = None) -> Store:
+    """This process as an executor that runs repositories (with `config`, this machine's state folder
+    and sandbox), on the queues of `batches` from the start."""
+    from crewbridge.batch.workflow import BatchWorker, Runtime  # loads DBOS
+
+    runtime = Runtime(config, state_dir(), Sandboxing())
+    return Store.open(url, worker=lambda: BatchWorker(runtime), batches=batches or {})
+
+
+def spec_of(task: str, given: dict[str, Any], config: Config) -> BatchSpec:
+    """The batch the command line describes (`given`: its options by name); an agent that is not
+    configured (the writer, the reviewer) is a UsageError."""
+    run = {name: given[name] for name in RunOptions.names() if name in given}
+    spec = BatchSpec(
+        batch_id(given.get("given_id")), task, given["retries"], given["concurrency"], given["max_total_cost"], run
+    )
+    config.agent(spec.agent)
+    if spec.run.get("review"):
+        config.agent(parse_agent(spec.run["review"]).agent)
+    return spec
+
+
+def submit(store: Store, spec: BatchSpec, repos: list[Repo]) -> BatchSpec:
+    """Enqueue the repositories of `spec` not in the batch yet. A batch id given again is the same
+    batch: its repositories are not enqueued twice; the task and options must be the same."""
+    rows = store.rows(spec.batch)
+    if rows and rows[0].spec != spec:
+        raise UsageError(
+            f"batch {spec.batch} exists with another task or options ({rows[0].spec.task.splitlines()[0]!r}); "
+            f"give another --id, or `crew batch resume {spec.batch}` to finish it"
+        )
+    there = {row.repo.key for row in rows}
+    store.enqueue(spec, [(repo, 1) for repo in repos if repo.key not in there])
+    return spec
+
+
+def wait(store: Store, batch: str, view: View) -> list[Row]:
+    """Read the batch until every repository is finished (working here meanwhile when this process
+    declared its queue, and putting back the repositories of dead executors); its rows."""
+    recovered = 0.0
+    while True:
+        rows = store.rows(batch, phases=True)
+        view(rows)
+        if all(state(row) in FINISHED for row in rows):
+            return rows
+        if time.monotonic() - recovered > RECOVER_EVERY:
+            store.recover_dead()
+            recovered = time.monotonic()
+        time.sleep(POLL)
+
+
+def resume(store: Store, batch: str) -> list[Row]:
+    """Put back every repository of `batch` that did not end done or unchanged: those of dead
+    executors on their queue (DBOS replays their recorded steps), the failed, cancelled and skipped
+    ones as a new workflow of the next generation. Those already done stay as they are."""
+    rows = existing(store, batch)
+    store.declare(batch, rows[0].spec.concurrency, None)
+    store.recover_dead()
+    again = [row for row in rows if state(row) in FINISHED and state(row) not in COMPLETE]
+    store.enqueue(rows[0].spec, [(row.repo, row.generation + 1) for row in again])
+    return rows
+
+
+def cancel(store: Store, batch: str) -> list[Row]:
+    """Cancel the repositories of `batch` not finished: the queued never start, the running have
+    their agents ended by their workers. The rows cancelled."""
+    rows = [row for row in existing(store, batch) if state(row) not in FINISHED]
+    store.cancel([row.workflow for row in rows])
+    return rows
+
+
+def work(store: Store, share: int | None, until_idle: bool, say: Callable[[str], None]) -> None:
+    """Be a worker: take the repositories of every batch with some queued (at most `share` of each at
+    once here), put back those of dead executors; with `until_idle`, return once none is queued and
+    none runs here. Says each repository this worker finished."""
+    told: set[str] = set()
+    while True:
+        queued = store.queued()
+        for spec in queued.values():
+            store.declare(spec.batch, spec.concurrency, share)
+        store.recover_dead()
+        for row in store.rows():
+            if row.executor == store.executor and state(row) in FINISHED and row.workflow not in told:
+                told.add(row.workflow)
+                say(f"{row.spec.batch} {row.repo.text}: {state(row)}")
+        if until_idle and not queued and store.running_here() == 0:
+            return
+        time.sleep(RECOVER_EVERY / 4)
+
+
+def existing(store: Store, batch: str) -> list[Row]:
+    """The rows of `batch`; a UsageError naming the batches there are when it is not one."""
+    rows = store.rows(batch)
+    if not rows:
+        known = sorted({row.spec.batch for row in store.rows()})
+        there = f"the batches there: {', '.join(known[-5:])}" if known else "there is none yet"
+        raise UsageError(f"no batch '{batch}' in {store.name}; {there} (crew batch list)")
+    return rows
+
+
+def latest(store: Store) -> str:
+    """The id of the batch submitted last."""
+    rows = store.rows()
+    if not rows:
+        raise UsageError(f'no batch in {store.name} yet; crew batch "@agent task" REPO… starts one')
+    return max(rows, key=lambda row: row.created).spec.batch
+
+
+def batches(store: Store) -> list[tuple[str, list[Row]]]:
+    """Every batch and its rows, oldest first."""
+    rows = sorted(store.rows(), key=lambda row: row.spec.batch)
+    found = [(batch, list(group)) for batch, group in groupby(rows, key=lambda row: row.spec.batch)]
+    return sorted(found, key=lambda item: min(row.created for row in item[1]))

@@ -1,0 +1,147 @@
+"""What a batch looks like: each repository's state, the progress a person watches (a line per
+repository with its state and time, and a total bar, redrawn on a terminal; a line per change when
+piped), the summary table, and the --json object (docs/schemas/batch.json)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from crewbridge.batch.store import Row
+
+FINISHED = ("done", "unchanged", "failed", "cancelled", "skipped")
+COMPLETE = ("done", "unchanged")  # what `crew batch resume` leaves as it is
+EXIT_INCOMPLETE = 7  # some repository is not done or unchanged
+
+
+def state(row: Row) -> str:
+    """queued, running, or how it ended: done, unchanged, failed, cancelled, skipped."""
+    if row.status == "ENQUEUED":
+        return "queued"
+    if row.status == "PENDING":
+        return "running"
+    if row.status == "CANCELLED":
+        return "cancelled"
+    if row.status == "SUCCESS" and row.output is not None:
+        return str(row.output["status"])
+    return "failed"  # ERROR, MAX_RECOVERY_ATTEMPTS_EXCEEDED
+
+
+def elapsed(row: Row, now: float | None = None) -> float | None:
+    """Seconds the repository took (or has taken so far); None before it started."""
+    if row.output is not None and row.output.get("ended"):
+        return float(row.output["ended"] - row.output["started"])
+    if row.phase is not None:
+        return (now or time.time()) - float(row.phase["started"])
+    return None
+
+
+def repo_record(row: Row) -> dict[str, Any]:
+    """One repository in --json."""
+    out = row.output or {}
+    return {
+        "repo": row.repo.text,
+        "status": state(row),
+        "branch": out.get("branch"),
+        "commit": out.get("commit"),
+        "changes": out.get("changes"),
+        "usage": out.get("usage"),
+        "attempts": out.get("attempts", 0),
+        "error": out.get("error") or (row.error if state(row) == "failed" else None),
+        "elapsed": elapsed(row),
+    }
+
+
+def batch_status(rows: Sequence[Row]) -> str:
+    """running while any repository is queued or running; then done (every one done or unchanged),
+    cancelled (some cancelled), or failed."""
+    states = [state(row) for row in rows]
+    if any(s not in FINISHED for s in states):
+        return "running"
+    if all(s in COMPLETE for s in states):
+        return "done"
+    return "cancelled" if "cancelled" in states else "failed"
+
+
+def batch_record(batch: str, rows: Sequence[Row]) -> dict[str, Any]:
+    """The --json object of a batch."""
+    return {"batch": batch, "status": batch_status(rows), "repos": [repo_record(row) for row in rows]}
+
+
+def exit_code(rows: Sequence[Row]) -> int:
+    return 0 if all(state(row) in COMPLETE for row in rows) else EXIT_INCOMPLETE
+
+
+def line(row: Row, now: float | None = None) -> tuple[str, ...]:
+    """A repository's cells: repo, state (and where it is), changes, time."""
+    status = state(row)
+    if status == "running" and row.phase is not None:
+        status = f"running: {row.phase['step']}" + (
+            f" (try {row.phase['attempt']})" if row.phase["attempt"] > 1 else ""
+        )
+    changes = (row.output or {}).get("changes")
+    files = changes and f"{changes['files']} file{'' if changes['files'] == 1 else 's'}"
+    shown = f"{files} +{changes['added']} -{changes['removed']}" if changes else ""
+    seconds = elapsed(row, now)
+    return row.repo.text, status, shown, "" if seconds is None else f"{seconds:.1f}s"
+
+
+def table(rows: Sequence[Row]) -> list[str]:
+    """The summary: a line per repository (repo, status, changes, tries, time, branch and commit or
+    error) under a header, then the totals."""
+    cells = [("REPO", "STATUS", "CHANGES", "TRIES", "TIME", "RESULT")]
+    for row in rows:
+        record = repo_record(row)
+        repo, status, changes, seconds = line(row)
+        result = record["error"] or (f"{record['branch']} {record['commit'][:10]}" if record["commit"] else "")
+        cells.append((repo, status, changes, str(record["attempts"]), seconds, result))
+    widths = [max(len(cell[i]) for cell in cells) for i in range(5)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(cell[:5], widths, strict=True)) + "  " + cell[5] for cell in cells]
+    return [text.rstrip() for text in lines] + [totals(rows)]
+
+
+def totals(rows: Sequence[Row]) -> str:
+    """`3 repositories: 2 done, 1 failed; $0.0123`."""
+    counts: dict[str, int] = {}
+    for row in rows:
+        counts[state(row)] = counts.get(state(row), 0) + 1
+    cost = sum(((row.output or {}).get("usage") or {}).get("cost_usd") or 0.0 for row in rows)
+    said = ", ".join(f"{n} {name}" for name, n in counts.items())
+    return f"{len(rows)} repositor{'y' if len(rows) == 1 else 'ies'}: {said}" + (f"; ${cost:.4f}" if cost else "")
+
+
+class Progress:
+    """The batch as it goes, on `stream`: on a terminal, a line per repository and a total bar,
+    redrawn in place; otherwise a line each time a repository's state changes."""
+
+    def __init__(self, stream: TextIO, terminal: bool, width: int = 30) -> None:
+        self.stream, self.terminal, self.width = stream, terminal, width
+        self._drawn = 0  # lines drawn last time (terminal)
+        self._said: dict[str, str] = {}  # workflow → the state last said (piped)
+
+    def update(self, rows: Sequence[Row]) -> None:
+        if self.terminal:
+            self._draw(rows)
+        else:
+            for row in rows:
+                said = " ".join(cell for cell in line(row)[:3] if cell)
+                if self._said.get(row.workflow) != said:
+                    self._said[row.workflow] = said
+                    self.stream.write(f"crew: {said}\n")
+        self.stream.flush()
+
+    def _draw(self, rows: Sequence[Row]) -> None:
+        now = time.time()
+        cells = [line(row, now) for row in rows]
+        width = max((len(cell[0]) for cell in cells), default=0)
+        lines = [
+            f"{repo:<{width}}  {status:<22} {seconds:>7}  {changes}".rstrip()
+            for repo, status, changes, seconds in cells
+        ]
+        finished = sum(state(row) in FINISHED for row in rows)
+        filled = self.width * finished // max(len(rows), 1)
+        lines.append(f"[{'#' * filled}{'.' * (self.width - filled)}] {finished}/{len(rows)}  {totals(rows)}")
+        up = f"\x1b[{self._drawn}F" if self._drawn else ""
+        self.stream.write(up + "".join(f"\x1b[2K{text}\n" for text in lines))
+        self._drawn = len(lines)

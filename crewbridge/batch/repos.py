@@ -1,0 +1,179 @@
+"""One repository of a batch on this machine (`Place`): where it is (the person's repository, or
+crew's clone of a URL in this machine's state folder), the commit the batch starts from, the fresh
+worktree each attempt works in, the commit of what the agent changed, and the push to the URL.
+
+Each step of a repository's workflow may run on another machine than the one before it (a dead
+worker's repository is finished elsewhere), so what a step records is a fact that holds anywhere
+(a commit, a tree, a patch) and each step makes what it needs on this machine from those facts: the
+clone when there is none, the base commit when the clone lacks it, the agent's tree from its patch,
+the commit from its recorded author and date (the same bytes, so the same id)."""
+
+from __future__ import annotations
+
+import fcntl
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from crewbridge.batch.spec import BatchSpec, Repo
+from crewbridge.errors import CrewError
+from crewbridge.git import Checkout, run_git
+from crewbridge.worktrees import Worktree, listed, make
+
+FALLBACK_IDENT = ("crew", "crew@localhost")  # when git has no user.name/user.email here
+_IDENT = re.compile(r"^(?P<name>[^<>\n]*?) <(?P<email>[^<>\n]*)> \d+ [+-]\d{4}$")
+
+
+class RepoError(CrewError):
+    """A repository of a batch could not be reached, cloned, committed to or pushed."""
+
+
+@dataclass(frozen=True)
+class Stamp:
+    """Who made a commit and when: kept with the commit so any machine can make the same one again."""
+
+    name: str
+    email: str
+    date: str  # "SECONDS +ZZZZ", as git writes it
+
+    def line(self) -> str:
+        return f"{self.name} <{self.email}> {self.date}"
+
+
+class Place:
+    """`repo` on this machine, with crew's state folder `state` (clones go in state/batch/clones)."""
+
+    def __init__(self, repo: Repo, state: Path) -> None:
+        self.repo = repo
+        self.clone = state / "batch" / "clones" / f"{repo.name}-{repo.key}"
+
+    def checkout(self) -> Checkout:
+        """The repository's checkout here: the person's own, or crew's clone (made when missing)."""
+        if self.repo.path is not None:
+            if not Path(self.repo.path).is_dir():
+                raise RepoError(f"the repository {self.repo.path} is not on this machine; run this batch where it is")
+            return Checkout.of(Path(self.repo.path), "crew batch")
+        assert self.repo.url is not None
+        with self._locked():
+            if not (self.clone / ".git").is_dir():
+                self.clone.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+                self._git(
+                    ["clone", "--quiet", "--no-checkout", "--", self.repo.url, str(self.clone)], self.clone.parent
+                )
+        return Checkout.of(self.clone, "crew batch")
+
+    def base(self, batch: str) -> str:
+        """The commit the batch starts from in this repository: HEAD of a local one; the URL's HEAD
+        now, for a URL (kept under refs/crew/batch/BATCH in the clone)."""
+        checkout = self.checkout()
+        if self.repo.url is None:
+            return checkout.head("crew batch")
+        ref = f"refs/crew/batch/{batch}"
+        with self._locked():
+            self._fetch(checkout, [f"+HEAD:{ref}"])
+        return checkout.text(["rev-parse", "--verify", f"{ref}^{{commit}}"])
+
+    def worktree(self, spec: BatchSpec, base: str, *, fresh: bool) -> Worktree:
+        """The batch's worktree here, at `base`, on branch crew/batch-ID/AGENT: a new one when `fresh`
+        (an attempt's start), else the one there if it is still as `base` left it (a step run again
+        after a crash finds what the killed run wrote and starts anew)."""
+        checkout = self.checkout()
+        self._have(checkout, base)
+        found = listed(checkout.top, spec.run_id)
+        if found and not fresh and found[0].checkout.snapshot() == checkout.text(["rev-parse", f"{base}^{{tree}}"]):
+            return found[0]
+        self._release(checkout, spec.branch)
+        return make(checkout.top, spec.run_id, [spec.agent], base=base).worktrees[0]
+
+    def commit(self, spec: BatchSpec, base: str, tree: str, patch: bytes | None, stamp: Stamp) -> str:
+        """The commit of `tree` on `base` with the batch's message and `stamp`, on the batch's branch;
+        the tree is made from `patch` when this machine does not have it."""
+        checkout = self.checkout()
+        self._have(checkout, base)
+        if not self._exists(checkout, tree):
+            self._rebuild(checkout, base, tree, patch)
+        text = f"tree {tree}\nparent {base}\nauthor {stamp.line()}\ncommitter {stamp.line()}\n\n{spec.message()}"
+        commit = checkout.git(["hash-object", "-t", "commit", "-w", "--stdin"], input=text.encode()).stdout.decode()
+        commit = commit.strip()
+        checkout.git(["update-ref", f"refs/heads/{spec.branch}", commit])
+        for worktree in listed(checkout.top, spec.run_id):  # its index follows the branch it has out
+            worktree.checkout.git(["reset", "--quiet"])
+        return commit
+
+    def push(self, spec: BatchSpec, commit: str) -> None:
+        """Push `commit` to the URL as the batch's branch (replacing it there), then drop the worktree."""
+        assert self.repo.url is not None
+        checkout = self.checkout()
+        if not self._exists(checkout, commit):
+            raise RepoError(f"commit {commit[:10]} is not in {self.clone}; `crew batch resume` makes it again")
+        self._git(["push", "--quiet", "--", self.repo.url, f"+{commit}:refs/heads/{spec.branch}"], checkout.top)
+        self._release(checkout, spec.branch)
+
+    def stamp(self, when: float) -> Stamp:
+        """This machine's git identity (crew's own when it has none) at time `when`."""
+        found = self.checkout().git(["var", "GIT_COMMITTER_IDENT"], check=False)
+        match = _IDENT.match(found.stdout.decode("utf-8", "replace").strip()) if found.returncode == 0 else None
+        name, email = (match["name"], match["email"]) if match and match["name"] else FALLBACK_IDENT
+        return Stamp(name, email, f"{int(when)} +0000")
+
+    def _release(self, checkout: Checkout, branch: str) -> None:
+        """Remove the worktree that has the batch's branch out, wherever it is (an earlier try's,
+        or one a dead worker made from another state folder: the repository is this workflow's
+        now), and the branch."""
+        listing = checkout.git(["worktree", "list", "--porcelain", "-z"]).stdout.decode("utf-8", "surrogateescape")
+        for record in listing.split("\0\0"):
+            fields = dict(field.partition(" ")[::2] for field in record.split("\0") if field)
+            if fields.get("branch") == f"refs/heads/{branch}":
+                checkout.git(["worktree", "remove", "--force", fields["worktree"]], check=False)
+        checkout.git(["worktree", "prune"])
+        checkout.git(["branch", "-D", "--quiet", branch], check=False)
+
+    def _have(self, checkout: Checkout, commit: str) -> None:
+        """Fetch the URL's branches when the clone lacks `commit` (one made on another machine)."""
+        if self._exists(checkout, commit) or self.repo.url is None:
+            return
+        with self._locked():
+            self._fetch(checkout, ["+refs/heads/*:refs/remotes/origin/*"])
+        if not self._exists(checkout, commit):
+            raise RepoError(f"commit {commit[:10]} is no longer at {self.repo.url}; start the batch again")
+
+    def _rebuild(self, checkout: Checkout, base: str, tree: str, patch: bytes | None) -> None:
+        """Write `tree` here from `base` and the agent's patch (made on another machine)."""
+        if patch is None:
+            raise RepoError(f"the agent's change to {self.repo.text} was too large to keep and is not on this machine")
+        scratch = checkout.git_dir / f"crew-batch-index-{tree[:12]}"
+        try:
+            checkout.git(["read-tree", base], index=scratch)
+            applied = ["apply", "--cached", "--binary", "--whitespace=nowarn", "-"]
+            made = "" if checkout.git(applied, index=scratch, input=patch, check=False).returncode else tree
+            made = made and checkout.git(["write-tree"], index=scratch).stdout.decode().strip()
+        finally:
+            scratch.unlink(missing_ok=True)
+        if made != tree:
+            raise RepoError(f"the agent's change to {self.repo.text} did not apply to {base[:10]} here")
+
+    def _exists(self, checkout: Checkout, name: str) -> bool:
+        return checkout.git(["cat-file", "-e", name], check=False).returncode == 0
+
+    def _fetch(self, checkout: Checkout, refspecs: list[str]) -> None:
+        assert self.repo.url is not None
+        checkout.git(["fetch", "--quiet", "--no-tags", "--", self.repo.url, *refspecs])
+
+    def _git(self, args: list[str], cwd: Path) -> None:
+        run_git(["-c", "core.hooksPath=/dev/null", *args], cwd)
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        """The clone to this process alone (two batches may fetch into one clone at once)."""
+        self.clone.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with open(self.clone.parent / f"{self.clone.name}.lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            yield
+
+
+def patch_of(worktree: Worktree, base: str, tree: str, limit: int) -> bytes | None:
+    """The agent's change as a binary patch from `base` to `tree` (None when over `limit` bytes)."""
+    patch = worktree.checkout.diff(base, tree, binary=True)
+    return patch if len(patch) <= limit else None

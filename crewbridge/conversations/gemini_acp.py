@@ -1,0 +1,246 @@
+"""Gemini, native: one `gemini --acp` process (the Agent Client Protocol: JSON-RPC 2.0 over stdio)
+for the whole conversation.
+
+crew initializes it, opens one session whose `mcpServers` hold crew's own MCP server, and sends each
+message as a `session/prompt`; the reply streams as `session/update` notifications and ends with the
+prompt's answer (its stopReason and token counts). crew's tools are served over MCP's streamable
+HTTP inside crew's own process (127.0.0.1, a free port, a random bearer token). Each message that
+arrives there is handed to the thread that reads Gemini (crewbridge.conversations.peer.Peer.on_loop), so a call
+takes the loop's path (crewbridge.native.Channel) as a text call does, one at a time and in order:
+transcript, hooks, progress events. The model sees them as `mcp_crewbridge_<tool>`, apart from Gemini's
+own `read_file` and the like.
+
+Gemini runs in its "default" approval mode, in which it asks its client (`session/request_permission`)
+before each use of its own tools that write or run commands; crew's policy answers (Channel.permit).
+Its tools that only read run without asking. The question names no tool and carries no input: the
+tool is the prefix of its call id (`<tool>__<id>`, as 0.61 makes every id), the input what the
+question shows (the command of a shell call, the file of an edit).
+
+ACP cannot rewind a reply: a stopped one stays whole in Gemini's history (FULL).
+
+What crew reads of Gemini's messages is typed (the TypedDicts below, checked by msgspec as they
+arrive: crewbridge.jsonrpc); an update of another shape is set aside as a corrupt line.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypedDict
+
+from crewbridge.conversations import FULL
+from crewbridge.conversations.peer import CLIENT, Peer
+from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session, Text, Usage
+from crewbridge.jsonrpc import Misshapen, Reply, Request, Route, notification, shaped
+from crewbridge.mcp.core import McpTools
+from crewbridge.mcp.http import McpHttp
+from crewbridge.providers.base import JsonLineDecoder, Turn
+from crewbridge.providers.gemini import ACP_SERVER, GeminiProvider
+
+if TYPE_CHECKING:
+    from crewbridge.native import Channel
+    from crewbridge.sessions import Prior
+
+PROTOCOL_VERSION = 1
+ENDED = ("end_turn", "cancelled")  # stop reasons of a reply that ended as it should
+
+
+class _Content(TypedDict, total=False):
+    type: str
+    text: str
+
+
+class _Update(TypedDict, total=False):
+    sessionUpdate: str
+    content: _Content
+    title: Any
+
+
+class Update(TypedDict):
+    """session/update's params."""
+
+    update: _Update
+
+
+class ToolCall(TypedDict, total=False):
+    toolCallId: Any
+    title: Any
+    kind: Any
+    rawInput: Any
+    content: list[Any] | None
+    locations: list[Any] | None
+
+
+class Option(TypedDict):
+    kind: str
+    optionId: Any
+
+
+class Permission(TypedDict, total=False):
+    """session/request_permission: Gemini asks before one of its own tools runs."""
+
+    toolCall: ToolCall
+    options: list[Option]
+
+
+class _Tokens(TypedDict, total=False):
+    input_tokens: int | None
+    output_tokens: int | None
+
+
+class _Quota(TypedDict, total=False):
+    token_count: _Tokens | None
+
+
+class _Meta(TypedDict, total=False):
+    quota: _Quota | None
+
+
+class PromptEnd(TypedDict, total=False):
+    """The answer to session/prompt."""
+
+    stopReason: Any
+    _meta: _Meta | None
+
+
+class SessionMade(TypedDict):
+    """The answer to session/new."""
+
+    sessionId: str
+
+
+class AcpDecoder(JsonLineDecoder):
+    """session/update notifications → events, each read in its shape first. Gemini's tool calls end
+    a message (the text around a call is two messages) and are set aside as notices; so does a
+    permission question."""
+
+    def decode_object(self, obj: dict[str, Any] | Notice, line: str | bytes | None = None) -> list[Event]:
+        return [obj] if isinstance(obj, Notice) else self.event(obj)
+
+    def event(self, obj: dict[str, Any]) -> list[Event]:
+        method = obj.get("method")
+        if method == "session/request_permission":
+            return [MessageEnd()]  # a tool is about to run: the text before it is a message of its own
+        if method != "session/update":
+            return [Notice("unknown", str(method))]
+        try:
+            update = shaped(obj.get("params"), Update, "the session/update notification")["update"]
+        except Misshapen as exc:
+            return [Notice("corrupt", f"{exc}: {json.dumps(obj)[:120]}")]
+        kind = update.get("sessionUpdate")
+        if kind == "agent_message_chunk":
+            content = update.get("content") or {}
+            if content.get("type") == "text" and "text" in content:
+                return [Text(content["text"])]
+            return [Notice("content", str(content.get("type")))]
+        if kind == "tool_call":
+            return [MessageEnd(), Notice("native_tool_call", str(update.get("title")))]
+        return [Notice(str(kind))]
+
+
+def prompt_end(reply: Reply) -> list[Event]:
+    """The events of session/prompt's answer: the reply's usage, then its end."""
+    if reply.error is not None:
+        code = reply.error.get("code")
+        status = code if isinstance(code, int) and 400 <= code < 600 else None
+        return [MessageEnd(), Failure(str(reply.error.get("message")), status), Done()]
+    tokens = ((reply.result.get("_meta") or {}).get("quota") or {}).get("token_count") or {}
+    out: list[Event] = [MessageEnd(), Usage(tokens.get("input_tokens") or 0, tokens.get("output_tokens") or 0)]
+    reason = reply.result.get("stopReason")
+    if reason in ENDED:
+        return [*out, Done()]
+    return [*out, Failure(f"gemini ended the reply early: {reason}"), Done()]
+
+
+def native_input(call: ToolCall) -> dict[str, Any]:
+    """The input of one of Gemini's own tool uses, from its permission question: its raw input
+    where Gemini gives it, else what the question shows."""
+    raw = call.get("rawInput")
+    if isinstance(raw, dict):
+        return raw
+    data: dict[str, Any] = {}
+    if call.get("kind") == "execute":
+        data["command"] = call.get("title")  # a shell call's title is its command
+    for item in call.get("content") or []:
+        if isinstance(item, dict) and item.get("type") == "diff":
+            data.update(file_path=item.get("path"), content=item.get("newText"))
+    if not data:
+        data["title"] = call.get("title")
+        paths = [place.get("path") for place in call.get("locations") or [] if isinstance(place, dict)]
+        if paths:
+            data["paths"] = paths
+    return data
+
+
+def choose(options: list[Option], kind: str) -> dict[str, Any]:
+    """The outcome selecting the option of `kind` (allow_once, reject_once); cancelled without one."""
+    chosen = next((option for option in options if option.get("kind") == kind), None)
+    if chosen is None:
+        return {"outcome": {"outcome": "cancelled"}}
+    return {"outcome": {"outcome": "selected", "optionId": chosen["optionId"]}}
+
+
+class GeminiAcpConversation(Peer):
+    decoder = AcpDecoder
+    native_tools = True
+
+    def __init__(self, provider: GeminiProvider, base: Turn, *, cwd: Path, env: dict[str, str] | None = None) -> None:
+        super().__init__(provider, base, provider.native_argv(base), cwd=cwd, env=env)
+        self._http: McpHttp | None = None
+
+    def routes(self) -> dict[str, Route]:
+        return {"session/request_permission": Route(self._permission, Permission)}
+
+    def resume(self, prior: Prior) -> bool:
+        """Gemini could load its session (session/load), but only from its own session files, which
+        crew's tests and many users turn off: the first message replays the history instead."""
+        return False
+
+    def set_up(self) -> None:
+        self.call("initialize", {"protocolVersion": PROTOCOL_VERSION, "clientCapabilities": {}, "clientInfo": CLIENT})
+        servers = [self._mcp_server(self.channel)] if self.channel is not None and self.base.native else []
+        self.session_id = self.call("session/new", {"cwd": str(self.cwd), "mcpServers": servers}, SessionMade)[
+            "sessionId"
+        ]
+
+    def _mcp_server(self, channel: Channel) -> dict[str, Any]:
+        """Start crew's MCP server for this conversation: its entry in session/new's mcpServers."""
+        token = secrets.token_urlsafe(32)
+        self._http = McpHttp(self.on_loop(McpTools(channel).respond), token=token)
+        self._http.start()
+        header = {"name": "Authorization", "value": f"Bearer {token}"}
+        return {"type": "http", "name": ACP_SERVER, "url": self._http.url, "headers": [header]}
+
+    def begin(self, message: str) -> list[Event]:
+        prompt = [{"type": "text", "text": message}]
+        self.request("session/prompt", {"sessionId": self.session_id, "prompt": prompt}, prompt_end, PromptEnd)
+        return [Session(self.session_id)]
+
+    def _permission(self, request: Request, channel: Channel) -> dict[str, Any]:
+        """Gemini asks before one of its own tools runs: crew's policy decides. The question names no
+        tool: its call id does (`<tool>__<id>`). A stopped reply's questions are refused: crew wants
+        no more of it."""
+        params: Permission = request.params
+        call, options = params.get("toolCall") or ToolCall(), params.get("options") or []
+        if self.stopped:
+            return choose(options, "reject_once")
+        tool, named, _ = str(call.get("toolCallId")).partition("__")
+        tool = tool if named else str(call.get("title"))
+        if tool in {f"mcp_{ACP_SERVER}_{spec.name}" for spec in channel.tools()}:
+            refusal = None  # crew's own tool (asked about when the user's policy files say so): its call decides
+        else:
+            refusal = channel.permit(tool, native_input(call), read_only=tool in self.provider.read_only_tools)
+        return choose(options, "reject_once" if refusal else "allow_once")
+
+    def interrupt(self) -> None:
+        self.write(notification("session/cancel", {"sessionId": self.session_id}))
+
+    def keep(self, kept: str, stopped: bool) -> str:
+        self.finish()
+        return FULL  # ACP has no way to cut a reply out of Gemini's history
+
+    def close(self) -> None:
+        super().close()  # first: an MCP message still waiting is answered, and the server can end
+        if self._http is not None:
+            self._http.close()

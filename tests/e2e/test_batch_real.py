@@ -1,0 +1,268 @@
+"""`crew batch` through the `crew` command, with the real claude against the mock model server: a
+batch over local repositories (SQLite, in the submitting process), over `file://` URLs with two
+workers in state folders of their own (Postgres), a worker killed mid-repository and the batch
+resumed elsewhere, a repository that fails every try while the others finish, the global
+concurrency held across workers, a cancel that ends a running agent.
+
+The agent's CLIs run at once, so the mock answers from a function of each request (which
+repository it comes from: the worktree the CLI names to its model), not from a script in order."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from clienv import cli_env, require_cli
+from crewcli import end_group, processes_in, run_crew, start_crew, tool_block
+from gitrepo import git, make_repo, status
+from mockserver import MockServer, Request, error
+
+pytestmark = pytest.mark.e2e
+
+SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "docs" / "schemas" / "batch.json").read_text())
+TASK = "@claude add todo.md\n\nOne line: - ship it"
+WRITE = tool_block("crew:write_file", path="todo.md", content="- ship it\n")
+
+
+def repo_of(request: Request) -> str:
+    """The repository a model request comes from: the worktree folder its CLI works in."""
+    body = json.dumps(request.body)
+    return body.split("/worktrees/", 1)[1].split("-", 2)[:2][-1] if "/worktrees/" in body else ""
+
+
+def writer(request: Request) -> str:
+    """An agent that writes todo.md, then says it is done."""
+    return "Done." if '"success": true' in request.text() else WRITE
+
+
+def answered_by(mock: MockServer) -> dict[str, int]:
+    """Model requests per repository (its name's last letter: repo-a → a)."""
+    counts: dict[str, int] = {}
+    for request in mock.requests:
+        counts[repo_of(request)] = counts.get(repo_of(request), 0) + 1
+    return counts
+
+
+def commits_on(repository: Path, branch: str, base: str) -> list[str]:
+    return git(repository, "log", "--format=%s", f"{base}..{branch}").splitlines()
+
+
+def local_repos(tmp_path: Path, names: str) -> list[Path]:
+    return [make_repo(tmp_path / f"repo-{n}", {"notes.txt": f"repository {n}\n"}) for n in names]
+
+
+def bare_repos(tmp_path: Path, names: str) -> list[Path]:
+    bare = []
+    for repo in local_repos(tmp_path / "sources", names):
+        bare.append(tmp_path / f"repo-{repo.name[-1]}.git")
+        git(tmp_path, "clone", "-q", "--bare", str(repo), str(bare[-1]))
+    return bare
+
+
+@pytest.fixture
+def env(mock_server: MockServer, tmp_path: Path) -> Callable[[str], dict[str, str]]:
+    """env(machine): claude's environment with a HOME (and so a crew state folder) of its own."""
+    require_cli("claude")
+    return lambda machine: cli_env("claude", mock_server.url, tmp_path / f"home-{machine}")
+
+
+def test_a_batch_over_three_local_repositories(mock_server, env, tmp_path):
+    repos = local_repos(tmp_path, "abc")
+    heads = [git(repo, "rev-parse", "HEAD").strip() for repo in repos]
+    mock_server.respond(writer)
+    args = ["batch", "--id", "three", "--json", TASK, *map(str, repos)]
+    done = run_crew(args, env=env("one"), cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr
+    record = json.loads(done.stdout)
+    jsonschema.validate(record, SCHEMA)
+    assert record["batch"] == "three" and record["status"] == "done"
+    assert [r["repo"] for r in record["repos"]] == [str(repo) for repo in repos]  # in the order given
+    for repo, head, row in zip(repos, heads, record["repos"], strict=True):
+        assert row["status"] == "done" and row["attempts"] == 1 and row["error"] is None
+        assert row["branch"] == "crew/batch-three/claude"
+        assert row["changes"] == {"files": 1, "added": 1, "removed": 0}
+        assert commits_on(repo, row["branch"], head) == ["add todo.md"]
+        assert git(repo, "show", f"{row['commit']}:todo.md") == "- ship it\n"
+        assert "crew batch three" in git(repo, "log", "-1", "--format=%B", row["branch"])
+        assert git(repo, "rev-parse", "HEAD").strip() == head and status(repo) == ""  # the checkout untouched
+    assert answered_by(mock_server) == {"a": 2, "b": 2, "c": 2}
+    assert processes_in(tmp_path) == []
+
+    again = run_crew(args, env=env("one"), cwd=tmp_path, timeout=300)  # the same --id: the same batch
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["repos"] == record["repos"] and len(mock_server.requests) == 6
+    listed = run_crew(["batch", "list"], env=env("one"), cwd=tmp_path)
+    assert listed.stdout.startswith("three  done  3 repositories: 3 done")
+
+
+def test_file_urls_with_two_workers_in_state_folders_of_their_own(mock_server, env, tmp_path, postgres_url):
+    urls = [f"file://{repo}" for repo in bare_repos(tmp_path, "abcd")]
+    both = threading.Event()
+
+    def slow_writer(request: Request) -> str:
+        both.wait(30) if mock_server.open < 2 else both.set()  # each worker runs one: two at once are two workers
+        return writer(request)
+
+    mock_server.respond(slow_writer)
+    submit = ["batch", "--detach", "--db", postgres_url, "--id", "urls", TASK, *urls]
+    submitted = run_crew(submit, env=env("submitter"), cwd=tmp_path)
+    assert submitted.returncode == 0 and submitted.stdout == "urls\n", submitted.stderr
+    worker = ["batch", "worker", "--db", postgres_url, "--until-idle", "--concurrency", "1"]
+    workers = [start_crew(worker, env=env(machine), cwd=tmp_path) for machine in ("m1", "m2")]
+    said = [proc.communicate(timeout=300)[1] for proc in workers]
+    assert [proc.returncode for proc in workers] == [0, 0], said
+    assert all(text.count(": done") >= 1 for text in said) and sum(text.count(": done") for text in said) == 4
+    for machine, text in zip(("m1", "m2"), said, strict=True):  # each cloned only what it took, in its own folder
+        clones = tmp_path / f"home-{machine}" / ".local" / "state" / "crewbridge" / "batch" / "clones"
+        assert sorted(path.name.split("-")[1] for path in clones.iterdir() if path.is_dir()) == sorted(
+            url[-5] for url in urls if url in text
+        )
+    shown = run_crew(["batch", "status", "urls", "--json", "--db", postgres_url], env=env("submitter"), cwd=tmp_path)
+    record = json.loads(shown.stdout)
+    jsonschema.validate(record, SCHEMA)
+    assert shown.returncode == 0 and record["status"] == "done"
+    for url, row in zip(urls, record["repos"], strict=True):
+        bare = Path(url.removeprefix("file://"))
+        assert git(bare, "rev-parse", "crew/batch-urls/claude").strip() == row["commit"]  # pushed back
+        assert commits_on(bare, "crew/batch-urls/claude", "main") == ["add todo.md"]
+    assert answered_by(mock_server) == {"a": 2, "b": 2, "c": 2, "d": 2}
+    assert processes_in(tmp_path) == []
+
+
+def test_a_worker_killed_mid_repository_is_resumed_elsewhere_without_redoing_finished_ones(mock_server, env, tmp_path):
+    repos = local_repos(tmp_path, "abc")
+    heads = [git(repo, "rev-parse", "HEAD").strip() for repo in repos]
+    database = f"sqlite:///{tmp_path / 'shared.sqlite'}"
+    reached, release = threading.Event(), threading.Event()
+    seen: list[str] = []
+
+    def held_second(request: Request) -> str:
+        if repo_of(request) not in seen:
+            seen.append(repo_of(request))
+            if len(seen) == 2:  # the second repository's first request: its worker is mid-run
+                reached.set()
+                release.wait(60)
+        return writer(request)
+
+    mock_server.respond(held_second)
+    submit = ["batch", "--detach", "--db", database, "--id", "kill", "--concurrency", "1", TASK, *map(str, repos)]
+    assert run_crew(submit, env=env("one"), cwd=tmp_path).returncode == 0
+    worker = start_crew(["batch", "worker", "--db", database], env=env("one"), cwd=tmp_path)
+    try:
+        assert reached.wait(120), "the worker never reached its second repository"
+        os.kill(worker.pid, signal.SIGKILL)
+        worker.wait()
+    finally:
+        release.set()
+        end_group(worker)
+    first, second = seen
+    assert answered_by(mock_server) == {first: 2, second: 1}
+
+    resumed = run_crew(["batch", "resume", "kill", "--db", database, "--json"], env=env("two"), cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    record = json.loads(resumed.stdout)
+    assert [row["status"] for row in record["repos"]] == ["done", "done", "done"]
+    third = ({"a", "b", "c"} - {first, second}).pop()
+    assert answered_by(mock_server) == {first: 2, second: 3, third: 2}  # the finished one was not run again
+    for repo, head in zip(repos, heads, strict=True):
+        assert commits_on(repo, "crew/batch-kill/claude", head) == ["add todo.md"]  # exactly one commit each
+    assert processes_in(tmp_path) == []
+
+
+def test_a_repository_that_fails_twice_while_the_others_finish(mock_server, env, tmp_path):
+    repos = local_repos(tmp_path, "abc")
+    mock_server.respond(lambda request: error(500, "the model is down") if repo_of(request) == "b" else writer(request))
+    done = run_crew(["batch", "--id", "fails", "--json", TASK, *map(str, repos)], env=env("one"), cwd=tmp_path)
+    assert done.returncode == 7, done.stderr
+    record = json.loads(done.stdout)
+    jsonschema.validate(record, SCHEMA)
+    assert record["status"] == "failed"
+    assert [(r["status"], r["attempts"]) for r in record["repos"]] == [("done", 1), ("failed", 2), ("done", 1)]
+    failed = record["repos"][1]
+    assert "the model is down" in failed["error"] and failed["commit"] is None
+    assert answered_by(mock_server) == {"a": 2, "b": 2, "c": 2}  # one request per try of b
+    assert git(repos[1], "branch", "--list", "--format=%(refname:short)", "crew/*") == "crew/batch-fails/claude\n"
+    assert commits_on(repos[1], "crew/batch-fails/claude", "main") == []
+    table = run_crew(["batch", "status", "fails"], env=env("one"), cwd=tmp_path)
+    assert table.returncode == 7 and "3 repositories: 2 done, 1 failed" in table.stdout
+
+
+def test_the_global_concurrency_holds_across_workers(mock_server, env, tmp_path, postgres_url):
+    repos = local_repos(tmp_path, "abcde")
+
+    def crowded(request: Request) -> str:
+        deadline = time.monotonic() + 3  # wait for company: more at once would show
+        while mock_server.open < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return writer(request)
+
+    mock_server.respond(crowded)
+    submit = ["batch", "--detach", "--db", postgres_url, "--id", "two", "--concurrency", "2", TASK]
+    assert run_crew([*submit, *map(str, repos)], env=env("one"), cwd=tmp_path).returncode == 0
+    worker = ["batch", "worker", "--db", postgres_url, "--until-idle"]  # each may take 2: the batch's limit
+    workers = [start_crew(worker, env=env(machine), cwd=tmp_path) for machine in ("m1", "m2")]
+    for proc in workers:
+        proc.communicate(timeout=300)
+        assert proc.returncode == 0
+    assert mock_server.most_open == 2
+    assert answered_by(mock_server) == {name: 2 for name in "abcde"}
+
+
+def test_cancel_ends_the_running_agent_and_the_queued_never_start(mock_server, env, tmp_path):
+    repos = local_repos(tmp_path, "ab")
+    database = f"sqlite:///{tmp_path / 'shared.sqlite'}"
+    reached, release = threading.Event(), threading.Event()
+
+    def hang(request: Request) -> str:
+        reached.set()
+        release.wait(60)
+        return writer(request)
+
+    mock_server.respond(hang)
+    submit = ["batch", "--detach", "--db", database, "--id", "stop", "--concurrency", "1", TASK, *map(str, repos)]
+    assert run_crew(submit, env=env("one"), cwd=tmp_path).returncode == 0
+    worker = start_crew(["batch", "worker", "--db", database, "--until-idle"], env=env("one"), cwd=tmp_path)
+    try:
+        assert reached.wait(120)
+        cancelled = run_crew(["batch", "cancel", "stop", "--db", database], env=env("one"), cwd=tmp_path)
+        assert cancelled.stdout == "cancelled 2 repositories of batch stop\n", cancelled.stderr
+        worker.communicate(timeout=120)  # the running agent was ended: the worker is idle
+    finally:
+        release.set()
+        end_group(worker)
+    assert worker.returncode == 0
+    shown = run_crew(["batch", "status", "stop", "--db", database, "--json"], env=env("one"), cwd=tmp_path)
+    assert [row["status"] for row in json.loads(shown.stdout)["repos"]] == ["cancelled", "cancelled"]
+    assert shown.returncode == 7 and len(mock_server.requests) == 1, [
+        (repo_of(r), r.text()[-300:]) for r in mock_server.requests
+    ]
+    assert processes_in(tmp_path) == []
+
+
+def test_a_batchs_commit_holds_nothing_the_agent_armed_for_git(mock_server, env, tmp_path):
+    """The agent's run in its worktree is disarmed like any execute run (crewbridge.gitguard): a
+    planted repository and a new attributes driver never reach the batch's commit."""
+    [repo] = local_repos(tmp_path, "a")
+    head = git(repo, "rev-parse", "HEAD").strip()
+    plant = "git init -q sub && touch sub/x && printf '* filter=evil\\n*.md text\\n' > .gitattributes"
+
+    def planter(request: Request) -> str:
+        return "Done." if '"exit_code": 0' in request.text() else tool_block("crew:run_command", command=plant)
+
+    mock_server.respond(planter)
+    done = run_crew(["batch", "--id", "armed", "--json", "@claude set up", str(repo)], env=env("one"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    [row] = json.loads(done.stdout)["repos"]
+    assert row["status"] == "done", row
+    assert git(repo, "show", f"{row['commit']}:.gitattributes") == "*.md text\n"
+    tree = git(repo, "ls-tree", "-r", row["commit"])
+    assert "160000" not in tree and "sub/x" in tree  # the folder's files, as plain files; no gitlink
+    assert commits_on(repo, row["branch"], head)

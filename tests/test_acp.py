@@ -1,0 +1,425 @@
+"""`crew acp` driven by the official Python SDK's client (a real ACP client), as a process, over a
+scripted CLI (crewcli.FakeModel): what the editor is shown, approvals, cancel, load after a restart,
+bad frames. The real claude, gemini and codex, with the TypeScript SDK and acpx: tests/e2e/test_acp_real.py."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from acp import spawn_agent_process, text_block
+from acp.schema import AllowedOutcome, ClientCapabilities, FileSystemCapabilities, RequestPermissionResponse
+
+from crewbridge.acp.early import hello
+from crewcli import CREW, FakeModel, crew_env, executable, processes_in, tool_block, write_config
+
+
+class Editor:
+    """An editor's side of ACP: it records every update and answers permission requests from
+    `answers` (option ids, in turn); with `buffers`, it holds files' text as an editor does."""
+
+    def __init__(self, answers: list[str] | None = None, buffers: dict[str, str] | None = None) -> None:
+        self.updates: list[dict[str, Any]] = []
+        self.answers = list(answers or [])
+        self.asked: list[dict[str, Any]] = []
+        self.buffers = buffers
+
+    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+        self.updates.append(update.model_dump(by_alias=True, exclude_none=True))
+
+    async def request_permission(self, session_id: str, tool_call: Any, options: list[Any], **kwargs: Any) -> Any:
+        self.asked.append({"tool_call": tool_call.model_dump(by_alias=True, exclude_none=True), "options": options})
+        return RequestPermissionResponse(outcome=AllowedOutcome(outcome="selected", option_id=self.answers.pop(0)))
+
+    async def read_text_file(self, session_id: str, path: str, **kwargs: Any) -> Any:
+        from acp.schema import ReadTextFileResponse
+
+        assert self.buffers is not None, "crew called fs/read_text_file though the client did not offer it"
+        return ReadTextFileResponse(content=self.buffers.get(path, Path(path).read_text()))
+
+    async def write_text_file(self, session_id: str, path: str, content: str, **kwargs: Any) -> None:
+        assert self.buffers is not None, "crew called fs/write_text_file though the client did not offer it"
+        self.buffers[path] = content
+
+    def on_connect(self, conn: Any) -> None:
+        pass
+
+    def of(self, kind: str) -> list[dict[str, Any]]:
+        return [u for u in self.updates if u["sessionUpdate"] == kind]
+
+    def text(self) -> str:
+        return "".join(u["content"]["text"] for u in self.of("agent_message_chunk"))
+
+
+@pytest.fixture
+def fake(tmp_path: Path) -> FakeModel:
+    return FakeModel(tmp_path / "bin")
+
+
+@pytest.fixture
+def setup(tmp_path: Path, workdir: Path, fake: FakeModel) -> dict[str, Any]:
+    """crew.yaml (given with --config: trusted) with agent `fake` whose writes need approval, and
+    `claude` (the default agent) played by the fake too: nothing reaches a real model; notes.txt."""
+    (workdir / "notes.txt").write_text("one\ntwo\n")
+    config = write_config(
+        tmp_path / "crew.yaml",
+        providers={"fake": fake.provider()},
+        agents={"fake": {"provider": "fake", "approval": ["write_file"]}, "claude": {"provider": "fake"}},
+    )
+    return {"args": ["acp", "--config", str(config)], "env": crew_env(tmp_path / "home")}
+
+
+async def opened(setup: dict[str, Any], workdir: Path, editor: Editor, fs: bool = False):  # type: ignore[no-untyped-def]
+    caps = ClientCapabilities(fs=FileSystemCapabilities(read_text_file=True, write_text_file=True)) if fs else None
+    context = spawn_agent_process(editor, *CREW, *setup["args"], cwd=workdir, env=setup["env"])
+    conn, proc = await context.__aenter__()
+    await conn.initialize(protocol_version=1, client_capabilities=caps or ClientCapabilities())
+    return context, conn, proc
+
+
+def run(coroutine: Any) -> Any:
+    return asyncio.run(asyncio.wait_for(coroutine, 120))
+
+
+def test_initialize_is_answered_as_the_sdk_says_and_early(tmp_path: Path, workdir: Path) -> None:
+    from acp.schema import InitializeResponse
+
+    answer = InitializeResponse.model_validate(hello())
+    assert answer.agent_capabilities.load_session and answer.agent_capabilities.prompt_capabilities.embedded_context
+    assert answer.agent_info.name == "crew" and answer.protocol_version == 1
+    start = subprocess.Popen(
+        [*CREW, "acp"], cwd=workdir, env=crew_env(tmp_path / "home"), stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    assert start.stdin is not None and start.stdout is not None
+    start.stdin.write(b'{"jsonrpc":"2.0","id":7,"method":"initialize","params":{"protocolVersion":5}}\n')
+    start.stdin.flush()
+    line = json.loads(start.stdout.readline())
+    assert line == {"jsonrpc": "2.0", "id": 7, "result": hello()}
+    start.stdin.close()  # stdin closing ends crew acp
+    assert start.wait(60) == 0
+
+
+def test_initialize_is_answered_having_imported_only_what_the_answer_needs(tmp_path: Path, workdir: Path) -> None:
+    heavy = ("typing", "pathlib", "click", "acp", "pydantic", "crewbridge.jsonrpc", "crewbridge.mcp.core")
+    script = (
+        "import json, sys\nbefore = set(sys.modules)\nfrom crewbridge.acp.early import greet\ngreet([])\n"
+        f"print(json.dumps(sorted(m for m in {heavy!r} if m in set(sys.modules) - before)), file=sys.stderr)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        input='{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}\n',
+        capture_output=True,
+        text=True,
+        cwd=workdir,
+        env=crew_env(tmp_path / "home"),
+        timeout=60,
+    )
+    assert json.loads(done.stdout)["result"] == hello()
+    assert json.loads(done.stderr.splitlines()[-1]) == []
+
+
+def test_a_prompt_streams_text_a_read_and_a_write_as_a_diff_approved_then_rejected(
+    setup: dict[str, Any], workdir: Path, fake: FakeModel
+) -> None:
+    fake.script(
+        "Reading it.\n" + tool_block("crew:read_file", path="notes.txt"),
+        "Writing.\n" + tool_block("crew:write_file", path="out.txt", content="new\n"),
+        "Done.",
+        tool_block("crew:write_file", path="refused.txt", content="no\n"),
+        "Understood.",
+    )
+    editor = Editor(answers=["allow_once", "reject"])
+
+    async def scenario() -> list[str]:
+        context, conn, _ = await opened(setup, workdir, editor)
+        try:
+            session = await conn.new_session(cwd=str(workdir), mcp_servers=[])
+            assert {o.id for o in session.config_options} == {"agent", "model", "mode", "reviewer", "worktree"}
+            await conn.set_config_option(config_id="agent", session_id=session.session_id, value="fake")
+            await conn.set_session_mode(mode_id="execute", session_id=session.session_id)
+            first = await conn.prompt(session_id=session.session_id, prompt=[text_block("read and write")])
+            second = await conn.prompt(session_id=session.session_id, prompt=[text_block("write again")])
+            return [first.stop_reason, second.stop_reason]
+        finally:
+            await context.__aexit__(None, None, None)
+
+    assert run(scenario()) == ["end_turn", "end_turn"]
+    text = editor.text()
+    assert "Reading it." in text and "Done." in text and "Understood." in text
+    assert "tool_use" not in text  # crew's calls are tool calls, never JSON in the text
+    read, write, refused = editor.of("tool_call")
+    assert read["kind"] == "read" and read["locations"] == [{"path": str(workdir / "notes.txt")}]
+    assert write["kind"] == "edit" and refused["kind"] == "edit"
+    done = {u["toolCallId"]: u for u in editor.of("tool_call_update")}
+    assert done[read["toolCallId"]]["content"][0]["content"]["text"] == "one\ntwo\n"
+    diff = done[write["toolCallId"]]["content"][0]
+    assert diff == {"type": "diff", "path": str(workdir / "out.txt"), "newText": "new\n"}
+    assert done[write["toolCallId"]]["status"] == "completed" and (workdir / "out.txt").read_text() == "new\n"
+    assert done[refused["toolCallId"]]["status"] == "failed" and not (workdir / "refused.txt").exists()
+    assert "declined" in fake.prompts[-1]  # the refusal reached the model
+    assert [a["tool_call"]["toolCallId"] for a in editor.asked] == [write["toolCallId"], refused["toolCallId"]]
+    kinds = [o.kind for o in editor.asked[0]["options"]]
+    assert kinds == ["allow_once", "allow_always", "reject_once"]
+
+
+def test_allow_always_holds_for_the_rest_of_the_session(setup: dict[str, Any], workdir: Path, fake: FakeModel) -> None:
+    fake.script(
+        tool_block("crew:write_file", path="a.txt", content="a"),
+        "one",
+        tool_block("crew:write_file", path="b.txt", content="b"),
+        "two",
+    )
+    editor = Editor(answers=["allow_always"])
+
+    async def scenario() -> None:
+        context, conn, _ = await opened(setup, workdir, editor)
+        try:
+            sid = (await conn.new_session(cwd=str(workdir), mcp_servers=[])).session_id
+            await conn.set_config_option(config_id="agent", session_id=sid, value="fake")
+            await conn.set_config_option(config_id="mode", session_id=sid, value="execute")
+            for task in ("write a", "write b"):
+                await conn.prompt(session_id=sid, prompt=[text_block(task)])
+        finally:
+            await context.__aexit__(None, None, None)
+
+    run(scenario())
+    assert len(editor.asked) == 1 and (workdir / "a.txt").exists() and (workdir / "b.txt").exists()
+
+
+def test_with_fs_offered_files_are_read_and_written_in_the_editors_buffers(
+    setup: dict[str, Any], workdir: Path, fake: FakeModel
+) -> None:
+    notes = str(workdir / "notes.txt")
+    fake.script(
+        tool_block("crew:edit_file", path="notes.txt", old_string="UNSAVED", new_string="saved"),
+        "edited",
+    )
+    editor = Editor(answers=["allow_once"], buffers={notes: "UNSAVED buffer\n"})
+
+    async def scenario() -> None:
+        context, conn, _ = await opened(setup, workdir, editor, fs=True)
+        try:
+            sid = (await conn.new_session(cwd=str(workdir), mcp_servers=[])).session_id
+            await conn.set_config_option(config_id="agent", session_id=sid, value="fake")
+            await conn.set_config_option(config_id="mode", session_id=sid, value="execute")
+            await conn.prompt(session_id=sid, prompt=[text_block("edit it")])
+        finally:
+            await context.__aexit__(None, None, None)
+
+    run(scenario())
+    assert editor.buffers == {notes: "saved buffer\n"}
+    assert (workdir / "notes.txt").read_text() == "one\ntwo\n"  # the editor saves it, not crew
+    (update,) = [u for u in editor.of("tool_call_update") if u.get("content")]
+    assert update["content"][0] == {
+        "type": "diff",
+        "path": notes,
+        "oldText": "UNSAVED buffer\n",
+        "newText": "saved buffer\n",
+    }
+
+
+def test_cancel_ends_the_clis_process_group_and_the_prompt_says_cancelled(
+    setup: dict[str, Any], workdir: Path, tmp_path: Path
+) -> None:
+    slow = executable(
+        tmp_path / "bin" / "slow",
+        "import os, sys, time\nopen(sys.argv[1], 'w').write(str(os.getpid()))\n"
+        "sys.stdout.write('thinking'); sys.stdout.flush(); time.sleep(120)\n",
+    )
+    pid_file = tmp_path / "bin" / "slow.pid"  # in its state folder: the sandbox lets it write there
+    write_config(  # in place of the setup's (crew.yaml: also found as the project's file, and named)
+        tmp_path / "crew.yaml",
+        providers={"slow": {"command": [str(slow), str(pid_file)], "state_dirs": [str(tmp_path / "bin")]}},
+        agents={"slow": {"provider": "slow"}, "claude": {"provider": "slow"}},
+    )
+    editor = Editor()
+
+    async def scenario() -> tuple[str, float]:
+        context, conn, _ = await opened(setup, workdir, editor)
+        try:
+            sid = (await conn.new_session(cwd=str(workdir), mcp_servers=[])).session_id
+            await conn.set_config_option(config_id="agent", session_id=sid, value="slow")
+            prompt = asyncio.ensure_future(conn.prompt(session_id=sid, prompt=[text_block("think")]))
+            while not pid_file.exists():
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(0.3)
+            cancelled = time.monotonic()
+            await conn.cancel(session_id=sid)
+            reason = (await prompt).stop_reason
+            return reason, time.monotonic() - cancelled
+        finally:
+            await context.__aexit__(None, None, None)
+
+    reason, _ = run(scenario())
+    assert reason == "cancelled"
+    assert processes_in(tmp_path) == []  # (its pid file holds its pid inside the sandbox: looked for by place)
+
+
+def test_a_session_is_listed_and_loaded_after_a_restart_and_its_conversation_goes_on(
+    setup: dict[str, Any], workdir: Path, fake: FakeModel
+) -> None:
+    fake.script(tool_block("crew:read_file", path="notes.txt"), "It says one and two.", "As I said: one, two.")
+
+    async def first() -> str:
+        context, conn, _ = await opened(setup, workdir, Editor())
+        try:
+            sid = (await conn.new_session(cwd=str(workdir), mcp_servers=[])).session_id
+            await conn.set_config_option(config_id="agent", session_id=sid, value="fake")
+            await conn.prompt(session_id=sid, prompt=[text_block("what do the notes say?")])
+            return sid
+        finally:
+            await context.__aexit__(None, None, None)
+
+    sid = run(first())
+    editor = Editor()
+
+    async def again() -> list[Any]:
+        context, conn, _ = await opened(setup, workdir, editor)
+        try:
+            listed = (await conn.list_sessions(cwd=str(workdir))).sessions
+            await conn.load_session(cwd=str(workdir), session_id=sid, mcp_servers=[])
+            replayed = list(editor.updates)
+            await conn.prompt(session_id=sid, prompt=[text_block("and again?")])
+            return [listed, replayed]
+        finally:
+            await context.__aexit__(None, None, None)
+
+    listed, replayed = run(again())
+    assert [(s.session_id, s.title) for s in listed] == [(sid, "what do the notes say?")]
+    kinds = [u["sessionUpdate"] for u in replayed]
+    assert kinds == ["user_message_chunk", "tool_call", "tool_call_update", "agent_message_chunk"]
+    assert replayed[0]["content"]["text"] == "what do the notes say?"
+    assert replayed[-1]["content"]["text"].strip() == "It says one and two."
+    assert "what do the notes say?" in fake.prompts[-1] and "and again?" in fake.prompts[-1]  # the same conversation
+
+
+def test_an_untrusted_project_is_refused_with_crews_message(tmp_path: Path, workdir: Path) -> None:
+    (workdir / "crew.yaml").write_text("providers:\n  x:\n    command: [./run.sh]\n")
+    editor = Editor()
+
+    async def scenario() -> str:
+        context, conn, _ = await opened({"args": ["acp"], "env": crew_env(tmp_path / "home")}, tmp_path, editor)
+        try:
+            await conn.new_session(cwd=str(workdir), mcp_servers=[])
+        except Exception as exc:  # the RequestError the editor shows
+            return str(exc)
+        finally:
+            await context.__aexit__(None, None, None)
+        return ""
+
+    assert "crew config trust" in run(scenario())
+
+
+def test_bad_frames_get_json_rpc_errors_and_crew_reads_on(tmp_path: Path, workdir: Path) -> None:
+    frames = [
+        b"{not json\n",
+        b"[1, 2]\n",
+        b'{"jsonrpc":"2.0","id":1,"method":"nothing/here"}\n',
+        b'{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"relative","mcpServers":[]}}\n',
+        b'{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"none","prompt":[]}}\n',
+        b'{"jsonrpc":"2.0","id":4,"method":"initialize","params":{"protocolVersion":1}}\n',
+    ]
+    done = subprocess.run(
+        [*CREW, "acp"],
+        cwd=workdir,
+        env=crew_env(tmp_path / "home"),
+        input=b"".join(frames),
+        capture_output=True,
+        timeout=60,
+    )
+    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [a.get("error", {}).get("code") for a in answers] == [-32700, -32600, -32601, -32602, -32602, None]
+    assert "relative" in answers[3]["error"]["message"] and answers[-1]["result"] == hello()
+    assert answers[1]["error"]["message"] == "a batch: crew takes no batches; send one JSON-RPC message at a time"
+    assert done.returncode == 0 and b"Traceback" not in done.stderr
+
+
+def test_stdin_closing_ends_every_cli_crew_started(setup: dict[str, Any], workdir: Path, tmp_path: Path) -> None:
+    slow = executable(
+        tmp_path / "bin" / "slow",
+        "import sys, time\nsys.stdout.write('thinking\\n'); sys.stdout.flush(); time.sleep(120)\n",
+    )
+    write_config(
+        tmp_path / "crew.yaml", providers={"slow": {"command": [str(slow)]}}, agents={"claude": {"provider": "slow"}}
+    )
+    editor = Editor()
+
+    async def scenario() -> int:
+        context, conn, proc = await opened(setup, workdir, editor)
+        sid = (await conn.new_session(cwd=str(workdir), mcp_servers=[])).session_id
+        prompt = asyncio.ensure_future(conn.prompt(session_id=sid, prompt=[text_block("think")]))
+        while not editor.of("agent_message_chunk"):  # the CLI is running
+            await asyncio.sleep(0.05)
+        proc.stdin.close()
+        code = await asyncio.wait_for(proc.wait(), 30)
+        prompt.cancel()  # unanswered: crew ended
+        await context.__aexit__(None, None, None)
+        return code
+
+    assert run(scenario()) == 0
+    assert processes_in(tmp_path) == []
+
+
+def test_a_session_starts_only_the_cli_its_prompt_runs(setup: dict[str, Any], workdir: Path, tmp_path: Path) -> None:
+    fake = FakeModel(tmp_path / "bin")
+    fake.script("Hello.")
+    marker = tmp_path / "bin" / "claude-started"
+    unused = executable(tmp_path / "bin" / "unused", f"open({str(marker)!r}, 'w').close()\n")
+    write_config(
+        tmp_path / "crew.yaml",
+        providers={"fake": fake.provider(), "unused": {"command": [str(unused)], "state_dirs": [str(marker.parent)]}},
+        agents={"fake": {"provider": "fake"}, "claude": {"provider": "unused"}},
+    )
+    editor = Editor()
+
+    async def scenario() -> str:
+        context, conn, _ = await opened(setup, workdir, editor)
+        try:
+            sid = (await conn.new_session(cwd=str(workdir), mcp_servers=[])).session_id  # claude by default
+            await asyncio.sleep(1)
+            await conn.set_config_option(config_id="agent", session_id=sid, value="fake")
+            return (await conn.prompt(session_id=sid, prompt=[text_block("hi")])).stop_reason
+        finally:
+            await context.__aexit__(None, None, None)
+
+    assert run(scenario()) == "end_turn" and "Hello." in editor.text()
+    assert not marker.exists()  # the default agent's CLI never started: the session did not use it
+
+
+def test_the_sandbox_required_where_none_works_is_refused_before_serving(tmp_path: Path, workdir: Path) -> None:
+    env = {**crew_env(tmp_path / "home"), "CREW_SANDBOX_MECHANISM": "none"}
+    done = subprocess.run(
+        [*CREW, "acp", "--sandbox", "required"],
+        cwd=workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.startswith("crew: error: ") and len(done.stderr.splitlines()) == 1
+
+
+def test_crew_acp_check_passes_on_crew_acp(setup: dict[str, Any], workdir: Path, fake: FakeModel) -> None:
+    fake.script("Hello there.")
+    env = {**setup["env"], "PATH": os.environ["PATH"]}
+    config = setup["args"][2]
+    agent = [sys.executable, "-m", "crewbridge", "acp", "--config", config]
+    done = subprocess.run(
+        [*CREW, "acp", "--config", config, "check", "--timeout", "60", "--", *agent],
+        cwd=workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "0 failed" in done.stdout.splitlines()[-1]

@@ -1,0 +1,113 @@
+"""A batch's repository on one machine: the base commit, the worktree each try works in, the commit
+(the same bytes, so the same id, wherever it is made again) and the push; a machine that lacks the
+agent's tree makes it from the recorded patch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from crewbridge.batch.repos import FALLBACK_IDENT, Place, RepoError, Stamp, patch_of
+from crewbridge.batch.spec import BatchSpec, Repo, repo_of
+from crewbridge.git import GitError
+from gitrepo import git, make_repo, status
+
+SPEC = BatchSpec("b1", "@claude add todo.md")
+STAMP = Stamp("Ada", "ada@example.com", "1700000000 +0000")
+
+
+@pytest.fixture
+def bare(tmp_path: Path) -> Path:
+    source = make_repo(tmp_path / "source", {"notes.txt": "hello\n"})
+    git(tmp_path, "clone", "-q", "--bare", str(source), str(tmp_path / "origin.git"))
+    return tmp_path / "origin.git"
+
+
+def agent_writes(place: Place, base: str) -> tuple[str, bytes | None]:
+    """What an agent would leave: a new file and a changed one, as a tree and its patch."""
+    worktree = place.worktree(SPEC, base, fresh=True)
+    (worktree.path / "todo.md").write_text("- ship it\n")
+    (worktree.path / "notes.txt").write_text("hello, world\n")
+    tree = worktree.checkout.snapshot()
+    return tree, patch_of(worktree, base, tree, 1 << 20)
+
+
+def test_a_local_repository_gets_the_commit_on_the_batchs_branch_and_the_checkout_is_untouched(tmp_path):
+    top = make_repo(tmp_path / "app", {"notes.txt": "hello\n"})
+    place = Place(repo_of(str(top), tmp_path), tmp_path / "state")
+    base = place.base("b1")
+    assert base == git(top, "rev-parse", "HEAD").strip()
+    tree, patch = agent_writes(place, base)
+    commit = place.commit(SPEC, base, tree, patch, STAMP)
+    assert git(top, "rev-parse", SPEC.branch).strip() == commit
+    assert git(top, "log", "-1", "--format=%an <%ae> %at%n%s%n%b", commit) == (
+        "Ada <ada@example.com> 1700000000\nadd todo.md\ncrew batch b1\n\n"
+    )
+    assert git(top, "show", f"{commit}:todo.md") == "- ship it\n"
+    assert status(top) == "" and (top / "todo.md").exists() is False
+    worktree = place.worktree(SPEC, base, fresh=False)
+    assert status(worktree.path) == ""  # its index follows the commit made on its branch
+
+
+def test_a_step_run_again_keeps_a_pristine_worktree_and_remakes_a_changed_one(tmp_path):
+    top = make_repo(tmp_path / "app", {"notes.txt": "hello\n"})
+    place = Place(repo_of(str(top), tmp_path), tmp_path / "state")
+    base = place.base("b1")
+    first = place.worktree(SPEC, base, fresh=True)
+    (first.path / "marker").write_text("")  # what a killed agent left
+    again = place.worktree(SPEC, base, fresh=False)
+    assert again.path == first.path and not (again.path / "marker").exists()
+    kept = place.worktree(SPEC, base, fresh=False)
+    assert kept == again
+
+
+def test_a_url_is_cloned_into_the_state_folder_committed_and_pushed(tmp_path, bare):
+    place = Place(repo_of(f"file://{bare}", tmp_path), tmp_path / "state")
+    base = place.base("b1")
+    assert place.clone.parent == tmp_path / "state" / "batch" / "clones" and (place.clone / ".git").is_dir()
+    assert base == git(bare, "rev-parse", "HEAD").strip()
+    tree, patch = agent_writes(place, base)
+    commit = place.commit(SPEC, base, tree, patch, STAMP)
+    place.push(SPEC, commit)
+    assert git(bare, "rev-parse", SPEC.branch).strip() == commit
+    assert git(place.clone, "worktree", "list").count("\n") == 1  # the worktree went after the push
+
+
+def test_another_machine_makes_the_same_commit_from_the_recorded_patch(tmp_path, bare):
+    here = Place(repo_of(f"file://{bare}", tmp_path), tmp_path / "one")
+    base = here.base("b1")
+    tree, patch = agent_writes(here, base)
+    commit = here.commit(SPEC, base, tree, patch, STAMP)
+    elsewhere = Place(repo_of(f"file://{bare}", tmp_path), tmp_path / "two")  # a clone without the tree
+    assert elsewhere.commit(SPEC, base, tree, patch, STAMP) == commit
+    with pytest.raises(RepoError, match="too large to keep"):
+        Place(repo_of(f"file://{bare}", tmp_path), tmp_path / "three").commit(SPEC, base, tree, None, STAMP)
+    with pytest.raises(RepoError, match="did not apply"):
+        Place(repo_of(f"file://{bare}", tmp_path), tmp_path / "four").commit(SPEC, base, tree, b"garbage", STAMP)
+    elsewhere.push(SPEC, commit)
+    assert git(bare, "rev-parse", SPEC.branch).strip() == commit
+
+
+def test_the_identity_is_gits_else_crews_own(tmp_path, monkeypatch):
+    top = make_repo(tmp_path / "app", {"notes.txt": "hello\n"})
+    place = Place(repo_of(str(top), tmp_path), tmp_path / "state")
+    git(top, "config", "user.name", "Grace")
+    git(top, "config", "user.email", "grace@example.com")
+    assert place.stamp(1700000000.7) == Stamp("Grace", "grace@example.com", "1700000000 +0000")
+    git(top, "config", "--unset", "user.name")
+    git(top, "config", "--unset", "user.email")
+    for name, value in {"GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_COUNT": "1"}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("GIT_CONFIG_KEY_0", "user.useConfigOnly")  # no identity guessed from the host
+    monkeypatch.setenv("GIT_CONFIG_VALUE_0", "true")
+    assert place.stamp(1.0) == Stamp(*FALLBACK_IDENT, "1 +0000")
+
+
+def test_an_unreachable_url_is_an_error_of_crews(tmp_path):
+    place = Place(repo_of(f"file://{tmp_path}/nowhere.git", tmp_path), tmp_path / "state")
+    with pytest.raises(GitError, match="git clone failed"):
+        place.base("b1")
+    gone = Place(Repo("app", path=str(tmp_path / "moved"), key="k"), tmp_path / "state")
+    with pytest.raises(RepoError, match="is not on this machine"):
+        gone.base("b1")
