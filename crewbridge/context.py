@@ -13,6 +13,7 @@ with `reporting` share the tools and the CLIs started ahead (`start`).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -251,6 +252,8 @@ class RunContext:
                     self.sandbox_level(options, agent), workdir, mode, provider.state, agent.deny_commands
                 ),
             )
+            if not agent.user_mcp_servers:  # only the MCP servers crew gives it, never crew itself again
+                base.options += provider.own_mcp_only(base, {**os.environ, **self.env}, workdir)
             conversation = new_conversation(provider, base, cwd=workdir, env={**self.env, **provider.mcp_env(servers)})
         except CrewError as exc:
             return exc, False

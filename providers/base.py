@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -190,6 +191,13 @@ class Provider:
         """Variables added to the inherited environment."""
         return {}
 
+    def own_mcp_only(self, turn: Turn, env: Mapping[str, str], cwd: Path) -> list[str]:
+        """The options that keep the CLI (run with `env` in `cwd`) to the MCP servers crew gives it:
+        none, or crew's own for native tools. Without them it would start, in every run crew makes,
+        each server its user registered, crew itself included once `crew mcp install` ran (an agent's
+        user_mcp_servers: true leaves them out). [] for a CLI that has no such option."""
+        return []
+
     def mcp_options(self, servers: Sequence[McpServer]) -> list[str]:
         """The options that give the CLI `servers` (mcp_via "options")."""
         return []
@@ -207,8 +215,9 @@ class Provider:
     def commands(self) -> list[list[str]]:
         """Every command line crew may run, with sample values: `crew doctor` checks each one's
         options against the CLI's --help (no model is asked). Empty: crew only looks for the CLI."""
-        return [
-            self.argv(Turn("", mode, model="MODEL", session_id=session, system_prompt="PROMPT"))
+        turns = [
+            Turn("", mode, model="MODEL", session_id=session, system_prompt="PROMPT")
             for mode in ("query", "execute")
             for session in (None, "SESSION")
         ]
+        return [self.argv(turn) + self.own_mcp_only(turn, os.environ, Path.cwd()) for turn in turns]

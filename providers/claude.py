@@ -235,6 +235,11 @@ class ClaudeProvider(Provider):
     def commands(self) -> list[list[str]]:
         return [*super().commands(), self.argv(Turn("", "query")) + STREAM_FLAGS + NATIVE_FLAGS]
 
+    def own_mcp_only(self, turn: Turn, env: Mapping[str, str], cwd: Path) -> list[str]:
+        # Only the servers of --mcp-config (crew's own, for native tools; else none): not those of
+        # ~/.claude.json (claude mcp add), .mcp.json or plugins.
+        return ["--strict-mcp-config"]
+
     def state(self, env: Mapping[str, str]) -> State:
         # Measured with 2.1.197 (strace; docs/sandbox.md): it writes its sessions (projects/), a file
         # per running process (sessions/), and, as data, to-dos, file backups, plans, logs and caches.

@@ -10,6 +10,7 @@ from typing import Any
 from crewbridge.providers.base import JsonLineDecoder, McpServer, Provider, Turn, cli_home
 
 from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session, Text, Usage
+from crewbridge.mcp.install import toml_servers
 from crewbridge.sandbox import State
 
 
@@ -107,6 +108,13 @@ class CodexProvider(Provider):
 
     def commands(self) -> list[list[str]]:
         return [*super().commands(), [self.binary, "app-server"]]  # the live conversation
+
+    def own_mcp_only(self, turn: Turn, env: Mapping[str, str], cwd: Path) -> list[str]:
+        # Codex merges a -c table into its config's, so each server its config files name is turned
+        # off by name (crew's tools reach it as dynamic tools, never as an MCP server).
+        files = (cli_home(env, "CODEX_HOME", ".codex") / "config.toml", cwd / ".codex" / "config.toml")
+        names = sorted({name for path in files for name in toml_servers(path)})
+        return [option for name in names for option in ("-c", f"mcp_servers.{name}.enabled=false")]
 
     def state(self, env: Mapping[str, str]) -> State:
         # Measured with 0.169.0 (strace; docs/sandbox.md): it writes its sessions, an id it makes once,

@@ -12,7 +12,6 @@ from crewbridge.providers.base import JsonLineDecoder, Provider, Turn, cli_home
 
 from crewbridge import jsonio
 from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session, Text, Usage
-from crewbridge.native import SERVER
 from crewbridge.sandbox import State
 
 # What the native conversation (conversations/gemini_acp.py) runs instead of stream-json: ACP on stdio, in the
@@ -21,7 +20,9 @@ from crewbridge.sandbox import State
 # allow crew's, it never asks about them (crew's policy applies in each call anyway). The flag also
 # replaces the user's own list of tools Gemini runs without asking, so every other write or command
 # is asked about.
-NATIVE_FLAGS = ["--acp", "--approval-mode", "default", "--allowed-tools", f"mcp_{SERVER}_*"]
+NO_SERVER = "crew:none"  # the MCP server gemini may start when crew gives it none: no server has that name
+ACP_SERVER = "crewbridge"  # crew's own MCP server in gemini's ACP session: its tools are mcp_crewbridge_*
+NATIVE_FLAGS = ["--acp", "--approval-mode", "default", "--allowed-tools", f"mcp_{ACP_SERVER}_*"]
 
 
 class GeminiDecoder(JsonLineDecoder):
@@ -107,6 +108,15 @@ class GeminiProvider(Provider):
         # Gemini resumes only the sessions of the project it runs in
         folder = project_folder(env, cwd)
         return folder is not None and session_file(env, session_id, folder) is not None
+
+    def own_mcp_only(self, turn: Turn, env: Mapping[str, str], cwd: Path) -> list[str]:
+        # Only crew's own server, which the native conversation hands it over ACP; else one no
+        # settings file names (an empty list it refuses), so that none starts. The filter is by name
+        # and applies to ACP's servers too: crew's own is not named "crew", as `crew mcp install
+        # gemini` names the `crew mcp` it registers (which gemini would start at its start-up).
+        # The servers an editor gives a crew acp session (turn.mcp_servers) are allowed by name too.
+        names = [*([ACP_SERVER] if turn.native else []), *(server.name for server in turn.mcp_servers)]
+        return ["--allowed-mcp-server-names", ",".join(names) or NO_SERVER]
 
     def state(self, env: Mapping[str, str]) -> State:
         # Measured with 0.61.0 (strace; docs/sandbox.md): it writes its sessions and logs under tmp/,

@@ -934,6 +934,15 @@ def test_a_generic_provider_with_a_state_home_sees_it_through_a_view_and_writes_
     assert (xdg.home, xdg.variable, xdg.within, xdg.data) == (Path("/c/xdg"), "XDG_CONFIG_HOME", "xdg", ())
 
 
+def test_an_agent_starts_the_users_mcp_servers_only_when_a_trusted_file_says_so(user_dirs, project):
+    assert load_config(None, project).agent("claude").user_mcp_servers is False
+    path = write(project / "crew.yaml", "agents:\n  claude:\n    user_mcp_servers: true\n")
+    with pytest.raises(ConfigError, match=r"agents\.claude\.user_mcp_servers: True is looser than False"):
+        load_config(None, project)  # a cloned repository cannot start your own servers in its runs
+    trust_config(path)
+    assert load_config(None, project).agent("claude").user_mcp_servers is True
+
+
 def test_a_project_file_may_only_make_the_sandbox_stricter_until_it_is_trusted(user_dirs, project):
     for text, key, loose in (
         ("sandbox: off\n", "sandbox", "'off' is looser than 'auto'"),

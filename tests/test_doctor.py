@@ -37,6 +37,7 @@ Options:
   --output-format <format>          Output format (only works with --print)
   -p, --print                       Print response and exit
   -r, --resume [value]              Resume a conversation by session ID
+  --strict-mcp-config               Only use MCP servers from --mcp-config
   --tools <tools...>                Specify the list of available tools
   --verbose                         Override verbose mode setting from config
 """
@@ -215,7 +216,7 @@ def test_a_cli_with_every_option_passes_with_its_version(workdir: Path, bin_dir:
     (check,) = doctor(workdir, bin_dir, only=("claude",))["claude"]
     assert (check.status, check.message) == (
         OK,
-        f"2.1.197 (Claude Code) at {bin_dir / 'claude'}; accepts the 11 options crew uses",
+        f"2.1.197 (Claude Code) at {bin_dir / 'claude'}; accepts the 12 options crew uses",
     )
     assert sorted(runs(bin_dir, "claude")) == ["--help", "--version"]  # each probe once, nothing else
 

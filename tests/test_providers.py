@@ -233,6 +233,39 @@ def test_a_turn_refuses_a_value_that_would_reach_a_cli_as_an_option(field: str, 
         Turn("hi", **{field: value})
 
 
+def test_each_cli_is_kept_to_the_mcp_servers_crew_gives_it(tmp_path: Path) -> None:
+    from crewbridge.providers.claude import ClaudeProvider
+    from crewbridge.providers.codex import CodexProvider
+    from crewbridge.providers.gemini import ACP_SERVER, NO_SERVER, GeminiProvider
+
+    env = {"HOME": str(tmp_path), "CODEX_HOME": str(tmp_path / "codex")}
+    query, native = Turn("", "query"), Turn("", "query", native=True)
+    assert ClaudeProvider().own_mcp_only(query, env, tmp_path) == ["--strict-mcp-config"]
+    assert GeminiProvider().own_mcp_only(query, env, tmp_path) == ["--allowed-mcp-server-names", NO_SERVER]
+    assert GeminiProvider().own_mcp_only(native, env, tmp_path) == ["--allowed-mcp-server-names", ACP_SERVER]
+    editors = Turn("", "query", native=True, mcp_servers=(McpServer("vault", "vault-mcp"), McpServer("db", "db")))
+    assert GeminiProvider().own_mcp_only(editors, env, tmp_path) == [
+        "--allowed-mcp-server-names",
+        f"{ACP_SERVER},vault,db",
+    ]
+    assert ACP_SERVER != "crew"  # the name `crew mcp install` gives crew in gemini's settings
+    assert CodexProvider().own_mcp_only(query, env, tmp_path) == []  # no config: no server to turn off
+    (tmp_path / "codex").mkdir()
+    (tmp_path / "codex" / "config.toml").write_text(
+        '[mcp_servers.crew]\ncommand = "crew"\n[mcp_servers.docs]\nurl = "x"\n'
+    )
+    (tmp_path / ".codex").mkdir()
+    (tmp_path / ".codex" / "config.toml").write_text('[mcp_servers."lint-server"]\ncommand = "lint"\n')
+    assert CodexProvider().own_mcp_only(query, env, tmp_path) == [
+        "-c",
+        "mcp_servers.crew.enabled=false",
+        "-c",
+        "mcp_servers.docs.enabled=false",
+        "-c",
+        "mcp_servers.lint-server.enabled=false",
+    ]
+
+
 # -- MCP servers an editor gives a crew acp session (Provider.mcp_via) ----------------------------
 
 VAULT = McpServer("vault", "/usr/bin/vault-mcp", ("--stdio", 'say "hi"'), (("VAULT_TOKEN", "s3cret"),))

@@ -88,7 +88,7 @@ def registered(env: Mapping[str, str] | None = None, cwd: Path | None = None) ->
         ("claude", cwd / ".mcp.json", _json_servers),
         ("gemini", home / ".gemini" / "settings.json", _json_servers),
         ("gemini", cwd / ".gemini" / "settings.json", _json_servers),
-        ("codex", codex_home / "config.toml", _toml_servers),  # [mcp_servers.crew]
+        ("codex", codex_home / "config.toml", toml_servers),  # [mcp_servers.crew]
     ):
         if cli not in found and NAME in servers(path):
             found[cli] = str(path)
@@ -103,7 +103,8 @@ def _json_servers(path: Path) -> dict[str, object]:
     return servers if isinstance(servers, dict) else {}
 
 
-def _toml_servers(path: Path) -> dict[str, object]:
+def toml_servers(path: Path) -> dict[str, object]:
+    """The MCP servers a codex config.toml names (its [mcp_servers.NAME] tables)."""
     try:
         text = path.read_text()
     except OSError:

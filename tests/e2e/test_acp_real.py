@@ -160,6 +160,7 @@ def test_an_mcp_server_the_editor_gives_reaches_the_model_under_crews_policy(
         project,
     )
     assert out["stops"] == ["end_turn"]
+    assert out["asked"], (out, [r.text()[-3000:] for r in mock_server.requests])
     (asked,) = out["asked"]
     assert "launch_code" in asked["toolCall"]["title"]  # the editor was asked about the server's tool
     assert "the vault says 7-4-1" in mock_server.requests[-1].text()  # it ran, its env given, and answered
