@@ -245,3 +245,27 @@ def test_cancel_ends_the_running_agent_and_the_queued_never_start(mock_server, e
         (repo_of(r), r.text()[-300:]) for r in mock_server.requests
     ]
     assert processes_in(tmp_path) == []
+
+
+def test_cancel_ends_the_agent_of_the_batch_that_waits_and_it_returns(mock_server, env, tmp_path):
+    [repo] = local_repos(tmp_path, "a")
+    reached, release = threading.Event(), threading.Event()
+
+    def hang(request: Request) -> str:
+        reached.set()
+        release.wait(240)  # longer than the batch is given to return below
+        return writer(request)
+
+    mock_server.respond(hang)
+    batch = start_crew(["batch", "--id", "wait", TASK, str(repo)], env=env("one"), cwd=tmp_path)
+    try:
+        assert reached.wait(120)
+        cancelled = run_crew(["batch", "cancel", "wait"], env=env("one"), cwd=tmp_path)
+        assert cancelled.stdout == "cancelled 1 repository of batch wait\n", cancelled.stderr
+        out, err = batch.communicate(timeout=120)  # its agent was ended, not waited for
+    finally:
+        release.set()
+        end_group(batch)
+    assert batch.returncode == 7, err
+    assert out.endswith("1 repository: 1 cancelled\n") and len(mock_server.requests) == 1
+    assert processes_in(tmp_path) == []
