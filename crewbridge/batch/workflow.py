@@ -72,7 +72,7 @@ class BatchWorker(DBOSConfiguredInstance):
             self._phase("fetch", 1, time.time())
         begun = self.begin(spec_data, repo_data)
         record: dict[str, Any] = {"repo": repo.text, "status": "failed", "branch": None, "commit": None}
-        record.update(changes=None, usage=None, attempts=0, error=None)
+        record.update(changes=None, usage=None, attempts=0, error=None, disarmed=[])
         record.update(started=begun["started"], ended=None)
         if begun.get("refused"):
             record.update(status="skipped", error=begun["refused"], ended=time.time())
@@ -101,6 +101,7 @@ class BatchWorker(DBOSConfiguredInstance):
         self._phase("agent", attempt, record["started"])
         ran = self.agent(spec_data, repo_data, base, stop)
         usage.add(Tally.of(ran.get("usage")))
+        record["disarmed"] += [{**armed, "attempt": attempt} for armed in ran.get("disarmed", [])]
         if ran.get("error"):
             return str(ran["error"])
         record["changes"] = ran["changes"]
@@ -155,8 +156,8 @@ class BatchWorker(DBOSConfiguredInstance):
 
     @DBOS.step()
     def agent(self, spec_data: dict[str, Any], repo_data: dict[str, Any], base: str, stop: Stop) -> dict[str, Any]:
-        """The agent's run in a fresh worktree at `base` (ended by `stop`): its usage, and what it
-        changed (the tree, and its patch from `base`)."""
+        """The agent's run in a fresh worktree at `base` (ended by `stop`): its usage, what crew
+        disarmed for git, and what it changed (the tree, and its patch from `base`)."""
         spec = BatchSpec.of(spec_data)
         try:
             worktree = self._place(repo_data).worktree(spec, base)
@@ -165,7 +166,7 @@ class BatchWorker(DBOSConfiguredInstance):
         bridge = Bridge(self.runtime.config, workdir=worktree.path, sandboxing=self.runtime.sandboxing)
         outcome = bridge.run(spec.task, "execute", options=spec.options(), stop=stop)[0]
         usage = outcome.result.usage if outcome.result is not None else None
-        ran: dict[str, Any] = {"usage": usage}
+        ran: dict[str, Any] = {"usage": usage, "disarmed": [armed.to_dict() for armed in outcome.disarmed]}
         if outcome.error is not None:
             return {**ran, "error": str(outcome.error)}
         try:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -214,6 +215,33 @@ def test_the_global_concurrency_holds_across_workers(mock_server, env, tmp_path,
         assert proc.returncode == 0
     assert mock_server.most_open == 2
     assert answered_by(mock_server) == {name: 2 for name in "abcde"}
+
+
+def test_what_crew_disarmed_for_git_is_in_the_repositorys_record(mock_server, env, tmp_path):
+    repo = make_repo(tmp_path / "repo-a", {"notes.txt": "repository a\n"})
+    marker = tmp_path / "ran"
+    git_ = "git -c user.name=a -c user.email=a@a"
+    plant = (  # a repository whose fsmonitor is the agent's program (the worktree's index is out of its reach)
+        f"{git_} init -q sub && {git_} -C sub commit -q --allow-empty -m x && "
+        f"git -C sub config core.fsmonitor 'touch {marker}; false' && echo - ship it > todo.md"
+    )
+    mock_server.script(tool_block("crew:run_command", command=plant), "Done.")
+    args = ["batch", "--id", "armed", "--json", "--sandbox", "required", TASK, str(repo)]
+    done = run_crew(args, env=env("one"), cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr
+    record = json.loads(done.stdout)
+    jsonschema.validate(record, SCHEMA)
+    [row] = record["repos"]
+    assert [(d["path"], d["what"].split(",")[0], d["attempt"]) for d in row["disarmed"]] == [
+        ("sub/.git", "a new git repository", 1)
+    ]
+    assert row["disarmed"][0]["done"].startswith("moved to ")
+    assert git(repo, "ls-tree", "-r", "--name-only", row["commit"]) == "notes.txt\ntodo.md\n"  # sub is not committed
+    worktree = Path(json.loads(run_crew(["worktrees", "--json"], env=env("one"), cwd=repo).stdout)["worktree"])
+    subprocess.run(["git", "status"], cwd=worktree, capture_output=True, check=True)
+    subprocess.run(["git", "status"], cwd=worktree / "sub", capture_output=True, check=False)
+    assert not marker.exists(), "the agent's fsmonitor ran on the next git status"
+    assert processes_in(tmp_path) == []
 
 
 def test_cancel_ends_the_running_agent_and_the_queued_never_start(mock_server, env, tmp_path):
