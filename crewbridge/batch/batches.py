@@ -22,17 +22,22 @@ READ_EVERY = 0.25  # seconds between two reads of what this process waits for (a
 View = Callable[[Sequence[Row]], None]  # shown each time the batch is read
 
 
-def open_working(url: str, config: Config, batches: Mapping[str, tuple[int, int | None]] | None = None) -> Store:
+def open_working(url: str, config: Config, batches: Mapping[str, tuple[int, int | None]]) -> Store:
     """This process as an executor that runs repositories (with `config`, this machine's state folder
-    and sandbox), on the queues of `batches` from the start."""
+    and sandbox), on the queues of `batches` (id → concurrency, this process's share) from the start."""
     from crewbridge.batch.workflow import BatchWorker, Runtime  # loads DBOS
 
     sandboxing = Sandboxing()
     return Store.open(
         url,
         worker=lambda running: BatchWorker(Runtime(config, state_dir(), sandboxing, running)),
-        batches=batches or {},
+        batches=batches,
     )
+
+
+def open_worker(url: str, config: Config, share: int | None) -> Store:
+    """A worker (`work`), on the queues of the batches with repositories waiting from the start."""
+    return open_working(url, config, {spec.batch: (spec.concurrency, share) for spec in Store.queued_now(url)})
 
 
 def spec_of(task: str, given: dict[str, Any], config: Config) -> BatchSpec:

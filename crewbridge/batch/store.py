@@ -31,7 +31,7 @@ import os
 import socket
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -168,6 +168,9 @@ class Store:
                 "application_version": WORKFLOW_VERSION,
                 "executor_id": executor,
                 "log_level": "ERROR",
+                # SQLite's notification listener sleeps this long between looks, and DBOS.destroy
+                # waits for it (half a second on average at DBOS's 1 s); it has nothing to look for.
+                "notification_listener_polling_interval_sec": 0.1,
             }
         )
         store = cls(url, executor, liveness)
@@ -259,13 +262,28 @@ class Store:
         once here); whether any is waiting."""
         from dbos import DBOS
 
-        waiting = DBOS.list_workflows(status="ENQUEUED", name=WORKFLOW, load_input=False, load_output=False)
-        for queue in {status.queue_name for status in waiting if status.queue_name} - self.declared.keys():
-            first = DBOS.list_workflows(queue_name=queue, status="ENQUEUED", name=WORKFLOW, limit=1, load_output=False)
-            row = _row(first[0]) if first else None
-            if row is not None:
-                self.declare(row.spec.batch, row.spec.concurrency, share)
-        return bool(waiting)
+        waiting, specs = _queued(DBOS, skip=self.declared.keys())
+        for spec in specs:
+            self.declare(spec.batch, spec.concurrency, share)
+        return waiting
+
+    @staticmethod
+    def queued_now(url: str) -> list[BatchSpec]:
+        """The batches with repositories waiting in the database at `url`, read before this process
+        launches DBOS (a worker declares their queues before; DBOS looks for a queue declared after
+        its launch only once a second)."""
+        from dbos import DBOSClient
+
+        try:
+            client = DBOSClient(system_database_url=url, application_name=APP)
+        except Exception:  # Store.open says what is wrong with the database
+            return []
+        try:
+            return _queued(client, skip=())[1]
+        except Exception:  # a database DBOS has not made its tables in yet
+            return []
+        finally:
+            client.destroy()
 
     def cancel(self, workflows: list[str]) -> None:
         from dbos import DBOS
@@ -283,6 +301,19 @@ class Store:
         if dead:  # what DBOS's admin server and Conductor call for an executor found dead (public in DBOS 3)
             DBOS._recover_pending_workflows(dead)
         return dead
+
+
+def _queued(dbos: Any, skip: Collection[str]) -> tuple[bool, list[BatchSpec]]:
+    """Whether repositories wait on queues, and the batches of the queues they wait on but `skip`,
+    read by `dbos` (DBOS, or a DBOSClient): the states of those waiting, the inputs of one a queue."""
+    waiting = dbos.list_workflows(status="ENQUEUED", name=WORKFLOW, load_input=False, load_output=False)
+    specs = []
+    for queue in sorted({status.queue_name for status in waiting if status.queue_name} - set(skip)):
+        first = dbos.list_workflows(queue_name=queue, status="ENQUEUED", name=WORKFLOW, limit=1, load_output=False)
+        row = _row(first[0]) if first else None
+        if row is not None:
+            specs.append(row.spec)
+    return bool(waiting), specs
 
 
 def per_repository(rows: Iterable[Row | None]) -> list[Row]:
