@@ -432,8 +432,8 @@ def test_calls_refused_because_nobody_could_be_asked_are_kept_for_the_run_to_rep
     assert str(error) == (
         "@claude: 2 calls needed a person's approval and there was nobody to ask (no terminal, no crew ui "
         "serving), so they were not run: write_file a.txt, run_command $(echo ls); re-run with --yes to "
-        "approve them, or take them out of the `approval` list of agent 'claude' in crew.yaml; a command crew cannot check is "
-        "allowed only by a person (on a terminal or crew ui), even with --yes"
+        "approve them, or take them out of the `approval` list of agent 'claude' in crew.yaml; a command "
+        "crew cannot check is allowed only by a person (on a terminal or crew ui), even with --yes"
     )
 
 
