@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from crewbridge import flags
-from crewbridge.cli import chat_command, click_option, execute_command, mcp_group, query_command
+from crewbridge.cli import acp_group, chat_command, click_option, execute_command, mcp_group, query_command
 
 VALUES = st.one_of(
     st.text(max_size=8),
@@ -23,7 +23,7 @@ VALUES = st.one_of(
         ]
     ),
 )
-VALUED = [flag for flag in (*flags.LOOP, *flags.TASK, *flags.MCP) if flag.kind != "flag"]
+VALUED = [flag for flag in (*flags.LOOP, *flags.TASK, *flags.MCP, *flags.ACP) if flag.kind != "flag"]
 
 
 def clicks(flag: flags.Flag) -> click.Option:
@@ -34,6 +34,7 @@ def clicks(flag: flags.Flag) -> click.Option:
 
 
 @given(value=VALUES)
+@pytest.mark.slow
 def test_a_value_is_taken_exactly_when_the_click_option_made_from_the_same_entry_takes_it(value: str) -> None:
     for flag in VALUED:
         param = clicks(flag)
@@ -53,6 +54,7 @@ def test_a_value_is_taken_exactly_when_the_click_option_made_from_the_same_entry
         (execute_command, (flags.TASK, flags.LOOP)),
         (chat_command, (flags.LOOP,)),
         (mcp_group, (flags.MCP,)),
+        (acp_group, (flags.ACP,)),
     ],
 )
 def test_the_commands_that_are_read_early_have_exactly_the_tables_options(command, tables) -> None:
@@ -89,7 +91,8 @@ def test_a_reading_is_not_sure_of_what_only_click_may_read(args: list[str]) -> N
     assert flags.read(args, flags.LOOP) is None
 
 
-def test_an_entry_may_take_fewer_values_as_sure_than_click_takes() -> None:
-    [sandbox] = [flag for flag in flags.MCP if flag.dest == "sandbox"]
+@pytest.mark.parametrize("table", [flags.MCP, flags.ACP])
+def test_an_entry_may_take_fewer_values_as_sure_than_click_takes(table) -> None:
+    [sandbox] = [flag for flag in table if flag.dest == "sandbox"]
     assert sandbox.takes("required") and not sandbox.sure("required") and sandbox.sure("off")
-    assert flags.read(["--sandbox", "required"], flags.MCP) is None
+    assert flags.read(["--sandbox", "required"], table) is None
