@@ -369,7 +369,7 @@ def batch_worker_command(concurrency: int | None, until_idle: bool, db: str | No
     from crewbridge.batch import batches
     from crewbridge.batch.store import database_url
 
-    store = batches.open_working(database_url(db), config)
+    store = batches.open_worker(database_url(db), config, concurrency)
     click.echo(f"crew: worker {store.executor} on {store.name}", err=True)
     try:
         batches.work(store, concurrency, until_idle, lambda said: click.echo(f"crew: {said}", err=True))
@@ -388,7 +388,7 @@ def batch_resume_command(batch_id: str, db: str | None, as_json: bool, config: C
     from crewbridge.batch import batches
     from crewbridge.batch.store import database_url
 
-    store = batches.open_working(database_url(db), config)
+    store = batches.open_working(database_url(db), config, {})
     try:
         batches.resume(store, batch_id)
         rows = batches.wait(store, batch_id, _batch_view())

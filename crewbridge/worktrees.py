@@ -168,15 +168,9 @@ def make(folder: Path, run_id: str, names: Sequence[str], base: str | None = Non
     base = base or checkout.head("--worktree")
     uncommitted = checkout.uncommitted()
     made: list[Worktree] = []
-    _root(checkout).mkdir(parents=True, exist_ok=True, mode=0o700)
     try:
         for name in names:
-            path = _root(checkout) / run_id / name
-            branch = f"{BRANCHES}{run_id}/{name}"
-            checkout.git(["worktree", "add", "--quiet", "-b", branch, str(path), base])
-            own = _own_git_dirs(checkout.common)[path]
-            (own / BASE_FILE).write_text(base + "\n")
-            made.append(Worktree(run_id, name, path, branch, base, Checkout(path, own, checkout.common)))
+            made.append(add(checkout, run_id, name, base))
     except BaseException:
         for worktree in made:
             _remove(checkout, worktree, force=True)
@@ -184,10 +178,27 @@ def make(folder: Path, run_id: str, names: Sequence[str], base: str | None = Non
     return Made(run_id, made, checkout.top, base, uncommitted)
 
 
+def add(checkout: Checkout, run_id: str, name: str, base: str, *, replace: bool = False) -> Worktree:
+    """Agent `name`'s worktree of run `run_id` in `checkout`, at commit `base`, on a new branch
+    crew/<run id>/<name> (with `replace`, the branch is reset when it exists: it must not be out
+    in another worktree)."""
+    _root(checkout).mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = _root(checkout) / run_id / name
+    branch = f"{BRANCHES}{run_id}/{name}"
+    checkout.git(["worktree", "add", "--quiet", "-B" if replace else "-b", branch, str(path), base])
+    own = _own_git_dirs(checkout.common)[path]
+    (own / BASE_FILE).write_text(base + "\n")
+    return Worktree(run_id, name, path, branch, base, Checkout(path, own, checkout.common))
+
+
 def listed(folder: Path, run_id: str | None = None) -> list[Worktree]:
     """crew's worktrees of the repository holding `folder` (of run `run_id` only, when given), by
     run and agent."""
-    checkout = Checkout.of(folder, "crew worktrees")
+    return listed_in(Checkout.of(folder, "crew worktrees"), run_id)
+
+
+def listed_in(checkout: Checkout, run_id: str | None = None) -> list[Worktree]:
+    """crew's worktrees of `checkout`'s repository (of run `run_id` only, when given), by run and agent."""
     root = _root(checkout)
     own = _own_git_dirs(checkout.common)
     out = checkout.git(["worktree", "list", "--porcelain", "-z"]).stdout.decode("utf-8", "surrogateescape")

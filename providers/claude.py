@@ -66,6 +66,7 @@ class _Line(TypedDict, total=False):
     model: Any
     usage: Any
     total_cost_usd: Any
+    modelUsage: Any
     is_error: Any
     result: Any
     errors: Any
@@ -159,6 +160,7 @@ class ClaudeDecoder(JsonLineDecoder):
                 usage.get("output_tokens") or 0,
                 obj.get("total_cost_usd"),
                 cached,
+                context_window=_context_window(obj.get("modelUsage")),
             ),
         ]
         if obj.get("is_error"):
@@ -166,6 +168,17 @@ class ClaudeDecoder(JsonLineDecoder):
             out.append(Failure(str(message), obj.get("api_error_status")))
         out.append(Done())
         return out
+
+
+def _context_window(models: Any) -> int | None:
+    """The context window of the model that did the reply's work (result's modelUsage names each model
+    used, a small one for side tasks too): the one that read and wrote the most tokens."""
+    if not isinstance(models, dict):
+        return None
+    used = [m for m in models.values() if isinstance(m, dict) and isinstance(m.get("contextWindow"), int)]
+    counts = ("inputTokens", "outputTokens", "cacheReadInputTokens", "cacheCreationInputTokens")
+    main = max(used, key=lambda m: sum(m.get(k) or 0 for k in counts if isinstance(m.get(k), int)), default=None)
+    return None if main is None else main["contextWindow"]
 
 
 def _text_of(msg: dict[str, Any]) -> str:

@@ -119,7 +119,8 @@ class CodexProvider(Provider):
         # Codex merges a -c table into its config's, so each server its config files name is turned
         # off by name (crew's tools reach it as dynamic tools, never as an MCP server).
         files = (cli_home(env, "CODEX_HOME", ".codex") / "config.toml", cwd / ".codex" / "config.toml")
-        names = sorted({name for path in files for name in mcp_servers(path, "toml")})
+        given = {server.name for server in turn.mcp_servers}  # an editor's, by the same name: kept on
+        names = sorted({name for path in files for name in mcp_servers(path, "toml")} - given)
         return [option for name in names for option in ("-c", f"mcp_servers.{name}.enabled=false")]
 
     def state(self, env: Mapping[str, str]) -> State:

@@ -35,6 +35,7 @@ DONE = finished(
     commit=COMMIT,
     changes={"files": 2, "added": 3, "removed": 1},
     usage={"input_tokens": 10, "output_tokens": 5, "cached_tokens": 0, "cost_usd": 0.01},
+    disarmed=[{"path": "vendor/.git", "what": "a new repository", "done": "moved to /q/1/vendor.git", "attempt": 1}],
 )
 ROWS = [
     row("a", "SUCCESS", DONE),
@@ -67,7 +68,9 @@ def test_the_json_object_is_what_its_schema_says():
         "attempts": 1,
         "error": None,
         "elapsed": 12.5,
+        "disarmed": DONE["disarmed"],
     }
+    assert record["repos"][1]["disarmed"] == [] and record["repos"][3]["disarmed"] == []  # nothing, or not yet
     broken = {**record, "repos": [{**record["repos"][0], "status": "fine"}]}
     assert not jsonschema.Draft202012Validator(SCHEMA).is_valid(broken)
 

@@ -4,6 +4,7 @@ agent's tree makes it from the recorded patch."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -24,13 +25,13 @@ def bare(tmp_path: Path) -> Path:
     return tmp_path / "origin.git"
 
 
-def agent_writes(place: Place, base: str) -> tuple[str, bytes | None]:
-    """What an agent would leave: a new file and a changed one, as a tree and its patch."""
-    worktree = place.worktree(SPEC, base, fresh=True)
+def agent_writes(place: Place, base: str) -> tuple[str, bytes | None, Path]:
+    """What an agent would leave: a new file and a changed one, as a tree and its patch; its worktree."""
+    worktree = place.worktree(SPEC, base)
     (worktree.path / "todo.md").write_text("- ship it\n")
     (worktree.path / "notes.txt").write_text("hello, world\n")
     tree = worktree.checkout.snapshot()
-    return tree, patch_of(worktree, base, tree, 1 << 20)
+    return tree, patch_of(worktree, base, tree, 1 << 20), worktree.path
 
 
 @pytest.mark.slow
@@ -39,7 +40,7 @@ def test_a_local_repository_gets_the_commit_on_the_batchs_branch_and_the_checkou
     place = Place(repo_of(str(top), tmp_path), tmp_path / "state")
     base = place.base("b1")
     assert base == git(top, "rev-parse", "HEAD").strip()
-    tree, patch = agent_writes(place, base)
+    tree, patch, worktree = agent_writes(place, base)
     commit = place.commit(SPEC, base, tree, patch, STAMP)
     assert git(top, "rev-parse", SPEC.branch).strip() == commit
     assert git(top, "log", "-1", "--format=%an <%ae> %at%n%s%n%b", commit) == (
@@ -47,21 +48,24 @@ def test_a_local_repository_gets_the_commit_on_the_batchs_branch_and_the_checkou
     )
     assert git(top, "show", f"{commit}:todo.md") == "- ship it\n"
     assert status(top) == "" and (top / "todo.md").exists() is False
-    worktree = place.worktree(SPEC, base, fresh=False)
-    assert status(worktree.path) == ""  # its index follows the commit made on its branch
+    assert status(worktree) == ""  # its index follows the commit made on its branch
 
 
 @pytest.mark.slow
-def test_a_step_run_again_keeps_a_pristine_worktree_and_remakes_a_changed_one(tmp_path):
+def test_each_try_starts_from_a_fresh_worktree_at_the_base(tmp_path):
     top = make_repo(tmp_path / "app", {"notes.txt": "hello\n"})
     place = Place(repo_of(str(top), tmp_path), tmp_path / "state")
     base = place.base("b1")
-    first = place.worktree(SPEC, base, fresh=True)
-    (first.path / "marker").write_text("")  # what a killed agent left
-    again = place.worktree(SPEC, base, fresh=False)
-    assert again.path == first.path and not (again.path / "marker").exists()
-    kept = place.worktree(SPEC, base, fresh=False)
-    assert kept == again
+    tree, patch, first = agent_writes(place, base)
+    place.commit(SPEC, base, tree, patch, STAMP)  # an earlier try got as far as its commit
+    (first / "marker").write_text("")  # and what a killed agent left
+    again = place.worktree(SPEC, base)
+    assert again.path == first and sorted(path.name for path in first.iterdir()) == [".git", "notes.txt"]
+    assert git(top, "rev-parse", SPEC.branch).strip() == base  # the branch starts again at the base
+    shutil.rmtree(again.path)  # a worktree whose folder is gone (removed by hand) is forgotten
+    assert place.worktree(SPEC, base).checkout.snapshot() == git(top, "rev-parse", f"{base}^{{tree}}").strip()
+    elsewhere = Place(repo_of(str(top), tmp_path), tmp_path / "other-state").worktree(SPEC, base)
+    assert git(top, "worktree", "list").count("\n") == 2 and elsewhere.path.is_dir()  # another machine's went
 
 
 @pytest.mark.slow
@@ -70,7 +74,7 @@ def test_a_url_is_cloned_into_the_state_folder_committed_and_pushed(tmp_path, ba
     base = place.base("b1")
     assert place.clone.parent == tmp_path / "state" / "batch" / "clones" and (place.clone / ".git").is_dir()
     assert base == git(bare, "rev-parse", "HEAD").strip()
-    tree, patch = agent_writes(place, base)
+    tree, patch, _ = agent_writes(place, base)
     commit = place.commit(SPEC, base, tree, patch, STAMP)
     place.push(SPEC, commit)
     assert git(bare, "rev-parse", SPEC.branch).strip() == commit
@@ -81,7 +85,7 @@ def test_a_url_is_cloned_into_the_state_folder_committed_and_pushed(tmp_path, ba
 def test_another_machine_makes_the_same_commit_from_the_recorded_patch(tmp_path, bare):
     here = Place(repo_of(f"file://{bare}", tmp_path), tmp_path / "one")
     base = here.base("b1")
-    tree, patch = agent_writes(here, base)
+    tree, patch, _ = agent_writes(here, base)
     commit = here.commit(SPEC, base, tree, patch, STAMP)
     elsewhere = Place(repo_of(f"file://{bare}", tmp_path), tmp_path / "two")  # a clone without the tree
     assert elsewhere.commit(SPEC, base, tree, patch, STAMP) == commit

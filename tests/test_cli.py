@@ -616,7 +616,10 @@ def test_the_users_deny_holds_in_a_project_with_its_own_crew_yaml(crew, env, tmp
     _, denied, forbidden, unapproved = fake.prompts
     assert "tool 'write_file' is not allowed for agent 'fake' by its configuration" in denied
     assert "the command policy forbids 'rm notes.txt'" in forbidden
-    assert "tool 'edit_file' needs a person's approval and there is no terminal to ask on" in unapproved
+    assert (
+        "tool 'edit_file' needs a person's approval and there is nobody to ask (no terminal, no crew ui serving)"
+        in unapproved
+    )
 
 
 @pytest.mark.slow
@@ -636,9 +639,9 @@ def test_an_execute_whose_writes_nobody_could_approve_exits_8_and_says_which_and
     assert done.returncode == 8, done.stderr
     assert done.stdout == "I changed a.txt.\n"
     assert error_line(done.stderr) == (
-        "crew: error: @fake: 2 calls needed a person's approval and there was no terminal to ask on, so they "
-        "were not run: write_file a.txt, edit_file a.txt; re-run with --yes to approve them, or take them out of the "
-        "`approval` list of agent 'fake' in crew.yaml"
+        "crew: error: @fake: 2 calls needed a person's approval and there was nobody to ask (no terminal, no "
+        "crew ui serving), so they were not run: write_file a.txt, edit_file a.txt; re-run with --yes to "
+        "approve them, or take them out of the `approval` list of agent 'fake' in crew.yaml"
     )
     assert (tmp_path / "a.txt").read_text() == "old\n"
     fake.restart(writes, "I changed a.txt.")

@@ -667,7 +667,7 @@ def test_a_project_file_cannot_drop_the_users_deny_deny_commands_or_approval(use
     )
     assert rules.check(registry.resolve("run_command"), {"command": "ls"}) is None
     assert rules.check(registry.resolve("edit_file"), {"path": "x", "old_string": "a", "new_string": "b"}).startswith(
-        "tool 'edit_file' needs a person's approval and there is no terminal to ask on"
+        "tool 'edit_file' needs a person's approval and there is nobody to ask (no terminal, no crew ui serving)"
     )
 
 

@@ -473,6 +473,13 @@ def n(method, **params):
             ),
             [Usage(11, 7)],
         ),
+        (
+            n(
+                "thread/tokenUsage/updated",
+                tokenUsage={"last": {"inputTokens": 11, "outputTokens": 7}, "modelContextWindow": 258_400},
+            ),
+            [Usage(11, 7, context_window=258_400)],
+        ),
         (n("turn/completed", turn={"id": "U1", "status": "interrupted", "items": []}), [Done()]),
         (
             n("turn/completed", turn={"id": "U1", "status": "failed", "error": {"message": "429 slow down"}}),

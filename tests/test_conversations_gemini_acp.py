@@ -13,13 +13,15 @@ import urllib.error
 import urllib.request
 
 import pytest
-from crewbridge.providers.base import Turn
+import tomllib
+from crewbridge.providers.base import McpServer, Turn
 from crewbridge.providers.gemini import GeminiProvider
 
 from crewbridge.conversations import FULL
 from crewbridge.conversations.gemini_acp import (
     AcpDecoder,
     GeminiAcpConversation,
+    asking_policy,
     choose,
     native_input,
     prompt_end,
@@ -334,3 +336,21 @@ def test_gemini_names_a_native_conversation_and_its_tools_that_only_read():
     assert provider.native == "crewbridge.conversations.gemini_acp:GeminiAcpConversation"
     assert {"read_file", "list_directory", "glob", "grep_search"} <= provider.read_only_tools
     assert not {"write_file", "replace", "run_shell_command", "web_fetch"} & provider.read_only_tools
+
+
+def test_the_editors_servers_are_asked_about_before_every_tool_and_the_policy_goes_with_the_process(
+    tmp_path, monkeypatch
+):
+    """--allowed-mcp-server-names (what keeps gemini to crew's servers) makes gemini allow every tool
+    of a named server unasked; a policy file of crew's (user tier, priority 999) asks first, so crew's
+    policy decides on the editor's tools too. No servers: no file."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    assert asking_policy(()) is None
+    policy = asking_policy((McpServer("vault", "vault-mcp"), McpServer('a"b', "x")))
+    assert policy is not None and policy.parent == tmp_path / "state" / "crewbridge" / "policies"
+    assert policy.stat().st_mode & 0o777 == 0o600
+    rules = tomllib.loads(policy.read_text())["rule"]
+    assert rules == [
+        {"mcpName": "vault", "toolName": "*", "decision": "ask_user", "priority": 999},
+        {"mcpName": 'a"b', "toolName": "*", "decision": "ask_user", "priority": 999},
+    ]

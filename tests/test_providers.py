@@ -285,6 +285,8 @@ def test_each_cli_is_kept_to_the_mcp_servers_crew_gives_it(tmp_path: Path) -> No
         "-c",
         "mcp_servers.lint-server.enabled=false",
     ]
+    given = Turn("", "query", mcp_servers=(McpServer("docs", "docs-mcp"),))  # the editor's, by a configured name
+    assert "mcp_servers.docs.enabled=false" not in CodexProvider().own_mcp_only(given, env, tmp_path)
 
 
 # -- MCP servers an editor gives a crew acp session (Provider.mcp_via) ----------------------------

@@ -6,11 +6,26 @@ mechanism."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from crewbridge.sandbox import State, spawn
-from crewbridge.sandbox.state import prepare
+from crewbridge.sandbox.state import Prepared
+from crewbridge.sandbox.state import prepare as prepare_state
+
+
+@pytest.fixture
+def prepare():
+    """prepare(state): crewbridge.sandbox.state.prepare, its views removed after the test (a launch's
+    are removed by Launch.ended)."""
+    made: list[Prepared] = []
+    yield lambda state: made.append(prepare_state(state)) or made[-1]
+    for prepared in made:
+        if prepared.view is not None:
+            shutil.rmtree(prepared.view)
 
 
 def a_home(tmp_path: Path) -> Path:
@@ -22,7 +37,7 @@ def a_home(tmp_path: Path) -> Path:
     return home
 
 
-def test_the_view_links_every_entry_but_the_private_ones_and_names_itself_in_the_variable(tmp_path):
+def test_the_view_links_every_entry_but_the_private_ones_and_names_itself_in_the_variable(prepare, tmp_path):
     home = a_home(tmp_path)
     state = State(
         home=home,
@@ -47,7 +62,7 @@ def test_the_view_links_every_entry_but_the_private_ones_and_names_itself_in_the
     assert prepared.writable == (home / "sessions", home / "logs", home / "id", view)
 
 
-def test_a_variable_naming_the_folder_that_holds_the_state_folder_sees_the_rest_of_it_as_it_is(tmp_path):
+def test_a_variable_naming_the_folder_that_holds_the_state_folder_sees_the_rest_of_it_as_it_is(prepare, tmp_path):
     home = a_home(tmp_path)
     (tmp_path / "home" / ".agents").mkdir()
     prepared = prepare(State(home=home, variable="CLI_HOME", within=".cli", data=(home / "sessions",)))
@@ -58,7 +73,7 @@ def test_a_variable_naming_the_folder_that_holds_the_state_folder_sees_the_rest_
     assert os.readlink(view / ".cli" / "settings.json") == str(home / "settings.json")
 
 
-def test_without_a_variable_there_is_no_view_only_data(tmp_path):
+def test_without_a_variable_there_is_no_view_only_data(prepare, tmp_path):
     prepared = prepare(State(data=(tmp_path / "state",), read_only=(tmp_path / "state" / "bin",)))
     assert prepared.view is None and prepared.env == {}
     assert prepared.writable == (tmp_path / "state",) and prepared.read_only == (tmp_path / "state" / "bin",)

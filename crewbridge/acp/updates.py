@@ -105,7 +105,7 @@ class Updates:
                 UsageUpdate(
                     session_update="usage_update",
                     used=progress.usage.tokens,
-                    size=0,  # the model's context window: crew does not know it
+                    size=progress.usage.context_window or 0,  # 0: the CLI does not say it (gemini)
                     cost=Cost(amount=cost, currency="USD") if cost is not None else None,
                 )
             ]

@@ -10,7 +10,7 @@ from typing import Any
 
 from crewbridge.batch.report import COMPLETE, FINISHED, state
 from crewbridge.batch.spec import BatchSpec, Repo, batch_id
-from crewbridge.batch.store import POLL, Row, Store
+from crewbridge.batch.store import Row, Store, per_repository
 from crewbridge.config import Config, state_dir
 from crewbridge.errors import UsageError
 from crewbridge.mentions import parse_agent
@@ -18,16 +18,26 @@ from crewbridge.options import RunOptions
 from crewbridge.sandbox import Sandboxing
 
 RECOVER_EVERY = 2.0  # seconds between two looks for dead executors while waiting or working
+READ_EVERY = 0.25  # seconds between two reads of what this process waits for (a batch; a worker's work)
 View = Callable[[Sequence[Row]], None]  # shown each time the batch is read
 
 
-def open_working(url: str, config: Config, batches: Mapping[str, tuple[int, int | None]] | None = None) -> Store:
+def open_working(url: str, config: Config, batches: Mapping[str, tuple[int, int | None]]) -> Store:
     """This process as an executor that runs repositories (with `config`, this machine's state folder
-    and sandbox), on the queues of `batches` from the start."""
+    and sandbox), on the queues of `batches` (id → concurrency, this process's share) from the start."""
     from crewbridge.batch.workflow import BatchWorker, Runtime  # loads DBOS
 
-    runtime = Runtime(config, state_dir(), Sandboxing())
-    return Store.open(url, worker=lambda: BatchWorker(runtime), batches=batches or {})
+    sandboxing = Sandboxing()
+    return Store.open(
+        url,
+        worker=lambda running: BatchWorker(Runtime(config, state_dir(), sandboxing, running)),
+        batches=batches,
+    )
+
+
+def open_worker(url: str, config: Config, share: int | None) -> Store:
+    """A worker (`work`), on the queues of the batches with repositories waiting from the start."""
+    return open_working(url, config, {spec.batch: (spec.concurrency, share) for spec in Store.queued_now(url)})
 
 
 def spec_of(task: str, given: dict[str, Any], config: Config) -> BatchSpec:
@@ -59,17 +69,21 @@ def submit(store: Store, spec: BatchSpec, repos: list[Repo]) -> BatchSpec:
 
 def wait(store: Store, batch: str, view: View) -> list[Row]:
     """Read the batch until every repository is finished (working here meanwhile when this process
-    declared its queue, and putting back the repositories of dead executors); its rows."""
+    declared its queue: stopping the agents of those cancelled; and putting back the repositories of
+    dead executors); its rows."""
+    known: dict[str, Row] = {}
     recovered = 0.0
     while True:
-        rows = store.rows(batch, phases=True)
+        workflows = store.follow(known, batch=batch)
+        store.running.stop_cancelled(workflows)
+        rows = per_repository(workflows)
         view(rows)
-        if all(state(row) in FINISHED for row in rows):
+        if all(state(row) in FINISHED for row in rows) and not store.running:
             return rows
         if time.monotonic() - recovered > RECOVER_EVERY:
             store.recover_dead()
             recovered = time.monotonic()
-        time.sleep(POLL)
+        time.sleep(READ_EVERY)
 
 
 def resume(store: Store, batch: str) -> list[Row]:
@@ -94,21 +108,27 @@ def cancel(store: Store, batch: str) -> list[Row]:
 
 def work(store: Store, share: int | None, until_idle: bool, say: Callable[[str], None]) -> None:
     """Be a worker: take the repositories of every batch with some queued (at most `share` of each at
-    once here), put back those of dead executors; with `until_idle`, return once none is queued and
-    none runs here. Says each repository this worker finished."""
-    told: set[str] = set()
+    once here), stop the agents of those cancelled, put back those of dead executors; with
+    `until_idle`, return once none is queued and none runs here. Says each repository this worker
+    finished."""
+    known: dict[str, Row] = {}
+    recovered = 0.0
     while True:
-        queued = store.queued()
-        for spec in queued.values():
-            store.declare(spec.batch, spec.concurrency, share)
-        store.recover_dead()
-        for row in store.rows():
-            if row.executor == store.executor and state(row) in FINISHED and row.workflow not in told:
-                told.add(row.workflow)
+        waiting = store.declare_queued(share)
+        if time.monotonic() - recovered > RECOVER_EVERY:
+            store.recover_dead()
+            recovered = time.monotonic()
+        before = {workflow: state(row) for workflow, row in known.items()}
+        mine = store.follow(known, executor=store.executor)
+        store.running.stop_cancelled(mine)
+        for row in mine:
+            if state(row) in FINISHED and before.get(row.workflow) != state(row):
                 say(f"{row.spec.batch} {row.repo.text}: {state(row)}")
-        if until_idle and not queued and store.running_here() == 0:
+        # dequeued here (PENDING under this executor) but not started yet, or ending after a cancel
+        running = store.running or any(row.status == "PENDING" for row in mine)
+        if until_idle and not waiting and not running:
             return
-        time.sleep(RECOVER_EVERY / 4)
+        time.sleep(READ_EVERY)
 
 
 def existing(store: Store, batch: str) -> list[Row]:

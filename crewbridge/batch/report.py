@@ -50,6 +50,7 @@ def repo_record(row: Row) -> dict[str, Any]:
         "attempts": out.get("attempts", 0),
         "error": out.get("error") or (row.error if state(row) == "failed" else None),
         "elapsed": elapsed(row),
+        "disarmed": out.get("disarmed", []),
     }
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from crewbridge.batch.spec import BatchSpec, Repo
 from crewbridge.errors import CrewError
 from crewbridge.git import Checkout, run_git
-from crewbridge.worktrees import Worktree, listed, make
+from crewbridge.worktrees import Worktree, add, listed_in
 
 FALLBACK_IDENT = ("crew", "crew@localhost")  # when git has no user.name/user.email here
 _IDENT = re.compile(r"^(?P<name>[^<>\n]*?) <(?P<email>[^<>\n]*)> \d+ [+-]\d{4}$")
@@ -48,13 +48,19 @@ class Place:
     def __init__(self, repo: Repo, state: Path) -> None:
         self.repo = repo
         self.clone = state / "batch" / "clones" / f"{repo.name}-{repo.key}"
+        self._checkout: Checkout | None = None  # found once: each git command names its folders
 
     def checkout(self) -> Checkout:
         """The repository's checkout here: the person's own, or crew's clone (made when missing)."""
+        if self._checkout is None:
+            self._checkout = Checkout.of(self._folder(), "crew batch")
+        return self._checkout
+
+    def _folder(self) -> Path:
         if self.repo.path is not None:
             if not Path(self.repo.path).is_dir():
                 raise RepoError(f"the repository {self.repo.path} is not on this machine; run this batch where it is")
-            return Checkout.of(Path(self.repo.path), "crew batch")
+            return Path(self.repo.path)
         assert self.repo.url is not None
         with self._locked():
             if not (self.clone / ".git").is_dir():
@@ -62,7 +68,7 @@ class Place:
                 self._git(
                     ["clone", "--quiet", "--no-checkout", "--", self.repo.url, str(self.clone)], self.clone.parent
                 )
-        return Checkout.of(self.clone, "crew batch")
+        return self.clone
 
     def base(self, batch: str) -> str:
         """The commit the batch starts from in this repository: HEAD of a local one; the URL's HEAD
@@ -75,17 +81,13 @@ class Place:
             self._fetch(checkout, [f"+HEAD:{ref}"])
         return checkout.text(["rev-parse", "--verify", f"{ref}^{{commit}}"])
 
-    def worktree(self, spec: BatchSpec, base: str, *, fresh: bool) -> Worktree:
-        """The batch's worktree here, at `base`, on branch crew/batch-ID/AGENT: a new one when `fresh`
-        (an attempt's start), else the one there if it is still as `base` left it (a step run again
-        after a crash finds what the killed run wrote and starts anew)."""
+    def worktree(self, spec: BatchSpec, base: str) -> Worktree:
+        """A new worktree of the batch here, at `base`, on branch crew/batch-ID/AGENT (made anew when
+        it is there: what an earlier try, or a killed run, left in it goes)."""
         checkout = self.checkout()
         self._have(checkout, base)
-        found = listed(checkout.top, spec.run_id)
-        if found and not fresh and found[0].checkout.snapshot() == checkout.text(["rev-parse", f"{base}^{{tree}}"]):
-            return found[0]
-        self._release(checkout, spec.branch)
-        return make(checkout.top, spec.run_id, [spec.agent], base=base).worktrees[0]
+        self._release(checkout, spec.branch, keep_branch=True)
+        return add(checkout, spec.run_id, spec.agent, base, replace=True)
 
     def commit(self, spec: BatchSpec, base: str, tree: str, patch: bytes | None, stamp: Stamp) -> str:
         """The commit of `tree` on `base` with the batch's message and `stamp`, on the batch's branch;
@@ -98,7 +100,7 @@ class Place:
         commit = checkout.git(["hash-object", "-t", "commit", "-w", "--stdin"], input=text.encode()).stdout.decode()
         commit = commit.strip()
         checkout.git(["update-ref", f"refs/heads/{spec.branch}", commit])
-        for worktree in listed(checkout.top, spec.run_id):  # its index follows the branch it has out
+        for worktree in listed_in(checkout, spec.run_id):  # its index follows the branch it has out
             worktree.checkout.git(["reset", "--quiet"])
         return commit
 
@@ -109,7 +111,7 @@ class Place:
         if not self._exists(checkout, commit):
             raise RepoError(f"commit {commit[:10]} is not in {self.clone}; `crew batch resume` makes it again")
         self._git(["push", "--quiet", "--", self.repo.url, f"+{commit}:refs/heads/{spec.branch}"], checkout.top)
-        self._release(checkout, spec.branch)
+        self._release(checkout, spec.branch, keep_branch=False)
 
     def stamp(self, when: float) -> Stamp:
         """This machine's git identity (crew's own when it has none) at time `when`."""
@@ -118,21 +120,26 @@ class Place:
         name, email = (match["name"], match["email"]) if match and match["name"] else FALLBACK_IDENT
         return Stamp(name, email, f"{int(when)} +0000")
 
-    def _release(self, checkout: Checkout, branch: str) -> None:
+    def _release(self, checkout: Checkout, branch: str, *, keep_branch: bool) -> None:
         """Remove the worktree that has the batch's branch out, wherever it is (an earlier try's,
         or one a dead worker made from another state folder: the repository is this workflow's
-        now), and the branch."""
+        now), and the branch unless `keep_branch`. git forgets worktrees whose folders are gone."""
         listing = checkout.git(["worktree", "list", "--porcelain", "-z"]).stdout.decode("utf-8", "surrogateescape")
+        stale = False
         for record in listing.split("\0\0"):
             fields = dict(field.partition(" ")[::2] for field in record.split("\0") if field)
+            stale = stale or "prunable" in fields
             if fields.get("branch") == f"refs/heads/{branch}":
-                checkout.git(["worktree", "remove", "--force", fields["worktree"]], check=False)
-        checkout.git(["worktree", "prune"])
-        checkout.git(["branch", "-D", "--quiet", branch], check=False)
+                removed = checkout.git(["worktree", "remove", "--force", fields["worktree"]], check=False)
+                stale = stale or removed.returncode != 0
+        if stale:
+            checkout.git(["worktree", "prune"])
+        if not keep_branch:
+            checkout.git(["branch", "-D", "--quiet", branch], check=False)
 
     def _have(self, checkout: Checkout, commit: str) -> None:
         """Fetch the URL's branches when the clone lacks `commit` (one made on another machine)."""
-        if self._exists(checkout, commit) or self.repo.url is None:
+        if self.repo.url is None or self._exists(checkout, commit):
             return
         with self._locked():
             self._fetch(checkout, ["+refs/heads/*:refs/remotes/origin/*"])

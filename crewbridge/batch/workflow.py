@@ -1,12 +1,16 @@
 """One repository of a batch as a durable DBOS workflow (`BatchWorker.repo`), and its steps.
 
-The workflow: a clock step (when the repository started), the batch's budget (no new repository
-starts once the finished ones cost --max-total-cost), then tries: get the repository (the commit it
-starts from), make a fresh worktree, run the agent in it (execute mode, crew's sandbox and policy,
---review as `crew execute --review` does), commit what it changed, push it for a URL. A try that
-fails is followed by another from a fresh worktree, --retries times. DBOS records each step's result;
-a workflow recovered after its worker died replays what was recorded and runs the rest, on whatever
+The workflow: a first step (when the repository started; whether the batch's budget lets it start,
+none does once the finished ones cost --max-total-cost; the commit it starts from), then tries: run
+the agent in a fresh worktree at that commit (execute mode, crew's sandbox and policy, --review as
+`crew execute --review` does), commit what it changed, push it for a URL. A try that fails is
+followed by another from a fresh worktree, --retries times. DBOS records each step's result; a
+workflow recovered after its worker died replays what was recorded and runs the rest, on whatever
 machine takes it (crewbridge.batch.repos makes what a step needs there).
+
+Each step is a write to the database (and each phase below), so there are few: the worktree is made
+by the agent's step, which a recovered run does again anyway (a killed agent's worktree is not to be
+trusted), and the end time is read by the workflow itself (it decides nothing).
 
 A step never raises what crew reports (CrewError): it returns {"error": …} so the try's failure is
 recorded like any result. `DBOS.set_event("phase", …)` tells `crew batch status` where a repository is.
@@ -14,7 +18,6 @@ recorded like any result. `DBOS.set_event("phase", …)` tells `crew batch statu
 
 from __future__ import annotations
 
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +27,7 @@ from dbos import DBOS, DBOSConfiguredInstance
 
 from crewbridge.batch.repos import Place, RepoError, Stamp, patch_of
 from crewbridge.batch.spec import BatchSpec, Repo
-from crewbridge.batch.store import INSTANCE
+from crewbridge.batch.store import INSTANCE, Running
 from crewbridge.bridge import Bridge
 from crewbridge.config import Config
 from crewbridge.errors import CrewError
@@ -34,17 +37,18 @@ from crewbridge.stop import Stop
 from crewbridge.usage import Tally
 
 MAX_PATCH = 8 * 1024 * 1024  # bytes of an agent's patch kept in the database (to commit it elsewhere)
-CANCEL_POLL = 1.0  # seconds between two looks at whether the workflow was cancelled, while its agent runs
 
 
 @dataclass
 class Runtime:
     """What this process brings to each repository's run: its crew.yaml, its state folder (clones,
-    worktrees) and the machine's sandbox."""
+    worktrees), the machine's sandbox, and where the workflows running here say so (their agents are
+    stopped there when they are cancelled)."""
 
     config: Config
     state: Path
     sandboxing: Sandboxing
+    running: Running
 
 
 @DBOS.dbos_class()
@@ -53,47 +57,51 @@ class BatchWorker(DBOSConfiguredInstance):
 
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
+        self._places: dict[str, Place] = {}
         super().__init__(INSTANCE)
 
     @DBOS.workflow()
     def repo(self, spec_data: dict[str, Any], repo_data: dict[str, Any]) -> dict[str, Any]:
         """One repository's run: its record (crewbridge.batch.report's row)."""
-        spec, repo = BatchSpec.of(spec_data), Repo.of(repo_data)
+        with self.runtime.running.run(str(DBOS.workflow_id)) as stop:
+            return self._run(BatchSpec.of(spec_data), Repo.of(repo_data), stop)
+
+    def _run(self, spec: BatchSpec, repo: Repo, stop: Stop) -> dict[str, Any]:
+        spec_data, repo_data = spec.to_dict(), repo.to_dict()
+        if repo.url is not None:  # a clone may take a while
+            self._phase("fetch", 1, time.time())
+        begun = self.begin(spec_data, repo_data)
         record: dict[str, Any] = {"repo": repo.text, "status": "failed", "branch": None, "commit": None}
-        record.update(changes=None, usage=None, attempts=0, error=None, started=self.clock(), ended=None)
-        refused = self.budget(spec_data)
-        if refused:
-            record.update(status="skipped", error=refused, ended=self.clock())
+        record.update(changes=None, usage=None, attempts=0, error=None, disarmed=[])
+        record.update(started=begun["started"], ended=None)
+        if begun.get("refused"):
+            record.update(status="skipped", error=begun["refused"], ended=time.time())
             return record
         usage = Tally()
-        base: str | None = None
+        base, error = begun.get("base"), begun.get("error")
         for attempt in range(1, spec.retries + 2):
             record["attempts"] = attempt
-            error = None
-            if base is None:
+            if base is None and attempt > 1:
                 self._phase("fetch", attempt, record["started"])
                 fetched = self.fetch(spec_data, repo_data)
                 base, error = fetched.get("base"), fetched.get("error")
             if base is not None:
-                error = self._attempt(spec, repo, base, attempt, record, usage)
+                error = self._attempt(spec, repo, base, attempt, record, usage, stop)
             record["error"] = error
             if error is None:
                 break
-        record.update(usage=usage.to_dict() if usage else None, ended=self.clock())
+        record.update(usage=usage.to_dict() if usage else None, ended=time.time())
         return record
 
     def _attempt(
-        self, spec: BatchSpec, repo: Repo, base: str, attempt: int, record: dict[str, Any], usage: Tally
+        self, spec: BatchSpec, repo: Repo, base: str, attempt: int, record: dict[str, Any], usage: Tally, stop: Stop
     ) -> str | None:
         """One try, from a fresh worktree: the error that ended it, or None (the record updated)."""
         spec_data, repo_data = spec.to_dict(), repo.to_dict()
-        self._phase("worktree", attempt, record["started"])
-        made = self.worktree(spec_data, repo_data, base)
-        if made.get("error"):
-            return str(made["error"])
         self._phase("agent", attempt, record["started"])
-        ran = self.agent(spec_data, repo_data, base)
+        ran = self.agent(spec_data, repo_data, base, stop)
         usage.add(Tally.of(ran.get("usage")))
+        record["disarmed"] += [{**armed, "attempt": attempt} for armed in ran.get("disarmed", [])]
         if ran.get("error"):
             return str(ran["error"])
         record["changes"] = ran["changes"]
@@ -116,13 +124,25 @@ class BatchWorker(DBOSConfiguredInstance):
         DBOS.set_event("phase", {"step": step, "attempt": attempt, "started": started})
 
     @DBOS.step()
-    def clock(self) -> float:
-        return time.time()
+    def begin(self, spec_data: dict[str, Any], repo_data: dict[str, Any]) -> dict[str, Any]:
+        """When the repository started; why it may not (`refused`: the batch passed
+        --max-total-cost); else the commit it starts from (`base`), or why there is none (`error`)."""
+        begun: dict[str, Any] = {"started": time.time(), "refused": self._refused(BatchSpec.of(spec_data))}
+        return begun if begun["refused"] else {**begun, **self._base(spec_data, repo_data)}
 
     @DBOS.step()
-    def budget(self, spec_data: dict[str, Any]) -> str | None:
+    def fetch(self, spec_data: dict[str, Any], repo_data: dict[str, Any]) -> dict[str, Any]:
+        """The commit the batch starts from in this repository (a try after the first step could not tell)."""
+        return self._base(spec_data, repo_data)
+
+    def _base(self, spec_data: dict[str, Any], repo_data: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return {"base": self._place(repo_data).base(spec_data["batch"])}
+        except CrewError as exc:
+            return {"error": str(exc)}
+
+    def _refused(self, spec: BatchSpec) -> str | None:
         """Why this repository may not start (the batch passed --max-total-cost), or None."""
-        spec = BatchSpec.of(spec_data)
         if spec.max_total_cost is None:
             return None
         spent = 0.0
@@ -135,49 +155,27 @@ class BatchWorker(DBOSConfiguredInstance):
         )
 
     @DBOS.step()
-    def fetch(self, spec_data: dict[str, Any], repo_data: dict[str, Any]) -> dict[str, Any]:
-        """The commit the batch starts from in this repository."""
-        try:
-            return {"base": self._place(repo_data).base(spec_data["batch"])}
-        except CrewError as exc:
-            return {"error": str(exc)}
-
-    @DBOS.step()
-    def worktree(self, spec_data: dict[str, Any], repo_data: dict[str, Any], base: str) -> dict[str, Any]:
-        """A fresh worktree at `base` (the one of an earlier try removed)."""
-        try:
-            made = self._place(repo_data).worktree(BatchSpec.of(spec_data), base, fresh=True)
-        except CrewError as exc:
-            return {"error": str(exc)}
-        return {"path": str(made.path), "branch": made.branch}
-
-    @DBOS.step()
-    def agent(self, spec_data: dict[str, Any], repo_data: dict[str, Any], base: str) -> dict[str, Any]:
-        """The agent's run in the worktree (made anew if a killed run left it changed, or it is on
-        another machine): its usage, and what it changed (the tree, and its patch from `base`)."""
+    def agent(self, spec_data: dict[str, Any], repo_data: dict[str, Any], base: str, stop: Stop) -> dict[str, Any]:
+        """The agent's run in a fresh worktree at `base` (ended by `stop`): its usage, what crew
+        disarmed for git, and what it changed (the tree, and its patch from `base`)."""
         spec = BatchSpec.of(spec_data)
         try:
-            worktree = self._place(repo_data).worktree(spec, base, fresh=False)
+            worktree = self._place(repo_data).worktree(spec, base)
         except CrewError as exc:
             return {"error": str(exc)}
         bridge = Bridge(self.runtime.config, workdir=worktree.path, sandboxing=self.runtime.sandboxing)
-        stop, ended = Stop(), threading.Event()
-        watcher = threading.Thread(target=_watch, args=(DBOS.workflow_id, stop, ended), daemon=True)
-        watcher.start()
-        try:
-            outcome = bridge.run(spec.task, "execute", options=spec.options(), stop=stop)[0]
-        finally:
-            ended.set()
+        outcome = bridge.run(spec.task, "execute", options=spec.options(), stop=stop)[0]
         usage = outcome.result.usage if outcome.result is not None else None
+        ran: dict[str, Any] = {"usage": usage, "disarmed": [armed.to_dict() for armed in outcome.disarmed]}
         if outcome.error is not None:
-            return {"error": str(outcome.error), "usage": usage}
+            return {**ran, "error": str(outcome.error)}
         try:
             tree = worktree.checkout.snapshot()
             changes = worktree.checkout.changes(base, tree)
             patch = patch_of(worktree, base, tree, MAX_PATCH) if changes else None
         except CrewError as exc:
-            return {"error": str(exc), "usage": usage}
-        return {"tree": tree, "patch": patch, "changes": counted(changes), "usage": usage}
+            return {**ran, "error": str(exc)}
+        return {**ran, "tree": tree, "patch": patch, "changes": counted(changes)}
 
     @DBOS.step()
     def commit(
@@ -213,7 +211,9 @@ class BatchWorker(DBOSConfiguredInstance):
         return {}
 
     def _place(self, repo_data: dict[str, Any]) -> Place:
-        return Place(Repo.of(repo_data), self.runtime.state)
+        """The repository on this machine (one Place a repository: it knows its checkout once found)."""
+        repo = Repo.of(repo_data)
+        return self._places.setdefault(repo.key, Place(repo, self.runtime.state))
 
 
 def counted(changes: list[Change]) -> dict[str, int]:
@@ -223,15 +223,3 @@ def counted(changes: list[Change]) -> dict[str, int]:
         "added": sum(change.added or 0 for change in changes),
         "removed": sum(change.removed or 0 for change in changes),
     }
-
-
-def _watch(workflow_id: str | None, stop: Stop, ended: threading.Event) -> None:
-    """Stop the agent once its workflow is cancelled (`crew batch cancel`), until `ended`."""
-    while workflow_id is not None and not ended.wait(CANCEL_POLL):
-        try:
-            status = DBOS.get_workflow_status(workflow_id)
-        except Exception:  # the database busy (SQLite locked by a writer): look again next time
-            continue
-        if status is not None and status.status == "CANCELLED":
-            stop.set()
-            return

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from crewbridge.conversations import EXACT, FULL
 from crewbridge.conversations.peer import CLIENT, Peer
@@ -73,6 +73,7 @@ class _Last(TypedDict, total=False):
 
 class _TokenUsage(TypedDict):
     last: _Last
+    modelContextWindow: NotRequired[int | None]
 
 
 class UsageNote(TypedDict):
@@ -183,12 +184,14 @@ def events_of(method: str, params: Any) -> list[Event]:
         started = method == "item/started" and kind not in CONVERSATION_ITEMS
         return [Notice("native_" + str(kind))] if started else []
     if method == "thread/tokenUsage/updated":
-        last = params["tokenUsage"]["last"]
+        usage = params["tokenUsage"]
+        last = usage["last"]
         return [
             Usage(
                 last.get("inputTokens") or 0,
                 last.get("outputTokens") or 0,
                 cached_tokens=last.get("cachedInputTokens") or 0,
+                context_window=usage.get("modelContextWindow"),
             )
         ]
     if method == "turn/completed":

@@ -25,7 +25,10 @@ arrive: crewbridge.jsonrpc); an update of another shape is set aside as a corrup
 from __future__ import annotations
 
 import json
+import os
 import secrets
+import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
@@ -35,6 +38,7 @@ from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session,
 from crewbridge.jsonrpc import Misshapen, Reply, Request, Route, notification, shaped
 from crewbridge.mcp.core import McpTools
 from crewbridge.mcp.http import McpHttp
+from crewbridge.places import state_dir
 from crewbridge.providers.base import JsonLineDecoder, McpServer, Turn
 from crewbridge.providers.gemini import ACP_SERVER, GeminiProvider
 
@@ -187,12 +191,33 @@ def choose(options: list[Option], kind: str) -> dict[str, Any]:
     return {"outcome": {"outcome": "selected", "optionId": chosen["optionId"]}}
 
 
+def asking_policy(servers: Sequence[McpServer]) -> Path | None:
+    """A policy file (in crew's state folder, 0600) by which Gemini asks its client before each tool
+    of `servers` runs, so that crew's policy decides on them as on Gemini's own tools; None without
+    servers. Gemini allows every tool of a server --allowed-mcp-server-names names (its rule at user
+    tier + 0.1): this rule, at user tier + 0.999, comes first."""
+    if not servers:
+        return None
+    folder = state_dir() / "policies"
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd, name = tempfile.mkstemp(prefix="gemini-", suffix=".toml", dir=folder)
+    rules = "".join(
+        f'[[rule]]\nmcpName = {json.dumps(server.name)}\ntoolName = "*"\ndecision = "ask_user"\npriority = 999\n\n'
+        for server in servers
+    )
+    with os.fdopen(fd, "w", encoding="utf-8") as file:
+        file.write(rules)
+    return Path(name)
+
+
 class GeminiAcpConversation(Peer):
     decoder = AcpDecoder
     native_tools = True
 
     def __init__(self, provider: GeminiProvider, base: Turn, *, cwd: Path, env: dict[str, str] | None = None) -> None:
-        super().__init__(provider, base, provider.native_argv(base), cwd=cwd, env=env)
+        self._policy = asking_policy(base.mcp_servers)
+        policy = ["--policy", str(self._policy)] if self._policy else []
+        super().__init__(provider, base, [*provider.native_argv(base), *policy], cwd=cwd, env=env)
         self._http: McpHttp | None = None
 
     def routes(self) -> dict[str, Route]:
@@ -251,3 +276,5 @@ class GeminiAcpConversation(Peer):
         super().close()  # first: an MCP message still waiting is answered, and the server can end
         if self._http is not None:
             self._http.close()
+        if self._policy is not None:
+            self._policy.unlink(missing_ok=True)

@@ -29,6 +29,10 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+# Where views are made when the machine has it: a view lives as long as one process, and making its
+# links in memory costs ~8 µs each here, against ~0.3-0.7 ms on /tmp's disk.
+_IN_MEMORY = "/dev/shm"
+
 
 @dataclass(frozen=True)
 class State:
@@ -72,7 +76,7 @@ def prepare(state: State) -> Prepared:
     read_only = tuple(path for path in state.read_only if path.exists())
     if state.home is None or not state.variable:
         return Prepared(writable, read_only)
-    view = Path(tempfile.mkdtemp(prefix="crew-view-"))
+    view = Path(tempfile.mkdtemp(prefix="crew-view-", dir=_IN_MEMORY if os.access(_IN_MEMORY, os.W_OK) else None))
     try:
         inner = _view(state, view)
     except BaseException:

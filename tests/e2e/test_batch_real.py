@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -216,6 +217,33 @@ def test_the_global_concurrency_holds_across_workers(mock_server, env, tmp_path,
     assert answered_by(mock_server) == {name: 2 for name in "abcde"}
 
 
+def test_what_crew_disarmed_for_git_is_in_the_repositorys_record(mock_server, env, tmp_path):
+    repo = make_repo(tmp_path / "repo-a", {"notes.txt": "repository a\n"})
+    marker = tmp_path / "ran"
+    git_ = "git -c user.name=a -c user.email=a@a"
+    plant = (  # a repository whose fsmonitor is the agent's program (the worktree's index is out of its reach)
+        f"{git_} init -q sub && {git_} -C sub commit -q --allow-empty -m x && "
+        f"git -C sub config core.fsmonitor 'touch {marker}; false' && echo - ship it > todo.md"
+    )
+    mock_server.script(tool_block("crew:run_command", command=plant), "Done.")
+    args = ["batch", "--id", "armed", "--json", "--sandbox", "required", TASK, str(repo)]
+    done = run_crew(args, env=env("one"), cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr
+    record = json.loads(done.stdout)
+    jsonschema.validate(record, SCHEMA)
+    [row] = record["repos"]
+    assert [(d["path"], d["what"].split(",")[0], d["attempt"]) for d in row["disarmed"]] == [
+        ("sub/.git", "a new git repository", 1)
+    ]
+    assert row["disarmed"][0]["done"].startswith("moved to ")
+    assert git(repo, "ls-tree", "-r", "--name-only", row["commit"]) == "notes.txt\ntodo.md\n"  # sub is not committed
+    worktree = Path(json.loads(run_crew(["worktrees", "--json"], env=env("one"), cwd=repo).stdout)["worktree"])
+    subprocess.run(["git", "status"], cwd=worktree, capture_output=True, check=True)
+    subprocess.run(["git", "status"], cwd=worktree / "sub", capture_output=True, check=False)
+    assert not marker.exists(), "the agent's fsmonitor ran on the next git status"
+    assert processes_in(tmp_path) == []
+
+
 def test_cancel_ends_the_running_agent_and_the_queued_never_start(mock_server, env, tmp_path):
     repos = local_repos(tmp_path, "ab")
     database = f"sqlite:///{tmp_path / 'shared.sqlite'}"
@@ -266,3 +294,27 @@ def test_a_batchs_commit_holds_nothing_the_agent_armed_for_git(mock_server, env,
     tree = git(repo, "ls-tree", "-r", row["commit"])
     assert "160000" not in tree and "sub/x" in tree  # the folder's files, as plain files; no gitlink
     assert commits_on(repo, row["branch"], head)
+
+
+def test_cancel_ends_the_agent_of_the_batch_that_waits_and_it_returns(mock_server, env, tmp_path):
+    [repo] = local_repos(tmp_path, "a")
+    reached, release = threading.Event(), threading.Event()
+
+    def hang(request: Request) -> str:
+        reached.set()
+        release.wait(240)  # longer than the batch is given to return below
+        return writer(request)
+
+    mock_server.respond(hang)
+    batch = start_crew(["batch", "--id", "wait", TASK, str(repo)], env=env("one"), cwd=tmp_path)
+    try:
+        assert reached.wait(120)
+        cancelled = run_crew(["batch", "cancel", "wait"], env=env("one"), cwd=tmp_path)
+        assert cancelled.stdout == "cancelled 1 repository of batch wait\n", cancelled.stderr
+        out, err = batch.communicate(timeout=120)  # its agent was ended, not waited for
+    finally:
+        release.set()
+        end_group(batch)
+    assert batch.returncode == 7, err
+    assert out.endswith("1 repository: 1 cancelled\n") and len(mock_server.requests) == 1
+    assert processes_in(tmp_path) == []
