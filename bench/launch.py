@@ -2,9 +2,10 @@
 a bare Python launcher's (bench/launcher.py: `subprocess.Popen(["claude", …])` and nothing else),
 both with the Python of a venv where crew is installed as users install it. The `claude` first on
 PATH is a bash script that notes the wall clock ($EPOCHREALTIME, no fork) as it starts and exits:
-bash's own start is on both sides alike. It writes the note in claude's own state folder, which
-claude may write inside crew's sandbox too (crewbridge.sandbox: where crew runs a CLI in bubblewrap,
-its start is inside the figure). Timed in rounds, the order rotated."""
+bash's own start is on both sides alike. It writes the note in a data folder of claude's state
+folder, which claude may write inside crew's sandbox too (crewbridge.sandbox: where crew runs a CLI
+in bubblewrap, its start, and the view of its state folder, are inside the figure). Timed in
+rounds, the order rotated."""
 
 from __future__ import annotations
 
@@ -26,8 +27,8 @@ def run(settings: Settings) -> list[Row]:
     fake.write_text(FAKE)
     fake.chmod(0o755)
     with claude_env() as (_mock, env, work):
-        stamps = Path(env["HOME"]) / ".claude" / "launch-stamps.txt"
-        stamps.parent.mkdir(exist_ok=True)
+        stamps = Path(env["HOME"]) / ".claude" / "debug" / "launch-stamps.txt"
+        stamps.parent.mkdir(parents=True, exist_ok=True)
         env = {**env, "PATH": f"{fake.parent}{os.pathsep}{env['PATH']}", "CREW_BENCH_STAMPS": str(stamps)}
 
         def until_exec(argv: list[str]) -> float:

@@ -44,6 +44,7 @@ FIGURES = {  # name → module; issue 26's table first, then the rest of issue 6
     "sandbox": "bench.sandbox",
     "gitguard": "bench.gitguard",
     "commands": "bench.commands",
+    "ui": "bench.ui",
 }
 
 

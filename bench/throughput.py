@@ -17,7 +17,7 @@ from crewbridge.providers.claude import ClaudeDecoder
 
 from bench.common import Row, Settings, kill_group, paired, ratio_row, scratch
 from bench.streams import write_stream
-from crewbridge.conversations.peer import LiveProcess
+from crewbridge.conversations.transport import LiveProcess
 from crewbridge.errors import ProviderError
 from crewbridge.events import Event, MessageEnd, Text
 from crewbridge.extract import Extractor

@@ -26,10 +26,11 @@ TYPE_CHECKING = False  # typing itself is ~5 ms to import; type checkers read th
 
 _EXPORTS = {
     "Bridge": "crewbridge.bridge",
-    "Chat": "crewbridge.bridge",
+    "Chat": "crewbridge.dialogue",
     "RunOptions": "crewbridge.options",
     "Outcome": "crewbridge.api",
     "EventStream": "crewbridge.api",
+    "Stop": "crewbridge.stop",
     "Progress": "crewbridge.loop",
     "RunResult": "crewbridge.loop",
     "CallRecord": "crewbridge.loop",
@@ -64,6 +65,7 @@ __all__ = [  # _EXPORTS' names, spelled out for tools that read __all__ (a test 
     "ProviderError",
     "RunOptions",
     "RunResult",
+    "Stop",
     "Tool",
     "ToolContext",
     "ToolFailure",
@@ -81,14 +83,16 @@ if TYPE_CHECKING:
     from typing import Any
 
     from crewbridge.api import EventStream, Outcome
-    from crewbridge.bridge import Bridge, Chat
+    from crewbridge.bridge import Bridge
     from crewbridge.config import Config, load_config
+    from crewbridge.dialogue import Chat
     from crewbridge.errors import ConfigError, CrewError, ProviderError, UsageError
     from crewbridge.functions import function_tool, tool
     from crewbridge.loop import CallRecord, Progress, RunResult
     from crewbridge.options import RunOptions
     from crewbridge.providers.base import Provider, Turn
     from crewbridge.registry import Tool, ToolContext, ToolFailure, ToolRegistry, ToolResult
+    from crewbridge.stop import Stop
 
 
 def __getattr__(name: str) -> Any:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from crewbridge.errors import CrewError, Interrupted, UsageError
+from crewbridge.stop import Stop
 
 if TYPE_CHECKING:
     from crewbridge.git import Change
@@ -25,6 +26,8 @@ if TYPE_CHECKING:
     from crewbridge.loop import Progress, RunResult
     from crewbridge.verdict import Review
     from crewbridge.worktrees import Worktree
+
+__all__ = ["EventStream", "Outcome", "Stop"]  # Stop lives in crewbridge.stop; it is the API's too
 
 Start = Callable[[Callable[["Progress"], None]], "list[Outcome]"]  # runs the task, reporting to a callback
 _END = object()
@@ -50,34 +53,6 @@ class Outcome:
             from crewbridge.policy import not_approved  # for start-up speed, as the loop's modules are
 
             self.error = not_approved(self.result.agent, self.result.needed_approval)
-
-
-class Stop:
-    """Stops a run from any thread (`Bridge.run(stop=…)`): `set()` ends every agent's CLI and the
-    processes its tools started at once, and each unfinished outcome holds an Interrupted error."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._set = False
-        self._callbacks: list[Callable[[], None]] = []
-
-    def set(self) -> None:
-        with self._lock:
-            self._set = True
-            callbacks, self._callbacks = self._callbacks, []
-        for callback in callbacks:
-            callback()
-
-    def is_set(self) -> bool:
-        return self._set
-
-    def on_set(self, callback: Callable[[], None]) -> None:
-        """Call `callback` when the stop is set (now, if it is already)."""
-        with self._lock:
-            if not self._set:
-                self._callbacks.append(callback)
-                return
-        callback()
 
 
 @dataclass

@@ -37,6 +37,7 @@ class Floor:
         self._asker: object | None = None
         self._held: list[Callable[[], None]] = []
         self._wake: tuple[int, int] | None = None  # readable once the question being asked is withdrawn
+        self._wipe: Callable[[], None] | None = None  # clears the status line on the terminal now, if one is
 
     def take(self, asker: object, deadline: float | None, withdrawn: Callable[[], bool]) -> int | None:
         """Wait for the terminal until `deadline` (None: as long as it takes) or until `withdrawn()`;
@@ -54,6 +55,9 @@ class Floor:
                 self._wake = os.pipe()
                 os.set_blocking(self._wake[0], False)
             self._asker = asker
+            if self._wipe is not None:  # a question never shares its line with a status line
+                self._wipe()
+                self._wipe = None
             return self._wake[0]
 
     def give(self) -> None:
@@ -89,12 +93,14 @@ class Floor:
             else:
                 write()
 
-    def write_if_free(self, write: Callable[[], None]) -> None:
-        """Call `write` now if nothing else is writing or asking, else not at all (a status line)."""
+    def write_if_free(self, write: Callable[[], None], wipe: Callable[[], None] | None = None) -> None:
+        """Call `write` now if nothing else is writing or asking, else not at all (a status line);
+        `wipe` clears what it drew, and is called before the next question is asked."""
         if self._cond.acquire(blocking=False):
             try:
                 if self._asker is None:
                     write()
+                    self._wipe = wipe
             finally:
                 self._cond.release()
 

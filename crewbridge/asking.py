@@ -14,17 +14,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from crewbridge.api import Outcome, Stop
-from crewbridge.bridge import Bridge
+from crewbridge.api import Outcome
 from crewbridge.config import Config
+from crewbridge.context import RunContext
 from crewbridge.errors import UsageError
 from crewbridge.git import summary
 from crewbridge.loop import Progress
 from crewbridge.mentions import parse_mentions
 from crewbridge.modes import Mode
+from crewbridge.options import RunOptions
 from crewbridge.outputs import outcomes_record
+from crewbridge.parallel import run_task
 from crewbridge.registry import Tool, ToolContext, ToolFailure
 from crewbridge.sandbox import Sandboxing
+from crewbridge.stop import Stop
 
 DEPTH_ENV = "CREW_ASK_DEPTH"
 DEFAULT_MAX_DEPTH = 1  # an asked agent may ask one more agent, which may not ask again
@@ -126,19 +129,13 @@ class Asker:
         )
         tools = [deeper.tool()] if deeper.depth <= self.max_depth else []
         env = {DEPTH_ENV: str(self.depth + 1)}
-        bridge = Bridge(self.config, self.workdir, env=env, tools=tools, sandboxing=self.sandboxing)
-        outcomes = bridge.run(
-            task,
-            mode,
-            max_turns=self.max_turns,
-            timeout=self.timeout,
-            on_progress=on_progress,
-            stop=stop,
-            worktree=worktree,
-            review=review,
-            rounds=rounds,
+        ctx = RunContext.of(
+            self.config, self.workdir, env=env, tools=tools, sandboxing=self.sandboxing, emit=on_progress, stop=stop
         )
-        return asked(outcomes)
+        options = RunOptions(
+            max_turns=self.max_turns, timeout=self.timeout, worktree=worktree, review=review, rounds=rounds
+        )
+        return asked(run_task(ctx, task, mode, options))
 
     def check(self, task: str) -> None:
         """Why this ask may not run, as a UsageError: too deep, no agent or task, an unknown agent."""

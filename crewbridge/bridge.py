@@ -1,36 +1,37 @@
-"""The engine entry point: run a task on one or more agents, in parallel, with their tools."""
+"""The Python API's entry point, a thin facade over a run's context (crewbridge.context): run a task
+on one or more agents at once (crewbridge.parallel), reviewed (crewbridge.review), or talk with one
+(crewbridge.dialogue)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from crewbridge.config import AgentSpec, Config, load_config
-from crewbridge.conversations import Conversation, new_conversation
-from crewbridge.errors import CLINotFound, CrewError, Interrupted, ProviderUnavailable, UsageError
-from crewbridge.mentions import Mention, parse_agent, parse_mentions
-from crewbridge.modes import MODES, Mode
+from crewbridge.config import Config
+from crewbridge.context import RunContext, found_skills
+from crewbridge.dialogue import Chat, open_chat
+from crewbridge.errors import UsageError
+from crewbridge.mentions import parse_mentions
+from crewbridge.modes import Mode
 from crewbridge.options import RunOptions
-from crewbridge.piped import with_context
-from crewbridge.providers.base import Turn
+from crewbridge.parallel import run_task
 from crewbridge.registry import Tool, ToolRegistry
-from crewbridge.sandbox import Sandboxing, level
+from crewbridge.sandbox import Sandboxing
 
-# For start-up speed, what a run needs only once the agents' CLIs have started (the loop, hooks,
-# policy, catalogue, skills, transcript, usage, outcomes, concurrent.futures) is imported where it is used: it loads
-# while those boot. So is what only the Python API uses (function tools, event streams).
+__all__ = ["Bridge", "Chat"]  # Chat lives in crewbridge.dialogue; it is the API's too
+
+# For start-up speed, what only the Python API uses (function tools, event streams) is imported
+# where it is used.
 if TYPE_CHECKING:
-    from crewbridge.api import EventStream, Outcome, Stop
+    from crewbridge.api import EventStream, Outcome
     from crewbridge.approval import Channel
-    from crewbridge.loop import AgentLoop, Progress, RunResult
+    from crewbridge.loop import Progress, RunResult
+    from crewbridge.providers.base import McpServer
     from crewbridge.registry import Files
-    from crewbridge.sessions import Prior
-    from crewbridge.skills import Found, Skill
+    from crewbridge.skills import Found
+    from crewbridge.stop import Stop
     from crewbridge.transcript import Transcript
-    from crewbridge.usage import Budget
-    from crewbridge.worktrees import Made, Worktree
 
 
 class Bridge:
@@ -43,29 +44,46 @@ class Bridge:
         sandboxing: Sandboxing | None = None,
         approvals: Sequence[Channel] = (),
         files: Files | None = None,
+        mcp_servers: Sequence[McpServer] = (),
     ) -> None:
-        """`sandboxing`: the machine's sandbox as another Bridge detected it (or is detecting it):
-        detecting runs a probe process. `approvals`: channels besides the terminal that ask a person
-        about a call (an editor over ACP, the browser of `crew ui`; crewbridge.approval). `files`:
-        where the file tools read and write text instead of the disk (an editor's buffers over ACP)."""
-        self.config = config or load_config()
-        self.workdir = (workdir or Path.cwd()).resolve()
-        self.env = env or {}  # added to the environment of the CLIs this Bridge starts
-        self._tools = tools or []  # added to the configured ones (registered once the CLIs started)
-        self._registry: ToolRegistry | None = None
-        self._started: dict[tuple[Mention, Mode, str | None, str | None], Conversation] = {}  # start()'s, untaken
-        # where the CLIs and the tools' commands run (detected once)
-        self.sandboxing = Sandboxing() if sandboxing is None else sandboxing
-        self.approvals = list(approvals)
-        self.files = files
+        """`config`: default crew.yaml found as the command finds it; `workdir`: default here; `env`:
+        added to the environment of the CLIs it starts; `tools`: added to the configured ones;
+        `sandboxing`: the machine's sandbox as another Bridge detected it (or is detecting it);
+        `approvals`: channels besides the terminal that ask a person about a call (an editor over
+        ACP, the browser of `crew ui`; crewbridge.approval); `files`: where the file tools read and
+        write text instead of the disk (an editor's buffers over ACP); `mcp_servers`: given to each
+        CLI that takes them (Provider.mcp_via), besides crew's own tools (an editor's, over ACP)."""
+        self.context = RunContext.of(
+            config,
+            workdir,
+            env=dict(env or {}),
+            tools=tools or (),
+            sandboxing=Sandboxing() if sandboxing is None else sandboxing,
+            approvals=list(approvals),
+            files=files,
+            mcp_servers=tuple(mcp_servers),
+        )
+
+    @property
+    def config(self) -> Config:
+        return self.context.config
+
+    @property
+    def workdir(self) -> Path:
+        return self.context.workdir
+
+    @property
+    def env(self) -> dict[str, str]:
+        return self.context.env
+
+    @property
+    def sandboxing(self) -> Sandboxing:
+        return self.context.sandboxing
 
     @property
     def registry(self) -> ToolRegistry:
         """Built-in, configured and plugin tools, and those given to this Bridge."""
-        if self._registry is None:
-            self._registry = self.config.registry()
-            self._registry.register_all(self._tools)
-        return self._registry
+        return self.context.registry
 
     def tool(
         self,
@@ -95,6 +113,28 @@ class Bridge:
 
         return register if func is None else register(func)
 
+    def run(
+        self,
+        text: str,
+        mode: Mode = "query",
+        *,
+        options: RunOptions | None = None,
+        context: str | None = None,
+        transcript: Transcript | None = None,
+        on_progress: Callable[[Progress], None] | None = None,
+        stop: Stop | None = None,
+        **values: Any,
+    ) -> list[Outcome]:
+        """Run the task in `text` ("@agent[:model] … task") on every mentioned agent at once, with
+        `options` and any RunOptions given by name (`max_turns=3`, `tools_via="native"`; see
+        crewbridge.options). `max_cost` (dollars) and `max_tokens` bound the whole run, every agent's
+        usage summed: past one, each agent stops before its next tool turn (BudgetExceeded). `resume`:
+        the id of an earlier run whose agents' conversations the task continues (crewbridge.sessions).
+        `context` is added to the task; `stop`, when set from another thread, ends the run
+        (crewbridge.stop.Stop); `on_progress` gets each Progress event as it happens."""
+        run = self.context.reporting(on_progress, stop)
+        return run_task(run, text, mode, options, context=context, transcript=transcript, **values)
+
     def ask(self, text: str, mode: Mode = "query", **options: Any) -> RunResult:
         """Run a task on one agent ("@agent task") and return its result; an error is raised
         (a CrewError). Takes the options of `run`, e.g. on_progress=print."""
@@ -115,143 +155,6 @@ class Bridge:
 
         return EventStream(lambda emit: self.run(text, mode, on_progress=emit, **options))
 
-    def first_prompt(self, text: str, mode: Mode = "query", context: str | None = None) -> str:
-        """The exact first message the (first) mentioned agent would be sent, catalogue (and
-        `context`, as run() adds it) included."""
-        from crewbridge.catalogue import build_prompt, offered_tools, render_catalogue
-        from crewbridge.policy import Policy
-
-        mentions, task = parse_mentions(text)
-        agent = self.config.agent(mentions[0].agent)
-        skills = self.skills(agent)
-        tools = offered_tools(Policy(agent, mode).offered(self.registry), skills)
-        catalogue = render_catalogue(tools, mode, compact=self.config.compact_catalogue, skills=list(skills.values()))
-        return build_prompt(catalogue, with_context(task, context))
-
-    def skills_section(self, text: str) -> str:
-        """The catalogue's skills section for the (first) agent `text` mentions ("" without skills)."""
-        from crewbridge.catalogue import skills_section
-
-        skills = self.skills(self.config.agent(parse_mentions(text)[0][0].agent))
-        return skills_section(self.registry, list(skills.values()))
-
-    def skills(self, agent: AgentSpec) -> dict[str, Skill]:
-        """The skills `agent` gets: those found from its working directory, chosen by its `skills:` globs."""
-        from crewbridge.skills import chosen
-
-        return chosen(self.found_skills(self._workdir(agent)).skills, *agent.allow_lists("skills"))
-
-    def found_skills(self, workdir: Path | None = None) -> Found:
-        """Every skill folder found from `workdir` (default the Bridge's), crew.yaml's `skills:`
-        folders and the user's (crewbridge.skills), with the broken and the hidden ones."""
-        from crewbridge.skills import discover, roots
-
-        workdir = workdir or self.workdir
-        return discover(roots(workdir, self.config.skills), workdir)
-
-    def start(self, text: str, mode: Mode = "query", options: RunOptions | None = None) -> None:
-        """Start the CLIs of the agents `text` mentions now, for the next run of this Bridge with the
-        same mode, `tools_via` and `sandbox` options (a fresh conversation, not a resumed one) to
-        take: they boot while the caller loads the rest. A sandbox that is required and not to be had
-        raises SandboxUnavailable, nothing started; an agent that cannot start is left to that run to
-        report. Those no run took are ended by close()."""
-        options = options or RunOptions()
-        mentions = parse_mentions(text)[0]
-        self._check_sandbox(options, [self.config.agent(mention.agent) for mention in mentions], None)
-        for mention in mentions:
-            key = (mention, mode, options.tools_via, options.sandbox)
-            if key not in self._started:
-                conversation, _ = self._conversation(mention, mode, options)
-                if not isinstance(conversation, CrewError):
-                    self._started[key] = conversation
-
-    def close(self) -> None:
-        """End the CLIs start() started that no run took."""
-        while self._started:
-            self._started.popitem()[1].close()
-
-    def run(
-        self,
-        text: str,
-        mode: Mode = "query",
-        *,
-        options: RunOptions | None = None,
-        context: str | None = None,
-        transcript: Transcript | None = None,
-        on_progress: Callable[[Progress], None] | None = None,
-        stop: Stop | None = None,
-        **values: Any,
-    ) -> list[Outcome]:
-        """Run the task in `text` ("@agent[:model] … task") on every mentioned agent at once, with
-        `options` and any RunOptions given by name (`max_turns=3`, `tools_via="native"`; see
-        crewbridge.options). `max_cost` (dollars) and `max_tokens` bound the whole run, every agent's
-        usage summed: past one, each agent stops before its next tool turn (BudgetExceeded). `resume`:
-        the id of an earlier run whose agents' conversations the task continues (crewbridge.sessions).
-        `context` is added to the task; `stop`, when set from another thread, ends the run
-        (crewbridge.api.Stop)."""
-        options = (options or RunOptions()).given(values)
-        if mode not in MODES:
-            raise UsageError(f"mode '{mode}' is not one of {', '.join(MODES)}")
-        if options.review:
-            from crewbridge.review import review_run
-
-            return review_run(self, text, mode, options, context, transcript, on_progress, stop)
-        mentions, task = parse_mentions(text)
-        specs = [self.config.agent(mention.agent) for mention in mentions]  # fail before starting anything
-        self._check_sandbox(options, specs, on_progress)
-        made = self.worktrees(mentions, options) if options.worktree else None
-        if made is not None:
-            specs = [self.placed(spec, made, worktree) for spec, worktree in zip(specs, made.worktrees, strict=True)]
-        task = with_context(task, context)
-        own = transcript is None
-        status = "interrupted"
-        earlier = self._priors(options.resume)
-        conversations: list[Conversation | CrewError] = []
-        held: list[bool] = []  # whether each CLI holds its earlier conversation
-        try:
-            for mention, spec in zip(mentions, specs, strict=True):  # every CLI starts first, to boot meanwhile
-                conversation, holds = self._conversation(mention, mode, options, spec, prior=earlier.get(mention.agent))
-                conversations.append(conversation)
-                held.append(holds)
-            from crewbridge.usage import Budget  # for start-up speed (see top)
-
-            if transcript is None:
-                run_id = made.run_id if made else None
-                transcript = self._transcript(
-                    mode, [m.agent for m in mentions], options.resume, task=task, run_id=run_id
-                )
-            if made is not None:
-                made.announce(transcript, _teller(on_progress))
-            self.registry.names()  # built here, once: an error in the tools' configuration ends the run
-            outcomes = self._run_all(
-                mentions,
-                specs,
-                conversations,
-                task,
-                mode,
-                options,
-                resumed=Resumed(options.resume, earlier, held) if options.resume else None,
-                budget=Budget(options.max_cost, options.max_tokens),
-                transcript=transcript,
-                on_progress=on_progress,
-                stop=stop,
-            )
-            if made is not None:
-                outcomes = [
-                    replace(outcome, worktree=worktree, changes=made.changed(worktree, transcript))
-                    for outcome, worktree in zip(outcomes, made.worktrees, strict=True)
-                ]
-            outcomes = [replace(outcome, run=transcript.run_id) for outcome in outcomes]
-            status = "ok" if all(o.error is None for o in outcomes) else "failed"
-            return outcomes
-        finally:
-            for conversation in conversations:
-                if not isinstance(conversation, CrewError):
-                    conversation.close()
-            self.close()  # what start() started for another reading of the task
-            if own and transcript is not None:
-                transcript.close(status)
-
     def chat(
         self,
         agent: str,
@@ -264,408 +167,30 @@ class Bridge:
         """A conversation with one agent ("@claude", "@claude:haiku" or "claude") that goes on across
         messages: `chat.ask(text)` for each, `chat.close()` at the end. Its CLI starts now. Takes the
         options of `run`; with `resume`, the conversation continues that run's with the agent."""
-        from crewbridge.usage import Budget
+        return open_chat(self.context.reporting(on_progress), agent, mode, options, **values)
 
-        options = (options or RunOptions()).given(values)
-        if mode not in MODES:
-            raise UsageError(f"mode '{mode}' is not one of {', '.join(MODES)}")
-        if options.worktree or options.review:
-            raise UsageError("a chat takes no worktree or review; crew execute --worktree or --review runs a task so")
-        mention = parse_agent(agent)
-        self._check_sandbox(options, [self.config.agent(mention.agent)], on_progress)  # before anything starts
-        earlier = self._priors(options.resume)
-        transcript = self._transcript("chat", [mention.agent], options.resume, mode=mode)
-        conversation: Conversation | CrewError | None = None
-        try:
-            conversation, held = self._conversation(mention, mode, options, prior=earlier.get(mention.agent))
-            if isinstance(conversation, CrewError):
-                raise conversation
-            prior = None
-            if options.resume:
-                resumed = Resumed(options.resume, earlier, [held])
-                prior, held = resumed.of(0, mention.agent, transcript, _teller(on_progress))
-            loop = self._loop(
-                mention,
-                mode,
-                options,
-                conversation=conversation,
-                budget=Budget(options.max_cost, options.max_tokens),
-                transcript=transcript,
-                on_progress=on_progress,
-            )
-        except BaseException:
-            if conversation is not None and not isinstance(conversation, CrewError):
-                conversation.close()
-            transcript.close("interrupted")
-            raise
-        return Chat(loop, prior, held)
+    def start(self, text: str, mode: Mode = "query", options: RunOptions | None = None) -> None:
+        """Start the CLIs of the agents `text` mentions now, for the next run of this Bridge with the
+        same mode, `tools_via` and `sandbox` options to take (RunContext.start); close() ends those
+        no run took."""
+        self.context.start(text, mode, options)
 
-    def worktrees(self, mentions: list[Mention], options: RunOptions) -> Made:
-        """A git worktree per mentioned agent, from HEAD of the checkout this Bridge works in."""
-        from crewbridge.transcript import new_run_id
-        from crewbridge.worktrees import labels, make
+    def close(self) -> None:
+        """End the CLIs start() started that no run took."""
+        self.context.close_started()
 
-        if options.resume:
-            raise UsageError("--worktree starts afresh; it cannot go with --continue or --resume")
-        return make(self.workdir, new_run_id(), labels(mentions))
+    def first_prompt(self, text: str, mode: Mode = "query", context: str | None = None) -> str:
+        """The exact first message the (first) mentioned agent would be sent, catalogue (and
+        `context`, as run() adds it) included."""
+        return self.context.first_prompt(text, mode, context)
 
-    def placed(self, spec: AgentSpec, made: Made, worktree: Worktree) -> AgentSpec:
-        """`spec` working in `worktree`: where its working directory is in it."""
-        return replace(spec, workdir=str(made.place(worktree, self._workdir(spec))))
+    def skills_section(self, text: str) -> str:
+        """The catalogue's skills section for the (first) agent `text` mentions ("" without skills)."""
+        from crewbridge.catalogue import skills_section
 
-    def with_tools(self, tools: list[Tool]) -> Bridge:
-        """A Bridge like this one whose registry also holds `tools` (a run's own, such as a review's)."""
-        other = Bridge(self.config, self.workdir, self.env, sandboxing=self.sandboxing)
-        other._registry = self.registry.subset(lambda tool: True)
-        other._registry.register_all(tools)
-        return other
+        skills = self.context.skills(self.config.agent(parse_mentions(text)[0][0].agent))
+        return skills_section(self.registry, list(skills.values()))
 
-    def loop(
-        self,
-        mention: Mention,
-        mode: Mode,
-        options: RunOptions,
-        *,
-        spec: AgentSpec,
-        budget: Budget,
-        transcript: Transcript,
-        on_progress: Callable[[Progress], None] | None,
-        conversation: Conversation | CrewError | None = None,
-    ) -> AgentLoop:
-        """The agent's loop over `conversation` (by default a new one: a review makes several); the
-        CrewError that stopped the conversation from starting is raised."""
-        if conversation is None:
-            conversation = self._conversation(mention, mode, options, spec)[0]
-        if isinstance(conversation, CrewError):
-            raise conversation
-        return self._loop(
-            mention,
-            mode,
-            options,
-            conversation=conversation,
-            spec=spec,
-            budget=budget,
-            transcript=transcript,
-            on_progress=on_progress,
-        )
-
-    def _priors(self, resume: str | None) -> dict[str, Prior]:
-        """The conversations of run `resume` by agent (none without one)."""
-        if not resume:
-            return {}
-        from crewbridge.sessions import priors
-
-        return priors(resume)
-
-    def _transcript(self, command: str, agents: list[str], resume: str | None, **fields: Any) -> Transcript:
-        """A new run's transcript (one that writes nothing when transcripts are off)."""
-        from crewbridge.transcript import Transcript
-
-        if not self.config.transcripts:
-            return Transcript()
-        return Transcript.open(
-            command=command, agents=agents, **fields, secrets=self.config.provider_env(), resumed_from=resume
-        )
-
-    def _run_all(
-        self,
-        mentions: list[Mention],
-        specs: list[AgentSpec],
-        conversations: list[Conversation | CrewError],
-        task: str,
-        mode: Mode,
-        options: RunOptions,
-        *,
-        resumed: Resumed | None,
-        budget: Budget,
-        transcript: Transcript,
-        on_progress: Callable[[Progress], None] | None,
-        stop: Stop | None,
-    ) -> list[Outcome]:
-        from crewbridge.api import Outcome
-
-        loops: list[AgentLoop] = []
-        say = _teller(on_progress)
-
-        def one(index: int, mention: Mention, conversation: Conversation | CrewError) -> Outcome:
-            """The mentioned agent's run; when its provider cannot serve, its fallbacks' in turn."""
-            asked = specs[index]
-            prior, held = resumed.of(index, mention.agent, transcript, say) if resumed else (None, True)
-            chain = [mention, *(Mention(name) for name in asked.fallback)]
-            loop: AgentLoop | None = None
-            for step, current in enumerate(chain):
-                spec = asked if step == 0 else self._stand_in(asked, current.agent)
-                fell_back_from = mention.agent if step else None
-                try:
-                    held = held and not step  # another CLI is given the earlier conversation, replayed
-                    loop = self.loop(
-                        current,
-                        mode,
-                        options,
-                        conversation=None if step else conversation,
-                        spec=spec,
-                        budget=budget,
-                        transcript=transcript,
-                        on_progress=on_progress,
-                    )
-                    loops.append(loop)
-                    if stop is not None:
-                        stop.on_set(loop.close)
-                    result = loop.run(task, prior, held)
-                    return Outcome(current.agent, result=result, fell_back_from=fell_back_from, disarmed=loop.disarmed)
-                except (ProviderUnavailable, CLINotFound) as exc:
-                    if step + 1 == len(chain):
-                        transcript.write("error", agent=current.agent, message=str(exc))
-                        return Outcome(current.agent, error=exc, fell_back_from=fell_back_from)
-                    reason = exc.reason if isinstance(exc, ProviderUnavailable) else "not installed"
-                    after = chain[step + 1].agent
-                    transcript.write("fallback", agent=current.agent, to=after, reason=reason, message=str(exc))
-                    say("fallback", current.agent, f"@{current.agent} cannot answer ({reason}); @{after} takes over")
-                except CrewError as exc:
-                    error = exc
-                    if stop is not None and stop.is_set():  # what the stopped CLI said last is beside the point
-                        error = Interrupted(f"@{current.agent} was stopped")
-                    transcript.write("error", agent=current.agent, message=str(error))
-                    disarmed = loop.disarmed if loop is not None else []
-                    return Outcome(current.agent, error=error, fell_back_from=fell_back_from, disarmed=disarmed)
-            raise AssertionError("unreachable: the chain's last agent returns")
-
-        if len(mentions) == 1:
-            return [one(0, mentions[0], conversations[0])]
-        from concurrent.futures import ThreadPoolExecutor, wait
-
-        pool = ThreadPoolExecutor(max_workers=len(mentions))
-        try:
-            futures = [
-                pool.submit(one, index, mention, conv)
-                for index, (mention, conv) in enumerate(zip(mentions, conversations, strict=True))
-            ]
-            # Waited for in slices: a Ctrl-C the kernel hands to a worker thread is acted on only
-            # when the main thread runs, and an endless wait would never let it.
-            while wait(futures, timeout=0.25).not_done:
-                pass
-            return [future.result() for future in futures]
-        except BaseException:  # Ctrl-C: end every agent's CLI now, rather than wait for them
-            for loop in list(loops):
-                loop.close()
-            raise
-        finally:
-            pool.shutdown(wait=False, cancel_futures=True)
-
-    def _stand_in(self, asked: AgentSpec, name: str) -> AgentSpec:
-        """Agent `name` taking over `asked`'s task: its own CLI and model, `asked`'s tools, limits and
-        working directory."""
-        other = self.config.agent(name)
-        return replace(
-            asked,
-            id=name,
-            provider=other.provider,
-            model=other.model,
-            system_prompt=other.system_prompt,
-            options=other.options,
-            timeout=other.timeout or asked.timeout,
-            fallback=[],
-        )
-
-    def _check_sandbox(
-        self, options: RunOptions, agents: list[AgentSpec], on_progress: Callable[[Progress], None] | None
-    ) -> None:
-        """Refuse a run whose sandbox is required and not to be had here (SandboxUnavailable), before
-        anything starts; say once when `auto` finds none."""
-        levels = [self._sandbox_level(options, agent) for agent in agents]
-        for wanted in levels:
-            self.sandboxing.mechanism(wanted)
-        said = self.sandboxing.notice(levels)
-        if said and on_progress is not None:
-            from crewbridge.loop import Progress  # for start-up speed (see top): only said once
-
-            on_progress(Progress("sandbox", agents[0].id, said))
-
-    def _sandbox_level(self, options: RunOptions, agent: AgentSpec) -> str:
-        """The agent's sandbox level: the run's (its option, else crew.yaml's), where the agent's own
-        is not stricter (crewbridge.sandbox.level)."""
-        return level(options.sandbox or self.config.sandbox, agent.sandbox)
-
-    def _conversation(
-        self,
-        mention: Mention,
-        mode: Mode,
-        options: RunOptions,
-        spec: AgentSpec | None = None,
-        prior: Prior | None = None,
-    ) -> tuple[Conversation | CrewError, bool]:
-        """The agent's conversation, its CLI started where it can wait for the first message (or the
-        error that stops this agent alone, such as an unknown provider). The options' `tools_via`
-        replaces the agent's; `spec`: the agent's settings, when not the configured ones (a fallback's). With
-        `prior`, the conversation continues that one; the flag says whether the CLI holds it (else
-        the first message replays it). The one start() started for the same, if there is one."""
-        if self._started and prior is None and (spec is None or spec == self.config.agent(mention.agent)):
-            started = self._started.pop((mention, mode, options.tools_via, options.sandbox), None)
-            if started is not None:
-                return started, True
-        try:
-            agent = spec or self.config.agent(mention.agent)
-            provider = self.config.provider(agent.provider)
-            workdir = self._workdir(agent)
-            base = Turn(
-                prompt="",
-                mode=mode,
-                model=mention.model or agent.model,
-                system_prompt=agent.system_prompt,
-                options=list(agent.options.get(mode, [])),
-                native=(options.tools_via or agent.tools_via) == "native",
-                sandbox=self.sandboxing.cli(self._sandbox_level(options, agent), workdir, mode, provider.state),
-            )
-            conversation = new_conversation(provider, base, cwd=workdir, env=self.env)
-        except CrewError as exc:
-            return exc, False
-        held = conversation.resume(prior) if prior is not None else True
-        conversation.start()
-        return conversation, held
-
-    def _workdir(self, agent: AgentSpec) -> Path:
-        return (self.workdir / agent.workdir).resolve() if agent.workdir else self.workdir
-
-    def _loop(
-        self,
-        mention: Mention,
-        mode: Mode,
-        options: RunOptions,
-        *,
-        conversation: Conversation,
-        budget: Budget,
-        transcript: Transcript,
-        on_progress: Callable[[Progress], None] | None,
-        spec: AgentSpec | None = None,
-    ) -> AgentLoop:
-        """The agent's loop over `conversation` (closed if the loop cannot be made)."""
-        from crewbridge.approval import Approver
-        from crewbridge.hooks import Hooks
-        from crewbridge.loop import AgentLoop
-        from crewbridge.policy import Policy
-        from crewbridge.usage import Budget
-
-        agent = spec or self.config.agent(mention.agent)
-        workdir = self._workdir(agent)
-        try:
-            return AgentLoop(
-                mention.agent,
-                conversation,
-                self.registry,
-                Policy(
-                    agent,
-                    mode,
-                    approve_all=options.approve_all,
-                    approver=Approver(channels=self.approvals, record=transcript.answered),
-                ),
-                workdir=workdir,
-                hooks=Hooks(self.config.hooks, workdir=workdir),
-                transcript=transcript,
-                max_turns=options.max_turns,
-                timeout=agent.timeout or options.timeout,
-                compact=self.config.compact_catalogue,
-                on_progress=on_progress,
-                skills=self.skills(agent),
-                budgets=[
-                    budget,
-                    Budget(
-                        agent.max_cost,
-                        agent.max_tokens,
-                        (f"agents.{agent.id}.max_cost", f"agents.{agent.id}.max_tokens"),
-                    ),
-                ],
-                tools_via=options.tools_via or agent.tools_via,
-                sandbox=self.sandboxing.commands(
-                    self._sandbox_level(options, agent), workdir, mode, network=agent.sandbox_network
-                ),
-                files=self.files,
-            )
-        except BaseException:
-            conversation.close()
-            raise
-
-
-class Chat:
-    """One agent's conversation across messages (Bridge.chat): the first message carries the tool
-    catalogue (or continues the resumed conversation), later ones go as they are; the model keeps
-    the context, and its CLI stays open until close()."""
-
-    def __init__(self, loop: AgentLoop, prior: Prior | None = None, held: bool = True) -> None:
-        self.loop = loop
-        self.prior, self.held = prior, held  # the earlier conversation it continues, if any
-        self.started = False  # a reply came back: the model has the catalogue
-
-    @property
-    def agent(self) -> str:
-        return self.loop.agent
-
-    def ask(self, text: str) -> RunResult:
-        """Send a message; the answer once the model is done with its tools."""
-        try:
-            result = self.loop.converse(text if self.started else self.loop.opening(text, self.prior, self.held))
-        finally:
-            self.loop.check_git()  # what this message's run left, before the person goes back to git
-        self.started = True
-        return result
-
-    def failed(self, error: CrewError) -> None:
-        """Record that `error` ended the last message's reply (the chat goes on)."""
-        self.loop.transcript.write("error", agent=self.agent, message=str(error))
-
-    def cancel(self) -> None:
-        """Stop the reply being written (after a Ctrl-C), and any approval question of its calls;
-        the conversation goes on."""
-        self.loop.policy.withdraw()
-        self.loop.conv.stop()
-
-    def close(self, status: str = "ok") -> None:
-        """End the conversation and its transcript (`status`: ok, interrupted)."""
-        try:
-            self.loop.close()
-        finally:
-            self.loop.transcript.close(status)
-
-
-def _teller(on_progress: Callable[[Progress], None] | None) -> Callable[[str, str, str], None]:
-    """A notice (kind, agent, text) as a Progress event, for `on_progress`."""
-    from crewbridge.loop import Progress
-
-    def say(kind: str, agent: str, text: str) -> None:
-        if on_progress is not None:
-            on_progress(Progress(kind, agent, text))
-
-    return say
-
-
-@dataclass
-class Resumed:
-    """A run continuing run `run_id`: its agents' earlier conversations, and whether each mentioned
-    agent's CLI holds its own (in mention order)."""
-
-    run_id: str
-    priors: dict[str, Prior]
-    held: list[bool]
-
-    def of(
-        self, index: int, agent: str, transcript: Transcript, say: Callable[[str, str, str], None]
-    ) -> tuple[Prior | None, bool]:
-        """The mentioned agent's earlier conversation and whether its CLI holds it; a notice when it
-        starts afresh or is replayed."""
-        prior = self.priors.get(agent)
-        if prior is None:
-            how, text = "fresh", f"@{agent} was not in run {self.run_id}: it starts a fresh conversation"
-        elif self.held[index]:
-            how, text = "continued", ""  # the CLI holds it (its session, or its history given)
-        else:
-            how = "replay"
-            gone = (
-                f"@{agent}'s CLI no longer has session {prior.session_id} here (deleted, expired, or "
-                "another directory's)"
-                if prior.session_id
-                else f"@{agent}'s CLI named no session in run {self.run_id}"
-            )
-            text = f"{gone}: crew replays the conversation from its transcript"
-        transcript.write("resume", agent=agent, run=self.run_id, how=how, session=prior and prior.session_id)
-        if text:
-            say("resume", agent, text)
-        return prior, self.held[index]
+    def found_skills(self, workdir: Path | None = None) -> Found:
+        """Every skill folder found from `workdir` (default the Bridge's) (crewbridge.context.found_skills)."""
+        return found_skills(self.config, workdir or self.workdir)

@@ -19,8 +19,9 @@ from typing import IO, Any
 
 from crewbridge.api import Outcome
 from crewbridge.approval import isatty
-from crewbridge.bridge import Bridge, Chat
+from crewbridge.bridge import Bridge
 from crewbridge.config import state_dir
+from crewbridge.dialogue import Chat
 from crewbridge.errors import CLINotFound, CrewError
 from crewbridge.mentions import parse_agent
 from crewbridge.modes import Mode
@@ -57,6 +58,7 @@ def run_chat(
 def converse(chat: Chat, reader: LineReader, renderer: Renderer, greeting: str) -> None:
     """Read messages and answer them until /exit or the end of input; then end the conversation."""
     reader.say(f"{greeting} {HELP}.")
+    renderer.idle()  # the CLI boots while the person types: no status line over the prompt
     status = "interrupted"
     try:
         for text in reader:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
-from crewbridge import VERSION_MESSAGE, __version__, jsonio
+from crewbridge import VERSION_MESSAGE, __version__, flags, jsonio
 from crewbridge.errors import CrewError, UsageError
 from crewbridge.modes import Mode
 
@@ -30,13 +30,24 @@ if TYPE_CHECKING:
     from crewbridge.options import RunOptions
 
 
+def click_option(flag: flags.Flag) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """click's option for one of crewbridge.flags' (the table the early readings read too)."""
+    kinds: dict[str, dict[str, Any]] = {
+        "flag": {"is_flag": True},
+        "int": {"type": click.IntRange(min=int(flag.low), min_open=flag.above)},
+        "float": {"type": click.FloatRange(min=flag.low, min_open=flag.above)},
+        "choice": {"type": click.Choice(list(flag.choices))},
+        "path": {"type": click.Path(dir_okay=False, path_type=Path)},
+        "text": {},
+    }
+    kind = kinds[flag.kind]
+    if flag.default is not None:
+        kind.update(default=flag.default, show_default=flag.show_default)
+    return click.option(*flag.names, flag.dest, help=flag.help, metavar=flag.metavar, multiple=flag.multiple, **kind)
+
+
 def config_option(func: Callable[..., Any]) -> Callable[..., Any]:
-    @click.option(
-        "--config",
-        "config_path",
-        type=click.Path(dir_okay=False, path_type=Path),
-        help="crew.yaml to use (default: found in this directory or its parents, then ~/.config).",
-    )
+    @click_option(flags.CONFIG)
     @functools.wraps(func)
     def wrapper(*args: Any, config_path: Path | None, **kwargs: Any) -> Any:
         from crewbridge.config import load_config
@@ -60,19 +71,11 @@ def _early() -> Early | None:
     return obj if isinstance(obj, Early) else None
 
 
-SANDBOX = click.option(
-    "--sandbox",
-    type=click.Choice(["auto", "required", "off"]),
-    help="Run the CLIs and crew's commands in an OS sandbox: auto (where the machine allows; the "
-    "default), required (refuse to run without one, exit 2) or off. Default: crew.yaml's sandbox.",
-)
-
-
 def sandbox_option(func: Callable[..., Any]) -> Callable[..., Any]:
     """--sandbox for a command that takes no RunOptions (mcp): it replaces crew.yaml's top-level
     `sandbox:` (put after config_option)."""
 
-    @SANDBOX
+    @click_option(flags.SANDBOX)
     @functools.wraps(func)
     def wrapper(*args: Any, sandbox: str | None, config: Config, **kwargs: Any) -> Any:
         if sandbox is not None:
@@ -88,109 +91,40 @@ def _apply(func: Callable[..., Any], decorators: list[Callable[..., Any]]) -> Ca
     return func
 
 
+def options_of(table: tuple[flags.Flag, ...]) -> list[Callable[[Callable[..., Any]], Callable[..., Any]]]:
+    """click's options for `table`, in its order; --config loads the file (config_option)."""
+    return [config_option if flag is flags.CONFIG else click_option(flag) for flag in table]
+
+
 def loop_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """The options of every command that runs an agent loop (query, execute, chat): the fields of
-    crewbridge.options.RunOptions, each under its own name, and --continue, --verbose, --config."""
-    return _apply(
-        func,
-        [
-            click.option(
-                "--timeout",
-                type=click.FloatRange(min=0.1),
-                default=300.0,
-                show_default=True,
-                help="Seconds the whole run may take, tools included; then everything it started is ended (exit 124).",
-            ),
-            click.option(
-                "--max-turns",
-                type=click.IntRange(min=1),
-                default=10,
-                show_default=True,
-                help="Model replies allowed before crew stops a tool loop.",
-            ),
-            click.option(
-                "--max-cost",
-                type=click.FloatRange(min=0, min_open=True),
-                help="Dollars the run may cost (as the CLIs report it); past it, crew stops before the "
-                "next tool turn (exit 5).",
-            ),
-            click.option(
-                "--max-tokens",
-                type=click.IntRange(min=1),
-                help="Tokens (input + output) the run may use; past it, crew stops before the next tool turn (exit 5).",
-            ),
-            click.option(
-                "--continue",
-                "continue_last",
-                is_flag=True,
-                help="Continue the most recent run in this directory: each agent goes on with its conversation.",
-            ),
-            click.option("--resume", "resume", metavar="RUN_ID", help="Continue run RUN_ID (`crew log` lists runs)."),
-            click.option("--yes", "-y", "approve_all", is_flag=True, help="Approve every tool that needs approval."),
-            click.option(
-                "--tools-via",
-                type=click.Choice(["text", "native"]),
-                help="How crew's tools reach the CLIs: text (a catalogue in the prompt, any CLI) or native "
-                "(the CLI's own tool channel: claude, codex, gemini). Default: each agent's tools_via, else text.",
-            ),
-            click.option(
-                "--verbose",
-                "-v",
-                is_flag=True,
-                help="Show on stderr each CLI command crew runs and every raw line it reads and sends.",
-            ),
-            SANDBOX,
-            config_option,
-        ],
-    )
+    """The options of every command that runs an agent loop (query, execute, chat): crewbridge.flags.LOOP."""
+    return _apply(func, options_of(flags.LOOP))
 
 
-NO_STDIN = click.option(
-    "--no-stdin",
-    "-n",
-    is_flag=True,
-    help="Read nothing from stdin (else a pipe or file on stdin is read to its end and added to the task; "
-    "give -n inside `while read` loops).",
-)
+NO_STDIN = click_option(flags.NO_STDIN)
 
 
 def run_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """The options of the commands that run a task (query, execute): loop_options, --json, --jsonl,
-    and the RunOptions of a task alone (crewbridge.options.TASK_ONLY)."""
-    return _apply(
-        func,
-        [
-            click.argument("text", nargs=-1, required=True),
-            click.option(
-                "--worktree",
-                is_flag=True,
-                help="Each agent works in a git worktree of its own, on branch crew/RUN_ID/AGENT made from HEAD; "
-                "your checkout is not touched (crew apply RUN_ID AGENT takes an agent's changes).",
-            ),
-            click.option(
-                "--review",
-                metavar="AGENT",
-                help="After the writer (the one agent mentioned) answers, AGENT reviews its diff read-only and "
-                "approves or asks for changes, which go back to the writer (exit 6: not approved in --rounds).",
-            ),
-            click.option("--rounds", type=click.IntRange(min=1), help="Review rounds at most (default 3)."),
-            NO_STDIN,
-            click.option(
-                "--json",
-                "as_json",
-                is_flag=True,
-                help="Print one JSON object at the end (answer, tool_calls, usage, session, error).",
-            ),
-            click.option(
-                "--jsonl",
-                "as_jsonl",
-                is_flag=True,
-                help="Print the events as they happen, one JSON object per line "
-                "(turn, text, call, result, answer, error).",
-            ),
-            loop_options,
-        ],
-    )
+    """The options of the commands that run a task (query, execute): crewbridge.flags.TASK, then LOOP."""
+    return _apply(func, [click.argument("text", nargs=-1, required=True), *options_of(flags.TASK), loop_options])
+
+
+def _options(table: tuple[flags.Flag, ...]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A command's options: those of `table`, in its order."""
+    return lambda func: _apply(func, options_of(table))
+
+
+def acp_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """crew acp's options: crewbridge.flags.ACP (--sandbox stays the sessions' own: each project's
+    crew.yaml is read where its session works)."""
+    own = tuple(flag for flag in flags.ACP if flag.dest != "config_path")
+    return _apply(func, [*options_of(own), config_option])
+
+
+def mcp_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """crew mcp's options: crewbridge.flags.MCP, its --config and --sandbox read into the configuration."""
+    own = tuple(flag for flag in flags.MCP if flag.dest not in ("config_path", "sandbox"))
+    return _apply(func, [*options_of(own), config_option, sandbox_option])
 
 
 def _run(
@@ -278,13 +212,10 @@ def execute_command(**options: Any) -> None:
 def apply_command(run_id: str, agent: str) -> None:
     """Take AGENT's changes from its worktree of run RUN_ID (crew execute --worktree) into this
     checkout, as uncommitted changes; all or nothing (exit 1 when they conflict)."""
-    from crewbridge.git import summary
     from crewbridge.worktrees import apply
 
-    applied = apply(Path.cwd(), run_id, agent)
-    click.echo(f"applied {applied.worktree.branch}: {summary(applied.changes)}")
-    for change in applied.changes:
-        click.echo(f"  {change.line()}")
+    for line in apply(Path.cwd(), run_id, agent).lines():
+        click.echo(line)
 
 
 @cli.group("worktrees", invoke_without_command=True)
@@ -379,7 +310,7 @@ def batch_options(func: Callable[..., Any]) -> Callable[..., Any]:
             ),
             BATCH_DB,
             BATCH_JSON,
-            SANDBOX,
+            click_option(flags.SANDBOX),
             config_option,
         ],
     )
@@ -572,52 +503,7 @@ def prompt_command(text: tuple[str, ...], mode: Mode, no_stdin: bool, config: Co
 
 
 @cli.group("mcp", invoke_without_command=True)
-@click.option(
-    "--execute", is_flag=True, help="Also serve write_file, edit_file and run_command, and take ask in execute mode."
-)
-@click.option(
-    "--http",
-    "address",
-    metavar="HOST:PORT",
-    help="Serve MCP's streamable HTTP transport at http://HOST:PORT/mcp instead of stdio (port 0: a free one). "
-    "Every request needs Authorization: Bearer TOKEN: $CREW_MCP_TOKEN, else a new one printed on stderr.",
-)
-@click.option(
-    "--token-file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="With --http: write the token to this file (created 0600) instead of printing it.",
-)
-@click.option(
-    "--allow-host",
-    "allowed_hosts",
-    metavar="HOST",
-    multiple=True,
-    help="With --http: also accept requests whose Host (and Origin) name HOST, besides localhost.",
-)
-@click.option(
-    "--allow-remote",
-    is_flag=True,
-    help="With --http: allow listening on an address other machines reach (the token is still required).",
-)
-@click.option(
-    "--policy-of",
-    metavar="AGENT",
-    help="The crew.yaml agent whose policy (profile, allow, deny, approval, command globs) governs the "
-    "client's tool calls (default: profile coding, nothing denied).",
-)
-@click.option(
-    "--ask-depth",
-    type=click.IntRange(min=0),
-    default=1,
-    show_default=True,
-    help="How many times an asked agent may ask another in turn (0: asked agents get no ask).",
-)
-@click.option(
-    "--timeout", type=click.FloatRange(min=0.1), default=300.0, show_default=True, help="Seconds one ask may take."
-)
-@click.option("--max-turns", type=click.IntRange(min=1), default=10, show_default=True, help="Model replies per ask.")
-@config_option
-@sandbox_option
+@mcp_options
 @click.pass_context
 def mcp_group(
     ctx: click.Context,
@@ -660,9 +546,10 @@ def mcp_group(
         serve_stdio(server, greeting.link if greeting else None)
         return
     from crewbridge.mcp.http import serve_http
+    from crewbridge.webserver import Listening
 
     say = functools.partial(click.echo, err=True)
-    serve_http(server, address, token_file=token_file, allowed_hosts=allowed_hosts, allow_remote=allow_remote, say=say)
+    serve_http(server, Listening(address, token_file, allowed_hosts, allow_remote), say)
 
 
 @mcp_group.command("install")
@@ -676,15 +563,18 @@ def mcp_install_command(cli_name: str, execute: bool) -> None:
     click.echo(f"registered crew in {cli_name}: {shlex.join(done.add)}\nundo with: {shlex.join(done.remove)}")
 
 
+@cli.command("ui")
+@_options(flags.UI)
+def ui_command(address: str, token_file: Path | None, allowed_hosts: tuple[str, ...], allow_remote: bool) -> None:
+    """See every run in a browser, live: approvals, cancel, batches, usage. Prints the URL to open."""
+    from crewbridge.ui.server import serve_ui
+    from crewbridge.webserver import Listening
+
+    serve_ui(Listening(address, token_file, allowed_hosts, allow_remote), functools.partial(click.echo, err=True))
+
+
 @cli.group("acp", invoke_without_command=True)
-@click.option(
-    "--timeout", type=click.FloatRange(min=0.1), default=300.0, show_default=True, help="Seconds one prompt may take."
-)
-@click.option(
-    "--max-turns", type=click.IntRange(min=1), default=10, show_default=True, help="Model replies per prompt."
-)
-@config_option
-@SANDBOX
+@acp_options
 @click.pass_context
 def acp_group(ctx: click.Context, timeout: float, max_turns: int, config: Config, sandbox: str | None) -> None:
     """Serve crew as an Agent Client Protocol agent on stdio, for editors (Zed, JetBrains, Neovim,
@@ -738,9 +628,9 @@ def skills_group() -> None:
 @config_option
 def skills_list_command(config: Config) -> None:
     """One line per skill: name, where it was found, description; then any that are broken."""
-    from crewbridge.bridge import Bridge
+    from crewbridge.context import found_skills
 
-    found = Bridge(config).found_skills()
+    found = found_skills(config, Path.cwd().resolve())
     if not found.skills and not found.problems:
         click.echo("no skills found; add a folder ./.crew/skills/NAME/ with a SKILL.md (see docs/skills.md)")
     width = max((len(name) for name in found.skills), default=0)
@@ -757,10 +647,10 @@ def skills_list_command(config: Config) -> None:
 @config_option
 def skills_show_command(name: str, config: Config) -> None:
     """A skill's file, description and instructions."""
-    from crewbridge.bridge import Bridge
+    from crewbridge.context import found_skills
     from crewbridge.skills import body, unknown
 
-    skills = Bridge(config).found_skills().skills
+    skills = found_skills(config, Path.cwd().resolve()).skills
     if name not in skills:
         raise UsageError(str(unknown(name, skills)))
     skill = skills[name]
@@ -776,9 +666,7 @@ def tools_group() -> None:
 @config_option
 def tools_list_command(config: Config) -> None:
     """One line per tool: name, read-only or not, summary."""
-    from crewbridge.bridge import Bridge
-
-    registry = Bridge(config).registry
+    registry = config.registry()
     width = max((len(registry.qualified(t.name)) for t in registry), default=0)
     for spec in registry:
         kind = "read-only" if spec.read_only else "writes   "
@@ -790,9 +678,7 @@ def tools_list_command(config: Config) -> None:
 @config_option
 def tools_show_command(name: str, config: Config) -> None:
     """A tool's description and input schema."""
-    from crewbridge.bridge import Bridge
-
-    spec = Bridge(config).registry.resolve(name)
+    spec = config.registry().resolve(name)
     click.echo(
         json.dumps(
             {
@@ -813,7 +699,6 @@ def tools_show_command(name: str, config: Config) -> None:
 @config_option
 def tools_call_command(name: str, raw_input: str, config: Config) -> None:
     """Run one tool here and print its result envelope (exit 1 when it fails)."""
-    from crewbridge.bridge import Bridge
     from crewbridge.registry import ToolContext
 
     try:
@@ -822,8 +707,8 @@ def tools_call_command(name: str, raw_input: str, config: Config) -> None:
         raise UsageError(f"--input is {exc}") from None
     except ValueError as exc:
         raise UsageError(f'--input is not valid JSON ({exc}); pass an object, e.g. \'{{"path": "a.txt"}}\'') from None
-    bridge = Bridge(config)
-    result = bridge.registry.call(name, data, ToolContext(bridge.workdir, registry=bridge.registry))
+    registry = config.registry()
+    result = registry.call(name, data, ToolContext(Path.cwd().resolve(), registry=registry))
     click.echo(json.dumps(result.to_dict(), ensure_ascii=False, indent=2))
     if not result.success:
         sys.exit(1)
@@ -880,12 +765,20 @@ def log_group(ctx: click.Context, limit: int | None, since_text: str | None, by:
 
 @log_group.command("show")
 @click.argument("run_id")
-def log_show_command(run_id: str) -> None:
-    """Print one run's events as JSON lines."""
+@click.option("--json", "as_json", is_flag=True, help="The events as written, one JSON object per line.")
+def log_show_command(run_id: str, as_json: bool) -> None:
+    """Print one run's events as a person reads them (RUN_ID: an id, its unique start, or last)."""
     from crewbridge.transcript import read_run
 
-    for event in read_run(run_id):
-        click.echo(jsonio.dumps_bytes(event))
+    events = read_run(run_id)
+    if as_json:
+        for event in events:
+            click.echo(jsonio.dumps_bytes(event))
+        return
+    from crewbridge.runlog import lines
+
+    for line in lines(events):
+        click.echo(line)
 
 
 @cli.group("config")

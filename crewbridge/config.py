@@ -76,6 +76,7 @@ class AgentSpec:
     tools_via: str = "text"  # text: the catalogue in the prompt; native: the CLI's own tool channel (crewbridge.native)
     sandbox: str | None = None  # auto | required | off: replaces the run's, where stricter (crewbridge.sandbox.level)
     sandbox_network: bool = False  # its commands may use the network inside the sandbox
+    user_mcp_servers: bool = False  # its CLI also starts the MCP servers its user registered
     # allow, allow_commands and skills lists of later files (crewbridge.config_layers): a name must match these too
     narrowing: dict[str, list[list[str]]] = field(default_factory=dict)
 
@@ -112,7 +113,9 @@ class Config:
 
     def agent(self, agent_id: str) -> AgentSpec:
         if agent_id not in self.agents:
-            raise AgentNotFound(f"agent '{agent_id}' not found; configured agents: {', '.join(self.agents)}")
+            near = _nearest(agent_id, list(self.agents))
+            hint = f"did you mean '{near[0]}'? " if near else ""
+            raise AgentNotFound(f"agent '{agent_id}' not found; {hint}configured agents: {', '.join(self.agents)}")
         spec = self.agents[agent_id]
         if spec.workdir is not None and not os.path.isdir(spec.workdir):
             raise self.error(
@@ -459,11 +462,6 @@ def _shown(path: Path, cwd: Path | None) -> str:
 
 
 def _build(combined: Combined, files: list[Source]) -> Config:
-    # For start-up speed (see top).
-    from crewbridge.custom_tools import CommandTool
-    from crewbridge.hooks import HookSpec
-    from crewbridge.providers.generic import GenericSpec
-
     data = combined.data
     config = Config(
         path=files[-1].path,
@@ -477,73 +475,100 @@ def _build(combined: Combined, files: list[Source]) -> Config:
         origins=combined.origins,
         settings=data,
     )
+    built = _Built(config, combined)
+    config.skills = [
+        (built.base(("skills", i)) / os.path.expanduser(folder)).resolve()
+        for i, folder in enumerate(data.get("skills", []))
+    ]
+    built.providers(data.get("providers", {}))
+    built.agents(data.get("agents", {}))
+    built.tools(data.get("tools", {}))
+    built.hooks(data.get("hooks", {}))
+    return config
 
-    def base(keys: Keys) -> Path:
+
+class _Built:
+    """The objects of a Config, built from its merged files' data; each error names the file and
+    line of the key it is about."""
+
+    def __init__(self, config: Config, combined: Combined) -> None:
+        self.config, self.combined = config, combined
+
+    def base(self, keys: Keys) -> Path:
         """The folder relative paths at `keys` start at: that of the file they were written in."""
-        return combined.origins[keys].source.base
+        return self.combined.origins[keys].source.base
 
     @contextlib.contextmanager
-    def located(keys: Keys) -> Iterator[None]:
+    def located(self, keys: Keys) -> Iterator[None]:
         try:
             yield
         except CrewError as exc:  # the object's own check: put the file and line in front
             key = (exc.key,) if isinstance(exc, ConfigKeyError) else ()
-            raise config.error((*keys, *key), str(exc)) from None
+            raise self.config.error((*keys, *key), str(exc)) from None
 
-    config.skills = [
-        (base(("skills", i)) / os.path.expanduser(folder)).resolve() for i, folder in enumerate(data.get("skills", []))
-    ]
-    for name, entry in data.get("providers", {}).items():
-        with located(("providers", name)):
-            config.providers[name] = GenericSpec(name=name, **entry)
-    providers = sorted({*BUILTIN, *config.providers})
-    narrowing = [key for key, rule in layers.AGENT.items() if rule is layers.NARROW]
-    for agent_id, entry in data.get("agents", {}).items():
-        fields = {**entry, "provider": entry.get("provider", agent_id)}
-        if fields["provider"] not in providers and fields["provider"] not in plugins():
-            providers = sorted({*providers, *plugins()})
-            key = ("agents", agent_id, "provider") if "provider" in entry else ("agents", agent_id)
-            raise config.error(
-                key,
-                f"provider '{fields['provider']}' is not known; give provider: one of "
-                f"{', '.join(providers)} (or add it under providers:)",
-            )
-        if "workdir" in fields:
-            folder = base(("agents", agent_id, "workdir")) / os.path.expanduser(fields["workdir"])
-            fields["workdir"] = str(folder.resolve())
-        lists = {key: fields.pop(key) for key in narrowing if key in fields}  # one list per file
-        fields.update({key: globs[0] for key, globs in lists.items()})
-        fields["narrowing"] = {key: globs[1:] for key, globs in lists.items() if globs[1:]}
-        config.agents[agent_id] = AgentSpec(id=agent_id, **fields)
-    for agent_id, entry in data.get("agents", {}).items():
-        for index, name in enumerate(entry.get("fallback", [])):
-            if name not in config.agents or name == agent_id:
-                others = ", ".join(a for a in config.agents if a != agent_id)
-                raise config.error(
-                    ("agents", agent_id, "fallback", index),
-                    f"'{name}' is not another agent; a fallback names agents configured here: {others}",
+    def providers(self, entries: dict[str, Any]) -> None:
+        from crewbridge.providers.generic import GenericSpec  # for start-up speed (see top)
+
+        for name, entry in entries.items():
+            with self.located(("providers", name)):
+                self.config.providers[name] = GenericSpec(name=name, **entry)
+
+    def agents(self, entries: dict[str, Any]) -> None:
+        providers = sorted({*BUILTIN, *self.config.providers})
+        narrowing = [key for key, rule in layers.AGENT.items() if rule is layers.NARROW]
+        for agent_id, entry in entries.items():
+            fields = {**entry, "provider": entry.get("provider", agent_id)}
+            if fields["provider"] not in providers and fields["provider"] not in plugins():
+                providers = sorted({*providers, *plugins()})
+                key = ("agents", agent_id, "provider") if "provider" in entry else ("agents", agent_id)
+                raise self.config.error(
+                    key,
+                    f"provider '{fields['provider']}' is not known; give provider: one of "
+                    f"{', '.join(providers)} (or add it under providers:)",
                 )
-    for name, entry in data.get("tools", {}).items():
-        schema = entry.get("schema", {"type": "object", "properties": {}, "additionalProperties": False})
-        with located(("tools", name)):
-            config.tools[name] = CommandTool(
-                name=name,
-                command=entry["command"],
-                schema=schema,
-                description=entry.get("description", ""),
-                read_only=entry.get("read_only", False),
-                timeout=entry.get("timeout"),
-                needs_approval=entry.get("approval", False),
-                base=base(("tools", name)),
-            )
-        with located(("tools", name, "schema")):
-            config.tools[name].tool()  # compiles the schema
-    for event, items in data.get("hooks", {}).items():
-        config.hooks[event] = []
-        for i, item in enumerate(items):
-            with located(("hooks", event, i)):
-                config.hooks[event].append(HookSpec(event=event, base=base(("hooks", event, i)), **item))
-    return config
+            if "workdir" in fields:
+                folder = self.base(("agents", agent_id, "workdir")) / os.path.expanduser(fields["workdir"])
+                fields["workdir"] = str(folder.resolve())
+            lists = {key: fields.pop(key) for key in narrowing if key in fields}  # one list per file
+            fields.update({key: globs[0] for key, globs in lists.items()})
+            fields["narrowing"] = {key: globs[1:] for key, globs in lists.items() if globs[1:]}
+            self.config.agents[agent_id] = AgentSpec(id=agent_id, **fields)
+        for agent_id, entry in entries.items():
+            for index, name in enumerate(entry.get("fallback", [])):
+                if name not in self.config.agents or name == agent_id:
+                    others = ", ".join(a for a in self.config.agents if a != agent_id)
+                    raise self.config.error(
+                        ("agents", agent_id, "fallback", index),
+                        f"'{name}' is not another agent; a fallback names agents configured here: {others}",
+                    )
+
+    def tools(self, entries: dict[str, Any]) -> None:
+        from crewbridge.custom_tools import CommandTool  # for start-up speed (see top)
+
+        for name, entry in entries.items():
+            schema = entry.get("schema", {"type": "object", "properties": {}, "additionalProperties": False})
+            with self.located(("tools", name)):
+                self.config.tools[name] = CommandTool(
+                    name=name,
+                    command=entry["command"],
+                    schema=schema,
+                    description=entry.get("description", ""),
+                    read_only=entry.get("read_only", False),
+                    timeout=entry.get("timeout"),
+                    needs_approval=entry.get("approval", False),
+                    base=self.base(("tools", name)),
+                )
+            with self.located(("tools", name, "schema")):
+                self.config.tools[name].tool()  # compiles the schema
+
+    def hooks(self, entries: dict[str, Any]) -> None:
+        from crewbridge.hooks import HookSpec  # for start-up speed (see top)
+
+        for event, items in entries.items():
+            self.config.hooks[event] = []
+            for i, item in enumerate(items):
+                with self.located(("hooks", event, i)):
+                    self.config.hooks[event].append(HookSpec(event=event, base=self.base(("hooks", event, i)), **item))
 
 
 def _bare_off(data: dict[str, Any]) -> None:

@@ -81,6 +81,7 @@ AGENT: Table = {
     "tools_via": OVERRIDE,
     "sandbox": stricter("off", "auto", "required"),  # its baseline is the top level's (config._baseline)
     "sandbox_network": stricter(True, False),
+    "user_mcp_servers": stricter(True, False),  # programs of the user's own, started in each run
 }
 
 TOP: Table = {

@@ -31,7 +31,7 @@ from crewbridge.errors import CrewError, CrewTimeout, UsageError
 from crewbridge.mcp.install import registered
 from crewbridge.providers import BUILTIN, load, load_plugin, plugins
 from crewbridge.providers.base import Provider, Turn
-from crewbridge.sandbox import INSTALL, detect
+from crewbridge.sandbox import INSTALL, State, detect
 from crewbridge.skills import discover, roots
 
 if TYPE_CHECKING:
@@ -170,6 +170,8 @@ def diagnose(
         needed = _needed(config, only)
         for subject in subjects:
             yield from _provider_checks(subject, subject.name in needed, config)
+            if subject.provider is not None and subject.name in config.providers:
+                yield Check(OK, subject.name, _state_line(subject.provider.state(env)))
     finally:
         prober.close()
 
@@ -421,6 +423,19 @@ def _outcome(future: Future[Finished], *, help_text: bool = False) -> tuple[str,
         detail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
         return "", f"exited with status {done.code} ({detail[0][:200]}); run it yourself to see why"
     return done.stdout or done.stderr, None
+
+
+def _state_line(state: State) -> str:
+    """What a configured CLI may write of its own inside crew's sandbox (docs/sandbox.md)."""
+    places = [*state.data, *state.data_files]
+    view = f"; {state.home} is read-only, seen through a view" if state.home is not None and state.variable else ""
+    if not places:
+        return f"in crew's sandbox it writes no folder of its own{view} (give its data folders in state_dirs)"
+    shown = ", ".join(str(place) for place in places)
+    return (
+        f"in crew's sandbox it writes only its data: {shown}{view} (state_dirs are data folders: "
+        "everything in them is writable, so none may hold what it reads as settings or runs)"
+    )
 
 
 def _agent_options(subject: _Subject, config: Config) -> Iterator[Check]:

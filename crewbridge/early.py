@@ -2,46 +2,26 @@
 engine), so that each boots while crew does. Only what names the command is read first: the
 arguments, the configuration files, the providers. The CLIs started belong to the one Bridge made
 here, which the command then runs with (crewbridge.cli); nothing is written to disk or kept for
-another Bridge. Arguments click would refuse start nothing (each option's value is checked as its
-click type checks it; a test holds the two equal), nor does anything this quick reading is not sure
-of (help, an option it does not know, --continue, --verbose, --worktree, --review, `--`): click reads
-the arguments and reports them, or the run starts its CLIs itself. A wrong guess costs time, never a
+another Bridge. The options are the command's own (crewbridge.flags, from which click's are made):
+arguments click would refuse start nothing (each value is checked as click's type checks it), nor
+does anything this quick reading is not sure of (help, an option it does not know, --continue,
+--verbose, --worktree, --review, `--`): click reads the arguments and reports them, or the run
+starts its CLIs itself. A wrong guess costs time, never a
 wrong run: click reads the arguments again, and Bridge.run takes a started CLI only for the very
 agent, settings, mode and tools it would start itself (Bridge.start)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from crewbridge import flags
 from crewbridge.errors import CrewError
 from crewbridge.modes import MODES, Mode
-from crewbridge.readings import number
 
 TYPE_CHECKING = False  # typing itself is ~5 ms to import; type checkers read this name as True
 if TYPE_CHECKING:
     from crewbridge.bridge import Bridge
-
-
-# crew query/execute's options (crewbridge.cli.run_options and loop_options; a test holds them equal),
-# with what each one's value must be
-VALUE_OPTIONS: dict[str, Callable[[str], bool]] = {
-    "--timeout": number(float, 0.1),
-    "--max-turns": number(int, 1),
-    "--max-cost": number(float, 0, above=True),
-    "--max-tokens": number(int, 1),
-    "--resume": bool,
-    "--tools-via": lambda text: text in ("text", "native"),
-    "--config": bool,
-    "--rounds": number(int, 1),
-    "--review": bool,
-    "--sandbox": lambda text: text in ("auto", "required", "off"),
-}
-FLAGS = frozenset({"--yes", "-y", "--json", "--jsonl", "--no-stdin", "-n"})
-# continuing a run: its CLIs start as the run says; --verbose: the trace shows each CLI's start;
-# --worktree, --review: the CLIs start in worktrees made first, or as the review's rounds go
-NOT_HERE = frozenset({"--continue", "--resume", "--verbose", "-v", "--worktree", "--review"})
 
 
 @dataclass(frozen=True)
@@ -68,24 +48,10 @@ def read(args: list[str]) -> Reading | None:
     this reading is not sure."""
     if not args or args[0] not in MODES:
         return None
-    words: list[str] = []
-    values: dict[str, str] = {}
-    rest = iter(args[1:])
-    for arg in rest:
-        name, equals, value = arg.partition("=")
-        if not arg.startswith("-") or arg == "-":
-            words.append(arg)
-        elif name in NOT_HERE:
-            return None
-        elif name in VALUE_OPTIONS:
-            value = value if equals else next(rest, "")
-            if not value or not VALUE_OPTIONS[name](value):
-                return None
-            values[name] = value
-        elif arg not in FLAGS:
-            return None
-        else:
-            values[arg] = ""
+    found = flags.read(args[1:], (*flags.LOOP, *flags.TASK))
+    if found is None:
+        return None
+    values, words = found
     if not words or ("--json" in values and "--jsonl" in values):  # the command refuses both
         return None
     config = values.get("--config")

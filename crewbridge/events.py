@@ -40,6 +40,7 @@ class Usage:
     cost_usd: float | None = None
     cached_tokens: int = 0
     cumulative: bool = False
+    context_window: int | None = None  # tokens the model's context holds, where the CLI says it
 
 
 @dataclass(frozen=True)

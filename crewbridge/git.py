@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from crewbridge.childenv import without_secrets
 from crewbridge.errors import CLINotFound, CrewError, CrewTimeout, UsageError
 from crewbridge.process import track_group, untrack_group
 
@@ -93,7 +94,7 @@ def run_git(
     """`git ARGS` in `cwd` (with a scratch `index` when given), in a process group of its own that
     is ended at `timeout` (CrewTimeout) or when crew is interrupted. GitError with git's own words
     when it fails and `check`; CLINotFound when git is not installed."""
-    env = {name: value for name, value in os.environ.items() if name not in _REPOSITORY_VARIABLES}
+    env = {name: value for name, value in without_secrets(os.environ).items() if name not in _REPOSITORY_VARIABLES}
     env["GIT_TERMINAL_PROMPT"] = "0"  # never ask for a password on the terminal
     if index is not None:
         env["GIT_INDEX_FILE"] = str(index)

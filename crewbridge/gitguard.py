@@ -123,7 +123,9 @@ class _Snapshot:
 
 
 class Watch:
-    """A folder before an agent's run; `disarm()` after it (see the module's docstring)."""
+    """A folder before an agent's run; `disarm()` after it (see the module's docstring). The one
+    engine function every kind of run calls: an execute run's loop, a chat's message, crew mcp's
+    calls, a worktree's run (in its worktree); a batch the same."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder.resolve()
@@ -334,11 +336,6 @@ class Watch:
         if path == self.folder:
             return str(path)
         return str(path.relative_to(self.folder)) if path.is_relative_to(self.folder) else str(path)
-
-
-def watch(folder: Path) -> Watch:
-    """The folder before a run (an engine function for every kind of run: execute, worktrees, batches)."""
-    return Watch(folder)
 
 
 def armed_between(checkout: Checkout, old: str, new: str) -> list[Armed]:

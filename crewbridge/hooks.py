@@ -25,6 +25,7 @@ from crewbridge.custom_tools import run_argv
 from crewbridge.errors import CrewError, CrewTimeout
 from crewbridge.globs import matches
 from crewbridge.pinned import Pins, ScriptChanged
+from crewbridge.process import error_line
 from crewbridge.registry import Tool, ToolResult
 from crewbridge.trust import shell_words
 
@@ -132,8 +133,7 @@ class HookSpec:
         if done.code == BLOCK_EXIT:
             raise Block(done.stdout.strip() or done.stderr.strip() or "no reason given")
         if done.code != 0:
-            tail = done.stderr.strip().splitlines()[-1:] or ["no message on stderr"]
-            raise HookFailed(f"exited with status {done.code}: {tail[0]}")
+            raise HookFailed(f"exited with status {done.code}: {error_line(done.stderr)}")
         if not done.stdout.strip():
             return None
         try:

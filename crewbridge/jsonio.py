@@ -10,8 +10,11 @@ ValueError, so every reader that already answers bad JSON answers this too and g
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from typing import Any
+
+TYPE_CHECKING = False  # typing itself is ~5 ms to import (crew acp reads its first message with loads)
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
 
 MAX_DEPTH = 100  # levels of arrays and objects; the CLIs' own events nest about ten deep
 
@@ -62,6 +65,8 @@ def _fast_decoder(fields: Any = None) -> Callable[[str | bytes], Any]:
         from msgspec.json import Decoder
     except ImportError:  # a platform without its wheel
         return _scanned
+    from typing import Any  # loaded by msgspec already
+
     return Decoder(Any if fields is None else fields).decode
 
 

@@ -45,6 +45,7 @@ from crewbridge.usage import Budget, Tally
 if TYPE_CHECKING:
     from crewbridge.sandbox import Sandbox
     from crewbridge.sessions import Prior
+    from crewbridge.stop import Stop
 
 REPEAT_LIMIT = 3  # the same failing call this many times ends the run
 PATH_KEYS = ("file_path", "path", "notebook_path", "absolute_path", "dir_path")  # the CLIs' own tools' path inputs
@@ -316,7 +317,9 @@ class AgentLoop:
                         )
                     parts.append(event.text)
                     new = extractor.feed(event.text)
-                    self.emit(Progress("text", self.agent, event.text, shown=shown.take(event.text)))
+                    visible = shown.take(event.text)
+                    self.transcript.live(self.agent, visible)  # to a crew ui that watches, if one does
+                    self.emit(Progress("text", self.agent, event.text, shown=visible))
                     if extractor.in_block and not self._prepared:
                         # A block is streaming: ready the input checks while the rest arrives (a
                         # run that calls no tool never pays for them).
@@ -346,15 +349,20 @@ class AgentLoop:
                 pending.append(self._start(call, pending))
             self._show(shown)
         if failure is not None and not calls:
-            self.transcript.write("error", agent=self.agent, message=failure.message, status=failure.status)
-            message = " ".join(failure.message.split())  # one line: gemini's 429 message has two
-            if failure.status and str(failure.status) not in message:
-                message += f" (HTTP {failure.status})"
-            reason = unavailable(message, failure.status)
-            if reason:
-                raise ProviderUnavailable(f"@{self.agent}: {message}", reason)
-            raise ProviderError(f"@{self.agent}: {message}")
+            raise self._failed(failure)
         return Reply("".join(parts), calls, pending, stopped)
+
+    def _failed(self, failure: Failure) -> ProviderError:
+        """The error of a reply that failed before it made a call (recorded in the transcript):
+        ProviderUnavailable when another agent could take the task over."""
+        self.transcript.write("error", agent=self.agent, message=failure.message, status=failure.status)
+        message = " ".join(failure.message.split())  # one line: gemini's 429 message has two
+        if failure.status and str(failure.status) not in message:
+            message += f" (HTTP {failure.status})"
+        reason = unavailable(message, failure.status)
+        if reason:
+            return ProviderUnavailable(f"@{self.agent}: {message}", reason)
+        return ProviderError(f"@{self.agent}: {message}")
 
     def _show(self, shown: Shown) -> None:
         """Report the text a message's end settled as shown (a held line, a block that held no call)."""
@@ -459,7 +467,7 @@ class LoopChannel:
     def tools(self) -> list[Tool]:
         return list(self.loop.offered)
 
-    def call(self, name: str, arguments: Any) -> ToolResult:
+    def call(self, name: str, arguments: Any, stop: Stop | None = None) -> ToolResult:
         loop = self.loop
         limit = loop.max_turns * CALLS_PER_TURN
         with self._lock:
@@ -471,7 +479,7 @@ class LoopChannel:
                 )
         qualified = loop.registry.qualified(name)
         loop.emit(Progress("call", loop.agent, call=CallRecord(qualified, arguments, ToolResult(False))))
-        result = loop.caller.call(qualified, arguments, loop.ctx)
+        result = loop.caller.call(qualified, arguments, loop.ctx if stop is None else loop.ctx.stoppable(stop))
         record = CallRecord(qualified, arguments, result)
         with self._lock:
             self._records.append(record)

@@ -52,7 +52,12 @@ def parse_agent(text: str) -> Mention:
 def _mention(match: re.Match[str]) -> Mention:
     agent, model = match.group(1), match.group(2)
     if model is not None:
-        refuse_option(f"the model in '@{agent}:{model}'", model, f"name a model (e.g. @{agent}:sonnet) or leave it out")
+        # No example model: which names a CLI takes is its own (@gemini:sonnet would be wrong)
+        refuse_option(
+            f"the model in '@{agent}:{model}'",
+            model,
+            f"name one of its CLI's models after the colon (@{agent}:MODEL) or leave it out",
+        )
     return Mention(agent, model)
 
 

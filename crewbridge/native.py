@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from crewbridge.registry import Tool, ToolResult
+    from crewbridge.stop import Stop
 
 SERVER = "crew"  # the MCP server's name, and the prefix of codex's dynamic tools: every name the model sees carries it
 
@@ -26,9 +27,10 @@ class Channel(Protocol):
     def tools(self) -> list[Tool]:
         """crew's tools the model is offered natively (its policy's, for its mode)."""
 
-    def call(self, name: str, arguments: Any) -> ToolResult:
+    def call(self, name: str, arguments: Any, stop: Stop | None = None) -> ToolResult:
         """Run crew's tool `name` (bare), as a text call runs; always a result, never an exception
-        (but MaxTurnsReached or a repeated failure ends the run)."""
+        (but MaxTurnsReached or a repeated failure ends the run). `stop`, set when the CLI cancels
+        the call (MCP's notifications/cancelled), ends the processes the call started."""
 
     def decides(self) -> bool:
         """Whether crew's policy may refuse any of the CLI's own tools' uses (query mode, the

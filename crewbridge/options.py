@@ -1,10 +1,9 @@
 """The options of a run, in one place: `crew query`, `crew execute` and `crew chat` (their click
 options), `Bridge.run`, `ask`, `stream` and `chat` (their keywords) all take these.
 
-Adding an option: a field here (with its default and a comment), its click option in
-`crewbridge.cli.loop_options` (the same name; `task_options` for one of TASK_ONLY), its flag in
-`crewbridge.early` (which reads the arguments before click; tests/test_early.py names one it lacks),
-and the code that reads it from the RunOptions.
+Adding an option: a field here (with its default and a comment), its entry in `crewbridge.flags`
+(LOOP, or TASK for one of TASK_ONLY: the same name; click's option and the early reading before
+click are made from it), and the code that reads it from the RunOptions.
 """
 
 from __future__ import annotations
@@ -43,6 +42,16 @@ class RunOptions:
         if unknown:
             raise UsageError(f"unknown run option {', '.join(unknown)}; the options are: {', '.join(self.names())}")
         return replace(self, **values)
+
+    def check(self, mode: str) -> None:
+        """A UsageError when these options cannot go with `mode`: --worktree and --review are for a
+        task that changes files, which query mode never does."""
+        given = [flag for flag, on in (("--worktree", self.worktree), ("--review", self.review)) if on]
+        if given and mode != "execute":
+            raise UsageError(
+                f"{' and '.join(given)} go{'' if len(given) > 1 else 'es'} with crew execute only: {mode} mode "
+                "changes no file, so there is nothing to keep in a worktree or to review"
+            )
 
     @classmethod
     def pick(cls, values: dict[str, Any]) -> RunOptions:

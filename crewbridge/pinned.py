@@ -11,9 +11,11 @@ checked against the same hash, in a 0700 folder of crew's temp that no sandboxed
 (bubblewrap gives them a /tmp of their own; under Landlock /tmp is read-only to them). So a file
 swapped between the check and the start runs nothing of the swap.
 
-The copy keeps its name, and its folder has links to the other files of the script's folder, so
-`$(dirname "$0")/lib.sh` and a Python script's imports of its neighbours find them; `..` from there
-does not lead back into the project. What those neighbours hold is not pinned (it never was
+The copy keeps its name and its place under the configuration's folder (links resolved: a
+`node_modules/.bin` script is copied where its package has it), and every other entry of the folders
+on the way is a link to the original, so `$(dirname "$0")/lib.sh`, `../lib`, a Python script's
+imports of its neighbours and a Node script's packages are found as before; only `..` above the
+configuration's folder does not lead back. What those other files hold is not pinned (it never was
 trusted either). A `shell:` hook's words are checked before it runs, not copied: crew does not
 rewrite a shell line.
 """
@@ -50,13 +52,14 @@ class Pins:
     """The scripts one hook or command tool names, by the word that names them."""
 
     pins: dict[str, _Pin] = field(default_factory=dict)
+    base: Path | None = None  # the configuration's folder, which the words start at
     _copies: dict[str, Path] = field(default_factory=dict, repr=False)
     _folder: Path | None = field(default=None, repr=False)
 
     @classmethod
     def read(cls, words: Iterable[str], base: Path) -> Pins:
         """The files among `words` (relative ones, without placeholders, from `base`) as they are now."""
-        out = cls()
+        out = cls(base=base)
         for word in words:
             if not word or "{" in word or os.path.isabs(word) or word in out.pins:
                 continue
@@ -98,22 +101,30 @@ class Pins:
             )
 
     def _copy(self, word: str, pin: _Pin) -> Path:
-        """The pinned file copied into a folder of its own in crew's private one, with links to its
-        neighbours; the copy checked against the pin (the file may change while it is copied)."""
+        """The pinned file copied into a folder of its own in crew's private one, where it lies as
+        it lies in the configuration's folder (links resolved), every other entry of each folder on
+        the way a link to the original: `../lib`, a neighbour, a package beside it are found as the
+        file found them. The copy is checked against the pin (the file may change while it is copied)."""
         if self._folder is None:
             self._folder = Path(tempfile.mkdtemp(prefix="crew-scripts-"))  # 0700
             weakref.finalize(self, shutil.rmtree, self._folder, True)
-        folder = self._folder / str(len(self._copies))
-        folder.mkdir()
-        copy = folder / pin.path.name
-        shutil.copyfile(pin.path, copy)
+        real = pin.path.resolve()
+        top = (self.base or real.parent).resolve()
+        if not real.is_relative_to(top):
+            top = real.parent
+        root = self._folder / str(len(self._copies))
+        copy = root / real.relative_to(top)
+        copy.parent.mkdir(parents=True)
+        shutil.copyfile(real, copy)
         if digest(copy) != pin.sha256:
             raise ScriptChanged(f"{word} changed while crew copied it to run it, so crew does not run it; look at it")
-        os.chmod(copy, 0o700 if os.access(pin.path, os.X_OK) else 0o600)
-        with contextlib.suppress(OSError), os.scandir(pin.path.parent) as neighbours:
-            for entry in neighbours:
-                if entry.name != copy.name:
-                    os.symlink(entry.path, folder / entry.name)
+        os.chmod(copy, 0o700 if os.access(real, os.X_OK) else 0o600)
+        for level in [top, *reversed(real.parents[: len(real.relative_to(top).parts) - 1])]:
+            here = root / level.relative_to(top)
+            with contextlib.suppress(OSError), os.scandir(level) as entries:
+                for entry in entries:
+                    if not os.path.lexists(here / entry.name):  # the folders on the way are made, not linked
+                        os.symlink(entry.path, here / entry.name)
         return copy
 
 

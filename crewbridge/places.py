@@ -1,15 +1,18 @@
-"""Where crew looks for and keeps its files."""
+"""Where crew looks for and keeps its files.
+
+(pathlib is imported where a Path is made: `configured`, read before crew mcp and crew acp answer
+initialize, needs none, and pathlib with what it loads, re and urllib among them, costs ~5 ms.)"""
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from crewbridge.errors import ConfigError
 
 TYPE_CHECKING = False  # typing itself is ~5 ms to import; type checkers read this name as True
 if TYPE_CHECKING:
     from collections.abc import Mapping
+    from pathlib import Path
 
 CONFIG_NAMES = ("crew.yaml", ".crew.yaml")
 
@@ -25,20 +28,47 @@ def xdg(variable: str, default: str, env: Mapping[str, str] | None = None) -> st
 
 def config_dir(env: Mapping[str, str] | None = None) -> Path:
     """$XDG_CONFIG_HOME/crewbridge (default ~/.config/crewbridge): the user's own crew.yaml."""
-    return Path(xdg("XDG_CONFIG_HOME", ".config", env), "crewbridge")
+    from pathlib import Path
+
+    return Path(_config_dir(env))
+
+
+def _config_dir(env: Mapping[str, str] | None = None) -> str:
+    return os.path.join(xdg("XDG_CONFIG_HOME", ".config", env), "crewbridge")
 
 
 def state_dir(env: Mapping[str, str] | None = None) -> Path:
     """$XDG_STATE_HOME/crewbridge (default ~/.local/state/crewbridge): transcripts, trusted configs."""
+    from pathlib import Path
+
     return Path(xdg("XDG_STATE_HOME", ".local/state", env), "crewbridge")
 
 
 def find_project_config(cwd: Path) -> Path | None:
     """crew.yaml or .crew.yaml in `cwd` or its nearest parent that has one."""
-    for directory in (cwd, *cwd.parents):
-        present = [directory / name for name in CONFIG_NAMES if (directory / name).is_file()]
+    from pathlib import Path
+
+    found = _project_config(str(cwd))
+    return None if found is None else Path(found)
+
+
+def _project_config(cwd: str) -> str | None:
+    directory = os.path.abspath(cwd)
+    while True:
+        present = [path for name in CONFIG_NAMES if os.path.isfile(path := os.path.join(directory, name))]
         if len(present) > 1:
             raise ConfigError(f"both {present[0]} and {present[1]} exist; keep one of them")
         if present:
             return present[0]
-    return None
+        if (parent := os.path.dirname(directory)) == directory:
+            return None
+        directory = parent
+
+
+def configured(cwd: str) -> bool:
+    """Whether crew reads a configuration file in `cwd`: the user's crew.yaml, or a project's (also
+    when there are two, which crew refuses)."""
+    try:
+        return os.path.isfile(os.path.join(_config_dir(), "crew.yaml")) or _project_config(cwd) is not None
+    except ConfigError:
+        return True

@@ -160,11 +160,11 @@ class Policy:
             with self._lock:
                 self._unasked.append(Unasked(name, data, bool(unchecked)))
             return (
-                f"{unchecked}; it was not run (no terminal to ask a person on)"
+                f"{unchecked}; it was not run (nobody to ask: no terminal, no crew ui serving)"
                 if unchecked
                 else (
-                    f"tool '{name}' needs a person's approval and there is no terminal to ask on; "
-                    "it was not run (the user can re-run with --yes to approve every call)"
+                    f"tool '{name}' needs a person's approval and there is nobody to ask (no terminal, no crew ui "
+                    "serving); it was not run (the user can re-run with --yes to approve every call)"
                 )
             )
         answer = self.approver.ask(Question(self.agent.id, name, data, unchecked or ""), deadline)
@@ -190,10 +190,13 @@ def not_approved(agent: str, unasked: list[Unasked]) -> NotApproved:
             "in crew.yaml"
         )
     if any(call.unchecked for call in unasked):
-        how.append("a command crew cannot check is allowed only by a person on a terminal, even with --yes")
+        how.append(
+            "a command crew cannot check is allowed only by a person (on a terminal or crew ui), even with --yes"
+        )
     return NotApproved(
-        f"@{agent}: {count} call{'' if count == 1 else 's'} needed a person's approval and there was no "
-        f"terminal to ask on, so {'it was' if count == 1 else 'they were'} not run: {shown}; {'; '.join(how)}"
+        f"@{agent}: {count} call{'' if count == 1 else 's'} needed a person's approval and there was nobody "
+        f"to ask (no terminal, no crew ui serving), so {'it was' if count == 1 else 'they were'} not run: "
+        f"{shown}; {'; '.join(how)}"
     )
 
 

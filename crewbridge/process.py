@@ -9,6 +9,7 @@ import io
 import logging
 import math
 import os
+import re
 import select
 import shlex
 import signal
@@ -24,6 +25,7 @@ from crewbridge.sandbox import Launch, Sandbox, spawn
 CHUNK = 1 << 16
 MAX_LINE = 8 << 20  # a longer line is cut (memory stays bounded whatever the CLI prints)
 STDERR_KEEP = 8192
+STDERR_HEAD = 4096  # the start of stderr is kept too: a CLI's first error comes before its stack trace
 STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}  # crew stops on each (cli.main)
 
 log = logging.getLogger(__name__)  # crew --verbose shows it: each command run, each line read and sent
@@ -65,25 +67,32 @@ def end_all() -> None:
 class Groups:
     """The process groups one run's tools started (run_command, command tools): `end()` kills those
     still running when the run ends or passes its deadline, whatever the tool threads are doing.
-    Each is also tracked for end_all()."""
+    Each is also tracked for end_all(). A call that can be cancelled alone has groups of its own
+    within the run's (`parent`): ended with the call, or with the run."""
 
-    def __init__(self) -> None:
+    def __init__(self, parent: Groups | None = None) -> None:
         self._pgids: set[int] = set()
         self._lock = threading.Lock()
         self._ended = False
+        self._parent = parent
 
     def add(self, pgid: int) -> None:
         track_group(pgid)
         with self._lock:
-            if not self._ended:
+            ended = self._ended
+            if not ended:
                 self._pgids.add(pgid)
-                return
-        _signal_group(pgid, signal.SIGKILL)  # the run is over: a tool still starting gets nothing
+        if ended:
+            _signal_group(pgid, signal.SIGKILL)  # the run is over: a tool still starting gets nothing
+        elif self._parent is not None:
+            self._parent.add(pgid)
 
     def discard(self, pgid: int) -> None:
         """The group was ended and its leader reaped by the tool itself."""
         with self._lock:
             self._pgids.discard(pgid)
+        if self._parent is not None:
+            self._parent.discard(pgid)
         untrack_group(pgid)
 
     def end(self) -> None:
@@ -111,6 +120,60 @@ def _popen(
     assert proc.stdout is not None
     _grow_pipe(proc.stdout.fileno())
     return proc, launch
+
+
+# What a CLI writes on stderr that never says what went wrong: stack frames (node's "at …", Python's
+# Traceback and its frames, Rust's numbered backtrace), a location alone, a caret under code.
+_FRAME = re.compile(
+    r"\s*(at\s|File \".*\", line \d+|\d+: |Traceback \(most recent call last\):|Stack backtrace:|\^+\s*$)"
+    r"|\S+:\d+(:\d+)?\)?\s*$"
+)
+# A line that says it is the error: "Error: …", "TypeError: …", "sqlite3.OperationalError: …", "error: …",
+# "fatal: …", node's "EROFS: …".
+_LABELLED = re.compile(r"([\w.]*(Error|Exception)|error|fatal|Fatal|FATAL|ERROR|E[A-Z]{2,})\s*:")
+_ERROR_WORD = re.compile(
+    r"\b(error|failed|cannot|can't|could not|not found|denied|refused|missing|must|invalid|unable|read-only)\b",
+    re.IGNORECASE,
+)
+# A write the sandbox refused: the kernel's words (bubblewrap's read-only mounts, Landlock's EACCES)
+# as node, Python, Rust and sqlite put them; and where, when the CLI says.
+_REFUSED_WRITE = re.compile(
+    r"(read-only file system|attempt to write a readonly database|unable to open database file"
+    r"|\[Errno 13\] Permission denied|EACCES: permission denied|Permission denied \(os error 13\))",
+    re.IGNORECASE,
+)
+_QUOTED_PATH = re.compile(r"""['"](/[^'"\n]+)['"]""")
+# node's recursive mkdir says ENOENT when the kernel refused to make a folder whose parent exists
+_MKDIR_REFUSED = re.compile(r"ENOENT: no such file or directory, mkdir '(/[^'\n]+)'")
+
+
+def error_line(stderr: str) -> str:
+    """The line of a CLI's stderr that says what went wrong: the first that says it is an error,
+    else the first with an error's words (not a heading ending in ':'), else the last line; never a
+    stack frame, and an indented line only when nothing else is left."""
+    lines = [line for line in stderr.splitlines() if line.strip() and not _FRAME.match(line)]
+    ranked = [line for line in lines if not line[0].isspace()] or lines
+    if not ranked:
+        return "no message on stderr"
+    chosen = next((line for line in ranked if _LABELLED.match(line)), None) or next(
+        (line for line in ranked if _ERROR_WORD.search(line) and not line.rstrip().endswith(":")), ranked[-1]
+    )
+    return chosen.strip()
+
+
+def refused_write(stderr: str) -> tuple[str, str | None] | None:
+    """When a CLI's stderr says a write was refused (read-only, not permitted): the words that say
+    so, and the path it tried when it names one (None when it does not)."""
+    for index, line in enumerate(lines := stderr.splitlines()):
+        found = _REFUSED_WRITE.search(line)
+        if found:
+            nearby = "\n".join(lines[index : index + 8])  # node puts the path on a line of its own
+            path = _QUOTED_PATH.search(nearby)
+            return found.group(1), path.group(1) if path else None
+        made = _MKDIR_REFUSED.search(line)
+        if made and Path(made.group(1)).parent.is_dir():
+            return "a folder could not be made", made.group(1)
+    return None
 
 
 def _arg(arg: str) -> str:
@@ -165,6 +228,7 @@ class Child:
         sandbox: Sandbox | None = None,
     ) -> None:
         self.argv = argv
+        self.sandboxed = sandbox is not None
         try:
             self.proc, self._launch = _popen(argv, env=env, cwd=cwd, sandbox=sandbox)
         except FileNotFoundError:
@@ -198,6 +262,7 @@ class Child:
         self._reading = threading.Lock()  # held while reading: the descriptors stay open meanwhile
         self._killed = False
         self._stderr: collections.deque[bytes] = collections.deque()
+        self._stderr_head, self._stderr_cut = b"", False
         self._stderr_size = 0
         self._stderr_reader = threading.Thread(target=self._drain_stderr, daemon=True)
         self._stderr_reader.start()
@@ -285,7 +350,7 @@ class Child:
             return
         name = os.path.basename(self.argv[0])
         if self._command is not None:
-            log.debug("%s[%d] $ %s", name, self.pgid, self._command)
+            log.debug("%s[%d] $ %s", name, self.pgid, self._command, extra={"whole": True})  # never cut
             self._command = None
         if mark:
             log.debug("%s[%d] %s %s", name, self.pgid, mark, text)
@@ -293,16 +358,44 @@ class Child:
     def _drain_stderr(self) -> None:
         leave_signals_to_main()
         for chunk in iter(lambda: self._stderr_pipe.read1(CHUNK), b""):
+            if len(self._stderr_head) < STDERR_HEAD:
+                self._stderr_head += chunk[: STDERR_HEAD - len(self._stderr_head)]
             self._stderr.append(chunk)
             self._stderr_size += len(chunk)
             while self._stderr_size > STDERR_KEEP and len(self._stderr) > 1:
                 self._stderr_size -= len(self._stderr.popleft())
+                self._stderr_cut = True
 
     @property
     def stderr(self) -> str:
+        """What the CLI wrote on stderr: all of it, or its start and its last STDERR_KEEP bytes."""
         if self.proc.poll() is not None:  # all it wrote is in the pipe: let the reader take it
             self._stderr_reader.join(0.5)
-        return b"".join(self._stderr).decode("utf-8", "replace")[-STDERR_KEEP:]
+        tail = b"".join(self._stderr).decode("utf-8", "replace")[-STDERR_KEEP:]
+        if not self._stderr_cut:
+            return tail
+        return self._stderr_head.decode("utf-8", "replace") + "\n[…]\n" + tail
+
+    def failure(self, name: str) -> str:
+        """Why CLI `name` ended (once it has): its exit status and the line of its stderr that says
+        what went wrong; inside crew's sandbox, when that is a write refused there, crew's own line
+        saying so and what to do."""
+        code = self.wait()
+        stderr = self.stderr
+        refused = refused_write(stderr) if self.sandboxed else None
+        if refused is not None:
+            what, path = refused
+            fix = (
+                "if that is where it keeps sessions, logs or caches, list that folder in its provider's state_dirs"
+                if path
+                else "list the folder it keeps its sessions, logs or caches in, in its provider's state_dirs"
+            )
+            return (
+                f"{name} could not write its own state inside crew's sandbox ({what}"
+                f"{f': it tried to write {path}' if path else ''}); {fix} in crew.yaml (never one holding its "
+                "settings: docs/sandbox.md), or pass --sandbox off"
+            )
+        return f"{name} exited with status {code}: {error_line(stderr)}"
 
     def lines(self, deadline: float | None = None) -> Iterator[str]:
         """stdout lines as they arrive; CrewTimeout (after killing the group) when `deadline` passes."""

@@ -17,6 +17,7 @@ if TYPE_CHECKING:  # for start-up speed: skills are read once the CLIs have star
     from crewbridge.process import Groups
     from crewbridge.sandbox import Sandbox
     from crewbridge.skills import Skill
+    from crewbridge.stop import Stop
 
 DEFAULT_PREFIX = "crew"
 DEFAULT_TOOL_TIMEOUT = 60.0
@@ -72,6 +73,15 @@ class ToolContext:
     sandbox: Sandbox | None = None  # where the tools' commands run (run_command, command tools)
     files: Files | None = None  # where the file tools read and write text (None: the disk)
     change: FileChange | None = None  # set by a write or edit tool for its result (one call's context)
+
+    def stoppable(self, stop: Stop) -> ToolContext:
+        """This context for one call that `stop` may cancel (MCP's notifications/cancelled): the
+        processes it starts are ended when the stop is set, or with the run's."""
+        from crewbridge.process import Groups  # loaded already: this context's groups are one
+
+        groups = Groups(self.groups)
+        stop.on_set(groups.end)
+        return replace(self, groups=groups)
 
     @property
     def read_roots(self) -> list[Path]:

@@ -13,7 +13,8 @@ Three outputs, chosen by `Renderer(output=…)`:
   on a terminal as each agent finishes, otherwise in the order of the mentions.
   stderr carries what crew does: a line per tool call (`→ crew:read_file notes.txt`) and one per
   result (`  ✓ 3 lines`, `  ✗ no file 'x'`), labelled `@agent` when several agents run, and errors.
-  On a terminal a status line (spinner, what each agent waits for) shows while nothing else moves;
+  On a terminal a status line (spinner, what each agent waits for: the model, or the tool it runs
+  and for how long) shows while nothing else moves, wiped before an approval question is asked;
   colours only on a terminal and never with NO_COLOR set. Model text on a terminal has its control
   characters escaped, so a reply cannot drive the terminal.
 
@@ -39,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
 from crewbridge.approval import isatty, terminal  # an approval question owns the terminal while it waits
+from crewbridge.errors import CrewError
 from crewbridge.outputs import error_record, event_record, json_line, outcomes_record, worktree_record
 from crewbridge.process import log as process_log
 from crewbridge.redact import Redactor
@@ -53,6 +55,7 @@ if TYPE_CHECKING:
 OUTPUTS = ("text", "json", "jsonl")
 RUN_EVENTS = ("fallback", "resume", "warning", "sandbox", "disarmed")  # shown on stderr with --json too
 TRACE_CHARS = 1000  # a --verbose line is cut after this many characters
+CREW_LINE = 2000  # characters of a `crew:` line of crew's own (a bound for what it quotes, not a width)
 SHOWN_CHANGES = 20  # files listed per agent after a --worktree run
 STATUS_IDLE = 0.3  # seconds without output before the status line shows
 TICK = 0.1
@@ -115,6 +118,15 @@ class _Agent:
     answered: bool = False  # its answer is on stdout
     tokens: int = 0  # used in this run so far (the status line shows them)
     half: str = ""  # the first half of a surrogate pair, waiting for the second
+    running: list[tuple[str, float]] = field(default_factory=list)  # its tools running: name, since when
+
+    def doing(self, now: float) -> str:
+        """What the agent does now, for the status line: the tool it waits for, or its state."""
+        if self.running:
+            name, since = self.running[0]
+            more = f" (+{len(self.running) - 1} more)" if len(self.running) > 1 else ""
+            return f"running {name}{more} {now - since:.0f}s"
+        return f"{self.state}" + (f" (turn {self.turn})" if self.turn > 1 else "") + f" {now - self.since:.0f}s"
 
 
 class Renderer:
@@ -169,8 +181,14 @@ class Renderer:
     def __enter__(self) -> Renderer:
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: object) -> None:
+        verbose = self._trace is not None
         self.close()
+        if verbose and isinstance(error, Exception) and not isinstance(error, CrewError):
+            # a bug in crew (the command says so in one line): --verbose shows where it is
+            import traceback
+
+            self.err.write("".join(traceback.format_exception(error)))
 
     def close(self) -> None:
         """Stop the status line and the --verbose trace."""
@@ -224,16 +242,22 @@ class Renderer:
     def _on_call(self, agent: _Agent, event: Progress) -> None:
         assert event.call is not None
         agent.calls += 1
+        agent.running.append((event.call.name, time.monotonic()))
         self._err_line(agent, self.style.paint(f"{self.style.symbol('call')} {self._subject(event.call)}", "36"))
         self._last_line = (agent.name, agent.calls)
 
     def _on_result(self, agent: _Agent, event: Progress) -> None:
         assert event.call is not None
         agent.results += 1
+        names = [name for name, _ in agent.running]
+        if event.call.name in names:
+            del agent.running[names.index(event.call.name)]
         result = event.call.result
         subject = "" if self._last_line == (agent.name, agent.results) else self._subject(event.call) + ": "
-        if result.success:
+        if result.success and not killed(result.data):
             mark, detail, code = self.style.symbol("ok"), summary(result.data, result.truncated), "32"
+        elif result.success:  # a command that did not end on its own (crew ended it, or a signal did)
+            mark, detail, code = self.style.symbol("fail"), summary(result.data, result.truncated), "31"
         else:
             mark, detail, code = self.style.symbol("fail"), one_line(str(result.error)), "31"
         self._err_line(agent, f"  {self.style.paint(mark, code)} {subject}{detail}")
@@ -255,7 +279,8 @@ class Renderer:
 
     def _on_resume(self, agent: _Agent, event: Progress) -> None:
         self._end_line()
-        self._write_err(self.style.paint(f"crew: {one_line(event.text)}", "33") + "\n")
+        # crew's own words, whole (a path or a command in them is what the person acts on)
+        self._write_err(self.style.paint(f"crew: {one_line(event.text, CREW_LINE)}", "33") + "\n")
 
     _on_warning = _on_sandbox = _on_resume  # about the run, not one agent: a `crew:` line
 
@@ -341,6 +366,7 @@ class Renderer:
         with self._lock:
             for agent in self.agents.values():
                 agent.state, agent.results = "idle", agent.calls  # a cancelled reply's results never come
+                agent.running.clear()
             self._clear_status()
             self._end_line()
             self._fresh = True
@@ -445,13 +471,18 @@ class Renderer:
 
         terminal.write(write)
 
-    def trace(self, line: str) -> None:
-        """A --verbose line on stderr."""
+    def trace(self, line: str, whole: bool = False) -> None:
+        """A --verbose line on stderr: cut after TRACE_CHARS characters (saying how many more there
+        were), or `whole` (a command crew runs: a person needs all of it to run it again)."""
         with self._lock:
             if self.shared_tty and self._column:
                 self._end_line()
-            line = one_line(self._redactor.head(line, TRACE_CHARS), TRACE_CHARS)
-            self._write_err(self.style.paint(line, "2") + "\n")
+            cut = not whole and len(line) > TRACE_CHARS
+            text = self._redactor.head(line, TRACE_CHARS) if cut else self._redactor.text(line)
+            shown = _ANY_CONTROL.sub(_escape, text)
+            if cut:
+                shown += f"… ({len(line) - TRACE_CHARS:,} more characters)"
+            self._write_err(self.style.paint(shown, "2") + "\n")
 
     # -- the status line ------------------------------------------------------------------------
 
@@ -467,10 +498,8 @@ class Renderer:
         if not self.style.live:
             return
         busy = [a for a in self.agents.values() if a.state in ("starting", "waiting for the model", "writing")]
-        waiting_on_tools = any(a.calls > a.results for a in busy)  # a tool may be asking a question
         if (
             not busy
-            or waiting_on_tools
             or (self.shared_tty and self._column)
             or (not self._status and time.monotonic() - self._quiet_since < STATUS_IDLE)
         ):
@@ -478,13 +507,7 @@ class Renderer:
             return
         spin = self.style.symbol("spin")
         now = time.monotonic()
-        parts = [
-            f"@{a.name} {a.state}"
-            + (f" (turn {a.turn})" if a.turn > 1 else "")
-            + f" {now - a.since:.0f}s"
-            + (f", {a.tokens:,} tokens" if a.tokens else "")
-            for a in busy
-        ]
+        parts = [f"@{a.name} {a.doing(now)}" + (f", {a.tokens:,} tokens" if a.tokens else "") for a in busy]
         line = one_line(f"{spin[frame % len(spin)]} " + "  ".join(parts), self.style.width - 1)
 
         def write() -> None:
@@ -492,7 +515,8 @@ class Renderer:
             self.err.flush()
             self._status = True
 
-        terminal.write_if_free(write)
+        # A tool that asks a person first wipes it (crewbridge.approval.Floor.take): never under a question.
+        terminal.write_if_free(write, wipe=self._clear_status)
 
     def _clear_status(self) -> None:
         if self._status:
@@ -507,7 +531,7 @@ class _TraceHandler(logging.Handler):
         self.renderer = renderer
 
     def emit(self, record: logging.LogRecord) -> None:
-        self.renderer.trace(record.getMessage())
+        self.renderer.trace(record.getMessage(), whole=getattr(record, "whole", False))
 
 
 def summary(data: Any, truncated: bool = False) -> str:
@@ -515,7 +539,9 @@ def summary(data: Any, truncated: bool = False) -> str:
     cut = " (truncated)" if truncated else ""
     if isinstance(data, dict):
         if isinstance(data.get("exit_code"), int):
-            return f"exit {data['exit_code']}, {_count(len(str(data.get('output', '')).splitlines()), 'line')}{cut}"
+            code = data["exit_code"]
+            how = f"killed by {_signal_name(-code)}" if killed(data) else f"exit {code}"
+            return f"{how}, {_count(len(str(data.get('output', '')).splitlines()), 'line')}{cut}"
         if isinstance(data.get("content"), str):
             lines = _count(len(data["content"].splitlines()), "line")
             total = data.get("total_lines")
@@ -536,6 +562,20 @@ def summary(data: Any, truncated: bool = False) -> str:
     if isinstance(data, str):
         return _count(len(data.splitlines()), "line") + cut
     return "done" + cut if data is None else one_line(json.dumps(data), 60) + cut
+
+
+def killed(data: Any) -> bool:
+    """Whether a command's result says a signal ended it (a negative exit code, as Python gives it)."""
+    return isinstance(data, dict) and isinstance(data.get("exit_code"), int) and data["exit_code"] < 0
+
+
+def _signal_name(number: int) -> str:
+    import signal  # for start-up speed: only a killed command names its signal
+
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 def brief(data: Any, width: int = 80) -> str:

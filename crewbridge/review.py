@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Protocol
 
-from crewbridge.api import Outcome, Stop
-from crewbridge.config import AgentSpec, Config
+from crewbridge.api import Outcome
+from crewbridge.config import AgentSpec
+from crewbridge.context import RunContext, Work
 from crewbridge.errors import BudgetExceeded, CrewError, CrewTimeout, Interrupted, ReviewNotApproved, UsageError
 from crewbridge.git import GIT_TIMEOUT, Change, Checkout, summary
 from crewbridge.gitguard import Armed
@@ -32,46 +32,16 @@ from crewbridge.mentions import Mention, parse_agent, parse_mentions
 from crewbridge.modes import Mode
 from crewbridge.options import RunOptions
 from crewbridge.piped import with_context
-from crewbridge.registry import Tool, ToolRegistry
+from crewbridge.registry import Tool
 from crewbridge.templates import render
 from crewbridge.transcript import Transcript
 from crewbridge.usage import Budget
 from crewbridge.verdict import DISPUTE_TOOL, VERDICT_TOOL, Ballot, Dispute, Finding, Review, Verdict
-from crewbridge.worktrees import Made, Worktree
+from crewbridge.worktrees import Made
 
 MAX_DIFF = 60_000  # characters of the writer's diff the reviewer is given
 MAX_ANSWER = 4_000  # characters of the writer's answer the reviewer is given
 MAX_FILES = 200  # changed files listed by name
-
-
-class Runner(Protocol):
-    """What a review needs of crewbridge.bridge.Bridge, which starts it (Bridge.run with `review`)."""
-
-    config: Config
-    workdir: Path
-
-    @property
-    def registry(self) -> ToolRegistry: ...
-
-    def with_tools(self, tools: list[Tool]) -> Runner: ...
-
-    def worktrees(self, mentions: list[Mention], options: RunOptions) -> Made: ...
-
-    def placed(self, spec: AgentSpec, made: Made, worktree: Worktree) -> AgentSpec: ...
-
-    def loop(
-        self,
-        mention: Mention,
-        mode: Mode,
-        options: RunOptions,
-        *,
-        spec: AgentSpec,
-        budget: Budget,
-        transcript: Transcript,
-        on_progress: Callable[[Progress], None] | None,
-    ) -> AgentLoop: ...
-
-    def _transcript(self, command: str, agents: list[str], resume: str | None, **fields: Any) -> Transcript: ...
 
 
 @dataclass
@@ -84,18 +54,52 @@ class Round:
 
 
 def review_run(
-    bridge: Runner,
+    ctx: RunContext,
     text: str,
     mode: Mode,
     options: RunOptions,
     context: str | None = None,
     transcript: Transcript | None = None,
-    on_progress: Callable[[Progress], None] | None = None,
-    stop: Stop | None = None,
 ) -> list[Outcome]:
     """Run the task in `text` ("@writer task") in `mode`, reviewed by agent `options.review`
     ("gemini", "@gemini:model") for at most `options.rounds` rounds: the writer's outcome, with its
     review (and its worktree with `options.worktree`)."""
+    writer, checker, task = _parties(text, options)
+    made = ctx.worktrees([writer], options) if options.worktree else None
+    writer_spec = _with_tool(ctx.config.agent(writer.agent), DISPUTE_TOOL)
+    if made is not None:
+        writer_spec = ctx.placed(writer_spec, made, made.worktrees[0])
+    folder = Path(writer_spec.workdir) if writer_spec.workdir else ctx.workdir
+    checkout = Checkout.of(folder, "--review")
+    task = with_context(task, context)
+    own, status = transcript is None, "interrupted"
+    if transcript is None:
+        review = {"reviewer": checker.agent, "rounds": options.rounds}
+        agents = [writer.agent, checker.agent]
+        transcript = ctx.transcript(mode, agents, None, task=task, review=review, run_id=made and made.run_id)
+    try:
+        if made is not None:
+            made.announce(transcript, ctx.say)
+        checker_spec = replace(_with_tool(ctx.config.agent(checker.agent), VERDICT_TOOL), workdir=str(folder))
+        work = Work(task, mode, options, Budget(options.max_cost, options.max_tokens), transcript)
+        outcome = replace(
+            Session(ctx, work, writer, checker, checker_spec, checkout).run(writer_spec), run=transcript.run_id
+        )
+        if made is not None:
+            outcome = _placed(outcome, made, transcript)
+        status = "ok" if outcome.error is None else "failed"
+        return [outcome]
+    except BaseException:
+        if made is not None:  # stopped (Ctrl-C, an error): where the writer's work stays
+            ctx.say("warning", writer.agent, made.left())
+        raise
+    finally:
+        if own:
+            transcript.close(status)
+
+
+def _parties(text: str, options: RunOptions) -> tuple[Mention, Mention, str]:
+    """The writer `text` mentions, the reviewer, and the task; a UsageError for a review that cannot run."""
     assert options.review is not None
     mentions, task = parse_mentions(text)
     if len(mentions) != 1:
@@ -104,55 +108,12 @@ def review_run(
         raise UsageError(f"--rounds {options.rounds}: a review needs at least one round")
     if options.resume:
         raise UsageError("--review starts afresh; it cannot go with --continue or --resume")
-    writer, checker = mentions[0], parse_agent(options.review)
-    ballot = Ballot()
-    verdict_tool, dispute_tool = ballot.tools()
-    writer_spec = _with_tool(bridge.config.agent(writer.agent), DISPUTE_TOOL)
-    checker_spec = _with_tool(bridge.config.agent(checker.agent), VERDICT_TOOL)
-    made = bridge.worktrees([writer], options) if options.worktree else None
-    if made is not None:
-        writer_spec = bridge.placed(writer_spec, made, made.worktrees[0])
-    folder = Path(writer_spec.workdir) if writer_spec.workdir else bridge.workdir
-    checkout = Checkout.of(folder, "--review")
-    task = with_context(task, context)
-    own = transcript is None
-    if transcript is None:
-        review = {"reviewer": checker.agent, "rounds": options.rounds}
-        run_id = made.run_id if made else None
-        transcript = bridge._transcript(
-            mode, [writer.agent, checker.agent], None, task=task, review=review, run_id=run_id
-        )
-    status = "interrupted"
-    try:
-        if made is not None:
-            made.announce(
-                transcript, lambda kind, agent, text: on_progress and on_progress(Progress(kind, agent, text))
-            )
-        session = Session(
-            writing=bridge.with_tools([dispute_tool]),
-            reviewing=bridge.with_tools([verdict_tool]),
-            ballot=ballot,
-            writer=writer,
-            checker=checker,
-            checker_spec=replace(checker_spec, workdir=str(folder)),
-            checkout=checkout,
-            task=task,
-            mode=mode,
-            options=options,
-            transcript=transcript,
-            budget=Budget(options.max_cost, options.max_tokens),
-            deadline=time.monotonic() + options.timeout if options.timeout else None,
-            emit=on_progress or (lambda progress: None),
-            stop=stop,
-        )
-        outcome = replace(session.run(writer_spec), run=transcript.run_id)
-        if made is not None:
-            outcome = replace(outcome, worktree=made.worktrees[0], changes=made.changed(made.worktrees[0], transcript))
-        status = "ok" if outcome.error is None else "failed"
-        return [outcome]
-    finally:
-        if own:
-            transcript.close(status)
+    return mentions[0], parse_agent(options.review), task
+
+
+def _placed(outcome: Outcome, made: Made, transcript: Transcript) -> Outcome:
+    """The outcome with the writer's worktree and what it changed there."""
+    return replace(outcome, worktree=made.worktrees[0], changes=made.changed(made.worktrees[0], transcript))
 
 
 def _with_tool(spec: AgentSpec, tool: str) -> AgentSpec:
@@ -160,31 +121,30 @@ def _with_tool(spec: AgentSpec, tool: str) -> AgentSpec:
     return replace(spec, allow=[*spec.allow, tool]) if spec.allow else spec
 
 
-@dataclass
 class Session:
-    """One review run's rounds: the writer's conversation, and a reviewer's per round."""
+    """One review run's rounds: the writer's conversation (crew's tools and dispute), and a
+    reviewer's per round (crew's tools and verdict), under one budget and one deadline."""
 
-    writing: Runner  # the writer's tools: crew's and dispute
-    reviewing: Runner  # the reviewer's: crew's and verdict
-    ballot: Ballot
-    writer: Mention
-    checker: Mention
-    checker_spec: AgentSpec  # working where the writer works
-    checkout: Checkout
-    task: str
-    mode: Mode  # the writer's
-    options: RunOptions
-    transcript: Transcript
-    budget: Budget  # the run's, both agents
-    deadline: float | None
-    emit: Callable[[Progress], None]
-    stop: Stop | None
-    review: Review = field(init=False)
-    history: list[Round] = field(default_factory=list)
-    disarmed: list[Armed] = field(default_factory=list)  # the writer's loop's, filled when it closes
-
-    def __post_init__(self) -> None:
+    def __init__(
+        self,
+        ctx: RunContext,
+        work: Work,
+        writer: Mention,
+        checker: Mention,
+        checker_spec: AgentSpec,
+        checkout: Checkout,
+    ) -> None:
+        self.ctx, self.work = ctx, work
+        self.writer, self.checker = writer, checker
+        self.checker_spec = checker_spec  # working where the writer works
+        self.checkout = checkout
+        self.ballot = Ballot()
+        self.disarmed: list[Armed] = []  # the writer's loop's, filled when it closes
+        self.verdict_tool, self.dispute_tool = self.ballot.tools()
         self.review = Review(self.checker.agent)
+        self.history: list[Round] = []
+        timeout = work.options.timeout
+        self.deadline = time.monotonic() + timeout if timeout else None
 
     def run(self, writer_spec: AgentSpec) -> Outcome:
         """The rounds, to approval or their end; errors become the outcome's."""
@@ -192,10 +152,10 @@ class Session:
         loop: AgentLoop | None = None
         try:
             base = self.checkout.snapshot(self._left() or GIT_TIMEOUT)  # the writer's changes: what differs from it
-            loop = self._loop(self.writing, self.writer, self.mode, writer_spec, self.emit)
+            loop = self._loop(self.writer, self.work.mode, writer_spec, [self.dispute_tool], self._emit)
             self.disarmed = loop.disarmed
-            message = loop.opening(self.task)
-            for number in range(1, self.options.rounds + 1):
+            message = loop.opening(self.work.task)
+            for number in range(1, self.work.options.rounds + 1):
                 self._bound(loop)
                 result = loop.converse(message)
                 if self.history:
@@ -205,9 +165,9 @@ class Session:
                 verdict = self._verdict(number, result, base)
                 if verdict.approved:
                     return self._outcome(result)
-                if number == self.options.rounds:
+                if number == self.work.options.rounds:
                     error = self._not_approved(len(verdict.findings))
-                    self.transcript.write("error", agent=self.writer.agent, message=str(error))
+                    self.work.transcript.write("error", agent=self.writer.agent, message=str(error))
                     return self._outcome(result, error)
                 self._check()
                 self.ballot.give(verdict.findings)
@@ -215,16 +175,16 @@ class Session:
                     "review_changes.md",
                     reviewer=self.checker.agent,
                     round=number,
-                    rounds=self.options.rounds,
+                    rounds=self.work.options.rounds,
                     findings=_numbered(verdict.findings),
-                    dispute=self.writing.registry.qualified(DISPUTE_TOOL),
+                    dispute=self.ctx.registry.qualified(DISPUTE_TOOL),
                 )
             raise AssertionError("unreachable: the last round returns")
         except CrewError as exc:
             failed: CrewError = exc
-            if self.stop is not None and self.stop.is_set():
+            if self.ctx.stop is not None and self.ctx.stop.is_set():
                 failed = Interrupted(f"@{self.writer.agent}'s review was stopped")
-            self.transcript.write("error", agent=self.writer.agent, message=str(failed))
+            self.work.transcript.write("error", agent=self.writer.agent, message=str(failed))
             return self._outcome(result, failed)
         finally:
             if loop is not None:
@@ -238,7 +198,7 @@ class Session:
         prompt = render(
             "review.md",
             writer=self.writer.agent,
-            task=self.task,
+            task=self.work.task,
             answer=_cut(written.answer, MAX_ANSWER, "of the answer"),
             summary=summary(changed),
             files=_files(changed),
@@ -246,10 +206,10 @@ class Session:
             earlier=render("review_earlier.md", writer=self.writer.agent, rounds=self._earlier())
             if self.history
             else "",
-            verdict=self.reviewing.registry.qualified(VERDICT_TOOL),
+            verdict=self.ctx.registry.qualified(VERDICT_TOOL),
         )
         self.ballot.clear_verdict()
-        loop = self._loop(self.reviewing, self.checker, "query", self.checker_spec, self._reviewer_progress)
+        loop = self._loop(self.checker, "query", self.checker_spec, [self.verdict_tool], self._reviewer_progress)
         try:
             self._bound(loop)
             answer = loop.converse(loop.opening(prompt)).answer
@@ -257,7 +217,7 @@ class Session:
             if verdict is None:
                 self._check()
                 self._bound(loop)
-                missing = render("review_verdict_missing.md", verdict=self.reviewing.registry.qualified(VERDICT_TOOL))
+                missing = render("review_verdict_missing.md", verdict=self.ctx.registry.qualified(VERDICT_TOOL))
                 answer = loop.converse(missing).answer
                 verdict = self.ballot.verdict()
         finally:
@@ -268,29 +228,32 @@ class Session:
         self.history.append(Round(number, verdict.findings, []))
         data = {
             "round": number,
-            "rounds": self.options.rounds,
+            "rounds": self.work.options.rounds,
             "verdict": verdict.verdict,
             "findings": [f.to_dict() for f in verdict.findings],
             "called": verdict.called,
             "disputed": [d.to_dict() for d in self.history[-2].disputes] if len(self.history) > 1 else [],
         }
-        self.transcript.write("review", agent=self.checker.agent, **data)
-        self.emit(Progress("review", self.checker.agent, verdict.verdict, data=data))
+        self.work.transcript.write("review", agent=self.checker.agent, **data)
+        self._emit(Progress("review", self.checker.agent, verdict.verdict, data=data))
         return verdict
 
     def _loop(
-        self, bridge: Runner, mention: Mention, mode: Mode, spec: AgentSpec, progress: Callable[[Progress], None]
+        self, mention: Mention, mode: Mode, spec: AgentSpec, extra: list[Tool], emit: Callable[[Progress], None]
     ) -> AgentLoop:
-        options = replace(self.options, timeout=self._left())
-        loop = bridge.loop(
-            mention, mode, options, spec=spec, budget=self.budget, transcript=self.transcript, on_progress=progress
-        )
-        if self.stop is not None:
-            self.stop.on_set(loop.close)
+        """An agent's loop with the review's tool `extra`, its options bounded by what is left of the run."""
+        work = replace(self.work, mode=mode, options=replace(self.work.options, timeout=self._left()))
+        loop = self.ctx.loop(mention, work, spec=spec, extra=extra, emit=emit)
+        if self.ctx.stop is not None:
+            self.ctx.stop.on_set(loop.close)
         return loop
 
+    def _emit(self, event: Progress) -> None:
+        if self.ctx.emit is not None:
+            self.ctx.emit(event)
+
     def _not_approved(self, left: int) -> ReviewNotApproved:
-        rounds = self.options.rounds
+        rounds = self.work.options.rounds
         return ReviewNotApproved(
             f"@{self.writer.agent}'s change was not approved by @{self.checker.agent} in {rounds} "
             f"round{'' if rounds == 1 else 's'} ({left} finding{'' if left == 1 else 's'} left; --json shows "
@@ -301,7 +264,7 @@ class Session:
         """The reviewer's events but its words (the transcript has them): the run's answer is the
         writer's, streamed alone; the reviewer's is its verdict, the review event."""
         if event.kind not in ("text", "answer"):
-            self.emit(event)
+            self._emit(event)
 
     def _left(self) -> float | None:
         """Seconds left of the run's --timeout (None without one; CrewTimeout once none are left)."""
@@ -323,9 +286,9 @@ class Session:
 
     def _check(self) -> None:
         """BudgetExceeded once the run (both agents, every round) passed --max-cost or --max-tokens."""
-        why = self.budget.passed()
+        why = self.work.budget.passed()
         if why:
-            self.transcript.write("budget", agent=self.writer.agent, reason=why)
+            self.work.transcript.write("budget", agent=self.writer.agent, reason=why)
             raise BudgetExceeded(
                 f"@{self.writer.agent}'s review was stopped after round {self.review.rounds}: the run used {why}, "
                 "the writer's and the reviewer's usage together; raise the limit"

@@ -11,13 +11,14 @@ it, else by replaying this history (crewbridge.conversations).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from crewbridge.errors import UsageError
 from crewbridge.events import Usage
-from crewbridge.transcript import find_run, list_runs, read_run
+from crewbridge.transcript import Transcript, find_run, list_runs, read_run
 from crewbridge.usage import Tally
 
 MAX_CHAIN = 100  # runs followed back through `resumed_from`
@@ -91,3 +92,37 @@ def _take(prior: Prior, event: dict[str, Any]) -> None:
     elif kind == "usage" and isinstance(event.get("reported"), dict):
         totals = Tally.of(event["reported"])
         prior.reported = Usage(totals.input_tokens, totals.output_tokens, totals.cost_usd, totals.cached_tokens)
+
+
+@dataclass
+class Resumed:
+    """A run continuing run `run_id`: its agents' earlier conversations, and whether each mentioned
+    agent's CLI holds its own (in mention order)."""
+
+    run_id: str
+    priors: dict[str, Prior]
+    held: list[bool]
+
+    def of(
+        self, index: int, agent: str, transcript: Transcript, say: Callable[[str, str, str], None]
+    ) -> tuple[Prior | None, bool]:
+        """The mentioned agent's earlier conversation and whether its CLI holds it; a notice (`say`:
+        kind, agent, text) when it starts afresh or is replayed."""
+        prior = self.priors.get(agent)
+        if prior is None:
+            how, text = "fresh", f"@{agent} was not in run {self.run_id}: it starts a fresh conversation"
+        elif self.held[index]:
+            how, text = "continued", ""  # the CLI holds it (its session, or its history given)
+        else:
+            how = "replay"
+            gone = (
+                f"@{agent}'s CLI no longer has session {prior.session_id} here (deleted, expired, or "
+                "another directory's)"
+                if prior.session_id
+                else f"@{agent}'s CLI named no session in run {self.run_id}"
+            )
+            text = f"{gone}: crew replays the conversation from its transcript"
+        transcript.write("resume", agent=agent, run=self.run_id, how=how, session=prior and prior.session_id)
+        if text:
+            say("resume", agent, text)
+        return prior, self.held[index]

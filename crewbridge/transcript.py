@@ -3,6 +3,7 @@
 One file per run under `$XDG_STATE_HOME/crewbridge/runs/` (default `~/.local/state`), named by the run
 id (start time + random suffix, so names sort by time). The first event is `start`, the last `end`
 (absent when the process died: the run shows as unfinished). `list_runs` and `read_run` serve `crew log`.
+While a transcript is open, the run attends a `crew ui` of the user, which may cancel it (crewbridge.uilink).
 
 A record is bounded: a string longer than MAX_TEXT characters keeps its head and says how long it
 was, nesting past jsonio.MAX_DEPTH is replaced by a note, and a record still larger than MAX_RECORD
@@ -16,7 +17,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -28,10 +29,11 @@ from crewbridge.approval import Answer, Question
 from crewbridge.config import state_dir
 from crewbridge.errors import CrewError, Interrupted, UsageError
 from crewbridge.redact import Redactor
+from crewbridge.uilink import Attendance
 from crewbridge.usage import Row, Tally
 from crewbridge.version import __version__
 
-_RUN_ID = re.compile(r"^[0-9]{8}-[0-9]{6}-[0-9a-f]{6}$")
+RUN_ID = re.compile(r"^[0-9]{8}-[0-9]{6}-[0-9a-f]{6}$")
 _TAIL = 1 << 16  # bytes read from the end of a file to find its `end` event
 MAX_TEXT = 1 << 20  # characters of one string in a record; a longer one keeps its head
 MAX_RECORD = 4 << 20  # bytes of one record (a line), the newline included
@@ -54,6 +56,9 @@ class Transcript:
         self._redactor: Redactor | None = None
         self._counts = {"tool_call": 0, "error": 0}  # events counted for the `end` summary
         self._usage: dict[str, Row] = {}  # `usage` events summed per agent, for the `end` summary
+        self._attendance: Attendance | None = None
+        self._on_cancel: list[Callable[[], None]] = []
+        self.cancelled = False
 
     @classmethod
     def open(
@@ -86,6 +91,7 @@ class Transcript:
         self._file = os.fdopen(fd, "wb")
         self._redactor = Redactor(env, provided=secrets)
         self.write("start", run_id=self.run_id, version=__version__, pid=os.getpid(), cwd=os.getcwd(), **fields)
+        self._attendance = Attendance(self.run_id, lambda: self.cancel("browser"))
         return self
 
     def write(self, kind: str, **fields: Any) -> None:
@@ -105,8 +111,38 @@ class Transcript:
             source=answer.source if answer else None,
         )
 
+    def live(self, agent: str, text: str) -> None:
+        """Show `agent`'s reply text as it streams on a `crew ui` that attends the run (nothing is
+        written: the transcript gets the reply whole)."""
+        if text and self._attendance is not None:
+            self._attendance.tell({"op": "text", "agent": agent, "text": text})
+
+    def on_cancel(self, callback: Callable[[], None]) -> None:
+        """Call `callback` (it ends an agent's loop) when the run is cancelled (now, if it was)."""
+        with self._lock:
+            if not self.cancelled:
+                self._on_cancel.append(callback)
+                return
+        callback()
+
+    def cancel(self, source: str) -> None:
+        """Cancel the run (from `source`, e.g. "browser"): recorded, then every loop ended; its end
+        status is then `cancelled` unless it finished all the same."""
+        with self._lock:
+            if self.cancelled or self._file is None:
+                return
+            self.cancelled = True
+            callbacks, self._on_cancel = self._on_cancel, []
+        self.write("cancel", source=source)
+        for callback in callbacks:
+            callback()
+
     def close(self, status: str) -> None:
         """Write the `end` event (status, counts) and close; a second close does nothing."""
+        if self._attendance is not None:
+            self._attendance.close()
+        if self.cancelled and status != "ok":
+            status = "cancelled"
         if self._file is not None:
             self._append("end", {"status": status}, last=True)
 
@@ -244,11 +280,11 @@ def list_runs(limit: int | None = 20, directory: Path | None = None, since: date
     directory = directory or runs_dir()
     if not directory.is_dir():
         return []
-    files = sorted((p for p in directory.glob("*.jsonl") if _RUN_ID.match(p.stem)), reverse=True)
+    files = sorted((p for p in directory.glob("*.jsonl") if RUN_ID.match(p.stem)), reverse=True)
     if since is not None:  # a run id starts with its start time (UTC)
         first = since.astimezone(timezone.utc).strftime("%Y%m%d-%H%M%S")
         files = [path for path in files if path.stem >= first]
-    return [_summary(path) for path in files[: None if limit is None else max(limit, 0)]]
+    return [summary(path) for path in files[: None if limit is None else max(limit, 0)]]
 
 
 def read_run(run_id: str, directory: Path | None = None) -> list[dict[str, Any]]:
@@ -291,7 +327,7 @@ def _lines(handle: IO[bytes]) -> Iterator[tuple[bytes, int]]:
 def find_run(run_id: str, directory: Path | None = None) -> Path:
     """The transcript file of `run_id` (a full id, a unique prefix, or `last`)."""
     directory = directory or runs_dir()
-    names = sorted(p.stem for p in directory.glob("*.jsonl") if _RUN_ID.match(p.stem)) if directory.is_dir() else []
+    names = sorted(p.stem for p in directory.glob("*.jsonl") if RUN_ID.match(p.stem)) if directory.is_dir() else []
     if run_id == "last":
         if not names:
             raise UsageError(f"no runs recorded yet in {directory}")
@@ -308,7 +344,8 @@ def find_run(run_id: str, directory: Path | None = None) -> Path:
     raise UsageError(f"run id '{run_id}' matches {len(found)} runs ({', '.join(found[:5])}); give more of it")
 
 
-def _summary(path: Path) -> RunSummary:
+def summary(path: Path) -> RunSummary:
+    """The run of transcript file `path`, from its first and last events."""
     with path.open("rb") as handle:
         first = _json(handle.readline(MAX_RECORD + 1))
         size = handle.seek(0, os.SEEK_END)

@@ -27,6 +27,7 @@ class Tally:
     output_tokens: int = 0
     cached_tokens: int = 0
     cost_usd: float | None = None
+    context_window: int | None = None  # the model's, as the CLI last reported it (not added up, not recorded)
 
     @property
     def tokens(self) -> int:
@@ -38,6 +39,8 @@ class Tally:
         self.cached_tokens += other.cached_tokens
         if other.cost_usd is not None:
             self.cost_usd = round((self.cost_usd or 0.0) + other.cost_usd, 8)
+        if other.context_window is not None:
+            self.context_window = other.context_window
 
     def __bool__(self) -> bool:
         return bool(self.tokens or self.cost_usd)

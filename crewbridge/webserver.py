@@ -30,6 +30,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
@@ -119,6 +120,25 @@ def write_secret(path: Path, secret: str) -> None:
         ) from None
 
 
+@dataclass(frozen=True)
+class Listening:
+    """Where and how a face serves, as its command line said (--listen/--http, --token-file,
+    --allow-host, --allow-remote)."""
+
+    address: str
+    token_file: Path | None = None
+    allowed_hosts: tuple[str, ...] = ()
+    allow_remote: bool = False
+
+    def settle(self, *, flag: str, variable: str, face: str, say: Callable[[str], None]) -> tuple[str, int, str, str]:
+        """The host, port, token ($`variable`, else a new one) and how to name the token; refused
+        (UsageError) beyond this machine without --allow-remote."""
+        host, port = parse_address(self.address, flag)
+        check_listen(host, self.address, flag=flag, allow_remote=self.allow_remote, face=face, say=say)
+        token, shown = server_token(os.environ, variable, self.token_file)
+        return host, port, token, shown
+
+
 class Keys:
     """The token, and what is signed with it: a browser's session cookie and that session's CSRF
     token (HMAC-SHA256 of a random nonce), so a restarted server with the same token still knows
@@ -205,6 +225,7 @@ class Server(ThreadingHTTPServer):
 
     daemon_threads = True
     block_on_close = False
+    request_queue_size = 128  # a burst of connections waits to be accepted (past the backlog, a SYN waits 1 s)
     face = "crew"  # how its lines on stderr start
 
     def __init__(self, host: str, port: int, handler: type[Handler], *, flag: str, allowed_hosts: Iterable[str] = ()):

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
 BRANCHES = "crew/"  # crew's branches: crew/<run id>/<agent>
 BASE_FILE = "crew-base"  # in a worktree's own git folder: the commit it was made from
+APPLY = ["--binary", "--whitespace=nowarn", "-"]  # git apply's options for an agent's patch, read on stdin
 _LABEL_CHARACTERS = re.compile(r"[^\w.-]+")
 
 
@@ -63,6 +64,15 @@ class Worktree:
     def changes(self) -> list[Change]:
         """What the agent changed: the worktree on disk against the commit it was made from."""
         return self.checkout.changes(self.base, self.checkout.snapshot())
+
+    def patch(self) -> bytes:
+        """What the agent changed, as a patch git apply takes (binary files too)."""
+        return self.checkout.diff(self.base, self.checkout.snapshot(), binary=True)
+
+    def applied_to(self, target: Checkout) -> bool:
+        """Whether `target`'s files hold what the agent changed already (`crew apply` took it): the
+        patch would come out of them cleanly."""
+        return _holds(target, self.patch())
 
     def to_dict(self) -> dict[str, object]:
         return {"run_id": self.run_id, "agent": self.agent, "worktree": str(self.path), "branch": self.branch}
@@ -110,6 +120,14 @@ class Made:
         inside = worktree.path / real.relative_to(self.top)
         inside.mkdir(parents=True, exist_ok=True)
         return inside
+
+    def left(self) -> str:
+        """What the person should know of the worktrees of a run that stopped before its end."""
+        run = self.run_id
+        return (
+            f"the run stopped; its worktrees stay, with what each agent changed so far: `crew worktrees` lists "
+            f"them, `crew apply {run} AGENT` takes one agent's changes, `crew worktrees clean {run}` removes them"
+        )
 
     def notice(self) -> str:
         """What the person should know about where the worktrees started ("" when nothing)."""
@@ -229,15 +247,27 @@ def _run_of(worktrees: list[Worktree], run_id: str) -> str:
 
 @dataclass
 class Applied:
-    """What `apply` took: whose changes, and which."""
+    """What `apply` took: whose changes, and which (`already`: the checkout held them before, nothing was done)."""
 
     worktree: Worktree
     changes: list[Change]
+    already: bool = False
+
+    def lines(self) -> list[str]:
+        """What `crew apply` says."""
+        worktree = self.worktree
+        if self.already:
+            return [
+                f"@{worktree.agent}'s changes of run {worktree.run_id} are in this checkout already (applied "
+                f"before); nothing was applied. `crew worktrees clean {worktree.run_id}` removes the worktree"
+            ]
+        return [f"applied {worktree.branch}: {summary(self.changes)}", *(f"  {c.line()}" for c in self.changes)]
 
 
 def apply(folder: Path, run_id: str, agent: str) -> Applied:
     """Bring `agent`'s changes of run `run_id` into the checkout holding `folder` as uncommitted
-    changes, all or nothing: Conflict (nothing changed) when they do not apply."""
+    changes, all or nothing: Conflict (nothing changed) when they do not apply. Changes the checkout
+    holds already (applied before) are not applied again."""
     target = Checkout.of(folder, "crew apply")
     worktree = find(folder, run_id, agent)
     tree = worktree.checkout.snapshot()
@@ -252,16 +282,23 @@ def apply(folder: Path, run_id: str, agent: str) -> Applied:
             f"nothing was applied. Look at them in {worktree.path}, and take what you want by hand"
         )
     patch = worktree.checkout.diff(worktree.base, tree, binary=True)
-    options = ["--binary", "--whitespace=nowarn", "-"]
-    tried = target.git(["apply", "--check", *options], input=patch, check=False)
+    tried = target.git(["apply", "--check", *APPLY], input=patch, check=False)
     if tried.returncode != 0:
+        if _holds(target, patch):
+            return Applied(worktree, changed, already=True)
         said = "; ".join(line.removeprefix("error: ") for line in tried.stderr.decode("utf-8", "replace").splitlines())
         raise Conflict(
             f"@{worktree.agent}'s changes do not apply to {target.top} ({said}); nothing was applied. "
             f"Commit or stash your changes there and try again, or take them from {worktree.path} by hand"
         )
-    target.git(["apply", *options], input=patch)
+    target.git(["apply", *APPLY], input=patch)
     return Applied(worktree, changed)
+
+
+def _holds(target: Checkout, patch: bytes) -> bool:
+    """Whether `target`'s files hold `patch` already: it would come out of them cleanly."""
+    reverse = target.git(["apply", "--check", "--reverse", *APPLY], input=patch, check=False)
+    return bool(patch) and reverse.returncode == 0
 
 
 def table(worktrees: list[Worktree], as_json: bool = False) -> list[str]:
@@ -299,23 +336,26 @@ class Cleaned:
     removed: bool
     why: str = ""  # why it was kept
     branch_kept: bool = False  # its branch holds commits of its own
+    applied: bool = False  # its uncommitted changes are in the checkout (crew apply took them)
 
     def line(self) -> str:
         worktree = self.worktree
         if not self.removed:
             return f"kept {worktree.path}: {self.why}"
+        applied = " (its changes are in your checkout: crew apply took them)" if self.applied else ""
         if self.branch_kept:
             return (
-                f"removed {worktree.path}; kept branch {worktree.branch}, which holds commits of its own "
-                f"(git branch -D {worktree.branch} deletes it)"
+                f"removed {worktree.path}{applied}; kept branch {worktree.branch}, which holds commits of its "
+                f"own (git branch -D {worktree.branch} deletes it)"
             )
-        return f"removed {worktree.path} and branch {worktree.branch}"
+        return f"removed {worktree.path} and branch {worktree.branch}{applied}"
 
 
 def clean(folder: Path, run_id: str | None = None, *, force: bool = False) -> list[Cleaned]:
     """Remove crew's worktrees (of run `run_id`, or all) and their branches. A worktree with
-    uncommitted changes is kept unless `force`, so is one `folder` is in; a branch that holds
-    commits of its own (made in the worktree) is kept unless `force`."""
+    uncommitted changes is kept unless `force` or the checkout holds them already (crew apply took
+    them); so is one `folder` is in; a branch that holds commits of its own (made in the worktree)
+    is kept unless `force`."""
     checkout = Checkout.of(folder, "crew worktrees clean")
     here = folder.resolve()
     done = []
@@ -327,13 +367,14 @@ def clean(folder: Path, run_id: str | None = None, *, force: bool = False) -> li
             done.append(Cleaned(worktree, False, "crew runs inside it; run clean from elsewhere"))
             continue
         dirty = worktree.checkout.uncommitted() if worktree.path.is_dir() else []
-        if dirty and not force:
+        applied = bool(dirty) and not force and worktree.applied_to(checkout)
+        if dirty and not force and not applied:
             count = f"{len(dirty)} file{'' if len(dirty) == 1 else 's'}"
             how = f"`crew apply {worktree.run_id} {worktree.agent}` takes them, --force drops them"
             why = f"uncommitted changes ({count}); {how}"
             done.append(Cleaned(worktree, False, why))
             continue
-        done.append(Cleaned(worktree, True, branch_kept=not _remove(checkout, worktree, force)))
+        done.append(Cleaned(worktree, True, branch_kept=not _remove(checkout, worktree, force), applied=applied))
     return done
 
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -13,6 +14,27 @@ from crewbridge.events import Event, Notice
 from crewbridge.mentions import refuse_option
 from crewbridge.modes import Mode
 from crewbridge.sandbox import Sandbox, State
+
+
+@dataclass(frozen=True)
+class McpServer:
+    """An MCP server on stdio that a CLI is given besides crew's own tools: one the editor passed to
+    a crew acp session. `env`: (name, value) pairs, the values possibly secrets."""
+
+    name: str
+    command: str
+    args: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+
+
+def mcp_variables(servers: Sequence[McpServer]) -> dict[str, str]:
+    """The servers' environment values under names of crew's own, CREW_MCP_<server>_<value> (from 1):
+    for a CLI whose MCP configuration reads variables, the values stay off its command line."""
+    return {
+        f"CREW_MCP_{number}_{index}": value
+        for number, server in enumerate(servers, 1)
+        for index, (_, value) in enumerate(server.env, 1)
+    }
 
 
 @dataclass
@@ -27,6 +49,7 @@ class Turn:
     options: list[str] = field(default_factory=list)  # extra CLI options from configuration
     native: bool = False  # crew's tools go through the CLI's native channel, not the catalogue (crewbridge.native)
     sandbox: Sandbox | None = None  # the CLI runs inside it (crewbridge.sandbox)
+    mcp_servers: tuple[McpServer, ...] = ()  # MCP servers it is given besides crew's (Provider.mcp_via)
 
     def __post_init__(self) -> None:
         # Each goes to the CLI as an argument: `--model --dangerously-skip-permissions` must never be
@@ -142,6 +165,10 @@ class Provider:
     native = ""  # "module:Class" of the conversation that offers crew's tools natively, when not `live`
     native_via = ""  # how crew's tools reach it natively (`crew doctor` says it); "" when they cannot
     read_only_tools: frozenset[str] = frozenset()  # its own tools that only read (the rest write or run commands)
+    # How it takes the MCP servers an editor gives a crew acp session (Turn.mcp_servers): "options"
+    # (on its command line: mcp_options, and mcp_env), "session" (in the session its `native`
+    # conversation opens, which then runs), "" not at all
+    mcp_via = ""
 
     def argv(self, turn: Turn) -> list[str]:
         raise NotImplementedError
@@ -164,17 +191,33 @@ class Provider:
         """Variables added to the inherited environment."""
         return {}
 
+    def own_mcp_only(self, turn: Turn, env: Mapping[str, str], cwd: Path) -> list[str]:
+        """The options that keep the CLI (run with `env` in `cwd`) to the MCP servers crew gives it:
+        none, or crew's own for native tools. Without them it would start, in every run crew makes,
+        each server its user registered, crew itself included once `crew mcp install` ran (an agent's
+        user_mcp_servers: true leaves them out). [] for a CLI that has no such option."""
+        return []
+
+    def mcp_options(self, servers: Sequence[McpServer]) -> list[str]:
+        """The options that give the CLI `servers` (mcp_via "options")."""
+        return []
+
+    def mcp_env(self, servers: Sequence[McpServer]) -> dict[str, str]:
+        """What the CLI's environment needs for mcp_options' servers (the values they refer to)."""
+        return {}
+
     def state(self, env: Mapping[str, str]) -> State:
-        """Where the CLI (run with `env`) writes its own state, the only places besides its temp
-        folder (and, in execute mode, the working directory) it may write inside crew's sandbox;
-        and the files there that make code run later, kept read-only."""
+        """Where the CLI (run with `env`) keeps its own state, and what of it it writes as data: the
+        only places besides its temp folder (and, in execute mode, the working directory) it may
+        write inside crew's sandbox (crewbridge.sandbox.state)."""
         return State()
 
     def commands(self) -> list[list[str]]:
         """Every command line crew may run, with sample values: `crew doctor` checks each one's
         options against the CLI's --help (no model is asked). Empty: crew only looks for the CLI."""
-        return [
-            self.argv(Turn("", mode, model="MODEL", session_id=session, system_prompt="PROMPT"))
+        turns = [
+            Turn("", mode, model="MODEL", session_id=session, system_prompt="PROMPT")
             for mode in ("query", "execute")
             for session in (None, "SESSION")
         ]
+        return [self.argv(turn) + self.own_mcp_only(turn, os.environ, Path.cwd()) for turn in turns]

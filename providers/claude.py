@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypedDict
 
-from crewbridge.providers.base import JsonLineDecoder, Provider, Turn, cli_home
+from crewbridge.providers.base import JsonLineDecoder, McpServer, Provider, Turn, cli_home, mcp_variables
 
 from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session, Text, Usage
 from crewbridge.sandbox import State
@@ -20,6 +20,8 @@ READ_ONLY_TOOLS = "Read,Glob,Grep"
 # on stdio, Claude asks crew (can_use_tool) before each use of its own tools that its permission rules
 # do not already allow; crew's policy answers. That option is hidden: --help does not list it (the
 # Agent SDK uses it), so `crew doctor` does not look for it.
+# The folders of its state folder it writes as data (its content, not its settings).
+CLAUDE_DATA = ("projects", "sessions", "todos", "file-history", "plans", "debug", "paste-cache", "image-cache")
 STREAM_FLAGS = ["--input-format", "stream-json", "--include-partial-messages"]
 LIVE_FLAGS = [*STREAM_FLAGS, "--permission-prompt-tool", "stdio"]
 # What it adds for native tools: crew's tools as an SDK MCP server named crew, served over the control
@@ -63,6 +65,7 @@ class _Line(TypedDict, total=False):
     model: Any
     usage: Any
     total_cost_usd: Any
+    modelUsage: Any
     is_error: Any
     result: Any
     errors: Any
@@ -156,6 +159,7 @@ class ClaudeDecoder(JsonLineDecoder):
                 usage.get("output_tokens") or 0,
                 obj.get("total_cost_usd"),
                 cached,
+                context_window=_context_window(obj.get("modelUsage")),
             ),
         ]
         if obj.get("is_error"):
@@ -163,6 +167,17 @@ class ClaudeDecoder(JsonLineDecoder):
             out.append(Failure(str(message), obj.get("api_error_status")))
         out.append(Done())
         return out
+
+
+def _context_window(models: Any) -> int | None:
+    """The context window of the model that did the reply's work (result's modelUsage names each model
+    used, a small one for side tasks too): the one that read and wrote the most tokens."""
+    if not isinstance(models, dict):
+        return None
+    used = [m for m in models.values() if isinstance(m, dict) and isinstance(m.get("contextWindow"), int)]
+    counts = ("inputTokens", "outputTokens", "cacheReadInputTokens", "cacheCreationInputTokens")
+    main = max(used, key=lambda m: sum(m.get(k) or 0 for k in counts if isinstance(m.get(k), int)), default=None)
+    return None if main is None else main["contextWindow"]
 
 
 def _text_of(msg: dict[str, Any]) -> str:
@@ -176,6 +191,7 @@ class ClaudeProvider(Provider):
     live = "crewbridge.conversations.claude:ClaudeLiveConversation"
     native_via = "an SDK MCP server in its live process"
     read_only_tools = frozenset(READ_ONLY_TOOLS.split(","))
+    mcp_via = "options"
 
     def argv(self, turn: Turn) -> list[str]:
         argv = [self.binary, "-p", "--output-format", "stream-json", "--verbose"]
@@ -192,6 +208,25 @@ class ClaudeProvider(Provider):
     def decoder(self) -> ClaudeDecoder:
         return ClaudeDecoder()
 
+    def mcp_options(self, servers: Sequence[McpServer]) -> list[str]:
+        # One more --mcp-config (claude loads each given). Its values name variables (claude reads
+        # ${NAME}), the secrets being in its environment (mcp_env); alwaysLoad: claude -p waits for
+        # the server to connect before it asks the model (else the first request goes without it).
+        config = {
+            server.name: {
+                "type": "stdio",
+                "command": server.command,
+                "args": list(server.args),
+                "env": {name: f"${{CREW_MCP_{number}_{index}}}" for index, (name, _) in enumerate(server.env, 1)},
+                "alwaysLoad": True,
+            }
+            for number, server in enumerate(servers, 1)
+        }
+        return ["--mcp-config", json.dumps({"mcpServers": config})] if servers else []
+
+    def mcp_env(self, servers: Sequence[McpServer]) -> dict[str, str]:
+        return mcp_variables(servers)
+
     def has_session(self, session_id: str, env: Mapping[str, str], cwd: Path) -> bool:
         # ~/.claude/projects/<the working directory, every other character a dash>/<id>.jsonl
         projects = cli_home(env, "CLAUDE_CONFIG_DIR", ".claude") / "projects"
@@ -200,12 +235,25 @@ class ClaudeProvider(Provider):
     def commands(self) -> list[list[str]]:
         return [*super().commands(), self.argv(Turn("", "query")) + STREAM_FLAGS + NATIVE_FLAGS]
 
+    def own_mcp_only(self, turn: Turn, env: Mapping[str, str], cwd: Path) -> list[str]:
+        # Only the servers of --mcp-config (crew's own, for native tools; else none): not those of
+        # ~/.claude.json (claude mcp add), .mcp.json or plugins.
+        return ["--strict-mcp-config"]
+
     def state(self, env: Mapping[str, str]) -> State:
-        # 2.1.197 writes ~/.claude/ (sessions under projects/, backups, shell snapshots) and
-        # ~/.claude.json, by a temp file renamed in $HOME: that one stays read-only, measured to cost
-        # nothing (it answers, keeps and resumes its sessions). Hooks live in settings.json, MCP
-        # servers in .claude.json (kept read-only also where the project covers it: crew execute in ~;
-        # in the folder itself when CLAUDE_CONFIG_DIR moves it).
+        # Measured with 2.1.197 (strace; docs/sandbox.md): it writes its sessions (projects/), a file
+        # per running process (sessions/), and, as data, to-dos, file backups, plans, logs and caches.
+        # It sources what it writes to session-env/ (hooks' environment, for its Bash tool, which
+        # fails without it) and shell-snapshots/: private. It reads settings.json, .config.json,
+        # .credentials.json, CLAUDE.md, agents/, commands/, plugins/, rules/, skills/, … there, and
+        # ~/.claude.json (MCP servers), which it writes by a temp file renamed beside it: a link in the
+        # view, which it follows, so those writes fail, measured to cost nothing but its counters.
         home = cli_home(env, "CLAUDE_CONFIG_DIR", ".claude")
-        config = home if env.get("CLAUDE_CONFIG_DIR") else home.parent
-        return State(dirs=(home,), read_only=(home / "settings.json", config / ".claude.json"))
+        also = () if env.get("CLAUDE_CONFIG_DIR") else ((".claude.json", home.parent / ".claude.json"),)
+        return State(
+            home=home,
+            variable="CLAUDE_CONFIG_DIR",
+            data=tuple(home / name for name in CLAUDE_DATA),
+            private=("session-env", "shell-snapshots"),
+            also=also,
+        )

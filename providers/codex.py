@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from crewbridge.providers.base import JsonLineDecoder, Provider, Turn, cli_home
+from crewbridge.providers.base import JsonLineDecoder, McpServer, Provider, Turn, cli_home
 
 from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session, Text, Usage
+from crewbridge.mcp.install import toml_servers
 from crewbridge.sandbox import State
 
 
@@ -42,16 +44,27 @@ class CodexDecoder(JsonLineDecoder):
         return [Notice("unknown", str(kind))]
 
 
-SANDBOX = {"query": "read-only", "execute": "workspace-write"}  # Codex's own, for its commands
+# What crew sets of each such server (0.169.0): "required" makes codex wait for it to start before the
+# first turn (else its first turn goes without its tools); "prompt" makes codex ask its client before
+# each of its tools runs (mcpServer/elicitation/request, where crew's policy asks for one: the
+# conversation's approval policy) — else it runs them unasked.
+MCP_SETTINGS = {"required": "true", "default_tools_approval_mode": '"prompt"'}
+
+
+def _toml(value: str | list[str]) -> str:
+    return json.dumps(value, ensure_ascii=False)  # no \ud83d surrogate escapes: TOML has none
 
 
 def own_sandbox(turn: Turn) -> str:
-    """Codex's own sandbox for its commands: read-only in query mode, the working directory in
-    execute mode. Inside crew's sandbox, none: its bwrap cannot start there (measured with 0.169.0:
-    without capabilities it can neither map its user namespace's ids nor mount a /proc, and under
-    Landlock it cannot write /proc/self/uid_map), so crew's alone confines its commands, as it
-    confines Codex."""
-    return "danger-full-access" if turn.sandbox is not None else SANDBOX.get(turn.mode, "read-only")
+    """Codex's own sandbox for its commands. Query mode: always read-only, so that no command of its
+    own runs unasked: inside crew's sandbox Codex's cannot start (below), so none runs at all. Execute
+    mode: the working directory; inside crew's sandbox, none: Codex's bwrap cannot start there
+    (measured with 0.169.0: without capabilities it can neither map its user namespace's ids nor
+    mount a /proc, and under Landlock it cannot write /proc/self/uid_map), so crew's alone confines
+    its commands, as it confines Codex."""
+    if turn.mode != "execute":
+        return "read-only"
+    return "danger-full-access" if turn.sandbox is not None else "workspace-write"
 
 
 class CodexProvider(Provider):
@@ -60,6 +73,7 @@ class CodexProvider(Provider):
     install_hint = "npm install -g @openai/codex"
     live = "crewbridge.conversations.codex:CodexLiveConversation"
     native_via = "dynamic tools on its app-server thread"
+    mcp_via = "options"
 
     def argv(self, turn: Turn) -> list[str]:
         argv = [self.binary, "exec", "--json", "--skip-git-repo-check", "--sandbox", own_sandbox(turn)]
@@ -73,6 +87,20 @@ class CodexProvider(Provider):
     def decoder(self) -> CodexDecoder:
         return CodexDecoder()
 
+    def mcp_options(self, servers: Sequence[McpServer]) -> list[str]:
+        # `-c mcp_servers.NAME.KEY=VALUE`, the value TOML (JSON's strings and arrays are TOML's).
+        # The environment's values are on the command line: codex reads no variables in them.
+        # Its model reaches the servers' tools from the JavaScript its `exec` tool runs.
+        options = []
+        for server in servers:
+            table = {"command": _toml(server.command), "args": _toml(list(server.args))}
+            if server.env:
+                table["env"] = "{" + ", ".join(f"{_toml(k)} = {_toml(v)}" for k, v in server.env) + "}"
+            table.update(MCP_SETTINGS)
+            for key, value in table.items():
+                options += ["-c", f"mcp_servers.{server.name}.{key}={value}"]
+        return options
+
     def has_session(self, session_id: str, env: Mapping[str, str], cwd: Path) -> bool:
         # $CODEX_HOME/sessions/YYYY/MM/DD/rollout-<time>-<id>.jsonl
         sessions = cli_home(env, "CODEX_HOME", ".codex") / "sessions"
@@ -81,9 +109,31 @@ class CodexProvider(Provider):
     def commands(self) -> list[list[str]]:
         return [*super().commands(), [self.binary, "app-server"]]  # the live conversation
 
+    def own_mcp_only(self, turn: Turn, env: Mapping[str, str], cwd: Path) -> list[str]:
+        # Codex merges a -c table into its config's, so each server its config files name is turned
+        # off by name (crew's tools reach it as dynamic tools, never as an MCP server).
+        files = (cli_home(env, "CODEX_HOME", ".codex") / "config.toml", cwd / ".codex" / "config.toml")
+        given = {server.name for server in turn.mcp_servers}  # an editor's, by the same name: kept on
+        names = sorted({name for path in files for name in toml_servers(path)} - given)
+        return [option for name in names for option in ("-c", f"mcp_servers.{name}.enabled=false")]
+
     def state(self, env: Mapping[str, str]) -> State:
-        # 0.169.0 writes $CODEX_HOME (sqlite with -wal/-shm, sessions, shell snapshots, skills/.system
-        # rewritten at each start); config.toml names MCP servers and a `notify` command, rules/
-        # holds the commands it may run outside its own sandbox without asking.
+        # Measured with 0.169.0 (strace; docs/sandbox.md): it writes its sessions, an id it makes once,
+        # lock files, and sqlite databases, which it keeps beside config.toml unless CODEX_SQLITE_HOME
+        # names another folder: in the view they are private, fresh each start (it resumes a thread
+        # from its sessions all the same). Its shell snapshots, which its commands source, are
+        # private. It reads config.toml (MCP servers, notify), .env (its environment: PATH, keys),
+        # auth.json, rules/, hooks.json, AGENTS.md, skills/ there: read-only.
         home = cli_home(env, "CODEX_HOME", ".codex")
-        return State(dirs=(home,), read_only=(home / "config.toml", home / "rules"))
+        sqlite = env.get("CODEX_SQLITE_HOME")
+        return State(
+            home=home,
+            variable="CODEX_HOME",
+            data=(
+                *(home / name for name in ("sessions", "archived_sessions", "log", "thread-writer-locks")),
+                *((Path(sqlite),) if sqlite else ()),
+            ),
+            data_files=(home / "installation_id",),
+            private=("shell_snapshots", *(() if sqlite else ("sqlite",))),
+            view_env=() if sqlite else (("CODEX_SQLITE_HOME", "sqlite"),),
+        )

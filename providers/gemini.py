@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import glob
 from collections.abc import Mapping
 from pathlib import Path
@@ -11,7 +12,6 @@ from crewbridge.providers.base import JsonLineDecoder, Provider, Turn, cli_home
 
 from crewbridge import jsonio
 from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session, Text, Usage
-from crewbridge.native import SERVER
 from crewbridge.sandbox import State
 
 # What the native conversation (conversations/gemini_acp.py) runs instead of stream-json: ACP on stdio, in the
@@ -20,7 +20,9 @@ from crewbridge.sandbox import State
 # allow crew's, it never asks about them (crew's policy applies in each call anyway). The flag also
 # replaces the user's own list of tools Gemini runs without asking, so every other write or command
 # is asked about.
-NATIVE_FLAGS = ["--acp", "--approval-mode", "default", "--allowed-tools", f"mcp_{SERVER}_*"]
+NO_SERVER = "crew:none"  # the MCP server gemini may start when crew gives it none: no server has that name
+ACP_SERVER = "crewbridge"  # crew's own MCP server in gemini's ACP session: its tools are mcp_crewbridge_*
+NATIVE_FLAGS = ["--acp", "--approval-mode", "default", "--allowed-tools", f"mcp_{ACP_SERVER}_*"]
 
 
 class GeminiDecoder(JsonLineDecoder):
@@ -75,6 +77,7 @@ class GeminiProvider(Provider):
     live = "crewbridge.conversations.gemini:GeminiSessionConversation"
     native = "crewbridge.conversations.gemini_acp:GeminiAcpConversation"
     native_via = "an MCP server in crew's process, over ACP (gemini --acp)"
+    mcp_via = "session"  # its -p mode takes MCP servers only from its settings files
     # Its own tools (0.61) that read the project or change only its own state (a to-do list, the
     # topic it shows); the rest write files, run commands, fetch URLs or run other agents.
     read_only_tools = frozenset(
@@ -102,20 +105,36 @@ class GeminiProvider(Provider):
         return GeminiDecoder()
 
     def has_session(self, session_id: str, env: Mapping[str, str], cwd: Path) -> bool:
-        # Gemini resumes only the sessions of the project it runs in: ~/.gemini/projects.json names
-        # each project's folder under ~/.gemini/tmp/
-        home = cli_home(env, "GEMINI_CLI_HOME", "") / ".gemini"
-        try:
-            folder = jsonio.loads((home / "projects.json").read_text(encoding="utf-8"))["projects"][str(cwd)]
-        except (OSError, ValueError, KeyError, TypeError):
-            return False
-        return isinstance(folder, str) and session_file(env, session_id, folder) is not None
+        # Gemini resumes only the sessions of the project it runs in
+        folder = project_folder(env, cwd)
+        return folder is not None and session_file(env, session_id, folder) is not None
+
+    def own_mcp_only(self, turn: Turn, env: Mapping[str, str], cwd: Path) -> list[str]:
+        # Only crew's own server, which the native conversation hands it over ACP; else one no
+        # settings file names (an empty list it refuses), so that none starts. The filter is by name
+        # and applies to ACP's servers too: crew's own is not named "crew", as `crew mcp install
+        # gemini` names the `crew mcp` it registers (which gemini would start at its start-up).
+        # The servers an editor gives a crew acp session (turn.mcp_servers) are allowed by name too.
+        names = [*([ACP_SERVER] if turn.native else []), *(server.name for server in turn.mcp_servers)]
+        return ["--allowed-mcp-server-names", ",".join(names) or NO_SERVER]
 
     def state(self, env: Mapping[str, str]) -> State:
-        # 0.61.0 writes ~/.gemini/ (projects.json, tmp/<project>/chats, history) and exits 1 without
-        # it; settings.json names MCP servers and hooks, extensions/ holds MCP servers too.
+        # Measured with 0.61.0 (strace; docs/sandbox.md): it writes its sessions and logs under tmp/,
+        # and projects.json (by a temp file and a lock folder beside it: in the view, so its changes
+        # are dropped; it finds a project's folder again by the .project_root file in it). history/
+        # holds git repositories it runs git in (checkpoints): private. It reads settings.json, .env,
+        # GEMINI.md, extensions/, policies/, agents/, skills/, trustedFolders.json there: read-only,
+        # and so is tmp/bin, where it looks for the ripgrep it runs. GEMINI_CLI_HOME names the folder
+        # holding .gemini: the view holds links to that folder's other entries (~/.agents, ~/.env).
         home = cli_home(env, "GEMINI_CLI_HOME", "") / ".gemini"
-        return State(dirs=(home,), read_only=(home / "settings.json", home / "extensions"))
+        return State(
+            home=home,
+            variable="GEMINI_CLI_HOME",
+            within=".gemini",
+            data=(home / "tmp",),
+            private=("history",),
+            read_only=(home / "tmp" / "bin",),
+        )
 
     def api_status(self, exit_code: int) -> int | None:
         # After an API error Gemini exits with the HTTP status mod 256 (429 → 173): 400 to 511 are
@@ -127,6 +146,24 @@ class GeminiProvider(Provider):
         # limit): measured here 4.5 s instead of 8.4 s a turn under load, and one process, not a
         # parent that ignores SIGTERM.
         return {"GEMINI_CLI_NO_RELAUNCH": "true"}
+
+
+def project_folder(env: Mapping[str, str], cwd: Path) -> str | None:
+    """The folder under ~/.gemini/tmp/ in which Gemini keeps the sessions of project `cwd`:
+    projects.json names it, or (when Gemini ran in crew's sandbox, where its changes to projects.json
+    are dropped) the .project_root file in it names the project."""
+    home = cli_home(env, "GEMINI_CLI_HOME", "") / ".gemini"
+    try:
+        folder = jsonio.loads((home / "projects.json").read_text(encoding="utf-8"))["projects"][str(cwd)]
+    except (OSError, ValueError, KeyError, TypeError):
+        folder = None
+    if isinstance(folder, str):
+        return folder
+    for marker in (home / "tmp").glob("*/.project_root"):
+        with contextlib.suppress(OSError, UnicodeDecodeError):
+            if marker.read_text(encoding="utf-8").strip() == str(cwd):
+                return marker.parent.name
+    return None
 
 
 def session_file(env: Mapping[str, str], session_id: str | None, project: str | None = None) -> Path | None:

@@ -109,8 +109,10 @@ class GenericSpec:
     install_hint: str = ""
     env: dict[str, str] = field(default_factory=dict)
     probe: bool = True  # crew doctor runs its --version and --help (false: a CLI that would do more)
-    state_dirs: list[str] = field(default_factory=list)  # where it writes its own state (~, $VAR, ${VAR:-default})
-    state_read_only: list[str] = field(default_factory=list)  # files there that make code run later
+    state_dirs: list[str] = field(default_factory=list)  # data folders it writes (~, $VAR, ${VAR:-default})
+    state_read_only: list[str] = field(default_factory=list)  # inside state_dirs: kept read-only
+    # its state folder, seen through a view: {variable, default, within, data: [names], private: [names]}
+    state_home: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.command:
@@ -133,6 +135,21 @@ class GenericSpec:
             for entry in getattr(self, key):
                 if not entry.startswith(("/", "~", "$")):
                     raise ConfigKeyError(key, f"'{entry}' is not absolute; start it with /, ~ or a $VARIABLE")
+        if self.state_home:
+            default = self.state_home.get("default", "")
+            if default and not default.startswith(("/", "~", "$")):
+                raise ConfigKeyError(
+                    "state_home", f"default '{default}' is not absolute; start it with /, ~ or a $VARIABLE"
+                )
+            within = self.state_home.get("within", "")
+            if "/" in within or within in (".", ".."):
+                raise ConfigKeyError("state_home", f"within '{within}' is not one folder's name; e.g. .mycli")
+            for key in ("data", "private"):
+                for name in self.state_home.get(key, []):
+                    if name.startswith("/") or ".." in Path(name).parts:
+                        raise ConfigKeyError(
+                            "state_home", f"{key} '{name}' is not a name inside the folder; e.g. sessions"
+                        )
         if self.resume and not self.session_key:
             raise ConfigKeyError(
                 "resume",
@@ -182,7 +199,21 @@ class GenericProvider(Provider):
         def places(entries: list[str]) -> tuple[Path, ...]:
             return tuple(path for path in (expand(entry, env) for entry in entries) if path is not None)
 
-        return State(dirs=places(self.spec.state_dirs), read_only=places(self.spec.state_read_only))
+        dirs, read_only = places(self.spec.state_dirs), places(self.spec.state_read_only)
+        home_spec = self.spec.state_home
+        variable, within = home_spec.get("variable", ""), home_spec.get("within", "")
+        holder = Path(env[variable]) if env.get(variable) else expand(home_spec.get("default", ""), env)
+        if not home_spec or holder is None:
+            return State(data=dirs, read_only=read_only)
+        home = holder / within if within else holder
+        return State(
+            home=home,
+            variable=variable,
+            within=within,
+            data=(*dirs, *(home / name for name in home_spec.get("data", []))),
+            private=tuple(home_spec.get("private", [])),
+            read_only=read_only,
+        )
 
 
 _VARIABLE = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}|\$(\w+)")

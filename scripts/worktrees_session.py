@@ -74,6 +74,7 @@ with MockServer() as claude_mock, MockServer() as gemini_mock:
     run(env, "crew worktrees")
     run(env, f"crew apply {run_id} claude")
     run(env, "git status --short")
+    run(env, f"crew apply {run_id} claude")
     run(env, f"crew apply {run_id} gemini")
     run(env, f"crew worktrees clean {run_id}")
     run(env, f"crew worktrees clean --force {run_id}")
@@ -111,7 +112,7 @@ with MockServer() as claude_mock, MockServer() as gemini_mock:
     run(
         env,
         'crew execute --json --review gemini --rounds 1 "@claude move the deploy window in notes.txt to Tuesday" '
-        "| jq '{answer, error, exit_code, review}'",
+        "| jq '.results[0] | {answer, error, exit_code, review}'",
     )
     git(shop, "checkout", "-q", ".")
 
@@ -133,7 +134,8 @@ with MockServer() as claude_mock, MockServer() as gemini_mock:
         )
         print("---- the ask's result, as claude passed it to its model (some of its fields):")
         told = json.loads(claude_mock.requests[-1].messages()[-1][1])
-        print(json.dumps({key: told[key] for key in ("agent", "answer", "branch", "changes", "review")}, indent=1))
+        shown = {key: told["results"][0][key] for key in ("agent", "answer", "branch", "changes", "review")}
+        print(json.dumps({"run": told["run"], "results": [shown]}, indent=1))
         run(env, "crew worktrees")
         print("problems:", codex_mock.problems)
     print("problems:", claude_mock.problems, gemini_mock.problems)

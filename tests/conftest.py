@@ -16,6 +16,22 @@ from mockserver import MockServer
 from pgserver import BIN_GLOB, Postgres, binaries
 
 
+@pytest.fixture(autouse=True, scope="session")
+def no_outside_stdin() -> Iterator[None]:
+    """Nothing the tests start reads what runs the tests: stdin is /dev/null for the whole session,
+    whatever pytest was given (a pipe another program writes to, a terminal) and however it captures
+    (`-s` leaves fd 0 alone). A crew that inherited such a pipe read it as the task's context; a test
+    that wants stdin gives its own."""
+    saved, devnull = os.dup(0), os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 0)
+        os.close(saved)
+
+
 @pytest.fixture
 def mock_server() -> Iterator[MockServer]:
     """A running mock model server. The test fails if a CLI asked for more replies than scripted,

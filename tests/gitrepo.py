@@ -10,7 +10,9 @@ IDENTITY = ["-c", "user.name=Test", "-c", "user.email=test@example.com", "-c", "
 
 def git(folder: Path, *args: str) -> str:
     """`git ARGS` in `folder`; what it printed (fails the test when git fails)."""
-    done = subprocess.run(["git", *IDENTITY, *args], cwd=folder, capture_output=True, text=True)
+    done = subprocess.run(
+        ["git", *IDENTITY, *args], cwd=folder, stdin=subprocess.DEVNULL, capture_output=True, text=True
+    )
     assert done.returncode == 0, f"git {' '.join(args)}: {done.stderr}"
     return done.stdout
 

@@ -25,7 +25,7 @@ class FakeChannel:
         schema = {"type": "object", "properties": {"path": {"type": "string"}}}
         return [Tool("read_file", "Read a file.\nMore.", schema, lambda ctx, path: path, read_only=True)]
 
-    def call(self, name, arguments):
+    def call(self, name, arguments, stop=None):
         self.calls.append((name, arguments))
         if self.error is not None:
             raise self.error
@@ -82,7 +82,11 @@ def mcp_project(tmp_path: Path, **agents: dict) -> Path:
         agents={"slow": {"provider": "slow"}, **agents},
     )
     subprocess.run(
-        [*CREW, "config", "trust", str(work / "crew.yaml")], env=env_for(tmp_path), check=True, capture_output=True
+        [*CREW, "config", "trust", str(work / "crew.yaml")],
+        env=env_for(tmp_path),
+        stdin=subprocess.DEVNULL,
+        check=True,
+        capture_output=True,
     )
     return work
 

@@ -15,7 +15,14 @@ from typing import Any
 
 import pytest
 from acp import spawn_agent_process, text_block
-from acp.schema import AllowedOutcome, ClientCapabilities, FileSystemCapabilities, RequestPermissionResponse
+from acp.schema import (
+    AllowedOutcome,
+    ClientCapabilities,
+    FileSystemCapabilities,
+    HttpMcpServer,
+    McpServerStdio,
+    RequestPermissionResponse,
+)
 
 from crewbridge.acp.early import hello
 from crewcli import CREW, FakeModel, crew_env, executable, processes_in, tool_block, write_config
@@ -104,6 +111,25 @@ def test_initialize_is_answered_as_the_sdk_says_and_early(tmp_path: Path, workdi
     assert line == {"jsonrpc": "2.0", "id": 7, "result": hello()}
     start.stdin.close()  # stdin closing ends crew acp
     assert start.wait(60) == 0
+
+
+def test_initialize_is_answered_having_imported_only_what_the_answer_needs(tmp_path: Path, workdir: Path) -> None:
+    heavy = ("typing", "pathlib", "click", "acp", "pydantic", "crewbridge.jsonrpc", "crewbridge.mcp.core")
+    script = (
+        "import json, sys\nbefore = set(sys.modules)\nfrom crewbridge.acp.early import greet\ngreet([])\n"
+        f"print(json.dumps(sorted(m for m in {heavy!r} if m in set(sys.modules) - before)), file=sys.stderr)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        input='{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}\n',
+        capture_output=True,
+        text=True,
+        cwd=workdir,
+        env=crew_env(tmp_path / "home"),
+        timeout=60,
+    )
+    assert json.loads(done.stdout)["result"] == hello()
+    assert json.loads(done.stderr.splitlines()[-1]) == []
 
 
 def test_a_prompt_streams_text_a_read_and_a_write_as_a_diff_approved_then_rejected(
@@ -227,7 +253,6 @@ def test_cancel_ends_the_clis_process_group_and_the_prompt_says_cancelled(
         try:
             sid = (await conn.new_session(cwd=str(workdir), mcp_servers=[])).session_id
             await conn.set_config_option(config_id="agent", session_id=sid, value="slow")
-            pid_file.unlink(missing_ok=True)  # a CLI started ahead for the first prompt wrote it
             prompt = asyncio.ensure_future(conn.prompt(session_id=sid, prompt=[text_block("think")]))
             while not pid_file.exists():
                 await asyncio.sleep(0.05)
@@ -299,6 +324,30 @@ def test_an_untrusted_project_is_refused_with_crews_message(tmp_path: Path, work
     assert "crew config trust" in run(scenario())
 
 
+@pytest.mark.parametrize(
+    ("server", "said"),
+    [
+        (HttpMcpServer(type="http", name="web", url="http://127.0.0.1:1/mcp", headers=[]), "not on stdio"),
+        (McpServerStdio(name="crew", command="x", args=[], env=[]), "other than 'crew'"),
+        (McpServerStdio(name="a.b", command="x", args=[], env=[]), "letters, digits"),
+    ],
+)
+def test_an_mcp_server_no_cli_could_be_given_is_refused_with_the_reason(
+    setup: dict[str, Any], workdir: Path, server: Any, said: str
+) -> None:
+    async def scenario() -> str:
+        context, conn, _ = await opened(setup, workdir, Editor())
+        try:
+            await conn.new_session(cwd=str(workdir), mcp_servers=[server])
+        except Exception as exc:  # the RequestError the editor shows
+            return str(exc)
+        finally:
+            await context.__aexit__(None, None, None)
+        return ""
+
+    assert said in run(scenario())
+
+
 def test_bad_frames_get_json_rpc_errors_and_crew_reads_on(tmp_path: Path, workdir: Path) -> None:
     frames = [
         b"{not json\n",
@@ -319,22 +368,60 @@ def test_bad_frames_get_json_rpc_errors_and_crew_reads_on(tmp_path: Path, workdi
     answers = [json.loads(line) for line in done.stdout.splitlines()]
     assert [a.get("error", {}).get("code") for a in answers] == [-32700, -32600, -32601, -32602, -32602, None]
     assert "relative" in answers[3]["error"]["message"] and answers[-1]["result"] == hello()
+    assert answers[1]["error"]["message"] == "a batch: crew takes no batches; send one JSON-RPC message at a time"
     assert done.returncode == 0 and b"Traceback" not in done.stderr
 
 
 def test_stdin_closing_ends_every_cli_crew_started(setup: dict[str, Any], workdir: Path, tmp_path: Path) -> None:
+    slow = executable(
+        tmp_path / "bin" / "slow",
+        "import sys, time\nsys.stdout.write('thinking\\n'); sys.stdout.flush(); time.sleep(120)\n",
+    )
+    write_config(
+        tmp_path / "crew.yaml", providers={"slow": {"command": [str(slow)]}}, agents={"claude": {"provider": "slow"}}
+    )
     editor = Editor()
 
     async def scenario() -> int:
         context, conn, proc = await opened(setup, workdir, editor)
-        await conn.new_session(cwd=str(workdir), mcp_servers=[])  # starts the default agent's CLI
+        sid = (await conn.new_session(cwd=str(workdir), mcp_servers=[])).session_id
+        prompt = asyncio.ensure_future(conn.prompt(session_id=sid, prompt=[text_block("think")]))
+        while not editor.of("agent_message_chunk"):  # the CLI is running
+            await asyncio.sleep(0.05)
         proc.stdin.close()
         code = await asyncio.wait_for(proc.wait(), 30)
+        prompt.cancel()  # unanswered: crew ended
         await context.__aexit__(None, None, None)
         return code
 
     assert run(scenario()) == 0
     assert processes_in(tmp_path) == []
+
+
+def test_a_session_starts_only_the_cli_its_prompt_runs(setup: dict[str, Any], workdir: Path, tmp_path: Path) -> None:
+    fake = FakeModel(tmp_path / "bin")
+    fake.script("Hello.")
+    marker = tmp_path / "bin" / "claude-started"
+    unused = executable(tmp_path / "bin" / "unused", f"open({str(marker)!r}, 'w').close()\n")
+    write_config(
+        tmp_path / "crew.yaml",
+        providers={"fake": fake.provider(), "unused": {"command": [str(unused)], "state_dirs": [str(marker.parent)]}},
+        agents={"fake": {"provider": "fake"}, "claude": {"provider": "unused"}},
+    )
+    editor = Editor()
+
+    async def scenario() -> str:
+        context, conn, _ = await opened(setup, workdir, editor)
+        try:
+            sid = (await conn.new_session(cwd=str(workdir), mcp_servers=[])).session_id  # claude by default
+            await asyncio.sleep(1)
+            await conn.set_config_option(config_id="agent", session_id=sid, value="fake")
+            return (await conn.prompt(session_id=sid, prompt=[text_block("hi")])).stop_reason
+        finally:
+            await context.__aexit__(None, None, None)
+
+    assert run(scenario()) == "end_turn" and "Hello." in editor.text()
+    assert not marker.exists()  # the default agent's CLI never started: the session did not use it
 
 
 def test_the_sandbox_required_where_none_works_is_refused_before_serving(tmp_path: Path, workdir: Path) -> None:

@@ -185,10 +185,10 @@ def test_every_run_starts_its_own_clis_and_leaves_none_running(workdir: Path, mo
 # --- tools from plain functions ----------------------------------------------------------------
 
 
-def test_a_bridge_given_a_sandboxing_and_one_with_more_tools_detect_the_sandbox_with_it(workdir: Path) -> None:
+def test_a_bridge_given_a_sandboxing_and_each_of_its_runs_detect_the_sandbox_with_it(workdir: Path) -> None:
     sandboxing = Sandboxing()
     bridge = Bridge(Config(agents=default_agents()), workdir, sandboxing=sandboxing)
-    assert bridge.sandboxing is sandboxing and bridge.with_tools([]).sandboxing is sandboxing  # a review's
+    assert bridge.sandboxing is sandboxing and bridge.context.reporting(print).sandboxing is sandboxing  # a run's
     assert Bridge(Config(agents=default_agents()), workdir).sandboxing is not sandboxing
 
 

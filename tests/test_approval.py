@@ -175,7 +175,7 @@ def test_without_a_terminal_another_channel_makes_the_run_wait_for_its_answer(re
 def test_with_no_channel_that_reaches_anyone_the_call_is_refused_without_asking(read_file):
     remote = Remote("yes", available=False)
     refusal = remote_policy(Terminal(tty=False), remote).check(read_file, {"path": "x"})
-    assert "there is no terminal to ask on" in refusal and remote.asked == []
+    assert "nobody to ask (no terminal, no crew ui serving)" in refusal and remote.asked == []
 
 
 def test_the_first_answer_wins_and_the_terminal_says_where_it_came_from(read_file):

@@ -247,3 +247,32 @@ def test_the_history_file_is_private_and_kept_to_its_last_lines(tmp_path):
     finally:
         readline.clear_history()
     assert long.read_text().splitlines() == [f"message {n}" for n in range(5, HISTORY_LENGTH + 5)]
+
+
+def test_in_execute_mode_what_a_message_left_for_git_is_disarmed_before_the_next(tmp_path):
+    import subprocess
+
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+
+    class Planting(Script):
+        def send(self, message, deadline):  # the CLI's own tools plant a repository while it replies
+            subprocess.run(["git", "init", "-q", f"sub{len(self.sent)}"], cwd=tmp_path, check=True)
+            yield from super().send(message, deadline)
+
+    out, err = io.StringIO(), io.StringIO()
+    renderer = Renderer(out=out, err=err, env={}, agents=["claude"])
+    loop = AgentLoop(
+        "claude",
+        Planting(text("One."), text("Two.")),
+        builtin_registry(),
+        Policy(AgentSpec("claude", "claude"), "execute"),
+        workdir=tmp_path,
+        on_progress=renderer.progress,
+    )
+    chat = Chat(loop)
+    chat.ask("hi")
+    assert not (tmp_path / "sub0" / ".git").exists()  # before the person's next line
+    chat.ask("again")
+    assert [armed.path for armed in loop.disarmed] == ["sub0/.git", "sub1/.git"], err.getvalue()
+    assert "crew: @claude:   sub1/.git: a new git repository" in err.getvalue(), err.getvalue()
+    chat.close()

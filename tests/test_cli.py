@@ -88,6 +88,7 @@ def test_a_current_directory_that_no_longer_exists_is_a_one_line_error(args, tmp
             *args,
         ],
         env=env,
+        stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
         timeout=60,
@@ -158,11 +159,15 @@ def test_in_a_while_read_loop_no_stdin_leaves_the_loop_its_input(fake, env, tmp_
     loop = f"printf 'a\\nb\\n' | while read x; do {crew} query %s --config {fake.config} \"@fake $x\"; done"
     for flag in ("-n", "--no-stdin"):
         fake.restart("ok")
-        done = subprocess.run(["sh", "-c", loop % flag], env=env, cwd=tmp_path, capture_output=True, text=True)
+        done = subprocess.run(
+            ["sh", "-c", loop % flag], env=env, cwd=tmp_path, stdin=subprocess.DEVNULL, capture_output=True, text=True
+        )
         assert done.returncode == 0, done.stderr
         assert [prompt.rstrip().rsplit("\n", 1)[-1] for prompt in fake.prompts] == ["a", "b"]  # twice
     fake.restart("ok")
-    subprocess.run(["sh", "-c", loop % ""], env=env, cwd=tmp_path, capture_output=True, check=True)
+    subprocess.run(
+        ["sh", "-c", loop % ""], env=env, cwd=tmp_path, stdin=subprocess.DEVNULL, capture_output=True, check=True
+    )
     [prompt] = fake.prompts  # without -n crew reads the loop's pipe: the loop ends after one turn
     assert prompt.rstrip().endswith("a\n\nb")
 
@@ -175,6 +180,19 @@ def test_crew_prompt_shows_exactly_what_crew_query_sends_piped_stdin_included(cr
     assert shown.stdout == fake.prompts[0] + "\n"  # click ends the printed prompt with a newline
     assert "ERROR: boom" in shown.stdout
     assert "ERROR" not in crew("prompt", "-n", "--config", fake.config, "@fake why?", input="ERROR: boom\n").stdout
+
+
+@pytest.mark.parametrize("flags", [["--review", "other"], ["--worktree"], ["--worktree", "--review", "other"]])
+def test_query_refuses_worktree_and_review_up_front_and_starts_no_cli(flags, crew, fake, tmp_path):
+    make_repo(tmp_path / "repo", {"a.txt": "a\n"})
+    done = run_crew(
+        ["query", "--config", fake.config, *flags, "@fake fix a.txt"],
+        env=crew_env(tmp_path / "home"),
+        cwd=tmp_path / "repo",
+    )
+    assert done.returncode == 2
+    assert error_line(done.stderr).startswith(f"crew: error: {' and '.join(f for f in flags if f.startswith('--'))} go")
+    assert fake.argvs == [] and fake.other.argvs == []  # no model round was spent
 
 
 def test_a_mention_picks_the_model_and_an_email_address_is_task_text(crew, fake):
@@ -255,7 +273,11 @@ def test_the_same_failing_call_repeated_ends_the_run_with_exit_1(crew, fake):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["query", "@claud hi"], "agent 'claud' not found; configured agents: claude, gemini, codex, demo"),
+        (
+            ["query", "@cluade hi"],
+            "agent 'cluade' not found; did you mean 'claude'? configured agents: claude, gemini, codex, demo",
+        ),
+        (["query", "@zzz hi"], "agent 'zzz' not found; configured agents: claude, gemini, codex, demo"),
         (["query", "hello"], "no agent mentioned; start the task with one"),
         (["query", "@demo"], "no task after @demo"),
         (["query", "--config", "nope.yaml", "@demo hi"], "config file nope.yaml not found; check the --config path"),
@@ -424,7 +446,7 @@ def test_json_names_the_agent_that_answered_and_the_one_it_fell_back_from(crew, 
     fake.script("ok")
     result = crewcli.only_result(crew("query", "--json", "--config", fake.config, "@busy hello").stdout)
     assert (result["agent"], result["fell_back_from"], result["answer"]) == ("fake", "busy", "ok")
-    events = [json.loads(line) for line in crew("log", "show", "last").stdout.splitlines()]
+    events = [json.loads(line) for line in crew("log", "show", "--json", "last").stdout.splitlines()]
     [fallback] = [e for e in events if e["kind"] == "fallback"]
     assert (fallback["agent"], fallback["to"], fallback["reason"]) == ("busy", "fake", "out of quota")
 
@@ -559,7 +581,10 @@ def test_the_users_deny_holds_in_a_project_with_its_own_crew_yaml(crew, env, tmp
     _, denied, forbidden, unapproved = fake.prompts
     assert "tool 'write_file' is not allowed for agent 'fake' by its configuration" in denied
     assert "the command policy forbids 'rm notes.txt'" in forbidden
-    assert "tool 'edit_file' needs a person's approval and there is no terminal to ask on" in unapproved
+    assert (
+        "tool 'edit_file' needs a person's approval and there is nobody to ask (no terminal, no crew ui serving)"
+        in unapproved
+    )
 
 
 def test_an_execute_whose_writes_nobody_could_approve_exits_8_and_says_which_and_how(crew, fake, tmp_path):
@@ -578,9 +603,9 @@ def test_an_execute_whose_writes_nobody_could_approve_exits_8_and_says_which_and
     assert done.returncode == 8, done.stderr
     assert done.stdout == "I changed a.txt.\n"
     assert error_line(done.stderr) == (
-        "crew: error: @fake: 2 calls needed a person's approval and there was no terminal to ask on, so they "
-        "were not run: write_file a.txt, edit_file a.txt; re-run with --yes to approve them, or take them out of the "
-        "`approval` list of agent 'fake' in crew.yaml"
+        "crew: error: @fake: 2 calls needed a person's approval and there was nobody to ask (no terminal, no "
+        "crew ui serving), so they were not run: write_file a.txt, edit_file a.txt; re-run with --yes to "
+        "approve them, or take them out of the `approval` list of agent 'fake' in crew.yaml"
     )
     assert (tmp_path / "a.txt").read_text() == "old\n"
     fake.restart(writes, "I changed a.txt.")
@@ -735,15 +760,23 @@ def test_two_agents_in_worktrees_then_apply_one_and_clean(repo, env, fake):
         "not apply); nothing was applied."
     )
     assert (repo / "notes.txt").read_text() == "deploy: Tuesday\n"
+    again = run_crew(["apply", run, "fake"], env=env, cwd=repo)
+    assert (again.returncode, again.stdout) == (
+        0,
+        f"@fake's changes of run {run} are in this checkout already (applied before); nothing was applied. "
+        f"`crew worktrees clean {run}` removes the worktree\n",
+    )
 
-    kept = run_crew(["worktrees", "clean", run], env=env, cwd=repo)
-    assert kept.returncode == 1 and kept.stdout == ""
+    kept = run_crew(["worktrees", "clean", run], env=env, cwd=repo)  # fake's were applied: it goes
+    assert kept.returncode == 1
+    assert kept.stdout.endswith(
+        f"/fake and branch crew/{run}/fake (its changes are in your checkout: crew apply took them)\n"
+    )
     assert [line.split(":")[1] for line in kept.stderr.splitlines()] == [
-        f" uncommitted changes (1 file); `crew apply {run} fake` takes them, --force drops them",
         f" uncommitted changes (1 file); `crew apply {run} other` takes them, --force drops them",
     ]
     forced = run_crew(["worktrees", "clean", "--force", run], env=env, cwd=repo)
-    assert forced.returncode == 0 and forced.stdout.count("removed ") == 2
+    assert forced.returncode == 0 and forced.stdout.count("removed ") == 1
     assert run_crew(["worktrees"], env=env, cwd=repo).stdout == (
         "no worktrees of crew in this repository; crew execute --worktree makes them\n"
     )
@@ -830,12 +863,17 @@ def test_auto_where_none_works_says_so_in_one_line_and_runs(tmp_path, env, notes
     ]
 
 
-def test_with_a_mechanism_the_sandbox_says_nothing_and_the_cli_runs_inside_it(crew, fake, tmp_path):
-    fake.script("Answered from inside.")
-    done = crew("query", "--config", fake.config, "-v", "@fake hello")
+def test_with_a_mechanism_the_sandbox_says_nothing_and_the_cli_runs_inside_it(crew, tmp_path):
+    deep = FakeModel(tmp_path.joinpath(*["a-folder-deep-down"] * 30) / "bin")  # a clone in a long path: -v shows all
+    config = write_config(
+        tmp_path / "deep.yaml", providers={"fake": deep.provider()}, agents={"fake": {"provider": "fake"}}
+    )
+    deep.script("Answered from inside.")
+    done = crew("query", "--config", str(config), "-v", "@fake hello")
     assert done.returncode == 0 and done.stdout == "Answered from inside.\n"
     [started] = [line for line in done.stderr.splitlines() if line.startswith("fake[") and " $ " in line]
-    assert f" $ {find(os.environ)} " in started and started.endswith(f"-- {fake.path} --model fake-default")
+    assert len(started) > 1000  # once cut there
+    assert f" $ {find(os.environ)} " in started and started.endswith(f"-- {deep.path}")
 
 
 # A configured CLI that tries to write the project, its HOME, a folder outside both and its own state

@@ -321,6 +321,20 @@ def test_an_unknown_provider_is_an_error_at_its_line(tmp_path):
             "command: [qwen]\n    state_dirs: [.qwen]",
             "crew.yaml:4: providers.qwen.state_dirs: '.qwen' is not absolute; start it with /, ~ or a $VARIABLE",
         ),
+        (
+            "command: [qwen]\n    state_home: {variable: QWEN_HOME, default: .qwen}",
+            "crew.yaml:4: providers.qwen.state_home: default '.qwen' is not absolute; start it with /, ~ or a "
+            "$VARIABLE",
+        ),
+        (
+            "command: [qwen]\n    state_home: {variable: QWEN_HOME, data: [../.ssh]}",
+            "crew.yaml:4: providers.qwen.state_home: data '../.ssh' is not a name inside the folder; e.g. sessions",
+        ),
+        (
+            "command: [qwen]\n    state_home: {default: ~/.qwen}",
+            "crew.yaml:4: providers.qwen.state_home: 'variable' is missing; its state folder, read-only in the "
+            "sandbox and seen through a view: {variable: MYCLI_HOME, default: ~/.mycli, data: [sessions]}",
+        ),
     ],
 )
 def test_a_bad_provider_key_is_one_line_with_the_file_its_line_and_the_key(tmp_path, entry, expected):
@@ -336,9 +350,13 @@ def test_config_provider_gives_builtins_and_names_the_configured_ones(tmp_path):
         config.provider("nope")
 
 
-def test_an_unknown_agent_lists_the_configured_ones():
-    with pytest.raises(AgentNotFound, match="agent 'claud' not found; configured agents: claude, gemini"):
-        Config(agents=default_agents()).agent("claud")
+def test_an_unknown_agent_lists_the_configured_ones_and_names_the_nearest():
+    with pytest.raises(
+        AgentNotFound, match=r"agent 'cluade' not found; did you mean 'claude'\? configured agents: claude, gemini"
+    ):
+        Config(agents=default_agents()).agent("cluade")
+    with pytest.raises(AgentNotFound, match="agent 'xyzzy' not found; configured agents: claude, gemini"):
+        Config(agents=default_agents()).agent("xyzzy")
 
 
 def test_a_relative_workdir_starts_at_the_config_files_directory(tmp_path):
@@ -648,7 +666,7 @@ def test_a_project_file_cannot_drop_the_users_deny_deny_commands_or_approval(use
     )
     assert rules.check(registry.resolve("run_command"), {"command": "ls"}) is None
     assert rules.check(registry.resolve("edit_file"), {"path": "x", "old_string": "a", "new_string": "b"}).startswith(
-        "tool 'edit_file' needs a person's approval and there is no terminal to ask on"
+        "tool 'edit_file' needs a person's approval and there is nobody to ask (no terminal, no crew ui serving)"
     )
 
 
@@ -886,12 +904,43 @@ def test_a_generic_provider_declares_its_state_folders_from_its_environment(tmp_
     )
     provider = config.provider("mine")
     state = provider.state({"HOME": "/h"})
-    assert state.dirs == (Path("/h/.mine"), Path("/h/.cache/mine"), Path("/var/lib/mine"))  # $MINE_HOME unset: none
-    assert state.read_only == (Path("/h/.mine/hooks.json"),)
-    assert provider.state({"HOME": "/h", "XDG_CACHE_HOME": "/c", "MINE_HOME": "/m"}).dirs[1:3] == (
+    assert state.data == (Path("/h/.mine"), Path("/h/.cache/mine"), Path("/var/lib/mine"))  # $MINE_HOME unset: none
+    assert state.read_only == (Path("/h/.mine/hooks.json"),) and state.home is None  # no view
+    assert provider.state({"HOME": "/h", "XDG_CACHE_HOME": "/c", "MINE_HOME": "/m"}).data[1:3] == (
         Path("/c/mine"),
         Path("/m"),
     )
+
+
+def test_a_generic_provider_with_a_state_home_sees_it_through_a_view_and_writes_only_its_data(tmp_path):
+    config = load(
+        tmp_path,
+        """
+        providers:
+          mine:
+            command: [mine]
+            state_dirs: ["~/.cache/mine"]
+            state_home: {variable: MINE_HOME, default: ~/.mine, data: [sessions], private: [locks]}
+          xdg:
+            command: [xdg]
+            state_home: {variable: XDG_CONFIG_HOME, default: ~/.config, within: xdg}
+        """,
+    )
+    mine = config.provider("mine").state({"HOME": "/h"})
+    assert (mine.home, mine.variable, mine.within) == (Path("/h/.mine"), "MINE_HOME", "")
+    assert mine.data == (Path("/h/.cache/mine"), Path("/h/.mine/sessions")) and mine.private == ("locks",)
+    assert config.provider("mine").state({"HOME": "/h", "MINE_HOME": "/m"}).home == Path("/m")
+    xdg = config.provider("xdg").state({"HOME": "/h", "XDG_CONFIG_HOME": "/c"})
+    assert (xdg.home, xdg.variable, xdg.within, xdg.data) == (Path("/c/xdg"), "XDG_CONFIG_HOME", "xdg", ())
+
+
+def test_an_agent_starts_the_users_mcp_servers_only_when_a_trusted_file_says_so(user_dirs, project):
+    assert load_config(None, project).agent("claude").user_mcp_servers is False
+    path = write(project / "crew.yaml", "agents:\n  claude:\n    user_mcp_servers: true\n")
+    with pytest.raises(ConfigError, match=r"agents\.claude\.user_mcp_servers: True is looser than False"):
+        load_config(None, project)  # a cloned repository cannot start your own servers in its runs
+    trust_config(path)
+    assert load_config(None, project).agent("claude").user_mcp_servers is True
 
 
 def test_a_project_file_may_only_make_the_sandbox_stricter_until_it_is_trusted(user_dirs, project):

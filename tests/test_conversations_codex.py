@@ -262,7 +262,7 @@ class Channel:
     def tools(self):
         return [READ]
 
-    def call(self, name, arguments):
+    def call(self, name, arguments, stop=None):
         self.calls.append((name, arguments))
         return (
             ToolResult(True, data="the secret is 42")
@@ -388,6 +388,46 @@ def test_a_command_codex_would_run_outside_its_sandbox_tells_the_policy_why(star
     assert asked["reason"] == "command failed; retry without sandbox?"
 
 
+# as codex 0.169.0 asks before a tool of an MCP server whose default_tools_approval_mode is "prompt"
+MCP_TOOL = {
+    "serverName": "vault",
+    "mode": "form",
+    "_meta": {"codex_approval_kind": "mcp_tool_call", "tool_name": "launch_code", "tool_params": {"which": 1}},
+    "message": 'Allow the vault MCP server to run tool "launch_code"?',
+    "requestedSchema": {"type": "object", "properties": {}},
+}
+
+
+def test_an_mcp_servers_tool_is_run_as_crews_policy_says(start, tmp_path):
+    channel = Channel()
+    conversation, _ = start(
+        "race", ["Done."], channel=channel, asks=[("mcpServer/elicitation/request", MCP_TOOL, True)]
+    )
+    list(conversation.send("ask the vault", None))
+    assert channel.asked == [("mcp__vault__launch_code", {"which": 1}, False)]
+    assert [answer["result"] for answer in answers(tmp_path)] == [{"action": "accept"}]
+
+
+def test_a_refused_mcp_tool_is_declined_after_codex_has_the_reason_for_the_model(start):
+    channel = Channel(refusal="crew does not allow mcp__vault__launch_code for query mode")
+    conversation, _ = start(
+        "race", ["Done."], channel=channel, asks=[("mcpServer/elicitation/request", MCP_TOOL, True)]
+    )
+    list(conversation.send("ask the vault", None))
+    log = [json.loads(line) for line in (conversation.cwd / "requests.jsonl").read_text().splitlines()]
+    steer_at = next(i for i, line in enumerate(log) if line.get("method") == "turn/steer")
+    decline_at = next(i for i, line in enumerate(log) if line.get("result") == {"action": "decline"})
+    assert steer_at < decline_at and "for query mode" in log[steer_at]["params"]["input"][0]["text"]
+
+
+def test_what_an_mcp_server_itself_asks_is_declined_unasked(start, tmp_path):
+    channel = Channel()
+    form = {"serverName": "vault", "mode": "form", "message": "Your name?", "requestedSchema": {"type": "object"}}
+    conversation, _ = start("race", ["Done."], channel=channel, asks=[("mcpServer/elicitation/request", form, True)])
+    list(conversation.send("ask the vault", None))
+    assert channel.asked == [] and [answer["result"] for answer in answers(tmp_path)] == [{"action": "decline"}]
+
+
 def test_a_new_thread_after_a_race_offers_the_same_dynamic_tools(start):
     conversation, requests = start("race", ["Reading.\n", BLOCK, "It says 7."], channel=Channel(), native=True)
     stop_at_the_tail(conversation)
@@ -432,6 +472,13 @@ def n(method, **params):
                 },
             ),
             [Usage(11, 7)],
+        ),
+        (
+            n(
+                "thread/tokenUsage/updated",
+                tokenUsage={"last": {"inputTokens": 11, "outputTokens": 7}, "modelContextWindow": 258_400},
+            ),
+            [Usage(11, 7, context_window=258_400)],
         ),
         (n("turn/completed", turn={"id": "U1", "status": "interrupted", "items": []}), [Done()]),
         (

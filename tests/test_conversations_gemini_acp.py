@@ -13,20 +13,22 @@ import urllib.error
 import urllib.request
 
 import pytest
-from crewbridge.providers.base import Turn
+import tomllib
+from crewbridge.providers.base import McpServer, Turn
 from crewbridge.providers.gemini import GeminiProvider
 
 from crewbridge.conversations import FULL
 from crewbridge.conversations.gemini_acp import (
     AcpDecoder,
     GeminiAcpConversation,
+    asking_policy,
     choose,
     native_input,
     prompt_end,
 )
-from crewbridge.conversations.peer import Reply
 from crewbridge.errors import MaxTurnsReached
 from crewbridge.events import Done, Failure, MessageEnd, Notice, Session, Text, Usage
+from crewbridge.jsonrpc import Reply
 from crewbridge.registry import Tool, ToolResult
 
 OPTIONS = [
@@ -93,7 +95,7 @@ while True:
                 headers)
             mcp({"jsonrpc": "2.0", "method": "notifications/initialized"}, headers)
             listed = mcp({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, headers)
-            update(sid, sessionUpdate="tool_call", toolCallId="mcp_crew_read_file__1", status="in_progress",
+            update(sid, sessionUpdate="tool_call", toolCallId="mcp_crewbridge_read_file__1", status="in_progress",
                    title="read_file", kind="other")
             called = mcp({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
                           "params": {"name": "read_file", "arguments": {"path": "a.txt"}}}, headers)
@@ -129,7 +131,7 @@ class FakeChannel:
             )
         ]
 
-    def call(self, name, arguments):
+    def call(self, name, arguments, stop=None):
         self.calls.append((name, arguments))
         self.threads.append(threading.current_thread())
         if self.error is not None:
@@ -175,7 +177,7 @@ def test_the_command_is_gemini_in_acp_mode_asking_before_its_own_writes_and_crew
     argv = conversation.argv
     assert argv[:3] == ["gemini", "-m", "gemini-2.5-flash"] and "--acp" in argv
     assert argv[argv.index("--approval-mode") + 1] == "default"
-    assert argv[argv.index("--allowed-tools") + 1] == "mcp_crew_*"
+    assert argv[argv.index("--allowed-tools") + 1] == "mcp_crewbridge_*"
     assert conversation.env["GEMINI_CLI_NO_RELAUNCH"] == "true"
 
 
@@ -193,12 +195,14 @@ def test_a_message_is_a_session_prompt_and_its_answer_ends_the_reply_with_usage(
     assert [m["method"] for m in messages()].count("session/new") == 1
 
 
-def test_crews_tools_are_an_http_mcp_server_named_crew_that_needs_its_token(start):
+def test_crews_tools_are_an_http_mcp_server_named_crewbridge_that_needs_its_token(start):
     channel = FakeChannel()
     conversation, messages = start("crew", channel)
     answer = json.loads(text(reply(conversation, "read a.txt")))
     [server] = messages()[1]["params"]["mcpServers"]
-    assert server["type"] == "http" and server["name"] == "crew" and server["url"].startswith("http://127.0.0.1:")
+    # not "crew": gemini lets in the servers named in --allowed-mcp-server-names, a `crew mcp` you
+    # registered as crew (crew mcp install) included
+    assert server["type"] == "http" and server["name"] == "crewbridge" and server["url"].startswith("http://127.0.0.1:")
     [header] = server["headers"]
     assert header["name"] == "Authorization" and header["value"].startswith("Bearer ") and len(header["value"]) > 30
     assert answer["without"] == 401  # no token, no tools
@@ -243,7 +247,7 @@ def test_geminis_own_tools_are_decided_by_crews_policy(start, refusal, option):
 
 def test_crews_own_tools_are_allowed_when_gemini_asks_about_them(start):
     channel = FakeChannel(refusal="crew does not allow it")
-    conversation, _ = start("ask", channel, asked="mcp_crew_read_file")
+    conversation, _ = start("ask", channel, asked="mcp_crewbridge_read_file")
     assert json.loads(text(reply(conversation))) == {"outcome": {"outcome": "selected", "optionId": "proceed_once"}}
     assert channel.permits == []  # crew's policy decides in the call itself
 
@@ -324,3 +328,21 @@ def test_gemini_names_a_native_conversation_and_its_tools_that_only_read():
     assert provider.native == "crewbridge.conversations.gemini_acp:GeminiAcpConversation"
     assert {"read_file", "list_directory", "glob", "grep_search"} <= provider.read_only_tools
     assert not {"write_file", "replace", "run_shell_command", "web_fetch"} & provider.read_only_tools
+
+
+def test_the_editors_servers_are_asked_about_before_every_tool_and_the_policy_goes_with_the_process(
+    tmp_path, monkeypatch
+):
+    """--allowed-mcp-server-names (what keeps gemini to crew's servers) makes gemini allow every tool
+    of a named server unasked; a policy file of crew's (user tier, priority 999) asks first, so crew's
+    policy decides on the editor's tools too. No servers: no file."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    assert asking_policy(()) is None
+    policy = asking_policy((McpServer("vault", "vault-mcp"), McpServer('a"b', "x")))
+    assert policy is not None and policy.parent == tmp_path / "state" / "crewbridge" / "policies"
+    assert policy.stat().st_mode & 0o777 == 0o600
+    rules = tomllib.loads(policy.read_text())["rule"]
+    assert rules == [
+        {"mcpName": "vault", "toolName": "*", "decision": "ask_user", "priority": 999},
+        {"mcpName": 'a"b', "toolName": "*", "decision": "ask_user", "priority": 999},
+    ]

@@ -1,8 +1,9 @@
-"""The live peer (crewbridge/conversations/peer.py): a long-lived JSON-lines CLI driven through Child, and the one
-read loop every live conversation shares — requests matched to answers by id, the CLI's requests
-answered by a handler table, turns read to their end, the run's deadline on every exchange, and
-messages from other threads answered on the reading thread — against a small fake CLI that speaks
-JSON-RPC and logs every line crew sends it."""
+"""The live peer (crewbridge/conversations/peer.py, over crewbridge/conversations/transport.py): a
+long-lived JSON-lines CLI driven through Child, and the one read loop every live conversation
+shares — requests matched to answers by id, the CLI's requests answered by their routes (params
+typed at the boundary, a handler's bug raised as one), turns read to their end, the run's deadline
+on every exchange and every wait across threads, and messages from other threads answered on the
+reading thread — against a small fake CLI that speaks JSON-RPC and logs every line crew sends it."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import os
 import sys
 import threading
 import time
+from typing import TypedDict
 
 import pytest
 from crewbridge.providers.base import JsonLineDecoder, Provider, Turn
@@ -18,9 +20,11 @@ from crewbridge.providers.base import JsonLineDecoder, Provider, Turn
 from crewbridge import providers
 from crewbridge.conversations.claude import ClaudeLiveConversation
 from crewbridge.conversations.codex import CodexLiveConversation
-from crewbridge.conversations.peer import LiveProcess, Peer, Refused, notification
+from crewbridge.conversations.peer import Peer
+from crewbridge.conversations.transport import LiveProcess
 from crewbridge.errors import CLINotFound, CrewTimeout, MaxTurnsReached, ProviderError
 from crewbridge.events import Done, Failure, Notice, Text, Usage
+from crewbridge.jsonrpc import METHOD_NOT_FOUND, Route, RpcError, notification
 
 # Answers each JSON line on stdin with {"echo": …}; "slow" lines are answered after a pause.
 ECHO = """
@@ -193,12 +197,18 @@ class FakePeer(Peer):
     decoder = Said
 
     def __init__(self, tmp_path, handlers=(), answer=None):
+        self.handlers = {
+            method: handler if isinstance(handler, Route) else Route(handler)
+            for method, handler in dict(handlers).items()
+        }
         super().__init__(
             FakeProvider(), Turn(prompt=""), [sys.executable, "-c", FAKE, str(tmp_path / "log")], cwd=tmp_path
         )
-        self.handlers = dict(handlers)
         self.answer_elsewhere = answer  # answers MCP messages from other threads (as gemini's server does)
         self.ask = None
+
+    def routes(self):
+        return self.handlers
 
     def set_up(self):
         if self.answer_elsewhere is not None:
@@ -278,7 +288,7 @@ def test_a_request_without_a_handler_or_a_channel_is_refused_and_the_turn_goes_o
 
 def test_a_handler_that_refuses_says_why(peer):
     def look(request, channel):
-        raise Refused("crew looks at nothing here")
+        raise RpcError(METHOD_NOT_FOUND, "crew looks at nothing here")
 
     conversation = peer(handlers={"look": look})
     conversation.serve(Channel())
@@ -300,19 +310,49 @@ def test_an_error_that_ends_the_run_is_the_clis_answer_and_is_raised_at_once(pee
     assert json.loads(answer) == {"jsonrpc": "2.0", "id": 1, "error": {"code": -32603, "message": "too many calls"}}
 
 
-def test_a_request_or_an_answer_of_another_shape_is_set_aside_and_the_turn_goes_on(peer):
-    def look(request, channel):
-        return {"path": request.params["path"]}  # the request has none
+class Look(TypedDict):
+    path: str
 
-    conversation = peer(handlers={"look": look})
+
+class Stat(TypedDict):
+    size: int
+
+
+def test_a_request_or_an_answer_of_another_shape_is_refused_or_misread_at_the_boundary_and_the_turn_goes_on(peer):
+    looked = []
+    conversation = peer(handlers={"look": Route(lambda request, channel: looked.append(request.params) or {}, Look)})
     conversation.serve(Channel())
     conversation.start()
-    conversation.request("stat", {}, lambda reply: reply.result["size"])  # the answer has none
-    events = turn(conversation, {"ask": 1, "method": "look"}, {"say": "On."})
-    [corrupt] = [event for event in events if isinstance(event, Notice) and event.kind == "corrupt"]
-    assert "KeyError('size')" in corrupt.detail
+    answers = []
+    conversation.request("stat", {}, lambda reply: answers.append(reply) or [], Stat)  # the answer has no size
+    events = turn(conversation, {"ask": 1, "method": "look", "params": {"path": 7}}, {"say": "On."})
+    assert looked == []  # its handler never sees what it cannot read
     error = json.loads(said(events)[: -len("On.")])["error"]
-    assert error == {"code": -32603, "message": "crew could not read the look request (KeyError('path'))"}
+    assert error == {
+        "code": -32602,
+        "message": "crew could not read the look request (Expected `str`, got `int` - at `$.path`)",
+    }
+    [reply] = answers
+    assert reply.misread and reply.result is None
+    assert reply.error["message"] == "crew could not read the answer to stat (Object missing required field `size`)"
+    with pytest.raises(ProviderError, match=r"^fake: crew could not read the answer to stat \(Object missing"):
+        conversation.call("stat", {}, Stat)
+    assert turn(conversation, {"ask": 2, "method": "look", "params": {"path": "a"}}) and looked == [{"path": "a"}]
+
+
+def test_a_bug_in_a_handler_or_in_what_acts_on_an_answer_is_raised_as_a_bug_not_set_aside(peer):
+    def look(request, channel):
+        return {"path": request.params["path"]}  # crew's bug: its route reads no path
+
+    handled = peer(handlers={"look": look})
+    handled.serve(Channel())
+    with pytest.raises(KeyError, match="path"):
+        turn(handled, {"ask": 1, "method": "look"}, {"say": "never read"})
+    answered = peer()
+    answered.start()
+    answered.request("stat", {}, lambda reply: reply.result["size"])  # crew's bug: it asked for no shape
+    with pytest.raises(KeyError, match="size"):
+        turn(answered, {"say": "never read"})
 
 
 def test_answers_are_matched_to_their_requests_by_id(peer):
@@ -403,3 +443,38 @@ def test_a_message_from_another_thread_that_ends_the_run_ends_it_at_once(peer):
         "error": {"code": -32603, "message": "the conversation has ended"},
     }
     assert conversation.ask({"method": "notifications/initialized"}) is None
+
+
+def test_a_notification_from_another_thread_is_taken_at_once_so_a_cancellation_reaches_a_running_call(peer):
+    cancelled = threading.Event()
+
+    def answer(message):
+        if "id" not in message:  # notifications/cancelled
+            cancelled.set()
+            return None
+        return {"jsonrpc": "2.0", "id": message["id"], "result": {"cancelled": cancelled.wait(30)}}
+
+    conversation = peer(answer=answer)
+    events = conversation.send(json.dumps([{"say": "waiting"}, {"wait": "go on"}]), None)
+    assert next(events) == Text("waiting")
+    got = []
+    caller = threading.Thread(target=lambda: got.append(conversation.ask({"id": "long"})))
+    caller.start()
+    reader = threading.Thread(target=lambda: next(events, None))  # runs the call, until it is cancelled
+    reader.start()
+    assert conversation.ask({"method": "notifications/cancelled", "params": {"requestId": "long"}}) is None
+    caller.join(30)
+    assert got == [{"jsonrpc": "2.0", "id": "long", "result": {"cancelled": True}}]
+    conversation.close()
+    reader.join(30)
+
+
+def test_a_message_from_another_thread_waits_no_longer_than_the_run(peer):
+    conversation = peer(answer=lambda message: {"jsonrpc": "2.0", "id": message["id"], "result": {}})
+    turn(conversation, {"say": "up"}, deadline=time.monotonic() + 1)
+    # the turn is over: nothing reads the CLI, so nothing can answer before the run's end
+    assert conversation.ask({"id": 1}) == {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "error": {"code": -32603, "message": "the run's --timeout passed before crew could answer"},
+    }

@@ -55,8 +55,19 @@ class TestClaude:
         events = decode("claude", "claude_stream_simple.jsonl")
         assert text_of(events) == MOCK_REPLY  # once: the final `result` repeats it and is not text
         assert events[0] == Session("1957e5e0-485c-42b5-8ba0-b9aade957c0a", "claude-opus-4-8[1m]")
-        assert only(Usage, events) == [Usage(100, 20, 0.001)]
+        assert only(Usage, events) == [Usage(100, 20, 0.001, context_window=1_000_000)]
         assert events[-1] == Done() and not only(Failure, events)
+
+    def test_the_context_window_is_that_of_the_model_that_did_the_work(self) -> None:
+        models = {
+            "claude-haiku-4-5": {"inputTokens": 50, "outputTokens": 5, "contextWindow": 200_000},
+            "claude-opus-4-8[1m]": {"inputTokens": 10, "cacheReadInputTokens": 900, "contextWindow": 1_000_000},
+            "broken": {"inputTokens": 10**6, "contextWindow": "big"},
+        }
+        line = json.dumps({"type": "result", "usage": {}, "modelUsage": models})
+        assert only(Usage, ClaudeDecoder().decode(line))[0].context_window == 1_000_000
+        bare = json.dumps({"type": "result", "usage": {}})
+        assert only(Usage, ClaudeDecoder().decode(bare))[0].context_window is None
 
     def test_cache_reads_and_writes_count_as_input_and_reads_as_cached(self) -> None:
         line = json.dumps(

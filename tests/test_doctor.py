@@ -37,6 +37,7 @@ Options:
   --output-format <format>          Output format (only works with --print)
   -p, --print                       Print response and exit
   -r, --resume [value]              Resume a conversation by session ID
+  --strict-mcp-config               Only use MCP servers from --mcp-config
   --tools <tools...>                Specify the list of available tools
   --verbose                         Override verbose mode setting from config
 """
@@ -166,9 +167,12 @@ def test_the_pinned_third_party_clis_pass_with_their_recipes(
     for name in names:
         add_recipe(workdir, name)
     env = {key: value for name in names for key, value in cli_env(name).items()}
-    found = {check.subject: check for check in diagnose(workdir / "crew.yaml", workdir, env=env, only=names)}
+    checks: dict[str, list[Check]] = {}
+    for check in diagnose(workdir / "crew.yaml", workdir, env=env, only=names):
+        checks.setdefault(check.subject, []).append(check)
+    found = {name: checks[name][0] for name in names}
     assert found["llm"].message.startswith(
-        f"llm, version 0.36 at {VENV_BIN / 'llm'} (crew.yaml); accepts the 3 options"
+        f"llm, version 0.36 at {VENV_BIN / 'llm'} (crew.yaml); accepts the 4 options"
     )
     assert found["qwen"].message.startswith(
         f"0.24.4 at {REPO / 'node_modules' / '.bin' / 'qwen'} (crew.yaml); accepts the 7 options"
@@ -178,6 +182,14 @@ def test_the_pinned_third_party_clis_pass_with_their_recipes(
     )
     assert found["llm"].status == found["qwen"].status == found["opencode"].status == OK
     assert mock_server.requests == [] and mock_server.aux == []  # no model, no other host
+    assert checks["llm"][1].message.startswith(
+        f"in crew's sandbox it writes no folder of its own; {env['LLM_USER_PATH']} is read-only, seen through a view"
+    )
+    assert checks["opencode"][1].message.startswith(
+        f"in crew's sandbox it writes only its data: {env['XDG_DATA_HOME']}/opencode, "
+        f"{env['XDG_STATE_HOME']}/opencode; {env['XDG_CONFIG_HOME']}/opencode is read-only, seen through a view "
+        "(state_dirs are data folders:"
+    )
 
 
 # --- fake CLIs: missing, lacking an option, broken ---------------------------------------------------
@@ -204,7 +216,7 @@ def test_a_cli_with_every_option_passes_with_its_version(workdir: Path, bin_dir:
     (check,) = doctor(workdir, bin_dir, only=("claude",))["claude"]
     assert (check.status, check.message) == (
         OK,
-        f"2.1.197 (Claude Code) at {bin_dir / 'claude'}; accepts the 11 options crew uses",
+        f"2.1.197 (Claude Code) at {bin_dir / 'claude'}; accepts the 12 options crew uses",
     )
     assert sorted(runs(bin_dir, "claude")) == ["--help", "--version"]  # each probe once, nothing else
 
@@ -303,11 +315,14 @@ LLAMA_HELP = "Usage: llama run [options]\n  --quiet\n  --model NAME\n  --session
 def test_a_cli_described_in_crew_yaml_is_checked_like_a_built_in_one(workdir: Path, bin_dir: Path) -> None:
     fake_cli(bin_dir, "llama", version="llama 3.1", sub_help={"run": LLAMA_HELP})
     (workdir / "crew.yaml").write_text(LLAMA_YAML)
-    (check,) = doctor(workdir, bin_dir, config=workdir / "crew.yaml")["llama"]
+    check, state = doctor(workdir, bin_dir, config=workdir / "crew.yaml")["llama"]
     assert check == Check(OK, "llama", f"llama 3.1 at {bin_dir / 'llama'} (crew.yaml); accepts the 4 options crew uses")
+    assert state == Check(
+        OK, "llama", "in crew's sandbox it writes no folder of its own (give its data folders in state_dirs)"
+    )
     assert sorted(runs(bin_dir, "llama")) == ["--version", "run --help"]
     fake_cli(bin_dir, "llama", version="llama 3.0", sub_help={"run": LLAMA_HELP.replace("--read-only", "")})
-    (check,) = doctor(workdir, bin_dir, config=workdir / "crew.yaml")["llama"]
+    check, _ = doctor(workdir, bin_dir, config=workdir / "crew.yaml")["llama"]
     assert check == Check(
         FAIL,
         "llama",
@@ -321,16 +336,17 @@ def test_a_cli_with_probe_false_is_looked_for_but_never_run(workdir: Path, bin_d
     fake_cli(bin_dir, "llama")
     (workdir / "crew.yaml").write_text(
         "providers:\n  llama:\n    command: [llama, --prompt, '{prompt}']\n"
-        "    probe: false\nagents:\n  local:\n    provider: llama\n"
+        "    probe: false\n    state_dirs: [~/.llama/sessions]\nagents:\n  local:\n    provider: llama\n"
     )
-    (check,) = doctor(workdir, bin_dir, config=workdir / "crew.yaml")["llama"]
+    check, state = doctor(workdir, bin_dir, config=workdir / "crew.yaml")["llama"]
     assert check == Check(OK, "llama", "found (crew.yaml); runs `llama --prompt PROMPT` (not run here: probe: false)")
+    assert state.message.startswith(f"in crew's sandbox it writes only its data: {Path.home() / '.llama/sessions'} (")
     assert runs(bin_dir, "llama") == []
     (workdir / "crew.yaml").write_text(
         "providers:\n  llama:\n    command: [llama]\n    install_hint: get llama\n"
         "agents:\n  local:\n    provider: llama\n"
     )
-    (check,) = doctor(workdir, bin_dir / "empty", config=workdir / "crew.yaml")["llama"]
+    check, _ = doctor(workdir, bin_dir / "empty", config=workdir / "crew.yaml")["llama"]
     assert check == Check(FAIL, "llama", "not installed (crew.yaml): `llama` is not on PATH; install it: get llama")
 
 

@@ -5,14 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import click
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from crewbridge import process
-from crewbridge.cli import execute_command, query_command
-from crewbridge.early import FLAGS, NOT_HERE, VALUE_OPTIONS, Reading, read, start
+from crewbridge.early import Reading, read, start
 
 
 @pytest.fixture(autouse=True)
@@ -23,56 +19,6 @@ def scratch_user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CREW_LIVE", "0")
     (tmp_path / "work").mkdir()
     monkeypatch.chdir(tmp_path / "work")
-
-
-@pytest.mark.parametrize("command", [query_command, execute_command])
-def test_its_options_are_the_commands_own(command: click.Command) -> None:
-    options = [p for p in command.params if isinstance(p, click.Option)]
-    assert set(VALUE_OPTIONS) == {name for p in options if not p.is_flag for name in p.opts}
-    assert FLAGS | NOT_HERE == {name for p in options if p.is_flag for name in p.opts} | {"--resume", "--review"}
-
-
-VALUES = st.one_of(
-    st.text(max_size=8),
-    st.integers().map(str),
-    st.floats().map(str),
-    st.sampled_from(
-        [
-            "0.1",
-            "0.09",
-            "1",
-            "0",
-            "-1",
-            " 5 ",
-            "+5",
-            "5_0",
-            "1.0",
-            "1e3",
-            "nan",
-            "inf",
-            "text",
-            "native",
-            "Native",
-            "0x10",
-        ]
-    ),
-)
-
-
-@given(value=VALUES)
-def test_a_value_is_taken_exactly_when_clicks_type_takes_it(value: str) -> None:
-    for param in query_command.params:
-        if (
-            isinstance(param, click.Option)
-            and not param.is_flag
-            and param.opts[0] not in ("--config", "--resume", "--review")
-        ):
-            try:
-                param.type.convert(value, param, None)
-                takes = True
-            except click.BadParameter:
-                takes = False
-            assert VALUE_OPTIONS[param.opts[0]](value) == takes, (param.opts[0], value)
 
 
 @pytest.mark.parametrize(

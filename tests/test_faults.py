@@ -29,6 +29,7 @@ from crewcli import (
     tool_block,
     write_config,
 )
+from gitrepo import make_repo
 
 INSTALL = {
     "claude": "npm install -g @anthropic-ai/claude-code",
@@ -52,16 +53,16 @@ time.sleep(600)
 @pytest.fixture
 def env(tmp_path):
     """A clean environment whose PATH starts with tmp_path/bin, where fake CLIs go. They write their
-    pids in tmp_path/pids, a folder they may write inside crew's sandbox: the state folder the
-    generic ones declare (fake_agent), and the claude stand-in's CLAUDE_CONFIG_DIR."""
+    pids in tmp_path/claude/sessions, a folder they may write inside crew's sandbox: the state folder
+    the generic ones declare (fake_agent), and a data folder in the claude stand-in's CLAUDE_CONFIG_DIR."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
-    (tmp_path / "pids").mkdir()
+    (tmp_path / "claude" / "sessions").mkdir(parents=True)
     return crew_env(
         tmp_path / "home",
         PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
-        FAKE_PIDS=str(tmp_path / "pids"),
-        CLAUDE_CONFIG_DIR=str(tmp_path / "pids"),
+        FAKE_PIDS=str(tmp_path / "claude" / "sessions"),
+        CLAUDE_CONFIG_DIR=str(tmp_path / "claude"),
     )
 
 
@@ -93,7 +94,7 @@ def hanging_clis(tmp_path):
 
 def sleeper(tmp_path) -> str:
     """A shell command that writes its pid where `written_pids` finds it, then sleeps for 10 minutes."""
-    return f"cd {tmp_path / 'pids'} && echo $$ > new && mv new 1 && exec sleep 600"
+    return f"cd {tmp_path / 'claude' / 'sessions'} && echo $$ > new && mv new 1 && exec sleep 600"
 
 
 def written_pids(directory: Path) -> list[int]:
@@ -173,19 +174,19 @@ def test_timeout_ends_the_clis_whole_process_group(agent, tmp_path, env):
     done = run_crew(["query", "--config", str(config), "--timeout", "1", f"@{agent} hello"], env=env, cwd=tmp_path)
     assert done.returncode == 124
     assert "--timeout" in error_line(done.stderr)
-    pids = written_pids(tmp_path / "pids")
+    pids = written_pids(tmp_path / "claude" / "sessions")
     assert len(pids) == 2 and processes_in(tmp_path) == []  # the CLI and its grandchild were written, and ended
 
 
 # -- Ctrl-C ------------------------------------------------------------------------------------------
 
 
-def interrupt(args, tmp_path, env, writers=1, sig=signal.SIGINT, until=lambda: True):
-    """Start crew with `args`, Ctrl-C it (or send `sig`) once its CLIs (or tool) have written their
-    pids and `until()` holds; → (crew's exit code, its stderr, the pids written)."""
-    proc = start_crew(args, env=env, cwd=tmp_path)
+def interrupt(args, tmp_path, env, writers=1, sig=signal.SIGINT, until=lambda: True, cwd=None):
+    """Start crew with `args` (in `cwd`, else tmp_path), Ctrl-C it (or send `sig`) once its CLIs (or
+    tool) have written their pids and `until()` holds; → (crew's exit code, its stderr, the pids written)."""
+    proc = start_crew(args, env=env, cwd=cwd or tmp_path)
     try:
-        pids = wait_for_pids(tmp_path / "pids", proc, writers)
+        pids = wait_for_pids(tmp_path / "claude" / "sessions", proc, writers)
         while not until():
             assert proc.poll() is None, f"crew ended first: {proc.communicate()}"
             time.sleep(0.05)
@@ -214,6 +215,7 @@ def test_ctrl_c_ends_every_cli_closes_the_transcript_and_exits_130(agents, tmp_p
     assert len(pids) and processes_in(tmp_path) == []
     [transcript] = runs.glob("*.jsonl")
     last = json.loads(transcript.read_text().splitlines()[-1])
+    assert last["kind"] == "end", transcript.read_text()[-3000:]
     assert (last["kind"], last["status"]) == ("end", "interrupted")
 
 
@@ -233,6 +235,23 @@ def test_ctrl_c_while_a_tool_runs_ends_the_tools_command_too(model, tmp_path, en
     assert len(pids) and processes_in(tmp_path) == []
 
 
+def test_ctrl_c_in_a_worktree_run_says_where_the_work_stays_and_never_passes_a_killed_command(model, tmp_path, env):
+    repo = make_repo(tmp_path / "repo", {"a.txt": "a\n"})
+    block = tool_block("crew:write_file", path="b.txt", content="b\n")
+    model.script(block + tool_block("crew:run_command", command=sleeper(tmp_path)), "Done.")
+    # --sandbox off: the command writes its pid outside the worktree, where the test reads it
+    args = ["execute", "--config", str(model.config), "--worktree", "--sandbox", "off", "@fake @fake write b"]
+    code, err, pids = interrupt(args, tmp_path, env, cwd=repo)
+    assert code == 130 and len(pids) and processes_in(tmp_path) == []
+    [run] = {line.split()[0] for line in run_crew(["worktrees"], env=env, cwd=repo).stdout.splitlines()[1:]}
+    assert (
+        f"\ncrew: the run stopped; its worktrees stay, with what each agent changed so far: `crew worktrees` lists "
+        f"them, `crew apply {run} AGENT` takes one agent's changes, `crew worktrees clean {run}` removes them\n"
+    ) in err
+    assert err.endswith("\ncrew: interrupted\n")
+    assert "exit -9" not in err and "✓ exit" not in err  # the command crew ended did not pass
+
+
 def test_ctrl_c_inside_code_python_generates_still_exits_130(tmp_path, env):
     """Python runs the code it generates for a dataclass or namedtuple with exec() on a string. A
     KeyboardInterrupt raised inside one marks the interpreter, run with -m, to kill itself with
@@ -247,6 +266,7 @@ def test_ctrl_c_inside_code_python_generates_still_exits_130(tmp_path, env):
         [sys.executable, "-m", "interrupted", "query", "@claude hello"],
         cwd=tmp_path,
         env=env,
+        stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
         timeout=60,
@@ -309,6 +329,7 @@ def test_ctrl_c_while_crew_is_still_loading_exits_130_without_a_traceback(tmp_pa
         [sys.executable, "early.py", "query", "@claude hello"],
         cwd=tmp_path,
         env=env,
+        stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
         timeout=60,
@@ -384,7 +405,7 @@ def test_a_tool_that_hangs_is_ended_by_its_own_timeout_and_the_loop_goes_on(mode
     assert "The command timed out, so I cannot say." in done.stdout
     follow_up = model.prompts[1]
     assert "timed out after 1s" in follow_up and '"success": false' in follow_up
-    assert len(written_pids(tmp_path / "pids")) == 1 and processes_in(tmp_path) == []
+    assert len(written_pids(tmp_path / "claude" / "sessions")) == 1 and processes_in(tmp_path) == []
 
 
 # --timeout bounds the whole run, tools included: past it crew ends everything the run started and
@@ -415,8 +436,9 @@ def test_timeout_ends_a_run_command_that_sleeps_with_its_group(model, tmp_path, 
     assert error.startswith(
         "crew: error: @fake did not finish in 5s: crew:run_command was still running; crew ended it"
     )
-    assert len(written_pids(tmp_path / "pids")) == 1  # and timed_out() found nothing left running (the pid
-    # it wrote is its sandbox's PID namespace's, not one to look for here)
+    # and timed_out() found nothing left running (the pid it wrote is its sandbox's PID namespace's,
+    # not one to look for here)
+    assert len(written_pids(tmp_path / "claude" / "sessions")) == 1
 
 
 def test_timeout_abandons_a_python_tool_in_an_endless_loop(model, tmp_path, env):
@@ -556,7 +578,7 @@ def test_transcripts_read_back_skip_a_record_nested_past_the_limit(model, tmp_pa
     path.write_text("\n".join([*lines[:-1], deep, deep_end]) + "\n")
     listed = run_crew(["log"], env=env, cwd=tmp_path)
     assert listed.returncode == 0 and path.stem in listed.stdout
-    shown = run_crew(["log", "show", path.stem], env=env, cwd=tmp_path)
+    shown = run_crew(["log", "show", "--json", path.stem], env=env, cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
     corrupt = [e for e in map(json.loads, shown.stdout.splitlines()) if e["kind"] == "corrupt"]
     assert [e["error"] for e in corrupt] == [f"JSON nested more than {MAX_DEPTH} levels deep; send flatter data"] * 2

@@ -170,6 +170,7 @@ def test_agents_list_shows_id_provider_model_and_profile(project: Path) -> None:
 def test_version_is_printed_without_loading_the_engine() -> None:
     done = subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "crewbridge", "--version"],
+        stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
         check=True,
@@ -194,7 +195,12 @@ def test_version_is_printed_without_loading_the_engine() -> None:
 def completion(**variables: str) -> str:
     env = {**os.environ, **variables}
     return subprocess.run(
-        [sys.executable, "-m", "crewbridge"], env=env, capture_output=True, text=True, check=True
+        [sys.executable, "-m", "crewbridge"],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
 
 

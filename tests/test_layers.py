@@ -15,6 +15,7 @@ PACKAGES = {
     "crewbridge.mcp": ROOT / "crewbridge" / "mcp",
     "crewbridge.acp": ROOT / "crewbridge" / "acp",
     "crewbridge.sandbox": ROOT / "crewbridge" / "sandbox",
+    "crewbridge.ui": ROOT / "crewbridge" / "ui",
     "crewbridge.batch": ROOT / "crewbridge" / "batch",
     "crewbridge.providers": ROOT / "providers",
     "crewbridge.tools": ROOT / "tools",

@@ -22,7 +22,7 @@ from mcp.shared.exceptions import MCPError
 from crewbridge.config import Config, default_agents
 from crewbridge.mcp.core import INTERNAL_ERROR, PROTOCOL_VERSIONS
 from crewbridge.mcp.server import McpServer
-from crewcli import CREW, end_group, running, start_crew, write_config
+from crewcli import CREW, end_group, run_crew, running, start_crew, write_config
 from mcpfakes import env_for, gone, mcp_project, slow_pid
 
 TOKEN = "server-test-token-0123456789"
@@ -112,11 +112,9 @@ def test_an_agents_policy_governs_the_clients_calls_and_the_transcript_records_t
     assert "grep" not in names and "list_files" in names
     assert listed.is_error and "needs a person's approval and there is no terminal" in text(listed)
     assert not read.is_error
-    log = subprocess.run([*CREW, "log"], env=env_for(tmp_path), cwd=project, capture_output=True, text=True)
+    log = run_crew(["log"], env=env_for(tmp_path), cwd=project)
     run_id = log.stdout.split()[0]
-    events = subprocess.run(
-        [*CREW, "log", "show", run_id], env=env_for(tmp_path), cwd=project, capture_output=True, text=True
-    ).stdout
+    events = run_crew(["log", "show", "--json", run_id], env=env_for(tmp_path), cwd=project).stdout
     calls = [e for e in map(json.loads, events.splitlines()) if e["kind"].startswith("tool_")]
     assert [(e["kind"], e["name"], e["agent"]) for e in calls] == [
         ("tool_call", "list_files", "guarded"),

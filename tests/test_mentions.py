@@ -67,8 +67,9 @@ def test_a_model_that_starts_with_a_dash_is_a_usage_error(text, shown):
         parse_mentions(text)
     assert str(caught.value) == (
         f"the model in '{shown}' starts with '-', so the CLI would read it as an option; "
-        f"name a model (e.g. {shown.split(':')[0]}:sonnet) or leave it out"
+        f"name one of its CLI's models after the colon ({shown.split(':')[0]}:MODEL) or leave it out"
     )
+    assert "sonnet" not in str(caught.value)  # a model of one CLI is never suggested for another
 
 
 def test_crew_chat_refuses_it_too():

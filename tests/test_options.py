@@ -32,3 +32,22 @@ def test_pick_takes_the_run_options_out_and_leaves_the_commands_own():
     values = {"max_turns": 2, "verbose": True, "resume": None}
     assert RunOptions.pick(values) == RunOptions(max_turns=2)
     assert values == {"verbose": True}
+
+
+@pytest.mark.parametrize(
+    ("options", "given"),
+    [
+        (RunOptions(worktree=True), "--worktree goes"),
+        (RunOptions(review="gemini"), "--review goes"),
+        (RunOptions(worktree=True, review="gemini"), "--worktree and --review go"),
+    ],
+)
+def test_worktree_and_review_go_with_execute_only(options, given):
+    options.check("execute")
+    with pytest.raises(UsageError) as raised:
+        options.check("query")
+    assert str(raised.value) == (
+        f"{given} with crew execute only: query mode changes no file, so there is nothing to keep in a "
+        "worktree or to review"
+    )
+    RunOptions().check("query")

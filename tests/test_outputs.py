@@ -121,13 +121,13 @@ def test_json_of_an_agent_that_answered_one_that_failed_and_of_several(crew):
 
 def test_the_json_names_the_run_that_resume_continues(crew):
     first = json.loads(crew("query", "--json", f"@demo {TASK}").stdout)
-    shown = [json.loads(line) for line in crew("log", "show", first["run"]).stdout.splitlines()]
+    shown = [json.loads(line) for line in crew("log", "show", "--json", first["run"]).stdout.splitlines()]
     assert shown[0]["kind"] == "start" and shown[0]["run_id"] == first["run"]
     again = crew("query", "--json", "--resume", first["run"], "@demo and again?")
     assert again.returncode == 0, again.stderr
     second = json.loads(again.stdout)
     assert second["run"] != first["run"]
-    started = json.loads(crew("log", "show", second["run"]).stdout.splitlines()[0])
+    started = json.loads(crew("log", "show", "--json", second["run"]).stdout.splitlines()[0])
     assert started["resumed_from"] == first["run"]
 
 
@@ -187,7 +187,7 @@ def test_what_crew_disarmed_for_git_holds_to_the_schemas(tmp_path):
         if output == "--json":
             records = records[0]["results"]
         disarmed = [r["disarmed"] for r in records if "disarmed" in r] or [r["found"] for r in records if "found" in r]
-        assert [[d["path"] for d in found] for found in disarmed] == [["sub/.git"]]
+        assert [[d["path"] for d in found] for found in disarmed] == [["sub/.git"]], (done.stdout, done.stderr)
 
 
 def test_an_asks_structured_content_through_crew_mcp_holds_to_the_outcome_schema(tmp_path, work):

@@ -78,3 +78,18 @@ def test_the_copy_finds_its_neighbours_as_the_script_did(tmp_path):
     pins = Pins.read(["hooks/check.sh"], tmp_path)
     done = subprocess.run([pins.path("hooks/check.sh")], capture_output=True, text=True)
     assert done.stdout == "hello\n", done.stderr
+
+
+def test_a_linked_script_finds_what_lies_around_it_as_it_did(tmp_path):
+    """A `node_modules/.bin`-style link: the copy lies where its target does, with `..` and the
+    folders beside it reachable (they stay links to the originals)."""
+    script(tmp_path / "pkg" / "lib" / "common.sh", "greeting=hello\n")
+    script(tmp_path / "pkg" / "bin" / "run.sh", '#!/bin/sh\n. "$(dirname "$0")/../lib/common.sh"\necho $greeting\n')
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "run").symlink_to("../pkg/bin/run.sh")
+    pins = Pins.read(["bin/run"], tmp_path)
+    copy = Path(pins.path("bin/run"))
+    assert copy.parts[-3:] == ("pkg", "bin", "run.sh") and not copy.is_symlink()
+    done = subprocess.run([str(copy)], capture_output=True, text=True)
+    assert done.stdout == "hello\n", done.stderr
+    assert (copy.parent.parent / "lib").is_symlink()

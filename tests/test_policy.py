@@ -332,7 +332,7 @@ def test_a_command_crew_cannot_check_is_asked_about_where_approval_is_configured
         approver=Approver(stdin=Terminal(tty=False).stdin, stderr=Terminal(tty=False).stderr),
     )
     assert nobody.check(registry.resolve("run_command"), {"command": "$(echo ls)"}).endswith(
-        "it was not run (no terminal to ask a person on)"
+        "it was not run (nobody to ask: no terminal, no crew ui serving)"
     )
 
 
@@ -410,8 +410,8 @@ def test_a_tool_declared_as_needing_approval_asks_without_config():
 def test_without_a_terminal_approval_is_refused_with_a_message_for_the_model(registry):
     refusal = asking(Terminal("y", tty=False), approval=["*"]).check(registry.resolve("read_file"), {"path": "x"})
     assert refusal == (
-        "tool 'read_file' needs a person's approval and there is no terminal to ask on; it was "
-        "not run (the user can re-run with --yes to approve every call)"
+        "tool 'read_file' needs a person's approval and there is nobody to ask (no terminal, no crew ui "
+        "serving); it was not run (the user can re-run with --yes to approve every call)"
     )
 
 
@@ -430,10 +430,10 @@ def test_calls_refused_because_nobody_could_be_asked_are_kept_for_the_run_to_rep
     error = not_approved("claude", unasked)
     assert error.exit_code == 8
     assert str(error) == (
-        "@claude: 2 calls needed a person's approval and there was no terminal to ask on, so they were "
-        "not run: write_file a.txt, run_command $(echo ls); re-run with --yes to approve them, or take "
-        "them out of the `approval` list of agent 'claude' in crew.yaml; a command crew cannot check is "
-        "allowed only by a person on a terminal, even with --yes"
+        "@claude: 2 calls needed a person's approval and there was nobody to ask (no terminal, no crew ui "
+        "serving), so they were not run: write_file a.txt, run_command $(echo ls); re-run with --yes to "
+        "approve them, or take them out of the `approval` list of agent 'claude' in crew.yaml; a command "
+        "crew cannot check is allowed only by a person (on a terminal or crew ui), even with --yes"
     )
 
 

@@ -163,11 +163,13 @@ def test_an_endless_line_is_cut_so_memory_stays_bounded():
     assert child.cut_lines >= 1
 
 
-def test_stderr_is_kept_apart_and_bounded():
-    child = Child([PY, "-c", "import sys; sys.stderr.write('e' * 100000 + 'LAST'); print('out')"])
+def test_stderr_is_kept_apart_and_bounded_to_its_start_and_its_end():
+    child = Child([PY, "-c", "import sys; sys.stderr.write('FIRST' + 'e' * 100000 + 'LAST'); print('out')"])
     assert list(child.lines()) == ["out"]
     child.wait()  # then stderr waits for its reader to take all the CLI wrote
-    assert child.stderr.endswith("LAST") and len(child.stderr) <= 8192
+    head, cut, tail = child.stderr.partition("\n[…]\n")
+    assert cut and head.startswith("FIRST") and len(head) == process.STDERR_HEAD
+    assert tail.endswith("LAST") and len(tail) == process.STDERR_KEEP
 
 
 def test_kill_from_several_threads_at_once_while_another_reads():
@@ -299,7 +301,7 @@ signal.pause()
 
 def test_a_stop_reaches_a_sandboxed_cli_before_its_sandbox_ends(sandboxing, tmp_path):
     state = tmp_path / "state"
-    sandbox = sandboxing.cli("required", tmp_path, "query", lambda env: State(dirs=(state,)))
+    sandbox = sandboxing.cli("required", tmp_path, "query", lambda env: State(data=(state,)))
     child = Child([PY, "-c", SAVES_ON_SIGTERM, str(state)], cwd=tmp_path, sandbox=sandbox)
     assert child.read_line(time.monotonic() + 30) == "ready"
     child.kill(grace=10)
@@ -311,3 +313,91 @@ def test_a_missing_cli_is_named_also_inside_the_sandbox(sandboxing, tmp_path):
     sandbox = sandboxing.cli("required", tmp_path, "query", lambda env: State())
     with pytest.raises(CLINotFound, match="'no-such-cli-x' not found on PATH"):
         Child(["no-such-cli-x"], cwd=tmp_path, sandbox=sandbox)
+
+
+# --- what crew says when a CLI fails ------------------------------------------------------------------
+# Each as the real CLI writes it (the paths shortened).
+GEMINI_WITHOUT_KEY = (
+    "When using Gemini API, you must specify the GEMINI_API_KEY environment variable.\n"
+    "Update your environment and try again (no reload needed if using .env)!\n"
+)
+NODE_STACK = """Ripgrep not available: spawn /x/rg EACCES. Falling back to built-in grep.
+An unexpected critical error occurred:
+Error: EROFS: read-only file system, open '/h/.qwen/settings.json.tmp'
+    at async open (node:internal/fs/promises:637:25)
+    at async file:///x/chunk-DPEB6S2R.js:141036:7
+"""
+PYTHON_TRACEBACK = """Traceback (most recent call last):
+  File "/x/bin/llm", line 8, in <module>
+    sys.exit(cli())
+  File "/x/sqlite_utils/db.py", line 3, in execute
+    return self.conn.execute(sql)
+sqlite3.OperationalError: attempt to write a readonly database
+"""
+RUST_BACKTRACE = """WARNING: proceeding, even though we could not create PATH aliases
+2026-11-28T17:58:22.173801Z ERROR codex_skills: failed to install system skills: io error
+Error: thread/start failed: error creating thread
+
+Stack backtrace:
+   0: <unknown>
+   1: <unknown>
+"""
+BUN_ERROR = """EROFS: read-only file system, mkdir '/h/.cache'
+    path: "/h/.cache",
+   errno: -30,
+
+
+Bun v1.3.14 (Linux x64 baseline)
+"""
+
+
+@pytest.mark.parametrize(
+    "stderr, line",
+    [
+        (GEMINI_WITHOUT_KEY, "When using Gemini API, you must specify the GEMINI_API_KEY environment variable."),
+        (NODE_STACK, "Error: EROFS: read-only file system, open '/h/.qwen/settings.json.tmp'"),
+        (PYTHON_TRACEBACK, "sqlite3.OperationalError: attempt to write a readonly database"),
+        (RUST_BACKTRACE, "Error: thread/start failed: error creating thread"),
+        (BUN_ERROR, "EROFS: read-only file system, mkdir '/h/.cache'"),
+        ("it went wrong\n", "it went wrong"),
+        ("", "no message on stderr"),
+    ],
+)
+def test_the_line_shown_is_the_first_that_says_what_went_wrong_never_a_stack_frame(stderr, line):
+    assert process.error_line(stderr) == line
+
+
+def test_a_refused_write_is_found_with_the_path_it_tried_when_the_cli_names_one(tmp_path):
+    assert process.refused_write(NODE_STACK) == ("read-only file system", "/h/.qwen/settings.json.tmp")
+    assert process.refused_write(BUN_ERROR) == ("read-only file system", "/h/.cache")  # the path on its own line
+    assert process.refused_write(PYTHON_TRACEBACK) == ("attempt to write a readonly database", None)
+    made = f"Error: ENOENT: no such file or directory, mkdir '{tmp_path / 'extensions'}'"
+    assert process.refused_write(made) == ("a folder could not be made", str(tmp_path / "extensions"))
+    assert process.refused_write(f"ENOENT: no such file or directory, mkdir '{tmp_path}/a/b'") is None  # no parent
+    assert process.refused_write(GEMINI_WITHOUT_KEY) is None
+    assert process.refused_write("spawn /x/rg EACCES") is None  # a program it could not run, not a write
+
+
+STATE_WRITER = """import pathlib, sys
+pathlib.Path(sys.argv[1], "state.db").write_text("x")
+"""
+
+
+def test_a_cli_that_cannot_write_its_state_in_the_sandbox_fails_with_crews_own_line(sandboxing, tmp_path):
+    state = tmp_path / "state"
+    state.mkdir()
+    sandbox = sandboxing.cli("required", tmp_path, "query", lambda env: State())
+    child = Child([PY, "-c", STATE_WRITER, str(state)], cwd=tmp_path, sandbox=sandbox)
+    message = child.failure("mine")
+    child.close()
+    said = (
+        "Read-only file system" if sandboxing.mechanism("required").name == "bwrap" else "[Errno 13] Permission denied"
+    )
+    assert message == (
+        f"mine could not write its own state inside crew's sandbox ({said}: it tried to write {state / 'state.db'}); "
+        "if that is where it keeps sessions, logs or caches, list that folder in its provider's state_dirs in "
+        "crew.yaml (never one holding its settings: docs/sandbox.md), or pass --sandbox off"
+    )
+    unconfined = Child([PY, "-c", STATE_WRITER, str(tmp_path / "missing")], cwd=tmp_path)
+    assert unconfined.failure("mine").startswith("mine exited with status 1: FileNotFoundError: [Errno 2]")
+    unconfined.close()

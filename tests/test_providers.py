@@ -11,8 +11,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from crewbridge.providers.base import Turn
+import tomllib
+from crewbridge.providers.base import McpServer, Turn
 from crewbridge.providers.claude import ClaudeProvider
+from crewbridge.providers.codex import CodexProvider
 
 from crewbridge import providers
 from crewbridge.bridge import Bridge
@@ -175,7 +177,7 @@ def test_gemini_has_a_session_when_the_chat_file_of_this_project_holds_it(tmp_pa
     assert not GeminiProvider().has_session(sid, env, Path("/x"))  # another project's session: gemini refuses it
 
 
-def test_codex_keeps_its_own_sandbox_outside_crews_and_leaves_its_commands_to_crews_inside(tmp_path: Path) -> None:
+def test_codex_keeps_its_own_sandbox_read_only_in_query_mode_and_leaves_execute_mode_to_crews(tmp_path: Path) -> None:
     from crewbridge.providers.codex import CodexProvider
 
     from crewbridge.sandbox import MECHANISM_ENV, Sandboxing
@@ -185,28 +187,39 @@ def test_codex_keeps_its_own_sandbox_outside_crews_and_leaves_its_commands_to_cr
         return argv[argv.index("--sandbox") + 1]
 
     assert [own(Turn("", mode)) for mode in ("query", "execute")] == ["read-only", "workspace-write"]
-    for mechanism, expected in (("bwrap", ["danger-full-access"] * 2), ("landlock", ["danger-full-access"] * 2)):
+    for mechanism in ("bwrap", "landlock"):
         sandboxing = Sandboxing(env={**os.environ, MECHANISM_ENV: mechanism})
         inside = [
             Turn("", mode, sandbox=sandboxing.cli("required", tmp_path, mode, CodexProvider().state))
             for mode in ("query", "execute")
         ]
-        assert [own(turn) for turn in inside] == expected
+        # query: its commands never run unasked (its own sandbox cannot start inside crew's, so none runs)
+        assert [own(turn) for turn in inside] == ["read-only", "danger-full-access"]
 
 
-def test_each_cli_declares_its_state_folder_and_the_settings_that_run_code(tmp_path: Path) -> None:
+def test_each_cli_writes_only_its_data_and_sees_its_state_folder_through_a_view() -> None:
     from crewbridge.providers.claude import ClaudeProvider
     from crewbridge.providers.codex import CodexProvider
     from crewbridge.providers.gemini import GeminiProvider
 
     env = {"HOME": "/h"}
-    assert ClaudeProvider().state(env).dirs == (Path("/h/.claude"),)
-    assert ClaudeProvider().state(env).read_only == (Path("/h/.claude/settings.json"), Path("/h/.claude.json"))
+    claude = ClaudeProvider().state(env)
+    assert (claude.home, claude.variable) == (Path("/h/.claude"), "CLAUDE_CONFIG_DIR")
+    assert Path("/h/.claude/projects") in claude.data and {"session-env", "shell-snapshots"} <= set(claude.private)
+    assert dict(claude.also) == {".claude.json": Path("/h/.claude.json")}  # its MCP servers, beside the folder
     moved = ClaudeProvider().state({**env, "CLAUDE_CONFIG_DIR": "/c"})
-    assert moved.read_only == (Path("/c/settings.json"), Path("/c/.claude.json"))
-    assert GeminiProvider().state(env).read_only == (Path("/h/.gemini/settings.json"), Path("/h/.gemini/extensions"))
-    assert CodexProvider().state({**env, "CODEX_HOME": "/x"}).dirs == (Path("/x"),)
-    assert CodexProvider().state(env).read_only == (Path("/h/.codex/config.toml"), Path("/h/.codex/rules"))
+    assert moved.home == Path("/c") and moved.also == ()  # then /c/.claude.json, an entry of the folder
+    gemini = GeminiProvider().state(env)
+    assert (gemini.home, gemini.variable, gemini.within) == (Path("/h/.gemini"), "GEMINI_CLI_HOME", ".gemini")
+    assert gemini.data == (Path("/h/.gemini/tmp"),) and gemini.read_only == (Path("/h/.gemini/tmp/bin"),)
+    codex = CodexProvider().state({**env, "CODEX_HOME": "/x"})
+    assert (codex.home, codex.variable) == (Path("/x"), "CODEX_HOME")
+    assert Path("/x/sessions") in codex.data and codex.data_files == (Path("/x/installation_id"),)
+    assert dict(codex.view_env) == {"CODEX_SQLITE_HOME": "sqlite"} and "sqlite" in codex.private
+    own_sqlite = CodexProvider().state({**env, "CODEX_SQLITE_HOME": "/db"})
+    assert Path("/db") in own_sqlite.data and own_sqlite.view_env == ()
+    for state in (claude, gemini, codex):
+        assert state.home not in state.data  # the folder itself, with its settings, is never writable
 
 
 # --- arguments stay arguments ----------------------------------------------------------------------
@@ -218,3 +231,94 @@ def test_a_turn_refuses_a_value_that_would_reach_a_cli_as_an_option(field: str, 
 
     with pytest.raises(UsageError, match=f"'{value}' starts with '-', so the CLI would read it as an option"):
         Turn("hi", **{field: value})
+
+
+def test_each_cli_is_kept_to_the_mcp_servers_crew_gives_it(tmp_path: Path) -> None:
+    from crewbridge.providers.claude import ClaudeProvider
+    from crewbridge.providers.codex import CodexProvider
+    from crewbridge.providers.gemini import ACP_SERVER, NO_SERVER, GeminiProvider
+
+    env = {"HOME": str(tmp_path), "CODEX_HOME": str(tmp_path / "codex")}
+    query, native = Turn("", "query"), Turn("", "query", native=True)
+    assert ClaudeProvider().own_mcp_only(query, env, tmp_path) == ["--strict-mcp-config"]
+    assert GeminiProvider().own_mcp_only(query, env, tmp_path) == ["--allowed-mcp-server-names", NO_SERVER]
+    assert GeminiProvider().own_mcp_only(native, env, tmp_path) == ["--allowed-mcp-server-names", ACP_SERVER]
+    editors = Turn("", "query", native=True, mcp_servers=(McpServer("vault", "vault-mcp"), McpServer("db", "db")))
+    assert GeminiProvider().own_mcp_only(editors, env, tmp_path) == [
+        "--allowed-mcp-server-names",
+        f"{ACP_SERVER},vault,db",
+    ]
+    assert ACP_SERVER != "crew"  # the name `crew mcp install` gives crew in gemini's settings
+    assert CodexProvider().own_mcp_only(query, env, tmp_path) == []  # no config: no server to turn off
+    (tmp_path / "codex").mkdir()
+    (tmp_path / "codex" / "config.toml").write_text(
+        '[mcp_servers.crew]\ncommand = "crew"\n[mcp_servers.docs]\nurl = "x"\n'
+    )
+    (tmp_path / ".codex").mkdir()
+    (tmp_path / ".codex" / "config.toml").write_text('[mcp_servers."lint-server"]\ncommand = "lint"\n')
+    assert CodexProvider().own_mcp_only(query, env, tmp_path) == [
+        "-c",
+        "mcp_servers.crew.enabled=false",
+        "-c",
+        "mcp_servers.docs.enabled=false",
+        "-c",
+        "mcp_servers.lint-server.enabled=false",
+    ]
+    given = Turn("", "query", mcp_servers=(McpServer("docs", "docs-mcp"),))  # the editor's, by a configured name
+    assert "mcp_servers.docs.enabled=false" not in CodexProvider().own_mcp_only(given, env, tmp_path)
+
+
+# -- MCP servers an editor gives a crew acp session (Provider.mcp_via) ----------------------------
+
+VAULT = McpServer("vault", "/usr/bin/vault-mcp", ("--stdio", 'say "hi"'), (("VAULT_TOKEN", "s3cret"),))
+
+
+def test_claude_takes_mcp_servers_in_an_mcp_config_whose_secrets_stay_in_its_environment() -> None:
+    provider = ClaudeProvider()
+    option, config = provider.mcp_options([VAULT])
+    assert option == "--mcp-config" and "s3cret" not in config
+    assert json.loads(config) == {
+        "mcpServers": {
+            "vault": {
+                "type": "stdio",
+                "command": "/usr/bin/vault-mcp",
+                "args": ["--stdio", 'say "hi"'],
+                "env": {"VAULT_TOKEN": "${CREW_MCP_1_1}"},
+                "alwaysLoad": True,
+            }
+        }
+    }
+    assert provider.mcp_env([VAULT]) == {"CREW_MCP_1_1": "s3cret"}
+    assert provider.mcp_options([]) == [] and provider.mcp_env([]) == {}
+
+
+def test_codex_takes_mcp_servers_as_config_overrides_in_toml() -> None:
+    options = CodexProvider().mcp_options([VAULT])
+    assert options[::2] == ["-c"] * (len(options) // 2)
+    table = tomllib.loads("\n".join(options[1::2]))["mcp_servers"]["vault"]
+    assert table == {
+        "command": "/usr/bin/vault-mcp",
+        "args": ["--stdio", 'say "hi"'],
+        "env": {"VAULT_TOKEN": "s3cret"},
+        "required": True,
+        "default_tools_approval_mode": "prompt",
+    }
+
+
+def test_gemini_takes_mcp_servers_in_its_acp_session_and_other_clis_take_none(tmp_path: Path) -> None:
+    from crewbridge.conversations import new_conversation
+    from crewbridge.conversations.gemini import GeminiSessionConversation
+    from crewbridge.conversations.gemini_acp import GeminiAcpConversation, stdio_server
+
+    gemini = providers.load("gemini")
+    assert gemini.mcp_via == "session" and gemini.mcp_options([VAULT]) == []
+    assert isinstance(new_conversation(gemini, Turn(prompt=""), tmp_path, {}), GeminiSessionConversation)
+    given = new_conversation(gemini, Turn(prompt="", mcp_servers=(VAULT,)), tmp_path, {})
+    assert isinstance(given, GeminiAcpConversation)
+    assert stdio_server(VAULT) == {
+        "name": "vault",
+        "command": "/usr/bin/vault-mcp",
+        "args": ["--stdio", 'say "hi"'],
+        "env": [{"name": "VAULT_TOKEN", "value": "s3cret"}],
+    }
+    assert providers.load("demo").mcp_via == ""

@@ -157,8 +157,9 @@ def test_no_secret_of_any_kind_is_in_a_runs_transcript_log_or_trace(kind, tmp_pa
     assert done.returncode == 0, done.stderr
     assert SECRETS[kind] in model.prompts[1]  # the model was given the file as it is
     [transcript] = (tmp_path / "home" / ".local" / "state" / "crewbridge" / "runs").glob("*.jsonl")
-    shown = run_crew(["log", "show", "last"], env=env, cwd=tmp_path).stdout
-    for written in (transcript.read_text(), shown, done.stderr):  # done.stderr: the --verbose trace
+    shown = run_crew(["log", "show", "--json", "last"], env=env, cwd=tmp_path).stdout
+    read = run_crew(["log", "show", "last"], env=env, cwd=tmp_path).stdout  # as a person reads it
+    for written in (transcript.read_text(), shown, read, done.stderr):  # done.stderr: the --verbose trace
         assert SECRETS[kind] not in written
     [result] = [json.loads(line)["result"] for line in shown.splitlines() if '"tool_result"' in line]
     assert result["data"]["content"] == (

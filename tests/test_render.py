@@ -19,6 +19,8 @@ from crewbridge.loop import CallRecord, Progress, RunResult
 from crewbridge.process import Child
 from crewbridge.registry import ToolResult
 from crewbridge.render import Renderer, brief, one_line, summary
+from ttys import Terminal as Pty
+from ttys import close_terminals  # noqa: F401 - a fixture
 
 ESC = "\x1b["
 
@@ -242,14 +244,35 @@ def test_the_status_line_shows_on_a_terminal_while_waiting_and_is_cleared_before
         r.draw_status(0)
         assert err.getvalue().startswith("\r\x1b[2K⠋ @claude waiting for the model")
         r.progress(Progress("call", "claude", call=call()))
-        before = err.getvalue()
-        r.draw_status(1)  # a tool is running (it may be asking the person): no status line
-        assert err.getvalue() == before
+        r.draw_status(1)  # a tool is running: the status line names it
+        assert err.getvalue().endswith("\r\x1b[2K⠙ @claude running crew:read_file 0s\r")
+        r.progress(Progress("result", "claude", call=call(result=ToolResult(True, "a"))))
+        r.draw_status(2)  # its result came: the agent waits for the model again
+        assert err.getvalue().endswith("\r\x1b[2K⠹ @claude waiting for the model 0s\r")
         r.progress(Progress("answer", "claude", "x", result=RunResult("claude", "x", [], {}, None, 1)))
+        r.draw_status(3)  # nobody works any more: the line is wiped, and stays so
         end = len(err.getvalue())
-        r.draw_status(2)  # nobody works any more
+        assert err.getvalue().endswith("\r\x1b[2K")
+        r.draw_status(4)
     assert err.getvalue()[end:] == ""
     assert "\r\x1b[2K→ crew:read_file notes.txt" in err.getvalue()  # the status was wiped first
+
+
+def test_an_approval_question_wipes_the_status_line_of_a_running_tool_before_it_asks(monkeypatch):
+    from crewbridge.approval import Question, TerminalChannel
+
+    monkeypatch.setattr(render, "STATUS_IDLE", 0)
+    pty = Pty("y")
+    with Renderer(out=io.StringIO(), err=pty.stderr, env={"NO_COLOR": "1"}) as r:
+        r.progress(Progress("turn", "claude", "1"))
+        r.progress(Progress("call", "claude", call=call("crew:run_command", command="make")))
+        r.draw_status(0)
+        asked = Question("claude", "run_command", {"command": "make"})
+        assert TerminalChannel(pty.stdin, pty.stderr).ask(asked, None) == "yes"
+    shown = pty.read("[y/N/a=always] ")
+    status = shown.index("@claude running crew:run_command")
+    question = shown.index("@claude wants to run")
+    assert "\r\x1b[2K" in shown[status:question]  # wiped first: the question has its line to itself
 
 
 def test_the_status_line_shows_the_runs_tokens_so_far(monkeypatch):
@@ -510,6 +533,39 @@ def test_verbose_shows_the_command_and_every_raw_line_on_stderr(tmp_path):
     assert len(err.getvalue().splitlines()) == 4
 
 
+def test_verbose_shows_a_long_command_whole_and_cuts_a_long_line_saying_how_much(tmp_path):
+    err = io.StringIO()
+    long = "x" * (render.TRACE_CHARS * 3)
+    with renderer(err=err, verbose=True):
+        child = Child(["sh", "-c", f"echo {long}; echo done"], cwd=tmp_path)
+        assert list(child.lines()) == [long, "done"]
+        child.close()
+    command, read, done = err.getvalue().splitlines()
+    assert command.endswith(f"$ sh -c 'echo {long}; echo done'")  # whole: a person can run it again
+    traced = read.split("> ")[0] + "> " + long  # the line as logged: `sh[PGID] > xxx…`
+    cut = render.TRACE_CHARS
+    assert read == f"{traced[:cut]}… ({len(traced) - cut:,} more characters)"
+    assert done.endswith("> done")
+
+
+def test_verbose_shows_where_a_bug_in_crew_is_and_nothing_for_crews_own_errors():
+    def crash():
+        raise KeyError("size")
+
+    def refuse():
+        raise ProviderError("claude refused")
+
+    shown = {}
+    for verbose, fail in ((True, crash), (False, crash), (True, refuse)):
+        err = io.StringIO()
+        with pytest.raises((KeyError, ProviderError)), renderer(err=err, verbose=verbose):
+            fail()
+        shown[verbose, fail.__name__] = err.getvalue()
+    assert "Traceback (most recent call last)" in shown[True, "crash"] and "in crash" in shown[True, "crash"]
+    assert "KeyError: 'size'" in shown[True, "crash"]
+    assert shown[False, "crash"] == "" and shown[True, "refuse"] == ""
+
+
 def test_a_reader_that_left_stdout_does_not_end_the_run(tmp_path, monkeypatch):
     from crewbridge.bridge import Bridge
 
@@ -559,6 +615,8 @@ def test_the_demo_agent_round_trip_as_a_person_sees_it(tmp_path, monkeypatch):
         ({"entries": ["a"]}, "1 entry"),
         ({"matches": ["a:1:x", "b:2:y"], "files_searched": 4}, "2 matches"),
         ({"exit_code": 2, "output": "error: x\n"}, "exit 2, 1 line"),
+        ({"exit_code": -9, "output": ""}, "killed by SIGKILL, 0 lines"),
+        ({"exit_code": -99, "output": "x"}, "killed by signal 99, 1 line"),
         ({"path": "a.py", "bytes": 12, "created": True}, "created a.py, 12 bytes"),
         ({"path": "a.py", "line": 4}, "edited a.py at line 4"),
         ({"name": "crew:grep", "read_only": True}, "done"),
@@ -570,6 +628,23 @@ def test_the_demo_agent_round_trip_as_a_person_sees_it(tmp_path, monkeypatch):
 )
 def test_a_result_is_summed_up_in_a_few_words(data, text):
     assert summary(data) == text
+
+
+def test_a_command_a_signal_ended_is_a_failure_on_its_result_line(monkeypatch):
+    monkeypatch.setattr(render, "STATUS_IDLE", 0)
+    err = io.StringIO()
+    killed = ToolResult(True, {"exit_code": -9, "output": "half\n"})
+    with renderer(Terminal(), err) as r:
+        r.progress(Progress("call", "claude", call=call("crew:run_command", command="make")))
+        r.progress(Progress("result", "claude", call=call("crew:run_command", killed, command="make")))
+        r.progress(
+            Progress(
+                "result", "claude", call=call("crew:run_command", ToolResult(True, {"exit_code": 1}), command="ls")
+            )
+        )
+    assert err.getvalue() == (
+        "→ crew:run_command make\n  ✗ killed by SIGKILL, 1 line\n  ✓ crew:run_command ls: exit 1, 0 lines\n"
+    )
 
 
 def test_a_truncated_result_says_so():

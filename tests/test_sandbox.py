@@ -128,7 +128,7 @@ def test_a_sandboxed_cli_writes_its_state_and_temp_and_in_execute_mode_the_proje
     )
     script += f"; echo x > {tmp_path / 'o'} 2>/dev/null; true"  # bwrap: into its private /tmp, not ours
     for mode, wrote in (("query", "state\ntemp\n"), ("execute", "state\ntemp\nproject\n")):
-        sandbox = sandboxing.cli("required", work, mode, lambda env: State(dirs=(state,)))
+        sandbox = sandboxing.cli("required", work, mode, lambda env: State(data=(state,)))
         proc, launch = spawn(
             ["sh", "-c", script],
             sandbox=sandbox,
@@ -158,7 +158,7 @@ def test_a_sandboxed_cli_keeps_the_network(sandboxing, tmp_path):
 def test_a_missing_settings_file_is_made_so_that_it_can_be_kept_read_only(sandboxing, tmp_path):
     state = tmp_path / "state"
     kept = (state / "settings.json", state / "config.toml", state / "extensions")
-    sandbox = sandboxing.cli("required", tmp_path, "execute", lambda env: State(dirs=(state,), read_only=kept))
+    sandbox = sandboxing.cli("required", tmp_path, "execute", lambda env: State(data=(state,), read_only=kept))
     plant = "; ".join(f"echo planted > {path} 2>/dev/null; mkdir {path}/x 2>/dev/null" for path in kept)
     proc, launch = spawn(
         ["sh", "-c", plant + "; echo ok > " + str(state / "session")], sandbox=sandbox, env=None, cwd=tmp_path
@@ -184,7 +184,7 @@ def test_a_sandboxed_process_has_no_capability_to_undo_its_sandbox_even_run_as_r
     state.mkdir()
     (state / "settings.json").write_text("{}\n")
     sandbox = sandboxing.cli(
-        "required", tmp_path, "query", lambda env: State(dirs=(state,), read_only=(state / "settings.json",))
+        "required", tmp_path, "query", lambda env: State(data=(state,), read_only=(state / "settings.json",))
     )
     undo = (
         f"grep -E '^Cap(Eff|Bnd):' /proc/self/status; umount {state}/settings.json; mount -o remount,rw,bind /; "
@@ -220,3 +220,34 @@ def test_a_bad_setting_found_ahead_is_raised_where_the_detection_is_read() -> No
     ahead.detect_ahead()
     with pytest.raises(UsageError, match="CREW_SANDBOX_MECHANISM=chroot is not one of"):
         _ = ahead.detection
+
+
+# --- deny_commands enforced by the sandbox: the programs it masks --------------------------------
+
+
+def test_only_globs_that_deny_a_program_whatever_its_arguments_mask_it():
+    from crewbridge.sandbox.base import whole_programs
+
+    assert whole_programs(["rm *", "rm*", "git push*", "rm", "*", "* -rf *", "curl *", "/bin/rm *", "?m *"]) == [
+        ("rm", "rm *"),
+        ("rm*", "rm*"),
+        ("curl", "curl *"),
+    ]
+
+
+def test_masked_programs_are_found_on_path_links_resolved_multi_call_binaries_left(tmp_path):
+    from crewbridge.sandbox.base import masked_programs
+
+    bin_, other = tmp_path / "bin", tmp_path / "other"
+    bin_.mkdir()
+    other.mkdir()
+    for name in ("rm", "rmdir", "busybox"):
+        (bin_ / name).write_text("#!/bin/sh\n")
+        (bin_ / name).chmod(0o755)
+    (other / "rm").symlink_to(bin_ / "rm")  # the same file by another path: masked once
+    (other / "curl").symlink_to(bin_ / "busybox")  # busybox's applet: masking it would mask busybox
+    env = {"PATH": f"{other}:{bin_}"}
+    found = masked_programs(["rm *", "curl *"], env, spared=[])
+    assert [(m.path, m.name, m.glob) for m in found if tmp_path in m.path.parents] == [(bin_ / "rm", "rm", "rm *")]
+    found = masked_programs(["rm*"], env, spared=[str(bin_ / "rmdir")])
+    assert [m.path for m in found if tmp_path in m.path.parents] == [bin_ / "rm"]

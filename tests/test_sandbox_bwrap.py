@@ -96,7 +96,7 @@ def test_a_protected_file_inside_a_writable_folder_stays_read_only(tmp_path):
     state.mkdir()
     (state / "settings.json").write_text('{"hooks": {}}\n')
     sandbox = bwrap_sandboxing().cli(
-        "required", tmp_path, "query", lambda env: State(dirs=(state,), read_only=(state / "settings.json",))
+        "required", tmp_path, "query", lambda env: State(data=(state,), read_only=(state / "settings.json",))
     )
     plant = (
         f"echo planted > {state}/settings.json; mv {state}/new {state}/settings.json; "
@@ -191,3 +191,33 @@ def test_in_execute_mode_the_git_folder_cannot_be_swapped_for_one_of_the_sandbox
     assert sorted(p.name for p in work.iterdir()) == [".git"]
     assert (work / ".git" / "modules" / "lib" / "config").read_text() == "[core]\n"
     assert (work / ".git" / "modules" / "lib" / "hooks").is_dir()  # made, empty, so it cannot be planted
+
+
+def test_a_program_deny_commands_denies_whatever_its_arguments_cannot_start_inside(tmp_path):
+    """The sandbox enforces what it can of deny_commands: rm's file is shown as one that refuses to
+    run, so no wrapper, script or path the command rules miss can start it."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "v").write_text("keep me\n")
+    (work / "s.sh").write_text("rm v\n")
+    sandbox = bwrap_sandboxing().commands("required", work, "execute", network=False, denied=["rm *", "git push*"])
+    tries = "rm v; /usr/bin/rm v; /bin/rm v; env - rm v; sh s.sh; cp /usr/bin/rm ./r && ./r v; ls; echo left $?"
+    proc, launch = spawn(
+        ["/bin/sh", "-c", tries], sandbox=sandbox, env=None, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    out, err = proc.communicate()
+    launch.ended()
+    assert (work / "v").read_text() == "keep me\n"
+    said = "crew: rm is denied by deny_commands in crew.yaml ('rm *'); this sandbox does not run it"
+    assert err.decode().count(said) == 6, err.decode()
+    assert out.decode().endswith("left 0\n") and "s.sh" in out.decode()  # the rest runs
+    assert not any(arg.endswith("/git") for arg in launch.argv)  # `git push*` denies some uses only: no mask
+
+
+def test_the_program_started_is_never_masked(tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    sandbox = bwrap_sandboxing().commands("required", work, "execute", network=False, denied=["sh *", "dash *"])
+    proc, launch = spawn(["/bin/sh", "-c", "echo started"], sandbox=sandbox, env=None, cwd=work, stdout=subprocess.PIPE)
+    assert proc.communicate()[0] == b"started\n"
+    launch.ended()

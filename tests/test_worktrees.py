@@ -173,6 +173,22 @@ def test_apply_that_conflicts_changes_nothing(repo: Path) -> None:
     assert status(repo) == " M notes.txt\n"
 
 
+def test_applying_twice_says_the_changes_are_there_already_and_changes_nothing(repo: Path) -> None:
+    worktree = make(repo, RUN, ["claude"]).worktrees[0]
+    write(worktree.path, {"notes.txt": "deploy: Tuesday\nowner: dana\n", "new.txt": "n\n", "logo.png": PNG})
+    assert not apply(repo, RUN, "claude").already
+    again = apply(repo, RUN, "claude")
+    assert again.already and [c.path for c in again.changes] == ["logo.png", "new.txt", "notes.txt"]
+    assert again.lines() == [
+        f"@claude's changes of run {RUN} are in this checkout already (applied before); nothing was applied. "
+        f"`crew worktrees clean {RUN}` removes the worktree"
+    ]
+    assert (repo / "notes.txt").read_text() == "deploy: Tuesday\nowner: dana\n"
+    write(repo, {"notes.txt": "deploy: Monday\nowner: dana\n"})  # changed since: neither applies nor is there
+    with pytest.raises(Conflict, match="Commit or stash your changes"):
+        apply(repo, RUN, "claude")
+
+
 def test_apply_without_changes_says_there_is_nothing(repo: Path) -> None:
     make(repo, RUN, ["claude"])
     with pytest.raises(UsageError, match=f"@claude changed nothing in run {RUN}; there is nothing to apply"):
@@ -193,6 +209,24 @@ def test_clean_keeps_uncommitted_work_unless_forced(repo: Path) -> None:
     assert [c.removed for c in clean(repo, force=True)] == [True]
     assert branches(repo) == ["main"] and kept(repo) == []
     assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+
+
+def test_clean_removes_a_worktree_whose_changes_were_applied_and_keeps_one_taken_back(repo: Path) -> None:
+    made = make(repo, RUN, ["claude", "gemini"])
+    for worktree in made.worktrees:
+        write(worktree.path, {f"{worktree.agent}.txt": "work\n", "notes.txt": f"by {worktree.agent}\n"})
+    apply(repo, RUN, "claude")
+    done = clean(repo, RUN)  # gemini's changes were never applied: they stay
+    assert [(c.worktree.agent, c.removed) for c in done] == [("claude", True), ("gemini", False)]
+    assert done[0].line() == (
+        f"removed {made.worktrees[0].path} and branch crew/{RUN}/claude (its changes are in your checkout: "
+        "crew apply took them)"
+    )
+    assert (repo / "claude.txt").read_text() == "work\n"  # the checkout keeps what was applied
+    git(repo, "checkout", "--", "notes.txt")
+    (repo / "claude.txt").unlink()
+    write(repo, {"gemini.txt": "work\n"})  # part of gemini's changes only: they are not all there
+    assert [c.removed for c in clean(repo, RUN)] == [False]
 
 
 def test_clean_keeps_a_branch_with_commits_of_its_own_unless_forced(repo: Path) -> None:

@@ -10,6 +10,7 @@ import asyncio
 import dataclasses
 import logging
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from acp.schema import (
     InitializeResponse,
     ListSessionsResponse,
     LoadSessionResponse,
+    McpServerStdio,
     NewSessionResponse,
     PromptResponse,
     ResourceContentBlock,
@@ -36,12 +38,15 @@ from crewbridge.acp.session import Serving, Session, new_session_id, runs_of, se
 from crewbridge.acp.wire import Courier, stdio
 from crewbridge.config import Config, load_config
 from crewbridge.errors import CrewError
+from crewbridge.native import SERVER
+from crewbridge.providers.base import McpServer
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from crewbridge.sandbox import Sandboxing
 
 log = logging.getLogger("crewbridge.acp")
+SERVER_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # a TOML key as codex takes it, a tool name's part for claude
 
 
 class CrewAgent(Agent):
@@ -89,8 +94,7 @@ class CrewAgent(Agent):
     async def new_session(
         self, cwd: str, additional_directories: list[str] | None = None, mcp_servers: Any = None, **kwargs: Any
     ) -> NewSessionResponse:
-        session = self._session(new_session_id(), cwd)
-        await asyncio.to_thread(session.prestart)
+        session = self._session(new_session_id(), cwd, servers=_servers(mcp_servers))
         return NewSessionResponse(session_id=session.id, modes=session.modes(), config_options=session.options())
 
     async def load_session(
@@ -99,7 +103,7 @@ class CrewAgent(Agent):
         runs = await asyncio.to_thread(runs_of, session_id)
         if not runs:
             raise _refused(f"session '{session_id}' not found; session/list lists crew's sessions")
-        session = self._session(session_id, cwd, last_run=runs[-1].run_id)
+        session = self._session(session_id, cwd, last_run=runs[-1].run_id, servers=_servers(mcp_servers))
         agents, mode = runs[-1].fields.get("agents"), runs[-1].fields.get("mode")
         if isinstance(agents, list) and agents and agents[0] in session.config.agents:
             session.choices = dataclasses.replace(session.choices, agent=agents[0])
@@ -163,11 +167,13 @@ class CrewAgent(Agent):
         return None
 
     def close(self) -> None:
-        """End every session: their running prompts' CLIs, and those started for a next prompt."""
+        """End every session: their running prompts' CLIs."""
         for session in self.sessions.values():
             session.close()
 
-    def _session(self, session_id: str, cwd: str, last_run: str | None = None) -> Session:
+    def _session(
+        self, session_id: str, cwd: str, last_run: str | None = None, servers: tuple[McpServer, ...] = ()
+    ) -> Session:
         folder = Path(cwd)
         if not folder.is_absolute() or not folder.is_dir():
             raise _refused(f"cwd '{cwd}' is not an absolute path to a folder; open a folder in the editor")
@@ -188,6 +194,7 @@ class CrewAgent(Agent):
                     and self.capabilities.fs.write_text_file
                 ),
                 last_run=last_run,
+                mcp_servers=servers,
             )
         except CrewError as exc:
             raise _refused(str(exc)) from None
@@ -224,6 +231,24 @@ class CrewAgent(Agent):
 def _refused(message: str) -> RequestError:
     """An error the editor shows as it is."""
     return RequestError(-32602, message)
+
+
+def _servers(given: list[Any] | None) -> tuple[McpServer, ...]:
+    """The editor's MCP servers (session/new's mcpServers) as crew gives them to the CLIs: on stdio
+    only (crew offers no mcpCapabilities), each named as a CLI can name it, crew's own name apart."""
+    servers: list[McpServer] = []
+    for server in given or []:
+        name = getattr(server, "name", "")
+        if not isinstance(server, McpServerStdio):
+            raise _refused(f"MCP server '{name}' is not on stdio; crew acp gives the CLIs MCP servers on stdio only")
+        if not SERVER_NAME.fullmatch(name) or name == SERVER or name in {s.name for s in servers}:
+            raise _refused(
+                f"MCP server name '{name}' cannot be given to the CLIs: name each server once, in letters, "
+                f"digits, '-' and '_', other than '{SERVER}' (crew's own tools)"
+            )
+        env = tuple((variable.name, variable.value) for variable in server.env)
+        servers.append(McpServer(name, server.command, tuple(server.args), env))
+    return tuple(servers)
 
 
 def _task(blocks: list[Any]) -> tuple[str, str | None]:

@@ -35,6 +35,7 @@ from crewbridge.acp.wire import MAX_FRAME, StdioTransport
 
 HELD, FAILED, NOT_EXERCISED = "held", "FAILED", "not exercised"
 ASKED = 2.0  # seconds the agent has to answer a malformed frame
+GRACE = 10.0  # seconds the agent has to exit once its stdin is closed (then SIGTERM, then as long again)
 
 
 @dataclass
@@ -105,10 +106,21 @@ class Agent:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        """End the agent as an editor does: its stdin closed and a moment to exit on its own (to
+        save what it keeps), then its process group ended."""
         with contextlib.suppress(Exception):
             await self.connection.close()
+        with contextlib.suppress(Exception):
+            self.writer.close()
+        for sent in (None, signal.SIGTERM, signal.SIGKILL):
+            if sent is not None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(self.process.pid, sent)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self.process.wait()), GRACE)
+                break
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.process.pid, signal.SIGKILL)
+            os.killpg(self.process.pid, signal.SIGKILL)  # what it started and left behind
         await self.process.wait()
 
     def _observe(self, event: StreamEvent) -> None:

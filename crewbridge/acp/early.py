@@ -3,31 +3,26 @@ more to import on a loaded machine), click and the engine load, which then load 
 reads the answer. The answer needs none of them: the protocol version, crew's capabilities and
 name. The SDK's agent answers it the same way (`hello`, validated there by the SDK's own model).
 
-As for `crew mcp` (crewbridge.mcp.early), only when nothing that loads could refuse to start: no
-crew.yaml found, no sandbox mechanism named, and every argument one whose value cannot be refused
-(`--sandbox required` can: it is read by click, and refused before any answer)."""
+As for `crew mcp` (crewbridge.mcp.early), only when nothing that loads could refuse to start
+(crewbridge.flags.unrefusable): no crew.yaml found, no sandbox mechanism named, and every argument
+one whose value cannot be refused (`--sandbox required` can: it is read by click, and refused
+before any answer). Nothing is imported here that the answer does not need: no typing, no pathlib,
+none of crew's JSON-RPC (a Python start and ~3 ms of imports come before the answer)."""
 
 from __future__ import annotations
 
+import json
 import os
 
-from crewbridge.mcp.core import RpcError, read_message
-from crewbridge.mcp.early import read, unrefusable
-from crewbridge.readings import number
+from crewbridge import flags
+from crewbridge.jsonio import loads
 from crewbridge.version import __version__
 
 TYPE_CHECKING = False  # typing itself is ~5 ms to import; type checkers read this name as True
 if TYPE_CHECKING:
-    from collections.abc import Callable
     from typing import Any
 
 PROTOCOL_VERSION = 1  # the ACP version crew speaks (the SDK's)
-# crew acp's options (crewbridge.cli.acp_group) read here, with what each one's value must be
-VALUE_OPTIONS: dict[str, Callable[[str], bool]] = {
-    "--timeout": number(float, 0.1),
-    "--max-turns": number(int, 1),
-    "--sandbox": lambda text: text in ("auto", "off"),  # required: refused where no sandbox works
-}
 
 
 def hello() -> dict[str, Any]:
@@ -57,7 +52,8 @@ class Greeting:
 def greet(args: list[str]) -> Greeting | None:
     """The first message read from stdin and, when it is `initialize`, answered on stdout; None
     (nothing read) when the agent could still refuse to start."""
-    if read(args, VALUE_OPTIONS, frozenset()) is None or not unrefusable():
+    found = flags.read(args, flags.ACP)
+    if found is None or found[1] or not flags.unrefusable():
         return None
     data = b""
     try:
@@ -67,8 +63,8 @@ def greet(args: list[str]) -> Greeting | None:
         return None
     first, _, rest = data.partition(b"\n")
     try:
-        message = read_message(first)
-    except RpcError:
+        message = loads(first)
+    except ValueError:  # not JSON, or nested too deep: the agent answers it, once loaded
         return Greeting(data, None)
     if not isinstance(message, dict):
         return Greeting(data, None)
@@ -82,8 +78,6 @@ def greet(args: list[str]) -> Greeting | None:
         or not isinstance(rid, (int, str))
     ):
         return Greeting(data, None)  # the agent answers it, once loaded
-    import json
-
     answer = {"jsonrpc": "2.0", "id": rid, "result": hello()}
     try:
         os.write(1, json.dumps(answer, separators=(",", ":")).encode() + b"\n")

@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from crewbridge.approval import Question
     from crewbridge.config import Config
     from crewbridge.loop import Progress
+    from crewbridge.providers.base import McpServer
     from crewbridge.sandbox import Sandboxing
 
 COMMAND = "acp"  # the transcripts' command: what makes a run a session's
@@ -89,6 +90,7 @@ class Session:
         serving: Serving,
         files: bool,
         last_run: str | None = None,
+        mcp_servers: tuple[McpServer, ...] = (),
     ) -> None:
         self.id, self.cwd, self.config = session_id, cwd, config
         self.client, self.courier, self.serving = client, courier, serving
@@ -106,6 +108,7 @@ class Session:
             sandboxing=sandboxing,
             approvals=[self.channel],
             files=EditorFiles(self) if files else None,
+            mcp_servers=mcp_servers,
         )
 
     # --- the choices ------------------------------------------------------------------------
@@ -151,14 +154,6 @@ class Session:
         self.choices = replace(self.choices, **{key: value}, **({"model": "default"} if key == "agent" else {}))
 
     # --- running a prompt -------------------------------------------------------------------
-
-    def prestart(self) -> None:
-        """Start the chosen agent's CLI now, for the first prompt: it boots while the person types."""
-        if self.last_run is None:
-            try:
-                self.bridge.start(f"{self._mention()} start", self.choices.mode, self._run_options())  # type: ignore[arg-type]
-            except CrewError:  # the prompt says it
-                pass
 
     def begin(self) -> Stop:
         """A prompt starts: the session is busy until it ends, and `cancel` stops it."""
@@ -254,7 +249,6 @@ class Session:
     def close(self) -> None:
         self.closed = True
         self.cancel()
-        self.bridge.close()
 
     def _mention(self) -> str:
         model = self.choices.model

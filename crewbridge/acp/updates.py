@@ -105,7 +105,7 @@ class Updates:
                 UsageUpdate(
                     session_update="usage_update",
                     used=progress.usage.tokens,
-                    size=0,  # the model's context window: crew does not know it
+                    size=progress.usage.context_window or 0,  # 0: the CLI does not say it (gemini)
                     cost=Cost(amount=cost, currency="USD") if cost is not None else None,
                 )
             ]
@@ -212,7 +212,7 @@ class Updates:
         if 0 < number <= len(self._plan):
             said = verdict + (f", {len(findings)} finding(s)" if findings else "")
             self._plan[number - 1] = self._round(number, "completed", f"@{reviewer}: {said}")
-        if verdict != "approved" and number < self.rounds:
+        if verdict != "approve" and number < self.rounds:
             self._plan.append(self._round(number + 1, "in_progress"))
         return [update_plan(self._plan)]
 

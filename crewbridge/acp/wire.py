@@ -15,7 +15,7 @@ import os
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from crewbridge.mcp.core import INVALID_REQUEST, RpcError, invalid, read_message, request_id, rpc_error
+from crewbridge.jsonrpc import INVALID_REQUEST, RpcError, invalid, read_message, refusal, request_id
 
 T = TypeVar("T")
 MAX_FRAME = 50 << 20  # bytes of one message (the SDK's own limit)
@@ -46,20 +46,20 @@ class StdioTransport:
                     return None
             except asyncio.LimitOverrunError:
                 await self._skip_long_line()
-                await self.send(rpc_error(None, INVALID_REQUEST, f"a message longer than {MAX_FRAME:,} bytes"))
+                await self.send(refusal(None, INVALID_REQUEST, f"a message longer than {MAX_FRAME:,} bytes"))
                 continue
             if not line.strip():
                 continue
             try:
                 message = read_message(line)
             except RpcError as exc:
-                await self.send(rpc_error(None, exc.code, str(exc)))
+                await self.send(refusal(None, exc.code, str(exc)))
                 continue
             problem = invalid(message)  # MCP's core judges JSON-RPC 2.0 for both
             if problem is None:
                 return message
             if "method" in message if isinstance(message, dict) else True:  # never answer an answer
-                await self.send(rpc_error(request_id(message), INVALID_REQUEST, problem))
+                await self.send(refusal(request_id(message), INVALID_REQUEST, problem))
 
     async def close(self) -> None:
         self.writer.close()

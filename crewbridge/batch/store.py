@@ -344,6 +344,27 @@ def _quiet_cancellation(record: logging.LogRecord) -> bool:
     return not (record.exc_info and type(record.exc_info[1]).__name__.endswith("CancelledError"))
 
 
+class Reader:
+    """Every batch's rows read as a client of the database at `url`, launching no executor (what
+    `crew ui` reads); the connection is made at the first read and kept until close()."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._client: Any = None
+
+    def rows(self) -> list[Row]:
+        from dbos import DBOSClient  # for start-up speed, as everywhere: only batches load DBOS
+
+        if self._client is None:
+            self._client = DBOSClient(system_database_url=self.url, application_name=APP)
+        return per_repository(_row(status) for status in self._client.list_workflows(name=WORKFLOW))
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.destroy()
+            self._client = None
+
+
 def _row(status: Any) -> Row | None:
     """A Row of DBOS's WorkflowStatus (None for a workflow that is not a batch's repository)."""
     try:

@@ -153,8 +153,7 @@ class ProcessConversation:
             if status is not None and failed is not None:  # the exit code says what the message did not
                 yield replace(failed, status=status)
             elif code != 0 and failed is None:
-                detail = child.stderr.strip().splitlines()[-1:] or ["no message on stderr"]
-                yield Failure(f"{self.provider.name} exited with status {code}: {detail[0]}")
+                yield Failure(child.failure(self.provider.name))
             elif not failed:
                 yield from decoder.end()
         finally:
@@ -205,9 +204,11 @@ def live_enabled(env: dict[str, str] | None) -> bool:
 def new_conversation(provider: Provider, base: Turn, cwd: Path, env: dict[str, str] | None = None) -> Conversation:
     """How crew talks to this provider's CLI across turns: the provider's `live` conversation (exact
     continuation, in one process where the CLI allows; its `native` one when the turn asks for
-    native tools and it has one), else — and always with CREW_LIVE=0 — a
-    new process per turn, continued by the CLI's resume or a replayed transcript."""
-    target = provider.native if base.native and provider.native else provider.live
+    native tools and it has one, or gives it MCP servers its native session takes), else — and
+    always with CREW_LIVE=0 — a new process per turn, continued by the CLI's resume or a replayed
+    transcript."""
+    native = base.native or (bool(base.mcp_servers) and provider.mcp_via == "session")
+    target = provider.native if native and provider.native else provider.live
     if target and live_enabled(env):
         module, _, name = target.partition(":")
         live: Callable[..., Conversation] = getattr(importlib.import_module(module), name)

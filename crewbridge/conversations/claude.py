@@ -16,18 +16,20 @@ Claude's questions come on the same stream, as control requests, and are answere
 `can_use_tool` (one of its own tools, by crew's policy: the loop's channel) and, with native tools,
 `mcp_message` (crew's tools as an SDK MCP server named crew, served by crewbridge.mcp.core.McpTools).
 crew's own requests (interrupt, rewind_conversation) are control requests too: the control protocol
-is the Wire of this live peer (crewbridge.conversations.peer).
+is the Wire of this live peer (crewbridge.conversations.peer). What crew reads of claude's requests
+and answers is typed (the TypedDicts below, checked by msgspec as they arrive: crewbridge.jsonrpc).
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from crewbridge.conversations import EXACT, FULL
-from crewbridge.conversations.peer import Peer, Refused, Reply, Request
+from crewbridge.conversations.peer import Peer
 from crewbridge.events import Event, Usage
+from crewbridge.jsonrpc import METHOD_NOT_FOUND, Reply, Request, Route, RpcError
 from crewbridge.mcp.core import McpTools
 from crewbridge.native import SERVER
 from crewbridge.providers.base import Turn
@@ -36,6 +38,29 @@ from crewbridge.providers.claude import LIVE_FLAGS, NATIVE_FLAGS, ClaudeDecoder,
 if TYPE_CHECKING:
     from crewbridge.native import Channel
     from crewbridge.sessions import Prior
+
+
+class _CanUseTool(TypedDict):
+    tool_name: str
+
+
+class CanUseTool(_CanUseTool, total=False):
+    """can_use_tool: Claude asks before one of its own tools runs."""
+
+    input: dict[str, Any]
+
+
+class McpMessage(TypedDict):
+    """mcp_message: a message to an SDK MCP server (crew's)."""
+
+    server_name: str
+    message: Any
+
+
+class Rewound(TypedDict, total=False):
+    """The answer to rewind_conversation."""
+
+    rewound: bool
 
 
 class Control:
@@ -50,7 +75,7 @@ class Control:
             "request": {"subtype": method, **params},
         }
 
-    def answer(self, request_id: Any, result: dict[str, Any]) -> dict[str, Any]:
+    def answer(self, request_id: Any, result: Any) -> dict[str, Any]:
         response = {"subtype": "success", "request_id": request_id, "response": result}
         return {"type": "control_response", "response": response}
 
@@ -102,11 +127,16 @@ class ClaudeLiveConversation(Peer):
 
     def __init__(self, provider: ClaudeProvider, base: Turn, *, cwd: Path, env: dict[str, str] | None = None) -> None:
         super().__init__(provider, base, live_argv(provider, base), cwd=cwd, env=env)
-        self.handlers = {"can_use_tool": self._can_use_tool, "mcp_message": self._mcp_message}
         self._prompt_line: dict[str, Any] = {}  # the user line the current reply answers
         self._used_tools = False  # the reply used tools (Claude's or crew's): its history holds their calls
         self._cost = 0.0  # the process's total cost so far: each result reports the total, not its share
         self._mcp: McpTools | None = None  # crew's SDK MCP server (one session), made with its first message
+
+    def routes(self) -> dict[str, Route]:
+        return {
+            "can_use_tool": Route(self._can_use_tool, CanUseTool),
+            "mcp_message": Route(self._mcp_message, McpMessage),
+        }
 
     def resume(self, prior: Prior) -> bool:
         if prior.session_id is None or not self.provider.has_session(prior.session_id, self.env, self.cwd):
@@ -142,16 +172,16 @@ class ClaudeLiveConversation(Peer):
 
     def _can_use_tool(self, request: Request, channel: Channel) -> dict[str, Any]:
         """One of Claude's own tools: crew's policy decides."""
-        tool, data = str(request.params.get("tool_name")), request.params.get("input") or {}
+        tool, data = request.params["tool_name"], request.params.get("input") or {}
         refusal = channel.permit(tool, data, read_only=tool in self.provider.read_only_tools)
         return {"behavior": "deny", "message": refusal} if refusal else {"behavior": "allow", "updatedInput": data}
 
     def _mcp_message(self, request: Request, channel: Channel) -> dict[str, Any]:
         """A message to crew's SDK MCP server (the only one Claude is given)."""
-        if request.params.get("server_name") != SERVER:
-            raise Refused(f"crew serves no MCP server named {request.params.get('server_name')}")
+        if request.params["server_name"] != SERVER:
+            raise RpcError(METHOD_NOT_FOUND, f"crew serves no MCP server named {request.params['server_name']}")
         self._mcp = self._mcp or McpTools(channel)
-        response = self._mcp.answer(request.params.get("message"))
+        response = self._mcp.answer(request.params["message"])
         return {"mcp_response": response or {"jsonrpc": "2.0", "result": {}}}
 
     def interrupt(self) -> None:
@@ -163,14 +193,12 @@ class ClaudeLiveConversation(Peer):
             # Claude holds the reply as far as it streamed. One that used tools is left so: rewinding
             # would drop those calls too; the follow-up names the tail instead.
             return FULL
-        rewound = self.exchange(
-            "rewind_conversation", {"interrupt_if_running": True, "target_message_uuid": self._prompt_line["uuid"]}
-        )
+        target = {"interrupt_if_running": True, "target_message_uuid": self._prompt_line["uuid"]}
+        rewound = self.exchange("rewind_conversation", target, Rewound)
         if rewound.error is not None or not rewound.result.get("rewound"):
             return FULL
-        self.write(user_line(self._prompt_line["message"], shouldQuery=False))
-        self.open = True
-        self.finish()  # that message is in the history before the reply goes in after it
+        # that message is in the history before the reply goes in after it
+        self.await_reply(user_line(self._prompt_line["message"], shouldQuery=False))
         self.write(assistant_line(kept))
         return EXACT
 

@@ -19,17 +19,21 @@ and each patch: the channel's policy decides. A refusal declines it, and the rea
 as a steer message (turn/steer) sent first, since a decline carries no text. An accepted command runs
 in the sandbox, and Codex reruns it outside the sandbox, without asking again, when the sandbox
 refuses it.
+
+What crew reads of Codex's messages is typed (the TypedDicts below, checked by msgspec as they
+arrive: crewbridge.jsonrpc); a notification of another shape is set aside as a corrupt line.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from crewbridge.conversations import EXACT, FULL
-from crewbridge.conversations.peer import CLIENT, Peer, Reply, Request, notification
-from crewbridge.errors import ProviderError
+from crewbridge.conversations.peer import CLIENT, Peer
 from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session, Text, Usage
+from crewbridge.jsonrpc import Misshapen, Reply, Request, Route, notification, shaped
 from crewbridge.native import SERVER, result_text
 from crewbridge.providers.base import JsonLineDecoder, Turn
 from crewbridge.providers.codex import CodexProvider, own_sandbox
@@ -46,38 +50,170 @@ PREFIX = SERVER + "_"  # crew's dynamic tools: crew_read_file, … (Codex has to
 APPROVALS = {"item/commandExecution/requestApproval": "exec_command", "item/fileChange/requestApproval": "apply_patch"}
 
 
+class _Item(TypedDict, total=False):
+    type: str
+    id: str
+    text: str | None
+    changes: Any
+
+
+class ItemNote(TypedDict):
+    item: _Item
+
+
+class DeltaNote(TypedDict):
+    delta: str
+
+
+class _Last(TypedDict, total=False):
+    inputTokens: int | None
+    outputTokens: int | None
+    cachedInputTokens: int | None
+
+
+class _TokenUsage(TypedDict):
+    last: _Last
+    modelContextWindow: NotRequired[int | None]
+
+
+class UsageNote(TypedDict):
+    tokenUsage: _TokenUsage
+
+
+class _Error(TypedDict, total=False):
+    message: Any
+
+
+class _Turn(TypedDict, total=False):
+    id: str
+    status: str
+    error: _Error | None
+
+
+class TurnNote(TypedDict):
+    turn: _Turn
+
+
+class _ErrorNote(TypedDict):
+    error: _Error
+
+
+class ErrorNote(_ErrorNote, total=False):
+    willRetry: bool
+
+
+class _Id(TypedDict):
+    id: str
+
+
+class ThreadStarted(TypedDict):
+    """The answer to thread/start."""
+
+    thread: _Id
+
+
+class TurnStarted(TypedDict):
+    """The answer to turn/start."""
+
+    turn: _Id
+
+
+class ToolCall(TypedDict, total=False):
+    """item/tool/call: a call to one of crew's dynamic tools."""
+
+    tool: Any
+    arguments: Any
+
+
+class Approval(TypedDict, total=False):
+    """item/commandExecution/requestApproval, item/fileChange/requestApproval."""
+
+    turnId: str | None
+    itemId: str
+    command: Any
+    cwd: Any
+    reason: str | None
+
+
+class _Asked(TypedDict, total=False):
+    codex_approval_kind: Any
+    tool_name: Any
+    tool_params: Any
+
+
+class Elicitation(TypedDict, total=False):
+    """mcpServer/elicitation/request: an MCP server's question, or Codex's own before one of an MCP
+    server's tools runs (its `_meta` says so)."""
+
+    turnId: str | None
+    serverName: Any
+    _meta: _Asked | None
+
+
+NOTES: dict[str, Any] = {  # what crew reads of each notification's params; others are notices
+    "item/agentMessage/delta": DeltaNote,
+    "item/started": ItemNote,
+    "item/completed": ItemNote,
+    "thread/tokenUsage/updated": UsageNote,
+    "turn/started": TurnNote,
+    "turn/completed": TurnNote,
+    "error": ErrorNote,
+}
+
+
 class AppServerDecoder(JsonLineDecoder):
-    """app-server notifications → events. Codex's own tool items are set aside as notices."""
+    """app-server notifications → events, each read in its shape first (`note`). Codex's own tool
+    items are set aside as notices."""
+
+    def decode_object(self, obj: dict[str, Any] | Notice, line: str | bytes | None = None) -> list[Event]:
+        return [obj] if isinstance(obj, Notice) else self.event(obj)
 
     def event(self, obj: dict[str, Any]) -> list[Event]:
-        method, params = obj.get("method"), obj.get("params") or {}
-        if method == "item/agentMessage/delta":
-            return [Text(params["delta"])]
-        if method in ("item/started", "item/completed"):
-            kind = params["item"].get("type")
-            if kind == "agentMessage":
-                return [MessageEnd()] if method == "item/completed" else []
-            started = method == "item/started" and kind not in CONVERSATION_ITEMS
-            return [Notice("native_" + str(kind))] if started else []
-        if method == "thread/tokenUsage/updated":
-            last = params["tokenUsage"]["last"]
-            return [
-                Usage(
-                    last.get("inputTokens") or 0,
-                    last.get("outputTokens") or 0,
-                    cached_tokens=last.get("cachedInputTokens") or 0,
-                )
-            ]
-        if method == "turn/completed":
-            turn = params["turn"]
-            if turn.get("status") == "failed":
-                message = (turn.get("error") or {}).get("message") or "the turn failed"
-                return [Failure(str(message)), Done()]
-            return [Done()]
-        if method == "error":
-            message = str(params["error"].get("message"))
-            return [Notice("retry", message)] if params.get("willRetry") else [Failure(message)]
-        return [Notice("unknown", str(method))]
+        noted = note(obj)
+        return [noted] if isinstance(noted, Notice) else events_of(*noted)
+
+
+def events_of(method: str, params: Any) -> list[Event]:
+    """The events of notification `method`, its `params` in their shape (NOTES)."""
+    if method == "item/agentMessage/delta":
+        return [Text(params["delta"])]
+    if method in ("item/started", "item/completed"):
+        kind = params["item"].get("type")
+        if kind == "agentMessage":
+            return [MessageEnd()] if method == "item/completed" else []
+        started = method == "item/started" and kind not in CONVERSATION_ITEMS
+        return [Notice("native_" + str(kind))] if started else []
+    if method == "thread/tokenUsage/updated":
+        usage = params["tokenUsage"]
+        last = usage["last"]
+        return [
+            Usage(
+                last.get("inputTokens") or 0,
+                last.get("outputTokens") or 0,
+                cached_tokens=last.get("cachedInputTokens") or 0,
+                context_window=usage.get("modelContextWindow"),
+            )
+        ]
+    if method == "turn/completed":
+        turn = params["turn"]
+        if turn.get("status") == "failed":
+            message = (turn.get("error") or {}).get("message") or "the turn failed"
+            return [Failure(str(message)), Done()]
+        return [Done()]
+    if method == "error":
+        message = str(params["error"].get("message"))
+        return [Notice("retry", message)] if params.get("willRetry") else [Failure(message)]
+    return [Notice("unknown", str(method))]
+
+
+def note(obj: dict[str, Any]) -> tuple[str, Any] | Notice:
+    """A notification's method and its params in their shape (NOTES); a corrupt Notice for one of
+    another shape."""
+    method = str(obj.get("method"))
+    try:
+        return method, shaped(obj.get("params"), NOTES.get(method), f"the {method} notification")
+    except Misshapen as exc:
+        return Notice("corrupt", f"{exc}: {json.dumps(obj)[:120]}")
 
 
 def user_item(text: str) -> dict[str, Any]:
@@ -94,7 +230,6 @@ class CodexLiveConversation(Peer):
 
     def __init__(self, provider: CodexProvider, base: Turn, *, cwd: Path, env: dict[str, str] | None = None) -> None:
         super().__init__(provider, base, [provider.binary, "app-server", *base.options], cwd=cwd, env=env)
-        self.handlers = {"item/tool/call": self._tool_call, **dict.fromkeys(APPROVALS, self._approval)}
         self._turn: str | None = None  # the current (or last) turn
         self._turn_request: Any = None  # the id of the current turn's turn/start
         self._stored = ""  # text of the agent messages Codex completed (so stored) in this turn
@@ -103,6 +238,13 @@ class CodexLiveConversation(Peer):
         # The model-visible conversation, as Responses API items; None once tools added items crew
         # does not hold.
         self._history: list[dict[str, Any]] | None = []
+
+    def routes(self) -> dict[str, Route]:
+        return {
+            "item/tool/call": Route(self._tool_call, ToolCall),
+            **{method: Route(self._approval, Approval) for method in APPROVALS},
+            "mcpServer/elicitation/request": Route(self._elicitation, Elicitation),
+        }
 
     def resume(self, prior: Prior) -> bool:
         """The thread is ephemeral (nothing of it outlives the process): the new one is given the
@@ -130,17 +272,14 @@ class CodexLiveConversation(Peer):
         }
         if self.base.native and self.channel:
             params["dynamicTools"] = [dynamic_tool(spec) for spec in self.channel.tools()]
-        thread = self.call("thread/start", params).get("thread")
-        if not isinstance(thread, dict) or not isinstance(thread.get("id"), str):
-            raise ProviderError(f"codex answered thread/start without a thread id: {thread!r}"[:300])
-        self.session_id = thread["id"]
+        self.session_id = self.call("thread/start", params, ThreadStarted)["thread"]["id"]
 
     def begin(self, message: str) -> list[Event]:
         self._stored, self._used_tools, self._changes = "", False, {}
         self._remember(user_item(message))
         self._turn = None
         params = {"threadId": self.session_id, "input": [{"type": "text", "text": message}]}
-        self._turn_request = self.request("turn/start", params, self._started)
+        self._turn_request = self.request("turn/start", params, self._started, TurnStarted)
         return [Session(self.session_id)]
 
     def _started(self, reply: Reply) -> list[Event]:
@@ -154,7 +293,10 @@ class CodexLiveConversation(Peer):
 
     def events(self, obj: dict[str, Any]) -> list[Event]:
         """Track what Codex stores of the current turn."""
-        method, params = obj.get("method"), obj.get("params") or {}
+        noted = note(obj)
+        if isinstance(noted, Notice):
+            return [noted]
+        method, params = noted
         if method == "item/completed" and params["item"].get("type") == "agentMessage":
             self._stored += params["item"].get("text") or ""
         elif method == "item/started" and params["item"].get("type") not in CONVERSATION_ITEMS:
@@ -164,8 +306,8 @@ class CodexLiveConversation(Peer):
         elif method == "turn/started" and self._turn is None:
             # codex 0.169.0 sends it before it answers turn/start, and the whole turn may come
             # before that answer too (it answers and streams from different tasks)
-            self._turn = params["turn"]["id"]
-        return self.reading.decode_object(obj)
+            self._turn = params["turn"].get("id")
+        return events_of(method, params)
 
     def _tool_call(self, request: Request, channel: Channel) -> dict[str, Any]:
         """A call to one of crew's tools (item/tool/call), run through the channel."""
@@ -178,24 +320,43 @@ class CodexLiveConversation(Peer):
         return {"contentItems": [{"type": "inputText", "text": text}], "success": success}
 
     def _approval(self, request: Request, channel: Channel) -> dict[str, Any] | None:
-        """An approval request about a command or a patch: crew's policy decides. A refusal's reason
-        goes first, as a steer (a decline carries none, and Codex goes on at once after it); the
-        decline follows once Codex has answered the steer (even with an error)."""
+        """An approval request about a command or a patch: crew's policy decides."""
         tool = APPROVALS[request.method]
         refusal = channel.permit(tool, self._about(tool, request.params), tool in self.provider.read_only_tools)
         if refusal is None:
             return {"decision": "accept"}
+        self._refuse(request, tool, refusal, {"decision": "decline"})
+        return None
+
+    def _elicitation(self, request: Request, channel: Channel) -> dict[str, Any] | None:
+        """Codex asks before one of an MCP server's tools runs (one the editor gave, Turn.mcp_servers;
+        its `default_tools_approval_mode` is "prompt"): crew's policy decides, as for a command.
+        What an MCP server itself asks (a form to fill) crew cannot answer: declined."""
+        asked = request.params.get("_meta") or {}
+        if asked.get("codex_approval_kind") != "mcp_tool_call":
+            return {"action": "decline"}
+        tool = f"mcp__{request.params.get('serverName')}__{asked.get('tool_name')}"
+        data = asked.get("tool_params")
+        refusal = channel.permit(tool, data if isinstance(data, dict) else {"input": data}, False)
+        if refusal is None:
+            return {"action": "accept"}
+        self._refuse(request, tool, refusal, {"action": "decline"})
+        return None
+
+    def _refuse(self, request: Request, tool: str, refusal: str, declined: dict[str, Any]) -> None:
+        """Refuse an approval request: the reason goes first, as a steer (a decline carries none,
+        and Codex goes on at once after it); `declined` answers it once Codex has answered the steer
+        (even with an error)."""
         reason = render("native_refused.md", tool=tool, reason=refusal).strip()
         steer = {
             "threadId": self.session_id,
             "expectedTurnId": request.params.get("turnId"),
             "input": [{"type": "text", "text": reason}],
         }
-        self.request("turn/steer", steer, lambda reply: self._decline(request.id))
-        return None
+        self.request("turn/steer", steer, lambda reply: self._decline(request.id, declined))
 
-    def _decline(self, request_id: Any) -> list[Event]:
-        self.answer(request_id, {"decision": "decline"})
+    def _decline(self, request_id: Any, declined: dict[str, Any]) -> list[Event]:
+        self.answer(request_id, declined)
         return []
 
     def _about(self, tool: str, params: dict[str, Any]) -> dict[str, Any]:

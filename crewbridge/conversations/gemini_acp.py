@@ -7,7 +7,7 @@ prompt's answer (its stopReason and token counts). crew's tools are served over 
 HTTP inside crew's own process (127.0.0.1, a free port, a random bearer token). Each message that
 arrives there is handed to the thread that reads Gemini (crewbridge.conversations.peer.Peer.on_loop), so a call
 takes the loop's path (crewbridge.native.Channel) as a text call does, one at a time and in order:
-transcript, hooks, progress events. The model sees them as `mcp_crew_<tool>`, apart from Gemini's
+transcript, hooks, progress events. The model sees them as `mcp_crewbridge_<tool>`, apart from Gemini's
 own `read_file` and the like.
 
 Gemini runs in its "default" approval mode, in which it asks its client (`session/request_permission`)
@@ -17,23 +17,30 @@ tool is the prefix of its call id (`<tool>__<id>`, as 0.61 makes every id), the 
 question shows (the command of a shell call, the file of an edit).
 
 ACP cannot rewind a reply: a stopped one stays whole in Gemini's history (FULL).
+
+What crew reads of Gemini's messages is typed (the TypedDicts below, checked by msgspec as they
+arrive: crewbridge.jsonrpc); an update of another shape is set aside as a corrupt line.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import secrets
+import tempfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from crewbridge.conversations import FULL
-from crewbridge.conversations.peer import CLIENT, Peer, Reply, Request, notification
-from crewbridge.errors import ProviderError
+from crewbridge.conversations.peer import CLIENT, Peer
 from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session, Text, Usage
+from crewbridge.jsonrpc import Misshapen, Reply, Request, Route, notification, shaped
 from crewbridge.mcp.core import McpTools
 from crewbridge.mcp.http import McpHttp
-from crewbridge.native import SERVER
-from crewbridge.providers.base import JsonLineDecoder, Turn
-from crewbridge.providers.gemini import GeminiProvider
+from crewbridge.places import state_dir
+from crewbridge.providers.base import JsonLineDecoder, McpServer, Turn
+from crewbridge.providers.gemini import ACP_SERVER, GeminiProvider
 
 if TYPE_CHECKING:
     from crewbridge.native import Channel
@@ -43,9 +50,77 @@ PROTOCOL_VERSION = 1
 ENDED = ("end_turn", "cancelled")  # stop reasons of a reply that ended as it should
 
 
+class _Content(TypedDict, total=False):
+    type: str
+    text: str
+
+
+class _Update(TypedDict, total=False):
+    sessionUpdate: str
+    content: _Content
+    title: Any
+
+
+class Update(TypedDict):
+    """session/update's params."""
+
+    update: _Update
+
+
+class ToolCall(TypedDict, total=False):
+    toolCallId: Any
+    title: Any
+    kind: Any
+    rawInput: Any
+    content: list[Any] | None
+    locations: list[Any] | None
+
+
+class Option(TypedDict):
+    kind: str
+    optionId: Any
+
+
+class Permission(TypedDict, total=False):
+    """session/request_permission: Gemini asks before one of its own tools runs."""
+
+    toolCall: ToolCall
+    options: list[Option]
+
+
+class _Tokens(TypedDict, total=False):
+    input_tokens: int | None
+    output_tokens: int | None
+
+
+class _Quota(TypedDict, total=False):
+    token_count: _Tokens | None
+
+
+class _Meta(TypedDict, total=False):
+    quota: _Quota | None
+
+
+class PromptEnd(TypedDict, total=False):
+    """The answer to session/prompt."""
+
+    stopReason: Any
+    _meta: _Meta | None
+
+
+class SessionMade(TypedDict):
+    """The answer to session/new."""
+
+    sessionId: str
+
+
 class AcpDecoder(JsonLineDecoder):
-    """session/update notifications → events. Gemini's tool calls end a message (the text around a
-    call is two messages) and are set aside as notices; so does a permission question."""
+    """session/update notifications → events, each read in its shape first. Gemini's tool calls end
+    a message (the text around a call is two messages) and are set aside as notices; so does a
+    permission question."""
+
+    def decode_object(self, obj: dict[str, Any] | Notice, line: str | bytes | None = None) -> list[Event]:
+        return [obj] if isinstance(obj, Notice) else self.event(obj)
 
     def event(self, obj: dict[str, Any]) -> list[Event]:
         method = obj.get("method")
@@ -53,11 +128,16 @@ class AcpDecoder(JsonLineDecoder):
             return [MessageEnd()]  # a tool is about to run: the text before it is a message of its own
         if method != "session/update":
             return [Notice("unknown", str(method))]
-        update = obj["params"]["update"]
+        try:
+            update = shaped(obj.get("params"), Update, "the session/update notification")["update"]
+        except Misshapen as exc:
+            return [Notice("corrupt", f"{exc}: {json.dumps(obj)[:120]}")]
         kind = update.get("sessionUpdate")
         if kind == "agent_message_chunk":
-            content = update["content"]
-            return [Text(content["text"])] if content.get("type") == "text" else [Notice("content", content["type"])]
+            content = update.get("content") or {}
+            if content.get("type") == "text" and "text" in content:
+                return [Text(content["text"])]
+            return [Notice("content", str(content.get("type")))]
         if kind == "tool_call":
             return [MessageEnd(), Notice("native_tool_call", str(update.get("title")))]
         return [Notice(str(kind))]
@@ -77,7 +157,7 @@ def prompt_end(reply: Reply) -> list[Event]:
     return [*out, Failure(f"gemini ended the reply early: {reason}"), Done()]
 
 
-def native_input(call: dict[str, Any]) -> dict[str, Any]:
+def native_input(call: ToolCall) -> dict[str, Any]:
     """The input of one of Gemini's own tool uses, from its permission question: its raw input
     where Gemini gives it, else what the question shows."""
     raw = call.get("rawInput")
@@ -97,7 +177,13 @@ def native_input(call: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-def choose(options: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+def stdio_server(server: McpServer) -> dict[str, Any]:
+    """An MCP server crew is given (Turn.mcp_servers) as session/new's mcpServers entry."""
+    env = [{"name": name, "value": value} for name, value in server.env]
+    return {"name": server.name, "command": server.command, "args": list(server.args), "env": env}
+
+
+def choose(options: list[Option], kind: str) -> dict[str, Any]:
     """The outcome selecting the option of `kind` (allow_once, reject_once); cancelled without one."""
     chosen = next((option for option in options if option.get("kind") == kind), None)
     if chosen is None:
@@ -105,14 +191,37 @@ def choose(options: list[dict[str, Any]], kind: str) -> dict[str, Any]:
     return {"outcome": {"outcome": "selected", "optionId": chosen["optionId"]}}
 
 
+def asking_policy(servers: Sequence[McpServer]) -> Path | None:
+    """A policy file (in crew's state folder, 0600) by which Gemini asks its client before each tool
+    of `servers` runs, so that crew's policy decides on them as on Gemini's own tools; None without
+    servers. Gemini allows every tool of a server --allowed-mcp-server-names names (its rule at user
+    tier + 0.1): this rule, at user tier + 0.999, comes first."""
+    if not servers:
+        return None
+    folder = state_dir() / "policies"
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd, name = tempfile.mkstemp(prefix="gemini-", suffix=".toml", dir=folder)
+    rules = "".join(
+        f'[[rule]]\nmcpName = {json.dumps(server.name)}\ntoolName = "*"\ndecision = "ask_user"\npriority = 999\n\n'
+        for server in servers
+    )
+    with os.fdopen(fd, "w", encoding="utf-8") as file:
+        file.write(rules)
+    return Path(name)
+
+
 class GeminiAcpConversation(Peer):
     decoder = AcpDecoder
     native_tools = True
 
     def __init__(self, provider: GeminiProvider, base: Turn, *, cwd: Path, env: dict[str, str] | None = None) -> None:
-        super().__init__(provider, base, provider.native_argv(base), cwd=cwd, env=env)
-        self.handlers = {"session/request_permission": self._permission}
+        self._policy = asking_policy(base.mcp_servers)
+        policy = ["--policy", str(self._policy)] if self._policy else []
+        super().__init__(provider, base, [*provider.native_argv(base), *policy], cwd=cwd, env=env)
         self._http: McpHttp | None = None
+
+    def routes(self) -> dict[str, Route]:
+        return {"session/request_permission": Route(self._permission, Permission)}
 
     def resume(self, prior: Prior) -> bool:
         """Gemini could load its session (session/load), but only from its own session files, which
@@ -122,10 +231,10 @@ class GeminiAcpConversation(Peer):
     def set_up(self) -> None:
         self.call("initialize", {"protocolVersion": PROTOCOL_VERSION, "clientCapabilities": {}, "clientInfo": CLIENT})
         servers = [self._mcp_server(self.channel)] if self.channel is not None and self.base.native else []
-        session = self.call("session/new", {"cwd": str(self.cwd), "mcpServers": servers}).get("sessionId")
-        if not isinstance(session, str):
-            raise ProviderError(f"gemini answered session/new without a session id: {session!r}"[:300])
-        self.session_id = session
+        servers += [stdio_server(server) for server in self.base.mcp_servers]
+        self.session_id = self.call("session/new", {"cwd": str(self.cwd), "mcpServers": servers}, SessionMade)[
+            "sessionId"
+        ]
 
     def _mcp_server(self, channel: Channel) -> dict[str, Any]:
         """Start crew's MCP server for this conversation: its entry in session/new's mcpServers."""
@@ -133,23 +242,24 @@ class GeminiAcpConversation(Peer):
         self._http = McpHttp(self.on_loop(McpTools(channel).respond), token=token)
         self._http.start()
         header = {"name": "Authorization", "value": f"Bearer {token}"}
-        return {"type": "http", "name": SERVER, "url": self._http.url, "headers": [header]}
+        return {"type": "http", "name": ACP_SERVER, "url": self._http.url, "headers": [header]}
 
     def begin(self, message: str) -> list[Event]:
         prompt = [{"type": "text", "text": message}]
-        self.request("session/prompt", {"sessionId": self.session_id, "prompt": prompt}, prompt_end)
+        self.request("session/prompt", {"sessionId": self.session_id, "prompt": prompt}, prompt_end, PromptEnd)
         return [Session(self.session_id)]
 
     def _permission(self, request: Request, channel: Channel) -> dict[str, Any]:
         """Gemini asks before one of its own tools runs: crew's policy decides. The question names no
         tool: its call id does (`<tool>__<id>`). A stopped reply's questions are refused: crew wants
         no more of it."""
-        call, options = request.params.get("toolCall") or {}, request.params.get("options") or []
+        params: Permission = request.params
+        call, options = params.get("toolCall") or ToolCall(), params.get("options") or []
         if self.stopped:
             return choose(options, "reject_once")
         tool, named, _ = str(call.get("toolCallId")).partition("__")
         tool = tool if named else str(call.get("title"))
-        if tool in {f"mcp_{SERVER}_{spec.name}" for spec in channel.tools()}:
+        if tool in {f"mcp_{ACP_SERVER}_{spec.name}" for spec in channel.tools()}:
             refusal = None  # crew's own tool (asked about when the user's policy files say so): its call decides
         else:
             refusal = channel.permit(tool, native_input(call), read_only=tool in self.provider.read_only_tools)
@@ -166,3 +276,5 @@ class GeminiAcpConversation(Peer):
         super().close()  # first: an MCP message still waiting is answered, and the server can end
         if self._http is not None:
             self._http.close()
+        if self._policy is not None:
+            self._policy.unlink(missing_ok=True)

@@ -1,171 +1,56 @@
 """A live peer: a CLI that holds the whole conversation in one long-lived process, spoken to in
 JSON lines both ways — claude's stream-json control protocol, codex app-server's and gemini
---acp's JSON-RPC 2.0. `Peer` is what they share; each crewbridge/conversations/CLI.py gives its message
-builders, its decoder, its table of handlers and its repair of the CLI's history.
+--acp's JSON-RPC 2.0. `Peer` is a live conversation's turn state over two parts it is made of:
+the transport (crewbridge.conversations.transport: the process, and the inbox of other threads)
+and the endpoint (crewbridge.jsonrpc: crew's requests matched to their answers, the CLI's routed
+to handlers). Each crewbridge/conversations/CLI.py gives its wire, its decoder, its routes (the
+CLI's requests crew answers, with the shape of their params), its message builders and its
+repair of the CLI's history (`keep`).
 
 One turn: crew writes the message (`begin`), then reads the CLI's lines until the decoder says
-the reply is Done. Each line is one of three things (the `Wire` tells which):
+the reply is Done. Each line is one of three things (the wire tells which):
 - an answer to one of crew's requests, matched by id and handed to what waits for it;
-- a request from the CLI, answered by the handler its method names in `handlers` (with the loop's
-  channel), or refused;
+- a request from the CLI, answered by its route's handler (with the loop's channel), or refused;
 - anything else: the provider's decoder turns it into events.
 Every read and write waits no longer than the run's deadline (the one send() was given), the
 control exchanges of keep() and the set-up of the process too. Everything runs on the thread
 that reads: crew's tools called natively — a handler, or an MCP message that reached crew on
 another thread (`on_loop`) — run there one at a time, in the order they come, and an error that
-ends the run is raised there at once. A CLI that exits is the turn's Failure.
+ends the run is raised there at once. A CLI that exits is the turn's Failure. A message of another
+shape than its route reads is refused (or, an answer, handed on as an error) at the boundary; an
+exception in a handler past it is crew's bug, and raised as one.
 """
 
 from __future__ import annotations
 
-import collections
-import itertools
-import json
 import os
 import threading
-from collections.abc import Callable, Generator
-from concurrent.futures import Future
-from dataclasses import dataclass
+from collections.abc import Generator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar
 
+from crewbridge.conversations.transport import Answer, Inbox, LiveProcess
 from crewbridge.errors import CrewError, ProviderError
 from crewbridge.events import Done, Event, Failure, Notice, Session, Text, Usage
-from crewbridge.process import Child
-from crewbridge.providers.base import JsonLineDecoder, Provider, Turn, parse_object
+from crewbridge.jsonrpc import INTERNAL_ERROR, JSONRPC, METHOD_NOT_FOUND, Endpoint, Reply, Request, Route, Wire
+from crewbridge.providers.base import JsonLineDecoder, Provider, Turn
 from crewbridge.version import __version__
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from crewbridge.native import Channel
-    from crewbridge.sandbox import Sandbox
 
 CLIENT = {"name": "crewbridge", "title": "crewbridge", "version": __version__}  # how crew names itself to a CLI
-NOT_FOUND, FAILED = -32601, -32603  # JSON-RPC's codes: no such method, the call failed
-
-
-@dataclass(frozen=True)
-class Request:
-    """A request the CLI sent crew: its id, its method (claude: the control request's subtype), its params."""
-
-    id: Any
-    method: str
-    params: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Reply:
-    """The CLI's answer to one of crew's requests: its result, or the error object of a refusal."""
-
-    id: Any
-    result: dict[str, Any]
-    error: dict[str, Any] | None = None
-
-
-class Wire(Protocol):
-    """How a CLI frames requests and answers on its stream."""
-
-    def request(self, number: int, method: str, params: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
-        """Crew's `number`th request: its id, and the line to write."""
-
-    def answer(self, request_id: Any, result: dict[str, Any]) -> dict[str, Any]:
-        """The line that answers the CLI's request."""
-
-    def refusal(self, request_id: Any, code: int, message: str) -> dict[str, Any]:
-        """The line that refuses the CLI's request, saying why."""
-
-    def parse(self, obj: dict[str, Any]) -> Request | Reply | None:
-        """What a line is: a request to crew, an answer to one of crew's, or neither (None)."""
-
-
-class JsonRpc:
-    """JSON-RPC 2.0 (codex app-server, gemini --acp)."""
-
-    def request(self, number: int, method: str, params: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
-        return number, {"jsonrpc": "2.0", "id": number, "method": method, "params": params}
-
-    def answer(self, request_id: Any, result: dict[str, Any]) -> dict[str, Any]:
-        return {"jsonrpc": "2.0", "id": request_id, "result": result}
-
-    def refusal(self, request_id: Any, code: int, message: str) -> dict[str, Any]:
-        return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
-
-    def parse(self, obj: dict[str, Any]) -> Request | Reply | None:
-        if "id" not in obj:
-            return None  # a notification
-        if "method" in obj:
-            params = obj.get("params")
-            return Request(obj["id"], str(obj["method"]), params if isinstance(params, dict) else {})
-        result, error = obj.get("result"), obj.get("error")
-        if error is not None and not isinstance(error, dict):
-            error = {"message": str(error)}
-        return Reply(obj["id"], result if isinstance(result, dict) else {}, error)
-
-
-def notification(method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
-    """A JSON-RPC notification (a request that gets no answer)."""
-    return {"jsonrpc": "2.0", "method": method, "params": params or {}}
-
-
-class LiveProcess:
-    """One running CLI process for a whole conversation: JSON objects in and out, one a line,
-    through Child (its own process group, ended as a whole)."""
-
-    def __init__(
-        self, argv: list[str], *, env: dict[str, str], cwd: Path, install_hint: str = "", sandbox: Sandbox | None = None
-    ) -> None:
-        self.name = os.path.basename(argv[0])
-        self.child = Child(argv, env=env, cwd=cwd, keep_stdin=True, install_hint=install_hint, sandbox=sandbox)
-
-    @property
-    def pid(self) -> int:
-        return self.child.proc.pid
-
-    def write(self, obj: dict[str, Any], deadline: float | None) -> None:
-        """Send `obj` as one line; CrewTimeout when the CLI has not read it by `deadline`."""
-        self.child.send_line(json.dumps(obj), deadline)
-
-    def read(self, deadline: float | None) -> dict[str, Any] | Notice:
-        """The next JSON object the CLI writes (a Notice for a line that is not one). Raises
-        CrewTimeout, after ending the process group, when `deadline` passes; ProviderError when
-        the CLI exits."""
-        while True:
-            # Child's reader splits each chunk into lines once (pexpect's expect, used before, copied
-            # the rest of its buffer at each line: a 40 MB stream of short lines took 5 times as long).
-            line = self.child.read_line(deadline)
-            if line is None:
-                raise ProviderError(self._exit_message())
-            obj = parse_object(line)
-            if obj is not None:
-                return obj
-
-    def _exit_message(self) -> str:
-        code = self.child.wait()
-        detail = self.child.stderr.strip().splitlines()[-1:] or ["no message on stderr"]
-        return f"{self.name} exited with status {code}: {detail[0]}"
-
-    def close(self) -> None:
-        """End the whole process group (SIGTERM, then SIGKILL if it lingers)."""
-        self.child.kill()
-
-
-Handler = Callable[[Request, "Channel"], "dict[str, Any] | None"]  # the result; None: answered later (answer())
-
-
-class Refused(Exception):
-    """Raised by a handler: crew does not answer this request (the message says why)."""
-
-
-Then = Callable[[Reply], "list[Event]"]  # what an answer to one of crew's requests does, and its events
-Answer = Callable[..., "dict[str, Any] | None"]  # an MCP message (and what its transport adds) → its answer
 
 
 class Peer:
     """A conversation (crewbridge.conversations.Conversation) held in one long-lived CLI process
     (`argv`), started by start() or the first message, never after close() — which may come from
-    another thread (Ctrl-C). Subclasses give `decoder`, `set_up`, `begin`, `interrupt`, `keep`,
-    `resume` and their `handlers`; `events` where they track what the CLI holds of a reply."""
+    another thread (Ctrl-C). Subclasses give `wire`, `decoder`, `routes`, `set_up`, `begin`,
+    `interrupt`, `keep` and `resume`; `events` where they track what the CLI holds of a reply."""
 
-    wire: ClassVar[Wire] = JsonRpc()
+    wire: ClassVar[Wire] = JSONRPC
     decoder: ClassVar[type[JsonLineDecoder]]  # a new one for each reply
     native_tools = False  # offers crew's tools natively when the turn asks (Turn.native)
 
@@ -181,20 +66,23 @@ class Peer:
         self.reported: Usage | None = None  # live CLIs report each reply's usage, not totals
         self.late: list[Usage] = []  # usage read while finishing a reply the loop stopped reading
         self.channel: Channel | None = None
-        self.handlers: dict[str, Handler] = {}  # the CLI's requests crew answers, by method
+        self.endpoint = Endpoint(self.wire, self.routes())
         self.process: LiveProcess | None = None
         self.deadline: float | None = None  # the run's: no read or write waits past it
         self.open = False  # a reply whose end (Done) has not been read
         self.stopped = False  # stop() was sent for that reply
         self.reading = self.decoder()  # the current reply's decoder
-        self._waiting: dict[Any, Then] = {}  # crew's requests whose answer is awaited, by id
-        self._numbers = itertools.count(1)
         self._inbox: Inbox | None = None
         self._lock = threading.Lock()
         self._closed = False
         self._set_up = False  # set_up() ran on the process
 
     # -- what each CLI gives
+
+    def routes(self) -> dict[str, Route]:
+        """The CLI's requests crew answers, by method: each one's handler (called with the request
+        and the loop's channel) and the shape of its params."""
+        return {}
 
     def set_up(self) -> None:
         """The first exchanges with a new process, before the first message."""
@@ -264,15 +152,16 @@ class Peer:
         assert self.process is not None
         self.process.write(obj, self.deadline)
 
-    def request(self, method: str, params: dict[str, Any], then: Then | None = None) -> Any:
-        """Send a request (`then` acts on its answer when it comes); its id."""
-        request_id, line = self.wire.request(next(self._numbers), method, params)
-        if then is not None:
-            self._waiting[request_id] = then
+    def request(
+        self, method: str, params: dict[str, Any], then: Callable[[Reply], list[Event]] | None = None, shape: Any = None
+    ) -> Any:
+        """Send a request (`then` acts on its answer when it comes, its result in `shape`: a
+        msgspec Struct); its id."""
+        request_id, line = self.endpoint.request(method, params, then, shape)
         self.write(line)
         return request_id
 
-    def exchange(self, method: str, params: dict[str, Any]) -> Reply:
+    def exchange(self, method: str, params: dict[str, Any], shape: Any = None) -> Reply:
         """A request and its answer; what the CLI writes meanwhile is acted on, its events set aside."""
         replies: list[Reply] = []
 
@@ -280,14 +169,16 @@ class Peer:
             replies.append(reply)
             return []
 
-        self.request(method, params, take)
+        self.request(method, params, take, shape)
         while not replies:
             self._aside(self._next())
         return replies[0]
 
-    def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        """A request's result; ProviderError when the CLI refuses it."""
-        reply = self.exchange(method, params)
+    def call(self, method: str, params: dict[str, Any], shape: Any = None) -> Any:
+        """A request's result; ProviderError when the CLI refuses it or answers in another shape."""
+        reply = self.exchange(method, params, shape)
+        if reply.misread:
+            raise ProviderError(f"{self.provider.name}: {reply.error and reply.error['message']}")
         if reply.error is not None:
             raise ProviderError(f"{self.provider.name} refused {method}: {reply.error.get('message')}")
         return reply.result
@@ -300,13 +191,20 @@ class Peer:
         while self.open and self.process is not None:
             self._aside(self._next())
 
+    def await_reply(self, line: dict[str, Any]) -> None:
+        """Write `line`, to which the CLI answers with a whole reply (one the model does not write),
+        and read that reply to its end."""
+        self.write(line)
+        self.open = True
+        self.finish()
+
     def on_loop(self, answer: Answer) -> Answer:
         """`answer` for MCP messages that reach crew on other threads (over HTTP): each call
         (`message`, and whatever the transport adds) is handed to the thread that reads this CLI
-        and answered there, between lines, in the order they came; the caller waits for the answer.
-        Once the process runs."""
+        and answered there, between lines, in the order they came; the caller waits for the answer
+        until the run's deadline. Once the process runs."""
         assert self.process is not None
-        self._inbox = Inbox(answer)
+        self._inbox = Inbox(answer, lambda: self.deadline)
         self.process.child.watch(self._inbox.fd, self._inbox.answer_all)
         return self._inbox.ask
 
@@ -335,18 +233,13 @@ class Peer:
         obj = self.process.read(self.deadline)
         if isinstance(obj, Notice):
             return [obj]
-        kind = self.wire.parse(obj)
-        try:
-            if kind is None:  # most lines: a delta of the reply
-                events = self.events(obj)
-            elif isinstance(kind, Reply):
-                then = self._waiting.pop(kind.id, None)
-                events = [] if then is None else then(kind)
-            else:
-                events = self.events(obj)
-                self._handle(kind)
-        except (AttributeError, KeyError, TypeError, ValueError) as exc:  # a line of another shape: set aside
-            return [Notice("corrupt", f"unexpected line shape ({exc!r}): {json.dumps(obj)[:120]}")]
+        kind = self.endpoint.wire.parse(obj)
+        if kind is None:  # most lines: a delta of the reply
+            return self._seen(self.events(obj))
+        if isinstance(kind, Reply):
+            return self._seen(self.endpoint.settle(kind) or [])
+        events = self.events(obj)
+        self._handle(kind)
         return self._seen(events)
 
     def _seen(self, events: list[Event]) -> list[Event]:
@@ -367,88 +260,15 @@ class Peer:
         ]
 
     def _handle(self, request: Request) -> None:
-        """Answer the CLI's request by its handler (an unanswered one would hang the CLI). A handler
+        """Answer the CLI's request by its route (an unanswered one would hang the CLI). A handler
         error that ends the run is the CLI's answer too, and then raised."""
-        handler = self.handlers.get(request.method)
-        if handler is None or self.channel is None:  # without a channel the CLI was told of nothing to ask
-            self.write(self.wire.refusal(request.id, NOT_FOUND, f"crew does not handle {request.method}"))
+        if self.channel is None:  # without a channel the CLI was told of nothing to ask
+            self.write(self.wire.refusal(request.id, METHOD_NOT_FOUND, f"crew does not handle {request.method}"))
             return
         try:
-            result = handler(request, self.channel)
-        except Refused as exc:
-            self.write(self.wire.refusal(request.id, NOT_FOUND, str(exc)))
-            return
-        except (AttributeError, KeyError, TypeError, ValueError) as exc:  # a request of another shape
-            self.write(
-                self.wire.refusal(request.id, FAILED, f"crew could not read the {request.method} request ({exc!r})")
-            )
-            return
+            line = self.endpoint.dispatch(request, self.channel)
         except CrewError as exc:
-            self.write(self.wire.refusal(request.id, FAILED, str(exc)))
+            self.write(self.wire.refusal(request.id, INTERNAL_ERROR, str(exc)))
             raise
-        if result is not None:
-            self.answer(request.id, result)
-
-
-class Inbox:
-    """MCP messages that reach crew on other threads, answered on the thread that reads the CLI:
-    ask() (any thread) hands one over and waits; the reader, woken through `fd`, answers them in
-    order (answer_all). A CrewError that ends the run is the message's answer too (an error), and is
-    raised by answer_all(). Once closed, every message is answered at once with an error."""
-
-    def __init__(self, answer: Answer) -> None:
-        self._answer = answer
-        self._waiting: collections.deque[tuple[tuple[Any, ...], Future[dict[str, Any] | None]]] = collections.deque()
-        self._lock = threading.Lock()
-        self._closed = False
-        self.fd, self._wake = os.pipe()  # readable while messages wait
-        os.set_blocking(self.fd, False)
-
-    def ask(self, message: Any, *more: Any) -> dict[str, Any] | None:
-        answered: Future[dict[str, Any] | None] = Future()
-        with self._lock:
-            if self._closed:
-                return _failed(message, "the conversation has ended")
-            self._waiting.append(((message, *more), answered))
-            os.write(self._wake, b"!")
-        return answered.result()
-
-    def answer_all(self) -> None:
-        with self._lock:
-            if self._closed:
-                return
-            try:
-                os.read(self.fd, 1 << 12)
-            except BlockingIOError:
-                pass
-        while True:
-            with self._lock:
-                if not self._waiting:
-                    return
-                call, answered = self._waiting.popleft()
-            try:
-                answered.set_result(self._answer(*call))
-            except CrewError as exc:
-                answered.set_result(_failed(call[0], str(exc)))
-                raise
-            except BaseException:
-                answered.set_result(_failed(call[0], "crew failed to answer"))
-                raise
-
-    def close(self) -> None:
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            waiting, self._waiting = list(self._waiting), collections.deque()
-            os.close(self.fd)
-            os.close(self._wake)
-        for call, answered in waiting:
-            answered.set_result(_failed(call[0], "the conversation has ended"))
-
-
-def _failed(message: Any, why: str) -> dict[str, Any] | None:
-    """The error answer to an MCP message (None for a notification, which gets none)."""
-    if not isinstance(message, dict) or "id" not in message:
-        return None
-    return JsonRpc().refusal(message["id"], FAILED, why)
+        if line is not None:
+            self.write(line)

@@ -6,10 +6,11 @@ cancels any call, keeps each client's state in its session, accepts a client's r
 silently, refuses batches (the 2025-06-18 revision removed them) and gives error codes that say
 what happened (-32602 only for bad params).
 
-JSON-RPC is written here rather than taken from the official SDK: the SDK's server takes about a
-second to import (pydantic, anyio, starlette), several times the time `crew mcp` may take to answer
-`initialize`, while the few methods a tools-only server answers fit in this module. The tests drive
-it with the SDK's own client, the official conformance suite and the real claude, gemini and codex.
+JSON-RPC is crew's own (crewbridge.jsonrpc, shared with the live CLIs) rather than the official
+SDK's: the SDK's server takes about a second to import (pydantic, anyio, starlette), several times
+the time `crew mcp` may take to answer `initialize`, while the few methods a tools-only server
+answers fit in this module. The tests drive it with the SDK's own client, the official conformance
+suite and the real claude, gemini and codex.
 """
 
 from __future__ import annotations
@@ -20,20 +21,48 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from crewbridge.errors import CrewError
-from crewbridge.jsonio import loads
+from crewbridge.jsonrpc import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+    Endpoint,
+    Request,
+    Route,
+    RpcError,
+    invalid,
+    notification,
+    read_message,
+    refusal,
+    request_id,
+    valid_id,
+)
 from crewbridge.native import SERVER, result_text
+from crewbridge.stop import Stop
 from crewbridge.version import __version__
 
 if TYPE_CHECKING:
-    from crewbridge.api import Stop
     from crewbridge.native import Channel
     from crewbridge.registry import Tool, ToolResult
 
+__all__ = [  # the JSON-RPC names the transports and the tests take from here with the core's own
+    "INTERNAL_ERROR",
+    "INVALID_PARAMS",
+    "INVALID_REQUEST",
+    "METHOD_NOT_FOUND",
+    "PARSE_ERROR",
+    "RpcError",
+    "invalid",
+    "read_message",
+    "refusal",
+    "request_id",
+]
+
 PROTOCOL_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")  # oldest to newest
-PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL_ERROR = -32700, -32600, -32601, -32602, -32603
 NOT_INITIALIZED = -32002  # implementation-defined codes (LSP uses -32002 for the same)
 BUSY = -32001
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
@@ -47,51 +76,15 @@ SHOWN_PROGRESS = 50  # progress lines a job keeps for `job`
 Send = Callable[[dict[str, Any]], None]
 
 
-class RpcError(Exception):
-    """An error answer to the request being served: its JSON-RPC code and message."""
+class Served(Protocol):
+    """What a transport serves: McpCore, or crewbridge.mcp.server.McpServer (not imported:
+    crewbridge.mcp.early sets up stdio before that loads)."""
 
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
+    timeout: float
 
+    def respond(self, message: Any, session: McpSession, notify: Send) -> dict[str, Any] | None: ...
 
-def rpc_error(rid: Any, code: int, message: str) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": message}}
-
-
-def read_message(data: bytes | str) -> Any:
-    """One message as a transport read it; RpcError (a parse error) when it is not JSON or nests too deep."""
-    try:
-        return loads(data)
-    except ValueError as exc:  # TooDeep and UnicodeDecodeError are ValueErrors too
-        raise RpcError(PARSE_ERROR, f"the message is not JSON ({exc}); send one JSON-RPC message") from None
-
-
-def request_id(message: Any) -> Any:
-    """The id an answer to `message` carries: its own when it has a valid one, else null."""
-    rid = message.get("id") if isinstance(message, dict) else None
-    return rid if _valid_id(rid) else None
-
-
-def invalid(message: Any) -> str | None:
-    """Why `message` is not one JSON-RPC 2.0 request, notification or response; None when it is."""
-    if isinstance(message, list):
-        return "a batch: MCP takes one JSON-RPC message at a time (the 2025-06-18 revision removed batches)"
-    if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
-        return "not a JSON-RPC 2.0 message: it needs jsonrpc '2.0'"
-    if "method" in message:
-        if not isinstance(message["method"], str):
-            return "the method must be a string"
-        if "id" in message and not _valid_id(message["id"]):
-            return "a request's id must be a string or an integer"
-        return None
-    if "id" in message and ("result" in message) != ("error" in message):
-        return None  # a client's response
-    return "not a request, notification or response: it needs a method (a response: an id and a result or error)"
-
-
-def _valid_id(rid: Any) -> bool:
-    return isinstance(rid, str) or (isinstance(rid, int) and not isinstance(rid, bool))
+    def close(self) -> None: ...
 
 
 class Job:
@@ -100,7 +93,7 @@ class Job:
 
     def __init__(self, id: str, task: str) -> None:
         self.id, self.task = id, task
-        self.stop = new_stop()
+        self.stop = Stop()
         self.status = "running"  # running | done | failed | cancelled
         self.progress: deque[str] = deque(maxlen=SHOWN_PROGRESS)
         self.outcome: dict[str, Any] = {}  # what it gave (an ask: answer and result)
@@ -134,7 +127,7 @@ class McpSession:
 
     def begin(self, rid: Any) -> Stop:
         """Note request `rid` as running: the Stop a cancellation of it sets."""
-        stop = new_stop()
+        stop = Stop()
         with self._lock:
             if rid in self._running:
                 raise RpcError(INVALID_REQUEST, f"request id {rid!r} is already running in this session; use a new id")
@@ -196,13 +189,6 @@ class Call:
         self.session, self.stop, self.progress = session, stop, progress
 
 
-def new_stop() -> Stop:
-    # For start-up speed: crewbridge.api loads when the first call or job needs a Stop.
-    from crewbridge.api import Stop
-
-    return Stop()
-
-
 class McpCore:
     """MCP's protocol, apart from its transport. A subclass says what is served (tool_list,
     call_tool, instructions). `respond` answers one message of a session; `answer` one message of
@@ -212,6 +198,20 @@ class McpCore:
 
     def __init__(self) -> None:
         self.session = McpSession()
+        self.endpoint = Endpoint(
+            routes={
+                "initialize": Route(self._initialize),
+                "ping": Route(lambda request, session, notify: {}),
+                "logging/setLevel": Route(self._set_level),
+                "tools/list": Route(lambda request, session, notify: {"tools": self.tool_list()}),
+                "tools/call": Route(self._call),
+                **{
+                    method: Route(lambda request, session, notify: {NOTHING_LISTED[request.method]: []})
+                    for method in NOTHING_LISTED
+                },
+            },
+            unknown=lambda method: f"method '{method}' is not served; crew serves tools only",
+        )
 
     def instructions(self) -> str | None:
         return None
@@ -233,56 +233,47 @@ class McpCore:
         a configuration's call raises (one that ends the caller's run) reaches the caller."""
         problem = invalid(message)
         if problem is not None:
-            return rpc_error(request_id(message), INVALID_REQUEST, problem)
+            return refusal(request_id(message), INVALID_REQUEST, problem)
         if "method" not in message:
             return None  # a response: crew sends clients no requests, so there is nothing it answers
         method, rid, params = message["method"], message.get("id"), message.get("params")
         params = {} if params is None else params
         if "id" not in message:
-            if method == "notifications/cancelled" and isinstance(params, dict) and _valid_id(params.get("requestId")):
+            if method == "notifications/cancelled" and isinstance(params, dict) and valid_id(params.get("requestId")):
                 session.cancel(params["requestId"])
             return None
         if not isinstance(params, dict):
-            return rpc_error(rid, INVALID_PARAMS, f"the params of {method} must be an object")
+            return refusal(rid, INVALID_PARAMS, f"the params of {method} must be an object")
         if session.version is None and method not in ("initialize", "ping"):
-            return rpc_error(rid, NOT_INITIALIZED, f"{method} before initialize: send initialize first")
+            return refusal(rid, NOT_INITIALIZED, f"{method} before initialize: send initialize first")
         try:
-            if method == "tools/call":
-                return self._call(rid, params, session, notify)
-            return {"jsonrpc": "2.0", "id": rid, "result": self._request(method, params, session)}
-        except RpcError as exc:
-            return rpc_error(rid, exc.code, str(exc))
+            return self.endpoint.dispatch(Request(rid, method, params), session, notify)
         except CrewError:
             raise
         except Exception as exc:  # a bug in crew: answered, never the end of the server
-            return rpc_error(rid, INTERNAL_ERROR, f"internal error: {type(exc).__name__}: {exc}")
+            return refusal(rid, INTERNAL_ERROR, f"internal error: {type(exc).__name__}: {exc}")
 
-    def _request(self, method: str, params: dict[str, Any], session: McpSession) -> Any:
-        if method == "initialize":
-            asked = params.get("protocolVersion")
-            if not isinstance(asked, str):
-                raise RpcError(INVALID_PARAMS, "initialize needs params.protocolVersion, e.g. '2025-06-18'")
-            session.version = asked if asked in PROTOCOL_VERSIONS else PROTOCOL_VERSIONS[-1]
-            result = {
-                "protocolVersion": session.version,
-                "capabilities": {"tools": {"listChanged": False}},
-                "serverInfo": {"name": self.name, "version": __version__},
-            }
-            instructions = self.instructions()
-            return {**result, "instructions": instructions} if instructions else result
-        if method == "ping":
-            return {}
-        if method == "logging/setLevel":
-            if params.get("level") not in LOG_LEVELS:
-                raise RpcError(INVALID_PARAMS, f"logging/setLevel needs a level, one of {', '.join(LOG_LEVELS)}")
-            return {}
-        if method == "tools/list":
-            return {"tools": self.tool_list()}
-        if method in NOTHING_LISTED:
-            return {NOTHING_LISTED[method]: []}
-        raise RpcError(METHOD_NOT_FOUND, f"method '{method}' is not served; crew serves tools only")
+    def _initialize(self, request: Request, session: McpSession, notify: Send) -> dict[str, Any]:
+        asked = request.params.get("protocolVersion")
+        if not isinstance(asked, str):
+            raise RpcError(INVALID_PARAMS, "initialize needs params.protocolVersion, e.g. '2025-06-18'")
+        session.version = asked if asked in PROTOCOL_VERSIONS else PROTOCOL_VERSIONS[-1]
+        result = {
+            "protocolVersion": session.version,
+            "capabilities": {"tools": {"listChanged": False}},
+            "serverInfo": {"name": self.name, "version": __version__},
+        }
+        instructions = self.instructions()
+        return {**result, "instructions": instructions} if instructions else result
 
-    def _call(self, rid: Any, params: dict[str, Any], session: McpSession, notify: Send) -> dict[str, Any] | None:
+    def _set_level(self, request: Request, session: McpSession, notify: Send) -> dict[str, Any]:
+        if request.params.get("level") not in LOG_LEVELS:
+            raise RpcError(INVALID_PARAMS, f"logging/setLevel needs a level, one of {', '.join(LOG_LEVELS)}")
+        return {}
+
+    def _call(self, request: Request, session: McpSession, notify: Send) -> dict[str, Any] | None:
+        """tools/call: None when it was cancelled (or its session ended): the client expects no answer."""
+        params = request.params
         name, arguments, meta = params.get("name"), params.get("arguments"), params.get("_meta")
         if not isinstance(name, str):
             raise RpcError(INVALID_PARAMS, "tools/call needs a tool name in params.name")
@@ -290,14 +281,12 @@ class McpCore:
         if not isinstance(arguments, dict):
             raise RpcError(INVALID_PARAMS, f"the arguments of tools/call {name} must be an object")
         token = meta.get("progressToken") if isinstance(meta, dict) else None
-        stop = session.begin(rid)
+        stop = session.begin(request.id)
         try:
             result = self.call_tool(name, arguments, Call(session, stop, _progress(notify, token)))
         finally:
-            session.end(rid)
-        if stop.is_set():
-            return None  # cancelled (or its session ended): the client expects no answer
-        return {"jsonrpc": "2.0", "id": rid, "result": result}
+            session.end(request.id)
+        return None if stop.is_set() else result
 
 
 class McpTools(McpCore):
@@ -314,7 +303,7 @@ class McpTools(McpCore):
         return [mcp_tool(spec) for spec in self.channel.tools()]
 
     def call_tool(self, name: str, arguments: dict[str, Any], call: Call) -> dict[str, Any]:
-        return tool_content(self.channel.call(name, arguments))
+        return tool_content(self.channel.call(name, arguments, call.stop))
 
 
 def mcp_tool(spec: Tool) -> dict[str, Any]:
@@ -345,9 +334,9 @@ def _progress(notify: Send, token: Any) -> Callable[[str], None]:
     counter = itertools.count(1)
 
     def send(message: str) -> None:
-        if _valid_id(token):
+        if valid_id(token):
             params = {"progressToken": token, "progress": next(counter), "message": message}
-            notify({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
+            notify(notification("notifications/progress", params))
 
     return send
 

@@ -16,14 +16,13 @@ reach another's. A tool call is answered as an event stream: a priming event (an
 from __future__ import annotations
 
 import itertools
-import os
 import threading
 import time
 from collections.abc import Callable, Iterable
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlsplit
 
+from crewbridge.childenv import MCP_TOKEN
 from crewbridge.jsonio import dumps_bytes
 from crewbridge.mcp.core import (
     INTERNAL_ERROR,
@@ -32,19 +31,17 @@ from crewbridge.mcp.core import (
     McpSession,
     RpcError,
     Send,
+    Served,
     invalid,
     nowhere,
     read_message,
+    refusal,
     request_id,
-    rpc_error,
 )
-from crewbridge.webserver import Handler, Keys, Server, check_listen, parse_address, server_token
-
-if TYPE_CHECKING:
-    from crewbridge.mcp.server import McpServer
+from crewbridge.webserver import Handler, Keys, Listening, Server
 
 PATH = "/mcp"
-TOKEN_VARIABLE = "CREW_MCP_TOKEN"
+TOKEN_VARIABLE = MCP_TOKEN  # left out of everything crew starts (crewbridge.childenv)
 FLAG = "--http"
 MAX_BODY = 8 << 20  # bytes of one POST
 MAX_SESSIONS = 64  # open at once; past it the least recently used idle one ends
@@ -53,21 +50,11 @@ RETRY_MS = 3000  # the SSE `retry` a stream announces
 Respond = Callable[[Any, McpSession, Send], "dict[str, Any] | None"]
 
 
-def serve_http(
-    server: McpServer,
-    address: str,
-    *,
-    token_file: Path | None = None,
-    allowed_hosts: Iterable[str] = (),
-    allow_remote: bool = False,
-    say: Callable[[str], None],
-) -> None:
+def serve_http(server: Served, listening: Listening, say: Callable[[str], None]) -> None:
     """Serve `server` over streamable HTTP at http://ADDRESS/mcp until stopped (Ctrl-C, SIGTERM);
     `say` gets each line for the person who started it (the URL and how to send the token)."""
-    host, port = parse_address(address, FLAG)
-    check_listen(host, address, flag=FLAG, allow_remote=allow_remote, face="crew mcp", say=say)
-    token, shown = server_token(os.environ, TOKEN_VARIABLE, token_file)
-    http = McpHttp(server.respond, host, port, token=token, allowed_hosts=allowed_hosts)
+    host, port, token, shown = listening.settle(flag=FLAG, variable=TOKEN_VARIABLE, face="crew mcp", say=say)
+    http = McpHttp(server.respond, host, port, token=token, allowed_hosts=listening.allowed_hosts)
     say(f"crew mcp: serving MCP at {http.url}; every request needs Authorization: Bearer {shown}")
     try:
         http.serve()
@@ -177,10 +164,10 @@ class _Handler(Handler):
         try:
             message = read_message(body)
         except RpcError as exc:
-            return self.send_json(400, rpc_error(None, exc.code, str(exc)))
+            return self.send_json(400, refusal(None, exc.code, str(exc)))
         problem = invalid(message)
         if problem is not None:
-            return self.send_json(400, rpc_error(request_id(message), INVALID_REQUEST, problem))
+            return self.send_json(400, refusal(request_id(message), INVALID_REQUEST, problem))
         starts = message.get("method") == "initialize" and "id" in message
         session = McpSession() if starts else self._session()
         if session is None:
@@ -251,7 +238,7 @@ class _Handler(Handler):
         try:
             return self.owner.respond(message, session, notify)
         except Exception as exc:  # a bug, or a respond that let an error through: answered all the same
-            return rpc_error(request_id(message), INTERNAL_ERROR, f"internal error: {type(exc).__name__}: {exc}")
+            return refusal(request_id(message), INTERNAL_ERROR, f"internal error: {type(exc).__name__}: {exc}")
 
     def _stream(self, message: dict[str, Any], session: McpSession) -> None:
         """Answer a tool call as an event stream: priming event, progress, answer; then close.

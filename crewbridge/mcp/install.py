@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from crewbridge.childenv import without_secrets
 from crewbridge.errors import CLINotFound, ProviderError, UsageError
 from crewbridge.providers import load
 
@@ -71,7 +72,8 @@ def install(cli: str, execute: bool = False, env: Mapping[str, str] | None = Non
 
 
 def _run(argv: list[str], env: Mapping[str, str] | None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(argv, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL, env=env)
+    clean = without_secrets(os.environ if env is None else env)
+    return subprocess.run(argv, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL, env=clean)
 
 
 def registered(env: Mapping[str, str] | None = None, cwd: Path | None = None) -> dict[str, str]:
@@ -86,7 +88,7 @@ def registered(env: Mapping[str, str] | None = None, cwd: Path | None = None) ->
         ("claude", cwd / ".mcp.json", _json_servers),
         ("gemini", home / ".gemini" / "settings.json", _json_servers),
         ("gemini", cwd / ".gemini" / "settings.json", _json_servers),
-        ("codex", codex_home / "config.toml", _toml_servers),  # [mcp_servers.crew]
+        ("codex", codex_home / "config.toml", toml_servers),  # [mcp_servers.crew]
     ):
         if cli not in found and NAME in servers(path):
             found[cli] = str(path)
@@ -101,7 +103,8 @@ def _json_servers(path: Path) -> dict[str, object]:
     return servers if isinstance(servers, dict) else {}
 
 
-def _toml_servers(path: Path) -> dict[str, object]:
+def toml_servers(path: Path) -> dict[str, object]:
+    """The MCP servers a codex config.toml names (its [mcp_servers.NAME] tables)."""
     try:
         text = path.read_text()
     except OSError:

@@ -9,7 +9,6 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,8 +25,8 @@ from crewbridge.mcp.core import (
     Send,
     content,
     mcp_tool,
+    refusal,
     request_id,
-    rpc_error,
     tool_content,
 )
 from crewbridge.mcp.early import instructions
@@ -76,7 +75,8 @@ class McpServer(McpCore):
         self.sandboxing = Sandboxing() if sandboxing is None else sandboxing  # also its asks'
         wanted = level(config.sandbox, self.client.sandbox)
         network = self.client.sandbox_network  # a sandbox required and not to be had is refused now
-        self.sandbox = self.sandboxing.commands(wanted, workdir, self.mode, network=network)
+        denied = self.client.deny_commands  # the programs they deny are masked in the sandbox too
+        self.sandbox = self.sandboxing.commands(wanted, workdir, self.mode, network=network, denied=denied)
         self.sandbox_notice = self.sandboxing.notice([wanted])
         self._lock = threading.Lock()
         self._jobs: list[Job] = []  # every session's, to stop and wait for at close()
@@ -88,7 +88,7 @@ class McpServer(McpCore):
         try:
             return super().respond(message, session, notify)
         except CrewError as exc:
-            return rpc_error(request_id(message), INTERNAL_ERROR, str(exc))
+            return refusal(request_id(message), INTERNAL_ERROR, str(exc))
 
     def instructions(self) -> str:
         return instructions(self.workdir)
@@ -150,14 +150,10 @@ class McpServer(McpCore):
             return self._ask(arguments, call)
         if name in SERVER_TOOLS:
             return self._follow(name, arguments, call.session)
-        from crewbridge.process import Groups
-
         registry, caller, ctx, _ = self._crew_tools()
         if name not in registry:
             raise RpcError(INVALID_PARAMS, self._unknown(name, registry))
-        mine = replace(ctx, groups=Groups())  # the processes this call starts, ended when it is cancelled
-        call.stop.on_set(mine.groups.end)
-        result = caller.call(name, arguments, mine)
+        result = caller.call(name, arguments, ctx.stoppable(call.stop))
         caller.policy.take_unasked()  # a call nobody could approve: the client has its refusal, in the result
         return tool_content(result)
 

@@ -16,7 +16,7 @@ import queue
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 
 from crewbridge.jsonio import dumps_bytes
 from crewbridge.mcp.core import (
@@ -25,25 +25,11 @@ from crewbridge.mcp.core import (
     INVALID_REQUEST,
     McpSession,
     RpcError,
-    Send,
+    Served,
     read_message,
+    refusal,
     request_id,
-    rpc_error,
 )
-
-if TYPE_CHECKING:
-    from typing import Protocol
-
-    class Served(Protocol):
-        """What serve_stdio serves (crewbridge.mcp.server.McpServer, not imported: crewbridge.mcp.early
-        sets up this transport before that loads)."""
-
-        timeout: float
-
-        def respond(self, message: Any, session: McpSession, notify: Send) -> dict[str, Any] | None: ...
-
-        def close(self) -> None: ...
-
 
 MAX_LINE = 8 << 20  # bytes of one message; a longer line is answered with an error and skipped
 WORKERS = 8  # tool calls running at once
@@ -91,7 +77,7 @@ def serve_stdio(server: Served, link: Link | None = None) -> None:
         try:
             response = server.respond(message, session, send)
         except Exception as exc:  # a bug in crew: answered, never the end of the server
-            response = rpc_error(request_id(message), INTERNAL_ERROR, f"internal error: {type(exc).__name__}: {exc}")
+            response = refusal(request_id(message), INTERNAL_ERROR, f"internal error: {type(exc).__name__}: {exc}")
         if response is not None:
             send(response)
 
@@ -100,12 +86,12 @@ def serve_stdio(server: Served, link: Link | None = None) -> None:
             try:
                 message = read_message(line)
             except RpcError as exc:
-                send(rpc_error(None, exc.code, f"{exc} a line"))
+                send(refusal(None, exc.code, f"{exc} a line"))
                 continue
             if not (isinstance(message, dict) and message.get("method") == "tools/call" and "id" in message):
                 answer(message)
             elif not workers.submit(functools.partial(answer, message)):
-                send(rpc_error(request_id(message), BUSY, f"{BACKLOG} calls wait already; send it again later"))
+                send(refusal(request_id(message), BUSY, f"{BACKLOG} calls wait already; send it again later"))
         workers.wait(server.timeout)
     finally:
         session.close()
@@ -123,7 +109,7 @@ def lines(stream: IO[bytes], send: Callable[[dict[str, Any]], None]) -> Iterator
         if len(line) > MAX_LINE:
             while line and not line.endswith(b"\n"):
                 line = stream.readline(1 << 16)
-            send(rpc_error(None, INVALID_REQUEST, f"a line longer than {MAX_LINE} bytes was skipped; send less"))
+            send(refusal(None, INVALID_REQUEST, f"a line longer than {MAX_LINE} bytes was skipped; send less"))
         elif line.strip():
             yield line
 

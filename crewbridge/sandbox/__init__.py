@@ -13,16 +13,19 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from crewbridge.childenv import without_secrets
 from crewbridge.errors import CrewError, SandboxUnavailable, UsageError
-from crewbridge.sandbox.base import Confinement, Launch, Mechanism, State
+from crewbridge.sandbox.base import Confinement, Launch, Mechanism
+from crewbridge.sandbox.state import Prepared, State, prepare
 
 __all__ = [
     "LEVELS",
@@ -52,7 +55,19 @@ class Sandbox:
     confinement: Confinement
 
     def launch(self, argv: list[str], env: Mapping[str, str], cwd: Path) -> Launch:
-        return self.mechanism.launch(argv, dict(env), cwd, self.confinement.resolved(env))
+        """How to start `argv` inside: a CLI's state made ready for this launch (its data made, its
+        view filled), removed with the rest once the process ended (Launch.ended)."""
+        state = self.confinement.state
+        prepared = prepare(state(env)) if state is not None else Prepared()
+        try:
+            launch = self.mechanism.launch(argv, {**env, **prepared.env}, cwd, self.confinement.resolved(prepared))
+        except BaseException:
+            if prepared.view is not None:
+                shutil.rmtree(prepared.view, ignore_errors=True)
+            raise
+        if prepared.view is not None:
+            launch.removed.append(prepared.view)
+        return launch
 
 
 @dataclass(frozen=True)
@@ -152,10 +167,10 @@ def notice(detection: Detection) -> str:
 def spawn(
     argv: list[str], *, sandbox: Sandbox | None, env: Mapping[str, str] | None, cwd: Path | None, **popen: Any
 ) -> tuple[subprocess.Popen[bytes], Launch]:
-    """Start `argv` (inside `sandbox` when given) in a process group of its own: the process and
-    its Launch (call `ended()` once it is reaped). OSError (FileNotFoundError for a program not on
-    PATH) when it cannot start."""
-    env = dict(os.environ if env is None else env)
+    """Start `argv` (inside `sandbox` when given) in a process group of its own, without crew's own
+    secrets in its environment (crewbridge.childenv): the process and its Launch (call `ended()`
+    once it is reaped). OSError (FileNotFoundError for a program not on PATH) when it cannot start."""
+    env = without_secrets(os.environ if env is None else env)
     launch = Launch(argv, env) if sandbox is None else sandbox.launch(argv, env, cwd or Path.cwd())
     try:
         proc = subprocess.Popen(
@@ -215,24 +230,39 @@ class Sandboxing:
         wanted = any(one != "off" for one in levels)
         return notice(self.detection) if wanted and self.detection.mechanism is None else None
 
-    def commands(self, wanted: str, workdir: Path, mode: str, *, network: bool) -> Sandbox | None:
+    def commands(
+        self, wanted: str, workdir: Path, mode: str, *, network: bool, denied: Sequence[str] = ()
+    ) -> Sandbox | None:
         """Where an agent's commands (run_command, command tools) run: they may write the working
         directory only in execute mode (query mode's tools only read) and their private /tmp;
-        no network unless `network`; nothing they start outlives them."""
+        no network unless `network`; nothing they start outlives them; a program `denied` (the
+        agent's deny_commands) denies whatever its arguments is masked where the mechanism can."""
         mechanism = self.mechanism(wanted)
         if mechanism is None:
             return None
         writable, kept = _project(workdir, mode)
-        return Sandbox(mechanism, Confinement(writable, kept, visible=(workdir,), network=network, leave_group=False))
+        confinement = Confinement(
+            writable, kept, visible=(workdir,), network=network, leave_group=False, denied=tuple(denied)
+        )
+        return Sandbox(mechanism, confinement)
 
-    def cli(self, wanted: str, workdir: Path, mode: str, state: Callable[[Mapping[str, str]], State]) -> Sandbox | None:
+    def cli(
+        self,
+        wanted: str,
+        workdir: Path,
+        mode: str,
+        state: Callable[[Mapping[str, str]], State],
+        denied: Sequence[str] = (),
+    ) -> Sandbox | None:
         """Where an agent's CLI runs: it may write its own state folders (`state`, from its
-        environment) and temp, and the working directory in execute mode; its network stays."""
+        environment) and temp, and the working directory in execute mode; its network stays; its
+        own shell tool's commands meet the masks of `denied` as crew's do."""
         mechanism = self.mechanism(wanted)
         if mechanism is None:
             return None
         writable, kept = _project(workdir, mode)
-        return Sandbox(mechanism, Confinement(writable, kept, visible=(workdir,), network=True, state=state))
+        confinement = Confinement(writable, kept, visible=(workdir,), network=True, state=state, denied=tuple(denied))
+        return Sandbox(mechanism, confinement)
 
 
 def _project(workdir: Path, mode: str) -> tuple[tuple[Path, ...], tuple[Path, ...]]:

@@ -6,28 +6,20 @@ import contextlib
 import os
 import shutil
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
+
+from crewbridge.sandbox.state import Prepared, State
 
 TMP = Path("/tmp")
 
 
 @dataclass(frozen=True)
-class State:
-    """Where a CLI keeps its own state: folders it must write, and the files (or folders) in them that
-    make code run later (hooks, MCP servers, notify commands), kept read-only inside the sandbox. A
-    missing one is made first, empty (`{}` for JSON; a folder when its name has no suffix), so that
-    it cannot be planted there."""
-
-    dirs: tuple[Path, ...] = ()
-    read_only: tuple[Path, ...] = ()
-
-
-@dataclass(frozen=True)
 class Confinement:
     """What a sandboxed process may do. Everything is readable; it may write only beneath
-    `writable` (and its private temp folder), not to `read_only` inside them."""
+    `writable` (and its private temp folder), not to `read_only` inside them; a CLI also what its
+    `state` lets it write (crewbridge.sandbox.state)."""
 
     writable: tuple[Path, ...] = ()
     read_only: tuple[Path, ...] = ()
@@ -35,30 +27,15 @@ class Confinement:
     network: bool = False  # off: no TCP/UDP, and no Unix socket files (docker.sock, ssh-agent, D-Bus)
     leave_group: bool = True  # False: it may not start processes that outlive its group (setsid)
     state: Callable[[Mapping[str, str]], State] | None = None  # a CLI's state folders, from its environment
+    denied: tuple[str, ...] = ()  # deny_commands globs: the programs they deny whatever the arguments are masked
 
-    def resolved(self, env: Mapping[str, str]) -> Confinement:
-        """This confinement with the CLI's state folders added (made when missing, so that they can
-        be mounted), and their read-only files (made when missing: see State)."""
-        if self.state is None:
-            return self
-        state = self.state(env)
-        for folder in state.dirs:
-            folder.mkdir(parents=True, exist_ok=True)
-        for path in state.read_only:
-            if path.exists() or not path.parent.is_dir():
-                continue
-            with contextlib.suppress(FileExistsError):
-                if not path.suffix:
-                    path.mkdir()
-                    continue
-                with open(path, "x", encoding="utf-8") as new:
-                    new.write("{}\n" if path.suffix in (".json", ".jsonc") else "")
-        return Confinement(
-            writable=(*self.writable, *state.dirs),
-            read_only=(*self.read_only, *(p for p in state.read_only if p.exists())),
-            visible=self.visible,
-            network=self.network,
-            leave_group=self.leave_group,
+    def resolved(self, prepared: Prepared) -> Confinement:
+        """This confinement with a CLI's state made ready for one launch (crewbridge.sandbox.state)."""
+        return replace(
+            self,
+            writable=(*self.writable, *prepared.writable),
+            read_only=(*self.read_only, *prepared.read_only),
+            state=None,
         )
 
 
@@ -71,7 +48,7 @@ class Launch:
     pass_fds: tuple[int, ...] = ()
     preexec_fn: Callable[[], None] | None = None
     wrapped: bool = False  # a wrapper process leads the group (bwrap): a stop goes to the rest first
-    temp: Path | None = None  # its private temp folder, removed once it ended
+    removed: list[Path] = field(default_factory=list)  # its private temp folder and view, removed once it ended
     parent_fds: list[int] = field(default_factory=list)  # closed in crew once the process started
 
     def started(self) -> None:
@@ -82,11 +59,11 @@ class Launch:
                 os.close(fd)
 
     def ended(self) -> None:
-        """The process ended: its private temp folder goes."""
+        """The process ended: its private temp folder and its view go (rmtree follows no link)."""
         self.started()
-        if self.temp is not None:
-            shutil.rmtree(self.temp, ignore_errors=True)
-            self.temp = None
+        folders, self.removed = self.removed, []
+        for folder in folders:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 class Mechanism(Protocol):
@@ -113,6 +90,64 @@ def program(argv: Sequence[str], env: Mapping[str, str], cwd: Path) -> str:
     if found is None:
         raise FileNotFoundError(2, "No such file or directory", name)
     return found
+
+
+SYSTEM_BIN = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
+
+
+@dataclass(frozen=True)
+class Masked:
+    """A program's file that the sandbox shows as one that refuses to run (`why` says so)."""
+
+    path: Path  # the file itself (links resolved)
+    name: str  # the name the rule denies
+    glob: str  # the deny_commands glob
+
+
+def whole_programs(denied: Sequence[str]) -> list[tuple[str, str]]:
+    """The deny globs that deny a program whatever its arguments: `rm *` (name `rm`), `rm*` (names
+    `rm*`: rmdir too); as (name pattern, glob). `git push*` denies some arguments only; `*` or a
+    pattern that starts with a wildcard would mean every program: neither is masked."""
+    found = []
+    for glob in denied:
+        name = glob[:-2] if glob.endswith(" *") else glob if glob.endswith("*") else ""
+        if name and " " not in name and "/" not in name and name[0] not in "*?[":
+            found.append((name, glob))
+    return found
+
+
+def masked_programs(denied: Sequence[str], env: Mapping[str, str], spared: Sequence[str] = ()) -> list[Masked]:
+    """The files of the programs `denied` globs deny whatever their arguments, on PATH and in the
+    usual system folders, links resolved; never one of `spared` (the program started, its
+    interpreter). A file whose real name the glob does not match is a multi-call binary (busybox:
+    `rm` → busybox) or another program's alias: masking it would mask the others, so it is left."""
+    import fnmatch  # for start-up speed: only a run with deny_commands masks anything
+
+    wholes = whole_programs(denied)
+    if not wholes:
+        return []
+    keep = {os.path.realpath(path) for path in spared}
+    folders = dict.fromkeys([*(p for p in env.get("PATH", "").split(os.pathsep) if p), *SYSTEM_BIN])
+    found: dict[str, Masked] = {}
+    for folder in folders:
+        listed: list[str] | None = None
+        for pattern, glob in wholes:
+            if not any(char in pattern for char in "*?["):
+                names = [pattern] if os.path.lexists(os.path.join(folder, pattern)) else []
+            else:
+                if listed is None:
+                    try:
+                        listed = os.listdir(folder)
+                    except OSError:
+                        listed = []
+                names = fnmatch.filter(listed, pattern)
+            for name in names:
+                real = os.path.realpath(os.path.join(folder, name))
+                if real in keep or real in found or not os.path.isfile(real) or not os.access(real, os.X_OK):
+                    continue
+                if fnmatch.fnmatchcase(os.path.basename(real), pattern):
+                    found[real] = Masked(Path(real), name, glob)
+    return list(found.values())
 
 
 def private_temp() -> Path:

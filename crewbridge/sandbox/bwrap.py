@@ -15,6 +15,7 @@ it (a `setsid` child included) when the program's process ends.
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import socket
 import subprocess
@@ -22,8 +23,9 @@ import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+from crewbridge.childenv import without_secrets
 from crewbridge.sandbox import seccomp
-from crewbridge.sandbox.base import TMP, Confinement, Launch, program, top_under_tmp, under_tmp
+from crewbridge.sandbox.base import TMP, Confinement, Launch, Masked, masked_programs, program, top_under_tmp, under_tmp
 
 PROBE_TIMEOUT = 10.0
 COMMON = [
@@ -67,6 +69,7 @@ def probe(binary: str) -> str | None:
     try:
         done = subprocess.run(
             [binary, *COMMON, "--unshare-net", "--", "/bin/sh", "-c", ":"],
+            env=without_secrets(os.environ),
             stdin=subprocess.DEVNULL,
             capture_output=True,
             timeout=PROBE_TIMEOUT,
@@ -85,6 +88,8 @@ class Bubblewrap:
 
     def __init__(self, binary: str) -> None:
         self.binary = self.detail = binary
+        self._masks: dict[tuple[str, str], Path] = {}  # (name, glob) → the file shown in its place
+        self._mask_folder: Path | None = None
 
     def launch(self, argv: list[str], env: dict[str, str], cwd: Path, confinement: Confinement) -> Launch:
         path = program(argv, env, cwd)
@@ -110,6 +115,9 @@ class Bubblewrap:
             args += ["--bind-try", str(place), str(place)]
         for place in confinement.read_only:
             args += ["--ro-bind-try", str(place), str(place)]
+        spared = [path, *_interpreter(path, env)]  # the program started and its interpreter run
+        for masked in masked_programs(confinement.denied, env, spared):
+            args += ["--ro-bind", str(self._mask(masked)), str(masked.path)]  # deny_commands, enforced
         if not confinement.network:
             args.append("--unshare-net")
             arch = seccomp.native_arch()
@@ -119,6 +127,27 @@ class Bubblewrap:
                 launch.pass_fds, launch.parent_fds = (fd,), [fd]
         launch.argv = [*args, "--chdir", str(cwd), "--", path, *argv[1:]]
         return launch
+
+    def _mask(self, masked: Masked) -> Path:
+        """A file that refuses to run, saying why, shown in place of a program deny_commands denies
+        (one per program and rule, in a 0700 folder of crew's temp, made when first needed)."""
+        key = (masked.name, masked.glob)
+        if key not in self._masks:
+            if self._mask_folder is None:
+                import tempfile  # for start-up speed: only a run with deny_commands masks anything
+                import weakref
+
+                self._mask_folder = Path(tempfile.mkdtemp(prefix="crew-masks-"))
+                weakref.finalize(self, shutil.rmtree, self._mask_folder, True)
+            why = (
+                f"crew: {masked.name} is denied by deny_commands in crew.yaml ({masked.glob!r}); "
+                "this sandbox does not run it"
+            )
+            mask = self._mask_folder / f"{len(self._masks)}-{masked.name}"
+            mask.write_text(f"#!/bin/sh\necho {shlex.quote(why)} >&2\nexit 126\n")
+            mask.chmod(0o755)
+            self._masks[key] = mask
+        return self._masks[key]
 
 
 def _with_target(path: str) -> tuple[Path, Path]:

@@ -180,6 +180,6 @@ class Landlock:
             [path, *argv[1:]],
             {**env, "TMPDIR": str(temp)},
             preexec_fn=restrictor(fd, refused),
-            temp=temp,
+            removed=[temp],
             parent_fds=[fd],
         )

@@ -49,4 +49,4 @@ class SandboxExec:
         path = program(argv, env, cwd)
         temp = private_temp()
         rules = profile(confinement, temp)
-        return Launch([SANDBOX_EXEC, "-p", rules, path, *argv[1:]], {**env, "TMPDIR": str(temp)}, temp=temp)
+        return Launch([SANDBOX_EXEC, "-p", rules, path, *argv[1:]], {**env, "TMPDIR": str(temp)}, removed=[temp])

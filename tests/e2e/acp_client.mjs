@@ -1,7 +1,7 @@
 // A small ACP client on the official TypeScript SDK's ClientSideConnection (@agentclientprotocol/sdk,
 // pinned in package.json), for the end-to-end tests of `crew acp` (tests/e2e/test_acp_real.py).
-// argv[2]: a JSON plan {command: [...], cwd, load?: sessionId, options?: {id: value}, prompts: [{text,
-// cancel?: true}], answers: [optionId, ...]}. Prints one JSON object: the session id, every update,
+// argv[2]: a JSON plan {command: [...], cwd, load?: sessionId, mcpServers?: [...], options?: {id: value},
+// prompts: [{text, cancel?: true}], answers: [optionId, ...]}. Prints one JSON object: the session id, every update,
 // the permission requests, each prompt's stop reason and, for a cancelled one, the milliseconds from
 // the cancel to its answer.
 import { spawn } from "node:child_process";
@@ -39,7 +39,7 @@ try {
     await connection.loadSession({ sessionId, cwd: plan.cwd, mcpServers: [] });
     out.replayed = updates.length;
   } else {
-    sessionId = (await connection.newSession({ cwd: plan.cwd, mcpServers: [] })).sessionId;
+    sessionId = (await connection.newSession({ cwd: plan.cwd, mcpServers: plan.mcpServers ?? [] })).sessionId;
   }
   out.sessionId = sessionId;
   for (const [configId, value] of Object.entries(plan.options ?? {})) {

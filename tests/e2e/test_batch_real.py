@@ -275,6 +275,27 @@ def test_cancel_ends_the_running_agent_and_the_queued_never_start(mock_server, e
     assert processes_in(tmp_path) == []
 
 
+def test_a_batchs_commit_holds_nothing_the_agent_armed_for_git(mock_server, env, tmp_path):
+    """The agent's run in its worktree is disarmed like any execute run (crewbridge.gitguard): a
+    planted repository and a new attributes driver never reach the batch's commit."""
+    [repo] = local_repos(tmp_path, "a")
+    head = git(repo, "rev-parse", "HEAD").strip()
+    plant = "git init -q sub && touch sub/x && printf '* filter=evil\\n*.md text\\n' > .gitattributes"
+
+    def planter(request: Request) -> str:
+        return "Done." if '"exit_code": 0' in request.text() else tool_block("crew:run_command", command=plant)
+
+    mock_server.respond(planter)
+    done = run_crew(["batch", "--id", "armed", "--json", "@claude set up", str(repo)], env=env("one"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    [row] = json.loads(done.stdout)["repos"]
+    assert row["status"] == "done", row
+    assert git(repo, "show", f"{row['commit']}:.gitattributes") == "*.md text\n"
+    tree = git(repo, "ls-tree", "-r", row["commit"])
+    assert "160000" not in tree and "sub/x" in tree  # the folder's files, as plain files; no gitlink
+    assert commits_on(repo, row["branch"], head)
+
+
 def test_cancel_ends_the_agent_of_the_batch_that_waits_and_it_returns(mock_server, env, tmp_path):
     [repo] = local_repos(tmp_path, "a")
     reached, release = threading.Event(), threading.Event()

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from crewcli import end_group, error_line, processes_in, start_crew, tool_block
+from crewcli import end_group, error_line, processes_in, run_crew, start_crew, tool_block
 from mockserver import error, reply
 
 pytestmark = pytest.mark.e2e
@@ -114,3 +114,12 @@ def test_a_model_that_keeps_calling_tools_stops_at_max_turns_with_exit_4(cli, cr
     assert done.returncode == 4
     assert "still called tools after 2 turns; raise --max-turns" in error_line(done.stderr)
     assert len(mock_server.requests) == 2
+
+
+def test_a_cli_that_fails_before_the_model_shows_the_line_that_names_the_fix(cli_env, mock_server, workdir):
+    # gemini without its key says which variable on its first line, then "Update your environment…"
+    env = {key: value for key, value in cli_env("gemini").items() if key != "GEMINI_API_KEY"}
+    done = run_crew(["query", "@gemini hello"], env=env, cwd=workdir)
+    assert done.returncode != 0
+    assert "you must specify the GEMINI_API_KEY environment variable" in error_line(done.stderr)
+    assert mock_server.requests == []

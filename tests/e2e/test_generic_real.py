@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from crewcli import error_line, only_result, tool_block
+from crewcli import error_line, only_result, tool_block, write_config
 from mockserver import reply
 
 pytestmark = pytest.mark.e2e
@@ -116,3 +116,31 @@ def test_the_clis_own_writing_tools_are_offered_only_in_execute_mode(cli, mode, 
         assert offered and offered <= READ_ONLY[cli]
     else:
         assert WRITERS[cli] <= offered
+
+
+# A person's own provider entries for two of them, written before they knew what the sandbox lets a
+# CLI write: no state_dirs, and llm logging to its database (Qwen Code's like its recipe's).
+OWN_ENTRY = {
+    "llm": {"command": ["llm", "prompt", "--no-log"]},
+    "qwen": {
+        "command": ["qwen", "--output-format", "stream-json", "--include-partial-messages"],
+        "format": "jsonl",
+        "text_key": "event.delta.text",
+        "deltas": True,
+    },
+}
+
+
+@pytest.mark.parametrize("cli", OWN_ENTRY)
+def test_a_configured_cli_that_cannot_write_its_state_in_the_sandbox_is_told_the_fix(cli, crew, workdir, mock_server):
+    write_config(workdir / "crew.yaml", providers={cli: OWN_ENTRY[cli]}, agents={cli: {"provider": cli}})
+    assert crew(cli, "config", "trust").returncode == 0
+    mock_server.script("Hello.")
+    done = crew(cli, "query", "--sandbox", "required", f"@{cli} hello")
+    assert done.returncode != 0
+    message = error_line(done.stderr)
+    assert f"{cli} could not write its own state inside crew's sandbox (" in message
+    assert "state_dirs" in message and "--sandbox off" in message
+    if cli == "qwen":  # it names the place; llm's sqlite does not
+        assert "it tried to write /" in message and "/.qwen" in message
+    mock_server.problems.clear()  # qwen may never reach the model

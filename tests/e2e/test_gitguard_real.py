@@ -55,7 +55,7 @@ def test_crews_run_command_cannot_leave_git_armed(mechanism, cli_env, mock_serve
     done = run_crew(["execute", "--sandbox", "required", "--json", "@claude set it up"], env=env, cwd=workdir)
     assert done.returncode == 0, done.stderr
     assert processes_in(tmp_path) == []
-    record = json.loads(done.stdout)
+    [record] = json.loads(done.stdout)["results"]
     assert [(d["path"], d["what"].split(",")[0]) for d in record["disarmed"]] == [
         ("sub/.git", "a new git repository"),
         ("sub", "a gitlink added to the index: git runs that repository"),

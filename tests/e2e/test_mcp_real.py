@@ -215,3 +215,40 @@ def test_each_cli_calls_crews_read_file_over_http_with_the_token(client, mock_se
     _first, second = mock_server.requests
     assert SECRET in tool_results(second)
     assert "The code is 7-4-1." in done.stdout
+
+
+# -- crew's own runs start only the MCP servers crew gives them -----------------------------------------
+# A server registered with the CLI's own command, named "crew" as `crew mcp install` names crew: it
+# touches a file when started. A crew run must not start it (nor, had it been crew, crew again); an
+# agent with user_mcp_servers: true passes the user's servers on, which shows the check can fail.
+
+REGISTER = {
+    "claude": ["claude", "mcp", "add", "--scope", "user", "crew", "--", "touch"],
+    "gemini": ["gemini", "mcp", "add", "--scope", "user", "crew", "touch"],
+    "codex": ["codex", "mcp", "add", "crew", "--", "touch"],
+}
+
+
+@pytest.mark.parametrize(
+    "path, options, passed_on",
+    [
+        ("live", [], False),
+        ("native", ["--tools-via", "native"], False),
+        ("process-per-turn", [], False),
+        ("live", [], True),
+    ],
+)
+def test_a_crew_run_starts_none_of_the_mcp_servers_the_user_registered(
+    cli, path, options, passed_on, cli_env, mock_server, workdir, tmp_path
+):
+    env = {**cli_env(cli), "CREW_LIVE": "0" if path == "process-per-turn" else "1"}
+    started = tmp_path / "started"
+    registered = subprocess.run([*REGISTER[cli], str(started)], env=env, cwd=tmp_path, capture_output=True, text=True)
+    assert registered.returncode == 0, registered.stderr
+    (workdir / "crew.yaml").write_text(json.dumps({"agents": {cli: {"user_mcp_servers": passed_on}}}))
+    assert run([*CREW_MCP[:-1], "config", "trust"], env, workdir).returncode == 0
+    mock_server.script("Hello.")
+    model = ":gpt-5.5" if cli == "codex" else ""
+    done = run([*CREW_MCP[:-1], "query", "--sandbox", "off", *options, f"@{cli}{model} say hello"], env, workdir)
+    assert done.returncode == 0, done.stderr
+    assert started.exists() == passed_on

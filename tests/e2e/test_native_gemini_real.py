@@ -1,6 +1,6 @@
 """Native tool calls on the real gemini (`crew … --tools-via native "@gemini …"`: one `gemini --acp`
 process) against the mock model server, whose replies call the tools each request offers natively
-(a functionCall). crew's tools reach the model as `mcp_crew_*` from an MCP server inside crew's own
+(a functionCall). crew's tools reach the model as `mcp_crewbridge_*` from an MCP server inside crew's own
 process, with no text catalogue; gemini asks crew (ACP session/request_permission) before each of
 its own tools that writes or runs a command, and crew's policy answers."""
 
@@ -32,9 +32,9 @@ def test_gemini_reads_a_file_through_crews_mcp_server(crew, mock_server, notes):
     assert result["answer"] == "The code is 7-4-1."
     assert [(c["name"], c["success"]) for c in result["tool_calls"]] == [("crew:read_file", True)]
     first, second = mock_server.requests
-    assert "mcp_crew_read_file" in first.tool_names() and "read_file" in first.tool_names()  # its own, apart
-    assert "mcp_crew_write_file" not in first.tool_names()  # query mode: not offered
-    assert "mcp_crew_read_file" in [text for role, text in second.messages() if role == "assistant"][-1]
+    assert "mcp_crewbridge_read_file" in first.tool_names() and "read_file" in first.tool_names()  # its own, apart
+    assert "mcp_crewbridge_write_file" not in first.tool_names()  # query mode: not offered
+    assert "mcp_crewbridge_read_file" in [text for role, text in second.messages() if role == "assistant"][-1]
     assert notes in tool_results(second)
     assert no_catalogue(mock_server.requests)
     assert decisions(crew) == []  # crew's own tools are not asked about: crew's policy runs in the call

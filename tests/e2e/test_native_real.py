@@ -30,7 +30,7 @@ def no_catalogue(requests) -> bool:
 
 def logged(crew, cli: str, kind: str) -> list[dict]:
     """The records of `kind` in the last run's transcript (`crew log show last`)."""
-    events = [json.loads(line) for line in crew(cli, "log", "show", "last").stdout.splitlines()]
+    events = [json.loads(line) for line in crew(cli, "log", "show", "--json", "last").stdout.splitlines()]
     return [event for event in events if event.get("kind") == kind]
 
 

@@ -187,7 +187,9 @@ def test_claude_hands_a_change_to_codex_reviewed_by_gemini_over_mcp(mock_server,
     assert done.returncode == 0, done.stderr
     ask, wrote, _answered, review, last = mock_server.requests
     assert [r.vendor for r in (ask, wrote, review, last)] == ["anthropic", "openai", "gemini", "anthropic"]
-    told = json.loads(last.messages()[-1][1])  # claude passes the ask's structured content on
+    content = json.loads(last.messages()[-1][1])  # claude passes the ask's structured content on
+    [told] = content["results"]
+    assert content["run"] == told["run_id"]
     assert (told["answer"], told["review"]["verdict"], told["branch"]) == (
         "Set it.",
         "approve",

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.e2e
 
 
 def log_events(crew, cli, run="last"):
-    return [json.loads(line) for line in crew(cli, "log", "show", run).stdout.splitlines()]
+    return [json.loads(line) for line in crew(cli, "log", "show", "--json", run).stdout.splitlines()]
 
 
 def first_exchange(cli, crew, mock_server):
@@ -76,7 +76,9 @@ def test_a_session_the_cli_no_longer_has_is_replayed_from_crews_transcript_with_
     mock_server.script(tool_block("crew:read_file", path="notes.txt"), "The code is 7-4-1.")
     assert crew("query", f"@{cli} what does notes.txt say?").returncode == 0
     session = next(
-        e["session"] for e in map(json.loads, crew("log", "show", "last").stdout.splitlines()) if e["kind"] == "session"
+        e["session"]
+        for e in map(json.loads, crew("log", "show", "--json", "last").stdout.splitlines())
+        if e["kind"] == "session"
     )
     shutil.rmtree(tmp_path / f"home-{cli}" / SESSION_STORES[cli])  # deleted, or expired
     mock_server.script("You asked what notes.txt says.")
@@ -146,7 +148,9 @@ def test_resuming_a_run_from_another_directory_replays_it_with_a_notice(
 ):
     env = cli_env(cli)
     first_exchange(cli, lambda name, *args: run_crew(list(args), env=env, cwd=workdir), mock_server)
-    run_id = json.loads(run_crew(["log", "show", "last"], env=env, cwd=workdir).stdout.splitlines()[0])["run_id"]
+    run_id = json.loads(run_crew(["log", "show", "--json", "last"], env=env, cwd=workdir).stdout.splitlines()[0])[
+        "run_id"
+    ]
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     (elsewhere / "notes.txt").write_text(notes + "\n")

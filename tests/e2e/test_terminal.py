@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from crewbridge.render import STATUS_IDLE
 from crewcli import processes_in
 from mockserver import reply
 
@@ -41,17 +42,35 @@ class Screen:
         self.tmux(
             "new-session", "-d", "-x", "120", "-y", "40", "-c", str(cwd), f"bash --noprofile --rcfile {rcfile}", env=env
         )
-        self.shell = int(self.tmux("display-message", "-p", "#{pane_pid}").strip())
+        self.shell = self._pane()
 
-    def tmux(self, *args: str, env: dict[str, str] | None = None) -> str:
+    def _pane(self) -> int:
+        """The shell's pid, once the server answers for a pane that has one: on a busy machine the
+        server and the pane's process come up well after new-session returns."""
+        deadline = time.monotonic() + WAIT
+        while True:
+            asked = self.run("display-message", "-p", "#{pane_pid}")
+            if asked.returncode == 0 and asked.stdout.strip().isdigit():
+                return int(asked.stdout)
+            if time.monotonic() > deadline:
+                pytest.fail(f"tmux made no pane in {WAIT:g}s: {asked.stderr.strip()}", pytrace=False)
+            time.sleep(0.1)
+
+    def run(self, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        """`tmux ARGS` on this session's server, with no stdin (a test's own never reaches it)."""
         return subprocess.run(
             ["tmux", "-L", self.socket, "-f", os.devnull, *args],
             env=env,
-            check=True,
+            stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
-            timeout=30,
-        ).stdout
+            timeout=WAIT,
+        )
+
+    def tmux(self, *args: str, env: dict[str, str] | None = None) -> str:
+        done = self.run(*args, env=env)
+        assert done.returncode == 0, f"tmux {' '.join(args)}: {done.stderr.strip()}"
+        return done.stdout
 
     def type(self, text: str) -> None:
         """Type `text` and press Enter."""
@@ -82,7 +101,7 @@ class Screen:
                 os.killpg(pgid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True, timeout=30)
+        self.run("kill-server")
 
 
 def _descendants(root: int) -> list[int]:
@@ -207,6 +226,23 @@ def test_crew_chat_keeps_the_context_across_two_turns(screen, mock_server):
     history = screen.state / "chat_history"
     assert history.read_text().splitlines()[-2:] == ["what does notes.txt say?", "what did I ask first?"]
     assert stat.S_IMODE(history.stat().st_mode) == 0o600
+
+
+def test_crew_chat_shows_its_prompt_at_once_keeps_what_is_typed_and_leaves_no_spinner(screen, mock_server):
+    mock_server.script("Hello.")
+    screen.type('crew chat @claude; echo "[exit $?]"')
+    screen.wait_for(at_prompt)  # while claude still boots
+    # A wait, not a measurement: long past the status line's idle time, so one would be drawn by now.
+    time.sleep(STATUS_IDLE * 5)
+    screen.tmux("send-keys", "-l", "hi there")
+    screen.wait_for(lambda s: [line for line in lines_of(s) if line][-1] == "> hi there")
+    screen.press("Enter")
+    screen.wait_for(lambda s: "Hello." in s and at_prompt(s))
+    screen.press("C-d")
+    shown = lines_of(screen.wait_for("[exit 0]"))
+    start = next(i for i, line in enumerate(shown) if line.startswith("crew chat with @claude"))
+    assert shown[start + 1 : start + 5] == ["> hi there", "Hello.", ">", "[exit 0]"]
+    assert not any(re.search(f"[{SPINNER}]|@claude (starting|waiting|writing)", line) for line in shown)
 
 
 def test_ctrl_c_stops_a_reply_and_the_chat_goes_on(screen, mock_server):

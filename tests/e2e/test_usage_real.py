@@ -71,7 +71,7 @@ def test_a_budget_stops_a_tool_loop_before_its_next_turn(limit, cli, crew, mock_
         "its last reply ran, no further turn was sent (raise the limit, or go on with --continue)"
     )
     assert len(mock_server.requests) == 2
-    events = [json.loads(line) for line in crew(cli, "log", "show", "last").stdout.splitlines()]
+    events = [json.loads(line) for line in crew(cli, "log", "show", "--json", "last").stdout.splitlines()]
     assert [e["name"] for e in events if e["kind"] == "tool_result"] == ["crew:read_file", "crew:list_files"]
     assert [e["reason"] for e in events if e["kind"] == "budget"] == [f"220 tokens, past {name} 150"]
     assert events[-1]["status"] == "failed"
@@ -87,7 +87,10 @@ def test_codex_exec_resume_reports_its_threads_totals_and_each_reply_is_counted_
     assert all(run.returncode == 0 for run in runs), [run.stderr for run in runs]
     said = [text for role, text in mock_server.requests[-1].messages() if role == "user"]
     assert said[-1] == "question 2" and any("question 0" in text for text in said)  # one thread, resumed
-    events = [json.loads(line) for line in run_crew(["log", "show", "last"], env=env, cwd=workdir).stdout.splitlines()]
+    events = [
+        json.loads(line)
+        for line in run_crew(["log", "show", "--json", "last"], env=env, cwd=workdir).stdout.splitlines()
+    ]
     assert [e["reported"]["input_tokens"] for e in events if e["kind"] == "usage"] == [300]  # the thread's total
     assert [only_result(run.stdout)["usage"]["input_tokens"] for run in runs] == [100, 100, 100]
     (row,) = map(json.loads, run_crew(["log", "--by", "agent", "--json"], env=env, cwd=workdir).stdout.splitlines())

@@ -84,9 +84,10 @@ def test_two_agents_write_the_same_file_apart_then_one_is_applied_and_all_are_cl
     assert conflict.returncode == 1 and "nothing was applied" in error_line(conflict.stderr)
     assert (workdir / "notes.txt").read_text() == "deploy: Tuesday\nowner: dana\n"
 
-    kept = run_crew(["worktrees", "clean", run], env=env, cwd=workdir)
-    assert kept.returncode == 1 and kept.stderr.count("uncommitted changes (1 file)") == 2
+    kept = run_crew(["worktrees", "clean", run], env=env, cwd=workdir)  # claude's were applied: it goes
+    assert kept.returncode == 1 and kept.stderr.count("uncommitted changes (1 file)") == 1
+    assert f"/claude and branch crew/{run}/claude (its changes are in your checkout" in kept.stdout
     removed = run_crew(["worktrees", "clean", "--force"], env=env, cwd=workdir)
-    assert removed.returncode == 0 and removed.stdout.count("removed ") == 2
+    assert removed.returncode == 0 and removed.stdout.count("removed ") == 1
     assert not store.exists()  # the repository's folder goes with its last worktree
     assert status(workdir) == " M notes.txt\n"

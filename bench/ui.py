@@ -1,0 +1,227 @@
+"""Figure 13: crew ui, in Debian's Chromium (tests/browser.py). From a tool call's start (its
+`tool_call` event, written by crew's own Transcript as the caller writes it) to its row on an open
+run page (a MutationObserver in the page notes when the row appears; both clocks are this
+machine's); the runs page's load with 1,000 runs in the list, from navigation to every row shown,
+the first load after `crew ui` starts (nothing read yet) and loads after it; and, for the server
+both faces share (crewbridge.webserver), a token holder's request to `crew mcp --http` while 32
+strangers hold every slot of theirs, trickling header bytes (issue 31's slowloris)."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import random
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.common import REPO, Row, Settings, kill_group, median, spread
+from bench.mcp import INITIALIZE
+
+CALL_TARGET = 250.0  # ms
+LIST_TARGET = 500.0  # ms
+SLOWLORIS_TARGET = 1000.0  # ms
+RUNS = 1000
+TOKEN = "bench-ui-token-0123456789abcdef"
+SEEN = """() => { window.seen = {}; new MutationObserver(() => {
+  for (const node of document.querySelectorAll('[data-tool-call^="bench_"]')) {
+    const name = node.getAttribute('data-tool-call'); if (!(name in window.seen)) window.seen[name] = Date.now();
+  } }).observe(document.body, {childList: true, subtree: true}); }"""
+ALL_ROWS = "(runs) => document.querySelectorAll('[data-run-id]').length >= runs"
+
+
+def run(settings: Settings) -> list[Row]:
+    from browser import chromium, missing  # tests/: the tests' browser
+
+    if missing():
+        raise SystemExit(f"bench ui: {missing()}")
+    with tempfile.TemporaryDirectory(prefix="crew-bench-ui-") as scratch:
+        state = Path(scratch, "state")
+        env = {**os.environ, "XDG_STATE_HOME": str(state), "CREW_UI_TOKEN": TOKEN}
+        kept = os.environ.get("XDG_STATE_HOME")
+        os.environ["XDG_STATE_HOME"] = str(state)  # this process's transcripts attend the bench's crew ui only
+        try:
+            with chromium() as browser:
+                rows = [_tool_call_to_row(browser, state, env, settings.repeats(40, 12))]
+                rows += _list_load(browser, state, env, settings.repeats(9, 3))
+        finally:
+            if kept is None:
+                os.environ.pop("XDG_STATE_HOME", None)
+            else:
+                os.environ["XDG_STATE_HOME"] = kept
+    rows.append(_slowloris(settings.repeats(9, 3)))
+    return rows
+
+
+def _ui(env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "crewbridge", "ui", "--listen", "127.0.0.1:0"],
+        env=env,
+        cwd=REPO,
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+    )
+    line = proc.stderr.readline() if proc.stderr else ""
+    found = re.match(r"crew ui: open (http://\S+)/\?token=", line)
+    if not found:
+        _end(proc)
+        raise SystemExit(f"bench ui: crew ui did not start: {line}")
+    return proc, found.group(1)
+
+
+def _tool_call_to_row(browser: Any, state: Path, env: dict[str, str], calls: int) -> Row:
+    from crewbridge.transcript import Transcript
+
+    proc, url = _ui(env)
+    transcript = Transcript.open(state / "crewbridge" / "runs", command="query", agents=["claude"], task="bench")
+    try:
+        page = browser.new_page()
+        page.goto(f"{url}/?token={TOKEN}")
+        page.goto(f"{url}/runs/{transcript.run_id}")
+        page.wait_for_selector(".meta .status")
+        page.evaluate(SEEN)
+        took = []
+        for number in range(calls):
+            time.sleep(random.uniform(0.05, 0.15))  # calls land anywhere in the server's look at the file
+            started = time.time() * 1000
+            transcript.write("tool_call", agent="claude", name=f"crew:bench_{number}", input={"n": number})
+            page.wait_for_function("(n) => window.seen['bench_' + n] !== undefined", arg=number)
+            took.append(page.evaluate("(n) => window.seen['bench_' + n]", number) - started)
+            transcript.write("tool_result", agent="claude", name=f"crew:bench_{number}", result={"success": True})
+        page.close()
+    finally:
+        transcript.close("ok")
+        _end(proc)
+    return Row(
+        "13 ui",
+        "a tool call's start (its transcript event) → its row on an open run page",
+        median(took),
+        "ms",
+        target=CALL_TARGET,
+        spread=spread(took, " ms"),
+    )
+
+
+def _list_load(browser: Any, state: Path, env: dict[str, str], loads: int) -> list[Row]:
+    from crewbridge.transcript import Transcript
+    from crewbridge.ui.server import COOKIE
+    from crewbridge.webserver import Keys
+
+    runs = state / "crewbridge" / "runs"
+    for number in range(RUNS):  # as crew writes them: a turn, a tool call, usage, the answer
+        transcript = Transcript.open(runs, command="query", agents=["claude"], task=f"task number {number}")
+        transcript.write("prompt", agent="claude", turn=1, text="[crew tools] " + "x" * 2000)
+        transcript.write("tool_call", agent="claude", name="crew:read_file", input={"path": "notes.txt"})
+        transcript.write("tool_result", agent="claude", name="crew:read_file", result={"success": True, "data": "hi"})
+        transcript.write("usage", agent="claude", turn=1, input_tokens=11, output_tokens=7, cost_usd=0.0002)
+        transcript.write("answer", agent="claude", text="done")
+        transcript.close("ok")
+    first, again = [], []
+    for _ in range(loads):
+        proc, url = _ui(env)  # a fresh crew ui: nothing of the runs read yet
+        try:
+            page = browser.new_page()  # with the cookie a sign-in gives: the list is its first request
+            page.context.add_cookies([{"name": COOKIE, "value": Keys(TOKEN).new_session(), "url": url}])
+            for into in (first, again, again):
+                page.goto(f"{url}/")
+                page.wait_for_function(ALL_ROWS, arg=RUNS, polling="raf")
+                into.append(page.evaluate("() => performance.now()"))  # since the navigation began
+            page.close()
+        finally:
+            _end(proc)
+    return [
+        Row(
+            "13 ui",
+            f"runs page with {RUNS:,} runs: navigation → every row shown, crew ui's first load",
+            median(first),
+            "ms",
+            target=LIST_TARGET,
+            spread=spread(first, " ms"),
+        ),
+        Row(
+            "13 ui",
+            f"runs page with {RUNS:,} runs: navigation → every row shown, later loads",
+            median(again),
+            "ms",
+            target=LIST_TARGET,
+            spread=spread(again, " ms"),
+        ),
+    ]
+
+
+def _slowloris(samples: int) -> Row:
+    from crewbridge.webserver import MAX_PENDING
+
+    env = {**os.environ, "CREW_MCP_TOKEN": TOKEN}
+    with tempfile.TemporaryDirectory(prefix="crew-bench-web-") as scratch:
+        env["XDG_STATE_HOME"] = scratch
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "crewbridge", "mcp", "--http", "127.0.0.1:0"],
+            env=env,
+            cwd=scratch,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        try:
+            line = proc.stderr.readline() if proc.stderr else ""
+            port = int(re.search(r"127\.0\.0\.1:(\d+)/mcp", line).group(1))  # type: ignore[union-attr]
+            took = []
+            strangers: list[socket.socket] = []
+            for _ in range(samples):
+                while len(strangers) < MAX_PENDING:  # refill: each token holder drops the oldest
+                    stranger = socket.create_connection(("127.0.0.1", port), timeout=30)
+                    stranger.sendall(b"P")
+                    strangers.append(stranger)
+                started = time.perf_counter()
+                status = _initialize(port)
+                took.append((time.perf_counter() - started) * 1000)
+                if status != 200:
+                    raise SystemExit(f"bench ui: a token holder got {status} under the slowloris")
+                strangers.pop(0).close()
+            for stranger in strangers:
+                stranger.close()
+        finally:
+            _end(proc)
+    return Row(
+        "13 ui",
+        f"crew mcp --http: a token holder's initialize while {MAX_PENDING} strangers trickle header bytes",
+        median(took),
+        "ms",
+        target=SLOWLORIS_TARGET,
+        spread=spread(took, " ms"),
+    )
+
+
+def _initialize(port: int) -> int:
+    body = json.dumps(INITIALIZE)
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    connection.request(
+        "POST",
+        "/mcp",
+        body,
+        {
+            "Authorization": f"Bearer {TOKEN}",
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+        },
+    )
+    status = connection.getresponse().status
+    connection.close()
+    return status
+
+
+def _end(proc: subprocess.Popen[str]) -> None:
+    kill_group(proc.pid)
+    proc.wait()

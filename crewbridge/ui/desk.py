@@ -1,0 +1,282 @@
+"""The UI's end of crewbridge.uilink: the Unix socket runs reach `crew ui` on, the approval questions
+they ask (open, and answered lately), the runs attending it (to cancel them, and their reply text as
+it streams).
+
+Only the user's own processes connect (the socket is 0600 in the 0700 state folder), and a message
+about a run is taken only from the process that run's transcript names (SO_PEERCRED: the kernel
+says who connected). A sandboxed command of the model's, which may reach the socket, can neither
+ask in a run's name nor hear its cancel.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import secrets
+import socket
+import struct
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from crewbridge.errors import UsageError
+from crewbridge.ui.runs import Runs
+from crewbridge.uilink import VERDICTS, Lines, connect, hang_up, send
+
+KEPT_ANSWERED = 50  # answered or withdrawn questions still shown
+LIVE_QUEUE = 4096  # text messages held for one page that does not read
+
+
+@dataclass
+class Question:
+    """A question a run asks on the page."""
+
+    id: str
+    run: str
+    agent: str
+    tool: str
+    input: Any
+    shown: str
+    note: str
+    asked: str
+    sock: socket.socket = field(repr=False)
+    state: str = "open"  # open | answered | withdrawn
+    verdict: str | None = None
+    source: str | None = None  # where it was answered: browser, terminal, editor
+    ended: str | None = None  # when it was answered or withdrawn
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "run": self.run,
+            "agent": self.agent,
+            "tool": self.tool,
+            "input": self.input,
+            "shown": self.shown,
+            "note": self.note,
+            "asked": self.asked,
+            "state": self.state,
+            "verdict": self.verdict,
+            "source": self.source,
+            "ended": self.ended,
+        }
+
+
+class Desk:
+    """Listens at `path` for runs, from a thread of its own, until close()."""
+
+    def __init__(self, path: Path, runs: Runs) -> None:
+        self.path = path
+        self.runs = runs
+        self._lock = threading.Condition()
+        self.version = 0  # grows with every change a page shows (questions)
+        self._questions: dict[str, Question] = {}
+        self._answered: deque[Question] = deque(maxlen=KEPT_ANSWERED)
+        self._attending: dict[str, set[socket.socket]] = {}  # run id → its processes' connections
+        self._watchers: dict[str, set[queue.Queue[dict[str, Any]]]] = {}  # run id → its open pages
+        self._listener: socket.socket | None = None
+
+    # -- the socket -----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Listen at `path` (refused when another `crew ui` of this user serves there)."""
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        other = connect(self.path)
+        if other is not None:
+            other.close()
+            raise UsageError(
+                f"another crew ui serves for this user (its socket is {self.path}); use that one, or stop it first"
+            )
+        try:
+            self.path.unlink()  # what a crew ui that died left
+        except FileNotFoundError:
+            pass
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+        umask = os.umask(0o177)  # the socket is made 0600 from the start
+        try:
+            listener.bind(str(self.path))
+        except OSError as exc:
+            raise UsageError(f"cannot listen at {self.path}: {exc.strerror or exc}; check the state folder") from None
+        finally:
+            os.umask(umask)
+        listener.listen(64)
+        self._listener = listener
+        threading.Thread(target=self._accept, name="crew-ui-desk", daemon=True).start()
+
+    def close(self) -> None:
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            try:
+                self.path.unlink()
+            except OSError:
+                pass
+            listener.close()
+        with self._lock:
+            connections = [q.sock for q in self._questions.values()]
+            connections += [sock for socks in self._attending.values() for sock in socks]
+        for sock in connections:
+            hang_up(sock)
+
+    def _accept(self) -> None:
+        while (listener := self._listener) is not None:
+            try:
+                sock, _ = listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(sock,), name="crew-ui-run", daemon=True).start()
+
+    def _serve(self, sock: socket.socket) -> None:
+        try:
+            lines = Lines(sock)
+            first = lines.next()
+            if first is None or not self._from_the_run(sock, first.get("run")):
+                return
+            run = str(first["run"])
+            if first.get("op") == "ask":
+                self._ask(run, first, sock, lines)
+            elif first.get("op") == "attend":
+                self._attend(run, sock, lines)
+        finally:
+            sock.close()
+
+    def _from_the_run(self, sock: socket.socket, run: Any) -> bool:
+        """Whether `sock` comes from the process that runs `run` (as far as this system can tell)."""
+        if not isinstance(run, str):
+            return False
+        row = self.runs.row(run) if self.runs.path(run) is not None else None
+        if row is None:
+            return False
+        peer = peer_of(sock)
+        if peer is None:  # no SO_PEERCRED here: the socket's mode is the whole guard
+            return True
+        pid, uid = peer
+        return uid == os.getuid() and pid == row.pid
+
+    # -- questions ------------------------------------------------------------------------------
+
+    def _ask(self, run: str, message: dict[str, Any], sock: socket.socket, lines: Lines) -> None:
+        question = Question(
+            id=secrets.token_hex(8),
+            run=run,
+            agent=str(message.get("agent", "")),
+            tool=str(message.get("tool", "")),
+            input=message.get("input"),
+            shown=str(message.get("shown", "")),
+            note=str(message.get("note", "")),
+            asked=_now(),
+            sock=sock,
+        )
+        with self._lock:
+            self._questions[question.id] = question
+            self._changed()
+        settled = lines.next()  # the run's word that another channel answered, or its hang-up
+        with self._lock:
+            if question.state == "open":
+                if settled is not None and settled.get("op") == "settled":
+                    question.state, question.verdict = "answered", str(settled.get("verdict"))
+                    question.source = str(settled.get("source"))
+                else:
+                    question.state = "withdrawn"
+            self._questions.pop(question.id, None)
+            question.ended = question.ended or _now()
+            self._answered.appendleft(question)
+            self._changed()
+
+    def questions(self) -> list[dict[str, Any]]:
+        """The open questions, oldest first, then those answered or withdrawn lately."""
+        with self._lock:
+            return [q.to_dict() for q in self._questions.values()] + [q.to_dict() for q in self._answered]
+
+    def answer(self, question_id: str, verdict: str) -> str | None:
+        """Answer an open question from the page; what went wrong, else None."""
+        if verdict not in VERDICTS:
+            return f"verdict '{verdict}' is not one of {', '.join(VERDICTS)}"
+        with self._lock:
+            question = self._questions.get(question_id)
+            if question is None:
+                kept = next((q for q in self._answered if q.id == question_id), None)
+                if kept is None:
+                    return "no such question"
+                return f"already {kept.state}" + (f" on the {kept.source}" if kept.source else "")
+            question.state, question.verdict, question.source = "answered", verdict, "browser"
+            question.ended = _now()
+            self._changed()
+        if not send(question.sock, {"op": "answer", "verdict": verdict}):
+            return "the run stopped asking before the answer reached it"
+        return None
+
+    # -- runs that attend -----------------------------------------------------------------------
+
+    def _attend(self, run: str, sock: socket.socket, lines: Lines) -> None:
+        with self._lock:
+            self._attending.setdefault(run, set()).add(sock)
+        try:
+            while (message := lines.next()) is not None:
+                if message.get("op") == "text" and isinstance(message.get("text"), str):
+                    self._tell(run, {"agent": str(message.get("agent", "")), "text": message["text"]})
+        finally:
+            with self._lock:
+                self._attending[run].discard(sock)
+                if not self._attending[run]:
+                    del self._attending[run]
+
+    def attended(self, run: str) -> bool:
+        with self._lock:
+            return run in self._attending
+
+    def cancel(self, run: str) -> bool:
+        """Ask the run's process to cancel it; False when it does not attend (not running here)."""
+        with self._lock:
+            connections = list(self._attending.get(run, ()))
+        return any([send(sock, {"op": "cancel"}) for sock in connections])
+
+    def watch(self, run: str) -> queue.Queue[dict[str, Any]]:
+        """A queue of the run's reply text as it streams, for one page until unwatch()."""
+        texts: queue.Queue[dict[str, Any]] = queue.Queue(LIVE_QUEUE)
+        with self._lock:
+            self._watchers.setdefault(run, set()).add(texts)
+        return texts
+
+    def unwatch(self, run: str, texts: queue.Queue[dict[str, Any]]) -> None:
+        with self._lock:
+            watchers = self._watchers.get(run, set())
+            watchers.discard(texts)
+            if not watchers:
+                self._watchers.pop(run, None)
+
+    def _tell(self, run: str, text: dict[str, Any]) -> None:
+        with self._lock:
+            watchers = list(self._watchers.get(run, ()))
+        for texts in watchers:
+            try:
+                texts.put_nowait(text)
+            except queue.Full:  # a page that does not read loses text; the transcript has it whole
+                pass
+
+    # -- changes --------------------------------------------------------------------------------
+
+    def _changed(self) -> None:
+        self.version += 1
+        self._lock.notify_all()
+
+    def wait(self, version: int, timeout: float) -> int:
+        """The version once it differs from `version`, or after `timeout` seconds."""
+        with self._lock:
+            self._lock.wait_for(lambda: self.version != version, timeout)
+            return self.version
+
+
+def peer_of(sock: socket.socket) -> tuple[int, int] | None:
+    """The pid and uid of the process at the other end of a Unix socket (Linux), else None."""
+    option = getattr(socket, "SO_PEERCRED", None)
+    if option is None:
+        return None
+    pid, uid, _ = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i")))
+    return pid, uid
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")

@@ -1,0 +1,570 @@
+// crew ui: the runs list, a run's live page, batches, usage and approvals. Plain JavaScript shipped
+// with crew: no framework, no build step, nothing fetched from elsewhere.
+"use strict";
+
+const csrf = document.querySelector('meta[name="csrf"]').content;
+const main = document.getElementById("main");
+const cues = new Set(); // functions called when runs start, end or write (the live stream's cue)
+let leave = null; // ends the current view's streams
+
+// -- small helpers -------------------------------------------------------------------------------
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs || {})) {
+    if (value === null || value === undefined || value === false) continue;
+    if (name === "text") node.textContent = value;
+    else if (name === "class") node.className = value;
+    else if (name === "style") node.style.cssText = value; // the CSSOM: the page's policy refuses inline style attributes
+    else if (name.startsWith("on")) node.addEventListener(name.slice(2), value);
+    else node.setAttribute(name, value === true ? "" : value);
+  }
+  for (const child of children.flat()) {
+    if (child !== null && child !== undefined && child !== false) {
+      node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    }
+  }
+  return node;
+}
+
+async function api(path) {
+  const answer = await fetch(path, { credentials: "same-origin" });
+  if (!answer.ok) throw new Error(`${path}: ${answer.status} ${await answer.text()}`);
+  return answer.json();
+}
+
+async function post(path, body) {
+  const answer = await fetch(path, {
+    method: "POST",
+    credentials: "same-origin",
+    headers: { "Content-Type": "application/json", "X-CSRF-Token": csrf },
+    body: JSON.stringify(body || {}),
+  });
+  let data = {};
+  try { data = await answer.json(); } catch (e) { data = { error: await answer.text() }; }
+  return { ok: answer.ok, status: answer.status, data };
+}
+
+// One formatter each, made once: toLocaleString makes a new one at every call (most of a long list's time).
+const numbers = new Intl.NumberFormat("en-US");
+const dates = new Intl.DateTimeFormat(undefined, { dateStyle: "short", timeStyle: "medium" });
+const number = (n) => (n === null || n === undefined ? "-" : numbers.format(Number(n)));
+const dollars = (c) => (c === null || c === undefined ? "-" : "$" + Number(c).toFixed(4));
+const toolName = (name) => String(name || "").split(":").pop();
+
+function duration(seconds) {
+  if (seconds === null || seconds === undefined) return "-";
+  if (seconds < 60) return seconds.toFixed(1) + " s";
+  const m = Math.floor(seconds / 60);
+  return m < 60 ? `${m} min ${Math.round(seconds % 60)} s` : `${Math.floor(m / 60)} h ${m % 60} min`;
+}
+
+function when(iso) {
+  const date = new Date(iso);
+  return isNaN(date) ? iso : dates.format(date);
+}
+
+function status(text) {
+  return el("span", { class: `status ${text}`, "data-status": text, text });
+}
+
+function escape(text) {
+  return String(text).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
+}
+
+function json(value) {
+  return typeof value === "string" ? value : JSON.stringify(value, null, 2);
+}
+
+function cut(text, limit) {
+  text = String(text ?? "");
+  return text.length > limit ? text.slice(0, limit) + `… (${number(text.length - limit)} more characters)` : text;
+}
+
+// -- the diff of a write, highlighted ------------------------------------------------------------
+
+function diffLines(lines) {
+  return el("div", { class: "diff" }, lines.map(([kind, text]) => el("div", { class: kind, text })));
+}
+
+function writeDiff(name, input) {
+  if (!input || typeof input !== "object") return null;
+  const path = input.path || "";
+  if (name === "edit_file" && typeof input.old_string === "string") {
+    const lines = [["file", path]];
+    for (const line of input.old_string.split("\n")) lines.push(["del", "- " + line]);
+    for (const line of String(input.new_string ?? "").split("\n")) lines.push(["add", "+ " + line]);
+    return diffLines(lines);
+  }
+  if (name === "write_file" && typeof input.content === "string") {
+    return diffLines([["file", path + " (whole file)"], ...input.content.split("\n").map((l) => ["add", "+ " + l])]);
+  }
+  return null;
+}
+
+function patch(text) {
+  return diffLines(
+    text.split("\n").map((line) => [
+      line.startsWith("diff --git") ? "file" : line.startsWith("@@") ? "hunk"
+        : line.startsWith("+") && !line.startsWith("+++") ? "add"
+        : line.startsWith("-") && !line.startsWith("---") ? "del" : "",
+      line,
+    ]),
+  );
+}
+
+// -- approvals, on every page ----------------------------------------------------------------------
+
+const seen = new Set();
+const said = { yes: "allowed", always: "always allowed", no: "denied" };
+
+const SHOWN_AFTER = 120_000; // ms an answered or withdrawn question stays on the page
+
+function showQuestions(questions) {
+  const panel = document.getElementById("approvals");
+  const recent = questions.filter((q) => q.state === "open" || Date.now() - Date.parse(q.ended) < SHOWN_AFTER);
+  panel.replaceChildren(
+    ...recent.map((q) => {
+      const input = q.input ?? q.shown;
+      const box = el(
+        "div",
+        { class: "question", "data-approval-id": q.id, "data-state": q.state },
+        el("div", { class: "head" },
+          el("strong", { text: `@${q.agent} wants to run ${q.tool}` }), " ",
+          el("a", { href: `/runs/${q.run}`, class: "dim", text: `run ${q.run}` })),
+        q.note ? el("div", { class: "decision no", text: q.note }) : null,
+        writeDiff(toolName(q.tool), q.input) || el("pre", { text: cut(json(input), 4000) }),
+      );
+      if (q.state === "open") {
+        const actions = el("div", { class: "actions" });
+        for (const [action, verdict, label] of [["allow", "yes", "Allow"], ["always", "always", "Always allow"], ["deny", "no", "Deny"]]) {
+          actions.append(el("button", { type: "button", "data-action": action, text: label, onclick: () => answer(q.id, verdict, actions) }));
+        }
+        box.append(actions);
+        if (!seen.has(q.id)) notify(q);
+      } else {
+        const where = q.source ? ` on the ${q.source}` : "";
+        const text = q.state === "answered" ? `${said[q.verdict] || q.verdict}${where}` : "withdrawn: the run no longer asks";
+        box.append(el("div", { class: "actions dim", "data-answer": q.verdict || q.state, text }));
+      }
+      seen.add(q.id);
+      return box;
+    }),
+  );
+}
+
+async function answer(id, verdict, actions) {
+  for (const button of actions.querySelectorAll("button")) button.disabled = true;
+  const done = await post(`/api/questions/${id}`, { verdict });
+  if (!done.ok) actions.append(el("span", { class: "decision no", text: done.data.error || `refused (${done.status})` }));
+}
+
+function notify(q) {
+  if (!("Notification" in window) || Notification.permission !== "granted") return;
+  try {
+    new Notification("crew: approval needed", { body: `@${q.agent} wants to run ${q.tool}`, tag: q.id });
+  } catch (e) { /* a browser that shows notifications only from a service worker */ }
+}
+
+function offerNotifications() {
+  const button = document.getElementById("notify");
+  if (!("Notification" in window) || Notification.permission !== "default") return;
+  button.hidden = false;
+  button.onclick = () => Notification.requestPermission().then(() => { button.hidden = true; });
+}
+
+function listen() {
+  const live = new EventSource("/api/live");
+  const shown = document.getElementById("connection");
+  live.addEventListener("questions", (e) => showQuestions(JSON.parse(e.data)));
+  live.addEventListener("runs", () => cues.forEach((cue) => cue()));
+  live.onopen = () => { shown.textContent = ""; };
+  live.onerror = () => { shown.textContent = "reconnecting…"; };
+}
+
+// -- the runs list -------------------------------------------------------------------------------
+
+function runsView() {
+  const params = new URLSearchParams(location.search);
+  const agent = el("select", { name: "agent", "aria-label": "agent" }, el("option", { value: "", text: "every agent" }));
+  const state = el("select", { name: "status", "aria-label": "status" },
+    el("option", { value: "", text: "every status" }),
+    ["running", "done", "failed", "cancelled"].map((s) => el("option", { value: s, text: s })));
+  const text = el("input", { type: "search", name: "q", placeholder: "task, run id, folder…", "aria-label": "text" });
+  state.value = params.get("status") || "";
+  text.value = params.get("q") || "";
+  const body = el("div", { class: "rows", role: "rowgroup" });
+  const cells = ["Started", "Status", "Agents", "Mode", "Task", "Time", "Tokens", "Cost"];
+  const narrow = new Set(["Mode", "Time", "Cost"]);
+  const table = el("div", { class: "runs", role: "table" },
+    el("div", { class: "row head", role: "row" },
+      cells.map((name) => el("span", { role: "columnheader", class: narrow.has(name) ? "hide-narrow" : null, text: name }))),
+    body);
+  let agents = new Set();
+  let pending = null;
+
+  async function load() {
+    const query = new URLSearchParams();
+    if (agent.value) query.set("agent", agent.value);
+    if (state.value) query.set("status", state.value);
+    if (text.value) query.set("q", text.value);
+    history.replaceState(null, "", query.toString() ? `/?${query}` : "/");
+    const runs = await api(`/api/runs?${query}`);
+    for (const run of runs) for (const name of run.agents) agents.add(name);
+    const chosen = agent.value || params.get("agent") || "";
+    agent.replaceChildren(el("option", { value: "", text: "every agent" }),
+      [...agents].sort().map((name) => el("option", { value: name, text: "@" + name })));
+    agent.value = chosen;
+    body.innerHTML = runs.length ? runs.map(row).join("") : '<p class="empty">No runs match.</p>';
+  }
+
+  // A thousand rows are written as one piece of HTML (every value escaped), and the browser lays out
+  // only those on screen (content-visibility): made node by node, and laid out whole, they took
+  // most of a long list's load.
+  function row(run) {
+    const mode = run.command === run.mode ? run.mode : `${run.command} (${run.mode})`;
+    const agents = run.agents.map((a) => "@" + a + (run.models[a] ? ":" + run.models[a] : "")).join(" ");
+    const id = escape(run.run_id);
+    const state = escape(run.status);
+    return `<a class="row" role="row" href="/runs/${id}" data-run-id="${id}"><span class="mono" title="${id}">` +
+      `${escape(when(run.started))}</span><span><span class="status ${state}" data-status="${state}">${state}</span></span>` +
+      `<span>${escape(agents)}</span><span class="hide-narrow">${escape(mode)}</span>` +
+      `<span class="task" title="${escape(run.task)}">${escape(run.task.split("\n")[0] || "(no task)")}</span>` +
+      `<span class="num hide-narrow">${duration(run.seconds)}</span><span class="num">${number(run.tokens)}</span>` +
+      `<span class="num hide-narrow">${dollars(run.cost)}</span></a>`;
+  }
+
+  const again = () => { clearTimeout(pending); pending = setTimeout(load, 150); };
+  agent.onchange = state.onchange = load;
+  text.oninput = again;
+  main.replaceChildren(el("h1", { text: "Runs" }), el("div", { class: "filters" }, agent, state, text), table);
+  agent.value = params.get("agent") || "";
+  cues.add(again);
+  load();
+  return () => cues.delete(again);
+}
+
+// -- a run's page --------------------------------------------------------------------------------
+
+function runView(id) {
+  const title = el("h1", { text: `Run ${id}` });
+  const meta = el("div", { class: "meta" });
+  const cancel = el("button", { type: "button", "data-action": "cancel", text: "Cancel run", hidden: true });
+  const note = el("span", { class: "dim" });
+  const log = el("div", { class: "log" });
+  const calls = []; // calls waiting for their result: {agent, name, node}
+  const streaming = {}; // agent → the block its reply text streams into
+  const replied = {}; // agent → a reply of it was read: its streamed text is shown whole
+  main.replaceChildren(title, el("div", { class: "actions" }, cancel, " ", note), meta, log);
+
+  cancel.onclick = async () => {
+    cancel.disabled = true;
+    const done = await post(`/api/runs/${id}/cancel`);
+    note.textContent = done.ok ? "cancelling…" : done.data.error || `refused (${done.status})`;
+    if (!done.ok) cancel.disabled = false;
+  };
+
+  async function header() {
+    const run = await api(`/api/runs/${id}`);
+    title.textContent = run.task ? run.task.split("\n")[0] : `Run ${id}`;
+    meta.replaceChildren(
+      status(run.status),
+      el("span", { class: "mono", text: id }),
+      el("span", { text: run.agents.map((a) => "@" + a + (run.models[a] ? ":" + run.models[a] : "")).join(" ") }),
+      el("span", { text: run.command === run.mode ? run.mode : `${run.command} (${run.mode})` }),
+      el("span", { class: "mono", text: run.cwd }),
+      el("span", { text: `${number(run.tokens)} tokens, ${dollars(run.cost)}` }),
+      el("span", { text: duration(run.seconds) }));
+    cancel.hidden = run.status !== "running";
+  }
+
+  function add(node) {
+    const bottom = window.innerHeight + window.scrollY >= document.body.scrollHeight - 40;
+    log.append(node);
+    if (bottom) node.scrollIntoView({ block: "end" });
+    return node;
+  }
+
+  function item(kind, agent, ...body) {
+    return el("div", { class: `item ${kind}`, "data-kind": kind, "data-agent": agent || null }, ...body);
+  }
+
+  function head(agent, what, extra) {
+    return el("div", { class: "head" }, agent ? el("span", { class: "who", text: "@" + agent }) : null,
+      el("span", { class: "dim", text: what }), extra || null);
+  }
+
+  function waiting(agent, name) {
+    const index = calls.findIndex((c) => c.agent === agent && toolName(c.name) === toolName(name));
+    return index < 0 ? null : calls[index];
+  }
+
+  function show(event) {
+    const agent = event.agent;
+    switch (event.kind) {
+      case "start":
+        return;
+      case "prompt":
+        replied[agent] = false;
+        return add(item("turn", agent, `turn ${event.turn} → @${agent} `,
+          el("details", {}, el("summary", { text: "message sent" }), el("pre", { text: cut(event.text, 20000) }))));
+      case "reply":
+      case "answer": {
+        replied[agent] = true;
+        const text = event.text.replace(/```json\s*\n\{"type":\s*"tool_use"[\s\S]*?```\n?/g, "").trim();
+        const shown = item(event.kind, agent, head(agent, event.kind === "answer" ? "answer" : "said"), el("div", { class: "text", text }));
+        const streamed = streaming[agent];
+        delete streaming[agent];
+        if (streamed) { // where its text streamed: before the calls it made
+          if (text || event.kind === "answer") streamed.replaceWith(shown);
+          else streamed.remove();
+          return;
+        }
+        if (!text && event.kind === "reply") return;
+        return add(shown);
+      }
+      case "tool_call": {
+        const name = toolName(event.name);
+        const node = add(item("call", agent,
+          head(agent, "calls", el("strong", { class: "mono", text: event.name })),
+          writeDiff(name, event.input) || el("pre", { text: cut(json(event.input), 4000) }),
+          el("div", { class: "decision dim", "data-result": "pending", text: "running…" })));
+        node.setAttribute("data-tool-call", name);
+        calls.push({ agent, name: event.name, node });
+        return;
+      }
+      case "approval": {
+        const call = waiting(agent, event.name);
+        const verdict = event.answer ? `${said[event.answer] || event.answer} on the ${event.source}` : "nobody answered";
+        const line = el("div", { class: `decision ${event.answer === "no" || !event.answer ? "no" : "yes"}`,
+          "data-approval": event.answer || "none", text: `approval: ${verdict}` });
+        if (call) call.node.insertBefore(line, call.node.lastChild);
+        else add(item("notice", agent, line));
+        return;
+      }
+      case "tool_result": {
+        const call = waiting(agent, event.name);
+        const result = event.result || {};
+        const node = call ? call.node : add(item("call", agent, head(agent, "result of", event.name)));
+        if (call) calls.splice(calls.indexOf(call), 1);
+        const refused = !result.success && /not run|declined|not allowed|refus/i.test(result.error || "");
+        node.classList.add(result.success ? "ok" : refused ? "refused" : "failed");
+        const outcome = node.querySelector('[data-result="pending"]') || node.appendChild(el("div"));
+        outcome.setAttribute("data-result", result.success ? "ok" : refused ? "refused" : "failed");
+        outcome.className = `decision ${result.success ? "yes" : "no"}`;
+        outcome.textContent = result.success ? `✓ ${cut(json(result.data), 160).split("\n").join(" ")}` : `✗ ${result.error}`;
+        if (result.success && result.data !== undefined) {
+          node.append(el("details", {}, el("summary", { text: "result" }), el("pre", { text: cut(json(result.data), 20000) })));
+        }
+        return;
+      }
+      case "native_tool": {
+        const node = add(item(event.allowed === false ? "call refused" : "call ok", agent,
+          head(agent, "its own tool", el("strong", { class: "mono", text: event.tool })),
+          writeDiff(toolName(event.tool), event.input) || el("pre", { text: cut(json(event.input), 4000) }),
+          el("div", { class: "decision", text: event.reason || (event.allowed === false ? "refused" : "allowed") })));
+        node.setAttribute("data-tool-call", toolName(event.tool));
+        return;
+      }
+      case "usage":
+        return add(item("turn", agent,
+          `@${agent} turn ${event.turn ?? ""}: ${number((event.input_tokens || 0) + (event.output_tokens || 0))} tokens` +
+          ` (${number(event.input_tokens)} in, ${number(event.output_tokens)} out), ${dollars(event.cost_usd)}`));
+      case "review":
+        return add(item(event.verdict === "approve" ? "answer" : "reply", agent,
+          head(agent, `review round ${event.round}/${event.rounds}: ${event.verdict}`),
+          event.findings && event.findings.length
+            ? el("ul", { class: "findings" }, event.findings.map((f) => el("li", { class: `sev-${f.severity}` },
+              `[${f.severity}] ${f.path ? f.path + (f.line ? ":" + f.line : "") + ": " : ""}${f.message}`)))
+            : el("div", { class: "dim", text: "no findings" })));
+      case "worktree": {
+        const output = el("div");
+        const apply = `crew apply ${id} ${agent}`;
+        const button = el("button", { type: "button", text: "Show the worktree's diff", onclick: async () => {
+          button.disabled = true;
+          const data = await api(`/api/runs/${id}/diff?agent=${encodeURIComponent(agent)}`);
+          output.replaceChildren(data.diff ? patch(data.diff) : el("div", { class: "dim",
+            text: data.gone ? "the worktree is gone (applied or cleaned)" : data.error || "no changes" }));
+          if (data.cut) output.append(el("div", { class: "dim", text: "(cut: the diff is longer)" }));
+        } });
+        return add(item("notice", agent, head(agent, `works in ${event.worktree} on ${event.branch}`),
+          el("div", {}, "apply its change with ", el("code", { text: apply })), button, output));
+      }
+      case "changes":
+        return add(item("notice", agent, head(agent, "changed"), el("pre", {
+          text: (event.files || []).map((f) => `${f.status} ${f.path} ${f.added === null ? "binary" : `+${f.added} -${f.removed}`}`).join("\n") || "no changes",
+        })));
+      case "error":
+        return add(item("error", agent, head(agent, "error"), el("div", { class: "text", text: event.message })));
+      case "cancel":
+        return add(item("notice", agent, `cancelled from the ${event.source}`));
+      case "end":
+        return add(item("notice", null, `ended: ${event.status}`, ` — ${event.tool_calls} tool calls, ${event.errors} errors`));
+      case "session":
+        return;
+      default:
+        return add(item("notice", agent, head(agent, event.kind), event.text || event.message || event.reason
+          ? el("div", { class: "text", text: event.text || event.message || event.reason }) : null));
+    }
+  }
+
+  function stream(text) {
+    const agent = text.agent;
+    if (replied[agent]) return; // the reply was read whole already
+    if (!streaming[agent]) {
+      streaming[agent] = add(item("streaming", agent, head(agent, "is writing…"), el("div", { class: "text" })));
+    }
+    streaming[agent].querySelector(".text").append(text.text);
+  }
+
+  const source = new EventSource(`/api/runs/${id}/events`);
+  source.addEventListener("event", (e) => show(JSON.parse(e.data)));
+  source.addEventListener("text", (e) => stream(JSON.parse(e.data)));
+  source.addEventListener("end", () => { source.close(); header(); });
+  header();
+  return () => source.close();
+}
+
+// -- batches -------------------------------------------------------------------------------------
+
+function batchesView() {
+  const list = el("div");
+  main.replaceChildren(el("h1", { text: "Batches" }), list);
+  async function load() {
+    let batches;
+    try { batches = await api("/api/batches"); } catch (e) { list.replaceChildren(el("p", { class: "decision no", text: String(e.message) })); return; }
+    list.replaceChildren(...batches.map((batch) => el("section", { "data-batch-id": batch.id },
+      el("h2", { text: `${batch.id} — ${batch.finished}/${batch.total} finished` }),
+      el("div", { class: "dim", text: batch.task }),
+      el("div", { class: "bar", role: "progressbar", "aria-valuenow": batch.finished, "aria-valuemax": batch.total },
+        el("div", { style: `width: ${batch.total ? (100 * batch.finished) / batch.total : 0}%` })),
+      el("table", {}, el("thead", {}, el("tr", {}, el("th", { text: "Repository" }), el("th", { text: "Status" }),
+        el("th", { text: "Branch" }), el("th", { text: "Error" }))),
+        el("tbody", {}, batch.repos.map((repo) => el("tr", { "data-repo": repo.repo },
+          el("td", { class: "mono", text: repo.repo }), el("td", {}, status(repo.status)),
+          el("td", { class: "mono", text: repo.branch || "-" }),
+          el("td", { class: "dim", text: repo.error || "" }))))))));
+    if (!batches.length) list.append(el("p", { class: "empty", text: "No batches yet: `crew batch` runs a task over many repositories." }));
+  }
+  cues.add(load);
+  load();
+  return () => cues.delete(load);
+}
+
+// -- usage ---------------------------------------------------------------------------------------
+
+const palette = ["#2f6fdb", "#1d7f45", "#c0392b", "#b7791f", "#7d3cc8", "#0e8a8a", "#c2417b", "#5b6770"];
+
+function usageView() {
+  const measure = el("select", { "aria-label": "measure" }, el("option", { value: "tokens", text: "tokens" }), el("option", { value: "cost_usd", text: "cost" }));
+  const by = el("select", { "aria-label": "group" }, el("option", { value: "agent", text: "per agent" }), el("option", { value: "model", text: "per agent and model" }));
+  const chart = el("div", { class: "chart" });
+  const totals = el("div");
+  main.replaceChildren(el("h1", { text: "Usage" }), el("div", { class: "controls" }, measure, by), chart,
+    el("h2", { text: "Per agent (as crew log --by agent)" }), totals);
+  let data = null;
+
+  function draw() {
+    const field = measure.value;
+    const key = (s) => (by.value === "agent" ? "@" + s.agent : `@${s.agent}:${s.model}`);
+    const days = [...new Set(data.series.map((s) => s.day))].sort();
+    const keys = [...new Set(data.series.map(key))].sort();
+    const sums = days.map((day) => Object.fromEntries(keys.map((k) => [k, 0])));
+    for (const s of data.series) sums[days.indexOf(s.day)][key(s)] += Number(s[field] || 0);
+    const top = Math.max(1e-9, ...sums.map((d) => Object.values(d).reduce((a, b) => a + b, 0)));
+    const W = 900, H = 300, left = 64, bottom = 28, width = W - left - 10, height = H - bottom - 10;
+    const ns = "http://www.w3.org/2000/svg";
+    const svg = document.createElementNS(ns, "svg");
+    svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
+    svg.setAttribute("role", "img");
+    svg.setAttribute("aria-label", `${field === "tokens" ? "tokens" : "cost"} per day`);
+    const shape = (tag, attrs, text) => {
+      const node = document.createElementNS(ns, tag);
+      for (const [n, v] of Object.entries(attrs)) node.setAttribute(n, v);
+      if (text !== undefined) node.textContent = text;
+      svg.append(node);
+      return node;
+    };
+    const label = (v) => (field === "tokens" ? number(Math.round(v)) : "$" + v.toFixed(v < 1 ? 4 : 2));
+    for (let i = 0; i <= 4; i++) {
+      const y = 10 + height - (height * i) / 4;
+      shape("line", { x1: left, x2: W - 10, y1: y, y2: y, class: "grid" });
+      shape("text", { x: left - 6, y: y + 4, "text-anchor": "end" }, label((top * i) / 4));
+    }
+    const step = width / Math.max(days.length, 1);
+    days.forEach((day, i) => {
+      let y = 10 + height;
+      keys.forEach((k, j) => {
+        const h = (height * sums[i][k]) / top;
+        if (h > 0) {
+          const wide = Math.min(step * 0.7, 56);
+          const bar = shape("rect", { x: left + i * step + (step - wide) / 2, y: y - h, width: wide, height: h, fill: palette[j % palette.length], "data-key": k, "data-day": day });
+          const tip = document.createElementNS(ns, "title");
+          tip.textContent = `${day} ${k}: ${label(sums[i][k])}`;
+          bar.append(tip);
+        }
+        y -= h;
+      });
+      if (days.length <= 16 || i % Math.ceil(days.length / 16) === 0) {
+        shape("text", { x: left + i * step + step / 2, y: H - 8, "text-anchor": "middle" }, day.slice(5));
+      }
+    });
+    chart.replaceChildren(svg, el("div", { class: "legend" }, keys.map((k, j) => el("span", {}, el("i", { style: `background: ${palette[j % palette.length]}` }), k))));
+    if (!days.length) chart.replaceChildren(el("p", { class: "empty", text: "No usage recorded yet." }));
+  }
+
+  function table() {
+    const rows = data.agents;
+    const total = { agent: "total", runs: 0, turns: 0, input_tokens: 0, cached_tokens: 0, output_tokens: 0, cost_usd: null };
+    for (const r of rows) {
+      for (const f of ["runs", "turns", "input_tokens", "cached_tokens", "output_tokens"]) total[f] += r[f];
+      if (r.cost_usd !== null) total.cost_usd = (total.cost_usd || 0) + r.cost_usd;
+    }
+    totals.replaceChildren(el("table", { class: "usage" },
+      el("thead", {}, el("tr", {}, ["Agent", "Runs", "Turns", "Input", "Cached", "Output", "Cost"].map((h, i) => el("th", { class: i ? "num" : null, text: h })))),
+      el("tbody", {}, [...rows, total].map((r) => el("tr", { "data-agent": r.agent },
+        el("td", { text: r === total ? "total" : "@" + r.agent }),
+        ["runs", "turns", "input_tokens", "cached_tokens", "output_tokens"].map((f) => el("td", { class: "num", text: number(r[f]) })),
+        el("td", { class: "num", text: dollars(r.cost_usd) }))))));
+  }
+
+  async function load() {
+    data = await api("/api/usage");
+    draw();
+    table();
+  }
+  measure.onchange = by.onchange = draw;
+  cues.add(load);
+  load();
+  return () => cues.delete(load);
+}
+
+// -- routing -------------------------------------------------------------------------------------
+
+function go(path) {
+  history.pushState(null, "", path);
+  route();
+}
+
+function route() {
+  if (leave) leave();
+  const path = location.pathname;
+  for (const link of document.querySelectorAll("nav a")) {
+    link.classList.toggle("here", link.getAttribute("href") === path || (path.startsWith("/runs/") && link.dataset.nav === "runs"));
+  }
+  const run = path.match(/^\/runs\/([0-9]{8}-[0-9]{6}-[0-9a-f]{6})$/);
+  leave = run ? runView(run[1]) : path === "/batches" ? batchesView() : path === "/usage" ? usageView() : runsView();
+  window.scrollTo(0, 0);
+}
+
+document.addEventListener("click", (event) => {
+  const link = event.target.closest("a[href^='/']");
+  if (!link || event.metaKey || event.ctrlKey || event.shiftKey || event.button !== 0) return;
+  event.preventDefault();
+  if (link.getAttribute("href") !== location.pathname + location.search) go(link.getAttribute("href"));
+});
+window.addEventListener("popstate", route);
+
+offerNotifications();
+listen();
+route();

@@ -1,0 +1,366 @@
+"""crewbridge.ui.server: `crew ui`'s pages and API over real HTTP, in-process over transcripts the
+tests write (and crew's own Transcript), attacked as a hostile page or client would: no token, a
+forged cookie, a foreign Host or Origin, another origin of the same site, a missing CSRF token."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import re
+import threading
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+from crewbridge import uilink
+from crewbridge.transcript import Transcript, read_run
+from crewbridge.ui.server import Ui
+from crewbridge.uilink import BrowserChannel, socket_path
+from crewcli import crew_env, end_group, error_line, run_crew, start_crew
+from runfiles import write_run
+
+TOKEN = "ui-test-token-0123456789"
+QUESTION_ID = re.compile(r"^[0-9a-f]{16}$")
+
+
+class Browser:
+    """One client of the UI with a cookie jar of one cookie, as a browser on the UI's own page."""
+
+    def __init__(self, ui: Ui) -> None:
+        self.port = urlsplit(ui.url).port
+        self.cookie: str | None = None
+        self.csrf = ""
+
+    def request(self, method: str, path: str, body: bytes | None = None, **headers: str | None):
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        sent = {"Host": f"127.0.0.1:{self.port}", "Cookie": f"crew_ui={self.cookie}" if self.cookie else None}
+        sent.update({name.replace("_", "-"): value for name, value in headers.items()})
+        connection.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
+        for name, value in sent.items():
+            if value is not None:
+                connection.putheader(name, value)
+        connection.endheaders(body)
+        answer = connection.getresponse()
+        data = answer.read()
+        connection.close()
+        return answer.status, answer.headers, data
+
+    def sign_in(self) -> Browser:
+        status, headers, _ = self.request("GET", f"/?token={TOKEN}")
+        assert status == 303 and headers["Location"] == "/"
+        self.cookie = re.match(r"crew_ui=([^;]+);", headers["Set-Cookie"]).group(1)
+        _, _, page = self.request("GET", "/")
+        self.csrf = re.search(rb'name="csrf" content="([0-9a-f]+)"', page).group(1).decode()
+        return self
+
+    def get_json(self, path: str):
+        status, _, data = self.request("GET", path)
+        assert status == 200, data
+        return json.loads(data)
+
+    def post(self, path: str, body: dict | None = None, **headers: str | None):
+        sent = {
+            "Content_Type": "application/json",
+            "X_CSRF_Token": self.csrf,
+            "Origin": f"http://127.0.0.1:{self.port}",
+            **headers,
+        }
+        data = json.dumps(body or {}).encode()
+        status, _, answer = self.request("POST", path, data, Content_Length=str(len(data)), **sent)
+        return status, answer
+
+
+@pytest.fixture
+def ui(tmp_path, monkeypatch):
+    """A UI serving the runs of $XDG_STATE_HOME (this test's), its desk on the user's socket there."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.setattr(uilink, "POLL", 0.05)
+    served = Ui(token=TOKEN)
+    served.start()
+    yield served
+    served.close()
+
+
+# -- who gets in -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["/", "/runs/20250101-000000-abc123", "/usage", "/static/app.js", "/api/runs"])
+def test_without_the_token_or_the_cookie_everything_answers_401(ui, path):
+    browser = Browser(ui)
+    assert browser.request("GET", path)[0] == 401
+    assert browser.request("GET", f"{path}?token=wrong-{TOKEN}")[0] == 401
+    browser.cookie = "forged.0123456789abcdef"
+    assert browser.request("GET", path)[0] == 401
+
+
+def test_the_tokens_address_sets_a_strict_cookie_and_drops_the_token(ui):
+    status, headers, _ = Browser(ui).request("GET", f"/usage?token={TOKEN}")
+    assert status == 303 and headers["Location"] == "/usage"
+    cookie = headers["Set-Cookie"]
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and TOKEN not in cookie
+
+
+def test_pages_run_only_crews_own_script(ui):
+    browser = Browser(ui).sign_in()
+    status, headers, page = browser.request("GET", "/")
+    assert status == 200 and b'<script src="/static/app.js"' in page
+    policy = headers["Content-Security-Policy"]
+    assert "script-src 'self'" in policy and "default-src 'none'" in policy and "frame-ancestors 'none'" in policy
+    for name in ("app.js", "app.css"):
+        status, headers, data = browser.request("GET", f"/static/{name}")
+        assert status == 200 and data and headers["ETag"]
+        assert browser.request("GET", f"/static/{name}", If_None_Match=headers["ETag"])[0] == 304
+    for shipped in (page, browser.request("GET", "/static/app.js")[2], browser.request("GET", "/static/app.css")[2]):
+        assert not re.search(rb"https?://(?!www\.w3\.org/2000/svg)", shipped)  # nothing fetched from elsewhere
+
+
+def test_a_bearer_token_reads_but_never_changes(ui):
+    browser = Browser(ui)
+    status, _, _ = browser.request("GET", "/api/runs", Authorization=f"Bearer {TOKEN}")
+    assert status == 200
+    status, _ = browser.post("/api/runs/20250101-000000-abc123/cancel", Authorization=f"Bearer {TOKEN}")
+    assert status == 403
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"X_CSRF_Token": None},
+        {"X_CSRF_Token": "0" * 64},
+        {"Origin": "http://127.0.0.1:1"},  # the same site, another origin: a page on another port
+        {"Origin": "http://evil.example.com"},
+        {"Origin": "null"},
+        {"Origin": None, "Sec_Fetch_Site": "cross-site"},
+        {"Content_Type": "application/x-www-form-urlencoded"},
+        {"Content_Type": "text/plain"},
+    ],
+)
+def test_a_change_needs_the_cookie_its_csrf_token_json_and_this_origin(ui, headers):
+    run = write_run(socket_path().parent / "runs", "20250101-000000-abc123", pid=1, end=None)
+    browser = Browser(ui).sign_in()
+    status, _ = browser.post(f"/api/runs/{run}/cancel", **headers)
+    assert status in (403, 415)
+    assert browser.post(f"/api/runs/{run}/cancel")[0] == 409  # checks passed: nothing here attends that run
+
+
+def test_a_foreign_host_is_refused(ui):
+    browser = Browser(ui).sign_in()
+    assert browser.request("GET", "/api/runs", Host="evil.example.com")[0] == 403
+
+
+# -- runs ------------------------------------------------------------------------------------------
+
+
+def test_the_runs_newest_first_and_filtered(ui):
+    runs = socket_path().parent / "runs"
+    write_run(runs, "20250101-000000-aaa111", agents=["claude"], task="read the notes", end="ok")
+    write_run(runs, "20250102-000000-bbb222", agents=["gemini"], task="fix the date", end="failed")
+    write_run(runs, "20250103-000000-ccc333", agents=["claude", "codex"], task="review", end="interrupted")
+    browser = Browser(ui).sign_in()
+    listed = browser.get_json("/api/runs")
+    assert [(r["run_id"][-6:], r["status"]) for r in listed] == [
+        ("ccc333", "cancelled"),
+        ("bbb222", "failed"),
+        ("aaa111", "done"),
+    ]
+    assert [r["run_id"][-6:] for r in browser.get_json("/api/runs?agent=claude")] == ["ccc333", "aaa111"]
+    assert [r["run_id"][-6:] for r in browser.get_json("/api/runs?status=failed")] == ["bbb222"]
+    assert [r["run_id"][-6:] for r in browser.get_json("/api/runs?q=NOTES")] == ["aaa111"]
+    assert browser.request("GET", "/api/runs?status=bogus")[0] == 400
+
+
+def test_a_runs_events_stream_whole_and_end(ui):
+    run = write_run(socket_path().parent / "runs", "20250101-000000-abc123", end="ok")
+    status, headers, data = Browser(ui).sign_in().request("GET", f"/api/runs/{run}/events")
+    assert status == 200 and headers["Content-Type"] == "text/event-stream"
+    events = [
+        json.loads(block.split("data: ", 1)[1]) for block in data.decode().split("\n\n") if "event: event" in block
+    ]
+    assert [event["kind"] for event in events] == ["start", "prompt", "tool_call", "tool_result", "answer", "end"]
+    assert data.decode().rstrip().endswith("event: end\ndata: {}")
+
+
+def test_a_live_runs_events_arrive_as_they_are_written(ui):
+    transcript = Transcript.open(command="query", agents=["claude"], task="live")
+    browser = Browser(ui).sign_in()
+    got: list[bytes] = []
+    reader = threading.Thread(
+        target=lambda: got.append(browser.request("GET", f"/api/runs/{transcript.run_id}/events")[2])
+    )
+    reader.start()
+    time.sleep(0.3)
+    transcript.write("tool_call", agent="claude", name="crew:read_file", input={"path": "a"})
+    transcript.close("ok")
+    reader.join(30)
+    kinds = [json.loads(b.split("data: ", 1)[1])["kind"] for b in got[0].decode().split("\n\n") if "event: event" in b]
+    assert kinds == ["start", "tool_call", "end"]
+
+
+def test_usage_is_the_same_as_crew_log_by_agent(ui, tmp_path):
+    runs = socket_path().parent / "runs"
+    write_run(runs, "20250101-000000-aaa111", agents=["claude"], end="ok", tokens=(100, 20), cost=0.01)
+    write_run(runs, "20250102-000000-bbb222", agents=["claude", "gemini"], end="ok", tokens=(5, 5), cost=None)
+    usage = Browser(ui).sign_in().get_json("/api/usage")
+    done = run_crew(
+        ["log", "--by", "agent", "--json"],
+        env={**crew_env(tmp_path / "home"), "XDG_STATE_HOME": str(tmp_path / "state")},
+        cwd=tmp_path,
+    )
+    assert usage["agents"] == [json.loads(line) for line in done.stdout.splitlines()]
+    assert {(s["day"], s["agent"], s["tokens"]) for s in usage["series"]} == {
+        ("2025-01-01", "claude", 120),
+        ("2025-01-02", "claude", 10),
+        ("2025-01-02", "gemini", 10),
+    }
+
+
+def test_without_a_batch_database_there_are_no_batches_and_none_is_made(ui):
+    assert Browser(ui).sign_in().get_json("/api/batches") == []
+    assert not (socket_path().parent / "batch").exists()
+
+
+def test_a_batch_database_that_cannot_be_read_is_said_so(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.setenv("CREW_BATCH_DB", "postgresql://crew@127.0.0.1:9/none")  # nothing listens on port 9
+    served = Ui(token=TOKEN)
+    served.start()
+    try:
+        status, _, data = Browser(served).sign_in().request("GET", "/api/batches")
+        assert status == 503 and b"cannot read crew batch's database" in data
+    finally:
+        served.close()
+
+
+# -- approvals and cancel --------------------------------------------------------------------------
+
+
+def ask_on_thread(run_id: str, deadline: float = 60.0):
+    """A run's question about write_file, asked on the browser from a thread; its verdict lands in the list."""
+    from crewbridge.approval import Question
+
+    got: list = []
+    channel = BrowserChannel(run_id)
+    question = Question("claude", "write_file", {"path": "a.txt", "content": "hi\n"})
+    thread = threading.Thread(target=lambda: got.append(channel.ask(question, time.monotonic() + deadline)))
+    thread.start()
+    return channel, thread, got
+
+
+def open_questions(browser: Browser, count: int = 1) -> list[dict]:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        found = [q for q in browser.get_json("/api/questions") if q["state"] == "open"]
+        if len(found) >= count:
+            return found
+        time.sleep(0.02)
+    raise AssertionError("no question arrived")
+
+
+@pytest.mark.parametrize("verdict", ["yes", "no", "always"])
+def test_a_question_is_answered_from_the_page_once(ui, verdict):
+    transcript = Transcript.open(command="execute", agents=["claude"], task="write")
+    _, thread, got = ask_on_thread(transcript.run_id)
+    browser = Browser(ui).sign_in()
+    [question] = open_questions(browser)
+    assert QUESTION_ID.match(question["id"]) and question["tool"] == "write_file"
+    assert question["input"] == {"path": "a.txt", "content": "hi\n"} and question["run"] == transcript.run_id
+    assert browser.post(f"/api/questions/{question['id']}", {"verdict": verdict})[0] == 200
+    thread.join(30)
+    assert got == [verdict]
+    status, answer = browser.post(f"/api/questions/{question['id']}", {"verdict": "yes"})
+    assert status == 409 and b"already answered" in answer
+    transcript.close("ok")
+
+
+def test_an_answer_elsewhere_shows_on_the_page(ui):
+    from crewbridge.approval import Answer, Question
+
+    transcript = Transcript.open(command="execute", agents=["claude"], task="write")
+    channel = BrowserChannel(transcript.run_id)
+    question = Question("claude", "write_file", {"path": "a"})
+    thread = threading.Thread(target=channel.ask, args=(question, None))
+    thread.start()
+    browser = Browser(ui).sign_in()
+    [asked] = open_questions(browser)
+    channel.settled(question, Answer("no", "terminal"))
+    thread.join(30)
+    deadline = time.monotonic() + 30
+    while browser.get_json("/api/questions")[0]["state"] == "open" and time.monotonic() < deadline:
+        time.sleep(0.02)
+    shown = browser.get_json("/api/questions")[0]
+    assert (shown["id"], shown["state"], shown["verdict"], shown["source"]) == (
+        asked["id"],
+        "answered",
+        "no",
+        "terminal",
+    )
+    transcript.close("ok")
+
+
+def test_a_question_in_the_name_of_a_run_another_process_runs_is_not_shown(ui):
+    run = write_run(socket_path().parent / "runs", "20250101-000000-abc123", pid=1, end=None)
+    _, thread, got = ask_on_thread(run, deadline=1.0)
+    thread.join(30)
+    assert got == [None] and Browser(ui).sign_in().get_json("/api/questions") == []
+
+
+def test_cancel_from_the_page_reaches_the_run(ui):
+    transcript = Transcript.open(command="query", agents=["claude"], task="long")
+    ended = threading.Event()
+    transcript.on_cancel(ended.set)
+    browser = Browser(ui).sign_in()
+    deadline = time.monotonic() + 30
+    while not browser.get_json(f"/api/runs/{transcript.run_id}")["attended"] and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert browser.post(f"/api/runs/{transcript.run_id}/cancel")[0] == 200
+    assert ended.wait(30)
+    transcript.close("failed")
+    assert read_run(transcript.run_id)[-1]["status"] == "cancelled"
+
+
+# -- crew ui, as a person starts it ----------------------------------------------------------------
+
+
+def test_crew_ui_prints_one_address_with_the_token_and_serves_it(tmp_path):
+    env = crew_env(tmp_path / "home", CREW_UI_TOKEN=TOKEN)
+    proc = start_crew(["ui", "--listen", "127.0.0.1:0"], env=env, cwd=tmp_path)
+    try:
+        line = proc.stderr.readline()
+        url = re.fullmatch(r"crew ui: open (http://127\.0\.0\.1:\d+/\?token=(\S+))\n", line)
+        assert url and url.group(2) == TOKEN
+        connection = http.client.HTTPConnection("127.0.0.1", urlsplit(url.group(1)).port, timeout=30)
+        connection.request("GET", "/api/runs", headers={"Authorization": f"Bearer {TOKEN}"})
+        assert connection.getresponse().status == 200
+        second = run_crew(["ui", "--listen", "127.0.0.1:0"], env=env, cwd=tmp_path)
+        assert second.returncode == 2 and "another crew ui serves for this user" in error_line(second.stderr)
+    finally:
+        end_group(proc)
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "said"),
+    [
+        (["--listen", "0.0.0.0:0"], {}, "add --allow-remote"),
+        (["--listen", "nonsense"], {}, "--listen 'nonsense' is not HOST:PORT"),
+        ([], {"CREW_UI_TOKEN": "short"}, "CREW_UI_TOKEN must be at least 16"),
+    ],
+)
+def test_what_would_open_it_up_is_a_usage_error(tmp_path, args, env, said):
+    done = run_crew(["ui", *args], env=crew_env(tmp_path / "home", **env), cwd=tmp_path)
+    assert done.returncode == 2 and said in error_line(done.stderr)
+
+
+def test_the_socket_is_the_users_alone(ui):
+    path: Path = socket_path()
+    assert path.stat().st_mode & 0o777 == 0o600
+
+
+def test_a_closed_ui_leaves_no_socket(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    served = Ui(token=TOKEN)
+    served.start()
+    assert socket_path().exists() and BrowserChannel("20250101-000000-abc123").available()
+    served.close()
+    assert not socket_path().exists() and not BrowserChannel("20250101-000000-abc123").available()
