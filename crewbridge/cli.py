@@ -266,57 +266,8 @@ class _BatchGroup(click.Group):
         return super().parse_args(ctx, args)
 
 
-BATCH_DB = click.option(
-    "--db",
-    metavar="URL",
-    help="The batch database: postgresql://… to share batches between machines. Default: $CREW_BATCH_DB, "
-    "else a SQLite file in crew's state folder.",
-)
-BATCH_JSON = click.option("--json", "as_json", is_flag=True, help="Print the batch as one JSON object.")
-
-
-def batch_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """What a batch is run with: each repository's run options, and the batch's own."""
-    count, dollars = click.IntRange(min=1), click.FloatRange(min=0, min_open=True)
-    return _apply(
-        func,
-        [
-            click.option("--repos", "repos_file", type=click.File("r"), help="A file naming repositories, one a line."),
-            click.option("--id", "given_id", metavar="NAME", help="The batch's id; the same again is the same batch."),
-            click.option(
-                "--concurrency", type=count, default=2, show_default=True, help="Repositories at once, all workers."
-            ),
-            click.option(
-                "--retries", type=click.IntRange(min=0), default=1, show_default=True, help="Tries after a failure."
-            ),
-            click.option("--review", metavar="AGENT", help="AGENT reviews each change (as crew execute --review)."),
-            click.option("--rounds", type=count, default=3, show_default=True, help="Review rounds at most."),
-            click.option("--max-cost", type=dollars, help="Dollars each repository's run may cost."),
-            click.option("--max-tokens", type=count, help="Tokens each repository's run may use."),
-            click.option(
-                "--max-total-cost", type=dollars, help="Dollars the batch may cost: no repository starts past it."
-            ),
-            click.option(
-                "--timeout",
-                type=click.FloatRange(min=0.1),
-                default=600.0,
-                show_default=True,
-                help="Seconds a repository's run may take.",
-            ),
-            click.option(
-                "--max-turns", type=count, default=20, show_default=True, help="Model replies in a repository's run."
-            ),
-            click.option("--tools-via", type=click.Choice(["text", "native"]), help="As crew execute --tools-via."),
-            click.option("--yes", "-y", "approve_all", is_flag=True, help="Approve every tool that needs approval."),
-            click.option(
-                "--detach", is_flag=True, help="Record the batch, print its id and return; workers do the work."
-            ),
-            BATCH_DB,
-            BATCH_JSON,
-            click_option(flags.SANDBOX),
-            config_option,
-        ],
-    )
+BATCH_DB = click_option(flags.BATCH_DB)
+BATCH_JSON = click_option(flags.BATCH_JSON)
 
 
 @cli.group("batch", cls=_BatchGroup)
@@ -328,19 +279,19 @@ def batch_group() -> None:
 @batch_group.command("submit")
 @click.argument("task")
 @click.argument("repos", nargs=-1)
-@batch_options
+@_options(flags.BATCH)
 def batch_submit_command(
-    task: str, repos: tuple[str, ...], repos_file: Any, detach: bool, as_json: bool, **given: Any
+    task: str, repos: tuple[str, ...], repos_file: Path | None, detach: bool, as_json: bool, **given: Any
 ) -> None:
     """Run TASK ("@agent task") in each REPO (a git repository's folder, or a git URL), each in a
     worktree of its own; the repositories' progress, then a summary."""
     from crewbridge.batch import batches
-    from crewbridge.batch.spec import read_repos
+    from crewbridge.batch.spec import read_repos, repos_file_text
     from crewbridge.batch.store import Store, database_url
 
     config: Config = given.pop("config")
     spec = batches.spec_of(task, given, config)  # an unknown agent is named before anything starts
-    found = read_repos(repos, repos_file.read() if repos_file else None, Path.cwd())
+    found = read_repos(repos, repos_file_text(repos_file), Path.cwd())
     url = database_url(given["db"])
     working = None if detach else {spec.batch: (spec.concurrency, None)}
     store = Store.open(url) if working is None else batches.open_working(url, config, working)
@@ -357,12 +308,7 @@ def batch_submit_command(
 
 
 @batch_group.command("worker")
-@click.option(
-    "--concurrency", type=click.IntRange(min=1), help="Repositories of a batch at once here (default: the batch's)."
-)
-@click.option("--until-idle", is_flag=True, help="Exit once no repository is queued and none runs here.")
-@BATCH_DB
-@config_option
+@_options(flags.BATCH_WORKER)
 def batch_worker_command(concurrency: int | None, until_idle: bool, db: str | None, config: Config) -> None:
     """Work on the batches of the database (--db): take their queued repositories, and those of
     workers that died, until stopped (or idle, with --until-idle)."""

@@ -1,5 +1,6 @@
 """crew's command-line options, declared once, as data: those of the commands that run agents
-(LOOP: query, execute and chat; TASK: query and execute) and of `crew mcp` (MCP). crewbridge.cli
+(LOOP: query, execute and chat; TASK: query and execute), of `crew mcp` (MCP), `crew acp` (ACP),
+`crew ui` (UI) and `crew batch` (BATCH, BATCH_WORKER: a batch's run options are LOOP's and TASK's). crewbridge.cli
 makes click's options from them, and the quick readings of the arguments before click loads
 (crewbridge.early, crewbridge.mcp.early: `read`) take a value only where click's type takes it
 (`Flag.takes`), so neither can read an argument otherwise than the command will.
@@ -349,4 +350,75 @@ UI = (
         early=False,
     ),
     *_served(""),
+)
+
+
+def _again(table: tuple[Flag, ...], dest: str, help: str, **changes: Any) -> Flag:
+    """The entry of `table` for `dest` as another command takes it: the same names, kind and bounds,
+    with its own `help` (and `changes`: a default)."""
+    [flag] = [flag for flag in table if flag.dest == dest]
+    values = {slot: getattr(flag, slot) for slot in Flag.__slots__ if slot not in ("names", "dest", "help")}
+    return Flag(flag.names, dest, help, **{**values, **changes})
+
+
+BATCH_DB = Flag(
+    ("--db",),
+    "db",
+    "The batch database: postgresql://… to share batches between machines. Default: $CREW_BATCH_DB, else a "
+    "SQLite file in crew's state folder.",
+    metavar="URL",
+    early=False,
+)
+BATCH_JSON = Flag(("--json",), "as_json", "Print the batch as one JSON object.", kind="flag")
+
+# crew batch's (submit): each repository's run options (crewbridge.options.RunOptions' fields, LOOP's
+# and TASK's entries with a batch's defaults and words; its worktree is the batch's own), then the
+# batch's own. Nothing reads them before click: crew batch starts no CLI before its database.
+BATCH = (
+    Flag(("--repos",), "repos_file", "A file naming repositories, one a line (# comments).", kind="path"),
+    Flag(("--id",), "given_id", "The batch's id; the same again is the same batch.", metavar="NAME"),
+    Flag(
+        ("--concurrency",),
+        "concurrency",
+        "Repositories at once, all workers.",
+        kind="int",
+        low=1,
+        default=2,
+        show_default=True,
+    ),
+    Flag(("--retries",), "retries", "Tries after a failure.", kind="int", default=1, show_default=True),
+    _again(TASK, "review", "AGENT reviews each change (as crew execute --review)."),
+    _again(TASK, "rounds", "Review rounds at most.", default=3, show_default=True),
+    _again(LOOP, "max_cost", "Dollars each repository's run may cost."),
+    _again(LOOP, "max_tokens", "Tokens each repository's run may use."),
+    Flag(
+        ("--max-total-cost",),
+        "max_total_cost",
+        "Dollars the batch may cost: no repository starts past it.",
+        kind="float",
+        above=True,
+    ),
+    _again(LOOP, "timeout", "Seconds a repository's run may take.", default=600.0),
+    _again(LOOP, "max_turns", "Model replies in a repository's run.", default=20),
+    _again(LOOP, "tools_via", "As crew execute --tools-via: text or native."),
+    _again(LOOP, "approve_all", "Approve every tool that needs approval (nobody is asked in a batch)."),
+    Flag(("--detach",), "detach", "Record the batch, print its id and return; workers do the work.", kind="flag"),
+    BATCH_DB,
+    BATCH_JSON,
+    SANDBOX,
+    CONFIG,
+)
+
+# crew batch worker's.
+BATCH_WORKER = (
+    Flag(
+        ("--concurrency",),
+        "concurrency",
+        "Repositories of a batch at once here (default: the batch's).",
+        kind="int",
+        low=1,
+    ),
+    Flag(("--until-idle",), "until_idle", "Exit once no repository is queued and none runs here.", kind="flag"),
+    BATCH_DB,
+    CONFIG,
 )

@@ -3,11 +3,12 @@ git repository nor a git URL is named in one line (exit 2), and nothing is recor
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import pytest
 
-from crewbridge.batch.spec import BatchSpec, batch_id, read_repos, repo_of
+from crewbridge.batch.spec import BatchSpec, batch_id, read_repos, repo_of, repos_file_text
 from crewbridge.errors import UsageError
 from crewcli import crew_env, error_line, run_crew
 from gitrepo import git, make_repo
@@ -89,11 +90,23 @@ def test_bad_input_is_refused_before_anything_starts(tmp_path):
         (["batch", "--id", "a/b", "@demo hi", "good"], "--id 'a/b' cannot name a batch"),
         (["batch", "--db", "mysql://u:secret@h/db", "@demo hi", "good"], "--db 'mysql://u:***@h/db' is not"),
         (["batch", "@demo hi"], "no repositories given"),
+        (["batch", "--repos", "missing.txt", "@demo hi"], "--repos missing.txt: cannot read it (No such file"),
+        (["batch", "--repos", "binary", "@demo hi"], "--repos binary: cannot read it ('utf-8' codec"),
     ]
+    (tmp_path / "binary").write_bytes(b"\xff\xfe\x00")
     for args, said in cases:
         done = run_crew(args, env=env, cwd=tmp_path)
         assert done.returncode == 2, done.stderr
         assert said in error_line(done.stderr) and "secret" not in done.stderr
+    refused_by_click = [  # the options' own checks (crewbridge.flags.BATCH)
+        (["batch", "--repos", "good", "@demo hi"], "'good' is a directory"),
+        (["batch", "--retries", "-1", "@demo hi", "good"], "-1 is not in the range x>=0"),
+        (["batch", "--max-turns", "0", "@demo hi", "good"], "0 is not in the range x>=1"),
+        (["batch", "worker", "--concurrency", "0"], "0 is not in the range x>=1"),
+    ]
+    for args, said in refused_by_click:
+        done = run_crew(args, env=env, cwd=tmp_path)
+        assert done.returncode == 2 and said in done.stderr.splitlines()[-1], done.stderr
     assert not (state / "batch").exists()  # no database made, nothing recorded
     assert git(tmp_path / "good", "branch", "--list", "crew/*") == ""
 
@@ -106,3 +119,11 @@ def test_asking_after_a_batch_that_is_not_there_names_those_that_are(tmp_path):
     assert "there is none yet (crew batch list)" in done.stderr
     latest = run_crew(["batch", "status"], env=env, cwd=tmp_path)
     assert latest.returncode == 2 and "no batch in " in error_line(latest.stderr)
+
+
+def test_a_repos_file_is_read_from_a_file_or_standard_input(tmp_path, monkeypatch):
+    listed = tmp_path / "repos.txt"
+    listed.write_text("a  # the first\n\nb\n")
+    assert repos_file_text(listed) == "a  # the first\n\nb\n" and repos_file_text(None) is None
+    monkeypatch.setattr("sys.stdin", io.StringIO("c\n"))
+    assert repos_file_text(Path("-")) == "c\n"

@@ -10,7 +10,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from crewbridge import flags
-from crewbridge.cli import acp_group, chat_command, click_option, execute_command, mcp_group, query_command
+from crewbridge.cli import (
+    acp_group,
+    batch_submit_command,
+    batch_worker_command,
+    chat_command,
+    click_option,
+    execute_command,
+    mcp_group,
+    query_command,
+)
 
 VALUES = st.one_of(
     st.text(max_size=8),
@@ -23,7 +32,11 @@ VALUES = st.one_of(
         ]
     ),
 )
-VALUED = [flag for flag in (*flags.LOOP, *flags.TASK, *flags.MCP, *flags.ACP) if flag.kind != "flag"]
+VALUED = [
+    flag
+    for flag in (*flags.LOOP, *flags.TASK, *flags.MCP, *flags.ACP, *flags.UI, *flags.BATCH, *flags.BATCH_WORKER)
+    if flag.kind != "flag"
+]
 
 
 def clicks(flag: flags.Flag) -> click.Option:
@@ -55,9 +68,11 @@ def test_a_value_is_taken_exactly_when_the_click_option_made_from_the_same_entry
         (chat_command, (flags.LOOP,)),
         (mcp_group, (flags.MCP,)),
         (acp_group, (flags.ACP,)),
+        (batch_submit_command, (flags.BATCH,)),
+        (batch_worker_command, (flags.BATCH_WORKER,)),
     ],
 )
-def test_the_commands_that_are_read_early_have_exactly_the_tables_options(command, tables) -> None:
+def test_the_commands_have_exactly_the_tables_options(command, tables) -> None:
     made = {
         (param.name, *param.opts, *param.secondary_opts) for param in command.params if isinstance(param, click.Option)
     }
@@ -96,3 +111,20 @@ def test_an_entry_may_take_fewer_values_as_sure_than_click_takes(table) -> None:
     [sandbox] = [flag for flag in table if flag.dest == "sandbox"]
     assert sandbox.takes("required") and not sandbox.sure("required") and sandbox.sure("off")
     assert flags.read(["--sandbox", "required"], table) is None
+
+
+def test_a_batchs_run_options_are_the_run_commands_entries_with_a_batchs_words_and_defaults() -> None:
+    loop = {flag.dest: flag for flag in (*flags.LOOP, *flags.TASK)}
+    for flag in flags.BATCH:
+        if flag.dest in loop and flag.dest not in ("sandbox", "config_path"):
+            same = loop[flag.dest]
+            assert (flag.names, flag.kind, flag.low, flag.above, flag.choices) == (
+                same.names,
+                same.kind,
+                same.low,
+                same.above,
+                same.choices,
+            )
+    batch = {flag.dest: flag for flag in flags.BATCH}
+    assert (batch["timeout"].default, batch["max_turns"].default, batch["rounds"].default) == (600.0, 20, 3)
+    assert batch["max_cost"].help == "Dollars each repository's run may cost."

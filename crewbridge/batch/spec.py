@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import re
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -84,6 +85,19 @@ def read_repos(given: Iterable[str], listed: str | None, cwd: Path) -> list[Repo
         repo = repo_of(text, cwd)
         found.setdefault(repo.key, dataclasses.replace(repo, position=len(found)))
     return list(found.values())
+
+
+def repos_file_text(path: Path | None) -> str | None:
+    """The text of a --repos file (`-`: standard input); a UsageError naming it when it cannot be read."""
+    if path is None:
+        return None
+    try:
+        return sys.stdin.read() if str(path) == "-" else path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise UsageError(
+            f"--repos {path}: cannot read it ({why}); give a text file naming repositories, one a line"
+        ) from None
 
 
 def batch_id(given: str | None) -> str:
