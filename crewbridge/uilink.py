@@ -44,11 +44,26 @@ def socket_path(env: Mapping[str, str] | None = None) -> Path:
     return state_dir(env) / SOCKET_NAME
 
 
+def at_socket(path: Path, act: Callable[[str], None]) -> None:
+    """`act` (a socket's bind or connect) on `path`, named so that its length does not matter: an
+    AF_UNIX address holds 107 bytes, and a state folder deep in a home can pass that. Linux resolves
+    /proc/self/fd/N as the folder that descriptor holds open, so the name is short wherever it lies."""
+    try:
+        folder = os.open(path.parent, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        act(str(path))  # no folder to hold: the address as it is, and its error
+        return
+    try:
+        act(f"/proc/self/fd/{folder}/{path.name}")
+    finally:
+        os.close(folder)
+
+
 def connect(path: Path) -> socket.socket | None:
     """A connection to the `crew ui` at `path`, or None when none answers there."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
     try:
-        sock.connect(str(path))
+        at_socket(path, sock.connect)
     except OSError:
         sock.close()
         return None

@@ -114,7 +114,7 @@ def test_an_agents_policy_governs_the_clients_calls_and_the_transcript_records_t
 
     names, listed, read = anyio.run(main)
     assert "grep" not in names and "list_files" in names
-    assert listed.is_error and "needs a person's approval and there is no terminal" in text(listed)
+    assert listed.is_error and "needs a person's approval and there is nobody to ask" in text(listed)
     assert not read.is_error
     log = run_crew(["log"], env=env_for(tmp_path), cwd=project)
     run_id = log.stdout.split()[0]

@@ -15,7 +15,7 @@ import pytest
 from crewbridge import uilink
 from crewbridge.approval import Answer, Approver, Question
 from crewbridge.transcript import Transcript, read_run
-from crewbridge.uilink import Attendance, BrowserChannel, Lines, socket_path
+from crewbridge.uilink import Attendance, BrowserChannel, Lines, at_socket, connect, socket_path
 
 QUESTION = Question("claude", "write_file", {"path": "a.txt", "content": "hi"})
 
@@ -214,3 +214,23 @@ def test_a_run_that_finished_all_the_same_keeps_its_status(tmp_path, monkeypatch
     transcript.cancel("browser")
     transcript.close("ok")
     assert read_run(transcript.run_id)[-1]["status"] == "ok"
+
+
+def test_a_state_folder_deeper_than_a_unix_address_holds_still_serves(tmp_path):
+    """An AF_UNIX address holds 107 bytes; crew names the socket through its folder's descriptor, so
+    a `crew ui` whose state folder lies deep still listens and is found."""
+    deep = tmp_path.joinpath(*(["a-rather-long-folder-name"] * 8))
+    deep.mkdir(parents=True)
+    path = deep / "ui.sock"
+    assert len(str(path).encode()) > 107
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    at_socket(path, listener.bind)
+    listener.listen(1)
+    try:
+        assert path.is_socket()
+        client = connect(path)
+        assert client is not None
+        client.close()
+    finally:
+        listener.close()
+    assert connect(tmp_path / "nowhere" / "ui.sock") is None

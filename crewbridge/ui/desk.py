@@ -24,7 +24,7 @@ from typing import Any
 
 from crewbridge.errors import UsageError
 from crewbridge.ui.runs import Runs
-from crewbridge.uilink import VERDICTS, Lines, connect, hang_up, send
+from crewbridge.uilink import VERDICTS, Lines, at_socket, connect, hang_up, send
 
 KEPT_ANSWERED = 50  # answered or withdrawn questions still shown
 LIVE_QUEUE = 4096  # text messages held for one page that does not read
@@ -97,7 +97,7 @@ class Desk:
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
         umask = os.umask(0o177)  # the socket is made 0600 from the start
         try:
-            listener.bind(str(self.path))
+            at_socket(self.path, listener.bind)
         except OSError as exc:
             raise UsageError(f"cannot listen at {self.path}: {exc.strerror or exc}; check the state folder") from None
         finally:
