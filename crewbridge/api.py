@@ -29,7 +29,8 @@ if TYPE_CHECKING:
 
 __all__ = ["EventStream", "Outcome", "Stop"]  # Stop lives in crewbridge.stop; it is the API's too
 
-Start = Callable[[Callable[["Progress"], None]], "list[Outcome]"]  # runs the task, reporting to a callback
+# runs the task, reporting to a callback, ended by the Stop (its CLIs and commands at once)
+Start = Callable[[Callable[["Progress"], None], Stop], "list[Outcome]"]
 _END = object()
 
 
@@ -61,7 +62,7 @@ class _Run:
     nobody holds any more is collected, and stops its run)."""
 
     queue: queue.SimpleQueue[Any] = field(default_factory=queue.SimpleQueue)
-    stop: threading.Event = field(default_factory=threading.Event)
+    stop: Stop = field(default_factory=Stop)
     outcomes: list[Outcome] | None = None
     error: BaseException | None = None
 
@@ -72,7 +73,7 @@ class _Run:
 
     def work(self, start: Start) -> None:
         try:
-            self.outcomes = start(self.emit)
+            self.outcomes = start(self.emit, self.stop)
         except BaseException as exc:  # handed to the reader, raised there
             self.error = exc
         finally:
@@ -83,8 +84,8 @@ class EventStream:
     """The Progress events of a run that goes on in a thread of its own, in the order they happen.
     Iterate over it; once the iteration ends, `outcomes` holds each agent's result or error.
     To leave early, `close()` it or read it in a `with` block (a stream dropped unfinished stops
-    too): the run stops at its next event, the CLI's process group is ended, and each unfinished
-    outcome holds an Interrupted error."""
+    too): the run is stopped at once (its Stop: the CLIs' process groups and the commands' are
+    ended), and each unfinished outcome holds an Interrupted error."""
 
     def __init__(self, start: Start) -> None:
         self._run = _Run()
@@ -105,7 +106,7 @@ class EventStream:
         return item
 
     def close(self) -> None:
-        """Stop the run (at its next event) and wait for it to end."""
+        """Stop the run now and wait for it to end."""
         self._run.stop.set()
         self._thread.join()
 

@@ -10,22 +10,20 @@ from typing import TYPE_CHECKING, Any
 
 from crewbridge.config import Config
 from crewbridge.context import RunContext, found_skills
-from crewbridge.dialogue import Chat, open_chat
 from crewbridge.errors import UsageError
 from crewbridge.mentions import parse_mentions
 from crewbridge.modes import Mode
 from crewbridge.options import RunOptions
-from crewbridge.parallel import run_task
 from crewbridge.registry import Tool, ToolRegistry
 from crewbridge.sandbox import Sandboxing
 
-__all__ = ["Bridge", "Chat"]  # Chat lives in crewbridge.dialogue; it is the API's too
-
-# For start-up speed, what only the Python API uses (function tools, event streams) is imported
-# where it is used.
+# For start-up speed, what a run needs only once its CLIs have started (crew query starts them
+# through Bridge.start, before its run) and what only the Python API uses (function tools, event
+# streams, chats) is imported where it is used.
 if TYPE_CHECKING:
     from crewbridge.api import EventStream, Outcome
     from crewbridge.approval import Channel
+    from crewbridge.dialogue import Chat
     from crewbridge.loop import Progress, RunResult
     from crewbridge.providers.base import McpServer
     from crewbridge.registry import Files
@@ -132,6 +130,8 @@ class Bridge:
         the id of an earlier run whose agents' conversations the task continues (crewbridge.sessions).
         `context` is added to the task; `stop`, when set from another thread, ends the run
         (crewbridge.stop.Stop); `on_progress` gets each Progress event as it happens."""
+        from crewbridge.parallel import run_task
+
         run = self.context.reporting(on_progress, stop)
         return run_task(run, text, mode, options, context=context, transcript=transcript, **values)
 
@@ -153,7 +153,14 @@ class Bridge:
         early stops the run. Takes the options of `run`."""
         from crewbridge.api import EventStream
 
-        return EventStream(lambda emit: self.run(text, mode, on_progress=emit, **options))
+        given: Stop | None = options.pop("stop", None)
+
+        def start(emit: Callable[[Progress], None], stop: Stop) -> list[Outcome]:
+            if given is not None:
+                given.on_set(stop.set)
+            return self.run(text, mode, on_progress=emit, stop=stop, **options)
+
+        return EventStream(start)
 
     def chat(
         self,
@@ -167,6 +174,8 @@ class Bridge:
         """A conversation with one agent ("@claude", "@claude:haiku" or "claude") that goes on across
         messages: `chat.ask(text)` for each, `chat.close()` at the end. Its CLI starts now. Takes the
         options of `run`; with `resume`, the conversation continues that run's with the agent."""
+        from crewbridge.dialogue import open_chat
+
         return open_chat(self.context.reporting(on_progress), agent, mode, options, **values)
 
     def start(self, text: str, mode: Mode = "query", options: RunOptions | None = None) -> None:

@@ -93,7 +93,10 @@ def _apply(func: Callable[..., Any], decorators: list[Callable[..., Any]]) -> Ca
 
 def options_of(table: tuple[flags.Flag, ...]) -> list[Callable[[Callable[..., Any]], Callable[..., Any]]]:
     """click's options for `table`, in its order; --config loads the file (config_option)."""
-    return [config_option if flag is flags.CONFIG else click_option(flag) for flag in table]
+    return [config_option if flag.dest == "config_path" else click_option(flag) for flag in table]
+
+
+SANDBOX = click_option(flags.SANDBOX)
 
 
 def loop_options(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -122,9 +125,9 @@ def acp_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def mcp_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """crew mcp's options: crewbridge.flags.MCP, its --config and --sandbox read into the configuration."""
-    own = tuple(flag for flag in flags.MCP if flag.dest not in ("config_path", "sandbox"))
-    return _apply(func, [*options_of(own), config_option, sandbox_option])
+    """crew mcp's options: crewbridge.flags.MCP, its --sandbox read into the configuration."""
+    own = tuple(flag for flag in flags.MCP if flag.dest != "sandbox")
+    return _apply(func, [*options_of(own), sandbox_option])
 
 
 def _run(
@@ -482,7 +485,6 @@ def mcp_group(
         max_depth=ask_depth,
         timeout=timeout,
         max_turns=max_turns,
-        sandboxing=greeting.sandboxing if greeting else None,
     )
     if server.sandbox_notice:
         click.echo(f"crew mcp: {server.sandbox_notice}", err=True)
@@ -499,10 +501,11 @@ def mcp_group(
 
 
 @mcp_group.command("install")
-@click.argument("cli_name", metavar="CLI", type=click.Choice(["claude", "gemini", "codex"]))
+@click.argument("cli_name", metavar="CLI")
 @click.option("--execute", is_flag=True, help="Register `crew mcp --execute`: the write and command tools too.")
 def mcp_install_command(cli_name: str, execute: bool) -> None:
-    """Register crew as an MCP server named `crew` in CLI's own configuration (user scope)."""
+    """Register crew as an MCP server named `crew` in CLI's own configuration (user scope): a
+    provider that can (claude, gemini, codex)."""
     from crewbridge.mcp.install import install
 
     done = install(cli_name, execute)

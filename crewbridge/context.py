@@ -1,6 +1,7 @@
 """A run's context: one value holding what a run needs — the configuration, the working directory,
 what is added to the CLIs' environment, the machine's sandboxing, the tools — and where the run
-reports (its event sink), asks a person (its approval channels) and is stopped from. It makes a
+reports (its event sink), asks a person (its approval channels), is stopped from, and keeps the
+text of files (an editor's buffers). It makes a
 run's parts: each agent's conversation (its CLI started at once), its loop, the run's transcript.
 
 Every face makes one and runs with it: the command and the Python API through the facade
@@ -36,6 +37,7 @@ from crewbridge.sandbox import Sandboxing, level
 if TYPE_CHECKING:
     from crewbridge.approval import Channel
     from crewbridge.loop import AgentLoop, Progress
+    from crewbridge.registry import Files
     from crewbridge.sessions import Prior
     from crewbridge.skills import Found, Skill
     from crewbridge.stop import Stop
@@ -279,6 +281,9 @@ class RunContext:
             conversation = self.conversation(mention, work.mode, work.options, spec)[0]
         if isinstance(conversation, CrewError):
             raise conversation
+        said = self.sandboxing.unsaid()  # the CLI's sandbox did not come up, and no other works here
+        if said:
+            self.say("sandbox", mention.agent, said)
         try:
             return self._loop(mention, work, spec or self.config.agent(mention.agent), conversation, extra, emit)
         except BaseException:

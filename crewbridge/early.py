@@ -67,18 +67,14 @@ def start(args: list[str]) -> Early | None:
     reading = read(args)
     if reading is None:
         return None
-    from crewbridge.sandbox import Sandboxing
-
-    sandboxing = Sandboxing()
-    if reading.sandbox != "off":
-        sandboxing.detect_ahead()  # its probe (a process) runs while the engine loads below
-    # For start-up speed: imported once the probe runs.
+    # For start-up speed: imported once the arguments are known to start CLIs.
     from crewbridge.bridge import Bridge
     from crewbridge.config import load_config
     from crewbridge.options import RunOptions
 
     try:
-        bridge = Bridge(load_config(reading.config_path, Path.cwd()), sandboxing=sandboxing)
+        # No sandbox probe first: the first CLI starts in bwrap at once, and says whether it came up.
+        bridge = Bridge(load_config(reading.config_path, Path.cwd()))
         bridge.start(reading.text, reading.mode, RunOptions(tools_via=reading.tools_via, sandbox=reading.sandbox))
     except CrewError:
         return None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,6 +66,22 @@ class Turn:
 def cli_home(env: Mapping[str, str], variable: str, default: str) -> Path:
     """Where a CLI keeps its state: `variable` if set in `env`, else `default` under its HOME."""
     return Path(env.get(variable) or Path(env.get("HOME") or Path.home()) / default)
+
+
+def mcp_servers(path: Path, kind: str) -> dict[str, object]:
+    """The MCP servers a CLI's configuration file names, by name: "json", its `mcpServers` object;
+    "toml", its `[mcp_servers.NAME]` tables (codex's config.toml). None for a file that cannot be read."""
+    try:
+        text = path.read_text()
+    except OSError:
+        return {}
+    if kind == "toml":
+        return {name: True for _, name in re.findall(r'(?m)^\s*\[mcp_servers\.("?)([\w-]+)\1\]', text)}
+    try:
+        servers = json.loads(text).get("mcpServers")
+    except (ValueError, AttributeError):
+        return {}
+    return servers if isinstance(servers, dict) else {}
 
 
 class Decoder(Protocol):
@@ -161,7 +178,7 @@ class Provider:
     resumable = True  # has its own session resume; otherwise crew replays the transcript
     prompt_on_stdin = True  # argv is capped at 128 KiB; stdin is not. Then argv() must not read turn.prompt:
     # the first turn's CLI is started before its prompt is built (Conversation.start)
-    live = ""  # "module:Class" of its exact, live conversation (providers/live_*.py), if it has one
+    live = ""  # "module:Class" of its exact, live conversation (crewbridge/conversations/CLI.py), if it has one
     native = ""  # "module:Class" of the conversation that offers crew's tools natively, when not `live`
     native_via = ""  # how crew's tools reach it natively (`crew doctor` says it); "" when they cannot
     read_only_tools: frozenset[str] = frozenset()  # its own tools that only read (the rest write or run commands)
@@ -211,6 +228,18 @@ class Provider:
         only places besides its temp folder (and, in execute mode, the working directory) it may
         write inside crew's sandbox (crewbridge.sandbox.state)."""
         return State()
+
+    def mcp_commands(self, serve: list[str]) -> tuple[list[str], list[str]] | None:
+        """The commands that register crew's MCP server (started by `serve`) in the CLI's own
+        configuration, for the user, under the name `crew`, and that remove it again (`crew mcp
+        install`); None when crew cannot register it in this CLI."""
+        return None
+
+    def mcp_files(self, env: Mapping[str, str], cwd: Path) -> list[tuple[Path, str]]:
+        """The CLI's configuration files (run with `env` in `cwd`) that may register crew's MCP
+        server (`crew doctor` says which does), each with how it lists servers: "json" (an
+        `mcpServers` object) or "toml" (`[mcp_servers.NAME]` tables)."""
+        return []
 
     def commands(self) -> list[list[str]]:
         """Every command line crew may run, with sample values: `crew doctor` checks each one's

@@ -11,6 +11,7 @@ from typing import Any, TypedDict
 from crewbridge.providers.base import JsonLineDecoder, McpServer, Provider, Turn, cli_home, mcp_variables
 
 from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session, Text, Usage
+from crewbridge.native import SERVER
 from crewbridge.sandbox import State
 
 # Query mode offers only these of Claude's own tools. An allow list, not a deny list: 2.1.197 also
@@ -29,9 +30,9 @@ LIVE_FLAGS = [*STREAM_FLAGS, "--permission-prompt-tool", "stdio"]
 # to each call anyway.
 NATIVE_FLAGS = [
     "--mcp-config",
-    json.dumps({"mcpServers": {"crew": {"type": "sdk", "name": "crew"}}}),
+    json.dumps({"mcpServers": {SERVER: {"type": "sdk", "name": SERVER}}}),
     "--allowedTools",
-    "mcp__crew",
+    f"mcp__{SERVER}",
 ]
 
 
@@ -234,6 +235,13 @@ class ClaudeProvider(Provider):
 
     def commands(self) -> list[list[str]]:
         return [*super().commands(), self.argv(Turn("", "query")) + STREAM_FLAGS + NATIVE_FLAGS]
+
+    def mcp_commands(self, serve: list[str]) -> tuple[list[str], list[str]]:
+        scope = ["--scope", "user", SERVER]
+        return [self.binary, "mcp", "add", *scope, "--", *serve], [self.binary, "mcp", "remove", *scope]
+
+    def mcp_files(self, env: Mapping[str, str], cwd: Path) -> list[tuple[Path, str]]:
+        return [(cli_home(env, "HOME", "") / ".claude.json", "json"), (cwd / ".mcp.json", "json")]
 
     def own_mcp_only(self, turn: Turn, env: Mapping[str, str], cwd: Path) -> list[str]:
         # Only the servers of --mcp-config (crew's own, for native tools; else none): not those of

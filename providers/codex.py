@@ -7,10 +7,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from crewbridge.providers.base import JsonLineDecoder, McpServer, Provider, Turn, cli_home
+from crewbridge.providers.base import JsonLineDecoder, McpServer, Provider, Turn, cli_home, mcp_servers
 
 from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session, Text, Usage
-from crewbridge.mcp.install import toml_servers
+from crewbridge.native import SERVER
 from crewbridge.sandbox import State
 
 
@@ -109,12 +109,18 @@ class CodexProvider(Provider):
     def commands(self) -> list[list[str]]:
         return [*super().commands(), [self.binary, "app-server"]]  # the live conversation
 
+    def mcp_commands(self, serve: list[str]) -> tuple[list[str], list[str]]:
+        return [self.binary, "mcp", "add", SERVER, "--", *serve], [self.binary, "mcp", "remove", SERVER]
+
+    def mcp_files(self, env: Mapping[str, str], cwd: Path) -> list[tuple[Path, str]]:
+        return [(cli_home(env, "CODEX_HOME", ".codex") / "config.toml", "toml")]  # [mcp_servers.crew]
+
     def own_mcp_only(self, turn: Turn, env: Mapping[str, str], cwd: Path) -> list[str]:
         # Codex merges a -c table into its config's, so each server its config files name is turned
         # off by name (crew's tools reach it as dynamic tools, never as an MCP server).
         files = (cli_home(env, "CODEX_HOME", ".codex") / "config.toml", cwd / ".codex" / "config.toml")
         given = {server.name for server in turn.mcp_servers}  # an editor's, by the same name: kept on
-        names = sorted({name for path in files for name in toml_servers(path)} - given)
+        names = sorted({name for path in files for name in mcp_servers(path, "toml")} - given)
         return [option for name in names for option in ("-c", f"mcp_servers.{name}.enabled=false")]
 
     def state(self, env: Mapping[str, str]) -> State:

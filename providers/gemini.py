@@ -12,6 +12,7 @@ from crewbridge.providers.base import JsonLineDecoder, Provider, Turn, cli_home
 
 from crewbridge import jsonio
 from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session, Text, Usage
+from crewbridge.native import SERVER  # the name `crew mcp install` registers crew under
 from crewbridge.sandbox import State
 
 # What the native conversation (conversations/gemini_acp.py) runs instead of stream-json: ACP on stdio, in the
@@ -100,6 +101,16 @@ class GeminiProvider(Provider):
 
     def commands(self) -> list[list[str]]:
         return [*super().commands(), self.native_argv(Turn("", "query", model="MODEL"))]
+
+    def mcp_commands(self, serve: list[str]) -> tuple[list[str], list[str]]:
+        # trusted: in -p mode gemini offers an MCP server's tools only when it is
+        scope = ["--scope", "user"]
+        add = [self.binary, "mcp", "add", *scope, "--trust", SERVER, *serve]
+        return add, [self.binary, "mcp", "remove", *scope, SERVER]
+
+    def mcp_files(self, env: Mapping[str, str], cwd: Path) -> list[tuple[Path, str]]:
+        home = cli_home(env, "GEMINI_CLI_HOME", "") / ".gemini"
+        return [(home / "settings.json", "json"), (cwd / ".gemini" / "settings.json", "json")]
 
     def decoder(self) -> GeminiDecoder:
         return GeminiDecoder()

@@ -2,18 +2,42 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from clienv import CLIS, require_cli
+from clienv import BIN, CLIS, PACKAGES, missing, require_cli
 from clienv import cli_env as build_env
 from crewbridge import beneath, process
-from crewbridge.sandbox import MECHANISM_ENV, Sandboxing
+from crewbridge.sandbox import MECHANISM_ENV, Sandboxing, detect
 from mockserver import MockServer
 from pgserver import BIN_GLOB, Postgres, binaries
+
+
+@functools.cache
+def lacking(what: str) -> str | None:
+    """Why this machine lacks `what` a test marked `needs(what)` needs (None: it has it): "clis",
+    the pinned real CLIs npm installs; "bwrap" or "landlock", that sandbox mechanism working here."""
+    if what == "clis":
+        absent = [name for name in PACKAGES if not (BIN / name).exists()]
+        return f"the real CLIs {', '.join(absent)} are not installed in {BIN} (npm install)" if absent else None
+    if what in ("bwrap", "landlock"):
+        found = detect({**os.environ, MECHANISM_ENV: what})
+        return None if found.mechanism is not None else f"no {what} sandbox here: {found.reasons()}"
+    raise AssertionError(f"needs({what!r}): not something a test can need (clis, bwrap, landlock)")
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test marked needs(...) is skipped, saying why, where this machine lacks what it needs
+    (failed instead under CREW_TEST_ALL=1, as scripts/test runs the suite)."""
+    for mark in item.iter_markers("needs"):
+        for what in mark.args:
+            why = lacking(what)
+            if why is not None:
+                missing(why)
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -103,7 +127,11 @@ def started_clis(monkeypatch: pytest.MonkeyPatch) -> list[process.Child]:
 @pytest.fixture(params=["bwrap", "landlock"])
 def sandboxing(request: pytest.FixtureRequest) -> Sandboxing:
     """Each real sandbox mechanism in turn (bubblewrap, then Landlock), as `--sandbox required` gets
-    it: the test fails when this machine does not offer it."""
+    it: where this machine does not offer it the test is skipped saying why (failed under
+    CREW_TEST_ALL=1)."""
+    why = lacking(request.param)
+    if why is not None:
+        missing(why)
     return Sandboxing(env={**os.environ, MECHANISM_ENV: request.param})
 
 
@@ -113,7 +141,7 @@ def postgres_server() -> Iterator[Postgres]:
     are skipped, saying why, only where Debian's postgresql package is not installed."""
     found = binaries()
     if found is None:
-        pytest.skip(f"Postgres is not installed here ({BIN_GLOB}); scripts/test installs Debian's postgresql")
+        missing(f"Postgres is not installed here ({BIN_GLOB}); scripts/test installs Debian's postgresql")
     server = Postgres(found).start()
     yield server
     server.stop()

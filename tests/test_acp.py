@@ -95,6 +95,7 @@ def run(coroutine: Any) -> Any:
     return asyncio.run(asyncio.wait_for(coroutine, 120))
 
 
+@pytest.mark.slow
 def test_initialize_is_answered_as_the_sdk_says_and_early(tmp_path: Path, workdir: Path) -> None:
     from acp.schema import InitializeResponse
 
@@ -132,6 +133,7 @@ def test_initialize_is_answered_having_imported_only_what_the_answer_needs(tmp_p
     assert json.loads(done.stderr.splitlines()[-1]) == []
 
 
+@pytest.mark.slow
 def test_a_prompt_streams_text_a_read_and_a_write_as_a_diff_approved_then_rejected(
     setup: dict[str, Any], workdir: Path, fake: FakeModel
 ) -> None:
@@ -176,6 +178,7 @@ def test_a_prompt_streams_text_a_read_and_a_write_as_a_diff_approved_then_reject
     assert kinds == ["allow_once", "allow_always", "reject_once"]
 
 
+@pytest.mark.slow
 def test_allow_always_holds_for_the_rest_of_the_session(setup: dict[str, Any], workdir: Path, fake: FakeModel) -> None:
     fake.script(
         tool_block("crew:write_file", path="a.txt", content="a"),
@@ -200,6 +203,7 @@ def test_allow_always_holds_for_the_rest_of_the_session(setup: dict[str, Any], w
     assert len(editor.asked) == 1 and (workdir / "a.txt").exists() and (workdir / "b.txt").exists()
 
 
+@pytest.mark.slow
 def test_with_fs_offered_files_are_read_and_written_in_the_editors_buffers(
     setup: dict[str, Any], workdir: Path, fake: FakeModel
 ) -> None:
@@ -232,6 +236,7 @@ def test_with_fs_offered_files_are_read_and_written_in_the_editors_buffers(
     }
 
 
+@pytest.mark.slow
 def test_cancel_ends_the_clis_process_group_and_the_prompt_says_cancelled(
     setup: dict[str, Any], workdir: Path, tmp_path: Path
 ) -> None:
@@ -269,6 +274,7 @@ def test_cancel_ends_the_clis_process_group_and_the_prompt_says_cancelled(
     assert processes_in(tmp_path) == []  # (its pid file holds its pid inside the sandbox: looked for by place)
 
 
+@pytest.mark.slow
 def test_a_session_is_listed_and_loaded_after_a_restart_and_its_conversation_goes_on(
     setup: dict[str, Any], workdir: Path, fake: FakeModel
 ) -> None:
@@ -307,6 +313,7 @@ def test_a_session_is_listed_and_loaded_after_a_restart_and_its_conversation_goe
     assert "what do the notes say?" in fake.prompts[-1] and "and again?" in fake.prompts[-1]  # the same conversation
 
 
+@pytest.mark.slow
 def test_an_untrusted_project_is_refused_with_crews_message(tmp_path: Path, workdir: Path) -> None:
     (workdir / "crew.yaml").write_text("providers:\n  x:\n    command: [./run.sh]\n")
     editor = Editor()
@@ -348,6 +355,7 @@ def test_an_mcp_server_no_cli_could_be_given_is_refused_with_the_reason(
     assert said in run(scenario())
 
 
+@pytest.mark.slow
 def test_bad_frames_get_json_rpc_errors_and_crew_reads_on(tmp_path: Path, workdir: Path) -> None:
     frames = [
         b"{not json\n",
@@ -372,6 +380,7 @@ def test_bad_frames_get_json_rpc_errors_and_crew_reads_on(tmp_path: Path, workdi
     assert done.returncode == 0 and b"Traceback" not in done.stderr
 
 
+@pytest.mark.slow
 def test_stdin_closing_ends_every_cli_crew_started(setup: dict[str, Any], workdir: Path, tmp_path: Path) -> None:
     slow = executable(
         tmp_path / "bin" / "slow",
@@ -424,6 +433,7 @@ def test_a_session_starts_only_the_cli_its_prompt_runs(setup: dict[str, Any], wo
     assert not marker.exists()  # the default agent's CLI never started: the session did not use it
 
 
+@pytest.mark.slow
 def test_the_sandbox_required_where_none_works_is_refused_before_serving(tmp_path: Path, workdir: Path) -> None:
     env = {**crew_env(tmp_path / "home"), "CREW_SANDBOX_MECHANISM": "none"}
     done = subprocess.run(
@@ -439,6 +449,7 @@ def test_the_sandbox_required_where_none_works_is_refused_before_serving(tmp_pat
     assert done.stderr.startswith("crew: error: ") and len(done.stderr.splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_crew_acp_check_passes_on_crew_acp(setup: dict[str, Any], workdir: Path, fake: FakeModel) -> None:
     fake.script("Hello there.")
     env = {**setup["env"], "PATH": os.environ["PATH"]}

@@ -84,6 +84,7 @@ def test_the_api_names_are_exported_lazily_and_listed() -> None:
 # --- running a query ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_ask_runs_a_query_and_returns_the_answer_with_its_tool_calls(workdir: Path) -> None:
     result = Bridge(workdir=workdir).ask("@demo what is in notes.txt?")
     assert result.agent == "demo" and "notes.txt has 2 non-empty lines" in result.answer
@@ -97,6 +98,7 @@ def test_ask_raises_the_error_that_ended_the_run(workdir: Path) -> None:
         Bridge(workdir=workdir).ask("@nobody hello")
 
 
+@pytest.mark.slow
 def test_a_run_takes_its_options_as_one_object_or_by_name(workdir: Path) -> None:
     from crewbridge.errors import MaxTurnsReached
 
@@ -108,6 +110,7 @@ def test_a_run_takes_its_options_as_one_object_or_by_name(workdir: Path) -> None
         bridge.run("@demo hello", max_turn=1)
 
 
+@pytest.mark.slow
 def test_a_chat_goes_on_across_messages_in_one_transcript(workdir: Path) -> None:
     from crewbridge.transcript import read_run
 
@@ -128,6 +131,7 @@ def test_ask_takes_one_agent(workdir: Path) -> None:
         Bridge(workdir=workdir).ask("@demo @claude hello")
 
 
+@pytest.mark.slow
 def test_events_arrive_through_a_callback_in_order(workdir: Path) -> None:
     seen: list[Progress] = []
     Bridge(workdir=workdir).ask("@demo what is in notes.txt?", on_progress=seen.append)
@@ -138,6 +142,7 @@ def test_events_arrive_through_a_callback_in_order(workdir: Path) -> None:
     assert "".join(e.text for e in seen if e.kind == "text").startswith("I'll read notes.txt")
 
 
+@pytest.mark.slow
 def test_each_agents_cli_starts_before_the_tools_and_the_catalogue_are_built(
     workdir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -170,6 +175,7 @@ def test_an_error_in_the_tools_configuration_ends_the_run_and_the_clis_started_f
     assert len(started) == 2 and all(child.proc.poll() is not None for child in started)
 
 
+@pytest.mark.slow
 def test_every_run_starts_its_own_clis_and_leaves_none_running(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     started: list[process.Child] = []
     spawn = process.Child.__init__
@@ -192,6 +198,7 @@ def test_a_bridge_given_a_sandboxing_and_each_of_its_runs_detect_the_sandbox_wit
     assert Bridge(Config(agents=default_agents()), workdir).sandboxing is not sandboxing
 
 
+@pytest.mark.slow
 def test_a_typed_function_becomes_a_tool_the_model_calls(tmp_path: Path, workdir: Path) -> None:
     bridge = Bridge(scripted(tmp_path, "crew:weather", {"city": "Paris", "days": 2}), workdir=workdir)
     calls = []
@@ -216,6 +223,7 @@ def test_a_typed_function_becomes_a_tool_the_model_calls(tmp_path: Path, workdir
     assert result.answer == 'The tool said: {"city": "Paris", "temperature": 21, "unit": "C"}'
 
 
+@pytest.mark.slow
 def test_input_that_breaks_the_schema_goes_back_to_the_model_and_the_function_never_runs(
     tmp_path: Path, workdir: Path
 ) -> None:
@@ -252,6 +260,7 @@ def test_a_tool_name_that_is_taken_is_refused(workdir: Path) -> None:
 # --- events as an iterator -----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_stream_yields_events_as_they_happen_then_holds_the_outcomes(workdir: Path) -> None:
     events = Bridge(workdir=workdir).stream("@demo what is in notes.txt?")
     with pytest.raises(UsageError, match="the run is still going"):
@@ -271,6 +280,17 @@ def test_leaving_a_stream_early_stops_the_run(workdir: Path) -> None:
     assert isinstance(outcome.error, Interrupted) and outcome.result is None
 
 
+def test_closing_a_stream_ends_a_cli_that_says_nothing_at_once(workdir: Path) -> None:
+    silent = [sys.executable, "-c", "import sys, time; sys.stdin.read(); time.sleep(600)"]
+    agents = {**default_agents(), "quiet": AgentSpec(id="quiet", provider="quiet")}
+    config = Config(agents=agents, providers={"quiet": GenericSpec(name="quiet", command=silent)}, transcripts=False)
+    with Bridge(config, workdir=workdir).stream("@quiet hello", timeout=None) as events:
+        assert next(events).kind == "turn"
+    # close() returned: the run did not wait for an event the CLI would never send (its Stop ended it)
+    (outcome,) = events.outcomes
+    assert isinstance(outcome.error, Interrupted) and outcome.result is None
+
+
 def test_a_stream_raises_an_error_of_the_run_itself_to_its_reader(workdir: Path) -> None:
     events = Bridge(workdir=workdir).stream("no mention here")
     with pytest.raises(UsageError, match="no agent mentioned"):
@@ -280,6 +300,7 @@ def test_a_stream_raises_an_error_of_the_run_itself_to_its_reader(workdir: Path)
 # --- usage, budgets, continuing -------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_ask_reports_usage_takes_a_budget_and_continues_an_earlier_run(tmp_path: Path, workdir: Path) -> None:
     from crewbridge.transcript import read_run
 
@@ -294,6 +315,7 @@ def test_ask_reports_usage_takes_a_budget_and_continues_an_earlier_run(tmp_path:
     assert read_run("last")[0]["resumed_from"] == run_id
 
 
+@pytest.mark.slow
 def test_a_run_takes_the_cli_started_for_it_and_ends_those_started_for_another(
     workdir: Path, started_clis: list[process.Child]
 ) -> None:

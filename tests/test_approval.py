@@ -61,6 +61,7 @@ def test_parallel_agents_never_interleave_their_questions(read_file):
     assert {outcome for _, [outcome] in asks} == {None, DECLINED}
 
 
+@pytest.mark.slow
 def test_an_unanswered_question_is_abandoned_at_the_deadline(read_file):
     tty = Terminal()
     refusal = asking(tty).check(read_file, {"path": "x"}, deadline=time.monotonic() + 0.5)
@@ -68,6 +69,7 @@ def test_an_unanswered_question_is_abandoned_at_the_deadline(read_file):
     assert tty.read().endswith("Allow? [y/N/a=always] (no answer before the run's time was up)\n")
 
 
+@pytest.mark.slow
 def test_a_question_waiting_for_the_terminal_waits_only_until_its_own_deadline(read_file):
     tty = Terminal()
     thread, outcome = in_thread(lambda: asking(tty).check(read_file, {"path": "a"}))
@@ -178,6 +180,7 @@ def test_with_no_channel_that_reaches_anyone_the_call_is_refused_without_asking(
     assert "nobody to ask (no terminal, no crew ui serving)" in refusal and remote.asked == []
 
 
+@pytest.mark.slow
 def test_the_first_answer_wins_and_the_terminal_says_where_it_came_from(read_file):
     tty = Terminal()
     remote = Remote("no", after=0.3)
@@ -194,6 +197,7 @@ def test_the_first_answer_wins_and_the_terminal_says_where_it_came_from(read_fil
     assert answers[-1][1] == Answer("yes", "terminal") and remote.settled_with == [Answer("yes", "terminal")]
 
 
+@pytest.mark.slow
 def test_a_question_no_channel_answers_ends_at_the_deadline_everywhere(read_file):
     tty = Terminal()
     remote = Remote(None)

@@ -9,6 +9,8 @@ import ast
 import importlib
 import re
 
+import pytest
+
 from test_layers import ROOT, all_imports, modules
 
 MAX_LINES = 60  # of one function, its docstring and body (decorators apart)
@@ -30,6 +32,7 @@ def test_every_module_is_in_one_layer():
     assert set(layers()) == set(modules())
 
 
+@pytest.mark.slow
 def test_no_import_goes_up_a_layer():
     layer = layers()
     upward = sorted({(edge.source, edge.target) for edge in all_imports() if layer[edge.source] < layer[edge.target]})
@@ -58,6 +61,7 @@ def test_the_checks_read_the_page():
     assert len(re.findall(r"`crewbridge\.\w+:", TEXT)) > 30  # the names the path of one query follows
 
 
+@pytest.mark.slow
 def test_no_function_in_the_package_is_longer_than_sixty_lines():
     longer = []
     for module, path in modules().items():

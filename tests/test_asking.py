@@ -60,6 +60,7 @@ def config(tmp_path: Path, task: str) -> Config:
     return Config(agents=agents, providers={"asker": asker}, transcripts=False)
 
 
+@pytest.mark.slow
 def test_an_asked_agent_asks_another_with_crews_ask(tmp_path: Path, workdir: Path) -> None:
     answer = Asker(config(tmp_path, "@demo what is in notes.txt?"), workdir).ask("@asker find out")
     assert not answer.failed
@@ -70,6 +71,7 @@ def test_an_asked_agent_asks_another_with_crews_ask(tmp_path: Path, workdir: Pat
     assert (tmp_path / "depths").read_text().split() == ["1", "1"]  # the asked CLI runs one ask deep
 
 
+@pytest.mark.slow
 def test_the_asks_of_one_asker_detect_the_sandbox_once(
     tmp_path: Path, workdir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -77,16 +79,20 @@ def test_the_asks_of_one_asker_detect_the_sandbox_once(
 
     def counted(env: object) -> object:
         detections.append(env)
-        return detect(env)
+        return quick(env)
 
-    detect = sandbox.detect
-    monkeypatch.setattr(sandbox, "detect", counted)
-    asker = Asker(config(tmp_path, "@demo what is in notes.txt?"), workdir, sandboxing=Sandboxing())
+    quick = sandbox.quick
+    monkeypatch.setattr(sandbox, "quick", counted)
+    sandboxing = Sandboxing()
+    asker = Asker(config(tmp_path, "@demo what is in notes.txt?"), workdir, sandboxing=sandboxing)
     for _ in range(2):  # each ask: the asker's CLI, then the agent it asks through crew:ask
         assert not asker.ask("@asker find out").failed
-    assert len(detections) == 1  # a probe is a process: not one per ask, nor per asked agent
+    assert len(detections) == 1  # found once: not per ask, nor per asked agent
+    mechanism = sandboxing.detection.mechanism
+    assert mechanism is None or not mechanism.unproven  # proven by the first CLI it started, not again
 
 
+@pytest.mark.slow
 def test_at_the_depth_limit_the_asked_agent_gets_no_ask(tmp_path: Path, workdir: Path) -> None:
     answer = Asker(config(tmp_path, "@demo hi"), workdir, max_depth=0).ask("@asker find out")
     call = answer.data["results"][0]["tool_calls"][0]
@@ -140,6 +146,7 @@ def test_the_depth_is_read_from_the_environment() -> None:
     assert json.dumps(current_depth({"CREW_ASK_DEPTH": " 1 "})) == "1"
 
 
+@pytest.mark.slow
 def test_an_ask_in_a_worktree_with_a_review_says_where_the_change_is_and_what_the_reviewer_decided(
     tmp_path: Path,
 ) -> None:

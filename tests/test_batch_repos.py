@@ -34,6 +34,7 @@ def agent_writes(place: Place, base: str) -> tuple[str, bytes | None, Path]:
     return tree, patch_of(worktree, base, tree, 1 << 20), worktree.path
 
 
+@pytest.mark.slow
 def test_a_local_repository_gets_the_commit_on_the_batchs_branch_and_the_checkout_is_untouched(tmp_path):
     top = make_repo(tmp_path / "app", {"notes.txt": "hello\n"})
     place = Place(repo_of(str(top), tmp_path), tmp_path / "state")
@@ -50,6 +51,7 @@ def test_a_local_repository_gets_the_commit_on_the_batchs_branch_and_the_checkou
     assert status(worktree) == ""  # its index follows the commit made on its branch
 
 
+@pytest.mark.slow
 def test_each_try_starts_from_a_fresh_worktree_at_the_base(tmp_path):
     top = make_repo(tmp_path / "app", {"notes.txt": "hello\n"})
     place = Place(repo_of(str(top), tmp_path), tmp_path / "state")
@@ -66,6 +68,7 @@ def test_each_try_starts_from_a_fresh_worktree_at_the_base(tmp_path):
     assert git(top, "worktree", "list").count("\n") == 2 and elsewhere.path.is_dir()  # another machine's went
 
 
+@pytest.mark.slow
 def test_a_url_is_cloned_into_the_state_folder_committed_and_pushed(tmp_path, bare):
     place = Place(repo_of(f"file://{bare}", tmp_path), tmp_path / "state")
     base = place.base("b1")
@@ -78,6 +81,7 @@ def test_a_url_is_cloned_into_the_state_folder_committed_and_pushed(tmp_path, ba
     assert git(place.clone, "worktree", "list").count("\n") == 1  # the worktree went after the push
 
 
+@pytest.mark.slow
 def test_another_machine_makes_the_same_commit_from_the_recorded_patch(tmp_path, bare):
     here = Place(repo_of(f"file://{bare}", tmp_path), tmp_path / "one")
     base = here.base("b1")

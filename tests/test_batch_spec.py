@@ -79,6 +79,7 @@ def test_a_batch_is_one_agent_and_its_commit_message_is_the_tasks_first_line():
         BatchSpec("b1", "do it")
 
 
+@pytest.mark.slow
 def test_bad_input_is_refused_before_anything_starts(tmp_path):
     make_repo(tmp_path / "good", {"f": "x"})
     env = crew_env(tmp_path / "home")
@@ -110,6 +111,7 @@ def test_bad_input_is_refused_before_anything_starts(tmp_path):
     assert git(tmp_path / "good", "branch", "--list", "crew/*") == ""
 
 
+@pytest.mark.slow
 def test_asking_after_a_batch_that_is_not_there_names_those_that_are(tmp_path):
     env = crew_env(tmp_path / "home")
     done = run_crew(["batch", "status", "nosuch"], env=env, cwd=tmp_path)

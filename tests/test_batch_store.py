@@ -63,9 +63,11 @@ def check_liveness(url: str) -> None:
         holder.wait()
 
 
+@pytest.mark.slow
 def test_a_killed_executor_is_seen_dead_on_sqlite(tmp_path: Path):
     check_liveness(f"sqlite:///{tmp_path / 'batches.sqlite'}")
 
 
+@pytest.mark.slow
 def test_a_killed_executor_is_seen_dead_on_postgres(postgres_url: str):
     check_liveness(postgres_url)

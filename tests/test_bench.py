@@ -18,6 +18,7 @@ def bench(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_the_catalogue_figure_prints_a_table_with_the_compact_size_against_its_target() -> None:
     out = bench("--quick", "--only", "catalogue", "--no-cli")
     assert out.returncode == 0, out.stderr
@@ -28,6 +29,7 @@ def test_the_catalogue_figure_prints_a_table_with_the_compact_size_against_its_t
     assert "running catalogue" in out.stderr
 
 
+@pytest.mark.slow
 def test_json_gives_one_object_per_row_with_its_target_and_verdict() -> None:
     out = bench("--quick", "--only", "catalogue", "--no-cli", "--json")
     assert out.returncode == 0, out.stderr
@@ -39,6 +41,7 @@ def test_json_gives_one_object_per_row_with_its_target_and_verdict() -> None:
     assert compact["ok"] == (compact["value"] <= 2000)
 
 
+@pytest.mark.slow
 def test_an_unknown_figure_is_refused_with_the_known_ones() -> None:
     out = bench("--only", "catalog")
     assert out.returncode == 2
@@ -58,6 +61,7 @@ def test_the_compact_round_trip_goes_through_the_real_claude() -> None:
     assert "3.00 turns" in trip and trip.split()[-1] == "yes"
 
 
+@pytest.mark.slow
 def test_every_figure_and_the_live_benchmark_import() -> None:
     # the figures that need minutes or the real CLIs run only by hand: they must not rot either
     code = (
@@ -70,6 +74,7 @@ def test_every_figure_and_the_live_benchmark_import() -> None:
     assert out.returncode == 0, out.stderr
 
 
+@pytest.mark.slow
 def test_before_must_name_a_checkout_with_its_venv(tmp_path) -> None:
     out = bench("--only", "startup", "--before", str(tmp_path))
     assert out.returncode == 2

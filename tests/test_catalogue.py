@@ -123,6 +123,7 @@ def test_compact_lists_names_and_summaries_and_points_to_help() -> None:
     assert "STOP" in text and "Decision guide:" in text
 
 
+@pytest.mark.slow
 def test_compact_for_100_tools_fits_the_token_budget() -> None:
     registry = with_plugins(
         99,
@@ -153,6 +154,7 @@ def test_compact_needs_the_help_tool() -> None:
         render_catalogue(without_help, "execute", compact=True)
 
 
+@pytest.mark.slow
 def test_automatic_choice_is_full_for_the_builtins_and_compact_for_many_tools() -> None:
     assert render_catalogue(FULL, "execute", compact=None) == render_catalogue(FULL, "execute")
     many = with_plugins(100, "Look up the records of an external service by key.")

@@ -13,10 +13,11 @@ import stat
 import pytest
 from crewbridge.tools import builtin_registry
 
-from crewbridge.bridge import Bridge, Chat
+from crewbridge.bridge import Bridge
 from crewbridge.chat import HISTORY_LENGTH, LineReader, converse, run_chat
 from crewbridge.config import AgentSpec, load_config
 from crewbridge.conversations import FULL
+from crewbridge.dialogue import Chat
 from crewbridge.events import Done, Failure, MessageEnd, Text
 from crewbridge.loop import AgentLoop
 from crewbridge.policy import Policy
@@ -168,6 +169,7 @@ class Sent(logging.Handler):
         return [line.split(f"] {mark} ", 1)[1] for line in self.lines if f"] {mark} " in line]
 
 
+@pytest.mark.slow
 def test_a_chat_with_the_demo_agent_keeps_the_context_and_a_transcript(tmp_path, monkeypatch, capsys):
     (tmp_path / "notes.txt").write_text("alpha\nbeta\n")
     (tmp_path / "plan.txt").write_text("ship\n")

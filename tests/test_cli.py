@@ -59,6 +59,7 @@ def fake(tmp_path):
 # -- the command itself ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_version_and_help(crew):
     from crewbridge import __version__
 
@@ -103,6 +104,7 @@ def test_a_current_directory_that_no_longer_exists_is_a_one_line_error(args, tmp
 # -- query and execute -------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_query_prints_the_answer_on_stdout_and_the_tool_calls_on_stderr(crew, notes):
     done = crew("query", "@demo what is in notes.txt?")
     assert done.returncode == 0, done.stderr
@@ -111,6 +113,7 @@ def test_query_prints_the_answer_on_stdout_and_the_tool_calls_on_stderr(crew, no
     assert "crew:read_file notes.txt" in done.stderr
 
 
+@pytest.mark.slow
 def test_json_prints_one_object_with_the_answer_the_calls_and_the_usage(crew, notes):
     done = crew("query", "--json", "@demo what is in notes.txt?")
     assert done.returncode == 0, done.stderr
@@ -122,6 +125,7 @@ def test_json_prints_one_object_with_the_answer_the_calls_and_the_usage(crew, no
     assert {"usage", "session"} <= set(result)
 
 
+@pytest.mark.slow
 def test_piped_stdin_is_added_to_the_task_as_context(crew, fake):
     fake.script("It failed on line 42.")
     done = crew("query", "--config", fake.config, "@fake why did the build fail?", input="ERROR at build.py:42: boom\n")
@@ -131,6 +135,7 @@ def test_piped_stdin_is_added_to_the_task_as_context(crew, fake):
     assert prompt.index("why did the build fail?") < prompt.index("ERROR at build.py:42: boom")
 
 
+@pytest.mark.slow
 def test_a_pipe_still_open_is_said_on_stderr_and_read_once_it_ends(fake, env, tmp_path):
     fake.script("Read it.")
     args = ["query", "--config", fake.config, "@fake what does the log say?"]
@@ -153,6 +158,7 @@ def test_a_pipe_still_open_is_said_on_stderr_and_read_once_it_ends(fake, env, tm
     assert fake.prompts[0].rstrip().endswith("what does the log say?\n\nlog line\nlast line")
 
 
+@pytest.mark.slow
 def test_in_a_while_read_loop_no_stdin_leaves_the_loop_its_input(fake, env, tmp_path):
     fake.script("ok")
     crew = shlex.join(crewcli.CREW)
@@ -172,6 +178,7 @@ def test_in_a_while_read_loop_no_stdin_leaves_the_loop_its_input(fake, env, tmp_
     assert prompt.rstrip().endswith("a\n\nb")
 
 
+@pytest.mark.slow
 def test_crew_prompt_shows_exactly_what_crew_query_sends_piped_stdin_included(crew, fake):
     fake.script("ok")
     shown = crew("prompt", "--config", fake.config, "@fake why did it fail?", input="ERROR: boom\n")
@@ -195,6 +202,7 @@ def test_query_refuses_worktree_and_review_up_front_and_starts_no_cli(flags, cre
     assert fake.argvs == [] and fake.other.argvs == []  # no model round was spent
 
 
+@pytest.mark.slow
 def test_a_mention_picks_the_model_and_an_email_address_is_task_text(crew, fake):
     fake.script("ok")
     assert crew("query", "--config", fake.config, "@fake:big-1 mail bob@example.com").returncode == 0
@@ -206,6 +214,7 @@ def test_a_mention_picks_the_model_and_an_email_address_is_task_text(crew, fake)
 
 @pytest.mark.parametrize("command", [["query"], ["execute"], ["chat"]])
 @pytest.mark.parametrize("task", ["@fake:--dangerously-skip-permissions hi", "@other @fake:-y hi"])
+@pytest.mark.slow
 def test_a_model_that_would_read_as_an_option_is_exit_2_and_no_cli_starts(command, task, crew, fake):
     args = (
         [*command, "--config", fake.config, task]
@@ -218,6 +227,7 @@ def test_a_model_that_would_read_as_an_option_is_exit_2_and_no_cli_starts(comman
     assert fake.argvs == [] and fake.other.argvs == []  # neither CLI was started
 
 
+@pytest.mark.slow
 def test_a_model_in_crew_yaml_that_would_read_as_an_option_is_exit_2_and_no_cli_starts(crew, fake, tmp_path):
     config = write_config(
         tmp_path / "crew.yaml",
@@ -231,6 +241,7 @@ def test_a_model_in_crew_yaml_that_would_read_as_an_option_is_exit_2_and_no_cli_
     assert fake.argvs == []
 
 
+@pytest.mark.slow
 def test_several_agents_answer_in_parallel_each_under_its_label(crew, fake):
     fake.script("from fake")
     fake.other.script("from other")
@@ -246,6 +257,7 @@ def test_several_agents_answer_in_parallel_each_under_its_label(crew, fake):
 
 
 @pytest.mark.parametrize("mode", ["query", "execute"])
+@pytest.mark.slow
 def test_query_refuses_a_write_tool_and_execute_runs_it(mode, crew, fake, tmp_path):
     fake.script(tool_block("crew:write_file", path="out.txt", content="written"), "Done.")
     done = crew(mode, "--config", fake.config, "@fake write out.txt")
@@ -260,6 +272,7 @@ def test_query_refuses_a_write_tool_and_execute_runs_it(mode, crew, fake, tmp_pa
         assert '"success": true' in follow_up
 
 
+@pytest.mark.slow
 def test_the_same_failing_call_repeated_ends_the_run_with_exit_1(crew, fake):
     fake.script(tool_block("crew:read_file", path="missing.txt"))  # every reply
     done = crew("query", "--config", fake.config, "@fake read it")
@@ -288,6 +301,7 @@ def test_the_same_failing_call_repeated_ends_the_run_with_exit_1(crew, fake):
         ),
     ],
 )
+@pytest.mark.slow
 def test_bad_usage_is_one_line_and_exit_2(args, message, crew):
     done = crew(*args)
     assert done.returncode == 2
@@ -296,12 +310,14 @@ def test_bad_usage_is_one_line_and_exit_2(args, message, crew):
 
 
 @pytest.mark.parametrize("option", [["--timeout", "0"], ["--max-turns", "0"]])
+@pytest.mark.slow
 def test_an_option_out_of_range_is_refused_before_anything_runs(option, crew):
     done = crew("query", *option, "@demo hi")
     assert done.returncode == 2
     assert f"Invalid value for '{option[0]}'" in done.stderr
 
 
+@pytest.mark.slow
 def test_an_invalid_crew_yaml_is_named_with_its_line_and_key(crew, tmp_path):
     (tmp_path / "crew.yaml").write_text("agents:\n  x:\n    provider: nope\n")
     done = crew("query", "--config", "crew.yaml", "@x hi")
@@ -314,6 +330,7 @@ def test_an_invalid_crew_yaml_is_named_with_its_line_and_key(crew, tmp_path):
 # -- prompt and tools --------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_prompt_prints_the_catalogue_of_the_mode_and_the_task(crew):
     query = crew("prompt", "@demo read a.txt")
     execute = crew("prompt", "--mode", "execute", "@demo read a.txt")
@@ -323,6 +340,7 @@ def test_prompt_prints_the_catalogue_of_the_mode_and_the_task(crew):
     assert query.stdout.rstrip().endswith("read a.txt")
 
 
+@pytest.mark.slow
 def test_tools_list_shows_the_built_in_and_the_configured_tools(crew, tmp_path):
     config = write_config(
         tmp_path / "crew.yaml",
@@ -343,6 +361,7 @@ def test_tools_list_shows_the_built_in_and_the_configured_tools(crew, tmp_path):
     assert "Count a file's lines." in rows["crew:count_lines"]
 
 
+@pytest.mark.slow
 def test_tools_show_prints_the_input_schema(crew):
     done = crew("tools", "show", "crew:read_file")
     assert done.returncode == 0
@@ -350,6 +369,7 @@ def test_tools_show_prints_the_input_schema(crew):
     assert shown["read_only"] is True and shown["input_schema"]["required"] == ["path"]
 
 
+@pytest.mark.slow
 def test_tools_call_prints_the_envelope_and_exits_1_when_the_tool_fails(crew, notes):
     ok = crew("tools", "call", "crew:read_file", "--input", '{"path": "notes.txt"}')
     assert ok.returncode == 0
@@ -371,6 +391,7 @@ def write_skill(root, name, front="description: Writes release notes.\n", body="
     return path
 
 
+@pytest.mark.slow
 def test_skills_list_and_show(crew, tmp_path):
     write_skill(tmp_path, "release-notes")
     broken = write_skill(tmp_path, "broken", front="description: [unclosed\n")
@@ -385,10 +406,12 @@ def test_skills_list_and_show(crew, tmp_path):
     assert error_line(missing.stderr) == "crew: error: no skill 'release-note'; did you mean release-notes?"
 
 
+@pytest.mark.slow
 def test_no_skills_says_where_to_put_one(crew):
     assert crew("skills", "list").stdout.startswith("no skills found; add a folder ./.crew/skills/NAME/")
 
 
+@pytest.mark.slow
 def test_prompt_shows_the_skills_section_and_what_it_costs(crew, tmp_path):
     write_skill(tmp_path, "release-notes")
     done = crew("prompt", "@claude write the notes")
@@ -396,6 +419,7 @@ def test_prompt_shows_the_skills_section_and_what_it_costs(crew, tmp_path):
     assert done.stderr.startswith("crew: skills section: ") and "characters (~" in done.stderr
 
 
+@pytest.mark.slow
 def test_an_agent_given_no_skills_gets_no_section_and_no_skill_tool(crew, tmp_path):
     write_skill(tmp_path, "release-notes")
     config = write_config(tmp_path / "other.yaml", agents={"claude": {"skills": []}})
@@ -429,6 +453,7 @@ def failing(tmp_path, message, status=1):
     return fake
 
 
+@pytest.mark.slow
 def test_a_rate_limited_agent_falls_back_with_a_one_line_notice_and_the_same_tools(crew, tmp_path):
     fake = failing(tmp_path, "Error: 429 Too Many Requests")
     fake.script("from the fallback")
@@ -441,6 +466,7 @@ def test_a_rate_limited_agent_falls_back_with_a_one_line_notice_and_the_same_too
     assert fake.other.prompts == []
 
 
+@pytest.mark.slow
 def test_json_names_the_agent_that_answered_and_the_one_it_fell_back_from(crew, tmp_path):
     fake = failing(tmp_path, "You exceeded your current quota")
     fake.script("ok")
@@ -451,6 +477,7 @@ def test_json_names_the_agent_that_answered_and_the_one_it_fell_back_from(crew, 
     assert (fallback["agent"], fallback["to"], fallback["reason"]) == ("busy", "fake", "out of quota")
 
 
+@pytest.mark.slow
 def test_the_chain_goes_on_while_agents_cannot_serve(crew, tmp_path):
     fake = failing(tmp_path, "overloaded_error: Overloaded (529)")
     fake.script("x")
@@ -466,6 +493,7 @@ def test_the_chain_goes_on_while_agents_cannot_serve(crew, tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_when_every_agent_of_the_chain_cannot_serve_the_last_error_ends_the_run(crew, tmp_path):
     fake = failing(tmp_path, "Error: 429 Too Many Requests")
     for name in ("fake", "other"):
@@ -477,6 +505,7 @@ def test_when_every_agent_of_the_chain_cannot_serve_the_last_error_ends_the_run(
     assert "503 Service Unavailable" in result["error"]
 
 
+@pytest.mark.slow
 def test_a_failure_that_is_not_about_availability_never_falls_back(crew, tmp_path):
     fake = failing(tmp_path, "Error: 400 prompt is too long")
     done = crew("query", "--config", fake.config, "@busy hello")
@@ -485,6 +514,7 @@ def test_a_failure_that_is_not_about_availability_never_falls_back(crew, tmp_pat
     assert fake.prompts == []
 
 
+@pytest.mark.slow
 def test_without_fallback_an_unavailable_provider_is_exit_3_with_the_clis_words(crew, tmp_path):
     fake = failing(tmp_path, "Error: 429 Too Many Requests")
     config = json.loads((tmp_path / "crew.yaml").read_text())
@@ -495,6 +525,7 @@ def test_without_fallback_an_unavailable_provider_is_exit_3_with_the_clis_words(
     assert error_line(done.stderr) == "crew: error: @busy: busy exited with status 1: Error: 429 Too Many Requests"
 
 
+@pytest.mark.slow
 def test_a_fallback_that_is_not_an_agent_is_a_config_error(crew, tmp_path):
     write_config(tmp_path / "crew.yaml", agents={"claude": {"fallback": ["gemini", "gemnii"]}})
     done = crew("query", "@claude hi")
@@ -505,6 +536,7 @@ def test_a_fallback_that_is_not_an_agent_is_a_config_error(crew, tmp_path):
 # -- continue and resume -----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_continue_gives_a_cli_without_sessions_the_earlier_conversation(crew, fake):
     fake.script("The first answer.", "You asked about the weather.")
     assert crew("query", "--config", fake.config, "@fake how is the weather?").returncode == 0
@@ -525,12 +557,14 @@ def test_continue_gives_a_cli_without_sessions_the_earlier_conversation(crew, fa
         (["--resume", "20990101"], "run '20990101' not found"),
     ],
 )
+@pytest.mark.slow
 def test_continue_and_resume_errors_are_one_line_and_exit_2(args, message, crew):
     for command in (["query", *args, "@demo hi"], ["chat", *args, "@demo"]):
         done = crew(*command)
         assert done.returncode == 2 and message in error_line(done.stderr), done.stderr
 
 
+@pytest.mark.slow
 def test_an_agent_whose_cli_is_not_installed_falls_back(crew, tmp_path):
     fake = FakeModel(tmp_path / "bin")
     fake.script("answered")
@@ -553,6 +587,7 @@ def user_config(env, **sections) -> Path:
     return write_config(path, **sections)
 
 
+@pytest.mark.slow
 def test_the_users_deny_holds_in_a_project_with_its_own_crew_yaml(crew, env, tmp_path):
     fake = FakeModel(tmp_path / "bin")
     user_config(
@@ -587,6 +622,7 @@ def test_the_users_deny_holds_in_a_project_with_its_own_crew_yaml(crew, env, tmp
     )
 
 
+@pytest.mark.slow
 def test_an_execute_whose_writes_nobody_could_approve_exits_8_and_says_which_and_how(crew, fake, tmp_path):
     config = write_config(
         tmp_path / "crew.yaml",
@@ -622,6 +658,7 @@ def test_an_execute_whose_writes_nobody_could_approve_exits_8_and_says_which_and
     assert (tmp_path / "a.txt").read_text() == "new\n"
 
 
+@pytest.mark.slow
 def test_config_show_prints_each_setting_with_the_file_and_line_it_came_from(crew, env, tmp_path):
     user = user_config(env, agents={"claude": {"deny": ["run_command"]}})
     (tmp_path / "crew.yaml").write_text("agents:\n  claude:\n    model: sonnet\n    deny: [grep]\n")
@@ -644,6 +681,7 @@ def test_config_show_prints_each_setting_with_the_file_and_line_it_came_from(cre
     ]
 
 
+@pytest.mark.slow
 def test_a_linked_project_file_is_refused_until_trusted_through_the_link(crew, tmp_path):
     real = write_config(tmp_path / "elsewhere.yaml", tools={"where": {"command": ["./where.sh"]}})
     executable(tmp_path / "where.sh", "print('here')\n")
@@ -687,6 +725,7 @@ def verdict(kind, *messages):
 
 
 @pytest.mark.parametrize("option", ["--worktree", "--review=other"])
+@pytest.mark.slow
 def test_worktree_and_review_outside_a_git_repository_are_one_line_and_exit_2(option, crew, fake, tmp_path):
     done = crew("execute", "--config", fake.config, option, "@fake set the deploy day")
     assert done.returncode == 2
@@ -703,6 +742,7 @@ def test_worktree_and_review_outside_a_git_repository_are_one_line_and_exit_2(op
         )
 
 
+@pytest.mark.slow
 def test_rounds_without_review_and_worktree_with_continue_are_refused(repo, env, fake):
     done = run_crew(["execute", "--config", fake.config, "--rounds", "2", "@fake hi"], env=env, cwd=repo)
     assert done.returncode == 2 and error_line(done.stderr) == (
@@ -716,6 +756,7 @@ def test_rounds_without_review_and_worktree_with_continue_are_refused(repo, env,
         )
 
 
+@pytest.mark.slow
 def test_two_agents_in_worktrees_then_apply_one_and_clean(repo, env, fake):
     fake.script(tool_block("crew:write_file", path="notes.txt", content="deploy: Tuesday\n"), "Tuesday it is.")
     fake.other.script(tool_block("crew:write_file", path="notes.txt", content="deploy: Monday\n"), "Monday it is.")
@@ -782,6 +823,7 @@ def test_two_agents_in_worktrees_then_apply_one_and_clean(repo, env, fake):
     )
 
 
+@pytest.mark.slow
 def test_a_review_through_the_command_that_runs_out_of_rounds_exits_6(repo, env, fake):
     fake.script(tool_block("crew:write_file", path="notes.txt", content="deploy: Tusday\n"), "Set.", "Still set.")
     fake.other.script(verdict("changes", "Tusday is misspelled"), verdict("changes", "still misspelled"))
@@ -835,6 +877,7 @@ NO_SANDBOX = {"CREW_SANDBOX_MECHANISM": "none"}  # as on a machine where no mech
 
 
 @pytest.mark.parametrize("command", [["query", "@demo hi"], ["execute", "@demo hi"], ["chat", "@demo"], ["mcp"]])
+@pytest.mark.slow
 def test_sandbox_required_where_none_works_refuses_in_one_line_with_exit_2(command, tmp_path, env):
     done = run_crew([*command, "--sandbox", "required"], env={**env, **NO_SANDBOX}, cwd=tmp_path, input="")
     assert done.returncode == 2
@@ -844,6 +887,7 @@ def test_sandbox_required_where_none_works_refuses_in_one_line_with_exit_2(comma
     )
 
 
+@pytest.mark.slow
 def test_a_crew_yaml_that_requires_the_sandbox_refuses_too_and_the_option_overrides_it(tmp_path, env, notes):
     write_config(tmp_path / "crew.yaml", sandbox="required")
     refused = run_crew(["query", "@demo what is in notes.txt?"], env={**env, **NO_SANDBOX}, cwd=tmp_path)
@@ -854,6 +898,7 @@ def test_a_crew_yaml_that_requires_the_sandbox_refuses_too_and_the_option_overri
     assert done.returncode == 0 and "hello notes" in done.stdout and "sandbox" not in done.stderr
 
 
+@pytest.mark.slow
 def test_auto_where_none_works_says_so_in_one_line_and_runs(tmp_path, env, notes):
     done = run_crew(["query", "--json", "@demo what is in notes.txt?"], env={**env, **NO_SANDBOX}, cwd=tmp_path)
     assert done.returncode == 0 and "hello notes" in crewcli.only_result(done.stdout)["answer"]
@@ -863,6 +908,7 @@ def test_auto_where_none_works_says_so_in_one_line_and_runs(tmp_path, env, notes
     ]
 
 
+@pytest.mark.slow
 def test_with_a_mechanism_the_sandbox_says_nothing_and_the_cli_runs_inside_it(crew, tmp_path):
     deep = FakeModel(tmp_path.joinpath(*["a-folder-deep-down"] * 30) / "bin")  # a clone in a long path: -v shows all
     config = write_config(
@@ -895,6 +941,7 @@ print(" ".join(wrote))
 
 
 @pytest.mark.parametrize("mechanism", ["bwrap", "landlock"])
+@pytest.mark.slow
 def test_a_configured_cli_writes_only_its_state_and_temp_and_in_execute_mode_the_project(mechanism, tmp_path, env):
     work, outside = tmp_path / "work", tmp_path / "outside"
     work.mkdir()

@@ -9,7 +9,7 @@ import re
 import pytest
 import tomllib
 
-from clienv import BIN, cli_env, require_cli
+from clienv import ALL, BIN, cli_env, require_cli
 
 URL = "http://127.0.0.1:4321"
 
@@ -85,9 +85,15 @@ def test_an_unknown_cli_is_named_in_the_error(home):
         cli_env("claud", URL, home)
 
 
-def test_a_missing_cli_fails_the_test_with_how_to_install(tmp_path):
+def test_a_missing_cli_skips_the_test_saying_how_to_install_it_and_fails_it_where_every_test_runs(
+    tmp_path, monkeypatch
+):
     (tmp_path / "package.json").write_text('{"dependencies": {"@openai/codex": "1.0.0"}}')
-    with pytest.raises(pytest.fail.Exception, match=r"real CLI 'codex' not found .*npm install"):
+    monkeypatch.delenv(ALL, raising=False)
+    with pytest.raises(pytest.skip.Exception, match=r"real CLI 'codex' not found .*npm install"):
+        require_cli("codex", repo=tmp_path)
+    monkeypatch.setenv(ALL, "1")  # scripts/test: everything was installed first
+    with pytest.raises(pytest.fail.Exception, match=r"real CLI 'codex' not found .*npm install.*CREW_TEST_ALL=1"):
         require_cli("codex", repo=tmp_path)
 
 

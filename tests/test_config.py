@@ -202,6 +202,7 @@ def test_an_agent_id_that_mentions_cannot_name_is_refused(tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_an_alias_bomb_is_refused_quickly(tmp_path):
     rows = ["a: &a [x, x, x, x, x, x, x, x, x]"]
     rows += [f"{c}: &{c} [{', '.join(['*' + p] * 9)}]" for p, c in itertools.pairwise("abcdefgh")]

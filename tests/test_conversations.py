@@ -35,6 +35,7 @@ def conversation(tmp_path, command, **spec):
     return ProcessConversation(provider, Turn(prompt=""), cwd=tmp_path)
 
 
+@pytest.mark.slow
 def test_a_cli_without_resume_is_continued_by_replaying_the_transcript(tmp_path):
     conv = conversation(tmp_path, [sys.executable, "-c", "import sys; print(sys.stdin.read())"])
     assert texts(conv.send("first question", None)).strip() == "first question"
@@ -44,6 +45,7 @@ def test_a_cli_without_resume_is_continued_by_replaying_the_transcript(tmp_path)
     assert second.rstrip().endswith("second")
 
 
+@pytest.mark.slow
 def test_a_replayed_transcript_holds_an_answer_the_loop_did_not_keep(tmp_path):
     """A reply without tool calls is the answer: the loop keeps nothing of it, and the next message
     of a chat replays it whole."""
@@ -64,6 +66,7 @@ def test_a_cli_without_resume_and_bad_jsonl_says_so_with_a_sample_line(tmp_path)
     )
 
 
+@pytest.mark.slow
 def test_a_cli_with_resume_is_continued_by_its_own_session(tmp_path):
     conv = conversation(
         tmp_path,
@@ -113,6 +116,7 @@ def test_the_cli_runs_in_the_agents_working_directory(tmp_path):
 PID_CLI = "import os, sys; print(os.getpid()); print(sys.stdin.read())"
 
 
+@pytest.mark.slow
 def test_the_first_turns_cli_starts_early_and_gets_its_prompt_when_it_is_sent(tmp_path):
     conv = conversation(tmp_path, [sys.executable, "-c", PID_CLI])
     conv.start()  # as crew does, before it builds the catalogue: the CLI waits for stdin's end
@@ -186,6 +190,7 @@ print(json.dumps({'type': 'turn.completed', 'usage': usage}))
 """
 
 
+@pytest.mark.slow
 def test_usage_reported_as_the_sessions_total_is_counted_once(tmp_path):
     from crewbridge.providers.codex import CodexProvider
 

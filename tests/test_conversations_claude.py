@@ -155,6 +155,7 @@ def test_when_the_rewind_is_refused_the_history_keeps_the_reply_and_says_so(star
     assert sent()[-1]["request"]["subtype"] == "rewind_conversation"  # nothing put back after it
 
 
+@pytest.mark.slow
 def test_the_rewind_waits_only_as_long_as_the_run(start):
     conversation, _ = start("mute")
     list(conversation.send("boot", None))
@@ -185,6 +186,7 @@ def test_a_cli_that_exits_mid_reply_is_a_failure_with_its_last_stderr_line(start
     assert "".join(e.text for e in events if isinstance(e, Text)) == "".join(REPLY[:2])
 
 
+@pytest.mark.slow
 def test_close_from_another_thread_ends_a_reply_in_progress_and_its_process(start):
     conversation, _ = start("hang")
     events = conversation.send("first", None)

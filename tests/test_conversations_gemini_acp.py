@@ -181,6 +181,7 @@ def test_the_command_is_gemini_in_acp_mode_asking_before_its_own_writes_and_crew
     assert conversation.env["GEMINI_CLI_NO_RELAUNCH"] == "true"
 
 
+@pytest.mark.slow
 def test_a_message_is_a_session_prompt_and_its_answer_ends_the_reply_with_usage(start, tmp_path):
     conversation, messages = start("text")
     events = reply(conversation, "say hello")
@@ -195,6 +196,7 @@ def test_a_message_is_a_session_prompt_and_its_answer_ends_the_reply_with_usage(
     assert [m["method"] for m in messages()].count("session/new") == 1
 
 
+@pytest.mark.slow
 def test_crews_tools_are_an_http_mcp_server_named_crewbridge_that_needs_its_token(start):
     channel = FakeChannel()
     conversation, messages = start("crew", channel)
@@ -215,12 +217,14 @@ def test_crews_tools_are_an_http_mcp_server_named_crewbridge_that_needs_its_toke
         urllib.request.urlopen(urllib.request.Request(server["url"], b"{}", method="POST"), timeout=5)
 
 
+@pytest.mark.slow
 def test_without_native_tools_no_mcp_server_is_given(start):
     conversation, messages = start("text", native=False)
     reply(conversation)
     assert messages()[1]["params"]["mcpServers"] == []
 
 
+@pytest.mark.slow
 def test_a_call_that_ends_the_run_ends_the_reply_at_once_and_gemini_gets_an_error(start):
     channel = FakeChannel(error=MaxTurnsReached("@gemini made more than 50 native tool calls"))
     conversation, _ = start("crew", channel)
@@ -236,6 +240,7 @@ def test_a_call_that_ends_the_run_ends_the_reply_at_once_and_gemini_gets_an_erro
 
 
 @pytest.mark.parametrize(("refusal", "option"), [(None, "proceed_once"), ("crew does not allow it", "cancel")])
+@pytest.mark.slow
 def test_geminis_own_tools_are_decided_by_crews_policy(start, refusal, option):
     channel = FakeChannel(refusal=refusal)
     conversation, _ = start("ask", channel)
@@ -245,6 +250,7 @@ def test_geminis_own_tools_are_decided_by_crews_policy(start, refusal, option):
     assert MessageEnd() in events[: events.index(next(e for e in events if isinstance(e, Text)))]
 
 
+@pytest.mark.slow
 def test_crews_own_tools_are_allowed_when_gemini_asks_about_them(start):
     channel = FakeChannel(refusal="crew does not allow it")
     conversation, _ = start("ask", channel, asked="mcp_crewbridge_read_file")
@@ -252,12 +258,14 @@ def test_crews_own_tools_are_allowed_when_gemini_asks_about_them(start):
     assert channel.permits == []  # crew's policy decides in the call itself
 
 
+@pytest.mark.slow
 def test_a_failed_prompt_is_a_failure_with_its_status(start):
     conversation, _ = start("fail")
     events = reply(conversation)
     assert Failure("Rate limit exceeded.", 429) in events and events[-1] == Done()
 
 
+@pytest.mark.slow
 def test_a_stopped_reply_is_cancelled_and_stays_whole(start):
     conversation, messages = start("cancel")
     events = conversation.send("read", None)

@@ -82,6 +82,7 @@ def test_a_line_that_is_not_a_json_object_is_a_notice(tmp_path):
         process.close()
 
 
+@pytest.mark.slow
 def test_a_deadline_ends_the_whole_process_group(tmp_path):
     script = (
         "import json, subprocess, sys, time\n"
@@ -392,6 +393,7 @@ def test_a_cli_that_exits_is_the_turns_failure_also_while_a_stopped_reply_is_rea
     assert turn(conversation, {"say": "next"}) == [Failure(f"{cli} exited with status 7: gone")]
 
 
+@pytest.mark.slow
 def test_every_exchange_waits_only_as_long_as_the_run(peer):
     conversation = peer()
     turn(conversation, {"say": "booted"})
@@ -469,6 +471,7 @@ def test_a_notification_from_another_thread_is_taken_at_once_so_a_cancellation_r
     reader.join(30)
 
 
+@pytest.mark.slow
 def test_a_message_from_another_thread_waits_no_longer_than_the_run(peer):
     conversation = peer(answer=lambda message: {"jsonrpc": "2.0", "id": message["id"], "result": {}})
     turn(conversation, {"say": "up"}, deadline=time.monotonic() + 1)

@@ -122,6 +122,7 @@ def test_a_missing_program_is_a_failure_not_a_crash():
     assert not result.success and "'no-such-program-x' not found" in result.error
 
 
+@pytest.mark.slow
 def test_a_command_that_hangs_is_ended_with_its_whole_group(tmp_path):
     pids = tmp_path / "pids"
     command_tool = CommandTool(
@@ -135,6 +136,7 @@ def test_a_command_that_hangs_is_ended_with_its_whole_group(tmp_path):
     assert gone(int(pids.read_text()))
 
 
+@pytest.mark.slow
 def test_output_is_kept_within_the_limit():
     command_tool = CommandTool(
         name="loud", command=[PY, "-c", "for i in range(100000): print('line', i)"], schema={"type": "object"}

@@ -364,6 +364,7 @@ JSON_VALUES = st.recursive(
     before=st.sampled_from(["", " ", "\t", "\n ", "\u00a0"]),
     after=st.sampled_from(["", "\n", "\r\n", " \t", "\u2028", "x", " 1", "}", "\x00"]),
 )
+@pytest.mark.slow
 def test_any_line_gives_what_json_loads_gives_for_it_stripped(value: object, before: str, after: str) -> None:
     line = before + json.dumps(value, ensure_ascii=False) + after
     try:
@@ -408,6 +409,7 @@ def mutate(value: object, rnd: random.Random, drop: float = 0) -> object:
 
 @settings(max_examples=150, deadline=None)
 @given(picks=st.lists(st.sampled_from(REAL_EVENTS), min_size=1, max_size=4), rnd=st.randoms())
+@pytest.mark.slow
 def test_real_event_shapes_with_any_values_decode_without_raising_and_text_is_a_string(
     picks: list[dict], rnd: random.Random
 ) -> None:
@@ -481,6 +483,7 @@ CLAUDE_EVENTS = [e for e in REAL_EVENTS if e.get("type") in ("system", "stream_e
 
 @settings(max_examples=300, deadline=None)
 @given(picks=st.lists(st.sampled_from(CLAUDE_EVENTS), min_size=1, max_size=6), rnd=st.randoms())
+@pytest.mark.slow
 def test_claude_events_of_any_shape_read_to_their_fields_give_the_events_of_whole_lines(
     picks: list[dict], rnd: random.Random
 ) -> None:

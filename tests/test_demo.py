@@ -8,6 +8,8 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from crewbridge.demo import PAGES, reply
 from crewcli import crew_env, run_crew
 
@@ -61,6 +63,7 @@ def test_past_its_parts_it_says_exactly_which_lines_it_counted():
     )
 
 
+@pytest.mark.slow
 def test_what_the_demo_says_of_the_readme_is_true(tmp_path):
     done = run_crew(["query", "@demo what is in README.md?"], env=crew_env(tmp_path / "home"), cwd=ROOT)
     assert done.returncode == 0, done.stderr

@@ -147,6 +147,8 @@ def test_the_help_command_is_that_of_the_subcommand_crew_runs() -> None:
 # --- the real, pinned CLIs -------------------------------------------------------------------------
 
 
+@pytest.mark.needs("clis")
+@pytest.mark.slow
 def test_the_pinned_clis_pass_and_none_of_them_reaches_a_model(
     cli_env: Callable[[str], dict[str, str]], mock_server: MockServer, workdir: Path
 ) -> None:
@@ -160,6 +162,8 @@ def test_the_pinned_clis_pass_and_none_of_them_reaches_a_model(
     assert mock_server.requests == [] and mock_server.aux == []  # no model, no other host
 
 
+@pytest.mark.needs("clis")
+@pytest.mark.slow
 def test_the_pinned_third_party_clis_pass_with_their_recipes(
     cli_env: Callable[[str], dict[str, str]], mock_server: MockServer, workdir: Path
 ) -> None:
@@ -195,6 +199,7 @@ def test_the_pinned_third_party_clis_pass_with_their_recipes(
 # --- fake CLIs: missing, lacking an option, broken ---------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_cli_that_lacks_an_option_crew_uses_fails_naming_it_and_how_to_update(workdir: Path, bin_dir: Path) -> None:
     fake_cli(
         bin_dir,
@@ -245,6 +250,7 @@ def test_a_missing_cli_that_an_agent_in_crew_yaml_uses_fails(workdir: Path, bin_
     assert found["codex"][0].message.startswith("not installed: `codex` is not on PATH; install it: npm")
 
 
+@pytest.mark.slow
 def test_a_subcommand_the_cli_lacks_fails(workdir: Path, bin_dir: Path) -> None:
     exec_help = "Usage: codex exec [OPTIONS]\n  --json\n  --skip-git-repo-check\n  -s, --sandbox <MODE>\n  -m, --model"
     fake_cli(bin_dir, "codex", help_text="Usage: codex [OPTIONS] [PROMPT]\n  -m, --model", sub_help={"exec": exec_help})
@@ -260,6 +266,7 @@ def test_a_version_run_that_fails_is_reported_with_its_status(workdir: Path, bin
     assert "`claude --version` exited with status 3 (boom); run it yourself to see why" in check.message
 
 
+@pytest.mark.slow
 def test_a_help_run_that_hangs_is_stopped_and_reported(workdir: Path, bin_dir: Path) -> None:
     fake_cli(bin_dir, "claude", help_text=CLAUDE_HELP, hang="--help")
     (check,) = doctor(workdir, bin_dir, only=("claude",), timeout=1.0)["claude"]
@@ -312,6 +319,7 @@ agents:
 LLAMA_HELP = "Usage: llama run [options]\n  --quiet\n  --model NAME\n  --session ID\n  --read-only\n"
 
 
+@pytest.mark.slow
 def test_a_cli_described_in_crew_yaml_is_checked_like_a_built_in_one(workdir: Path, bin_dir: Path) -> None:
     fake_cli(bin_dir, "llama", version="llama 3.1", sub_help={"run": LLAMA_HELP})
     (workdir / "crew.yaml").write_text(LLAMA_YAML)

@@ -67,6 +67,7 @@ def test_a_reading_it_is_not_sure_of_starts_nothing(args: list[str], started_cli
     assert started_clis == []
 
 
+@pytest.mark.slow
 def test_the_clis_start_at_once_and_the_run_takes_them(started_clis: list[process.Child]) -> None:
     Path("notes.txt").write_text("Buy milk.\n")
     early = start(["query", "@demo", "what is in notes.txt?"])

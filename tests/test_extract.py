@@ -608,10 +608,12 @@ def _chunk_len(messages: tuple[str, ...], cuts: list[int], start: int) -> int:
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=st.sampled_from(CASES), cuts=st.lists(st.integers(min_value=0, max_value=10_000), max_size=12))
+@pytest.mark.slow
 def test_any_split_of_any_case_gives_the_unsplit_result(case: Case, cuts: list[int]) -> None:
     assert_split_invariant(as_messages(case.text), cuts)
 
 
+@pytest.mark.slow
 def test_every_single_split_point_of_every_case() -> None:
     for case in CASES:
         messages = as_messages(case.text)
@@ -677,12 +679,14 @@ fragment_text = st.lists(st.sampled_from(FRAGMENTS), max_size=40).map("".join)
     messages=st.lists(fragment_text, min_size=1, max_size=3).map(tuple),
     cuts=st.lists(st.integers(min_value=0, max_value=2000), max_size=10),
 )
+@pytest.mark.slow
 def test_any_split_of_fence_heavy_text_gives_the_unsplit_result(messages: tuple[str, ...], cuts: list[int]) -> None:
     assert_split_invariant(messages, cuts)
 
 
 @settings(max_examples=300, deadline=None)
 @given(text=st.text(), cuts=st.lists(st.integers(min_value=0, max_value=500), max_size=8))
+@pytest.mark.slow
 def test_random_text_never_crashes(text: str, cuts: list[int]) -> None:
     assert_split_invariant((text,), cuts)
     calls, _ = run(text, None)
@@ -739,6 +743,7 @@ def steps(chunks: list[str]) -> int:
     return count
 
 
+@pytest.mark.slow
 def test_work_grows_linearly_with_the_input() -> None:
     ratio = steps(busiest_text(400)) / steps(busiest_text(100))
     assert ratio < 8, f"4x the input took {ratio:.1f}x the steps (linear: about 4, quadratic: 16)"
@@ -905,6 +910,7 @@ FRAGMENTS = [
     text=st.lists(st.sampled_from(FRAGMENTS), max_size=40).map("".join),
     cuts=st.lists(st.integers(min_value=0, max_value=2000), max_size=8),
 )
+@pytest.mark.slow
 def test_a_person_sees_the_text_before_the_first_call_or_all_of_it(text, cuts):
     """Whatever the text and however it is split: without a call (as the extractor finds them) all
     of it shows; with one, what shows is the text before the block that holds it."""

@@ -113,6 +113,7 @@ def wait_for_pids(directory: Path, proc, writers: int) -> list[int]:
 
 
 @pytest.mark.parametrize("cli", ["claude", "gemini", "codex"])
+@pytest.mark.slow
 def test_a_cli_that_is_not_installed_is_named_with_how_to_install_it(cli, tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
@@ -122,6 +123,7 @@ def test_a_cli_that_is_not_installed_is_named_with_how_to_install_it(cli, tmp_pa
     assert f"'{cli}' not found" in message and INSTALL[cli] in message
 
 
+@pytest.mark.slow
 def test_a_configured_cli_that_is_missing_names_its_command_and_its_install_hint(tmp_path, env):
     config = write_config(
         tmp_path / "crew.yaml",
@@ -139,6 +141,7 @@ def test_a_configured_cli_that_is_missing_names_its_command_and_its_install_hint
 # -- the CLI fails -----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_cli_that_exits_non_zero_shows_its_own_last_words(tmp_path, env):
     config = fake_agent(
         tmp_path,
@@ -155,6 +158,7 @@ def test_a_cli_that_exits_non_zero_shows_its_own_last_words(tmp_path, env):
     assert "broken: quota exhausted for key …42; retry tomorrow" in message
 
 
+@pytest.mark.slow
 def test_a_cli_killed_by_a_signal_is_a_failure_not_an_answer(tmp_path, env):
     config = fake_agent(
         tmp_path, "dies", "import os, signal\nprint('half an ans', flush=True)\nos.kill(os.getpid(), signal.SIGKILL)\n"
@@ -169,6 +173,7 @@ def test_a_cli_killed_by_a_signal_is_a_failure_not_an_answer(tmp_path, env):
 
 
 @pytest.mark.parametrize("agent", ["hang", "claude"])
+@pytest.mark.slow
 def test_timeout_ends_the_clis_whole_process_group(agent, tmp_path, env):
     config = hanging_clis(tmp_path)
     done = run_crew(["query", "--config", str(config), "--timeout", "1", f"@{agent} hello"], env=env, cwd=tmp_path)
@@ -198,6 +203,7 @@ def interrupt(args, tmp_path, env, writers=1, sig=signal.SIGINT, until=lambda: T
 
 
 @pytest.mark.parametrize("agents", [["hang"], ["claude"], ["hang", "claude"]], ids=["generic", "claude", "both"])
+@pytest.mark.slow
 def test_ctrl_c_ends_every_cli_closes_the_transcript_and_exits_130(agents, tmp_path, env):
     config = hanging_clis(tmp_path)
     mentions = " ".join(f"@{agent}" for agent in agents)
@@ -220,6 +226,7 @@ def test_ctrl_c_ends_every_cli_closes_the_transcript_and_exits_130(agents, tmp_p
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+@pytest.mark.slow
 def test_sigterm_or_sighup_stop_crew_as_ctrl_c_does(sig, tmp_path, env):
     config = hanging_clis(tmp_path)
     code, err, pids = interrupt(["query", "--config", str(config), "@hang hello"], tmp_path, env, sig=sig)
@@ -228,6 +235,7 @@ def test_sigterm_or_sighup_stop_crew_as_ctrl_c_does(sig, tmp_path, env):
     assert len(pids) and processes_in(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_ctrl_c_while_a_tool_runs_ends_the_tools_command_too(model, tmp_path, env):
     model.script(tool_block("crew:run_command", command=sleeper(tmp_path)), "never asked")
     code, _, pids = interrupt(["execute", "--config", str(model.config), "@fake run it"], tmp_path, env)
@@ -252,6 +260,7 @@ def test_ctrl_c_in_a_worktree_run_says_where_the_work_stays_and_never_passes_a_k
     assert "exit -9" not in err and "✓ exit" not in err  # the command crew ended did not pass
 
 
+@pytest.mark.slow
 def test_ctrl_c_inside_code_python_generates_still_exits_130(tmp_path, env):
     """Python runs the code it generates for a dataclass or namedtuple with exec() on a string. A
     KeyboardInterrupt raised inside one marks the interpreter, run with -m, to kill itself with
@@ -275,6 +284,7 @@ def test_ctrl_c_inside_code_python_generates_still_exits_130(tmp_path, env):
     assert error_line(proc.stderr) == "crew: interrupted"
 
 
+@pytest.mark.slow
 def test_arguments_click_refuses_start_no_cli(tmp_path, env):
     waiter = executable(
         tmp_path / "bin" / "waiter",
@@ -290,6 +300,7 @@ def test_arguments_click_refuses_start_no_cli(tmp_path, env):
     assert not (tmp_path / "pid").exists()  # nothing starts before the arguments and configuration are read
 
 
+@pytest.mark.slow
 def test_no_secret_from_crew_yaml_is_on_disk_after_runs(model, tmp_path, env):
     secret = "tok-7f3a9c2e1b5d"
     config = write_config(
@@ -312,6 +323,7 @@ def test_no_secret_from_crew_yaml_is_on_disk_after_runs(model, tmp_path, env):
     assert [path for path in written if secret.encode() in path.read_bytes()] == []
 
 
+@pytest.mark.slow
 def test_ctrl_c_while_crew_is_still_loading_exits_130_without_a_traceback(tmp_path, env):
     # The Ctrl-C lands while the `crew` entry point imports the CLI (before anything has started).
     (tmp_path / "early.py").write_text(
@@ -375,6 +387,7 @@ def peak_rss_mb(proc) -> float:
 @pytest.mark.parametrize(
     "how, stream", [("lines", "stdout"), ("claude", "stdout"), ("endless", "stdout"), ("lines", "stderr")]
 )
+@pytest.mark.slow
 def test_hundreds_of_megabytes_of_output_keep_crews_memory_bounded(how, stream, tmp_path, env):
     config = fake_agent(tmp_path, "flood", FLOOD)
     executable(tmp_path / "bin" / "claude", FLOOD)
@@ -396,6 +409,7 @@ def test_hundreds_of_megabytes_of_output_keep_crews_memory_bounded(how, stream, 
 # -- faults inside the loop --------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_tool_that_hangs_is_ended_by_its_own_timeout_and_the_loop_goes_on(model, tmp_path, env):
     model.script(
         tool_block("crew:run_command", command=sleeper(tmp_path), timeout=1), "The command timed out, so I cannot say."
@@ -430,6 +444,7 @@ def timed_out(args: list[str], tmp_path: Path, env: dict[str, str]) -> str:
     return error_line(done.stderr)
 
 
+@pytest.mark.slow
 def test_timeout_ends_a_run_command_that_sleeps_with_its_group(model, tmp_path, env):
     model.script(tool_block("crew:run_command", command=sleeper(tmp_path) + " & sleep 300"), "never seen")
     error = timed_out(["execute", "--config", str(model.config), "@fake run it"], tmp_path, env)
@@ -441,6 +456,7 @@ def test_timeout_ends_a_run_command_that_sleeps_with_its_group(model, tmp_path, 
     assert len(written_pids(tmp_path / "claude" / "sessions")) == 1
 
 
+@pytest.mark.slow
 def test_timeout_abandons_a_python_tool_in_an_endless_loop(model, tmp_path, env):
     site = tmp_path / "site"
     (site / "spin-1.0.dist-info").mkdir(parents=True)
@@ -453,6 +469,7 @@ def test_timeout_abandons_a_python_tool_in_an_endless_loop(model, tmp_path, env)
     assert error.startswith("crew: error: @fake did not finish in 5s: crew:spin was still running; crew ended it")
 
 
+@pytest.mark.slow
 def test_a_pattern_that_would_backtrack_for_ever_in_python_is_answered_at_once(model, tmp_path, env):
     (tmp_path / "evil.txt").write_text("a" * 48 + "!\n")
     model.script(tool_block("crew:grep", pattern="(a+)+$", path="evil.txt"), "No line ends in a.")
@@ -461,6 +478,7 @@ def test_a_pattern_that_would_backtrack_for_ever_in_python_is_answered_at_once(m
     assert '"matches": []' in model.prompts[1]
 
 
+@pytest.mark.slow
 def test_a_custom_command_tool_that_hangs_gives_an_error_result(tmp_path, env):
     fake = FakeModel(tmp_path / "bin")
     config = write_config(
@@ -477,6 +495,7 @@ def test_a_custom_command_tool_that_hangs_gives_an_error_result(tmp_path, env):
     assert processes_in(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_a_model_that_keeps_calling_tools_stops_at_max_turns_with_exit_4(model, tmp_path, env):
     (tmp_path / "a.txt").write_text("a")
     model.script(tool_block("crew:read_file", path="a.txt"))  # every reply, however often asked
@@ -500,6 +519,7 @@ def events(path: Path, kind: str) -> list[dict]:
 
 
 @pytest.mark.parametrize("output", [[], ["--json"], ["--jsonl"]])
+@pytest.mark.slow
 def test_a_lone_surrogate_in_a_call_reaches_the_model_and_the_transcript_escaped(output, model, tmp_path, env):
     model.script(tool_block("crew:read_file", path="a\udc80b"), "No such file.")
     done = run_crew(["query", *output, "--config", str(model.config), "@fake read it"], env=env, cwd=tmp_path)
@@ -514,6 +534,7 @@ def test_a_lone_surrogate_in_a_call_reaches_the_model_and_the_transcript_escaped
         json.loads(done.stdout.splitlines()[-1])  # what --json/--jsonl print is JSON still
 
 
+@pytest.mark.slow
 def test_a_file_name_that_is_not_utf8_is_listed_read_and_recorded_escaped(model, tmp_path, env):
     work = tmp_path / "work"
     work.mkdir()
@@ -531,6 +552,7 @@ def test_a_file_name_that_is_not_utf8_is_listed_read_and_recorded_escaped(model,
     assert shown.returncode == 0 and "caf\\udce9.txt" in shown.stdout
 
 
+@pytest.mark.slow
 def test_piped_input_that_is_not_utf8_is_context_not_a_crash(model, tmp_path, env):
     model.script("Seen.")
     proc = subprocess.run(
@@ -545,6 +567,7 @@ def test_piped_input_that_is_not_utf8_is_context_not_a_crash(model, tmp_path, en
     assert "bytes \\udcff\\udcfe here" in model.prompts[0]
 
 
+@pytest.mark.slow
 def test_a_call_nested_past_the_limit_is_an_error_for_the_model_and_the_run_goes_on(model, tmp_path, env):
     deep = '{"type": "tool_use", "name": "crew:read_file", "input": {"path": ' + "[" * 5000 + "]" * 5000 + "}}"
     model.script("```json\n" + deep + "\n```\n", "I will send flatter JSON.")
@@ -553,6 +576,7 @@ def test_a_call_nested_past_the_limit_is_an_error_for_the_model_and_the_run_goes
     assert f"JSON nested more than {MAX_DEPTH} levels deep" in model.prompts[1]
 
 
+@pytest.mark.slow
 def test_a_hook_that_prints_json_nested_past_the_limit_fails_the_call_not_the_run(model, tmp_path, env):
     (tmp_path / "deep.json").write_text("[" * 5000 + "]" * 5000)
     config = write_config(
@@ -568,6 +592,7 @@ def test_a_hook_that_prints_json_nested_past_the_limit_fails_the_call_not_the_ru
     assert f"printed JSON nested more than {MAX_DEPTH} levels deep" in model.prompts[1]
 
 
+@pytest.mark.slow
 def test_transcripts_read_back_skip_a_record_nested_past_the_limit(model, tmp_path, env):
     model.script("Hello.")
     assert run_crew(["query", "--config", str(model.config), "@fake hi"], env=env, cwd=tmp_path).returncode == 0

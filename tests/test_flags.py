@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from crewbridge import flags
 from crewbridge.cli import (
+    acp_group,
     batch_submit_command,
     batch_worker_command,
     chat_command,
@@ -46,6 +47,7 @@ def clicks(flag: flags.Flag) -> click.Option:
 
 
 @given(value=VALUES)
+@pytest.mark.slow
 def test_a_value_is_taken_exactly_when_the_click_option_made_from_the_same_entry_takes_it(value: str) -> None:
     for flag in VALUED:
         param = clicks(flag)
@@ -65,6 +67,7 @@ def test_a_value_is_taken_exactly_when_the_click_option_made_from_the_same_entry
         (execute_command, (flags.TASK, flags.LOOP)),
         (chat_command, (flags.LOOP,)),
         (mcp_group, (flags.MCP,)),
+        (acp_group, (flags.ACP,)),
         (batch_submit_command, (flags.BATCH,)),
         (batch_worker_command, (flags.BATCH_WORKER,)),
     ],
@@ -103,10 +106,11 @@ def test_a_reading_is_not_sure_of_what_only_click_may_read(args: list[str]) -> N
     assert flags.read(args, flags.LOOP) is None
 
 
-def test_an_entry_may_take_fewer_values_as_sure_than_click_takes() -> None:
-    [sandbox] = [flag for flag in flags.MCP if flag.dest == "sandbox"]
+@pytest.mark.parametrize("table", [flags.MCP, flags.ACP])
+def test_an_entry_may_take_fewer_values_as_sure_than_click_takes(table) -> None:
+    [sandbox] = [flag for flag in table if flag.dest == "sandbox"]
     assert sandbox.takes("required") and not sandbox.sure("required") and sandbox.sure("off")
-    assert flags.read(["--sandbox", "required"], flags.MCP) is None
+    assert flags.read(["--sandbox", "required"], table) is None
 
 
 def test_a_batchs_run_options_are_the_run_commands_entries_with_a_batchs_words_and_defaults() -> None:

@@ -148,6 +148,7 @@ def test_a_failing_git_command_says_what_git_said(repo: Path) -> None:
         Checkout.of(repo, "x").git(["cat-file", "-p", "no-such-thing"])
 
 
+@pytest.mark.slow
 def test_a_git_command_past_its_time_is_ended_with_what_it_started(repo: Path, tmp_path: Path) -> None:
     with pytest.raises(CrewTimeout, match=r"git wait did not finish in 0.5s"):
         run_git(["-c", "alias.wait=!sleep 60", "wait"], repo, timeout=0.5)

@@ -147,6 +147,7 @@ def test_a_hook_command_that_does_not_exist_blocks():
     assert "hook 'no-such-hook-x' failed on write_file: could not start: 'no-such-hook-x' not found" in block
 
 
+@pytest.mark.slow
 def test_a_hook_that_hangs_is_stopped_with_its_whole_group_and_blocks(tmp_path):
     pids = tmp_path / "pids"
     spec = shell(f"sleep 60 & echo $! > {pids}; sleep 60", timeout=0.5)
@@ -155,6 +156,7 @@ def test_a_hook_that_hangs_is_stopped_with_its_whole_group_and_blocks(tmp_path):
     assert gone(int(pids.read_text()))
 
 
+@pytest.mark.slow
 def test_a_hook_that_never_reads_a_large_input_cannot_deadlock():
     big = {"path": "a.txt", "content": "x" * 1_000_000}
     assert "gave no answer within 0.5s" in before(shell("sleep 60", timeout=0.5), data=big)[1]
@@ -208,6 +210,7 @@ def test_after_exit_2_withholds_the_result():
 
 
 @pytest.mark.parametrize("script", ["exit 1", "echo '{\"data\": 1}'", "sleep 60"])
+@pytest.mark.slow
 def test_after_a_failing_hook_withholds_the_result_and_is_reported(script):
     result, reports = after(shell(script, event=AFTER, timeout=0.5))
     assert not result.success and result.data is None
@@ -267,6 +270,7 @@ def test_a_python_hook_that_crashes_is_reported_and_blocks():
     )
 
 
+@pytest.mark.slow
 def test_a_python_hook_that_hangs_blocks_after_its_timeout():
     release.clear()
     try:
@@ -390,6 +394,7 @@ def test_a_python_hook_file_rewritten_before_its_first_use_is_refused(tmp_path):
     assert "guard.py changed since crew.yaml was loaded" in before(spec)[1]
 
 
+@pytest.mark.slow
 def test_a_run_command_that_rewrites_a_trusted_projects_hook_cannot_run_it_through_that_hook(tmp_path):
     """Issue 31: a trusted project's after_tool_call ./hook.sh; the model's sandboxed run_command
     rewrites hook.sh; the same call's hook, which runs outside the sandbox, must not run the new content."""

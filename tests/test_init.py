@@ -216,6 +216,7 @@ def test_the_completion_script_of_each_shell_is_printed(shell: str, marker: str)
     assert marker in completion(_CREW_COMPLETE=f"{shell}_source")
 
 
+@pytest.mark.slow
 def test_completion_offers_commands_and_options() -> None:
     assert "plain,doctor" in completion(_CREW_COMPLETE="bash_complete", COMP_WORDS="crew do", COMP_CWORD="1")
     words = completion(_CREW_COMPLETE="bash_complete", COMP_WORDS="crew init --", COMP_CWORD="2").split()

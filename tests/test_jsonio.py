@@ -36,6 +36,7 @@ def test_deeper_nesting_is_a_value_error_not_a_crash(depth: int) -> None:
         loads(nested(depth).encode())
 
 
+@pytest.mark.slow
 def test_many_brackets_side_by_side_are_not_deep() -> None:
     wide = "[" + ",".join(["[{}]"] * 5_000) + "]"
     assert len(loads(wide)) == 5_000
@@ -147,6 +148,7 @@ def decoded(line: str) -> object:
 
 
 @given(value=JSON_VALUES)
+@pytest.mark.slow
 def test_decode_or_loads_gives_what_json_loads_gives(value: object) -> None:
     for line in (json.dumps(value) + "\n", json.dumps(value, ensure_ascii=False)):
         for fast in ("msgspec", "json's scanner"):

@@ -8,6 +8,8 @@ import itertools
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = {
     "crewbridge": ROOT / "crewbridge",
@@ -173,12 +175,14 @@ def describe(found: list[tuple[list[str], list[str]]], edges: list[Import]) -> s
     return "\n".join(lines)
 
 
+@pytest.mark.slow
 def test_no_import_cycle_among_runtime_imports():
     edges = [edge for edge in all_imports() if not edge.type_checking]
     found = cycles(edges)
     assert not found, "import cycles, counting imports inside functions:\n" + describe(found, edges)
 
 
+@pytest.mark.slow
 def test_no_import_cycle_counting_type_checking_imports():
     edges = all_imports()
     found = cycles(edges)

@@ -344,6 +344,7 @@ def test_an_empty_reply_is_a_failure_not_an_empty_answer(registry, tmp_path):
         make_loop(Script(text("  \n")), registry, tmp_path).run("t")
 
 
+@pytest.mark.slow
 def test_a_tool_call_that_never_returns_does_not_hold_up_the_exit() -> None:
     # A call blocked where no tool timeout reaches (an approval question no one answers, a hook) is
     # left behind at exit: ThreadPoolExecutor's workers would be joined and Python would never exit.

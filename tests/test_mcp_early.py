@@ -129,12 +129,14 @@ def test_initialize_is_answered_before_click_and_the_engine_load(work: Path, tmp
         "x" * 100,
     ],
 )
+@pytest.mark.slow
 def test_the_early_answer_is_the_one_the_server_gives(params, tmp_path: Path) -> None:
     message = {"jsonrpc": "2.0", "id": 1, "method": "initialize", **({} if params is None else {"params": params})}
     server = McpServer(Config(agents=default_agents(), transcripts=False), tmp_path)
     assert Greeter(str(tmp_path)).answer(message) == server.answer(message)
 
 
+@pytest.mark.slow
 def test_the_server_that_loads_next_serves_the_same_session(work: Path, tmp_path: Path) -> None:
     done = crew_mcp(work, tmp_path, [INITIALIZE, {"jsonrpc": "2.0", "method": "notifications/initialized"}, LIST, READ])
     assert done.returncode == 0, done.stderr
@@ -147,6 +149,7 @@ def test_the_server_that_loads_next_serves_the_same_session(work: Path, tmp_path
 @pytest.mark.parametrize(
     "first", ["not json", json.dumps(LIST), json.dumps({"jsonrpc": "2.0", "id": 9, "method": "ping"})]
 )
+@pytest.mark.slow
 def test_a_first_line_that_is_not_initialize_is_answered_by_the_server_once_loaded(first, work, tmp_path) -> None:
     done = crew_mcp(work, tmp_path, [first, INITIALIZE, READ])
     assert done.returncode == 0, done.stderr
@@ -162,6 +165,7 @@ def test_a_first_line_that_is_not_initialize_is_answered_by_the_server_once_load
     assert "Tuesday" in by_id[2]["result"]["content"][0]["text"]
 
 
+@pytest.mark.slow
 def test_a_first_line_past_the_bound_is_skipped_unread_and_the_next_initialize_answered(work, tmp_path) -> None:
     from crewbridge.mcp.stdio import MAX_LINE
 
@@ -207,6 +211,7 @@ def bad_mechanism(work: Path, tmp_path: Path) -> dict[str, str]:
         (None, ["--timeout", "0.01"], None, "0.01 is not in the range x>=0.1"),
     ],
 )
+@pytest.mark.slow
 def test_a_server_that_cannot_start_gives_no_answer_and_one_line(make, args, error, said, work, tmp_path) -> None:
     extra = make(work, tmp_path) if make else {}
     done = crew_mcp(work, tmp_path, [INITIALIZE, LIST], *args, **extra)
@@ -216,6 +221,7 @@ def test_a_server_that_cannot_start_gives_no_answer_and_one_line(make, args, err
 
 
 @pytest.mark.parametrize("closed", [0, 1])
+@pytest.mark.slow
 def test_a_closed_stdin_or_stdout_is_reported_in_one_line_as_before(closed: int, work: Path, tmp_path: Path) -> None:
     done = subprocess.run(
         [*CREW, "mcp"],

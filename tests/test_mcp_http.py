@@ -171,6 +171,7 @@ def test_a_free_local_port_is_taken_and_a_session_is_served(served):
 @pytest.mark.parametrize(
     "authorization", [None, "Bearer wrong-token-0123456789", f"Basic {TOKEN}", f"Bearer {TOKEN}x", "Bearer", ""]
 )
+@pytest.mark.slow
 def test_without_the_token_nothing_runs(served, authorization):
     server, channel = served()
     session = Client(server.url).initialize().session
@@ -354,6 +355,7 @@ def test_a_clients_response_and_a_notification_are_accepted_silently(served):
         assert (answer.status, answer.body) == (202, b"")
 
 
+@pytest.mark.slow
 def test_a_session_comes_from_initialize_and_ends_with_delete(served):
     server, _ = served()
     client = Client(server.url)
@@ -483,6 +485,7 @@ def start_http(tmp_path: Path, *args: str, **env: str):
     return proc, proc.stderr.readline()
 
 
+@pytest.mark.slow
 def test_crew_mcp_http_makes_a_token_and_prints_it_once_with_the_url(tmp_path):
     proc, line = start_http(tmp_path)
     try:
@@ -503,6 +506,7 @@ def test_crew_mcp_http_makes_a_token_and_prints_it_once_with_the_url(tmp_path):
     assert token not in rest
 
 
+@pytest.mark.slow
 def test_the_token_can_come_from_the_environment_and_go_to_a_file(tmp_path):
     given = "from-the-environment-0123456789"
     proc, line = start_http(tmp_path, "--token-file", str(tmp_path / "token"), CREW_MCP_TOKEN=given)
@@ -526,11 +530,13 @@ def test_the_token_can_come_from_the_environment_and_go_to_a_file(tmp_path):
         (["--allow-remote"], {}, "go with --http"),
     ],
 )
+@pytest.mark.slow
 def test_what_would_open_it_up_is_a_usage_error(tmp_path, args, env, said):
     done = run_crew(["mcp", *args], env=crew_env(tmp_path / "home", **env), cwd=tmp_path)
     assert done.returncode == 2 and said in error_line(done.stderr)
 
 
+@pytest.mark.slow
 def test_allow_remote_listens_everywhere_with_a_warning_and_still_wants_the_token(tmp_path):
     proc = start_crew(["mcp", "--http", "0.0.0.0:0", "--allow-remote"], env=crew_env(tmp_path / "home"), cwd=tmp_path)
     try:
@@ -542,6 +548,7 @@ def test_allow_remote_listens_everywhere_with_a_warning_and_still_wants_the_toke
         end_group(proc)
 
 
+@pytest.mark.slow
 def test_a_slowloris_never_keeps_a_token_holder_out(tmp_path):
     """Issue 31's attack on a real `crew mcp --http`: as many strangers as it takes strangers'
     slots send a header byte now and then and never finish; a client with the token is served
@@ -561,6 +568,7 @@ def test_a_slowloris_never_keeps_a_token_holder_out(tmp_path):
         end_group(proc)
 
 
+@pytest.mark.slow
 def test_a_symlink_is_never_followed_to_write_the_token(tmp_path):
     (tmp_path / "elsewhere").write_text("keep\n")
     (tmp_path / "token").symlink_to(tmp_path / "elsewhere")
@@ -648,6 +656,8 @@ class TokenProxy:
             target.close()
 
 
+@pytest.mark.needs("clis")
+@pytest.mark.slow
 def test_the_official_conformance_suite_passes_every_scenario_that_applies(tmp_path):
     conformance = require_cli("conformance")
     given = "conformance-token-0123456789"

@@ -31,6 +31,8 @@ def test_each_cli_is_told_to_start_crew_mcp_under_the_name_crew():
 
 
 @pytest.mark.parametrize("cli", ["claude", "gemini", "codex"])
+@pytest.mark.needs("clis")
+@pytest.mark.slow
 def test_install_registers_crew_in_the_clis_own_configuration(cli, env, tmp_path):
     require_cli(cli)
     done = run_crew(["mcp", "install", cli], env=env, cwd=tmp_path)
@@ -44,6 +46,8 @@ def test_install_registers_crew_in_the_clis_own_configuration(cli, env, tmp_path
     assert f"crew is registered in {cli} (" in doctor.stdout
 
 
+@pytest.mark.needs("clis")
+@pytest.mark.slow
 def test_claude_starts_the_registered_crew(env, tmp_path):
     require_cli("claude")
     assert run_crew(["mcp", "install", "claude"], env=env, cwd=tmp_path).returncode == 0
@@ -66,6 +70,7 @@ def test_registrations_are_read_from_each_clis_files(tmp_path):
     }
 
 
+@pytest.mark.slow
 def test_an_unknown_cli_is_a_usage_error(env, tmp_path):
     done = run_crew(["mcp", "install", "cursor"], env=env, cwd=tmp_path)
     assert done.returncode == 2 and "'cursor' is not one of" in done.stderr

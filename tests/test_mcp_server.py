@@ -54,6 +54,7 @@ def text(result) -> str:
 # -- over stdio, with the SDK's client ------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_initialize_and_list_the_query_tools(project, tmp_path):
     async def main():
         async with stdio_client(serve(project, tmp_path)) as (read, write), ClientSession(read, write) as client:
@@ -68,6 +69,7 @@ def test_initialize_and_list_the_query_tools(project, tmp_path):
     assert not {"write_file", "edit_file", "run_command"} & set(names)  # query mode: not even listed
 
 
+@pytest.mark.slow
 def test_execute_lists_every_tool_and_writes_inside_the_working_directory(project, tmp_path):
     async def main():
         async with session(serve(project, tmp_path, "--execute")) as client:
@@ -83,6 +85,7 @@ def test_execute_lists_every_tool_and_writes_inside_the_working_directory(projec
     assert not (tmp_path / "escape.txt").exists()
 
 
+@pytest.mark.slow
 def test_tool_calls_give_crews_results_and_errors(project, tmp_path):
     async def main():
         async with session(serve(project, tmp_path)) as client:
@@ -100,6 +103,7 @@ def test_tool_calls_give_crews_results_and_errors(project, tmp_path):
     assert "write_file" in str(unknown) and "crew mcp --execute" in str(unknown)
 
 
+@pytest.mark.slow
 def test_an_agents_policy_governs_the_clients_calls_and_the_transcript_records_them(project, tmp_path):
     async def main():
         async with session(serve(project, tmp_path, "--policy-of", "guarded")) as client:
@@ -125,6 +129,7 @@ def test_an_agents_policy_governs_the_clients_calls_and_the_transcript_records_t
     assert json.loads(events.splitlines()[0])["command"] == "mcp"
 
 
+@pytest.mark.slow
 def test_ask_runs_the_agent_with_crews_tools_and_reports_progress(project, tmp_path):
     progress: list[str] = []
 
@@ -146,6 +151,7 @@ def test_ask_runs_the_agent_with_crews_tools_and_reports_progress(project, tmp_p
     assert progress[-1] == "@demo answered"
 
 
+@pytest.mark.slow
 def test_ask_refuses_execute_mode_unless_the_server_allows_it(project, tmp_path):
     async def main():
         async with session(serve(project, tmp_path)) as client:
@@ -155,6 +161,7 @@ def test_ask_refuses_execute_mode_unless_the_server_allows_it(project, tmp_path)
     assert result.is_error and "crew mcp --execute" in text(result)
 
 
+@pytest.mark.slow
 def test_ask_takes_worktree_review_and_rounds_checked_like_its_other_arguments(project, tmp_path):
     from gitrepo import make_repo, status
 
@@ -198,6 +205,7 @@ def test_ask_takes_worktree_review_and_rounds_checked_like_its_other_arguments(p
     assert status(project) == ""
 
 
+@pytest.mark.slow
 def test_ask_past_the_depth_limit_starts_no_cli(project, tmp_path):
     params = serve(project, tmp_path)
     params.env["CREW_ASK_DEPTH"] = "2"  # as if an agent asked by an agent had started this server
@@ -211,6 +219,7 @@ def test_ask_past_the_depth_limit_starts_no_cli(project, tmp_path):
     assert not (tmp_path / "pids" / "slow").exists()
 
 
+@pytest.mark.slow
 def test_a_cancelled_ask_ends_its_cli_and_the_server_goes_on(project, tmp_path):
     async def main():
         async with session(serve(project, tmp_path)) as client:
@@ -226,6 +235,7 @@ def test_a_cancelled_ask_ends_its_cli_and_the_server_goes_on(project, tmp_path):
     assert not anyio.run(main).is_error
 
 
+@pytest.mark.slow
 def test_a_cancelled_tool_call_ends_its_command_and_the_server_goes_on(project, tmp_path):
     command = f"echo $$ > {tmp_path / 'pids' / 'slow'}; exec sleep 600"  # outside the project: no sandbox here
 
@@ -243,6 +253,7 @@ def test_a_cancelled_tool_call_ends_its_command_and_the_server_goes_on(project, 
     assert "deploy window" in text(anyio.run(main))
 
 
+@pytest.mark.slow
 def test_a_background_ask_is_a_job_to_follow_and_to_cancel(project, tmp_path):
     async def main():
         async with session(serve(project, tmp_path)) as client:
@@ -294,6 +305,7 @@ def http_server(project: Path, tmp_path: Path):
         end_group(proc)
 
 
+@pytest.mark.slow
 def test_streamable_http_serves_the_same_tools_with_progress(project, tmp_path):
     with http_server(project, tmp_path) as open_session:
         progress: list[str] = []
@@ -316,6 +328,7 @@ def test_streamable_http_serves_the_same_tools_with_progress(project, tmp_path):
     assert "deploy window: Tuesday" in text(asked) and "@demo answered" in progress
 
 
+@pytest.mark.slow
 def test_jobs_belong_to_the_session_that_started_them(project, tmp_path):
     with http_server(project, tmp_path) as open_session:
 
@@ -357,6 +370,7 @@ def test_a_tool_named_like_a_server_tool_is_a_server_error_not_bad_params(tmp_pa
     assert "a tool is named 'ask', as crew mcp's own" in answer["error"]["message"]
 
 
+@pytest.mark.slow
 def test_execute_disarms_what_a_run_command_left_for_git_before_answering(project, tmp_path):
     """The attack of issue 31 through `crew mcp --execute`, sandboxed: a repository whose fsmonitor
     is the agent's, added as a gitlink. The result names it; the client's next git status runs nothing."""

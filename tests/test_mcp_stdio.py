@@ -43,6 +43,7 @@ def code(answer):
     return answer.get("error", {}).get("code")
 
 
+@pytest.mark.slow
 def test_what_is_not_a_request_gets_an_error_answer_and_the_server_lives_on(project, tmp_path):
     lines = [
         json.dumps(call(1, "read_file", path="notes.txt")),  # before initialize
@@ -78,6 +79,7 @@ def test_what_is_not_a_request_gets_an_error_answer_and_the_server_lives_on(proj
     assert len(answers) == 11  # the response and the notification got none
 
 
+@pytest.mark.slow
 def test_a_lone_surrogate_or_bytes_that_are_not_utf8_never_break_an_answer(project, tmp_path):
     lines = [
         json.dumps(INITIALIZE),
@@ -92,6 +94,7 @@ def test_a_lone_surrogate_or_bytes_that_are_not_utf8_never_break_an_answer(proje
     assert code(answers[None]) == PARSE_ERROR
 
 
+@pytest.mark.slow
 def test_a_line_past_the_bound_is_skipped_unread_with_an_error(project, tmp_path):
     huge = '{"jsonrpc": "2.0", "id": 1, "method": "ping", "pad": "' + "x" * MAX_LINE + '"}'
     answers = exchange(
@@ -101,6 +104,7 @@ def test_a_line_past_the_bound_is_skipped_unread_with_an_error(project, tmp_path
     assert code(answers[1]) == INVALID_REQUEST and "longer than" in answers[1]["error"]["message"]
 
 
+@pytest.mark.slow
 def test_a_call_running_when_stdin_ends_is_still_answered(project, tmp_path):
     proc = start_crew(["mcp", "--execute"], env=env_for(tmp_path), cwd=project, stdin=subprocess.PIPE)
     try:
@@ -115,6 +119,7 @@ def test_a_call_running_when_stdin_ends_is_still_answered(project, tmp_path):
     assert answer["id"] == 1 and json.loads(answer["result"]["content"][0]["text"])["output"] == "open\n"
 
 
+@pytest.mark.slow
 def test_a_call_still_running_past_the_timeout_after_stdin_ends_is_ended(project, tmp_path):
     # the command writes its pid outside the project, for the test to find: no sandbox here
     proc = start_crew(
@@ -135,6 +140,7 @@ def test_a_call_still_running_past_the_timeout_after_stdin_ends_is_ended(project
         end_group(proc)
 
 
+@pytest.mark.slow
 def test_calls_run_on_a_bounded_number_of_threads_and_the_rest_wait_or_are_told_to(project, tmp_path):
     total = WORKERS + BACKLOG + 20
     proc = start_crew(["mcp", "--execute"], env=env_for(tmp_path), cwd=project, stdin=subprocess.PIPE)
@@ -172,6 +178,7 @@ def test_calls_run_on_a_bounded_number_of_threads_and_the_rest_wait_or_are_told_
 
 
 @pytest.mark.parametrize("how", ["stdin closes", "SIGTERM"])
+@pytest.mark.slow
 def test_the_server_ends_every_child_when_it_stops(how, project, tmp_path):
     proc = start_crew(["mcp"], env=env_for(tmp_path), cwd=project, stdin=subprocess.PIPE)
     try:

@@ -58,6 +58,7 @@ def jsonl(stdout: str) -> list[dict]:
     return [json.loads(line) for line in stdout.splitlines()]
 
 
+@pytest.mark.slow
 def test_every_schema_is_a_json_schema():
     names = sorted(path.name for path in SCHEMAS.glob("*.json"))
     assert names == ["batch.json", "event.json", "outcome.json"]
@@ -99,6 +100,7 @@ def test_the_schemas_refuse_what_crew_does_not_write():
     assert problems("event.json", {"type": "disarmed", "agent": "demo", "text": "x", "found": []})
 
 
+@pytest.mark.slow
 def test_json_of_an_agent_that_answered_one_that_failed_and_of_several(crew):
     answered = crew("query", "--json", f"@demo {TASK}")
     assert answered.returncode == 0, answered.stderr
@@ -119,6 +121,7 @@ def test_json_of_an_agent_that_answered_one_that_failed_and_of_several(crew):
     assert len(record["results"]) == 2
 
 
+@pytest.mark.slow
 def test_the_json_names_the_run_that_resume_continues(crew):
     first = json.loads(crew("query", "--json", f"@demo {TASK}").stdout)
     shown = [json.loads(line) for line in crew("log", "show", "--json", first["run"]).stdout.splitlines()]
@@ -131,6 +134,7 @@ def test_the_json_names_the_run_that_resume_continues(crew):
     assert started["resumed_from"] == first["run"]
 
 
+@pytest.mark.slow
 def test_each_jsonl_line_holds_to_the_event_schema(crew):
     answered = jsonl(crew("query", "--jsonl", f"@demo {TASK}").stdout)
     failed = jsonl(crew("query", "--jsonl", "--max-turns", "1", f"@demo {TASK}").stdout)
@@ -140,6 +144,7 @@ def test_each_jsonl_line_holds_to_the_event_schema(crew):
     assert failed[-1]["type"] == "error" and failed[-1]["exit_code"] == 4
 
 
+@pytest.mark.slow
 def test_a_reviewed_change_in_a_worktree_holds_to_the_schemas(tmp_path):
     repo = make_repo(tmp_path / "repo", {"notes.txt": "deploy: Friday\n"})
     writer, reviewer = FakeModel(tmp_path / "bin", "writer"), FakeModel(tmp_path / "bin", "reviewer")
@@ -170,6 +175,7 @@ def test_a_reviewed_change_in_a_worktree_holds_to_the_schemas(tmp_path):
             assert {"review", "worktree", "answer", "error"} <= {event["type"] for event in events}
 
 
+@pytest.mark.slow
 def test_what_crew_disarmed_for_git_holds_to_the_schemas(tmp_path):
     repo = make_repo(tmp_path / "repo", {"notes.txt": "hi\n"})
     plant = "git init -q sub && git -C sub config core.fsmonitor 'touch owned'"
@@ -190,6 +196,7 @@ def test_what_crew_disarmed_for_git_holds_to_the_schemas(tmp_path):
         assert [[d["path"] for d in found] for found in disarmed] == [["sub/.git"]], (done.stdout, done.stderr)
 
 
+@pytest.mark.slow
 def test_an_asks_structured_content_through_crew_mcp_holds_to_the_outcome_schema(tmp_path, work):
     server = StdioServerParameters(command=CREW[0], args=[*CREW[1:], "mcp"], env=crew_env(tmp_path / "home"), cwd=work)
 
@@ -223,6 +230,7 @@ def test_the_readme_and_docs_show_jq_reading_crews_json():
 
 
 @pytest.mark.parametrize(("where", "args", "jq"), jq_examples(), ids=[e[0] for e in jq_examples()])
+@pytest.mark.slow
 def test_every_jq_example_of_the_readme_and_docs_prints_what_it_says(where, args, jq, tmp_path):
     """Each example run as written, its agents played by fake models (the writer answers, the
     reviewer asks for a change): jq finds every field it names, none of them null."""

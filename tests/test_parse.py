@@ -177,6 +177,7 @@ def test_bytes_that_are_not_utf8_read_as_stdin_reads_them(fmt: str, json_lines: 
         )
 
 
+@pytest.mark.slow
 def test_crew_parse_reads_stdin_as_the_engine_does(tmp_path: Path) -> None:
     text = (FIXTURES / "claude_crew.jsonl").read_text()
     done = run_crew(["parse", "--format", "claude"], env=crew_env(tmp_path / "home"), cwd=tmp_path, input=text)
@@ -185,6 +186,7 @@ def test_crew_parse_reads_stdin_as_the_engine_does(tmp_path: Path) -> None:
     assert done.stderr.splitlines() == [f"crew: {w}" for w in warnings]
 
 
+@pytest.mark.slow
 def test_crew_parse_with_its_stdin_closed_says_so(tmp_path: Path) -> None:
     done = subprocess.run(
         ["sh", "-c", 'exec "$@" <&-', "sh", *CREW, "parse", "--format", "claude"],
@@ -244,6 +246,7 @@ REPLY = (
 
 @settings(max_examples=100, deadline=None)
 @given(cuts=st.lists(st.integers(min_value=0, max_value=len(REPLY)), max_size=12))
+@pytest.mark.slow
 def test_any_cut_of_the_reply_into_events_gives_the_same_records(cuts: list[int]) -> None:
     points = sorted(set(cuts) | {0, len(REPLY)})
     pieces = [REPLY[a:b] for a, b in itertools.pairwise(points)]
@@ -292,6 +295,7 @@ def test_a_plugin_providers_output_is_read_with_its_own_decoder(say_plugin: Path
     assert list(parse_stream(SAY_OUTPUT, "text", REGISTRY)) == []  # the JSON lines are not its text
 
 
+@pytest.mark.slow
 def test_crew_parse_takes_a_plugin_providers_format(say_plugin: Path, tmp_path: Path) -> None:
     env = crew_env(tmp_path / "home", PYTHONPATH=str(say_plugin))
     done = run_crew(["parse", "--format", "say"], env=env, cwd=tmp_path, input="".join(SAY_OUTPUT))

@@ -350,6 +350,7 @@ def test_a_command_tool_that_takes_a_shell_command_is_read_like_run_command():
     )
 
 
+@pytest.mark.slow
 def test_crew_execute_refuses_the_models_run_command_and_the_file_survives(tmp_path):
     model = FakeModel(tmp_path / "bin")
     work = tmp_path / "work"

@@ -120,6 +120,7 @@ def test_a_cli_that_is_there_but_cannot_run_says_so(tmp_path):
         Child([str(script)])
 
 
+@pytest.mark.slow
 def test_deadline_kills_the_whole_group_including_grandchildren(tmp_path):
     script = (
         "import subprocess, sys, time\n"
@@ -154,6 +155,7 @@ def test_kill_ends_a_process_that_ignores_sigterm():
     assert child.proc.returncode == -signal.SIGKILL
 
 
+@pytest.mark.slow
 def test_an_endless_line_is_cut_so_memory_stays_bounded():
     size = MAX_LINE * 3
     child = Child([PY, "-c", f"import sys; sys.stdout.write('x' * {size}); sys.stdout.write('\\nend\\n')"])
@@ -172,6 +174,7 @@ def test_stderr_is_kept_apart_and_bounded_to_its_start_and_its_end():
     assert tail.endswith("LAST") and len(tail) == process.STDERR_KEEP
 
 
+@pytest.mark.slow
 def test_kill_from_several_threads_at_once_while_another_reads():
     for _ in range(20):
         child = Child([PY, "-c", "import time\nprint('ready', flush=True)\ntime.sleep(60)"])
@@ -272,6 +275,7 @@ def test_input_that_comes_after_the_cli_was_killed_is_dropped_quietly():
     assert raised == []
 
 
+@pytest.mark.slow
 def test_a_line_the_cli_does_not_read_ends_it_at_the_deadline():
     child = Child([PY, "-c", "import time; time.sleep(60)"], keep_stdin=True)  # it never reads stdin
     with pytest.raises(CrewTimeout, match=r"'python.*' did not read its input in time; it was stopped"):
@@ -299,6 +303,7 @@ signal.pause()
 """
 
 
+@pytest.mark.slow
 def test_a_stop_reaches_a_sandboxed_cli_before_its_sandbox_ends(sandboxing, tmp_path):
     state = tmp_path / "state"
     sandbox = sandboxing.cli("required", tmp_path, "query", lambda env: State(data=(state,)))

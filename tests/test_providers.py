@@ -88,6 +88,7 @@ def test_builtin_providers_load_by_name() -> None:
         providers.load("nope")
 
 
+@pytest.mark.slow
 def test_plugin_providers_are_named_without_being_imported(installed: Path) -> None:
     assert providers.names() == ["claude", "gemini", "codex", "demo", "broken", "echo", "odd"]
     assert "crewplug" not in sys.modules
@@ -231,6 +232,26 @@ def test_a_turn_refuses_a_value_that_would_reach_a_cli_as_an_option(field: str, 
 
     with pytest.raises(UsageError, match=f"'{value}' starts with '-', so the CLI would read it as an option"):
         Turn("hi", **{field: value})
+
+
+def test_each_cli_that_takes_mcp_servers_says_how_crew_is_registered_in_it_and_where(tmp_path):
+    serve = ["crew", "mcp"]
+    env = {"HOME": str(tmp_path / "home"), "CODEX_HOME": str(tmp_path / "codex")}
+    files = {}
+    for name in ("claude", "gemini", "codex"):
+        add, remove = providers.load(name).mcp_commands(serve)
+        assert add[:3] == [name, "mcp", "add"] and add[-2:] == serve and "crew" in add
+        assert remove[:3] == [name, "mcp", "remove"] and remove[-1] == "crew"
+        files[name] = providers.load(name).mcp_files(env, tmp_path)
+    assert files == {
+        "claude": [(tmp_path / "home" / ".claude.json", "json"), (tmp_path / ".mcp.json", "json")],
+        "gemini": [
+            (tmp_path / "home" / ".gemini" / "settings.json", "json"),
+            (tmp_path / ".gemini" / "settings.json", "json"),
+        ],
+        "codex": [(tmp_path / "codex" / "config.toml", "toml")],
+    }
+    assert providers.load("demo").mcp_commands(serve) is None and providers.load("demo").mcp_files(env, tmp_path) == []
 
 
 def test_each_cli_is_kept_to_the_mcp_servers_crew_gives_it(tmp_path: Path) -> None:

@@ -141,6 +141,7 @@ FILE = (
 
 
 @pytest.mark.parametrize("kind", list(SECRETS))
+@pytest.mark.slow
 def test_no_secret_of_any_kind_is_in_a_runs_transcript_log_or_trace(kind, tmp_path):
     env = crew_env(tmp_path / "home")
     model = FakeModel(tmp_path / "bin")

@@ -201,6 +201,7 @@ def test_data_that_is_not_json_is_an_error_envelope(tmp_path: Path) -> None:
     assert out["error"] == "TypeError: Object of type PosixPath is not JSON serializable"
 
 
+@pytest.mark.slow
 def test_a_tool_that_overruns_its_timeout_is_reported_not_waited_for(tmp_path: Path) -> None:
     release = threading.Event()
     tools = make_tool("hang", lambda ctx: release.wait(30), timeout=0.05)
@@ -211,6 +212,7 @@ def test_a_tool_that_overruns_its_timeout_is_reported_not_waited_for(tmp_path: P
     assert (out["success"], out["error"]) == (False, "tool 'hang' timed out after 0.05s")
 
 
+@pytest.mark.slow
 def test_the_context_timeout_applies_when_the_tool_sets_none(tmp_path: Path) -> None:
     release = threading.Event()
     tools = make_tool("hang", lambda ctx: release.wait(30))

@@ -566,6 +566,7 @@ def test_verbose_shows_where_a_bug_in_crew_is_and_nothing_for_crews_own_errors()
     assert shown[False, "crash"] == "" and shown[True, "refuse"] == ""
 
 
+@pytest.mark.slow
 def test_a_reader_that_left_stdout_does_not_end_the_run(tmp_path, monkeypatch):
     from crewbridge.bridge import Bridge
 
@@ -586,6 +587,7 @@ def test_a_reader_that_left_stdout_does_not_end_the_run(tmp_path, monkeypatch):
     assert err.getvalue() == "→ crew:read_file notes.txt\n  ✓ 2 lines\n"  # crew's own lines still come
 
 
+@pytest.mark.slow
 def test_the_demo_agent_round_trip_as_a_person_sees_it(tmp_path, monkeypatch):
     from crewbridge.bridge import Bridge
 
@@ -683,6 +685,7 @@ def crew(tmp_path, monkeypatch):
     return lambda *args: CliRunner().invoke(cli, list(args), input="")
 
 
+@pytest.mark.slow
 def test_the_query_command_streams_jsonl_events_for_scripts(crew):
     result = crew("query", "--jsonl", "@demo what is in notes.txt?")
     events = [json.loads(line) for line in result.stdout.splitlines()]
@@ -690,6 +693,7 @@ def test_the_query_command_streams_jsonl_events_for_scripts(crew):
     assert events[-1]["answer"].startswith("notes.txt has 2 non-empty lines") and result.stderr == ""
 
 
+@pytest.mark.slow
 def test_the_query_command_prints_one_json_object(crew):
     result = crew("query", "--json", "@demo what is in notes.txt?")
     [obj] = json.loads(result.stdout)["results"]
@@ -704,6 +708,7 @@ def test_json_and_jsonl_together_are_refused(crew):
     assert "--json and --jsonl were both given; choose one" in str(result.exception)
 
 
+@pytest.mark.slow
 def test_verbose_shows_the_exact_command_crew_ran(crew):
     result = crew("query", "-v", "@demo what is in notes.txt?")
     commands = [line for line in result.stderr.splitlines() if "] $ " in line]

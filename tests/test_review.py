@@ -60,6 +60,7 @@ def write(content: str) -> str:
 TYPO = ("notes.txt", 1, "low", "'Tusday' is misspelled")
 
 
+@pytest.mark.slow
 def test_a_review_that_asks_for_changes_gets_them_and_approves(repo, writer, reviewer):
     writer.script(
         write("deploy: Tusday\nowner: dana\n"),
@@ -99,6 +100,7 @@ def test_a_review_that_asks_for_changes_gets_them_and_approves(repo, writer, rev
     assert len(reviewer.prompts) == 2  # the verdict ended each reviewer's run: no turn after it
 
 
+@pytest.mark.slow
 def test_rounds_that_run_out_without_approval_end_with_exit_6_and_the_answer_kept(repo, writer, reviewer):
     writer.script(write("deploy: Tusday\nowner: dana\n"), "I set the day.", "I looked again; it is fine.")
     reviewer.script(verdict("changes", TYPO), verdict("changes", TYPO))
@@ -115,6 +117,7 @@ def test_rounds_that_run_out_without_approval_end_with_exit_6_and_the_answer_kep
     ]
 
 
+@pytest.mark.slow
 def test_a_disputed_finding_reaches_the_reviewer_with_its_reason(repo, writer, reviewer):
     reason = "the team's calendar spells it that way"
     writer.script(
@@ -133,6 +136,7 @@ def test_a_disputed_finding_reaches_the_reviewer_with_its_reason(repo, writer, r
     assert '"disputed": 1' in writer.prompts[3]  # the tool's result went back to the writer
 
 
+@pytest.mark.slow
 def test_a_dispute_of_a_finding_not_given_goes_back_as_an_error(repo, writer, reviewer):
     writer.script(
         tool_block("crew:dispute", finding=1, reason="no"),
@@ -147,6 +151,7 @@ def test_a_dispute_of_a_finding_not_given_goes_back_as_an_error(repo, writer, re
     assert "there is no finding 3; the review lists 1 to 1" in writer.prompts[4]
 
 
+@pytest.mark.slow
 def test_a_reviewer_answering_in_prose_is_asked_once_more_then_its_words_are_the_finding(repo, writer, reviewer):
     writer.script(write("deploy: Tuesday\nowner: dana\n"), "Done.", "Still done.")
     reviewer.script("Looks mostly fine, but say who approved it.", "I said what I think.")
@@ -159,6 +164,7 @@ def test_a_reviewer_answering_in_prose_is_asked_once_more_then_its_words_are_the
     assert "1. [medium] (no file): I said what I think." in writer.prompts[2]
 
 
+@pytest.mark.slow
 def test_the_reviewer_cannot_write_its_writes_are_refused(repo, writer, reviewer):
     writer.script(write("deploy: Tuesday\nowner: dana\n"), "Done.")
     reviewer.script(write("deploy: reviewer's day\n"), verdict("approve"))
@@ -168,6 +174,7 @@ def test_the_reviewer_cannot_write_its_writes_are_refused(repo, writer, reviewer
     assert "tool 'write_file' is not available in query mode" in reviewer.prompts[1]
 
 
+@pytest.mark.slow
 def test_a_verdict_that_breaks_its_schema_goes_back_and_is_corrected(repo, writer, reviewer):
     writer.script(write("deploy: Tuesday\nowner: dana\n"), "Done.")
     reviewer.script(
@@ -184,6 +191,7 @@ def test_a_verdict_that_breaks_its_schema_goes_back_and_is_corrected(repo, write
     )
 
 
+@pytest.mark.slow
 def test_a_huge_diff_is_cut_with_a_marker(repo, writer, reviewer):
     writer.script(tool_block("crew:write_file", path="big.txt", content="line of text\n" * 20_000), "Wrote it.")
     reviewer.script(verdict("approve"))
@@ -193,6 +201,7 @@ def test_a_huge_diff_is_cut_with_a_marker(repo, writer, reviewer):
     assert MAX_DIFF < len(prompt) < MAX_DIFF + 10_000
 
 
+@pytest.mark.slow
 def test_with_a_worktree_the_checkout_is_untouched_and_the_reviewer_reads_the_writers_files(repo, writer, reviewer):
     writer.script(write("deploy: Tuesday\nowner: dana\n"), "Done.")
     reviewer.script(tool_block("crew:read_file", path="notes.txt"), verdict("approve"))
@@ -204,6 +213,7 @@ def test_with_a_worktree_the_checkout_is_untouched_and_the_reviewer_reads_the_wr
     assert "deploy: Tuesday" in reviewer.prompts[1]  # what its read_file gave
 
 
+@pytest.mark.slow
 def test_an_allow_list_does_not_hide_the_review_tools(repo, writer, reviewer):
     writer.script(write("deploy: Tuesday\nowner: dana\n"), "Done.")
     reviewer.script(verdict("approve"))
@@ -225,6 +235,7 @@ def test_one_writer_and_a_repository_are_needed(repo, writer, reviewer, tmp_path
     assert writer.prompts == [] and reviewer.prompts == []
 
 
+@pytest.mark.slow
 def test_each_round_is_in_the_transcript(repo, writer, reviewer, tmp_path):
     writer.script(write("deploy: Tusday\nowner: dana\n"), "Set.", write("deploy: Tuesday\nowner: dana\n"), "Fixed.")
     reviewer.script(verdict("changes", TYPO), verdict("approve"))

@@ -23,6 +23,7 @@ from crewbridge.sandbox import (
 )
 from crewbridge.sandbox.bwrap import Bubblewrap
 from crewbridge.sandbox.landlock import Landlock
+from crewcli import executable
 
 
 def forced(name: str) -> dict[str, str]:
@@ -207,19 +208,18 @@ def planted(path: str) -> bool:
     return made
 
 
-def test_detecting_ahead_gives_what_detecting_when_needed_gives() -> None:
-    ahead = Sandboxing(env={**os.environ, MECHANISM_ENV: "landlock"})
-    ahead.detect_ahead()  # the probe runs in a thread while the caller goes on
-    now = Sandboxing(env={**os.environ, MECHANISM_ENV: "landlock"}).detection
-    assert (ahead.detection.mechanism is None) == (now.mechanism is None)
-    assert ahead.detection.reasons() == now.reasons()
+def test_a_bwrap_that_is_here_is_taken_unproven_without_starting_a_process(tmp_path) -> None:
+    ran = tmp_path / "ran"
+    fake = executable(tmp_path / "bin" / "bwrap", f"open({str(ran)!r}, 'w').close()\n")
+    found = Sandboxing(env={"PATH": str(fake.parent)}).detection
+    assert found.mechanism is not None and found.mechanism.name == "bwrap" and found.mechanism.unproven
+    assert not ran.exists()  # no probe: the first process started in it says whether it works
+    assert Sandboxing(env=forced("landlock")).detection.mechanism is not None  # Landlock: a system call
 
 
-def test_a_bad_setting_found_ahead_is_raised_where_the_detection_is_read() -> None:
-    ahead = Sandboxing(env={**os.environ, MECHANISM_ENV: "chroot"})
-    ahead.detect_ahead()
+def test_a_bad_setting_is_raised_where_the_detection_is_read() -> None:
     with pytest.raises(UsageError, match="CREW_SANDBOX_MECHANISM=chroot is not one of"):
-        _ = ahead.detection
+        _ = Sandboxing(env={**os.environ, MECHANISM_ENV: "chroot"}).detection
 
 
 # --- deny_commands enforced by the sandbox: the programs it masks --------------------------------

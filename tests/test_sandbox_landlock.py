@@ -7,7 +7,11 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from crewbridge.sandbox import MECHANISM_ENV, Sandboxing, landlock, spawn
+
+pytestmark = pytest.mark.needs("landlock")
 
 
 def landlock_sandboxing() -> Sandboxing:

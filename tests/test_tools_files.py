@@ -419,6 +419,7 @@ RACED = {  # tool → (input, what a result inside looks like; anything else mus
 
 
 @pytest.mark.parametrize("tool", RACED)
+@pytest.mark.slow
 def test_a_folder_swapped_for_a_symlink_to_outside_never_leaks(way: str, swapping: Path, tool: str) -> None:
     data, looks_inside = RACED[tool]
     seen = {"inside": 0, "refused": 0, "other error": 0}

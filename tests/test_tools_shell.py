@@ -72,6 +72,7 @@ def test_stdin_is_empty_so_a_reader_does_not_hang(tmp_path: Path) -> None:
     assert run(tmp_path, {"command": "cat; echo after"})["data"] == {"exit_code": 0, "output": "after\n"}
 
 
+@pytest.mark.slow
 def test_timeout_kills_the_whole_group_and_keeps_the_output_so_far(tmp_path: Path) -> None:
     command = "echo started; sleep 30 & echo $! > child.pid; wait"
     envelope = run(tmp_path, {"command": command}, limit=0.5)
@@ -82,6 +83,7 @@ def test_timeout_kills_the_whole_group_and_keeps_the_output_so_far(tmp_path: Pat
     assert gone(int((tmp_path / "child.pid").read_text()))
 
 
+@pytest.mark.slow
 def test_requested_timeout_applies_and_is_capped_by_crews_limit(tmp_path: Path) -> None:
     assert "timed out after 0.3s" in run(tmp_path, {"command": "sleep 30", "timeout": 0.3})["error"]
     capped = run(tmp_path, {"command": "sleep 30", "timeout": 999}, limit=0.4)
@@ -224,6 +226,7 @@ for family, address in ((socket.AF_INET, ("127.0.0.1", {port})), (socket.AF_UNIX
 """
 
 
+@pytest.mark.slow
 def test_the_network_is_off_tcp_and_unix_sockets_alike(sandboxing, places, listeners):
     port, path, heard = listeners
     script = places["work"] / "reach.py"

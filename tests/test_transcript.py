@@ -139,6 +139,7 @@ def test_parallel_writers_never_mix_their_lines():
     assert all(sum(1 for e in events if e.get("agent") == f"agent{n}") == 200 for n in range(6))
 
 
+@pytest.mark.slow
 def test_a_run_that_dies_loses_nothing_it_wrote_and_shows_as_unfinished(tmp_path):
     script = (
         "import os, sys\n"
@@ -194,6 +195,7 @@ def test_a_secret_across_the_cut_is_redacted_not_kept_in_part():
     assert lines(transcript)[1]["result"].startswith("y" * (MAX_TEXT - 5) + "[REDA")
 
 
+@pytest.mark.slow
 def test_a_record_of_many_strings_each_under_the_limit_leaves_its_largest_fields_out():
     result = {"data": ["m" * 100_000] * 100}
     transcript = Transcript.open()

@@ -89,6 +89,7 @@ def hung_up_while_trickling(sock: socket.socket, data: bytes, every: float = 0.1
 # -- deadlines -------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_header_sent_a_byte_at_a_time_is_cut_off_at_its_deadline(server, monkeypatch):
     monkeypatch.setattr(webserver, "REQUEST_TIME", 0.5)
     sock = stranger(server)
@@ -98,6 +99,7 @@ def test_a_header_sent_a_byte_at_a_time_is_cut_off_at_its_deadline(server, monke
     assert get(server) == 200  # and it serves on
 
 
+@pytest.mark.slow
 def test_a_body_sent_a_byte_at_a_time_is_cut_off_at_the_same_deadline(server, monkeypatch):
     monkeypatch.setattr(webserver, "REQUEST_TIME", 0.5)
     sock = stranger(server)
@@ -108,6 +110,7 @@ def test_a_body_sent_a_byte_at_a_time_is_cut_off_at_the_same_deadline(server, mo
     sock.close()
 
 
+@pytest.mark.slow
 def test_a_whole_request_in_time_is_answered_and_the_next_gets_a_deadline_of_its_own(server, monkeypatch):
     monkeypatch.setattr(webserver, "REQUEST_TIME", 2.0)
     connection = http.client.HTTPConnection("127.0.0.1", port(server), timeout=30)
@@ -119,6 +122,7 @@ def test_a_whole_request_in_time_is_answered_and_the_next_gets_a_deadline_of_its
     connection.close()
 
 
+@pytest.mark.slow
 def test_a_connection_that_never_sends_is_closed_when_idle(server, monkeypatch):
     monkeypatch.setattr(webserver, "IDLE", 0.2)
     sock = stranger(server)
@@ -129,6 +133,7 @@ def test_a_connection_that_never_sends_is_closed_when_idle(server, monkeypatch):
 # -- how many --------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_slowloris_never_keeps_a_token_holder_out(server, monkeypatch):
     """Strangers fill every slot of theirs and trickle header bytes; with the deadlines an hour
     long, nothing times out, yet each token holder is served, dropping only the oldest stranger."""
@@ -147,6 +152,7 @@ def test_a_slowloris_never_keeps_a_token_holder_out(server, monkeypatch):
         sock.close()
 
 
+@pytest.mark.slow
 def test_one_stranger_too_many_drops_the_oldest_not_the_newest(server, monkeypatch):
     monkeypatch.setattr(webserver, "IDLE", 3600.0)
     strangers = [stranger(server) for _ in range(MAX_PENDING + 1)]

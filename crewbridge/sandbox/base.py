@@ -50,6 +50,8 @@ class Launch:
     wrapped: bool = False  # a wrapper process leads the group (bwrap): a stop goes to the rest first
     removed: list[Path] = field(default_factory=list)  # its private temp folder and view, removed once it ended
     parent_fds: list[int] = field(default_factory=list)  # closed in crew once the process started
+    status: int | None = None  # where an unproven mechanism says whether the sandbox came up (bwrap's),
+    # read by crewbridge.sandbox.spawn; open until the process ended
 
     def started(self) -> None:
         """The process started (or failed to): crew's copies of what it was handed are closed."""
@@ -61,6 +63,10 @@ class Launch:
     def ended(self) -> None:
         """The process ended: its private temp folder and its view go (rmtree follows no link)."""
         self.started()
+        if self.status is not None:
+            with contextlib.suppress(OSError):
+                os.close(self.status)
+            self.status = None
         folders, self.removed = self.removed, []
         for folder in folders:
             shutil.rmtree(folder, ignore_errors=True)
@@ -69,6 +75,7 @@ class Launch:
 class Mechanism(Protocol):
     name: str
     detail: str  # which one (bwrap's path, Landlock's ABI), for crew doctor
+    unproven: bool  # not yet seen to work here: a launch says whether it came up (Launch.status)
 
     def launch(self, argv: list[str], env: dict[str, str], cwd: Path, confinement: Confinement) -> Launch:
         """`argv` run inside the sandbox; FileNotFoundError when its program is not on PATH."""

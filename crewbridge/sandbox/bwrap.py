@@ -10,21 +10,26 @@ that refuses socket(AF_UNIX), for Unix socket files stay reachable through a pla
 bwrap stays as the leader of the process group crew ends (it waits for the program and exits with
 its status); --die-with-parent ends the sandbox with crew, and the PID namespace ends everything in
 it (a `setsid` child included) when the program's process ends.
+
+No probe runs before the first process: a bwrap that is here is used at once, unproven, and its
+first launch says whether the sandbox came up (`--json-status-fd`: the child's pid once its
+namespaces are made, nothing when they could not be): crewbridge.sandbox.spawn then falls back.
 """
 
 from __future__ import annotations
 
 import os
+import select
 import shlex
 import shutil
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from crewbridge.childenv import without_secrets
-from crewbridge.sandbox import seccomp
 from crewbridge.sandbox.base import TMP, Confinement, Launch, Masked, masked_programs, program, top_under_tmp, under_tmp
 
 PROBE_TIMEOUT = 10.0
@@ -86,8 +91,9 @@ def probe(binary: str) -> str | None:
 class Bubblewrap:
     name = "bwrap"
 
-    def __init__(self, binary: str) -> None:
+    def __init__(self, binary: str, *, unproven: bool = False) -> None:
         self.binary = self.detail = binary
+        self.unproven = unproven  # not yet seen to make a sandbox here: a launch reports (Launch.status)
         self._masks: dict[tuple[str, str], Path] = {}  # (name, glob) → the file shown in its place
         self._mask_folder: Path | None = None
 
@@ -119,12 +125,19 @@ class Bubblewrap:
         for masked in masked_programs(confinement.denied, env, spared):
             args += ["--ro-bind", str(self._mask(masked)), str(masked.path)]  # deny_commands, enforced
         if not confinement.network:
+            # For start-up speed: a CLI keeps its network, so its launch never loads the filter's maker.
+            from crewbridge.sandbox import seccomp
+
             args.append("--unshare-net")
             arch = seccomp.native_arch()
             if arch is not None:
                 fd = _readable(seccomp.program(arch, families=frozenset({socket.AF_UNIX})))
                 args += ["--seccomp", str(fd)]
                 launch.pass_fds, launch.parent_fds = (fd,), [fd]
+        if self.unproven:
+            launch.status, write = os.pipe()
+            args += ["--json-status-fd", str(write)]
+            launch.pass_fds, launch.parent_fds = (*launch.pass_fds, write), [*launch.parent_fds, write]
         launch.argv = [*args, "--chdir", str(cwd), "--", path, *argv[1:]]
         return launch
 
@@ -148,6 +161,23 @@ class Bubblewrap:
             mask.chmod(0o755)
             self._masks[key] = mask
         return self._masks[key]
+
+
+def came_up(status: int, timeout: float = PROBE_TIMEOUT) -> bool:
+    """Whether the bwrap reporting on `status` (--json-status-fd) made its sandbox: its first line
+    names the child's pid once the namespaces are made; it closes with nothing said when they could
+    not be (and exits, its reason on stderr)."""
+    said = b""
+    deadline = time.monotonic() + timeout
+    while b"\n" not in said:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([status], [], [], left)[0]:
+            return False
+        chunk = os.read(status, 4096)
+        if not chunk:
+            return False
+        said += chunk
+    return b"child-pid" in said.split(b"\n", 1)[0]
 
 
 def _with_target(path: str) -> tuple[Path, Path]:

@@ -157,6 +157,7 @@ def _call(number: int, *args: object) -> int:
 
 class Landlock:
     name = "landlock"
+    unproven = False  # detected by a system call, not a process
 
     def __init__(self, version: int) -> None:
         self.version = version

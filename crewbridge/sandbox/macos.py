@@ -43,6 +43,7 @@ def _quote(path: Path | str) -> str:
 
 class SandboxExec:
     name = "sandbox-exec"
+    unproven = False
     detail = SANDBOX_EXEC
 
     def launch(self, argv: list[str], env: dict[str, str], cwd: Path, confinement: Confinement) -> Launch:
