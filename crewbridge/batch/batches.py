@@ -74,7 +74,7 @@ def wait(store: Store, batch: str, view: View) -> list[Row]:
     known: dict[str, Row] = {}
     recovered = 0.0
     while True:
-        workflows = store.follow(known, batch=batch)
+        workflows = store.follow(known, batch=batch, phases=True)
         store.running.stop_cancelled(workflows)
         rows = per_repository(workflows)
         view(rows)

@@ -234,10 +234,13 @@ class Store:
         prefix = f"{batch}:" if batch is not None else None
         return per_repository(_row(status) for status in DBOS.list_workflows(workflow_id_prefix=prefix, name=WORKFLOW))
 
-    def follow(self, known: dict[str, Row], *, batch: str | None = None, executor: str | None = None) -> list[Row]:
+    def follow(
+        self, known: dict[str, Row], *, batch: str | None = None, executor: str | None = None, phases: bool = False
+    ) -> list[Row]:
         """The workflows of batch `batch` (or run by executor `executor`), read again: their states
         each time, and in full (`known` keeps them) only those that are new or changed state (a
-        workflow's inputs never change, its output once, when it ends). A running one's phase too."""
+        workflow's inputs never change, its output once, when it ends); with `phases`, where each
+        running one is."""
         from dbos import DBOS
 
         prefix = f"{batch}:" if batch is not None else None
@@ -253,7 +256,7 @@ class Store:
                 if row is not None:
                     known[row.workflow] = row
         rows = [known[s.workflow_id] for s in found if s.workflow_id in known]
-        for row in rows:
+        for row in rows if phases else ():
             row.phase = DBOS.get_event(row.workflow, "phase", timeout_seconds=0) if row.status == "PENDING" else None
         return rows
 
