@@ -279,6 +279,33 @@ def _served(within: str) -> tuple[Flag, ...]:
     )
 
 
+def _served_runs(what: str) -> tuple[Flag, ...]:
+    """--timeout, --max-turns, --config and --sandbox of a server whose runs are each one `what` (an
+    MCP ask, an ACP prompt): read early where nothing that loads could refuse the start."""
+    return (
+        Flag(
+            ("--timeout",),
+            "timeout",
+            f"Seconds one {what} may take.",
+            kind="float",
+            low=0.1,
+            default=300.0,
+            show_default=True,
+        ),
+        Flag(
+            ("--max-turns",),
+            "max_turns",
+            f"Model replies per {what}.",
+            kind="int",
+            low=1,
+            default=10,
+            show_default=True,
+        ),
+        Flag(CONFIG.names, CONFIG.dest, CONFIG.help, kind="path", early=False),
+        Flag(SANDBOX.names, SANDBOX.dest, SANDBOX.help, kind="choice", choices=SANDBOX.choices, early=("auto", "off")),
+    )
+
+
 # crew mcp's. Read early only where nothing that loads could refuse the start: a file to read
 # (--config), an agent to find (--policy-of), the HTTP transport, a sandbox required where none works.
 MCP = (
@@ -314,29 +341,11 @@ MCP = (
         default=1,
         show_default=True,
     ),
-    Flag(
-        ("--timeout",), "timeout", "Seconds one ask may take.", kind="float", low=0.1, default=300.0, show_default=True
-    ),
-    Flag(("--max-turns",), "max_turns", "Model replies per ask.", kind="int", low=1, default=10, show_default=True),
-    Flag(CONFIG.names, CONFIG.dest, CONFIG.help, kind="path", early=False),
-    Flag(SANDBOX.names, SANDBOX.dest, SANDBOX.help, kind="choice", choices=SANDBOX.choices, early=("auto", "off")),
+    *_served_runs("ask"),
 )
 
 # crew acp's, read early as crew mcp's are (crewbridge.acp.early answers initialize before click loads).
-ACP = (
-    Flag(
-        ("--timeout",),
-        "timeout",
-        "Seconds one prompt may take.",
-        kind="float",
-        low=0.1,
-        default=300.0,
-        show_default=True,
-    ),
-    Flag(("--max-turns",), "max_turns", "Model replies per prompt.", kind="int", low=1, default=10, show_default=True),
-    Flag(CONFIG.names, CONFIG.dest, CONFIG.help, kind="path", early=False),
-    Flag(SANDBOX.names, SANDBOX.dest, SANDBOX.help, kind="choice", choices=SANDBOX.choices, early=("auto", "off")),
-)
+ACP = _served_runs("prompt")
 
 # crew ui's.
 UI = (
