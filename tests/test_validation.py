@@ -61,7 +61,7 @@ def schemas(depth: int = 2) -> st.SearchStrategy[Any]:
     return st.booleans() | st.lists(keyword, max_size=4).map(dict)
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(schemas(), json_values)
 def test_the_predicates_decide_as_jsonschema_does(schema: Any, instance: Any) -> None:
     if not isinstance(schema, dict):
@@ -71,7 +71,7 @@ def test_the_predicates_decide_as_jsonschema_does(schema: Any, instance: Any) ->
     assert validator.valid(instance) == Draft202012Validator(schema).is_valid(instance)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(schemas(), json_values)
 def test_every_error_is_jsonschemas_best_match_with_its_json_path(schema: Any, instance: Any) -> None:
     if not isinstance(schema, dict):
