@@ -143,10 +143,10 @@ class AgentLoop:
         self.closed = False
         self._pool = _DaemonPool(4, f"crew-{agent}")
         self.deadline: float | None = None  # when the current message's run must be over
-        self._prepared = False  # the tools' input checks were readied (registry.prepare)
+        self._prepared = False  # the opening of paths was readied (registry.prepare)
         self.channel = LoopChannel(self)
         self.native = conversation.serve(self.channel)  # crew's tools go natively, not as the catalogue
-        if self.native:  # the CLI calls them while it streams: ready their input checks while it boots
+        if self.native:  # the CLI calls them while it streams: ready the opening of paths while it boots
             self._prepared = True
             self._pool.submit(self.registry.prepare)
         self.tools_via = tools_via
@@ -321,8 +321,8 @@ class AgentLoop:
                     self.transcript.live(self.agent, visible)  # to a crew ui that watches, if one does
                     self.emit(Progress("text", self.agent, event.text, shown=visible))
                     if extractor.in_block and not self._prepared:
-                        # A block is streaming: ready the input checks while the rest arrives (a
-                        # run that calls no tool never pays for them).
+                        # A block is streaming: ready the opening of paths while the rest arrives
+                        # (a run that calls no tool never pays for ctypes).
                         self._prepared = True
                         self._pool.submit(self.registry.prepare)
                 elif isinstance(event, MessageEnd):

@@ -268,7 +268,7 @@ class Child:
         self._stderr_reader.start()
         self.cut_lines = 0
         self._kill_lock = threading.Lock()
-        self._watched: tuple[int, Callable[[], None]] | None = None  # see watch()
+        self._watched: dict[int, Callable[[], None]] = {}  # see watch()
         self._ready: collections.deque[str] = collections.deque()  # lines read, not yet taken
         self._pending = b""  # the start of a line whose end has not arrived
         self._cut = False  # bytes of the current line were dropped (it passed MAX_LINE)
@@ -340,9 +340,9 @@ class Child:
 
     def watch(self, fd: int, ready: Callable[[], None]) -> None:
         """While read_line() waits for a line, call `ready()` on its thread whenever `fd` is readable:
-        work that the thread reading this CLI does between its lines."""
+        work that the thread reading this CLI does between its lines (several descriptors may be)."""
         self._poll.register(fd, select.POLLIN)
-        self._watched = (fd, ready)
+        self._watched[fd] = ready
 
     def trace(self, mark: str = "", text: str = "") -> None:
         """Log a line of the exchange: `$` the command (once, first), `<` a line sent, `>` a line read."""
@@ -409,12 +409,12 @@ class Child:
         while not self._ready:
             if self._ended:
                 return None
-            if self._read_chunk(deadline) and self._watched is not None:
-                self._watched[1]()
+            for ready in self._read_chunk(deadline):
+                ready()
         return self._ready.popleft()
 
-    def _read_chunk(self, deadline: float | None) -> bool:
-        """Wait for stdout and take what it has; whether the watched descriptor is readable."""
+    def _read_chunk(self, deadline: float | None) -> list[Callable[[], None]]:
+        """Wait for stdout and take what it has; what to call for the watched descriptors that are readable."""
         wait = None if deadline is None else deadline - time.monotonic()
         if wait is not None and wait <= 0:
             self.kill()
@@ -425,14 +425,14 @@ class Child:
         with self._reading:
             if self._killed:
                 self._release()
-                return False
+                return []
             ready = self._poll.poll(None if wait is None else max(1, math.ceil(wait * 1000)))
             if not ready:
-                return False  # the deadline passed: the next call ends it
+                return []  # the deadline passed: the next call ends it
             if any(fd == self._wake_r for fd, _ in ready):
                 self._release()  # kill() from another thread (Ctrl-C, a stopped reply)
-                return False
-            woken = self._watched is not None and any(fd == self._watched[0] for fd, _ in ready)
+                return []
+            woken = [self._watched[fd] for fd, _ in ready if fd in self._watched]
             try:
                 chunk = self.out.read_nonblocking(CHUNK, timeout=0)
             except self._timeout_error:

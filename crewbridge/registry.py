@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from crewbridge.errors import CrewError, ToolNotFound
-from crewbridge.validation import compile_schema, first_error
+from crewbridge.validation import Validator, compile_schema, first_error
 
 if TYPE_CHECKING:  # for start-up speed: skills are read once the CLIs have started
     from crewbridge.process import Groups
@@ -134,15 +134,17 @@ class Tool:
     timeout: float | None = None
     needs_approval: bool = False
     ends_run: bool = False  # a successful text call ends the agent's run, its reply so far the answer (verdict)
-    _validator: Any = field(default=None, repr=False, compare=False)
+    _validator: Validator = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        # crew's own tools' schemas are checked by their tests and compiled when first used: a run
-        # that calls no tool never imports jsonschema (a tenth of a second). Others: checked now.
-        if not (getattr(self.func, "__module__", None) or "").startswith(CREW_MODULES):
-            self._validator = compile_schema(self.input_schema, f"tool '{self.name}' input_schema")
-            if self.output_schema is not None:
-                compile_schema(self.output_schema, f"tool '{self.name}' output_schema")
+        # The input check is compiled now (crewbridge.validation: plain predicates for the usual
+        # schemas, microseconds). crew's own tools' schemas are held valid by their tests, so even
+        # one the predicates do not take never imports jsonschema before its first call; others
+        # are checked now.
+        crews = (getattr(self.func, "__module__", None) or "").startswith(CREW_MODULES)
+        self._validator = compile_schema(self.input_schema, f"tool '{self.name}' input_schema", trusted=crews)
+        if self.output_schema is not None and not crews:
+            compile_schema(self.output_schema, f"tool '{self.name}' output_schema")
 
     @property
     def summary(self) -> str:
@@ -152,8 +154,6 @@ class Tool:
         """Validate an input object; the error message, or None."""
         if not isinstance(data, dict):
             return f"at $: input must be an object, got {type(data).__name__}"
-        if self._validator is None:  # two threads may both compile it: the same validator either way
-            self._validator = compile_schema(self.input_schema, f"tool '{self.name}' input_schema")
         return first_error(self._validator, data)
 
 
@@ -225,13 +225,10 @@ class ToolRegistry:
         return out
 
     def prepare(self) -> None:
-        """Get every tool's input check ready (jsonschema imported, validators compiled: ~0.1 s
-        the first time), and the opening of paths beneath the working directory (crewbridge.beneath),
-        so that a call is checked and run at once when its block closes."""
+        """Get the opening of paths beneath the working directory ready (crewbridge.beneath: ctypes
+        and openat2), so that a call runs at once when its block closes."""
         from crewbridge import beneath
 
-        for spec in self:
-            spec.check({})
         beneath.ready()
 
     def call(self, qualified: str, data: Any, ctx: ToolContext) -> ToolResult:

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 TESTS = Path(__file__).resolve().parent
 
 PROBE = """\
@@ -21,16 +23,16 @@ def test_what_a_started_process_reads():
 """
 
 
-def test_a_process_a_test_starts_never_reads_the_runners_stdin_even_with_capture_off(tmp_path):
+@pytest.mark.parametrize("capture", ["-s", "--capture=sys", "--capture=fd"])  # a pytest each: spread over workers
+def test_a_process_a_test_starts_never_reads_the_runners_stdin_even_with_capture_off(tmp_path, capture):
     (tmp_path / "test_probe.py").write_text(PROBE)
-    for capture in ("-s", "--capture=sys", "--capture=fd"):
-        done = subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "-p", "conftest", capture, str(tmp_path / "test_probe.py")],
-            input="outside text the runner's pipe carries\n",
-            env={**os.environ, "PYTHONPATH": str(TESTS)},
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert done.returncode == 0, capture + "\n" + done.stdout + done.stderr
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "conftest", capture, str(tmp_path / "test_probe.py")],
+        input="outside text the runner's pipe carries\n",
+        env={**os.environ, "PYTHONPATH": str(TESTS)},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, capture + "\n" + done.stdout + done.stderr

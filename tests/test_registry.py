@@ -312,13 +312,13 @@ def test_the_schema_check_finds_what_check_schema_lets_through() -> None:
     assert schema_problems(schema) == ["$: required 'paht' is not a property", "$.path: unknown keyword 'minlength'"]
 
 
-def test_a_built_in_tool_checks_its_input_with_the_schema_it_compiles_on_first_use() -> None:
+def test_a_built_in_tool_checks_its_input_with_the_schema_it_compiled() -> None:
     read_file = builtin_registry().resolve("crew:read_file")
     assert read_file.check({"path": 1}) == "at $.path: 1 is not of type 'string'"
     assert read_file.check({"path": "a.txt"}) is None
 
 
-def test_prepare_readies_the_input_check_of_every_tool_and_the_opening_of_paths_without_running_any():
+def test_prepare_readies_the_opening_of_paths_without_running_any_tool():
     from crewbridge.tools import builtin_registry
 
     from crewbridge import beneath
@@ -326,5 +326,4 @@ def test_prepare_readies_the_input_check_of_every_tool_and_the_opening_of_paths_
     beneath._syscall.cache_clear()
     registry = builtin_registry()
     registry.prepare()
-    assert all(spec._validator is not None for spec in registry)
     assert beneath._syscall.cache_info().currsize == 1  # ctypes and openat2 loaded: the first open waits for neither

@@ -176,16 +176,25 @@ class ClaudeLiveConversation(Peer):
         refusal = channel.permit(tool, data, read_only=tool in self.provider.read_only_tools)
         return {"behavior": "deny", "message": refusal} if refusal else {"behavior": "allow", "updatedInput": data}
 
-    def _mcp_message(self, request: Request, channel: Channel) -> dict[str, Any]:
-        """A message to crew's SDK MCP server (the only one Claude is given)."""
+    def _mcp_message(self, request: Request, channel: Channel) -> dict[str, Any] | None:
+        """A message to crew's SDK MCP server (the only one Claude is given). A tools/call runs on
+        a thread of its own (Peer.offload): its cancellation (notifications/cancelled, which Claude
+        sends when it aborts the call) comes on the stream this thread reads, and must reach it."""
         if request.params["server_name"] != SERVER:
             raise RpcError(METHOD_NOT_FOUND, f"crew serves no MCP server named {request.params['server_name']}")
         if self._mcp is None:
             from crewbridge.mcp.core import McpTools  # for start-up speed: with the first native call
 
             self._mcp = McpTools(channel)
-        response = self._mcp.answer(request.params["message"])
-        return {"mcp_response": response or {"jsonrpc": "2.0", "result": {}}}
+        mcp, message = self._mcp, request.params["message"]
+
+        def answer() -> dict[str, Any]:
+            return {"mcp_response": mcp.answer(message) or {"jsonrpc": "2.0", "result": {}}}
+
+        if isinstance(message, dict) and message.get("method") == "tools/call":
+            self.offload(request, answer)
+            return None
+        return answer()
 
     def interrupt(self) -> None:
         self.request("interrupt", {})

@@ -14,31 +14,43 @@ the reply is Done. Each line is one of three things (the wire tells which):
 - anything else: the provider's decoder turns it into events.
 Every read and write waits no longer than the run's deadline (the one send() was given), the
 control exchanges of keep() and the set-up of the process too. Everything runs on the thread
-that reads: crew's tools called natively — a handler, or an MCP message that reached crew on
-another thread (`on_loop`) — run there one at a time, in the order they come, and an error that
-ends the run is raised there at once. A CLI that exits is the turn's Failure. A message of another
-shape than its route reads is refused (or, an answer, handed on as an error) at the boundary; an
-exception in a handler past it is crew's bug, and raised as one.
+that reads, and so do crew's tools called natively — a handler, or an MCP message that reached
+crew on another thread (`on_loop`) — one at a time, in the order they come, and an error that ends
+the run is raised there at once; unless the handler hands its call to a thread of its own
+(`offload`: claude's calls, whose cancellation comes on the stream the reading thread would be
+blocked from reading), where its failure is raised on the reading thread as soon as it happens.
+A CLI that exits is the turn's Failure. A message of another shape than its route reads is refused
+(or, an answer, handed on as an error) at the boundary; an exception in a handler past it is
+crew's bug, and raised as one.
 """
 
 from __future__ import annotations
 
+import collections
 import os
 import threading
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from crewbridge.conversations.transport import Answer, Inbox, LiveProcess
 from crewbridge.errors import CrewError, ProviderError
 from crewbridge.events import Done, Event, Failure, Notice, Session, Text, Usage
-from crewbridge.jsonrpc import INTERNAL_ERROR, JSONRPC, METHOD_NOT_FOUND, Endpoint, Reply, Request, Route, Wire
+from crewbridge.jsonrpc import (
+    INTERNAL_ERROR,
+    JSONRPC,
+    METHOD_NOT_FOUND,
+    Endpoint,
+    Reply,
+    Request,
+    Route,
+    RpcError,
+    Wire,
+)
 from crewbridge.providers.base import JsonLineDecoder, Provider, Turn
 from crewbridge.version import __version__
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from crewbridge.native import Channel
 
 CLIENT = {"name": "crewbridge", "title": "crewbridge", "version": __version__}  # how crew names itself to a CLI
@@ -73,6 +85,8 @@ class Peer:
         self.stopped = False  # stop() was sent for that reply
         self.reading = self.decoder()  # the current reply's decoder
         self._inbox: Inbox | None = None
+        self._failed: collections.deque[BaseException] = collections.deque()  # by offloaded calls
+        self._wake: tuple[int, int] | None = None  # a pipe: an offloaded call failed (offload)
         self._lock = threading.Lock()
         self._closed = False
         self._set_up = False  # set_up() ran on the process
@@ -145,6 +159,11 @@ class Peer:
             self.process.close()
         if self._inbox is not None:
             self._inbox.close()  # after the process: nothing reads any more
+        with self._lock:
+            wake, self._wake = self._wake, None
+        if wake is not None:
+            os.close(wake[0])
+            os.close(wake[1])
 
     # -- for the subclasses
 
@@ -197,6 +216,49 @@ class Peer:
         self.write(line)
         self.open = True
         self.finish()
+
+    def offload(self, request: Request, work: Callable[[], dict[str, Any]]) -> None:
+        """Answer `request` with what `work` gives, on a thread of its own: the reading thread goes
+        on reading, so what the CLI sends meanwhile (a cancellation of this very call) is acted on.
+        A refusal (RpcError) or a CrewError that ends the run is the CLI's answer, and the CrewError
+        (or crew's bug) is raised on the reading thread as soon as it happens."""
+        assert self.process is not None
+        with self._lock:
+            if self._wake is None:
+                self._wake = os.pipe()
+                os.set_blocking(self._wake[0], False)
+                self.process.child.watch(self._wake[0], self._raise_failed)
+            wake = self._wake[1]
+
+        def run() -> None:
+            failed: BaseException | None = None
+            try:
+                line = self.wire.answer(request.id, work())
+            except RpcError as exc:
+                line = self.wire.refusal(request.id, exc.code, str(exc))
+            except BaseException as exc:  # raised on the reading thread
+                line, failed = self.wire.refusal(request.id, INTERNAL_ERROR, str(exc)), exc
+            try:
+                self.write(line)
+            except CrewError:
+                pass  # the CLI has ended (or the run's deadline passed): the reading thread says so
+            if failed is not None:
+                self._failed.append(failed)
+                with self._lock:
+                    if self._wake is not None:
+                        os.write(wake, b"!")
+
+        threading.Thread(target=run, name=f"{self.provider.name}-call", daemon=True).start()
+
+    def _raise_failed(self) -> None:
+        with self._lock:
+            if self._wake is not None:
+                try:
+                    os.read(self._wake[0], 1 << 12)
+                except BlockingIOError:
+                    pass
+        if self._failed:
+            raise self._failed.popleft()
 
     def on_loop(self, answer: Answer) -> Answer:
         """`answer` for MCP messages that reach crew on other threads (over HTTP): each call

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from crewcli import only_result, write_config
+from crewcli import only_result, processes_in, run_crew, write_config
 from mockserver import tool_call
 
 pytestmark = pytest.mark.e2e
@@ -269,3 +269,27 @@ def test_codex_native_calls_are_jsonl_call_and_result_events(crew, mock_server, 
     assert result["name"] == "crew:read_file" and result["result"]["success"] is True
     assert notes in result["result"]["data"]["content"]
     assert events[-1]["type"] == "answer" and events[-1]["answer"] == ANSWER
+
+
+def test_a_native_call_claude_gives_up_on_is_cancelled_at_once_and_its_command_ended(
+    cli_env, workdir, tmp_path, mock_server
+):
+    # claude's MCP client aborts a call that outlives MCP_TOOL_TIMEOUT and sends
+    # notifications/cancelled on the stream crew reads; the call runs on a thread of its own, so
+    # the cancellation reaches it and its command's process group is ended long before it would end.
+    mock_server.script(
+        tool_call("mcp__crew__run_command", {"command": "sleep 40; touch late.txt"}),
+        "The command was cancelled.",
+    )
+    env = {**cli_env("claude"), "MCP_TOOL_TIMEOUT": "3000"}
+    done = run_crew(
+        ["execute", "--tools-via", "native", "--json", "--timeout", "120", "@claude run the slow command"],
+        env=env,
+        cwd=workdir,
+        timeout=200,
+    )
+    assert done.returncode == 0, done.stderr
+    assert only_result(done.stdout)["answer"] == "The command was cancelled."
+    assert "timed out" in tool_output(mock_server.requests[-1]).lower()
+    assert processes_in(tmp_path) == []  # the sleep too: its group was ended
+    assert not (workdir / "late.txt").exists()
