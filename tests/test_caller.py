@@ -47,9 +47,7 @@ def broken(ctx) -> str:
 
 
 @pytest.fixture(autouse=True)
-def scratch_user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Transcripts (and crew's quarantine) under tmp_path; no tool ran yet."""
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg-state"))
+def no_tool_ran_yet() -> None:
     RAN.clear()
 
 

@@ -6,6 +6,7 @@ stops that agent alone), the CLIs started ahead for the next run to take, the tr
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from pathlib import Path
@@ -39,14 +40,6 @@ def weather(ctx, city: str) -> str:
 def verdict(ctx, ok: bool) -> str:
     """A review's verdict: a run's own tool."""
     return "noted"
-
-
-@pytest.fixture(autouse=True)
-def scratch_user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """No crew.yaml of the person running the tests, transcripts under tmp_path, a CLI per turn."""
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg-state"))
-    monkeypatch.setenv("CREW_LIVE", "0")
 
 
 def config(**agents: AgentSpec) -> Config:
@@ -187,7 +180,7 @@ def test_with_transcripts_off_a_runs_transcript_writes_nothing(tmp_path: Path):
     assert isinstance(transcript, Transcript) and transcript.run_id is None
     transcript.write("answer", agent="script", text="never kept")
     transcript.close("ok")
-    assert not (tmp_path / "xdg-state").exists()
+    assert not list(Path(os.environ["XDG_STATE_HOME"]).rglob("*.jsonl"))
 
 
 def test_with_transcripts_on_a_run_has_a_transcript_of_its_own(tmp_path: Path):

@@ -46,14 +46,6 @@ AGENTS = {
 NOT_INSTALLED = f"'{NOWHERE}' not found on PATH; install it with: install '{NOWHERE}' and put it on PATH"
 
 
-@pytest.fixture(autouse=True)
-def scratch_user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """No crew.yaml of the person running the tests, transcripts under tmp_path, a CLI per turn."""
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg-state"))
-    monkeypatch.setenv("CREW_LIVE", "0")
-
-
 class Ran:
     """One agent's part run by run_agent, as a run would: its outcome, what the run's sink was told,
     the loops made, and the transcript's fallback and error records."""

@@ -31,14 +31,6 @@ print(sys.argv[1] + ": " + lines[-1])
 FAILS = "import sys; sys.stdin.read(); sys.exit('Error: bad prompt')"
 
 
-@pytest.fixture(autouse=True)
-def scratch_user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """No crew.yaml of the person running the tests, transcripts under tmp_path, a CLI per turn."""
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg-state"))
-    monkeypatch.setenv("CREW_LIVE", "0")
-
-
 def says(name: str, pause: float = 0.0) -> GenericSpec:
     return GenericSpec(name=name, command=[sys.executable, "-c", SAYS, name, str(pause)])
 
