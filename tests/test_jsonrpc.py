@@ -286,12 +286,12 @@ def test_each_answer_reaches_what_waits_for_its_request_by_id_in_any_order():
     assert got == [("b", {"n": 2}), ("a", {"n": 1})]
 
 
-@pytest.mark.parametrize("rid", [0, 3, -1, "1", "", LONG, HUGE, None])
+@pytest.mark.parametrize("rid", [0, 3, -1, "1", "", LONG, HUGE, None, True, 1.0, [1], {"a": 1}])
 def test_an_answer_to_an_id_nobody_waits_for_is_set_aside(rid):
     rpc, got = Endpoint(), []
     rpc.request("a", {}, then=got.append)  # id 1, the only one waited for
     assert rpc.settle(Reply(rid, {"stolen": True})) is None
-    assert got == []  # the string "1" is not the integer 1: ids match by type as well as value
+    assert got == []  # the string "1", true and 1.0 are not the integer 1: ids match by type as well as value
     rpc.settle(Reply(1, {"mine": True}))
     assert got == [Reply(1, {"mine": True})]
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from crewbridge.stop import Stop
 
 BOUND = 30  # seconds a thread waits before the test calls the wait failed (never a speed claim)
@@ -24,6 +26,20 @@ def test_set_calls_every_callback_in_the_order_given_and_is_then_set():
         stop.on_set(lambda name=name: called.append(name))
     stop.set()
     assert stop.is_set() and called == ["cli", "commands", "question"]
+
+
+def test_a_callback_that_raises_keeps_none_of_the_others_from_running_and_its_error_is_raised_after():
+    stop, called = Stop(), []
+
+    def broken() -> None:
+        raise OSError("the CLI's group is gone")
+
+    stop.on_set(lambda: called.append("first cli"))
+    stop.on_set(broken)
+    stop.on_set(lambda: called.append("second cli"))
+    with pytest.raises(OSError, match="group is gone"):
+        stop.set()
+    assert called == ["first cli", "second cli"] and stop.is_set()
 
 
 def test_a_stop_is_set_once_and_its_callbacks_called_once():
