@@ -6,12 +6,10 @@ import collections
 import contextlib
 import fcntl
 import io
-import logging
 import math
 import os
 import re
 import select
-import shlex
 import signal
 import subprocess
 import threading
@@ -28,7 +26,8 @@ STDERR_KEEP = 8192
 STDERR_HEAD = 4096  # the start of stderr is kept too: a CLI's first error comes before its stack trace
 STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}  # crew stops on each (cli.main)
 
-log = logging.getLogger(__name__)  # crew --verbose shows it: each command run, each line read and sent
+LOGGER = __name__  # the logger crew --verbose shows: each command run, each line read and sent
+DEBUG = 10  # logging.DEBUG: logging itself loads once a CLI started (Child)
 _groups: set[int] = set()  # process groups started and not yet ended: end_all() ends them on Ctrl-C
 _groups_lock = threading.RLock()  # end_all() may run in a signal handler that interrupted its holder
 _ending = False
@@ -246,8 +245,7 @@ class Child:
         self._stderr_pipe = pipe_err
         self.pgid = self.proc.pid
         track_group(self.pgid)
-        self._command: str | None = shlex.join(self._launch.argv)  # traced once, before the first line read or sent
-        self.trace()
+        self._start_trace()
         # pexpect reads stdout; imported here, after the CLI started, so its ~20 ms import overlaps
         # the CLI's own start-up. It gets the only descriptor of the pipe, closed once by _release().
         from pexpect import EOF, TIMEOUT, fdpexpect
@@ -344,9 +342,20 @@ class Child:
         self._poll.register(fd, select.POLLIN)
         self._watched[fd] = ready
 
+    def _start_trace(self) -> None:
+        """Trace the exchange from now on, the command first. For start-up speed, logging (~3 ms,
+        with traceback and textwrap) and shlex load here, once the CLI started, as pexpect does."""
+        import logging
+        import shlex
+
+        self._log = logging.getLogger(LOGGER)
+        self._command: str | None = shlex.join(self._launch.argv)  # traced once, before the first line read or sent
+        self.trace()
+
     def trace(self, mark: str = "", text: str = "") -> None:
         """Log a line of the exchange: `$` the command (once, first), `<` a line sent, `>` a line read."""
-        if not log.isEnabledFor(logging.DEBUG):
+        log = self._log
+        if not log.isEnabledFor(DEBUG):
             return
         name = os.path.basename(self.argv[0])
         if self._command is not None:
