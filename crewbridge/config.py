@@ -26,17 +26,17 @@ from typing import TYPE_CHECKING, Any
 from crewbridge import config_layers as layers
 from crewbridge.config_layers import Combined, Keys, Layer, Origin, Setting, Source
 from crewbridge.errors import AgentNotFound, ConfigError, ConfigKeyError, CrewError, UsageError
-from crewbridge.globs import NATIVE, matches
+from crewbridge.globs import DEFAULT_PREFIX, NATIVE, matches
 from crewbridge.places import CONFIG_NAMES as CONFIG_NAMES
 from crewbridge.places import config_dir as config_dir
 from crewbridge.places import find_project_config as find_project_config
 from crewbridge.places import state_dir as state_dir
 from crewbridge.providers import BUILTIN, load, names, plugins
-from crewbridge.registry import DEFAULT_PREFIX, ToolRegistry
 from crewbridge.templates import package_text
 
 # For start-up speed, what only a crew.yaml needs (yaml, jsonschema, command tools, hooks, custom
-# providers) is imported where it is used: without a crew.yaml, none of it is.
+# providers) is imported where it is used: without a crew.yaml, none of it is; nor are the tools
+# (crewbridge.registry) before crew query's CLIs have started.
 if TYPE_CHECKING:
     import yaml
     from jsonschema import Draft202012Validator
@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from crewbridge.hooks import HookSpec
     from crewbridge.providers.base import Provider
     from crewbridge.providers.generic import GenericSpec
+    from crewbridge.registry import ToolRegistry
     from crewbridge.trust import Fingerprint
 
 BUILTIN_AGENTS = ("claude", "gemini", "codex", "demo")
