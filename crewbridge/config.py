@@ -32,7 +32,6 @@ from crewbridge.places import config_dir as config_dir
 from crewbridge.places import find_project_config as find_project_config
 from crewbridge.places import state_dir as state_dir
 from crewbridge.providers import BUILTIN, load, names, plugins
-from crewbridge.templates import package_text
 
 # For start-up speed, what only a crew.yaml needs (yaml, jsonschema, command tools, hooks, custom
 # providers) is imported where it is used: without a crew.yaml, none of it is; nor are the tools
@@ -367,6 +366,8 @@ def _plain(
 @functools.lru_cache(maxsize=1)
 def _schema_validator() -> Draft202012Validator:
     from jsonschema import Draft202012Validator  # for start-up speed (see top)
+
+    from crewbridge.templates import package_text
 
     schema = json.loads(package_text("crewbridge", "config_schema.json"))
     return Draft202012Validator(schema)

@@ -26,7 +26,6 @@ from crewbridge.errors import CrewError, UsageError
 from crewbridge.mentions import Mention, parse_mentions
 from crewbridge.modes import MODES, Mode
 from crewbridge.options import RunOptions
-from crewbridge.piped import with_context
 from crewbridge.providers.base import McpServer, Turn
 from crewbridge.sandbox import Sandboxing, level
 
@@ -163,6 +162,7 @@ class RunContext:
         """The exact first message the (first) mentioned agent would be sent, catalogue (and
         `context`, as a run adds it) included."""
         from crewbridge.catalogue import build_prompt, offered_tools, render_catalogue
+        from crewbridge.piped import with_context
         from crewbridge.policy import Policy
 
         mentions, task = parse_mentions(text)
