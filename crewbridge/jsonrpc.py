@@ -218,8 +218,9 @@ class Endpoint:
 
     def settle(self, reply: Reply) -> Any:
         """What the `then` of the request `reply` answers gives (None for an answer nobody waits
-        for). A result of another shape than the request's reaches `then` as an error (misread)."""
-        waiting = self._waiting.pop(reply.id, None)
+        for, or an id of a type crew never sends: true and 1.0 are not crew's 1, a list no key). A
+        result of another shape than the request's reaches `then` as an error (misread)."""
+        waiting = self._waiting.pop(reply.id, None) if valid_id(reply.id) else None
         if waiting is None:
             return None
         then, shape, method = waiting

@@ -13,7 +13,8 @@ if TYPE_CHECKING:
 
 class Stop:
     """Set once, from any thread: `set()` calls every callback given to `on_set` (ending a run's
-    CLIs and the processes its tools started), at once and once."""
+    CLIs and the processes its tools started), at once and once. A callback that raises does not
+    keep the others from running: the first error is raised once every callback has run."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -24,8 +25,14 @@ class Stop:
         with self._lock:
             self._set = True
             callbacks, self._callbacks = self._callbacks, []
+        failed: BaseException | None = None
         for callback in callbacks:
-            callback()
+            try:
+                callback()
+            except BaseException as exc:  # the other agents' CLIs must still be ended
+                failed = failed or exc
+        if failed is not None:
+            raise failed
 
     def is_set(self) -> bool:
         return self._set

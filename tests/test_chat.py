@@ -11,64 +11,16 @@ import re
 import stat
 
 import pytest
-from crewbridge.tools import builtin_registry
 
+from chatfakes import CATALOGUE_MARK, Script, block, scripted_loop, text
 from crewbridge.bridge import Bridge
 from crewbridge.chat import HISTORY_LENGTH, LineReader, converse, run_chat
-from crewbridge.config import AgentSpec, load_config
-from crewbridge.conversations import FULL
+from crewbridge.config import load_config
 from crewbridge.dialogue import Chat
-from crewbridge.events import Done, Failure, MessageEnd, Text
-from crewbridge.loop import AgentLoop
-from crewbridge.policy import Policy
+from crewbridge.events import Failure
 from crewbridge.process import LOGGER
 from crewbridge.render import Renderer
 from mockserver import reply
-
-CATALOGUE_MARK = "[crew tools]"
-
-
-def block(**data):
-    return "```json\n" + json.dumps({"type": "tool_use", "name": "crew:read_file", "input": data}) + "\n```\n"
-
-
-def text(*chunks):
-    return [Text(c) for c in chunks] + [MessageEnd(), Done()]
-
-
-class Script:
-    """A conversation with scripted replies (a reply may be KeyboardInterrupt: the person's Ctrl-C
-    while it streams). Records what was sent, stopped and closed."""
-
-    def __init__(self, *replies):
-        self.replies = list(replies)
-        self.sent: list[str] = []
-        self.stops = 0
-        self.closed = False
-        self.session_id = "sess-1"
-        self.reported = None
-
-    def serve(self, channel):
-        return False
-
-    def late_usage(self):
-        return []
-
-    def send(self, message, deadline):
-        self.sent.append(message)
-        events = self.replies.pop(0)
-        yield from [Text("Thinking")] + ([] if events is KeyboardInterrupt else events)
-        if events is KeyboardInterrupt:
-            raise KeyboardInterrupt
-
-    def stop(self):
-        self.stops += 1
-
-    def keep(self, kept, stopped):
-        return FULL
-
-    def close(self):
-        self.closed = True
 
 
 @pytest.fixture
@@ -80,41 +32,13 @@ def chat_with(tmp_path):
         script = Script(*replies)
         out, err = io.StringIO(), io.StringIO()
         renderer = Renderer(out=out, err=err, env={}, agents=["claude"])
-        loop = AgentLoop(
-            "claude",
-            script,
-            builtin_registry(),
-            Policy(AgentSpec("claude", "claude"), "query"),
-            workdir=tmp_path,
-            on_progress=renderer.progress,
-        )
-        return Chat(loop), renderer, script, out, err
+        return Chat(scripted_loop(tmp_path, script, on_progress=renderer.progress)), renderer, script, out, err
 
     return make
 
 
 def talk(chat, renderer, *lines):
     converse(chat, LineReader(io.StringIO("".join(line + "\n" for line in lines)), history=None), renderer, "hi")
-
-
-def test_each_message_continues_one_conversation_and_only_the_first_carries_the_catalogue(chat_with):
-    chat, _, script, _, _ = chat_with(text("Hello."), text("You said hi."))
-    assert chat.ask("hi").answer == "Thinking" + "Hello."
-    assert chat.ask("what did I say?").answer == "ThinkingYou said hi."
-    first, second = script.sent
-    assert CATALOGUE_MARK in first and first.rstrip().endswith("hi")
-    assert second == "what did I say?"
-    assert not script.closed  # the conversation stays open between messages
-    chat.close()
-    assert script.closed
-
-
-def test_tools_work_within_a_message(chat_with):
-    chat, _, script, _, _ = chat_with(text("Reading.\n", block(path="notes.txt")), text("It says 42."))
-    result = chat.ask("what does notes.txt say?")
-    assert result.answer == "ThinkingIt says 42."
-    assert [call.result.data["content"] for call in result.tool_calls] == ["the secret is 42\n"]
-    assert "the secret is 42" in script.sent[1]
 
 
 def test_the_chat_answers_each_line_until_exit(chat_with):
@@ -249,32 +173,3 @@ def test_the_history_file_is_private_and_kept_to_its_last_lines(tmp_path):
     finally:
         readline.clear_history()
     assert long.read_text().splitlines() == [f"message {n}" for n in range(5, HISTORY_LENGTH + 5)]
-
-
-def test_in_execute_mode_what_a_message_left_for_git_is_disarmed_before_the_next(tmp_path):
-    import subprocess
-
-    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
-
-    class Planting(Script):
-        def send(self, message, deadline):  # the CLI's own tools plant a repository while it replies
-            subprocess.run(["git", "init", "-q", f"sub{len(self.sent)}"], cwd=tmp_path, check=True)
-            yield from super().send(message, deadline)
-
-    out, err = io.StringIO(), io.StringIO()
-    renderer = Renderer(out=out, err=err, env={}, agents=["claude"])
-    loop = AgentLoop(
-        "claude",
-        Planting(text("One."), text("Two.")),
-        builtin_registry(),
-        Policy(AgentSpec("claude", "claude"), "execute"),
-        workdir=tmp_path,
-        on_progress=renderer.progress,
-    )
-    chat = Chat(loop)
-    chat.ask("hi")
-    assert not (tmp_path / "sub0" / ".git").exists()  # before the person's next line
-    chat.ask("again")
-    assert [armed.path for armed in loop.disarmed] == ["sub0/.git", "sub1/.git"], err.getvalue()
-    assert "crew: @claude:   sub1/.git: a new git repository" in err.getvalue(), err.getvalue()
-    chat.close()

@@ -174,9 +174,13 @@ def test_token_holders_have_slots_of_their_own_and_past_them_get_503(server, mon
     assert get(server) == 503
     held[0].close()
     deadline = time.monotonic() + 30
-    while get(server) == 503 and time.monotonic() < deadline:  # its thread notices the close
+    status = get(server)
+    while status == 503 and time.monotonic() < deadline:  # its thread notices the close
         time.sleep(0.05)
-    assert get(server) == 200
+        status = get(server)
+    # That answer's own slot is freed only once its thread notices the close, as held[0]'s was:
+    # a further request at once could be the third of two slots again.
+    assert status == 200
     held[1].close()
 
 
