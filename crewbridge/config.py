@@ -377,7 +377,7 @@ def _plain(
 def _schema_validator() -> Draft202012Validator:
     from jsonschema import Draft202012Validator  # for start-up speed (see top)
 
-    from crewbridge.templates import package_text
+    from crewbridge.templates import package_text  # for start-up speed (see top)
 
     schema = json.loads(package_text("crewbridge", "config_schema.json"))
     return Draft202012Validator(schema)
