@@ -14,7 +14,6 @@ from crewbridge.errors import UsageError
 from crewbridge.mentions import parse_mentions
 from crewbridge.modes import Mode
 from crewbridge.options import RunOptions
-from crewbridge.registry import Tool, ToolRegistry
 from crewbridge.sandbox import Sandboxing
 
 # For start-up speed, what a run needs only once its CLIs have started (crew query starts them
@@ -26,7 +25,7 @@ if TYPE_CHECKING:
     from crewbridge.dialogue import Chat
     from crewbridge.loop import Progress, RunResult
     from crewbridge.providers.base import McpServer
-    from crewbridge.registry import Files
+    from crewbridge.registry import Files, Tool, ToolRegistry
     from crewbridge.skills import Found
     from crewbridge.stop import Stop
     from crewbridge.transcript import Transcript

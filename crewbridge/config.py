@@ -23,29 +23,29 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from crewbridge import config_layers as layers
-from crewbridge.config_layers import Combined, Keys, Layer, Origin, Setting, Source
 from crewbridge.errors import AgentNotFound, ConfigError, ConfigKeyError, CrewError, UsageError
-from crewbridge.globs import NATIVE, matches
+from crewbridge.globs import DEFAULT_PREFIX, NATIVE, matches
 from crewbridge.places import CONFIG_NAMES as CONFIG_NAMES
 from crewbridge.places import config_dir as config_dir
 from crewbridge.places import find_project_config as find_project_config
 from crewbridge.places import state_dir as state_dir
 from crewbridge.providers import BUILTIN, load, names, plugins
-from crewbridge.registry import DEFAULT_PREFIX, ToolRegistry
-from crewbridge.templates import package_text
 
-# For start-up speed, what only a crew.yaml needs (yaml, jsonschema, command tools, hooks, custom
-# providers) is imported where it is used: without a crew.yaml, none of it is.
+# For start-up speed, what only a crew.yaml needs (yaml, jsonschema, the rules that combine the
+# files and locate their keys, command tools, hooks, custom providers) is imported where it is used:
+# without a crew.yaml, none of it is; nor are the tools (crewbridge.registry) before crew query's
+# CLIs have started.
 if TYPE_CHECKING:
     import yaml
     from jsonschema import Draft202012Validator
     from jsonschema.exceptions import ValidationError
 
+    from crewbridge.config_layers import Combined, Keys, Layer, Origin, Setting, Source
     from crewbridge.custom_tools import CommandTool
     from crewbridge.hooks import HookSpec
     from crewbridge.providers.base import Provider
     from crewbridge.providers.generic import GenericSpec
+    from crewbridge.registry import ToolRegistry
     from crewbridge.trust import Fingerprint
 
 BUILTIN_AGENTS = ("claude", "gemini", "codex", "demo")
@@ -191,6 +191,8 @@ class Config:
 
     def error(self, keys: Keys, message: str) -> ConfigError:
         """A ConfigError that names the file `keys` was written in, its line and its key path there."""
+        from crewbridge import config_layers as layers  # for start-up speed (see top)
+
         found = layers.nearest(self.origins, keys)
         if found is None:
             return ConfigError(_located(self.shown, {}, keys, message))
@@ -198,12 +200,16 @@ class Config:
 
     def file_of(self, keys: Keys) -> str:
         """The file that wrote `keys` (or the nearest key path above it)."""
+        from crewbridge import config_layers as layers  # for start-up speed (see top)
+
         found = layers.nearest(self.origins, keys)
         return found[0].source.shown if found else self.shown
 
     def described(self) -> list[Setting]:
         """Every setting in force with the file and line it came from (`crew config show`); each
         agent's provider and profile, and the top-level switches, also when they are the defaults."""
+        from crewbridge import config_layers as layers  # for start-up speed (see top)
+
         defaults = {key: getattr(self, key) for key in ("prefix", "transcripts", "plugins")}
         data = {**defaults, **self.settings}
         data["agents"] = {
@@ -251,6 +257,8 @@ def read_config(path: Path, cwd: Path | None = None, *, trusted: bool = True) ->
 
 def _layer(path: Path, kind: str, cwd: Path | None) -> Layer:
     """One file read and validated; a project file's trust checked."""
+    from crewbridge.config_layers import Layer, Source  # for start-up speed (see top)
+
     shown = _shown(path, cwd)
     raw, data, marks = _read(path, shown)
     source = Source(path, shown, kind, path.resolve().parent)
@@ -277,6 +285,8 @@ def _read(path: Path, shown: str) -> tuple[bytes, dict[str, Any], dict[Keys, int
 
 
 def _combined(read: list[Layer]) -> Config:
+    from crewbridge import config_layers as layers  # for start-up speed (see top)
+
     combined = layers.combine(read, _baseline)
     return _build(combined, [layer.source for layer in read])
 
@@ -367,6 +377,8 @@ def _plain(
 def _schema_validator() -> Draft202012Validator:
     from jsonschema import Draft202012Validator  # for start-up speed (see top)
 
+    from crewbridge.templates import package_text  # for start-up speed (see top)
+
     schema = json.loads(package_text("crewbridge", "config_schema.json"))
     return Draft202012Validator(schema)
 
@@ -444,12 +456,14 @@ def _short(value: Any) -> str:
 
 def _located(shown: str, marks: dict[Keys, int], keys: Keys, message: str, line: int | None = None) -> str:
     """`file:line: key.path: message`; the line of the nearest key path that has one."""
+    from crewbridge.config_layers import prefixed  # for start-up speed (see top)
+
     if line is None:
         for n in range(len(keys), -1, -1):
             if keys[:n] in marks:
                 line = marks[keys[:n]]
                 break
-    return f"{shown}{f':{line}' if line else ''}: {layers.prefixed(keys)}{message}"
+    return f"{shown}{f':{line}' if line else ''}: {prefixed(keys)}{message}"
 
 
 def _shown(path: Path, cwd: Path | None) -> str:
@@ -514,8 +528,10 @@ class _Built:
                 self.config.providers[name] = GenericSpec(name=name, **entry)
 
     def agents(self, entries: dict[str, Any]) -> None:
+        from crewbridge.config_layers import AGENT, NARROW  # for start-up speed (see top)
+
         providers = sorted({*BUILTIN, *self.config.providers})
-        narrowing = [key for key, rule in layers.AGENT.items() if rule is layers.NARROW]
+        narrowing = [key for key, rule in AGENT.items() if rule is NARROW]
         for agent_id, entry in entries.items():
             fields = {**entry, "provider": entry.get("provider", agent_id)}
             if fields["provider"] not in providers and fields["provider"] not in plugins():

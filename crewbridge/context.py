@@ -26,9 +26,7 @@ from crewbridge.errors import CrewError, UsageError
 from crewbridge.mentions import Mention, parse_mentions
 from crewbridge.modes import MODES, Mode
 from crewbridge.options import RunOptions
-from crewbridge.piped import with_context
 from crewbridge.providers.base import McpServer, Turn
-from crewbridge.registry import Files, Tool, ToolRegistry
 from crewbridge.sandbox import Sandboxing, level
 
 # For start-up speed, what a run needs only once the agents' CLIs have started (the loop, hooks,
@@ -37,7 +35,7 @@ from crewbridge.sandbox import Sandboxing, level
 if TYPE_CHECKING:
     from crewbridge.approval import Channel
     from crewbridge.loop import AgentLoop, Progress
-    from crewbridge.registry import Files
+    from crewbridge.registry import Files, Tool, ToolRegistry
     from crewbridge.sessions import Prior
     from crewbridge.skills import Found, Skill
     from crewbridge.stop import Stop
@@ -164,6 +162,7 @@ class RunContext:
         """The exact first message the (first) mentioned agent would be sent, catalogue (and
         `context`, as a run adds it) included."""
         from crewbridge.catalogue import build_prompt, offered_tools, render_catalogue
+        from crewbridge.piped import with_context
         from crewbridge.policy import Policy
 
         mentions, task = parse_mentions(text)

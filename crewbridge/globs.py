@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from crewbridge.shellwords import Word
 
+DEFAULT_PREFIX = "crew"  # crew's tools are named `crew:read_file` (crew.yaml's `prefix:` changes it)
 NATIVE = "native:"  # globs on the CLI's own tools: native:Bash, native:run_shell_command, native:*
 
 

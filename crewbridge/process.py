@@ -6,12 +6,10 @@ import collections
 import contextlib
 import fcntl
 import io
-import logging
 import math
 import os
 import re
 import select
-import shlex
 import signal
 import subprocess
 import threading
@@ -28,7 +26,8 @@ STDERR_KEEP = 8192
 STDERR_HEAD = 4096  # the start of stderr is kept too: a CLI's first error comes before its stack trace
 STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}  # crew stops on each (cli.main)
 
-log = logging.getLogger(__name__)  # crew --verbose shows it: each command run, each line read and sent
+LOGGER = __name__  # the logger crew --verbose shows: each command run, each line read and sent
+DEBUG = 10  # logging.DEBUG: logging itself loads once a CLI started (Child)
 _groups: set[int] = set()  # process groups started and not yet ended: end_all() ends them on Ctrl-C
 _groups_lock = threading.RLock()  # end_all() may run in a signal handler that interrupted its holder
 _ending = False
@@ -122,41 +121,42 @@ def _popen(
     return proc, launch
 
 
+# The patterns that read a failed CLI's stderr are kept as text, compiled at their first use (re's
+# own cache): for start-up speed, a CLI starts without compiling them (~2 ms), and most runs never do.
+
 # What a CLI writes on stderr that never says what went wrong: stack frames (node's "at …", Python's
 # Traceback and its frames, Rust's numbered backtrace), a location alone, a caret under code.
-_FRAME = re.compile(
+_FRAME = (
     r"\s*(at\s|File \".*\", line \d+|\d+: |Traceback \(most recent call last\):|Stack backtrace:|\^+\s*$)"
     r"|\S+:\d+(:\d+)?\)?\s*$"
 )
 # A line that says it is the error: "Error: …", "TypeError: …", "sqlite3.OperationalError: …", "error: …",
 # "fatal: …", node's "EROFS: …".
-_LABELLED = re.compile(r"([\w.]*(Error|Exception)|error|fatal|Fatal|FATAL|ERROR|E[A-Z]{2,})\s*:")
-_ERROR_WORD = re.compile(
-    r"\b(error|failed|cannot|can't|could not|not found|denied|refused|missing|must|invalid|unable|read-only)\b",
-    re.IGNORECASE,
+_LABELLED = r"([\w.]*(Error|Exception)|error|fatal|Fatal|FATAL|ERROR|E[A-Z]{2,})\s*:"
+_ERROR_WORD = (
+    r"(?i)\b(error|failed|cannot|can't|could not|not found|denied|refused|missing|must|invalid|unable|read-only)\b"
 )
 # A write the sandbox refused: the kernel's words (bubblewrap's read-only mounts, Landlock's EACCES)
 # as node, Python, Rust and sqlite put them; and where, when the CLI says.
-_REFUSED_WRITE = re.compile(
-    r"(read-only file system|attempt to write a readonly database|unable to open database file"
-    r"|\[Errno 13\] Permission denied|EACCES: permission denied|Permission denied \(os error 13\))",
-    re.IGNORECASE,
+_REFUSED_WRITE = (
+    r"(?i)(read-only file system|attempt to write a readonly database|unable to open database file"
+    r"|\[Errno 13\] Permission denied|EACCES: permission denied|Permission denied \(os error 13\))"
 )
-_QUOTED_PATH = re.compile(r"""['"](/[^'"\n]+)['"]""")
+_QUOTED_PATH = r"""['"](/[^'"\n]+)['"]"""
 # node's recursive mkdir says ENOENT when the kernel refused to make a folder whose parent exists
-_MKDIR_REFUSED = re.compile(r"ENOENT: no such file or directory, mkdir '(/[^'\n]+)'")
+_MKDIR_REFUSED = r"ENOENT: no such file or directory, mkdir '(/[^'\n]+)'"
 
 
 def error_line(stderr: str) -> str:
     """The line of a CLI's stderr that says what went wrong: the first that says it is an error,
     else the first with an error's words (not a heading ending in ':'), else the last line; never a
     stack frame, and an indented line only when nothing else is left."""
-    lines = [line for line in stderr.splitlines() if line.strip() and not _FRAME.match(line)]
+    lines = [line for line in stderr.splitlines() if line.strip() and not re.match(_FRAME, line)]
     ranked = [line for line in lines if not line[0].isspace()] or lines
     if not ranked:
         return "no message on stderr"
-    chosen = next((line for line in ranked if _LABELLED.match(line)), None) or next(
-        (line for line in ranked if _ERROR_WORD.search(line) and not line.rstrip().endswith(":")), ranked[-1]
+    chosen = next((line for line in ranked if re.match(_LABELLED, line)), None) or next(
+        (line for line in ranked if re.search(_ERROR_WORD, line) and not line.rstrip().endswith(":")), ranked[-1]
     )
     return chosen.strip()
 
@@ -165,12 +165,12 @@ def refused_write(stderr: str) -> tuple[str, str | None] | None:
     """When a CLI's stderr says a write was refused (read-only, not permitted): the words that say
     so, and the path it tried when it names one (None when it does not)."""
     for index, line in enumerate(lines := stderr.splitlines()):
-        found = _REFUSED_WRITE.search(line)
+        found = re.search(_REFUSED_WRITE, line)
         if found:
             nearby = "\n".join(lines[index : index + 8])  # node puts the path on a line of its own
-            path = _QUOTED_PATH.search(nearby)
+            path = re.search(_QUOTED_PATH, nearby)
             return found.group(1), path.group(1) if path else None
-        made = _MKDIR_REFUSED.search(line)
+        made = re.search(_MKDIR_REFUSED, line)
         if made and Path(made.group(1)).parent.is_dir():
             return "a folder could not be made", made.group(1)
     return None
@@ -246,8 +246,7 @@ class Child:
         self._stderr_pipe = pipe_err
         self.pgid = self.proc.pid
         track_group(self.pgid)
-        self._command: str | None = shlex.join(self._launch.argv)  # traced once, before the first line read or sent
-        self.trace()
+        self._start_trace()
         # pexpect reads stdout; imported here, after the CLI started, so its ~20 ms import overlaps
         # the CLI's own start-up. It gets the only descriptor of the pipe, closed once by _release().
         from pexpect import EOF, TIMEOUT, fdpexpect
@@ -344,9 +343,20 @@ class Child:
         self._poll.register(fd, select.POLLIN)
         self._watched[fd] = ready
 
+    def _start_trace(self) -> None:
+        """Trace the exchange from now on, the command first. For start-up speed, logging (~3 ms,
+        with traceback and textwrap) and shlex load here, once the CLI started, as pexpect does."""
+        import logging
+        import shlex
+
+        self._log = logging.getLogger(LOGGER)
+        self._command: str | None = shlex.join(self._launch.argv)  # traced once, before the first line read or sent
+        self.trace()
+
     def trace(self, mark: str = "", text: str = "") -> None:
         """Log a line of the exchange: `$` the command (once, first), `<` a line sent, `>` a line read."""
-        if not log.isEnabledFor(logging.DEBUG):
+        log = self._log
+        if not log.isEnabledFor(DEBUG):
             return
         name = os.path.basename(self.argv[0])
         if self._command is not None:

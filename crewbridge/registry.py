@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from crewbridge.errors import CrewError, ToolNotFound
+from crewbridge.globs import DEFAULT_PREFIX as DEFAULT_PREFIX
 from crewbridge.validation import Validator, compile_schema, first_error
 
 if TYPE_CHECKING:  # for start-up speed: skills are read once the CLIs have started
@@ -19,7 +20,6 @@ if TYPE_CHECKING:  # for start-up speed: skills are read once the CLIs have star
     from crewbridge.skills import Skill
     from crewbridge.stop import Stop
 
-DEFAULT_PREFIX = "crew"
 DEFAULT_TOOL_TIMEOUT = 60.0
 MAX_OUTPUT_CHARS = 20_000
 CREW_MODULES = ("crewbridge.tools.", "crewbridge.asking")  # crew's own tools: the built-ins, the agents' ask

@@ -42,7 +42,7 @@ from typing import IO, TYPE_CHECKING, Any
 from crewbridge.approval import isatty, terminal  # an approval question owns the terminal while it waits
 from crewbridge.errors import CrewError
 from crewbridge.outputs import error_record, event_record, json_line, outcomes_record, worktree_record
-from crewbridge.process import log as process_log
+from crewbridge.process import LOGGER as PROCESS_LOGGER
 from crewbridge.redact import Redactor
 from crewbridge.verdict import Finding
 
@@ -172,6 +172,7 @@ class Renderer:
         self._redactor = Redactor(env, provided=secrets)
         if verbose:
             self._trace = _TraceHandler(self)
+            process_log = logging.getLogger(PROCESS_LOGGER)
             process_log.addHandler(self._trace)
             process_log.setLevel(logging.DEBUG)
         if output == "text" and self.style.live:
@@ -199,6 +200,7 @@ class Renderer:
             self._clear_status()
             self._end_line()
         if self._trace is not None:
+            process_log = logging.getLogger(PROCESS_LOGGER)
             process_log.removeHandler(self._trace)
             process_log.setLevel(logging.NOTSET)
 

@@ -18,7 +18,7 @@ from crewbridge.chat import HISTORY_LENGTH, LineReader, converse, run_chat
 from crewbridge.config import load_config
 from crewbridge.dialogue import Chat
 from crewbridge.events import Failure
-from crewbridge.process import log as process_log
+from crewbridge.process import LOGGER
 from crewbridge.render import Renderer
 from mockserver import reply
 
@@ -81,13 +81,13 @@ class Sent(logging.Handler):
         self.lines.append(record.getMessage())
 
     def __enter__(self):
-        process_log.addHandler(self)
-        process_log.setLevel(logging.DEBUG)
+        logging.getLogger(LOGGER).addHandler(self)
+        logging.getLogger(LOGGER).setLevel(logging.DEBUG)
         return self
 
     def __exit__(self, *exc):
-        process_log.removeHandler(self)
-        process_log.setLevel(logging.NOTSET)
+        logging.getLogger(LOGGER).removeHandler(self)
+        logging.getLogger(LOGGER).setLevel(logging.NOTSET)
 
     def matching(self, mark):
         return [line.split(f"] {mark} ", 1)[1] for line in self.lines if f"] {mark} " in line]

@@ -3,6 +3,10 @@ crew loads; a reading it is not sure of starts nothing, and the run takes only w
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -92,3 +96,46 @@ def test_a_sandbox_that_is_required_and_not_to_be_had_starts_nothing(
     early = start(["query", "--sandbox", "off", "@demo hi"])
     assert early is not None and early.reading.sandbox == "off" and len(started_clis) == 1
     early.bridge.close()
+
+
+# What crew query must not load before its CLI starts: each is first needed once the run is under
+# way (bench/launch.py times the start; these keep it from growing back).
+AFTER_THE_START = (
+    "click",
+    "yaml",
+    "jsonschema",
+    "pexpect",
+    "logging",
+    "socket",
+    "shlex",
+    "concurrent.futures",
+    "crewbridge.registry",
+    "crewbridge.validation",
+    "crewbridge.config_layers",
+    "crewbridge.templates",
+    "crewbridge.piped",
+    "crewbridge.loop",
+)
+
+
+def test_the_cli_starts_before_what_only_the_run_needs_loads(tmp_path: Path) -> None:
+    program = tmp_path / "bin" / "claude"
+    program.parent.mkdir()
+    program.write_text("#!/bin/sh\nexit 0\n")
+    program.chmod(0o755)
+    script = (
+        "import json, sys\n"
+        "def started(event, args):\n"
+        "    if event == 'subprocess.Popen':  # the CLI's start: refused, so nothing runs and its view goes\n"
+        f"        print(json.dumps(sorted(m for m in {AFTER_THE_START!r} if m in sys.modules)), flush=True)\n"
+        "        raise SystemExit(0)\n"
+        "sys.addaudithook(started)\n"
+        "from crewbridge.early import start\n"
+        "start(['query', '@claude', 'hi'])\n"
+    )
+    env = {key: value for key, value in os.environ.items() if key != "CREW_LIVE"}  # live, crew query's default
+    env["PATH"] = f"{program.parent}{os.pathsep}{env['PATH']}"
+    env["HOME"] = str(tmp_path / "home")  # claude's state folder is made there, not in the user's
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=60)
+    assert done.stdout, f"claude was not started: {done.stderr[-500:]}"
+    assert json.loads(done.stdout) == []

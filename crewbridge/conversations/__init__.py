@@ -14,7 +14,6 @@ from crewbridge.errors import CrewError
 from crewbridge.events import Event, Failure, Session, Text, Usage
 from crewbridge.process import Child
 from crewbridge.providers.base import Provider, Turn
-from crewbridge.templates import render
 
 if TYPE_CHECKING:
     from crewbridge.native import Channel
@@ -193,6 +192,8 @@ class ProcessConversation:
 
 def replay(history: list[tuple[str, str]], message: str) -> str:
     """`message` after the conversation so far, for a CLI that does not hold it."""
+    from crewbridge.templates import render  # for start-up speed: string.Template, not needed to start a CLI
+
     return render("replay.md", history="\n".join(f"[{role}]\n{text}" for role, text in history), message=message)
 
 

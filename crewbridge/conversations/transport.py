@@ -14,8 +14,6 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
-from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +24,8 @@ from crewbridge.process import Child
 from crewbridge.providers.base import parse_object
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
     from crewbridge.sandbox import Sandbox
 
 Answer = Callable[..., "dict[str, Any] | None"]  # an MCP message (and what its transport adds) → its answer
@@ -96,6 +96,10 @@ class Inbox:
             with self._lock:
                 closed = self._closed
             return None if closed else self._answer(message, *more)
+        # For start-up speed: concurrent.futures (and the logging it loads) is not needed to start a CLI.
+        from concurrent.futures import Future
+        from concurrent.futures import TimeoutError as FutureTimeout
+
         answered: Future[dict[str, Any] | None] = Future()
         with self._lock:
             if self._closed:

@@ -20,9 +20,7 @@ from __future__ import annotations
 
 import os
 import select
-import shlex
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -125,7 +123,10 @@ class Bubblewrap:
         for masked in masked_programs(confinement.denied, env, spared):
             args += ["--ro-bind", str(self._mask(masked)), str(masked.path)]  # deny_commands, enforced
         if not confinement.network:
-            # For start-up speed: a CLI keeps its network, so its launch never loads the filter's maker.
+            # For start-up speed: a CLI keeps its network, so its launch never loads the filter's maker
+            # (nor socket, ~2 ms, for one constant).
+            import socket
+
             from crewbridge.sandbox import seccomp
 
             args.append("--unshare-net")
@@ -144,10 +145,12 @@ class Bubblewrap:
     def _mask(self, masked: Masked) -> Path:
         """A file that refuses to run, saying why, shown in place of a program deny_commands denies
         (one per program and rule, in a 0700 folder of crew's temp, made when first needed)."""
+        import shlex  # for start-up speed: only a run with deny_commands masks anything
+
         key = (masked.name, masked.glob)
         if key not in self._masks:
             if self._mask_folder is None:
-                import tempfile  # for start-up speed: only a run with deny_commands masks anything
+                import tempfile
                 import weakref
 
                 self._mask_folder = Path(tempfile.mkdtemp(prefix="crew-masks-"))
