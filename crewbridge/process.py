@@ -28,16 +28,19 @@ STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}  # crew stops on e
 
 LOGGER = __name__  # the logger crew --verbose shows: each command run, each line read and sent
 DEBUG = 10  # logging.DEBUG: logging itself loads once a CLI started (Child)
-_groups: set[int] = set()  # process groups started and not yet ended: end_all() ends them on Ctrl-C
+# Process groups started and not yet ended, with the sandbox's launch of each (its view and private
+# temp folder): end_all() ends them on Ctrl-C and removes what their launches leave.
+_groups: dict[int, Launch | None] = {}
 _groups_lock = threading.RLock()  # end_all() may run in a signal handler that interrupted its holder
 _ending = False
 
 
-def track_group(pgid: int) -> None:
-    """Note a process group crew started (a CLI, a tool's command); once `end_all` ran, end it at once."""
+def track_group(pgid: int, launch: Launch | None = None) -> None:
+    """Note a process group crew started (a CLI, a tool's command) and its launch; once `end_all`
+    ran, end it at once."""
     with _groups_lock:
         if not _ending:
-            _groups.add(pgid)
+            _groups[pgid] = launch if launch is not None else _groups.get(pgid)
             return
     _signal_group(pgid, signal.SIGKILL)
 
@@ -45,22 +48,26 @@ def track_group(pgid: int) -> None:
 def untrack_group(pgid: int) -> None:
     """The group was ended and its leader reaped."""
     with _groups_lock:
-        _groups.discard(pgid)
+        _groups.pop(pgid, None)
 
 
 def end_all() -> None:
-    """Kill every process group crew started that may still run, and any started from now on: for an
-    interrupted crew, so that nothing it started outlives it."""
+    """Kill every process group crew started that may still run, and any started from now on, and
+    remove the views and temp folders of their launches: for an interrupted crew, so that nothing it
+    started outlives it (crew exits next, skipping the runs' own clean-up)."""
     global _ending
     with _groups_lock:
         _ending = True
-        groups = list(_groups)
+        groups = dict(_groups)
     for pgid in groups:
         _signal_group(pgid, signal.SIGKILL)
     deadline = time.monotonic() + 1.0  # crew exits next: the CLIs must be gone, not just told
     for pgid in groups:
         while not _reaped(pgid) and time.monotonic() < deadline:
             time.sleep(0.002)
+    for launch in groups.values():
+        if launch is not None:
+            launch.ended()
 
 
 class Groups:
@@ -75,8 +82,8 @@ class Groups:
         self._ended = False
         self._parent = parent
 
-    def add(self, pgid: int) -> None:
-        track_group(pgid)
+    def add(self, pgid: int, launch: Launch | None = None) -> None:
+        track_group(pgid, launch)
         with self._lock:
             ended = self._ended
             if not ended:
@@ -84,7 +91,7 @@ class Groups:
         if ended:
             _signal_group(pgid, signal.SIGKILL)  # the run is over: a tool still starting gets nothing
         elif self._parent is not None:
-            self._parent.add(pgid)
+            self._parent.add(pgid, launch)
 
     def discard(self, pgid: int) -> None:
         """The group was ended and its leader reaped by the tool itself."""
@@ -245,7 +252,7 @@ class Child:
         self._stdin_lock = threading.Lock()  # held by a write, and by kill() closing stdin
         self._stderr_pipe = pipe_err
         self.pgid = self.proc.pid
-        track_group(self.pgid)
+        track_group(self.pgid, self._launch)
         self._start_trace()
         # pexpect reads stdout; imported here, after the CLI started, so its ~20 ms import overlaps
         # the CLI's own start-up. It gets the only descriptor of the pipe, closed once by _release().

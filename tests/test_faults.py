@@ -323,22 +323,26 @@ def test_no_secret_from_crew_yaml_is_on_disk_after_runs(model, tmp_path, env):
     assert [path for path in written if secret.encode() in path.read_bytes()] == []
 
 
-@pytest.mark.slow
-def test_ctrl_c_while_crew_is_still_loading_exits_130_without_a_traceback(tmp_path, env):
-    # The Ctrl-C lands while the `crew` entry point imports the CLI (before anything has started).
+def interrupted_while_loading(tmp_path: Path, env: dict[str, str], *args: str, views: Path | None = None):
+    """`crew query ARGS…` with a Ctrl-C landing while the `crew` entry point imports click's CLI
+    (crewbridge.early may have started a CLI by then). With `views`, the sandbox makes its views of
+    state folders there, and those present as the Ctrl-C comes are listed in tmp_path/seen."""
+    prelude = ""
+    if views is not None:
+        prelude = f"import crewbridge.sandbox.state\ncrewbridge.sandbox.state._IN_MEMORY = {str(views)!r}\n"
     (tmp_path / "early.py").write_text(
-        "import os, signal, sys, time\n"
-        "class InterruptAtTheCli:\n"
+        "import os, signal, sys, time\n" + prelude + "class InterruptAtTheCli:\n"
         "    def find_spec(self, name, path=None, target=None):\n"
         "        if name == 'crewbridge.cli':\n"
+        f"            open('seen', 'w').write(' '.join(os.listdir({str(views or tmp_path)!r})))\n"
         "            os.kill(os.getpid(), signal.SIGINT)\n"
         "            time.sleep(0.5)\n"
         "sys.meta_path.insert(0, InterruptAtTheCli())\n"
         "from crewbridge.__main__ import run\n"
         "run()\n"
     )
-    proc = subprocess.run(
-        [sys.executable, "early.py", "query", "@claude hello"],
+    return subprocess.run(
+        [sys.executable, "early.py", "query", *args],
         cwd=tmp_path,
         env=env,
         stdin=subprocess.DEVNULL,
@@ -346,7 +350,26 @@ def test_ctrl_c_while_crew_is_still_loading_exits_130_without_a_traceback(tmp_pa
         text=True,
         timeout=60,
     )
+
+
+@pytest.mark.slow
+def test_ctrl_c_while_crew_is_still_loading_exits_130_without_a_traceback(tmp_path, env):
+    proc = interrupted_while_loading(tmp_path, env, "@claude hello")
     assert (proc.returncode, proc.stderr) == (130, "crew: interrupted\n")
+
+
+@pytest.mark.needs("bwrap")
+def test_ctrl_c_while_crew_is_still_loading_leaves_no_view_of_the_clis_state_behind(tmp_path, env):
+    # crewbridge.early has started claude in bwrap, with a view of its state folder, when the Ctrl-C
+    # lands; crew exits at once (os._exit): the CLI must be gone and its view removed.
+    executable(tmp_path / "bin" / "claude", HANGS)
+    views = tmp_path / "views"
+    views.mkdir()
+    proc = interrupted_while_loading(tmp_path, env, "--sandbox", "required", "@claude hello", views=views)
+    assert (proc.returncode, proc.stderr) == (130, "crew: interrupted\n")
+    assert (tmp_path / "seen").read_text().startswith("crew-view-")  # the CLI had started, in its view
+    assert list(views.iterdir()) == []
+    assert processes_in(tmp_path) == []
 
 
 # -- output without end ------------------------------------------------------------------------------

@@ -50,7 +50,7 @@ def run_command(ctx: ToolContext, command: str, timeout: float | None = None) ->
         )
     except OSError as exc:
         raise ToolFailure(f"cannot start /bin/sh in {ctx.workdir}: {exc.strerror or exc}") from None
-    ctx.groups.add(proc.pid)
+    ctx.groups.add(proc.pid, launch)
     reader = threading.Thread(target=capture.drain, args=(proc.stdout,), daemon=True, name="run_command-output")
     reader.start()
     try:
