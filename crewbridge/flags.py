@@ -69,7 +69,8 @@ class Flag:
             return _number(int if self.kind == "int" else float, text, self.low, self.above)
         if self.kind == "choice":
             return text in self.choices
-        return self.kind != "path" or "\0" not in text  # any text ("" too); a path that the OS can name
+        # any text ("" too); a path: one the OS can name that is not a folder (click's dir_okay=False)
+        return self.kind != "path" or ("\0" not in text and not os.path.isdir(text))
 
     def sure(self, text: str) -> bool:
         """Whether a quick reading takes `text` as this option's value: click takes it, and it is not
@@ -144,26 +145,21 @@ NO_STDIN = Flag(
     kind="flag",
 )
 
+
+def _limits(timeout_help: str, turns_help: str) -> tuple[Flag, Flag]:
+    """--timeout and --max-turns, with their defaults: a run's, or each of a server's runs'."""
+    return (
+        Flag(("--timeout",), "timeout", timeout_help, kind="float", low=0.1, default=300.0, show_default=True),
+        Flag(("--max-turns",), "max_turns", turns_help, kind="int", low=1, default=10, show_default=True),
+    )
+
+
 # The options of every command that runs an agent loop (query, execute, chat): the fields of
 # crewbridge.options.RunOptions, each under its own name, and --continue, --verbose, --config.
 LOOP = (
-    Flag(
-        ("--timeout",),
-        "timeout",
+    *_limits(
         "Seconds the whole run may take, tools included; then everything it started is ended (exit 124).",
-        kind="float",
-        low=0.1,
-        default=300.0,
-        show_default=True,
-    ),
-    Flag(
-        ("--max-turns",),
-        "max_turns",
         "Model replies allowed before crew stops a tool loop.",
-        kind="int",
-        low=1,
-        default=10,
-        show_default=True,
     ),
     Flag(
         ("--max-cost",),
@@ -283,24 +279,7 @@ def _served_runs(what: str) -> tuple[Flag, ...]:
     """--timeout, --max-turns, --config and --sandbox of a server whose runs are each one `what` (an
     MCP ask, an ACP prompt): read early where nothing that loads could refuse the start."""
     return (
-        Flag(
-            ("--timeout",),
-            "timeout",
-            f"Seconds one {what} may take.",
-            kind="float",
-            low=0.1,
-            default=300.0,
-            show_default=True,
-        ),
-        Flag(
-            ("--max-turns",),
-            "max_turns",
-            f"Model replies per {what}.",
-            kind="int",
-            low=1,
-            default=10,
-            show_default=True,
-        ),
+        *_limits(f"Seconds one {what} may take.", f"Model replies per {what}."),
         Flag(CONFIG.names, CONFIG.dest, CONFIG.help, kind="path", early=False),
         Flag(SANDBOX.names, SANDBOX.dest, SANDBOX.help, kind="choice", choices=SANDBOX.choices, early=("auto", "off")),
     )

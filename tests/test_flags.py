@@ -28,7 +28,7 @@ VALUES = st.one_of(
     st.sampled_from(
         [
             *("0.1", "0.09", "1", "0", "-1", " 5 ", "+5", "5_0", "1.0", "1e3", "nan", "inf"),
-            *("text", "native", "Native", "0x10", "auto", "off", "required", "", "a\0b"),
+            *("text", "native", "Native", "0x10", "auto", "off", "required", "", "a\0b", ".", "/"),
         ]
     ),
 )
