@@ -16,6 +16,7 @@ from crewbridge.conversations.codex import CodexLiveConversation
 from crewbridge.conversations.gemini import GeminiSessionConversation
 from crewbridge.errors import CLINotFound
 from crewbridge.events import Failure, Session, Text
+from crewbridge.sessions import Prior
 
 # A CLI with sessions: prints its session id, then what it was asked and which session it resumed.
 SESSION_CLI = """
@@ -28,6 +29,18 @@ print(json.dumps({'text': 'got ' + sys.stdin.read() + ' resumed=' + str(resumed)
 
 def texts(events):
     return "".join(e.text for e in events if isinstance(e, Text))
+
+
+def session_cli(tmp_path):
+    """A CLI that names its session and resumes one given with --resume."""
+    return conversation(
+        tmp_path,
+        [sys.executable, "-c", SESSION_CLI],
+        format="jsonl",
+        text_key="text",
+        session_key="session",
+        resume=["--resume", "{session}"],
+    )
 
 
 def conversation(tmp_path, command, **spec):
@@ -68,14 +81,7 @@ def test_a_cli_without_resume_and_bad_jsonl_says_so_with_a_sample_line(tmp_path)
 
 @pytest.mark.slow
 def test_a_cli_with_resume_is_continued_by_its_own_session(tmp_path):
-    conv = conversation(
-        tmp_path,
-        [sys.executable, "-c", SESSION_CLI],
-        format="jsonl",
-        text_key="text",
-        session_key="session",
-        resume=["--resume", "{session}"],
-    )
+    conv = session_cli(tmp_path)
     events = list(conv.send("one", None))
     assert Session("S1") in events and conv.session_id == "S1"
     assert conv.keep("answer", stopped=False) == FULL
@@ -210,8 +216,6 @@ def test_usage_reported_as_the_sessions_total_is_counted_once(tmp_path):
 
 
 def test_resuming_a_cli_without_sessions_replays_the_earlier_history_at_each_turn(tmp_path):
-    from crewbridge.sessions import Prior
-
     conv = conversation(tmp_path, [sys.executable, "-c", "import sys; print(sys.stdin.read())"])
     assert conv.resume(Prior("R1", "fake", history=[("user", "earlier question"), ("assistant", "earlier answer")]))
     sent = texts(conv.send("new question", None))
@@ -220,16 +224,7 @@ def test_resuming_a_cli_without_sessions_replays_the_earlier_history_at_each_tur
 
 
 def test_resuming_continues_the_clis_session_while_the_cli_has_it(tmp_path):
-    from crewbridge.sessions import Prior
-
-    conv = conversation(
-        tmp_path,
-        [sys.executable, "-c", SESSION_CLI],
-        format="jsonl",
-        text_key="text",
-        session_key="session",
-        resume=["--resume", "{session}"],
-    )
+    conv = session_cli(tmp_path)
     assert conv.resume(Prior("R1", "fake", session_id="S7", history=[("user", "q"), ("assistant", "a")]))
     conv.start()  # the CLI started early resumes the session too
     assert texts(conv.send("two", None)) == "got two resumed=S7"
@@ -237,8 +232,6 @@ def test_resuming_continues_the_clis_session_while_the_cli_has_it(tmp_path):
 
 def test_a_session_the_cli_no_longer_has_is_not_resumed(tmp_path):
     from crewbridge.providers.codex import CodexProvider
-
-    from crewbridge.sessions import Prior
 
     conv = ProcessConversation(CodexProvider(), Turn(prompt=""), cwd=tmp_path, env={"CODEX_HOME": str(tmp_path)})
     assert not conv.resume(Prior("R1", "codex", session_id="gone", history=[("user", "q")]))
