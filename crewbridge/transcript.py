@@ -29,6 +29,7 @@ from crewbridge.approval import Answer, Question
 from crewbridge.config import state_dir
 from crewbridge.errors import CrewError, Interrupted, UsageError
 from crewbridge.redact import Redactor
+from crewbridge.stop import Stop
 from crewbridge.uilink import Attendance
 from crewbridge.usage import Row, Tally
 from crewbridge.version import __version__
@@ -57,7 +58,7 @@ class Transcript:
         self._counts = {"tool_call": 0, "error": 0}  # events counted for the `end` summary
         self._usage: dict[str, Row] = {}  # `usage` events summed per agent, for the `end` summary
         self._attendance: Attendance | None = None
-        self._on_cancel: list[Callable[[], None]] = []
+        self._on_cancel = Stop()  # set by cancel(): its callbacks end the run's loops
         self.cancelled = False
 
     @classmethod
@@ -119,11 +120,7 @@ class Transcript:
 
     def on_cancel(self, callback: Callable[[], None]) -> None:
         """Call `callback` (it ends an agent's loop) when the run is cancelled (now, if it was)."""
-        with self._lock:
-            if not self.cancelled:
-                self._on_cancel.append(callback)
-                return
-        callback()
+        self._on_cancel.on_set(callback)
 
     def cancel(self, source: str) -> None:
         """Cancel the run (from `source`, e.g. "browser"): recorded, then every loop ended; its end
@@ -132,10 +129,8 @@ class Transcript:
             if self.cancelled or self._file is None:
                 return
             self.cancelled = True
-            callbacks, self._on_cancel = self._on_cancel, []
         self.write("cancel", source=source)
-        for callback in callbacks:
-            callback()
+        self._on_cancel.set()
 
     def close(self, status: str) -> None:
         """Write the `end` event (status, counts) and close; a second close does nothing."""
