@@ -893,6 +893,15 @@ def _exit_now(code: int) -> NoReturn:
     os._exit(code)
 
 
+def _silence() -> None:
+    """Send what is written to stdout and stderr from now on to /dev/null (crew is exiting, and its
+    last line is written: click flushes each echo)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for fd in (1, 2):
+        os.dup2(devnull, fd)
+    os.close(devnull)
+
+
 def _main(started: Early | Greeting | AcpGreeting | None) -> None:
     try:
         cli.main(prog_name="crew", standalone_mode=False, obj=started)
@@ -903,6 +912,7 @@ def _main(started: Early | Greeting | AcpGreeting | None) -> None:
         click.echo(
             "crew: interrupted" if _stopped_by == signal.SIGINT else f"crew: stopped by {_stopped_by.name}", err=True
         )
+        _silence()  # the last line: a tool's thread that reports its killed command now says nothing
         _exit_now(128 + _stopped_by)
     except click.ClickException as exc:
         exc.show()
