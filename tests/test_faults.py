@@ -246,7 +246,9 @@ def test_ctrl_c_while_a_tool_runs_ends_the_tools_command_too(model, tmp_path, en
 def test_ctrl_c_in_a_worktree_run_says_where_the_work_stays_and_never_passes_a_killed_command(model, tmp_path, env):
     repo = make_repo(tmp_path / "repo", {"a.txt": "a\n"})
     block = tool_block("crew:write_file", path="b.txt", content="b\n")
-    model.script(block + tool_block("crew:run_command", command=sleeper(tmp_path)), "Done.")
+    # One reply, given to each agent's every turn: the two agents ask the fake model at once, and
+    # which of them got a scripted reply's first place was a race (both could get a later one).
+    model.script(block + tool_block("crew:run_command", command=sleeper(tmp_path)))
     # --sandbox off: the command writes its pid outside the worktree, where the test reads it
     args = ["execute", "--config", str(model.config), "--worktree", "--sandbox", "off", "@fake @fake write b"]
     code, err, pids = interrupt(args, tmp_path, env, cwd=repo)
