@@ -31,7 +31,7 @@ _EXPORTS = {
     "Outcome": "crewbridge.api",
     "EventStream": "crewbridge.api",
     "Stop": "crewbridge.stop",
-    "Progress": "crewbridge.loop",
+    "Event": "crewbridge.record.events",
     "RunResult": "crewbridge.loop",
     "CallRecord": "crewbridge.loop",
     "tool": "crewbridge.functions",
@@ -58,9 +58,9 @@ __all__ = [  # _EXPORTS' names, spelled out for tools that read __all__ (a test 
     "Config",
     "ConfigError",
     "CrewError",
+    "Event",
     "EventStream",
     "Outcome",
-    "Progress",
     "Provider",
     "ProviderError",
     "RunOptions",
@@ -88,9 +88,10 @@ if TYPE_CHECKING:
     from crewbridge.dialogue import Chat
     from crewbridge.errors import ConfigError, CrewError, ProviderError, UsageError
     from crewbridge.functions import function_tool, tool
-    from crewbridge.loop import CallRecord, Progress, RunResult
+    from crewbridge.loop import CallRecord, RunResult
     from crewbridge.options import RunOptions
     from crewbridge.providers.base import Provider, Turn
+    from crewbridge.record.events import Event
     from crewbridge.registry import Tool, ToolContext, ToolFailure, ToolRegistry, ToolResult
     from crewbridge.stop import Stop
 

@@ -5,7 +5,7 @@ from crewbridge import Bridge
 with Bridge().stream("@claude what does notes.txt say?") as events:
     for event in events:
         if event.kind == "text":
-            print(event.text, end="", flush=True)
+            print(event.visible, end="", flush=True)
 answer = events.outcomes[0].result.answer
 """
 
@@ -23,14 +23,15 @@ from crewbridge.stop import Stop
 if TYPE_CHECKING:
     from crewbridge.git import Change
     from crewbridge.gitguard import Armed
-    from crewbridge.loop import Progress, RunResult
+    from crewbridge.loop import RunResult
+    from crewbridge.record.events import Event
     from crewbridge.verdict import Review
     from crewbridge.worktrees import Worktree
 
 __all__ = ["EventStream", "Outcome", "Stop"]  # Stop lives in crewbridge.stop; it is the API's too
 
 # runs the task, reporting to a callback, ended by the Stop (its CLIs and commands at once)
-Start = Callable[[Callable[["Progress"], None], Stop], "list[Outcome]"]
+Start = Callable[[Callable[["Event"], None], Stop], "list[Outcome]"]
 _END = object()
 
 
@@ -66,7 +67,7 @@ class _Run:
     outcomes: list[Outcome] | None = None
     error: BaseException | None = None
 
-    def emit(self, event: Progress) -> None:
+    def emit(self, event: Event) -> None:
         if self.stop.is_set():
             raise Interrupted("the caller stopped reading this run's events")
         self.queue.put(event)
@@ -81,10 +82,10 @@ class _Run:
 
 
 class EventStream:
-    """The Progress events of a run that goes on in a thread of its own, in the order they happen.
-    Iterate over it; once the iteration ends, `outcomes` holds each agent's result or error.
-    To leave early, `close()` it or read it in a `with` block (a stream dropped unfinished stops
-    too): the run is stopped at once (its Stop: the CLIs' process groups and the commands' are
+    """The events of a run's record (crewbridge.record.events), in the order they happen, as the
+    run goes on in a thread of its own. Iterate over it; once the iteration ends, `outcomes` holds
+    each agent's result or error. To leave early, `close()` it or read it in a `with` block (a
+    stream dropped unfinished stops too): the run is stopped at once (its Stop: the CLIs' process groups and the commands' are
     ended), and each unfinished outcome holds an Interrupted error."""
 
     def __init__(self, start: Start) -> None:
@@ -95,7 +96,7 @@ class EventStream:
     def __iter__(self) -> EventStream:
         return self
 
-    def __next__(self) -> Progress:
+    def __next__(self) -> Event:
         item = self._run.queue.get()
         if item is _END:
             self._run.queue.put(_END)  # a later next() ends at once too

@@ -117,6 +117,7 @@ class Question:
     input: dict[str, Any]
     note: str = ""  # why it is asked even under --yes (a command the rules could not check)
     run: str | None = None  # the run's id, where the run has a transcript
+    call: str | None = None  # the call's id in the run's record
 
     def shown_input(self) -> str:
         """The input as one JSON line, control characters escaped (nothing can hide), bounded."""
@@ -212,17 +213,20 @@ class TerminalChannel:
 class Approver:
     """Asks a person yes/no on every channel that can reach one (the terminal, and those a face or
     `crew ui` adds); the first answer wins and the others are told. Says no without asking when no
-    channel can reach anyone. `record` hears every answer (the run's transcript)."""
+    channel can reach anyone. `asking` hears every question before it is asked, `answered` every
+    answer (None: nobody answered): the run's record."""
 
     def __init__(
         self,
         stdin: IO[str] | None = None,
         stderr: IO[str] | None = None,
         channels: Sequence[Channel] = (),
-        record: Callable[[Question, Answer | None], None] | None = None,
+        asking: Callable[[Question], None] | None = None,
+        answered: Callable[[Question, Answer | None], None] | None = None,
     ) -> None:
         self.channels: list[Channel] = [TerminalChannel(stdin, stderr), *channels]
-        self.record = record
+        self.asking = asking
+        self.answered = answered
         self._withdrawn = False  # no question may ask (until reopen())
 
     @property
@@ -235,9 +239,11 @@ class Approver:
         or "no", with its source; None when `deadline` (time.monotonic()) passed first or the
         question was withdrawn."""
         live = [channel for channel in self.channels if channel.available()]
+        if self.asking is not None:
+            self.asking(question)
         answer = None if self._withdrawn or not live else self._first(live, question, deadline)
-        if self.record is not None:
-            self.record(question, answer)
+        if self.answered is not None:
+            self.answered(question, answer)
         return answer
 
     def _first(self, live: list[Channel], question: Question, deadline: float | None) -> Answer | None:

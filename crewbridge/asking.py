@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,12 +19,12 @@ from crewbridge.config import Config
 from crewbridge.context import RunContext
 from crewbridge.errors import UsageError
 from crewbridge.git import summary
-from crewbridge.loop import Progress
 from crewbridge.mentions import parse_mentions
 from crewbridge.modes import Mode
 from crewbridge.options import RunOptions
 from crewbridge.outputs import outcomes_record
 from crewbridge.parallel import run_task
+from crewbridge.record.stream import Sink
 from crewbridge.registry import Tool, ToolContext, ToolFailure
 from crewbridge.sandbox import Sandboxing
 from crewbridge.stop import Stop
@@ -113,7 +113,7 @@ class Asker:
         task: str,
         mode: Mode = "query",
         *,
-        on_progress: Callable[[Progress], None] | None = None,
+        on_progress: Sink | None = None,
         stop: Stop | None = None,
         worktree: bool = False,
         review: str | None = None,

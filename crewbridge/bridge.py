@@ -22,13 +22,15 @@ from crewbridge.sandbox import Sandboxing
 if TYPE_CHECKING:
     from crewbridge.api import EventStream, Outcome
     from crewbridge.approval import Channel
+    from crewbridge.context import Observer
     from crewbridge.dialogue import Chat
-    from crewbridge.loop import Progress, RunResult
+    from crewbridge.loop import RunResult
     from crewbridge.providers.base import McpServer
+    from crewbridge.record.events import Parent
+    from crewbridge.record.stream import Sink
     from crewbridge.registry import Files, Tool, ToolRegistry
     from crewbridge.skills import Found
     from crewbridge.stop import Stop
-    from crewbridge.transcript import Transcript
 
 
 class Bridge:
@@ -42,6 +44,7 @@ class Bridge:
         approvals: Sequence[Channel] = (),
         files: Files | None = None,
         mcp_servers: Sequence[McpServer] = (),
+        observers: Sequence[Observer] = (),
     ) -> None:
         """`config`: default crew.yaml found as the command finds it; `workdir`: default here; `env`:
         added to the environment of the CLIs it starts; `tools`: added to the configured ones;
@@ -49,7 +52,8 @@ class Bridge:
         `approvals`: channels besides the terminal that ask a person about a call (an editor over
         ACP, the browser of `crew ui`; crewbridge.approval); `files`: where the file tools read and
         write text instead of the disk (an editor's buffers over ACP); `mcp_servers`: given to each
-        CLI that takes them (Provider.mcp_via), besides crew's own tools (an editor's, over ACP)."""
+        CLI that takes them (Provider.mcp_via), besides crew's own tools (an editor's, over ACP);
+        `observers`: join each run's record (crewbridge.context.Observer: the browser's link)."""
         self.context = RunContext.of(
             config,
             workdir,
@@ -59,6 +63,7 @@ class Bridge:
             approvals=list(approvals),
             files=files,
             mcp_servers=tuple(mcp_servers),
+            observers=tuple(observers),
         )
 
     @property
@@ -117,9 +122,11 @@ class Bridge:
         *,
         options: RunOptions | None = None,
         context: str | None = None,
-        transcript: Transcript | None = None,
-        on_progress: Callable[[Progress], None] | None = None,
+        on_progress: Sink | None = None,
         stop: Stop | None = None,
+        run: str | None = None,
+        command: str | None = None,
+        parent: Parent | None = None,
         **values: Any,
     ) -> list[Outcome]:
         """Run the task in `text` ("@agent[:model] … task") on every mentioned agent at once, with
@@ -128,11 +135,13 @@ class Bridge:
         usage summed: past one, each agent stops before its next tool turn (BudgetExceeded). `resume`:
         the id of an earlier run whose agents' conversations the task continues (crewbridge.sessions).
         `context` is added to the task; `stop`, when set from another thread, ends the run
-        (crewbridge.stop.Stop); `on_progress` gets each Progress event as it happens."""
+        (crewbridge.stop.Stop); `on_progress` gets each event of the run's record as it happens
+        (crewbridge.record.events). The record has the id `run` (default: a new one), says `command`
+        (default: the mode) and what the run is part of (`parent`: an editor's session, a batch)."""
         from crewbridge.parallel import run_task
 
-        run = self.context.reporting(on_progress, stop)
-        return run_task(run, text, mode, options, context=context, transcript=transcript, **values)
+        ctx = self.context.reporting(on_progress, stop)
+        return run_task(ctx, text, mode, options, context=context, run=run, command=command, parent=parent, **values)
 
     def ask(self, text: str, mode: Mode = "query", **options: Any) -> RunResult:
         """Run a task on one agent ("@agent task") and return its result; an error is raised
@@ -147,14 +156,14 @@ class Bridge:
         return outcome.result
 
     def stream(self, text: str, mode: Mode = "query", **options: Any) -> EventStream:
-        """Run a task in the background and iterate over its Progress events as they happen (text,
-        call, result, turn); `.outcomes` holds the results once the iteration ends. Leaving the loop
-        early stops the run. Takes the options of `run`."""
+        """Run a task in the background and iterate over its record's events as they happen (text,
+        call, result, turn: crewbridge.record.events); `.outcomes` holds the results once the
+        iteration ends. Leaving the loop early stops the run. Takes the options of `run`."""
         from crewbridge.api import EventStream
 
         given: Stop | None = options.pop("stop", None)
 
-        def start(emit: Callable[[Progress], None], stop: Stop) -> list[Outcome]:
+        def start(emit: Sink, stop: Stop) -> list[Outcome]:
             if given is not None:
                 given.on_set(stop.set)
             return self.run(text, mode, on_progress=emit, stop=stop, **options)
@@ -167,7 +176,7 @@ class Bridge:
         mode: Mode = "query",
         *,
         options: RunOptions | None = None,
-        on_progress: Callable[[Progress], None] | None = None,
+        on_progress: Sink | None = None,
         **values: Any,
     ) -> Chat:
         """A conversation with one agent ("@claude", "@claude:haiku" or "claude") that goes on across

@@ -1,6 +1,7 @@
-"""One path for every tool call, whoever makes it (a model's fenced block, an MCP client): hooks see
-the calls policy allows, policy decides (and may ask a person), the tool runs, hooks see its
-result, and the transcript records the call and the result."""
+"""One path for every tool call, whoever makes it (a model's fenced block, a native call, an MCP
+client): hooks see the calls policy allows, policy decides (and may ask a person), the tool runs,
+hooks see its result, and the run's record has the call, crew's decision and the result, under the
+call's id."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from crewbridge.errors import ToolNotFound
 from crewbridge.gitguard import Watch, summary
 from crewbridge.hooks import Hooks
 from crewbridge.policy import Policy
+from crewbridge.record import events as ev
+from crewbridge.record.stream import Record
 from crewbridge.registry import Tool, ToolContext, ToolRegistry, ToolResult
-from crewbridge.transcript import Transcript
 
 
 @dataclass
@@ -23,13 +25,16 @@ class Caller:
     registry: ToolRegistry  # the tools this caller may name
     policy: Policy
     hooks: Hooks
-    transcript: Transcript
+    record: Record
     guarded: Path | None = None  # a folder: after each call that may write, what it left for git is disarmed
 
-    def call(self, name: str, data: Any, ctx: ToolContext) -> ToolResult:
+    def call(self, name: str, data: Any, ctx: ToolContext, call: str | None = None, via: str = "mcp") -> ToolResult:
         """Run the call `name` (`prefix:tool` or a bare tool name) with input `data`; always a
-        result envelope, never an exception. Input that breaks the schema is not run."""
-        self.transcript.write("tool_call", agent=self.agent, name=name, input=data)
+        result envelope, never an exception. Input that breaks the schema is not run. `call`: its
+        id, when whoever made it recorded its start (else it is recorded here, `via` as said)."""
+        if call is None:
+            call = self.record.next_call()
+            self.record.emit(ev.Call(agent=self.agent, call=call, name=name, input=data, via=via))
         try:
             jsonio.check_depth(data)  # decoded where it was not bounded (a CLI's line, the Python API)
             spec = self.registry.resolve(name)
@@ -44,25 +49,45 @@ class Caller:
                     False, error=f"invalid input for {self.registry.qualified(spec.name)} {problem}", tool=spec.name
                 )
             else:
-                result = self._run(spec, data, ctx)
-        self.transcript.write("tool_result", agent=self.agent, name=name, result=result.to_dict())
+                result = self._run(spec, data, ctx, call)
+        envelope = result.to_dict()
+        self.record.emit(
+            ev.Result(
+                agent=self.agent,
+                call=call,
+                name=name,
+                success=result.success,
+                data=envelope["data"],
+                error=result.error,
+                metadata=envelope["metadata"],
+                change=ev.Change(result.change.path, result.change.new, result.change.old) if result.change else None,
+            )
+        )
         return result
 
-    def _run(self, spec: Tool, data: dict[str, Any], ctx: ToolContext) -> ToolResult:
+    def _run(self, spec: Tool, data: dict[str, Any], ctx: ToolContext, call: str) -> ToolResult:
         # Hooks see only calls the policy allows; command globs and approval see the input that will run.
         data, block = (
             self.hooks.before(spec.name, data, self.agent, spec) if self.policy.allowed(spec) else (data, None)
         )
-        block = block or self.policy.check(spec, data, ctx.deadline)
         if block:
+            self.record.emit(ev.Decision(agent=self.agent, call=call, decision="refused", by="hook", reason=block))
             return ToolResult(False, error=block, tool=spec.name)
+        ruling = self.policy.check(spec, data, ctx.deadline, call)
+        self.record.emit(
+            ev.Decision(agent=self.agent, call=call, decision=ruling.decision, by=ruling.by, reason=ruling.refusal)
+        )
+        if ruling.refusal:
+            return ToolResult(False, error=ruling.refusal, tool=spec.name)
         watch = Watch(self.guarded) if self.guarded is not None and not spec.read_only else None
         result = self.registry.call(spec.name, data, ctx)
         if watch is not None:  # before the hooks, which run outside the sandbox and may run git
             found = watch.disarm()
             if found:
-                self.transcript.write(
-                    "disarmed", agent=self.agent, name=spec.name, found=[armed.to_dict() for armed in found]
+                self.record.emit(
+                    ev.Disarmed(
+                        agent=self.agent, call=call, text=summary(found), found=[armed.to_dict() for armed in found]
+                    )
                 )
                 result = replace(result, notices=(*result.notices, summary(found)))
         return self.hooks.after(spec.name, data, result, self.agent)

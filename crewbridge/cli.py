@@ -698,36 +698,36 @@ def log_group(ctx: click.Context, limit: int | None, since_text: str | None, by:
     """List recent runs (newest first) with their tokens and cost; `crew log show ID` prints one
     run's events; `crew log --since 7d --by agent` sums usage per agent."""
     if ctx.invoked_subcommand is None:
-        from crewbridge.transcript import list_runs
+        from crewbridge.record.index import Runs
+        from crewbridge.runlog import line
         from crewbridge.usage import by_agent, since, table
 
         start = since(since_text) if since_text else None
-        runs = list_runs(limit or (None if start or by else 20), since=start)
+        runs = Runs().rows(start)[: limit or (None if start or by else 20)]
         if by:
             rows = by_agent(run.usage for run in runs)
             lines = [json.dumps(row.to_dict()) for row in rows] if as_json else table(rows)
         else:
-            lines = [json.dumps(run.to_dict(), ensure_ascii=False) if as_json else run.line() for run in runs]
-        for line in lines:
-            click.echo(line)
+            lines = [json.dumps(run.to_dict(), ensure_ascii=False) if as_json else line(run) for run in runs]
+        for text in lines:
+            click.echo(text)
 
 
 @log_group.command("show")
 @click.argument("run_id")
 @click.option("--json", "as_json", is_flag=True, help="The events as written, one JSON object per line.")
 def log_show_command(run_id: str, as_json: bool) -> None:
-    """Print one run's events as a person reads them (RUN_ID: an id, its unique start, or last)."""
-    from crewbridge.transcript import read_run
-
-    events = read_run(run_id)
+    """Print one run's record as the terminal showed it (RUN_ID: an id, its unique start, or last)."""
     if as_json:
-        for event in events:
-            click.echo(jsonio.dumps_bytes(event))
-        return
-    from crewbridge.runlog import lines
+        from crewbridge.outputs import json_line
+        from crewbridge.record.transcript import read_run
 
-    for line in lines(events):
-        click.echo(line)
+        for event in read_run(run_id):
+            click.echo(json_line(event), nl=False)
+        return
+    from crewbridge.runlog import show
+
+    show(run_id)
 
 
 @cli.group("config")

@@ -1,12 +1,13 @@
 """A run's context: one value holding what a run needs — the configuration, the working directory,
 what is added to the CLIs' environment, the machine's sandboxing, the tools — and where the run
-reports (its event sink), asks a person (its approval channels), is stopped from, and keeps the
-text of files (an editor's buffers). It makes a
-run's parts: each agent's conversation (its CLI started at once), its loop, the run's transcript.
+reports (the sinks its record is given), asks a person (its approval channels), is stopped from,
+and keeps the text of files (an editor's buffers). It makes a run's parts: its record
+(crewbridge.record), each agent's conversation (its CLI started at once), its loop.
 
-Every face makes one and runs with it: the command and the Python API through the facade
-crewbridge.bridge.Bridge, crew mcp's `ask` (crewbridge.asking), and any other face — an editor's
-agent, a batch worker, a web UI — with its own sink, approvals and stop:
+The engine knows no face: every face makes a context and runs with it, attaching its own sink,
+approval channels, observers (which join each run's record: the browser's link) and stop — the
+command and the Python API through the facade crewbridge.bridge.Bridge, crew mcp's `ask`
+(crewbridge.asking), an editor's agent, a batch worker:
 `crewbridge.parallel.run_task(context, text, mode, options)` runs a task,
 `crewbridge.dialogue.open_chat(context, agent, mode, options)` opens a conversation. Copies made
 with `reporting` share the tools and the CLIs started ahead (`start`).
@@ -28,22 +29,28 @@ from crewbridge.modes import MODES, Mode
 from crewbridge.options import RunOptions
 from crewbridge.providers.base import McpServer, Turn
 from crewbridge.sandbox import Sandboxing, level
+from crewbridge.version import __version__
 
 # For start-up speed, what a run needs only once the agents' CLIs have started (the loop, hooks,
-# policy, catalogue, skills, transcript, usage, worktrees) is imported where it is used: it loads
-# while those boot.
+# policy, catalogue, skills, the record and msgspec, usage, worktrees) is imported where it is used:
+# it loads while those boot.
 if TYPE_CHECKING:
     from crewbridge.approval import Channel
-    from crewbridge.loop import AgentLoop, Progress
+    from crewbridge.loop import AgentLoop
+    from crewbridge.record import events as ev
+    from crewbridge.record.events import Parent
+    from crewbridge.record.stream import Record, Sink
     from crewbridge.registry import Files, Tool, ToolRegistry
     from crewbridge.sessions import Prior
     from crewbridge.skills import Found, Skill
     from crewbridge.stop import Stop
-    from crewbridge.transcript import Transcript
     from crewbridge.usage import Budget
     from crewbridge.worktrees import Made, Worktree
 
 Key = tuple[Mention, Mode, "str | None", "str | None"]  # a CLI started ahead: for whom, how
+# Joins a run's record once it is kept (it may attach sinks, hear a cancel), and gives the approval
+# channels it adds for that run (the browser of a `crew ui` serving for this user).
+Observer = Callable[["Record"], "Sequence[Channel]"]
 
 
 class Tools:
@@ -74,13 +81,23 @@ class Tools:
 @dataclass
 class Work:
     """What every agent of one task shares: its words, mode and options, the budget of the whole
-    run and its transcript."""
+    run, its record, and the approval channels its observers added."""
 
     task: str
     mode: Mode
     options: RunOptions
     budget: Budget
-    transcript: Transcript
+    record: Record
+    channels: Sequence[Channel] = ()
+
+
+@dataclass(frozen=True)
+class Named:
+    """What names a run in its record: its id (None: a new one), its command, what it is part of."""
+
+    run: str | None = None
+    command: str = "query"
+    parent: Parent | None = None
 
 
 @dataclass
@@ -90,8 +107,9 @@ class RunContext:
     env: dict[str, str] = field(default_factory=dict)  # added to the environment of the CLIs it starts
     sandboxing: Sandboxing = field(default_factory=Sandboxing)  # detected once, for every run
     tools: Tools | None = None  # the configured ones when not given
-    emit: Callable[[Progress], None] | None = None  # the run's event sink
+    emit: Sink | None = None  # the face's sink: every run's record is given it
     approvals: Sequence[Channel] = ()  # where a person is asked about a call, besides the terminal
+    observers: Sequence[Observer] = ()  # join each run's record (crew ui's link)
     files: Files | None = None  # where the file tools read and write text instead of the disk (an editor's)
     mcp_servers: Sequence[McpServer] = ()  # given to each CLI that takes them, besides crew's tools (an editor's)
     stop: Stop | None = None  # set from another thread, it ends the run
@@ -116,7 +134,7 @@ class RunContext:
         config = config or load_config()
         return cls(config, workdir or Path.cwd(), tools=Tools(config, tools), **fields)
 
-    def reporting(self, emit: Callable[[Progress], None] | None, stop: Stop | None = None) -> RunContext:
+    def reporting(self, emit: Sink | None, stop: Stop | None = None) -> RunContext:
         """This context for one run that reports to `emit` and is stopped by `stop`."""
         return replace(self, emit=emit, stop=stop)
 
@@ -124,13 +142,6 @@ class RunContext:
     def registry(self) -> ToolRegistry:
         assert self.tools is not None
         return self.tools.registry
-
-    def say(self, kind: str, agent: str, text: str) -> None:
-        """A notice to the run's sink."""
-        if self.emit is not None:
-            from crewbridge.loop import Progress  # for start-up speed (see top)
-
-            self.emit(Progress(kind, agent, text))
 
     # -- where and how an agent works
 
@@ -142,15 +153,17 @@ class RunContext:
         is not stricter (crewbridge.sandbox.level)."""
         return level(options.sandbox or self.config.sandbox, agent.sandbox)
 
-    def check_sandbox(self, options: RunOptions, agents: list[AgentSpec]) -> None:
+    def check_sandbox(self, options: RunOptions, agents: list[AgentSpec], record: Record | None = None) -> None:
         """Refuse a run whose sandbox is required and not to be had here (SandboxUnavailable), before
-        anything starts; say once when `auto` finds none."""
+        anything starts; say once, in the run's `record`, when `auto` finds none."""
         levels = [self.sandbox_level(options, agent) for agent in agents]
         for wanted in levels:
             self.sandboxing.mechanism(wanted)
         said = self.sandboxing.notice(levels)
-        if said:
-            self.say("sandbox", agents[0].id, said)
+        if said and record is not None:
+            from crewbridge.record.events import Notice
+
+            record.emit(Notice(agent=agents[0].id, text=said, about="sandbox"))
 
     def skills(self, agent: AgentSpec) -> dict[str, Skill]:
         """The skills `agent` gets: those found from its working directory, chosen by its `skills:` globs."""
@@ -174,24 +187,63 @@ class RunContext:
 
     # -- a run's parts
 
-    def transcript(self, command: str, agents: list[str], resume: str | None, **fields: Any) -> Transcript:
-        """A new run's transcript (one that writes nothing when transcripts are off)."""
-        from crewbridge.transcript import Transcript
+    def record(
+        self,
+        command: str,
+        mode: Mode,
+        agents: list[str],
+        task: str,
+        *,
+        resume: str | None = None,
+        run: str | None = None,
+        models: dict[str, str | None] | None = None,
+        workdir: Path | None = None,
+        parent: ev.Parent | None = None,
+    ) -> Record:
+        """A new run's record, its `start` emitted and the face's sink attached; its events are
+        held until keep() writes them down (the run's CLIs start meanwhile)."""
+        from crewbridge.record.events import Start
+        from crewbridge.record.stream import Record, now
 
-        if not self.config.transcripts:
-            return Transcript()
-        return Transcript.open(
-            command=command, agents=agents, **fields, secrets=self.config.provider_env(), resumed_from=resume
+        record = Record(run, pending=True)
+        if self.emit is not None:
+            record.attach(self.emit)
+        record.emit(
+            Start(
+                run=record.run,
+                at=now(),
+                version=__version__,
+                command=command,
+                mode=mode,
+                agents=agents,
+                models=models or {},
+                task=task,
+                cwd=str(workdir or self.workdir),
+                pid=os.getpid(),
+                resumed_from=resume,
+                parent=parent,
+            )
         )
+        return record
 
-    def worktrees(self, mentions: list[Mention], options: RunOptions) -> Made:
-        """A git worktree per mentioned agent, from HEAD of the checkout this context works in."""
-        from crewbridge.transcript import new_run_id
+    def keep(self, record: Record) -> Sequence[Channel]:
+        """Write `record` down in a transcript (unless transcripts are off), let the observers join
+        it, and give the approval channels they add."""
+        from crewbridge.record.transcript import Transcript
+
+        kept = Transcript.create(record.run, secrets=self.config.provider_env()) if self.config.transcripts else None
+        record.keep(kept)
+        return [channel for observer in self.observers for channel in observer(record)]
+
+    def worktrees(self, mentions: list[Mention], options: RunOptions, run: str | None = None) -> Made:
+        """A git worktree per mentioned agent, from HEAD of the checkout this context works in, its
+        branches named by run `run` (default: a new id)."""
+        from crewbridge.record.ids import new_run_id
         from crewbridge.worktrees import labels, make
 
         if options.resume:
             raise UsageError("--worktree starts afresh; it cannot go with --continue or --resume")
-        return make(self.workdir, new_run_id(), labels(mentions))
+        return make(self.workdir, run or new_run_id(), labels(mentions))
 
     def placed(self, spec: AgentSpec, made: Made, worktree: Worktree) -> AgentSpec:
         """`spec` working in `worktree`: where its working directory is in it."""
@@ -270,45 +322,69 @@ class RunContext:
         spec: AgentSpec | None = None,
         conversation: Conversation | CrewError | None = None,
         extra: Sequence[Tool] = (),
-        emit: Callable[[Progress], None] | None = None,
+        role: str = "",
+        round: int | None = None,
     ) -> AgentLoop:
         """The agent's loop over `conversation` (by default a new one: a review makes several), with
-        the tools and `extra`, reporting to `emit` (default: the run's sink). The CrewError that
-        kept the conversation from starting is raised; the conversation is closed if the loop cannot
-        be made."""
+        the tools and `extra`: a part of the run (`role` and `round` in a review) in its record. The
+        CrewError that kept the conversation from starting is raised; the conversation is closed if
+        the loop cannot be made."""
         if conversation is None:
             conversation = self.conversation(mention, work.mode, work.options, spec)[0]
         if isinstance(conversation, CrewError):
             raise conversation
+        from crewbridge.record import events as ev
+
         said = self.sandboxing.unsaid()  # the CLI's sandbox did not come up, and no other works here
         if said:
-            self.say("sandbox", mention.agent, said)
+            work.record.emit(ev.Notice(agent=mention.agent, text=said, about="sandbox"))
         try:
-            return self._loop(mention, work, spec or self.config.agent(mention.agent), conversation, extra, emit)
+            agent = spec or self.config.agent(mention.agent)
+            loop = self._loop(mention, work, agent, conversation, extra)
         except BaseException:
             conversation.close()
             raise
+        work.record.emit(
+            ev.Part(
+                agent=mention.agent,
+                part=work.record.part(mention.agent),
+                provider=agent.provider,
+                model=mention.model or agent.model,
+                workdir=str(loop.ctx.workdir),
+                via="native" if loop.native else "text",
+                role=role,
+                round=round,
+            )
+        )
+        return loop
 
     def _loop(
-        self,
-        mention: Mention,
-        work: Work,
-        agent: AgentSpec,
-        conversation: Conversation,
-        extra: Sequence[Tool],
-        emit: Callable[[Progress], None] | None,
+        self, mention: Mention, work: Work, agent: AgentSpec, conversation: Conversation, extra: Sequence[Tool]
     ) -> AgentLoop:
         from crewbridge.approval import Approver
         from crewbridge.hooks import Hooks
         from crewbridge.loop import AgentLoop
         from crewbridge.policy import Policy
-        from crewbridge.uilink import BrowserChannel
+        from crewbridge.record import events as ev
         from crewbridge.usage import Budget
 
         assert self.tools is not None
         workdir, options = self.workdir_of(agent), work.options
-        browser = BrowserChannel(work.transcript.run_id)  # a `crew ui` serving for this user, if any
-        approver = Approver(channels=[*self.approvals, browser], record=work.transcript.answered)
+        record = work.record
+        approver = Approver(
+            channels=[*self.approvals, *work.channels],
+            asking=lambda q: record.emit(ev.Ask(agent=q.agent, call=q.call, name=q.tool, input=q.input)),
+            answered=lambda q, a: record.emit(
+                ev.Approval(
+                    agent=q.agent,
+                    call=q.call,
+                    name=q.tool,
+                    input=q.input,
+                    answer=a.verdict if a else None,
+                    source=a.source if a else None,
+                )
+            ),
+        )
         limits = (f"agents.{agent.id}.max_cost", f"agents.{agent.id}.max_tokens")
         loop = AgentLoop(
             mention.agent,
@@ -317,11 +393,10 @@ class RunContext:
             Policy(agent, work.mode, approve_all=options.approve_all, approver=approver),
             workdir=workdir,
             hooks=Hooks(self.config.hooks, workdir=workdir),
-            transcript=work.transcript,
+            record=record,
             max_turns=options.max_turns,
             timeout=agent.timeout or options.timeout,
             compact=self.config.compact_catalogue,
-            on_progress=emit or self.emit,
             skills=self.skills(agent),
             budgets=[work.budget, Budget(agent.max_cost, agent.max_tokens, limits)],
             tools_via=options.tools_via or agent.tools_via,
@@ -334,7 +409,7 @@ class RunContext:
             ),
             files=self.files,
         )
-        work.transcript.on_cancel(loop.close)  # cancelled from crew ui: as Ctrl-C, the CLI ends
+        record.on_cancel(loop.close)  # cancelled from the browser or the editor: as Ctrl-C, the CLI ends
         return loop
 
 

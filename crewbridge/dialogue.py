@@ -41,7 +41,9 @@ class Chat:
 
     def failed(self, error: CrewError) -> None:
         """Record that `error` ended the last message's reply (the chat goes on)."""
-        self.loop.transcript.write("error", agent=self.agent, message=str(error))
+        from crewbridge.record.events import Error
+
+        self.loop.record.emit(Error(agent=self.agent, message=str(error), exit_code=error.exit_code))
 
     def cancel(self) -> None:
         """Stop the reply being written (after a Ctrl-C), and any approval question of its calls;
@@ -49,12 +51,12 @@ class Chat:
         self.loop.policy.withdraw()
         self.loop.conv.stop()
 
-    def close(self, status: str = "ok") -> None:
-        """End the conversation and its transcript (`status`: ok, interrupted)."""
+    def close(self, status: str = "done") -> None:
+        """End the conversation and its record (`status`: done, cancelled)."""
         try:
             self.loop.close()
         finally:
-            self.loop.transcript.close(status)
+            self.loop.record.end(status)
 
 
 def open_chat(
@@ -70,21 +72,25 @@ def open_chat(
     if options.worktree or options.review:
         raise UsageError("a chat takes no worktree or review; crew execute --worktree or --review runs a task so")
     mention = parse_agent(agent)
-    ctx.check_sandbox(options, [ctx.config.agent(mention.agent)])  # before anything starts
+    spec = ctx.config.agent(mention.agent)
+    ctx.check_sandbox(options, [spec])  # before anything starts
     earlier = priors(options.resume) if options.resume else {}
-    transcript = ctx.transcript("chat", [mention.agent], options.resume, mode=mode)
+    models = {mention.agent: mention.model or spec.model}
+    record = ctx.record("chat", mode, [mention.agent], "", resume=options.resume, models=models)
     conversation: Conversation | CrewError | None = None
     try:
+        ctx.check_sandbox(options, [spec], record)
         conversation, held = ctx.conversation(mention, mode, options, prior=earlier.get(mention.agent))
         if isinstance(conversation, CrewError):
             raise conversation
+        channels = ctx.keep(record)
         prior = None
         if options.resume:
-            prior, held = Resumed(options.resume, earlier, [held]).of(0, mention.agent, transcript, ctx.say)
-        work = Work("", mode, options, Budget(options.max_cost, options.max_tokens), transcript)
+            prior, held = Resumed(options.resume, earlier, [held]).of(0, mention.agent, record)
+        work = Work("", mode, options, Budget(options.max_cost, options.max_tokens), record, channels)
         return Chat(ctx.loop(mention, work, conversation=conversation), prior, held)
-    except BaseException:
+    except BaseException as exc:
         if conversation is not None and not isinstance(conversation, CrewError):
             conversation.close()
-        transcript.close("interrupted")
+        record.end(record.fail(exc))
         raise

@@ -44,9 +44,10 @@ class SandboxUnavailable(UsageError):
 
 
 class ProviderError(CrewError):
-    """The wrapped CLI failed or reported an API error."""
+    """The wrapped CLI failed or reported an API error (`status`: its HTTP status, when it said one)."""
 
     exit_code = 3
+    status: int | None = None
 
 
 class ProviderUnavailable(ProviderError):

@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING
 
 from crewbridge.api import Outcome
 from crewbridge.config import AgentSpec, Config
-from crewbridge.errors import CLINotFound, CrewError, Interrupted, ProviderUnavailable
+from crewbridge.errors import CLINotFound, CrewError, Interrupted, ProviderError, ProviderUnavailable
 from crewbridge.mentions import Mention
+from crewbridge.record.events import Error, Fallback
 
 if TYPE_CHECKING:
     from crewbridge.context import RunContext, Work
@@ -53,14 +54,14 @@ def run_agent(
             return Outcome(current.agent, result=result, fell_back_from=fell_back_from, disarmed=loop.disarmed)
         except (ProviderUnavailable, CLINotFound) as exc:
             if step + 1 == len(chain):
-                work.transcript.write("error", agent=current.agent, message=str(exc))
+                record_failure(work, current.agent, exc)
                 return Outcome(current.agent, error=exc, fell_back_from=fell_back_from)
             _fall_back(ctx, work, current.agent, chain[step + 1].agent, exc)
         except CrewError as exc:
             error = exc
-            if (ctx.stop is not None and ctx.stop.is_set()) or work.transcript.cancelled:
+            if (ctx.stop is not None and ctx.stop.is_set()) or work.record.cancelled:
                 error = Interrupted(f"@{current.agent} was stopped")
-            work.transcript.write("error", agent=current.agent, message=str(error))
+            record_failure(work, current.agent, error)
             disarmed = loop.disarmed if loop is not None else []  # a run that failed may have left them too
             return Outcome(current.agent, error=error, fell_back_from=fell_back_from, disarmed=disarmed)
     raise AssertionError("unreachable: the chain's last agent returns")
@@ -69,8 +70,13 @@ def run_agent(
 def _fall_back(ctx: RunContext, work: Work, agent: str, after: str, error: ProviderUnavailable | CLINotFound) -> None:
     """Record and say that `after` takes `agent`'s task over."""
     reason = error.reason if isinstance(error, ProviderUnavailable) else "not installed"
-    work.transcript.write("fallback", agent=agent, to=after, reason=reason, message=str(error))
-    ctx.say("fallback", agent, f"@{agent} cannot answer ({reason}); @{after} takes over")
+    work.record.emit(Fallback(agent=agent, to=after, reason=reason, message=str(error)))
+
+
+def record_failure(work: Work, agent: str, error: CrewError) -> None:
+    """Record that `error` ended `agent`'s part of the run."""
+    status = error.status if isinstance(error, ProviderError) else None
+    work.record.emit(Error(agent=agent, message=str(error), exit_code=error.exit_code, status=status))
 
 
 def stand_in(config: Config, asked: AgentSpec, name: str) -> AgentSpec:

@@ -35,11 +35,12 @@ from crewbridge.gitguard import Armed, Watch, summary
 from crewbridge.globs import NATIVE
 from crewbridge.hooks import Hooks
 from crewbridge.paths import resolve_inside
-from crewbridge.policy import Policy, Unasked
+from crewbridge.policy import Policy, Ruling, Unasked
+from crewbridge.record import events as ev
+from crewbridge.record.stream import Record
 from crewbridge.registry import TIMEOUT_GRACE, Files, Tool, ToolContext, ToolFailure, ToolRegistry, ToolResult
 from crewbridge.skills import SKILL_TOOL, Skill
 from crewbridge.templates import render
-from crewbridge.transcript import Transcript
 from crewbridge.usage import Budget, Tally
 
 if TYPE_CHECKING:
@@ -58,20 +59,7 @@ class CallRecord:
     name: str
     input: Any
     result: ToolResult
-
-
-@dataclass
-class Progress:
-    """What the loop reports while it runs (for live output, --jsonl and the Python API)."""
-
-    kind: str  # turn | text | call | result | native | usage | answer | fallback | resume | notice | warning | review
-    agent: str
-    text: str = ""
-    call: CallRecord | None = None
-    result: RunResult | None = None  # with kind "answer"
-    shown: str = ""  # with kind "text": what a person sees of the reply by now (extract.Shown)
-    usage: Tally | None = None  # with kind "usage": the agent's usage in this run so far
-    data: dict[str, Any] | None = None  # kind "review": the round (crewbridge.review); "native": tool, input, refusal
+    call: str = ""  # its id in the run's record
 
 
 @dataclass
@@ -89,6 +77,7 @@ class RunResult:
 class Reply:
     text: str
     calls: list[ToolCall]
+    ids: list[str]  # each call's id in the run's record
     pending: list[Future[ToolResult]]
     stopped: bool
 
@@ -103,11 +92,10 @@ class AgentLoop:
         *,
         workdir: Path,
         hooks: Hooks | None = None,
-        transcript: Transcript | None = None,
+        record: Record | None = None,
         max_turns: int = 10,
         timeout: float | None = 300.0,
         compact: bool | None = None,
-        on_progress: Callable[[Progress], None] | None = None,
         skills: dict[str, Skill] | None = None,
         budgets: list[Budget] | None = None,
         tools_via: str = "text",
@@ -121,7 +109,7 @@ class AgentLoop:
         self.skills = skills or {}
         self.offered = offered_tools(policy.offered(registry), self.skills)  # the tools the model is told of
         self.ctx = ToolContext(workdir=workdir, registry=self.offered, skills=self.skills, sandbox=sandbox, files=files)
-        self.transcript = transcript or Transcript()
+        self.record = record or Record()
         hooks = hooks or Hooks()
         execute = policy.mode == "execute"
         # What the run leaves that would run code on the user's next git command is disarmed once
@@ -131,13 +119,12 @@ class AgentLoop:
         self.disarmed: list[Armed] = []  # by the guard, in this loop's whole life (its Outcome's)
         self._guarding = threading.Lock()
         guarded = workdir if execute and any(hooks.specs.values()) else None
-        self.caller = Caller(agent, registry, policy, hooks, self.transcript, guarded=guarded)
+        self.caller = Caller(agent, registry, policy, hooks, self.record, guarded=guarded)
         self.max_turns = max_turns
         self.timeout = timeout
         self.compact = compact
-        self.emit = on_progress or (lambda progress: None)
         self.usage = Tally()  # this run's, so far
-        self.turn_usage = Tally()  # the current turn's
+        self.turn = 0  # the current turn
         self.budgets = [budget for budget in budgets or [] if budget]  # checked before each tool turn
         self.failures: dict[str, int] = {}
         self.closed = False
@@ -178,8 +165,7 @@ class AgentLoop:
                 f"@{self.agent}'s CLI has no native tool channel crew can use here (its provider, "
                 "its version, or CREW_LIVE=0): crew's tools go as the text catalogue"
             )
-            self.transcript.write("notice", agent=self.agent, text=text)
-            self.emit(Progress("notice", self.agent, text))
+            self.record.emit(ev.Notice(agent=self.agent, text=text, about="tools"))
         catalogue = render_catalogue(
             self.offered, self.policy.mode, compact=self.compact, skills=list(self.skills.values())
         )
@@ -197,8 +183,8 @@ class AgentLoop:
         for turn in range(1, self.max_turns + 1):
             if self.closed:  # closed from another thread (Ctrl-C): no new turn, no new CLI
                 raise Interrupted(f"@{self.agent} was stopped")
-            self.emit(Progress("turn", self.agent, str(turn)))
-            self.transcript.write("prompt", agent=self.agent, turn=turn, text=message)
+            self.turn = turn
+            self.record.emit(ev.Turn(agent=self.agent, turn=turn, prompt=message))
             try:
                 reply = self._reply(message)
                 records += self.channel.take()
@@ -227,7 +213,6 @@ class AgentLoop:
         raise AssertionError("unreachable")
 
     def _answer(self, text: str, records: list[CallRecord], turn: int) -> RunResult:
-        self.transcript.write("answer", agent=self.agent, text=text, usage=self.usage.to_dict())
         result = RunResult(
             self.agent,
             text.strip(),
@@ -237,7 +222,16 @@ class AgentLoop:
             turn,
             self.policy.take_unasked(),
         )
-        self.emit(Progress("answer", self.agent, result.answer, result=result))
+        self.record.emit(
+            ev.Answer(
+                agent=self.agent,
+                text=result.answer,
+                turns=turn,
+                session=result.session,
+                calls=[record.call for record in records],
+                needed_approval=[call.to_dict() for call in result.needed_approval],
+            )
+        )
         return result
 
     def _check_budgets(self, turn: int) -> None:
@@ -247,7 +241,6 @@ class AgentLoop:
         for budget in self.budgets:
             why = budget.passed()
             if why:
-                self.transcript.write("budget", agent=self.agent, turn=turn, reason=why)
                 raise BudgetExceeded(
                     f"@{self.agent} was stopped after turn {turn}: the run used {why}; the tools of "
                     "its last reply ran, no further turn was sent (raise the limit, or go on with "
@@ -255,19 +248,16 @@ class AgentLoop:
                 )
 
     def _turn_done(self, turn: int) -> None:
-        """Record the turn's usage (with what the CLI reported after the loop stopped reading)."""
+        """Record what the CLI reported after the loop stopped reading, and its session's totals."""
         for usage in self.conv.late_usage():
             self._add_usage(usage)
-        if self.turn_usage:
-            reported = self.conv.reported
-            self.transcript.write(
-                "usage",
-                agent=self.agent,
-                turn=turn,
-                **self.turn_usage.to_dict(),
-                **({"reported": Tally.of(asdict(reported)).to_dict()} if reported else {}),
+        reported = self.conv.reported
+        if reported:
+            self.record.emit(
+                ev.Session(
+                    agent=self.agent, session=self.conv.session_id, reported=Tally.of(asdict(reported)).to_dict()
+                )
             )
-            self.turn_usage = Tally()
 
     def close(self) -> None:
         """End the conversation and drop tool calls that have not started; no turn starts after this."""
@@ -288,9 +278,9 @@ class AgentLoop:
             found = self.guard.disarm()
         if found:
             self.disarmed.extend(found)
-            records = [armed.to_dict() for armed in found]
-            self.transcript.write("disarmed", agent=self.agent, found=records)
-            self.emit(Progress("disarmed", self.agent, summary(found), data={"text": summary(found), "found": records}))
+            self.record.emit(
+                ev.Disarmed(agent=self.agent, text=summary(found), found=[armed.to_dict() for armed in found])
+            )
         return found
 
     def _reply(self, message: str) -> Reply:
@@ -299,6 +289,7 @@ class AgentLoop:
         shown = Shown(extractor)
         parts: list[str] = []
         calls: list[ToolCall] = []
+        ids: list[str] = []
         pending: list[Future[ToolResult]] = []
         failure: Failure | None = None
         stopped = False
@@ -318,8 +309,9 @@ class AgentLoop:
                     parts.append(event.text)
                     new = extractor.feed(event.text)
                     visible = shown.take(event.text)
-                    self.transcript.live(self.agent, visible)  # to a crew ui that watches, if one does
-                    self.emit(Progress("text", self.agent, event.text, shown=visible))
+                    self.record.emit(
+                        ev.Text(agent=self.agent, text=event.text, shown=None if visible == event.text else visible)
+                    )
                     if extractor.in_block and not self._prepared:
                         # A block is streaming: ready the opening of paths while the rest arrives
                         # (a run that calls no tool never pays for ctypes).
@@ -333,10 +325,11 @@ class AgentLoop:
                 elif isinstance(event, Usage):
                     self._add_usage(event)
                 elif isinstance(event, Session):
-                    self.transcript.write("session", agent=self.agent, session=event.session_id)
+                    self.record.emit(ev.Session(agent=self.agent, session=event.session_id, model=event.model))
                 for call in new:
                     calls.append(call)
-                    pending.append(self._start(call, pending))
+                    ids.append(self.record.next_call())
+                    pending.append(self._start(call, ids[-1], pending))
                 if calls and extractor.prose_after_calls:
                     self.conv.stop()  # the rest would be the model talking past its own calls
                     stopped = True
@@ -346,51 +339,67 @@ class AgentLoop:
         if not stopped:
             for call in extractor.finish():
                 calls.append(call)
-                pending.append(self._start(call, pending))
+                ids.append(self.record.next_call())
+                pending.append(self._start(call, ids[-1], pending))
             self._show(shown)
         if failure is not None and not calls:
             raise self._failed(failure)
-        return Reply("".join(parts), calls, pending, stopped)
+        return Reply("".join(parts), calls, ids, pending, stopped)
 
     def _failed(self, failure: Failure) -> ProviderError:
-        """The error of a reply that failed before it made a call (recorded in the transcript):
+        """The error of a reply that failed before it made a call (its HTTP status, if any, on it):
         ProviderUnavailable when another agent could take the task over."""
-        self.transcript.write("error", agent=self.agent, message=failure.message, status=failure.status)
         message = " ".join(failure.message.split())  # one line: gemini's 429 message has two
         if failure.status and str(failure.status) not in message:
             message += f" (HTTP {failure.status})"
         reason = unavailable(message, failure.status)
-        if reason:
-            return ProviderUnavailable(f"@{self.agent}: {message}", reason)
-        return ProviderError(f"@{self.agent}: {message}")
+        error = (
+            ProviderUnavailable(f"@{self.agent}: {message}", reason)
+            if reason
+            else ProviderError(f"@{self.agent}: {message}")
+        )
+        error.status = failure.status
+        return error
 
     def _show(self, shown: Shown) -> None:
         """Report the text a message's end settled as shown (a held line, a block that held no call)."""
         text = shown.take()
         if text:
-            self.emit(Progress("text", self.agent, "", shown=text))
+            self.record.emit(ev.Text(agent=self.agent, text="", shown=text))
 
-    def _start(self, call: ToolCall, earlier: list[Future[ToolResult]]) -> Future[ToolResult]:
-        self.emit(Progress("call", self.agent, call=CallRecord(call.name, call.input, ToolResult(False))))
-        if call.error is not None:
+    def _start(self, call: ToolCall, id_: str, earlier: list[Future[ToolResult]]) -> Future[ToolResult]:
+        self.record.emit(ev.Call(agent=self.agent, call=id_, name=call.name, input=call.input, turn=self.turn))
+        if call.error is not None:  # the model's error: its result says so, nothing runs
+            result = ToolResult(False, error=call.error, tool=call.name)
+            envelope = result.to_dict()
+            self.record.emit(
+                ev.Result(
+                    agent=self.agent,
+                    call=id_,
+                    name=call.name,
+                    success=False,
+                    error=call.error,
+                    metadata=envelope["metadata"],
+                )
+            )
             done: Future[ToolResult] = Future()
-            done.set_result(ToolResult(False, error=call.error, tool=call.name))
+            done.set_result(result)
             return done
         read_only = self.registry.resolve(call.name).read_only  # a call without error names a tool
         if read_only and all(f.done() or getattr(f, "read_only", False) for f in earlier):
-            future = self._pool.submit(lambda: self._execute(call))
+            future = self._pool.submit(lambda: self._execute(call, id_))
         else:  # a change runs after everything before it, and everything after waits for it
             snapshot = list(earlier)
-            future = self._pool.submit(lambda: (wait(snapshot), self._execute(call))[1])
+            future = self._pool.submit(lambda: (wait(snapshot), self._execute(call, id_))[1])
         future.read_only = read_only  # type: ignore[attr-defined]
         return future
 
-    def _execute(self, call: ToolCall) -> ToolResult:
-        return self.caller.call(call.name, call.input, self.ctx)
+    def _execute(self, call: ToolCall, id_: str) -> ToolResult:
+        return self.caller.call(call.name, call.input, self.ctx, id_)
 
     def _collect(self, reply: Reply) -> list[CallRecord]:
         batch = []
-        for call, future in zip(reply.calls, reply.pending, strict=True):
+        for call, id_, future in zip(reply.calls, reply.ids, reply.pending, strict=True):
             # Tools are given what is left of the run and abandoned past it (+ grace); this wait is
             # bounded too, in case a hook or an approval question holds the call.
             wait_for = None if self.deadline is None else max(self.deadline - time.monotonic(), 0) + 2 * TIMEOUT_GRACE
@@ -398,9 +407,7 @@ class AgentLoop:
                 result = future.result(wait_for)
             except FutureTimeout:
                 raise self._timed_out(call.name) from None
-            record = CallRecord(call.name, call.input, result)
-            batch.append(record)
-            self.emit(Progress("result", self.agent, call=record))
+            batch.append(CallRecord(call.name, call.input, result, id_))
         return batch
 
     def _timed_out(self, name: str) -> CrewTimeout:
@@ -413,7 +420,7 @@ class AgentLoop:
         """The next message: every result, plus what the model must know about its own last reply."""
         end = reply.calls[-1].end
         kept, tail = reply.text[:end], reply.text[end:]
-        self.transcript.write("reply", agent=self.agent, text=kept)  # what the conversation keeps of it
+        self.record.emit(ev.Reply(agent=self.agent, turn=self.turn, text=kept))  # what the conversation keeps
         history = self.conv.keep(kept, reply.stopped)  # what the CLI's history now holds of the reply
         results = "\n".join(self._result_text(record) for record in batch)
         restate = render("restate.md", kept=kept.rstrip()) if history == LOST else ""
@@ -447,10 +454,19 @@ class AgentLoop:
 
     def _add_usage(self, usage: Usage) -> None:
         self.usage.add(usage)
-        self.turn_usage.add(usage)
         for budget in self.budgets:
             budget.add(usage)
-        self.emit(Progress("usage", self.agent, usage=replace(self.usage)))
+        self.record.emit(
+            ev.Usage(
+                agent=self.agent,
+                turn=self.turn,
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
+                cached_tokens=usage.cached_tokens,
+                cost_usd=usage.cost_usd,
+                context_window=usage.context_window,
+            )
+        )
 
 
 class LoopChannel:
@@ -478,40 +494,41 @@ class LoopChannel:
                     "of --max-turns); raise --max-turns or narrow the task"
                 )
         qualified = loop.registry.qualified(name)
-        loop.emit(Progress("call", loop.agent, call=CallRecord(qualified, arguments, ToolResult(False))))
-        result = loop.caller.call(qualified, arguments, loop.ctx if stop is None else loop.ctx.stoppable(stop))
-        record = CallRecord(qualified, arguments, result)
+        call = loop.record.next_call()
+        loop.record.emit(
+            ev.Call(agent=loop.agent, call=call, name=qualified, input=arguments, turn=loop.turn, via="native")
+        )
+        result = loop.caller.call(qualified, arguments, loop.ctx if stop is None else loop.ctx.stoppable(stop), call)
+        record = CallRecord(qualified, arguments, result, call)
         with self._lock:
             self._records.append(record)
-        loop.emit(Progress("result", loop.agent, call=record))
         note = loop.repeated(record)
         return replace(result, error=f"{result.error}{note}") if note else result
 
     def decides(self) -> bool:
         return self.loop.policy.decides_native()
 
-    def permit(self, tool: str, arguments: Any, read_only: bool) -> str | None:
+    def permit(self, tool: str, arguments: Any, read_only: bool, ref: str | None = None) -> str | None:
+        """Why the CLI may not run its own tool `tool` (`ref`: the CLI's id for the call), or None."""
         loop = self.loop
         data = arguments if isinstance(arguments, dict) else {"input": arguments}
+        call = loop.record.next_call()
+        loop.record.emit(
+            ev.Call(
+                agent=loop.agent, call=call, name=NATIVE + tool, input=arguments, turn=loop.turn, via="own", ref=ref
+            )
+        )
         paths = [data[key] for key in PATH_KEYS if isinstance(data.get(key), str)]
         refusal = next(filter(None, (_outside(loop.ctx.workdir, path) for path in paths)), None)
         try:
             jsonio.check_depth(data)  # a CLI's line is not bounded as it is decoded (providers.base)
         except jsonio.TooDeep as exc:
             refusal = refusal or f"crew does not run {tool} with this input: {exc}"
-        refusal = refusal or loop.policy.check_native(tool, data, read_only, loop.deadline)
-        decision = {"decision": "refused", "reason": refusal} if refusal else {"decision": "allowed"}
-        loop.transcript.write("native_tool", agent=loop.agent, tool=tool, input=arguments, **decision)
-        shown = f"{NATIVE}{tool} {brief_input(arguments)}"
-        loop.emit(
-            Progress(
-                "native",
-                loop.agent,
-                f"{shown}: refused, {refusal}" if refusal else f"{shown}: allowed",
-                data={"tool": tool, "input": arguments, "refusal": refusal},
-            )
+        ruling = Ruling(refusal) if refusal else loop.policy.check_native(tool, data, read_only, loop.deadline, call)
+        loop.record.emit(
+            ev.Decision(agent=loop.agent, call=call, decision=ruling.decision, by=ruling.by, reason=ruling.refusal)
         )
-        return refusal
+        return ruling.refusal
 
     def take(self) -> list[CallRecord]:
         """The native calls made since the last take."""
@@ -527,11 +544,6 @@ def _outside(workdir: Path, path: str) -> str | None:
     except ToolFailure as exc:
         return f"{exc} (crew lets the CLI's own tools use files inside it only)"
     return None
-
-
-def brief_input(arguments: Any, width: int = 120) -> str:
-    text = json.dumps(arguments, ensure_ascii=False, default=str)
-    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 class _DaemonPool:

@@ -17,36 +17,8 @@
   MCP's `ask` returns the same object as its structured content (and the `ask` tool an agent is
   given, as its data).
 
-`crew query --jsonl` (docs/schemas/event.json): the event stream, one object per line as it
-  happens, each with ``type`` and ``agent``:
-  ``{"type": "turn", "turn": 1}`` a model reply begins (1, 2, … per task);
-  ``{"type": "text", "text": "…"}`` raw text as the model streams it, tool-call blocks and any text
-  crew cut off included;
-  ``{"type": "call", "name": "crew:read_file", "input": {…}}`` a tool call starts (a text block
-  closed, or a native call);
-  ``{"type": "result", "name", "input", "result": {"success", "data", "error", "metadata"}}`` its
-  result envelope;
-  ``{"type": "native", "text": "…"}`` crew's policy decided on one of the CLI's own tools;
-  ``{"type": "usage", "input_tokens", "output_tokens", "cached_tokens", "cost_usd"}`` the agent's
-  usage in this run so far, each time its CLI reports some;
-  ``{"type": "answer", "answer", "tool_calls", "usage", "session", "turns", "needed_approval"}`` the
-  final answer;
-  ``{"type": "error", "error": "…", "exit_code": 3}`` the agent's run failed;
-  ``{"type": "fallback", "text"}`` the agent's provider cannot answer; the next one of its
-  `fallback:` takes the task over (then ``answer`` has ``fell_back_from``);
-  ``{"type": "resume", "text"}`` continuing a run, the agent starts afresh (it was not in it) or
-  has its conversation replayed (its CLI no longer has the session);
-  ``{"type": "warning", "text": "…"}`` about the whole run (--worktree: the checkout's uncommitted
-  changes are not in the worktrees);
-  ``{"type": "review", "round", "rounds", "verdict", "findings", "called", "disputed"}`` a
-  reviewer's verdict (--review), one per round;
-  ``{"type": "worktree", "run_id", "worktree", "branch", "base", "changes"}`` where an agent worked
-  with --worktree and what it changed, at the end;
-  ``{"type": "disarmed", "text", "found": [{"path", "what", "done"}]}`` what the agent's run left
-  that would run code on the user's next git command, disarmed once its CLI ended;
-  ``{"type": "sandbox", "text": "…"}`` the sandbox is wanted (auto) but no mechanism works here:
-  the run goes on unconfined;
-  ``{"type": "notice", "text": "…"}`` anything else worth knowing.
+`crew query --jsonl` (docs/schemas/event.json): the run's record, one event a line as it happens
+  (crewbridge.record.events: its first event, `start`, carries the run's id).
 """
 
 from __future__ import annotations
@@ -58,7 +30,7 @@ from crewbridge import jsonio
 
 if TYPE_CHECKING:
     from crewbridge.api import Outcome
-    from crewbridge.loop import CallRecord, Progress, RunResult
+    from crewbridge.loop import CallRecord, RunResult
 
 
 def result_record(result: RunResult) -> dict[str, Any]:
@@ -97,11 +69,6 @@ def outcome_record(outcome: Outcome) -> dict[str, Any]:
     return record
 
 
-def worktree_record(outcome: Outcome) -> dict[str, Any]:
-    """The --jsonl line of where an agent worked with --worktree, and what it changed."""
-    return {"type": "worktree", "agent": outcome.agent, **_worktree(outcome)}
-
-
 def _worktree(outcome: Outcome) -> dict[str, Any]:
     assert outcome.worktree is not None
     changes = None if outcome.changes is None else [change.to_dict() for change in outcome.changes]
@@ -122,28 +89,11 @@ def outcomes_record(outcomes: Sequence[Outcome]) -> dict[str, Any]:
     return {"run": run, "results": [outcome_record(outcome) for outcome in outcomes]}
 
 
-def event_record(event: Progress) -> dict[str, Any]:
-    """One --jsonl line."""
-    base: dict[str, Any] = {"type": event.kind, "agent": event.agent}
-    if event.kind == "turn":
-        return {**base, "turn": int(event.text) if event.text.isdigit() else 0}
-    if event.kind in ("call", "result") and event.call is not None:
-        base.update(name=event.call.name, input=event.call.input)
-        return {**base, "result": event.call.result.to_dict()} if event.kind == "result" else base
-    if event.kind == "answer" and event.result is not None:
-        return {**base, **result_record(event.result)}
-    if event.kind == "usage" and event.usage is not None:
-        return {**base, **event.usage.to_dict()}
-    if event.data is not None:  # a review's round
-        return {**base, **event.data}
-    return {**base, "text": event.text}
-
-
-def error_record(agent: str, error: Exception) -> dict[str, Any]:
-    """The --jsonl line of an agent whose run failed."""
-    return {"type": "error", "agent": agent, "error": str(error), "exit_code": getattr(error, "exit_code", 1)}
-
-
 def json_line(obj: Any) -> str:
-    """One line of JSON; text that cannot be UTF-8 (a lone surrogate) is written as escapes."""
-    return jsonio.dumps_bytes(obj).decode("utf-8") + "\n"
+    """One line of JSON (an event of the record, or any JSON value); text that cannot be UTF-8 (a
+    lone surrogate) is written as escapes."""
+    if isinstance(obj, dict):
+        return jsonio.dumps_bytes(obj).decode("utf-8") + "\n"
+    from crewbridge.record.events import encode  # for start-up speed: msgspec, only for --jsonl
+
+    return encode(obj).decode("utf-8") + "\n"

@@ -1,16 +1,17 @@
 """A task on every agent it mentions at once (`crew query "@claude @gemini …"`, Bridge.run): each
-agent's CLI starts first, to boot while the rest is built; one transcript and one budget cover the
+agent's CLI starts first, to boot while the rest is built; one record and one budget cover the
 run; each agent's part (with its fallbacks: crewbridge.fallback) runs on a thread of its own. With
 --worktree each works in a git worktree of its own; with --review the task goes to
 crewbridge.review instead."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from crewbridge.config import AgentSpec
-from crewbridge.context import RunContext, Work, checked
+from crewbridge.context import Named, RunContext, Work, checked
 from crewbridge.errors import CrewError
 from crewbridge.fallback import run_agent
 from crewbridge.mentions import Mention, parse_mentions
@@ -20,10 +21,12 @@ from crewbridge.piped import with_context
 
 if TYPE_CHECKING:
     from crewbridge.api import Outcome
+    from crewbridge.approval import Channel
     from crewbridge.conversations import Conversation
     from crewbridge.loop import AgentLoop
+    from crewbridge.record.events import Parent
+    from crewbridge.record.stream import Record
     from crewbridge.sessions import Prior
-    from crewbridge.transcript import Transcript
     from crewbridge.worktrees import Made
 
 
@@ -34,64 +37,88 @@ def run_task(
     options: RunOptions | None = None,
     *,
     context: str | None = None,
-    transcript: Transcript | None = None,
+    run: str | None = None,
+    command: str | None = None,
+    parent: Parent | None = None,
     **values: Any,
 ) -> list[Outcome]:
     """Run the task in `text` ("@agent[:model] … task") on every mentioned agent at once, with
-    `options` and any RunOptions given by name; `context` is added to the task. Each agent's
-    Outcome, in mention order. The CLIs ctx.start() started and no agent took are ended."""
+    `options` and any RunOptions given by name; `context` is added to the task. The run's record
+    has the id `run` (default: a new one), says `command` (default: the mode) and what the run is
+    part of (`parent`). Each agent's Outcome, in mention order. The CLIs ctx.start() started and no
+    agent took are ended."""
     options = checked(mode, options, values)
+    named = Named(run, command or mode, parent)
     try:
         if options.review:
             from crewbridge.review import review_run
 
-            return review_run(ctx, text, mode, options, context, transcript)
-        return _run(ctx, text, mode, options, context, transcript)
+            return review_run(ctx, text, mode, options, context, named)
+        return _run(ctx, text, mode, options, context, named)
     finally:
         ctx.close_started()
 
 
 def _run(
-    ctx: RunContext, text: str, mode: Mode, options: RunOptions, context: str | None, transcript: Transcript | None
+    ctx: RunContext,
+    text: str,
+    mode: Mode,
+    options: RunOptions,
+    context: str | None,
+    named: Named,
 ) -> list[Outcome]:
     mentions, task = parse_mentions(text)
     specs = [ctx.config.agent(mention.agent) for mention in mentions]  # fail before starting anything
-    ctx.check_sandbox(options, specs)
-    made = ctx.worktrees(mentions, options) if options.worktree else None
+    ctx.check_sandbox(options, specs)  # a required sandbox that is not to be had: refused before all
+    made = ctx.worktrees(mentions, options, named.run) if options.worktree else None
     if made is not None:
         specs = [ctx.placed(spec, made, worktree) for spec, worktree in zip(specs, made.worktrees, strict=True)]
     task = with_context(task, context)
-    own, status = transcript is None, "interrupted"
     earlier = _priors(options.resume)
     started: list[tuple[Conversation | CrewError, bool]] = []
+    record: Record | None = None
+    status = "cancelled"
     try:
         for mention, spec in zip(mentions, specs, strict=True):  # every CLI starts first, to boot meanwhile
             started.append(ctx.conversation(mention, mode, options, spec, prior=earlier.get(mention.agent)))
-        if transcript is None:
-            agents = [m.agent for m in mentions]
-            models = {m.agent: m.model or spec.model for m, spec in zip(mentions, specs, strict=True)}
-            transcript = ctx.transcript(
-                mode, agents, options.resume, task=task, run_id=made and made.run_id, models=models
-            )
-        outcomes = _run_started(ctx, _work(task, mode, options, transcript), mentions, specs, started, earlier, made)
-        status = "ok" if all(o.error is None for o in outcomes) else "failed"
+        agents = [m.agent for m in mentions]
+        models = {m.agent: m.model or spec.model for m, spec in zip(mentions, specs, strict=True)}
+        record = ctx.record(
+            named.command,
+            mode,
+            agents,
+            task,
+            resume=options.resume,
+            run=made.run_id if made is not None else named.run,
+            models=models,
+            workdir=made.top if made is not None else None,
+            parent=named.parent,
+        )
+        ctx.check_sandbox(options, specs, record)  # `auto` with no mechanism here: said once, in the record
+        work = _work(task, mode, options, record, ctx.keep(record))
+        outcomes = _run_started(ctx, work, mentions, specs, started, earlier, made)
+        status = "done" if all(o.error is None for o in outcomes) else "failed"
         return outcomes
-    except BaseException:
-        if made is not None:  # stopped (Ctrl-C, an error): where the agents' work stays
-            ctx.say("warning", mentions[0].agent, made.left())
+    except BaseException as exc:
+        if record is not None:
+            status = record.fail(exc)
+            if made is not None:  # stopped (Ctrl-C, an error): where the agents' work stays
+                from crewbridge.record.events import Notice
+
+                record.emit(Notice(agent=mentions[0].agent, text=made.left(), about="warning"))
         raise
     finally:
         for conversation, _ in started:
             if not isinstance(conversation, CrewError):
                 conversation.close()
-        if own and transcript is not None:
-            transcript.close(status)
+        if record is not None:
+            record.end(status)
 
 
-def _work(task: str, mode: Mode, options: RunOptions, transcript: Transcript) -> Work:
+def _work(task: str, mode: Mode, options: RunOptions, record: Record, channels: Sequence[Channel]) -> Work:
     from crewbridge.usage import Budget  # for start-up speed: once the CLIs have started
 
-    return Work(task, mode, options, Budget(options.max_cost, options.max_tokens), transcript)
+    return Work(task, mode, options, Budget(options.max_cost, options.max_tokens), record, channels)
 
 
 def _priors(resume: str | None) -> dict[str, Prior]:
@@ -117,23 +144,24 @@ def _run_started(
     from crewbridge.sessions import Resumed
 
     if made is not None:
-        made.announce(work.transcript, ctx.say)
+        made.announce(work.record)
     ctx.registry.names()  # built here, once: an error in the tools' configuration ends the run
     resumed = Resumed(work.options.resume, earlier, [held for _, held in started]) if work.options.resume else None
     loops: list[AgentLoop] = []
 
     def one(index: int) -> Outcome:
         mention = mentions[index]
-        prior = resumed.of(index, mention.agent, work.transcript, ctx.say) if resumed else (None, True)
+        prior = resumed.of(index, mention.agent, work.record) if resumed else (None, True)
         return run_agent(ctx, work, mention, specs[index], started[index][0], prior, loops)
 
     outcomes = [one(0)] if len(mentions) == 1 else _at_once(one, len(mentions), loops)
     if made is not None:
         outcomes = [
-            replace(outcome, worktree=worktree, changes=made.changed(worktree, work.transcript))
+            replace(outcome, worktree=worktree, changes=made.changed(worktree, work.record))
             for outcome, worktree in zip(outcomes, made.worktrees, strict=True)
         ]
-    return [replace(outcome, run=work.transcript.run_id) for outcome in outcomes]
+    run = work.record.run if work.record.kept else None
+    return [replace(outcome, run=run) for outcome in outcomes]
 
 
 def _at_once(one: Any, count: int, loops: list[AgentLoop]) -> list[Outcome]:

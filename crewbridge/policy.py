@@ -34,6 +34,24 @@ class Unasked:
         return {"name": self.name, "input": self.input}
 
 
+@dataclass(frozen=True)
+class Ruling:
+    """The policy's decision on one call: why it may not run (None: it may), and by whom it was
+    decided: `policy` (the rules), `approve_all` (--yes), `always` (an earlier "always" answer), the
+    channel a person answered on (terminal, editor, browser), `nobody` (nobody could be asked, or
+    nobody answered in time)."""
+
+    refusal: str | None = None
+    by: str = "policy"
+
+    @property
+    def decision(self) -> str:
+        return "refused" if self.refusal else "allowed"
+
+
+ALLOWED = Ruling()
+
+
 class Policy:
     def __init__(
         self, agent: AgentSpec, mode: Mode, *, approve_all: bool = False, approver: Approver | None = None
@@ -77,13 +95,13 @@ class Policy:
         """The tools the model is told about."""
         return registry.subset(self.allowed)
 
-    def check(self, spec: Tool, data: dict[str, Any], deadline: float | None = None) -> str | None:
-        """Why this call may not run, or None. May ask a person (called from tool worker threads),
-        until `deadline` (time.monotonic(): the run's end) at the latest."""
+    def check(self, spec: Tool, data: dict[str, Any], deadline: float | None = None, call: str | None = None) -> Ruling:
+        """Whether this call (`call`: its id in the run's record) may run. May ask a person (called
+        from tool worker threads), until `deadline` (time.monotonic(): the run's end) at the latest."""
         if not self.allowed(spec):
-            return self._refusal(spec)
+            return Ruling(self._refusal(spec))
         command = data.get("command") if spec.name == COMMAND_TOOL else _shell_argv(spec, data)
-        return self._decide(spec.name, data, command, self.needs_approval(spec), deadline)
+        return self._decide(spec.name, data, command, self.needs_approval(spec), deadline, call)
 
     def needs_approval(self, spec: Tool) -> bool:
         return spec.needs_approval or matches(spec.name, self.agent.approval)
@@ -102,40 +120,41 @@ class Policy:
         )
 
     def check_native(
-        self, tool: str, data: dict[str, Any], read_only: bool, deadline: float | None = None
-    ) -> str | None:
-        """Why the CLI may not run its own tool `tool` with `data`, or None. The rules of crew's own
+        self, tool: str, data: dict[str, Any], read_only: bool, deadline: float | None = None, call: str | None = None
+    ) -> Ruling:
+        """Whether the CLI may run its own tool `tool` with `data`. The rules of crew's own
         tools: query mode and the read-only profile refuse what writes or runs commands (all but
         `read_only` tools); `native:` globs in allow (when it has any) and deny; command globs on a
         shell tool's command; approval. May ask a person, until `deadline` at the latest."""
         agent = self.agent
         if not read_only and (self.mode != "execute" or agent.profile == "read-only"):
             where = f"{self.mode} mode" if self.mode != "execute" else f"agent '{agent.id}' (profile read-only)"
-            return (
+            return Ruling(
                 f"crew does not allow {tool} for {where}: only the CLI's tools that read may run "
                 "(the user can run `crew execute`)"
             )
         narrowed = any(native_globs(g) and not matches_native(tool, g) for g in agent.allow_lists("allow"))
         if narrowed or matches_native(tool, agent.deny):
-            return (
+            return Ruling(
                 f"crew's policy does not allow {tool} for agent '{agent.id}' (native:… in allow/deny "
                 "in crew.yaml); it was not run. Do it another way or ask the user"
             )
-        return self._decide(NATIVE + tool, data, data.get("command"), matches_native(tool, agent.approval), deadline)
+        approval = matches_native(tool, agent.approval)
+        return self._decide(NATIVE + tool, data, data.get("command"), approval, deadline, call)
 
     def _decide(
-        self, name: str, data: dict[str, Any], command: Any, approval: bool, deadline: float | None
-    ) -> str | None:
+        self, name: str, data: dict[str, Any], command: Any, approval: bool, deadline: float | None, call: str | None
+    ) -> Ruling:
         """The command rules on `command` (when it is one), then approval. A command crew cannot
         check is asked about where the tool needs approval, every time; elsewhere it is refused."""
         problem = None
         if isinstance(command, (str, list)):
             problem = command_problem(command, self.agent.deny_commands, *self.agent.allow_lists("allow_commands"))
         if problem is not None and not (problem.unchecked and approval):
-            return problem.reason
+            return Ruling(problem.reason)
         if approval:
-            return self._approve(name, data, deadline, unchecked=problem.unchecked if problem else None)
-        return None
+            return self._approve(name, data, deadline, problem.unchecked if problem else None, call)
+        return ALLOWED
 
     def _refusal(self, spec: Tool) -> str:
         if self.mode != "execute" and not spec.read_only:
@@ -149,32 +168,37 @@ class Policy:
         )
 
     def _approve(
-        self, name: str, data: dict[str, Any], deadline: float | None, unchecked: str | None = None
-    ) -> str | None:
-        """Ask a person whether tool `name` may run with `data` (None: yes), until `deadline`. A
-        command the command rules could not check (`unchecked`: why) is asked about even under --yes
-        or "always", and refused with that reason when nobody can be asked."""
-        if unchecked is None and (self.approve_all or name in self._always):
-            return None
+        self, name: str, data: dict[str, Any], deadline: float | None, unchecked: str | None, call: str | None
+    ) -> Ruling:
+        """Ask a person whether tool `name` may run with `data`, until `deadline`. A command the
+        command rules could not check (`unchecked`: why) is asked about even under --yes or
+        "always", and refused with that reason when nobody can be asked."""
+        if unchecked is None and self.approve_all:
+            return Ruling(by="approve_all")
+        if unchecked is None and name in self._always:
+            return Ruling(by="always")
         if not self.approver.interactive:  # the one place that decides nobody can be asked
             with self._lock:
                 self._unasked.append(Unasked(name, data, bool(unchecked)))
-            return (
+            return Ruling(
                 f"{unchecked}; it was not run (nobody to ask: no terminal, no crew ui serving)"
                 if unchecked
                 else (
                     f"tool '{name}' needs a person's approval and there is nobody to ask (no terminal, no crew ui "
                     "serving); it was not run (the user can re-run with --yes to approve every call)"
-                )
+                ),
+                by="nobody",
             )
-        answer = self.approver.ask(Question(self.agent.id, name, data, unchecked or ""), deadline)
+        answer = self.approver.ask(Question(self.agent.id, name, data, unchecked or "", call=call), deadline)
         if answer is None:
-            return f"no one answered in time whether '{name}' may run; it was not run"
+            return Ruling(f"no one answered in time whether '{name}' may run; it was not run", by="nobody")
         if answer.verdict == "always":
             self._always.add(name)
         if answer.verdict == "no":
-            return f"the user declined this call to '{name}'; it was not run. Ask or try another way."
-        return None
+            return Ruling(
+                f"the user declined this call to '{name}'; it was not run. Ask or try another way.", by=answer.source
+            )
+        return Ruling(by=answer.source)
 
 
 def not_approved(agent: str, unasked: list[Unasked]) -> NotApproved:

@@ -18,8 +18,12 @@ Three outputs, chosen by `Renderer(output=…)`:
   colours only on a terminal and never with NO_COLOR set. Model text on a terminal has its control
   characters escaped, so a reply cannot drive the terminal.
 
-``json``: one object on stdout at the end; ``jsonl``: the event stream, one object per line as it
-  happens. Their shapes are crewbridge/outputs.py's (and docs/schemas/).
+``json``: one object on stdout at the end (crewbridge/outputs.py, docs/schemas/outcome.json);
+  ``jsonl``: the run's record as it happens, one event a line (crewbridge.record.events,
+  docs/schemas/event.json).
+
+With ``replay`` (`crew log show`) a finished run's record goes through the same renderer, stdout and
+stderr on one stream, with its start, each turn and its end named.
 
 With ``verbose`` each command crew runs (`$`), every line it reads from the CLI (`>`) and sends it
 (`<`) go to stderr, in every output, with secrets redacted as in transcripts (crewbridge.redact:
@@ -35,25 +39,23 @@ import re
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
 from crewbridge.approval import isatty, terminal  # an approval question owns the terminal while it waits
 from crewbridge.errors import CrewError
-from crewbridge.outputs import error_record, event_record, json_line, outcomes_record, worktree_record
+from crewbridge.outputs import json_line, outcomes_record
 from crewbridge.process import LOGGER as PROCESS_LOGGER
 from crewbridge.redact import Redactor
 from crewbridge.verdict import Finding
 
-STDERR_TOO = ("fallback", "resume", "warning", "sandbox", "disarmed")  # events shown on stderr with --json too
-
 if TYPE_CHECKING:
     from crewbridge.api import Outcome
-    from crewbridge.loop import CallRecord, Progress
+    from crewbridge.record import events as ev
 
 OUTPUTS = ("text", "json", "jsonl")
-RUN_EVENTS = ("fallback", "resume", "warning", "sandbox", "disarmed")  # shown on stderr with --json too
+ABOUT_THE_RUN = ("warning", "sandbox")  # notices shown on stderr with --json too, as fallbacks, resumes, disarms
 TRACE_CHARS = 1000  # a --verbose line is cut after this many characters
 CREW_LINE = 2000  # characters of a `crew:` line of crew's own (a bound for what it quotes, not a width)
 SHOWN_CHANGES = 20  # files listed per agent after a --worktree run
@@ -113,25 +115,24 @@ class _Agent:
     state: str = "starting"
     turn: int = 0
     since: float = field(default_factory=time.monotonic)
-    calls: int = 0  # call lines shown
-    results: int = 0  # result lines shown
     answered: bool = False  # its answer is on stdout
     tokens: int = 0  # used in this run so far (the status line shows them)
     half: str = ""  # the first half of a surrogate pair, waiting for the second
-    running: list[tuple[str, float]] = field(default_factory=list)  # its tools running: name, since when
+    reviewing: bool = False  # its part is a review's: its words are its verdict, not the run's answer
+    running: dict[str, tuple[str, float]] = field(default_factory=dict)  # its tools running: id → name, since
 
     def doing(self, now: float) -> str:
         """What the agent does now, for the status line: the tool it waits for, or its state."""
         if self.running:
-            name, since = self.running[0]
+            name, since = next(iter(self.running.values()))
             more = f" (+{len(self.running) - 1} more)" if len(self.running) > 1 else ""
             return f"running {name}{more} {now - since:.0f}s"
         return f"{self.state}" + (f" (turn {self.turn})" if self.turn > 1 else "") + f" {now - self.since:.0f}s"
 
 
 class Renderer:
-    """Turns the loop's Progress events (and the outcomes at the end) into output. Thread-safe:
-    several agents report at once. Use as a context manager, or call `close()`."""
+    """Turns a run's record (and the outcomes at the end) into output. Thread-safe: several agents
+    report at once. Use as a context manager, or call `close()`."""
 
     def __init__(
         self,
@@ -143,6 +144,7 @@ class Renderer:
         err: IO[str] | None = None,
         env: Mapping[str, str] | None = None,
         secrets: Mapping[str, str] | None = None,
+        replay: bool = False,
     ) -> None:
         if output not in OUTPUTS:
             raise ValueError(f"output '{output}' is not one of {', '.join(OUTPUTS)}")
@@ -153,7 +155,8 @@ class Renderer:
         self.style = Style.of(self.err, env)
         self.out_style = Style.of(self.out, env)
         self.labelled = len(agents) > 1
-        self.streaming = output == "text" and not self.labelled and isatty(self.out)
+        self.replay = replay
+        self.streaming = output == "text" and not self.labelled and (replay or isatty(self.out))
         self.shared_tty = _same_terminal(self.out, self.err)
         width = max((len(a) for a in agents), default=0)
         self.agents: dict[str, _Agent] = {}
@@ -165,7 +168,8 @@ class Renderer:
         self._fresh = True  # nothing of the current reply shown yet: leading newlines are dropped
         self._status = False  # the status line is drawn
         self._quiet_since = time.monotonic()
-        self._last_line: tuple[str, int] | None = None  # (agent, call number) of the last call line
+        self._last_line: str | None = None  # the call id of the last call line
+        self._calls: dict[str, ev.Call] = {}  # the calls started, by id
         self._stop = threading.Event()
         self._ticker: threading.Thread | None = None
         self._trace: logging.Handler | None = None
@@ -175,7 +179,7 @@ class Renderer:
             process_log = logging.getLogger(PROCESS_LOGGER)
             process_log.addHandler(self._trace)
             process_log.setLevel(logging.DEBUG)
-        if output == "text" and self.style.live:
+        if output == "text" and self.style.live and not replay:
             self._ticker = threading.Thread(target=self._tick, name="crew-status", daemon=True)
             self._ticker.start()
 
@@ -206,106 +210,163 @@ class Renderer:
 
     # -- events ---------------------------------------------------------------------------------
 
-    def progress(self, event: Progress) -> None:
-        """One event from an agent loop (the loop's `on_progress`)."""
+    def progress(self, event: ev.Event) -> None:
+        """One event of the run's record (the record's sink)."""
         with self._lock:
-            agent = self._agent(event.agent)
+            agent = self._agent(event.agent) if event.agent else None
             if self.output == "jsonl":
-                if event.kind != "text" or event.text:  # not a text event that only settles what is shown
-                    self._write_out(json_line(event_record(event)))
-            elif self.output == "text" or event.kind in (
-                "fallback",
-                "resume",
-                "warning",
-                "sandbox",
-                "disarmed",
-            ):  # stderr, --json too
-                getattr(self, f"_on_{event.kind}", self._on_notice)(agent, event)
-            if event.kind == "turn":
-                agent.turn, agent.state, agent.since = _int(event.text), "waiting for the model", time.monotonic()
-                agent.answered = agent.answered and agent.turn > 1  # turn 1: a new task (crew chat)
-            elif event.kind == "text":
-                agent.state = "writing"
-            elif event.kind == "answer":
-                agent.state = "done"
-            elif event.kind == "usage" and event.usage is not None:
-                agent.tokens = event.usage.tokens
+                self._write_out(json_line(event))
+            elif self.output == "text" or _about_the_run(event):  # stderr, with --json too
+                show = getattr(self, f"_on_{event.kind}", None)
+                if show is not None:
+                    show(agent, event)
+            if agent is not None:
+                self._follow(agent, event)
 
-    def _on_turn(self, agent: _Agent, event: Progress) -> None:
+    def _follow(self, agent: _Agent, event: ev.Event) -> None:
+        """What the status line says of `agent`, after `event`."""
+        kind = event.kind
+        if kind == "part":
+            agent.reviewing = getattr(event, "role", "") == "reviewer"
+        elif kind == "turn":
+            agent.turn, agent.state, agent.since = getattr(event, "turn", 0), "waiting for the model", time.monotonic()
+            agent.answered = agent.answered and agent.turn > 1  # turn 1: a new task (crew chat)
+        elif kind == "text":
+            agent.state = "writing"
+        elif kind == "answer":
+            agent.state = "done"
+        elif kind == "usage":
+            agent.tokens += getattr(event, "input_tokens", 0) + getattr(event, "output_tokens", 0)
+
+    def replayed(self, events: Iterable[ev.Event]) -> None:
+        """A finished run's record, shown as it was shown live (`crew log show`)."""
+        for event in events:
+            self.progress(event)
+        self.close()
+
+    def _on_start(self, agent: _Agent | None, event: ev.Start) -> None:
+        if self.replay:
+            who = " ".join(f"@{name}" for name in event.agents)
+            resumed = f", continuing run {event.resumed_from}" if event.resumed_from else ""
+            head = f"run {event.run}: crew {event.command} {who}, {event.at}, in {event.cwd}{resumed}"
+            self._write_err(self.style.paint(one_line(head, CREW_LINE), "1") + "\n")
+            if event.task:
+                self._write_err(f"task: {one_line(event.task, CREW_LINE)}\n")
+
+    def _on_turn(self, agent: _Agent | None, event: ev.Turn) -> None:
         self._fresh, self._blank = True, 0
+        if self.replay and agent is not None:
+            self._end_line()
+            self._write_err(
+                self.style.paint(
+                    f"── {_seconds(event.t)} {agent.name}, turn {event.turn}: crew sent {sent(event.prompt)}", "2"
+                )
+                + "\n"
+            )
 
-    def _on_text(self, agent: _Agent, event: Progress) -> None:
-        if self.streaming:  # a character split into two halves between events is shown whole
-            text, agent.half = agent.half + event.shown, ""
+    def _on_text(self, agent: _Agent | None, event: ev.Text) -> None:
+        if self.streaming and agent is not None and not agent.reviewing:
+            # a character split into two halves between events is shown whole
+            text, agent.half = agent.half + event.visible, ""
             if text and "\ud800" <= text[-1] <= "\udbff":
                 text, agent.half = text[:-1], text[-1]
             self._show(text)
 
-    def _on_call(self, agent: _Agent, event: Progress) -> None:
-        assert event.call is not None
-        agent.calls += 1
-        agent.running.append((event.call.name, time.monotonic()))
-        self._err_line(agent, self.style.paint(f"{self.style.symbol('call')} {self._subject(event.call)}", "36"))
-        self._last_line = (agent.name, agent.calls)
+    def _on_call(self, agent: _Agent | None, event: ev.Call) -> None:
+        assert agent is not None
+        self._calls[event.call] = event
+        if event.via == "own":  # shown with crew's decision on it
+            return
+        agent.running[event.call] = (event.name, time.monotonic())
+        self._err_line(agent, self.style.paint(f"{self.style.symbol('call')} {self._subject(event)}", "36"))
+        self._last_line = event.call
 
-    def _on_result(self, agent: _Agent, event: Progress) -> None:
-        assert event.call is not None
-        agent.results += 1
-        names = [name for name, _ in agent.running]
-        if event.call.name in names:
-            del agent.running[names.index(event.call.name)]
-        result = event.call.result
-        subject = "" if self._last_line == (agent.name, agent.results) else self._subject(event.call) + ": "
-        if result.success and not killed(result.data):
-            mark, detail, code = self.style.symbol("ok"), summary(result.data, result.truncated), "32"
-        elif result.success:  # a command that did not end on its own (crew ended it, or a signal did)
-            mark, detail, code = self.style.symbol("fail"), summary(result.data, result.truncated), "31"
+    def _on_decision(self, agent: _Agent | None, event: ev.Decision) -> None:
+        call = self._calls.get(event.call)
+        if agent is None or call is None or call.via != "own":
+            return
+        shown = f"{call.name} {brief(call.input, 120)}".rstrip()
+        said = f"refused, {event.reason}" if event.reason else "allowed"
+        self._err_line(agent, self.style.paint(f"  {one_line(f'{shown}: {said}')}", "2"))
+
+    def _on_result(self, agent: _Agent | None, event: ev.Result) -> None:
+        assert agent is not None
+        agent.running.pop(event.call, None)
+        call = self._calls.get(event.call)
+        if call is not None and call.via == "own":
+            return
+        subject = "" if self._last_line == event.call or call is None else self._subject(call) + ": "
+        truncated = bool(event.metadata.get("truncated"))
+        if event.success and not killed(event.data):
+            mark, detail, code = self.style.symbol("ok"), summary(event.data, truncated), "32"
+        elif event.success:  # a command that did not end on its own (crew ended it, or a signal did)
+            mark, detail, code = self.style.symbol("fail"), summary(event.data, truncated), "31"
         else:
-            mark, detail, code = self.style.symbol("fail"), one_line(str(result.error)), "31"
+            mark, detail, code = self.style.symbol("fail"), one_line(str(event.error)), "31"
         self._err_line(agent, f"  {self.style.paint(mark, code)} {subject}{detail}")
         self._last_line = None
 
-    def _on_usage(self, agent: _Agent, event: Progress) -> None:
-        pass  # the status line shows it
-
-    def _on_answer(self, agent: _Agent, event: Progress) -> None:
+    def _on_answer(self, agent: _Agent | None, event: ev.Answer) -> None:
+        assert agent is not None
+        if agent.reviewing:
+            return
         if self.streaming:
             agent.answered = True
             self._end_line()
-        elif self.labelled and isatty(self.out):
+        elif self.labelled and (self.replay or isatty(self.out)):
             self._answer(agent, event.text)
 
-    def _on_fallback(self, agent: _Agent, event: Progress) -> None:
+    def _on_fallback(self, agent: _Agent | None, event: ev.Fallback) -> None:
+        assert agent is not None
         agent.state = "failed"
-        self._on_resume(agent, event)
+        self._crew_line(f"@{agent.name} cannot answer ({event.reason}); @{event.to} takes over")
 
-    def _on_resume(self, agent: _Agent, event: Progress) -> None:
+    def _on_resume(self, agent: _Agent | None, event: ev.Resume) -> None:
+        if event.text:
+            self._crew_line(event.text)
+
+    def _on_notice(self, agent: _Agent | None, event: ev.Notice) -> None:
+        if event.about in ABOUT_THE_RUN:
+            self._crew_line(event.text)
+        elif agent is not None:
+            self._err_line(agent, self.style.paint(f"  {one_line(event.text)}", "2"))
+        else:
+            self._crew_line(event.text)
+
+    def _crew_line(self, text: str) -> None:
+        """crew's own words, whole (a path or a command in them is what the person acts on)."""
         self._end_line()
-        # crew's own words, whole (a path or a command in them is what the person acts on)
-        self._write_err(self.style.paint(f"crew: {one_line(event.text, CREW_LINE)}", "33") + "\n")
+        self._write_err(self.style.paint(f"crew: {one_line(text, CREW_LINE)}", "33") + "\n")
 
-    _on_warning = _on_sandbox = _on_resume  # about the run, not one agent: a `crew:` line
-
-    def _on_disarmed(self, agent: _Agent, event: Progress) -> None:
+    def _on_disarmed(self, agent: _Agent | None, event: ev.Disarmed) -> None:
         self._end_line()
+        who = f"@{agent.name}: " if agent is not None else ""
         lines = [one_line(line) for line in event.text.splitlines()]
-        self._write_err(self.style.paint("\n".join(f"crew: @{agent.name}: {line}" for line in lines), "33") + "\n")
+        self._write_err(self.style.paint("\n".join(f"crew: {who}{line}" for line in lines), "33") + "\n")
 
-    def _on_notice(self, agent: _Agent, event: Progress) -> None:
-        self._err_line(agent, self.style.paint(f"  {one_line(event.text)}", "2"))
-
-    def _on_review(self, agent: _Agent, event: Progress) -> None:
-        data = event.data or {}
-        verdict = "approved" if data.get("verdict") == "approve" else "asks for changes"
-        self._end_line()
-        self._write_err(
-            self.style.paint(
-                f"crew: review {data.get('round')} of {data.get('rounds')} by @{agent.name}: {verdict}", "33"
-            )
-            + "\n"
-        )
-        for n, finding in enumerate(data.get("findings") or [], 1):
+    def _on_review(self, agent: _Agent | None, event: ev.Review) -> None:
+        assert agent is not None
+        verdict = "approved" if event.verdict == "approve" else "asks for changes"
+        self._crew_line(f"review {event.round} of {event.rounds} by @{agent.name}: {verdict}")
+        for n, finding in enumerate(event.findings, 1):
             self._write_err(f"  {n}. {one_line(Finding.of(finding).shown())}\n")
+
+    def _on_error(self, agent: _Agent | None, event: ev.Error) -> None:
+        if self.replay:  # live, the outcomes say it once the run is over (finish)
+            who = f"@{agent.name}: " if agent is not None and not event.message.startswith("@") else ""
+            self._end_line()
+            self._write_err(self.style.paint(f"crew: error: {who}{one_line(event.message, CREW_LINE)}", "31") + "\n")
+
+    def _on_end(self, agent: _Agent | None, event: ev.End) -> None:
+        if self.replay:
+            self._end_line()
+            calls = _count(event.calls, "tool call")
+            self._write_err(
+                self.style.paint(
+                    f"── end, {_seconds(event.t)}: {event.status}, {calls}, {_count(event.errors, 'error')}", "1"
+                )
+                + "\n"
+            )
 
     def finish(self, outcomes: Sequence[Outcome]) -> None:
         """The run is over: answers not shown yet, errors, and the --json object."""
@@ -317,13 +378,14 @@ class Renderer:
                 if self.output == "text" and not agent.answered and outcome.result is not None:
                     self._answer(agent, outcome.result.answer, header=self.labelled or bool(outcome.fell_back_from))
                 if outcome.error is not None:  # with a result too: a review that did not approve
-                    self.failed(outcome.agent, outcome.error)
+                    self.failed(outcome.agent, outcome.error, recorded=True)
             self._worktrees(outcomes)
             if self.output == "json":
                 self._write_out(json_line(outcomes_record(outcomes)))
 
     def _worktrees(self, outcomes: Sequence[Outcome]) -> None:
-        """Where each agent worked with --worktree and what it changed: lines on stderr, or jsonl events."""
+        """Where each agent worked with --worktree and what it changed: lines on stderr (the record's
+        `worktree` events have it for --jsonl)."""
         placed = [o for o in outcomes if o.worktree is not None]
         if not placed:
             return
@@ -331,9 +393,7 @@ class Renderer:
 
         for outcome in placed:
             assert outcome.worktree is not None
-            if self.output == "jsonl":
-                self._write_out(json_line(worktree_record(outcome)))
-            elif self.output == "text":
+            if self.output == "text":
                 changes = outcome.changes
                 what = "its changes are unknown (see crew log)" if changes is None else summary(changes)
                 self._write_err(
@@ -350,12 +410,17 @@ class Renderer:
                 f"`crew worktrees clean {run}` removes the worktrees\n"
             )
 
-    def failed(self, name: str, error: Exception) -> None:
-        """An agent's run ended with `error`: said on stderr (and in the jsonl stream)."""
+    def failed(self, name: str, error: Exception, recorded: bool = False) -> None:
+        """An agent's run ended with `error`: said on stderr (and in the jsonl stream, unless the
+        run's record had it: `recorded`)."""
         with self._lock:
             self._agent(name).state = "failed"
-            if self.output == "jsonl":
-                self._write_out(json_line(error_record(name, error)))
+            if self.output == "jsonl" and not recorded:
+                from crewbridge.record.events import Error
+
+                self._write_out(
+                    json_line(Error(agent=name, message=str(error), exit_code=getattr(error, "exit_code", 1)))
+                )
             message = str(error)
             if self.labelled and not message.startswith(f"@{name}"):
                 message = f"@{name}: {message}"
@@ -367,8 +432,8 @@ class Renderer:
         output ends at a line start."""
         with self._lock:
             for agent in self.agents.values():
-                agent.state, agent.results = "idle", agent.calls  # a cancelled reply's results never come
-                agent.running.clear()
+                agent.state = "idle"
+                agent.running.clear()  # a cancelled reply's results never come
             self._clear_status()
             self._end_line()
             self._fresh = True
@@ -387,7 +452,7 @@ class Renderer:
             agent = self.agents[name] = _Agent(name, label)
         return agent
 
-    def _subject(self, call: CallRecord) -> str:
+    def _subject(self, call: ev.Call) -> str:
         name = call.name or "(a call crew could not read)"
         arg = brief(call.input, max(self.style.width - len(name) - 20, 20))
         return f"{name} {arg}" if arg else name
@@ -634,11 +699,39 @@ def _escape(match: re.Match[str]) -> str:
     return repr(match.group())[1:-1]
 
 
-def _int(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        return 0
+def _about_the_run(event: ev.Event) -> bool:
+    """Whether `event` is shown on stderr with --json too: a fallback, a resume, a disarm, a warning."""
+    kind = event.kind
+    return kind in ("fallback", "resume", "disarmed") or (
+        kind == "notice" and getattr(event, "about", "") in ABOUT_THE_RUN
+    )
+
+
+def _seconds(ms: float) -> str:
+    return f"{ms / 1000:.2f}s"
+
+
+TASK = "\n[task]\n"  # where the catalogue ends in a first message (prompts/prompt.md)
+REPLAYED = "[crew conversation so far"  # a replayed conversation (prompts/replay.md) …
+NEW_MESSAGE = "\n[new message]\n"  # … and where the new message starts
+RESULTS = "[crew tool results]"  # a message of tool results (prompts/tool_results.md)
+
+
+def sent(prompt: str) -> str:
+    """What a message crew sent holds, in a few words: what it repeats is named, not shown again
+    (crew's tool catalogue, a replayed conversation, the results shown above with their calls)."""
+    notes = []
+    if prompt.startswith(REPLAYED) and NEW_MESSAGE in prompt:
+        earlier, _, prompt = prompt.rpartition(NEW_MESSAGE)
+        notes.append(f"the conversation so far, replayed ({len(earlier):,} characters)")
+    if TASK in prompt:
+        catalogue, _, prompt = prompt.partition(TASK)
+        notes.append(f"crew's tool catalogue ({len(catalogue):,} characters)")
+    elif prompt.startswith(RESULTS):
+        count = prompt.count("\nResult of ")
+        return f"the results of {_count(count, 'tool call')} ({len(prompt):,} characters)"
+    task = one_line(prompt.strip(), 200)
+    return ", ".join([*notes, f"the message: {task}" if task else "an empty message"])
 
 
 def _same_terminal(a: Any, b: Any) -> bool:

@@ -17,24 +17,26 @@ deadline (--timeout) cover both agents, every round.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from crewbridge.api import Outcome
 from crewbridge.config import AgentSpec
-from crewbridge.context import RunContext, Work
+from crewbridge.context import Named, RunContext, Work
 from crewbridge.errors import BudgetExceeded, CrewError, CrewTimeout, Interrupted, ReviewNotApproved, UsageError
+from crewbridge.fallback import record_failure
 from crewbridge.git import GIT_TIMEOUT, Change, Checkout, summary
 from crewbridge.gitguard import Armed
-from crewbridge.loop import AgentLoop, Progress, RunResult
+from crewbridge.loop import AgentLoop, RunResult
 from crewbridge.mentions import Mention, parse_agent, parse_mentions
 from crewbridge.modes import Mode
 from crewbridge.options import RunOptions
 from crewbridge.piped import with_context
+from crewbridge.record.events import Notice
+from crewbridge.record.events import Review as ReviewEvent
+from crewbridge.record.stream import Record
 from crewbridge.registry import Tool
 from crewbridge.templates import render
-from crewbridge.transcript import Transcript
 from crewbridge.usage import Budget
 from crewbridge.verdict import DISPUTE_TOOL, VERDICT_TOOL, Ballot, Dispute, Finding, Review, Verdict
 from crewbridge.worktrees import Made
@@ -59,43 +61,45 @@ def review_run(
     mode: Mode,
     options: RunOptions,
     context: str | None = None,
-    transcript: Transcript | None = None,
+    named: Named | None = None,
 ) -> list[Outcome]:
     """Run the task in `text` ("@writer task") in `mode`, reviewed by agent `options.review`
     ("gemini", "@gemini:model") for at most `options.rounds` rounds: the writer's outcome, with its
-    review (and its worktree with `options.worktree`)."""
+    review (and its worktree with `options.worktree`). `named`: the run's id, command and parent,
+    as crewbridge.parallel.run_task's."""
+    named = named or Named(command=mode)
     writer, checker, task = _parties(text, options)
-    made = ctx.worktrees([writer], options) if options.worktree else None
+    made = ctx.worktrees([writer], options, named.run) if options.worktree else None
     writer_spec = _with_tool(ctx.config.agent(writer.agent), DISPUTE_TOOL)
     if made is not None:
         writer_spec = ctx.placed(writer_spec, made, made.worktrees[0])
     folder = Path(writer_spec.workdir) if writer_spec.workdir else ctx.workdir
     checkout = Checkout.of(folder, "--review")
     task = with_context(task, context)
-    own, status = transcript is None, "interrupted"
-    if transcript is None:
-        review = {"reviewer": checker.agent, "rounds": options.rounds}
-        agents = [writer.agent, checker.agent]
-        transcript = ctx.transcript(mode, agents, None, task=task, review=review, run_id=made and made.run_id)
+    agents = [writer.agent, checker.agent]
+    models = {writer.agent: writer.model or writer_spec.model, checker.agent: checker.model}
+    run = made.run_id if made is not None else named.run
+    record = ctx.record(named.command, mode, agents, task, run=run, models=models, workdir=folder, parent=named.parent)
+    status = "cancelled"
     try:
+        channels = ctx.keep(record)
         if made is not None:
-            made.announce(transcript, ctx.say)
+            made.announce(record)
         checker_spec = replace(_with_tool(ctx.config.agent(checker.agent), VERDICT_TOOL), workdir=str(folder))
-        work = Work(task, mode, options, Budget(options.max_cost, options.max_tokens), transcript)
-        outcome = replace(
-            Session(ctx, work, writer, checker, checker_spec, checkout).run(writer_spec), run=transcript.run_id
-        )
+        work = Work(task, mode, options, Budget(options.max_cost, options.max_tokens), record, channels)
+        outcome = Session(ctx, work, writer, checker, checker_spec, checkout).run(writer_spec)
+        outcome = replace(outcome, run=record.run if record.kept else None)
         if made is not None:
-            outcome = _placed(outcome, made, transcript)
-        status = "ok" if outcome.error is None else "failed"
+            outcome = _placed(outcome, made, record)
+        status = "done" if outcome.error is None else "failed"
         return [outcome]
-    except BaseException:
+    except BaseException as exc:
+        status = record.fail(exc)
         if made is not None:  # stopped (Ctrl-C, an error): where the writer's work stays
-            ctx.say("warning", writer.agent, made.left())
+            record.emit(Notice(agent=writer.agent, text=made.left(), about="warning"))
         raise
     finally:
-        if own:
-            transcript.close(status)
+        record.end(status)
 
 
 def _parties(text: str, options: RunOptions) -> tuple[Mention, Mention, str]:
@@ -111,9 +115,9 @@ def _parties(text: str, options: RunOptions) -> tuple[Mention, Mention, str]:
     return mentions[0], parse_agent(options.review), task
 
 
-def _placed(outcome: Outcome, made: Made, transcript: Transcript) -> Outcome:
+def _placed(outcome: Outcome, made: Made, record: Record) -> Outcome:
     """The outcome with the writer's worktree and what it changed there."""
-    return replace(outcome, worktree=made.worktrees[0], changes=made.changed(made.worktrees[0], transcript))
+    return replace(outcome, worktree=made.worktrees[0], changes=made.changed(made.worktrees[0], record))
 
 
 def _with_tool(spec: AgentSpec, tool: str) -> AgentSpec:
@@ -152,7 +156,7 @@ class Session:
         loop: AgentLoop | None = None
         try:
             base = self.checkout.snapshot(self._left() or GIT_TIMEOUT)  # the writer's changes: what differs from it
-            loop = self._loop(self.writer, self.work.mode, writer_spec, [self.dispute_tool], self._emit)
+            loop = self._loop(self.writer, self.work.mode, writer_spec, [self.dispute_tool], "writer", 1)
             self.disarmed = loop.disarmed
             message = loop.opening(self.work.task)
             for number in range(1, self.work.options.rounds + 1):
@@ -167,7 +171,7 @@ class Session:
                     return self._outcome(result)
                 if number == self.work.options.rounds:
                     error = self._not_approved(len(verdict.findings))
-                    self.work.transcript.write("error", agent=self.writer.agent, message=str(error))
+                    record_failure(self.work, self.writer.agent, error)
                     return self._outcome(result, error)
                 self._check()
                 self.ballot.give(verdict.findings)
@@ -182,9 +186,9 @@ class Session:
             raise AssertionError("unreachable: the last round returns")
         except CrewError as exc:
             failed: CrewError = exc
-            if self.ctx.stop is not None and self.ctx.stop.is_set():
+            if (self.ctx.stop is not None and self.ctx.stop.is_set()) or self.work.record.cancelled:
                 failed = Interrupted(f"@{self.writer.agent}'s review was stopped")
-            self.work.transcript.write("error", agent=self.writer.agent, message=str(failed))
+            record_failure(self.work, self.writer.agent, failed)
             return self._outcome(result, failed)
         finally:
             if loop is not None:
@@ -209,7 +213,7 @@ class Session:
             verdict=self.ctx.registry.qualified(VERDICT_TOOL),
         )
         self.ballot.clear_verdict()
-        loop = self._loop(self.checker, "query", self.checker_spec, [self.verdict_tool], self._reviewer_progress)
+        loop = self._loop(self.checker, "query", self.checker_spec, [self.verdict_tool], "reviewer", number)
         try:
             self._bound(loop)
             answer = loop.converse(loop.opening(prompt)).answer
@@ -226,31 +230,29 @@ class Session:
             verdict = Verdict("changes", [Finding("", 0, "medium", _cut(answer, MAX_ANSWER, "of the answer"))], False)
         self.review.rounds, self.review.last = number, verdict
         self.history.append(Round(number, verdict.findings, []))
-        data = {
-            "round": number,
-            "rounds": self.work.options.rounds,
-            "verdict": verdict.verdict,
-            "findings": [f.to_dict() for f in verdict.findings],
-            "called": verdict.called,
-            "disputed": [d.to_dict() for d in self.history[-2].disputes] if len(self.history) > 1 else [],
-        }
-        self.work.transcript.write("review", agent=self.checker.agent, **data)
-        self._emit(Progress("review", self.checker.agent, verdict.verdict, data=data))
+        self.work.record.emit(
+            ReviewEvent(
+                agent=self.checker.agent,
+                round=number,
+                rounds=self.work.options.rounds,
+                verdict=verdict.verdict,
+                findings=[f.to_dict() for f in verdict.findings],
+                called=verdict.called,
+                disputed=[d.to_dict() for d in self.history[-2].disputes] if len(self.history) > 1 else [],
+            )
+        )
         return verdict
 
     def _loop(
-        self, mention: Mention, mode: Mode, spec: AgentSpec, extra: list[Tool], emit: Callable[[Progress], None]
+        self, mention: Mention, mode: Mode, spec: AgentSpec, extra: list[Tool], role: str, number: int
     ) -> AgentLoop:
-        """An agent's loop with the review's tool `extra`, its options bounded by what is left of the run."""
+        """An agent's loop with the review's tool `extra`, its options bounded by what is left of the
+        run: its part of the run (`role` in round `number`)."""
         work = replace(self.work, mode=mode, options=replace(self.work.options, timeout=self._left()))
-        loop = self.ctx.loop(mention, work, spec=spec, extra=extra, emit=emit)
+        loop = self.ctx.loop(mention, work, spec=spec, extra=extra, role=role, round=number)
         if self.ctx.stop is not None:
             self.ctx.stop.on_set(loop.close)
         return loop
-
-    def _emit(self, event: Progress) -> None:
-        if self.ctx.emit is not None:
-            self.ctx.emit(event)
 
     def _not_approved(self, left: int) -> ReviewNotApproved:
         rounds = self.work.options.rounds
@@ -259,12 +261,6 @@ class Session:
             f"round{'' if rounds == 1 else 's'} ({left} finding{'' if left == 1 else 's'} left; --json shows "
             "them); raise --rounds, or take the change as it is"
         )
-
-    def _reviewer_progress(self, event: Progress) -> None:
-        """The reviewer's events but its words (the transcript has them): the run's answer is the
-        writer's, streamed alone; the reviewer's is its verdict, the review event."""
-        if event.kind not in ("text", "answer"):
-            self._emit(event)
 
     def _left(self) -> float | None:
         """Seconds left of the run's --timeout (None without one; CrewTimeout once none are left)."""
@@ -288,7 +284,6 @@ class Session:
         """BudgetExceeded once the run (both agents, every round) passed --max-cost or --max-tokens."""
         why = self.work.budget.passed()
         if why:
-            self.work.transcript.write("budget", agent=self.writer.agent, reason=why)
             raise BudgetExceeded(
                 f"@{self.writer.agent}'s review was stopped after round {self.review.rounds}: the run used {why}, "
                 "the writer's and the reviewer's usage together; raise the limit"

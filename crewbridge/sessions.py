@@ -2,23 +2,24 @@
 conversations was, read back from crew's own transcripts.
 
 A run that continued another names it in its `start` event (`resumed_from`), so an agent's history is
-the chain of runs, oldest first: every message crew sent it (`prompt`) and every reply as the
+the chain of runs, oldest first: every message crew sent it (`turn`) and every reply as the
 conversation kept it (`reply`: cut at its last tool block; `answer`: whole). With it come the CLI's
 session id (the last `session` event) and, for CLIs that report a session's usage as running totals,
-the totals last reported. The conversation continues by the CLI's own session when the CLI still has
-it, else by replaying this history (crewbridge.conversations).
+the totals last reported (`session.reported`). The conversation continues by the CLI's own session
+when the CLI still has it, else by replaying this history (crewbridge.conversations).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from crewbridge.errors import UsageError
 from crewbridge.events import Usage
-from crewbridge.transcript import Transcript, find_run, list_runs, read_run
+from crewbridge.record import events as ev
+from crewbridge.record.index import Runs
+from crewbridge.record.stream import Record
+from crewbridge.record.transcript import find_run, read_run
 from crewbridge.usage import Tally
 
 MAX_CHAIN = 100  # runs followed back through `resumed_from`
@@ -45,31 +46,30 @@ def run_to_resume(continue_last: bool, resume: str | None, cwd: Path | None = No
     if not continue_last:
         return None
     here = str((cwd or Path.cwd()).resolve())
-    for run in list_runs(None):
-        if run.fields.get("cwd") == here and run.fields.get("command") in ("query", "execute", "chat"):
-            return run.run_id
+    row = Runs().latest(here, ("query", "execute", "chat"))
+    if row is not None:
+        return row.run_id
     raise UsageError(f"no earlier run in {here} to continue; `crew log` lists runs, `--resume ID` takes any of them")
 
 
 def priors(run_id: str) -> dict[str, Prior]:
     """Each agent's conversation as of run `run_id` (its chain of runs included), by agent."""
-    runs: list[list[dict[str, Any]]] = []
+    runs: list[list[ev.AnyEvent]] = []
     seen: set[str] = set()
     current: str | None = run_id
     while current and current not in seen and len(runs) < MAX_CHAIN:
         seen.add(current)
         events = read_run(current)
         runs.insert(0, events)
-        current = events[0].get("resumed_from") if events and events[0].get("kind") == "start" else None
+        current = events[0].resumed_from if events and isinstance(events[0], ev.Start) else None
     found: dict[str, Prior] = {}
     for events in runs:
-        start = events[0] if events else {}
-        mode = str(start.get("mode") or start.get("command") or "query")
+        start = events[0] if events and isinstance(events[0], ev.Start) else None
+        mode = (start.mode or start.command or "query") if start else "query"
         for event in events:
-            agent = event.get("agent")
-            if not isinstance(agent, str) or event.get("kind") not in _KINDS:
+            if event.agent is None or not isinstance(event, (ev.Turn, ev.Reply, ev.Answer, ev.Session)):
                 continue
-            prior = found.setdefault(agent, Prior(run_id, agent))
+            prior = found.setdefault(event.agent, Prior(run_id, event.agent))
             prior.mode = mode
             _take(prior, event)
     for prior in found.values():  # a message the run ended before any reply to is not part of it
@@ -78,20 +78,17 @@ def priors(run_id: str) -> dict[str, Prior]:
     return {agent: prior for agent, prior in found.items() if prior.history}
 
 
-_KINDS = {"prompt", "reply", "answer", "session", "usage"}
-
-
-def _take(prior: Prior, event: dict[str, Any]) -> None:
-    kind, text = event["kind"], event.get("text")
-    if kind == "prompt" and isinstance(text, str):
-        prior.history.append(("user", text))
-    elif kind in ("reply", "answer") and isinstance(text, str):
-        prior.history.append(("assistant", text))
-    elif kind == "session" and isinstance(event.get("session"), str):
-        prior.session_id = event["session"]
-    elif kind == "usage" and isinstance(event.get("reported"), dict):
-        totals = Tally.of(event["reported"])
-        prior.reported = Usage(totals.input_tokens, totals.output_tokens, totals.cost_usd, totals.cached_tokens)
+def _take(prior: Prior, event: ev.Turn | ev.Reply | ev.Answer | ev.Session) -> None:
+    if isinstance(event, ev.Turn):
+        prior.history.append(("user", event.prompt))
+    elif isinstance(event, (ev.Reply, ev.Answer)):
+        prior.history.append(("assistant", event.text))
+    else:
+        if event.session:
+            prior.session_id = event.session
+        if event.reported:
+            totals = Tally.of(event.reported)
+            prior.reported = Usage(totals.input_tokens, totals.output_tokens, totals.cost_usd, totals.cached_tokens)
 
 
 @dataclass
@@ -103,11 +100,9 @@ class Resumed:
     priors: dict[str, Prior]
     held: list[bool]
 
-    def of(
-        self, index: int, agent: str, transcript: Transcript, say: Callable[[str, str, str], None]
-    ) -> tuple[Prior | None, bool]:
-        """The mentioned agent's earlier conversation and whether its CLI holds it; a notice (`say`:
-        kind, agent, text) when it starts afresh or is replayed."""
+    def of(self, index: int, agent: str, record: Record) -> tuple[Prior | None, bool]:
+        """The mentioned agent's earlier conversation and whether its CLI holds it, in the run's
+        `record` (with a text to show when it starts afresh or is replayed)."""
         prior = self.priors.get(agent)
         if prior is None:
             how, text = "fresh", f"@{agent} was not in run {self.run_id}: it starts a fresh conversation"
@@ -122,7 +117,6 @@ class Resumed:
                 else f"@{agent}'s CLI named no session in run {self.run_id}"
             )
             text = f"{gone}: crew replays the conversation from its transcript"
-        transcript.write("resume", agent=agent, run=self.run_id, how=how, session=prior and prior.session_id)
-        if text:
-            say("resume", agent, text)
+        session = prior.session_id if prior else None
+        record.emit(ev.Resume(agent=agent, of=self.run_id, how=how, session=session, text=text))
         return prior, self.held[index]

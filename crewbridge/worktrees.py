@@ -21,7 +21,7 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -33,7 +33,7 @@ from crewbridge.gitguard import armed_between
 from crewbridge.mentions import Mention
 
 if TYPE_CHECKING:
-    from crewbridge.transcript import Transcript
+    from crewbridge.record.stream import Record
 
 BRANCHES = "crew/"  # crew's branches: crew/<run id>/<agent>
 BASE_FILE = "crew-base"  # in a worktree's own git folder: the commit it was made from
@@ -88,24 +88,32 @@ class Made:
     base: str
     uncommitted: list[str]  # the checkout's files that differ from HEAD: not in the worktrees
 
-    def announce(self, transcript: Transcript, say: Callable[[str, str, str], None]) -> None:
-        """Each worktree in the transcript; a warning (`say`) when the checkout's uncommitted changes are left out."""
-        for worktree in self.worktrees:
-            transcript.write(
-                "worktree", agent=worktree.agent, worktree=str(worktree.path), branch=worktree.branch, base=self.base
-            )
+    def announce(self, record: Record) -> None:
+        """A warning in the run's record when the checkout's uncommitted changes are left out."""
         if self.uncommitted:
-            say("warning", self.worktrees[0].agent, self.notice())
+            from crewbridge.record.events import Notice
 
-    def changed(self, worktree: Worktree, transcript: Transcript) -> list[Change] | None:
-        """What the agent changed in `worktree`, in the transcript too (None, and the error there,
-        when git could not tell: the run's answers stand)."""
+            record.emit(Notice(agent=self.worktrees[0].agent, text=self.notice(), about="warning"))
+
+    def changed(self, worktree: Worktree, record: Record) -> list[Change] | None:
+        """What the agent changed in `worktree`, in the run's record too (None, and the error
+        there, when git could not tell: the run's answers stand)."""
+        from crewbridge.record import events as ev
+
         try:
-            changes = worktree.changes()
+            changes: list[Change] | None = worktree.changes()
         except CrewError as exc:
-            transcript.write("error", agent=worktree.agent, message=str(exc))
-            return None
-        transcript.write("changes", agent=worktree.agent, files=[change.to_dict() for change in changes])
+            record.emit(ev.Error(agent=worktree.agent, message=str(exc), exit_code=exc.exit_code))
+            changes = None
+        record.emit(
+            ev.Worktree(
+                agent=worktree.agent,
+                worktree=str(worktree.path),
+                branch=worktree.branch,
+                base=self.base,
+                changes=None if changes is None else [change.to_dict() for change in changes],
+            )
+        )
         return changes
 
     def place(self, worktree: Worktree, folder: Path) -> Path:

@@ -104,8 +104,8 @@ class CrewAgent(Agent):
         if not runs:
             raise _refused(f"session '{session_id}' not found; session/list lists crew's sessions")
         session = self._session(session_id, cwd, last_run=runs[-1].run_id, servers=_servers(mcp_servers))
-        agents, mode = runs[-1].fields.get("agents"), runs[-1].fields.get("mode")
-        if isinstance(agents, list) and agents and agents[0] in session.config.agents:
+        agents, mode = runs[-1].agents, runs[-1].mode
+        if agents and agents[0] in session.config.agents:
             session.choices = dataclasses.replace(session.choices, agent=agents[0])
         if mode in ("query", "execute"):
             session.choices = dataclasses.replace(session.choices, mode=str(mode))
