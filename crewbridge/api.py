@@ -85,8 +85,8 @@ class EventStream:
     """The events of a run's record (crewbridge.record.events), in the order they happen, as the
     run goes on in a thread of its own. Iterate over it; once the iteration ends, `outcomes` holds
     each agent's result or error. To leave early, `close()` it or read it in a `with` block (a
-    stream dropped unfinished stops too): the run is stopped at once (its Stop: the CLIs' process groups and the commands' are
-    ended), and each unfinished outcome holds an Interrupted error."""
+    stream dropped unfinished stops too): the run is stopped at once (its Stop: the CLIs' process
+    groups and the commands' are ended), and each unfinished outcome holds an Interrupted error."""
 
     def __init__(self, start: Start) -> None:
         self._run = _Run()

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crewbridge.api import Outcome
 from crewbridge.config import Config
-from crewbridge.context import RunContext
+from crewbridge.context import Observer, RunContext
 from crewbridge.errors import UsageError
 from crewbridge.git import summary
 from crewbridge.mentions import parse_mentions
@@ -24,10 +24,12 @@ from crewbridge.modes import Mode
 from crewbridge.options import RunOptions
 from crewbridge.outputs import outcomes_record
 from crewbridge.parallel import run_task
-from crewbridge.record.stream import Sink
 from crewbridge.registry import Tool, ToolContext, ToolFailure
 from crewbridge.sandbox import Sandboxing
 from crewbridge.stop import Stop
+
+if TYPE_CHECKING:
+    from crewbridge.record.stream import Sink
 
 DEPTH_ENV = "CREW_ASK_DEPTH"
 DEFAULT_MAX_DEPTH = 1  # an asked agent may ask one more agent, which may not ask again
@@ -107,6 +109,7 @@ class Asker:
     max_turns: int = 10
     # the machine's sandbox, detected once for every ask of this server (a probe is a process)
     sandboxing: Sandboxing = field(default_factory=Sandboxing)
+    observers: Sequence[Observer] = ()  # join each ask's run (the face's: crew ui's link)
 
     def ask(
         self,
@@ -124,13 +127,18 @@ class Asker:
         the one mentioned agent's change for at most `rounds` rounds (as --worktree, --review and
         --rounds do)."""
         self.check(task)
-        deeper = Asker(
-            self.config, self.workdir, self.depth + 1, self.max_depth, self.timeout, self.max_turns, self.sandboxing
-        )
+        deeper = replace(self, depth=self.depth + 1)
         tools = [deeper.tool()] if deeper.depth <= self.max_depth else []
         env = {DEPTH_ENV: str(self.depth + 1)}
         ctx = RunContext.of(
-            self.config, self.workdir, env=env, tools=tools, sandboxing=self.sandboxing, emit=on_progress, stop=stop
+            self.config,
+            self.workdir,
+            env=env,
+            tools=tools,
+            sandboxing=self.sandboxing,
+            emit=on_progress,
+            stop=stop,
+            observers=self.observers,
         )
         options = RunOptions(
             max_turns=self.max_turns, timeout=self.timeout, worktree=worktree, review=review, rounds=rounds
@@ -153,9 +161,7 @@ class Asker:
 
         def ask(ctx: ToolContext, task: str) -> dict[str, Any]:
             remaining = self.timeout if ctx.deadline is None else max(ctx.deadline - time.monotonic(), 1.0)
-            runner = Asker(
-                self.config, ctx.workdir, self.depth, self.max_depth, remaining, self.max_turns, self.sandboxing
-            )
+            runner = replace(self, workdir=ctx.workdir, timeout=remaining)
             try:
                 answer = runner.ask(task, "query")
             except UsageError as exc:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import click
 
 from crewbridge import VERSION_MESSAGE, __version__, flags, jsonio
+from crewbridge.early import attend_ui
 from crewbridge.errors import CrewError, UsageError
 from crewbridge.modes import Mode
 
@@ -159,7 +160,9 @@ def _run(
     context = None if no_stdin else _piped(options.timeout)
     output = "json" if as_json else "jsonl" if as_jsonl else "text"
     early = _early()
-    bridge = early.bridge if early is not None and early.bridge.config is config else Bridge(config)
+    bridge = (
+        early.bridge if early is not None and early.bridge.config is config else Bridge(config, observers=[attend_ui])
+    )
     # The tools are built once the agents' CLIs have started (Bridge.run), while those boot.
     with Renderer(output=output, agents=agents, verbose=verbose, secrets=config.provider_env()) as renderer:
         outcomes = bridge.run(task, mode, options=options, context=context or None, on_progress=renderer.progress)
@@ -431,7 +434,8 @@ def chat_command(agent: str, mode: Mode, config: Config, verbose: bool, continue
     from crewbridge.bridge import Bridge
     from crewbridge.chat import run_chat
 
-    run_chat(Bridge(config), agent, mode=mode, options=_run_options(continue_last, values), verbose=verbose)
+    options = _run_options(continue_last, values)
+    run_chat(Bridge(config, observers=[attend_ui]), agent, mode=mode, options=options, verbose=verbose)
 
 
 @cli.command("prompt")

@@ -21,7 +21,11 @@ from crewbridge.modes import MODES, Mode
 
 TYPE_CHECKING = False  # typing itself is ~5 ms to import; type checkers read this name as True
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from crewbridge.approval import Channel
     from crewbridge.bridge import Bridge
+    from crewbridge.record.stream import Record
 
 
 @dataclass(frozen=True)
@@ -74,8 +78,16 @@ def start(args: list[str]) -> Early | None:
 
     try:
         # No sandbox probe first: the first CLI starts in bwrap at once, and says whether it came up.
-        bridge = Bridge(load_config(reading.config_path, Path.cwd()))
+        bridge = Bridge(load_config(reading.config_path, Path.cwd()), observers=[attend_ui])
         bridge.start(reading.text, reading.mode, RunOptions(tools_via=reading.tools_via, sandbox=reading.sandbox))
     except CrewError:
         return None
     return Early(bridge, reading)
+
+
+def attend_ui(record: Record) -> Sequence[Channel]:
+    """Join a run to a `crew ui` serving for this user (crewbridge.uilink.attend), loading the UI's
+    link only once a run is recorded (for start-up speed)."""
+    from crewbridge.uilink import attend
+
+    return attend(record)

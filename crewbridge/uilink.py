@@ -8,10 +8,12 @@ run without a terminal refuses as it always did. Two conversations go over it, J
 - a question: the run sends `{"op": "ask", …}` (run, agent, tool, input) and waits for
   `{"op": "answer", "verdict": …}` until its deadline or its withdrawal; when another channel
   answered first it says `{"op": "settled", …}` and hangs up (the page shows who answered);
-- attendance: while a run's transcript is open, `{"op": "attend", "run": …}` keeps a connection up
-  (made again within POLL seconds of a `crew ui` starting); `{"op": "cancel"}` on it stops the run,
-  and the run sends its reply text on it as it streams (`{"op": "text", …}`, dropped, never waited
-  for, when the UI does not read).
+- attendance: while a run is recorded, `{"op": "attend", "run": …}` keeps a connection up (made
+  again within POLL seconds of a `crew ui` starting); `{"op": "cancel"}` on it cancels the run. (The
+  page reads what the run does from its record, the model's text too.)
+
+`attend(record)` joins a run to the UI, where the program is composed (the engine knows no face):
+the browser as its approval channel, the page's cancel as the record's.
 
 The UI trusts a connection only from the user's own uid, and a message about a run only from the
 process that run's transcript names (SO_PEERCRED, checked by the kernel; crewbridge.ui).
@@ -27,10 +29,13 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crewbridge.approval import Answer, Question, Verdict
 from crewbridge.places import state_dir
+
+if TYPE_CHECKING:
+    from crewbridge.record.stream import Record
 
 SOCKET_NAME = "ui.sock"
 POLL = 1.0  # seconds between looks for a `crew ui` that was not there
@@ -223,23 +228,6 @@ class Attendance:
         self._thread = threading.Thread(target=self._attend, name="crew-ui-attend", daemon=True)
         self._thread.start()
 
-    def tell(self, message: dict[str, Any]) -> None:
-        """Send `message` to the UI now if one is attended and its socket has room; never waits
-        (a UI that does not read loses the connection, and the run attends afresh)."""
-        if self._sock is None:
-            return
-        data = json.dumps(message, ensure_ascii=True).encode() + b"\n"
-        with self._lock:
-            sock = self._sock
-            if sock is None:
-                return
-            try:
-                sent = sock.send(data, socket.MSG_DONTWAIT)
-            except OSError:
-                sent = 0
-            if sent < len(data):
-                hang_up(sock)
-
     def close(self) -> None:
         self._closed.set()
         with self._lock:
@@ -253,7 +241,7 @@ class Attendance:
             sock = connect(self.path)
             if sock is not None:
                 if send(sock, {"op": "attend", "run": self.run_id, "pid": os.getpid()}):
-                    with self._lock:  # only now may tell() use it: the UI hears `attend` first
+                    with self._lock:
                         if self._closed.is_set():
                             sock.close()
                             return
@@ -268,3 +256,13 @@ class Attendance:
         while (message := lines.next()) is not None:
             if message.get("op") == "cancel":
                 self.cancel()
+
+
+def attend(record: Record) -> list[BrowserChannel]:
+    """Join the run of `record` to a `crew ui` serving for this user (crewbridge.context.Observer):
+    its cancel cancels the run, until the run ends; the browser asks about its calls."""
+    if not record.kept:  # transcripts are off: the UI could not tell whose run it is
+        return []
+    attendance = Attendance(record.run, lambda: record.cancel("browser"))
+    record.attach(lambda event: attendance.close() if event.kind == "end" else None)
+    return [BrowserChannel(record.run)]

@@ -43,6 +43,7 @@ from crewbridge.record.ids import new_run_id
 from crewbridge.record.index import Row, Runs
 from crewbridge.record.transcript import read_run
 from crewbridge.stop import Stop
+from crewbridge.uilink import attend
 
 if TYPE_CHECKING:
     from crewbridge.acp.wire import Courier
@@ -110,6 +111,7 @@ class Session:
             approvals=[self.channel],
             files=EditorFiles(self) if files else None,
             mcp_servers=mcp_servers,
+            observers=[attend],
         )
 
     # --- the choices ------------------------------------------------------------------------

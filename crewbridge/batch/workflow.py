@@ -34,6 +34,7 @@ from crewbridge.errors import CrewError
 from crewbridge.git import Change
 from crewbridge.sandbox import Sandboxing
 from crewbridge.stop import Stop
+from crewbridge.uilink import attend
 from crewbridge.usage import Tally
 
 MAX_PATCH = 8 * 1024 * 1024  # bytes of an agent's patch kept in the database (to commit it elsewhere)
@@ -163,7 +164,9 @@ class BatchWorker(DBOSConfiguredInstance):
             worktree = self._place(repo_data).worktree(spec, base)
         except CrewError as exc:
             return {"error": str(exc)}
-        bridge = Bridge(self.runtime.config, workdir=worktree.path, sandboxing=self.runtime.sandboxing)
+        bridge = Bridge(
+            self.runtime.config, workdir=worktree.path, sandboxing=self.runtime.sandboxing, observers=[attend]
+        )
         outcome = bridge.run(spec.task, "execute", options=spec.options(), stop=stop)[0]
         usage = outcome.result.usage if outcome.result is not None else None
         ran: dict[str, Any] = {"usage": usage, "disarmed": [armed.to_dict() for armed in outcome.disarmed]}

@@ -223,6 +223,7 @@ class McpServer(McpCore):
         if problem:
             return content(problem, error=True)
         from crewbridge.asking import Asker, change_options, current_depth
+        from crewbridge.uilink import attend
 
         change = change_options(arguments)
         if isinstance(change, str):
@@ -230,7 +231,16 @@ class McpServer(McpCore):
 
         task, mode = arguments["task"], arguments.get("mode", "query")
         depth = current_depth() if self.depth is None else self.depth
-        asker = Asker(self.config, self.workdir, depth, self.max_depth, self.timeout, self.max_turns, self.sandboxing)
+        asker = Asker(
+            self.config,
+            self.workdir,
+            depth,
+            self.max_depth,
+            self.timeout,
+            self.max_turns,
+            self.sandboxing,
+            observers=[attend],
+        )
         try:
             asker.check(task)
         except CrewError as exc:

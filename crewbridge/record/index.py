@@ -267,6 +267,11 @@ class Runs:
                 self._kept = False
         return row
 
+    def live(self) -> list[str]:
+        """The runs last seen running or waiting."""
+        with self._lock:
+            return [run_id for run_id, (_, row) in self._rows.items() if row.status in ("running", "waiting")]
+
     def latest(self, cwd: str, commands: tuple[str, ...]) -> Row | None:
         """The newest run in folder `cwd` by one of `commands` (what --continue goes on with)."""
         return next((row for row in self.rows() if row.cwd == cwd and row.command in commands), None)

@@ -159,7 +159,7 @@ class Reader:
             return [ev.Unreadable(line=number, error="not a JSON object", text=text)]
         if self._first:
             self._first = False
-            if obj.get("kind") == "start" and "v" not in obj:
+            if obj.get("kind") == "start" and "run_id" in obj:  # version 0 named it so
                 self.upgrade = Upgrade()
         try:
             return self.upgrade.of(obj) if self.upgrade is not None else [ev.convert(obj)]

@@ -1,6 +1,6 @@
 """The UI's end of crewbridge.uilink: the Unix socket runs reach `crew ui` on, the approval questions
-they ask (open, and answered lately), the runs attending it (to cancel them, and their reply text as
-it streams).
+they ask (open, and answered lately), the runs attending it (to cancel them; the page reads the
+rest of a run from its record).
 
 Only the user's own processes connect (the socket is 0600 in the 0700 state folder), and a message
 about a run is taken only from the process that run's transcript names (SO_PEERCRED: the kernel
@@ -11,7 +11,6 @@ ask in a run's name nor hear its cancel.
 from __future__ import annotations
 
 import os
-import queue
 import secrets
 import socket
 import struct
@@ -23,11 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from crewbridge.errors import UsageError
-from crewbridge.ui.runs import Runs
+from crewbridge.record.index import Runs
 from crewbridge.uilink import VERDICTS, Lines, at_socket, connect, hang_up, send
 
 KEPT_ANSWERED = 50  # answered or withdrawn questions still shown
-LIVE_QUEUE = 4096  # text messages held for one page that does not read
 
 
 @dataclass
@@ -76,7 +74,6 @@ class Desk:
         self._questions: dict[str, Question] = {}
         self._answered: deque[Question] = deque(maxlen=KEPT_ANSWERED)
         self._attending: dict[str, set[socket.socket]] = {}  # run id → its processes' connections
-        self._watchers: dict[str, set[queue.Queue[dict[str, Any]]]] = {}  # run id → its open pages
         self._listener: socket.socket | None = None
 
     # -- the socket -----------------------------------------------------------------------------
@@ -214,9 +211,8 @@ class Desk:
         with self._lock:
             self._attending.setdefault(run, set()).add(sock)
         try:
-            while (message := lines.next()) is not None:
-                if message.get("op") == "text" and isinstance(message.get("text"), str):
-                    self._tell(run, {"agent": str(message.get("agent", "")), "text": message["text"]})
+            while lines.next() is not None:  # it says nothing more: its connection is its attendance
+                pass
         finally:
             with self._lock:
                 self._attending[run].discard(sock)
@@ -232,29 +228,6 @@ class Desk:
         with self._lock:
             connections = list(self._attending.get(run, ()))
         return any([send(sock, {"op": "cancel"}) for sock in connections])
-
-    def watch(self, run: str) -> queue.Queue[dict[str, Any]]:
-        """A queue of the run's reply text as it streams, for one page until unwatch()."""
-        texts: queue.Queue[dict[str, Any]] = queue.Queue(LIVE_QUEUE)
-        with self._lock:
-            self._watchers.setdefault(run, set()).add(texts)
-        return texts
-
-    def unwatch(self, run: str, texts: queue.Queue[dict[str, Any]]) -> None:
-        with self._lock:
-            watchers = self._watchers.get(run, set())
-            watchers.discard(texts)
-            if not watchers:
-                self._watchers.pop(run, None)
-
-    def _tell(self, run: str, text: dict[str, Any]) -> None:
-        with self._lock:
-            watchers = list(self._watchers.get(run, ()))
-        for texts in watchers:
-            try:
-                texts.put_nowait(text)
-            except queue.Full:  # a page that does not read loses text; the transcript has it whole
-                pass
 
     # -- changes --------------------------------------------------------------------------------
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import queue
 import re
 import threading
 import time
@@ -29,10 +28,12 @@ from crewbridge.childenv import UI_TOKEN
 from crewbridge.errors import CrewError
 from crewbridge.git import Checkout
 from crewbridge.jsonio import dumps_bytes, loads
-from crewbridge.transcript import runs_dir
+from crewbridge.record import events as ev
+from crewbridge.record.index import Runs, read_from
+from crewbridge.record.transcript import Reader, read_path, runs_dir
 from crewbridge.ui.batches import BatchSource, CrewBatches
 from crewbridge.ui.desk import Desk
-from crewbridge.ui.runs import STATUSES, Runs, read_events
+from crewbridge.ui.runs import listed, usage
 from crewbridge.uilink import socket_path
 from crewbridge.webserver import Handler, Keys, Listening, Server
 
@@ -83,8 +84,7 @@ class Ui:
         socket: Path | None = None,
         batches: BatchSource | None = None,
     ) -> None:
-        directory = directory or runs_dir()
-        self.runs = Runs(directory, directory.parent / "ui-index.json")
+        self.runs = Runs(directory or runs_dir())
         self.desk = Desk(socket or socket_path(), self.runs)
         self.batches = batches or CrewBatches()
         self.closed = threading.Event()
@@ -123,7 +123,7 @@ class Ui:
             mark: list[Any] = [self.runs.directory.stat().st_mtime_ns]
         except OSError:
             return ()
-        for run_id in self.runs.running():
+        for run_id in self.runs.live():
             path = self.runs.directory / f"{run_id}.jsonl"
             try:
                 mark.append((run_id, path.stat().st_size))
@@ -208,15 +208,15 @@ class _Handler(Handler):
             return self._static(path[len("/static/") :])
         if path == "/api/runs":
             status = query.get("status") or None
-            if status is not None and status not in STATUSES:
-                return self.refuse(400, f"status '{status}' is not one of {', '.join(STATUSES)}")
-            return self.send_json(200, self.ui.runs.listed(query.get("agent") or None, status, query.get("q") or None))
+            if status is not None and status not in ev.STATUSES:
+                return self.refuse(400, f"status '{status}' is not one of {', '.join(ev.STATUSES)}")
+            return self.send_json(200, listed(self.ui.runs, query.get("agent") or None, status, query.get("q") or None))
         if path == "/api/live":
             return self._live()
         if path == "/api/questions":
             return self.send_json(200, self.ui.desk.questions())
         if path == "/api/usage":
-            return self.send_json(200, self.ui.runs.usage())
+            return self.send_json(200, usage(self.ui.runs))
         if path == "/api/batches":
             try:
                 batches = self.ui.batches.batches()
@@ -280,16 +280,15 @@ class _Handler(Handler):
         """The whole diff of `agent`'s worktree in run `run_id` (its snapshot against the base)."""
         path = self.ui.runs.path(run_id)
         assert path is not None
-        events, _ = read_events(path, 0)
-        made = [e for _, e in events if e.get("kind") == "worktree" and e.get("agent") == agent]
-        if not made or not isinstance(made[0].get("worktree"), str) or not isinstance(made[0].get("base"), str):
+        made = [e for e in read_path(path) if isinstance(e, ev.Worktree) and e.agent == agent]
+        if not made:
             return self.send_json(404, {"error": f"run {run_id} made no worktree for @{agent}"})
-        folder = Path(made[0]["worktree"])
+        folder = Path(made[0].worktree)
         if not folder.is_dir():
             return self.send_json(200, {"diff": None, "gone": True, "apply": f"crew apply {run_id} {agent}"})
         try:
             checkout = Checkout.of(folder, "crew ui's diff")
-            diff = checkout.diff(made[0]["base"], checkout.snapshot())
+            diff = checkout.diff(made[0].base, checkout.snapshot())
         except CrewError as exc:
             return self.send_json(200, {"diff": None, "error": str(exc), "apply": f"crew apply {run_id} {agent}"})
         cut = len(diff) > MAX_DIFF
@@ -303,47 +302,41 @@ class _Handler(Handler):
         )
 
     def _events(self, run_id: str) -> None:
-        """The run's events from the start (or from Last-Event-ID, a byte offset), then each as it
-        is appended, and its reply text as it streams, until its end."""
+        """The run's record from its start (or from Last-Event-ID, a byte offset), then each event
+        as it is written (the model's text included, as it streams), until its `end`. A run whose
+        process died writes no end: once its file is read to its last line and the index says it is
+        over, the stream ends with the status it says."""
         path = self.ui.runs.path(run_id)
         assert path is not None
         last = self.headers.get("Last-Event-ID", "0")
         offset = int(last) if last.isdigit() and last.isascii() else 0
-        texts = self.ui.desk.watch(run_id)
+        reader = Reader()
         stream = self.event_stream()
         quiet, checked = time.monotonic(), time.monotonic()
-        try:
-            while not self.ui.closed.is_set():
-                events, offset = read_events(path, offset)
-                for after, event in events:
-                    if not stream.send(dumps_bytes(event), event="event", id=str(after)):
-                        return
-                    if event.get("kind") == "end":
-                        stream.send(b"{}", event="end")
-                        return
-                if events:
-                    quiet = time.monotonic()
-                if time.monotonic() - checked > 1.0:  # a run that died writes no end: look at its process
-                    checked = time.monotonic()
-                    row = self.ui.runs.row(run_id)
-                    if row is not None and row.status != "running":
-                        stream.send(dumps_bytes({"status": row.status}), event="end")
-                        return
-                try:
-                    text = texts.get(timeout=TAIL)
-                except queue.Empty:
-                    text = None
-                while text is not None:
-                    if not stream.send(dumps_bytes(text), event="text"):
-                        return
-                    quiet = time.monotonic()
-                    text = texts.get_nowait() if not texts.empty() else None
-                if time.monotonic() - quiet > KEEPALIVE:
-                    if not stream.comment():
-                        return
-                    quiet = time.monotonic()
-        finally:
-            self.ui.desk.unwatch(run_id, texts)
+        while not self.ui.closed.is_set():
+            events, offset = read_from(path, offset, reader)
+            for after, event in events:
+                if not stream.send(ev.encode(event), event="event", id=str(after)):
+                    return
+                if isinstance(event, ev.End):
+                    stream.send(dumps_bytes({"status": event.status}), event="end")
+                    return
+            if events:
+                quiet = time.monotonic()
+            elif time.monotonic() - checked > 1.0:  # read to its end, and nothing new: did its process die?
+                checked = time.monotonic()
+                row = self.ui.runs.row(run_id)
+                if row is not None and row.status not in ("running", "waiting"):
+                    events, offset = read_from(path, offset, reader)  # what it wrote as it died
+                    for after, event in events:
+                        stream.send(ev.encode(event), event="event", id=str(after))
+                    stream.send(dumps_bytes({"status": row.status}), event="end")
+                    return
+            if time.monotonic() - quiet > KEEPALIVE:
+                if not stream.comment():
+                    return
+                quiet = time.monotonic()
+            self.ui.closed.wait(TAIL)
 
     def _live(self) -> None:
         """What every page keeps up with: the approval questions (each time they change) and a cue
