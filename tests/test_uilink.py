@@ -14,8 +14,10 @@ import pytest
 
 from crewbridge import uilink
 from crewbridge.approval import Answer, Approver, Question
-from crewbridge.transcript import Transcript, read_run
-from crewbridge.uilink import Attendance, BrowserChannel, Lines, at_socket, connect, socket_path
+from crewbridge.record import events as ev
+from crewbridge.record.stream import Record
+from crewbridge.record.transcript import Transcript, read_run
+from crewbridge.uilink import Attendance, BrowserChannel, Lines, at_socket, attend, connect, socket_path
 
 QUESTION = Question("claude", "write_file", {"path": "a.txt", "content": "hi"})
 
@@ -164,7 +166,7 @@ def test_an_answer_elsewhere_is_told_to_the_ui(ui_path):
 def test_without_a_terminal_a_run_waits_for_the_browser_and_its_answer_is_recorded(ui_path):
     FakeUi(ui_path, {"op": "answer", "verdict": "yes"})
     heard: list = []
-    approver = Approver(channels=[BrowserChannel("r", ui_path)], record=lambda q, a: heard.append(a))
+    approver = Approver(channels=[BrowserChannel("r", ui_path)], answered=lambda q, a: heard.append(a))
     assert approver.interactive  # tests run without a terminal: the browser is the one channel
     assert approver.ask(QUESTION, time.monotonic() + 30) == Answer("yes", "browser")
     assert heard == [Answer("yes", "browser")]
@@ -187,33 +189,47 @@ def test_a_run_attends_a_ui_that_starts_after_it_and_is_cancelled_from_it(ui_pat
     ui.close()
 
 
-def test_a_transcript_cancelled_ends_its_loops_records_it_and_ends_cancelled(tmp_path, ui_path, monkeypatch):
+def kept() -> Record:
+    record = Record()
+    record.keep(Transcript.create(record.run))
+    record.emit(ev.Start(run=record.run, command="query", agents=["claude"], task="t"))
+    return record
+
+
+def test_a_run_joined_to_the_ui_is_cancelled_from_it_recorded_and_ends_cancelled(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))
     monkeypatch.setattr(uilink, "POLL", 0.05)
     ui = FakeUi(socket_path())
-    transcript = Transcript.open(command="query", agents=["claude"], task="t")
+    record = kept()
+    [channel] = attend(record)
+    assert isinstance(channel, BrowserChannel) and channel.run_id == record.run
     ended: list[str] = []
-    transcript.on_cancel(lambda: ended.append("loop 1"))
-    assert ui.arrived.wait(30) and ui.heard[0]["run"] == transcript.run_id
+    record.on_cancel(lambda: ended.append("loop 1"))
+    assert ui.arrived.wait(30) and ui.heard[0]["run"] == record.run
     ui.send_all({"op": "cancel"})
     deadline = time.monotonic() + 30
-    while not transcript.cancelled and time.monotonic() < deadline:
+    while not record.cancelled and time.monotonic() < deadline:
         time.sleep(0.01)
-    transcript.on_cancel(lambda: ended.append("loop 2"))  # made after the cancel: ended at once
-    transcript.close("failed")
+    record.on_cancel(lambda: ended.append("loop 2"))  # made after the cancel: ended at once
+    record.end("failed")
     assert ended == ["loop 1", "loop 2"]
-    events = read_run(transcript.run_id)
-    assert [e["kind"] for e in events] == ["start", "cancel", "end"]
-    assert events[1]["source"] == "browser" and events[-1]["status"] == "cancelled"
+    events = read_run(record.run)
+    assert [e.kind for e in events] == ["start", "cancel", "end"]
+    assert events[1].source == "browser" and events[-1].status == "cancelled"  # type: ignore[union-attr]
     ui.close()
 
 
 def test_a_run_that_finished_all_the_same_keeps_its_status(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))
-    transcript = Transcript.open(command="query", agents=["claude"], task="t")
-    transcript.cancel("browser")
-    transcript.close("ok")
-    assert read_run(transcript.run_id)[-1]["status"] == "ok"
+    record = kept()
+    record.cancel("browser")
+    record.end("done")
+    assert read_run(record.run)[-1].status == "done"  # type: ignore[union-attr]
+
+
+def test_a_run_without_a_transcript_does_not_join_the_ui(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))
+    assert attend(Record()) == []
 
 
 def test_a_state_folder_deeper_than_a_unix_address_holds_still_serves(tmp_path):
