@@ -1,8 +1,9 @@
 """crewbridge.parallel: a task on every agent it mentions at once. The agents are checked before
 anything starts; each agent's CLI starts first; one record (ended done, or failed when an agent
 failed; its id, command and parent as the caller names them) and one budget cover the run; each
-agent's outcome comes back in mention order, with the run's id; the CLIs started ahead that no agent took are ended. The CLIs are small scripts that
-answer with their name and the prompt's last line."""
+agent's outcome comes back in mention order, with the run's id; the CLIs started ahead that no
+agent took are ended. The CLIs are small scripts that answer with their name and the prompt's last
+line."""
 
 from __future__ import annotations
 
