@@ -107,9 +107,8 @@ def test_continue_and_resume_say_what_is_wrong(tmp_path):
 
 def test_a_resumed_agent_says_in_the_new_runs_record_how_it_goes_on():
     prior = Prior("R1", "claude", session_id="S1", history=[("user", "t"), ("assistant", "a")])
-    resumed = Resumed(
-        "R1", {"claude": prior, "codex": Prior("R1", "codex", history=prior.history)}, [True, False, False]
-    )
+    codex = Prior("R1", "codex", history=prior.history)
+    resumed = Resumed("R1", {"claude": prior, "codex": codex}, [True, False, False])
     record, seen = Record(), []
     record.attach(seen.append)
     assert resumed.of(0, "claude", record) == (prior, True)
