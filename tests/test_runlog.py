@@ -155,7 +155,8 @@ def test_crew_log_shows_a_run_on_one_line():
         f"{run}  done         1 call      1,244 tokens   $0.7500  @claude @gemini  compare"
     )
     cancelled = recorded(agents=["claude"], status="cancelled")
-    assert line(Runs().row(cancelled)).== f"{cancelled}  cancelled    0 calls         0 tokens         -  @claude  when?"
+    listed = line(Runs().row(cancelled))
+    assert listed == f"{cancelled}  cancelled    0 calls         0 tokens         -  @claude  when?"
 
 
 def test_crew_log_show_reads_a_real_run_and_json_gives_its_events(tmp_path):
