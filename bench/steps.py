@@ -32,7 +32,8 @@ STEPS = {
     "validate": ["crewbridge.registry:Tool.check"],
     "policy": ["crewbridge.policy:Policy.allowed", "crewbridge.policy:Policy.check"],
     "hooks": ["crewbridge.hooks:Hooks.before", "crewbridge.hooks:Hooks.after"],
-    "transcript": ["crewbridge.transcript:Transcript.write"],
+    # the record written down (a checkout from --before that predates the record: its transcript)
+    "transcript": ["crewbridge.record.transcript:Transcript.write", "crewbridge.transcript:Transcript.write"],
     "render": ["crewbridge.render:Renderer.progress"],
     "tool": ["crewbridge.registry:ToolRegistry.call"],
     "stop": ["crewbridge.process:Child.send_line"],
@@ -76,7 +77,10 @@ def instrument(clock: Clock) -> None:
     for step, targets in STEPS.items():
         for target in targets:
             module_name, _, path = target.partition(":")
-            module = importlib.import_module(module_name)
+            try:
+                module = importlib.import_module(module_name)
+            except ModuleNotFoundError:  # another checkout's name for the step
+                continue
             owner: Any = module
             *outer, name = path.split(".")
             for part in outer:

@@ -162,7 +162,7 @@ def test_no_secret_of_any_kind_is_in_a_runs_transcript_log_or_trace(kind, tmp_pa
     read = run_crew(["log", "show", "last"], env=env, cwd=tmp_path).stdout  # as a person reads it
     for written in (transcript.read_text(), shown, read, done.stderr):  # done.stderr: the --verbose trace
         assert SECRETS[kind] not in written
-    [result] = [json.loads(line)["result"] for line in shown.splitlines() if '"tool_result"' in line]
+    [result] = [event for event in map(json.loads, shown.splitlines()) if event["kind"] == "result"]
     assert result["data"]["content"] == (
         "service part: [REDACTED:FAKE_SERVICE_URL_PART]\n"
         "db: postgres://admin:[REDACTED:url-password]@db.internal:5432/app\n"
