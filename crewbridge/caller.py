@@ -32,11 +32,18 @@ class Caller:
         """Run the call `name` (`prefix:tool` or a bare tool name) with input `data`; always a
         result envelope, never an exception. Input that breaks the schema is not run. `call`: its
         id, when whoever made it recorded its start (else it is recorded here, `via` as said)."""
-        if call is None:
-            call = self.record.next_call()
-            self.record.emit(ev.Call(agent=self.agent, call=call, name=name, input=data, via=via))
         try:
             jsonio.check_depth(data)  # decoded where it was not bounded (a CLI's line, the Python API)
+            deep = None
+        except jsonio.TooDeep as exc:
+            deep = exc  # recorded as a note: the record's writers would recurse as deep as it nests
+        if call is None:
+            call = self.record.next_call()
+            shown = data if deep is None else f"[crew left this out: nested more than {jsonio.MAX_DEPTH} levels deep]"
+            self.record.emit(ev.Call(agent=self.agent, call=call, name=name, input=shown, via=via))
+        try:
+            if deep is not None:
+                raise deep
             spec = self.registry.resolve(name)
         except ToolNotFound as exc:
             result = ToolResult(False, error=str(exc), tool=name)

@@ -329,9 +329,7 @@ class AgentLoop:
                 elif isinstance(event, (OwnCall, OwnResult)):
                     self.channel.own(event)
                 for call in new:
-                    calls.append(call)
-                    ids.append(self.record.next_call())
-                    pending.append(self._start(call, ids[-1], pending))
+                    self._begin(call, calls, ids, pending)
                 if calls and extractor.prose_after_calls:
                     self.conv.stop()  # the rest would be the model talking past its own calls
                     stopped = True
@@ -340,13 +338,17 @@ class AgentLoop:
             events.close()
         if not stopped:
             for call in extractor.finish():
-                calls.append(call)
-                ids.append(self.record.next_call())
-                pending.append(self._start(call, ids[-1], pending))
+                self._begin(call, calls, ids, pending)
             self._show(shown)
         if failure is not None and not calls:
             raise self._failed(failure)
         return Reply("".join(parts), calls, ids, pending, stopped)
+
+    def _begin(self, call: ToolCall, calls: list[ToolCall], ids: list[str], pending: list[Future[ToolResult]]) -> None:
+        """Give `call` its id in the run's record and start it (after the changes before it)."""
+        calls.append(call)
+        ids.append(self.record.next_call())
+        pending.append(self._start(call, ids[-1], pending))
 
     def _failed(self, failure: Failure) -> ProviderError:
         """The error of a reply that failed before it made a call (its HTTP status, if any, on it):

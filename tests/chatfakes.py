@@ -5,7 +5,6 @@ reply was stopped and whether it was closed, and the loop an agent runs over it.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +13,9 @@ from crewbridge.tools import builtin_registry
 from crewbridge.config import AgentSpec
 from crewbridge.conversations import FULL
 from crewbridge.events import Done, Event, MessageEnd, Text
-from crewbridge.loop import AgentLoop, Progress
+from crewbridge.loop import AgentLoop
 from crewbridge.policy import Policy
+from crewbridge.record.stream import Record, Sink
 
 CATALOGUE_MARK = "[crew tools]"
 
@@ -63,9 +63,11 @@ class Script:
         self.closed = True
 
 
-def scripted_loop(
-    workdir: Path, script: Script, mode: str = "query", on_progress: Callable[[Progress], None] | None = None
-) -> AgentLoop:
-    """@claude's loop over `script`, with the built-in tools, working in `workdir`."""
+def scripted_loop(workdir: Path, script: Script, mode: str = "query", sink: Sink | None = None) -> AgentLoop:
+    """@claude's loop over `script`, with the built-in tools, working in `workdir`, its record's
+    events given to `sink`."""
     policy = Policy(AgentSpec("claude", "claude"), mode)
-    return AgentLoop("claude", script, builtin_registry(), policy, workdir=workdir, on_progress=on_progress)
+    record = Record()
+    if sink is not None:
+        record.attach(sink)
+    return AgentLoop("claude", script, builtin_registry(), policy, workdir=workdir, record=record)

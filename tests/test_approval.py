@@ -32,9 +32,10 @@ def asking(tty: Terminal, agent: str = "claude") -> Policy:
 
 
 def in_thread(check) -> tuple[threading.Thread, list[str | None]]:
-    """Run `check()` (a policy check that asks) in a thread; → the thread and, once it ended, its outcome."""
+    """Run `check()` (a policy check that asks) in a thread; → the thread and, once it ended, its
+    outcome: why the call may not run (None: it may)."""
     outcome: list[str | None] = []
-    thread = threading.Thread(target=lambda: outcome.append(check()))
+    thread = threading.Thread(target=lambda: outcome.append(check().refusal))
     thread.start()
     return thread, outcome
 
@@ -64,7 +65,7 @@ def test_parallel_agents_never_interleave_their_questions(read_file):
 @pytest.mark.slow
 def test_an_unanswered_question_is_abandoned_at_the_deadline(read_file):
     tty = Terminal()
-    refusal = asking(tty).check(read_file, {"path": "x"}, deadline=time.monotonic() + 0.5)
+    refusal = asking(tty).check(read_file, {"path": "x"}, deadline=time.monotonic() + 0.5).refusal
     assert refusal == NO_ANSWER
     assert tty.read().endswith("Allow? [y/N/a=always] (no answer before the run's time was up)\n")
 
@@ -74,7 +75,7 @@ def test_a_question_waiting_for_the_terminal_waits_only_until_its_own_deadline(r
     tty = Terminal()
     thread, outcome = in_thread(lambda: asking(tty).check(read_file, {"path": "a"}))
     tty.read(until="Allow?")
-    assert asking(tty, "gemini").check(read_file, {"path": "b"}, deadline=time.monotonic() + 0.3) == NO_ANSWER
+    assert asking(tty, "gemini").check(read_file, {"path": "b"}, deadline=time.monotonic() + 0.3).refusal == NO_ANSWER
     assert "gemini" not in tty.read()  # it never asked
     tty.type("y")
     thread.join()
@@ -91,10 +92,10 @@ def test_a_withdrawn_question_ends_at_once_and_later_ones_ask_once_reopened(read
     policy.withdraw()  # the reply was stopped (Ctrl-C in crew chat), or its run ended
     thread.join()
     assert outcome == [NO_ANSWER] and tty.read().endswith("(withdrawn)\n")
-    assert policy.check(read_file, {"path": "b"}) == NO_ANSWER and tty.read().count("Allow?") == 1  # not asked
+    assert policy.check(read_file, {"path": "b"}).refusal == NO_ANSWER and tty.read().count("Allow?") == 1  # not asked
     policy.reopen()  # the next message
     tty.type("y")  # what is typed now answers the next question
-    assert policy.check(read_file, {"path": "c"}) is None
+    assert policy.check(read_file, {"path": "c"}).refusal is None
 
 
 def test_withdrawing_one_agents_question_leaves_anothers_alone(read_file):
@@ -162,22 +163,28 @@ class Remote:
         self.withdraw()
 
 
-def remote_policy(tty: Terminal, *channels, record=None) -> Policy:
+def remote_policy(tty: Terminal, *channels, asking=None, answered=None) -> Policy:
     spec = AgentSpec(id="claude", provider="claude", approval=["*"])
-    approver = Approver(stdin=tty.stdin, stderr=tty.stderr, channels=channels, record=record)
+    approver = Approver(stdin=tty.stdin, stderr=tty.stderr, channels=channels, asking=asking, answered=answered)
     return Policy(spec, "execute", approver=approver)
 
 
 def test_without_a_terminal_another_channel_makes_the_run_wait_for_its_answer(read_file):
     remote = Remote("yes", after=0.2)
-    assert remote_policy(Terminal(tty=False), remote).check(read_file, {"path": "x"}) is None
-    assert [(q.agent, q.tool, q.input) for q in remote.asked] == [("claude", "read_file", {"path": "x"})]
+    asked: list[Question] = []
+    policy = remote_policy(Terminal(tty=False), remote, asking=asked.append)
+    ruling = policy.check(read_file, {"path": "x"}, call="c3")
+    assert (ruling.refusal, ruling.decision, ruling.by) == (None, "allowed", "browser")  # who decided
+    assert [(q.agent, q.tool, q.input, q.call) for q in remote.asked] == [("claude", "read_file", {"path": "x"}, "c3")]
+    assert asked == remote.asked  # the run's record hears the question before it is asked
 
 
 def test_with_no_channel_that_reaches_anyone_the_call_is_refused_without_asking(read_file):
     remote = Remote("yes", available=False)
-    refusal = remote_policy(Terminal(tty=False), remote).check(read_file, {"path": "x"})
-    assert "nobody to ask (no terminal, no crew ui serving)" in refusal and remote.asked == []
+    asked: list[Question] = []
+    ruling = remote_policy(Terminal(tty=False), remote, asking=asked.append).check(read_file, {"path": "x"})
+    assert "nobody to ask (no terminal, no crew ui serving)" in ruling.refusal and ruling.by == "nobody"
+    assert remote.asked == [] and asked == []
 
 
 @pytest.mark.slow
@@ -185,7 +192,7 @@ def test_the_first_answer_wins_and_the_terminal_says_where_it_came_from(read_fil
     tty = Terminal()
     remote = Remote("no", after=0.3)
     answers: list[tuple[Question, Answer | None]] = []
-    policy = remote_policy(tty, remote, record=lambda q, a: answers.append((q, a)))
+    policy = remote_policy(tty, remote, answered=lambda q, a: answers.append((q, a)))
     thread, outcome = in_thread(lambda: policy.check(read_file, {"path": "a"}))
     tty.read(until="Allow?")
     thread.join()
@@ -193,7 +200,7 @@ def test_the_first_answer_wins_and_the_terminal_says_where_it_came_from(read_fil
     assert tty.read().endswith("(answered on the browser: declined)\n")
     assert [(q.tool, a) for q, a in answers] == [("read_file", Answer("no", "browser"))]
     tty.type("y")  # the terminal asks again at the next question, and its answer counts there
-    assert policy.check(read_file, {"path": "b"}) is None
+    assert policy.check(read_file, {"path": "b"}).by == "terminal"
     assert answers[-1][1] == Answer("yes", "terminal") and remote.settled_with == [Answer("yes", "terminal")]
 
 
@@ -202,8 +209,8 @@ def test_a_question_no_channel_answers_ends_at_the_deadline_everywhere(read_file
     tty = Terminal()
     remote = Remote(None)
     answers: list = []
-    policy = remote_policy(tty, remote, record=lambda q, a: answers.append(a))
-    assert policy.check(read_file, {"path": "a"}, deadline=time.monotonic() + 0.4) == NO_ANSWER
+    policy = remote_policy(tty, remote, answered=lambda q, a: answers.append(a))
+    assert policy.check(read_file, {"path": "a"}, deadline=time.monotonic() + 0.4).refusal == NO_ANSWER
     assert answers == [None] and tty.read().endswith("(no answer before the run's time was up)\n")
 
 
@@ -216,4 +223,4 @@ def test_withdrawing_ends_the_question_on_every_channel(read_file):
     policy.withdraw()
     thread.join()
     assert outcome == [NO_ANSWER] and tty.read().endswith("(withdrawn)\n")
-    assert policy.check(read_file, {"path": "b"}) == NO_ANSWER and len(remote.asked) == 1  # not asked again
+    assert policy.check(read_file, {"path": "b"}).refusal == NO_ANSWER and len(remote.asked) == 1  # not asked again

@@ -1,11 +1,13 @@
 """crewbridge.caller: one path for every tool call, whoever makes it. Hooks see the calls the policy
-allows, the policy decides, the tool runs, hooks see its result, and the transcript records the call
-and the result; the answer is always a result envelope, never an exception, and input that breaks
-the schema (or nests past the bound) is never run. With a guarded folder, what a call that may
+allows, the policy decides, the tool runs, hooks see its result, and the run's record has the call,
+crew's decision (and by whom) and the result under the call's id; the answer is always a result
+envelope, never an exception, and input that breaks the schema (or nests past the bound) is never
+run. With a guarded folder, what a call that may
 write left there for git is disarmed and said."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +19,10 @@ from crewbridge.functions import tool
 from crewbridge.hooks import AFTER, BEFORE, Block, Hooks
 from crewbridge.jsonio import MAX_DEPTH
 from crewbridge.policy import Policy
+from crewbridge.record import events as ev
+from crewbridge.record.stream import Record
+from crewbridge.record.transcript import Transcript, read_run
 from crewbridge.registry import ToolContext, ToolRegistry, ToolResult
-from crewbridge.transcript import Transcript, read_run
 
 RAN: list[tuple[str, Any]] = []  # every call a tool below ran, with its input
 
@@ -62,30 +66,58 @@ def caller(mode: str = "execute", hooks: dict[str, list[Any]] | None = None, gua
     registry = ToolRegistry()
     registry.register_all([weather, note, broken])
     agent = AgentSpec(id="claude", provider="claude", profile="full")
-    transcript = Transcript.open(command="query", agents=["claude"])
-    return Caller("claude", registry, Policy(agent, mode), Hooks(hooks), transcript, guarded)
+    record = Record()
+    record.keep(Transcript.create(record.run))
+    return Caller("claude", registry, Policy(agent, mode), Hooks(hooks), record, guarded)
 
 
-def records(who: Caller) -> list[dict[str, Any]]:
-    """The transcript's tool_call, tool_result and disarmed records, without their times."""
-    who.transcript.close("ok")
-    kept = ("kind", "agent", "name", "input", "result", "found")
-    return [
-        {key: record[key] for key in kept if key in record}
-        for record in read_run(who.transcript.run_id)
-        if record["kind"] in ("tool_call", "tool_result", "disarmed")
-    ]
+def records(who: Caller) -> list[ev.Event]:
+    """The run's call, decision, result and disarmed events, as its transcript has them, their
+    times zeroed."""
+    who.record.end("done")
+    kinds = (ev.Call, ev.Decision, ev.Result, ev.Disarmed)
+    events = [event for event in read_run(who.record.run) if isinstance(event, kinds)]
+    for event in events:
+        event.t = 0.0
+    return events
 
 
-def test_a_call_runs_its_tool_and_the_transcript_records_the_call_then_the_result(work: Path):
+def test_a_call_runs_its_tool_and_the_record_has_the_call_the_decision_then_the_result(work: Path):
     who = caller()
     result = who.call("crew:weather", {"city": "Oslo"}, ToolContext(work))
     assert (result.success, result.data, result.error, result.tool) == (True, "sunny in Oslo", None, "weather")
     assert RAN == [("weather", "Oslo")]
     assert records(who) == [
-        {"kind": "tool_call", "agent": "claude", "name": "crew:weather", "input": {"city": "Oslo"}},
-        {"kind": "tool_result", "agent": "claude", "name": "crew:weather", "result": result.to_dict()},
+        ev.Call(agent="claude", call="c1", name="crew:weather", input={"city": "Oslo"}, via="mcp"),
+        ev.Decision(agent="claude", call="c1", decision="allowed", by="policy"),
+        ev.Result(
+            agent="claude",
+            call="c1",
+            name="crew:weather",
+            success=True,
+            data="sunny in Oslo",
+            metadata=result.to_dict()["metadata"],
+        ),
     ]
+
+
+def test_a_call_whose_start_was_recorded_by_its_maker_keeps_its_id(work: Path):
+    who = caller()
+    who.record.emit(ev.Call(agent="claude", call="c7", name="crew:weather", input={"city": "Oslo"}, via="native"))
+    who.call("crew:weather", {"city": "Oslo"}, ToolContext(work), "c7")
+    assert [(e.kind, e.call) for e in records(who)] == [("call", "c7"), ("decision", "c7"), ("result", "c7")]
+
+
+def test_calls_at_once_on_many_threads_each_have_their_own_id_and_result(work: Path):
+    who = caller()
+    cities = [f"city{n}" for n in range(40)]
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda city: who.call("crew:weather", {"city": city}, ToolContext(work)), cities))
+    events = records(who)
+    ids = {e.input["city"]: e.call for e in events if isinstance(e, ev.Call)}
+    results = {e.call: e.data for e in events if isinstance(e, ev.Result)}
+    assert len(set(ids.values())) == 40
+    assert all(results[ids[city]] == f"sunny in {city}" for city in cities)  # each result under its call's id
 
 
 def test_a_bare_tool_name_is_the_same_call(work: Path):
@@ -97,7 +129,7 @@ def test_an_unknown_tool_is_an_error_result_naming_the_nearest(work: Path):
     result = who.call("crew:wether", {"city": "Oslo"}, ToolContext(work))
     assert (result.success, result.tool) == (False, "crew:wether")
     assert result.error == "unknown tool 'crew:wether'; did you mean 'crew:weather'?"
-    assert RAN == [] and [r["kind"] for r in records(who)] == ["tool_call", "tool_result"]
+    assert RAN == [] and [r.kind for r in records(who)] == ["call", "result"]  # nothing to decide on
 
 
 @pytest.mark.parametrize(
@@ -115,13 +147,17 @@ def test_input_nested_past_the_bound_is_an_error_result_and_never_runs(work: Pat
     deep: Any = "Oslo"
     for _ in range(100_000):  # made in Python: no decoder bounded it
         deep = [deep]
-    result = caller().call("crew:weather", {"city": deep}, ToolContext(work))
+    who = caller()
+    result = who.call("crew:weather", {"city": deep}, ToolContext(work))
     assert (result.success, result.tool) == (False, "crew:weather")
     assert (
         result.error
         == f"invalid input for crew:weather: JSON nested more than {MAX_DEPTH} levels deep; send flatter data"
     )
     assert RAN == []
+    call, answered = records(who)  # the record keeps a note for the input, and the error
+    assert call.input == f"[crew left this out: nested more than {MAX_DEPTH} levels deep]"
+    assert (answered.call, answered.error) == (call.call, result.error)
 
 
 def test_a_tools_bug_is_an_error_result_never_an_exception(work: Path):
@@ -135,6 +171,8 @@ def test_a_call_the_policy_refuses_never_runs_and_no_hook_sees_it(work: Path):
     result = who.call("crew:note", {"path": "a.txt", "text": "x"}, ToolContext(work))
     assert not result.success and result.tool == "note" and "query mode" in result.error
     assert RAN == [] and seen == [] and not (work / "a.txt").exists()
+    decision = records(who)[1]
+    assert (decision.decision, decision.by, decision.reason) == ("refused", "policy", result.error)
 
 
 def test_hooks_see_the_call_before_and_its_result_after(work: Path):
@@ -158,16 +196,19 @@ def test_a_hook_that_blocks_the_call_keeps_the_tool_from_running(work: Path):
     def refuse(payload: dict[str, Any]) -> None:
         raise Block("no weather on Sundays")
 
-    result = caller(hooks={BEFORE: [refuse]}).call("crew:weather", {"city": "Oslo"}, ToolContext(work))
+    who = caller(hooks={BEFORE: [refuse]})
+    result = who.call("crew:weather", {"city": "Oslo"}, ToolContext(work))
     assert (result.success, result.error) == (False, f"blocked by a {BEFORE} hook: no weather on Sundays")
     assert RAN == []
+    decision = records(who)[1]
+    assert (decision.decision, decision.by, decision.reason) == ("refused", "hook", result.error)
 
 
 def test_a_hook_after_the_call_may_replace_its_result(work: Path):
     who = caller(hooks={AFTER: [lambda payload: {"success": True, "data": "cloudy"}]})
     result = who.call("crew:weather", {"city": "Oslo"}, ToolContext(work))
     assert (result.success, result.data) == (True, "cloudy") and RAN == [("weather", "Oslo")]
-    assert records(who)[-1]["result"]["data"] == "cloudy"  # the transcript has what the model gets
+    assert records(who)[-1].data == "cloudy"  # the record has what the model gets
 
 
 def test_a_new_repository_a_writing_call_leaves_in_the_guarded_folder_is_disarmed_and_said(work: Path):
@@ -177,8 +218,9 @@ def test_a_new_repository_a_writing_call_leaves_in_the_guarded_folder_is_disarme
     assert not (work / "sub" / ".git").exists()  # moved to crew's quarantine, not deleted
     assert len(result.notices) == 1
     assert result.notices[0].startswith("the run left what would run code on your next git command; crew disarmed it:")
-    disarmed = [record for record in records(who) if record["kind"] == "disarmed"]
-    assert len(disarmed) == 1 and disarmed[0]["name"] == "note" and len(disarmed[0]["found"]) == 1
+    [call, _, disarmed, _] = records(who)
+    assert isinstance(disarmed, ev.Disarmed) and disarmed.call == call.call and len(disarmed.found) == 1
+    assert disarmed.text == result.notices[0]
 
 
 def test_a_read_only_call_and_an_unguarded_caller_disarm_nothing(work: Path):

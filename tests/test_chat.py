@@ -32,7 +32,7 @@ def chat_with(tmp_path):
         script = Script(*replies)
         out, err = io.StringIO(), io.StringIO()
         renderer = Renderer(out=out, err=err, env={}, agents=["claude"])
-        return Chat(scripted_loop(tmp_path, script, on_progress=renderer.progress)), renderer, script, out, err
+        return Chat(scripted_loop(tmp_path, script, sink=renderer.progress)), renderer, script, out, err
 
     return make
 

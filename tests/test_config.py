@@ -659,14 +659,16 @@ def test_a_project_file_cannot_drop_the_users_deny_deny_commands_or_approval(use
     registry, rules = config.registry(), policy(config)
     assert config.agent("claude").model == "sonnet"
     assert "write_file" not in rules.offered(registry)
-    assert rules.check(registry.resolve("write_file"), {"path": "x", "content": ""}).startswith(
+    assert rules.check(registry.resolve("write_file"), {"path": "x", "content": ""}).refusal.startswith(
         "tool 'write_file' is not allowed for agent 'claude' by its configuration"
     )
-    assert rules.check(registry.resolve("run_command"), {"command": "ls; rm -rf src"}).startswith(
+    assert rules.check(registry.resolve("run_command"), {"command": "ls; rm -rf src"}).refusal.startswith(
         "the command policy forbids 'rm -rf src' (deny_commands in crew.yaml: 'rm *')"
     )
-    assert rules.check(registry.resolve("run_command"), {"command": "ls"}) is None
-    assert rules.check(registry.resolve("edit_file"), {"path": "x", "old_string": "a", "new_string": "b"}).startswith(
+    assert rules.check(registry.resolve("run_command"), {"command": "ls"}).refusal is None
+    assert rules.check(
+        registry.resolve("edit_file"), {"path": "x", "old_string": "a", "new_string": "b"}
+    ).refusal.startswith(
         "tool 'edit_file' needs a person's approval and there is nobody to ask (no terminal, no crew ui serving)"
     )
 
@@ -703,9 +705,9 @@ def test_allow_lists_only_narrow_a_name_must_match_every_files_list(user_dirs, p
     rules = policy(config)
     assert set(rules.offered(config.registry()).names()) == {"read_file", "run_command"}
     command = config.registry().resolve("run_command")
-    assert rules.check(command, {"command": "git status"}) is None
+    assert rules.check(command, {"command": "git status"}).refusal is None
     for denied in ("make", "rm -rf x"):
-        assert "the command policy does not allow" in rules.check(command, {"command": denied})
+        assert "the command policy does not allow" in rules.check(command, {"command": denied}).refusal
     found = {name: object() for name in ("release-1", "notes", "review")}
     assert list(chosen(found, *config.agent("claude").allow_lists("skills"))) == ["notes"]
 

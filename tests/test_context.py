@@ -1,7 +1,8 @@
 """crewbridge.context: a run's context, the one value holding what a run needs — the configuration,
 the working directory, the machine's sandboxing, the tools built once and shared by every copy,
-where the run reports — and what makes a run's parts: each agent's conversation (or the error that
-stops that agent alone), the CLIs started ahead for the next run to take, the transcript; and
+where the run reports — and what makes a run's parts: its record (its start, held until its
+transcript is made, the observers that join it), each agent's conversation (or the error that
+stops that agent alone) and loop, the CLIs started ahead for the next run to take; and
 `checked`, the options of a run in a mode. Configured agents here are small scripts run as CLIs."""
 
 from __future__ import annotations
@@ -14,16 +15,19 @@ from pathlib import Path
 import pytest
 from crewbridge.providers.generic import GenericSpec
 
+from chatfakes import Script
+from crewbridge.approval import Question
 from crewbridge.config import AgentSpec, Config, default_agents
 from crewbridge.context import RunContext, Tools, Work, checked
 from crewbridge.errors import AgentNotFound, CrewError, SandboxUnavailable, UsageError
 from crewbridge.functions import tool
-from crewbridge.loop import Progress
 from crewbridge.mentions import Mention
 from crewbridge.options import RunOptions
+from crewbridge.record import events as ev
+from crewbridge.record.stream import Record
+from crewbridge.record.transcript import read_run
 from crewbridge.sandbox import MECHANISM_ENV, Sandboxing
 from crewbridge.stop import Stop
-from crewbridge.transcript import Transcript
 from crewbridge.usage import Budget
 
 # A model run as a CLI: it reads its prompt on stdin, then answers once.
@@ -98,11 +102,26 @@ def test_a_copy_for_one_run_reports_to_its_sink_is_stopped_by_its_stop_and_share
     assert run.config is ctx.config and run.workdir == ctx.workdir
 
 
-def test_say_reaches_the_runs_sink_as_progress_and_nothing_without_one(tmp_path: Path):
-    seen: list[Progress] = []
-    context(tmp_path, emit=seen.append).say("warning", "claude", "worktrees left in .crew")
-    assert seen == [Progress("warning", "claude", "worktrees left in .crew")]
-    context(tmp_path).say("warning", "claude", "said to no one")  # no sink: nothing to fail
+def test_a_runs_record_starts_with_what_names_it_and_tells_the_faces_sink_at_once(tmp_path: Path):
+    seen: list[ev.Event] = []
+    ctx = context(tmp_path, emit=seen.append)
+    parent = ev.Parent(session="sess-1")
+    record = ctx.record("acp", "execute", ["script"], "fix it", models={"script": "m1"}, parent=parent)
+    [start] = seen
+    assert isinstance(start, ev.Start) and start.run == record.run
+    assert (start.command, start.mode, start.agents, start.task, start.models, start.parent) == (
+        "acp",
+        "execute",
+        ["script"],
+        "fix it",
+        {"script": "m1"},
+        parent,
+    )
+    assert (start.cwd, start.pid, start.resumed_from) == (str(tmp_path.resolve()), os.getpid(), None)
+    assert not record.kept  # held until keep(): the run's CLIs start meanwhile
+    elsewhere = ctx.record("query", "query", ["script"], "hi", run="20300101-000000-abc123", workdir=tmp_path / "w")
+    assert (elsewhere.run, seen[-1].cwd, seen[-1].resumed_from) == ("20300101-000000-abc123", str(tmp_path / "w"), None)
+    assert ctx.record("query", "query", ["script"], "hi", resume="20290101-000000-abc123").run != record.run
 
 
 # -- where and how an agent works ------------------------------------------------------------------
@@ -133,22 +152,23 @@ def test_an_agents_sandbox_level_is_the_runs_unless_its_own_is_stricter(tmp_path
 
 
 def test_a_required_sandbox_not_to_be_had_is_refused_before_anything_starts(tmp_path: Path):
-    seen: list[Progress] = []
-    ctx = context(tmp_path, emit=seen.append)
+    ctx, record, seen = context(tmp_path), Record(), []
+    record.attach(seen.append)
     with pytest.raises(SandboxUnavailable, match="the sandbox is required, but no mechanism works here"):
-        ctx.check_sandbox(RunOptions(sandbox="required"), [ctx.config.agent("script")])
+        ctx.check_sandbox(RunOptions(sandbox="required"), [ctx.config.agent("script")], record)
     assert seen == []
 
 
-def test_auto_without_a_sandbox_says_so_once_for_the_run_and_off_says_nothing(tmp_path: Path):
-    seen: list[Progress] = []
-    ctx = context(tmp_path, emit=seen.append)
+def test_auto_without_a_sandbox_says_so_once_in_the_runs_record_and_off_says_nothing(tmp_path: Path):
+    ctx, record, seen = context(tmp_path), Record(), []
+    record.attach(seen.append)
     agents = [ctx.config.agent("script"), ctx.config.agent("demo")]
-    ctx.check_sandbox(RunOptions(sandbox="off"), agents)
+    ctx.check_sandbox(RunOptions(sandbox="off"), agents, record)
     assert seen == []
-    ctx.check_sandbox(RunOptions(sandbox="auto"), agents)
-    assert [(p.kind, p.agent) for p in seen] == [("sandbox", "script")]
+    ctx.check_sandbox(RunOptions(sandbox="auto"), agents, record)
+    assert [(e.kind, e.about, e.agent) for e in seen] == [("notice", "sandbox", "script")]
     assert seen[0].text.startswith(f"no sandbox here ({MECHANISM_ENV}=none)") and "--sandbox off" in seen[0].text
+    ctx.check_sandbox(RunOptions(sandbox="auto"), agents)  # no record (a check before the run): nothing to fail
 
 
 def test_a_sandbox_level_that_is_not_one_is_a_usage_error(tmp_path: Path):
@@ -175,22 +195,83 @@ def test_the_first_prompt_of_an_agent_that_is_not_configured_names_the_agents(tm
 # -- a run's parts ---------------------------------------------------------------------------------
 
 
-def test_with_transcripts_off_a_runs_transcript_writes_nothing(tmp_path: Path):
-    transcript = context(tmp_path).transcript("query", ["script"], None)
-    assert isinstance(transcript, Transcript) and transcript.run_id is None
-    transcript.write("answer", agent="script", text="never kept")
-    transcript.close("ok")
+def test_with_transcripts_off_a_runs_record_is_written_nowhere(tmp_path: Path):
+    ctx = context(tmp_path)
+    record = ctx.record("query", "query", ["script"], "hi")
+    assert ctx.keep(record) == [] and not record.kept
+    record.emit(ev.Answer(agent="script", text="never kept"))
+    record.end("done")
     assert not list(Path(os.environ["XDG_STATE_HOME"]).rglob("*.jsonl"))
 
 
-def test_with_transcripts_on_a_run_has_a_transcript_of_its_own(tmp_path: Path):
-    from crewbridge.transcript import read_run
-
+def test_with_transcripts_on_a_runs_record_is_written_in_a_transcript_of_its_own(tmp_path: Path):
     ctx = RunContext(Config(agents=default_agents()), tmp_path, sandboxing=Sandboxing({MECHANISM_ENV: "none"}))
-    transcript = ctx.transcript("query", ["demo"], None, task="hi")
-    transcript.close("ok")
-    start = read_run(transcript.run_id)[0]
-    assert (start["command"], start["agents"], start["task"]) == ("query", ["demo"], "hi")
+    record = ctx.record("query", "query", ["demo"], "hi")
+    record.emit(ev.Notice(text="while the CLIs boot"))
+    ctx.keep(record)
+    record.end("done")
+    start, notice, end = read_run(record.run)
+    assert (start.command, start.agents, start.task, notice.text, end.status) == (
+        "query",
+        ["demo"],
+        "hi",
+        "while the CLIs boot",
+        "done",
+    )
+
+
+def test_the_observers_join_each_kept_record_and_add_their_approval_channels(tmp_path: Path):
+    joined: list[Record] = []
+    channel = object()
+
+    def observer(record: Record) -> list:
+        joined.append(record)
+        record.attach(lambda event: None)
+        return [channel]
+
+    ctx = context(tmp_path, observers=[observer])
+    record = ctx.record("query", "query", ["script"], "hi")
+    assert joined == []  # not before its transcript is made
+    assert ctx.keep(record) == [channel] and joined == [record] and len(record.sinks) == 1
+
+
+def test_a_loop_is_a_part_of_the_run_and_its_approvals_are_in_the_record_under_the_calls_id(tmp_path: Path):
+    class Browser:
+        source = "browser"
+
+        def available(self) -> bool:
+            return True
+
+        def ask(self, question, deadline):
+            return "yes"
+
+        def withdraw(self) -> None: ...
+
+        def reopen(self) -> None: ...
+
+        def settled(self, question, answer) -> None: ...
+
+    ctx, seen = context(tmp_path), []
+    record = Record()
+    record.attach(seen.append)
+    work = Work("hi", "execute", RunOptions(), Budget(None, None), record, channels=[Browser()])
+    loop = ctx.loop(Mention("script"), work, conversation=Script(), role="writer", round=1)
+    try:
+        answer = loop.policy.approver.ask(Question("script", "crew:write_file", {"path": "a"}, call="c4"), None)
+    finally:
+        loop.close()
+    assert answer is not None and (answer.verdict, answer.source) == ("yes", "browser")
+    part, ask, approval = seen
+    assert (part.kind, part.agent, part.part, part.role, part.round, part.via) == (
+        "part",
+        "script",
+        1,
+        "writer",
+        1,
+        "text",
+    )
+    assert (ask.kind, ask.call, ask.name, ask.input) == ("ask", "c4", "crew:write_file", {"path": "a"})
+    assert (approval.call, approval.answer, approval.source) == ("c4", "yes", "browser")
 
 
 def test_worktrees_start_afresh_and_refuse_a_resumed_run(tmp_path: Path):
@@ -209,7 +290,7 @@ def test_an_agent_whose_provider_is_unknown_gets_the_error_that_stops_it_alone(t
 
 def test_the_loop_of_an_agent_whose_conversation_did_not_start_raises_that_error(tmp_path: Path):
     ctx = context(tmp_path)
-    work = Work("hi", "query", RunOptions(), Budget(None, None), Transcript())
+    work = Work("hi", "query", RunOptions(), Budget(None, None), Record())
     error = CrewError("the CLI is not installed")
     with pytest.raises(CrewError, match="the CLI is not installed"):
         ctx.loop(Mention("script"), work, conversation=error)

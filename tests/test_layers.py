@@ -17,6 +17,7 @@ PACKAGES = {
     "crewbridge.mcp": ROOT / "crewbridge" / "mcp",
     "crewbridge.acp": ROOT / "crewbridge" / "acp",
     "crewbridge.sandbox": ROOT / "crewbridge" / "sandbox",
+    "crewbridge.record": ROOT / "crewbridge" / "record",
     "crewbridge.ui": ROOT / "crewbridge" / "ui",
     "crewbridge.batch": ROOT / "crewbridge" / "batch",
     "crewbridge.providers": ROOT / "providers",

@@ -18,6 +18,9 @@ from crewbridge.functions import tool
 from crewbridge.jsonio import MAX_DEPTH
 from crewbridge.loop import AgentLoop
 from crewbridge.policy import Policy
+from crewbridge.record import events as ev
+from crewbridge.record.stream import Record
+from crewbridge.record.transcript import Transcript, read_run
 from crewbridge.registry import ToolFailure, ToolRegistry
 
 
@@ -113,6 +116,35 @@ def registry(tmp_path):
 
 def make_loop(script, registry, tmp_path, mode="query", **kw):
     return AgentLoop("claude", script, registry, Policy(AgentSpec("claude", "claude"), mode), workdir=tmp_path, **kw)
+
+
+def watched() -> tuple[Record, list[ev.Event]]:
+    """A run's record (kept nowhere) and the events it was given."""
+    record, seen = Record(), []
+    record.attach(seen.append)
+    return record, seen
+
+
+def test_each_call_has_an_id_in_the_record_that_its_result_and_the_answer_carry(registry, tmp_path):
+    record, seen = watched()
+    reply = text("Reading.\n", block("crew:read_file", path="notes.txt") + block("crew:read_file", path="gone.txt"))
+    result = make_loop(Script(reply, text("ok")), registry, tmp_path, record=record).run("t")
+    calls = [e for e in seen if isinstance(e, ev.Call)]
+    results = {e.call: e for e in seen if isinstance(e, ev.Result)}
+    assert [(c.call, c.input, c.turn, c.via) for c in calls] == [
+        ("c1", {"path": "notes.txt"}, 1, "text"),
+        ("c2", {"path": "gone.txt"}, 1, "text"),
+    ]
+    assert (results["c1"].success, results["c1"].data) == (True, {"content": "the secret is 42"})
+    assert (results["c2"].success, results["c2"].error) == (False, "no file 'gone.txt'")
+    assert [record.call for record in result.tool_calls] == ["c1", "c2"]
+    [answer] = [e for e in seen if isinstance(e, ev.Answer)]
+    assert (answer.text, answer.calls, answer.turns, answer.session) == ("ok", ["c1", "c2"], 2, "sess-1")
+    turns = [e for e in seen if isinstance(e, ev.Turn)]
+    assert [(e.turn, e.agent) for e in turns] == [(1, "claude"), (2, "claude")]
+    assert turns[1].prompt.startswith("[crew tool results]")  # the message crew sent, whole
+    shown = "".join(e.visible for e in seen if isinstance(e, ev.Text) and e.agent == "claude")
+    assert "Reading." in shown and "tool_use" not in shown  # what a person sees: never a call's JSON
 
 
 def test_a_reply_without_calls_is_the_answer(registry, tmp_path):
@@ -304,25 +336,26 @@ def test_usage_is_summed_over_turns(registry, tmp_path):
     assert result.usage == {"input_tokens": 15, "output_tokens": 3, "cached_tokens": 0, "cost_usd": 0.75}
 
 
-def test_each_turns_usage_is_in_the_transcript_with_what_came_after_a_stop(registry, tmp_path):
+def test_each_usage_report_is_in_the_record_in_its_turn_with_what_came_after_a_stop(registry, tmp_path):
     from crewbridge.events import Usage
-    from crewbridge.transcript import Transcript, read_run
 
     script = Script(
         [*text(block("crew:read_file", path="notes.txt")), Usage(10, 2, cached_tokens=4)],
         [*text("ok"), Usage(5, 1, 0.25)],
     )
     script.late = [Usage(3, 3)]  # reported for turn 1 once the loop had stopped reading it
-    progress = []
-    with Transcript.open(tmp_path / "runs") as transcript:
-        result = make_loop(script, registry, tmp_path, transcript=transcript, on_progress=progress.append).run("t")
-    usage = [e for e in read_run(transcript.run_id, tmp_path / "runs") if e["kind"] == "usage"]
-    assert [(e["turn"], e["input_tokens"], e["output_tokens"], e["cached_tokens"], e["cost_usd"]) for e in usage] == [
-        (1, 13, 5, 4, None),
+    record = Record()
+    record.keep(Transcript.create(record.run, tmp_path / "runs"))
+    result = make_loop(script, registry, tmp_path, record=record).run("t")
+    end = record.end("done")
+    usage = [e for e in read_run(record.run, tmp_path / "runs") if isinstance(e, ev.Usage)]
+    assert [(e.turn, e.input_tokens, e.output_tokens, e.cached_tokens, e.cost_usd) for e in usage] == [
+        (1, 10, 2, 4, None),
+        (1, 3, 3, 0, None),  # the late report, in the turn it belongs to
         (2, 5, 1, 0, 0.25),
     ]
     assert result.usage == {"input_tokens": 18, "output_tokens": 6, "cached_tokens": 4, "cost_usd": 0.25}
-    assert [p.usage.tokens for p in progress if p.kind == "usage"] == [12, 18, 24]
+    assert end.usage["claude"] == {"turns": 2, **result.usage}  # the run's: the sum of its usage events
 
 
 def test_read_only_calls_in_one_reply_run_in_parallel(registry, tmp_path):
@@ -389,24 +422,22 @@ def test_a_job_goes_to_an_idle_worker_and_to_a_new_thread_only_when_every_worker
 def test_a_budget_passed_stops_the_run_before_its_next_tool_turn(registry, tmp_path):
     from crewbridge.errors import BudgetExceeded
     from crewbridge.events import Usage
-    from crewbridge.transcript import Transcript, read_run
     from crewbridge.usage import Budget
 
     call = [*text(block("crew:read_file", path="notes.txt")), Usage(100, 10)]
     script = Script(call, call, [*text("never asked"), Usage(100, 10)])
-    with Transcript.open(tmp_path / "runs") as transcript:
-        loop = make_loop(script, registry, tmp_path, transcript=transcript, budgets=[Budget(None, 150)])
-        with pytest.raises(
-            BudgetExceeded,
-            match=r"^@claude was stopped after turn 2: the run used 220 tokens, "
-            r"past --max-tokens 150; the tools of its last reply ran",
-        ):
-            loop.run("t")
+    record, seen = watched()
+    loop = make_loop(script, registry, tmp_path, record=record, budgets=[Budget(None, 150)])
+    with pytest.raises(
+        BudgetExceeded,
+        match=r"^@claude was stopped after turn 2: the run used 220 tokens, "
+        r"past --max-tokens 150; the tools of its last reply ran",
+    ):
+        loop.run("t")
     assert len(script.sent) == 2  # the second reply's call ran, and no third turn was sent
-    events = read_run(transcript.run_id, tmp_path / "runs")
-    assert [e["name"] for e in events if e["kind"] == "tool_result"] == ["crew:read_file"] * 2
-    [budget] = [e for e in events if e["kind"] == "budget"]
-    assert budget["reason"] == "220 tokens, past --max-tokens 150" and budget["turn"] == 2
+    assert [e.name for e in seen if isinstance(e, ev.Result)] == ["crew:read_file"] * 2
+    assert [e.turn for e in seen if isinstance(e, ev.Turn)] == [1, 2]
+    assert not any(isinstance(e, ev.Answer) for e in seen)
 
 
 def test_the_opening_message_of_a_continued_conversation(registry, tmp_path):
@@ -455,15 +486,18 @@ class NativeScript(Script):
 
 
 def test_with_a_native_channel_the_task_goes_alone_and_native_calls_take_a_text_calls_path(registry, tmp_path):
-    events = []
+    record, events = watched()
     script = NativeScript([("call", "read_file", {"path": "notes.txt"}), *text("It says 42.")])
-    result = make_loop(script, registry, tmp_path, on_progress=events.append).run("what is the secret?")
+    result = make_loop(script, registry, tmp_path, record=record).run("what is the secret?")
     assert script.sent == ["what is the secret?"]  # no catalogue
     assert [tool["name"] for tool in map(vars, script.channel.tools())] == ["read_file"]  # query mode's tools
     assert script.outcomes[0].success and script.outcomes[0].data == {"content": "the secret is 42"}
     assert result.answer == "It says 42." and result.turns == 1
     assert [(c.name, c.result.success) for c in result.tool_calls] == [("crew:read_file", True)]
-    assert [e.kind for e in events if e.kind in ("call", "result")] == ["call", "result"]
+    call, decision, answered = [e for e in events if e.kind in ("call", "decision", "result")]
+    assert (call.call, call.name, call.via, call.turn) == ("c1", "crew:read_file", "native", 1)
+    assert (decision.call, decision.decision, answered.call, answered.success) == ("c1", "allowed", "c1", True)
+    assert result.tool_calls[0].call == "c1"
 
 
 def test_a_native_call_that_breaks_the_schema_gets_crews_message_and_policy_applies(registry, tmp_path):
@@ -524,40 +558,39 @@ def test_native_calls_are_bounded_by_max_turns(registry, tmp_path):
 
 
 def test_the_clis_own_tools_are_decided_by_the_policy_and_recorded(registry, tmp_path):
-    from crewbridge.transcript import Transcript
-
-    transcript = Transcript()
-    records = []
-    transcript.write = lambda kind, **data: records.append((kind, data))
     script = NativeScript(
         [
-            ("permit", "Bash", {"command": "make"}, False),
+            ("permit", "Bash", {"command": "make"}, False, "toolu_1"),
             ("permit", "Read", {"file_path": str(tmp_path / "notes.txt")}, True),
             ("permit", "Read", {"file_path": "/etc/passwd"}, True),
             *text("done"),
         ]
     )
-    events = []
-    make_loop(script, registry, tmp_path, transcript=transcript, on_progress=events.append).run("go")
+    record, events = watched()
+    make_loop(script, registry, tmp_path, record=record).run("go")
     bash, inside, outside = script.outcomes
     assert "query mode" in bash and inside is None and "outside the working directory" in outside
-    decisions = [(data["tool"], data["decision"]) for kind, data in records if kind == "native_tool"]
-    assert decisions == [("Bash", "refused"), ("Read", "allowed"), ("Read", "refused")]
-    # what a face shows of each (crew acp's tool calls): the tool, its input, and why it was refused
-    shown = [event.data for event in events if event.kind == "native"]
-    assert [(data["tool"], data["input"], data["refusal"]) for data in shown] == [
-        ("Bash", {"command": "make"}, bash),
-        ("Read", {"file_path": str(tmp_path / "notes.txt")}, None),
-        ("Read", {"file_path": "/etc/passwd"}, outside),
+    # what every face shows of each (crew acp's tool calls): the tool, its input, crew's decision and why
+    calls = [e for e in events if isinstance(e, ev.Call)]
+    assert [(c.call, c.name, c.input, c.via, c.ref, c.turn) for c in calls] == [
+        ("c1", "native:Bash", {"command": "make"}, "own", "toolu_1", 1),
+        ("c2", "native:Read", {"file_path": str(tmp_path / "notes.txt")}, "own", None, 1),
+        ("c3", "native:Read", {"file_path": "/etc/passwd"}, "own", None, 1),
+    ]
+    decisions = [(d.call, d.decision, d.by, d.reason) for d in events if isinstance(d, ev.Decision)]
+    assert decisions == [
+        ("c1", "refused", "policy", bash),
+        ("c2", "allowed", "policy", None),
+        ("c3", "refused", "policy", outside),
     ]
 
 
 def test_without_a_native_channel_the_catalogue_goes_with_a_notice(registry, tmp_path):
-    events = []
+    record, events = watched()
     script = NativeScript(text("hi"), native=False)
-    make_loop(script, registry, tmp_path, tools_via="native", on_progress=events.append).run("go")
+    make_loop(script, registry, tmp_path, tools_via="native", record=record).run("go")
     assert "[crew tools]" in script.sent[0]
-    assert any(e.kind == "notice" and "no native tool channel" in e.text for e in events)
+    assert any(e.kind == "notice" and e.about == "tools" and "no native tool channel" in e.text for e in events)
 
 
 # -- what a run leaves for git (crewbridge.gitguard)
@@ -581,21 +614,18 @@ class PlantingScript(Script):
 
 
 def test_in_execute_mode_what_the_run_left_for_git_is_disarmed_once_the_cli_ended(registry, tmp_path):
-    from crewbridge.transcript import Transcript
-
     work = git_repo(tmp_path / "work")
     script = PlantingScript(text("Done."))
     script.workdir = work
-    transcript, records, events = Transcript(), [], []
-    transcript.write = lambda kind, **data: records.append((kind, data))
-    loop = make_loop(script, registry, work, mode="execute", transcript=transcript, on_progress=events.append)
+    record, events = watched()
+    loop = make_loop(script, registry, work, mode="execute", record=record)
     loop.run("t")
     assert [(a.path, a.done.split(" ")[0]) for a in loop.disarmed] == [("planted/.git", "moved")]
     assert not (work / "planted/.git").exists() and script.closed
-    assert [data["found"][0]["path"] for kind, data in records if kind == "disarmed"] == ["planted/.git"]
-    shown = [e for e in events if e.kind == "disarmed"]
-    assert len(shown) == 1 and "planted/.git: a new git repository" in shown[0].text
-    assert shown[0].data["found"] == [a.to_dict() for a in loop.disarmed]
+    [shown] = [e for e in events if isinstance(e, ev.Disarmed)]
+    assert (shown.agent, shown.call) == ("claude", None)  # the run's, not a call's
+    assert "planted/.git: a new git repository" in shown.text
+    assert shown.found == [a.to_dict() for a in loop.disarmed] and shown.found[0]["path"] == "planted/.git"
 
 
 def test_in_query_mode_nothing_is_watched(registry, tmp_path):

@@ -61,7 +61,7 @@ def test_query_mode_offers_read_only_tools_whatever_the_config_says(registry):
 def test_query_mode_refuses_a_write_tool_even_when_config_allows_it_and_the_model_names_it(registry):
     policy = Policy(AgentSpec(id="a", provider="demo", profile="full", allow=["*"]), "query")
     for name in ("write_file", "edit_file", "run_command", "deploy"):
-        refusal = policy.check(registry.resolve(name), {})
+        refusal = policy.check(registry.resolve(name), {}).refusal
         assert refusal is not None and "not available in query mode" in refusal
 
 
@@ -82,11 +82,11 @@ def test_deny_beats_allow(registry):
 
 def test_check_refuses_a_denied_tool_the_model_names_anyway(registry):
     policy = Policy(AgentSpec(id="a", provider="demo", deny=["edit_file"]), "execute")
-    assert policy.check(registry.resolve("edit_file"), {}) == (
+    assert policy.check(registry.resolve("edit_file"), {}).refusal == (
         "tool 'edit_file' is not allowed for agent 'a' by its configuration (profile coding, allow/deny in "
         "crew.yaml); use another tool"
     )
-    assert policy.check(registry.resolve("write_file"), {"path": "x", "content": ""}) is None
+    assert policy.check(registry.resolve("write_file"), {"path": "x", "content": ""}).refusal is None
 
 
 def test_an_unknown_profile_is_a_config_error():
@@ -307,23 +307,23 @@ def test_what_crew_cannot_check_is_refused_only_when_command_rules_are_set():
 
 def test_policy_check_applies_command_rules_to_run_command_only(registry):
     policy = Policy(AgentSpec(id="a", provider="demo", deny_commands=["rm *"]), "execute")
-    assert "forbids 'rm x'" in policy.check(registry.resolve("run_command"), {"command": "rm x"})
-    assert "its program '$X'" in policy.check(registry.resolve("run_command"), {"command": "X=rm; $X x"})
-    assert policy.check(registry.resolve("run_command"), {"command": "ls"}) is None
-    assert policy.check(registry.resolve("write_file"), {"path": "rm x", "content": ""}) is None
+    assert "forbids 'rm x'" in policy.check(registry.resolve("run_command"), {"command": "rm x"}).refusal
+    assert "its program '$X'" in policy.check(registry.resolve("run_command"), {"command": "X=rm; $X x"}).refusal
+    assert policy.check(registry.resolve("run_command"), {"command": "ls"}).refusal is None
+    assert policy.check(registry.resolve("write_file"), {"path": "rm x", "content": ""}).refusal is None
 
 
 def test_a_command_crew_cannot_check_is_asked_about_where_approval_is_configured(registry):
     terminal = Terminal("y")
     policy = asking(terminal, approval=["run_command"], deny_commands=["rm *"])
     policy.approve_all = True  # --yes does not cover what the rules could not check: still asked
-    assert policy.check(registry.resolve("run_command"), {"command": "X=ls; $X"}) is None
+    assert policy.check(registry.resolve("run_command"), {"command": "X=ls; $X"}).refusal is None
     assert terminal.asked == [
         '@claude wants to run run_command {"command": "X=ls; $X"}\ncrew cannot check it against '
         "deny_commands/allow_commands in crew.yaml: its program '$X' is known only when the shell runs (a "
         "variable, expansion, command substitution or glob); write the program's name out\nAllow? [y/N/a=always] "
     ]
-    assert "forbids 'rm x'" in policy.check(registry.resolve("run_command"), {"command": "rm x"})  # not asked
+    assert "forbids 'rm x'" in policy.check(registry.resolve("run_command"), {"command": "rm x"}).refusal  # not asked
     assert len(terminal.asked) == 1
     nobody = Policy(
         AgentSpec(id="a", provider="demo", approval=["run_command"], allow_commands=["ls"]),
@@ -331,7 +331,7 @@ def test_a_command_crew_cannot_check_is_asked_about_where_approval_is_configured
         approve_all=True,
         approver=Approver(stdin=Terminal(tty=False).stdin, stderr=Terminal(tty=False).stderr),
     )
-    assert nobody.check(registry.resolve("run_command"), {"command": "$(echo ls)"}).endswith(
+    assert nobody.check(registry.resolve("run_command"), {"command": "$(echo ls)"}).refusal.endswith(
         "it was not run (nobody to ask: no terminal, no crew ui serving)"
     )
 
@@ -340,13 +340,16 @@ def test_a_command_tool_that_takes_a_shell_command_is_read_like_run_command():
     script = CommandTool("sh_tool", ["sh", "-c", "{script}"], {"type": "object", "properties": {"script": {}}}).tool()
     words = CommandTool("count", ["wc", "-l", "{path}"], {"type": "object", "properties": {"path": {}}}).tool()
     policy = Policy(AgentSpec(id="a", provider="demo", profile="full", deny_commands=["rm *"]), "execute")
-    assert "its program '$X'" in policy.check(script, {"script": "X=rm; $X f"})
-    assert "forbids 'rm f'" in policy.check(script, {"script": "ls && rm f"})
-    assert policy.check(script, {"script": "ls"}) is None
+    assert "its program '$X'" in policy.check(script, {"script": "X=rm; $X f"}).refusal
+    assert "forbids 'rm f'" in policy.check(script, {"script": "ls && rm f"}).refusal
+    assert policy.check(script, {"script": "ls"}).refusal is None
     strict = Policy(AgentSpec(id="a", provider="demo", profile="full", allow_commands=["ls"]), "execute")
-    assert policy.check(words, {"path": "$(rm f)"}) is None and strict.check(words, {"path": "x"}) is None
-    assert strict.check(script, {"script": "ls"}) is None and "does not allow 'make'" in strict.check(
-        script, {"script": "make"}
+    assert (
+        policy.check(words, {"path": "$(rm f)"}).refusal is None and strict.check(words, {"path": "x"}).refusal is None
+    )
+    assert (
+        strict.check(script, {"script": "ls"}).refusal is None
+        and "does not allow 'make'" in strict.check(script, {"script": "make"}).refusal
     )
 
 
@@ -378,38 +381,45 @@ def test_crew_execute_refuses_the_models_run_command_and_the_file_survives(tmp_p
 def test_a_tool_matching_approval_globs_asks_and_runs_on_yes(registry):
     terminal = Terminal("y")
     policy = asking(terminal, approval=["write_*"])
-    assert policy.check(registry.resolve("write_file"), {"path": "a.txt", "content": "x"}) is None
+    ruling = policy.check(registry.resolve("write_file"), {"path": "a.txt", "content": "x"})
+    assert (ruling.refusal, ruling.decision, ruling.by) == (None, "allowed", "terminal")  # a person said yes there
     assert terminal.asked == [
         ('@claude wants to run write_file {"path": "a.txt", "content": "x"}\nAllow? [y/N/a=always] ')
     ]
-    assert policy.check(registry.resolve("read_file"), {"path": "a.txt"}) is None  # not asked
+    ruling = policy.check(registry.resolve("read_file"), {"path": "a.txt"})
+    assert (ruling.refusal, ruling.by) == (None, "policy")  # not asked
     assert len(terminal.asked) == 1
 
 
 @pytest.mark.parametrize("answer", ["n", "", "nope", "yes please"])
 def test_anything_but_yes_declines(registry, answer):
-    refusal = asking(Terminal(answer), approval=["run_command"]).check(
+    ruling = asking(Terminal(answer), approval=["run_command"]).check(
         registry.resolve("run_command"), {"command": "make"}
     )
-    assert refusal == "the user declined this call to 'run_command'; it was not run. Ask or try another way."
+    assert ruling.refusal == "the user declined this call to 'run_command'; it was not run. Ask or try another way."
+    assert (ruling.decision, ruling.by) == ("refused", "terminal")
 
 
 def test_always_approves_that_tool_for_the_rest_of_the_run(registry):
     terminal = Terminal("a")
     policy = asking(terminal, approval=["run_command"])
-    for command in ("make", "make test", "make clean"):
-        assert policy.check(registry.resolve("run_command"), {"command": command}) is None
+    rulings = [
+        policy.check(registry.resolve("run_command"), {"command": c}) for c in ("make", "make test", "make clean")
+    ]
+    assert [(r.refusal, r.by) for r in rulings] == [(None, "terminal"), (None, "always"), (None, "always")]
     assert len(terminal.asked) == 1
 
 
 def test_a_tool_declared_as_needing_approval_asks_without_config():
     terminal = Terminal("n")
-    assert asking(terminal, profile="full").check(custom("deploy", False, needs_approval=True), {}) is not None
+    assert asking(terminal, profile="full").check(custom("deploy", False, needs_approval=True), {}).refusal is not None
     assert len(terminal.asked) == 1
 
 
 def test_without_a_terminal_approval_is_refused_with_a_message_for_the_model(registry):
-    refusal = asking(Terminal("y", tty=False), approval=["*"]).check(registry.resolve("read_file"), {"path": "x"})
+    refusal = (
+        asking(Terminal("y", tty=False), approval=["*"]).check(registry.resolve("read_file"), {"path": "x"}).refusal
+    )
     assert refusal == (
         "tool 'read_file' needs a person's approval and there is nobody to ask (no terminal, no crew ui "
         "serving); it was not run (the user can re-run with --yes to approve every call)"
@@ -418,10 +428,10 @@ def test_without_a_terminal_approval_is_refused_with_a_message_for_the_model(reg
 
 def test_calls_refused_because_nobody_could_be_asked_are_kept_for_the_run_to_report(registry):
     policy = asking(Terminal("y", tty=False), approval=["write_file", "run_command"], deny_commands=["rm *"])
-    policy.check(registry.resolve("write_file"), {"path": "a.txt", "content": "x"})
+    assert policy.check(registry.resolve("write_file"), {"path": "a.txt", "content": "x"}).by == "nobody"
     policy.check(registry.resolve("run_command"), {"command": "$(echo ls)"})  # unchecked: --yes would not do
-    policy.check(registry.resolve("run_command"), {"command": "rm x"})  # refused by the rules, not unasked
-    assert policy.check(registry.resolve("read_file"), {"path": "a.txt"}) is None  # needs no approval
+    assert policy.check(registry.resolve("run_command"), {"command": "rm x"}).by == "policy"  # the rules, not unasked
+    assert policy.check(registry.resolve("read_file"), {"path": "a.txt"}).refusal is None  # needs no approval
     unasked = policy.take_unasked()
     assert unasked == [
         Unasked("write_file", {"path": "a.txt", "content": "x"}),
@@ -440,7 +450,7 @@ def test_calls_refused_because_nobody_could_be_asked_are_kept_for_the_run_to_rep
 
 def test_a_person_who_declines_is_not_a_call_nobody_could_be_asked_about(registry):
     policy = asking(Terminal("n"), approval=["write_file"])
-    assert "declined" in policy.check(registry.resolve("write_file"), {"path": "a", "content": ""})
+    assert "declined" in policy.check(registry.resolve("write_file"), {"path": "a", "content": ""}).refusal
     assert policy.take_unasked() == []
 
 
@@ -448,14 +458,14 @@ def test_approve_all_approves_without_asking(registry):
     terminal = Terminal()
     spec = AgentSpec(id="a", provider="demo", approval=["*"])
     policy = Policy(spec, "execute", approve_all=True, approver=Approver(terminal.stdin, terminal.stderr))
-    assert policy.check(registry.resolve("run_command"), {"command": "make"}) is None
-    assert terminal.asked == []
+    ruling = policy.check(registry.resolve("run_command"), {"command": "make"})
+    assert (ruling.refusal, ruling.by) == (None, "approve_all") and terminal.asked == []
 
 
 def test_approve_all_never_lifts_the_mode_or_deny(registry):
     spec = AgentSpec(id="a", provider="demo", deny=["edit_file"], approval=["*"])
-    assert Policy(spec, "query", approve_all=True).check(registry.resolve("write_file"), {}) is not None
-    assert Policy(spec, "execute", approve_all=True).check(registry.resolve("edit_file"), {}) is not None
+    assert Policy(spec, "query", approve_all=True).check(registry.resolve("write_file"), {}).refusal is not None
+    assert Policy(spec, "execute", approve_all=True).check(registry.resolve("edit_file"), {}).refusal is not None
 
 
 def test_the_question_cannot_hide_the_input_behind_control_characters(registry):
@@ -484,41 +494,43 @@ def native(mode="execute", **agent: object) -> Policy:
 
 def test_query_mode_lets_the_clis_own_tools_read_and_refuses_every_other():
     policy = native("query")
-    assert policy.check_native("Read", {"file_path": "a"}, read_only=True) is None
-    refusal = policy.check_native("Bash", {"command": "ls"}, read_only=False)
+    assert policy.check_native("Read", {"file_path": "a"}, read_only=True).refusal is None
+    refusal = policy.check_native("Bash", {"command": "ls"}, read_only=False).refusal
     assert refusal == (
         "crew does not allow Bash for query mode: only the CLI's tools that read may run "
         "(the user can run `crew execute`)"
     )
-    assert native(profile="read-only").check_native("Edit", {}, read_only=False) is not None
+    assert native(profile="read-only").check_native("Edit", {}, read_only=False).refusal is not None
 
 
 def test_execute_mode_lets_them_act_unless_a_native_glob_denies_them():
-    assert native().check_native("Bash", {"command": "make"}, read_only=False) is None
+    assert native().check_native("Bash", {"command": "make"}, read_only=False).refusal is None
     policy = native(deny=["native:Bash", "write_file"])
-    assert "native:… in allow/deny" in policy.check_native("Bash", {"command": "make"}, read_only=False)
-    assert policy.check_native("write_file", {}, read_only=False) is None  # crew's write_file is not gemini's
+    assert "native:… in allow/deny" in policy.check_native("Bash", {"command": "make"}, read_only=False).refusal
+    assert policy.check_native("write_file", {}, read_only=False).refusal is None  # crew's write_file is not gemini's
 
 
 def test_native_allow_globs_narrow_the_clis_tools_and_leave_crews_alone(registry):
     policy = native(allow=["native:Read*", "native:Grep", "read_file", "run_command"])
-    assert policy.check_native("Grep", {}, read_only=True) is None
-    assert policy.check_native("Edit", {}, read_only=False) is not None
+    assert policy.check_native("Grep", {}, read_only=True).refusal is None
+    assert policy.check_native("Edit", {}, read_only=False).refusal is not None
     assert [tool.name for tool in policy.offered(registry)] == ["read_file", "run_command"]
-    assert native(allow=["run_command"]).check_native("Edit", {}, read_only=False) is None  # no native: glob
+    assert native(allow=["run_command"]).check_native("Edit", {}, read_only=False).refusal is None  # no native: glob
 
 
 def test_command_rules_apply_to_a_native_shell_tools_command():
     policy = native(deny_commands=["rm *"])
-    assert "rm -rf y" in policy.check_native("run_shell_command", {"command": "cd x && rm -rf y"}, False)
-    assert "its program '$X'" in policy.check_native("Bash", {"command": "X=rm; $X f"}, False)
-    assert "forbids 'rm f'" in policy.check_native("exec_command", {"command": "/bin/bash -lc 'rm f'"}, False)
-    assert policy.check_native("exec_command", {"command": "/bin/bash -lc 'ls'"}, False) is None
+    assert "rm -rf y" in policy.check_native("run_shell_command", {"command": "cd x && rm -rf y"}, False).refusal
+    assert "its program '$X'" in policy.check_native("Bash", {"command": "X=rm; $X f"}, False).refusal
+    assert "forbids 'rm f'" in policy.check_native("exec_command", {"command": "/bin/bash -lc 'rm f'"}, False).refusal
+    assert policy.check_native("exec_command", {"command": "/bin/bash -lc 'ls'"}, False).refusal is None
 
 
 def test_native_approval_globs_ask_on_the_terminal():
     terminal = Terminal("n")
-    refusal = asking(terminal, approval=["native:Bash"]).check_native("Bash", {"command": "make"}, read_only=False)
+    refusal = (
+        asking(terminal, approval=["native:Bash"]).check_native("Bash", {"command": "make"}, read_only=False).refusal
+    )
     assert terminal.asked == ['@claude wants to run native:Bash {"command": "make"}\nAllow? [y/N/a=always] ']
     assert refusal == "the user declined this call to 'native:Bash'; it was not run. Ask or try another way."
 

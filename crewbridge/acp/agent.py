@@ -38,6 +38,7 @@ from crewbridge.acp.session import Serving, Session, new_session_id, runs_of, se
 from crewbridge.acp.wire import Courier, stdio
 from crewbridge.config import Config, load_config
 from crewbridge.errors import CrewError
+from crewbridge.jsonrpc import INVALID_PARAMS
 from crewbridge.native import SERVER
 from crewbridge.providers.base import McpServer
 
@@ -230,7 +231,7 @@ class CrewAgent(Agent):
 
 def _refused(message: str) -> RequestError:
     """An error the editor shows as it is."""
-    return RequestError(-32602, message)
+    return RequestError(INVALID_PARAMS, message)
 
 
 def _servers(given: list[Any] | None) -> tuple[McpServer, ...]:

@@ -103,7 +103,7 @@ def repos_file_text(path: Path | None) -> str | None:
 def batch_id(given: str | None) -> str:
     """The batch's id: `given` (checked: it goes into branch names), or a new one from the time."""
     if given is None:
-        from crewbridge.transcript import new_run_id
+        from crewbridge.record.ids import new_run_id
 
         return new_run_id()
     if not _BATCH_ID.match(given) or ".." in given or given.endswith((".", ".lock")):

@@ -322,9 +322,15 @@ def encode(event: Event) -> bytes:
 
 
 def decode(data: bytes | str) -> AnyEvent:
-    """One line of JSON as its event; msgspec.ValidationError (a ValueError) or msgspec.DecodeError
-    when it is not one."""
-    return _decoder.decode(data)
+    """One line of JSON as its event; a ValueError (msgspec.ValidationError, msgspec.DecodeError)
+    when it is not one. A lone surrogate's escape, which encode() writes and msgspec refuses to
+    read, is read through json."""
+    try:
+        return _decoder.decode(data)
+    except msgspec.ValidationError:
+        raise
+    except msgspec.DecodeError:
+        return convert(jsonio.loads(data))
 
 
 def convert(obj: dict[str, Any]) -> AnyEvent:

@@ -23,6 +23,7 @@ from typing import IO, Any
 
 from crewbridge import jsonio
 from crewbridge.errors import CrewError, UsageError
+from crewbridge.globs import NATIVE
 from crewbridge.places import state_dir
 from crewbridge.record import events as ev
 from crewbridge.redact import Redactor
@@ -202,11 +203,14 @@ _STATUS_V0 = {"ok": "done", "interrupted": "cancelled", "cancelled": "cancelled"
 
 class Upgrade:
     """A version 0 transcript's records as events: calls get ids (a result is given to the oldest
-    open call of its agent and tool: version 0 wrote none), per-turn usage stays per turn."""
+    open call of its agent and tool: version 0 wrote none), the CLI's own tools are named as the
+    record names them (`native:Bash`), per-turn usage stays per turn and the session's totals it
+    reported come as a `session` event (what a resumed session starts from)."""
 
     def __init__(self) -> None:
         self._calls = 0
         self._open: list[tuple[str, str, str]] = []  # (agent, tool, call id)
+        self._turns: dict[str, int] = {}  # each agent's last turn (version 0's replies name none)
 
     def _call_id(self, agent: str, name: str) -> str:
         self._calls += 1
@@ -216,101 +220,112 @@ class Upgrade:
 
     def of(self, old: dict[str, Any]) -> list[ev.AnyEvent]:
         """The events version 0 record `old` stands for."""
-        kind = old.get("kind")
+        kind = str(old.get("kind"))
         t = old.get("ms", 0.0) if isinstance(old.get("ms"), (int, float)) else 0.0
         agent = old.get("agent") if isinstance(old.get("agent"), str) else None
         base: dict[str, Any] = {"t": t, "agent": agent}
-        if kind == "start":
-            models = old.get("models") if isinstance(old.get("models"), dict) else {}
-            return [
-                ev.Start(
-                    run=str(old.get("run_id", "")),
-                    at=str(old.get("time", "")),
-                    v=0,
-                    version=str(old.get("version", "")),
-                    command=str(old.get("command", "")),
-                    mode=str(old.get("mode") or old.get("command") or ""),
-                    agents=[str(a) for a in old.get("agents") or []],
-                    models={str(k): (str(v) if v else None) for k, v in (models or {}).items()},
-                    task=str(old.get("task", "")),
-                    cwd=str(old.get("cwd", "")),
-                    pid=old["pid"] if isinstance(old.get("pid"), int) else 0,
-                    resumed_from=old.get("resumed_from") if isinstance(old.get("resumed_from"), str) else None,
-                    **base,
-                )
-            ]
-        if kind == "prompt":
-            return [ev.Turn(turn=int(old.get("turn") or 0), prompt=str(old.get("text", "")), **base)]
-        if kind == "tool_call":
-            name = str(old.get("name", ""))
-            return [ev.Call(call=self._call_id(agent or "", name), name=name, input=old.get("input"), **base)]
-        if kind == "tool_result":
-            return self._result(old, base)
-        if kind == "native_tool":
-            name = str(old.get("tool", ""))
-            self._calls += 1
-            call = f"c{self._calls}"
-            decision = ev.Decision(
-                call=call, decision=str(old.get("decision", "")), reason=old.get("reason"), by="policy", **base
-            )
-            return [ev.Call(call=call, name=name, input=old.get("input"), via="own", **base), decision]
-        if kind == "usage":
-            usage: dict[str, Any] = {
-                k: old[k] for k in ("input_tokens", "output_tokens", "cached_tokens", "cost_usd") if k in old
-            }
-            return [ev.convert({"kind": "usage", "turn": old.get("turn"), **usage, **base})]
-        if kind in ("reply", "answer"):
-            text = str(old.get("text", ""))
-            if kind == "reply":
-                return [ev.Reply(turn=int(old.get("turn") or 0), text=text, **base)]
-            return [ev.Answer(text=text, **base)]
-        if kind == "session":
-            return [ev.Session(session=old.get("session"), **base)]
-        if kind == "error":
-            status = old.get("status") if isinstance(old.get("status"), int) else None
-            return [ev.Error(message=str(old.get("message", "")), status=status, **base)]
-        if kind == "end":
-            totals = old.get("usage")
-            return [
-                ev.End(
-                    status=_STATUS_V0.get(str(old.get("status")), "failed"),
-                    at=str(old.get("time", "")),
-                    calls=int(old.get("tool_calls") or 0),
-                    errors=int(old.get("errors") or 0),
-                    usage=totals if isinstance(totals, dict) else {},
-                    **base,
-                )
-            ]
-        if kind == "resume":
-            return [
-                ev.Resume(of=str(old.get("run", "")), how=str(old.get("how", "")), session=old.get("session"), **base)
-            ]
-        if kind == "fallback":
-            return [ev.Fallback(to=str(old.get("to", "")), reason=str(old.get("reason", "")), **base)]
-        if kind == "approval":
-            return [
-                ev.Approval(
-                    call=None,
-                    name=str(old.get("name", "")),
-                    input=old.get("input"),
-                    answer=old.get("answer"),
-                    source=old.get("source"),
-                    **base,
-                )
-            ]
-        if kind == "cancel":
-            return [ev.Cancel(source=str(old.get("source", "")), **base)]
-        if kind == "review":
-            review: dict[str, Any] = {
-                k: old[k] for k in ("round", "rounds", "verdict", "findings", "called", "disputed") if k in old
-            }
-            return [ev.convert({"kind": "review", **review, **base})]
-        if kind == "disarmed":
-            return [ev.Disarmed(text="", found=list(old.get("found") or []), **base)]
+        upgrade = getattr(self, f"_{kind}", None)
+        if upgrade is not None:
+            return list(upgrade(old, base))
         text = old.get("text") or old.get("reason") or ""
-        return [ev.Notice(text=str(text), about=str(kind), **base)]
+        return [ev.Notice(text=str(text), about=kind, **base)]
 
-    def _result(self, old: dict[str, Any], base: dict[str, Any]) -> list[ev.AnyEvent]:
+    def _start(self, old: dict[str, Any], base: dict[str, Any]) -> list[ev.AnyEvent]:
+        models = old.get("models") if isinstance(old.get("models"), dict) else {}
+        start = ev.Start(
+            run=str(old.get("run_id", "")),
+            at=str(old.get("time", "")),
+            v=0,
+            version=str(old.get("version", "")),
+            command=str(old.get("command", "")),
+            mode=str(old.get("mode") or old.get("command") or ""),
+            agents=[str(a) for a in old.get("agents") or []],
+            models={str(k): (str(v) if v else None) for k, v in (models or {}).items()},
+            task=str(old.get("task", "")),
+            cwd=str(old.get("cwd", "")),
+            pid=old["pid"] if isinstance(old.get("pid"), int) else 0,
+            resumed_from=old.get("resumed_from") if isinstance(old.get("resumed_from"), str) else None,
+            **base,
+        )
+        return [start]
+
+    def _prompt(self, old: dict[str, Any], base: dict[str, Any]) -> list[ev.AnyEvent]:
+        turn = int(old.get("turn") or 0)
+        self._turns[base["agent"] or ""] = turn
+        return [ev.Turn(turn=turn, prompt=str(old.get("text", "")), **base)]
+
+    def _tool_call(self, old: dict[str, Any], base: dict[str, Any]) -> list[ev.AnyEvent]:
+        name = str(old.get("name", ""))
+        return [ev.Call(call=self._call_id(base["agent"] or "", name), name=name, input=old.get("input"), **base)]
+
+    def _native_tool(self, old: dict[str, Any], base: dict[str, Any]) -> list[ev.AnyEvent]:
+        self._calls += 1
+        call = f"c{self._calls}"
+        decision = str(old.get("decision", ""))
+        return [
+            ev.Call(call=call, name=NATIVE + str(old.get("tool", "")), input=old.get("input"), via="own", **base),
+            ev.Decision(call=call, decision=decision, reason=old.get("reason"), by="policy", **base),
+        ]
+
+    def _usage(self, old: dict[str, Any], base: dict[str, Any]) -> list[ev.AnyEvent]:
+        usage: dict[str, Any] = {
+            k: old[k] for k in ("input_tokens", "output_tokens", "cached_tokens", "cost_usd") if k in old
+        }
+        found: list[ev.AnyEvent] = [ev.convert({"kind": "usage", "turn": old.get("turn"), **usage, **base})]
+        if isinstance(old.get("reported"), dict):  # the session's totals, as the CLI last reported them
+            found.append(ev.Session(reported=old["reported"], **base))
+        return found
+
+    def _reply(self, old: dict[str, Any], base: dict[str, Any]) -> list[ev.AnyEvent]:
+        return [ev.Reply(turn=self._turns.get(base["agent"] or "", 0), text=str(old.get("text", "")), **base)]
+
+    def _answer(self, old: dict[str, Any], base: dict[str, Any]) -> list[ev.AnyEvent]:
+        return [ev.Answer(text=str(old.get("text", "")), turns=self._turns.get(base["agent"] or "", 0), **base)]
+
+    def _session(self, old: dict[str, Any], base: dict[str, Any]) -> list[ev.AnyEvent]:
+        return [ev.Session(session=old.get("session"), **base)]
+
+    def _error(self, old: dict[str, Any], base: dict[str, Any]) -> list[ev.AnyEvent]:
+        status = old.get("status") if isinstance(old.get("status"), int) else None
+        return [ev.Error(message=str(old.get("message", "")), status=status, **base)]
+
+    def _end(self, old: dict[str, Any], base: dict[str, Any]) -> list[ev.AnyEvent]:
+        totals = old.get("usage")
+        end = ev.End(
+            status=_STATUS_V0.get(str(old.get("status")), "failed"),
+            at=str(old.get("time", "")),
+            calls=int(old.get("tool_calls") or 0),
+            errors=int(old.get("errors") or 0),
+            usage=totals if isinstance(totals, dict) else {},
+            **base,
+        )
+        return [end]
+
+    def _resume(self, old: dict[str, Any], base: dict[str, Any]) -> list[ev.AnyEvent]:
+        return [ev.Resume(of=str(old.get("run", "")), how=str(old.get("how", "")), session=old.get("session"), **base)]
+
+    def _fallback(self, old: dict[str, Any], base: dict[str, Any]) -> list[ev.AnyEvent]:
+        return [ev.Fallback(to=str(old.get("to", "")), reason=str(old.get("reason", "")), **base)]
+
+    def _approval(self, old: dict[str, Any], base: dict[str, Any]) -> list[ev.AnyEvent]:
+        name, answer, source = str(old.get("name", "")), old.get("answer"), old.get("source")
+        return [ev.Approval(call=None, name=name, input=old.get("input"), answer=answer, source=source, **base)]
+
+    def _cancel(self, old: dict[str, Any], base: dict[str, Any]) -> list[ev.AnyEvent]:
+        return [ev.Cancel(source=str(old.get("source", "")), **base)]
+
+    def _review(self, old: dict[str, Any], base: dict[str, Any]) -> list[ev.AnyEvent]:
+        fields = ("round", "rounds", "verdict", "findings", "called", "disputed")
+        return [ev.convert({"kind": "review", **{k: old[k] for k in fields if k in old}, **base})]
+
+    def _disarmed(self, old: dict[str, Any], base: dict[str, Any]) -> list[ev.AnyEvent]:
+        return [ev.Disarmed(text="", found=list(old.get("found") or []), **base)]
+
+    def _worktree(self, old: dict[str, Any], base: dict[str, Any]) -> list[ev.AnyEvent]:
+        worktree, branch, at = (str(old.get(key, "")) for key in ("worktree", "branch", "base"))
+        return [ev.Worktree(worktree=worktree, branch=branch, base=at, **base)]
+
+    def _tool_result(self, old: dict[str, Any], base: dict[str, Any]) -> list[ev.AnyEvent]:
         agent, name = base["agent"] or "", str(old.get("name", ""))
         call = next((entry for entry in self._open if entry[0] == agent and entry[1] == name), None)
         if call is None:
