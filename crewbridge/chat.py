@@ -59,7 +59,7 @@ def converse(chat: Chat, reader: LineReader, renderer: Renderer, greeting: str) 
     """Read messages and answer them until /exit or the end of input; then end the conversation."""
     reader.say(f"{greeting} {HELP}.")
     renderer.idle()  # the CLI boots while the person types: no status line over the prompt
-    status = "interrupted"
+    status = "done"
     try:
         for text in reader:
             if _COMMAND.fullmatch(text):
@@ -68,7 +68,9 @@ def converse(chat: Chat, reader: LineReader, renderer: Renderer, greeting: str) 
                 reader.say(HELP if text == "/help" else f"unknown command {text}; {HELP}")
                 continue
             _turn(chat, text, renderer, reader.say)
-        status = "ok"
+    except BaseException as exc:
+        status = chat.loop.record.fail(exc)  # cancelled (Ctrl-C), or failed, its error recorded
+        raise
     finally:
         chat.close(status)
 

@@ -17,6 +17,7 @@ from crewbridge.bridge import Bridge
 from crewbridge.chat import HISTORY_LENGTH, LineReader, converse, run_chat
 from crewbridge.config import load_config
 from crewbridge.dialogue import Chat
+from crewbridge.errors import CLINotFound
 from crewbridge.events import Failure
 from crewbridge.process import LOGGER
 from crewbridge.render import Renderer
@@ -70,6 +71,35 @@ def test_an_error_ends_only_that_reply(chat_with):
     assert out.getvalue() == "ThinkingTwo.\n"
 
 
+def test_a_chat_its_cli_left_ends_its_record_failed_with_the_error(tmp_path):
+    class Gone(Script):
+        def send(self, message, deadline):
+            raise CLINotFound("claude is not installed")
+            yield
+
+    out, err, seen = io.StringIO(), io.StringIO(), []
+    renderer = Renderer(out=out, err=err, env={}, agents=["claude"])
+    chat = Chat(scripted_loop(tmp_path, Gone(), sink=seen.append))
+    with pytest.raises(CLINotFound):
+        talk(chat, renderer, "first", "second")
+    errors = [e.message for e in seen if e.kind == "error"]
+    assert errors == ["claude is not installed"] and seen[-1].kind == "end" and seen[-1].status == "failed"
+
+
+def test_a_chat_an_interrupt_ends_ends_its_record_cancelled(tmp_path):
+    seen: list = []
+    chat = Chat(scripted_loop(tmp_path, Script(), sink=seen.append))
+
+    class Interrupting(LineReader):  # an interrupt past the prompt's own (which clears the line)
+        def __iter__(self):
+            raise KeyboardInterrupt
+            yield
+
+    with pytest.raises(KeyboardInterrupt):
+        converse(chat, Interrupting(io.StringIO(), history=None), Renderer(out=io.StringIO(), env={}), "hi")
+    assert [(e.kind, getattr(e, "status", None)) for e in seen] == [("end", "cancelled")]
+
+
 class Sent(logging.Handler):
     """What crew wrote to the CLIs it ran (the process log)."""
 
@@ -119,7 +149,7 @@ def test_a_chat_with_the_demo_agent_keeps_the_context_and_a_transcript(tmp_path,
         "start",
         "chat",
         "end",
-        "ok",
+        "done",
     )
     assert [e["text"].split(" has")[0] for e in events if e["kind"] == "answer"] == ["notes.txt", "plan.txt"]
     second = prompts[2]

@@ -7,6 +7,7 @@ before anything starts. Over a scripted conversation (tests/chatfakes.py), or a 
 from __future__ import annotations
 
 import io
+import os
 import sys
 from pathlib import Path
 
@@ -18,9 +19,9 @@ from crewbridge.config import AgentSpec, Config, default_agents
 from crewbridge.context import RunContext
 from crewbridge.dialogue import Chat, open_chat
 from crewbridge.errors import AgentNotFound, CrewError, UsageError
+from crewbridge.record.transcript import read_run
 from crewbridge.render import Renderer
 from crewbridge.sandbox import MECHANISM_ENV, Sandboxing
-from crewbridge.transcript import read_run
 
 # A model run as a CLI: it answers each message with how many messages the prompt holds.
 COUNTS = "import sys; p = sys.stdin.read(); print('messages: %d' % (p.count('[new message]') + 1))"
@@ -106,7 +107,7 @@ def test_in_execute_mode_what_a_message_left_for_git_is_disarmed_before_the_next
 
     out, err = io.StringIO(), io.StringIO()
     renderer = Renderer(out=out, err=err, env={}, agents=["claude"])
-    loop = scripted_loop(tmp_path, Planting(text("One."), text("Two.")), "execute", renderer.progress)
+    loop = scripted_loop(tmp_path, Planting(text("One."), text("Two.")), "execute", sink=renderer.progress)
     chat = Chat(loop)
     chat.ask("hi")
     assert not (tmp_path / "sub0" / ".git").exists()  # before the person's next line
@@ -144,11 +145,16 @@ def test_a_chat_in_a_mode_that_is_not_one_or_with_an_agent_that_is_not_configure
     assert started_clis == []
 
 
-def test_a_chat_whose_cli_cannot_start_raises_why_and_its_transcript_is_closed_interrupted(tmp_path):
+def test_a_chat_whose_cli_cannot_start_raises_why_and_leaves_no_transcript(tmp_path):
+    seen: list = []
+    ctx = context(tmp_path).reporting(seen.append)
     with pytest.raises(CrewError, match="provider 'nowhere' not found"):
-        open_chat(context(tmp_path), "@lost")
-    records = read_run("last")
-    assert records[0]["command"] == "chat" and records[-1]["status"] == "interrupted"
+        open_chat(ctx, "@lost")
+    # the run failed before its transcript was made (its CLI did not start): its sink heard why
+    assert [e.kind for e in seen] == ["start", "notice", "error", "end"]  # the notice: no sandbox here
+    assert (seen[0].command, seen[1].about, seen[-1].status) == ("chat", "sandbox", "failed")
+    assert "provider 'nowhere' not found" in seen[2].message
+    assert not list(Path(os.environ["XDG_STATE_HOME"]).rglob("*.jsonl"))
 
 
 @pytest.mark.slow
@@ -158,10 +164,11 @@ def test_an_opened_chat_answers_each_message_in_one_transcript_closed_with_its_s
     assert chat.ask("hi").answer == "messages: 1"
     assert chat.ask("again").answer == "messages: 2"  # a CLI that holds nothing is given the conversation
     chat.failed(CrewError("the reply was cut"))
-    chat.close("interrupted")
+    chat.close("cancelled")
     assert all(child.proc.poll() is not None for child in started_clis)
-    records = read_run("last")
-    assert (records[0]["command"], records[0]["agents"]) == ("chat", ["counts"])
-    errors = [(r["agent"], r["message"]) for r in records if r["kind"] == "error"]
-    assert errors == [("counts", "the reply was cut")]
-    assert records[-1]["kind"] == "end" and records[-1]["status"] == "interrupted"
+    events = read_run("last")
+    assert (events[0].command, events[0].agents) == ("chat", ["counts"])
+    assert [e.turn for e in events if e.kind == "turn"] == [1, 1]  # each message is a task of its own
+    assert [e.text for e in events if e.kind == "answer"] == ["messages: 1", "messages: 2"]
+    assert [(e.agent, e.message) for e in events if e.kind == "error"] == [("counts", "the reply was cut")]
+    assert events[-1].kind == "end" and events[-1].status == "cancelled" and events[-1].errors == 1

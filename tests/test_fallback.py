@@ -17,12 +17,12 @@ from crewbridge.config import AgentSpec, Config, default_agents
 from crewbridge.context import RunContext, Work
 from crewbridge.errors import CLINotFound, Interrupted, ProviderError, ProviderUnavailable
 from crewbridge.fallback import run_agent, stand_in
-from crewbridge.loop import Progress
 from crewbridge.mentions import Mention
 from crewbridge.options import RunOptions
+from crewbridge.record import events as ev
+from crewbridge.record.transcript import read_run
 from crewbridge.sandbox import MECHANISM_ENV, Sandboxing
 from crewbridge.stop import Stop
-from crewbridge.transcript import read_run
 from crewbridge.usage import Budget
 
 ANSWERS = "import sys; sys.stdin.read(); print('done')"
@@ -48,15 +48,16 @@ NOT_INSTALLED = f"'{NOWHERE}' not found on PATH; install it with: install '{NOWH
 
 class Ran:
     """One agent's part run by run_agent, as a run would: its outcome, what the run's sink was told,
-    the loops made, and the transcript's fallback and error records."""
+    the loops made, and the transcript's part, fallback and error events."""
 
     def __init__(self, tmp_path: Path, agent: str, stop: Stop | None = None) -> None:
         config = Config(agents={**default_agents(), **AGENTS}, providers=PROVIDERS)
-        self.said: list[Progress] = []
-        ctx = RunContext(config, tmp_path, sandboxing=Sandboxing({MECHANISM_ENV: "none"}), emit=self.said.append)
+        self.said: list[ev.Event] = []
+        ctx = RunContext(config, tmp_path, sandboxing=Sandboxing({MECHANISM_ENV: "none"}))
         ctx = ctx.reporting(self.said.append, stop)
-        transcript = ctx.transcript("query", [agent], None)
-        work = Work("hi", "query", RunOptions(), Budget(None, None), transcript)
+        record = ctx.record("query", "query", [agent], "hi")
+        ctx.keep(record)
+        work = Work("hi", "query", RunOptions(), Budget(None, None), record)
         conversation, held = ctx.conversation(Mention(agent), "query", RunOptions())
         self.loops: list = []
         try:
@@ -66,12 +67,10 @@ class Ran:
         finally:
             for loop in self.loops:
                 loop.close()
-            transcript.close("ok")
-        self.records = [
-            {key: record[key] for key in ("kind", "agent", "to", "reason", "message") if key in record}
-            for record in read_run(transcript.run_id)
-            if record["kind"] in ("fallback", "error")
-        ]
+            record.end("done")
+        events = read_run(record.run)
+        self.records = [e for e in events if isinstance(e, (ev.Fallback, ev.Error))]
+        self.parts = [(e.agent, e.part) for e in events if isinstance(e, ev.Part)]
 
 
 @pytest.mark.slow
@@ -79,7 +78,7 @@ def test_an_agent_that_answers_is_its_own_outcome(tmp_path: Path):
     ran = Ran(tmp_path, "helper")
     assert (ran.outcome.agent, ran.outcome.error, ran.outcome.fell_back_from) == ("helper", None, None)
     assert ran.outcome.result is not None and ran.outcome.result.answer == "done"
-    assert ran.records == [] and len(ran.loops) == 1
+    assert ran.records == [] and len(ran.loops) == 1 and ran.parts == [("helper", 1)]
 
 
 @pytest.mark.slow
@@ -87,17 +86,15 @@ def test_an_unavailable_provider_and_a_cli_not_installed_hand_the_task_down_the_
     ran = Ran(tmp_path, "busy")
     assert (ran.outcome.agent, ran.outcome.error, ran.outcome.fell_back_from) == ("helper", None, "busy")
     assert ran.outcome.result is not None and ran.outcome.result.answer == "done"
-    assert [(p.kind, p.agent, p.text) for p in ran.said if p.kind == "fallback"] == [
-        ("fallback", "busy", "@busy cannot answer (rate limited (HTTP 429)); @missing takes over"),
-        ("fallback", "missing", "@missing cannot answer (not installed); @helper takes over"),
-    ]
-    falls = [record for record in ran.records if record["kind"] == "fallback"]
-    assert [(r["agent"], r["to"], r["reason"]) for r in falls] == [
+    falls = [e for e in ran.said if isinstance(e, ev.Fallback)]  # the run's sink hears them as they happen
+    assert [(e.agent, e.to, e.reason) for e in falls] == [
         ("busy", "missing", "rate limited (HTTP 429)"),
         ("missing", "helper", "not installed"),
     ]
-    assert falls[1]["message"] == NOT_INSTALLED
+    assert ran.records == falls  # and the transcript has them
+    assert falls[1].message == NOT_INSTALLED
     assert len(ran.loops) == 3  # each loop made is the caller's to close on Ctrl-C
+    assert ran.parts == [("busy", 1), ("missing", 1), ("helper", 1)]  # each agent's part of the run
 
 
 @pytest.mark.slow
@@ -105,15 +102,18 @@ def test_the_last_of_the_chain_unavailable_is_the_outcomes_error(tmp_path: Path)
     ran = Ran(tmp_path, "alone")
     assert ran.outcome.agent == "alone" and ran.outcome.fell_back_from is None
     assert isinstance(ran.outcome.error, ProviderUnavailable) and ran.outcome.error.reason == "rate limited (HTTP 429)"
-    assert ran.records[-1]["kind"] == "error" and ran.records[-1]["agent"] == "alone"
-    assert not [p for p in ran.said if p.kind == "fallback"]
+    [error] = ran.records
+    assert (error.kind, error.agent, error.exit_code) == ("error", "alone", ran.outcome.error.exit_code)
+    assert error.message == str(ran.outcome.error)
+    assert not [e for e in ran.said if isinstance(e, ev.Fallback)]
 
 
 @pytest.mark.slow
 def test_a_cli_not_installed_without_a_fallback_is_the_outcomes_error(tmp_path: Path):
     ran = Ran(tmp_path, "missing")
     assert isinstance(ran.outcome.error, CLINotFound) and str(ran.outcome.error) == NOT_INSTALLED
-    assert ran.records[-1] == {"kind": "error", "agent": "missing", "message": NOT_INSTALLED}
+    [error] = ran.records
+    assert (error.kind, error.agent, error.message) == ("error", "missing", NOT_INSTALLED)
 
 
 @pytest.mark.slow
@@ -121,8 +121,8 @@ def test_a_failure_that_is_not_about_availability_never_falls_back(tmp_path: Pat
     ran = Ran(tmp_path, "bad")
     assert ran.outcome.agent == "bad" and ran.outcome.fell_back_from is None
     assert type(ran.outcome.error) is ProviderError and "Error: bad prompt" in str(ran.outcome.error)
-    assert [r["kind"] for r in ran.records] == ["error", "error"] and len(ran.loops) == 1
-    assert not [p for p in ran.said if p.kind == "fallback"]
+    assert [(r.kind, r.agent) for r in ran.records] == [("error", "bad")] and len(ran.loops) == 1  # said once
+    assert not [e for e in ran.said if isinstance(e, ev.Fallback)]
 
 
 @pytest.mark.slow
@@ -131,7 +131,7 @@ def test_an_agent_of_a_stopped_run_ends_interrupted_whatever_its_cli_said_last(t
     stop.set()  # the run was stopped: the loop is closed as soon as it is made
     ran = Ran(tmp_path, "helper", stop)
     assert isinstance(ran.outcome.error, Interrupted) and str(ran.outcome.error) == "@helper was stopped"
-    assert ran.records == [{"kind": "error", "agent": "helper", "message": "@helper was stopped"}]
+    assert [(e.kind, e.agent, e.message) for e in ran.records] == [("error", "helper", "@helper was stopped")]
 
 
 # -- a stand-in's settings -------------------------------------------------------------------------

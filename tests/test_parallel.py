@@ -1,8 +1,9 @@
 """crewbridge.parallel: a task on every agent it mentions at once. The agents are checked before
-anything starts; each agent's CLI starts first; one transcript (closed ok, or failed when an agent
-failed) and one budget cover the run; each agent's outcome comes back in mention order, with the
-run's id; the CLIs started ahead that no agent took are ended. The CLIs are small scripts that
-answer with their name and the prompt's last line."""
+anything starts; each agent's CLI starts first; one record (ended done, or failed when an agent
+failed; its id, command and parent as the caller names them) and one budget cover the run; each
+agent's outcome comes back in mention order, with the run's id; the CLIs started ahead that no
+agent took are ended. The CLIs are small scripts that answer with their name and the prompt's last
+line."""
 
 from __future__ import annotations
 
@@ -18,8 +19,9 @@ from crewbridge.errors import AgentNotFound, ProviderError, SandboxUnavailable, 
 from crewbridge.mentions import Mention
 from crewbridge.options import RunOptions
 from crewbridge.parallel import run_task
+from crewbridge.record import events as ev
+from crewbridge.record.transcript import read_run
 from crewbridge.sandbox import MECHANISM_ENV, Sandboxing
-from crewbridge.transcript import Transcript, read_run
 
 # Answers "<name>: <the prompt's last line>", after sleeping the seconds given (to finish out of order).
 SAYS = """
@@ -46,7 +48,7 @@ def context(tmp_path: Path) -> RunContext:
     return RunContext(config, tmp_path, sandboxing=Sandboxing({MECHANISM_ENV: "none"}))
 
 
-def run_record(outcomes) -> list[dict]:
+def run_record(outcomes) -> list[ev.AnyEvent]:
     return read_run(outcomes[0].run)
 
 
@@ -62,34 +64,58 @@ def test_every_mentioned_agent_answers_and_the_outcomes_come_in_mention_order(tm
 def test_one_transcript_covers_the_run_and_every_outcome_carries_its_id(tmp_path: Path):
     outcomes = run_task(context(tmp_path), "@quick @slow say hello")
     assert outcomes[0].run is not None and outcomes[0].run == outcomes[1].run
-    records = run_record(outcomes)
-    assert records[0]["kind"] == "start" and records[0]["agents"] == ["quick", "slow"]
-    assert records[0]["task"] == "say hello"
-    assert records[-1]["kind"] == "end" and records[-1]["status"] == "ok"
+    events = run_record(outcomes)
+    start, end = events[0], events[-1]
+    assert (start.kind, start.run, start.agents, start.task) == (
+        "start",
+        outcomes[0].run,
+        ["quick", "slow"],
+        "say hello",
+    )
+    assert (start.command, start.mode, start.cwd) == ("query", "query", str(tmp_path.resolve()))  # the run's own folder
+    assert (end.kind, end.status) == ("end", "done")
+    assert sorted(e.agent for e in events if isinstance(e, ev.Part)) == ["quick", "slow"]
+    assert sorted(e.agent for e in events if isinstance(e, ev.Answer)) == ["quick", "slow"]
 
 
 @pytest.mark.slow
 def test_a_run_where_an_agent_failed_is_closed_failed_and_the_others_answer(tmp_path: Path):
     outcomes = run_task(context(tmp_path), "@fails @quick say hello")
     assert isinstance(outcomes[0].error, ProviderError) and outcomes[1].result.answer == "quick: say hello"
-    assert run_record(outcomes)[-1]["status"] == "failed"
+    events = run_record(outcomes)
+    assert events[-1].status == "failed" and events[-1].errors == 1
+    assert [e.agent for e in events if isinstance(e, ev.Error)] == ["fails"]
 
 
 @pytest.mark.slow
 def test_the_context_given_is_added_to_the_task(tmp_path: Path):
     (outcome,) = run_task(context(tmp_path), "@quick say hello", context="Here is the log.")
     assert outcome.result.answer.startswith("quick: ")
-    assert "Here is the log." in run_record([outcome])[0]["task"]
+    assert "Here is the log." in run_record([outcome])[0].task
 
 
 @pytest.mark.slow
-def test_a_transcript_given_is_written_to_and_left_open_for_its_owner(tmp_path: Path):
-    transcript = Transcript.open(command="ask", agents=["quick"])
-    (outcome,) = run_task(context(tmp_path), "@quick say hello", transcript=transcript)
-    assert outcome.run == transcript.run_id
-    assert all(record["kind"] != "end" for record in read_run(transcript.run_id))
-    transcript.close("ok")
-    assert read_run(transcript.run_id)[-1]["status"] == "ok"
+def test_the_caller_names_the_runs_id_its_command_and_what_it_is_part_of(tmp_path: Path):
+    seen: list[ev.Event] = []
+    parent = ev.Parent(session="sess-9")
+    run = "20300101-120000-abc123"
+    ctx = context(tmp_path).reporting(seen.append)
+    (outcome,) = run_task(ctx, "@quick say hello", run=run, command="acp", parent=parent)
+    assert outcome.run == run
+    start = read_run(run)[0]
+    assert (start.run, start.command, start.mode, start.parent) == (run, "acp", "query", parent)
+    assert seen[0].kind == "start" and seen[-1].kind == "end"  # the face's sink heard it all
+    assert [e.kind for e in seen] == [e.kind for e in read_run(run)]  # in the transcript's order
+
+
+@pytest.mark.slow
+def test_with_transcripts_off_the_run_has_no_id_to_resume_and_its_sink_still_hears_it(tmp_path: Path):
+    seen: list[ev.Event] = []
+    ctx = context(tmp_path)
+    ctx.config.transcripts = False
+    (outcome,) = run_task(ctx.reporting(seen.append), "@quick say hello")
+    assert outcome.run is None and outcome.result.answer == "quick: say hello"
+    assert seen[0].kind == "start" and seen[-1].kind == "end" and seen[-1].status == "done"
 
 
 def test_an_agent_that_is_not_configured_fails_the_run_before_any_cli_starts(tmp_path: Path, started_clis):
