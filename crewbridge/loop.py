@@ -574,20 +574,15 @@ class LoopChannel:
             decide, own.decided = not own.decided, True
         if decide:
             loop.record.emit(ev.Decision(agent=loop.agent, call=own.call, decision="allowed", by="cli"))
-        data: dict[str, Any] = {"output": event.output}
-        if event.exit_code is not None:
-            data["exit_code"] = event.exit_code
-        loop.record.emit(
-            ev.Result(
-                agent=loop.agent,
-                call=own.call,
-                name=own.name,
-                success=event.ok,
-                data=data if event.ok else None,
-                error=None if event.ok else event.output or "the CLI reported that it failed",
-                metadata={"truncated": True} if event.truncated else {},
-            )
-        )
+        result = ev.Result(agent=loop.agent, call=own.call, name=own.name, success=event.ok)
+        if event.ok:
+            exit_code = {} if event.exit_code is None else {"exit_code": event.exit_code}
+            result.data = {"output": event.output, **exit_code}
+        else:
+            result.error = event.output or "the CLI reported that it failed"
+        if event.truncated:
+            result.metadata = {"truncated": True}
+        loop.record.emit(result)
 
     def _start(self, name: str, arguments: Any, ref: str | None) -> _Own:
         """A new call of the CLI's own in the record (under the lock)."""
