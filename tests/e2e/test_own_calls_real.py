@@ -202,3 +202,26 @@ def test_geminis_own_tools_over_acp_are_decided_by_crew_where_it_asks(crew_run, 
     shell, _ = the_call(logged, "native:run_shell_command")
     assert shell["input"] == {"command": "echo made > made.txt"}
     assert line_with(shown, "native:read_file", ": ran (crew was not asked")
+
+
+# --- crew's own tools reaching the CLI natively are crew's calls, recorded once
+
+OWN_SHELL = {
+    "claude": tool_call("Bash", {"command": "echo made > made.txt"}),
+    "codex": tool_call("exec_command", {"cmd": "echo made > made.txt"}),
+    "gemini": tool_call("run_shell_command", {"command": "echo made > made.txt"}, own=True),
+}
+SHELL_NAME = {"claude": "native:Bash", "codex": "native:exec_command", "gemini": "native:run_shell_command"}
+
+
+def test_crews_tools_natively_are_recorded_once_as_crews_and_the_clis_own_beside_them(
+    cli, crew_run, mock_server, workdir
+):
+    (workdir / "notes.txt").write_text("the code is 7-4-1\n")
+    mock_server.script(tool_call("read_file", {"path": "notes.txt"}), OWN_SHELL[cli], "Done.")
+    agent = "@codex:gpt-5.5" if cli == "codex" else f"@{cli}"
+    events, _, _ = crew_run(cli, "execute", "--tools-via", "native", f"{agent} read notes.txt, then make made.txt")
+    assert (workdir / "made.txt").read_text() == "made\n"
+    calls = [(e["name"], e.get("via", "text")) for e in events if e["kind"] == "call"]
+    assert calls == [("crew:read_file", "native"), (SHELL_NAME[cli], "own")]
+    assert [e["success"] for e in events if e["kind"] == "result"] == [True, True]
