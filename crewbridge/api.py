@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from crewbridge.errors import CrewError, Interrupted, UsageError
+from crewbridge.errors import CrewError, UsageError
 from crewbridge.stop import Stop
 
 if TYPE_CHECKING:
@@ -68,9 +68,10 @@ class _Run:
     error: BaseException | None = None
 
     def emit(self, event: Event) -> None:
-        if self.stop.is_set():
-            raise Interrupted("the caller stopped reading this run's events")
-        self.queue.put(event)
+        """Hand `event` to the reader; once it stopped reading, nothing (the stop ends the run, which
+        still records how it ended)."""
+        if not self.stop.is_set():
+            self.queue.put(event)
 
     def work(self, start: Start) -> None:
         try:

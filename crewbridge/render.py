@@ -367,6 +367,9 @@ class Renderer:
             self._end_line()
             self._write_err(self.style.paint(f"crew: error: {who}{one_line(event.message, CREW_LINE)}", "31") + "\n")
 
+    def _on_unreadable(self, agent: _Agent | None, event: ev.Unreadable) -> None:
+        self._crew_line(f"line {event.line} of the transcript could not be read: {event.error}")
+
     def _on_end(self, agent: _Agent | None, event: ev.End) -> None:
         if self.replay:
             self._end_line()

@@ -99,16 +99,38 @@ def test_a_sink_may_emit_in_turn_and_its_event_follows_the_one_it_saw():
     assert seen == ["call", "notice"]
 
 
-def test_a_sink_that_raises_stops_the_thread_that_emitted_after_the_transcript_has_the_event():
-    record = kept()
+def test_a_sink_that_raises_stops_the_thread_that_emitted_and_is_told_nothing_more():
+    record, told, others = kept(), [], []
 
     def gone(event: ev.Event) -> None:
+        told.append(event.kind)
         raise BrokenPipeError("the reader stopped reading")
 
     record.attach(gone)
+    record.attach(others.append)
     with pytest.raises(BrokenPipeError):
         record.emit(ev.Text(text="hi"))
-    assert written(record)[-1]["text"] == "hi"
+    assert written(record)[-1]["text"] == "hi"  # the transcript had it first
+    record.emit(ev.Error(agent="claude", message="@claude was stopped"))  # the run records how it ends
+    assert record.end("cancelled").status == "cancelled"
+    assert told == ["text"] and [e.kind for e in others] == ["error", "end"]
+    assert [e["kind"] for e in written(record)] == ["text", "error", "end"]
+
+
+def test_an_end_a_sink_refuses_is_still_the_end_and_closes_the_transcript():
+    record = kept()
+
+    def refusing(event: ev.Event) -> None:
+        if event.kind == "end":
+            raise BrokenPipeError
+
+    record.attach(refusing)
+    with pytest.raises(BrokenPipeError):
+        record.end("done")
+    assert record.ended is not None and record.end("failed").status == "done"
+    assert written(record)[-1]["kind"] == "end"
+    record.emit(ev.Text(text="late"))  # ignored: the run ended
+    assert written(record)[-1]["kind"] == "end"
 
 
 def test_a_pending_record_holds_its_events_until_it_is_kept_and_writes_them_first(state):

@@ -15,8 +15,9 @@ from crewbridge import render
 from crewbridge.api import Outcome
 from crewbridge.config import load_config
 from crewbridge.errors import ProviderError
-from crewbridge.loop import CallRecord, Progress, RunResult
+from crewbridge.loop import CallRecord, RunResult
 from crewbridge.process import Child
+from crewbridge.record import events as ev
 from crewbridge.registry import ToolResult
 from crewbridge.render import Renderer, brief, one_line, summary
 from ttys import Terminal as Pty
@@ -41,34 +42,59 @@ class Terminal(io.StringIO):
 
 def said(agent, text, shown=None):
     """A text event: `text` as the model wrote it, `shown` (by default all of it) what a person sees."""
-    return Progress("text", agent, text, shown=text if shown is None else shown)
+    return ev.Text(agent=agent, text=text, shown=shown)
 
 
-def call(name="crew:read_file", result=None, **data):
-    return CallRecord(name, data or {"path": "notes.txt"}, result or ToolResult(False))
+def turn(agent, number):
+    return ev.Turn(agent=agent, turn=number)
+
+
+def called(agent="claude", id_="c1", name="crew:read_file", **data):
+    """A call's start in the record."""
+    return ev.Call(agent=agent, call=id_, name=name, input=data or {"path": "notes.txt"})
+
+
+def answered(agent="claude", id_="c1", result=None, name="crew:read_file"):
+    """A call's result in the record, from crew's envelope."""
+    result = result or ToolResult(False)
+    envelope = result.to_dict()
+    return ev.Result(
+        agent=agent,
+        call=id_,
+        name=name,
+        success=result.success,
+        data=envelope["data"],
+        error=result.error,
+        metadata=envelope["metadata"],
+    )
+
+
+def run_result(agent="claude"):
+    done = ToolResult(True, data={"content": "the secret\nis 42\n"}, tool="read_file")
+    record = CallRecord("crew:read_file", {"path": "notes.txt"}, done, "c1")
+    return RunResult(agent, "It says 42.", [record], {"input_tokens": 3}, "sess-1", 2)
 
 
 def run_events(agent="claude"):
-    """What the loop reports for: a reply that reads notes.txt (and goes on to invent its
-    content), then the answer, streamed in two pieces."""
-    done = call(result=ToolResult(True, data={"content": "the secret\nis 42\n"}, tool="read_file"))
-    answer = RunResult(agent, "It says 42.", [done], {"input_tokens": 3}, "sess-1", 2)
+    """What the record has of: a reply that reads notes.txt (and goes on to invent its content),
+    then the answer, streamed in two pieces."""
+    result = run_result(agent)
     return [
-        Progress("turn", agent, "1"),
+        turn(agent, 1),
         said(agent, "Let me read it.\n"),
         said(agent, block(path="notes.txt"), ""),
-        Progress("call", agent, call=call()),
+        called(agent),
         said(agent, "It says 7.", ""),
-        Progress("result", agent, call=done),
-        Progress("turn", agent, "2"),
+        answered(agent, result=result.tool_calls[0].result),
+        turn(agent, 2),
         said(agent, "It says "),
         said(agent, "42.\n"),
-        Progress("answer", agent, "It says 42.", result=answer),
+        ev.Answer(agent=agent, text="It says 42.", turns=2, session="sess-1", calls=["c1"]),
     ]
 
 
 def outcome(agent="claude"):
-    return Outcome(agent, result=run_events(agent)[-1].result)
+    return Outcome(agent, result=run_result(agent))
 
 
 def renderer(out=None, err=None, env=None, **options):
@@ -151,16 +177,15 @@ def test_several_agents_on_a_terminal_show_each_answer_as_it_comes_not_interleav
 
 def test_a_result_that_does_not_follow_its_call_names_it_and_a_failure_says_why():
     err = io.StringIO()
-    ok = call(result=ToolResult(True, data={"entries": ["a", "b", "c"]}), name="crew:list_files", path=".")
-    bad = call(result=ToolResult(False, error="no file 'x.txt'\nlook with crew:list_files"), path="x.txt")
+    ok = answered(id_="c1", result=ToolResult(True, data={"entries": ["a", "b", "c"]}), name="crew:list_files")
+    bad = answered(id_="c2", result=ToolResult(False, error="no file 'x.txt'\nlook with crew:list_files"))
     with renderer(err=err) as r:
-        listed = call("crew:list_files", path=".")
         for event in [
-            Progress("turn", "claude", "1"),
-            Progress("call", "claude", call=listed),
-            Progress("call", "claude", call=call(path="x.txt")),
-            Progress("result", "claude", call=ok),
-            Progress("result", "claude", call=bad),
+            turn("claude", 1),
+            called(id_="c1", name="crew:list_files", path="."),
+            called(id_="c2", path="x.txt"),
+            ok,
+            bad,
         ]:
             r.progress(event)
     assert err.getvalue().splitlines() == [
@@ -176,10 +201,10 @@ def test_model_text_cannot_drive_the_terminal_but_reaches_a_pipe_as_written():
     shown = {}
     for name, out in (("terminal", Terminal()), ("pipe", io.StringIO())):
         with renderer(out) as r:
-            r.progress(Progress("turn", "claude", "1"))
+            r.progress(turn("claude", 1))
             r.progress(said("claude", text))
             result = RunResult("claude", text.strip(), [], {}, None, 1)
-            r.progress(Progress("answer", "claude", text.strip(), result=result))
+            r.progress(ev.Answer(agent="claude", text=text.strip()))
             r.finish([Outcome("claude", result=result)])
         shown[name] = out.getvalue()
     assert shown["terminal"] == "red \\x1b[31mtext\\x1b]0;title\\x07 and \\x9b2J\n"
@@ -189,11 +214,11 @@ def test_model_text_cannot_drive_the_terminal_but_reaches_a_pipe_as_written():
 def test_a_character_split_between_two_events_is_shown_whole():
     out, jsonl = Terminal(), io.StringIO()
     with renderer(out) as r, renderer(jsonl, output="jsonl") as j:
-        for event in (Progress("turn", "claude", "1"), said("claude", "smile \ud83d"), said("claude", "\ude00!\n")):
+        for event in (turn("claude", 1), said("claude", "smile \ud83d"), said("claude", "\ude00!\n")):
             r.progress(event)
             j.progress(event)
         result = RunResult("claude", "smile \ud83d\ude00!", [], {}, None, 1)
-        r.progress(Progress("answer", "claude", result.answer, result=result))
+        r.progress(ev.Answer(agent="claude", text=result.answer))
         r.finish([Outcome("claude", result=result)])
     assert out.getvalue() == "smile 😀!\n"
     lines = jsonl.getvalue().splitlines()
@@ -213,10 +238,10 @@ def test_a_stream_that_cannot_show_unicode_gets_ascii_symbols_and_escapes():
 
     out, err = Ascii(), Ascii()
     with renderer(out, err, env={"NO_COLOR": "1"}) as r:
-        r.progress(Progress("turn", "claude", "1"))
+        r.progress(turn("claude", 1))
         r.progress(said("claude", "café\n"))
-        r.progress(Progress("call", "claude", call=call(path="naïve.txt")))
-        r.progress(Progress("result", "claude", call=call(result=ToolResult(False, error="no file 'naïve.txt'"))))
+        r.progress(called(path="naïve.txt"))
+        r.progress(answered(result=ToolResult(False, error="no file 'naïve.txt'")))
     assert out.getvalue() == "caf\\xe9\n"
     assert err.getvalue() == "-> crew:read_file na\\xefve.txt\n  x no file 'na\\xefve.txt'\n"
 
@@ -224,7 +249,7 @@ def test_a_stream_that_cannot_show_unicode_gets_ascii_symbols_and_escapes():
 def test_tool_lines_escape_what_the_model_wrote_in_a_call():
     err = io.StringIO()
     with renderer(err=err) as r:
-        r.progress(Progress("call", "claude", call=call(path="\x1b[2Jevil", mode="\x9b")))
+        r.progress(called(path="\x1b[2Jevil", mode="\x9b"))
     assert err.getvalue() == "→ crew:read_file \\x1b[2Jevil \\x9b\n"
 
 
@@ -240,16 +265,16 @@ def test_the_status_line_shows_on_a_terminal_while_waiting_and_is_cleared_before
     monkeypatch.setattr(render, "STATUS_IDLE", 0)
     out, err = Terminal(), Terminal()
     with renderer(out, err, env={"NO_COLOR": "1"}) as r:
-        r.progress(Progress("turn", "claude", "1"))
+        r.progress(turn("claude", 1))
         r.draw_status(0)
         assert err.getvalue().startswith("\r\x1b[2K⠋ @claude waiting for the model")
-        r.progress(Progress("call", "claude", call=call()))
+        r.progress(called())
         r.draw_status(1)  # a tool is running: the status line names it
         assert err.getvalue().endswith("\r\x1b[2K⠙ @claude running crew:read_file 0s\r")
-        r.progress(Progress("result", "claude", call=call(result=ToolResult(True, "a"))))
+        r.progress(answered(result=ToolResult(True, "a")))
         r.draw_status(2)  # its result came: the agent waits for the model again
         assert err.getvalue().endswith("\r\x1b[2K⠹ @claude waiting for the model 0s\r")
-        r.progress(Progress("answer", "claude", "x", result=RunResult("claude", "x", [], {}, None, 1)))
+        r.progress(ev.Answer(agent="claude", text="x"))
         r.draw_status(3)  # nobody works any more: the line is wiped, and stays so
         end = len(err.getvalue())
         assert err.getvalue().endswith("\r\x1b[2K")
@@ -264,8 +289,8 @@ def test_an_approval_question_wipes_the_status_line_of_a_running_tool_before_it_
     monkeypatch.setattr(render, "STATUS_IDLE", 0)
     pty = Pty("y")
     with Renderer(out=io.StringIO(), err=pty.stderr, env={"NO_COLOR": "1"}) as r:
-        r.progress(Progress("turn", "claude", "1"))
-        r.progress(Progress("call", "claude", call=call("crew:run_command", command="make")))
+        r.progress(turn("claude", 1))
+        r.progress(called(name="crew:run_command", command="make"))
         r.draw_status(0)
         asked = Question("claude", "run_command", {"command": "make"})
         assert TerminalChannel(pty.stdin, pty.stderr).ask(asked, None) == "yes"
@@ -276,39 +301,38 @@ def test_an_approval_question_wipes_the_status_line_of_a_running_tool_before_it_
 
 
 def test_the_status_line_shows_the_runs_tokens_so_far(monkeypatch):
-    from crewbridge.usage import Tally
-
     monkeypatch.setattr(render, "STATUS_IDLE", 0)
     out, err = Terminal(), Terminal()
     with renderer(out, err, env={"NO_COLOR": "1"}) as r:
-        r.progress(Progress("turn", "claude", "2"))
-        r.progress(Progress("usage", "claude", usage=Tally(12000, 345)))
+        r.progress(turn("claude", 2))
+        r.progress(ev.Usage(agent="claude", input_tokens=12000, output_tokens=300))  # each report's share:
+        r.progress(ev.Usage(agent="claude", output_tokens=45))  # the run's tokens are their sum
         r.draw_status(0)
         assert "@claude waiting for the model (turn 2) 0s, 12,345 tokens" in err.getvalue()
     assert out.getvalue() == ""  # usage is not shown as output
 
 
 def test_jsonl_reports_usage_and_a_fallback_and_json_says_the_fallback_on_stderr():
-    from crewbridge.usage import Tally
-
     out = io.StringIO()
+    fallback = ev.Fallback(agent="claude", to="gemini", reason="rate limited", message="429", t=12.5)
     with renderer(out, output="jsonl") as r:
-        r.progress(Progress("usage", "claude", usage=Tally(10, 2, 4, 0.5)))
-        r.progress(Progress("fallback", "claude", "@claude cannot answer (rate limited); @gemini takes over"))
+        r.progress(ev.Usage(agent="claude", turn=1, input_tokens=10, output_tokens=2, cached_tokens=4, cost_usd=0.5))
+        r.progress(fallback)
     assert [json.loads(line) for line in out.getvalue().splitlines()] == [
         {
-            "type": "usage",
+            "kind": "usage",
             "agent": "claude",
+            "turn": 1,
             "input_tokens": 10,
             "output_tokens": 2,
             "cached_tokens": 4,
             "cost_usd": 0.5,
         },
-        {"type": "fallback", "agent": "claude", "text": "@claude cannot answer (rate limited); @gemini takes over"},
+        {"kind": "fallback", "t": 12.5, "agent": "claude", "to": "gemini", "reason": "rate limited", "message": "429"},
     ]
     out, err = io.StringIO(), io.StringIO()
     with renderer(out, err, output="json") as r:
-        r.progress(Progress("fallback", "claude", "@claude cannot answer (rate limited); @gemini takes over"))
+        r.progress(fallback)
         r.finish([Outcome("gemini", result=RunResult("gemini", "ok", [], {}, None, 1), fell_back_from="claude")])
     assert err.getvalue() == "crew: @claude cannot answer (rate limited); @gemini takes over\n"
     assert json.loads(out.getvalue())["results"][0]["fell_back_from"] == "claude"
@@ -319,9 +343,9 @@ def test_no_status_line_and_no_control_sequences_when_stderr_is_piped(monkeypatc
     err = io.StringIO()
     with renderer(Terminal(), err) as r:
         assert r._ticker is None
-        r.progress(Progress("turn", "claude", "1"))
+        r.progress(turn("claude", 1))
         r.draw_status(0)
-        r.progress(Progress("call", "claude", call=call()))
+        r.progress(called())
     assert err.getvalue() == "→ crew:read_file notes.txt\n"
 
 
@@ -363,14 +387,15 @@ def test_json_with_several_agents_and_a_failure():
     }
 
 
-def test_jsonl_is_the_event_stream_one_object_per_line():
+def test_jsonl_is_the_runs_record_one_event_per_line_as_it_is():
     out, err = io.StringIO(), io.StringIO()
     with renderer(out, err, output="jsonl") as r:
         for event in run_events():
             r.progress(event)
-        r.finish([outcome(), Outcome("claude", error=ProviderError("late failure"))])
+        r.progress(ev.Error(agent="claude", message="late failure", exit_code=3))
+        r.finish([outcome(), Outcome("claude", error=ProviderError("late failure"))])  # recorded: not again
     events = [json.loads(line) for line in out.getvalue().splitlines()]
-    assert [e["type"] for e in events] == [
+    assert [e["kind"] for e in events] == [
         "turn",
         "text",
         "text",
@@ -383,14 +408,41 @@ def test_jsonl_is_the_event_stream_one_object_per_line():
         "answer",
         "error",
     ]
-    assert all(e["agent"] == "claude" for e in events)
-    assert events[0] == {"type": "turn", "agent": "claude", "turn": 1}
-    assert events[2]["text"] == block(path="notes.txt")  # the raw stream, blocks included
-    assert events[3] == {"type": "call", "agent": "claude", "name": "crew:read_file", "input": {"path": "notes.txt"}}
-    assert events[5]["result"]["success"] is True and events[5]["result"]["data"]["content"] == "the secret\nis 42\n"
-    assert events[9]["answer"] == "It says 42." and events[9]["session"] == "sess-1" and events[9]["turns"] == 2
-    assert events[10] == {"type": "error", "agent": "claude", "error": "late failure", "exit_code": 3}
+    assert events == [
+        ev.to_builtins(event)
+        for event in [*run_events(), ev.Error(agent="claude", message="late failure", exit_code=3)]
+    ]
+    assert events[0] == {"kind": "turn", "agent": "claude", "turn": 1}
+    assert events[2]["text"] == block(path="notes.txt") and events[2]["shown"] == ""  # the raw stream, blocks included
+    assert events[3] == {
+        "kind": "call",
+        "agent": "claude",
+        "call": "c1",
+        "name": "crew:read_file",
+        "input": {"path": "notes.txt"},
+    }
+    assert events[5]["call"] == "c1" and events[5]["data"]["content"] == "the secret\nis 42\n"
+    assert events[9] == {
+        "kind": "answer",
+        "agent": "claude",
+        "text": "It says 42.",
+        "turns": 2,
+        "session": "sess-1",
+        "calls": ["c1"],
+    }
     assert "→" not in err.getvalue()  # no person-facing lines in a script's stream
+
+
+def test_jsonl_says_an_error_the_record_did_not_have_once():
+    out = io.StringIO()
+    with renderer(out, output="jsonl") as r:
+        r.failed("claude", ProviderError("the reply was cut"))  # crew chat's reply that failed
+    assert json.loads(out.getvalue()) == {
+        "kind": "error",
+        "agent": "claude",
+        "message": "the reply was cut",
+        "exit_code": 3,
+    }
 
 
 ROUND = {
@@ -411,16 +463,14 @@ def reviewed(error=None):
     from crewbridge.verdict import Finding, Review, Verdict
 
     review = Review("gemini", 2, Verdict("changes", [Finding("notes.txt", 1, "high", "Tuesday")]))
-    return Outcome("claude", result=run_events()[-1].result, error=error, review=review)
+    return Outcome("claude", result=run_result(), error=error, review=review)
 
 
 def test_a_review_round_is_a_few_lines_on_stderr_and_an_event_for_scripts():
     err = io.StringIO()
     with renderer(err=err, agents=["claude", "gemini"]) as r:
-        r.progress(Progress("review", "gemini", "changes", data=ROUND))
-        r.progress(
-            Progress("review", "gemini", "approve", data={**ROUND, "round": 2, "verdict": "approve", "findings": []})
-        )
+        r.progress(ev.Review(agent="gemini", **ROUND))
+        r.progress(ev.Review(agent="gemini", **{**ROUND, "round": 2, "verdict": "approve", "findings": []}))
     assert err.getvalue() == (
         "crew: review 1 of 3 by @gemini: asks for changes\n"
         "  1. [high] notes.txt:1: Tuesday,\\nnot Friday\n"
@@ -429,8 +479,12 @@ def test_a_review_round_is_a_few_lines_on_stderr_and_an_event_for_scripts():
     )
     out = io.StringIO()
     with renderer(out, output="jsonl") as r:
-        r.progress(Progress("review", "gemini", "changes", data=ROUND))
-    assert json.loads(out.getvalue()) == {"type": "review", "agent": "gemini", **ROUND}
+        r.progress(ev.Review(agent="gemini", **ROUND))
+    assert json.loads(out.getvalue()) == {
+        "kind": "review",
+        "agent": "gemini",
+        **{k: v for k, v in ROUND.items() if k not in ("called", "disputed")},
+    }
 
 
 def test_a_review_not_approved_shows_the_answer_then_the_error_and_json_holds_both():
@@ -474,14 +528,16 @@ def placed(tmp_path, agent="claude", changes=()):
         "f00d",
         Checkout(path, path, path),
     )
-    return Outcome(agent, result=run_events(agent)[-1].result, worktree=worktree, changes=list(changes))
+    return Outcome(agent, result=run_result(agent), worktree=worktree, changes=list(changes))
 
 
 def test_a_warning_about_the_run_is_a_crew_line_on_stderr_also_with_json():
     for output in ("text", "json"):
         out, err = io.StringIO(), io.StringIO()
         with renderer(out, err, output=output, agents=["claude", "gemini"]) as r:
-            r.progress(Progress("warning", "claude", "your checkout has uncommitted changes (1 file)"))
+            r.progress(
+                ev.Notice(agent="claude", text="your checkout has uncommitted changes (1 file)", about="warning")
+            )
         assert (out.getvalue(), err.getvalue()) == ("", "crew: your checkout has uncommitted changes (1 file)\n")
 
 
@@ -511,11 +567,21 @@ def test_after_a_worktree_run_each_agent_says_what_it_changed_and_where(tmp_path
         "f00d",
     )
     assert obj["changes"][1] == {"path": "todo.md", "status": "added", "added": 2, "removed": 0}
-    out = io.StringIO()
-    with renderer(out, output="jsonl") as r:
-        r.finish([placed(tmp_path, "claude", edits)])
-    event = json.loads(out.getvalue())
-    assert event["type"] == "worktree" and event["branch"] == "crew/20260101-120000-abc123/claude"
+    out, err = io.StringIO(), io.StringIO()
+    with renderer(out, err, output="jsonl") as r:
+        r.progress(
+            ev.Worktree(
+                agent="claude",
+                worktree=f"{tmp_path}/wt/claude",
+                branch="crew/20260101-120000-abc123/claude",
+                base="f00d",
+                changes=[change.to_dict() for change in edits],
+            )
+        )
+        r.finish([placed(tmp_path, "claude", edits)])  # the record's worktree event said it: not again
+    [event] = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert event["kind"] == "worktree" and event["branch"] == "crew/20260101-120000-abc123/claude"
+    assert event["changes"][1]["path"] == "todo.md" and err.getvalue() == ""
 
 
 def test_verbose_shows_the_command_and_every_raw_line_on_stderr(tmp_path):
@@ -637,15 +703,14 @@ def test_a_command_a_signal_ended_is_a_failure_on_its_result_line(monkeypatch):
     err = io.StringIO()
     killed = ToolResult(True, {"exit_code": -9, "output": "half\n"})
     with renderer(Terminal(), err) as r:
-        r.progress(Progress("call", "claude", call=call("crew:run_command", command="make")))
-        r.progress(Progress("result", "claude", call=call("crew:run_command", killed, command="make")))
-        r.progress(
-            Progress(
-                "result", "claude", call=call("crew:run_command", ToolResult(True, {"exit_code": 1}), command="ls")
-            )
-        )
+        r.progress(called(id_="c1", name="crew:run_command", command="make"))
+        r.progress(answered(id_="c1", result=killed, name="crew:run_command"))
+        r.progress(called(id_="c2", name="crew:run_command", command="ls"))
+        r.progress(answered(id_="c2", result=ToolResult(True, {"exit_code": 1}), name="crew:run_command"))
+        r.progress(answered(id_="c3", result=ToolResult(True, {"exit_code": 0}), name="crew:run_command"))
     assert err.getvalue() == (
-        "→ crew:run_command make\n  ✗ killed by SIGKILL, 1 line\n  ✓ crew:run_command ls: exit 1, 0 lines\n"
+        "→ crew:run_command make\n  ✗ killed by SIGKILL, 1 line\n→ crew:run_command ls\n  ✓ exit 1, 0 lines\n"
+        "  ✓ exit 0, 0 lines\n"  # a result whose call the record did not have: named by nothing
     )
 
 
@@ -689,8 +754,21 @@ def crew(tmp_path, monkeypatch):
 def test_the_query_command_streams_jsonl_events_for_scripts(crew):
     result = crew("query", "--jsonl", "@demo what is in notes.txt?")
     events = [json.loads(line) for line in result.stdout.splitlines()]
-    assert [e["type"] for e in events if e["type"] not in ("text",)] == ["turn", "call", "result", "turn", "answer"]
-    assert events[-1]["answer"].startswith("notes.txt has 2 non-empty lines") and result.stderr == ""
+    assert [e["kind"] for e in events if e["kind"] not in ("text", "notice")] == [
+        "start",
+        "part",
+        "turn",
+        "call",
+        "decision",
+        "result",
+        "reply",
+        "turn",
+        "answer",
+        "end",
+    ]
+    assert events[0]["run"] and events[-1]["status"] == "done"  # the run's id first: what --resume takes
+    answer = next(e for e in events if e["kind"] == "answer")
+    assert answer["text"].startswith("notes.txt has 2 non-empty lines") and result.stderr == ""
 
 
 @pytest.mark.slow

@@ -236,18 +236,25 @@ def test_one_writer_and_a_repository_are_needed(repo, writer, reviewer, tmp_path
 
 
 @pytest.mark.slow
-def test_each_round_is_in_the_transcript(repo, writer, reviewer, tmp_path):
+def test_each_round_is_in_the_record(repo, writer, reviewer, tmp_path):
     writer.script(write("deploy: Tusday\nowner: dana\n"), "Set.", write("deploy: Tuesday\nowner: dana\n"), "Fixed.")
     reviewer.script(verdict("changes", TYPO), verdict("approve"))
     made = bridge(repo, writer, reviewer)
     made.config.transcripts = True
     events = []
     made.run(f"@writer {TASK}", "execute", review="reviewer", on_progress=events.append)
-    reviews = [e.data for e in events if e.kind == "review"]
-    assert [(r["round"], r["verdict"], len(r["findings"])) for r in reviews] == [(1, "changes", 1), (2, "approve", 0)]
+    reviews = [e for e in events if e.kind == "review"]
+    assert [(r.agent, r.round, r.rounds, r.verdict, len(r.findings)) for r in reviews] == [
+        ("reviewer", 1, 3, "changes", 1),
+        ("reviewer", 2, 3, "approve", 0),
+    ]
     said = {e.kind for e in events if e.agent == "reviewer"}
-    assert said == {"turn", "call", "result", "review"}  # its words are not the run's answer: the writer's are
+    assert said == {"part", "turn", "text", "call", "decision", "result", "answer", "review"}
+    # its part is a reviewer's: its words are not the run's answer (the faces show the writer's)
+    parts = [(e.agent, e.part, e.role, e.round) for e in events if e.kind == "part"]
+    assert parts == [("writer", 1, "writer", 1), ("reviewer", 1, "reviewer", 1), ("reviewer", 2, "reviewer", 2)]
     runs = list((tmp_path / "xdg-state" / "crewbridge" / "runs").glob("*.jsonl"))
     logged = [json.loads(line) for line in runs[0].read_text().splitlines()]
-    assert logged[0]["review"] == {"reviewer": "reviewer", "rounds": 3}
+    assert (logged[0]["kind"], logged[0]["agents"]) == ("start", ["writer", "reviewer"])
     assert [e["verdict"] for e in logged if e["kind"] == "review"] == ["changes", "approve"]
+    assert logged[-1]["kind"] == "end" and logged[-1]["status"] == "done"

@@ -5,7 +5,7 @@ The engine emits; the program that composes a run attaches the sinks: the transc
 (crewbridge.record.transcript), the terminal's renderer or the --jsonl writer, an editor's updates,
 the browser's link, the OpenTelemetry exporter. A sink is called under the record's lock, so every
 sink sees the events in the same order; a sink that raises (a reader that stopped reading) stops
-the emitting thread.
+the emitting thread and is told nothing more, so the run still records how it ends.
 """
 
 from __future__ import annotations
@@ -78,8 +78,12 @@ class Record:
                 self.transcript.write(event)
             elif self._pending is not None:
                 self._pending.append(event)
-            for sink in self.sinks:
-                sink(event)
+            for sink in list(self.sinks):
+                try:
+                    sink(event)
+                except Exception:
+                    self.sinks.remove(sink)  # told no more: the run still records how it ends
+                    raise
 
     def _count(self, event: ev.Event) -> None:
         if isinstance(event, ev.Call):
@@ -146,10 +150,12 @@ class Record:
                 status = "cancelled"
             end = ev.End(status=status, at=now(), calls=self._counts["call"], errors=self._counts["error"])
             end.usage = self.usage()
-            self.emit(end)
-            self.ended = end
-            if self.transcript is not None:
-                self.transcript.close()
+            try:
+                self.emit(end)
+            finally:
+                self.ended = end
+                if self.transcript is not None:
+                    self.transcript.close()
             return end
 
 
