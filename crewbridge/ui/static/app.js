@@ -369,12 +369,13 @@ function runView(id) {
       case "decision": {
         const call = calls.get(event.call);
         if (!call) return;
+        const by = event.by || "policy"; // the record leaves out its default
         if (event.decision === "refused") {
           call.classList.add("refused");
-          return outcome(call, "refused", `refused (${event.by}): ${event.reason}`);
+          return outcome(call, "refused", `refused (${by}): ${event.reason}`);
         }
         if (call.dataset.own) { // the CLI runs it itself: its result, when it reports one, follows
-          outcome(call, "allowed", event.by === "cli" ? "run by the CLI (crew was not asked)" : `allowed (${event.by})`);
+          outcome(call, "allowed", by === "cli" ? "run by the CLI (crew was not asked)" : `allowed (${by})`);
         }
         return;
       }
