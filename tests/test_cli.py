@@ -867,7 +867,7 @@ def test_a_review_through_the_command_that_runs_out_of_rounds_exits_6(repo, env,
         env=env,
         cwd=repo,
     )
-    reviews = [e for e in map(json.loads, jsonl.stdout.splitlines()) if e["type"] == "review"]
+    reviews = [e for e in map(json.loads, jsonl.stdout.splitlines()) if e["kind"] == "review"]
     assert [(e["agent"], e["round"], e["rounds"], e["verdict"]) for e in reviews] == [("other", 1, 1, "changes")]
 
 

@@ -17,6 +17,7 @@ from jsonschema import Draft202012Validator
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT202012
 
 from crewcli import CREW, FakeModel, crew_env, run_crew, tool_block, write_config
 from gitrepo import make_repo
@@ -24,8 +25,11 @@ from mockserver import tool_call
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMAS = ROOT / "docs" / "schemas"
-REGISTRY = Registry().with_resources(
-    (path.name, Resource.from_contents(json.loads(path.read_text()))) for path in SCHEMAS.glob("*.json")
+REGISTRY = (
+    Registry().with_resources(  # event.json is made by msgspec (crewbridge.record.events.schema), without $schema
+        (path.name, Resource.from_contents(json.loads(path.read_text()), default_specification=DRAFT202012))
+        for path in SCHEMAS.glob("*.json")
+    )
 )
 TASK = "what is in notes.txt?"
 
@@ -94,10 +98,15 @@ def test_the_schemas_refuse_what_crew_does_not_write():
     assert problems("outcome.json", record({**answered, "extra": 1}))
     assert problems("outcome.json", record({**answered, "turns": "1"}))
     assert problems("outcome.json", record(answered, extra=1))
-    assert problems("event.json", {"type": "turn", "agent": "demo", "turn": 1}) == []
-    assert problems("event.json", {"type": "turn", "agent": "demo"})
-    assert problems("event.json", {"type": "whatever", "agent": "demo", "text": "x"})
-    assert problems("event.json", {"type": "disarmed", "agent": "demo", "text": "x", "found": []})
+    assert problems("event.json", {"kind": "turn", "agent": "demo", "turn": 1}) == []
+    assert problems("event.json", {"kind": "turn", "agent": "demo"})  # which turn
+    assert problems("event.json", {"type": "turn", "agent": "demo", "turn": 1})  # the shape before the record
+    assert problems("event.json", {"kind": "whatever", "agent": "demo", "text": "x"})
+    assert problems("event.json", {"kind": "disarmed", "agent": "demo", "text": "x"})  # what it found
+    assert problems("event.json", {"kind": "call", "agent": "demo", "name": "crew:read_file"})  # the call's id
+    assert problems("event.json", {"kind": "result", "call": "c1", "name": "x", "success": "yes"})
+    assert problems("event.json", {"kind": "start", "run": run, "t": 0.1, "agents": ["demo"]}) == []
+    assert problems("event.json", {"kind": "start", "agents": ["demo"]})  # the run is always named
 
 
 @pytest.mark.slow
@@ -125,7 +134,7 @@ def test_json_of_an_agent_that_answered_one_that_failed_and_of_several(crew):
 def test_the_json_names_the_run_that_resume_continues(crew):
     first = json.loads(crew("query", "--json", f"@demo {TASK}").stdout)
     shown = [json.loads(line) for line in crew("log", "show", "--json", first["run"]).stdout.splitlines()]
-    assert shown[0]["kind"] == "start" and shown[0]["run_id"] == first["run"]
+    assert shown[0]["kind"] == "start" and shown[0]["run"] == first["run"]
     again = crew("query", "--json", "--resume", first["run"], "@demo and again?")
     assert again.returncode == 0, again.stderr
     second = json.loads(again.stdout)
@@ -140,8 +149,11 @@ def test_each_jsonl_line_holds_to_the_event_schema(crew):
     failed = jsonl(crew("query", "--jsonl", "--max-turns", "1", f"@demo {TASK}").stdout)
     for event in answered + failed:
         assert problems("event.json", event) == [], event
-    assert {"turn", "text", "call", "result", "answer"} <= {event["type"] for event in answered}
-    assert failed[-1]["type"] == "error" and failed[-1]["exit_code"] == 4
+    assert {"turn", "text", "call", "decision", "result", "answer"} <= {event["kind"] for event in answered}
+    for events in (answered, failed):  # the run's id first (what --resume takes), its end last
+        assert (events[0]["kind"], events[-1]["kind"]) == ("start", "end") and events[0]["run"]
+    [error] = [event for event in failed if event["kind"] == "error"]
+    assert (error["agent"], error["exit_code"], failed[-1]["status"]) == ("demo", 4, "failed")
 
 
 @pytest.mark.slow
@@ -172,7 +184,7 @@ def test_a_reviewed_change_in_a_worktree_holds_to_the_schemas(tmp_path):
             events = jsonl(done.stdout)
             for event in events:
                 assert problems("event.json", event) == [], event
-            assert {"review", "worktree", "answer", "error"} <= {event["type"] for event in events}
+            assert {"review", "worktree", "answer", "error"} <= {event["kind"] for event in events}
 
 
 @pytest.mark.slow
@@ -267,4 +279,6 @@ def test_the_real_claudes_json_and_jsonl_hold_to_the_schemas_with_text_and_nativ
     events = jsonl(native.stdout)
     for event in events:
         assert problems("event.json", event) == [], event
-    assert {"turn", "text", "call", "result", "usage", "answer"} <= {event["type"] for event in events}
+    assert {"turn", "text", "call", "result", "usage", "answer"} <= {event["kind"] for event in events}
+    call = next(event for event in events if event["kind"] == "call")
+    assert call["via"] == "native" and any(e["kind"] == "result" and e["call"] == call["call"] for e in events)
