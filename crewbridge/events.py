@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+
+OUTPUT_CHARS = 20_000  # of a CLI's own tool's output kept (OwnResult.of): the record's, not the model's
 
 
 @dataclass(slots=True)  # not frozen: one is made per streamed delta, and frozen doubles that cost
@@ -57,11 +60,40 @@ class Done:
 
 
 @dataclass(frozen=True)
+class OwnCall:
+    """The CLI uses one of its own tools (or a tool of an MCP server it was given, not crew's):
+    `ref`, the CLI's id for the call; `name` and `input` as crew's policy names and reads them
+    (crewbridge.native.Channel.permit: Bash, exec_command, write_file, mcp__SERVER__TOOL)."""
+
+    ref: str
+    name: str
+    input: Any = None
+
+
+@dataclass(frozen=True)
+class OwnResult:
+    """What the CLI reported of its own tool's run (`ref`: its id for the call): whether it went
+    well, its output (bounded: OwnResult.of), a command's exit code where the CLI says it."""
+
+    ref: str
+    ok: bool
+    output: str = ""
+    exit_code: int | None = None
+    truncated: bool = False
+
+    @classmethod
+    def of(cls, ref: str, ok: bool, output: str, exit_code: int | None = None) -> OwnResult:
+        """The result with its output cut to OUTPUT_CHARS characters."""
+        cut = len(output) > OUTPUT_CHARS
+        return cls(ref, ok, output[:OUTPUT_CHARS] if cut else output, exit_code, cut)
+
+
+@dataclass(frozen=True)
 class Notice:
-    """Something seen and set aside: a corrupt line, a native tool event, an echoed prompt."""
+    """Something seen and set aside: a corrupt line, an echoed prompt, a subagent's words."""
 
     kind: str
     detail: str = ""
 
 
-Event = Text | MessageEnd | Session | Usage | Failure | Done | Notice
+Event = Text | MessageEnd | Session | Usage | Failure | Done | OwnCall | OwnResult | Notice

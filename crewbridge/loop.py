@@ -29,7 +29,7 @@ from crewbridge.errors import (
     ProviderError,
     ProviderUnavailable,
 )
-from crewbridge.events import Failure, MessageEnd, Session, Text, Usage
+from crewbridge.events import Failure, MessageEnd, OwnCall, OwnResult, Session, Text, Usage
 from crewbridge.extract import Extractor, Shown, ToolCall
 from crewbridge.gitguard import Armed, Watch, summary
 from crewbridge.globs import NATIVE
@@ -326,6 +326,8 @@ class AgentLoop:
                     self._add_usage(event)
                 elif isinstance(event, Session):
                     self.record.emit(ev.Session(agent=self.agent, session=event.session_id, model=event.model))
+                elif isinstance(event, (OwnCall, OwnResult)):
+                    self.channel.own(event)
                 for call in new:
                     self._begin(call, calls, ids, pending)
                 if calls and extractor.prose_after_calls:
@@ -471,15 +473,37 @@ class AgentLoop:
         )
 
 
+@dataclass
+class _Own:
+    """One of the CLI's own calls in the record: its id there, what crew knows of it so far."""
+
+    call: str
+    name: str  # as recorded: native:TOOL
+    decided: bool = False
+    done: bool = False  # its result was recorded
+
+
 class LoopChannel:
     """The loop's native channel (crewbridge.native.Channel): crew's tools called through the CLI
     take a text call's path — schema, hooks, policy, approval, transcript, the tool line — and the
-    CLI's own tools are decided by the agent's policy."""
+    CLI's own tools are decided by the agent's policy where the CLI asks, and recorded all the same
+    where it does not.
+
+    Each of the CLI's own calls is one `call` in the record (via "own", `ref` the CLI's id for it),
+    whichever crew hears of first: the CLI's question (permit) or its report of the call (own:
+    the decoder's OwnCall); the other links to it by `ref` (a question that names no call, codex's
+    about an MCP server's tool, links to the oldest call of that tool still undecided). Its
+    `decision` is crew's policy's where the CLI asked, else `allowed` by `cli` once its result
+    comes (crew was not asked: the CLI ran it under its own rules); its `result` is what the CLI
+    reported. All of it happens on the thread that reads the CLI (crewbridge.conversations.peer);
+    the lock guards the links all the same."""
 
     def __init__(self, loop: AgentLoop) -> None:
         self.loop = loop
         self.calls = 0
         self._records: list[CallRecord] = []
+        self._own: dict[str, _Own] = {}  # the CLI's own calls by its id for them
+        self._unnamed: list[_Own] = []  # those it asked about without naming the call
         self._lock = threading.Lock()
 
     def tools(self) -> list[Tool]:
@@ -514,23 +538,67 @@ class LoopChannel:
         """Why the CLI may not run its own tool `tool` (`ref`: the CLI's id for the call), or None."""
         loop = self.loop
         data = arguments if isinstance(arguments, dict) else {"input": arguments}
-        call = loop.record.next_call()
-        loop.record.emit(
-            ev.Call(
-                agent=loop.agent, call=call, name=NATIVE + tool, input=arguments, turn=loop.turn, via="own", ref=ref
-            )
-        )
+        with self._lock:
+            own = self._own.get(ref) if ref is not None else self._undecided(NATIVE + tool)
+            if own is None:
+                own = self._start(NATIVE + tool, arguments, ref)
+            own.decided = True
         paths = [data[key] for key in PATH_KEYS if isinstance(data.get(key), str)]
         refusal = next(filter(None, (_outside(loop.ctx.workdir, path) for path in paths)), None)
         try:
             jsonio.check_depth(data)  # a CLI's line is not bounded as it is decoded (providers.base)
         except jsonio.TooDeep as exc:
             refusal = refusal or f"crew does not run {tool} with this input: {exc}"
-        ruling = Ruling(refusal) if refusal else loop.policy.check_native(tool, data, read_only, loop.deadline, call)
+        ruling = (
+            Ruling(refusal) if refusal else loop.policy.check_native(tool, data, read_only, loop.deadline, own.call)
+        )
         loop.record.emit(
-            ev.Decision(agent=loop.agent, call=call, decision=ruling.decision, by=ruling.by, reason=ruling.refusal)
+            ev.Decision(agent=loop.agent, call=own.call, decision=ruling.decision, by=ruling.by, reason=ruling.refusal)
         )
         return ruling.refusal
+
+    def own(self, event: OwnCall | OwnResult) -> None:
+        """What the CLI reported of one of its own calls: its use (a new call in the record, unless
+        the CLI asked about it first), or its result (the call's `result`; its decision first, the
+        CLI's, if crew was never asked)."""
+        loop = self.loop
+        with self._lock:
+            if isinstance(event, OwnCall):
+                if event.ref not in self._own:
+                    self._unnamed.append(self._start(NATIVE + event.name, event.input, event.ref))
+                return
+            own = self._own.get(event.ref)
+            if own is None or own.done:  # not one crew heard of starting (crew's own, or a repeat)
+                return
+            own.done = True
+            decide, own.decided = not own.decided, True
+        if decide:
+            loop.record.emit(ev.Decision(agent=loop.agent, call=own.call, decision="allowed", by="cli"))
+        result = ev.Result(agent=loop.agent, call=own.call, name=own.name, success=event.ok)
+        if event.ok:
+            exit_code = {} if event.exit_code is None else {"exit_code": event.exit_code}
+            result.data = {"output": event.output, **exit_code}
+        else:
+            result.error = event.output or "the CLI reported that it failed"
+        if event.truncated:
+            result.metadata = {"truncated": True}
+        loop.record.emit(result)
+
+    def _start(self, name: str, arguments: Any, ref: str | None) -> _Own:
+        """A new call of the CLI's own in the record (under the lock)."""
+        loop = self.loop
+        own = _Own(loop.record.next_call(), name)
+        if ref is not None:
+            self._own[ref] = own
+        loop.record.emit(
+            ev.Call(agent=loop.agent, call=own.call, name=name, input=arguments, turn=loop.turn, via="own", ref=ref)
+        )
+        return own
+
+    def _undecided(self, name: str) -> _Own | None:
+        """The oldest call of `name` the CLI reported that waits for its decision (under the lock)."""
+        self._unnamed = [own for own in self._unnamed if not own.decided]
+        return next((own for own in self._unnamed if own.name == name), None)
 
     def take(self) -> list[CallRecord]:
         """The native calls made since the last take."""

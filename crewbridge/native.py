@@ -5,7 +5,10 @@ asks its client.
 
 The loop gives its conversation a Channel. A conversation calls `call` for each of crew's tools the
 model uses natively and `permit` for each use of the CLI's own tools the CLI asks about; both take
-the path a text call takes (schema, hooks, policy, approval, transcript, progress events).
+the path a text call takes (schema, hooks, policy, approval, transcript, progress events). What the
+CLI reports of its own tools' uses and results (crewbridge.events.OwnCall, OwnResult) reaches the
+channel's `own`: from the loop, which reads the conversation's events, and from a live
+conversation that reads them while the loop does not (the rest of a reply it stopped).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import json
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from crewbridge.events import OwnCall, OwnResult
     from crewbridge.registry import Tool, ToolResult
     from crewbridge.stop import Stop
 
@@ -37,9 +41,13 @@ class Channel(Protocol):
         read-only profile, native: globs, command globs): a CLI that asks at a cost (codex) is made
         to ask only then."""
 
-    def permit(self, tool: str, arguments: Any, read_only: bool) -> str | None:
-        """Whether the CLI may run its own tool `tool` (`read_only`: it only reads): None to let it,
-        else why not, for the model."""
+    def permit(self, tool: str, arguments: Any, read_only: bool, ref: str | None = None) -> str | None:
+        """Whether the CLI may run its own tool `tool` (`read_only`: it only reads; `ref`: the CLI's
+        id for the call, which its OwnCall and OwnResult carry too): None to let it, else why not,
+        for the model."""
+
+    def own(self, event: OwnCall | OwnResult) -> None:
+        """Record what the CLI reported of one of its own tools' uses: the use, or its result."""
 
 
 def result_text(result: ToolResult) -> str:

@@ -170,6 +170,7 @@ class Renderer:
         self._quiet_since = time.monotonic()
         self._last_line: str | None = None  # the call id of the last call line
         self._calls: dict[str, ev.Call] = {}  # the calls started, by id
+        self._unasked: set[str] = set()  # the CLI's own calls it ran without asking crew: shown at their result
         self._stop = threading.Event()
         self._ticker: threading.Thread | None = None
         self._trace: logging.Handler | None = None
@@ -285,8 +286,14 @@ class Renderer:
         call = self._calls.get(event.call)
         if agent is None or call is None or call.via != "own":
             return
-        shown = f"{call.name} {brief(call.input, 120)}".rstrip()
+        if event.by == "cli":  # crew was not asked: the line comes with the result, which says how it went
+            self._unasked.add(event.call)
+            return
         said = f"refused, {event.reason}" if event.reason else "allowed"
+        self._own_line(agent, call, said)
+
+    def _own_line(self, agent: _Agent, call: ev.Call, said: str) -> None:
+        shown = f"{call.name} {brief(call.input, 120)}".rstrip()
         self._err_line(agent, self.style.paint(f"  {one_line(f'{shown}: {said}')}", "2"))
 
     def _on_result(self, agent: _Agent | None, event: ev.Result) -> None:
@@ -294,6 +301,9 @@ class Renderer:
         agent.running.pop(event.call, None)
         call = self._calls.get(event.call)
         if call is not None and call.via == "own":
+            if event.call in self._unasked:
+                said = "ran" if event.success else f"failed, {event.error}"
+                self._own_line(agent, call, f"{said} (crew was not asked: the CLI's own rules)")
             return
         subject = "" if self._last_line == event.call or call is None else self._subject(call) + ": "
         truncated = bool(event.metadata.get("truncated"))

@@ -31,8 +31,11 @@ class FakeChannel:
             raise self.error
         return ToolResult(True, data={"content": "hi"}) if name == "read_file" else ToolResult(False, error="no tool")
 
-    def permit(self, tool, arguments, read_only):
+    def permit(self, tool, arguments, read_only, ref=None):
         return None
+
+    def own(self, event):
+        pass  # what the CLI reports of its own tools: nothing to record here
 
 
 class Held(McpCore):

@@ -13,7 +13,7 @@ import pytest
 from crewbridge.config import AgentSpec
 from crewbridge.conversations import EXACT, FULL, LOST
 from crewbridge.errors import CrewError, MaxTurnsReached, ProviderError
-from crewbridge.events import Done, Failure, MessageEnd, Text
+from crewbridge.events import Done, Failure, MessageEnd, OwnCall, OwnResult, Text
 from crewbridge.functions import tool
 from crewbridge.jsonio import MAX_DEPTH
 from crewbridge.loop import AgentLoop
@@ -583,6 +583,103 @@ def test_the_clis_own_tools_are_decided_by_the_policy_and_recorded(registry, tmp
         ("c2", "allowed", "policy", None),
         ("c3", "refused", "policy", outside),
     ]
+
+
+def own_record(events):
+    """The record's events about the CLI's own calls, in order, as tuples."""
+    shown = []
+    for e in events:
+        if isinstance(e, ev.Call):
+            shown.append(("call", e.call, e.name, e.input, e.via, e.ref))
+        elif isinstance(e, ev.Decision):
+            shown.append(("decision", e.call, e.decision, e.by))
+        elif isinstance(e, ev.Result):
+            shown.append(("result", e.call, e.success, e.data, e.error))
+    return shown
+
+
+def test_a_tool_the_cli_ran_without_asking_is_a_call_the_cli_allowed_with_its_result(registry, tmp_path):
+    # a CLI run per turn asks crew nothing: codex exec runs its commands under its own sandbox's rules
+    record, events = watched()
+    script = Script(
+        [
+            OwnCall("item_0", "exec_command", {"command": "/bin/bash -lc 'make'"}),
+            OwnResult("item_0", True, "built\n", exit_code=0),
+            OwnCall("item_1", "exec_command", {"command": "/bin/bash -lc 'false'"}),
+            OwnResult("item_1", False, "codex: failed", exit_code=1),
+            *text("done"),
+        ]
+    )
+    result = make_loop(script, registry, tmp_path, mode="execute", record=record).run("go")
+    assert own_record(events) == [
+        ("call", "c1", "native:exec_command", {"command": "/bin/bash -lc 'make'"}, "own", "item_0"),
+        ("decision", "c1", "allowed", "cli"),  # crew was not asked: the record says who decided
+        ("result", "c1", True, {"output": "built\n", "exit_code": 0}, None),
+        ("call", "c2", "native:exec_command", {"command": "/bin/bash -lc 'false'"}, "own", "item_1"),
+        ("decision", "c2", "allowed", "cli"),
+        ("result", "c2", False, None, "codex: failed"),
+    ]
+    assert result.tool_calls == []  # crew's own calls only: the CLI's are in the record
+
+
+def test_the_clis_question_and_its_report_of_a_call_are_one_call_whichever_comes_first(registry, tmp_path):
+    record, events = watched()
+    bash, write = {"command": "make"}, {"file_path": "a.txt", "content": "x"}
+    script = NativeScript(
+        [
+            OwnCall("t1", "Bash", bash),  # claude reports the use, then asks
+            ("permit", "Bash", bash, False, "t1"),
+            OwnResult("t1", True, "built"),
+            ("permit", "Write", write, False, "t2"),  # gemini asks, then reports the call as it ends
+            OwnCall("t2", "Write", write),
+            OwnResult("t2", False, "crew's policy does not allow it"),
+            *text("done"),
+        ]
+    )
+    make_loop(script, registry, tmp_path, mode="execute", record=record).run("go")
+    assert own_record(events) == [
+        ("call", "c1", "native:Bash", bash, "own", "t1"),
+        ("decision", "c1", "allowed", "policy"),
+        ("result", "c1", True, {"output": "built"}, None),
+        ("call", "c2", "native:Write", write, "own", "t2"),
+        ("decision", "c2", "allowed", "policy"),
+        ("result", "c2", False, None, "crew's policy does not allow it"),
+    ]
+
+
+def test_a_question_that_names_no_call_decides_the_oldest_undecided_call_of_its_tool(registry, tmp_path):
+    # codex asks about an MCP server's tool without naming its item
+    record, events = watched()
+    vault = "mcp__vault__launch_code"
+    script = NativeScript(
+        [
+            OwnCall("i1", vault, {"which": 1}),
+            OwnCall("i2", vault, {"which": 2}),
+            ("permit", vault, {"which": 1}, False),
+            OwnResult("i1", True, "7-4-1"),
+            ("permit", vault, {"which": 2}, False),
+            OwnResult("i2", True, "9-9-9"),
+            *text("done"),
+        ]
+    )
+    make_loop(script, registry, tmp_path, mode="execute", record=record).run("go")
+    assert [(e[0], e[1]) for e in own_record(events)] == [
+        ("call", "c1"),
+        ("call", "c2"),
+        ("decision", "c1"),
+        ("result", "c1"),
+        ("decision", "c2"),
+        ("result", "c2"),
+    ]
+    assert {e[3] for e in own_record(events) if e[0] == "decision"} == {"policy"}
+
+
+def test_a_result_of_a_call_crew_never_heard_of_starting_is_not_recorded(registry, tmp_path):
+    record, events = watched()
+    reported = [OwnResult("toolu_9", True, "x"), OwnCall("t1", "Read", {}), OwnResult("t1", True, "a")]
+    script = Script([*reported, OwnResult("t1", True, "again"), *text("done")])
+    make_loop(script, registry, tmp_path, record=record).run("go")
+    assert [e[0] for e in own_record(events)] == ["call", "decision", "result"]  # one result, of t1
 
 
 def test_without_a_native_channel_the_catalogue_goes_with_a_notice(registry, tmp_path):

@@ -718,6 +718,32 @@ def test_a_truncated_result_says_so():
     assert summary({"content": "a\n"}, truncated=True) == "1 line (truncated)"
 
 
+def test_the_clis_own_calls_take_a_line_at_crews_decision_or_if_it_was_not_asked_at_their_result():
+    def own(id_, command, decision, by="policy", reason=None, success=True, error=None):
+        name = "native:exec_command"
+        return [
+            ev.Call(agent="codex", call=id_, name=name, input={"command": command}, via="own", ref=f"item_{id_}"),
+            ev.Decision(agent="codex", call=id_, decision=decision, by=by, reason=reason),
+            ev.Result(agent="codex", call=id_, name=name, success=success, error=error, data={"output": "built"}),
+        ]
+
+    err = io.StringIO()
+    with renderer(err=err, env={"NO_COLOR": "1"}, agents=["codex"]) as r:
+        for event in [
+            *own("c1", "make", "allowed"),
+            *own("c2", "rm x", "refused", reason="no rm", success=False, error="codex: declined"),
+            *own("c3", "make", "allowed", by="cli"),
+            *own("c4", "false", "allowed", by="cli", success=False, error="codex: failed"),
+        ]:
+            r.progress(event)
+    assert err.getvalue().splitlines() == [
+        "  native:exec_command make: allowed",
+        "  native:exec_command rm x: refused, no rm",
+        "  native:exec_command make: ran (crew was not asked: the CLI's own rules)",
+        "  native:exec_command false: failed, codex: failed (crew was not asked: the CLI's own rules)",
+    ]
+
+
 def test_a_call_input_is_shown_briefly():
     assert brief({"path": "notes.txt"}) == "notes.txt"
     assert brief({"pattern": "TODO", "path": "src"}) == "TODO src"

@@ -165,18 +165,21 @@ class Updates:
             return []
         result = ToolResult(event.success, event.data, event.error)
         change = event.change
+        # the CLI's own write or edit that went well: the diff its input asked for, shown when it started
+        diff = _native_diff(self.workdir, call.input) if call.own and event.success else None
         return [
             update_tool_call(
                 call.id,
                 status="completed" if event.success else "failed",
-                content=_content(result, change),
+                content=diff or _content(result, change),
                 locations=self._locations(call.input, change, event.data),
                 raw_output={"success": event.success, "data": event.data, "error": event.error},
             )
         ]
 
     def finish_native(self, agent: str) -> list[Update]:
-        """The CLI's own calls still open are done: the model goes on talking after them."""
+        """The CLI's own calls still open are done: the model goes on talking after them (the CLI
+        reports each one's result, which finishes it first; this finishes any it did not)."""
         done = [key for key, c in self._open.items() if c.agent == agent and c.own]
         return [update_tool_call(self._open.pop(key).id, status="completed") for key in done]
 

@@ -48,6 +48,7 @@ class CanUseTool(_CanUseTool, total=False):
     """can_use_tool: Claude asks before one of its own tools runs."""
 
     input: dict[str, Any]
+    tool_use_id: str
 
 
 class McpMessage(TypedDict):
@@ -173,7 +174,8 @@ class ClaudeLiveConversation(Peer):
     def _can_use_tool(self, request: Request, channel: Channel) -> dict[str, Any]:
         """One of Claude's own tools: crew's policy decides."""
         tool, data = request.params["tool_name"], request.params.get("input") or {}
-        refusal = channel.permit(tool, data, read_only=tool in self.provider.read_only_tools)
+        read_only, ref = tool in self.provider.read_only_tools, request.params.get("tool_use_id")
+        refusal = channel.permit(tool, data, read_only, ref)
         return {"behavior": "deny", "message": refusal} if refusal else {"behavior": "allow", "updatedInput": data}
 
     def _mcp_message(self, request: Request, channel: Channel) -> dict[str, Any] | None:

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from crewbridge.conversations.transport import Answer, Inbox, LiveProcess
 from crewbridge.errors import CrewError, ProviderError
-from crewbridge.events import Done, Event, Failure, Notice, Session, Text, Usage
+from crewbridge.events import Done, Event, Failure, Notice, OwnCall, OwnResult, Session, Text, Usage
 from crewbridge.jsonrpc import (
     INTERNAL_ERROR,
     JSONRPC,
@@ -316,10 +316,13 @@ class Peer:
         return events
 
     def _aside(self, events: list[Event]) -> None:
-        """Events read while the loop is not reading: only the usage counts (late_usage)."""
-        self.late += [
-            event for event in events if isinstance(event, Usage) and (event.input_tokens or event.output_tokens)
-        ]
+        """Events read while the loop is not reading: only the usage counts (late_usage), and the
+        CLI's own tools' uses and results (the channel records them)."""
+        for event in events:
+            if isinstance(event, Usage) and (event.input_tokens or event.output_tokens):
+                self.late.append(event)
+            elif isinstance(event, (OwnCall, OwnResult)) and self.channel is not None:
+                self.channel.own(event)
 
     def _handle(self, request: Request) -> None:
         """Answer the CLI's request by its route (an unanswered one would hang the CLI). A handler

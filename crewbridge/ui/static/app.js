@@ -359,7 +359,7 @@ function runView(id) {
         const node = add(item("call", agent,
           head(agent, own ? "its own tool" : "calls", el("strong", { class: "mono", text: event.name })),
           writeDiff(name, event.input) || el("pre", { text: cut(json(event.input), 4000) }),
-          el("div", { class: "decision dim", "data-result": "pending", text: own ? "asking crew…" : "running…" })));
+          el("div", { class: "decision dim", "data-result": "pending", text: "running…" })));
         node.setAttribute("data-tool-call", name);
         node.setAttribute("data-call", event.call);
         if (own) node.dataset.own = "1";
@@ -369,13 +369,13 @@ function runView(id) {
       case "decision": {
         const call = calls.get(event.call);
         if (!call) return;
+        const by = event.by || "policy"; // the record leaves out its default
         if (event.decision === "refused") {
           call.classList.add("refused");
-          return outcome(call, "refused", `refused (${event.by}): ${event.reason}`);
+          return outcome(call, "refused", `refused (${by}): ${event.reason}`);
         }
-        if (call.dataset.own) { // the CLI runs it itself: crew's yes is all the record says of it
-          call.classList.add("ok");
-          outcome(call, "allowed", `allowed (${event.by})`);
+        if (call.dataset.own) { // the CLI runs it itself: its result, when it reports one, follows
+          outcome(call, "allowed", by === "cli" ? "run by the CLI (crew was not asked)" : `allowed (${by})`);
         }
         return;
       }
