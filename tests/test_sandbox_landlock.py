@@ -70,10 +70,10 @@ def test_reading_is_granted_entry_by_entry_on_the_way_to_a_hidden_place(tmp_path
     (home / "notes.txt").write_text("")
     (home / "keys").symlink_to(home / ".ssh")  # a link is never granted: its target is, where it is
     (tmp_path / "beside").mkdir()
-    granted = landlock.readable([home / ".ssh"])
+    granted = list(map(Path, landlock.readable([home / ".ssh"])))
     assert {home / "notes.txt", tmp_path / "beside", Path("/usr"), Path("/etc")} <= set(granted)
     assert not {Path("/"), tmp_path, home, home / ".ssh"} & set(granted)
-    assert home / "keys" in granted  # listed, and left out when the rule is added (O_NOFOLLOW)
+    assert home / "keys" not in granted
 
 
 def test_the_folders_on_the_way_to_a_hidden_place_cannot_be_listed(tmp_path):

@@ -119,12 +119,16 @@ class Hiding:
         """The places to hide from a process run with `env`: those of the list that exist here,
         but its `own` login files. What of `own`, `visible` (its working directory, its git
         folders, the files its command line names) and `show` lies beneath one stays readable."""
-        own = {_real(path) for path in own}
-        found = {real for path in self.listed(env) if os.path.lexists(path) and (real := _real(path)) not in own}
-        places = sorted(path for path in found if not any(_within(path.parent, other) for other in found))
-        kept = [*own, *(_real(path) for path in (*visible, *_expanded(self.show, _plain(env))))]
-        shown = sorted({path for path in kept if any(_within(path, place) for place in places)})
-        return Hidden(tuple(place for place in places if place not in shown), tuple(shown))
+        mine = {os.path.realpath(path) for path in own}
+        here = [path for path in map(str, self.listed(env)) if os.path.lexists(path)]
+        found = {real for path in here if (real := os.path.realpath(path)) not in mine}
+        places: list[str] = []
+        for path in sorted(found, key=lambda path: path.split("/")):  # what is beneath a place follows it
+            if not places or not _beneath(path, places[-1]):
+                places.append(path)
+        kept = {*mine, *(os.path.realpath(path) for path in (*visible, *_expanded(self.show, _plain(env))))}
+        shown = sorted(path for path in kept if any(path == place or _beneath(path, place) for place in places))
+        return Hidden(tuple(Path(p) for p in places if p not in shown), tuple(map(Path, shown)))
 
 
 NOTHING = Hidden()  # what a process is hidden when nothing is to be
@@ -140,10 +144,11 @@ def _expanded(entries: Sequence[str], env: Mapping[str, str]) -> list[Path]:
     return [path for path in (expand(entry, env) for entry in entries) if path is not None]
 
 
-def _real(path: Path) -> Path:
-    return Path(os.path.realpath(path))
-
-
 def _within(path: Path, folder: Path) -> bool:
     """`path` is `folder` or beneath it."""
-    return path == folder or folder in path.parents
+    return path == folder or _beneath(str(path), str(folder))
+
+
+def _beneath(path: str, folder: str) -> bool:
+    """`path` is strictly beneath `folder` (both absolute, normalised)."""
+    return path.startswith(folder.rstrip("/") + "/") and path != folder

@@ -83,31 +83,37 @@ def ruleset(writable: Sequence[Path], *, network: bool, version: int, hidden: Hi
         for path in [*writable, *map(Path, DEVICES)]:
             _allow(fd, path, handled)
         if hidden.places:
-            for path in [*readable(hidden.places), *hidden.shown]:
-                _allow(fd, path, READ, follow=False)
+            for place in [*readable(hidden.places), *map(str, hidden.shown)]:
+                _allow(fd, place, READ, follow=False)
     except BaseException:
         os.close(fd)
         raise
     return fd
 
 
-def readable(hidden: Sequence[Path]) -> list[Path]:
+def readable(hidden: Sequence[Path]) -> list[str]:
     """The places to grant reading beneath so that all is readable but `hidden`: Landlock only
     grants, and a grant on a folder holds for everything beneath it, so each folder on the way to a
     hidden place is granted nothing itself (it cannot be listed) and each of its other entries is
-    granted instead."""
-    on_the_way = {folder for place in hidden for folder in place.parents}
+    granted instead; a link is left out (its target is granted, or not, where it is: a link in HOME
+    to ~/.ssh must not grant it)."""
+    places = {str(place) for place in hidden}
+    on_the_way = {str(folder) for place in hidden for folder in place.parents}
     out = []
     for folder in sorted(on_the_way):
         try:
-            names = os.listdir(folder)
+            with os.scandir(folder) as entries:
+                out += [
+                    entry.path
+                    for entry in entries
+                    if not entry.is_symlink() and entry.path not in on_the_way and entry.path not in places
+                ]
         except OSError:
             continue
-        out += [entry for name in names if (entry := folder / name) not in on_the_way and entry not in hidden]
     return out
 
 
-def _allow(ruleset_fd: int, path: Path, rights: int, *, follow: bool = True) -> None:
+def _allow(ruleset_fd: int, path: Path | str, rights: int, *, follow: bool = True) -> None:
     """Grant `rights` beneath `path` (a file gets the rights a file can have); a path that does not
     exist is left out, and so is a link when not to `follow` it (its target is granted, or not,
     where it is: a link in HOME to ~/.ssh must not open it)."""
