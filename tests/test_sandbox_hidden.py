@@ -124,15 +124,17 @@ def test_inside_the_hidden_places_give_nothing_and_the_rest_is_there(sandboxing,
 
 
 def test_no_other_path_leads_to_a_hidden_place(sandboxing, tmp_path):
-    """Through a link in HOME, through /proc/<pid>/root of crew or of the process itself."""
+    """Through a link in HOME, through /proc/<pid>/root of crew or of the process itself; nor is
+    crew's own environment readable through /proc/<pid>/environ."""
     env = home_env(tmp_path)
     home = Path(env["HOME"])
     made(home / ".ssh/id_ed25519", "SSH-KEY\n")
     (home / "keys").symlink_to(home / ".ssh")
     sandbox = sandboxing.commands("required", tmp_path, "query", network=False)
     ways = [home / "keys/id_ed25519", f"/proc/{os.getpid()}/root{home}/.ssh/id_ed25519"]
-    out = run(sandbox, f"cat {' '.join(map(str, ways))} /proc/self/root{home}/.ssh/id_ed25519", env, tmp_path)
-    assert "SSH-KEY" not in out and out.count("cat: ") == 3
+    ways += [f"/proc/self/root{home}/.ssh/id_ed25519", f"/proc/{os.getpid()}/environ"]
+    out = run(sandbox, f"cat {' '.join(map(str, ways))}", env, tmp_path)
+    assert "SSH-KEY" not in out and "HOME=" not in out and out.count("cat: ") == 4
 
 
 def test_a_working_directory_in_crews_state_works_with_git_and_the_rest_of_the_state_is_hidden(sandboxing, tmp_path):
