@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from itertools import groupby
 from typing import Any
 
 from crewbridge.batch.report import COMPLETE, FINISHED, state
 from crewbridge.batch.spec import BatchSpec, Repo, batch_id
-from crewbridge.batch.store import Row, Store, per_repository
+from crewbridge.batch.store import Row, Store, database_files, per_repository
 from crewbridge.config import Config, state_dir
 from crewbridge.errors import UsageError
 from crewbridge.mentions import parse_agent
@@ -28,6 +29,7 @@ def open_working(url: str, config: Config, batches: Mapping[str, tuple[int, int 
     from crewbridge.batch.workflow import BatchWorker, Runtime  # loads DBOS
 
     sandboxing = Sandboxing()
+    config = replace(config, hide=[*config.hide, *database_files(url)])  # also where --db put it
     return Store.open(
         url,
         worker=lambda running: BatchWorker(Runtime(config, state_dir(), sandboxing, running)),

@@ -73,6 +73,15 @@ def database_url(given: str | None, env: Mapping[str, str] | None = None) -> str
     return url
 
 
+def database_files(url: str) -> list[str]:
+    """The files of a SQLite database `url` names (its journals too), absolute: what the agents'
+    sandbox hides besides crew's state folder, where it usually is. None for a server's URL."""
+    if not url.startswith("sqlite:///"):
+        return []
+    path = os.path.abspath(url[len("sqlite:///") :])
+    return [path, *(f"{path}-{suffix}" for suffix in ("wal", "shm", "journal"))]
+
+
 def workflow_id(batch: str, repo: Repo, generation: int) -> str:
     return f"{batch}:{repo.key}:{generation}"
 
