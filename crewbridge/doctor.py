@@ -212,7 +212,8 @@ def _hidden(config: Config, env: Mapping[str, str]) -> Check:
     text = f"hidden from the agents' CLIs and commands: {shown}; each CLI still reads its own login"
     if config.show:
         text += f"; shown by crew.yaml: {', '.join(config.show)}"
-    return Check(OK, "hidden", f"{text} ({len(listed) - len(here)} more places on the list are not on this machine)")
+    absent = len(listed) - len(here)
+    return Check(OK, "hidden", f"{text} ({absent} more places on its list are not here: docs/sandbox.md lists them)")
 
 
 def _withheld(config: Config, env: Mapping[str, str]) -> Check:

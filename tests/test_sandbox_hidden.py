@@ -200,3 +200,27 @@ def test_a_hidden_place_inside_the_writable_project_is_hidden_by_bubblewrap_only
         sandbox = sandboxing.commands("required", work, "execute", network=False, hiding=hiding)
         seen[mechanism] = run(sandbox, "cat .env", env, work)
     assert seen == {"bwrap": "", "landlock": "PROJECT-SECRET\n"}
+
+
+@pytest.mark.needs("bwrap", "landlock")
+def test_a_hidden_socket_refuses_the_clis_connection_under_bubblewrap_only(tmp_path):
+    """The ssh agent's or docker's socket: a CLI keeps Unix sockets, and Landlock on this kernel does
+    not refuse connect() to a socket file it does not grant (docs/sandbox.md). crew's commands have
+    no Unix socket at all under either."""
+    import socket
+    import sys
+
+    from crewbridge.sandbox import MECHANISM_ENV
+
+    path = tmp_path / "agent.sock"
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(str(path))
+        server.listen(1)
+        code = f"import socket; socket.socket(socket.AF_UNIX).connect({str(path)!r}); print('connected')"
+        seen = {}
+        for mechanism in ("bwrap", "landlock"):
+            sandboxing = Sandboxing(env={**os.environ, MECHANISM_ENV: mechanism})
+            hiding = Hiding(hide=(str(path),))
+            sandbox = sandboxing.cli("required", tmp_path, "query", lambda env: State(), hiding=hiding)
+            seen[mechanism] = run_argv(sandbox, [sys.executable, "-c", code], dict(os.environ), tmp_path)
+    assert "connected" not in seen["bwrap"] and seen["landlock"] == "connected\n"
