@@ -16,6 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from clienv import CLIS, PACKAGES, REPO, VENV_BIN
+from crewbridge.childenv import withheld_names
 from crewbridge.cli import cli
 from crewbridge.doctor import FAIL, OK, WARN, Check, Prober, diagnose, help_argv, option_of, options_in_help
 from crewbridge.errors import UsageError
@@ -543,8 +544,10 @@ def test_doctor_names_what_the_sandbox_hides_here_and_the_variables_it_withholds
     home = tmp_path / "home"
     (home / ".ssh").mkdir(parents=True)
     (home / ".netrc").write_text("machine x password p\n")
-    for name in ("XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_DATA_HOME", "XDG_RUNTIME_DIR", "SSH_AUTH_SOCK"):
+    for name in ("XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_DATA_HOME", "XDG_RUNTIME_DIR"):
         monkeypatch.delenv(name, raising=False)
+    for name in withheld_names(os.environ):  # the test runner's own (CREW_TEST_ALL, …)
+        monkeypatch.delenv(name)
     monkeypatch.setenv("HOME", str(home))
     secrets = {"GITHUB_TOKEN": "gh-value", "ANTHROPIC_API_KEY": "anthropic-value", "CREW_BATCH_DB": "pg-value"}
     for name, value in {**secrets, "MY_TOKEN": "mine-value"}.items():
