@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from crewbridge.batch.store import DB_ENV, Liveness, _shown, database_url
+from crewbridge.batch.database import DB_ENV, Side, database_url, shown
 from crewbridge.errors import UsageError
 
 HOLDER = """
 import sys, time
-from crewbridge.batch.store import Liveness
-held = Liveness.of(sys.argv[1])
+from crewbridge.batch.database import Side
+held = Side.of(sys.argv[1])
 held.hold(sys.argv[2])
 print("held", flush=True)
 time.sleep(120)
@@ -37,12 +37,12 @@ def test_the_database_is_the_flag_the_variable_or_sqlite_in_the_state_folder(tmp
         assert "is not a database URL crew batch takes" in str(raised.value) and "hunter2" not in str(raised.value)
 
 
-def test_a_password_is_left_out_of_what_is_shown():
+def test_a_password_is_left_out_of_what_isshown():
     assert (
-        _shown("postgresql://crew:s3cret@db.internal:5432/batches") == "postgresql://crew:***@db.internal:5432/batches"
+        shown("postgresql://crew:s3cret@db.internal:5432/batches") == "postgresql://crew:***@db.internal:5432/batches"
     )
-    assert _shown("postgresql://crew@db/batches") == "postgresql://crew@db/batches"
-    assert _shown("sqlite:////tmp/x.sqlite") == "sqlite:////tmp/x.sqlite"
+    assert shown("postgresql://crew@db/batches") == "postgresql://crew@db/batches"
+    assert shown("sqlite:////tmp/x.sqlite") == "sqlite:////tmp/x.sqlite"
 
 
 def check_liveness(url: str) -> None:
@@ -51,7 +51,7 @@ def check_liveness(url: str) -> None:
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, url, "host-1-abc"], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout is not None and holder.stdout.readline() == "held\n"
-        probe = Liveness.of(url)
+        probe = Side.of(url)
         probe.hold("host-2-def")
         assert probe.alive("host-1-abc")
         assert not probe.alive("host-3-never")
