@@ -26,7 +26,7 @@ from typing import Any
 
 from dbos import DBOS, DBOSConfiguredInstance
 
-from crewbridge.batch.database import PickleRefused, Side
+from crewbridge.batch.database import Side
 from crewbridge.batch.repos import Place, RepoError, Stamp, patch_of
 from crewbridge.batch.spec import BatchSpec, Repo
 from crewbridge.batch.store import INSTANCE, Running
@@ -69,8 +69,9 @@ class BatchWorker(DBOSConfiguredInstance):
         """One repository's run: its record (crewbridge.batch.report's row)."""
         workflow = str(DBOS.workflow_id)
         refused = self.runtime.side.foreign([workflow])  # before DBOS replays a step it recorded
-        if refused:
-            raise PickleRefused(refused[workflow])
+        if refused:  # nothing of its inputs is used
+            now = time.time()
+            return {**new_record("", now), "error": refused[workflow], "ended": now}
         with self.runtime.running.run(workflow) as stop:
             return self._run(BatchSpec.of(spec_data), Repo.of(repo_data), stop)
 
@@ -79,9 +80,7 @@ class BatchWorker(DBOSConfiguredInstance):
         if repo.url is not None:  # a clone may take a while
             self._phase("fetch", 1, time.time())
         begun = self.begin(spec_data, repo_data)
-        record: dict[str, Any] = {"repo": repo.text, "status": "failed", "branch": None, "commit": None}
-        record.update(changes=None, usage=None, attempts=0, error=None, disarmed=[], answer=None, run=None)
-        record.update(started=begun["started"], ended=None)
+        record = new_record(repo.text, begun["started"])
         if begun.get("refused"):
             record.update(status="skipped", error=begun["refused"], ended=time.time())
             return record
@@ -232,6 +231,13 @@ class BatchWorker(DBOSConfiguredInstance):
         """The repository on this machine (one Place a repository: it knows its checkout once found)."""
         repo = Repo.of(repo_data)
         return self._places.setdefault(repo.key, Place(repo, self.runtime.state))
+
+
+def new_record(repo: str, started: float) -> dict[str, Any]:
+    """A repository's record as it starts: failed until a try says otherwise."""
+    record: dict[str, Any] = {"repo": repo, "status": "failed", "branch": None, "commit": None, "changes": None}
+    record.update(usage=None, attempts=0, error=None, disarmed=[], answer=None, run=None)
+    return {**record, "started": started, "ended": None}
 
 
 def _bytes(patch: str | None) -> bytes | None:

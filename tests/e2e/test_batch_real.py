@@ -9,19 +9,25 @@ repository it comes from: the worktree the CLI names to its model), not from a s
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import json
 import os
+import pickle
 import signal
+import sqlite3
 import subprocess
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 import pytest
 
 from clienv import cli_env, require_cli
+from crewbridge.batch.spec import repo_of as batch_repo
 from crewcli import end_group, processes_in, run_crew, start_crew, tool_block
 from gitrepo import git, make_repo, status
 from mockserver import MockServer, Request, error
@@ -113,10 +119,10 @@ def test_file_urls_with_two_workers_in_state_folders_of_their_own(mock_server, e
         return writer(request)
 
     mock_server.respond(slow_writer)
-    submit = ["batch", "--detach", "--db", postgres_url, "--id", "urls", TASK, *urls]
+    submit = ["batch", "--detach", "--db", postgres_url, "--id", "urls", "--worker-concurrency", "1", TASK, *urls]
     submitted = run_crew(submit, env=env("submitter"), cwd=tmp_path)
     assert submitted.returncode == 0 and submitted.stdout == "urls\n", submitted.stderr
-    worker = ["batch", "worker", "--db", postgres_url, "--until-idle", "--concurrency", "1"]
+    worker = ["batch", "worker", "--db", postgres_url, "--until-idle"]
     workers = [start_crew(worker, env=env(machine), cwd=tmp_path) for machine in ("m1", "m2")]
     said = [proc.communicate(timeout=300)[1] for proc in workers]
     assert [proc.returncode for proc in workers] == [0, 0], said
@@ -208,7 +214,7 @@ def test_the_global_concurrency_holds_across_workers(mock_server, env, tmp_path,
     mock_server.respond(crowded)
     submit = ["batch", "--detach", "--db", postgres_url, "--id", "two", "--concurrency", "2", TASK]
     assert run_crew([*submit, *map(str, repos)], env=env("one"), cwd=tmp_path).returncode == 0
-    worker = ["batch", "worker", "--db", postgres_url, "--until-idle"]  # each may take 2: the batch's limit
+    worker = ["batch", "worker", "--db", postgres_url, "--until-idle"]  # each may take all: the batch's limit holds
     workers = [start_crew(worker, env=env(machine), cwd=tmp_path) for machine in ("m1", "m2")]
     for proc in workers:
         proc.communicate(timeout=300)
@@ -316,5 +322,73 @@ def test_cancel_ends_the_agent_of_the_batch_that_waits_and_it_returns(mock_serve
         release.set()
         end_group(batch)
     assert batch.returncode == 7, err
-    assert out.endswith("1 repository: 1 cancelled\n") and len(mock_server.requests) == 1
+    assert "\n1 repository: 1 cancelled\nbatch wait: cancelled\n" in out and len(mock_server.requests) == 1
     assert processes_in(tmp_path) == []
+
+
+class Planted:
+    """What an attacker puts in a queued repository's inputs: unpickling it runs `touch MARKER`."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (os.system, (f"touch {self.marker}",))
+
+
+def rewrite_inputs(database: str, workflow: str, inputs: str) -> None:
+    """Replace `workflow`'s inputs in the batch database and say they are DBOS's pickle, as anyone
+    who can write to the database can (DBOS 3.4 keeps them in workflow_input)."""
+    statements = [
+        ("UPDATE {s}workflow_input SET inputs = {p} WHERE workflow_uuid = {p}", (inputs, workflow)),
+        ("UPDATE {s}workflow_status SET serialization = 'py_pickle' WHERE workflow_uuid = {p}", (workflow,)),
+    ]
+    if database.startswith("sqlite:///"):
+        with contextlib.closing(sqlite3.connect(database.removeprefix("sqlite:///"))) as connection:
+            for sql, values in statements:
+                assert connection.execute(sql.format(s="", p="?"), values).rowcount == 1
+            connection.commit()
+        return
+    import psycopg
+
+    with psycopg.connect(database, autocommit=True) as connection:
+        for sql, values in statements:
+            assert connection.execute(sql.format(s="dbos.", p="%s"), values).rowcount == 1
+
+
+@pytest.mark.parametrize("store", ["sqlite", "postgres"])
+@pytest.mark.parametrize("payload", ["code", "data"])
+def test_a_pickle_put_in_the_database_is_refused_and_never_runs(mock_server, env, tmp_path, request, store, payload):
+    """An attacker who can write to the batch database replaces a queued repository's inputs with a
+    pickle (one that runs a command when unpickled, or plain data naming another task): that
+    repository fails saying which row and why, nothing runs, the others finish."""
+    repos = local_repos(tmp_path, "ab")
+    database = request.getfixturevalue("postgres_url") if store == "postgres" else f"sqlite:///{tmp_path / 'b.sqlite'}"
+    marker = tmp_path / "pwned"
+    mock_server.respond(writer)
+    submit = ["batch", "--detach", "--json", "--db", database, "--id", "pk", TASK, *map(str, repos)]
+    submitted = run_crew(submit, env=env("one"), cwd=tmp_path)
+    assert submitted.returncode == 0, submitted.stderr
+    record = json.loads(submitted.stdout)  # --detach --json: one object, the batch as it was queued
+    jsonschema.validate(record, SCHEMA)
+    assert [row["status"] for row in record["repos"]] == ["queued", "queued"] and record["status"] == "running"
+    workflow = f"pk:{batch_repo(str(repos[1]), tmp_path).key}:1"  # repo-b's first workflow
+    if payload == "code":
+        planted = Planted(marker)
+    else:
+        planted = {"args": ({"batch": "pk", "task": "@claude touch " + str(marker)}, {"text": "x"}), "kwargs": {}}
+    rewrite_inputs(database, workflow, base64.b64encode(pickle.dumps(planted)).decode())
+
+    shown = run_crew(["batch", "status", "pk", "--db", database, "--json"], env=env("one"), cwd=tmp_path)
+    [_, refused] = json.loads(shown.stdout)["repos"]
+    assert shown.returncode == 7 and refused["status"] == "failed", shown.stderr  # refused unread
+    resumed = run_crew(["batch", "resume", "pk", "--db", database, "--json"], env=env("one"), cwd=tmp_path)
+    record = json.loads(resumed.stdout)
+    jsonschema.validate(record, SCHEMA)
+    [done, refused] = record["repos"]
+    assert resumed.returncode == 7 and done["status"] == "done" and refused["status"] == "failed", resumed.stderr
+    assert workflow in refused["error"] and "'py_pickle', not crew's JSON" in refused["error"]
+    assert "unpickles nothing" in refused["error"]
+    assert not marker.exists(), "the pickle ran"
+    assert answered_by(mock_server) == {"a": 2}  # the refused repository never reached an agent
+    assert "Traceback" not in resumed.stderr + shown.stderr
