@@ -1,9 +1,13 @@
-"""crew batch's DBOS: which database, and whether another executor still runs: each working process
+"""crew batch's database as crew sees it: which one, never its password, nothing it holds unpickled,
+and whether another executor still runs: each working process
 holds a lock named after its executor id for its whole life, which the system lets go however the
 process dies (a flock beside a SQLite file; a Postgres session's advisory lock)."""
 
 from __future__ import annotations
 
+import base64
+import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -12,7 +16,17 @@ from pathlib import Path
 
 import pytest
 
-from crewbridge.batch.database import DB_ENV, Side, database_url, shown
+from crewbridge.batch.database import (
+    DB_ENV,
+    PickleRefused,
+    Side,
+    StoreError,
+    database_url,
+    guard,
+    scrubbed,
+    shown,
+    take_database_url,
+)
 from crewbridge.errors import UsageError
 
 HOLDER = """
@@ -37,12 +51,63 @@ def test_the_database_is_the_flag_the_variable_or_sqlite_in_the_state_folder(tmp
         assert "is not a database URL crew batch takes" in str(raised.value) and "hunter2" not in str(raised.value)
 
 
-def test_a_password_is_left_out_of_what_isshown():
+def test_a_password_is_left_out_of_what_is_shown():
     assert (
         shown("postgresql://crew:s3cret@db.internal:5432/batches") == "postgresql://crew:***@db.internal:5432/batches"
     )
+    assert shown("postgresql://crew@db/batches?password=s3cret") == "postgresql://crew@db/batches?password=***"
     assert shown("postgresql://crew@db/batches") == "postgresql://crew@db/batches"
     assert shown("sqlite:////tmp/x.sqlite") == "sqlite:////tmp/x.sqlite"
+    url = "postgresql://crew:s3cret@db/batches"
+    assert scrubbed('FATAL: password "s3cret" for user crew', url) == 'FATAL: password "***" for user crew'
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["postgresql://crew:hunter2@db/b", "postgres://crew:hunter2@db:5432/b", "postgresql://crew@db/b?password=hunter2"],
+)
+def test_a_password_on_the_command_line_is_refused_with_the_fix(tmp_path, url):
+    with pytest.raises(UsageError) as raised:
+        database_url(url, {"XDG_STATE_HOME": str(tmp_path)})
+    said = str(raised.value)
+    assert raised.value.exit_code == 2 and "\n" not in said and "hunter2" not in said
+    assert "carries a password" in said and "~/.pgpass" in said and "passfile" in said and DB_ENV in said
+    assert database_url(None, {DB_ENV: url}) == url  # from the environment: nobody else sees it
+
+
+def test_the_database_address_is_taken_out_of_the_environment_crew_passes_on(monkeypatch):
+    monkeypatch.setenv(DB_ENV, "postgresql://crew:hunter2@db/b")
+    assert take_database_url(None) == "postgresql://crew:hunter2@db/b"
+    assert DB_ENV not in os.environ  # no CLI, command or hook crew starts next inherits it
+
+
+def test_a_database_that_does_not_answer_is_a_one_line_error_exit_3():
+    with pytest.raises(StoreError) as raised:
+        Side.of("postgresql://crew@127.0.0.1:1/batches?passfile=/nonexistent")
+    assert raised.value.exit_code == 3 and "\n" not in str(raised.value)
+    assert str(raised.value).startswith("cannot reach the batch database postgresql://crew@127.0.0.1:1/batches")
+
+
+def test_dbos_unpickles_nothing_once_guarded_and_other_code_still_may(tmp_path):
+    from dbos import DBOSPortableJSONSerializer
+    from dbos._serialization import deserialize_args  # DBOS's own reading of a row that says py_pickle
+
+    marker = tmp_path / "ran"
+    planted = base64.b64encode(pickle.dumps(Planted(marker))).decode()
+    guard()
+    guard()  # once per process, however often asked
+    with pytest.raises(PickleRefused, match=r"naming posix\.system"):
+        deserialize_args(planted, "py_pickle", DBOSPortableJSONSerializer())
+    assert not marker.exists()
+    assert pickle.loads(pickle.dumps(Path("x"))) == Path("x")  # crew's guard is DBOS's only
+
+
+class Planted:
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (os.system, (f"touch {self.marker}",))
 
 
 def check_liveness(url: str) -> None:
