@@ -14,6 +14,7 @@ import contextlib
 import json
 import os
 import pickle
+import re
 import signal
 import sqlite3
 import subprocess
@@ -141,6 +142,9 @@ def test_file_urls_with_two_workers_in_state_folders_of_their_own(mock_server, e
         assert git(bare, "rev-parse", "crew/batch-urls/claude").strip() == row["commit"]  # pushed back
         assert commits_on(bare, "crew/batch-urls/claude", "main") == ["add todo.md"]
     assert answered_by(mock_server) == {"a": 2, "b": 2, "c": 2, "d": 2}
+    # a machine that cloned none of them shows a change: it clones the URL and fetches the branch
+    diffed = run_crew(["batch", "diff", "urls", urls[0], "--db", postgres_url], env=env("submitter"), cwd=tmp_path)
+    assert diffed.returncode == 0 and "+++ b/todo.md\n@@ -0,0 +1 @@\n+- ship it\n" in diffed.stdout, diffed.stderr
     assert processes_in(tmp_path) == []
 
 
@@ -392,3 +396,128 @@ def test_a_pickle_put_in_the_database_is_refused_and_never_runs(mock_server, env
     assert not marker.exists(), "the pickle ran"
     assert answered_by(mock_server) == {"a": 2}  # the refused repository never reached an agent
     assert "Traceback" not in resumed.stderr + shown.stderr
+
+
+def test_a_canary_that_fails_pauses_the_batch_and_resume_goes_on(mock_server, env, tmp_path):
+    repos = local_repos(tmp_path, "abcd")
+    broken = {"a": 1}  # the canary's first request fails
+
+    def answer(request: Request) -> str:
+        if broken.get(repo_of(request), 0) > 0:
+            broken[repo_of(request)] -= 1
+            return error(500, "the model is down")
+        return writer(request)
+
+    mock_server.respond(answer)
+    args = ["batch", "--id", "can", "--canary", "1", "--retries", "0", "--json", TASK, *map(str, repos)]
+    paused = run_crew(args, env=env("one"), cwd=tmp_path, timeout=300)
+    record = json.loads(paused.stdout)
+    jsonschema.validate(record, SCHEMA)
+    assert paused.returncode == 7 and record["status"] == "paused", paused.stderr
+    assert [row["status"] for row in record["repos"]] == ["failed", "held", "held", "held"]
+    assert answered_by(mock_server) == {"a": 1}  # nothing else started
+    assert "crew batch resume can  # run the 4 not done or unchanged again" in record["next"]
+    table = run_crew(["batch", "status", "can"], env=env("one"), cwd=tmp_path)
+    assert "batch can: paused, a canary did not pass (3 held) — `crew batch resume can`" in table.stdout
+
+    resumed = run_crew(["batch", "resume", "can", "--json"], env=env("one"), cwd=tmp_path, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    assert [row["status"] for row in json.loads(resumed.stdout)["repos"]] == ["done"] * 4
+    assert answered_by(mock_server) == {"a": 3, "b": 2, "c": 2, "d": 2}
+
+
+def test_the_others_start_only_once_the_canaries_are_done(mock_server, env, tmp_path):
+    repos = local_repos(tmp_path, "abc")
+    mock_server.respond(writer)
+    args = ["batch", "--id", "can2", "--canary", "1", "--concurrency", "3", "--json", TASK, *map(str, repos)]
+    done = run_crew(args, env=env("one"), cwd=tmp_path, timeout=300)
+    assert done.returncode == 0 and json.loads(done.stdout)["status"] == "done", done.stderr
+    assert [repo_of(request) for request in mock_server.requests][:2] == ["a", "a"]  # the canary, alone
+    assert answered_by(mock_server) == {"a": 2, "b": 2, "c": 2}
+
+
+def test_resume_failed_runs_only_the_failed_ones(mock_server, env, tmp_path):
+    repos = local_repos(tmp_path, "abc")
+    broken = {"a": 1}
+
+    def answer(request: Request) -> str:
+        if broken.get(repo_of(request), 0) > 0:
+            broken[repo_of(request)] -= 1
+            return error(500, "the model is down")
+        return writer(request)
+
+    mock_server.respond(answer)
+    # one at a time, in order: a fails, b is done and passes the budget, c is skipped
+    args = ["batch", "--id", "rf", "--concurrency", "1", "--retries", "0", "--max-total-cost", "0.0001", "--json"]
+    first = run_crew([*args, TASK, *map(str, repos)], env=env("one"), cwd=tmp_path, timeout=300)
+    assert [row["status"] for row in json.loads(first.stdout)["repos"]] == ["failed", "done", "skipped"], first.stderr
+    assert "crew batch resume rf --failed  # run only the 1 failed again" in json.loads(first.stdout)["next"]
+    again = run_crew(["batch", "resume", "rf", "--failed", "--json"], env=env("one"), cwd=tmp_path, timeout=300)
+    before, after = json.loads(first.stdout)["repos"], json.loads(again.stdout)["repos"]
+    assert after[1:] == before[1:], again.stderr  # b (done) and c (skipped) as they were: not run again
+    assert after[0]["status"] == "skipped" and "past --max-total-cost" in after[0]["error"]  # a ran again: b's cost
+    assert answered_by(mock_server) == {"a": 1, "b": 2}
+
+
+def test_the_summary_says_what_to_do_and_diff_shows_each_change(mock_server, env, tmp_path):
+    repos = local_repos(tmp_path, "ab")
+    mock_server.respond(lambda request: "Nothing to do here." if repo_of(request) == "b" else writer(request))
+    done = run_crew(["batch", "--id", "nx", TASK, *map(str, repos)], env=env("one"), cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].split() == ["REPO", "STATUS", "CHANGES", "TRIES", "TIME", "RUN", "RESULT", "ANSWER"]
+    run_a, run_b = (re.findall(r"\b\d{8}-\d{6}-[0-9a-f]{6}\b", line)[0] for line in lines[1:3])
+    assert lines[1].endswith("Done.") and lines[2].endswith("Nothing to do here.")
+    assert lines[2].split()[1] == "unchanged"
+    for run in (run_a, run_b):  # each run id is one `crew log` shows
+        shown = run_crew(["log", "show", run], env=env("one"), cwd=tmp_path)
+        assert shown.returncode == 0 and "todo.md" in shown.stdout + shown.stderr, shown.stderr
+    assert lines[3].startswith("2 repositories: 1 done, 1 unchanged; $")
+    assert lines[4:] == [
+        "batch nx: done",
+        "next:",
+        "  crew batch diff nx [REPO]  # what the agent changed, per repository",
+        "  cd REPO && crew apply batch-nx claude  # take a change into your checkout, uncommitted",
+        "  cd REPO && crew worktrees clean batch-nx  # remove the batch's worktree and branch",
+    ]
+    # the unchanged repository keeps no worktree and no branch
+    assert git(repos[1], "branch", "--list", "crew/*") == "" and git(repos[1], "worktree", "list").count("\n") == 1
+    diff = run_crew(["batch", "diff", "nx"], env=env("one"), cwd=tmp_path)
+    assert diff.returncode == 0 and diff.stdout.startswith(f"# {repos[0]}: crew/batch-nx/claude ")
+    assert "+++ b/todo.md\n@@ -0,0 +1 @@\n+- ship it\n" in diff.stdout and str(repos[1]) not in diff.stdout
+    one = run_crew(["batch", "diff", "nx", str(repos[0])], env=env("one"), cwd=tmp_path)
+    assert one.stdout == diff.stdout
+    none = run_crew(["batch", "diff", "nx", str(repos[1])], env=env("one"), cwd=tmp_path)
+    assert none.returncode == 2 and "is unchanged in batch nx: no change to show" in none.stderr
+    applied = run_crew(["apply", "batch-nx", "claude"], env=env("one"), cwd=repos[0])
+    assert applied.returncode == 0 and (repos[0] / "todo.md").read_text() == "- ship it\n", applied.stderr
+
+
+def test_after_ctrl_c_the_batch_is_interrupted_and_resume_finishes_it(mock_server, env, tmp_path):
+    [repo] = local_repos(tmp_path, "a")
+    reached, release = threading.Event(), threading.Event()
+
+    def hang(request: Request) -> str:
+        reached.set()
+        release.wait(120)
+        return writer(request)
+
+    mock_server.respond(hang)
+    batch = start_crew(["batch", "--id", "int", TASK, str(repo)], env=env("one"), cwd=tmp_path)
+    try:
+        assert reached.wait(120)
+        running = run_crew(["batch", "status", "int", "--json"], env=env("one"), cwd=tmp_path)
+        assert running.returncode == 0 and json.loads(running.stdout)["status"] == "running", running.stderr
+        batch.send_signal(signal.SIGINT)
+        _, said = batch.communicate(timeout=60)
+    finally:
+        release.set()
+        end_group(batch)
+    assert batch.returncode == 130 and "crew: batch int interrupted; `crew batch resume int` goes on" in said
+    shown = run_crew(["batch", "status", "int"], env=env("one"), cwd=tmp_path)
+    assert shown.returncode == 0 and "batch int: interrupted — `crew batch resume int`" in shown.stdout
+    assert shown.stdout.splitlines()[1].split()[1] == "interrupted"
+    mock_server.respond(writer)
+    resumed = run_crew(["batch", "resume", "int", "--json"], env=env("one"), cwd=tmp_path, timeout=300)
+    assert resumed.returncode == 0 and json.loads(resumed.stdout)["status"] == "done", resumed.stderr
+    assert processes_in(tmp_path) == []
