@@ -155,7 +155,7 @@ def line(row: Row, now: float | None = None) -> tuple[str, ...]:
         )
     changes = (row.output or {}).get("changes")
     files = changes and f"{changes['files']} file{'' if changes['files'] == 1 else 's'}"
-    shown = f"{files} +{changes['added']} -{changes['removed']}" if changes else ""
+    shown = f"{files} +{changes['added']} -{changes['removed']}" if changes and changes["files"] else ""
     seconds = elapsed(row, now)
     return row.repo.text, status, shown, "" if seconds is None else f"{seconds:.1f}s"
 

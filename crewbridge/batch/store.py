@@ -370,12 +370,19 @@ class Reader:
     def rows(self) -> list[Row]:
         from dbos import DBOSClient  # for start-up speed, as everywhere: only batches load DBOS
 
-        if self._client is None:
-            guard()
-            self._side = Side.of(self.url)
-            self._client = DBOSClient(system_database_url=self.url, application_name=APP, serializer=serializer())
-        assert self._side is not None
-        return per_repository(read(self._client, self._side, {}))
+        try:
+            if self._client is None:
+                guard()
+                self._side = Side.of(self.url)
+                self._client = DBOSClient(system_database_url=self.url, application_name=APP, serializer=serializer())
+            assert self._side is not None
+            return per_repository(read(self._client, self._side, {}))
+        except StoreError:
+            raise
+        except Exception as exc:  # what the driver says, without the URL's password
+            raise StoreError(
+                f"cannot read the batch database {shown(self.url)}: {scrubbed(first_line(exc), self.url)}"
+            ) from None
 
     def close(self) -> None:
         if self._client is not None:
