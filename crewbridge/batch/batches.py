@@ -142,8 +142,8 @@ def work(store: Store, until_idle: bool, say: Callable[[str], None]) -> None:
     recovered = 0.0
     while True:
         waiting = store.waiting()
-        for batch in sorted({row.spec.batch for row in waiting if row.status == "DELAYED"}):
-            release_passed(store, store.rows(batch))
+        held = sorted({row.spec.batch for row in waiting if row.status == "DELAYED"})
+        released = [batch for batch in held if release_passed(store, store.rows(batch))]
         if time.monotonic() - recovered > RECOVER_EVERY:
             store.recover_dead()
             recovered = time.monotonic()
@@ -155,7 +155,7 @@ def work(store: Store, until_idle: bool, say: Callable[[str], None]) -> None:
                 say(f"{row.spec.batch} {row.repo.text}: {state(row)}")
         # dequeued here (PENDING under this executor) but not started yet, or ending after a cancel
         running = store.running or any(row.status == "PENDING" for row in mine)
-        if until_idle and not any(row.status == "ENQUEUED" for row in waiting) and not running:
+        if until_idle and not released and not any(row.status == "ENQUEUED" for row in waiting) and not running:
             return
         time.sleep(READ_EVERY)
 

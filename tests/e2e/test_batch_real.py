@@ -426,14 +426,25 @@ def test_a_canary_that_fails_pauses_the_batch_and_resume_goes_on(mock_server, en
     assert answered_by(mock_server) == {"a": 3, "b": 2, "c": 2, "d": 2}
 
 
-def test_the_others_start_only_once_the_canaries_are_done(mock_server, env, tmp_path):
+def test_a_worker_starts_the_others_only_once_the_canaries_are_done(mock_server, env, tmp_path):
     repos = local_repos(tmp_path, "abc")
-    mock_server.respond(writer)
-    args = ["batch", "--id", "can2", "--canary", "1", "--concurrency", "3", "--json", TASK, *map(str, repos)]
-    done = run_crew(args, env=env("one"), cwd=tmp_path, timeout=300)
-    assert done.returncode == 0 and json.loads(done.stdout)["status"] == "done", done.stderr
+    database = f"sqlite:///{tmp_path / 'shared.sqlite'}"
+
+    def agent(request: Request) -> str:  # the agent's shell sees no batch database
+        command = "echo db=${CREW_BATCH_DB:-none} > todo.md"
+        return "Done." if '"exit_code": 0' in request.text() else tool_block("crew:run_command", command=command)
+
+    mock_server.respond(agent)
+    args = ["batch", "--detach", "--id", "can2", "--canary", "1", "--concurrency", "3", TASK, *map(str, repos)]
+    with_db = {**env("one"), "CREW_BATCH_DB": database}
+    assert run_crew(args, env=with_db, cwd=tmp_path).returncode == 0
+    worker = run_crew(["batch", "worker", "--until-idle"], env=with_db, cwd=tmp_path, timeout=300)
+    assert worker.returncode == 0 and worker.stderr.count(": done") == 3, worker.stderr
     assert [repo_of(request) for request in mock_server.requests][:2] == ["a", "a"]  # the canary, alone
     assert answered_by(mock_server) == {"a": 2, "b": 2, "c": 2}
+    for repo in repos:
+        assert git(repo, "show", "crew/batch-can2/claude:todo.md") == "db=none\n"
+    assert database.removeprefix("sqlite:///") not in json.dumps([r.body for r in mock_server.requests])
 
 
 def test_resume_failed_runs_only_the_failed_ones(mock_server, env, tmp_path):
