@@ -295,7 +295,7 @@ def batch_submit_command(
     spec = batches.spec_of(task, given, config)  # an unknown agent is named before anything starts
     found = read_repos(repos, repos_file_text(repos_file), Path.cwd())
     url = take_database_url(given["db"])
-    store = Store.open(url) if detach else batches.open_working(url, config, [spec.batch])
+    store = Store.open(url) if detach else batches.open_working(url, config, [spec.batch], [spec])
     try:
         spec = batches.submit(store, spec, found)
         rows = store.rows(spec.batch) if detach else _batch_wait(store, spec.batch)

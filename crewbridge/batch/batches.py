@@ -24,9 +24,10 @@ READ_EVERY = 0.25  # seconds between two reads of what this process waits for (a
 View = Callable[[Sequence[Row]], None]  # shown each time the batch is read
 
 
-def open_working(url: str, config: Config, listen: Sequence[str] | None) -> Store:
+def open_working(url: str, config: Config, listen: Sequence[str] | None, new: Sequence[BatchSpec] = ()) -> Store:
     """This process as an executor that runs repositories (with `config`, this machine's state folder
-    and sandbox), on the queues of the batches `listen` (None: every batch's, as a worker)."""
+    and sandbox), on the queues of the batches `listen` (None: every batch's, as a worker); `new`:
+    the batch it submits."""
     from crewbridge.batch.workflow import BatchWorker, Runtime  # loads DBOS
 
     sandboxing = Sandboxing()
@@ -34,6 +35,7 @@ def open_working(url: str, config: Config, listen: Sequence[str] | None) -> Stor
         url,
         worker=lambda running, side: BatchWorker(Runtime(config, state_dir(), sandboxing, running, side)),
         listen=listen,
+        new=new,
     )
 
 

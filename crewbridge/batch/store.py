@@ -136,10 +136,13 @@ class Store:
         *,
         worker: Callable[[Running, Side], object] | None = None,
         listen: Sequence[str] | None = (),
+        new: Sequence[BatchSpec] = (),
     ) -> Store:
         """Launch DBOS on `url` as a new executor; `worker(running, side)` registers the workflows'
         instance (a process that runs repositories; `running` is where they say they run); it works
-        on the queues of the batches `listen` (None: every batch's, as a worker)."""
+        on the queues of the batches `listen` (None: every batch's, as a worker). The queues of the
+        batches `new` are registered before the launch when they are not there yet: DBOS's queue
+        threads look for queues registered after it once a second."""
         try:
             from dbos import DBOS  # for start-up speed: only crew batch loads DBOS (and SQLAlchemy)
         except ImportError:
@@ -169,6 +172,7 @@ class Store:
             worker(store.running, side)
         if listen is not None:
             DBOS.listen_queues([QUEUE_PREFIX + batch for batch in listen])
+        _register_early(url, new)
         try:
             DBOS.launch()
         except Exception as exc:
@@ -192,13 +196,7 @@ class Store:
         """The queue of `spec`'s batch in the database, with its limits (the same for every process)."""
         from dbos import DBOS
 
-        DBOS.register_queue(
-            QUEUE_PREFIX + spec.batch,
-            global_concurrency=spec.concurrency,
-            worker_concurrency=spec.worker_concurrency,
-            polling_interval_sec=QUEUE_POLL,
-            on_conflict="always_update",
-        )
+        DBOS.register_queue(QUEUE_PREFIX + spec.batch, **_limits(spec))
 
     def enqueue(self, spec: BatchSpec, repos: list[tuple[Repo, int]], *, held: bool = False) -> None:
         """Put each repository's workflow (of its generation) on the batch's queue (`held`: not to
@@ -244,10 +242,11 @@ class Store:
         from dbos import DBOS
 
         rows = read(DBOS, self.side, known, prefix=f"{batch}:" if batch is not None else None, executor=executor)
-        for row in rows if phases else ():
-            row.phase = None
-            if row.status == "PENDING" and row.refused is None:
-                row.phase = DBOS.get_event(row.workflow, "phase", timeout_seconds=0)
+        running = [row for row in rows if phases and row.status == "PENDING" and row.refused is None]
+        foreign = self.side.foreign([row.workflow for row in running])  # its phase is written as it runs
+        for row in running:
+            row.refused = foreign.get(row.workflow)
+            row.phase = DBOS.get_event(row.workflow, "phase", timeout_seconds=0) if row.refused is None else None
         return rows
 
     def interrupted(self, rows: Iterable[Row]) -> None:
@@ -284,6 +283,37 @@ class Store:
         for queue, workflows in queues.items():  # DBOS replays their recorded steps
             DBOS.resume_workflows(workflows, queue_name=queue)
         return dead
+
+
+def _register_early(url: str, specs: Sequence[BatchSpec]) -> None:
+    """Register the queues of `specs` not there yet, as a client (before DBOS launches); nothing
+    when the database has no DBOS tables yet (Store.register does it after the launch)."""
+    if not specs:
+        return
+    from dbos import DBOSClient
+
+    try:
+        client = DBOSClient(system_database_url=url, application_name=APP, serializer=serializer())
+    except Exception:  # Store.open says what is wrong with the database
+        return
+    try:
+        for spec in specs:
+            if client.retrieve_queue(QUEUE_PREFIX + spec.batch) is None:
+                client.register_queue(QUEUE_PREFIX + spec.batch, **_limits(spec))
+    except Exception:  # a database DBOS has not made its tables in yet
+        pass
+    finally:
+        client.destroy()
+
+
+def _limits(spec: BatchSpec) -> dict[str, Any]:
+    """The queue of `spec`'s batch: its limits, and how often each process looks at it."""
+    return {
+        "global_concurrency": spec.concurrency,
+        "worker_concurrency": spec.worker_concurrency,
+        "polling_interval_sec": QUEUE_POLL,
+        "on_conflict": "always_update",
+    }
 
 
 def read(
