@@ -56,10 +56,13 @@ def test_a_password_is_left_out_of_what_is_shown():
         shown("postgresql://crew:s3cret@db.internal:5432/batches") == "postgresql://crew:***@db.internal:5432/batches"
     )
     assert shown("postgresql://crew@db/batches?password=s3cret") == "postgresql://crew@db/batches?password=***"
+    assert shown("postgresql://crew:s3cret@db:port/batches") == "postgresql://crew:***@db:port/batches"  # malformed
+    assert shown("postgresql://crew:p%40ss@db/b") == "postgresql://crew:***@db/b"
     assert shown("postgresql://crew@db/batches") == "postgresql://crew@db/batches"
     assert shown("sqlite:////tmp/x.sqlite") == "sqlite:////tmp/x.sqlite"
     url = "postgresql://crew:s3cret@db/batches"
     assert scrubbed('FATAL: password "s3cret" for user crew', url) == 'FATAL: password "***" for user crew'
+    assert scrubbed("p@ss and p%40ss", "postgresql://crew:p%40ss@db/b") == "*** and ***"
 
 
 @pytest.mark.parametrize(

@@ -21,6 +21,7 @@ import contextlib
 import fcntl
 import hashlib
 import os
+import re
 import sqlite3
 import sys
 import threading
@@ -28,7 +29,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 from crewbridge.config import state_dir
 from crewbridge.errors import CrewError, UsageError
@@ -36,6 +37,7 @@ from crewbridge.errors import CrewError, UsageError
 DB_ENV = "CREW_BATCH_DB"
 SERIALIZATION = "portable_json"  # the name DBOS's portable JSON serializer writes in each row
 CONNECT_TIMEOUT = 10  # seconds crew waits for a Postgres that does not answer
+_PASSWORD = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://[^/?#@:]*:(?P<secret>[^/?#@]*)@")  # scheme://user:SECRET@
 _URL_SCHEMES = ("postgresql://", "postgres://", "postgresql+psycopg://", "sqlite:///")
 
 
@@ -80,28 +82,30 @@ def take_database_url(given: str | None) -> str:
 
 
 def password(url: str) -> str | None:
-    """The password `url` carries (in its address, or as a `password` parameter), if any."""
-    try:
-        parts = urlsplit(url)
-        found = parts.password
-    except ValueError:
-        return None
-    for name, value in parse_qsl(parts.query):
+    """The password `url` carries (in its address, or as a `password` parameter), if any; read
+    without parsing the rest (a URL malformed elsewhere still hides it)."""
+    found = _PASSWORD.match(url)
+    secret = unquote(found["secret"]) if found and found["secret"] else None
+    for name, value in parse_qsl(urlsplit(url.split("@", 1)[-1]).query if "?" in url else ""):
         if name == "password" and value:
-            found = value
-    return found or None
+            secret = value
+    return secret or None
 
 
 def shown(url: str) -> str:
     """`url` with its password left out (it goes into messages)."""
-    secret = password(url)
-    return url if secret is None else url.replace(secret, "***")
+    found = _PASSWORD.match(url)
+    if found and found["secret"]:
+        url = url[: found.start("secret")] + "***" + url[found.end("secret") :]
+    return scrubbed(url, url)
 
 
 def scrubbed(text: str, url: str) -> str:
-    """`text` (a driver's message) with `url`'s password left out."""
+    """`text` (a driver's message) with `url`'s password left out (as written, and decoded)."""
     secret = password(url)
-    return text if secret is None else text.replace(secret, "***")
+    for form in {secret, quote(secret or "", safe="")} if secret else ():
+        text = text.replace(form, "***")
+    return text
 
 
 def first_line(exc: object) -> str:
