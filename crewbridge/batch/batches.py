@@ -115,7 +115,10 @@ def resume(store: Store, batch: str, *, failed_only: bool = False) -> list[Row]:
     failed, cancelled and skipped ones as a new workflow of the next generation (with
     `failed_only`: the failed ones only). Those already done stay as they are."""
     rows = existing(store, batch)
-    spec = next(row.spec for row in rows if row.refused is None)
+    readable = [row.spec for row in rows if row.refused is None]
+    if not readable:
+        raise UsageError(f"no repository of batch {batch} can be read (their rows are not crew's JSON; see its status)")
+    spec = readable[0]
     store.register(spec)
     if failed_only:
         again = [row for row in rows if state(row) == "failed"]

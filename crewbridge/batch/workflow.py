@@ -154,7 +154,12 @@ class BatchWorker(DBOSConfiguredInstance):
         if spec.max_total_cost is None:
             return None
         spent = 0.0
-        for row in DBOS.list_workflows(workflow_id_prefix=f"{spec.batch}:", status="SUCCESS", load_input=False):
+        ended = DBOS.list_workflows(
+            workflow_id_prefix=f"{spec.batch}:", status="SUCCESS", load_input=False, load_output=False
+        )
+        foreign = self.runtime.side.foreign([row.workflow_id for row in ended])  # their outputs are read
+        clean = [row.workflow_id for row in ended if row.workflow_id not in foreign]
+        for row in DBOS.list_workflows(workflow_ids=clean, load_input=False) if clean else ():
             spent += ((row.output or {}).get("usage") or {}).get("cost_usd") or 0.0
         if spent < spec.max_total_cost:
             return None

@@ -532,3 +532,17 @@ def test_after_ctrl_c_the_batch_is_interrupted_and_resume_finishes_it(mock_serve
     resumed = run_crew(["batch", "resume", "int", "--json"], env=env("one"), cwd=tmp_path, timeout=300)
     assert resumed.returncode == 0 and json.loads(resumed.stdout)["status"] == "done", resumed.stderr
     assert processes_in(tmp_path) == []
+
+
+def test_cancel_takes_the_held_repositories_too(mock_server, env, tmp_path):
+    repos = local_repos(tmp_path, "abc")
+    database = f"sqlite:///{tmp_path / 'shared.sqlite'}"
+    submit = ["batch", "--detach", "--json", "--db", database, "--id", "ch", "--canary", "1", TASK, *map(str, repos)]
+    submitted = run_crew(submit, env=env("one"), cwd=tmp_path)
+    assert [row["status"] for row in json.loads(submitted.stdout)["repos"]] == ["queued", "held", "held"]
+    cancelled = run_crew(["batch", "cancel", "ch", "--db", database], env=env("one"), cwd=tmp_path)
+    assert cancelled.stdout == "cancelled 3 repositories of batch ch\n", cancelled.stderr
+    shown = run_crew(["batch", "status", "ch", "--db", database, "--json"], env=env("one"), cwd=tmp_path)
+    assert shown.returncode == 7 and [row["status"] for row in json.loads(shown.stdout)["repos"]] == ["cancelled"] * 3
+    worker = run_crew(["batch", "worker", "--db", database, "--until-idle"], env=env("one"), cwd=tmp_path)
+    assert worker.returncode == 0 and mock_server.requests == []  # nothing left to start
