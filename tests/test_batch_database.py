@@ -28,6 +28,8 @@ from crewbridge.batch.database import (
     take_database_url,
 )
 from crewbridge.errors import UsageError
+from crewcli import crew_env, run_crew
+from gitrepo import make_repo
 
 HOLDER = """
 import sys, time
@@ -145,3 +147,29 @@ def test_a_killed_executor_is_seen_dead_on_sqlite(tmp_path: Path):
 @pytest.mark.slow
 def test_a_killed_executor_is_seen_dead_on_postgres(postgres_url: str):
     check_liveness(postgres_url)
+
+
+@pytest.mark.slow
+def test_a_password_in_the_environment_is_shown_nowhere(tmp_path: Path, postgres_url: str):
+    """$CREW_BATCH_DB may carry the password (Postgres here trusts 127.0.0.1 and ignores it): no line
+    crew batch writes, person's or --json, and no error, shows it."""
+    url = postgres_url.replace("crew@", "crew:hunter2@", 1)
+    env = crew_env(tmp_path / "home", **{DB_ENV: url})
+    repo = make_repo(tmp_path / "repo", {"notes.txt": "x\n"})
+    said = []
+    for args in (
+        ["batch", "--detach", "--json", "--id", "pw", "@demo hi", str(repo)],
+        ["batch", "worker", "--until-idle"],
+        ["batch", "status", "pw", "--json"],
+        ["batch", "status", "pw"],
+        ["batch", "list"],
+    ):
+        done = run_crew(args, env=env, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        said.append(done.stdout + done.stderr)
+    assert "pw  done  1 repository: 1 unchanged" in said[-1]
+    assert "crew: worker " in said[1] and f" on {shown(url)}" in said[1]
+    away = {**env, DB_ENV: "postgresql://crew:hunter2@127.0.0.1:1/none"}
+    unreachable = run_crew(["batch", "status"], env=away, cwd=tmp_path)
+    assert unreachable.returncode == 3 and "crew:***@127.0.0.1:1/none" in unreachable.stderr
+    assert not any("hunter2" in text for text in [*said, unreachable.stderr])
