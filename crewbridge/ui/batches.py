@@ -23,7 +23,7 @@ class Repo:
     """One repository of a batch."""
 
     repo: str
-    status: str  # queued | running | done | unchanged | failed | cancelled | skipped
+    status: str  # queued | held | running | done | unchanged | failed | cancelled | skipped (crewbridge.batch.report)
     branch: str | None = None
     error: str | None = None
 
