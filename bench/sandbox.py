@@ -67,17 +67,16 @@ def _run_command(settings: Settings, mechanism: str, work: Path) -> Row:
         return took
 
     mine, theirs, ratios = paired(lambda: once(True), lambda: once(False), settings.repeats(41, 11), warmup=3)
-    return ratio_row(
-        "10 sandbox",
+    return _ms_row(
         f"run_command `true`, {mechanism} vs off",
-        mine,
-        theirs,
-        ratios,
-        unit="ms",
-        scale=1000,
-        target=None,
-        note=f"{(median(mine) - median(theirs)) * 1000:.1f} ms added a command",
+        (mine, theirs, ratios),
+        f"{(median(mine) - median(theirs)) * 1000:.1f} ms added a command",
     )
+
+
+def _ms_row(what: str, measured: tuple[list[float], list[float], list[float]], note: str) -> Row:
+    """A figure 10 row of paired times in seconds, shown in ms."""
+    return ratio_row("10 sandbox", what, *measured, unit="ms", scale=1000, target=None, note=note)
 
 
 # A lived-in HOME: entries in HOME, ~/.config and ~/.local/share (a desktop user's here: 60-150 each).
@@ -154,16 +153,10 @@ def _hiding(settings: Settings, mechanism: str, work: Path) -> Row:
         shutil.rmtree(root, ignore_errors=True)
     how = f"{rules} Landlock rules" if mechanism == "landlock" else f"{len(places.places)} more mounts"
     added, crew_cpu = (median(mine) - median(theirs)) * 1000, (median(cpu[True]) - median(cpu[False])) * 1000
-    return ratio_row(
-        "10 sandbox",
+    return _ms_row(
         f"a command in a lived-in HOME, {mechanism}: {len(places.places)} places hidden vs none",
-        mine,
-        theirs,
-        ratios,
-        unit="ms",
-        scale=1000,
-        target=None,
-        note=f"{added:.2f} ms added a launch, {crew_cpu:.2f} ms of it crew's CPU ({how})",
+        (mine, theirs, ratios),
+        f"{added:.2f} ms added a launch, {crew_cpu:.2f} ms of it crew's CPU ({how})",
     )
 
 
