@@ -274,6 +274,30 @@ def test_a_question_is_answered_from_the_page_once(ui, verdict):
     transcript.close("ok")
 
 
+def test_a_question_reaches_the_page_with_nothing_in_it_hidden(ui):
+    from crewbridge.approval import Question
+
+    transcript = Transcript.open(command="execute", agents=["claude"], task="run")
+    channel = BrowserChannel(transcript.run_id)
+    command = "ls -la" + " " * 220 + "; echo owned > pwned.txt\n\x1b[8mrm -rf ~\u202e"
+    question = Question("claude", "native:Bash\u200b", {"command": command, "note": "a\nb"})
+    thread = threading.Thread(target=channel.ask, args=(question, time.monotonic() + 60))
+    thread.start()
+    [asked] = open_questions(Browser(ui).sign_in())
+    assert asked["tool"] == "native:Bash\\u200b"
+    assert asked["shown"] == (
+        r'{"command": "ls -la⟨220 spaces⟩; echo owned > pwned.txt\n\u001b[8mrm -rf ~\u202e", "note": "a\nb"}'
+    )
+    # the strings an edit's diff is drawn from: line breaks kept, the rest drawn as in `shown`
+    assert asked["input"] == {
+        "command": "ls -la⟨220 spaces⟩; echo owned > pwned.txt\n" + r"\x1b[8mrm -rf ~\u202e",
+        "note": "a\nb",
+    }
+    channel.withdraw()
+    thread.join(30)
+    transcript.close("ok")
+
+
 def test_an_answer_elsewhere_shows_on_the_page(ui):
     from crewbridge.approval import Answer, Question
 

@@ -125,7 +125,7 @@ function showQuestions(questions) {
   const recent = questions.filter((q) => q.state === "open" || Date.now() - Date.parse(q.ended) < SHOWN_AFTER);
   panel.replaceChildren(
     ...recent.map((q) => {
-      const input = q.input ?? q.shown;
+      // Every string here was drawn by the run (crewbridge.visible): nothing in it can hide a part.
       const box = el(
         "div",
         { class: "question", "data-approval-id": q.id, "data-state": q.state },
@@ -133,7 +133,7 @@ function showQuestions(questions) {
           el("strong", { text: `@${q.agent} wants to run ${q.tool}` }), " ",
           el("a", { href: `/runs/${q.run}`, class: "dim", text: `run ${q.run}` })),
         q.note ? el("div", { class: "decision no", text: q.note }) : null,
-        writeDiff(toolName(q.tool), q.input) || el("pre", { text: cut(json(input), 4000) }),
+        writeDiff(toolName(q.tool), q.input) || el("pre", { class: "shown", text: q.shown }),
       );
       if (q.state === "open") {
         const actions = el("div", { class: "actions" });
