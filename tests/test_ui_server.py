@@ -19,6 +19,7 @@ from crewbridge.transcript import Transcript, read_run
 from crewbridge.ui.server import Ui
 from crewbridge.uilink import BrowserChannel, socket_path
 from crewcli import crew_env, end_group, error_line, run_crew, start_crew
+from gitrepo import git, make_repo, write
 from runfiles import write_run
 
 TOKEN = "ui-test-token-0123456789"
@@ -196,6 +197,31 @@ def test_a_live_runs_events_arrive_as_they_are_written(ui):
     reader.join(30)
     kinds = [json.loads(b.split("data: ", 1)[1])["kind"] for b in got[0].decode().split("\n\n") if "event: event" in b]
     assert kinds == ["start", "tool_call", "end"]
+
+
+def test_a_worktrees_diff_comes_from_the_git_folder_crew_recorded_and_runs_no_filter(ui, tmp_path):
+    """The agent points its worktree's `.git` at a repository it made, whose config has a clean
+    filter its attributes name (and fsmonitor): the page's diff is the worktree's against its base,
+    by the git folders crew recorded, and nothing of the trap runs."""
+    from crewbridge.worktrees import make
+
+    repo = make_repo(tmp_path / "repo", {"notes.txt": "deploy: Friday\n"})
+    transcript = Transcript.open(command="execute", agents=["claude"], task="edit")
+    made = make(repo, transcript.run_id, ["claude"])
+    made.announce(transcript, lambda *said: None)
+    worktree = made.worktrees[0].path
+    pwned = tmp_path / "pwned"
+    trap = make_repo(tmp_path / "trap", {"x.txt": "x\n"})
+    git(trap, "config", "filter.evil.clean", f"touch {pwned}; cat")
+    git(trap, "config", "core.fsmonitor", f"touch {pwned}-fsmonitor; false")
+    write(worktree, {".gitattributes": "* filter=evil\n", "notes.txt": "deploy: Tuesday\n"})
+    (worktree / ".git").unlink()
+    (trap / ".git").rename(worktree / ".git")
+    shown = Browser(ui).sign_in().get_json(f"/api/runs/{transcript.run_id}/diff?agent=claude")
+    assert "-deploy: Friday\n+deploy: Tuesday" in shown["diff"] and "+* filter=evil" in shown["diff"]
+    assert "x.txt" not in shown["diff"] and shown["apply"] == f"crew apply {transcript.run_id} claude"
+    assert not list(tmp_path.glob("pwned*"))
+    transcript.close("ok")
 
 
 def test_usage_is_the_same_as_crew_log_by_agent(ui, tmp_path):

@@ -277,30 +277,28 @@ class _Handler(Handler):
         self.send(200, self.ui.static[name], STATIC[name], ETag=etag)
 
     def _diff(self, run_id: str, agent: str) -> None:
-        """The whole diff of `agent`'s worktree in run `run_id` (its snapshot against the base)."""
+        """The whole diff of `agent`'s worktree in run `run_id` (its snapshot against the base), by
+        the git folders crew recorded when it made the worktree: the worktree's `.git`, which the
+        agent could have pointed at a repository of its own, is never read (crewbridge.git)."""
         path = self.ui.runs.path(run_id)
         assert path is not None
         events, _ = read_events(path, 0)
         made = [e for _, e in events if e.get("kind") == "worktree" and e.get("agent") == agent]
-        if not made or not isinstance(made[0].get("worktree"), str) or not isinstance(made[0].get("base"), str):
+        if not made or not all(isinstance(made[0].get(key), str) for key in ("worktree", "base")):
             return self.send_json(404, {"error": f"run {run_id} made no worktree for @{agent}"})
-        folder = Path(made[0]["worktree"])
+        folder, apply = Path(made[0]["worktree"]), f"crew apply {run_id} {agent}"
+        if not all(isinstance(made[0].get(key), str) for key in ("git_dir", "common")):
+            said = f"run {run_id} did not record its worktree's git folder (an older crew made it); `{apply}` shows it"
+            return self.send_json(200, {"diff": None, "error": said, "apply": apply})
         if not folder.is_dir():
-            return self.send_json(200, {"diff": None, "gone": True, "apply": f"crew apply {run_id} {agent}"})
+            return self.send_json(200, {"diff": None, "gone": True, "apply": apply})
         try:
-            checkout = Checkout.of(folder, "crew ui's diff")
+            checkout = Checkout(folder, Path(made[0]["git_dir"]), Path(made[0]["common"]))
             diff = checkout.diff(made[0]["base"], checkout.snapshot())
         except CrewError as exc:
-            return self.send_json(200, {"diff": None, "error": str(exc), "apply": f"crew apply {run_id} {agent}"})
+            return self.send_json(200, {"diff": None, "error": str(exc), "apply": apply})
         cut = len(diff) > MAX_DIFF
-        self.send_json(
-            200,
-            {
-                "diff": diff[:MAX_DIFF].decode("utf-8", "replace"),
-                "cut": cut,
-                "apply": f"crew apply {run_id} {agent}",
-            },
-        )
+        self.send_json(200, {"diff": diff[:MAX_DIFF].decode("utf-8", "replace"), "cut": cut, "apply": apply})
 
     def _events(self, run_id: str) -> None:
         """The run's events from the start (or from Last-Event-ID, a byte offset), then each as it
