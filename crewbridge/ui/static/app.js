@@ -29,8 +29,14 @@ function el(tag, attrs, ...children) {
 
 async function api(path) {
   const answer = await fetch(path, { credentials: "same-origin" });
+  if (answer.status === 401) signedOut();
   if (!answer.ok) throw new Error(`${path}: ${answer.status} ${await answer.text()}`);
   return answer.json();
+}
+
+function signedOut() {
+  // The session ended (an hour without a request, crew ui restarted, its cookie copied and used elsewhere).
+  document.getElementById("connection").textContent = "signed out: run `crew ui` for a new sign-in link";
 }
 
 async function post(path, body) {
@@ -179,7 +185,10 @@ function listen() {
   live.addEventListener("questions", (e) => showQuestions(JSON.parse(e.data)));
   live.addEventListener("runs", () => cues.forEach((cue) => cue()));
   live.onopen = () => { shown.textContent = ""; };
-  live.onerror = () => { shown.textContent = "reconnecting…"; };
+  live.onerror = () => {
+    if (live.readyState === EventSource.CLOSED) signedOut(); // refused, not dropped: it does not reconnect
+    else shown.textContent = "reconnecting…";
+  };
 }
 
 // -- the runs list -------------------------------------------------------------------------------
