@@ -6,7 +6,7 @@ it streams); and a second `crew ui` of the user's asking for a fresh sign-in lin
 Only the user's own processes connect (the socket is 0600 in the 0700 state folder), and a message
 about a run is taken only from the process that run's transcript names (SO_PEERCRED: the kernel
 says who connected). A sandboxed command of the model's, which may reach the socket, can neither
-ask in a run's name nor hear its cancel.
+ask in a run's name, nor hear its cancel, nor get a sign-in link.
 """
 
 from __future__ import annotations
