@@ -126,7 +126,7 @@ class Question:
         return visible(json.dumps(self.input, ensure_ascii=False), limit)
 
     def prompt(self) -> str:
-        note = f"\n{self.note}" if self.note else ""
+        note = f"\n{visible(self.note)}" if self.note else ""  # it may quote the command
         return f"@{visible(self.agent)} wants to run {visible(self.tool)} {self.shown_input()}{note}\nAllow?"
 
 

@@ -163,7 +163,7 @@ class BrowserChannel:
             "tool": visible(question.tool),
             "input": visible_strings(question.input) if len(whole) <= SENT_INPUT else None,
             "shown": question.shown_input(SENT_INPUT),
-            "note": question.note,
+            "note": visible(question.note),
         }
 
     def withdraw(self) -> None:
