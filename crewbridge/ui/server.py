@@ -53,7 +53,7 @@ SIGNED_OUT = {  # why → the page's title and text (crewbridge/ui/static/signin
         "While crew ui runs, running it again prints a new link to it.",
     ),
     "used": (
-        "This sign-in link is used up",
+        "This sign-in link is used up or expired",
         f"A link crew ui prints signs in one browser, once, within {CODE_LIFE / 60:g} minutes. "
         "Run crew ui again in a terminal on this machine: while crew ui runs, it prints a new link to it.",
     ),
