@@ -1,12 +1,17 @@
-"""What the editor is shown of a run's record (crewbridge/acp/updates.py): here, the CLI's own tool
-calls — started by their record id, finished by their result (or by crew's refusal), a write shown
-as the diff its input asked for."""
+"""What the editor is shown of a run's record (crewbridge/acp/updates.py): the CLI's own tool calls
+— started by their record id, finished by their result (or by crew's refusal), a write shown as the
+diff its input asked for — and a permission request that hides no part of the call (the title of
+`ls -la` + 220 spaces + `; echo owned > pwned.txt` was cut at 200 characters with no sign, and the
+editor allowed it)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from crewbridge.acp.updates import Updates
+import pytest
+
+from crewbridge.acp.updates import TITLE, Updates
+from crewbridge.approval import Question
 from crewbridge.record import events as ev
 
 
@@ -55,3 +60,45 @@ def test_a_call_crew_refused_ends_at_the_refusal_and_its_result_changes_nothing(
     )
     assert [u.status for u in updates] == ["in_progress", "failed"]
     assert updates[1].content[0].content.text == "crew's policy does not allow Bash"
+
+
+ATTACK = "ls -la" + " " * 220 + "; echo owned > pwned.txt"
+
+
+def asked(command: str) -> dict:
+    update = Updates(Path("/project")).asked(Question("claude", "run_command", {"command": command}))
+    return update.model_dump(by_alias=True, exclude_none=True)
+
+
+@pytest.mark.parametrize(
+    ("command", "title"),
+    [
+        (ATTACK, "run_command ls -la⟨220 spaces⟩; echo owned > pwned.txt"),
+        ("ls\necho owned > pwned.txt", "run_command ls\\necho owned > pwned.txt"),
+        ("ls \x1b[8m; echo owned\x1b[0m", "run_command ls \\x1b[8m; echo owned\\x1b[0m"),
+        ("echo safe #\u202e;\techo owned\u200b", "run_command echo safe #\\u202e;\\techo owned\\u200b"),
+    ],
+)
+def test_a_permission_request_titles_the_whole_command_with_nothing_hidden(command, title):
+    shown = asked(command)
+    assert shown["title"] == title and shown["status"] == "pending"
+    assert shown["rawInput"] == {"command": command}  # the input itself, as given
+    assert "content" not in shown  # the title says it all
+
+
+def test_a_command_too_long_for_a_title_says_so_and_the_body_holds_it_whole():
+    command = "echo " + "a" * 300 + "; echo owned > pwned.txt"
+    shown = asked(command)
+    assert len(shown["title"]) <= TITLE + len("… (999 more characters)")
+    assert shown["title"] == ("run_command " + command)[:TITLE] + "… (141 more characters)"
+    [body] = shown["content"]
+    assert body["content"]["text"] == '{"command": "' + command + '"}'
+    assert shown["rawInput"] == {"command": command}
+
+
+def test_a_tool_calls_title_is_drawn_the_same_when_it_starts():
+    updates = Updates(Path("/project"), run="r1")
+    [started] = updates.of(ev.Call(agent="claude", call="c1", name="crew:run_command", input={"command": ATTACK}))
+    assert started.title == "run_command ls -la⟨220 spaces⟩; echo owned > pwned.txt"
+    asked = updates.asked(Question("claude", "run_command", {"command": ATTACK}, call="c1"))
+    assert asked.tool_call_id == started.tool_call_id == "r1:c1"  # the question is about that very call

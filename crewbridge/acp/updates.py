@@ -30,9 +30,11 @@ from crewbridge.approval import Question
 from crewbridge.loop import PATH_KEYS
 from crewbridge.record import events as ev
 from crewbridge.registry import ToolResult
+from crewbridge.visible import visible
 
 Update = AgentMessageChunk | UserMessageChunk | ToolCallStart | ToolCallProgress | AgentPlanUpdate | UsageUpdate
 SHOWN_OUTPUT = 20_000  # characters of a tool's result shown in its tool_call_update
+TITLE = 200  # characters of a tool call's title; a longer one says how many more there are
 # a tool's kind by the words of its name (crew's tools and the CLIs' own), the first that matches
 KINDS = (
     ("fetch", ("fetch", "web")),
@@ -126,6 +128,10 @@ class Updates:
         found = self._open.get(question.call) if question.call else None
         if found is None:
             found = Call(f"{self.run}:ask-{len(self._open)}", question.agent, question.tool, question.input)
+        whole: list[Any] | None = None  # a title that had to be cut: the whole input is said in the body
+        if len(visible(self._heading(found))) > TITLE:
+            text = json.dumps(found.input, ensure_ascii=False, default=str)
+            whole = [tool_content(text_block(visible(text, SHOWN_OUTPUT)))]
         return ToolCallUpdate(
             tool_call_id=found.id,
             title=self._title(found),
@@ -133,6 +139,7 @@ class Updates:
             status="pending",
             raw_input=found.input,
             locations=self._locations(found.input),
+            content=whole,
         )
 
     def _start(self, agent: str, event: ev.Call) -> ToolCallStart:
@@ -222,6 +229,10 @@ class Updates:
         return plan_entry(f"Round {number}: @{self.writer} writes; {reviewed}", status=status)  # type: ignore[arg-type]
 
     def _title(self, call: Call) -> str:
+        """What the call does, in one line an editor shows whole: nothing hidden, and a cut says so."""
+        return visible(self._heading(call), TITLE)
+
+    def _heading(self, call: Call) -> str:
         data = call.input if isinstance(call.input, dict) else {}
         detail = (
             data.get("command")
@@ -231,7 +242,7 @@ class Updates:
         detail = " ".join(detail) if isinstance(detail, list) else str(detail)
         name = call.name.removeprefix(f"{self.prefix}:")
         who = f"@{call.agent} " if self.several else ""
-        return f"{who}{name} {detail}".strip()[:200]
+        return f"{who}{name} {detail}".strip()
 
     def _locations(self, data: Any, change: ev.Change | None = None, out: Any = None) -> list[ToolCallLocation] | None:
         """Where a call reads or writes: absolute paths, lines from 1."""

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from crewbridge.batch.spec import BatchSpec, Repo
+from crewbridge.childenv import FORGE
 from crewbridge.errors import CrewError
 from crewbridge.git import Checkout, run_git
 from crewbridge.worktrees import Worktree, add, listed_in
@@ -89,6 +90,10 @@ class Place:
         self._release(checkout, spec.branch, keep_branch=True)
         return add(checkout, spec.run_id, spec.agent, base, replace=True)
 
+    def discard(self, spec: BatchSpec) -> None:
+        """Remove the batch's worktree and branch here (its agent changed nothing)."""
+        self._release(self.checkout(), spec.branch, keep_branch=False)
+
     def commit(self, spec: BatchSpec, base: str, tree: str, patch: bytes | None, stamp: Stamp) -> str:
         """The commit of `tree` on `base` with the batch's message and `stamp`, on the batch's branch;
         the tree is made from `patch` when this machine does not have it."""
@@ -112,6 +117,13 @@ class Place:
             raise RepoError(f"commit {commit[:10]} is not in {self.clone}; `crew batch resume` makes it again")
         self._git(["push", "--quiet", "--", self.repo.url, f"+{commit}:refs/heads/{spec.branch}"], checkout.top)
         self._release(checkout, spec.branch, keep_branch=False)
+
+    def diff(self, commit: str) -> bytes:
+        """What the batch's `commit` changed (from its parent, the commit the batch started from), as a
+        patch; fetched from the URL's branches when this machine has no such commit."""
+        checkout = self.checkout()
+        self._have(checkout, commit)
+        return checkout.diff(f"{commit}^", commit, binary=True)
 
     def stamp(self, when: float) -> Stamp:
         """This machine's git identity (crew's own when it has none) at time `when`."""
@@ -166,10 +178,11 @@ class Place:
 
     def _fetch(self, checkout: Checkout, refspecs: list[str]) -> None:
         assert self.repo.url is not None
-        checkout.git(["fetch", "--quiet", "--no-tags", "--", self.repo.url, *refspecs])
+        checkout.git(["fetch", "--quiet", "--no-tags", "--", self.repo.url, *refspecs], passed=FORGE)
 
     def _git(self, args: list[str], cwd: Path) -> None:
-        run_git(["-c", "core.hooksPath=/dev/null", *args], cwd)
+        """A git command that reaches the forge (a clone, a push), with the user's way there."""
+        run_git(["-c", "core.hooksPath=/dev/null", *args], cwd, passed=FORGE)
 
     @contextmanager
     def _locked(self) -> Iterator[None]:

@@ -249,6 +249,7 @@ def assistant_item(text: str) -> dict[str, Any]:
 
 class CodexLiveConversation(Peer):
     decoder = AppServerDecoder
+    reading: AppServerDecoder
     native_tools = True
 
     def __init__(self, provider: CodexProvider, base: Turn, *, cwd: Path, env: dict[str, str] | None = None) -> None:

@@ -257,6 +257,8 @@ class Worktree(Event, tag="worktree"):
     worktree: str
     branch: str
     base: str
+    git_dir: str = ""  # its git folders as crew made them (crew ui's diff trusts these, never its `.git`)
+    common: str = ""
     changes: list[dict[str, Any]] | None = None
 
 
