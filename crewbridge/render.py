@@ -170,6 +170,7 @@ class Renderer:
         self._quiet_since = time.monotonic()
         self._last_line: str | None = None  # the call id of the last call line
         self._calls: dict[str, ev.Call] = {}  # the calls started, by id
+        self._dropped: set[str] = set()  # calls of a reply stopped before their results came (idle)
         self._unasked: set[str] = set()  # the CLI's own calls it ran without asking crew: shown at their result
         self._stop = threading.Event()
         self._ticker: threading.Thread | None = None
@@ -299,6 +300,8 @@ class Renderer:
     def _on_result(self, agent: _Agent | None, event: ev.Result) -> None:
         assert agent is not None
         agent.running.pop(event.call, None)
+        if event.call in self._dropped:  # its reply was stopped and the person is at the prompt again
+            return
         call = self._calls.get(event.call)
         if call is not None and call.via == "own":
             if event.call in self._unasked:
@@ -446,7 +449,8 @@ class Renderer:
         with self._lock:
             for agent in self.agents.values():
                 agent.state = "idle"
-                agent.running.clear()  # a cancelled reply's results never come
+                self._dropped.update(agent.running)  # a stopped reply's: their results, late, are the record's
+                agent.running.clear()
             self._clear_status()
             self._end_line()
             self._fresh = True

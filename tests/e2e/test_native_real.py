@@ -28,12 +28,14 @@ def no_catalogue(requests) -> bool:
     return not any(mark in request.text() for request in requests for mark in CATALOGUE_MARKS)
 
 
-def own_tools(crew, cli: str) -> list[dict]:
+def own_tools(crew, cli: str, asked: bool = True) -> list[dict]:
     """Each of the CLI's own tool uses in the last run's record (`crew log show --json last`): its
-    call (`name`: native:NAME, `input`) with crew's decision on it (`decision`, `reason`, `by`)."""
+    call (`name`: native:NAME, `input`) with crew's decision on it (`decision`, `reason`, `by`);
+    those crew was asked about (`asked`), or every one (the CLI's own rules ran the others: `by: cli`)."""
     events = [json.loads(line) for line in crew(cli, "log", "show", "--json", "last").stdout.splitlines()]
     calls = {e["call"]: e for e in events if e["kind"] == "call" and e.get("via") == "own"}
-    return [{**calls[e["call"]], **e} for e in events if e["kind"] == "decision" and e["call"] in calls]
+    decided = [{**calls[e["call"]], **e} for e in events if e["kind"] == "decision" and e["call"] in calls]
+    return [event for event in decided if not asked or event.get("by") != "cli"]
 
 
 def tool_output(request) -> str:
@@ -227,8 +229,11 @@ def test_codex_execute_runs_its_shell_and_deny_refuses_it_with_the_reason(crew, 
     done = crew("codex", "execute", "@codex:gpt-5.5 make made.txt")
     assert done.returncode == 0, done.stderr
     assert (workdir / "made.txt").read_text() == "made\n"
-    # nothing in crew's policy could refuse it: codex was not made to ask, its sandbox decides
+    # nothing in crew's policy could refuse it: codex was not made to ask, its sandbox decides; the
+    # record has the command all the same, run by codex's own rules
     assert not own_tools(crew, "codex")
+    [ran] = own_tools(crew, "codex", asked=False)
+    assert (ran["name"], ran["decision"], ran["by"]) == ("native:exec_command", "allowed", "cli")
 
     (workdir / "made.txt").unlink()
     write_config(workdir / "crew.yaml", agents={"codex": {"deny": ["native:exec_command"]}})
