@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from crewbridge.providers.base import Provider
     from crewbridge.providers.generic import GenericSpec
     from crewbridge.registry import ToolRegistry
+    from crewbridge.sandbox.allowlist import Entry
     from crewbridge.trust import Fingerprint
 
 BUILTIN_AGENTS = ("claude", "gemini", "codex", "demo")
@@ -102,6 +103,8 @@ class Config:
     transcripts: bool = True
     skills: list[Path] = field(default_factory=list)  # skill folders crew.yaml names (crewbridge.skills)
     sandbox: str = "auto"  # the run's sandbox level (crewbridge.sandbox); --sandbox replaces it
+    network: str = "allow"  # "allow": the sandboxes reach only what is allowed; "open": any host (--network)
+    allowed: tuple[Entry, ...] = ()  # network: allow: hosts the agents reach besides each CLI's model API
     files: list[Source] = field(default_factory=list)  # the files read, in order
     origins: dict[Keys, Origin] = field(default_factory=dict, repr=False)  # key path → where it was written
     settings: dict[str, Any] = field(default_factory=dict, repr=False)  # the files' settings, combined
@@ -494,6 +497,7 @@ def _build(combined: Combined, files: list[Source]) -> Config:
         (built.base(("skills", i)) / os.path.expanduser(folder)).resolve()
         for i, folder in enumerate(data.get("skills", []))
     ]
+    built.network(data.get("network"))
     built.providers(data.get("providers", {}))
     built.agents(data.get("agents", {}))
     built.tools(data.get("tools", {}))
@@ -519,6 +523,20 @@ class _Built:
         except CrewError as exc:  # the object's own check: put the file and line in front
             key = (exc.key,) if isinstance(exc, ConfigKeyError) else ()
             raise self.config.error((*keys, *key), str(exc)) from None
+
+    def network(self, network: str | dict[str, Any] | None) -> None:
+        from crewbridge.sandbox.allowlist import entry  # for start-up speed (see top)
+
+        if isinstance(network, str):  # the schema's one word: open
+            self.config.network = network
+            return
+        allowed = []
+        for i, text in enumerate((network or {}).get("allow", [])):
+            try:
+                allowed.append(entry(text, "network: allow"))
+            except ValueError as exc:
+                raise self.config.error(("network", "allow", i), str(exc)) from None
+        self.config.allowed = tuple(allowed)
 
     def providers(self, entries: dict[str, Any]) -> None:
         from crewbridge.providers.generic import GenericSpec  # for start-up speed (see top)

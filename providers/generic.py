@@ -6,14 +6,17 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from crewbridge.providers.base import Decoder, JsonLineDecoder, Provider, Turn, as_text
+from crewbridge.providers.base import Decoder, JsonLineDecoder, Provider, Turn, as_text, base_urls
 
 from crewbridge.errors import ConfigKeyError
 from crewbridge.events import Event, Failure, MessageEnd, Session, Text
 from crewbridge.modes import Mode
 from crewbridge.sandbox import State
+
+if TYPE_CHECKING:
+    from crewbridge.sandbox.allowlist import Entry
 
 SAMPLE = 160  # characters of an unreadable line quoted in the error
 
@@ -113,6 +116,7 @@ class GenericSpec:
     state_read_only: list[str] = field(default_factory=list)  # inside state_dirs: kept read-only
     # its state folder, seen through a view: {variable, default, within, data: [names], private: [names]}
     state_home: dict[str, Any] = field(default_factory=dict)
+    endpoints: list[str] = field(default_factory=list)  # where it reaches its model: hosts, $VARIABLES of base URLs
 
     def __post_init__(self) -> None:
         if not self.command:
@@ -150,6 +154,16 @@ class GenericSpec:
                         raise ConfigKeyError(
                             "state_home", f"{key} '{name}' is not a name inside the folder; e.g. sessions"
                         )
+        from crewbridge.sandbox.allowlist import entry  # for start-up speed: a crew.yaml's provider only
+
+        for host in self.endpoints:
+            if not host.startswith("$"):
+                try:
+                    entry(host)
+                except ValueError as exc:
+                    raise ConfigKeyError("endpoints", str(exc)) from None
+            elif not re.fullmatch(r"\$\w+", host):
+                raise ConfigKeyError("endpoints", f"'{host}' is not a $VARIABLE; e.g. $OPENAI_BASE_URL")
         if self.resume and not self.session_key:
             raise ConfigKeyError(
                 "resume",
@@ -194,6 +208,12 @@ class GenericProvider(Provider):
 
     def commands(self) -> list[list[str]]:
         return super().commands() if self.spec.probe else []
+
+    def endpoints(self, env: Mapping[str, str]) -> list[Entry]:
+        from crewbridge.sandbox.allowlist import entry  # for start-up speed: a run with a sandbox only
+
+        hosts = [entry(host, f"{self.name}'s endpoints") for host in self.spec.endpoints if not host.startswith("$")]
+        return hosts + base_urls(env, [name[1:] for name in self.spec.endpoints if name.startswith("$")])
 
     def state(self, env: Mapping[str, str]) -> State:
         def places(entries: list[str]) -> tuple[Path, ...]:

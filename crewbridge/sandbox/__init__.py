@@ -26,7 +26,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +36,7 @@ from crewbridge.sandbox.base import Confinement, Launch, Mechanism
 from crewbridge.sandbox.state import Prepared, State, prepare
 
 if TYPE_CHECKING:
+    from crewbridge.sandbox.allowlist import Entry
     from crewbridge.sandbox.egress import Egress, Hosts
     from crewbridge.sandbox.proxy import Proxy
 
@@ -63,11 +64,20 @@ INSTALL = "install bubblewrap (apt install bubblewrap, or pip install bubblewrap
 @dataclass(frozen=True)
 class Sandbox:
     """A mechanism and what it lets one kind of process do; `instead`, for an unproven mechanism:
-    the sandbox (None: none) to start the process in when this one did not come up, and why."""
+    the sandbox (None: none) to start the process in, with this confinement, when this one did not
+    come up, and why."""
 
     mechanism: Mechanism
     confinement: Confinement
-    instead: Callable[[str], Sandbox | None] | None = field(default=None, compare=False)
+    instead: Callable[[Confinement, str], Sandbox | None] | None = field(default=None, compare=False)
+
+    def reaching(self, *more: Entry) -> Sandbox:
+        """This sandbox, its processes reaching `more` too (crew's own server, for a CLI's native
+        tools), where it holds them to an allow-list."""
+        egress = self.confinement.egress
+        if egress is None or not more:
+            return self
+        return replace(self, confinement=replace(self.confinement, egress=egress.plus(more)))
 
     def launch(self, argv: list[str], env: Mapping[str, str], cwd: Path) -> Launch:
         """How to start `argv` inside: a CLI's state made ready for this launch (its data made, its
@@ -227,7 +237,7 @@ def spawn(
         return proc, launch
     if sandbox.instead is None:  # it works here, but its way out could not be opened
         raise SandboxUnavailable(f"{why}; pass --network open to run without crew's proxy, or --sandbox off")
-    return spawn(argv, sandbox=sandbox.instead(why), env=env, cwd=cwd, **popen)
+    return spawn(argv, sandbox=sandbox.instead(sandbox.confinement, why), env=env, cwd=cwd, **popen)
 
 
 def _came_up(proc: subprocess.Popen[bytes], launch: Launch) -> str | None:
@@ -354,12 +364,17 @@ class Sandboxing:
         if hosts is None:
             return None
         from crewbridge.sandbox.egress import Egress
-        from crewbridge.sandbox.proxy import Proxy
+
+        return Egress(self.proxy, hosts)
+
+    def proxy(self) -> Proxy:
+        """crew's egress proxy, made when a sandbox's doors first open."""
+        from crewbridge.sandbox.proxy import Proxy  # for start-up speed: once a process has started
 
         with self._lock:
             if self._proxy is None:
                 self._proxy = Proxy()
-            return Egress(self._proxy, hosts)
+            return self._proxy
 
     def _sandbox(self, wanted: str, confinement: Confinement) -> Sandbox | None:
         mechanism = self.mechanism(wanted)
@@ -370,7 +385,7 @@ class Sandboxing:
             raise SandboxUnavailable(
                 f"the sandbox is required, but {gap}; {INSTALL}, or pass --network open (or --sandbox auto)"
             )
-        instead = functools.partial(self._instead, mechanism, wanted, confinement) if mechanism.unproven else None
+        instead = functools.partial(self._instead, mechanism, wanted) if mechanism.unproven else None
         return Sandbox(mechanism, confinement, instead)
 
     def _instead(self, failed: Mechanism, wanted: str, confinement: Confinement, why: str) -> Sandbox | None:

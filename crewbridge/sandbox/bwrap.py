@@ -146,14 +146,12 @@ class Bubblewrap:
         """A network namespace of its own (only loopback), and a seccomp filter refusing
         socket(AF_UNIX): Unix socket files (docker.sock, ssh-agent, D-Bus) stay reachable through a
         plain network namespace."""
-        import socket  # for start-up speed: ~2 ms, for one constant
-
         from crewbridge.sandbox import seccomp
 
         args = ["--unshare-net"]
         arch = seccomp.native_arch()
         if arch is not None:
-            fd = _readable(seccomp.program(arch, families=frozenset({socket.AF_UNIX})))
+            fd = _readable(seccomp.program(arch, families=frozenset({seccomp.AF_UNIX})))
             args += ["--seccomp", str(fd)]
             launch.pass_fds, launch.parent_fds = (*launch.pass_fds, fd), [*launch.parent_fds, fd]
         return args

@@ -16,14 +16,19 @@ from __future__ import annotations
 
 import contextlib
 import random
-import socket
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from crewbridge.sandbox.allowlist import AllowList
-from crewbridge.sandbox.proxy import Door, Proxy, Refused, Upstream
+from crewbridge.sandbox.allowlist import AllowList, Entry
+
+# For start-up speed: the proxy (socket, ~2 ms) loads once the process has started, when its doors open.
+if TYPE_CHECKING:
+    import socket
+
+    from crewbridge.sandbox.proxy import Door, Proxy, Refused, Upstream
 
 Hosts = Callable[[Mapping[str, str]], AllowList]  # what a process may reach, from its environment
 PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
@@ -58,24 +63,31 @@ class Refusals:
 
 @dataclass(frozen=True)
 class Egress:
-    """What a kind of process may reach through crew's proxy: `hosts`, from its environment."""
+    """What a kind of process may reach through crew's proxy (`proxy()`, made when first needed):
+    `hosts`, from its environment."""
 
-    proxy: Proxy = field(compare=False)
+    proxy: Callable[[], Proxy] = field(compare=False)
     hosts: Hosts = field(compare=False)
     refusals: Refusals = field(default_factory=Refusals, compare=False)
 
+    def plus(self, more: Iterable[Entry]) -> Egress:
+        """This way out, reaching `more` too; refusals told where this one's are."""
+        hosts, more = self.hosts, tuple(more)
+        return Egress(self.proxy, lambda env: hosts(env).plus(more), self.refusals)
+
     def gate(self, env: Mapping[str, str]) -> Gate:
         """The doors of one launch with environment `env` (not open yet)."""
-        return Gate(self, self.hosts(env), Upstream.of(env))
+        return Gate(self, self.hosts(env), dict(env))
 
 
 @dataclass
 class Gate:
-    """One launch's doors: the proxy's, and one per loopback destination carried into its network."""
+    """One launch's doors: the proxy's, and one per loopback destination carried into its network.
+    `env`: the process's environment before the gate's (its proxy variables name the upstream)."""
 
     egress: Egress
     allowed: AllowList
-    upstream: Upstream
+    given: dict[str, str]
     port: int = 0  # the proxy's door's port, where the process finds it
     listeners: list[socket.socket] = field(default_factory=list)
 
@@ -95,39 +107,49 @@ class Gate:
     def open_in(self, pid: int) -> None:
         """Open the doors inside the network namespace of process `pid` (a sandbox's first) and
         serve them. NamespaceError when they cannot be made there."""
-        from crewbridge.sandbox import netns  # for start-up speed: only a namespace needs it
+        from crewbridge.sandbox import netns
+        from crewbridge.sandbox.proxy import Door
 
         places: list[tuple[str, int]] = [("127.0.0.1", self.port)]
         destinations: list[tuple[str, int] | None] = [None]
         for host, port in self.carried():
-            for address in (("127.0.0.1", "::1") if not _is_address(host) else (host,)):
+            for address in ("127.0.0.1", "::1") if not _is_address(host) else (host,):
                 places.append((address, port))
                 destinations.append((host, port))
         made = netns.listeners(pid, places, optional={i for i, (a, _) in enumerate(places) if a == "::1"})
         namespace = Path(f"/proc/{pid}")
-        for listener, to in zip(made, destinations):
+        for listener, to in zip(made, destinations, strict=True):
             if listener is not None:
-                self._serve(listener, Door(self.egress.refusals.tell, self.allowed, self.upstream, to, namespace))
+                self._serve(listener, Door(self.egress.refusals.tell, self.allowed, self._upstream(), to, namespace))
 
     def open_here(self) -> None:
         """Open the proxy's door on this machine's loopback, at a free port (Landlock: the process
         may connect to that port, and the carried ones, directly)."""
+        import socket
+
+        from crewbridge.sandbox.proxy import Door
+
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         listener.bind(("127.0.0.1", 0))
         listener.listen(64)
         self.port = listener.getsockname()[1]
-        self._serve(listener, Door(self.egress.refusals.tell, self.allowed, self.upstream))
+        self._serve(listener, Door(self.egress.refusals.tell, self.allowed, self._upstream()))
+
+    def _upstream(self) -> Upstream:
+        from crewbridge.sandbox.proxy import Upstream
+
+        return Upstream.of(self.given)
 
     def _serve(self, listener: socket.socket, door: Door) -> None:
         self.listeners.append(listener)
-        self.egress.proxy.open(listener, door)
+        self.egress.proxy().open(listener, door)
 
     def close(self) -> None:
         """Close every door (and the connections through them)."""
         listeners, self.listeners = self.listeners, []
         for listener in listeners:
             with contextlib.suppress(OSError):
-                self.egress.proxy.shut(listener)
+                self.egress.proxy().shut(listener)
 
 
 def _is_address(host: str) -> bool:

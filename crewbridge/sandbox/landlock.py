@@ -15,7 +15,6 @@ from __future__ import annotations
 import ctypes
 import os
 import shutil
-import socket
 import struct
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -215,5 +214,5 @@ def _filter(confinement: Confinement) -> bytes | None:
         return None
     families: frozenset[int] | None = None if not confinement.network else frozenset()
     if gated:
-        families = frozenset({socket.AF_UNIX})
+        families = frozenset({seccomp.AF_UNIX})
     return seccomp.program(arch, families=families, keep_group=not confinement.leave_group, datagrams=not gated)

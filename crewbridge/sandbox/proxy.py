@@ -55,8 +55,6 @@ class Refused:
         return {"host": self.host, "port": self.port, "why": self.why, "process": self.process}
 
 
-
-
 class Failed(Exception):
     """A request refused: the status to answer with, the destination (when read) and why."""
 
@@ -356,7 +354,9 @@ def _through(via: tuple[str, int, str], request: Request) -> socket.socket:
         return server
     auth = f"Proxy-Authorization: {via[2]}\r\n" if via[2] else ""
     authority = f"[{request.host}]" if ":" in request.host else request.host
-    server.sendall(f"CONNECT {authority}:{request.port} HTTP/1.1\r\nHost: {authority}:{request.port}\r\n{auth}\r\n".encode())
+    server.sendall(
+        f"CONNECT {authority}:{request.port} HTTP/1.1\r\nHost: {authority}:{request.port}\r\n{auth}\r\n".encode()
+    )
     answer = b""
     server.settimeout(CONNECT_TIMEOUT)
     try:
@@ -371,7 +371,9 @@ def _through(via: tuple[str, int, str], request: Request) -> socket.socket:
     status = answer.split(b"\r\n", 1)[0].decode("latin-1")
     if status.split(" ")[1:2] != ["200"] or answer.partition(b"\r\n\r\n")[2]:
         server.close()
-        raise Failed("502 Bad Gateway", f"the upstream proxy {via[0]}:{via[1]} said {status[:80]!r}", request.host, request.port)
+        raise Failed(
+            "502 Bad Gateway", f"the upstream proxy {via[0]}:{via[1]} said {status[:80]!r}", request.host, request.port
+        )
     return server
 
 

@@ -28,7 +28,7 @@ RET_ALLOW = 0x7FFF0000
 EPERM = 1
 # struct seccomp_data: nr (u32), arch (u32), instruction_pointer (u64), args[6] (u64, little-endian here)
 NR, ARCH, ARG0, ARG1 = 0, 4, 16, 24
-AF_INET, AF_INET6, SOCK_STREAM, SOCK_TYPE_MASK = 2, 10, 1, 0xF
+AF_UNIX, AF_INET, AF_INET6, SOCK_STREAM, SOCK_TYPE_MASK = 1, 2, 10, 1, 0xF  # Linux's (socket's, unloaded)
 X32_SYSCALL_BIT = 0x40000000
 
 
@@ -52,9 +52,7 @@ def native_arch() -> Arch | None:
     return ARCHES.get(platform.machine())
 
 
-def program(
-    arch: Arch, *, families: frozenset[int] | None, keep_group: bool = False, datagrams: bool = True
-) -> bytes:
+def program(arch: Arch, *, families: frozenset[int] | None, keep_group: bool = False, datagrams: bool = True) -> bytes:
     """The filter as `struct sock_filter` items. `families`: the socket() address families refused
     (None: every one); `datagrams` False: IPv4 and IPv6 sockets other than streams refused too (UDP,
     ICMP, raw: TCP alone is left, for Landlock to restrict); `keep_group`: setsid() and setpgid()
