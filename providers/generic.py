@@ -117,6 +117,8 @@ class GenericSpec:
     # its state folder, seen through a view: {variable, default, within, data: [names], private: [names]}
     state_home: dict[str, Any] = field(default_factory=dict)
     endpoints: list[str] = field(default_factory=list)  # where it reaches its model: hosts, $VARIABLES of base URLs
+    # base URLs its user set in its own configuration: [{file: path (~, $VAR), key: dotted path, * for each}]
+    endpoints_from: list[dict[str, str]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not self.command:
@@ -164,6 +166,12 @@ class GenericSpec:
                     raise ConfigKeyError("endpoints", str(exc)) from None
             elif not re.fullmatch(r"\$\w+", host):
                 raise ConfigKeyError("endpoints", f"'{host}' is not a $VARIABLE; e.g. $OPENAI_BASE_URL")
+        for source in self.endpoints_from:
+            if not source.get("file", "").startswith(("/", "~", "$")) or not source.get("key"):
+                raise ConfigKeyError(
+                    "endpoints_from", f"{source} needs an absolute file (/, ~ or a $VARIABLE) and a key, e.g. "
+                    '{file: "~/.config/mycli/config.json", key: "providers.*.base_url"}'
+                )
         if self.resume and not self.session_key:
             raise ConfigKeyError(
                 "resume",
@@ -213,7 +221,12 @@ class GenericProvider(Provider):
         from crewbridge.sandbox.allowlist import entry  # for start-up speed: a run with a sandbox only
 
         hosts = [entry(host, f"{self.name}'s endpoints") for host in self.spec.endpoints if not host.startswith("$")]
-        return hosts + base_urls(env, [name[1:] for name in self.spec.endpoints if name.startswith("$")])
+        hosts += base_urls(env, [name[1:] for name in self.spec.endpoints if name.startswith("$")])
+        for source in self.spec.endpoints_from:
+            path = expand(source["file"], env)
+            found = {f"{path}: {source['key']}": url for url in _configured(path, source["key"])} if path else {}
+            hosts += base_urls(found, list(found))
+        return hosts
 
     def state(self, env: Mapping[str, str]) -> State:
         def places(entries: list[str]) -> tuple[Path, ...]:
@@ -234,6 +247,22 @@ class GenericProvider(Provider):
             private=tuple(home_spec.get("private", [])),
             read_only=read_only,
         )
+
+
+MAX_CONFIG = 1 << 20  # bytes of a CLI's own configuration file read for its base URLs
+
+
+def _configured(path: Path, key: str) -> list[str]:
+    """The text values at dotted `key` (* for each item) of the JSON or YAML file `path`; none
+    when it cannot be read."""
+    import yaml  # for start-up speed: a provider of crew.yaml's, whose yaml is loaded already
+
+    try:
+        with open(path, "rb") as file:
+            data = yaml.safe_load(file.read(MAX_CONFIG))
+    except (OSError, yaml.YAMLError, RecursionError):
+        return []
+    return [value for value in _dig(data, key.split(".")) if isinstance(value, str)]
 
 
 _VARIABLE = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}|\$(\w+)")
