@@ -183,7 +183,8 @@ def test_each_mechanism_holds_the_clis_shell_to_the_allow_list(
     address = private_address()
     env = {**cli_env("claude"), MECHANISM_ENV: mechanism}
     user_config(env, "claude", [])
-    udp = f"python3 -c \"import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'x', ('{address}', 9))\" && echo UDP\"\"-SENT"
+    send = f"socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'x', ('{address}', 9))"
+    udp = f'python3 -c "import socket; {send}" && echo UDP""-SENT'
     mock_server.script(SHELL["claude"][0](attack(service.port, address, through_proxy=True) + "; " + udp), "Done.")
     done = run_crew(["execute", "--sandbox", "required", "@claude look around"], env=env, cwd=workdir)
     assert processes_in(tmp_path) == []
