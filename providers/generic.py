@@ -169,8 +169,9 @@ class GenericSpec:
         for source in self.endpoints_from:
             if not source.get("file", "").startswith(("/", "~", "$")) or not source.get("key"):
                 raise ConfigKeyError(
-                    "endpoints_from", f"{source} needs an absolute file (/, ~ or a $VARIABLE) and a key, e.g. "
-                    '{file: "~/.config/mycli/config.json", key: "providers.*.base_url"}'
+                    "endpoints_from",
+                    f"{source} needs an absolute file (/, ~ or a $VARIABLE) and a key, e.g. "
+                    '{file: "~/.config/mycli/config.json", key: "providers.*.base_url"}',
                 )
         if self.resume and not self.session_key:
             raise ConfigKeyError(
