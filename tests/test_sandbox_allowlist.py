@@ -37,7 +37,7 @@ def test_an_entry_is_a_host_and_its_ports(text, host, ports):
         "example.com:0",
         "example.com:65536",
         "example.com:+80",
-        "example.com:８０",  # digits of another script
+        "example.com:\uff18\uff10",  # fullwidth digits: digits of another script
         "exa mple.com",
         "-bad.example.com",
         "example..com",

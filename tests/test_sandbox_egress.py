@@ -185,7 +185,7 @@ def test_landlock_without_network_rules_is_refused_when_required_and_says_so(mon
     monkeypatch.setattr(landlock_module, "abi", lambda: 3)
     sandboxing = Sandboxing(env={**os.environ, MECHANISM_ENV: "landlock"})
     hosts = lambda env: AllowList()  # noqa: E731
-    with pytest.raises(SandboxUnavailable, match="Landlock ABI 3 has no network rules .* pass --network open"):
+    with pytest.raises(SandboxUnavailable, match=r"Landlock ABI 3 has no network rules .* pass --network open"):
         sandboxing.cli("required", tmp_path, "query", lambda env: State(), hosts=hosts)
     assert sandboxing.cli("auto", tmp_path, "query", lambda env: State(), hosts=hosts) is not None
     assert sandboxing.cli("required", tmp_path, "query", lambda env: State(), hosts=None) is not None  # open

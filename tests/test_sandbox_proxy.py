@@ -357,7 +357,11 @@ def test_an_upstream_that_refuses_is_a_refusal_naming_it(door):
 
 
 def test_no_proxy_and_the_kind_of_request_choose_the_upstream():
-    env = {"HTTP_PROXY": "http://plain:3128", "HTTPS_PROXY": "http://tunnel:3129", "NO_PROXY": ".corp.example, 10.0.0.1,"}
+    env = {
+        "HTTP_PROXY": "http://plain:3128",
+        "HTTPS_PROXY": "http://tunnel:3129",
+        "NO_PROXY": ".corp.example,10.0.0.1,",
+    }
     upstream = Upstream.of(env)
     assert upstream.for_("api.example.com", plain=False) == ("tunnel", 3129, "")
     assert upstream.for_("api.example.com", plain=True) == ("plain", 3128, "")
