@@ -536,7 +536,7 @@ class _Built:
                 allowed.append(entry(text, "network: allow"))
             except ValueError as exc:
                 raise self.config.error(("network", "allow", i), str(exc)) from None
-        self.config.allowed = tuple(allowed)
+        self.config.allowed = tuple(dict.fromkeys(allowed))  # each once, though several files list it
 
     def providers(self, entries: dict[str, Any]) -> None:
         from crewbridge.providers.generic import GenericSpec  # for start-up speed (see top)

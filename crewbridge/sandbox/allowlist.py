@@ -109,6 +109,8 @@ def entry(text: str, why: str = "", *, private_ok: bool = True) -> Entry:
     ValueError saying what is wrong and how to write it."""
     text = text.strip()
     hint = "; write a host (example.com), host:port (example.com:8443), [v6]:port or *.example.com"
+    if "://" in text:
+        raise ValueError(f"'{text}' is a URL{hint}")
     host, port = text, None
     if text.startswith("["):
         end = text.find("]")
