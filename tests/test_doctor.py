@@ -526,3 +526,51 @@ def test_no_sandbox_is_a_warning_a_failure_when_required_and_fine_when_off(
     (workdir / "crew.yaml").write_text("sandbox: off\n")
     (sandbox,) = doctor(workdir, bin_dir, config=workdir / "crew.yaml")["sandbox"]
     assert sandbox.status == OK and sandbox.message.startswith("off in crew.yaml")
+
+
+# --- the network ---------------------------------------------------------------------------------
+
+
+def test_the_network_lines_name_how_it_is_held_and_what_each_agent_reaches(
+    workdir: Path, bin_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:4000")
+    (workdir / "crew.yaml").write_text(
+        "network:\n  allow: [pypi.org]\nagents:\n  claude:\n    sandbox_network: true\n  quiet:\n    provider: demo\n"
+    )
+    held, *agents = doctor(workdir, bin_dir, config=workdir / "crew.yaml", only=("demo",))["network"]
+    assert (held.status, held.message) == (
+        OK,
+        "bwrap: each sandbox in a network namespace of its own, out only through crew's proxy",
+    )  # a process was started through a gate to say so
+    lines = {check.message.split(" ", 1)[0]: check.message for check in agents}
+    assert lines["@claude"] == (
+        "@claude reaches api.anthropic.com, platform.claude.com (claude's API), 127.0.0.1:4000 (ANTHROPIC_BASE_URL), "
+        "pypi.org (network: allow); its commands reach pypi.org (network: allow)"
+    )
+    assert (
+        lines["@quiet"]
+        == "@quiet reaches pypi.org (network: allow); its commands reach nothing (sandbox_network: false)"
+    )
+
+
+def test_landlock_without_network_rules_is_a_warning_and_a_failure_when_required(
+    workdir: Path, bin_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from crewbridge.sandbox import landlock
+
+    monkeypatch.setenv(MECHANISM_ENV, "landlock")
+    monkeypatch.setattr(landlock, "abi", lambda: 3)
+    (held, *_) = doctor(workdir, bin_dir)["network"]
+    assert held.status == WARN and held.message.startswith(
+        "Landlock ABI 3 has no network rules (ABI 4, Linux 6.7, has them): the CLIs' network is not cut; "
+        "--sandbox required refuses to run"
+    )
+    (workdir / "crew.yaml").write_text("sandbox: required\n")
+    assert statuses(doctor(workdir, bin_dir, config=workdir / "crew.yaml"))["network"][0] == FAIL
+
+
+def test_an_open_network_is_a_warning(workdir: Path, bin_dir: Path) -> None:
+    (workdir / "crew.yaml").write_text("network: open\n")
+    (only,) = doctor(workdir, bin_dir, config=workdir / "crew.yaml")["network"]
+    assert only.status == WARN and only.message.endswith("the CLIs and all they start reach any host")

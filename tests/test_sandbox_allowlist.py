@@ -149,7 +149,9 @@ def test_a_public_address_is_not_forbidden(address):
 
 
 def test_an_allow_list_is_shown_with_where_each_entry_comes_from():
-    listed = AllowList((entry("api.example.com", "its API", private_ok=False), entry("127.0.0.1:8080", "BASE_URL")))
-    assert listed.shown() == "api.example.com (its API), 127.0.0.1:8080 (BASE_URL)"
+    listed = AllowList(
+        (entry("api.example.com", "its API"), entry("login.example.com", "its API"), entry("127.0.0.1:8080", "URL"))
+    )
+    assert listed.shown() == "api.example.com, login.example.com (its API), 127.0.0.1:8080 (URL)"
     assert AllowList().shown() == "nothing"
-    assert listed.plus([entry("127.0.0.1:8080", "BASE_URL"), entry("x.org")]).entries[-1] == entry("x.org")
+    assert listed.plus([entry("127.0.0.1:8080", "URL"), entry("x.org")]).entries[-1] == entry("x.org")

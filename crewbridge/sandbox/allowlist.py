@@ -175,7 +175,14 @@ class AllowList:
         return [(one.host, port) for one in self.entries if is_loopback(one.host) for port in one.ports]
 
     def shown(self) -> str:
-        return ", ".join(one.shown() + (f" ({one.why})" if one.why else "") for one in self.entries) or "nothing"
+        """The entries, those from one place together: `a, b (its API), c (X_BASE_URL)`."""
+        groups: list[tuple[str, list[str]]] = []
+        for one in self.entries:
+            if groups and groups[-1][0] == one.why:
+                groups[-1][1].append(one.shown())
+            else:
+                groups.append((one.why, [one.shown()]))
+        return ", ".join(", ".join(shown) + (f" ({why})" if why else "") for why, shown in groups) or "nothing"
 
 
 def forbidden(address: Address) -> str | None:
