@@ -159,6 +159,7 @@ class Proxy:
                 client, _ = listener.accept()
             except OSError:
                 return  # shut
+            client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # relayed pieces go at once
             with self._lock:
                 held = self._open.get(id(listener))
                 if held is None or len(held) >= MAX_OPEN:
