@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -120,7 +121,7 @@ def _requests(settings: Settings) -> list[Row]:
             ("landlock", "connect", "Landlock: through the proxy's CONNECT tunnel, keep-alive"),
         ]
         for mechanism, how, what in cases:
-            mine, theirs, ratios = paired(
+            mine, theirs, _ = paired(
                 lambda m=mechanism, h=how: requests(m, h),
                 lambda: requests(None, "direct"),
                 settings.repeats(7, 3),
@@ -142,8 +143,6 @@ def _requests(settings: Settings) -> list[Row]:
     finally:
         server.kill()
         server.wait()
-        import shutil
-
         shutil.rmtree(work, ignore_errors=True)
     return rows
 
@@ -182,8 +181,6 @@ def _starts(settings: Settings) -> list[Row]:
                 )
             )
     finally:
-        import shutil
-
         shutil.rmtree(work, ignore_errors=True)
     return rows
 
