@@ -10,7 +10,9 @@ needs a Unix socket.
 
 The child only makes system calls whose arguments are built before the fork (ctypes), as
 Landlock's restriction does between fork and exec: crew has threads, and the child may take no
-lock one of them held.
+lock one of them held. Where crew may join the namespace without its user namespace (root, with
+that capability), a thread of its own joins it instead (a thread's network namespace is its own):
+no fork, whose cost grows with crew's memory.
 """
 
 from __future__ import annotations
@@ -18,10 +20,12 @@ from __future__ import annotations
 import ctypes
 import os
 import socket
+import threading
 import warnings
 from collections.abc import Collection, Sequence
 
 CLONE_NEWUSER, CLONE_NEWNET = 0x10000000, 0x40000000
+Plan = tuple[int, tuple[str, int], bool]  # a socket's family, its address, whether it is optional
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
@@ -44,6 +48,36 @@ def listeners(
     except OSError:
         os.close(user)
         raise
+    try:
+        made = _in_thread(net, plans, backlog) if os.geteuid() == 0 else None
+        return made if made is not None else _forked(user, net, plans, backlog)
+    finally:
+        os.close(user)
+        os.close(net)
+
+
+def _in_thread(net: int, plans: list[Plan], backlog: int) -> list[socket.socket | None] | None:
+    """The sockets, made by a thread that joins the namespace; None when it may not (no capability)."""
+    done: list[list[socket.socket | None] | OSError | None] = [None]
+
+    def work() -> None:  # the thread ends after: crew's other threads stay in their namespace
+        if _libc.setns(net, CLONE_NEWNET) != 0:
+            return
+        try:
+            done[0] = _made(plans, backlog)
+        except OSError as exc:
+            done[0] = exc
+
+    thread = threading.Thread(target=work, name="crew-netns")
+    thread.start()
+    thread.join()
+    if isinstance(done[0], OSError):
+        raise NamespaceError(f"cannot open the sandbox's network to crew's proxy: {done[0].strerror or done[0]}")
+    return done[0]
+
+
+def _forked(user: int, net: int, plans: list[Plan], backlog: int) -> list[socket.socket | None]:
+    """The sockets, made by a forked child that joins the user namespace, then the network one."""
     mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
     try:
         with warnings.catch_warnings():  # Python 3.12+ warns of a fork with threads: see the docstring
@@ -70,13 +104,9 @@ def listeners(
         mine.close()
         if theirs.fileno() >= 0:
             theirs.close()
-        os.close(user)
-        os.close(net)
 
 
-def _child(
-    user: int, net: int, plans: list[tuple[int, tuple[str, int], bool]], backlog: int, out: socket.socket
-) -> None:
+def _child(user: int, net: int, plans: list[Plan], backlog: int, out: socket.socket) -> None:
     """In the forked child: join the namespaces, make the sockets, send them, exit."""
     code = 1
     try:
@@ -87,35 +117,46 @@ def _child(
         if _libc.setns(net, CLONE_NEWNET) != 0:
             errno = ctypes.get_errno()
             step += f" (its user namespace too: {os.strerror(user_errno)})" if user_errno else ""
-            raise OSError(errno, step)
-        made: list[socket.socket | None] = []
+            raise OSError(errno, f"{step}: {os.strerror(errno)}")
+        made = _made(plans, backlog)
+        said = "ok " + " ".join("0" if one is None else "1" for one in made)
+        socket.send_fds(out, [said.encode()], [one.fileno() for one in made if one is not None])
+        code = 0
+    except OSError as exc:
+        try:
+            out.send((exc.strerror or str(exc)).encode()[:500])
+        except OSError:
+            pass
+    finally:
+        os._exit(code)
+
+
+def _made(plans: list[Plan], backlog: int) -> list[socket.socket | None]:
+    """The listening sockets of `plans`, made in this thread's network namespace (None for an
+    optional one that cannot be bound). OSError naming the address that cannot."""
+    made: list[socket.socket | None] = []
+    try:
         for family, address, optional in plans:
-            step = f"listening on {address[0]}:{address[1]}"
             one = socket.socket(family, socket.SOCK_STREAM)
+            made.append(one)  # kept: a socket object that goes closes its descriptor
             one.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             if family == socket.AF_INET6:
                 one.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
             try:
                 one.bind(address)
-            except OSError:
+            except OSError as exc:
                 if not optional:
-                    raise
+                    raise OSError(exc.errno, f"listening on {address[0]}:{address[1]}: {exc.strerror}") from None
                 one.close()
-                made.append(None)
+                made[-1] = None
                 continue
             one.listen(backlog)
-            made.append(one)  # kept: a socket object that goes closes its descriptor
-        said = "ok " + " ".join("0" if one is None else "1" for one in made)
-        socket.send_fds(out, [said.encode()], [one.fileno() for one in made if one is not None])
-        code = 0
-    except OSError as exc:
-        with_reason = f"{step}: {os.strerror(exc.errno) if exc.errno else exc}"
-        try:
-            out.send(with_reason.encode()[:500])
-        except OSError:
-            pass
-    finally:
-        os._exit(code)
+    except BaseException:
+        for one in made:
+            if one is not None:
+                one.close()
+        raise
+    return made
 
 
 def _family(host: str) -> int:
