@@ -12,8 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from crewbridge.sandbox.bwrap import COMMON, find
 from crewbridge.sandbox import netns
+from crewbridge.sandbox.bwrap import COMMON, find
 from crewbridge.sandbox.netns import NamespaceError, listeners
 
 pytestmark = pytest.mark.needs("bwrap")
