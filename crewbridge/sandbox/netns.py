@@ -152,9 +152,9 @@ def _made(plans: list[Plan], backlog: int) -> list[socket.socket | None]:
                 continue
             one.listen(backlog)
     except BaseException:
-        for one in made:
-            if one is not None:
-                one.close()
+        for kept in made:
+            if kept is not None:
+                kept.close()
         raise
     return made
 
