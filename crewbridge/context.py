@@ -162,25 +162,13 @@ class RunContext:
         """The run's network: "allow" (only what is allowed, through crew's proxy) or "open"."""
         return options.network or self.config.network
 
-    def cli_hosts(self, options: RunOptions, provider: Provider) -> Hosts | None:
-        """What an agent's CLI may reach, from its environment: its model API and crew.yaml's
-        network: allow; None when the network is open."""
-        if self.network(options) == "open":
-            return None
-        from crewbridge.sandbox.allowlist import AllowList  # for start-up speed: with a sandbox only
+    def hosts(self, options: RunOptions, provider: Provider | None = None) -> Hosts | None:
+        """What an agent's CLI (its `provider`'s: its model API, from its environment, and crew.yaml's
+        network: allow) or its commands (network: allow, where sandbox_network lets them use the
+        network) may reach; None when the network is open."""
+        from crewbridge.sandbox.egress import reaching  # for start-up speed: with a sandbox only
 
-        allowed = self.config.allowed
-        return lambda env: AllowList((*provider.endpoints(env), *allowed))
-
-    def command_hosts(self, options: RunOptions) -> Hosts | None:
-        """What an agent's commands may reach, where its sandbox_network lets them use the network:
-        crew.yaml's network: allow; None when the network is open."""
-        if self.network(options) == "open":
-            return None
-        from crewbridge.sandbox.allowlist import AllowList  # for start-up speed: with a sandbox only
-
-        allowed = AllowList(self.config.allowed)
-        return lambda env: allowed
+        return reaching(self.network(options), self.config.allowed, provider.endpoints if provider else None)
 
     def skills(self, agent: AgentSpec) -> dict[str, Skill]:
         """The skills `agent` gets: those found from its working directory, chosen by its `skills:` globs."""
@@ -285,7 +273,7 @@ class RunContext:
                     mode,
                     provider.state,
                     agent.deny_commands,
-                    hosts=self.cli_hosts(options, provider),
+                    hosts=self.hosts(options, provider),
                 ),
             )
             if not agent.user_mcp_servers:  # only the MCP servers crew gives it, never crew itself again
@@ -366,7 +354,7 @@ class RunContext:
                 work.mode,
                 network=agent.sandbox_network,
                 denied=agent.deny_commands,  # what they deny whatever its arguments is masked inside
-                hosts=self.command_hosts(options),
+                hosts=self.hosts(options),
             ),
             files=self.files,
         )

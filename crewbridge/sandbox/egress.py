@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import random
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -34,6 +34,19 @@ Hosts = Callable[[Mapping[str, str]], AllowList]  # what a process may reach, fr
 PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
 LOOPBACK = "localhost,127.0.0.1,::1"
 KEPT = 100  # refusals kept until someone listens
+
+
+def reaching(
+    network: str, allowed: Sequence[Entry], endpoints: Callable[[Mapping[str, str]], Sequence[Entry]] | None = None
+) -> Hosts | None:
+    """What a kind of process may reach: `endpoints` (a CLI's model API, from its environment) and
+    `allowed` (crew.yaml's network: allow); None when `network` is "open"."""
+    if network == "open":
+        return None
+    listed = tuple(allowed)
+    if endpoints is None:
+        return lambda env: AllowList(listed)
+    return lambda env: AllowList((*endpoints(env), *listed))
 
 
 class Refusals:
