@@ -131,6 +131,7 @@ def test_connect_to_an_allowed_destination_tunnels_bytes_both_ways(door, echo):
     with served.connect() as client:
         client.sendall(f"CONNECT 127.0.0.1:{echo.port} HTTP/1.1\r\nHost: 127.0.0.1:{echo.port}\r\n\r\nfirst".encode())
         assert answer_to(client).startswith(b"HTTP/1.1 200 ")
+        client.settimeout(60)  # a bound for a broken proxy, not a timing: a loaded machine is slow
         payload = os.urandom(1 << 20)  # a megabyte of random bytes, both ways, intact
         sender = threading.Thread(target=client.sendall, args=(payload,))
         sender.start()
@@ -383,3 +384,14 @@ def test_shutting_a_door_ends_the_connections_through_it(door, echo):
     client.close()
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", served.port), timeout=2).close()
+
+
+def test_a_loop_of_refused_connections_cannot_fill_the_record(door, monkeypatch):
+    monkeypatch.setattr(proxy, "TOLD", 5)
+    monkeypatch.setattr(proxy, "NAMED", 2)
+    served = door("example.com")
+    for _ in range(8):
+        assert served.ask(b"CONNECT evil.example:443 HTTP/1.1\r\n\r\n").startswith(b"HTTP/1.1 403 ")  # each answered
+    assert len(served.refused) == 5
+    assert [r.process is not None for r in served.refused] == [True, True, False, False, False]
+    assert served.refused[-1].why == "not in the allow-list; crew records no more refusals of this sandbox"

@@ -20,10 +20,11 @@ which process when crew can tell), to the door's `report`.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import socket
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,6 +34,8 @@ HEAD_TIMEOUT = 10.0  # seconds a client has to send its request's head (slowlori
 MAX_HEAD = 16384  # bytes of a request's head
 CONNECT_TIMEOUT = 15.0  # seconds to reach a destination (or the upstream proxy)
 MAX_OPEN = 128  # connections one door has open at once; more are refused
+TOLD = 200  # refusals one door reports; later ones are answered but not told (a loop cannot fill the record)
+NAMED = 32  # of those, how many crew looks up the process of (a scan of /proc each)
 CHUNK = 1 << 16
 PROCESS_CHARS = 200  # of the command line that names which process was refused
 
@@ -127,6 +130,16 @@ class Door:
     upstream: Upstream = field(default_factory=lambda: Upstream())
     to: tuple[str, int] | None = None
     namespace: Path | None = None
+    counted: Iterator[int] = field(default_factory=lambda: itertools.count(1))  # its refusals (next() is atomic)
+
+    def refuse(self, client: socket.socket, failed: Failed) -> None:
+        """Report a refusal (the first TOLD; the process of the first NAMED), then answer it."""
+        told = next(self.counted)
+        if told <= TOLD:
+            process = who(client, self.namespace) if told <= NAMED else None
+            last = "; crew records no more refusals of this sandbox" if told == TOLD else ""
+            self.report(Refused(failed.host, failed.port, failed.why + last, process))
+        _answer(client, failed)
 
 
 class Proxy:
@@ -184,9 +197,7 @@ class Proxy:
             _relay(client, server)
         except Failed as failed:
             if failed.status:
-                process = who(client, door.namespace)
-                door.report(Refused(failed.host, failed.port, failed.why, process))
-                _answer(client, failed)
+                door.refuse(client, failed)
         except OSError:
             pass
         finally:
