@@ -186,7 +186,7 @@ class Proxy:
     def _serve(self, listener: socket.socket, client: socket.socket, door: Door) -> None:
         server = None
         try:
-            server, head = (_reach(door.to, None), b"") if door.to else self._open_request(client, door)
+            server, head, plain = (_reach(door.to, None), b"", False) if door.to else self._open_request(client, door)
             with self._lock:
                 held = self._open.get(id(listener))
                 if held is None:
@@ -194,7 +194,7 @@ class Proxy:
                 held.append(server)
             if head:
                 server.sendall(head)
-            _relay(client, server)
+            _relay(client, server, closing=plain)
         except Failed as failed:
             if failed.status:
                 door.refuse(client, failed)
@@ -210,9 +210,10 @@ class Proxy:
             if server is not None:
                 _close(server)
 
-    def _open_request(self, client: socket.socket, door: Door) -> tuple[socket.socket, bytes]:
-        """Read the request, check it, reach its destination: that socket, and what to send it first
-        (a plain request's head, rewritten, and what of its body came with it). CONNECT is answered here."""
+    def _open_request(self, client: socket.socket, door: Door) -> tuple[socket.socket, bytes, bool]:
+        """Read the request, check it, reach its destination: that socket, what to send it first (a
+        plain request's head, rewritten, and what of its body came with it), and whether it is a
+        plain request. CONNECT is answered here."""
         request = read_request(client)
         entry = door.allowed.find(request.host, request.port)
         if entry is None:
@@ -224,8 +225,8 @@ class Proxy:
             server = _reach((request.host, request.port), entry.private_ok)
         if request.connect:
             client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
-            return server, request.rest
-        return server, request.forwarded(absolute=via is not None, auth=via[2] if via else "") + request.rest
+            return server, request.rest, False
+        return server, request.forwarded(absolute=via is not None, auth=via[2] if via else "") + request.rest, True
 
 
 @dataclass
@@ -389,18 +390,21 @@ def _through(via: tuple[str, int, str], request: Request) -> socket.socket:
     return server
 
 
-def _relay(client: socket.socket, server: socket.socket) -> None:
-    """Bytes both ways until both sides are done: one way on a thread of its own, one here."""
-    other = threading.Thread(target=_pump, args=(server, client), daemon=True)
+def _relay(client: socket.socket, server: socket.socket, *, closing: bool = False) -> None:
+    """Bytes both ways until both sides are done: one way on a thread of its own, one here.
+    `closing`: the answer to a plain request, whose head is told the connection closes after it."""
+    other = threading.Thread(target=_pump, args=(server, client, closing), daemon=True)
     other.start()
     _pump(client, server)
     other.join()
 
 
-def _pump(source: socket.socket, sink: socket.socket) -> None:
+def _pump(source: socket.socket, sink: socket.socket, closing: bool = False) -> None:
     buffer = bytearray(CHUNK)
     view = memoryview(buffer)
     try:
+        if closing:
+            sink.sendall(_closing_head(source))
         while True:
             size = source.recv_into(buffer)
             if not size:
@@ -411,6 +415,27 @@ def _pump(source: socket.socket, sink: socket.socket) -> None:
             source.shutdown(socket.SHUT_RDWR)  # the other way ends too
     with contextlib.suppress(OSError):
         sink.shutdown(socket.SHUT_WR)
+
+
+def _closing_head(source: socket.socket) -> bytes:
+    """The answer's head (and what came with it) read from `source`, saying `Connection: close`:
+    the client must not send another request on this connection (it may be for another host, and
+    crew forwards one request a connection)."""
+    data = b""
+    while b"\r\n\r\n" not in data and len(data) <= MAX_HEAD:
+        chunk = source.recv(CHUNK)
+        if not chunk:
+            return data
+        data += chunk
+    head, blank, rest = data.partition(b"\r\n\r\n")
+    if not blank:
+        return data
+    lines = head.split(b"\r\n")
+    kept = [line for line in lines[1:] if line.split(b":", 1)[0].strip().lower() not in _HOP_HEADERS]
+    return b"\r\n".join([lines[0], *kept, b"Connection: close"]) + blank + rest
+
+
+_HOP_HEADERS = (b"connection", b"keep-alive", b"proxy-connection")
 
 
 def _answer(client: socket.socket, failed: Failed) -> None:
