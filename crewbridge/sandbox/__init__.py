@@ -282,6 +282,7 @@ class Sandboxing:
         self._lock = threading.Lock()
         self._unsaid: str | None = None  # the notice of an `auto` left with no mechanism at a launch
         self._proxy: Proxy | None = None  # crew's egress proxy, made when a sandbox first needs it
+        self._gap_said = False  # that the mechanism cannot hold the network here (said once)
 
     @property
     def detection(self) -> Detection:
@@ -385,6 +386,10 @@ class Sandboxing:
             raise SandboxUnavailable(
                 f"the sandbox is required, but {gap}; {INSTALL}, or pass --network open (or --sandbox auto)"
             )
+        if gap:
+            with self._lock:
+                if not self._gap_said:  # said once, as a sandbox that did not come up is
+                    self._gap_said, self._unsaid = True, f"{gap}: they reach any host; {INSTALL}"
         instead = functools.partial(self._instead, mechanism, wanted) if mechanism.unproven else None
         return Sandbox(mechanism, confinement, instead)
 
