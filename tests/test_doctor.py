@@ -239,6 +239,7 @@ def test_a_missing_cli_is_a_warning_unless_it_is_needed(workdir: Path, bin_dir: 
         "mcp": [OK],
         "native": [OK],
         "sandbox": [OK],
+        "network": [OK] * 5,  # how it is held, and each of the four built-in agents
         "gemini": [FAIL],
     }
 
@@ -444,6 +445,10 @@ def test_the_command_prints_one_line_per_finding_and_exits_1_on_a_failure(
         ["ok", "mcp"],
         ["ok", "native"],
         ["ok", "sandbox"],
+        ["ok", "network"],
+        ["ok", "network"],
+    ]
+    assert [line.split()[:2] for line in lines[1:] if line.split()[1] in ("claude", "demo")] == [
         ["FAIL", "claude"],
         ["ok", "demo"],
     ]
@@ -463,6 +468,7 @@ def test_the_command_exits_0_when_nothing_is_broken(
         "ok",
         "ok",
         "ok",
+        *["ok"] * 5,  # the network: how it is held, what each agent reaches
         "warn",
         "warn",
         "warn",
