@@ -76,7 +76,7 @@ class AgentSpec:
     max_tokens: int | None = None  # tokens (input + output) its run may use
     tools_via: str = "text"  # text: the catalogue in the prompt; native: the CLI's own tool channel (crewbridge.native)
     sandbox: str | None = None  # auto | required | off: replaces the run's, where stricter (crewbridge.sandbox.level)
-    sandbox_network: bool = False  # its commands may use the network inside the sandbox
+    sandbox_network: bool = False  # its commands reach network: allow's hosts inside the sandbox (else none)
     user_mcp_servers: bool = False  # its CLI also starts the MCP servers its user registered
     # allow, allow_commands and skills lists of later files (crewbridge.config_layers): a name must match these too
     narrowing: dict[str, list[list[str]]] = field(default_factory=dict)
