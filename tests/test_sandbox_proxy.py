@@ -158,13 +158,14 @@ def test_a_destination_not_in_the_allow_list_is_refused_and_the_process_that_ask
 def test_a_plain_request_goes_on_in_origin_form_without_the_clients_proxy_headers(door, echo):
     served = door(f"127.0.0.1:{echo.port}")
     head = (
-        f"POST http://127.0.0.1:{echo.port}/v1/messages?beta=true HTTP/1.1\r\nHost: 127.0.0.1:{echo.port}\r\n"
+        f"POST http://127.0.0.1:{echo.port}/v1/messages?beta=true HTTP/1.1\r\nHost: another.example\r\n"
         "Proxy-Authorization: Basic c2VjcmV0\r\nProxy-Connection: keep-alive\r\nConnection: keep-alive\r\n"
         "Content-Length: 4\r\n\r\nbody"
     ).encode()
     answer = served.ask(head, done=True)
     sent = echo.received[0]
-    assert sent.startswith(b"POST /v1/messages?beta=true HTTP/1.1\r\n")
+    assert sent.startswith(f"POST /v1/messages?beta=true HTTP/1.1\r\nHost: 127.0.0.1:{echo.port}\r\n".encode())
+    assert b"another.example" not in sent  # the Host is the destination crew checked
     assert b"Proxy-" not in sent and b"keep-alive" not in sent
     assert b"Connection: close\r\n" in sent and sent.endswith(b"\r\n\r\nbody")
     # The echo's answer came back, its "head" (the request's, echoed) told to close the connection.

@@ -248,9 +248,13 @@ class Request:
 
     def forwarded(self, *, absolute: bool, auth: str = "") -> bytes:
         """A plain request's head as sent on: origin-form (absolute-form to an upstream proxy, with
-        its credentials), no Proxy-* headers of the client's, and `Connection: close` (the next
-        request on the client's connection may be for another host)."""
-        kept = [(k, v) for k, v in self.headers if not k.lower().startswith("proxy-") and k.lower() != "connection"]
+        its credentials), no Proxy-* headers of the client's, `Host` the destination crew checked
+        (not another site the same server holds), and `Connection: close` (the next request on the
+        client's connection may be for another host)."""
+        dropped = ("connection", "host")
+        kept = [(k, v) for k, v in self.headers if not k.lower().startswith("proxy-") and k.lower() not in dropped]
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        kept[:0] = [("Host", host if self.port == 80 else f"{host}:{self.port}")]
         kept.append(("Connection", "close"))
         if auth:
             kept.append(("Proxy-Authorization", auth))
