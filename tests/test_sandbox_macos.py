@@ -23,3 +23,12 @@ def test_network_on_leaves_it_alone_and_odd_paths_are_quoted():
     rules = profile(Confinement(writable=(Path('/w/a "b"\\c'),), network=True), Path("/t"))
     assert '(subpath "/w/a \\"b\\"\\\\c")' in rules
     assert "network" not in rules
+
+
+def test_through_crews_proxy_only_tcp_to_its_port_and_the_carried_ones_on_localhost_is_left():
+    rules = profile(Confinement(network=True), Path("/t"), ports=[41234, 8080]).splitlines()
+    assert rules[-3:] == [
+        "(deny network*)",
+        '(allow network-outbound (remote tcp "localhost:41234"))',
+        '(allow network-outbound (remote tcp "localhost:8080"))',
+    ]
