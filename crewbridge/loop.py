@@ -156,8 +156,9 @@ class AgentLoop:
     def refused(self, refused: Refused) -> None:
         """A connection of the agent's sandbox that crew's proxy refused (told from the proxy's
         thread): in the transcript and the run's events."""
-        self.transcript.write("egress", agent=self.agent, **refused.to_dict())
-        self.emit(Progress("egress", self.agent, refused.text(), data={**refused.to_dict(), "text": refused.text()}))
+        record = {**refused.to_dict(), "text": refused.text()}
+        self.transcript.write("egress", agent=self.agent, **record)
+        self.emit(Progress("egress", self.agent, refused.text(), data=record))
 
     def run(self, task: str, prior: Prior | None = None, held: bool = True) -> RunResult:
         """The task, catalogue first, to its answer; then the conversation ends. With `prior`, the
