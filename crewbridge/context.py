@@ -274,7 +274,9 @@ class RunContext:
                     provider.state,
                     agent.deny_commands,
                     hosts=self.hosts(options, provider),
+                    hiding=self.config.hiding,
                 ),
+                passed=tuple(self.config.env_pass),
             )
             if not agent.user_mcp_servers:  # only the MCP servers crew gives it, never crew itself again
                 base.options += provider.own_mcp_only(base, {**os.environ, **self.env}, workdir)
@@ -339,7 +341,7 @@ class RunContext:
             self.tools.with_(extra),
             Policy(agent, work.mode, approve_all=options.approve_all, approver=approver),
             workdir=workdir,
-            hooks=Hooks(self.config.hooks, workdir=workdir),
+            hooks=Hooks(self.config.hooks, workdir=workdir, passed=self.config.env_pass),
             transcript=work.transcript,
             max_turns=options.max_turns,
             timeout=agent.timeout or options.timeout,
@@ -355,6 +357,7 @@ class RunContext:
                 network=agent.sandbox_network,
                 denied=agent.deny_commands,  # what they deny whatever its arguments is masked inside
                 hosts=self.hosts(options),
+                hiding=self.config.hiding,
             ),
             files=self.files,
         )

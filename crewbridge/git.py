@@ -17,7 +17,7 @@ import signal
 import stat
 import subprocess
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -96,11 +96,15 @@ def run_git(
     input: bytes | None = None,
     timeout: float = GIT_TIMEOUT,
     check: bool = True,
+    passed: Collection[str] = (),
 ) -> subprocess.CompletedProcess[bytes]:
     """`git ARGS` in `cwd` (with a scratch `index` when given), in a process group of its own that
-    is ended at `timeout` (CrewTimeout) or when crew is interrupted. GitError with git's own words
-    when it fails and `check`; CLINotFound when git is not installed."""
-    env = {name: value for name, value in without_secrets(os.environ).items() if name not in _REPOSITORY_VARIABLES}
+    is ended at `timeout` (CrewTimeout) or when crew is interrupted, with no secret in its
+    environment but those `passed` (crewbridge.childenv: a command a repository's config names runs
+    with it). GitError with git's own words when it fails and `check`; CLINotFound when git is not
+    installed."""
+    clean = without_secrets(os.environ, passed)
+    env = {name: value for name, value in clean.items() if name not in _REPOSITORY_VARIABLES}
     env["GIT_TERMINAL_PROMPT"] = "0"  # never ask for a password on the terminal
     if index is not None:
         env["GIT_INDEX_FILE"] = str(index)
@@ -176,10 +180,11 @@ class Checkout:
         input: bytes | None = None,
         timeout: float = GIT_TIMEOUT,
         check: bool = True,
+        passed: Collection[str] = (),
     ) -> subprocess.CompletedProcess[bytes]:
-        """`git ARGS` in this checkout (with a scratch `index` when given)."""
+        """`git ARGS` in this checkout (with a scratch `index` when given; `passed` as run_git's)."""
         where = [*SAFE, f"--git-dir={self.git_dir}", f"--work-tree={self.top}"]
-        return run_git([*where, *args], self.top, index=index, input=input, timeout=timeout, check=check)
+        return run_git([*where, *args], self.top, index=index, input=input, timeout=timeout, check=check, passed=passed)
 
     def text(self, args: Sequence[str], *, timeout: float = GIT_TIMEOUT) -> str:
         """What `git ARGS` printed here, as text without its last newline."""

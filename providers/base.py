@@ -53,6 +53,7 @@ class Turn:
     options: list[str] = field(default_factory=list)  # extra CLI options from configuration
     native: bool = False  # crew's tools go through the CLI's native channel, not the catalogue (crewbridge.native)
     sandbox: Sandbox | None = None  # the CLI runs inside it (crewbridge.sandbox)
+    passed: tuple[str, ...] = ()  # secret-named variables it gets all the same (crew.yaml's env.pass)
     mcp_servers: tuple[McpServer, ...] = ()  # MCP servers it is given besides crew's (Provider.mcp_via)
 
     def __post_init__(self) -> None:
@@ -64,6 +65,17 @@ class Turn:
             )
         if self.session_id:
             refuse_option(f"session id '{self.session_id}'", self.session_id, "resume a session the CLI named")
+
+
+def cli_environment(
+    provider: Provider, turn: Turn, env: Mapping[str, str] | None
+) -> tuple[dict[str, str], frozenset[str]]:
+    """The environment a CLI runs with (crew's, with its provider's variables and `env`, what crew
+    sets for it), and the names in it that reach it although crewbridge.childenv withholds such
+    names from what crew starts: those crew sets for it, its own logins, `turn.passed`."""
+    added = {**provider.env(), **(env or {})}
+    full = {**os.environ, **added}
+    return full, frozenset({*added, *provider.logins(full), *turn.passed})
 
 
 def cli_home(env: Mapping[str, str], variable: str, default: str) -> Path:
@@ -202,6 +214,10 @@ class Provider:
     # the variables that name a base URL its user configured instead.
     hosts: tuple[str, ...] = ()
     base_url_variables: tuple[str, ...] = ()
+    # The variables it logs in with (its documented keys and tokens): it gets them although
+    # crewbridge.childenv withholds such names from everything else crew starts. Its login files are
+    # its State's `login`.
+    login_env: tuple[str, ...] = ()
 
     def argv(self, turn: Turn) -> list[str]:
         raise NotImplementedError
@@ -247,6 +263,10 @@ class Provider:
 
         found = [entry(host, f"{self.name}'s API", private_ok=False) for host in self.hosts]
         return found + base_urls(env, self.base_url_variables)
+    def logins(self, env: Mapping[str, str]) -> frozenset[str]:
+        """The variables the CLI (run with `env`) logs in with: `login_env`, and those its own
+        configuration names for its model (codex's `env_key`)."""
+        return frozenset(self.login_env)
 
     def state(self, env: Mapping[str, str]) -> State:
         """Where the CLI (run with `env`) keeps its own state, and what of it it writes as data: the

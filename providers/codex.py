@@ -82,6 +82,15 @@ class CodexProvider(Provider):
     # The Responses API, a ChatGPT login's backend, and where that login is refreshed.
     hosts = ("api.openai.com", "chatgpt.com", "auth.openai.com")
     base_url_variables = ("OPENAI_BASE_URL",)
+    login_env = ("OPENAI_API_KEY", "CODEX_API_KEY", "CODEX_ACCESS_TOKEN")  # 0.169.0 reads each
+
+    def logins(self, env: Mapping[str, str]) -> frozenset[str]:
+        # A model provider in its config.toml names the variable its key is in (`env_key`).
+        try:
+            text = (cli_home(env, "CODEX_HOME", ".codex") / "config.toml").read_text(errors="replace")
+        except OSError:
+            text = ""
+        return frozenset({*self.login_env, *re.findall(r'(?m)^\s*env_key\s*=\s*"([A-Za-z_]\w*)"', text)})
 
     def argv(self, turn: Turn) -> list[str]:
         argv = [self.binary, "exec", "--json", "--skip-git-repo-check", "--sandbox", own_sandbox(turn)]
@@ -150,9 +159,11 @@ class CodexProvider(Provider):
         # from its sessions all the same). Its shell snapshots, which its commands source, are
         # private. It reads config.toml (MCP servers, notify), .env (its environment: PATH, keys),
         # auth.json, rules/, hooks.json, AGENTS.md, skills/ there: read-only.
+        # It logs in with auth.json (a ChatGPT sign-in's tokens, or a key) or a key in its .env.
         home = cli_home(env, "CODEX_HOME", ".codex")
         sqlite = env.get("CODEX_SQLITE_HOME")
         return State(
+            login=(home / "auth.json", home / ".env"),
             home=home,
             variable="CODEX_HOME",
             data=(

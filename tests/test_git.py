@@ -207,3 +207,17 @@ def test_without_git_installed_it_says_so(repo: Path, tmp_path: Path, monkeypatc
     with pytest.raises(CLINotFound, match="git is not installed"):
         Checkout.of(repo, "--worktree")
     assert os.environ["PATH"] == str(tmp_path / "empty")
+
+
+def test_a_command_a_repositorys_config_names_runs_without_the_users_secrets_unless_passed(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A filter, alias or hook the repository names runs with crew's git's environment: the rule of
+    crewbridge.childenv holds there too; crew batch's forge commands pass the way to the forge."""
+    from crewbridge.childenv import FORGE
+
+    for name, value in {"GITHUB_TOKEN": "gh-value", "SSH_AUTH_SOCK": "/agent", "CREW_BATCH_DB": "pg://u:p@h/d"}.items():
+        monkeypatch.setenv(name, value)
+    show = ["-c", "alias.peek=!echo ${GITHUB_TOKEN:-none} ${SSH_AUTH_SOCK:-none} ${CREW_BATCH_DB:-none}", "peek"]
+    assert run_git(show, repo).stdout == b"none none none\n"
+    assert run_git(show, repo, passed=FORGE).stdout == b"gh-value /agent none\n"

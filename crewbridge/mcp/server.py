@@ -79,7 +79,9 @@ class McpServer(McpCore):
         from crewbridge.sandbox.egress import reaching  # for start-up speed: the allow-list's parsing
 
         hosts = reaching(config.network, config.allowed)  # with sandbox_network: network: allow's hosts
-        self.sandbox = self.sandboxing.commands(wanted, workdir, self.mode, network=network, denied=denied, hosts=hosts)
+        self.sandbox = self.sandboxing.commands(
+            wanted, workdir, self.mode, network=network, denied=denied, hiding=config.hiding, hosts=hosts
+        )
         self.sandbox_notice = self.sandboxing.notice([wanted])
         self._lock = threading.Lock()
         self._jobs: list[Job] = []  # every session's, to stop and wait for at close()
@@ -182,7 +184,7 @@ class McpServer(McpCore):
                     if self.config.transcripts
                     else Transcript()
                 )
-                hooks = Hooks(self.config.hooks, workdir=self.workdir)
+                hooks = Hooks(self.config.hooks, workdir=self.workdir, passed=self.config.env_pass)
                 # Each call that may write is followed by crewbridge.gitguard: the client's next git
                 # command runs outside crew's sandbox, at once.
                 guarded = self.workdir if self.mode == "execute" else None
