@@ -241,6 +241,8 @@ def _withheld(config: Config, env: Mapping[str, str]) -> Check:
 
 def _home_relative(path: Path, home: str) -> str:
     return f"~/{path.relative_to(home)}" if home and path.is_relative_to(home) and str(path) != home else str(path)
+
+
 def _network(config: Config, env: Mapping[str, str], cwd: Path, found: Detection | CrewError) -> Iterator[Check]:
     """How the sandboxes' network is held here (checked by opening one), and what each agent's CLI,
     and its commands, may reach."""

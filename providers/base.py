@@ -263,6 +263,7 @@ class Provider:
 
         found = [entry(host, f"{self.name}'s API", private_ok=False) for host in self.hosts]
         return found + base_urls(env, self.base_url_variables)
+
     def logins(self, env: Mapping[str, str]) -> frozenset[str]:
         """The variables the CLI (run with `env`) logs in with: `login_env`, and those its own
         configuration names for its model (codex's `env_key`)."""

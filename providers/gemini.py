@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import glob
-import re
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
