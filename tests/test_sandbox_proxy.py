@@ -373,8 +373,8 @@ def test_no_proxy_and_the_kind_of_request_choose_the_upstream():
     assert upstream.for_("corp.example", plain=False) is None
     assert upstream.for_("10.0.0.1", plain=False) is None
     assert Upstream.of({"NO_PROXY": "*", "HTTPS_PROXY": "http://p:1"}).for_("x.org", plain=False) is None
-    socks = Upstream.of({"HTTPS_PROXY": "socks5://p:1080"})
-    assert socks.https is None and socks.unusable == "HTTPS_PROXY=socks5://p:1080"
+    socks = Upstream.of({"HTTPS_PROXY": "socks5://me:secret@p:1080"})
+    assert socks.https is None and socks.unusable == "HTTPS_PROXY (socks5://…)"  # never its password
 
 
 def test_shutting_a_door_ends_the_connections_through_it(door, echo):

@@ -84,8 +84,8 @@ class Upstream:
             found[scheme] = None
             if name is not None:
                 found[scheme] = _proxy_url(env[name])
-                if found[scheme] is None:
-                    unusable.append(f"{name}={env[name]}")
+                if found[scheme] is None:  # named by its kind only: its URL may hold a password
+                    unusable.append(f"{name} ({env[name].partition('://')[0] or 'no scheme'}://…)")
         bypass = (env.get("no_proxy") or env.get("NO_PROXY") or "").split(",")
         names = tuple(b.strip().lower().lstrip(".") for b in bypass if b.strip())
         return cls(found["https"], found["http"], names, "; ".join(unusable))
@@ -148,23 +148,26 @@ class Proxy:
 
     def __init__(self) -> None:
         self._lock = threading.RLock()  # RLock: crew's Ctrl-C ends the doors from a signal handler
-        self._open: dict[int, list[socket.socket]] = {}  # by listener: its connections' sockets
+        # By listener: each connection it accepted, and the one crew made for it (None: not yet)
+        self._open: dict[int, dict[socket.socket, socket.socket | None]] = {}
 
     def open(self, listener: socket.socket, door: Door) -> None:
         """Serve `listener` (listening already) until shut()."""
         with self._lock:
-            self._open[id(listener)] = []
+            self._open[id(listener)] = {}
         threading.Thread(target=self._accept, args=(listener, door), name="crew-egress", daemon=True).start()
 
     def shut(self, listener: socket.socket) -> None:
         """Stop serving `listener` and close it, and every connection it accepted."""
         with self._lock:
-            connections = self._open.pop(id(listener), [])
+            connections = self._open.pop(id(listener), {})
         with contextlib.suppress(OSError):
             listener.shutdown(socket.SHUT_RDWR)  # wakes its accept()
         listener.close()
-        for connection in connections:
-            _close(connection)
+        for client, server in connections.items():
+            for one in (client, server):
+                if one is not None:
+                    _close(one)
 
     def _accept(self, listener: socket.socket, door: Door) -> None:
         while True:
@@ -180,7 +183,7 @@ class Proxy:
                     if held is None:
                         return
                     continue
-                held.append(client)
+                held[client] = None
             threading.Thread(target=self._serve, args=(listener, client, door), daemon=True).start()
 
     def _serve(self, listener: socket.socket, client: socket.socket, door: Door) -> None:
@@ -191,7 +194,7 @@ class Proxy:
                 held = self._open.get(id(listener))
                 if held is None:
                     return
-                held.append(server)
+                held[client] = server
             if head:
                 server.sendall(head)
             _relay(client, server, closing=plain)
@@ -202,10 +205,7 @@ class Proxy:
             pass
         finally:
             with self._lock:
-                held = self._open.get(id(listener), [])
-                for one in (client, server):
-                    if one in held:
-                        held.remove(one)
+                self._open.get(id(listener), {}).pop(client, None)
             _close(client)
             if server is not None:
                 _close(server)
