@@ -27,7 +27,7 @@ from crewbridge.errors import CrewError, UsageError
 from crewbridge.mentions import Mention, parse_mentions
 from crewbridge.modes import MODES, Mode
 from crewbridge.options import RunOptions
-from crewbridge.providers.base import McpServer, Turn
+from crewbridge.providers.base import McpServer, Provider, Turn
 from crewbridge.sandbox import Sandboxing, level
 from crewbridge.version import __version__
 
@@ -41,13 +41,14 @@ if TYPE_CHECKING:
     from crewbridge.record.events import Parent
     from crewbridge.record.stream import Record, Sink
     from crewbridge.registry import Files, Tool, ToolRegistry
+    from crewbridge.sandbox.egress import Hosts
     from crewbridge.sessions import Prior
     from crewbridge.skills import Found, Skill
     from crewbridge.stop import Stop
     from crewbridge.usage import Budget
     from crewbridge.worktrees import Made, Worktree
 
-Key = tuple[Mention, Mode, "str | None", "str | None"]  # a CLI started ahead: for whom, how
+Key = tuple[Mention, Mode, "str | None", "str | None", "str | None"]  # a CLI started ahead: for whom, how
 # Joins a run's record once it is kept (it may attach sinks, hear a cancel), and gives the approval
 # channels it adds for that run (the browser of a `crew ui` serving for this user).
 Observer = Callable[["Record"], "Sequence[Channel]"]
@@ -155,15 +156,34 @@ class RunContext:
 
     def check_sandbox(self, options: RunOptions, agents: list[AgentSpec], record: Record | None = None) -> None:
         """Refuse a run whose sandbox is required and not to be had here (SandboxUnavailable), before
-        anything starts; say once, in the run's `record`, when `auto` finds none."""
+        anything starts; say once, in the run's `record`, when `auto` finds none, and when the network
+        is open."""
         levels = [self.sandbox_level(options, agent) for agent in agents]
         for wanted in levels:
             self.sandboxing.mechanism(wanted)
         said = self.sandboxing.notice(levels)
-        if said and record is not None:
-            from crewbridge.record.events import Notice
+        if record is None:
+            return
+        from crewbridge.record.events import Notice
 
+        if said:
             record.emit(Notice(agent=agents[0].id, text=said, about="sandbox"))
+        if self.network(options) == "open" and any(wanted != "off" for wanted in levels):
+            why = "--network open" if options.network == "open" else f"network: open in {self.config.shown}"
+            text = f"the network is open ({why}): the CLIs and all they start reach any host"
+            record.emit(Notice(agent=agents[0].id, text=text, about="warning"))
+
+    def network(self, options: RunOptions) -> str:
+        """The run's network: "allow" (only what is allowed, through crew's proxy) or "open"."""
+        return options.network or self.config.network
+
+    def hosts(self, options: RunOptions, provider: Provider | None = None) -> Hosts | None:
+        """What an agent's CLI (its `provider`'s: its model API, from its environment, and crew.yaml's
+        network: allow) or its commands (network: allow, where sandbox_network lets them use the
+        network) may reach; None when the network is open."""
+        from crewbridge.sandbox.egress import reaching  # for start-up speed: with a sandbox only
+
+        return reaching(self.network(options), self.config.allowed, provider.endpoints if provider else None)
 
     def skills(self, agent: AgentSpec) -> dict[str, Skill]:
         """The skills `agent` gets: those found from its working directory, chosen by its `skills:` globs."""
@@ -259,7 +279,7 @@ class RunContext:
         mentions = parse_mentions(text)[0]
         self.check_sandbox(options, [self.config.agent(mention.agent) for mention in mentions])
         for mention in mentions:
-            key = (mention, mode, options.tools_via, options.sandbox)
+            key = (mention, mode, options.tools_via, options.sandbox, options.network)
             if key not in self.started:
                 conversation, _ = self.conversation(mention, mode, options)
                 if not isinstance(conversation, CrewError):
@@ -285,7 +305,7 @@ class RunContext:
         CLI holds it (else the first message replays it). The one start() started for the same, if
         there is one."""
         if self.started and prior is None and (spec is None or spec == self.config.agent(mention.agent)):
-            started = self.started.pop((mention, mode, options.tools_via, options.sandbox), None)
+            started = self.started.pop((mention, mode, options.tools_via, options.sandbox, options.network), None)
             if started is not None:
                 return started, True
         try:
@@ -307,6 +327,7 @@ class RunContext:
                     mode,
                     provider.state,
                     agent.deny_commands,
+                    hosts=self.hosts(options, provider),
                     hiding=self.config.hiding,
                 ),
                 passed=tuple(self.config.env_pass),
@@ -412,11 +433,15 @@ class RunContext:
                 work.mode,
                 network=agent.sandbox_network,
                 denied=agent.deny_commands,  # what they deny whatever its arguments is masked inside
+                hosts=self.hosts(options),
                 hiding=self.config.hiding,
             ),
             files=self.files,
         )
         record.on_cancel(loop.close)  # cancelled from the browser or the editor: as Ctrl-C, the CLI ends
+        for sandbox in (conversation.base.sandbox, loop.ctx.sandbox):  # the CLI's and its commands'
+            if sandbox is not None and sandbox.confinement.egress is not None:
+                sandbox.confinement.egress.refusals.listen(loop.refused)
         return loop
 
 

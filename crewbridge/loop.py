@@ -45,6 +45,7 @@ from crewbridge.usage import Budget, Tally
 
 if TYPE_CHECKING:
     from crewbridge.sandbox import Sandbox
+    from crewbridge.sandbox.proxy import Refused
     from crewbridge.sessions import Prior
     from crewbridge.stop import Stop
 
@@ -137,6 +138,13 @@ class AgentLoop:
             self._prepared = True
             self._pool.submit(self.registry.prepare)
         self.tools_via = tools_via
+
+    def refused(self, refused: Refused) -> None:
+        """A connection of the agent's sandbox that crew's proxy refused (told from the proxy's
+        thread): in the run's record."""
+        self.record.emit(
+            ev.Egress(agent=self.agent, host=refused.host, port=refused.port, why=refused.why, process=refused.process)
+        )
 
     def run(self, task: str, prior: Prior | None = None, held: bool = True) -> RunResult:
         """The task, catalogue first, to its answer; then the conversation ends. With `prior`, the

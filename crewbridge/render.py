@@ -357,6 +357,12 @@ class Renderer:
         lines = [one_line(line) for line in event.text.splitlines()]
         self._write_err(self.style.paint("\n".join(f"crew: {who}{line}" for line in lines), "33") + "\n")
 
+    def _on_egress(self, agent: _Agent | None, event: ev.Egress) -> None:
+        if self._trace is not None:  # a refused connection: recorded always, shown with --verbose
+            who = f"@{agent.name}: " if agent is not None else ""
+            self._end_line()
+            self._write_err(self.style.paint(f"crew: {who}{one_line(event.text, CREW_LINE)}", "33") + "\n")
+
     def _on_review(self, agent: _Agent | None, event: ev.Review) -> None:
         assert agent is not None
         verdict = "approved" if event.verdict == "approve" else "asks for changes"
@@ -719,7 +725,7 @@ def _escape(match: re.Match[str]) -> str:
 def _about_the_run(event: ev.Event) -> bool:
     """Whether `event` is shown on stderr with --json too: a fallback, a resume, a disarm, a warning."""
     kind = event.kind
-    return kind in ("fallback", "resume", "disarmed") or (
+    return kind in ("fallback", "resume", "disarmed", "egress") or (
         kind == "notice" and getattr(event, "about", "") in ABOUT_THE_RUN
     )
 

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from crewbridge.providers.base import Turn
 from crewbridge.tools import builtin_registry
 
 from crewbridge.config import AgentSpec
@@ -39,6 +40,7 @@ class Script:
         self.closed = False
         self.session_id = "sess-1"
         self.reported = None
+        self.base = Turn(prompt="", mode="query")  # what its CLI is started with: no sandbox
 
     def serve(self, channel: Any) -> bool:
         return False

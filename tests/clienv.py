@@ -288,12 +288,14 @@ def run_cli(name: str, turn: Turn, env: dict[str, str], cwd: Path, timeout: floa
     """Run `turn` through provider `name` (prompt on stdin) and decode its whole output."""
     provider = providers.load(name)
     start = time.monotonic()
+    env = {**provider.env(), **env}
     child = Child(
         provider.argv(turn),
-        env={**provider.env(), **env},
+        env=env,
         cwd=cwd,
         stdin=turn.prompt,
         install_hint=provider.install_hint,
+        passed=provider.logins(env),  # as crew starts it: its own credentials, no other secret
     )
     try:
         lines = list(child.lines(deadline=start + timeout))

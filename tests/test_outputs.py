@@ -107,6 +107,9 @@ def test_the_schemas_refuse_what_crew_does_not_write():
     assert problems("event.json", {"kind": "result", "call": "c1", "name": "x", "success": "yes"})
     assert problems("event.json", {"kind": "start", "run": run, "t": 0.1, "agents": ["demo"]}) == []
     assert problems("event.json", {"kind": "start", "agents": ["demo"]})  # the run is always named
+    refused = {"kind": "egress", "agent": "demo", "host": "h", "port": 80, "why": "w", "process": None}
+    assert problems("event.json", refused) == []
+    assert problems("event.json", {**refused, "port": "80"})
 
 
 @pytest.mark.slow

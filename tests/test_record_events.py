@@ -44,6 +44,7 @@ ONE_OF_EACH = [
     ev.Disarmed(agent="claude", text="disarmed a hook", found=[{"path": ".git/hooks/x", "what": "hook"}], call="c1"),
     ev.Review(agent="gemini", round=1, rounds=2, verdict="approve"),
     ev.Worktree(agent="claude", worktree="/w/.crew/x", branch="crew/x", base="abc", changes=None),
+    ev.Egress(agent="claude", host="169.254.169.254", port=80, why="not in the allow-list", process="pid 7: curl"),
     ev.Cancel(source="browser"),
     ev.End(status="done", calls=1, usage={"claude": {"turns": 1, "input_tokens": 10}}),
     ev.Unreadable(line=3, error="not JSON", text="{"),
@@ -52,7 +53,7 @@ ONE_OF_EACH = [
 
 def test_there_is_an_example_here_of_every_kind():
     kinds = {kind.__struct_config__.tag for kind in typing.get_args(ev.AnyEvent)}
-    assert {event.kind for event in ONE_OF_EACH} == kinds and len(kinds) == 23
+    assert {event.kind for event in ONE_OF_EACH} == kinds and len(kinds) == 24
 
 
 @pytest.mark.parametrize("event", ONE_OF_EACH, ids=lambda e: e.kind)

@@ -262,6 +262,21 @@ class Worktree(Event, tag="worktree"):
     changes: list[dict[str, Any]] | None = None
 
 
+class Egress(Event, tag="egress"):
+    """A connection out of the agent's sandbox that crew's proxy refused: where to, why, and which
+    process asked (its pid and command line) when crew can tell."""
+
+    host: str
+    port: int
+    why: str
+    process: str | None = None
+
+    @property
+    def text(self) -> str:
+        by = f" (by {self.process})" if self.process else ""
+        return f"network: refused {self.host}:{self.port}{by}: {self.why}"
+
+
 class Cancel(Event, tag="cancel"):
     """Someone cancelled the run: the terminal (Ctrl-C), the editor, the browser, a caller."""
 
@@ -307,6 +322,7 @@ AnyEvent = (
     | Disarmed
     | Review
     | Worktree
+    | Egress
     | Cancel
     | End
     | Unreadable
