@@ -40,8 +40,8 @@ from clienv import cli_env  # noqa: E402
 from crewbridge import providers  # noqa: E402
 from crewbridge.config import AgentSpec  # noqa: E402
 from crewbridge.conversations import new_conversation  # noqa: E402
-from crewbridge.loop import AgentLoop  # noqa: E402
-from crewbridge.policy import Policy  # noqa: E402
+from crewbridge.engine.loop import AgentLoop  # noqa: E402
+from crewbridge.work.policy import Policy  # noqa: E402
 from mockserver import MockServer, reply  # noqa: E402
 
 TAIL = "INVENTED: the file says 7."

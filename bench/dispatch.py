@@ -15,9 +15,9 @@ from typing import Any
 
 from bench.common import Row, Settings, in_process, interleaved, median, scratch, spread
 from bench.harness import claude_conversation, claude_env, fake_conversation, python_argv, reporting, run_loop
-from crewbridge.functions import tool
-from crewbridge.loop import RunResult
-from crewbridge.registry import ToolContext, ToolRegistry
+from crewbridge.engine.loop import RunResult
+from crewbridge.toolkit.functions import tool
+from crewbridge.toolkit.registry import ToolContext, ToolRegistry
 
 TARGET_MS = 20.0
 FAKE = Path(__file__).with_name("fake_claude.py")

@@ -16,9 +16,9 @@ from crewbridge.providers.claude import ClaudeDecoder, ClaudeProvider
 from bench.common import PYTHON, REPO
 from crewbridge.config import AgentSpec
 from crewbridge.conversations import Conversation, ProcessConversation, new_conversation
-from crewbridge.loop import AgentLoop, RunResult
-from crewbridge.policy import Policy
-from crewbridge.registry import ToolRegistry
+from crewbridge.engine.loop import AgentLoop, RunResult
+from crewbridge.toolkit.registry import ToolRegistry
+from crewbridge.work.policy import Policy
 
 
 class FakeProvider(Provider):

@@ -3,7 +3,7 @@
 run page (a MutationObserver in the page notes when the row appears; both clocks are this
 machine's); the runs page's load with 1,000 runs in the list, from navigation to every row shown,
 the first load after `crew ui` starts (nothing read yet) and loads after it; and, for the server
-both faces share (crewbridge.webserver), a token holder's request to `crew mcp --http` while 32
+both faces share (crewbridge.protocol.webserver), a token holder's request to `crew mcp --http` while 32
 strangers hold every slot of theirs, trickling header bytes (issue 31's slowloris)."""
 
 from __future__ import annotations
@@ -185,7 +185,7 @@ def _list_load(browser: Any, state: Path, env: dict[str, str], loads: int) -> li
 
 
 def _slowloris(samples: int) -> Row:
-    from crewbridge.webserver import MAX_PENDING
+    from crewbridge.protocol.webserver import MAX_PENDING
 
     env = {**os.environ, "CREW_MCP_TOKEN": TOKEN}
     with tempfile.TemporaryDirectory(prefix="crew-bench-web-") as scratch:

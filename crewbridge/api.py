@@ -17,18 +17,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from crewbridge.base.stop import Stop
 from crewbridge.errors import CrewError, UsageError
-from crewbridge.stop import Stop
 
 if TYPE_CHECKING:
-    from crewbridge.git import Change
-    from crewbridge.gitguard import Armed
-    from crewbridge.loop import RunResult
+    from crewbridge.engine.loop import RunResult
     from crewbridge.record.events import Event
-    from crewbridge.verdict import Review
-    from crewbridge.worktrees import Worktree
+    from crewbridge.system.git import Change
+    from crewbridge.system.gitguard import Armed
+    from crewbridge.toolkit.verdict import Review
+    from crewbridge.work.worktrees import Worktree
 
-__all__ = ["EventStream", "Outcome", "Stop"]  # Stop lives in crewbridge.stop; it is the API's too
+__all__ = ["EventStream", "Outcome", "Stop"]  # Stop lives in crewbridge.base.stop; it is the API's too
 
 # runs the task, reporting to a callback, ended by the Stop (its CLIs and commands at once)
 Start = Callable[[Callable[["Event"], None], Stop], "list[Outcome]"]
@@ -46,13 +46,15 @@ class Outcome:
     worktree: Worktree | None = None  # where it worked, with --worktree
     changes: list[Change] | None = None  # what it changed there
     review: Review | None = None  # with --review: the review's rounds and last verdict
-    disarmed: list[Armed] = field(default_factory=list)  # what the run left for git, disarmed (crewbridge.gitguard)
+    disarmed: list[Armed] = field(
+        default_factory=list
+    )  # what the run left for git, disarmed (crewbridge.system.gitguard)
     run: str | None = None  # the run's id (what --resume takes); None when transcripts are off
 
     def __post_init__(self) -> None:
         # An answer whose calls were refused because nobody could be asked is not the run's success.
         if self.error is None and self.result is not None and self.result.needed_approval:
-            from crewbridge.policy import not_approved  # for start-up speed, as the loop's modules are
+            from crewbridge.work.policy import not_approved  # for start-up speed, as the loop's modules are
 
             self.error = not_approved(self.result.agent, self.result.needed_approval)
 

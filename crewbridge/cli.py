@@ -19,21 +19,22 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
-from crewbridge import VERSION_MESSAGE, __version__, flags, jsonio
-from crewbridge.early import attend_ui
+from crewbridge import VERSION_MESSAGE, __version__
+from crewbridge.base import flags, jsonio
+from crewbridge.base.modes import Mode
 from crewbridge.errors import CrewError, UsageError
-from crewbridge.modes import Mode
+from crewbridge.terminal.early import attend_ui
 
 if TYPE_CHECKING:
     from crewbridge.acp.early import Greeting as AcpGreeting
+    from crewbridge.base.options import RunOptions
     from crewbridge.config import Config
-    from crewbridge.early import Early
     from crewbridge.mcp.early import Greeting
-    from crewbridge.options import RunOptions
+    from crewbridge.terminal.early import Early
 
 
 def click_option(flag: flags.Flag) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """click's option for one of crewbridge.flags' (the table the early readings read too)."""
+    """click's option for one of crewbridge.base.flags' (the table the early readings read too)."""
     kinds: dict[str, dict[str, Any]] = {
         "flag": {"is_flag": True},
         "int": {"type": click.IntRange(min=int(flag.low), min_open=flag.above)},
@@ -63,12 +64,12 @@ def config_option(func: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _early() -> Early | None:
-    """crewbridge.early's reading of this command, its CLIs started (crew query/execute), if any:
+    """crewbridge.terminal.early's reading of this command, its CLIs started (crew query/execute), if any:
     main() gives it to click as the context's obj (not imported here: other commands never load it)."""
     obj = click.get_current_context().obj
     if obj is None:
         return None
-    from crewbridge.early import Early  # loaded already when there is one
+    from crewbridge.terminal.early import Early  # loaded already when there is one
 
     return obj if isinstance(obj, Early) else None
 
@@ -102,7 +103,7 @@ SANDBOX = click_option(flags.SANDBOX)
 
 
 def loop_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """The options of every command that runs an agent loop (query, execute, chat): crewbridge.flags.LOOP."""
+    """The options of every command that runs an agent loop (query, execute, chat): crewbridge.base.flags.LOOP."""
     return _apply(func, options_of(flags.LOOP))
 
 
@@ -110,7 +111,7 @@ NO_STDIN = click_option(flags.NO_STDIN)
 
 
 def run_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """The options of the commands that run a task (query, execute): crewbridge.flags.TASK, then LOOP."""
+    """The options of the commands that run a task (query, execute): crewbridge.base.flags.TASK, then LOOP."""
     return _apply(func, [click.argument("text", nargs=-1, required=True), *options_of(flags.TASK), loop_options])
 
 
@@ -120,14 +121,14 @@ def _options(table: tuple[flags.Flag, ...]) -> Callable[[Callable[..., Any]], Ca
 
 
 def acp_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """crew acp's options: crewbridge.flags.ACP (--sandbox stays the sessions' own: each project's
+    """crew acp's options: crewbridge.base.flags.ACP (--sandbox stays the sessions' own: each project's
     crew.yaml is read where its session works)."""
     own = tuple(flag for flag in flags.ACP if flag.dest != "config_path")
     return _apply(func, [*options_of(own), config_option])
 
 
 def mcp_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """crew mcp's options: crewbridge.flags.MCP, its --sandbox read into the configuration."""
+    """crew mcp's options: crewbridge.base.flags.MCP, its --sandbox read into the configuration."""
     own = tuple(flag for flag in flags.MCP if flag.dest != "sandbox")
     return _apply(func, [*options_of(own), sandbox_option])
 
@@ -143,9 +144,9 @@ def _run(
     no_stdin: bool,
     **values: Any,
 ) -> None:
+    from crewbridge.base.mentions import parse_agent, parse_mentions
     from crewbridge.bridge import Bridge
-    from crewbridge.mentions import parse_agent, parse_mentions
-    from crewbridge.render import Renderer
+    from crewbridge.terminal.render import Renderer
 
     if as_json and as_jsonl:
         raise UsageError(
@@ -174,16 +175,16 @@ def _run(
 
 
 def _piped(timeout: float | None) -> str | None:
-    """What a pipe or file on stdin holds (crewbridge.piped), waited for within `timeout`."""
-    from crewbridge.piped import read_context
+    """What a pipe or file on stdin holds (crewbridge.base.piped), waited for within `timeout`."""
+    from crewbridge.base.piped import read_context
 
     return read_context(sys.stdin, functools.partial(click.echo, err=True), timeout)
 
 
 def _run_options(continue_last: bool, values: dict[str, Any]) -> RunOptions:
     """The RunOptions loop_options gave (--continue resolved to the run it continues)."""
-    from crewbridge.options import RunOptions
-    from crewbridge.sessions import run_to_resume
+    from crewbridge.base.options import RunOptions
+    from crewbridge.work.sessions import run_to_resume
 
     if values.get("rounds", 0) is None:  # not given: the default
         del values["rounds"]
@@ -219,7 +220,7 @@ def execute_command(**options: Any) -> None:
 def apply_command(run_id: str, agent: str) -> None:
     """Take AGENT's changes from its worktree of run RUN_ID (crew execute --worktree) into this
     checkout, as uncommitted changes; all or nothing (exit 1 when they conflict)."""
-    from crewbridge.worktrees import apply
+    from crewbridge.work.worktrees import apply
 
     for line in apply(Path.cwd(), run_id, agent).lines():
         click.echo(line)
@@ -233,7 +234,7 @@ def worktrees_group(ctx: click.Context, as_json: bool) -> None:
     changed, branch, folder. `crew worktrees clean` removes them."""
     if ctx.invoked_subcommand is not None:
         return
-    from crewbridge.worktrees import listed, table
+    from crewbridge.work.worktrees import listed, table
 
     found = listed(Path.cwd())
     if not found and not as_json:
@@ -250,7 +251,7 @@ def worktrees_group(ctx: click.Context, as_json: bool) -> None:
 def worktrees_clean_command(run_id: str | None, force: bool) -> None:
     """Remove the agents' worktrees (of RUN_ID, or all) and their branches. One with uncommitted
     changes is kept unless --force (exit 1 when one was kept)."""
-    from crewbridge.worktrees import clean
+    from crewbridge.work.worktrees import clean
 
     done = clean(Path.cwd(), run_id, force=force)
     if not done:
@@ -461,7 +462,7 @@ def chat_command(agent: str, mode: Mode, config: Config, verbose: bool, continue
     /exit or Ctrl-D leaves, Ctrl-C stops a reply. Line editing and history on a terminal; piped
     stdin is read as one message a line."""
     from crewbridge.bridge import Bridge
-    from crewbridge.chat import run_chat
+    from crewbridge.terminal.chat import run_chat
 
     options = _run_options(continue_last, values)
     run_chat(Bridge(config, observers=[attend_ui]), agent, mode=mode, options=options, verbose=verbose)
@@ -475,7 +476,7 @@ def chat_command(agent: str, mode: Mode, config: Config, verbose: bool, continue
 def prompt_command(text: tuple[str, ...], mode: Mode, no_stdin: bool, config: Config) -> None:
     """Print the exact prompt that would be sent, catalogue and piped stdin included."""
     from crewbridge.bridge import Bridge
-    from crewbridge.catalogue import tokens
+    from crewbridge.toolkit.catalogue import tokens
 
     bridge = Bridge(config)
     click.echo(bridge.first_prompt(" ".join(text), mode, context=None if no_stdin else _piped(None)))
@@ -526,8 +527,8 @@ def mcp_group(
 
         serve_stdio(server, greeting.link if greeting else None)
         return
-    from crewbridge.mcp.http import serve_http
-    from crewbridge.webserver import Listening
+    from crewbridge.protocol.mcp_http import serve_http
+    from crewbridge.protocol.webserver import Listening
 
     say = functools.partial(click.echo, err=True)
     serve_http(server, Listening(address, token_file, allowed_hosts, allow_remote), say)
@@ -550,8 +551,8 @@ def mcp_install_command(cli_name: str, execute: bool) -> None:
 def ui_command(address: str, token_file: Path | None, allowed_hosts: tuple[str, ...], allow_remote: bool) -> None:
     """See every run in a browser, live: approvals, cancel, batches, usage. Prints a one-time sign-in
     link (a new one to the crew ui that serves, if one does)."""
+    from crewbridge.protocol.webserver import Listening
     from crewbridge.ui.server import serve_ui
-    from crewbridge.webserver import Listening
 
     listening = Listening(address, token_file, allowed_hosts, allow_remote)
     serve_ui(listening, functools.partial(click.echo, err=True), click.echo)
@@ -612,7 +613,7 @@ def skills_group() -> None:
 @config_option
 def skills_list_command(config: Config) -> None:
     """One line per skill: name, where it was found, description; then any that are broken."""
-    from crewbridge.context import found_skills
+    from crewbridge.engine.context import found_skills
 
     found = found_skills(config, Path.cwd().resolve())
     if not found.skills and not found.problems:
@@ -631,8 +632,8 @@ def skills_list_command(config: Config) -> None:
 @config_option
 def skills_show_command(name: str, config: Config) -> None:
     """A skill's file, description and instructions."""
-    from crewbridge.context import found_skills
-    from crewbridge.skills import body, unknown
+    from crewbridge.base.skills import body, unknown
+    from crewbridge.engine.context import found_skills
 
     skills = found_skills(config, Path.cwd().resolve()).skills
     if name not in skills:
@@ -683,7 +684,7 @@ def tools_show_command(name: str, config: Config) -> None:
 @config_option
 def tools_call_command(name: str, raw_input: str, config: Config) -> None:
     """Run one tool here and print its result envelope (exit 1 when it fails)."""
-    from crewbridge.registry import ToolContext
+    from crewbridge.toolkit.registry import ToolContext
 
     try:
         data = jsonio.loads(raw_input)
@@ -710,7 +711,7 @@ def tools_call_command(name: str, raw_input: str, config: Config) -> None:
 @config_option
 def parse_command(fmt: str, prefix: str | None, config: Config) -> None:
     """Read raw CLI output on stdin; print one JSON line per tool-call attempt, validated."""
-    from crewbridge.parse import parse_stream
+    from crewbridge.providers.parse import parse_stream
 
     registry = config.registry()
     if prefix:
@@ -733,9 +734,9 @@ def log_group(ctx: click.Context, limit: int | None, since_text: str | None, by:
     """List recent runs (newest first) with their tokens and cost; `crew log show ID` prints one
     run's events; `crew log --since 7d --by agent` sums usage per agent."""
     if ctx.invoked_subcommand is None:
+        from crewbridge.base.usage import by_agent, since, table
         from crewbridge.record.index import Runs
-        from crewbridge.runlog import line
-        from crewbridge.usage import by_agent, since, table
+        from crewbridge.terminal.runlog import line
 
         start = since(since_text) if since_text else None
         runs = Runs().rows(start)[: limit or (None if start or by else 20)]
@@ -754,13 +755,13 @@ def log_group(ctx: click.Context, limit: int | None, since_text: str | None, by:
 def log_show_command(run_id: str, as_json: bool) -> None:
     """Print one run's record as the terminal showed it (RUN_ID: an id, its unique start, or last)."""
     if as_json:
-        from crewbridge.outputs import json_line
+        from crewbridge.engine.outputs import json_line
         from crewbridge.record.transcript import read_run
 
         for event in read_run(run_id):
             click.echo(json_line(event), nl=False)
         return
-    from crewbridge.runlog import show
+    from crewbridge.terminal.runlog import show
 
     show(run_id)
 
@@ -792,7 +793,7 @@ def config_trust_command(path: Path | None) -> None:
 @config_option
 def config_show_command(as_json: bool, config: Config) -> None:
     """Print the configuration in force: each setting with the file and line it came from."""
-    from crewbridge.config_layers import shown_json, shown_text
+    from crewbridge.base.config_layers import shown_json, shown_text
 
     if as_json:
         click.echo(json.dumps(shown_json(config.files, config.described()), ensure_ascii=False))
@@ -814,7 +815,7 @@ def config_show_command(as_json: bool, config: Config) -> None:
 def init_command(path: Path | None, force: bool, user: bool, agents: tuple[str, ...]) -> None:
     """Write a commented starter crew.yaml here (or at PATH) that works as it is; with --agent, add a
     known CLI to it (the file is made if there is none)."""
-    from crewbridge.init import add_recipes, user_file, write_starter
+    from crewbridge.terminal.init import add_recipes, user_file, write_starter
 
     if user and path is not None:
         raise UsageError("give a PATH or --user, not both")
@@ -842,7 +843,7 @@ def doctor_command(providers: tuple[str, ...], config_path: Path | None) -> None
     Runs the CLIs with --version and --help only (no model is asked). Exit 1 when something is broken."""
     import platform
 
-    from crewbridge.doctor import FAIL, diagnose
+    from crewbridge.terminal.doctor import FAIL, diagnose
 
     click.echo(f"crew {__version__}, Python {platform.python_version()} ({sys.executable})")
     failed = 0
@@ -890,7 +891,7 @@ def _stop(signum: int, frame: Any) -> None:
 
 
 def main(early: Early | None = None, greeting: Greeting | AcpGreeting | None = None) -> None:
-    """Run the command in sys.argv; `early`: its reading by crewbridge.early, CLIs started;
+    """Run the command in sys.argv; `early`: its reading by crewbridge.terminal.early, CLIs started;
     `greeting`: crew mcp's or crew acp's start by crewbridge.mcp.early or crewbridge.acp.early
     (their initialize answered)."""
     for signum in (signal.SIGTERM, signal.SIGHUP):
@@ -941,7 +942,7 @@ def _main(started: Early | Greeting | AcpGreeting | None) -> None:
     try:
         cli.main(prog_name="crew", standalone_mode=False, obj=started)
     except (click.exceptions.Abort, KeyboardInterrupt):  # click turns Ctrl-C into Abort
-        from crewbridge.process import end_all
+        from crewbridge.system.process import end_all
 
         end_all()  # the tools' commands too: nothing crew started outlives it
         click.echo(

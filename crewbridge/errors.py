@@ -85,7 +85,7 @@ class ReviewNotApproved(CrewError):
 
 class NotApproved(CrewError):
     """The run answered, but calls that needed a person's approval were refused because nobody could
-    be asked (no terminal): its work was not done (crewbridge.policy.not_approved says which)."""
+    be asked (no terminal): its work was not done (crewbridge.work.policy.not_approved says which)."""
 
     exit_code = 8
 

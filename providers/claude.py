@@ -18,10 +18,10 @@ from crewbridge.providers.base import (
     mcp_variables,
 )
 
-from crewbridge import jsonio
-from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, OwnCall, OwnResult, Session, Text, Usage
-from crewbridge.native import SERVER
+from crewbridge.base import jsonio
+from crewbridge.base.decoded import Done, Event, Failure, MessageEnd, Notice, OwnCall, OwnResult, Session, Text, Usage
 from crewbridge.sandbox import State
+from crewbridge.toolkit.native import SERVER
 
 if TYPE_CHECKING:
     from crewbridge.sandbox.allowlist import Entry

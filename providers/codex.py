@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 from crewbridge.providers.base import JsonLineDecoder, McpServer, Provider, Turn, cli_home, mcp_servers
 
-from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, OwnCall, OwnResult, Session, Text, Usage
-from crewbridge.native import SERVER
+from crewbridge.base.decoded import Done, Event, Failure, MessageEnd, Notice, OwnCall, OwnResult, Session, Text, Usage
 from crewbridge.sandbox import State
+from crewbridge.toolkit.native import SERVER
 
 if TYPE_CHECKING:
     from crewbridge.sandbox.allowlist import Entry

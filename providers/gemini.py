@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 from crewbridge.providers.base import JsonLineDecoder, Provider, Turn, cli_home
 
-from crewbridge import jsonio
-from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, OwnCall, OwnResult, Session, Text, Usage
-from crewbridge.native import SERVER  # the name `crew mcp install` registers crew under
+from crewbridge.base import jsonio
+from crewbridge.base.decoded import Done, Event, Failure, MessageEnd, Notice, OwnCall, OwnResult, Session, Text, Usage
 from crewbridge.sandbox import State
+from crewbridge.toolkit.native import SERVER  # the name `crew mcp install` registers crew under
 
 if TYPE_CHECKING:
     from crewbridge.sandbox.allowlist import Entry

@@ -1,4 +1,4 @@
-"""Small honest fakes for the tests of a conversation across messages (crewbridge.dialogue, the
+"""Small honest fakes for the tests of a conversation across messages (crewbridge.engine.dialogue, the
 `crew chat` face): a conversation with scripted replies that records what it was sent, how often its
 reply was stopped and whether it was closed, and the loop an agent runs over it."""
 
@@ -11,12 +11,12 @@ from typing import Any
 from crewbridge.providers.base import Turn
 from crewbridge.tools import builtin_registry
 
+from crewbridge.base.decoded import Done, Event, MessageEnd, Text
 from crewbridge.config import AgentSpec
 from crewbridge.conversations import FULL
-from crewbridge.events import Done, Event, MessageEnd, Text
-from crewbridge.loop import AgentLoop
-from crewbridge.policy import Policy
+from crewbridge.engine.loop import AgentLoop
 from crewbridge.record.stream import Record, Sink
+from crewbridge.work.policy import Policy
 
 CATALOGUE_MARK = "[crew tools]"
 

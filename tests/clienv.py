@@ -25,8 +25,8 @@ import pytest
 from crewbridge.providers.base import Turn
 
 from crewbridge import providers
-from crewbridge.events import Done, Event, Failure, Session, Text, Usage
-from crewbridge.process import Child
+from crewbridge.base.decoded import Done, Event, Failure, Session, Text, Usage
+from crewbridge.system.process import Child
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = REPO / "node_modules" / ".bin"  # where `npm install` in the repo root puts the pinned CLIs

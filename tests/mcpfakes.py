@@ -9,8 +9,8 @@ import threading
 import time
 from pathlib import Path
 
-from crewbridge.mcp.core import McpCore
-from crewbridge.registry import Tool, ToolResult
+from crewbridge.protocol.mcp import McpCore
+from crewbridge.toolkit.registry import Tool, ToolResult
 from crewcli import CREW, crew_env, executable, running, write_config
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from crewbridge.acp.updates import TITLE, Updates
-from crewbridge.approval import Question
 from crewbridge.record import events as ev
+from crewbridge.system.approval import Question
 
 
 def own_call(call: str, name: str, data: dict) -> ev.Call:

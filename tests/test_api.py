@@ -14,10 +14,11 @@ import pytest
 from crewbridge.providers.generic import GenericSpec
 
 import crewbridge
-from crewbridge import Bridge, Config, Event, process
+from crewbridge import Bridge, Config, Event
 from crewbridge.config import AgentSpec, default_agents
 from crewbridge.errors import AgentNotFound, ConfigError, Interrupted, UsageError
 from crewbridge.sandbox import Sandboxing
+from crewbridge.system import process
 
 # A scripted model run as a CLI: the first turn calls the tool given as its argument, the next
 # answers with what the tool returned. Each turn's whole prompt arrives on stdin (no session resume).
@@ -71,7 +72,7 @@ def test_importing_crewbridge_loads_none_of_the_engine() -> None:
 
 def test_the_api_names_are_exported_lazily_and_listed() -> None:
     from crewbridge.bridge import Bridge as EngineBridge
-    from crewbridge.functions import tool
+    from crewbridge.toolkit.functions import tool
 
     assert crewbridge.Bridge is EngineBridge and crewbridge.tool is tool
     assert {"Bridge", "EventStream", "Event", "tool", "function_tool", "ToolContext"} <= set(dir(crewbridge))

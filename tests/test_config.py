@@ -12,7 +12,7 @@ import pytest
 from crewbridge.providers.generic import GenericProvider
 from jsonschema import Draft202012Validator
 
-from crewbridge import custom_tools
+from crewbridge.base.skills import chosen
 from crewbridge.config import (
     AgentSpec,
     Config,
@@ -22,11 +22,11 @@ from crewbridge.config import (
     trust_config,
 )
 from crewbridge.errors import AgentNotFound, ConfigError, UsageError
-from crewbridge.functions import tool
-from crewbridge.hooks import Hooks, HookSpec
-from crewbridge.policy import Approver, Policy
-from crewbridge.registry import Tool, ToolContext
-from crewbridge.skills import chosen
+from crewbridge.toolkit import custom_tools
+from crewbridge.toolkit.functions import tool
+from crewbridge.toolkit.hooks import Hooks, HookSpec
+from crewbridge.toolkit.registry import Tool, ToolContext
+from crewbridge.work.policy import Approver, Policy
 from crewcli import executable
 
 

@@ -12,10 +12,10 @@ import pytest
 from crewbridge.providers.base import Turn
 from crewbridge.providers.codex import CodexProvider
 
+from crewbridge.base.decoded import Done, Failure, MessageEnd, Notice, OwnCall, OwnResult, Session, Text, Usage
 from crewbridge.conversations import EXACT, FULL
 from crewbridge.conversations.codex import AppServerDecoder, CodexLiveConversation
-from crewbridge.events import Done, Failure, MessageEnd, Notice, OwnCall, OwnResult, Session, Text, Usage
-from crewbridge.registry import Tool, ToolResult
+from crewbridge.toolkit.registry import Tool, ToolResult
 
 FIXTURES = Path(__file__).parent / "fixtures"
 BLOCK = '```json\n{"type":"tool_use","name":"crew:read_file","input":{"path":"a"}}\n```\n'
@@ -252,7 +252,7 @@ READ = Tool(
 
 
 class Channel:
-    """A loop's channel (crewbridge.native.Channel) that records what it is asked."""
+    """A loop's channel (crewbridge.toolkit.native.Channel) that records what it is asked."""
 
     def __init__(self, refusal=None, decides=True):
         self.refusal, self.decides_ = refusal, decides

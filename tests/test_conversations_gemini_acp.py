@@ -18,6 +18,7 @@ import tomllib
 from crewbridge.providers.base import McpServer, Turn
 from crewbridge.providers.gemini import GeminiProvider
 
+from crewbridge.base.decoded import Done, Failure, MessageEnd, Notice, OwnCall, OwnResult, Session, Text, Usage
 from crewbridge.conversations import FULL
 from crewbridge.conversations.gemini_acp import (
     AcpDecoder,
@@ -28,9 +29,8 @@ from crewbridge.conversations.gemini_acp import (
     prompt_end,
 )
 from crewbridge.errors import MaxTurnsReached
-from crewbridge.events import Done, Failure, MessageEnd, Notice, OwnCall, OwnResult, Session, Text, Usage
-from crewbridge.jsonrpc import Reply
-from crewbridge.registry import Tool, ToolResult
+from crewbridge.protocol.jsonrpc import Reply
+from crewbridge.toolkit.registry import Tool, ToolResult
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -18,13 +18,13 @@ import pytest
 from crewbridge.providers.base import JsonLineDecoder, Provider, Turn
 
 from crewbridge import providers
+from crewbridge.base.decoded import Done, Failure, Notice, OwnCall, Text, Usage
 from crewbridge.conversations.claude import ClaudeLiveConversation
 from crewbridge.conversations.codex import CodexLiveConversation
 from crewbridge.conversations.peer import Peer
 from crewbridge.conversations.transport import LiveProcess
 from crewbridge.errors import CLINotFound, CrewTimeout, MaxTurnsReached, ProviderError
-from crewbridge.events import Done, Failure, Notice, OwnCall, Text, Usage
-from crewbridge.jsonrpc import METHOD_NOT_FOUND, Route, RpcError, notification
+from crewbridge.protocol.jsonrpc import METHOD_NOT_FOUND, Route, RpcError, notification
 
 # Answers each JSON line on stdin with {"echo": …}; "slow" lines are answered after a pause.
 ECHO = """
@@ -244,7 +244,7 @@ def peer(tmp_path):
 
 
 class Channel:
-    """A loop's channel (crewbridge.native.Channel): the handlers only pass it on here."""
+    """A loop's channel (crewbridge.toolkit.native.Channel): the handlers only pass it on here."""
 
 
 class Owned(Channel):

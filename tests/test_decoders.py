@@ -18,11 +18,12 @@ from crewbridge.providers.base import parse_object
 from crewbridge.providers.claude import ClaudeDecoder
 from crewbridge.providers.codex import CodexDecoder
 from crewbridge.providers.gemini import GeminiDecoder
+from crewbridge.providers.parse import decoder_for, formats
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crewbridge import jsonio
-from crewbridge.events import (
+from crewbridge.base import jsonio
+from crewbridge.base.decoded import (
     OUTPUT_CHARS,
     Done,
     Event,
@@ -35,9 +36,8 @@ from crewbridge.events import (
     Text,
     Usage,
 )
-from crewbridge.extract import Extractor
-from crewbridge.jsonio import MAX_DEPTH
-from crewbridge.parse import decoder_for, formats
+from crewbridge.base.jsonio import MAX_DEPTH
+from crewbridge.toolkit.extract import Extractor
 from crewcli import tool_block
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from crewbridge.jsonio import MAX_DEPTH
+from crewbridge.base.jsonio import MAX_DEPTH
 from crewcli import (
     CREW,
     FakeModel,
@@ -327,7 +327,7 @@ def test_no_secret_from_crew_yaml_is_on_disk_after_runs(model, tmp_path, env):
 
 def interrupted_while_loading(tmp_path: Path, env: dict[str, str], *args: str, views: Path | None = None):
     """`crew query ARGS…` with a Ctrl-C landing while the `crew` entry point imports click's CLI
-    (crewbridge.early may have started a CLI by then). With `views`, the sandbox makes its views of
+    (crewbridge.terminal.early may have started a CLI by then). With `views`, the sandbox makes its views of
     state folders there, and those present as the Ctrl-C comes are listed in tmp_path/seen."""
     prelude = ""
     if views is not None:
@@ -362,7 +362,7 @@ def test_ctrl_c_while_crew_is_still_loading_exits_130_without_a_traceback(tmp_pa
 
 @pytest.mark.needs("bwrap")
 def test_ctrl_c_while_crew_is_still_loading_leaves_no_view_of_the_clis_state_behind(tmp_path, env):
-    # crewbridge.early has started claude in bwrap, with a view of its state folder, when the Ctrl-C
+    # crewbridge.terminal.early has started claude in bwrap, with a view of its state folder, when the Ctrl-C
     # lands; crew exits at once (os._exit): the CLI must be gone and its view removed.
     executable(tmp_path / "bin" / "claude", HANGS)
     views = tmp_path / "views"

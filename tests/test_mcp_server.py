@@ -1,7 +1,7 @@
 """`crew mcp`, the MCP server: driven by the official MCP SDK's own client over stdio and streamable
 HTTP (initialize, tools/list, tools/call, progress, cancel, background jobs, jobs per session).
-Agents are the offline `demo` and small fake CLIs. What a client should never send: test_mcp_core.py,
-test_mcp_stdio.py, test_mcp_http.py."""
+Agents are the offline `demo` and small fake CLIs. What a client should never send: test_protocol_mcp.py,
+test_mcp_stdio.py, test_protocol_mcp_http.py."""
 
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from crewbridge.config import Config, default_agents
-from crewbridge.mcp.core import INTERNAL_ERROR, PROTOCOL_VERSIONS
 from crewbridge.mcp.server import McpServer
+from crewbridge.protocol.mcp import INTERNAL_ERROR, PROTOCOL_VERSIONS
 from crewcli import CREW, end_group, run_crew, running, start_crew, write_config
 from mcpfakes import env_for, gone, mcp_project, slow_pid
 

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
+from crewbridge.base.jsonio import MAX_DEPTH
 from crewbridge.errors import CrewError, UsageError
-from crewbridge.jsonio import MAX_DEPTH
 from crewbridge.record import events as ev
 from crewbridge.record.index import Runs
 from crewbridge.record.stream import Record, now
 from crewbridge.record.transcript import MAX_RECORD, MAX_TEXT, Transcript, find_run, read_path, read_run, runs_dir
-from crewbridge.sessions import priors
+from crewbridge.work.sessions import priors
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SECRET = "s3cr3t-value-1234"

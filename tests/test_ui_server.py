@@ -14,12 +14,12 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from crewbridge import uilink
 from crewbridge.record import events as ev
 from crewbridge.record.stream import Record
 from crewbridge.record.transcript import Transcript, read_run
+from crewbridge.ui import link as uilink
+from crewbridge.ui.link import BrowserChannel, socket_path
 from crewbridge.ui.server import Ui
-from crewbridge.uilink import BrowserChannel, socket_path
 from crewcli import crew_env, end_group, error_line, run_crew, start_crew
 from gitrepo import git, make_repo, write
 from runfiles import write_run
@@ -281,7 +281,7 @@ def test_a_worktrees_diff_comes_from_the_git_folder_crew_recorded_and_runs_no_fi
     """The agent points its worktree's `.git` at a repository it made, whose config has a clean
     filter its attributes name (and fsmonitor): the page's diff is the worktree's against its base,
     by the git folders crew recorded, and nothing of the trap runs."""
-    from crewbridge.worktrees import make
+    from crewbridge.work.worktrees import make
 
     repo = make_repo(tmp_path / "repo", {"notes.txt": "deploy: Friday\n"})
     record = recorded("execute", "edit")
@@ -342,7 +342,7 @@ def test_a_batch_database_that_cannot_be_read_is_said_so(tmp_path, monkeypatch):
 
 def ask_on_thread(run_id: str, deadline: float = 60.0):
     """A run's question about write_file, asked on the browser from a thread; its verdict lands in the list."""
-    from crewbridge.approval import Question
+    from crewbridge.system.approval import Question
 
     got: list = []
     channel = BrowserChannel(run_id)
@@ -379,7 +379,7 @@ def test_a_question_is_answered_from_the_page_once(ui, verdict):
 
 
 def test_a_question_reaches_the_page_with_nothing_in_it_hidden(ui):
-    from crewbridge.approval import Question
+    from crewbridge.system.approval import Question
 
     record = recorded("execute", "run")
     channel = BrowserChannel(record.run)
@@ -403,7 +403,7 @@ def test_a_question_reaches_the_page_with_nothing_in_it_hidden(ui):
 
 
 def test_an_answer_elsewhere_shows_on_the_page(ui):
-    from crewbridge.approval import Answer, Question
+    from crewbridge.system.approval import Answer, Question
 
     record = recorded("execute", "write")
     channel = BrowserChannel(record.run)

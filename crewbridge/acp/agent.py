@@ -38,9 +38,9 @@ from crewbridge.acp.session import Serving, Session, new_session_id, runs_of, se
 from crewbridge.acp.wire import Courier, stdio
 from crewbridge.config import Config, load_config
 from crewbridge.errors import CrewError
-from crewbridge.jsonrpc import INVALID_PARAMS
-from crewbridge.native import SERVER
+from crewbridge.protocol.jsonrpc import INVALID_PARAMS
 from crewbridge.providers.base import McpServer
+from crewbridge.toolkit.native import SERVER
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -278,7 +278,7 @@ def serve(
         asyncio.run(_serve(agent, greeting.leftover if greeting else b""))
     finally:
         agent.close()
-        from crewbridge.process import end_all
+        from crewbridge.system.process import end_all
 
         end_all()
 

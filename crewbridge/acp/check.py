@@ -32,7 +32,7 @@ from acp.schema import (
 )
 
 from crewbridge.acp.wire import MAX_FRAME, StdioTransport
-from crewbridge.jsonrpc import METHOD_NOT_FOUND, PARSE_ERROR
+from crewbridge.protocol.jsonrpc import METHOD_NOT_FOUND, PARSE_ERROR
 
 HELD, FAILED, NOT_EXERCISED = "held", "FAILED", "not exercised"
 ASKED = 2.0  # seconds the agent has to answer a malformed frame

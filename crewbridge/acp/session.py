@@ -26,6 +26,9 @@ from acp.schema import (
 
 from crewbridge.acp.editor import EditorChannel, EditorFiles
 from crewbridge.acp.updates import Updates, message, replayed
+from crewbridge.base.mentions import parse_mentions
+from crewbridge.base.options import RunOptions
+from crewbridge.base.stop import Stop
 from crewbridge.bridge import Bridge
 from crewbridge.errors import (
     BudgetExceeded,
@@ -36,23 +39,20 @@ from crewbridge.errors import (
     SandboxUnavailable,
     UsageError,
 )
-from crewbridge.mentions import parse_mentions
-from crewbridge.options import RunOptions
 from crewbridge.record.events import Parent
 from crewbridge.record.ids import new_run_id
 from crewbridge.record.index import Row, Runs
 from crewbridge.record.transcript import read_run
-from crewbridge.stop import Stop
-from crewbridge.uilink import attend
+from crewbridge.ui.link import attend
 
 if TYPE_CHECKING:
     from crewbridge.acp.wire import Courier
     from crewbridge.api import Outcome
-    from crewbridge.approval import Question
     from crewbridge.config import Config
     from crewbridge.providers.base import McpServer
     from crewbridge.record.events import Event
     from crewbridge.sandbox import Sandboxing
+    from crewbridge.system.approval import Question
 
 COMMAND = "acp"  # the records' command: what makes a run a session's
 MODE_NAMES = {"query": "Query (read-only)", "execute": "Execute (may write and run commands)"}

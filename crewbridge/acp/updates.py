@@ -26,11 +26,11 @@ from acp.schema import (
     UserMessageChunk,
 )
 
-from crewbridge.approval import Question
-from crewbridge.loop import PATH_KEYS
+from crewbridge.base.visible import visible
+from crewbridge.engine.loop import PATH_KEYS
 from crewbridge.record import events as ev
-from crewbridge.registry import ToolResult
-from crewbridge.visible import visible
+from crewbridge.system.approval import Question
+from crewbridge.toolkit.registry import ToolResult
 
 Update = AgentMessageChunk | UserMessageChunk | ToolCallStart | ToolCallProgress | AgentPlanUpdate | UsageUpdate
 SHOWN_OUTPUT = 20_000  # characters of a tool's result shown in its tool_call_update

@@ -15,7 +15,7 @@ import os
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from crewbridge.jsonrpc import INVALID_REQUEST, RpcError, invalid, read_message, refusal, request_id
+from crewbridge.protocol.jsonrpc import INVALID_REQUEST, RpcError, invalid, read_message, refusal, request_id
 
 T = TypeVar("T")
 MAX_FRAME = 50 << 20  # bytes of one message (the SDK's own limit)

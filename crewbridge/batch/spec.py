@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from crewbridge.base.mentions import parse_mentions
+from crewbridge.base.options import RunOptions
 from crewbridge.errors import UsageError
-from crewbridge.git import Checkout
-from crewbridge.mentions import parse_mentions
-from crewbridge.options import RunOptions
+from crewbridge.system.git import Checkout
 
 # A git URL: scheme://… (file, http, https, ssh, git), or scp's user@host:path.
 _URL = re.compile(r"^(?:(?:file|https?|ssh|git(?:\+ssh)?)://\S+|[\w.-]+@[\w.-]+:\S+)$")
@@ -146,7 +146,7 @@ class BatchSpec:
 
     @property
     def run_id(self) -> str:
-        """What crewbridge.worktrees calls the run its worktrees belong to."""
+        """What crewbridge.work.worktrees calls the run its worktrees belong to."""
         return f"batch-{self.batch}"
 
     def options(self) -> RunOptions:

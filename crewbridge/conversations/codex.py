@@ -21,7 +21,7 @@ in the sandbox, and Codex reruns it outside the sandbox, without asking again, w
 refuses it.
 
 What crew reads of Codex's messages is typed (the TypedDicts below, checked by msgspec as they
-arrive: crewbridge.jsonrpc); a notification of another shape is set aside as a corrupt line.
+arrive: crewbridge.protocol.jsonrpc); a notification of another shape is set aside as a corrupt line.
 """
 
 from __future__ import annotations
@@ -30,19 +30,19 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
+from crewbridge.base.decoded import Done, Event, Failure, MessageEnd, Notice, Session, Text, Usage
+from crewbridge.base.templates import render
 from crewbridge.conversations import EXACT, FULL
 from crewbridge.conversations.peer import CLIENT, Peer
-from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session, Text, Usage
-from crewbridge.jsonrpc import Misshapen, Reply, Request, Route, notification, shaped
-from crewbridge.native import SERVER, result_text
+from crewbridge.protocol.jsonrpc import Misshapen, Reply, Request, Route, notification, shaped
 from crewbridge.providers.base import JsonLineDecoder, Turn
 from crewbridge.providers.codex import CodexProvider, OwnItems, own_sandbox, snake_case
-from crewbridge.templates import render
+from crewbridge.toolkit.native import SERVER, result_text
 
 if TYPE_CHECKING:
-    from crewbridge.native import Channel
-    from crewbridge.registry import Tool
-    from crewbridge.sessions import Prior
+    from crewbridge.toolkit.native import Channel
+    from crewbridge.toolkit.registry import Tool
+    from crewbridge.work.sessions import Prior
 
 CONVERSATION_ITEMS = ("agentMessage", "userMessage")  # every other item is a tool's
 CREWS_ITEMS = "dynamicToolCall"  # a call to crew's own tool (native): recorded by crew's channel

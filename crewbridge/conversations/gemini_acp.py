@@ -6,7 +6,7 @@ message as a `session/prompt`; the reply streams as `session/update` notificatio
 prompt's answer (its stopReason and token counts). crew's tools are served over MCP's streamable
 HTTP inside crew's own process (127.0.0.1, a free port, a random bearer token). Each message that
 arrives there is handed to the thread that reads Gemini (crewbridge.conversations.peer.Peer.on_loop), so a call
-takes the loop's path (crewbridge.native.Channel) as a text call does, one at a time and in order:
+takes the loop's path (crewbridge.toolkit.native.Channel) as a text call does, one at a time and in order:
 transcript, hooks, progress events. The model sees them as `mcp_crewbridge_<tool>`, apart from Gemini's
 own `read_file` and the like.
 
@@ -19,7 +19,7 @@ question shows (the command of a shell call, the file of an edit).
 ACP cannot rewind a reply: a stopped one stays whole in Gemini's history (FULL).
 
 What crew reads of Gemini's messages is typed (the TypedDicts below, checked by msgspec as they
-arrive: crewbridge.jsonrpc); an update of another shape is set aside as a corrupt line.
+arrive: crewbridge.protocol.jsonrpc); an update of another shape is set aside as a corrupt line.
 """
 
 from __future__ import annotations
@@ -33,20 +33,20 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
+from crewbridge.base.decoded import Done, Event, Failure, MessageEnd, Notice, OwnCall, OwnResult, Session, Text, Usage
+from crewbridge.base.places import state_dir
 from crewbridge.conversations import FULL
 from crewbridge.conversations.peer import CLIENT, Peer
-from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, OwnCall, OwnResult, Session, Text, Usage
-from crewbridge.jsonrpc import Misshapen, Reply, Request, Route, notification, shaped
-from crewbridge.mcp.core import McpTools
-from crewbridge.mcp.http import McpHttp
-from crewbridge.places import state_dir
+from crewbridge.protocol.jsonrpc import Misshapen, Reply, Request, Route, notification, shaped
+from crewbridge.protocol.mcp import McpTools
+from crewbridge.protocol.mcp_http import McpHttp
 from crewbridge.providers.base import JsonLineDecoder, McpServer, Turn
 from crewbridge.providers.gemini import ACP_SERVER, GeminiProvider
 
 if TYPE_CHECKING:
-    from crewbridge.native import Channel
     from crewbridge.sandbox.allowlist import Entry
-    from crewbridge.sessions import Prior
+    from crewbridge.toolkit.native import Channel
+    from crewbridge.work.sessions import Prior
 
 PROTOCOL_VERSION = 1
 ENDED = ("end_turn", "cancelled")  # stop reasons of a reply that ended as it should

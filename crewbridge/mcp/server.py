@@ -1,6 +1,6 @@
-"""`crew mcp`'s configuration of the MCP core (crewbridge.mcp.core): crew's tools under their plain
+"""`crew mcp`'s configuration of the MCP core (crewbridge.protocol.mcp): crew's tools under their plain
 names, and `ask`, `job` and `cancel` to run agents, over stdio (crewbridge.mcp.stdio) or streamable
-HTTP (crewbridge.mcp.http)."""
+HTTP (crewbridge.protocol.mcp_http)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from crewbridge.base.modes import Mode
 from crewbridge.config import AgentSpec, Config
 from crewbridge.errors import CrewError
-from crewbridge.mcp.core import (
+from crewbridge.mcp.early import instructions
+from crewbridge.protocol.mcp import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     Call,
@@ -29,18 +31,16 @@ from crewbridge.mcp.core import (
     request_id,
     tool_content,
 )
-from crewbridge.mcp.early import instructions
-from crewbridge.modes import Mode
 from crewbridge.sandbox import Sandboxing, level
 
 # For start-up speed: `initialize` is answered before the engine is imported; it loads when the
 # client first lists or calls a tool.
 if TYPE_CHECKING:
-    from crewbridge.asking import Asker
-    from crewbridge.caller import Caller
+    from crewbridge.engine.asking import Asker
     from crewbridge.record.events import Event
     from crewbridge.record.stream import Record
-    from crewbridge.registry import ToolContext, ToolRegistry
+    from crewbridge.toolkit.registry import ToolContext, ToolRegistry
+    from crewbridge.work.caller import Caller
 
 SERVER_TOOLS = ("ask", "job", "cancel")
 CLIENT = "mcp"  # how the MCP client is named in transcripts and hooks, unless --policy-of names an agent
@@ -102,7 +102,7 @@ class McpServer(McpCore):
 
     def tool_list(self) -> list[dict[str, Any]]:
         """crew's tools this mode offers, then ask, job and cancel."""
-        from crewbridge.asking import CHANGE_PROPERTIES, TASK_PROPERTY
+        from crewbridge.engine.asking import CHANGE_PROPERTIES, TASK_PROPERTY
 
         modes = ["query", "execute"] if self.mode == "execute" else ["query"]
         ask_schema = {
@@ -166,14 +166,14 @@ class McpServer(McpCore):
         """The tools this mode offers the client, and the one path their calls take (made once)."""
         with self._lock:
             if self._tools is None:
-                from crewbridge.caller import Caller
-                from crewbridge.hooks import Hooks
-                from crewbridge.policy import Policy
                 from crewbridge.record.events import Start
                 from crewbridge.record.stream import Record, now
                 from crewbridge.record.transcript import Transcript
-                from crewbridge.registry import ToolContext
+                from crewbridge.toolkit.hooks import Hooks
+                from crewbridge.toolkit.registry import ToolContext
                 from crewbridge.version import __version__
+                from crewbridge.work.caller import Caller
+                from crewbridge.work.policy import Policy
 
                 policy = Policy(self.client, self.mode)
                 registry = policy.offered(self.config.registry())
@@ -198,7 +198,7 @@ class McpServer(McpCore):
                     )
                 )
                 hooks = Hooks(self.config.hooks, workdir=self.workdir, passed=self.config.env_pass)
-                # Each call that may write is followed by crewbridge.gitguard: the client's next git
+                # Each call that may write is followed by crewbridge.system.gitguard: the client's next git
                 # command runs outside crew's sandbox, at once.
                 guarded = self.workdir if self.mode == "execute" else None
                 caller = Caller(self.client.id, registry, policy, hooks, record, guarded=guarded)
@@ -227,8 +227,8 @@ class McpServer(McpCore):
         problem = _ask_problem(arguments, self.mode)
         if problem:
             return content(problem, error=True)
-        from crewbridge.asking import Asker, change_options, current_depth
-        from crewbridge.uilink import attend
+        from crewbridge.engine.asking import Asker, change_options, current_depth
+        from crewbridge.ui.link import attend
 
         change = change_options(arguments)
         if isinstance(change, str):

@@ -19,7 +19,7 @@ from typing import Any
 
 import msgspec
 
-from crewbridge import jsonio
+from crewbridge.base import jsonio
 
 VERSION = 2  # of the stream's shape (1: the --jsonl lines with `type` before the record)
 STATUSES = ("running", "waiting", "done", "failed", "cancelled", "unfinished")  # a run's, everywhere

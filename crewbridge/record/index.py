@@ -22,7 +22,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from crewbridge import jsonio
+from crewbridge.base import jsonio
 from crewbridge.record import events as ev
 from crewbridge.record.transcript import MAX_RECORD, RUN_ID, Reader, decoded, runs_dir
 

@@ -16,11 +16,11 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from crewbridge.base.stop import Stop
+from crewbridge.base.usage import Row, Tally
 from crewbridge.errors import Interrupted
 from crewbridge.record import events as ev
 from crewbridge.record.ids import new_run_id
-from crewbridge.stop import Stop
-from crewbridge.usage import Row, Tally
 
 if TYPE_CHECKING:
     from crewbridge.record.transcript import Transcript

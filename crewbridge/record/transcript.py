@@ -21,12 +21,12 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from crewbridge import jsonio
+from crewbridge.base import jsonio
+from crewbridge.base.globs import NATIVE
+from crewbridge.base.places import state_dir
+from crewbridge.base.redact import Redactor
 from crewbridge.errors import CrewError, UsageError
-from crewbridge.globs import NATIVE
-from crewbridge.places import state_dir
 from crewbridge.record import events as ev
-from crewbridge.redact import Redactor
 
 RUN_ID = re.compile(r"^[0-9]{8}-[0-9]{6}-[0-9a-f]{6}$")
 MAX_TEXT = 1 << 20  # characters of one string in a record; a longer one keeps its head

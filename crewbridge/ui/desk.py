@@ -1,4 +1,4 @@
-"""The UI's end of crewbridge.uilink: the Unix socket runs reach `crew ui` on, the approval questions
+"""The UI's end of crewbridge.ui.link: the Unix socket runs reach `crew ui` on, the approval questions
 they ask (open, and answered lately), the runs attending it (to cancel them; the page reads the
 rest of a run from its record); and a second `crew ui` of the user's asking for a fresh sign-in link
 (crewbridge.ui.signin: it must prove it runs as the user outside any sandbox).
@@ -25,8 +25,8 @@ from typing import Any
 
 from crewbridge.errors import UsageError
 from crewbridge.record.index import Runs
+from crewbridge.ui.link import VERDICTS, Lines, at_socket, connect, hang_up, send
 from crewbridge.ui.signin import ASKING, claimed, no_new_privs
-from crewbridge.uilink import VERDICTS, Lines, at_socket, connect, hang_up, send
 
 KEPT_ANSWERED = 50  # answered or withdrawn questions still shown
 

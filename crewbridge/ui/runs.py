@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from crewbridge.base.usage import Tally, by_agent
 from crewbridge.record.index import Runs
-from crewbridge.usage import Tally, by_agent
 
 
 def listed(

@@ -1,6 +1,6 @@
 """`crew ui`'s HTTP face: the pages, the API they call, and the server-sent events that keep them live.
 
-Served by crewbridge.webserver (loopback unless --allow-remote, Host and Origin checked, bodies
+Served by crewbridge.protocol.webserver (loopback unless --allow-remote, Host and Origin checked, bodies
 bounded, requests under a deadline, strangers' connections limited). Every page and API answers 401
 without a session's cookie or the token (`Authorization: Bearer`, for programs; never in an
 address): a one-time link `/sign-in/CODE` opens a session (crewbridge.ui.signin). A request that changes
@@ -24,21 +24,21 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from crewbridge.childenv import UI_TOKEN
+from crewbridge.base.jsonio import dumps_bytes, loads
 from crewbridge.errors import CrewError
-from crewbridge.git import Checkout
-from crewbridge.jsonio import dumps_bytes, loads
+from crewbridge.protocol.webserver import EventStream, Handler, Keys, Listening, Server
 from crewbridge.record import events as ev
 from crewbridge.record.index import Runs, read_from
 from crewbridge.record.transcript import Reader, read_path, runs_dir
+from crewbridge.system.childenv import UI_TOKEN
+from crewbridge.system.git import Checkout
 from crewbridge.ui.batches import BatchSource, CrewBatches
 from crewbridge.ui.desk import Desk
+from crewbridge.ui.link import socket_path
 from crewbridge.ui.runs import listed, usage
 from crewbridge.ui.signin import CODE_LIFE, ROTATE, Seen, SignIns, new_link
-from crewbridge.uilink import socket_path
-from crewbridge.webserver import EventStream, Handler, Keys, Listening, Server
 
-TOKEN_VARIABLE = UI_TOKEN  # left out of everything crew starts (crewbridge.childenv)
+TOKEN_VARIABLE = UI_TOKEN  # left out of everything crew starts (crewbridge.system.childenv)
 FLAG = "--listen"
 COOKIE = "crew_ui"
 MAX_BODY = 16 << 10  # bytes of a request's body (an answer, a cancel)
@@ -180,7 +180,7 @@ class _Handler(Handler):
     def _public(self) -> bool:
         """Answer what needs no sign-in (after Host and Origin): a sign-in link, and the style of
         the page that says to get one; True when answered. Such a request takes no slot of the
-        signed-in connections' (crewbridge.webserver)."""
+        signed-in connections' (crewbridge.protocol.webserver)."""
         path = urlsplit(self.path).path
         code = re.fullmatch(r"/sign-in/([A-Za-z0-9_-]{1,100})", path)
         if path != "/static/app.css" and code is None:
@@ -328,7 +328,7 @@ class _Handler(Handler):
     def _diff(self, run_id: str, agent: str) -> None:
         """The whole diff of `agent`'s worktree in run `run_id` (its snapshot against the base), by
         the git folders crew recorded when it made the worktree: the worktree's `.git`, which the
-        agent could have pointed at a repository of its own, is never read (crewbridge.git)."""
+        agent could have pointed at a repository of its own, is never read (crewbridge.system.git)."""
         path = self.ui.runs.path(run_id)
         assert path is not None
         made = [e for e in read_path(path) if isinstance(e, ev.Worktree) and e.agent == agent]

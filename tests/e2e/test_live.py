@@ -15,10 +15,10 @@ from crewbridge.tools import builtin_registry
 from crewbridge import providers
 from crewbridge.config import AgentSpec
 from crewbridge.conversations import new_conversation
+from crewbridge.engine.loop import AgentLoop
 from crewbridge.errors import ProviderError
-from crewbridge.loop import AgentLoop
-from crewbridge.policy import Policy
 from crewbridge.record.stream import Record
+from crewbridge.work.policy import Policy
 from mockserver import error, reply
 
 pytestmark = pytest.mark.e2e

@@ -131,7 +131,7 @@ function showQuestions(questions) {
   const recent = questions.filter((q) => q.state === "open" || Date.now() - Date.parse(q.ended) < SHOWN_AFTER);
   panel.replaceChildren(
     ...recent.map((q) => {
-      // Every string here was drawn by the run (crewbridge.visible): nothing in it can hide a part.
+      // Every string here was drawn by the run (crewbridge.base.visible): nothing in it can hide a part.
       const box = el(
         "div",
         { class: "question", "data-approval-id": q.id, "data-state": q.state },
