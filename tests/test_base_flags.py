@@ -9,17 +9,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from crewbridge.acp.commands import acp_group
 from crewbridge.base import flags
-from crewbridge.cli import (
-    acp_group,
-    batch_submit_command,
-    batch_worker_command,
-    chat_command,
-    click_option,
-    execute_command,
-    mcp_group,
-    query_command,
-)
+from crewbridge.batch.commands import batch_submit_command, batch_worker_command
+from crewbridge.mcp.commands import mcp_group
+from crewbridge.terminal.commands import chat_command, execute_command, query_command
+from crewbridge.terminal.options import click_option
 
 VALUES = st.one_of(
     st.text(max_size=8),
@@ -40,7 +35,7 @@ VALUED = [
 
 
 def clicks(flag: flags.Flag) -> click.Option:
-    """The click option crewbridge.cli makes of `flag`."""
+    """The click option crewbridge.terminal.options makes of `flag`."""
     [param] = click_option(flag)(click.command()(lambda **values: None)).params
     assert isinstance(param, click.Option)
     return param

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from crewbridge.base.options import TASK_ONLY, RunOptions
-from crewbridge.cli import chat_command, execute_command, query_command
 from crewbridge.errors import UsageError
+from crewbridge.terminal.commands import chat_command, execute_command, query_command
 
 OWN = {"continue_last", "verbose", "config_path"}  # options of the commands, not of the run
 
