@@ -57,6 +57,7 @@ class Turn:
     sandbox: Sandbox | None = None  # the CLI runs inside it (crewbridge.sandbox)
     passed: tuple[str, ...] = ()  # secret-named variables it gets all the same (crew.yaml's env.pass)
     mcp_servers: tuple[McpServer, ...] = ()  # MCP servers it is given besides crew's (Provider.mcp_via)
+    trace: tuple[tuple[str, str], ...] = ()  # TRACEPARENT (its agent's span) and TRACESTATE, when the run is traced
 
     def __post_init__(self) -> None:
         # Each goes to the CLI as an argument: `--model --dangerously-skip-permissions` must never be
@@ -75,7 +76,7 @@ def cli_environment(
     """The environment a CLI runs with (crew's, with its provider's variables and `env`, what crew
     sets for it), and the names in it that reach it although crewbridge.system.childenv withholds such
     names from what crew starts: those crew sets for it, its own logins, `turn.passed`."""
-    added = {**provider.env(), **(env or {})}
+    added = {**provider.env(), **(env or {}), **dict(turn.trace)}
     full = {**os.environ, **added}
     return full, frozenset({*added, *provider.logins(full), *turn.passed})
 

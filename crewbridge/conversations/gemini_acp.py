@@ -313,8 +313,10 @@ class GeminiAcpConversation(Peer):
         return {"type": "http", "name": ACP_SERVER, "url": self._http.url, "headers": [header]}
 
     def begin(self, message: str) -> list[Event]:
-        prompt = [{"type": "text", "text": message}]
-        self.request("session/prompt", {"sessionId": self.session_id, "prompt": prompt}, prompt_end, PromptEnd)
+        params: dict[str, Any] = {"sessionId": self.session_id, "prompt": [{"type": "text", "text": message}]}
+        if self.base.trace:  # ACP's reserved trace context: the prompt's spans go under its agent's span
+            params["_meta"] = {name.lower(): value for name, value in self.base.trace}
+        self.request("session/prompt", params, prompt_end, PromptEnd)
         return [Session(self.session_id)]
 
     def _permission(self, request: Request, channel: Channel) -> dict[str, Any]:

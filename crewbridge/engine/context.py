@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from crewbridge.record import events as ev
     from crewbridge.record.events import Parent
     from crewbridge.record.stream import Record, Sink
+    from crewbridge.record.trace import RunTrace, TraceParent, Tracing
     from crewbridge.sandbox.egress import Hosts
     from crewbridge.system.approval import Channel
     from crewbridge.toolkit.registry import Files, Tool, ToolRegistry
@@ -115,6 +116,8 @@ class RunContext:
     mcp_servers: Sequence[McpServer] = ()  # given to each CLI that takes them, besides crew's tools (an editor's)
     stop: Stop | None = None  # set from another thread, it ends the run
     started: dict[Key, Conversation] = field(default_factory=dict)  # start()'s CLIs, not yet taken
+    tracing: Tracing | None = None  # its runs are traced (a face exports them: crewbridge.telemetry)
+    trace: RunTrace | None = None  # this run's trace (traced()), its CLIs' spans in it
 
     def __post_init__(self) -> None:
         self.workdir = self.workdir.resolve()
@@ -138,6 +141,22 @@ class RunContext:
     def reporting(self, emit: Sink | None, stop: Stop | None = None) -> RunContext:
         """This context for one run that reports to `emit` and is stopped by `stop`."""
         return replace(self, emit=emit, stop=stop)
+
+    def traced(self, parent: Parent | None = None) -> RunContext:
+        """This context for one run whose trace is chosen now, before its CLIs start (when its runs
+        are traced): the trace `parent` names (an editor's prompt, an MCP client's request), else the
+        one the CLIs start() started for it are in, else a new one under the context's own parent
+        (the TRACEPARENT crew was started with)."""
+        if self.tracing is None or self.trace is not None:
+            return self
+        from crewbridge.record.trace import RunTrace, TraceParent, state_of
+
+        given = TraceParent.parse(parent.traceparent) if parent is not None else None
+        if given is not None:
+            return replace(self, trace=RunTrace.begin(given, state_of(parent.tracestate) if parent else None))
+        ahead = (trace_of(conversation) for conversation in self.started.values())
+        started = next((found.trace_id for found in ahead if found is not None), None)
+        return replace(self, trace=RunTrace.begin(self.tracing.parent, self.tracing.state, started))
 
     @property
     def registry(self) -> ToolRegistry:
@@ -228,6 +247,14 @@ class RunContext:
         record = Record(run, pending=True)
         if self.emit is not None:
             record.attach(self.emit)
+        trace = self.trace
+        if trace is not None and trace.parent is not None:  # the record says what the run continues
+            from msgspec.structs import replace as with_fields
+
+            from crewbridge.record.events import Parent
+
+            continued = {"traceparent": trace.parent.header, "tracestate": trace.state}
+            parent = with_fields(parent, **continued) if parent is not None else Parent(**continued)
         record.emit(
             Start(
                 run=record.run,
@@ -242,6 +269,8 @@ class RunContext:
                 pid=os.getpid(),
                 resumed_from=resume,
                 parent=parent,
+                trace=trace.trace_id if trace else None,
+                span=trace.span_id if trace else None,
             )
         )
         return record
@@ -278,10 +307,11 @@ class RunContext:
         options = options or RunOptions()
         mentions = parse_mentions(text)[0]
         self.check_sandbox(options, [self.config.agent(mention.agent) for mention in mentions])
+        traced = self.traced()  # the next run's trace: its CLIs start in it
         for mention in mentions:
             key = (mention, mode, options.tools_via, options.sandbox, options.network)
             if key not in self.started:
-                conversation, _ = self.conversation(mention, mode, options)
+                conversation, _ = traced.conversation(mention, mode, options)
                 if not isinstance(conversation, CrewError):
                     self.started[key] = conversation
 
@@ -306,8 +336,10 @@ class RunContext:
         there is one."""
         if self.started and prior is None and (spec is None or spec == self.config.agent(mention.agent)):
             started = self.started.pop((mention, mode, options.tools_via, options.sandbox, options.network), None)
-            if started is not None:
+            if started is not None and _trace_id(trace_of(started)) == _trace_id(self.trace):
                 return started, True
+            if started is not None:  # started in another trace than this run's: its spans would be lost
+                started.close()
         try:
             agent = spec or self.config.agent(mention.agent)
             provider = self.config.provider(agent.provider)
@@ -331,6 +363,7 @@ class RunContext:
                     hiding=self.config.hiding,
                 ),
                 passed=tuple(self.config.env_pass),
+                trace=tuple(self.trace.env(self.trace.child()).items()) if self.trace else (),
             )
             if not agent.user_mcp_servers:  # only the MCP servers crew gives it, never crew itself again
                 base.options += provider.own_mcp_only(base, {**os.environ, **self.env}, workdir)
@@ -381,6 +414,7 @@ class RunContext:
                 via="native" if loop.native else "text",
                 role=role,
                 round=round,
+                span=getattr(trace_of(conversation), "span_id", None),
             )
         )
         return loop
@@ -443,6 +477,17 @@ class RunContext:
             if sandbox is not None and sandbox.confinement.egress is not None:
                 sandbox.confinement.egress.refusals.listen(loop.refused)
         return loop
+
+
+def trace_of(conversation: Conversation) -> TraceParent | None:
+    """The traceparent `conversation`'s CLI was started with (its agent's span; None: not traced)."""
+    from crewbridge.record.trace import TRACEPARENT, TraceParent
+
+    return TraceParent.parse(dict(conversation.base.trace).get(TRACEPARENT))
+
+
+def _trace_id(trace: TraceParent | RunTrace | None) -> str | None:
+    return trace.trace_id if trace is not None else None
 
 
 def found_skills(config: Config, workdir: Path) -> Found:
