@@ -81,6 +81,11 @@ def cli_environment(
     return full, frozenset({*added, *provider.logins(full), *turn.passed})
 
 
+OTLP_ENDPOINTS = tuple(
+    f"OTEL_EXPORTER_OTLP{signal}_ENDPOINT" for signal in ("", "_TRACES", "_METRICS", "_LOGS")
+)  # the standard variables that name an OpenTelemetry collector
+
+
 def cli_home(env: Mapping[str, str], variable: str, default: str) -> Path:
     """Where a CLI keeps its state: `variable` if set in `env`, else `default` under its HOME."""
     return Path(env.get(variable) or Path(env.get("HOME") or Path.home()) / default)
@@ -265,7 +270,12 @@ class Provider:
         from crewbridge.sandbox.allowlist import entry  # for start-up speed: a run with a sandbox only
 
         found = [entry(host, f"{self.name}'s API", private_ok=False) for host in self.hosts]
-        return found + base_urls(env, self.base_url_variables)
+        return found + base_urls(env, self.base_url_variables) + self.telemetry_endpoints(env)
+
+    def telemetry_endpoints(self, env: Mapping[str, str]) -> list[Entry]:
+        """Where the CLI (run with `env`) sends its own telemetry, when its user turned that on
+        (docs/observability.md): its sandbox lets it reach them. None by default."""
+        return []
 
     def logins(self, env: Mapping[str, str]) -> frozenset[str]:
         """The variables the CLI (run with `env`) logs in with: `login_env`, and those its own

@@ -1,0 +1,192 @@
+"""crew's traces in a real tracing backend (Arize Phoenix, started by the tests on 127.0.0.1), from
+runs of the real CLIs against the mock model server: the span tree and its attributes, claude's own
+spans nested under crew's agent span, the tokens and cost `crew log` sums, an editor's trace
+continued over ACP, an MCP client's over `ask`, a review's rounds, and a collector that never
+answers costing a run nothing but the bound."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from clienv import cli_env as build_env
+from clienv import require_cli
+from crewcli import run_crew, tool_block
+from mockserver import MockServer, reply
+
+pytestmark = pytest.mark.e2e
+
+USAGE = {"input_tokens": 100, "output_tokens": 10, "cached_tokens": 40}
+EDITOR_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
+EDITOR_SPAN = "00f067aa0ba902b7"
+
+
+def traced(env: dict[str, str], phoenix: Any, project: str) -> dict[str, str]:
+    """`env` with crew's telemetry pointed at Phoenix, its spans in `project`."""
+    return {
+        **env,
+        "OTEL_EXPORTER_OTLP_ENDPOINT": phoenix.url,
+        "OTEL_RESOURCE_ATTRIBUTES": f"openinference.project.name={project}",
+    }
+
+
+def with_claude_telemetry(env: dict[str, str]) -> dict[str, str]:
+    """claude exporting its own traces (DESIGN.md: 2.1.197 honours TRACEPARENT then)."""
+    env = {k: v for k, v in env.items() if k != "DISABLE_TELEMETRY"}
+    return {
+        **env,
+        "CLAUDE_CODE_ENABLE_TELEMETRY": "1",
+        "CLAUDE_CODE_ENHANCED_TELEMETRY_BETA": "1",
+        "OTEL_TRACES_EXPORTER": "otlp",
+        "OTEL_METRICS_EXPORTER": "none",
+        "OTEL_LOGS_EXPORTER": "none",
+        "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+        "OTEL_TRACES_EXPORT_INTERVAL": "500",
+    }
+
+
+def tree(spans: list[dict]) -> dict[str, list[dict]]:
+    """Spans by their parent's id."""
+    children: dict[str, list[dict]] = {}
+    for span in spans:
+        children.setdefault(span.get("parent_id") or "", []).append(span)
+    return children
+
+
+def by_name(spans: list[dict], name: str) -> list[dict]:
+    return [span for span in spans if span["name"] == name]
+
+
+def record_of(cwd: Path, env: dict[str, str]) -> list[dict]:
+    shown = run_crew(["log", "show", "--json", "last"], env=env, cwd=cwd)
+    return [json.loads(line) for line in shown.stdout.splitlines()]
+
+
+def test_a_two_agent_run_is_one_trace_with_claudes_own_spans_under_its_agent_span(
+    tmp_path, mock_server, workdir, notes, phoenix
+):
+    require_cli("claude"), require_cli("codex")
+    project = f"two-{uuid.uuid4().hex[:8]}"
+    with MockServer() as codex_mock:
+        env = {
+            **build_env("claude", mock_server.url, tmp_path / "home"),
+            **build_env("codex", codex_mock.url, tmp_path / "home"),
+        }
+        env = traced(with_claude_telemetry(env), phoenix, project)
+        mock_server.script(
+            reply(tool_block("crew:read_file", path="notes.txt"), **USAGE), reply("Claude: 7-4-1.", **USAGE)
+        )
+        codex_mock.script(reply("Codex: nothing to read.", **USAGE))
+        done = run_crew(["query", "@claude @codex what does notes.txt say?"], env=env, cwd=workdir)
+    assert done.returncode == 0, done.stderr
+    events = record_of(workdir, env)
+    start = events[0]
+    trace_id = start["trace"]
+    spans = phoenix.spans(project, trace_id, want=6)
+    ours = [span for span in spans if span["name"].startswith(("invoke_", "execute_tool"))]
+    children = tree(spans)
+    [run] = by_name(spans, "invoke_workflow crew query")
+    assert run["context"]["span_id"] == start["span"] and not run.get("parent_id")
+    assert run["attributes"]["crew.run.id"] == start["run"]
+    assert run["attributes"]["gen_ai.operation.name"] == "invoke_workflow"
+    agents = {span["attributes"]["gen_ai.agent.name"]: span for span in children[start["span"]]}
+    assert set(agents) == {"claude", "codex"}
+    parts = {e["agent"]: e for e in events if e["kind"] == "part"}
+    for name, provider in (("claude", "anthropic"), ("codex", "openai")):
+        span = agents[name]
+        assert span["name"] == f"invoke_agent {name}"
+        assert span["context"]["span_id"] == parts[name]["span"]
+        assert span["attributes"]["gen_ai.provider.name"] == provider
+        session = next(
+            e["session"] for e in events if e["kind"] == "session" and e["agent"] == name and e.get("session")
+        )
+        assert span["attributes"]["gen_ai.conversation.id"] == session
+    [tool] = by_name(ours, "execute_tool crew:read_file")
+    assert tool["parent_id"] == parts["claude"]["span"]
+    call = next(e for e in events if e["kind"] == "call")
+    assert tool["attributes"]["gen_ai.tool.call.id"] == call["call"]
+    assert tool["attributes"]["crew.decision"] == "allowed"
+    assert notes not in json.dumps(spans)  # no file content without the opt-in
+
+    # claude's own spans: its interaction takes crew's agent span as parent (TRACEPARENT)
+    own = [span for span in spans if span["name"].startswith("claude_code.")]
+    interactions = by_name(own, "claude_code.interaction")
+    assert interactions, [span["name"] for span in spans]
+    assert {span["parent_id"] for span in interactions} == {parts["claude"]["span"]}
+
+    # the tokens and cost of each agent: as `crew log --by agent` sums them
+    rows = run_crew(["log", "--since", "1d", "--by", "agent", "--json"], env=env, cwd=workdir).stdout.splitlines()
+    for row in map(json.loads, rows):
+        span = agents[row["agent"]]["attributes"]
+        assert span["gen_ai.usage.input_tokens"] == row["input_tokens"]
+        assert span["gen_ai.usage.output_tokens"] == row["output_tokens"]
+        assert span.get("crew.cost.usd") == row["cost_usd"]
+        assert span.get("llm.cost.total") == row["cost_usd"]
+    assert agents["claude"]["attributes"]["crew.cost.usd"] > 0  # claude reports its own
+
+
+def test_an_editors_prompt_continues_the_editors_trace(tmp_path, mock_server, workdir, phoenix):
+    require_cli("claude")
+    project = f"acp-{uuid.uuid4().hex[:8]}"
+    env = traced(build_env("claude", mock_server.url, tmp_path / "home"), phoenix, project)
+    mock_server.script(reply("Hello from the editor's run.", **USAGE))
+    script = Path(__file__).with_name("acp_traced.py")
+    done = run_crew_python(script, [str(workdir), f"00-{EDITOR_TRACE}-{EDITOR_SPAN}-01"], env=env, cwd=workdir)
+    assert done.returncode == 0, done.stderr
+    spans = phoenix.spans(project, EDITOR_TRACE, want=2)
+    [run] = by_name(spans, "invoke_workflow crew acp")
+    assert run["parent_id"] == EDITOR_SPAN
+    [agent] = by_name(spans, "invoke_agent claude")
+    assert agent["parent_id"] == run["context"]["span_id"]
+    assert run["attributes"]["crew.parent.session"]
+
+
+def run_crew_python(script: Path, args: list[str], *, env: dict[str, str], cwd: Path):
+    import subprocess
+    import sys
+
+    return subprocess.run(
+        [sys.executable, str(script), *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=180
+    )
+
+
+def test_a_collector_that_never_answers_costs_a_run_only_the_bound(tmp_path, mock_server, workdir):
+    require_cli("claude")
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(16)
+    held: list[socket.socket] = []
+
+    def accept() -> None:  # takes each connection and never answers
+        while True:
+            try:
+                held.append(silent.accept()[0])
+            except OSError:
+                return
+
+    threading.Thread(target=accept, daemon=True).start()
+    env = {
+        **build_env("claude", mock_server.url, tmp_path / "home"),
+        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{silent.getsockname()[1]}",
+        "OTEL_EXPORTER_OTLP_TIMEOUT": "60",  # the SDK's own would wait a minute: crew's bound ends it first
+    }
+    mock_server.script(reply("Done.", **USAGE))
+    began = time.monotonic()
+    try:
+        done = run_crew(["query", "@claude hi"], env=env, cwd=workdir)
+    finally:
+        silent.close()
+        for conn in held:
+            conn.close()
+    took = time.monotonic() - began
+    assert done.returncode == 0, done.stderr
+    assert "Done." in done.stdout
+    assert held, "crew never tried to send its spans"
+    assert took < 30, f"crew took {took:.1f} s: the exit bound (2 s) did not hold against a silent collector"
