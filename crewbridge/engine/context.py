@@ -248,13 +248,17 @@ class RunContext:
         if self.emit is not None:
             record.attach(self.emit)
         trace = self.trace
-        if trace is not None and trace.parent is not None:  # the record says what the run continues
+        continued = trace.parent if trace is not None else None
+        if continued is not None or (parent is not None and parent.traceparent):
+            # the record says what trace the run continues, as read (never what was given, unread)
             from msgspec.structs import replace as with_fields
 
             from crewbridge.record.events import Parent
 
-            continued = {"traceparent": trace.parent.header, "tracestate": trace.state}
-            parent = with_fields(parent, **continued) if parent is not None else Parent(**continued)
+            state = trace.state if trace is not None and continued is not None else None
+            parent = with_fields(
+                parent or Parent(), traceparent=continued.header if continued else None, tracestate=state
+            )
         record.emit(
             Start(
                 run=record.run,

@@ -1,7 +1,7 @@
 // A small ACP client on the official TypeScript SDK's ClientSideConnection (@agentclientprotocol/sdk,
 // pinned in package.json), for the end-to-end tests of `crew acp` (tests/e2e/test_acp_real.py).
 // argv[2]: a JSON plan {command: [...], cwd, load?: sessionId, mcpServers?: [...], options?: {id: value},
-// prompts: [{text, cancel?: true}], answers: [optionId, ...]}. Prints one JSON object: the session id, every update,
+// prompts: [{text, cancel?: true, meta?: {…} (the prompt's _meta)}], answers: [optionId, ...]}. Prints one JSON object: the session id, every update,
 // the permission requests, each prompt's stop reason and, for a cancelled one, the milliseconds from
 // the cancel to its answer.
 import { spawn } from "node:child_process";
@@ -46,7 +46,11 @@ try {
     await connection.setSessionConfigOption({ sessionId, configId, value });
   }
   for (const prompt of plan.prompts ?? []) {
-    const answer = connection.prompt({ sessionId, prompt: [{ type: "text", text: prompt.text }] });
+    const answer = connection.prompt({
+      sessionId,
+      prompt: [{ type: "text", text: prompt.text }],
+      ...(prompt.meta ? { _meta: prompt.meta } : {}),
+    });
     if (prompt.cancel) {
       await new Promise((resolve) => {
         onUpdate = (update) => update.sessionUpdate === "agent_message_chunk" && resolve();

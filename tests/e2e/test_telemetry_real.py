@@ -20,6 +20,7 @@ from clienv import cli_env as build_env
 from clienv import require_cli
 from crewcli import run_crew, tool_block
 from mockserver import MockServer, reply
+from test_acp_real import acp_client
 
 pytestmark = pytest.mark.e2e
 
@@ -133,28 +134,22 @@ def test_a_two_agent_run_is_one_trace_with_claudes_own_spans_under_its_agent_spa
 
 
 def test_an_editors_prompt_continues_the_editors_trace(tmp_path, mock_server, workdir, phoenix):
+    """The editor (the ACP TypeScript SDK's client) sends its traceparent in the prompt's _meta."""
     require_cli("claude")
     project = f"acp-{uuid.uuid4().hex[:8]}"
     env = traced(build_env("claude", mock_server.url, tmp_path / "home"), phoenix, project)
     mock_server.script(reply("Hello from the editor's run.", **USAGE))
-    script = Path(__file__).with_name("acp_traced.py")
-    done = run_crew_python(script, [str(workdir), f"00-{EDITOR_TRACE}-{EDITOR_SPAN}-01"], env=env, cwd=workdir)
-    assert done.returncode == 0, done.stderr
+    meta = {"traceparent": f"00-{EDITOR_TRACE}-{EDITOR_SPAN}-01", "tracestate": "editor=1"}
+    seen = acp_client({"prompts": [{"text": "@claude hi", "meta": meta}]}, env, workdir)
+    assert seen["stops"] == ["end_turn"]
     spans = phoenix.spans(project, EDITOR_TRACE, want=2)
     [run] = by_name(spans, "invoke_workflow crew acp")
     assert run["parent_id"] == EDITOR_SPAN
+    assert run["attributes"]["crew.parent.session"] == seen["sessionId"]
     [agent] = by_name(spans, "invoke_agent claude")
     assert agent["parent_id"] == run["context"]["span_id"]
-    assert run["attributes"]["crew.parent.session"]
-
-
-def run_crew_python(script: Path, args: list[str], *, env: dict[str, str], cwd: Path):
-    import subprocess
-    import sys
-
-    return subprocess.run(
-        [sys.executable, str(script), *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=180
-    )
+    start = record_of(workdir, env)[0]
+    assert start["parent"]["traceparent"] == meta["traceparent"] and start["trace"] == EDITOR_TRACE
 
 
 def test_a_collector_that_never_answers_costs_a_run_only_the_bound(tmp_path, mock_server, workdir):
