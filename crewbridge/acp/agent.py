@@ -143,8 +143,8 @@ class CrewAgent(Agent):
         text, context = _task(prompt)
         if not text.strip():
             raise RequestError.invalid_params({"details": "the prompt has no text; say what the agent should do"})
-        trace = (kwargs.get("traceparent"), kwargs.get("tracestate"))  # _meta's W3C trace context: its spans' parent
-        reason = await asyncio.to_thread(session.run, text, context, session.begin(), trace)
+        # the SDK hands the prompt's _meta over as keywords: its trace context is the run's parent
+        reason = await asyncio.to_thread(session.run, text, context, session.begin(), kwargs)
         await session.courier.drain()
         return PromptResponse(stop_reason=reason)  # type: ignore[arg-type]
 

@@ -42,6 +42,7 @@ from crewbridge.errors import (
 from crewbridge.record.events import Parent
 from crewbridge.record.ids import new_run_id
 from crewbridge.record.index import Row, Runs
+from crewbridge.record.trace import carried
 from crewbridge.record.transcript import read_run
 from crewbridge.telemetry.exporter import exporter
 from crewbridge.ui.link import attend
@@ -166,10 +167,10 @@ class Session:
         self.stop = Stop()
         return self.stop
 
-    def run(self, text: str, context: str | None, stop: Stop, trace: tuple[Any, Any] = (None, None)) -> str:
+    def run(self, text: str, context: str | None, stop: Stop, meta: dict[str, Any] | None = None) -> str:
         """Run one prompt to its end (`stop`: begin()'s); → its ACP stop reason. Runs on a thread
-        of its own. `trace`: the prompt's traceparent and tracestate (its `_meta`'s), which its run
-        continues when crew's telemetry is on."""
+        of its own. `meta`: the prompt's `_meta`, whose trace context its run continues when
+        crew's telemetry is on."""
         choices = self.choices
         task = text if _mentions(text) else f"{self._mention()} {text}"
         options = self._run_options()
@@ -197,7 +198,7 @@ class Session:
                 stop=stop,
                 run=None if self.last_run else self.id,  # the first prompt's run has the session's id
                 command=COMMAND,
-                parent=Parent(session=self.id, traceparent=_text(trace[0]), tracestate=_text(trace[1])),
+                parent=Parent(session=self.id, **carried(meta or {})),
             )
         except CrewError as exc:
             self.courier.notify(message(f"crew: {exc}"))
@@ -269,11 +270,6 @@ class Session:
         for run in runs_of(self.id):
             for update in replayed(read_run(run.run_id), self.cwd):
                 self.courier.notify(update)
-
-
-def _text(value: Any) -> str | None:
-    """A _meta value that may be a trace context header (crewbridge.record.trace reads it, or ignores it)."""
-    return value if isinstance(value, str) else None
 
 
 def _mentions(text: str) -> bool:

@@ -61,6 +61,12 @@ def state_of(value: object) -> str | None:
     return value.strip() if value.isprintable() else None
 
 
+def carried(meta: Mapping[str, object]) -> dict[str, str | None]:
+    """The W3C trace context a message carries in its `_meta` (an ACP prompt's, an MCP request's), as
+    the fields of the record's Parent: text only; what is not a valid header is ignored when read."""
+    return {key: value if isinstance(value := meta.get(key), str) else None for key in ("traceparent", "tracestate")}
+
+
 def new_trace_id() -> str:
     return os.urandom(16).hex()
 

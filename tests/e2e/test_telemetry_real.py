@@ -14,13 +14,16 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
+from mcp import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from test_acp_real import acp_client
 
 from clienv import cli_env as build_env
 from clienv import require_cli
-from crewcli import run_crew, tool_block
+from crewcli import CREW, run_crew, tool_block
 from mockserver import MockServer, reply
-from test_acp_real import acp_client
 
 pytestmark = pytest.mark.e2e
 
@@ -185,3 +188,27 @@ def test_a_collector_that_never_answers_costs_a_run_only_the_bound(tmp_path, moc
     assert "Done." in done.stdout
     assert held, "crew never tried to send its spans"
     assert took < 30, f"crew took {took:.1f} s: the exit bound (2 s) did not hold against a silent collector"
+
+
+def test_an_mcp_clients_ask_continues_the_clients_trace(tmp_path, mock_server, workdir, phoenix):
+    """The MCP SDK's client sends its trace context in the ask's params._meta (MCP's semantic conventions)."""
+    require_cli("claude")
+    project = f"mcp-{uuid.uuid4().hex[:8]}"
+    env = traced(build_env("claude", mock_server.url, tmp_path / "home"), phoenix, project)
+    mock_server.script(reply("Asked and answered.", **USAGE))
+    server = StdioServerParameters(command=CREW[0], args=[*CREW[1:], "mcp"], env=env, cwd=workdir)
+    meta = {"traceparent": f"00-{EDITOR_TRACE.replace('4', '5')}-{EDITOR_SPAN}-01"}
+
+    async def main() -> Any:
+        async with stdio_client(server) as (read, write), ClientSession(read, write) as client:
+            await client.initialize()
+            return await client.call_tool("ask", {"task": "@claude hi"}, meta=meta)
+
+    answer = anyio.run(main)
+    assert not answer.is_error and "Asked and answered." in answer.content[0].text
+    trace_id = EDITOR_TRACE.replace("4", "5")
+    spans = phoenix.spans(project, trace_id, want=2)
+    [run] = by_name(spans, "invoke_workflow crew query")
+    assert run["parent_id"] == EDITOR_SPAN
+    [agent] = by_name(spans, "invoke_agent claude")
+    assert agent["parent_id"] == run["context"]["span_id"]
