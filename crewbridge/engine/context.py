@@ -485,7 +485,9 @@ class RunContext:
 
 def trace_of(conversation: Conversation) -> TraceParent | None:
     """The traceparent `conversation`'s CLI was started with (its agent's span; None: not traced)."""
-    from crewbridge.record.trace import TRACEPARENT, TraceParent
+    if not conversation.base.trace:
+        return None
+    from crewbridge.record.trace import TRACEPARENT, TraceParent  # for start-up speed: a traced run only
 
     return TraceParent.parse(dict(conversation.base.trace).get(TRACEPARENT))
 

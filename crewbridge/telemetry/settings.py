@@ -1,10 +1,8 @@
 """Whether crew exports traces, and where: the standard OpenTelemetry variables first (what the
 user's environment says is the more particular), then crew.yaml's `telemetry:` mapping. Nothing of
-OpenTelemetry is imported here: a run with telemetry off pays for one look at the environment.
+OpenTelemetry is imported here.
 
-On when an OTLP endpoint is given (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, OTEL_EXPORTER_OTLP_ENDPOINT
-or telemetry.endpoint) or crew.yaml says `enabled: true`; off whatever else says so with
-OTEL_SDK_DISABLED=true, OTEL_TRACES_EXPORTER=none or `enabled: false`."""
+On as crewbridge.telemetry.wanted says."""
 
 from __future__ import annotations
 
@@ -13,6 +11,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from crewbridge.telemetry import ENDPOINTS, wanted
 
 if TYPE_CHECKING:
     from crewbridge.config import Config
@@ -57,15 +57,9 @@ def settings(config: Config | None, env: Mapping[str, str] | None = None) -> Set
     """The telemetry settings in force, or None when crew exports nothing."""
     env = os.environ if env is None else env
     given: dict[str, Any] = dict(config.telemetry) if config is not None else {}
-    if _on(env.get("OTEL_SDK_DISABLED")) or env.get("OTEL_TRACES_EXPORTER", "").strip().lower() == "none":
+    if not wanted(given, env):
         return None
-    if given.get("enabled") is False:
-        return None
-    variable = next(
-        (name for name in ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT") if env.get(name)), None
-    )
-    if variable is None and not given.get("endpoint") and given.get("enabled") is not True:
-        return None
+    variable = next((name for name in ENDPOINTS if env.get(name)), None)
     protocol = (
         env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
         or env.get("OTEL_EXPORTER_OTLP_PROTOCOL")

@@ -97,11 +97,14 @@ def terminal_bridge(config: Config) -> Bridge:
     """The Bridge of a terminal's command: its runs joined to a `crew ui` serving for this user, and
     traced when telemetry is on (crewbridge.telemetry)."""
     from crewbridge.bridge import Bridge
-    from crewbridge.telemetry.exporter import exporter
+    from crewbridge.telemetry import wanted
+
+    if not wanted(config.telemetry):
+        return Bridge(config, observers=[attend_ui])
+    from crewbridge.telemetry.exporter import exporter  # for start-up speed: only with telemetry on
 
     traced = exporter(config)
-    if traced is None:
-        return Bridge(config, observers=[attend_ui])
+    assert traced is not None
     return Bridge(config, observers=[attend_ui, traced.observe], tracing=traced.tracing)
 
 
