@@ -28,7 +28,7 @@ class _Collector(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     received = 0
 
-    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+    def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
         type(self).received += 1
         self.send_response(200)
