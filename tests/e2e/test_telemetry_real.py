@@ -23,6 +23,7 @@ from test_acp_real import acp_client
 from clienv import cli_env as build_env
 from clienv import require_cli
 from crewcli import CREW, run_crew, tool_block
+from gitrepo import make_repo
 from mockserver import MockServer, reply
 
 pytestmark = pytest.mark.e2e
@@ -212,3 +213,37 @@ def test_an_mcp_clients_ask_continues_the_clients_trace(tmp_path, mock_server, w
     assert run["parent_id"] == EDITOR_SPAN
     [agent] = by_name(spans, "invoke_agent claude")
     assert agent["parent_id"] == run["context"]["span_id"]
+
+
+def test_a_reviews_rounds_are_agent_spans_of_the_writer_and_each_reviewer_round(
+    tmp_path, mock_server, workdir, phoenix
+):
+    require_cli("claude")
+    make_repo(workdir, {"notes.txt": "deploy: Friday\n"})
+    project = f"review-{uuid.uuid4().hex[:8]}"
+    env = traced(build_env("claude", mock_server.url, tmp_path / "home"), phoenix, project)
+    changes = {"path": "notes.txt", "line": 1, "severity": "high", "message": "say Tuesday"}
+    mock_server.script(
+        tool_block("crew:write_file", path="notes.txt", content="deploy: Monday\n"),
+        "Set it.",
+        tool_block("crew:verdict", verdict="changes", findings=[changes]),
+        tool_block("crew:write_file", path="notes.txt", content="deploy: Tuesday\n"),
+        "Fixed it.",
+        tool_block("crew:verdict", verdict="approve"),
+    )
+    done = run_crew(["execute", "--review", "claude", "@claude set the deploy day"], env=env, cwd=workdir)
+    assert done.returncode == 0, done.stderr
+    start = record_of(workdir, env)[0]
+    spans = phoenix.spans(project, start["trace"], want=9)
+    [run] = by_name(spans, "invoke_workflow crew execute")
+    agents = [span for span in spans if span["name"] == "invoke_agent claude"]
+    roles = sorted((s["attributes"]["crew.review.role"], s["attributes"]["crew.review.round"]) for s in agents)
+    assert roles == [("reviewer", 1), ("reviewer", 2), ("writer", 1)]
+    assert {s["parent_id"] for s in agents} == {run["context"]["span_id"]}
+    reviewers = {
+        s["attributes"]["crew.review.round"]: s for s in agents if s["attributes"]["crew.review.role"] == "reviewer"
+    }
+    assert [reviewers[n]["attributes"]["crew.review.verdict"] for n in (1, 2)] == ["changes", "approve"]
+    reviewer_spans = {s["context"]["span_id"] for s in reviewers.values()}
+    verdict_calls = by_name(spans, "execute_tool crew:verdict")
+    assert len(verdict_calls) == 2 and {s["parent_id"] for s in verdict_calls} == reviewer_spans
