@@ -111,7 +111,7 @@ class GenericSpec:
     probe: bool = True  # crew doctor runs its --version and --help (false: a CLI that would do more)
     state_dirs: list[str] = field(default_factory=list)  # data folders it writes (~, $VAR, ${VAR:-default})
     state_read_only: list[str] = field(default_factory=list)  # inside state_dirs: kept read-only
-    # its state folder, seen through a view: {variable, default, within, data: [names], private: [names]}
+    # its state folder, seen through a view: {variable, default, within, data, private, copies: [names]}
     state_home: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -150,6 +150,11 @@ class GenericSpec:
                         raise ConfigKeyError(
                             "state_home", f"{key} '{name}' is not a name inside the folder; e.g. sessions"
                         )
+            for name in self.state_home.get("copies", []):
+                if "/" in name or name in (".", ".."):
+                    raise ConfigKeyError(
+                        "state_home", f"copies '{name}' is not the name of a file in the folder; e.g. projects.json"
+                    )
         if self.resume and not self.session_key:
             raise ConfigKeyError(
                 "resume",
@@ -212,6 +217,7 @@ class GenericProvider(Provider):
             within=within,
             data=(*dirs, *(home / name for name in home_spec.get("data", []))),
             private=tuple(home_spec.get("private", [])),
+            copies=tuple(home_spec.get("copies", [])),
             read_only=read_only,
         )
 
