@@ -18,6 +18,7 @@ folder trusted. The e2e tier's homes are copies of such a home (`copy_home`), ma
 from __future__ import annotations
 
 import configparser
+import fcntl
 import json
 import os
 import re
@@ -25,7 +26,7 @@ import shutil
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from urllib.parse import parse_qs
@@ -364,20 +365,25 @@ def trust(name: str, env: dict[str, str], project: Path) -> None:
 
 @dataclass
 class LivedInHomes:
-    """`home(name)`: a home where CLI `name` was used (`live_in`: in a project folder named `work`,
-    as the tests' is, elsewhere), made on first use under `tmp_path_factory`, against the mock at
-    `url` (which answers PLAIN_ANSWER), whose URL its settings name."""
+    """Homes where each CLI was used (`live_in`, in a project folder named `work` as the tests' is,
+    elsewhere), made once in `root` by whichever test process asks first (pytest-xdist's workers
+    share it), against the mock at `url` (which answers PLAIN_ANSWER); `copy` gives a test its own."""
 
+    root: Path
     url: str
-    tmp_path_factory: pytest.TempPathFactory
-    made: dict[str, Path] = field(default_factory=dict)
 
-    def home(self, name: str) -> Path:
-        if name not in self.made:
-            root = self.tmp_path_factory.mktemp(f"lived-in-{name}")
-            live_in(name, cli_env(name, self.url, root / "home"), root / "work", self.url)
-            self.made[name] = root / "home"
-        return self.made[name]
+    def copy(self, name: str, home: Path, mock_url: str) -> None:
+        """A copy of the lived-in home of CLI `name` at `home`, pointing at the mock at `mock_url`."""
+        made = self.root / name
+        with open(self.root / f"{name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # one process makes it; the others wait for it
+            if not made.exists():
+                building = self.root / f"{name}.building"
+                shutil.rmtree(building, ignore_errors=True)
+                live_in(name, cli_env(name, self.url, building / "home"), building / "work", self.url)
+                (building / "url").write_text(self.url)
+                building.rename(made)
+        copy_home(made / "home", home, (made / "url").read_text(), mock_url)
 
 
 def copy_home(lived: Path, home: Path, old_url: str, new_url: str) -> None:
@@ -435,8 +441,10 @@ class Run:
 
 
 def run_cli(name: str, turn: Turn, env: dict[str, str], cwd: Path, timeout: float = 60.0) -> Run:
-    """Run `turn` through provider `name` (prompt on stdin) and decode its whole output."""
+    """Run `turn` through provider `name` (prompt on stdin) and decode its whole output. As crew
+    runs a CLI, none of the MCP servers the user added to it starts (Provider.own_mcp_only)."""
     provider = providers.load(name)
+    turn = replace(turn, options=[*turn.options, *provider.own_mcp_only(turn, env, cwd)])
     start = time.monotonic()
     child = Child(
         provider.argv(turn),

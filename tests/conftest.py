@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from clienv import BIN, CLIS, PACKAGES, PLAIN_ANSWER, LivedInHomes, copy_home, missing, require_cli
+from clienv import BIN, CLIS, PACKAGES, PLAIN_ANSWER, LivedInHomes, missing, require_cli
 from clienv import cli_env as build_env
 from crewbridge import beneath, process
 from crewbridge.sandbox import MECHANISM_ENV, Sandboxing, detect
@@ -73,11 +73,15 @@ def cli(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture(scope="session")
-def lived_in_homes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LivedInHomes]:
-    """Homes where the real CLIs were used before crew, made once a session (a worker)."""
+def lived_in_homes(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Iterator[LivedInHomes]:
+    """Homes where the real CLIs were used before crew, made once a session: in the folder the
+    pytest-xdist workers' temporary folders share."""
+    base = tmp_path_factory.getbasetemp()
+    root = (base if worker_id == "master" else base.parent) / "lived-in"
+    root.mkdir(exist_ok=True)
     with MockServer() as mock:
         mock.respond(lambda request: PLAIN_ANSWER)
-        yield LivedInHomes(mock.url, tmp_path_factory)
+        yield LivedInHomes(root, mock.url)
 
 
 @pytest.fixture
@@ -91,7 +95,7 @@ def cli_env(mock_server: MockServer, tmp_path: Path, lived_in_homes: LivedInHome
         require_cli(name)
         home = tmp_path / f"home-{name}"
         if not home.exists():
-            copy_home(lived_in_homes.home(name), home, lived_in_homes.url, mock_server.url)
+            lived_in_homes.copy(name, home, mock_server.url)
         return build_env(name, mock_server.url, home)
 
     return env
