@@ -112,12 +112,13 @@ def speedup(root: Path, count: int, rounds: int) -> dict[int, float]:
                 workers = 1 if side == "a" else 2
                 url = server.database()
                 env = cli_env("claude", mock.url, root / "submit")
-                submit = ["batch", "--detach", "--db", url, "--id", f"run{run}", "--concurrency", "2", TASK]
+                submit = ["batch", "--detach", "--db", url, "--id", f"run{run}", "--concurrency", "2"]
+                submit += ["--worker-concurrency", "1", TASK]
                 timed([*submit, *map(str, repos)], env, root)
                 start = time.perf_counter()
                 procs = [
                     start_crew(
-                        ["batch", "worker", "--db", url, "--until-idle", "--concurrency", "1"],
+                        ["batch", "worker", "--db", url, "--until-idle"],
                         env=cli_env("claude", mock.url, root / f"worker-{run}-{n}"),
                         cwd=root,
                     )

@@ -3,6 +3,7 @@ command imports the engine it needs where it runs: `crew --help` loads click alo
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import gc
@@ -12,7 +13,7 @@ import os
 import shlex
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -285,59 +286,60 @@ def batch_submit_command(
 ) -> None:
     """Run TASK ("@agent task") in each REPO (a git repository's folder, or a git URL), each in a
     worktree of its own; the repositories' progress, then a summary."""
-    from crewbridge.batch import batches
+    from crewbridge.batch import batches, report
+    from crewbridge.batch.database import take_database_url
     from crewbridge.batch.spec import read_repos, repos_file_text
-    from crewbridge.batch.store import Store, database_url
+    from crewbridge.batch.store import Store
 
     config: Config = given.pop("config")
     spec = batches.spec_of(task, given, config)  # an unknown agent is named before anything starts
     found = read_repos(repos, repos_file_text(repos_file), Path.cwd())
-    url = database_url(given["db"])
-    working = None if detach else {spec.batch: (spec.concurrency, None)}
-    store = Store.open(url) if working is None else batches.open_working(url, config, working)
+    url = take_database_url(given["db"])
+    store = Store.open(url) if detach else batches.open_working(url, config, [spec.batch], [spec])
     try:
         spec = batches.submit(store, spec, found)
-        if detach:
-            click.echo(spec.batch)
-            click.echo(f"crew: batch {spec.batch}: {len(found)} repositories queued for `crew batch worker`", err=True)
-            return
-        rows = batches.wait(store, spec.batch, _batch_view())
+        rows = store.rows(spec.batch) if detach else _batch_wait(store, spec.batch)
     finally:
         store.close()
+    if detach:
+        click.echo(json.dumps(report.batch_record(spec.batch, rows), ensure_ascii=False) if as_json else spec.batch)
+        click.echo(f"crew: batch {spec.batch}: {len(found)} repositories queued for `crew batch worker`", err=True)
+        return
     _batch_end(spec.batch, rows, as_json)
 
 
 @batch_group.command("worker")
 @_options(flags.BATCH_WORKER)
-def batch_worker_command(concurrency: int | None, until_idle: bool, db: str | None, config: Config) -> None:
+def batch_worker_command(until_idle: bool, db: str | None, config: Config) -> None:
     """Work on the batches of the database (--db): take their queued repositories, and those of
     workers that died, until stopped (or idle, with --until-idle)."""
     from crewbridge.batch import batches
-    from crewbridge.batch.store import database_url
+    from crewbridge.batch.database import take_database_url
 
-    store = batches.open_worker(database_url(db), config, concurrency)
+    store = batches.open_working(take_database_url(db), config, None)
     click.echo(f"crew: worker {store.executor} on {store.name}", err=True)
     try:
-        batches.work(store, concurrency, until_idle, lambda said: click.echo(f"crew: {said}", err=True))
+        batches.work(store, until_idle, lambda said: click.echo(f"crew: {said}", err=True))
     finally:
         store.close()
 
 
 @batch_group.command("resume")
 @click.argument("batch_id")
+@click.option("--failed", "failed_only", is_flag=True, help="Run only the failed repositories again.")
 @BATCH_DB
 @BATCH_JSON
 @config_option
-def batch_resume_command(batch_id: str, db: str | None, as_json: bool, config: Config) -> None:
-    """Finish batch BATCH_ID here: every repository not done or unchanged (those of dead workers
-    included) runs again; finished ones are left as they are."""
+def batch_resume_command(batch_id: str, failed_only: bool, db: str | None, as_json: bool, config: Config) -> None:
+    """Finish batch BATCH_ID here: every repository not done or unchanged (those of dead workers and
+    those held for a canary included) runs again; finished ones are left as they are."""
     from crewbridge.batch import batches
-    from crewbridge.batch.store import database_url
+    from crewbridge.batch.database import take_database_url
 
-    store = batches.open_working(database_url(db), config, {})
+    store = batches.open_working(take_database_url(db), config, [batch_id])
     try:
-        batches.resume(store, batch_id)
-        rows = batches.wait(store, batch_id, _batch_view())
+        batches.resume(store, batch_id, failed_only=failed_only)
+        rows = _batch_wait(store, batch_id)
     finally:
         store.close()
     _batch_end(batch_id, rows, as_json)
@@ -348,17 +350,31 @@ def batch_resume_command(batch_id: str, db: str | None, as_json: bool, config: C
 @BATCH_DB
 @BATCH_JSON
 def batch_status_command(batch_id: str | None, db: str | None, as_json: bool) -> None:
-    """A batch's repositories now (default: the batch submitted last)."""
+    """A batch's repositories now (default: the batch submitted last). Exit 0 while they run, 7 once
+    one failed or was cancelled."""
     from crewbridge.batch import batches
-    from crewbridge.batch.store import Store, database_url
 
-    store = Store.open(database_url(db))
-    try:
+    with _batch_store(db) as store:
         batch_id = batch_id or batches.latest(store)
         rows = batches.existing(store, batch_id)
-    finally:
-        store.close()
+        store.interrupted(rows)
     _batch_end(batch_id, rows, as_json)
+
+
+@batch_group.command("diff")
+@click.argument("batch_id")
+@click.argument("repo", required=False)
+@BATCH_DB
+def batch_diff_command(batch_id: str, repo: str | None, db: str | None) -> None:
+    """What the agent changed in each repository of BATCH_ID done (or in REPO, as given), as a patch."""
+    from crewbridge.batch import batches
+    from crewbridge.config import state_dir
+
+    with _batch_store(db) as store:
+        rows = batches.existing(store, batch_id)
+    for chunk in batches.diffs(rows, repo, state_dir()):
+        sys.stdout.buffer.write(chunk)
+    sys.stdout.flush()
 
 
 @batch_group.command("list")
@@ -366,13 +382,11 @@ def batch_status_command(batch_id: str | None, db: str | None, as_json: bool) ->
 def batch_list_command(db: str | None) -> None:
     """One line per batch: id, state, its repositories' states, task."""
     from crewbridge.batch import batches, report
-    from crewbridge.batch.store import Store, database_url
 
-    store = Store.open(database_url(db))
-    try:
+    with _batch_store(db) as store:
         found = batches.batches(store)
-    finally:
-        store.close()
+        for _, rows in found:
+            store.interrupted(rows)
     for batch, rows in found:
         click.echo(f"{batch}  {report.batch_status(rows)}  {report.totals(rows)}  {rows[0].spec.task.splitlines()[0]}")
 
@@ -381,33 +395,48 @@ def batch_list_command(db: str | None) -> None:
 @click.argument("batch_id")
 @BATCH_DB
 def batch_cancel_command(batch_id: str, db: str | None) -> None:
-    """Cancel batch BATCH_ID: its queued repositories never start, its running agents are ended."""
+    """Cancel batch BATCH_ID: its queued and held repositories never start, its running agents are ended."""
     from crewbridge.batch import batches
-    from crewbridge.batch.store import Store, database_url
 
-    store = Store.open(database_url(db))
-    try:
+    with _batch_store(db) as store:
         cancelled = batches.cancel(store, batch_id)
-    finally:
-        store.close()
     click.echo(f"cancelled {len(cancelled)} repositor{'y' if len(cancelled) == 1 else 'ies'} of batch {batch_id}")
 
 
-def _batch_view() -> Callable[[Any], None]:
-    """The batch's progress on stderr: redrawn on a terminal, a line per change when piped."""
+@contextlib.contextmanager
+def _batch_store(db: str | None) -> Iterator[Any]:
+    """The batch database (--db) opened by a process that works on no batch, closed after the block."""
+    from crewbridge.batch.database import take_database_url
+    from crewbridge.batch.store import Store
+
+    store = Store.open(take_database_url(db))
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def _batch_wait(store: Any, batch_id: str) -> Any:
+    """The batch's progress on stderr (redrawn on a terminal, a line per change when piped) until it
+    ends; on Ctrl-C, how it goes on."""
+    from crewbridge.batch import batches
     from crewbridge.batch.report import Progress
 
-    return Progress(sys.stderr, sys.stderr.isatty()).update
+    try:
+        return batches.wait(store, batch_id, Progress(sys.stderr, sys.stderr.isatty()).update)
+    except KeyboardInterrupt:
+        click.echo(f"crew: batch {batch_id} interrupted; `crew batch resume {batch_id}` goes on", err=True)
+        raise
 
 
 def _batch_end(batch_id: str, rows: Any, as_json: bool) -> None:
-    """The summary (or --json), and exit 7 when a repository is not done or unchanged."""
+    """The summary (or --json), and exit 7 when a repository failed, was cancelled or skipped."""
     from crewbridge.batch import report
 
     if as_json:
         click.echo(json.dumps(report.batch_record(batch_id, rows), ensure_ascii=False))
     else:
-        for text in report.table(rows):
+        for text in report.summary(batch_id, rows):
             click.echo(text)
     sys.exit(report.exit_code(rows))
 

@@ -352,8 +352,8 @@ def _again(table: tuple[Flag, ...], dest: str, help: str, **changes: Any) -> Fla
 BATCH_DB = Flag(
     ("--db",),
     "db",
-    "The batch database: postgresql://… to share batches between machines. Default: $CREW_BATCH_DB, else a "
-    "SQLite file in crew's state folder.",
+    "The batch database: postgresql://USER@HOST/DB to share batches between machines (no password here: "
+    "~/.pgpass, ?passfile=PATH, or $CREW_BATCH_DB). Default: $CREW_BATCH_DB, else SQLite in crew's state folder.",
     metavar="URL",
     early=False,
 )
@@ -373,6 +373,21 @@ BATCH = (
         low=1,
         default=2,
         show_default=True,
+    ),
+    Flag(
+        ("--worker-concurrency",),
+        "worker_concurrency",
+        "Repositories at once on each worker (default: --concurrency).",
+        kind="int",
+        low=1,
+    ),
+    Flag(
+        ("--canary",),
+        "canary",
+        "Run N repositories first; the others start once they are done or unchanged, else the batch pauses.",
+        kind="int",
+        low=1,
+        metavar="N",
     ),
     Flag(("--retries",), "retries", "Tries after a failure.", kind="int", default=1, show_default=True),
     _again(TASK, "review", "AGENT reviews each change (as crew execute --review)."),
@@ -399,13 +414,6 @@ BATCH = (
 
 # crew batch worker's.
 BATCH_WORKER = (
-    Flag(
-        ("--concurrency",),
-        "concurrency",
-        "Repositories of a batch at once here (default: the batch's).",
-        kind="int",
-        low=1,
-    ),
     Flag(("--until-idle",), "until_idle", "Exit once no repository is queued and none runs here.", kind="flag"),
     BATCH_DB,
     CONFIG,

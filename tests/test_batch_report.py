@@ -36,6 +36,8 @@ DONE = finished(
     changes={"files": 2, "added": 3, "removed": 1},
     usage={"input_tokens": 10, "output_tokens": 5, "cached_tokens": 0, "cost_usd": 0.01},
     disarmed=[{"path": "vendor/.git", "what": "a new repository", "done": "moved to /q/1/vendor.git", "attempt": 1}],
+    answer="Added todo.md.\n\nIt says: - ship it",
+    run="20260101-120000-abcdef",
 )
 ROWS = [
     row("a", "SUCCESS", DONE),
@@ -53,6 +55,51 @@ def test_each_state_of_dbos_is_a_repositorys():
     assert report.batch_status(ROWS[:2]) == "failed" and report.exit_code(ROWS[:2]) == 7
     assert report.batch_status([ROWS[0], ROWS[5]]) == "cancelled"
     assert report.batch_status(ROWS[:1]) == "done" and report.exit_code(ROWS[:1]) == 0
+    held, refused = row("g", "DELAYED"), row("h", "ENQUEUED")
+    refused.refused = "its inputs and record in the batch database say 'py_pickle', not crew's JSON"
+    assert report.state(held) == "held" and report.state(refused) == "failed"
+    assert report.repo_record(refused)["error"] == refused.refused
+
+
+def test_a_batch_exits_7_only_once_a_repository_failed_was_cancelled_or_skipped():
+    running = [ROWS[0], ROWS[2], ROWS[3]]
+    assert report.batch_status(running) == "running" and report.exit_code(running) == 0
+    assert report.exit_code([ROWS[0], ROWS[2], ROWS[5]]) == 7
+    skipped = row("s", "SUCCESS", finished("skipped", error="past --max-total-cost"))
+    assert report.exit_code([ROWS[0], skipped]) == 7
+
+
+def test_a_repository_whose_process_ended_is_interrupted_and_the_batch_says_how_to_go_on():
+    stranded = row("c", "PENDING", phase={"step": "agent", "attempt": 1, "started": 90.0})
+    stranded.interrupted = True
+    rows = [ROWS[0], stranded, ROWS[3]]
+    assert report.state(stranded) == "interrupted" and report.batch_status(rows) == "interrupted"
+    assert report.exit_code(rows) == 0  # nothing failed: it goes on with resume
+    said = report.summary("b1", rows)
+    assert "batch b1: interrupted — `crew batch resume b1`" in said
+    assert "  crew batch resume b1  # run the 2 not done or unchanged again" in said
+
+
+def test_a_canary_that_failed_pauses_the_batch_and_one_that_passed_does_not():
+    held = [row("x", "DELAYED"), row("y", "DELAYED")]
+    assert report.batch_status([ROWS[0], *held]) == "running" and not report.paused([ROWS[0], *held])
+    assert report.batch_status([ROWS[2], *held]) == "running"  # the canary still runs
+    paused = [ROWS[0], ROWS[1], *held]
+    assert report.paused(paused) and report.batch_status(paused) == "paused" and report.exit_code(paused) == 7
+    assert report.headline("b1", paused) == "batch b1: paused, a canary did not pass (2 held) — `crew batch resume b1`"
+    assert "crew batch resume b1 --failed  # run only the 1 failed again" in report.next_steps("b1", paused)
+
+
+def test_the_next_steps_say_what_to_do_with_what_the_batch_made():
+    steps = report.next_steps("b1", ROWS[:1])
+    assert steps == [
+        "crew batch diff b1 [REPO]  # what the agent changed, per repository",
+        "cd REPO && crew apply batch-b1 claude  # take a change into your checkout, uncommitted",
+        "cd REPO && crew worktrees clean batch-b1  # remove the batch's worktree and branch",
+    ]
+    url = Row("b1:u:1", SPEC, Repo("file:///r.git", url="file:///r.git", key="u"), 1, "SUCCESS", "e1", DONE, None, 0.0)
+    assert report.next_steps("b1", [url])[1:] == ["git fetch URL crew/batch-b1/claude  # the branch pushed to each URL"]
+    assert report.next_steps("b1", ROWS[2:4]) == ["crew batch status b1  # 2 still to finish"]
 
 
 def test_the_json_object_is_what_its_schema_says():
@@ -69,7 +116,10 @@ def test_the_json_object_is_what_its_schema_says():
         "error": None,
         "elapsed": 12.5,
         "disarmed": DONE["disarmed"],
+        "answer": "Added todo.md.\n\nIt says: - ship it",
+        "run": "20260101-120000-abcdef",
     }
+    assert record["next"][0] == "crew batch status b1  # 2 still to finish"
     assert record["repos"][1]["disarmed"] == [] and record["repos"][3]["disarmed"] == []  # nothing, or not yet
     broken = {**record, "repos": [{**record["repos"][0], "status": "fine"}]}
     assert not jsonschema.Draft202012Validator(SCHEMA).is_valid(broken)
@@ -77,7 +127,7 @@ def test_the_json_object_is_what_its_schema_says():
 
 def test_the_summary_table_says_each_repositorys_end_and_the_totals():
     lines = report.table(ROWS[:2])
-    assert lines[0].split() == ["REPO", "STATUS", "CHANGES", "TRIES", "TIME", "RESULT"]
+    assert lines[0].split() == ["REPO", "STATUS", "CHANGES", "TRIES", "TIME", "RUN", "RESULT", "ANSWER"]
     assert lines[1].split() == [
         "a",
         "done",
@@ -87,10 +137,13 @@ def test_the_summary_table_says_each_repositorys_end_and_the_totals():
         "-1",
         "1",
         "12.5s",
+        "20260101-120000-abcdef",
         "crew/batch-b1/claude",
         COMMIT[:10],
+        "Added",
+        "todo.md.",
     ]
-    assert lines[2].split()[:5] == ["b", "failed", "2", "12.5s", "the"] and lines[2].endswith("the model is down")
+    assert lines[2].split()[:5] == ["b", "failed", "2", "12.5s", "the"] and lines[2].rstrip().endswith("down")
     assert lines[-1] == "2 repositories: 1 done, 1 failed; $0.0100"
 
 

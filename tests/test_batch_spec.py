@@ -92,6 +92,9 @@ def test_bad_input_is_refused_before_anything_starts(tmp_path):
         (["batch", "@demo hi"], "no repositories given"),
         (["batch", "--repos", "missing.txt", "@demo hi"], "--repos missing.txt: cannot read it (No such file"),
         (["batch", "--repos", "binary", "@demo hi"], "--repos binary: cannot read it ('utf-8' codec"),
+        (["batch", "--db", "postgresql://u:secret@h/db", "@demo hi", "good"], "--db 'postgresql://u:***@h/db' carries"),
+        (["batch", "status", "--db", "postgresql://u@h/db?password=secret"], "carries a password"),
+        (["batch", "worker", "--db", "postgres://u:secret@h/db"], "put it in ~/.pgpass"),
     ]
     (tmp_path / "binary").write_bytes(b"\xff\xfe\x00")
     for args, said in cases:
@@ -102,11 +105,16 @@ def test_bad_input_is_refused_before_anything_starts(tmp_path):
         (["batch", "--repos", "good", "@demo hi"], "'good' is a directory"),
         (["batch", "--retries", "-1", "@demo hi", "good"], "-1 is not in the range x>=0"),
         (["batch", "--max-turns", "0", "@demo hi", "good"], "0 is not in the range x>=1"),
-        (["batch", "worker", "--concurrency", "0"], "0 is not in the range x>=1"),
+        (["batch", "--worker-concurrency", "0", "@demo hi", "good"], "0 is not in the range x>=1"),
+        (["batch", "--canary", "0", "@demo hi", "good"], "0 is not in the range x>=1"),
     ]
     for args, said in refused_by_click:
         done = run_crew(args, env=env, cwd=tmp_path)
         assert done.returncode == 2 and said in done.stderr.splitlines()[-1], done.stderr
+    for args in (["batch", "@demo hi", "good"], ["batch", "status"], ["batch", "list"]):  # a database that is not there
+        done = run_crew([*args, "--db", "postgresql://crew@127.0.0.1:1/db"], env=env, cwd=tmp_path)
+        assert done.returncode == 3 and len(done.stderr.splitlines()) == 1, done.stderr
+        assert done.stderr.startswith("crew: error: cannot reach the batch database postgresql://crew@127.0.0.1:1/db")
     assert not (state / "batch").exists()  # no database made, nothing recorded
     assert git(tmp_path / "good", "branch", "--list", "crew/*") == ""
 

@@ -4,11 +4,13 @@ finished, or return at once), be a worker, resume, cancel, and read a batch's st
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from itertools import groupby
+from pathlib import Path
 from typing import Any
 
-from crewbridge.batch.report import COMPLETE, FINISHED, state
+from crewbridge.batch.report import COMPLETE, FINISHED, paused, state
+from crewbridge.batch.repos import Place
 from crewbridge.batch.spec import BatchSpec, Repo, batch_id
 from crewbridge.batch.store import Row, Store, per_repository
 from crewbridge.config import Config, state_dir
@@ -22,22 +24,19 @@ READ_EVERY = 0.25  # seconds between two reads of what this process waits for (a
 View = Callable[[Sequence[Row]], None]  # shown each time the batch is read
 
 
-def open_working(url: str, config: Config, batches: Mapping[str, tuple[int, int | None]]) -> Store:
+def open_working(url: str, config: Config, listen: Sequence[str] | None, new: Sequence[BatchSpec] = ()) -> Store:
     """This process as an executor that runs repositories (with `config`, this machine's state folder
-    and sandbox), on the queues of `batches` (id → concurrency, this process's share) from the start."""
+    and sandbox), on the queues of the batches `listen` (None: every batch's, as a worker); `new`:
+    the batch it submits."""
     from crewbridge.batch.workflow import BatchWorker, Runtime  # loads DBOS
 
     sandboxing = Sandboxing()
     return Store.open(
         url,
-        worker=lambda running: BatchWorker(Runtime(config, state_dir(), sandboxing, running)),
-        batches=batches,
+        worker=lambda running, side: BatchWorker(Runtime(config, state_dir(), sandboxing, running, side)),
+        listen=listen,
+        new=new,
     )
-
-
-def open_worker(url: str, config: Config, share: int | None) -> Store:
-    """A worker (`work`), on the queues of the batches with repositories waiting from the start."""
-    return open_working(url, config, {spec.batch: (spec.concurrency, share) for spec in Store.queued_now(url)})
 
 
 def spec_of(task: str, given: dict[str, Any], config: Config) -> BatchSpec:
@@ -45,7 +44,14 @@ def spec_of(task: str, given: dict[str, Any], config: Config) -> BatchSpec:
     configured (the writer, the reviewer) is a UsageError."""
     run = {name: given[name] for name in RunOptions.names() if name in given}
     spec = BatchSpec(
-        batch_id(given.get("given_id")), task, given["retries"], given["concurrency"], given["max_total_cost"], run
+        batch_id(given.get("given_id")),
+        task,
+        retries=given["retries"],
+        concurrency=given["concurrency"],
+        max_total_cost=given["max_total_cost"],
+        worker_concurrency=given.get("worker_concurrency"),
+        canary=given.get("canary") or 0,
+        run=run,
     )
     config.agent(spec.agent)
     if spec.run.get("review"):
@@ -54,23 +60,29 @@ def spec_of(task: str, given: dict[str, Any], config: Config) -> BatchSpec:
 
 
 def submit(store: Store, spec: BatchSpec, repos: list[Repo]) -> BatchSpec:
-    """Enqueue the repositories of `spec` not in the batch yet. A batch id given again is the same
-    batch: its repositories are not enqueued twice; the task and options must be the same."""
+    """Enqueue the repositories of `spec` not in the batch yet (past its first --canary ones, held
+    until those are done or unchanged). A batch id given again is the same batch: its repositories
+    are not enqueued twice; the task and options must be the same."""
     rows = store.rows(spec.batch)
-    if rows and rows[0].spec != spec:
+    if rows and rows[0].spec.stored() != spec.stored():
         raise UsageError(
             f"batch {spec.batch} exists with another task or options ({rows[0].spec.task.splitlines()[0]!r}); "
             f"give another --id, or `crew batch resume {spec.batch}` to finish it"
         )
+    store.register(spec)
     there = {row.repo.key for row in rows}
-    store.enqueue(spec, [(repo, 1) for repo in repos if repo.key not in there])
+    new = [(repo, 1) for repo in repos if repo.key not in there]
+    first = max(spec.canary - len(rows), 0) if spec.canary else len(new)
+    store.enqueue(spec, new[:first])
+    store.enqueue(spec, new[first:], held=True)
     return spec
 
 
 def wait(store: Store, batch: str, view: View) -> list[Row]:
-    """Read the batch until every repository is finished (working here meanwhile when this process
-    declared its queue: stopping the agents of those cancelled; and putting back the repositories of
-    dead executors); its rows."""
+    """Read the batch until every repository is finished, or it is paused (a canary failed; working
+    here meanwhile when this process listens to its queue: stopping the agents of those cancelled,
+    releasing the held ones once the canaries passed, and putting back the repositories of dead
+    executors); its rows."""
     known: dict[str, Row] = {}
     recovered = 0.0
     while True:
@@ -78,43 +90,65 @@ def wait(store: Store, batch: str, view: View) -> list[Row]:
         store.running.stop_cancelled(workflows)
         rows = per_repository(workflows)
         view(rows)
-        if all(state(row) in FINISHED for row in rows) and not store.running:
+        if not store.running and (all(state(row) in FINISHED for row in rows) or paused(rows)):
             return rows
+        release_passed(store, rows)
         if time.monotonic() - recovered > RECOVER_EVERY:
             store.recover_dead()
             recovered = time.monotonic()
         time.sleep(READ_EVERY)
 
 
-def resume(store: Store, batch: str) -> list[Row]:
-    """Put back every repository of `batch` that did not end done or unchanged: those of dead
-    executors on their queue (DBOS replays their recorded steps), the failed, cancelled and skipped
-    ones as a new workflow of the next generation. Those already done stay as they are."""
+def release_passed(store: Store, rows: Sequence[Row]) -> bool:
+    """Let the held repositories of a batch (`rows`) start once every other one is done or
+    unchanged; whether it did."""
+    held = [row for row in rows if state(row) == "held"]
+    if not held or any(state(row) not in COMPLETE for row in rows if state(row) != "held"):
+        return False
+    store.release(held)
+    return True
+
+
+def resume(store: Store, batch: str, *, failed_only: bool = False) -> list[Row]:
+    """Put back the repositories of `batch` that did not end done or unchanged: those of dead
+    executors on their queue (DBOS replays their recorded steps), the held ones released, and the
+    failed, cancelled and skipped ones as a new workflow of the next generation (with
+    `failed_only`: the failed ones only). Those already done stay as they are."""
     rows = existing(store, batch)
-    store.declare(batch, rows[0].spec.concurrency, None)
-    store.recover_dead()
-    again = [row for row in rows if state(row) in FINISHED and state(row) not in COMPLETE]
-    store.enqueue(rows[0].spec, [(row.repo, row.generation + 1) for row in again])
+    readable = [row.spec for row in rows if row.refused is None]
+    if not readable:
+        raise UsageError(f"no repository of batch {batch} can be read (their rows are not crew's JSON; see its status)")
+    spec = readable[0]
+    store.register(spec)
+    if failed_only:
+        again = [row for row in rows if state(row) == "failed"]
+    else:
+        store.recover_dead()
+        store.release(rows)
+        again = [row for row in rows if state(row) in FINISHED and state(row) not in COMPLETE]
+    store.enqueue(spec, [(row.repo, row.generation + 1) for row in again if row.refused is None])
     return rows
 
 
 def cancel(store: Store, batch: str) -> list[Row]:
-    """Cancel the repositories of `batch` not finished: the queued never start, the running have
-    their agents ended by their workers. The rows cancelled."""
+    """Cancel the repositories of `batch` not finished: the queued and held never start, the running
+    have their agents ended by their workers. The rows cancelled."""
     rows = [row for row in existing(store, batch) if state(row) not in FINISHED]
     store.cancel([row.workflow for row in rows])
     return rows
 
 
-def work(store: Store, share: int | None, until_idle: bool, say: Callable[[str], None]) -> None:
-    """Be a worker: take the repositories of every batch with some queued (at most `share` of each at
-    once here), stop the agents of those cancelled, put back those of dead executors; with
+def work(store: Store, until_idle: bool, say: Callable[[str], None]) -> None:
+    """Be a worker: take the repositories of every batch with some queued, stop the agents of those
+    cancelled, release held ones whose canaries passed, put back those of dead executors; with
     `until_idle`, return once none is queued and none runs here. Says each repository this worker
     finished."""
     known: dict[str, Row] = {}
     recovered = 0.0
     while True:
-        waiting = store.declare_queued(share)
+        waiting = store.waiting()
+        held = sorted({row.spec.batch for row in waiting if row.status == "DELAYED"})
+        released = [batch for batch in held if release_passed(store, store.rows(batch))]
         if time.monotonic() - recovered > RECOVER_EVERY:
             store.recover_dead()
             recovered = time.monotonic()
@@ -126,9 +160,26 @@ def work(store: Store, share: int | None, until_idle: bool, say: Callable[[str],
                 say(f"{row.spec.batch} {row.repo.text}: {state(row)}")
         # dequeued here (PENDING under this executor) but not started yet, or ending after a cancel
         running = store.running or any(row.status == "PENDING" for row in mine)
-        if until_idle and not waiting and not running:
+        if until_idle and not released and not any(row.status == "ENQUEUED" for row in waiting) and not running:
             return
         time.sleep(READ_EVERY)
+
+
+def diffs(rows: Sequence[Row], repo: str | None, folder: Path) -> Iterator[bytes]:
+    """The patch of each repository of a batch done (of `repo` only: as given, or its folder or URL),
+    each after a line naming it; a UsageError when `repo` is not one of the batch's, or not done."""
+    named = None if repo is None else {repo, str(Path(repo).resolve())}
+    chosen = [row for row in rows if named is None or named & {row.repo.text, row.repo.path, row.repo.url}]
+    if repo is not None and not chosen:
+        names = ", ".join(row.repo.text for row in rows[:5])
+        raise UsageError(f"'{repo}' is not a repository of batch {rows[0].spec.batch}; its repositories: {names}")
+    done = [row for row in chosen if state(row) == "done" and row.output and row.output.get("commit")]
+    if repo is not None and not done:
+        raise UsageError(f"{repo} is {state(chosen[0])} in batch {rows[0].spec.batch}: no change to show")
+    for row in done:
+        commit = str(row.output["commit"]) if row.output else ""
+        yield f"# {row.repo.text}: {row.spec.branch} {commit[:10]}\n".encode()
+        yield Place(row.repo, folder).diff(commit)
 
 
 def existing(store: Store, batch: str) -> list[Row]:

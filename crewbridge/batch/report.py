@@ -12,20 +12,35 @@ from crewbridge.batch.store import Row
 
 FINISHED = ("done", "unchanged", "failed", "cancelled", "skipped")
 COMPLETE = ("done", "unchanged")  # what `crew batch resume` leaves as it is
-EXIT_INCOMPLETE = 7  # some repository is not done or unchanged
+INCOMPLETE = ("failed", "cancelled", "skipped")  # exit 7
+EXIT_INCOMPLETE = 7  # some repository failed, was cancelled or skipped
+ANSWER_WIDTH = 60  # characters of an answer's first line in the table
 
 
 def state(row: Row) -> str:
-    """queued, running, or how it ended: done, unchanged, failed, cancelled, skipped."""
+    """queued, held (for the batch's canary), running, interrupted (its executor no longer runs),
+    or how it ended: done, unchanged, failed, cancelled, skipped."""
+    if row.refused is not None:
+        return "failed"
     if row.status == "ENQUEUED":
         return "queued"
+    if row.status == "DELAYED":
+        return "held"
     if row.status == "PENDING":
-        return "running"
+        return "interrupted" if row.interrupted else "running"
     if row.status == "CANCELLED":
         return "cancelled"
     if row.status == "SUCCESS" and row.output is not None:
         return str(row.output["status"])
     return "failed"  # ERROR, MAX_RECOVERY_ATTEMPTS_EXCEEDED
+
+
+def paused(rows: Sequence[Row]) -> bool:
+    """Whether the batch waits for `crew batch resume`: repositories held for its canary, and a
+    canary did not end done or unchanged."""
+    states = [state(row) for row in rows]
+    others = [s for s in states if s != "held"]
+    return "held" in states and all(s in FINISHED for s in others) and any(s not in COMPLETE for s in others)
 
 
 def elapsed(row: Row, now: float | None = None) -> float | None:
@@ -48,16 +63,23 @@ def repo_record(row: Row) -> dict[str, Any]:
         "changes": out.get("changes"),
         "usage": out.get("usage"),
         "attempts": out.get("attempts", 0),
-        "error": out.get("error") or (row.error if state(row) == "failed" else None),
+        "error": row.refused or out.get("error") or (row.error if state(row) == "failed" else None),
         "elapsed": elapsed(row),
         "disarmed": out.get("disarmed", []),
+        "answer": out.get("answer"),
+        "run": out.get("run"),
     }
 
 
 def batch_status(rows: Sequence[Row]) -> str:
-    """running while any repository is queued or running; then done (every one done or unchanged),
-    cancelled (some cancelled), or failed."""
+    """running while any repository is queued or running; interrupted when one's executor no longer
+    runs; paused when a canary failed; then done (every one done or unchanged), cancelled (some
+    cancelled), or failed."""
     states = [state(row) for row in rows]
+    if "interrupted" in states:
+        return "interrupted"
+    if paused(rows):
+        return "paused"
     if any(s not in FINISHED for s in states):
         return "running"
     if all(s in COMPLETE for s in states):
@@ -67,11 +89,61 @@ def batch_status(rows: Sequence[Row]) -> str:
 
 def batch_record(batch: str, rows: Sequence[Row]) -> dict[str, Any]:
     """The --json object of a batch."""
-    return {"batch": batch, "status": batch_status(rows), "repos": [repo_record(row) for row in rows]}
+    return {
+        "batch": batch,
+        "status": batch_status(rows),
+        "repos": [repo_record(row) for row in rows],
+        "next": next_steps(batch, rows),
+    }
 
 
 def exit_code(rows: Sequence[Row]) -> int:
-    return 0 if all(state(row) in COMPLETE for row in rows) else EXIT_INCOMPLETE
+    """7 when a repository failed, was cancelled or skipped; else 0 (also while some still run)."""
+    return EXIT_INCOMPLETE if any(state(row) in INCOMPLETE for row in rows) else 0
+
+
+def headline(batch: str, rows: Sequence[Row]) -> str:
+    """`batch ID: done`; an interrupted or paused batch says how it goes on."""
+    status = batch_status(rows)
+    if status == "interrupted":
+        return f"batch {batch}: interrupted — `crew batch resume {batch}`"
+    if status == "paused":
+        held = sum(state(row) == "held" for row in rows)
+        return f"batch {batch}: paused, a canary did not pass ({held} held) — `crew batch resume {batch}`"
+    return f"batch {batch}: {status}"
+
+
+def summary(batch: str, rows: Sequence[Row]) -> list[str]:
+    """What a person reads at the end (or of `crew batch status`): the table, the batch's state,
+    and the next steps."""
+    steps = next_steps(batch, rows)
+    return [*table(rows), headline(batch, rows), *(["next:"] if steps else []), *(f"  {step}" for step in steps)]
+
+
+def next_steps(batch: str, rows: Sequence[Row]) -> list[str]:
+    """What to do with the batch now, as commands (each with what it does after a `#`)."""
+    states = [state(row) for row in rows]
+    steps = []
+    status = batch_status(rows)
+    if status == "running":
+        steps.append(f"crew batch status {batch}  # {sum(s not in FINISHED for s in states)} still to finish")
+    if status in ("interrupted", "paused") or any(s in INCOMPLETE for s in states):
+        left = sum(s not in COMPLETE for s in states)
+        steps.append(f"crew batch resume {batch}  # run the {left} not done or unchanged again")
+        if "failed" in states and len(set(states) - set(COMPLETE)) > 1:
+            steps.append(f"crew batch resume {batch} --failed  # run only the {states.count('failed')} failed again")
+    done = [row for row in rows if state(row) == "done"]
+    if done:
+        agent = done[0].spec.agent
+        steps.append(f"crew batch diff {batch} [REPO]  # what the agent changed, per repository")
+        if any(row.repo.url is None for row in done):
+            steps.append(
+                f"cd REPO && crew apply batch-{batch} {agent}  # take a change into your checkout, uncommitted"
+            )
+            steps.append(f"cd REPO && crew worktrees clean batch-{batch}  # remove the batch's worktree and branch")
+        if any(row.repo.url is not None for row in done):
+            steps.append(f"git fetch URL crew/batch-{batch}/{agent}  # the branch pushed to each URL")
+    return steps
 
 
 def line(row: Row, now: float | None = None) -> tuple[str, ...]:
@@ -83,23 +155,42 @@ def line(row: Row, now: float | None = None) -> tuple[str, ...]:
         )
     changes = (row.output or {}).get("changes")
     files = changes and f"{changes['files']} file{'' if changes['files'] == 1 else 's'}"
-    shown = f"{files} +{changes['added']} -{changes['removed']}" if changes else ""
+    shown = f"{files} +{changes['added']} -{changes['removed']}" if changes and changes["files"] else ""
     seconds = elapsed(row, now)
     return row.repo.text, status, shown, "" if seconds is None else f"{seconds:.1f}s"
 
 
 def table(rows: Sequence[Row]) -> list[str]:
-    """The summary: a line per repository (repo, status, changes, tries, time, branch and commit or
-    error) under a header, then the totals."""
-    cells = [("REPO", "STATUS", "CHANGES", "TRIES", "TIME", "RESULT")]
+    """The summary: a line per repository (repo, status, changes, tries, time, run id, branch and
+    commit or error, the answer's first line) under a header, then the totals."""
+    cells: list[tuple[str, ...]] = [("REPO", "STATUS", "CHANGES", "TRIES", "TIME", "RUN", "RESULT", "ANSWER")]
     for row in rows:
         record = repo_record(row)
         repo, status, changes, seconds = line(row)
         result = record["error"] or (f"{record['branch']} {record['commit'][:10]}" if record["commit"] else "")
-        cells.append((repo, status, changes, str(record["attempts"]), seconds, result))
-    widths = [max(len(cell[i]) for cell in cells) for i in range(5)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(cell[:5], widths, strict=True)) + "  " + cell[5] for cell in cells]
+        cells.append(
+            (
+                repo,
+                status,
+                changes,
+                str(record["attempts"]),
+                seconds,
+                record["run"] or "",
+                result,
+                _brief(record["answer"]),
+            )
+        )
+    widths = [max(len(cell[i]) for cell in cells) for i in range(len(cells[0]))]
+    if all(not cell[7] for cell in cells[1:]):  # no answer yet: the error (or branch) ends the line
+        cells = [cell[:7] for cell in cells]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(cell, widths, strict=False)) for cell in cells]
     return [text.rstrip() for text in lines] + [totals(rows)]
+
+
+def _brief(answer: str | None) -> str:
+    """An answer's first line, at most ANSWER_WIDTH characters."""
+    first = next((text.strip() for text in (answer or "").splitlines() if text.strip()), "")
+    return first if len(first) <= ANSWER_WIDTH else first[: ANSWER_WIDTH - 1] + "…"
 
 
 def totals(rows: Sequence[Row]) -> str:

@@ -89,6 +89,10 @@ class Place:
         self._release(checkout, spec.branch, keep_branch=True)
         return add(checkout, spec.run_id, spec.agent, base, replace=True)
 
+    def discard(self, spec: BatchSpec) -> None:
+        """Remove the batch's worktree and branch here (its agent changed nothing)."""
+        self._release(self.checkout(), spec.branch, keep_branch=False)
+
     def commit(self, spec: BatchSpec, base: str, tree: str, patch: bytes | None, stamp: Stamp) -> str:
         """The commit of `tree` on `base` with the batch's message and `stamp`, on the batch's branch;
         the tree is made from `patch` when this machine does not have it."""
@@ -112,6 +116,13 @@ class Place:
             raise RepoError(f"commit {commit[:10]} is not in {self.clone}; `crew batch resume` makes it again")
         self._git(["push", "--quiet", "--", self.repo.url, f"+{commit}:refs/heads/{spec.branch}"], checkout.top)
         self._release(checkout, spec.branch, keep_branch=False)
+
+    def diff(self, commit: str) -> bytes:
+        """What the batch's `commit` changed (from its parent, the commit the batch started from), as a
+        patch; fetched from the URL's branches when this machine has no such commit."""
+        checkout = self.checkout()
+        self._have(checkout, commit)
+        return checkout.diff(f"{commit}^", commit, binary=True)
 
     def stamp(self, when: float) -> Stamp:
         """This machine's git identity (crew's own when it has none) at time `when`."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import re
 import sys
 from collections.abc import Iterable
@@ -123,6 +124,8 @@ class BatchSpec:
     retries: int = 1  # tries after the first, each from a fresh worktree
     concurrency: int = 2  # repositories at once, across every worker
     max_total_cost: float | None = None  # dollars: no new repository starts past it
+    worker_concurrency: int | None = None  # repositories at once on each worker (None: `concurrency`)
+    canary: int = 0  # repositories run first; the others start once these are done or unchanged
     run: dict[str, Any] = field(default_factory=dict)  # RunOptions fields (per repository)
 
     def __post_init__(self) -> None:
@@ -157,6 +160,10 @@ class BatchSpec:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    def stored(self) -> dict[str, Any]:
+        """What the database keeps of it (JSON: a tuple comes back a list), to compare with."""
+        return dict(json.loads(json.dumps(self.to_dict())))
 
     @classmethod
     def of(cls, data: dict[str, Any]) -> BatchSpec:

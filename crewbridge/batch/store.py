@@ -1,48 +1,49 @@
 """DBOS as crew batch uses it: the system database, this process as one executor, the batch's queue,
-and the recovery of the work of executors that died.
+and the recovery of the work of executors that died (crewbridge.batch.database: which database,
+crew's own connection beside DBOS's, and why nothing the database holds runs).
 
 - **The database**: `--db URL`, else $CREW_BATCH_DB, else a SQLite file in crew's state folder
   (state/batch/batches.sqlite). DBOS creates its tables there at the first start. A SQLite file is
   put in write-ahead-log mode first: each of DBOS's commits is then one sync of the log instead of
   the three of a rollback journal (6 ms a commit against 28 ms on this machine), durable alike.
+  Every value is stored as JSON (DBOS's portable JSON serializer); a row that says otherwise is
+  refused before DBOS reads it (`Row.refused`).
 - **Executors**: each crew batch process is a DBOS executor of its own, with an id made of the
   host, the process id and random digits, and the application version WORKFLOW_VERSION (the same for
   every crew whose workflow has the same steps: DBOS recovers a workflow only under the version that
-  started it). It holds a lock named after its executor id for as long as it runs (`Liveness`), which
-  the system lets go when the process dies, however it dies.
-- **Queues**: a batch's repositories are enqueued on the DBOS queue `crew-batch:ID` with the batch's
-  --concurrency as the queue's global concurrency (DBOS counts the repositories running on every
-  executor against it); a process that works on a batch declares that queue, with its own share
-  (`crew batch worker --concurrency`) as the worker concurrency.
+  started it). It holds a lock named after its executor id for as long as it runs
+  (crewbridge.batch.database.Side), which the system lets go when the process dies, however it dies.
+- **Queues**: a batch's repositories are enqueued on the DBOS queue `crew-batch:ID`, registered in
+  the database with the batch's --concurrency as its global concurrency (DBOS counts the
+  repositories running on every executor against it) and its --worker-concurrency as each
+  executor's. A worker listens to every queue; the process that submits or resumes a batch to its
+  queue only; the others to none. Repositories held for a canary are enqueued DELAYED (far in the
+  future) until they are released.
 - **Recovery**: a repository whose executor died stays PENDING under that executor's id. A working
   process (the submitter, a worker, `crew batch resume`) looks for such executors, asks each one's lock
-  whether it still runs, and hands those that do not to DBOS's `recover_pending_workflows`, which puts
-  their repositories back on their queue: a live worker takes each, replays its recorded steps and runs
-  the rest.
+  whether it still runs, and hands the repositories of those that do not to `DBOS.resume_workflows`
+  on their own queue: a live worker takes each, replays its recorded steps and runs the rest.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import hashlib
 import logging
 import os
 import socket
 import threading
-from abc import ABC, abstractmethod
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from crewbridge.api import Stop
+from crewbridge.batch.database import Side, StoreError, first_line, guard, scrubbed, shown
 from crewbridge.batch.spec import BatchSpec, Repo
-from crewbridge.config import state_dir
 from crewbridge.errors import CrewError, UsageError
 
 APP = "crew-batch"  # DBOS's application name
-WORKFLOW_VERSION = "crew-batch-2"  # DBOS's application version: change it when the workflow's steps change
+WORKFLOW_VERSION = "crew-batch-3"  # DBOS's application version: change it when the workflow's steps change
 WORKFLOW = "BatchWorker.repo"  # the workflow's name as DBOS records it
 QUEUE_PREFIX = "crew-batch:"
 INSTANCE = "crew"  # the name DBOS records for the workflows' instance (crewbridge.batch.workflow)
@@ -50,31 +51,18 @@ INSTANCE = "crew"  # the name DBOS records for the workflows' instance (crewbrid
 # polled (nothing wakes them when a slot frees), so a repository waits half of it on average once
 # there is room; a look costs about a millisecond of CPU.
 QUEUE_POLL = 0.1
-DB_ENV = "CREW_BATCH_DB"
-
-
-class StoreError(CrewError):
-    """The batch database cannot be reached or used."""
-
-
-def database_url(given: str | None, env: Mapping[str, str] | None = None) -> str:
-    """The system database: `given`, $CREW_BATCH_DB, or SQLite in crew's state folder."""
-    env = os.environ if env is None else env
-    url = given or env.get(DB_ENV) or ""
-    if not url:
-        folder = state_dir(env) / "batch"
-        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        return f"sqlite:///{folder / 'batches.sqlite'}"
-    if not url.startswith(("postgresql://", "postgres://", "postgresql+psycopg://", "sqlite:///")):
-        raise UsageError(
-            f"--db '{_shown(url)}' is not a database URL crew batch takes; give postgresql://USER:PASSWORD@HOST/DB "
-            "(or sqlite:///PATH), or leave it out for the SQLite file in crew's state folder"
-        )
-    return url
+HELD = 10 * 365 * 24 * 3600.0  # seconds a repository held for its batch's canary is delayed: until released
 
 
 def workflow_id(batch: str, repo: Repo, generation: int) -> str:
     return f"{batch}:{repo.key}:{generation}"
+
+
+def serializer() -> Any:
+    """What DBOS stores values with: its portable JSON (crewbridge.batch.database.SERIALIZATION)."""
+    from dbos import DBOSPortableJSONSerializer
+
+    return DBOSPortableJSONSerializer()
 
 
 @dataclass
@@ -85,12 +73,14 @@ class Row:
     spec: BatchSpec
     repo: Repo
     generation: int
-    status: str  # DBOS's: ENQUEUED, PENDING, SUCCESS, ERROR, CANCELLED, …
+    status: str  # DBOS's: ENQUEUED, DELAYED, PENDING, SUCCESS, ERROR, CANCELLED, …
     executor: str | None
     output: dict[str, Any] | None
     error: str | None
     created: float  # seconds since the epoch
     phase: dict[str, Any] | None = None  # where a running one is (its "phase" event)
+    refused: str | None = None  # why its rows were not read: they are not crew's JSON
+    interrupted: bool = False  # PENDING under an executor that no longer runs
 
 
 class Running:
@@ -132,12 +122,11 @@ class Running:
 
 @dataclass
 class Store:
-    """This process's DBOS (launched), its executor id and liveness lock, and the workflows it runs."""
+    """This process's DBOS (launched), its executor id and side connection, and the workflows it runs."""
 
     url: str
     executor: str
-    liveness: Liveness
-    declared: dict[str, int | None] = field(default_factory=dict)  # queue → this process's share
+    side: Side
     running: Running = field(default_factory=Running)
 
     @classmethod
@@ -145,21 +134,25 @@ class Store:
         cls,
         url: str,
         *,
-        worker: Callable[[Running], object] | None = None,
-        batches: Mapping[str, tuple[int, int | None]] = {},
+        worker: Callable[[Running, Side], object] | None = None,
+        listen: Sequence[str] | None = (),
+        new: Sequence[BatchSpec] = (),
     ) -> Store:
-        """Launch DBOS on `url` as a new executor; `worker(running)` registers the workflows'
-        instance (a process that runs repositories; `running` is where they say they run); `batches`
-        (id → concurrency, this process's share) are the queues it works on from the start."""
+        """Launch DBOS on `url` as a new executor; `worker(running, side)` registers the workflows'
+        instance (a process that runs repositories; `running` is where they say they run); it works
+        on the queues of the batches `listen` (None: every batch's, as a worker). The queues of the
+        batches `new` are registered before the launch when they are not there yet: DBOS's queue
+        threads look for queues registered after it once a second."""
         try:
             from dbos import DBOS  # for start-up speed: only crew batch loads DBOS (and SQLAlchemy)
         except ImportError:
             raise UsageError("crew batch needs DBOS, which is not installed: pip install 'crewbridge[batch]'") from None
+        guard()
         executor = f"{socket.gethostname()}-{os.getpid()}-{os.urandom(3).hex()}"
         if url.startswith("sqlite:///"):
             _write_ahead(Path(url.removeprefix("sqlite:///")))
-        liveness = Liveness.of(url)
-        liveness.hold(executor)
+        side = Side.of(url)
+        side.hold(executor)
         logging.getLogger("dbos").addFilter(_quiet_cancellation)
         DBOS(
             config={
@@ -168,51 +161,49 @@ class Store:
                 "application_version": WORKFLOW_VERSION,
                 "executor_id": executor,
                 "log_level": "ERROR",
+                "serializer": serializer(),
                 # SQLite's notification listener sleeps this long between looks, and DBOS.destroy
                 # waits for it (half a second on average at DBOS's 1 s); it has nothing to look for.
                 "notification_listener_polling_interval_sec": 0.1,
             }
         )
-        store = cls(url, executor, liveness)
+        store = cls(url, executor, side)
         if worker is not None:
-            worker(store.running)
-        for batch, (concurrency, share) in batches.items():
-            store.declare(batch, concurrency, share)
+            worker(store.running, side)
+        if listen is not None:
+            DBOS.listen_queues([QUEUE_PREFIX + batch for batch in listen])
+        _register_early(url, new)
         try:
             DBOS.launch()
         except Exception as exc:
             DBOS.destroy()
-            liveness.close()
-            raise StoreError(f"cannot open the batch database {_shown(url)}: {_first_line(exc)}") from None
+            side.close()
+            raise StoreError(f"cannot open the batch database {shown(url)}: {scrubbed(first_line(exc), url)}") from None
         return store
 
     @property
     def name(self) -> str:
         """The database, as messages name it (a file, or a URL without its password)."""
-        return self.url.removeprefix("sqlite:///") if self.url.startswith("sqlite:///") else _shown(self.url)
+        return self.url.removeprefix("sqlite:///") if self.url.startswith("sqlite:///") else shown(self.url)
 
     def close(self) -> None:
         from dbos import DBOS
 
         DBOS.destroy(workflow_completion_timeout_sec=0)
-        self.liveness.close()
+        self.side.close()
 
-    def declare(self, batch: str, concurrency: int, share: int | None) -> None:
-        """Work on batch `batch` here: its queue, at most `concurrency` repositories at once across
-        every executor and `share` (or `concurrency`) here."""
-        from dbos import Queue
+    def register(self, spec: BatchSpec) -> None:
+        """The queue of `spec`'s batch in the database, with its limits (the same for every process)."""
+        from dbos import DBOS
 
-        name = QUEUE_PREFIX + batch
-        if name not in self.declared:
-            local = min(share or concurrency, concurrency)
-            Queue(name, global_concurrency=concurrency, worker_concurrency=local, polling_interval_sec=QUEUE_POLL)
-            self.declared[name] = local
+        DBOS.register_queue(QUEUE_PREFIX + spec.batch, **_limits(spec))
 
-    def enqueue(self, spec: BatchSpec, repos: list[tuple[Repo, int]]) -> None:
-        """Put each repository's workflow (of its generation) on the batch's queue."""
+    def enqueue(self, spec: BatchSpec, repos: list[tuple[Repo, int]], *, held: bool = False) -> None:
+        """Put each repository's workflow (of its generation) on the batch's queue (`held`: not to
+        start until released)."""
         from dbos import DBOSClient
 
-        client = DBOSClient(system_database_url=self.url, application_name=APP)
+        client = DBOSClient(system_database_url=self.url, application_name=APP, serializer=serializer())
         try:
             for repo, generation in repos:
                 options: Any = {
@@ -223,70 +214,54 @@ class Store:
                     "workflow_id": workflow_id(spec.batch, repo, generation),
                     "app_version": WORKFLOW_VERSION,
                 }
+                if held:
+                    options["delay_seconds"] = HELD
                 client.enqueue(options, spec.to_dict(), repo.to_dict())
         finally:
             client.destroy()
+
+    def release(self, rows: Iterable[Row]) -> None:
+        """Let the held ones of `rows` start."""
+        from dbos import DBOS
+
+        for row in rows:
+            if row.status == "DELAYED":
+                DBOS.set_workflow_delay(row.workflow, delay_seconds=0)
 
     def rows(self, batch: str | None = None) -> list[Row]:
         """Each repository's latest workflow (of batch `batch`, or of every batch), in order of submission."""
         from dbos import DBOS
 
-        prefix = f"{batch}:" if batch is not None else None
-        return per_repository(_row(status) for status in DBOS.list_workflows(workflow_id_prefix=prefix, name=WORKFLOW))
+        return per_repository(read(DBOS, self.side, {}, prefix=f"{batch}:" if batch is not None else None))
 
     def follow(
         self, known: dict[str, Row], *, batch: str | None = None, executor: str | None = None, phases: bool = False
     ) -> list[Row]:
-        """The workflows of batch `batch` (or run by executor `executor`), read again: their states
-        each time, and in full (`known` keeps them) only those that are new or changed state (a
-        workflow's inputs never change, its output once, when it ends); with `phases`, where each
-        running one is."""
+        """The workflows of batch `batch` (or run by executor `executor`), read again (see `read`);
+        with `phases`, where each running one is, and whether its executor still runs."""
         from dbos import DBOS
 
-        prefix = f"{batch}:" if batch is not None else None
-        found = DBOS.list_workflows(
-            workflow_id_prefix=prefix, executor_id=executor, name=WORKFLOW, load_input=False, load_output=False
-        )
-        changed = [
-            s.workflow_id for s in found if s.workflow_id not in known or known[s.workflow_id].status != s.status
-        ]
-        if changed:
-            for status in DBOS.list_workflows(workflow_ids=changed, name=WORKFLOW):
-                row = _row(status)
-                if row is not None:
-                    known[row.workflow] = row
-        rows = [known[s.workflow_id] for s in found if s.workflow_id in known]
-        for row in rows if phases else ():
-            row.phase = DBOS.get_event(row.workflow, "phase", timeout_seconds=0) if row.status == "PENDING" else None
+        rows = read(DBOS, self.side, known, prefix=f"{batch}:" if batch is not None else None, executor=executor)
+        running = [row for row in rows if phases and row.status == "PENDING" and row.refused is None]
+        foreign = self.side.foreign([row.workflow for row in running])  # its phase is written as it runs
+        for row in running:
+            row.refused = foreign.get(row.workflow)
+            row.phase = DBOS.get_event(row.workflow, "phase", timeout_seconds=0) if row.refused is None else None
         return rows
 
-    def declare_queued(self, share: int | None) -> bool:
-        """Work here on each batch with repositories waiting on its queue (at most `share` of them at
-        once here); whether any is waiting."""
+    def interrupted(self, rows: Iterable[Row]) -> None:
+        """Mark those of `rows` running under an executor that no longer runs."""
+        for row in rows:
+            row.interrupted = (
+                row.status == "PENDING" and row.executor != self.executor and not self.side.alive(row.executor or "")
+            )
+
+    def waiting(self) -> list[Row]:
+        """The workflows of every batch waiting to start (ENQUEUED) or held (DELAYED), states only."""
         from dbos import DBOS
 
-        waiting, specs = _queued(DBOS, skip=self.declared.keys())
-        for spec in specs:
-            self.declare(spec.batch, spec.concurrency, share)
-        return waiting
-
-    @staticmethod
-    def queued_now(url: str) -> list[BatchSpec]:
-        """The batches with repositories waiting in the database at `url`, read before this process
-        launches DBOS (a worker declares their queues before; DBOS looks for a queue declared after
-        its launch only once a second)."""
-        from dbos import DBOSClient
-
-        try:
-            client = DBOSClient(system_database_url=url, application_name=APP)
-        except Exception:  # Store.open says what is wrong with the database
-            return []
-        try:
-            return _queued(client, skip=())[1]
-        except Exception:  # a database DBOS has not made its tables in yet
-            return []
-        finally:
-            client.destroy()
+        found = DBOS.list_workflows(status=["ENQUEUED", "DELAYED"], name=WORKFLOW, load_input=False, load_output=False)
+        return [_bare(status) for status in found]
 
     def cancel(self, workflows: list[str]) -> None:
         from dbos import DBOS
@@ -300,23 +275,89 @@ class Store:
 
         pending = DBOS.list_workflows(status="PENDING", name=WORKFLOW, load_input=False, load_output=False)
         executors = {row.executor_id for row in pending if row.executor_id and row.executor_id != self.executor}
-        dead = sorted(executor for executor in executors if not self.liveness.alive(executor))
-        if dead:  # what DBOS's admin server and Conductor call for an executor found dead (public in DBOS 3)
-            DBOS._recover_pending_workflows(dead)
+        dead = sorted(executor for executor in executors if not self.side.alive(executor))
+        queues: dict[str, list[str]] = {}
+        for row in pending:
+            if row.executor_id in dead and row.queue_name:
+                queues.setdefault(row.queue_name, []).append(row.workflow_id)
+        for queue, workflows in queues.items():  # DBOS replays their recorded steps
+            DBOS.resume_workflows(workflows, queue_name=queue)
         return dead
 
 
-def _queued(dbos: Any, skip: Collection[str]) -> tuple[bool, list[BatchSpec]]:
-    """Whether repositories wait on queues, and the batches of the queues they wait on but `skip`,
-    read by `dbos` (DBOS, or a DBOSClient): the states of those waiting, the inputs of one a queue."""
-    waiting = dbos.list_workflows(status="ENQUEUED", name=WORKFLOW, load_input=False, load_output=False)
-    specs = []
-    for queue in sorted({status.queue_name for status in waiting if status.queue_name} - set(skip)):
-        first = dbos.list_workflows(queue_name=queue, status="ENQUEUED", name=WORKFLOW, limit=1, load_output=False)
-        row = _row(first[0]) if first else None
+def _register_early(url: str, specs: Sequence[BatchSpec]) -> None:
+    """Register the queues of `specs` not there yet, as a client (before DBOS launches); nothing
+    when the database has no DBOS tables yet (Store.register does it after the launch)."""
+    if not specs:
+        return
+    from dbos import DBOSClient
+
+    try:
+        client = DBOSClient(system_database_url=url, application_name=APP, serializer=serializer())
+    except Exception:  # Store.open says what is wrong with the database
+        return
+    try:
+        for spec in specs:
+            if client.retrieve_queue(QUEUE_PREFIX + spec.batch) is None:
+                client.register_queue(QUEUE_PREFIX + spec.batch, **_limits(spec))
+    except Exception:  # a database DBOS has not made its tables in yet
+        pass
+    finally:
+        client.destroy()
+
+
+def _limits(spec: BatchSpec) -> dict[str, Any]:
+    """The queue of `spec`'s batch: its limits, and how often each process looks at it."""
+    return {
+        "global_concurrency": spec.concurrency,
+        "worker_concurrency": spec.worker_concurrency,
+        "polling_interval_sec": QUEUE_POLL,
+        "on_conflict": "always_update",
+    }
+
+
+def read(
+    dbos: Any, side: Side, known: dict[str, Row], *, prefix: str | None = None, executor: str | None = None
+) -> list[Row]:
+    """The workflows whose ids start with `prefix` (or run by `executor`) read by `dbos` (DBOS, or a
+    DBOSClient): their states each time, and in full (`known` keeps them) only those that are new
+    or changed state (a workflow's inputs never change, its output once, when it ends), once crew's
+    own look at their rows (`side`) found them crew's JSON; the others are refused, unread."""
+    found = dbos.list_workflows(
+        workflow_id_prefix=prefix, executor_id=executor, name=WORKFLOW, load_input=False, load_output=False
+    )
+    changed = [s for s in found if s.workflow_id not in known or known[s.workflow_id].status != s.status]
+    foreign = side.foreign([s.workflow_id for s in changed])
+    clean = [s.workflow_id for s in changed if s.workflow_id not in foreign]
+    for status in dbos.list_workflows(workflow_ids=clean, name=WORKFLOW) if clean else ():
+        row = _row(status)
         if row is not None:
-            specs.append(row.spec)
-    return bool(waiting), specs
+            known[row.workflow] = row
+    for status in changed:
+        if status.workflow_id in foreign:
+            known[status.workflow_id] = _refused(status, foreign[status.workflow_id], known)
+    return [known[s.workflow_id] for s in found if s.workflow_id in known]
+
+
+def _refused(status: Any, why: str, known: dict[str, Row]) -> Row:
+    """The Row of a workflow whose rows are not crew's JSON: what crew knew of its repository, else
+    what its id says (BATCH:KEY:GENERATION); failed, with `why`."""
+    batch, key, generation = [*status.workflow_id.rsplit(":", 2), "", ""][:3]
+    same = [row for row in known.values() if row.spec.batch == batch and row.refused is None]
+    repo = next((row.repo for row in same if row.repo.key == key), Repo(f"(workflow {status.workflow_id})", key=key))
+    spec = same[0].spec if same else BatchSpec(batch, "@crew (its task is in a refused row)")
+    generation_number = int(generation) if generation.isdigit() else 0
+    created = (status.created_at or 0) / 1000
+    return Row(
+        status.workflow_id, spec, repo, generation_number, "ERROR", status.executor_id, None, why, created, refused=why
+    )
+
+
+def _bare(status: Any) -> Row:
+    """A Row of only what a status read without inputs tells (the workflow id, its state)."""
+    batch, key, _ = [*status.workflow_id.rsplit(":", 2), "", ""][:3]
+    spec = BatchSpec(batch, "@crew (not read)")
+    return Row(status.workflow_id, spec, Repo(key, key=key), 0, status.status, status.executor_id, None, None, 0.0)
 
 
 def per_repository(rows: Iterable[Row | None]) -> list[Row]:
@@ -349,23 +390,37 @@ def _quiet_cancellation(record: logging.LogRecord) -> bool:
 
 class Reader:
     """Every batch's rows read as a client of the database at `url`, launching no executor (what
-    `crew ui` reads); the connection is made at the first read and kept until close()."""
+    `crew ui` reads); the connections are made at the first read and kept until close()."""
 
     def __init__(self, url: str) -> None:
         self.url = url
         self._client: Any = None
+        self._side: Side | None = None
 
     def rows(self) -> list[Row]:
         from dbos import DBOSClient  # for start-up speed, as everywhere: only batches load DBOS
 
-        if self._client is None:
-            self._client = DBOSClient(system_database_url=self.url, application_name=APP)
-        return per_repository(_row(status) for status in self._client.list_workflows(name=WORKFLOW))
+        try:
+            if self._client is None:
+                guard()
+                self._side = Side.of(self.url)
+                self._client = DBOSClient(system_database_url=self.url, application_name=APP, serializer=serializer())
+            assert self._side is not None
+            return per_repository(read(self._client, self._side, {}))
+        except StoreError:
+            raise
+        except Exception as exc:  # what the driver says, without the URL's password
+            raise StoreError(
+                f"cannot read the batch database {shown(self.url)}: {scrubbed(first_line(exc), self.url)}"
+            ) from None
 
     def close(self) -> None:
         if self._client is not None:
             self._client.destroy()
             self._client = None
+        if self._side is not None:
+            self._side.close()
+            self._side = None
 
 
 def _row(status: Any) -> Row | None:
@@ -377,109 +432,6 @@ def _row(status: Any) -> Row | None:
     except (TypeError, KeyError, ValueError, IndexError, CrewError):
         return None
     output = status.output if isinstance(status.output, dict) else None
-    error = _first_line(status.error) if status.error is not None else None
+    error = first_line(status.error) if status.error is not None else None
     created = (status.created_at or 0) / 1000
     return Row(status.workflow_id, spec, repo, generation, status.status, status.executor_id, output, error, created)
-
-
-class Liveness(ABC):
-    """Whether an executor still runs: each working process holds a lock named after its executor id
-    while it lives, and the system lets go of it when the process dies (Postgres a session's
-    advisory lock when its connection ends; the kernel a flock when its file closes)."""
-
-    @staticmethod
-    def of(url: str) -> Liveness:
-        if url.startswith("sqlite:///"):
-            return FileLiveness(Path(url.removeprefix("sqlite:///") + ".executors"))
-        return PostgresLiveness(url)
-
-    @abstractmethod
-    def hold(self, executor: str) -> None: ...
-
-    @abstractmethod
-    def alive(self, executor: str) -> bool: ...
-
-    @abstractmethod
-    def close(self) -> None: ...
-
-
-class FileLiveness(Liveness):
-    """A lock file per executor beside the SQLite database (one machine: SQLite is local)."""
-
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-        self._held: IO[str] | None = None
-
-    def hold(self, executor: str) -> None:
-        self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self._held = open(self._file(executor), "w")
-        fcntl.flock(self._held, fcntl.LOCK_EX | fcntl.LOCK_NB)
-
-    def alive(self, executor: str) -> bool:
-        try:
-            with open(self._file(executor), "r+") as probe:
-                try:
-                    fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    return True
-                self._file(executor).unlink(missing_ok=True)  # its process is gone: nothing left to ask
-                return False
-        except FileNotFoundError:
-            return False
-
-    def close(self) -> None:
-        if self._held is not None:
-            Path(self._held.name).unlink(missing_ok=True)
-            self._held.close()
-            self._held = None
-
-    def _file(self, executor: str) -> Path:
-        return self.folder / f"{hashlib.sha256(executor.encode()).hexdigest()[:24]}.lock"
-
-
-class PostgresLiveness(Liveness):
-    """A session-level advisory lock per executor, on a connection of its own held open."""
-
-    def __init__(self, url: str) -> None:
-        import psycopg  # installed with DBOS
-
-        conninfo = url.replace("postgresql+psycopg://", "postgresql://", 1)
-        try:
-            self._connection = psycopg.connect(conninfo, autocommit=True)
-        except psycopg.Error as exc:
-            raise StoreError(f"cannot reach the batch database {_shown(url)}: {_first_line(exc)}") from None
-        self._lock = threading.Lock()
-
-    def hold(self, executor: str) -> None:
-        with self._lock:
-            self._connection.execute("SELECT pg_advisory_lock(%s)", (_key(executor),))
-
-    def alive(self, executor: str) -> bool:
-        with self._lock:
-            row = self._connection.execute("SELECT pg_try_advisory_lock(%s)", (_key(executor),)).fetchone()
-            if row is None or not row[0]:
-                return True
-            self._connection.execute("SELECT pg_advisory_unlock(%s)", (_key(executor),))
-            return False
-
-    def close(self) -> None:
-        with self._lock:
-            self._connection.close()
-
-
-def _key(executor: str) -> int:
-    """A signed 64-bit advisory lock key of an executor id."""
-    return int.from_bytes(hashlib.sha256(b"crew-batch:" + executor.encode()).digest()[:8], "big", signed=True)
-
-
-def _shown(url: str) -> str:
-    """`url` with its password left out (it goes into messages)."""
-    head, at, tail = url.rpartition("@")
-    if not at or "://" not in head:
-        return url
-    scheme, _, credentials = head.partition("://")
-    return f"{scheme}://{credentials.split(':', 1)[0]}:***@{tail}" if ":" in credentials else url
-
-
-def _first_line(exc: object) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]

@@ -18,6 +18,7 @@ recorded like any result. `DBOS.set_event("phase", …)` tells `crew batch statu
 
 from __future__ import annotations
 
+import base64
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,7 @@ from typing import Any
 
 from dbos import DBOS, DBOSConfiguredInstance
 
+from crewbridge.batch.database import Side
 from crewbridge.batch.repos import Place, RepoError, Stamp, patch_of
 from crewbridge.batch.spec import BatchSpec, Repo
 from crewbridge.batch.store import INSTANCE, Running
@@ -42,13 +44,15 @@ MAX_PATCH = 8 * 1024 * 1024  # bytes of an agent's patch kept in the database (t
 @dataclass
 class Runtime:
     """What this process brings to each repository's run: its crew.yaml, its state folder (clones,
-    worktrees), the machine's sandbox, and where the workflows running here say so (their agents are
-    stopped there when they are cancelled)."""
+    worktrees), the machine's sandbox, where the workflows running here say so (their agents are
+    stopped there when they are cancelled), and crew's own look at the database (a workflow whose
+    rows are not crew's JSON refuses itself)."""
 
     config: Config
     state: Path
     sandboxing: Sandboxing
     running: Running
+    side: Side
 
 
 @DBOS.dbos_class()
@@ -63,7 +67,12 @@ class BatchWorker(DBOSConfiguredInstance):
     @DBOS.workflow()
     def repo(self, spec_data: dict[str, Any], repo_data: dict[str, Any]) -> dict[str, Any]:
         """One repository's run: its record (crewbridge.batch.report's row)."""
-        with self.runtime.running.run(str(DBOS.workflow_id)) as stop:
+        workflow = str(DBOS.workflow_id)
+        refused = self.runtime.side.foreign([workflow])  # before DBOS replays a step it recorded
+        if refused:  # nothing of its inputs is used
+            now = time.time()
+            return {**new_record("", now), "error": refused[workflow], "ended": now}
+        with self.runtime.running.run(workflow) as stop:
             return self._run(BatchSpec.of(spec_data), Repo.of(repo_data), stop)
 
     def _run(self, spec: BatchSpec, repo: Repo, stop: Stop) -> dict[str, Any]:
@@ -71,9 +80,7 @@ class BatchWorker(DBOSConfiguredInstance):
         if repo.url is not None:  # a clone may take a while
             self._phase("fetch", 1, time.time())
         begun = self.begin(spec_data, repo_data)
-        record: dict[str, Any] = {"repo": repo.text, "status": "failed", "branch": None, "commit": None}
-        record.update(changes=None, usage=None, attempts=0, error=None, disarmed=[])
-        record.update(started=begun["started"], ended=None)
+        record = new_record(repo.text, begun["started"])
         if begun.get("refused"):
             record.update(status="skipped", error=begun["refused"], ended=time.time())
             return record
@@ -102,6 +109,7 @@ class BatchWorker(DBOSConfiguredInstance):
         ran = self.agent(spec_data, repo_data, base, stop)
         usage.add(Tally.of(ran.get("usage")))
         record["disarmed"] += [{**armed, "attempt": attempt} for armed in ran.get("disarmed", [])]
+        record.update(answer=ran.get("answer"), run=ran.get("run"))
         if ran.get("error"):
             return str(ran["error"])
         record["changes"] = ran["changes"]
@@ -146,7 +154,12 @@ class BatchWorker(DBOSConfiguredInstance):
         if spec.max_total_cost is None:
             return None
         spent = 0.0
-        for row in DBOS.list_workflows(workflow_id_prefix=f"{spec.batch}:", status="SUCCESS", load_input=False):
+        ended = DBOS.list_workflows(
+            workflow_id_prefix=f"{spec.batch}:", status="SUCCESS", load_input=False, load_output=False
+        )
+        foreign = self.runtime.side.foreign([row.workflow_id for row in ended])  # their outputs are read
+        clean = [row.workflow_id for row in ended if row.workflow_id not in foreign]
+        for row in DBOS.list_workflows(workflow_ids=clean, load_input=False) if clean else ():
             spent += ((row.output or {}).get("usage") or {}).get("cost_usd") or 0.0
         if spent < spec.max_total_cost:
             return None
@@ -156,8 +169,9 @@ class BatchWorker(DBOSConfiguredInstance):
 
     @DBOS.step()
     def agent(self, spec_data: dict[str, Any], repo_data: dict[str, Any], base: str, stop: Stop) -> dict[str, Any]:
-        """The agent's run in a fresh worktree at `base` (ended by `stop`): its usage, what crew
-        disarmed for git, and what it changed (the tree, and its patch from `base`)."""
+        """The agent's run in a fresh worktree at `base` (ended by `stop`): its answer, run id and
+        usage, what crew disarmed for git, and what it changed (the tree, and its patch from `base`,
+        in base64). A run that changed nothing leaves no worktree and no branch."""
         spec = BatchSpec.of(spec_data)
         try:
             worktree = self._place(repo_data).worktree(spec, base)
@@ -165,27 +179,35 @@ class BatchWorker(DBOSConfiguredInstance):
             return {"error": str(exc)}
         bridge = Bridge(self.runtime.config, workdir=worktree.path, sandboxing=self.runtime.sandboxing)
         outcome = bridge.run(spec.task, "execute", options=spec.options(), stop=stop)[0]
-        usage = outcome.result.usage if outcome.result is not None else None
-        ran: dict[str, Any] = {"usage": usage, "disarmed": [armed.to_dict() for armed in outcome.disarmed]}
+        result = outcome.result
+        ran: dict[str, Any] = {
+            "usage": result.usage if result is not None else None,
+            "answer": result.answer if result is not None else None,
+            "run": outcome.run,
+            "disarmed": [armed.to_dict() for armed in outcome.disarmed],
+        }
         if outcome.error is not None:
             return {**ran, "error": str(outcome.error)}
         try:
             tree = worktree.checkout.snapshot()
             changes = worktree.checkout.changes(base, tree)
             patch = patch_of(worktree, base, tree, MAX_PATCH) if changes else None
+            if not changes:
+                self._place(repo_data).discard(spec)
         except CrewError as exc:
             return {**ran, "error": str(exc)}
-        return {**ran, "tree": tree, "patch": patch, "changes": counted(changes)}
+        shown = base64.b64encode(patch).decode() if patch is not None else None
+        return {**ran, "tree": tree, "patch": shown, "changes": counted(changes)}
 
     @DBOS.step()
     def commit(
-        self, spec_data: dict[str, Any], repo_data: dict[str, Any], base: str, tree: str, patch: bytes | None
+        self, spec_data: dict[str, Any], repo_data: dict[str, Any], base: str, tree: str, patch: str | None
     ) -> dict[str, Any]:
         """The commit of the agent's tree on the batch's branch, and who made it when."""
         place = self._place(repo_data)
         try:
             stamp = place.stamp(time.time())
-            commit = place.commit(BatchSpec.of(spec_data), base, tree, patch, stamp)
+            commit = place.commit(BatchSpec.of(spec_data), base, tree, _bytes(patch), stamp)
         except CrewError as exc:
             return {"error": str(exc)}
         return {"commit": commit, "stamp": stamp.__dict__}
@@ -203,7 +225,7 @@ class BatchWorker(DBOSConfiguredInstance):
         """The branch pushed to the URL (the commit made again first when it was made elsewhere)."""
         spec, place = BatchSpec.of(spec_data), self._place(repo_data)
         try:
-            if place.commit(spec, base, ran["tree"], ran.get("patch"), Stamp(**stamp)) != commit:
+            if place.commit(spec, base, ran["tree"], _bytes(ran.get("patch")), Stamp(**stamp)) != commit:
                 raise RepoError(f"the commit made again in {place.clone} differs from {commit[:10]}")
             place.push(spec, commit)
         except CrewError as exc:
@@ -214,6 +236,18 @@ class BatchWorker(DBOSConfiguredInstance):
         """The repository on this machine (one Place a repository: it knows its checkout once found)."""
         repo = Repo.of(repo_data)
         return self._places.setdefault(repo.key, Place(repo, self.runtime.state))
+
+
+def new_record(repo: str, started: float) -> dict[str, Any]:
+    """A repository's record as it starts: failed until a try says otherwise."""
+    record: dict[str, Any] = {"repo": repo, "status": "failed", "branch": None, "commit": None, "changes": None}
+    record.update(usage=None, attempts=0, error=None, disarmed=[], answer=None, run=None)
+    return {**record, "started": started, "ended": None}
+
+
+def _bytes(patch: str | None) -> bytes | None:
+    """A patch as a step recorded it (base64: the database holds JSON)."""
+    return base64.b64decode(patch) if patch is not None else None
 
 
 def counted(changes: list[Change]) -> dict[str, int]:

@@ -12,8 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from crewbridge.batch.database import DB_ENV
 from crewbridge.batch.report import FINISHED, state
-from crewbridge.batch.store import DB_ENV, Reader
+from crewbridge.batch.store import Reader
 from crewbridge.places import state_dir
 
 
@@ -22,7 +23,7 @@ class Repo:
     """One repository of a batch."""
 
     repo: str
-    status: str  # queued | running | done | unchanged | failed | cancelled | skipped
+    status: str  # queued | held | running | done | unchanged | failed | cancelled | skipped (crewbridge.batch.report)
     branch: str | None = None
     error: str | None = None
 
