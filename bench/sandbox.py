@@ -8,7 +8,11 @@ server), for each mechanism this machine has: bubblewrap, and Landlock forced
 - a three-command chain: `crew execute`, claude calls crew:run_command three times in a row (each
   result goes back before the next call), then answers: the target, ≤ 1.10;
 - codex's own command: `crew execute`, codex runs one command of its own (inside crew's sandbox
-  with its own sandbox off, against codex's own sandbox alone with `--sandbox off`).
+  with its own sandbox off, against codex's own sandbox alone with `--sandbox off`);
+- hiding the credential stores: run_command `true` with HOME a lived-in one (LIVED_IN entries in
+  it and its .config and .local/share, the stores of crewbridge.sandbox.hidden there, each CLI's
+  login), hiding them against hiding nothing: under Landlock that is a rule for each entry beside
+  the folders on the way to a hidden place.
 """
 
 from __future__ import annotations
@@ -34,6 +38,8 @@ def run(settings: Settings) -> list[Row]:
         (work / "notes.txt").write_text("the launch code is 7-4-1\n")
         for mechanism in MECHANISMS:
             rows.append(_run_command(settings, mechanism, work))
+        for mechanism in MECHANISMS:
+            rows.append(_hiding(settings, mechanism, work))
         if settings.cli:
             rows += _with_clis(settings, work)
     finally:
@@ -61,16 +67,96 @@ def _run_command(settings: Settings, mechanism: str, work: Path) -> Row:
         return took
 
     mine, theirs, ratios = paired(lambda: once(True), lambda: once(False), settings.repeats(41, 11), warmup=3)
-    return ratio_row(
-        "10 sandbox",
+    return _ms_row(
         f"run_command `true`, {mechanism} vs off",
-        mine,
-        theirs,
-        ratios,
-        unit="ms",
-        scale=1000,
-        target=None,
-        note=f"{(median(mine) - median(theirs)) * 1000:.1f} ms added a command",
+        (mine, theirs, ratios),
+        f"{(median(mine) - median(theirs)) * 1000:.1f} ms added a command",
+    )
+
+
+def _ms_row(what: str, measured: tuple[list[float], list[float], list[float]], note: str) -> Row:
+    """A figure 10 row of paired times in seconds, shown in ms."""
+    return ratio_row("10 sandbox", what, *measured, unit="ms", scale=1000, target=None, note=note)
+
+
+# A lived-in HOME: entries in HOME, ~/.config and ~/.local/share (a desktop user's here: 60-150 each).
+LIVED_IN = {"": 120, ".config": 80, ".local/share": 60}
+STORES = (
+    ".ssh/id_ed25519",
+    ".aws/credentials",
+    ".gnupg/pubring.kbx",
+    ".docker/config.json",
+    ".kube/config",
+    ".netrc",
+    ".npmrc",
+    ".git-credentials",
+    ".config/gcloud/credentials.db",
+    ".config/gh/hosts.yml",
+    ".config/google-chrome/Default/Cookies",
+    ".config/chromium/Default/History",
+    ".mozilla/firefox/profiles.ini",
+    ".local/share/keyrings/login.keyring",
+    ".local/state/crewbridge/runs/old.jsonl",
+    ".claude/.credentials.json",
+    ".codex/auth.json",
+    ".gemini/oauth_creds.json",
+)
+
+
+def _lived_in_home(root: Path) -> Path:
+    home = root / "home"
+    for folder, count in LIVED_IN.items():
+        for i in range(count):
+            entry = home / folder / f".entry{i}" if not folder else home / folder / f"app{i}"
+            entry.mkdir(parents=True) if i % 2 else (entry.parent.mkdir(parents=True, exist_ok=True), entry.touch())
+    for store in STORES:
+        (home / store).parent.mkdir(parents=True, exist_ok=True)
+        (home / store).write_text("secret\n")
+    return home
+
+
+def _hiding(settings: Settings, mechanism: str, work: Path) -> Row:
+    from crewbridge.providers.claude import ClaudeProvider
+    from crewbridge.providers.codex import CodexProvider
+    from crewbridge.providers.gemini import GeminiProvider
+
+    from crewbridge.sandbox import MECHANISM_ENV, Sandboxing, landlock, spawn
+    from crewbridge.sandbox.hidden import Hiding
+
+    root = Path(tempfile.mkdtemp(prefix="crew-bench-home-", dir="/var/tmp"))  # not under /tmp, as a HOME is
+    try:
+        home = _lived_in_home(root)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("XDG_")} | {"HOME": str(home)}
+        hiding = Hiding(logins=tuple(p.state for p in (ClaudeProvider(), CodexProvider(), GeminiProvider())))
+        sandboxing = Sandboxing({**os.environ, MECHANISM_ENV: mechanism})
+        hidden, bare = (
+            sandboxing.commands("required", work, "execute", network=False, hiding=h) for h in (hiding, None)
+        )
+        places = hiding.places(env, visible=[work])
+        rules = len(landlock.readable(places.places))
+
+        cpu: dict[bool, list[float]] = {True: [], False: []}  # crew's own CPU time to make the launch
+
+        def once(sandbox, hiding: bool) -> float:
+            start, used = time.perf_counter(), time.process_time()
+            proc, launch = spawn(["true"], sandbox=sandbox, env=env, cwd=work)
+            cpu[hiding].append(time.process_time() - used)
+            code = proc.wait()
+            launch.ended()
+            if code != 0:
+                raise RuntimeError(f"`true` failed under {mechanism} (exit {code})")
+            return time.perf_counter() - start
+
+        runs = settings.repeats(41, 11)
+        mine, theirs, ratios = paired(lambda: once(hidden, True), lambda: once(bare, False), runs, warmup=3)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    how = f"{rules} Landlock rules" if mechanism == "landlock" else f"{len(places.places)} more mounts"
+    added, crew_cpu = (median(mine) - median(theirs)) * 1000, (median(cpu[True]) - median(cpu[False])) * 1000
+    return _ms_row(
+        f"a command in a lived-in HOME, {mechanism}: {len(places.places)} places hidden vs none",
+        (mine, theirs, ratios),
+        f"{added:.2f} ms added a launch, {crew_cpu:.2f} ms of it crew's CPU ({how})",
     )
 
 

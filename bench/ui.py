@@ -20,6 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from bench.common import REPO, Row, Settings, kill_group, median, spread
 from bench.mcp import INITIALIZE
@@ -59,33 +60,45 @@ def run(settings: Settings) -> list[Row]:
     return rows
 
 
-def _ui(env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
+def _ui(env: dict[str, str]) -> tuple[subprocess.Popen[str], str, str]:
+    """A crew ui: its process, its address and the sign-in link it printed."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "crewbridge", "ui", "--listen", "127.0.0.1:0"],
         env=env,
         cwd=REPO,
-        stderr=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
         text=True,
         start_new_session=True,
     )
-    line = proc.stderr.readline() if proc.stderr else ""
-    found = re.match(r"crew ui: open (http://\S+)/\?token=", line)
+    line = proc.stdout.readline() if proc.stdout else ""
+    found = re.match(r"crew ui: open ((http://\S+)/sign-in/\S+)", line)
     if not found:
         _end(proc)
         raise SystemExit(f"bench ui: crew ui did not start: {line}")
-    return proc, found.group(1)
+    return proc, found.group(2), found.group(1)
+
+
+def _cookie(link: str) -> str:
+    """The session cookie a sign-in link gives, taken without a browser."""
+    address = urlsplit(link)
+    connection = http.client.HTTPConnection(address.hostname or "127.0.0.1", address.port, timeout=30)
+    connection.request("GET", address.path)
+    answer = connection.getresponse()
+    answer.read()
+    connection.close()
+    return (answer.getheader("Set-Cookie") or "").partition(";")[0].partition("=")[2]
 
 
 def _tool_call_to_row(browser: Any, state: Path, env: dict[str, str], calls: int) -> Row:
     from crewbridge.transcript import Transcript
 
-    proc, url = _ui(env)
+    proc, url, link = _ui(env)
     transcript = Transcript.open(state / "crewbridge" / "runs", command="query", agents=["claude"], task="bench")
     try:
         page = browser.new_page()
-        page.goto(f"{url}/?token={TOKEN}")
+        page.goto(link)
         page.goto(f"{url}/runs/{transcript.run_id}")
         page.wait_for_selector(".meta .status")
         page.evaluate(SEEN)
@@ -114,7 +127,6 @@ def _tool_call_to_row(browser: Any, state: Path, env: dict[str, str], calls: int
 def _list_load(browser: Any, state: Path, env: dict[str, str], loads: int) -> list[Row]:
     from crewbridge.transcript import Transcript
     from crewbridge.ui.server import COOKIE
-    from crewbridge.webserver import Keys
 
     runs = state / "crewbridge" / "runs"
     for number in range(RUNS):  # as crew writes them: a turn, a tool call, usage, the answer
@@ -127,10 +139,10 @@ def _list_load(browser: Any, state: Path, env: dict[str, str], loads: int) -> li
         transcript.close("ok")
     first, again = [], []
     for _ in range(loads):
-        proc, url = _ui(env)  # a fresh crew ui: nothing of the runs read yet
+        proc, url, link = _ui(env)  # a fresh crew ui: nothing of the runs read yet
         try:
             page = browser.new_page()  # with the cookie a sign-in gives: the list is its first request
-            page.context.add_cookies([{"name": COOKIE, "value": Keys(TOKEN).new_session(), "url": url}])
+            page.context.add_cookies([{"name": COOKIE, "value": _cookie(link), "url": url}])
             for into in (first, again, again):
                 page.goto(f"{url}/")
                 page.wait_for_function(ALL_ROWS, arg=RUNS, polling="raf")

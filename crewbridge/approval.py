@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from select import select
 from typing import IO, Any, Literal, Protocol
 
+from crewbridge.visible import visible
+
 Verdict = Literal["yes", "always", "no"]
 
 WOKEN = 2.0  # seconds a withdrawal waits for the asking thread, woken, to end its question (a bound)
@@ -118,16 +120,14 @@ class Question:
     note: str = ""  # why it is asked even under --yes (a command the rules could not check)
     run: str | None = None  # the run's id, where the run has a transcript
 
-    def shown_input(self) -> str:
-        """The input as one JSON line, control characters escaped (nothing can hide), bounded."""
-        shown = json.dumps(self.input, ensure_ascii=True)
-        if len(shown) > SHOWN_INPUT:
-            shown = shown[:SHOWN_INPUT] + f"… ({len(shown) - SHOWN_INPUT} more characters)"
-        return shown
+    def shown_input(self, limit: int | None = SHOWN_INPUT) -> str:
+        """The input as one JSON line with nothing in it that could hide a part (crewbridge.visible),
+        cut at `limit` characters with a word that says so."""
+        return visible(json.dumps(self.input, ensure_ascii=False), limit)
 
     def prompt(self) -> str:
-        note = f"\n{self.note}" if self.note else ""
-        return f"@{self.agent} wants to run {self.tool} {self.shown_input()}{note}\nAllow?"
+        note = f"\n{visible(self.note)}" if self.note else ""  # it may quote the command
+        return f"@{visible(self.agent)} wants to run {visible(self.tool)} {self.shown_input()}{note}\nAllow?"
 
 
 @dataclass(frozen=True)

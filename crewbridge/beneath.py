@@ -19,9 +19,11 @@ import contextlib
 import errno
 import functools
 import os
+import struct
 import sys
 from collections import deque
 from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 RESOLVE_NO_MAGICLINKS = 0x02
 RESOLVE_NO_SYMLINKS = 0x04
@@ -31,6 +33,7 @@ MAX_HOPS = 40  # symlinks followed in one path, the kernel's own limit
 WALK = "CREW_BENEATH"  # set to "walk", the walk is used even where openat2 works (for tests)
 FALL_BACK = frozenset({errno.ENOSYS, errno.EPERM, errno.EXDEV, errno.ELOOP, errno.EAGAIN})
 FOLDER = os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC  # a folder, held to resolve names in it
+T = TypeVar("T")
 
 
 class Outside(OSError):
@@ -97,6 +100,145 @@ def fd_path(fd: int) -> bytes | None:
     except OSError:
         return None
     return where if where.startswith(b"/") else None
+
+
+class Moved(OSError):
+    """A name another program opened while crew watched it did not lead to the file crew held
+    throughout: a folder or the file on the way was renamed, removed or made meanwhile."""
+
+    def __init__(self, path: bytes) -> None:
+        super().__init__(errno.ESTALE, "moved or replaced meanwhile", os.fsdecode(path))
+
+
+def by_name(fd: int, use: Callable[[bytes], T]) -> T | None:
+    """What `use(name)` gives, where `name` is the real path of the file open as `fd`, for another
+    program that opens files by name (an editor); Moved when that name may not have led to this
+    file throughout; None where crew cannot watch it (not Linux, no inotify here): use `fd` then.
+
+    Holds against a concurrent swapper (renameat2 RENAME_EXCHANGE of a folder and a symlink, in a
+    loop): every folder on the name, from `/` down, is watched (inotify) from before it is walked,
+    each opened with no symlink followed, and the file reached must be `fd`'s. After `use`, the name
+    is resolved again, then the watches are read: a rename, removal or creation of any name on the
+    path fails it. The kernel queues a rename's event before it lets go of the folder it changed,
+    so a swap the other program could have met is either still there (the second resolution finds
+    another file) or undone by a later rename of the same folder, which came after the first's
+    event was queued: nothing passes between the two looks."""
+    name = fd_path(fd)
+    watch = _Watch.of(name) if name is not None else None
+    if watch is None or name is None:
+        return None
+    try:
+        walked = watch.walk(os.fstat(fd))
+        if walked is None:
+            return None
+        if not walked:
+            raise Moved(name)
+        used = use(name)
+        try:
+            held = open_real(name, os.O_PATH)
+        except OSError:
+            raise Moved(name) from None
+        try:
+            if not _same(os.fstat(held), os.fstat(fd)) or watch.moved():
+                raise Moved(name)
+        finally:
+            os.close(held)
+        return used
+    finally:
+        watch.close()
+
+
+def _same(one: os.stat_result, other: os.stat_result) -> bool:
+    return (one.st_dev, one.st_ino) == (other.st_dev, other.st_ino)
+
+
+class _Watch:
+    """inotify watches on each folder of a path, and the name below each on the path."""
+
+    MASK = 0x40 | 0x80 | 0x100 | 0x200 | 0x400 | 0x800 | 0x01000000  # moved from/to, create, delete, *_self; dirs
+    GONE = 0x400 | 0x800 | 0x4000 | 0x8000  # delete_self, move_self, queue overflow, watch removed
+
+    def __init__(self, fd: int, path: bytes, add: Callable[[int, bytes, int], int]) -> None:
+        self.fd, self.path, self.add = fd, path, add
+        self.below: dict[int, bytes] = {}  # watch descriptor → the name on the path in that folder
+
+    @classmethod
+    def of(cls, path: bytes) -> _Watch | None:
+        calls = _inotify()
+        if calls is None or not path.startswith(b"/"):
+            return None
+        init, add = calls
+        try:
+            fd = init(os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:  # too many instances: crew cannot watch now
+            return None
+        return cls(fd, path, add)
+
+    def walk(self, expected: os.stat_result) -> bool | None:
+        """Watch each folder, then open the next name in it (no symlink followed); whether the path
+        leads to the file `expected` describes (None: a folder cannot be watched, by its mode or
+        the user's limit on watches)."""
+        parts = [part for part in self.path.split(b"/") if part]
+        folder = os.open("/", FOLDER)
+        try:
+            for number, part in enumerate(parts):
+                try:
+                    watched = self.add(self.fd, b"/proc/self/fd/%d" % folder, self.MASK)
+                except OSError:
+                    return None
+                self.below[watched] = part
+                if number == len(parts) - 1:
+                    return _same(os.stat(part, dir_fd=folder, follow_symlinks=False), expected)
+                inner = os.open(part, FOLDER | os.O_NOFOLLOW, dir_fd=folder)
+                os.close(folder)
+                folder = inner
+            return False
+        except OSError:
+            return False
+        finally:
+            os.close(folder)
+
+    def moved(self) -> bool:
+        """Whether a name on the path was renamed, removed or made since its folder was watched."""
+        while True:
+            try:
+                events = os.read(self.fd, 1 << 16)
+            except BlockingIOError:
+                return False
+            at = 0
+            while at + 16 <= len(events):
+                watched, mask, _, size = struct.unpack_from("iIII", events, at)
+                name = events[at + 16 : at + 16 + size].rstrip(b"\0")
+                at += 16 + size
+                if mask & self.GONE or self.below.get(watched) == name:
+                    return True
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+@functools.cache
+def _inotify() -> tuple[Callable[[int], int], Callable[[int, bytes, int], int]] | None:
+    """inotify_init1 and inotify_add_watch through ctypes; None where this machine lacks them."""
+    if sys.platform != "linux":
+        return None
+    import ctypes  # deferred for start-up speed: only an editor's read needs it
+
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def checked(result: int) -> int:
+        if result < 0:
+            code = ctypes.get_errno()
+            raise OSError(code, os.strerror(code))
+        return result
+
+    def init(flags: int) -> int:
+        return checked(libc.inotify_init1(ctypes.c_int(flags)))
+
+    def add(fd: int, path: bytes, mask: int) -> int:
+        return checked(libc.inotify_add_watch(ctypes.c_int(fd), ctypes.c_char_p(path), ctypes.c_uint32(mask)))
+
+    return init, add
 
 
 def printable(name: str | bytes) -> str:

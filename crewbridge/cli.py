@@ -544,11 +544,13 @@ def mcp_install_command(cli_name: str, execute: bool) -> None:
 @cli.command("ui")
 @_options(flags.UI)
 def ui_command(address: str, token_file: Path | None, allowed_hosts: tuple[str, ...], allow_remote: bool) -> None:
-    """See every run in a browser, live: approvals, cancel, batches, usage. Prints the URL to open."""
+    """See every run in a browser, live: approvals, cancel, batches, usage. Prints a one-time sign-in
+    link (a new one to the crew ui that serves, if one does)."""
     from crewbridge.ui.server import serve_ui
     from crewbridge.webserver import Listening
 
-    serve_ui(Listening(address, token_file, allowed_hosts, allow_remote), functools.partial(click.echo, err=True))
+    listening = Listening(address, token_file, allowed_hosts, allow_remote)
+    serve_ui(listening, functools.partial(click.echo, err=True), click.echo)
 
 
 @cli.group("acp", invoke_without_command=True)

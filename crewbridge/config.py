@@ -30,6 +30,7 @@ from crewbridge.places import config_dir as config_dir
 from crewbridge.places import find_project_config as find_project_config
 from crewbridge.places import state_dir as state_dir
 from crewbridge.providers import BUILTIN, load, names, plugins
+from crewbridge.sandbox.hidden import Hiding
 
 # For start-up speed, what only a crew.yaml needs (yaml, jsonschema, the rules that combine the
 # files and locate their keys, command tools, hooks, custom providers) is imported where it is used:
@@ -102,6 +103,9 @@ class Config:
     transcripts: bool = True
     skills: list[Path] = field(default_factory=list)  # skill folders crew.yaml names (crewbridge.skills)
     sandbox: str = "auto"  # the run's sandbox level (crewbridge.sandbox); --sandbox replaces it
+    hide: list[str] = field(default_factory=list)  # sandbox.hide: more places the sandbox hides
+    show: list[str] = field(default_factory=list)  # sandbox.show: places it leaves visible (trusted files)
+    env_pass: list[str] = field(default_factory=list)  # env.pass: secret-named variables the CLIs get
     files: list[Source] = field(default_factory=list)  # the files read, in order
     origins: dict[Keys, Origin] = field(default_factory=dict, repr=False)  # key path → where it was written
     settings: dict[str, Any] = field(default_factory=dict, repr=False)  # the files' settings, combined
@@ -133,6 +137,18 @@ class Config:
             return load(name)
         known = sorted({*names(), *self.providers})
         raise UsageError(f"provider '{name}' not found; configured providers: {', '.join(known)}")
+
+    @functools.cached_property
+    def hiding(self) -> Hiding:
+        """What the sandbox hides from the agents' CLIs and commands (crewbridge.sandbox.hidden): its
+        list with `sandbox.hide`, less `sandbox.show`, and the login files of every CLI crew knows
+        here (a broken provider's are left to its own error)."""
+        names = dict.fromkeys([*BUILTIN, *self.providers, *(agent.provider for agent in self.agents.values())])
+        logins = []
+        for name in names:
+            with contextlib.suppress(CrewError):
+                logins.append(self.provider(name).state)
+        return Hiding(tuple(self.hide), tuple(self.show), tuple(logins))
 
     def provider_env(self) -> dict[str, str]:
         """The variables crew.yaml's providers add to their CLIs' environment (for redaction)."""
@@ -296,7 +312,7 @@ def _baseline(keys: Keys) -> Any:
     an agent's sandbox level, which inherits the top level's, from Config (so that an agent's `off`
     is looser than no setting at all)."""
     from_config = keys[0] != "agents" or keys[2] == "sandbox"
-    name = keys[-1] if from_config else keys[2]
+    name = "sandbox" if "sandbox" in keys else keys[-1] if from_config else keys[2]
     default = (Config if from_config else AgentSpec).__dataclass_fields__[name]
     return default.default_factory() if callable(default.default_factory) else default.default
 
@@ -484,7 +500,10 @@ def _build(combined: Combined, files: list[Source]) -> Config:
         compact_catalogue=data.get("compact_catalogue"),
         plugins=data.get("plugins", True),
         transcripts=data.get("transcripts", True),
-        sandbox=data.get("sandbox", "auto"),
+        sandbox=data.get("sandbox", {}).get("level", "auto"),
+        hide=data.get("sandbox", {}).get("hide", []),
+        show=data.get("sandbox", {}).get("show", []),
+        env_pass=data.get("env", {}).get("pass", []),
         files=files,
         origins=combined.origins,
         settings=data,
@@ -589,10 +608,14 @@ class _Built:
 
 def _bare_off(data: dict[str, Any]) -> None:
     """`sandbox: off` as written: YAML reads a bare off as false."""
-    agents = data.get("agents")
-    for entry in [data, *(agents.values() if isinstance(agents, dict) else [])]:
-        if isinstance(entry, dict) and entry.get("sandbox") is False:
-            entry["sandbox"] = "off"
+    agents, top = data.get("agents"), data.get("sandbox")
+    for entry, key in [
+        (data, "sandbox"),
+        (top, "level"),
+        *((agent, "sandbox") for agent in (agents.values() if isinstance(agents, dict) else [])),
+    ]:
+        if isinstance(entry, dict) and entry.get(key) is False:
+            entry[key] = "off"
 
 
 # --- trust -------------------------------------------------------------------------------------------
@@ -648,6 +671,11 @@ def _risky(data: dict[str, Any], base: Path, project: Path) -> tuple[Keys, str] 
     for key in ("hooks", "tools", "providers"):
         if data.get(key):
             return (key,), "can run commands"
+    sandbox, env = data.get("sandbox"), data.get("env", {})
+    if isinstance(sandbox, dict) and sandbox.get("show"):
+        return ("sandbox", "show"), "shows the agents what the sandbox hides"
+    if env.get("pass"):
+        return ("env", "pass"), "hands secrets to the agents' CLIs"
     for agent_id, entry in data.get("agents", {}).items():
         if any(entry.get("options", {}).values()):
             return ("agents", agent_id, "options"), "can run commands"

@@ -9,6 +9,7 @@ has one, so a new key cannot be forgotten):
   what an earlier one put there: the user's rules hold, whatever the project says.
 - NARROW: each file's list must match (allow, allow_commands, an agent's skills). A later list can
   only narrow what the earlier ones let through: a name passes when it matches every list.
+- Within: a mapping of fixed keys (`sandbox: {level, hide, show}`), each by its own rule.
 - stricter(loosest, …, strictest): a later file may only move the value toward the strict end,
   unless it is trusted (the user's file, --config, a project file after `crew config trust`).
   LIMIT is that rule for numbers: a lower limit is stricter, no limit is the loosest. A key that
@@ -48,7 +49,17 @@ class Each:
     rule: Rule | Table
 
 
-Table = dict[str, Rule | Each]
+@dataclass(frozen=True)
+class Within:
+    """A mapping of fixed keys (sandbox: level, hide, show), each combined by its rule in `table`;
+    a file may give the `shorthand` key's value alone (`sandbox: required` is `sandbox: {level:
+    required}`), and its messages then name the key as written."""
+
+    table: Table
+    shorthand: str = ""
+
+
+Table = dict[str, "Rule | Each | Within"]
 
 OVERRIDE = Rule("override")
 ACCUMULATE = Rule("accumulate")
@@ -90,7 +101,15 @@ TOP: Table = {
     "skills": ACCUMULATE,
     "transcripts": stricter(False, True),  # the user's record of what ran
     "plugins": stricter(True, False),  # tools from installed packages: their code is imported
-    "sandbox": stricter("off", "auto", "required"),
+    "sandbox": Within(
+        {
+            "level": stricter("off", "auto", "required"),
+            "hide": ACCUMULATE,  # more places the sandbox hides (crewbridge.sandbox.hidden)
+            "show": ACCUMULATE,  # places it leaves visible: a project file must be trusted (config._risky)
+        },
+        shorthand="level",
+    ),
+    "env": Within({"pass": ACCUMULATE}),  # variables the CLIs get although secret-named: trusted files only
     "agents": Each(AGENT),
     "providers": Each(OVERRIDE),
     "tools": Each(OVERRIDE),
@@ -167,6 +186,9 @@ class _Merge:
     def table(self, table: Table, into: dict[str, Any], data: dict[str, Any], keys: Keys) -> None:
         for key, value in data.items():
             rule, here = table[key], (*keys, key)
+            if isinstance(rule, Within):
+                self.within(rule, into.setdefault(key, {}), value, here)
+                continue
             if not isinstance(rule, Each):
                 self.apply(rule, into, key, value, here)
                 continue
@@ -179,7 +201,21 @@ class _Merge:
                     self.note((*here, name), (*here, name))
                     self.table(rule.rule, entries.setdefault(name, {}), item, (*here, name))
 
-    def apply(self, rule: Rule, into: dict[str, Any], key: str, value: Any, here: Keys) -> None:
+    def within(self, rule: Within, into: dict[str, Any], value: Any, here: Keys) -> None:
+        """A Within's keys combined by their rules; a value given alone is its shorthand key's,
+        named as written (`sandbox`, not `sandbox.level`)."""
+        self.note(here, here)
+        if isinstance(value, dict):
+            self.table(rule.table, into, value, here)
+            return
+        inner = rule.table[rule.shorthand]
+        assert isinstance(inner, Rule)
+        self.apply(inner, into, rule.shorthand, value, here, (*here, rule.shorthand))
+
+    def apply(self, rule: Rule, into: dict[str, Any], key: str, value: Any, here: Keys, merged: Keys = ()) -> None:
+        """`value`, written at `here`, combined into `into[key]` by `rule`; its origin noted at
+        `merged` (default: `here`)."""
+        merged = merged or here
         if rule.kind == "accumulate":
             start = len(into.get(key, []))
             into[key] = [*into.get(key, []), *value]
@@ -191,14 +227,14 @@ class _Merge:
             self.copy(here, (*here, len(into[key]) - 1))
         else:
             if rule.kind == "stricter":
-                before = into[key] if key in into else self.baseline(here)
+                before = into[key] if key in into else self.baseline(merged)
                 if _rank(rule, value) < _rank(rule, before) and not self.layer.source.trusted:
-                    self.refuse_loosening(value, before, here)
+                    self.refuse_loosening(value, before, here, merged)
             into[key] = value
-            self.copy(here, here)
+            self.copy(here, merged)
 
-    def refuse_loosening(self, value: Any, before: Any, here: Keys) -> None:
-        origin = self.out.origins.get(here)
+    def refuse_loosening(self, value: Any, before: Any, here: Keys, merged: Keys) -> None:
+        origin = self.out.origins.get(merged)
         where = f"set in {origin}" if origin else "the default"
         raise ConfigError(
             located(
@@ -270,7 +306,9 @@ def settings(data: dict[str, Any], origins: dict[Keys, Origin]) -> list[Setting]
 def _settings(table: Table, data: dict[str, Any], keys: Keys, origins: dict[Keys, Origin]) -> Iterator[Setting]:
     for key, value in data.items():
         rule, here = table[key], (*keys, key)
-        if isinstance(rule, Each):
+        if isinstance(rule, Within):
+            yield from _settings(rule.table, value, here, origins)
+        elif isinstance(rule, Each):
             for name, item in value.items():
                 if isinstance(rule.rule, Rule):
                     yield from _values(rule.rule, item, (*here, name), origins)

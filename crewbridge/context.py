@@ -250,8 +250,14 @@ class RunContext:
                 mcp_servers=servers,
                 native=(options.tools_via or agent.tools_via) == "native",
                 sandbox=self.sandboxing.cli(
-                    self.sandbox_level(options, agent), workdir, mode, provider.state, agent.deny_commands
+                    self.sandbox_level(options, agent),
+                    workdir,
+                    mode,
+                    provider.state,
+                    agent.deny_commands,
+                    hiding=self.config.hiding,
                 ),
+                passed=tuple(self.config.env_pass),
             )
             if not agent.user_mcp_servers:  # only the MCP servers crew gives it, never crew itself again
                 base.options += provider.own_mcp_only(base, {**os.environ, **self.env}, workdir)
@@ -316,7 +322,7 @@ class RunContext:
             self.tools.with_(extra),
             Policy(agent, work.mode, approve_all=options.approve_all, approver=approver),
             workdir=workdir,
-            hooks=Hooks(self.config.hooks, workdir=workdir),
+            hooks=Hooks(self.config.hooks, workdir=workdir, passed=self.config.env_pass),
             transcript=work.transcript,
             max_turns=options.max_turns,
             timeout=agent.timeout or options.timeout,
@@ -331,6 +337,7 @@ class RunContext:
                 work.mode,
                 network=agent.sandbox_network,
                 denied=agent.deny_commands,  # what they deny whatever its arguments is masked inside
+                hiding=self.config.hiding,
             ),
             files=self.files,
         )

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import string
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,12 +45,14 @@ def run_argv(
     limit: int = MAX_OUTPUT_CHARS,
     started: Callable[[Child], None] | None = None,
     sandbox: Sandbox | None = None,
+    passed: Collection[str] = (),
 ) -> Finished:
     """Run `argv` (no shell) in its own process group, stdout kept up to `limit` characters.
     The group is ended when it finishes or times out (CrewTimeout); OSError when it cannot start.
-    `started` is told the child at once (so that another thread can end it early)."""
+    `started` is told the child at once (so that another thread can end it early). Of the
+    secret-named variables in `env` it gets those `passed` (crewbridge.childenv)."""
     deadline = time.monotonic() + timeout
-    child = Child(argv, cwd=cwd, env=env, stdin=stdin, sandbox=sandbox)
+    child = Child(argv, cwd=cwd, env=env, stdin=stdin, sandbox=sandbox, passed=passed)
     if started is not None:
         started(child)
     kept: list[str] = []

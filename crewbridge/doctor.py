@@ -12,6 +12,7 @@ the command line (`crew doctor claude`); otherwise it is a warning, as most peop
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from crewbridge.childenv import withheld_names
 from crewbridge.config import Config, default_agents, load_config
 from crewbridge.conversations import live_enabled
 from crewbridge.custom_tools import Finished, run_argv
@@ -163,6 +165,8 @@ def diagnose(
     yield _mcp(env, cwd)
     yield _native(config, env)
     yield _sandbox(config, env)
+    yield _hidden(config, env)
+    yield _withheld(config, env)
     prober = Prober(env, cwd, timeout)
     try:
         for subject in subjects:
@@ -196,6 +200,41 @@ def _sandbox(config: Config, env: Mapping[str, str]) -> Check:
         return Check(OK, "sandbox", f"off in {config.shown}; none would work here ({found.reasons()})")
     status = FAIL if "required" in wanted else WARN
     return Check(status, "sandbox", f"none works here ({found.reasons()}): CLIs and commands run unconfined; {INSTALL}")
+
+
+def _hidden(config: Config, env: Mapping[str, str]) -> Check:
+    """What the sandbox hides from the CLIs and commands here (docs/sandbox.md), and what of its
+    list this machine does not have."""
+    home = env.get("HOME", "")
+    listed = config.hiding.listed(env)
+    here = [path for path in listed if os.path.lexists(path)]
+    shown = ", ".join(_home_relative(path, home) for path in here) or "nothing of its list is here"
+    text = f"hidden from the agents' CLIs and commands: {shown}; each CLI still reads its own login"
+    if config.show:
+        text += f"; shown by crew.yaml: {', '.join(config.show)}"
+    absent = len(listed) - len(here)
+    return Check(OK, "hidden", f"{text} ({absent} more places on its list are not here: docs/sandbox.md lists them)")
+
+
+def _withheld(config: Config, env: Mapping[str, str]) -> Check:
+    """The variables of this environment that no CLI or command crew starts gets (names only), and
+    those each agent's CLI gets all the same (its logins, crew.yaml's env.pass)."""
+    withheld = withheld_names(env, config.env_pass)
+    if not withheld:
+        return Check(OK, "env", "no variable here holds a secret by its name or value: crew withholds none")
+    given = []
+    for agent in config.agents.values():
+        with contextlib.suppress(CrewError):
+            own = sorted(set(withheld) & config.provider(agent.provider).logins(env))
+            given += [f"{agent.id} {', '.join(own)}"] if own else []
+    text = f"withheld from the CLIs, commands, hooks and git crew starts: {', '.join(withheld)}"
+    text += f"; each CLI still gets its own login: {'; '.join(given)}" if given else ""
+    text += f"; env.pass lets through {', '.join(config.env_pass)}" if config.env_pass else ""
+    return Check(OK, "env", text)
+
+
+def _home_relative(path: Path, home: str) -> str:
+    return f"~/{path.relative_to(home)}" if home and path.is_relative_to(home) and str(path) != home else str(path)
 
 
 def _native(config: Config, env: Mapping[str, str]) -> Check:

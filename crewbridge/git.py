@@ -9,15 +9,19 @@ and its branches are never touched. Two snapshots, or a commit and a snapshot, g
 
 from __future__ import annotations
 
+import errno
+import hashlib
 import os
-import shutil
+import re
 import signal
+import stat
 import subprocess
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from crewbridge import beneath
 from crewbridge.childenv import without_secrets
 from crewbridge.errors import CLINotFound, CrewError, CrewTimeout, UsageError
 from crewbridge.process import track_group, untrack_group
@@ -40,9 +44,11 @@ _REPOSITORY_VARIABLES = frozenset(
 # What crew's own git commands in a checkout run of the repository's configuration: no fsmonitor
 # program and no hooks (an agent may have planted either; crewbridge.gitguard disarms them after a
 # run, and crew's git may run before that, for a review's diff).
-SAFE = ["-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null"]
+SAFE = ["-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", "diff.external="]
 # Diffs and patches as git writes them by default, whatever the user's configuration says
 # (external diff drivers, textconv, no or mnemonic prefixes, relative paths, colour).
+REGULAR, EXECUTABLE, SYMLINK, GITLINK = "100644", "100755", "120000", "160000"  # the modes of an index entry
+CHUNK = 1 << 20  # bytes of a file read at a time
 _PLAIN_DIFF = ["--no-ext-diff", "--no-textconv", "--no-color", "--no-relative", "--src-prefix=a/", "--dst-prefix=b/"]
 
 
@@ -90,11 +96,15 @@ def run_git(
     input: bytes | None = None,
     timeout: float = GIT_TIMEOUT,
     check: bool = True,
+    passed: Collection[str] = (),
 ) -> subprocess.CompletedProcess[bytes]:
     """`git ARGS` in `cwd` (with a scratch `index` when given), in a process group of its own that
-    is ended at `timeout` (CrewTimeout) or when crew is interrupted. GitError with git's own words
-    when it fails and `check`; CLINotFound when git is not installed."""
-    env = {name: value for name, value in without_secrets(os.environ).items() if name not in _REPOSITORY_VARIABLES}
+    is ended at `timeout` (CrewTimeout) or when crew is interrupted, with no secret in its
+    environment but those `passed` (crewbridge.childenv: a command a repository's config names runs
+    with it). GitError with git's own words when it fails and `check`; CLINotFound when git is not
+    installed."""
+    clean = without_secrets(os.environ, passed)
+    env = {name: value for name, value in clean.items() if name not in _REPOSITORY_VARIABLES}
     env["GIT_TERMINAL_PROMPT"] = "0"  # never ask for a password on the terminal
     if index is not None:
         env["GIT_INDEX_FILE"] = str(index)
@@ -170,10 +180,11 @@ class Checkout:
         input: bytes | None = None,
         timeout: float = GIT_TIMEOUT,
         check: bool = True,
+        passed: Collection[str] = (),
     ) -> subprocess.CompletedProcess[bytes]:
-        """`git ARGS` in this checkout (with a scratch `index` when given)."""
+        """`git ARGS` in this checkout (with a scratch `index` when given; `passed` as run_git's)."""
         where = [*SAFE, f"--git-dir={self.git_dir}", f"--work-tree={self.top}"]
-        return run_git([*where, *args], self.top, index=index, input=input, timeout=timeout, check=check)
+        return run_git([*where, *args], self.top, index=index, input=input, timeout=timeout, check=check, passed=passed)
 
     def text(self, args: Sequence[str], *, timeout: float = GIT_TIMEOUT) -> str:
         """What `git ARGS` printed here, as text without its last newline."""
@@ -202,13 +213,33 @@ class Checkout:
 
     def snapshot(self, timeout: float = GIT_TIMEOUT) -> str:
         """The tree of every file here that git does not ignore, as on disk now, written with a
-        scratch copy of the index (the checkout's own index is left as it is)."""
-        with tempfile.TemporaryDirectory(prefix="crew-index-") as scratch:
+        scratch index (the checkout's own is left as it is). No program the folder or its
+        repository names runs (a clean filter, fsmonitor): git only lists the names (`ls-files`,
+        which reads no file), crew reads each file itself beneath the top, no symlink followed on
+        the way (crewbridge.beneath), and git stores the bytes as they are (`hash-object
+        --no-filters`). A submodule's commit is the index's; a repository the run made inside is
+        a gitlink to its HEAD (read as data), as git add makes it."""
+        listed = self.git(["ls-files", "-z", "--stage"], timeout=timeout).stdout
+        entries: dict[bytes, tuple[str, str]] = {}  # path → (mode, id) as the index has it
+        for record in listed.split(b"\0"):
+            if record:
+                info, _, path = record.partition(b"\t")
+                mode, oid, _ = info.decode().split(" ")
+                entries[path] = (mode, oid)
+        others = self.git(["ls-files", "-z", "--others", "--exclude-standard"], timeout=timeout).stdout
+        paths = sorted({*entries, *(p.rstrip(b"/") for p in others.split(b"\0") if p)})  # "sub/": a repository
+        kind = self.text(["rev-parse", "--show-object-format"], timeout=timeout)
+        with tempfile.TemporaryDirectory(prefix="crew-snapshot-") as scratch:
+            lines = _Blobs(self.top, kind, Path(scratch)).entries(paths, entries)
+            fresh = [line for line in lines if line.copy is not None]
+            if fresh:  # the files the index does not hold as they are: stored, whole
+                names = b"".join(os.fsencode(str(line.copy)) + b"\n" for line in fresh)
+                stored = self.git(["hash-object", "-w", "--no-filters", "--stdin-paths"], input=names, timeout=timeout)
+                for line, oid in zip(fresh, stored.stdout.decode().split(), strict=True):
+                    line.oid = oid
             index = Path(scratch, "index")
-            own = self.git_dir / "index"
-            if own.is_file():  # its stat data spares git hashing every unchanged file again
-                shutil.copy2(own, index)  # with its time: git's check for files changed in its second needs it
-            self.git(["add", "--all", "--", "."], index=index, timeout=timeout)
+            info = b"".join(b"%s %s\t%s\0" % (line.mode.encode(), line.oid.encode(), line.path) for line in lines)
+            self.git(["update-index", "-z", "--index-info"], index=index, input=info, timeout=timeout)
             return self.git(["write-tree"], index=index, timeout=timeout).stdout.decode().strip()
 
     def changes(self, old: str, new: str) -> list[Change]:
@@ -230,3 +261,139 @@ class Checkout:
         """The patch from tree (or commit) `old` to `new`: with `binary`, one `git apply` takes it
         whole (binary files included); without, binary files are only named."""
         return self.git(["diff", *(["--binary"] if binary else []), *_PLAIN_DIFF, old, new]).stdout
+
+
+@dataclass
+class _Line:
+    """One entry of a snapshot's index: its mode, object id ("" until git stored it) and path, and
+    the scratch copy of its bytes when git must store them."""
+
+    mode: str
+    oid: str
+    path: bytes
+    copy: Path | None = None
+
+
+class _Blobs:
+    """The files of a checkout read by crew, beneath its top with no symlink followed, as a
+    snapshot's entries: what the index holds already keeps its id; anything else is copied to
+    `scratch` for git to store (a copy git reads, never the checkout's own file)."""
+
+    def __init__(self, top: Path, kind: str, scratch: Path) -> None:
+        self.top = top
+        self.kind = hashlib.sha256 if kind == "sha256" else hashlib.sha1
+        self.scratch = scratch
+        self.copies = 0
+
+    def entries(self, paths: Sequence[bytes], index: dict[bytes, tuple[str, str]]) -> list[_Line]:
+        top = os.open(self.top, beneath.FOLDER)
+        found: list[_Line] = []
+        held: tuple[bytes, int | None] = (b"", None)  # the folder of the last path (sorted: often the next's)
+        try:
+            for path in paths:
+                head, _, name = path.rpartition(b"/")
+                if held[0] != head or held[1] is None:
+                    if held[1] is not None:
+                        os.close(held[1])
+                    held = (head, _folder(top, head))
+                line = self._entry(held[1], path, name, index.get(path)) if held[1] is not None else None
+                if line is not None:
+                    found.append(line)
+        finally:
+            if held[1] is not None:
+                os.close(held[1])
+            os.close(top)
+        return found
+
+    def _entry(self, folder: int, path: bytes, name: bytes, indexed: tuple[str, str] | None) -> _Line | None:
+        """`path`'s entry as it is on disk, `name` in `folder` (None: not there, or not a file git
+        stores). Opened without blocking and without following a symlink: a FIFO cannot hang it."""
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder)
+        except OSError as exc:
+            try:  # a symlink (ELOOP) is stored as what it says, never read through
+                target = os.readlink(name, dir_fd=folder) if exc.errno == errno.ELOOP else None
+            except OSError:
+                target = None
+            if target is None:
+                return None
+            return self._kept(_Line(SYMLINK, "", path), lambda at: target[at : at + CHUNK], indexed, len(target))
+        try:
+            info = os.fstat(fd)
+            if stat.S_ISDIR(info.st_mode):  # a submodule, or a repository made inside (git add takes it so)
+                commit = indexed[1] if indexed is not None and indexed[0] == GITLINK else _head(folder, name)
+                return _Line(GITLINK, commit, path) if commit else None
+            if not stat.S_ISREG(info.st_mode):
+                return None
+            mode = EXECUTABLE if info.st_mode & stat.S_IXUSR else REGULAR
+            return self._kept(_Line(mode, "", path), lambda at: os.pread(fd, CHUNK, at), indexed, info.st_size)
+        finally:
+            os.close(fd)
+
+    def _kept(self, line: _Line, read: Callable[[int], bytes], indexed: tuple[str, str] | None, size: int) -> _Line:
+        """`line` with the index's id when the bytes `read(offset)` gives are what it holds; else
+        with a scratch copy of them for git to store (a file that changes meanwhile is stored as
+        copied: its size in the header then differs, and so does the id)."""
+        digest = self.kind(b"blob %d\0" % size)
+        for chunk in _chunks(read):
+            digest.update(chunk)
+        if indexed == (line.mode, digest.hexdigest()):
+            line.oid = indexed[1]
+            return line
+        self.copies += 1
+        line.copy = self.scratch / f"{self.copies}.blob"
+        with open(line.copy, "wb") as out:
+            for chunk in _chunks(read):
+                out.write(chunk)
+        return line
+
+
+def _folder(top: int, head: bytes) -> int | None:
+    """The folder `head` beneath `top`, reached with no symlink on the way (None: gone, or a
+    symlink is: git sees no file there either)."""
+    try:
+        return beneath.open_beneath(top, head or b".", beneath.FOLDER, links=False)
+    except OSError:
+        return None
+
+
+def _head(folder: int, name: bytes) -> str | None:
+    """The commit the repository `name` (in `folder`) has checked out, read as data from its `.git`
+    folder (a loose or packed ref, or a detached HEAD); None when it names none so (git add too
+    refuses a repository without a commit)."""
+    try:
+        dot_git = beneath.open_beneath(folder, name + b"/.git", beneath.FOLDER, links=False)
+    except OSError:
+        return None
+    try:
+        head = _small(dot_git, b"HEAD").strip()
+        if head.startswith(b"ref: refs/") and b".." not in head:
+            ref = head[5:]
+            loose = _small(dot_git, ref).strip()
+            packed = (line.split(b" ") for line in _small(dot_git, b"packed-refs").splitlines())
+            head = loose or next((words[0] for words in packed if words[1:] == [ref]), b"")
+    finally:
+        os.close(dot_git)
+    return head.decode() if re.fullmatch(rb"[0-9a-f]{40}|[0-9a-f]{64}", head) else None
+
+
+def _small(folder: int, path: bytes) -> bytes:
+    """The start of a small file beneath `folder` (b"" when it is not there or not a file)."""
+    try:
+        fd = beneath.open_beneath(folder, path, os.O_RDONLY | os.O_NONBLOCK, links=False)
+    except OSError:
+        return b""
+    try:
+        return os.pread(fd, CHUNK, 0) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
+    finally:
+        os.close(fd)
+
+
+def _chunks(read: Callable[[int], bytes]) -> Iterator[bytes]:
+    """What `read(offset)` gives, CHUNK bytes at a time, to its end (a short read)."""
+    offset = 0
+    while chunk := read(offset):
+        yield chunk
+        if len(chunk) < CHUNK:
+            return
+        offset += len(chunk)

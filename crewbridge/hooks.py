@@ -15,7 +15,7 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -91,13 +91,14 @@ class HookSpec:
     def applies(self, tool: str, agent: str) -> bool:
         return (not self.tools or matches(tool, self.tools)) and (not self.agents or matches(agent, self.agents))
 
-    def run(self, payload: dict[str, Any], workdir: Path | None) -> Any:
-        """The hook's replacement (a dict) or None. Raises Block or HookFailed."""
+    def run(self, payload: dict[str, Any], workdir: Path | None, passed: Sequence[str] = ()) -> Any:
+        """The hook's replacement (a dict) or None. Raises Block or HookFailed. A hook's process
+        gets of the secret-named variables only those `passed` (crewbridge.childenv)."""
         if self.command is not None or self.shell is not None:
-            return self._run_process(payload, workdir)
+            return self._run_process(payload, workdir, passed)
         return self._run_python(payload)
 
-    def _run_process(self, payload: dict[str, Any], workdir: Path | None) -> Any:
+    def _run_process(self, payload: dict[str, Any], workdir: Path | None, passed: Sequence[str]) -> Any:
         try:
             if self.command is not None:
                 argv = [self.pins.path(word) for word in self.command]  # crew's copies of the scripts
@@ -108,8 +109,7 @@ class HookSpec:
             raise HookFailed(str(exc)) from None
         if self.base is not None and "/" in argv[0] and not os.path.isabs(argv[0]):
             argv[0] = str(self.base / argv[0])
-        env = {
-            **os.environ,
+        told = {
             "CREW_HOOK_EVENT": self.event,
             "CREW_TOOL": payload["tool"],
             "CREW_AGENT": payload["agent"],
@@ -120,7 +120,8 @@ class HookSpec:
                 argv,
                 cwd=self.base or workdir,
                 timeout=self.timeout,
-                env=env,
+                env={**os.environ, **told},
+                passed=[*told, *passed],
                 stdin=json.dumps(payload, ensure_ascii=False, default=str),
                 limit=HOOK_OUTPUT_LIMIT,
             )
@@ -180,9 +181,12 @@ class Hooks:
         *,
         workdir: Path | None = None,
         report: Callable[[str], None] | None = None,
+        passed: Sequence[str] = (),
     ) -> None:
+        """`passed`: the secret-named variables the hooks' processes get (crew.yaml's env.pass)."""
         self.specs = {event: [_spec(event, s) for s in items] for event, items in (specs or {}).items()}
         self.workdir = workdir
+        self.passed = passed
         self.report = report or log.warning
 
     def before(
@@ -255,7 +259,7 @@ class Hooks:
     def _ask(self, spec: HookSpec, payload: dict[str, Any]) -> Any:
         if self.workdir is not None:
             payload["workdir"] = str(self.workdir)
-        return spec.run(payload, self.workdir)
+        return spec.run(payload, self.workdir, self.passed)
 
     def _failed(self, spec: HookSpec, tool: str, what: str, consequence: str) -> str:
         message = f"{spec.event} hook '{spec.label}' failed on {tool}: {what}; {consequence}"

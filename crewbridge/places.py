@@ -72,3 +72,29 @@ def configured(cwd: str) -> bool:
         return os.path.isfile(os.path.join(_config_dir(), "crew.yaml")) or _project_config(cwd) is not None
     except ConfigError:
         return True
+
+
+def expand(entry: str, env: Mapping[str, str]) -> Path | None:
+    """A place as crew.yaml writes it (a provider's `state_dirs`, the sandbox's `hide`): `~` is
+    HOME in `env`, `$VAR`/`${VAR}` its variables, `${VAR:-default}` with a default. None when a
+    variable without a default is unset (nothing is there), or the result is not absolute."""
+    import re
+    from pathlib import Path
+
+    missing = False
+
+    def value(match: re.Match[str]) -> str:
+        nonlocal missing
+        name = match.group(1) or match.group(3)
+        if env.get(name):
+            return env[name]
+        if match.group(2) is not None:
+            return match.group(2)
+        missing = True
+        return ""
+
+    text = re.sub(r"\$\{(\w+)(?::-([^}]*))?\}|\$(\w+)", value, entry)
+    if text == "~" or text.startswith("~/"):
+        text = (env.get("HOME") or str(Path.home())) + text[1:]
+    path = Path(text)
+    return None if missing or not path.is_absolute() else path

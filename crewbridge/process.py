@@ -14,7 +14,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 
 from crewbridge.errors import CLINotFound, CrewTimeout, ProviderError
@@ -110,15 +110,17 @@ class Groups:
 
 
 def _popen(
-    argv: list[str], *, env: dict[str, str] | None, cwd: Path | None, sandbox: Sandbox | None
+    argv: list[str], *, env: dict[str, str] | None, cwd: Path | None, sandbox: Sandbox | None, passed: Collection[str]
 ) -> tuple[subprocess.Popen[bytes], Launch]:
     """The CLI `argv` running in a process group of its own (inside `sandbox` when given), with
-    pipes for stdin, stdout and stderr. OSError when it cannot be started."""
+    pipes for stdin, stdout and stderr, and of the secrets in `env` only those `passed`
+    (crewbridge.childenv). OSError when it cannot be started."""
     proc, launch = spawn(
         [_arg(arg) for arg in argv],
         sandbox=sandbox,
         env=env,
         cwd=cwd,
+        passed=passed,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -233,11 +235,12 @@ class Child:
         keep_stdin: bool = False,
         install_hint: str = "",
         sandbox: Sandbox | None = None,
+        passed: Collection[str] = (),  # names in `env` it gets although crewbridge.childenv withholds them
     ) -> None:
         self.argv = argv
         self.sandboxed = sandbox is not None
         try:
-            self.proc, self._launch = _popen(argv, env=env, cwd=cwd, sandbox=sandbox)
+            self.proc, self._launch = _popen(argv, env=env, cwd=cwd, sandbox=sandbox, passed=passed)
         except FileNotFoundError:
             hint = f"; install it with: {install_hint}" if install_hint else "; install it or fix PATH"
             raise CLINotFound(f"'{argv[0]}' not found on PATH{hint}") from None

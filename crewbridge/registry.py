@@ -39,13 +39,12 @@ def _groups() -> Groups:
 
 
 class Files(Protocol):
-    """Where crew's file tools read and write a file's text instead of the disk: an editor's
-    buffers (crew acp). Paths are absolute and real, resolved beneath the working directory first;
-    crew's path rules, policy and mode apply as they do on the disk."""
+    """Where crew's file tools read a file's text instead of the disk: an editor's buffers (crew
+    acp). Paths are absolute and real, resolved beneath the working directory first and watched
+    while read (crewbridge.beneath.by_name); crew's path rules, policy and mode apply as they do on
+    the disk. Writes are always crew's own, on the disk."""
 
     def read_text(self, path: str) -> str: ...
-
-    def write_text(self, path: str, text: str) -> None: ...
 
 
 @dataclass(frozen=True)

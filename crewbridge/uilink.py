@@ -31,6 +31,7 @@ from typing import Any
 
 from crewbridge.approval import Answer, Question, Verdict
 from crewbridge.places import state_dir
+from crewbridge.visible import visible, visible_strings
 
 SOCKET_NAME = "ui.sock"
 POLL = 1.0  # seconds between looks for a `crew ui` that was not there
@@ -152,16 +153,17 @@ class BrowserChannel:
             sock.close()
 
     def _message(self, question: Question) -> dict[str, Any]:
-        shown = question.shown_input()
+        """The question as the page shows it: every string drawn by crewbridge.visible (the input
+        whole as one line, and, when not too large, its strings line by line for an edit's diff)."""
         whole = json.dumps(question.input, ensure_ascii=True)
         return {
             "op": "ask",
             "run": self.run_id,
-            "agent": question.agent,
-            "tool": question.tool,
-            "input": question.input if len(whole) <= SENT_INPUT else None,
-            "shown": shown,
-            "note": question.note,
+            "agent": visible(question.agent),
+            "tool": visible(question.tool),
+            "input": visible_strings(question.input) if len(whole) <= SENT_INPUT else None,
+            "shown": question.shown_input(SENT_INPUT),
+            "note": visible(question.note),
         }
 
     def withdraw(self) -> None:

@@ -3,8 +3,8 @@ it may listen, its token, the checks every request passes, and bounds on everyth
 
 - **Where**: loopback, unless the face's `--allow-remote` says otherwise (then with a warning).
 - **Who**: a request names this machine in Host (or a host allowed by name), and in Origin when it
-  has one (a web page elsewhere, DNS rebinding: 403); it carries the token (`Authorization: Bearer`,
-  or a cookie signed with it: `Keys`), compared in constant time (401).
+  has one (a web page elsewhere, DNS rebinding: 403); it carries the token (`Authorization: Bearer`:
+  `Keys`, compared in constant time), or what else the face takes (crew ui's session cookie) (401).
 - **How much**: a body within the face's bound, with one valid Content-Length (400, 411, 413); a
   refused request's body is read and dropped, or the connection closed: never read as the next one.
 - **How long**: a request's whole header and body must arrive within REQUEST_TIME of its first
@@ -23,6 +23,7 @@ import io
 import ipaddress
 import os
 import secrets
+import select
 import socket
 import stat
 import sys
@@ -140,9 +141,7 @@ class Listening:
 
 
 class Keys:
-    """The token, and what is signed with it: a browser's session cookie and that session's CSRF
-    token (HMAC-SHA256 of a random nonce), so a restarted server with the same token still knows
-    them and keeps nothing per session."""
+    """The token a program bears (`Authorization: Bearer TOKEN`), compared in constant time."""
 
     def __init__(self, token: str) -> None:
         self.token = token.encode()
@@ -158,25 +157,6 @@ class Keys:
             return False
         scheme, _, token = given[0].strip().partition(" ")
         return scheme.lower() == "bearer" and self.matches(token.strip())
-
-    def new_session(self) -> str:
-        """A new session's cookie value."""
-        nonce = secrets.token_urlsafe(16)
-        return f"{nonce}.{self._sign('session', nonce)}"
-
-    def session(self, cookie: str | None) -> str | None:
-        """The nonce of a valid session cookie, else None."""
-        nonce, _, mac = (cookie or "").partition(".")
-        if not nonce or not hmac.compare_digest(mac.encode(), self._sign("session", nonce).encode()):
-            return None
-        return nonce
-
-    def csrf(self, nonce: str) -> str:
-        """The CSRF token of session `nonce`."""
-        return self._sign("csrf", nonce)
-
-    def _sign(self, purpose: str, nonce: str) -> str:
-        return hmac.new(self.token, f"{purpose}:{nonce}".encode(), "sha256").hexdigest()
 
 
 class _Clock:
@@ -336,8 +316,8 @@ class Handler(BaseHTTPRequestHandler):
 
     # -- what every request passes --------------------------------------------------------------
 
-    def admitted(self) -> bool:
-        """Host, Origin and the token; False (and the refusal sent) when one fails."""
+    def addressed(self) -> bool:
+        """Host and Origin name this server; False (and the refusal sent) when one does not."""
         hosts = self.headers.get_all("Host") or []
         if len(hosts) != 1 or hostname(hosts[0]) not in self.server.hosts:
             self.refuse(
@@ -347,6 +327,12 @@ class Handler(BaseHTTPRequestHandler):
         origin = self.headers.get("Origin")
         if origin is not None and hostname(origin, url=True) not in self.server.hosts:
             self.refuse(403, f"requests from origin {origin} are refused")
+            return False
+        return True
+
+    def admitted(self) -> bool:
+        """Host, Origin and the token; False (and the refusal sent) when one fails."""
+        if not self.addressed():
             return False
         if not self.authorized():
             self.unauthorized()
@@ -442,6 +428,16 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header("Connection", "close")
         self.end_headers()
         self.wfile.write(data)
+
+    def hung_up(self) -> bool:
+        """Whether the client closed its end (a client of server-sent events sends nothing more:
+        what it closed reads as the end at once), known without waiting for a write to fail."""
+        try:
+            if not select.select([self.connection], [], [], 0)[0]:
+                return False
+            return not self.connection.recv(1, socket.MSG_PEEK)
+        except OSError:
+            return True
 
     def event_stream(self, **headers: str) -> EventStream:
         """Answer with server-sent events (the connection closes after them)."""

@@ -69,6 +69,12 @@ class Worktree:
         """What the agent changed, as a patch git apply takes (binary files too)."""
         return self.checkout.diff(self.base, self.checkout.snapshot(), binary=True)
 
+    def uncommitted(self) -> list[str]:
+        """The files that differ from the commit the worktree has checked out (its snapshot's, not
+        git status: no filter the agent's attributes name runs)."""
+        head = self.checkout.head(f"the worktree {self.path}")
+        return [change.path for change in self.checkout.changes(head, self.checkout.snapshot())]
+
     def applied_to(self, target: Checkout) -> bool:
         """Whether `target`'s files hold what the agent changed already (`crew apply` took it): the
         patch would come out of them cleanly."""
@@ -90,9 +96,15 @@ class Made:
 
     def announce(self, transcript: Transcript, say: Callable[[str, str, str], None]) -> None:
         """Each worktree in the transcript; a warning (`say`) when the checkout's uncommitted changes are left out."""
-        for worktree in self.worktrees:
+        for worktree in self.worktrees:  # its git folders too: what crew ui's diff trusts, never its `.git`
             transcript.write(
-                "worktree", agent=worktree.agent, worktree=str(worktree.path), branch=worktree.branch, base=self.base
+                "worktree",
+                agent=worktree.agent,
+                worktree=str(worktree.path),
+                branch=worktree.branch,
+                base=self.base,
+                git_dir=str(worktree.checkout.git_dir),
+                common=str(worktree.checkout.common),
             )
         if self.uncommitted:
             say("warning", self.worktrees[0].agent, self.notice())
@@ -366,7 +378,7 @@ def clean(folder: Path, run_id: str | None = None, *, force: bool = False) -> li
         if here == worktree.path or here.is_relative_to(worktree.path):
             done.append(Cleaned(worktree, False, "crew runs inside it; run clean from elsewhere"))
             continue
-        dirty = worktree.checkout.uncommitted() if worktree.path.is_dir() else []
+        dirty = worktree.uncommitted() if worktree.path.is_dir() else []
         applied = bool(dirty) and not force and worktree.applied_to(checkout)
         if dirty and not force and not applied:
             count = f"{len(dirty)} file{'' if len(dirty) == 1 else 's'}"

@@ -50,6 +50,7 @@ class Turn:
     options: list[str] = field(default_factory=list)  # extra CLI options from configuration
     native: bool = False  # crew's tools go through the CLI's native channel, not the catalogue (crewbridge.native)
     sandbox: Sandbox | None = None  # the CLI runs inside it (crewbridge.sandbox)
+    passed: tuple[str, ...] = ()  # secret-named variables it gets all the same (crew.yaml's env.pass)
     mcp_servers: tuple[McpServer, ...] = ()  # MCP servers it is given besides crew's (Provider.mcp_via)
 
     def __post_init__(self) -> None:
@@ -61,6 +62,17 @@ class Turn:
             )
         if self.session_id:
             refuse_option(f"session id '{self.session_id}'", self.session_id, "resume a session the CLI named")
+
+
+def cli_environment(
+    provider: Provider, turn: Turn, env: Mapping[str, str] | None
+) -> tuple[dict[str, str], frozenset[str]]:
+    """The environment a CLI runs with (crew's, with its provider's variables and `env`, what crew
+    sets for it), and the names in it that reach it although crewbridge.childenv withholds such
+    names from what crew starts: those crew sets for it, its own logins, `turn.passed`."""
+    added = {**provider.env(), **(env or {})}
+    full = {**os.environ, **added}
+    return full, frozenset({*added, *provider.logins(full), *turn.passed})
 
 
 def cli_home(env: Mapping[str, str], variable: str, default: str) -> Path:
@@ -186,6 +198,10 @@ class Provider:
     # (on its command line: mcp_options, and mcp_env), "session" (in the session its `native`
     # conversation opens, which then runs), "" not at all
     mcp_via = ""
+    # The variables it logs in with (its documented keys and tokens): it gets them although
+    # crewbridge.childenv withholds such names from everything else crew starts. Its login files are
+    # its State's `login`.
+    login_env: tuple[str, ...] = ()
 
     def argv(self, turn: Turn) -> list[str]:
         raise NotImplementedError
@@ -222,6 +238,11 @@ class Provider:
     def mcp_env(self, servers: Sequence[McpServer]) -> dict[str, str]:
         """What the CLI's environment needs for mcp_options' servers (the values they refer to)."""
         return {}
+
+    def logins(self, env: Mapping[str, str]) -> frozenset[str]:
+        """The variables the CLI (run with `env`) logs in with: `login_env`, and those its own
+        configuration names for its model (codex's `env_key`)."""
+        return frozenset(self.login_env)
 
     def state(self, env: Mapping[str, str]) -> State:
         """Where the CLI (run with `env`) keeps its own state, and what of it it writes as data: the

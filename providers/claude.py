@@ -193,6 +193,15 @@ class ClaudeProvider(Provider):
     native_via = "an SDK MCP server in its live process"
     read_only_tools = frozenset(READ_ONLY_TOOLS.split(","))
     mcp_via = "options"
+    # An API key, a gateway's token, a subscription's token (`claude setup-token`), Bedrock's and
+    # Foundry's keys (claude 2.1.197 reads each).
+    login_env = (
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_AUTH_TOKEN",
+        "CLAUDE_CODE_OAUTH_TOKEN",
+        "AWS_BEARER_TOKEN_BEDROCK",
+        "ANTHROPIC_FOUNDRY_API_KEY",
+    )
 
     def argv(self, turn: Turn) -> list[str]:
         argv = [self.binary, "-p", "--output-format", "stream-json", "--verbose"]
@@ -256,6 +265,8 @@ class ClaudeProvider(Provider):
         # .credentials.json, CLAUDE.md, agents/, commands/, plugins/, rules/, skills/, … there, and
         # ~/.claude.json (MCP servers), which it writes by a temp file renamed beside it: a link in the
         # view, which it follows, so those writes fail, measured to cost nothing but its counters.
+        # It logs in with .credentials.json (a subscription's tokens) and ~/.claude.json (an API key
+        # given at /login is kept there).
         home = cli_home(env, "CLAUDE_CONFIG_DIR", ".claude")
         also = () if env.get("CLAUDE_CONFIG_DIR") else ((".claude.json", home.parent / ".claude.json"),)
         return State(
@@ -264,4 +275,5 @@ class ClaudeProvider(Provider):
             data=tuple(home / name for name in CLAUDE_DATA),
             private=("session-env", "shell-snapshots"),
             also=also,
+            login=(home / ".credentials.json", also[0][1] if also else home / ".claude.json"),
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -74,6 +75,15 @@ class CodexProvider(Provider):
     live = "crewbridge.conversations.codex:CodexLiveConversation"
     native_via = "dynamic tools on its app-server thread"
     mcp_via = "options"
+    login_env = ("OPENAI_API_KEY", "CODEX_API_KEY", "CODEX_ACCESS_TOKEN")  # 0.169.0 reads each
+
+    def logins(self, env: Mapping[str, str]) -> frozenset[str]:
+        # A model provider in its config.toml names the variable its key is in (`env_key`).
+        try:
+            text = (cli_home(env, "CODEX_HOME", ".codex") / "config.toml").read_text(errors="replace")
+        except OSError:
+            text = ""
+        return frozenset({*self.login_env, *re.findall(r'(?m)^\s*env_key\s*=\s*"([A-Za-z_]\w*)"', text)})
 
     def argv(self, turn: Turn) -> list[str]:
         argv = [self.binary, "exec", "--json", "--skip-git-repo-check", "--sandbox", own_sandbox(turn)]
@@ -133,9 +143,11 @@ class CodexProvider(Provider):
         # failed and it went on without them (no effect on its commands was seen). It reads
         # config.toml (MCP servers, notify), .env (its environment: PATH, keys), auth.json, rules/,
         # hooks.json, AGENTS.md, skills/ there: read-only.
+        # It logs in with auth.json (a ChatGPT sign-in's tokens, or a key) or a key in its .env.
         home = cli_home(env, "CODEX_HOME", ".codex")
         sqlite = env.get("CODEX_SQLITE_HOME")
         return State(
+            login=(home / "auth.json", home / ".env"),
             home=home,
             variable="CODEX_HOME",
             data=(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -79,6 +80,8 @@ class GeminiProvider(Provider):
     native = "crewbridge.conversations.gemini_acp:GeminiAcpConversation"
     native_via = "an MCP server in crew's process, over ACP (gemini --acp)"
     mcp_via = "session"  # its -p mode takes MCP servers only from its settings files
+    # An API key (Gemini's or Google's), Vertex AI's service account file, a Google Cloud token.
+    login_env = ("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_CLOUD_ACCESS_TOKEN")
     # Its own tools (0.61) that read the project or change only its own state (a to-do list, the
     # topic it shows); the rest write files, run commands, fetch URLs or run other agents.
     read_only_tools = frozenset(
@@ -139,7 +142,12 @@ class GeminiProvider(Provider):
         # GEMINI.md, extensions/, policies/, agents/, skills/, trustedFolders.json there: read-only,
         # and so is tmp/bin, where it looks for the ripgrep it runs. GEMINI_CLI_HOME names the folder
         # holding .gemini: the view holds links to that folder's other entries (~/.agents, ~/.env).
+        # It logs in with a Google account's tokens (oauth_creds.json, or gemini-credentials.json
+        # encrypted), its MCP servers' and agents' tokens, a key in its .env or ~/.env, or Vertex AI's
+        # service account file (GOOGLE_APPLICATION_CREDENTIALS).
         home = cli_home(env, "GEMINI_CLI_HOME", "") / ".gemini"
+        logins = ("oauth_creds.json", "google_accounts.json", "gemini-credentials.json", "mcp-oauth-tokens.json")
+        account = env.get("GOOGLE_APPLICATION_CREDENTIALS")
         return State(
             home=home,
             variable="GEMINI_CLI_HOME",
@@ -148,6 +156,11 @@ class GeminiProvider(Provider):
             private=("history",),
             copies=("projects.json",),
             read_only=(home / "tmp" / "bin",),
+            login=(
+                *(home / name for name in (*logins, "a2a-oauth-tokens.json", ".env")),
+                home.parent / ".env",
+                *((Path(account),) if account and os.path.isabs(account) else ()),
+            ),
         )
 
     def api_status(self, exit_code: int) -> int | None:

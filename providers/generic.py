@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,6 +12,7 @@ from crewbridge.providers.base import Decoder, JsonLineDecoder, Provider, Turn, 
 from crewbridge.errors import ConfigKeyError
 from crewbridge.events import Event, Failure, MessageEnd, Session, Text
 from crewbridge.modes import Mode
+from crewbridge.places import expand
 from crewbridge.sandbox import State
 
 SAMPLE = 160  # characters of an unreadable line quoted in the error
@@ -113,6 +113,8 @@ class GenericSpec:
     state_read_only: list[str] = field(default_factory=list)  # inside state_dirs: kept read-only
     # its state folder, seen through a view: {variable, default, within, data, private, copies: [names]}
     state_home: dict[str, Any] = field(default_factory=dict)
+    login_env: list[str] = field(default_factory=list)  # the variables it logs in with (Provider.login_env)
+    login_files: list[str] = field(default_factory=list)  # the files it logs in with (State.login): ~, $VAR
 
     def __post_init__(self) -> None:
         if not self.command:
@@ -131,7 +133,7 @@ class GenericSpec:
             given += ["text_key"] if self.text_key != "text" else []
             if given:
                 raise ConfigKeyError(given[0], "is read only from JSON lines; set format: jsonl, or remove it")
-        for key in ("state_dirs", "state_read_only"):
+        for key in ("state_dirs", "state_read_only", "login_files"):
             for entry in getattr(self, key):
                 if not entry.startswith(("/", "~", "$")):
                     raise ConfigKeyError(key, f"'{entry}' is not absolute; start it with /, ~ or a $VARIABLE")
@@ -171,6 +173,7 @@ class GenericProvider(Provider):
         self.install_hint = spec.install_hint or f"install '{spec.command[0]}' and put it on PATH"
         self.resumable = bool(spec.resume and spec.session_key)
         self.prompt_on_stdin = not any("{prompt}" in part for part in spec.command)
+        self.login_env = tuple(spec.login_env)
 
     def argv(self, turn: Turn) -> list[str]:
         model = turn.model or self.spec.model
@@ -205,11 +208,12 @@ class GenericProvider(Provider):
             return tuple(path for path in (expand(entry, env) for entry in entries) if path is not None)
 
         dirs, read_only = places(self.spec.state_dirs), places(self.spec.state_read_only)
+        login = places(self.spec.login_files)
         home_spec = self.spec.state_home
         variable, within = home_spec.get("variable", ""), home_spec.get("within", "")
         holder = Path(env[variable]) if env.get(variable) else expand(home_spec.get("default", ""), env)
         if not home_spec or holder is None:
-            return State(data=dirs, read_only=read_only)
+            return State(data=dirs, read_only=read_only, login=login)
         home = holder / within if within else holder
         return State(
             home=home,
@@ -219,30 +223,5 @@ class GenericProvider(Provider):
             private=tuple(home_spec.get("private", [])),
             copies=tuple(home_spec.get("copies", [])),
             read_only=read_only,
+            login=login,
         )
-
-
-_VARIABLE = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}|\$(\w+)")
-
-
-def expand(entry: str, env: Mapping[str, str]) -> Path | None:
-    """A `state_dirs` entry as a path: `~` is the CLI's HOME, `$VAR`/`${VAR}` its variables,
-    `${VAR:-default}` with a default. None when a variable without a default is unset (the CLI then
-    keeps nothing there), or the result is not absolute."""
-    missing = False
-
-    def value(match: re.Match[str]) -> str:
-        nonlocal missing
-        name = match.group(1) or match.group(3)
-        if env.get(name):
-            return env[name]
-        if match.group(2) is not None:
-            return match.group(2)
-        missing = True
-        return ""
-
-    text = _VARIABLE.sub(value, entry)
-    if text == "~" or text.startswith("~/"):
-        text = (env.get("HOME") or str(Path.home())) + text[1:]
-    path = Path(text)
-    return None if missing or not path.is_absolute() else path

@@ -27,7 +27,6 @@ base = Path(tempfile.mkdtemp(prefix="crew-ui-shots-"))
 work = base / "project"
 work.mkdir()
 (work / "notes.txt").write_text("deploy window: Tuesday 14:00 UTC\nowner: dana\n")
-TOKEN = "screenshots-token-0123456789"
 U = dict(input_tokens=1850, cached_tokens=1200, output_tokens=45)
 
 
@@ -51,10 +50,11 @@ def crew(env, *args):
 
 
 with MockServer() as mock:
-    env = {**cli_env("claude", mock.url, base / "home"), "CREW_UI_TOKEN": TOKEN}
+    env = cli_env("claude", mock.url, base / "home")
     gemini = {**cli_env("gemini", mock.url, base / "home-gemini"), "XDG_STATE_HOME": env["XDG_STATE_HOME"]}
     ui = start(env, "ui", "--listen", "127.0.0.1:0")
-    url = re.search(r"(http://\S+)/\?token=", ui.stderr.readline()).group(1)
+    link = re.search(r"(http://\S+)/sign-in/\S+", ui.stdout.readline())
+    url = link.group(1)
     try:
         mock.script(
             reply("Let me read it.\n", tool_block("crew:read_file", path="notes.txt"), **U),
@@ -91,7 +91,7 @@ with MockServer() as mock:
         with chromium() as browser:
             page = browser.new_page(viewport={"width": 1180, "height": 760})
             page.set_default_timeout(120_000)
-            page.goto(f"{url}/?token={TOKEN}")
+            page.goto(link.group(0))
             question = page.locator('[data-approval-id][data-state="open"]')
             question.wait_for()
             page.wait_for_timeout(300)
@@ -116,7 +116,9 @@ with MockServer() as mock:
             page.wait_for_timeout(300)
             page.screenshot(path=str(out / "ui-batches.png"))
             phone = browser.new_page(viewport={"width": 390, "height": 760}, device_scale_factor=2)
-            phone.goto(f"{url}/?token={TOKEN}")
+            again = start(env, "ui")  # a second crew ui prints a fresh link to the one that serves
+            phone.goto(re.search(r"http://\S+/sign-in/\S+", again.communicate(timeout=60)[0]).group(0))
+            end_group(again)
             phone.locator("[data-run-id]").nth(5).wait_for()
             phone.wait_for_timeout(300)
             phone.screenshot(path=str(out / "ui-phone.png"))

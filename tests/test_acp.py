@@ -26,6 +26,7 @@ from acp.schema import (
 
 from crewbridge.acp.early import hello
 from crewcli import CREW, FakeModel, crew_env, executable, processes_in, tool_block, write_config
+from swapping import swapped
 
 
 class Editor:
@@ -52,8 +53,7 @@ class Editor:
         return ReadTextFileResponse(content=self.buffers.get(path, Path(path).read_text()))
 
     async def write_text_file(self, session_id: str, path: str, content: str, **kwargs: Any) -> None:
-        assert self.buffers is not None, "crew called fs/write_text_file though the client did not offer it"
-        self.buffers[path] = content
+        raise AssertionError("crew asked the editor to write: it looks the name up again, and may write elsewhere")
 
     def on_connect(self, conn: Any) -> None:
         pass
@@ -89,6 +89,14 @@ async def opened(setup: dict[str, Any], workdir: Path, editor: Editor, fs: bool 
     conn, proc = await context.__aenter__()
     await conn.initialize(protocol_version=1, client_capabilities=caps or ClientCapabilities())
     return context, conn, proc
+
+
+async def writing_session(conn: Any, workdir: Path) -> str:
+    """A new session of agent `fake` in execute mode; its id."""
+    sid = (await conn.new_session(cwd=str(workdir), mcp_servers=[])).session_id
+    await conn.set_config_option(config_id="agent", session_id=sid, value="fake")
+    await conn.set_config_option(config_id="mode", session_id=sid, value="execute")
+    return sid
 
 
 def run(coroutine: Any) -> Any:
@@ -204,7 +212,7 @@ def test_allow_always_holds_for_the_rest_of_the_session(setup: dict[str, Any], w
 
 
 @pytest.mark.slow
-def test_with_fs_offered_files_are_read_and_written_in_the_editors_buffers(
+def test_with_fs_offered_files_are_read_in_the_editors_buffers_and_written_by_crew(
     setup: dict[str, Any], workdir: Path, fake: FakeModel
 ) -> None:
     notes = str(workdir / "notes.txt")
@@ -217,16 +225,13 @@ def test_with_fs_offered_files_are_read_and_written_in_the_editors_buffers(
     async def scenario() -> None:
         context, conn, _ = await opened(setup, workdir, editor, fs=True)
         try:
-            sid = (await conn.new_session(cwd=str(workdir), mcp_servers=[])).session_id
-            await conn.set_config_option(config_id="agent", session_id=sid, value="fake")
-            await conn.set_config_option(config_id="mode", session_id=sid, value="execute")
-            await conn.prompt(session_id=sid, prompt=[text_block("edit it")])
+            await conn.prompt(session_id=await writing_session(conn, workdir), prompt=[text_block("edit it")])
         finally:
             await context.__aexit__(None, None, None)
 
     run(scenario())
-    assert editor.buffers == {notes: "saved buffer\n"}
-    assert (workdir / "notes.txt").read_text() == "one\ntwo\n"  # the editor saves it, not crew
+    assert editor.buffers == {notes: "UNSAVED buffer\n"}  # read there; never written there
+    assert (workdir / "notes.txt").read_text() == "saved buffer\n"  # crew writes where it resolved
     (update,) = [u for u in editor.of("tool_call_update") if u.get("content")]
     assert update["content"][0] == {
         "type": "diff",
@@ -234,6 +239,46 @@ def test_with_fs_offered_files_are_read_and_written_in_the_editors_buffers(
         "oldText": "UNSAVED buffer\n",
         "newText": "saved buffer\n",
     }
+
+
+@pytest.mark.slow
+def test_with_fs_offered_writes_under_a_folder_swapped_in_a_loop_never_land_outside(
+    setup: dict[str, Any], workdir: Path, fake: FakeModel
+) -> None:
+    """Issue 39: 40 writes and reads through `crew acp` with an editor that offers its files, while
+    another process swaps d and a symlink to ../outside by renameat2(RENAME_EXCHANGE) in a loop:
+    nothing lands or is read outside, nothing is reported written that was not."""
+    outside = workdir.parent / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("TOPSECRET\n")
+    (workdir / "d").mkdir()
+    (workdir / "d" / "secret.txt").write_text("inside\n")
+    (workdir / "swap").symlink_to("../outside")
+    calls = [tool_block("crew:write_file", path=f"d/f{n}.txt", content=f"{n}\n") for n in range(40)]
+    reads = [tool_block("crew:read_file", path="d/secret.txt") for _ in range(10)]
+    fake.script("".join(calls[:20] + reads), "".join(calls[20:]), "Done.")
+    editor = Editor(answers=["allow_always"], buffers={})
+
+    async def scenario() -> None:
+        context, conn, _ = await opened(setup, workdir, editor, fs=True)
+        try:
+            sid = await writing_session(conn, workdir)
+            with swapped(workdir / "d", workdir / "swap"):
+                await conn.prompt(session_id=sid, prompt=[text_block("write forty files")])
+        finally:
+            await context.__aexit__(None, None, None)
+
+    run(scenario())
+    assert sorted(os.listdir(outside)) == ["secret.txt"] and (outside / "secret.txt").read_text() == "TOPSECRET\n"
+    started = {u["toolCallId"]: u["rawInput"] for u in editor.of("tool_call")}
+    done = [(started[u["toolCallId"]], u) for u in editor.of("tool_call_update") if u.get("status") == "completed"]
+    written = sorted(raw["path"] for raw, _ in done if "content" in raw)
+    assert written == sorted(f"d/{p.name}" for p in (workdir / "d").glob("f*.txt"))  # reported = on the disk
+    assert len(written) < 40  # the race was on: some were refused as outside (tests/test_tools_files.py
+    # runs the same writes until 40 came through and 40 were refused)
+    assert all((workdir / path).read_text() == f"{path[3:-4]}\n" for path in written)
+    assert "TOPSECRET" not in json.dumps(editor.updates) and "TOPSECRET" not in "".join(fake.prompts)
+    assert len(editor.asked) == 1  # allowed always, once
 
 
 @pytest.mark.slow

@@ -61,6 +61,28 @@ def test_parallel_agents_never_interleave_their_questions(read_file):
     assert {outcome for _, [outcome] in asks} == {None, DECLINED}
 
 
+@pytest.mark.parametrize(
+    ("command", "shown"),
+    [
+        ("ls -la" + " " * 220 + "; echo owned > pwned.txt", "ls -la⟨220 spaces⟩; echo owned > pwned.txt"),
+        ("ls\necho owned > pwned.txt", "ls\\necho owned > pwned.txt"),
+        ("ls \x1b[8m; echo owned\x1b[0m", "ls \\u001b[8m; echo owned\\u001b[0m"),
+        ("echo safe #\u202e; echo owned\u200b", "echo safe #\\u202e; echo owned\\u200b"),
+        ("x" * 3000 + "; echo owned", "x" * 1987 + "… (1,027 more characters)"),  # 2,000 shown
+    ],
+)
+def test_the_question_on_the_terminal_shows_the_whole_command(command, shown):
+    tty = Terminal()
+    run_command = builtin_registry().resolve("run_command")
+    thread, outcome = in_thread(lambda: asking(tty).check(run_command, {"command": command}))
+    asked = tty.read(until="Allow?")
+    tty.type("n")
+    thread.join()
+    assert outcome == ["the user declined this call to 'run_command'; it was not run. Ask or try another way."]
+    assert f'@claude wants to run run_command {{"command": "{shown}' in asked
+    assert "\x1b" not in asked and "\u202e" not in asked and "    " not in asked
+
+
 @pytest.mark.slow
 def test_an_unanswered_question_is_abandoned_at_the_deadline(read_file):
     tty = Terminal()

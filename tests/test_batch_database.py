@@ -21,6 +21,7 @@ from crewbridge.batch.database import (
     PickleRefused,
     Side,
     StoreError,
+    database_files,
     database_url,
     guard,
     scrubbed,
@@ -51,6 +52,18 @@ def test_the_database_is_the_flag_the_variable_or_sqlite_in_the_state_folder(tmp
         with pytest.raises(UsageError) as raised:
             database_url(bad, env)
         assert "is not a database URL crew batch takes" in str(raised.value) and "hunter2" not in str(raised.value)
+
+
+def test_the_agents_sandbox_hides_a_sqlite_database_wherever_the_url_puts_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert database_files("sqlite:////data/b.sqlite") == [
+        "/data/b.sqlite",
+        "/data/b.sqlite-wal",
+        "/data/b.sqlite-shm",
+        "/data/b.sqlite-journal",
+    ]
+    assert database_files("sqlite:///rel.sqlite")[0] == str(tmp_path / "rel.sqlite")
+    assert database_files("postgresql://crew:pw@db/batches") == []  # a server's URL is withheld from them
 
 
 def test_a_password_is_left_out_of_what_is_shown():

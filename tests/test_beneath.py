@@ -204,3 +204,66 @@ def test_below_compares_names_only() -> None:
     assert below(b"/wx/a", b"/w") is None
     assert below(b"/w/../x", b"/w") == b"../x"  # left to the resolution, which refuses it
     assert below(b"/etc", b"/") == b"etc"
+
+
+# --- a name another program opens: by_name ------------------------------------------------------
+
+
+@pytest.fixture
+def held(tree_dir: Path) -> Iterator[int]:
+    """work/src/a.txt, open."""
+    fd = os.open(tree_dir / "work" / "src" / "a.txt", os.O_RDONLY)
+    yield fd
+    os.close(fd)
+
+
+def test_by_name_hands_the_real_name_of_the_file_held(way: str, held: int, tree_dir: Path) -> None:
+    assert beneath.by_name(held, lambda name: Path(os.fsdecode(name)).read_text()) == "inside\n"
+
+
+@pytest.mark.parametrize("moved", ["work", "work/src", "work/src/a.txt"])
+def test_by_name_fails_when_a_name_on_the_way_moves_meanwhile_even_back(held: int, tree_dir: Path, moved: str) -> None:
+    """Swapped for a symlink to outside while the other program reads, then back: the name leads
+    where it did once more, but what was read may have been outside."""
+
+    def swap(name: bytes) -> str:
+        place = tree_dir / moved
+        os.rename(place, tree_dir / "kept")
+        place.symlink_to(tree_dir / "outside" / ("secret.txt" if moved.endswith(".txt") else ""))
+        place.unlink()
+        os.rename(tree_dir / "kept", place)
+        return "read"
+
+    with pytest.raises(beneath.Moved):
+        beneath.by_name(held, swap)
+
+
+def test_by_name_fails_when_the_name_leads_elsewhere_afterwards(held: int, tree_dir: Path) -> None:
+    def swap(name: bytes) -> str:
+        os.rename(tree_dir / "work" / "src", tree_dir / "kept")
+        (tree_dir / "work" / "src").symlink_to(tree_dir / "kept")  # the same file, now through a symlink
+        return "read"
+
+    with pytest.raises(beneath.Moved):
+        beneath.by_name(held, swap)
+
+
+def test_by_name_leaves_names_alone_that_are_not_on_the_way(held: int, tree_dir: Path) -> None:
+    def busy(name: bytes) -> str:
+        (tree_dir / "work" / "other.txt").write_text("x")
+        os.rename(tree_dir / "work" / "other.txt", tree_dir / "work" / "moved.txt")
+        (tree_dir / "work" / "src" / "b.txt").write_text("x")
+        return "read"
+
+    assert beneath.by_name(held, busy) == "read"
+
+
+def test_where_no_name_can_be_watched_by_name_is_not_used(held: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(beneath, "_inotify", lambda: None)  # not Linux, or no inotify
+    assert beneath.by_name(held, lambda name: pytest.fail("used without a watch")) is None
+
+
+def test_a_file_removed_since_it_was_opened_is_not_handed_by_name(held: int, tree_dir: Path) -> None:
+    (tree_dir / "work" / "src" / "a.txt").unlink()
+    with pytest.raises(beneath.Moved):
+        beneath.by_name(held, lambda name: pytest.fail("handed a name that leads nowhere"))

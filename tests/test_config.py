@@ -897,6 +897,52 @@ def test_a_wrong_sandbox_level_names_the_three(tmp_path):
     assert error_of(tmp_path, "sandbox: strict\n") == "crew.yaml:1: sandbox: 'strict' is not one of auto, required, off"
 
 
+def test_the_sandbox_may_be_a_mapping_that_hides_and_shows_places_and_env_passes_names(tmp_path):
+    config = load(
+        tmp_path,
+        """
+        sandbox:
+          level: off
+          hide: [~/work/vault, $VAULT_DIR]
+          show: [~/.docker]
+        env:
+          pass: [AWS_SESSION_TOKEN]
+        """,
+    )
+    assert (config.sandbox, config.hide, config.show) == ("off", ["~/work/vault", "$VAULT_DIR"], ["~/.docker"])
+    assert config.env_pass == ["AWS_SESSION_TOKEN"]
+    assert config.hiding.hide == ("~/work/vault", "$VAULT_DIR") and config.hiding.show == ("~/.docker",)
+    logins = [path for state in config.hiding.logins for path in state({"HOME": "/h"}).login]
+    assert {
+        Path("/h/.claude/.credentials.json"),
+        Path("/h/.codex/auth.json"),
+        Path("/h/.gemini/oauth_creds.json"),
+    } <= set(logins)
+    assert error_of(tmp_path, "sandbox: {hide: [notes]}\n").startswith(
+        "crew.yaml:1: sandbox.hide[0]: 'notes' is not in the right form; a place is absolute, or starts from ~"
+    )
+    assert error_of(tmp_path, "env: {pass: [A-B]}\n").startswith(
+        "crew.yaml:1: env.pass[0]: 'A-B' is not in the right form"
+    )
+
+
+def test_a_project_file_may_hide_more_but_shows_and_passes_only_once_trusted(user_dirs, project):
+    user_file(user_dirs, "sandbox: {hide: [~/mine]}\n")
+    write(project / "crew.yaml", "sandbox:\n  level: required\n  hide: [~/theirs]\n")
+    config = load_config(None, project)
+    assert (config.sandbox, config.hide) == ("required", ["~/mine", "~/theirs"])  # the lists add up
+    for text, key, why in (
+        ("sandbox: {show: [~/.ssh]}\n", "sandbox.show", "shows the agents what the sandbox hides"),
+        ("env: {pass: [GITHUB_TOKEN]}\n", "env.pass", "hands secrets to the agents' CLIs"),
+        ("sandbox: {level: off}\n", "sandbox.level", "'off' is looser than 'auto'"),
+    ):
+        path = write(project / "crew.yaml", text)
+        with pytest.raises(ConfigError, match=f"^crew.yaml:1: {key}: .*{why}"):
+            load_config(None, project)  # a cloned repository cannot show your keys to its agents
+        trust_config(path)
+        load_config(None, project)
+
+
 def test_a_generic_provider_declares_its_state_folders_from_its_environment(tmp_path):
     config = load(
         tmp_path,
@@ -906,10 +952,13 @@ def test_a_generic_provider_declares_its_state_folders_from_its_environment(tmp_
             command: [mine]
             state_dirs: ["~/.mine", "${XDG_CACHE_HOME:-~/.cache}/mine", "$MINE_HOME", /var/lib/mine]
             state_read_only: [~/.mine/hooks.json]
+            login_env: [MINE_API_KEY]
+            login_files: [~/.mine/auth.json]
         """,
     )
     provider = config.provider("mine")
     state = provider.state({"HOME": "/h"})
+    assert state.login == (Path("/h/.mine/auth.json"),) and provider.logins({}) == {"MINE_API_KEY"}
     assert state.data == (Path("/h/.mine"), Path("/h/.cache/mine"), Path("/var/lib/mine"))  # $MINE_HOME unset: none
     assert state.read_only == (Path("/h/.mine/hooks.json"),) and state.home is None  # no view
     assert provider.state({"HOME": "/h", "XDG_CACHE_HOME": "/c", "MINE_HOME": "/m"}).data[1:3] == (

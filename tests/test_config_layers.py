@@ -88,6 +88,21 @@ def test_rule_lists_accumulate_so_a_later_file_cannot_drop_an_earlier_files_entr
     }
 
 
+def test_a_within_combines_each_key_by_its_rule_and_takes_its_shorthand_alone():
+    """`sandbox: required` is `sandbox: {level: required}`: a message names the key as it was written."""
+    user = layer(USER, {"sandbox": {"level": "required", "hide": ["~/a"]}})
+    combined = layers.combine([user, layer(TRUSTED, {"sandbox": {"hide": ["~/b"], "show": ["~/c"]}})], lambda k: "auto")
+    assert combined.data["sandbox"] == {"level": "required", "hide": ["~/a", "~/b"], "show": ["~/c"]}
+    assert str(combined.origins[("sandbox", "level")]) == "user.yaml:2"
+    shorthand = layers.combine([layer(USER, {"sandbox": "required"})], lambda k: "auto")
+    assert shorthand.data["sandbox"] == {"level": "required"}
+    assert combined.origins[("sandbox", "hide", 1)].source is TRUSTED
+    with pytest.raises(
+        ConfigError, match=r"^crew.yaml:1: sandbox: 'auto' is looser than 'required' \(set in user.yaml:1\)"
+    ):
+        layers.combine([layer(USER, {"sandbox": "required"}), layer(PROJECT, {"sandbox": "auto"})], lambda k: "auto")
+
+
 def test_allow_lists_are_kept_one_per_file_so_each_must_match():
     combined = combine(
         layer(USER, {"agents": {"a": {"allow": ["read_file", "grep"]}}}),

@@ -16,6 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from clienv import CLIS, PACKAGES, REPO, VENV_BIN
+from crewbridge.childenv import withheld_names
 from crewbridge.cli import cli
 from crewbridge.doctor import FAIL, OK, WARN, Check, Prober, diagnose, help_argv, option_of, options_in_help
 from crewbridge.errors import UsageError
@@ -239,6 +240,8 @@ def test_a_missing_cli_is_a_warning_unless_it_is_needed(workdir: Path, bin_dir: 
         "mcp": [OK],
         "native": [OK],
         "sandbox": [OK],
+        "hidden": [OK],
+        "env": [OK],
         "gemini": [FAIL],
     }
 
@@ -438,12 +441,14 @@ def test_the_command_prints_one_line_per_finding_and_exits_1_on_a_failure(
     result = CliRunner().invoke(cli, ["doctor", "claude", "demo"])
     lines = result.output.splitlines()
     assert result.exit_code == 1 and lines[0].startswith("crew 0.1.0, Python ")
-    assert [line.split()[:2] for line in lines[1:8]] == [
+    assert [line.split()[:2] for line in lines[1:10]] == [
         ["ok", "config"],
         ["ok", "tools"],
         ["ok", "mcp"],
         ["ok", "native"],
         ["ok", "sandbox"],
+        ["ok", "hidden"],
+        ["ok", "env"],
         ["FAIL", "claude"],
         ["ok", "demo"],
     ]
@@ -458,6 +463,8 @@ def test_the_command_exits_0_when_nothing_is_broken(
     result = CliRunner().invoke(cli, ["doctor"])  # the three CLIs are missing: warnings only
     assert result.exit_code == 0, result.output
     assert [line.split()[0] for line in result.output.splitlines()[1:]] == [
+        "ok",
+        "ok",
         "ok",
         "ok",
         "ok",
@@ -526,3 +533,37 @@ def test_no_sandbox_is_a_warning_a_failure_when_required_and_fine_when_off(
     (workdir / "crew.yaml").write_text("sandbox: off\n")
     (sandbox,) = doctor(workdir, bin_dir, config=workdir / "crew.yaml")["sandbox"]
     assert sandbox.status == OK and sandbox.message.startswith("off in crew.yaml")
+
+
+# --- what the agents do not see --------------------------------------------------------------------
+
+
+def test_doctor_names_what_the_sandbox_hides_here_and_the_variables_it_withholds_never_their_values(
+    workdir: Path, bin_dir: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".netrc").write_text("machine x password p\n")
+    for name in ("XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_DATA_HOME", "XDG_RUNTIME_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    for name in withheld_names(os.environ):  # the test runner's own (CREW_TEST_ALL, …)
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("HOME", str(home))
+    secrets = {"GITHUB_TOKEN": "gh-value", "ANTHROPIC_API_KEY": "anthropic-value", "CREW_BATCH_DB": "pg-value"}
+    for name, value in {**secrets, "MY_TOKEN": "mine-value"}.items():
+        monkeypatch.setenv(name, value)
+    (workdir / "crew.yaml").write_text("sandbox: {hide: [~/vault], show: [~/.netrc]}\nenv: {pass: [MY_TOKEN]}\n")
+    (home / "vault").mkdir()
+    found = doctor(workdir, bin_dir, config=workdir / "crew.yaml")
+    (hidden,) = found["hidden"]
+    assert hidden.message.startswith("hidden from the agents' CLIs and commands: ~/.ssh, ~/vault; each CLI still")
+    assert "shown by crew.yaml: ~/.netrc" in hidden.message
+    (env,) = found["env"]
+    assert env.status == OK
+    assert (
+        "withheld from the CLIs, commands, hooks and git crew starts: ANTHROPIC_API_KEY, CREW_BATCH_DB, GITHUB_TOKEN"
+        in (env.message)
+    )
+    assert "each CLI still gets its own login: claude ANTHROPIC_API_KEY" in env.message
+    assert env.message.endswith("env.pass lets through MY_TOKEN")
+    assert not any(value in hidden.message + env.message for value in secrets.values())

@@ -70,9 +70,8 @@ def test_a_snapshot_holds_every_file_on_disk_and_leaves_the_index_as_it_was(repo
 
 
 def test_a_snapshot_sees_a_change_that_keeps_the_files_size_and_time(tmp_path: Path) -> None:
-    # A file changed within the second its index entry was written: same size and time. git tells
-    # it apart by content only because the index is as old as the entry ("racily clean"), so the
-    # scratch index must keep the index's time.
+    # A file changed within the second its index entry was written: same size and time. Its bytes
+    # tell it apart (crew reads every file's, as git does for a "racily clean" entry).
     past = 1_600_000_000 * 10**9
     repo = tmp_path / "racy"
     repo.mkdir()
@@ -86,6 +85,41 @@ def test_a_snapshot_sees_a_change_that_keeps_the_files_size_and_time(tmp_path: P
     os.utime(repo / ".git" / "index", ns=(past, past))
     checkout = Checkout.of(repo, "x")
     assert [c.path for c in checkout.changes("HEAD", checkout.snapshot())] == ["notes.txt"]
+
+
+def test_a_snapshot_runs_no_program_the_folder_names_and_follows_no_symlink(repo: Path, tmp_path: Path) -> None:
+    """Attributes name a clean filter the repository configures: the snapshot stores the bytes on
+    disk and runs nothing. A symlink is stored as a symlink, never read through; a FIFO is left out
+    (nothing blocks); an executable keeps its mode; a repository made inside is a gitlink."""
+    marker = tmp_path / "filtered"
+    git(repo, "config", "filter.evil.clean", f"touch {marker}; tr a-z A-Z")
+    git(repo, "config", "core.fsmonitor", f"touch {marker}-fsmonitor; false")
+    write(repo, {".gitattributes": "* filter=evil\n", "notes.txt": "one\nthree\n", "run.sh": "echo hi\n"})
+    (repo / "run.sh").chmod(0o755)
+    (tmp_path / "secret.txt").write_text("SECRET\n")
+    (repo / "link").symlink_to(tmp_path / "secret.txt")
+    (repo / "up").symlink_to(tmp_path)  # a folder reached through a symlink: never entered
+    os.mkfifo(repo / "pipe")
+    inner = make_repo(repo / "inner", {"x.txt": "x\n"})
+    checkout = Checkout.of(repo, "x")
+    tree = checkout.snapshot()
+    listed = git(repo, "ls-tree", "-r", tree).splitlines()
+    modes = {line.split("\t")[1]: line.split()[0] for line in listed}
+    assert modes == {
+        ".gitattributes": "100644",
+        ".gitignore": "100644",
+        "inner": "160000",
+        "link": "120000",
+        "notes.txt": "100644",
+        "old.txt": "100644",
+        "run.sh": "100755",
+        "src/app.py": "100644",
+        "up": "120000",
+    }
+    assert git(repo, "show", f"{tree}:notes.txt") == "one\nthree\n"  # as on disk: no filter ran
+    assert git(repo, "show", f"{tree}:link") == str(tmp_path / "secret.txt")
+    assert f"160000 commit {git(inner, 'rev-parse', 'HEAD').strip()}\tinner" in listed
+    assert "SECRET" not in str(checkout.diff("HEAD", tree)) and not list(tmp_path.glob("filtered*"))
 
 
 def test_changes_between_a_commit_and_a_snapshot(repo: Path) -> None:
@@ -173,3 +207,17 @@ def test_without_git_installed_it_says_so(repo: Path, tmp_path: Path, monkeypatc
     with pytest.raises(CLINotFound, match="git is not installed"):
         Checkout.of(repo, "--worktree")
     assert os.environ["PATH"] == str(tmp_path / "empty")
+
+
+def test_a_command_a_repositorys_config_names_runs_without_the_users_secrets_unless_passed(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A filter, alias or hook the repository names runs with crew's git's environment: the rule of
+    crewbridge.childenv holds there too; crew batch's forge commands pass the way to the forge."""
+    from crewbridge.childenv import FORGE
+
+    for name, value in {"GITHUB_TOKEN": "gh-value", "SSH_AUTH_SOCK": "/agent", "CREW_BATCH_DB": "pg://u:p@h/d"}.items():
+        monkeypatch.setenv(name, value)
+    show = ["-c", "alias.peek=!echo ${GITHUB_TOKEN:-none} ${SSH_AUTH_SOCK:-none} ${CREW_BATCH_DB:-none}", "peek"]
+    assert run_git(show, repo).stdout == b"none none none\n"
+    assert run_git(show, repo, passed=FORGE).stdout == b"gh-value /agent none\n"

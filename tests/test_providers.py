@@ -223,6 +223,51 @@ def test_each_cli_writes_only_its_data_and_sees_its_state_folder_through_a_view(
         assert state.home not in state.data  # the folder itself, with its settings, is never writable
 
 
+def test_each_cli_declares_the_files_it_logs_in_with_next_to_its_state() -> None:
+    from crewbridge.providers.claude import ClaudeProvider
+    from crewbridge.providers.codex import CodexProvider
+    from crewbridge.providers.gemini import GeminiProvider
+
+    env = {"HOME": "/h"}
+    assert ClaudeProvider().state(env).login == (Path("/h/.claude/.credentials.json"), Path("/h/.claude.json"))
+    moved = ClaudeProvider().state({**env, "CLAUDE_CONFIG_DIR": "/c"}).login
+    assert moved == (Path("/c/.credentials.json"), Path("/c/.claude.json"))
+    assert CodexProvider().state({**env, "CODEX_HOME": "/x"}).login == (Path("/x/auth.json"), Path("/x/.env"))
+    gemini = GeminiProvider().state({**env, "GOOGLE_APPLICATION_CREDENTIALS": "/keys/sa.json"}).login
+    assert {
+        Path("/h/.gemini/oauth_creds.json"),
+        Path("/h/.gemini/.env"),
+        Path("/h/.env"),
+        Path("/keys/sa.json"),
+    } <= set(gemini)
+
+
+def test_each_cli_gets_its_own_logins_and_what_crew_sets_for_it_and_no_other_vendors_key(tmp_path) -> None:
+    """Variables as a person's environment holds them: each CLI gets its own key, none another's."""
+    from crewbridge.providers.base import cli_environment
+    from crewbridge.providers.gemini import GeminiProvider
+
+    from crewbridge.childenv import without_secrets
+
+    keys = {"ANTHROPIC_API_KEY": "a", "OPENAI_API_KEY": "o", "GEMINI_API_KEY": "g", "MY_GATEWAY_KEY": "m"}
+    codex_home = tmp_path / "codex"
+    codex_home.mkdir()
+    (codex_home / "config.toml").write_text(
+        '[model_providers.gw]\nbase_url = "http://gw/v1"\nenv_key = "MY_GATEWAY_KEY"\n'
+    )
+    got = {}
+    for provider in (ClaudeProvider(), CodexProvider(), GeminiProvider()):
+        added = {"CREW_ASK_DEPTH": "1", "CODEX_HOME": str(codex_home)}  # what crew sets for it
+        env, passed = cli_environment(provider, Turn("", passed=("GITHUB_TOKEN",)), added)
+        given = without_secrets({**env, **keys, "GITHUB_TOKEN": "t"}, passed)
+        got[provider.name] = sorted(name for name in given if name in {*keys, "GITHUB_TOKEN", "CREW_ASK_DEPTH"})
+    assert got == {
+        "claude": ["ANTHROPIC_API_KEY", "CREW_ASK_DEPTH", "GITHUB_TOKEN"],
+        "codex": ["CREW_ASK_DEPTH", "GITHUB_TOKEN", "MY_GATEWAY_KEY", "OPENAI_API_KEY"],  # its config.toml's env_key
+        "gemini": ["CREW_ASK_DEPTH", "GEMINI_API_KEY", "GITHUB_TOKEN"],
+    }
+
+
 # --- arguments stay arguments ----------------------------------------------------------------------
 
 

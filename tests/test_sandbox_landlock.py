@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -59,3 +60,37 @@ def test_a_sandboxed_command_can_neither_signal_crew_nor_leave_its_group(tmp_pat
     )
     assert proc.communicate()[0].decode() == "crew out of reach\nstays in its group\n"
     launch.ended()
+
+
+def test_reading_is_granted_entry_by_entry_on_the_way_to_a_hidden_place(tmp_path):
+    """Landlock only grants: everything but ~/.ssh is readable when each entry beside the folders on
+    the way to it is granted, and those folders themselves are not."""
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / "notes.txt").write_text("")
+    (home / "keys").symlink_to(home / ".ssh")  # a link is never granted: its target is, where it is
+    (tmp_path / "beside").mkdir()
+    granted = list(map(Path, landlock.readable([home / ".ssh"])))
+    assert {home / "notes.txt", tmp_path / "beside", Path("/usr"), Path("/etc")} <= set(granted)
+    assert not {Path("/"), tmp_path, home, home / ".ssh"} & set(granted)
+    assert home / "keys" not in granted
+
+
+def test_the_folders_on_the_way_to_a_hidden_place_cannot_be_listed(tmp_path):
+    """What hiding costs under Landlock (docs/sandbox.md): `ls ~` is refused, the rest is not."""
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / "project").mkdir()
+    (home / "project" / "a.txt").write_text("A\n")
+    sandbox = landlock_sandboxing().commands("required", tmp_path, "query", network=False)
+    proc, launch = spawn(
+        ["sh", "-c", f"ls {home}; ls {home}/project; cat {home}/project/a.txt"],
+        sandbox=sandbox,
+        env={**os.environ, "HOME": str(home)},
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    out = proc.communicate()[0].decode()
+    launch.ended()
+    assert out.endswith("Permission denied\na.txt\nA\n"), out

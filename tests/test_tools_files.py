@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import stat
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +15,7 @@ from crewbridge.tools import builtin_registry, files
 from crewbridge.tools.files import MAX_ENTRIES
 
 from crewbridge.registry import ToolContext
+from swapping import swapped
 
 REGISTRY = builtin_registry()
 
@@ -368,19 +366,6 @@ def test_list_files_on_a_file_or_missing_folder(work: Path) -> None:
 
 # --- the kernel resolves every path: a folder swapped for a symlink mid-call leaks nothing ---------
 
-SWAPPER = r"""
-import ctypes, os, sys
-libc = ctypes.CDLL(None, use_errno=True)
-first, second = map(os.fsencode, sys.argv[1:3])
-def swap():
-    if libc.renameat2(-100, first, -100, second, 2) != 0:  # AT_FDCWD, RENAME_EXCHANGE
-        raise OSError(ctypes.get_errno(), "renameat2")
-swap()
-print("swapping", flush=True)
-while True:
-    swap()
-"""
-
 
 @pytest.fixture
 def swapping(work: Path) -> Iterator[Path]:
@@ -392,18 +377,8 @@ def swapping(work: Path) -> Iterator[Path]:
     (work.parent / "outside" / "secret.txt").write_text("TOPSECRET\n")
     (work.parent / "outside" / "only-outside.txt").write_text("TOPSECRET\n")
     (work / "swap").symlink_to("../outside")
-    swapper = subprocess.Popen(
-        [sys.executable, "-c", SWAPPER, str(work / "d"), str(work / "swap")],
-        stdout=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        assert swapper.stdout is not None and swapper.stdout.readline() == "swapping\n"
+    with swapped(work / "d", work / "swap"):
         yield work
-    finally:
-        os.killpg(swapper.pid, signal.SIGKILL)
-        swapper.wait()
     assert sorted(os.listdir(work.parent / "outside")) == ["only-outside.txt", "secret.txt"]
     assert (work.parent / "outside" / "secret.txt").read_text() == "TOPSECRET\n"
 
@@ -585,21 +560,16 @@ def test_a_path_no_file_name_can_hold_is_an_error_not_a_crash(work: Path) -> Non
 
 
 class Buffers:
-    """An editor's open buffers: the text it holds for some paths (the disk for others), and what
-    it was asked to read and write."""
+    """An editor's open buffers: the text it holds for some paths (the disk for others, read by
+    name as an editor reads them), and what it was asked to read. crew never asks it to write."""
 
     def __init__(self, **texts: str) -> None:
         self.texts = texts  # by absolute path
         self.reads: list[str] = []
-        self.writes: list[tuple[str, str]] = []
 
     def read_text(self, path: str) -> str:
         self.reads.append(path)
         return self.texts[path] if path in self.texts else Path(path).read_text()
-
-    def write_text(self, path: str, text: str) -> None:
-        self.writes.append((path, text))
-        self.texts[path] = text
 
 
 def through(work: Path, buffers: Buffers, name: str, **data: Any) -> Any:
@@ -632,17 +602,17 @@ def test_reads_come_from_the_editors_buffer(work: Path) -> None:
     assert buffers.reads == [str(work / "notes.txt")]
 
 
-def test_writes_and_edits_land_in_the_editor_not_on_the_disk(work: Path) -> None:
+def test_an_edit_starts_from_the_editors_buffer_and_crew_writes_it_on_the_disk(work: Path) -> None:
     notes = str(work / "notes.txt")
-    buffers = Buffers(**{notes: "one\nTWO\nthree\n"})
+    buffers = Buffers(**{notes: "one\nTWO\nthree\n"})  # unsaved in the editor
     edited = through(work, buffers, "edit_file", path="notes.txt", old_string="TWO", new_string="2")
     assert edited.success, edited.error
-    assert buffers.writes == [(notes, "one\n2\nthree\n")]
-    assert edited.change == files.FileChange(notes, "one\nTWO\nthree\n", "one\n2\nthree\n")
-    assert (work / "notes.txt").read_text() == "one\ntwo\nthree\n"  # the editor saves it, or not
+    assert edited.change == files.FileChange(notes, "one\nTWO\nthree\n", "one\n2\nthree\n")  # the editor's diff
+    assert (work / "notes.txt").read_text() == "one\n2\nthree\n"
     written = through(work, buffers, "write_file", path="sub/new.txt", content="fresh\n")
     assert written.success and written.to_dict()["data"]["created"] is True
-    assert buffers.writes[-1] == (str(work / "sub" / "new.txt"), "fresh\n")
+    assert (work / "sub" / "new.txt").read_text() == "fresh\n"
+    assert buffers.reads == [notes]  # once: the text the edit is made in (a new file has none)
 
 
 def test_the_editor_is_never_handed_a_path_outside(work: Path) -> None:
@@ -656,7 +626,7 @@ def test_the_editor_is_never_handed_a_path_outside(work: Path) -> None:
         ("write_file", {"path": ".git/hooks/pre-commit", "content": "x"}),
     ]:
         assert "outside" in failed(through(work, buffers, name, **data).to_dict()) or ".git" in data["path"]
-    assert buffers.reads == [] and buffers.writes == []
+    assert buffers.reads == []
 
 
 def test_a_path_swapped_for_a_link_while_the_editor_reads_fails_the_call(work: Path) -> None:
@@ -668,3 +638,58 @@ def test_a_path_swapped_for_a_link_while_the_editor_reads_fails_the_call(work: P
 
     error = failed(through(work, Swapping(), "read_file", path="notes.txt").to_dict())
     assert "moved or replaced" in error
+
+
+def test_a_folder_swapped_and_swapped_back_while_the_editor_reads_fails_the_call(work: Path) -> None:
+    """The swap is undone before the editor answers: the name leads where it did, but what the
+    editor read may have been elsewhere (crewbridge.beneath.by_name saw the renames)."""
+    (work / "d").mkdir()
+    (work / "d" / "notes.txt").write_text("inside\n")
+    (work.parent / "outside" / "notes.txt").write_text("TOPSECRET\n")
+
+    class Swapping(Buffers):
+        def read_text(self, path: str) -> str:
+            os.rename(work / "d", work / "kept")
+            (work / "d").symlink_to(work.parent / "outside")
+            text = Path(path).read_text()
+            (work / "d").unlink()
+            os.rename(work / "kept", work / "d")
+            return text
+
+    for name, data in [
+        ("read_file", {"path": "d/notes.txt"}),
+        ("edit_file", {"path": "d/notes.txt", "old_string": "inside", "new_string": "x"}),
+        ("write_file", {"path": "d/notes.txt", "content": "x"}),  # the old text, for the diff
+    ]:
+        assert "moved or replaced" in failed(through(work, Swapping(), name, **data).to_dict())
+    assert (work / "d" / "notes.txt").read_text() == "inside\n"
+    assert (work.parent / "outside" / "notes.txt").read_text() == "TOPSECRET\n"
+
+
+@pytest.mark.slow
+def test_with_an_editor_a_folder_swapped_in_a_loop_never_leads_a_write_or_a_read_outside(work: Path) -> None:
+    """Issue 39: writes (and reads) through the editor's files while another process swaps d and a
+    symlink to ../outside by renameat2(RENAME_EXCHANGE), until 40 of them came through and 40 were
+    refused: each write lands in d or is refused, nothing is reported written that was not, no
+    read shows what is outside."""
+    (work / "d").mkdir()
+    (work / "d" / "secret.txt").write_text("inside\n")
+    (work.parent / "outside" / "secret.txt").write_text("TOPSECRET\n")
+    (work / "swap").symlink_to("../outside")
+    buffers = Buffers()
+    written, refused = [], 0
+    with swapped(work / "d", work / "swap"):
+        for number in range(5000):  # a bound: under load one outcome can take many tries
+            result = through(work, buffers, "write_file", path=f"d/f{number}.txt", content=f"{number}\n")
+            if result.success:
+                written.append(number)
+            else:  # refused as outside; or, with the walk, a folder found a symlink and then not
+                refused += 1
+            read = through(work, buffers, "read_file", path="d/secret.txt").to_dict()
+            assert "TOPSECRET" not in json.dumps(read), read
+            if len(written) >= 40 and refused >= 40:
+                break
+    assert len(written) >= 40 and refused >= 40, (len(written), refused)
+    assert sorted(os.listdir(work.parent / "outside")) == ["secret.txt"]
+    assert sorted(p.name for p in (work / "d").iterdir()) == sorted(["secret.txt", *(f"f{n}.txt" for n in written)])
+    assert all((work / "d" / f"f{n}.txt").read_text() == f"{n}\n" for n in written)

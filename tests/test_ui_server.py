@@ -19,6 +19,7 @@ from crewbridge.transcript import Transcript, read_run
 from crewbridge.ui.server import Ui
 from crewbridge.uilink import BrowserChannel, socket_path
 from crewcli import crew_env, end_group, error_line, run_crew, start_crew
+from gitrepo import git, make_repo, write
 from runfiles import write_run
 
 TOKEN = "ui-test-token-0123456789"
@@ -29,6 +30,7 @@ class Browser:
     """One client of the UI with a cookie jar of one cookie, as a browser on the UI's own page."""
 
     def __init__(self, ui: Ui) -> None:
+        self.ui = ui
         self.port = urlsplit(ui.url).port
         self.cookie: str | None = None
         self.csrf = ""
@@ -47,8 +49,9 @@ class Browser:
         connection.close()
         return answer.status, answer.headers, data
 
-    def sign_in(self) -> Browser:
-        status, headers, _ = self.request("GET", f"/?token={TOKEN}")
+    def sign_in(self, link: str | None = None) -> Browser:
+        """Open a sign-in link (a new one from the UI when none is given), as a browser does."""
+        status, headers, _ = self.request("GET", urlsplit(link or self.ui.sign_in_link()).path)
         assert status == 303 and headers["Location"] == "/"
         self.cookie = re.match(r"crew_ui=([^;]+);", headers["Set-Cookie"]).group(1)
         _, _, page = self.request("GET", "/")
@@ -87,19 +90,51 @@ def ui(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("path", ["/", "/runs/20250101-000000-abc123", "/usage", "/static/app.js", "/api/runs"])
-def test_without_the_token_or_the_cookie_everything_answers_401(ui, path):
+def test_without_a_session_or_the_token_everything_answers_401(ui, path):
     browser = Browser(ui)
     assert browser.request("GET", path)[0] == 401
-    assert browser.request("GET", f"{path}?token=wrong-{TOKEN}")[0] == 401
+    assert browser.request("GET", f"{path}?token={TOKEN}")[0] == 401  # the token signs in nothing in an address
     browser.cookie = "forged.0123456789abcdef"
     assert browser.request("GET", path)[0] == 401
 
 
-def test_the_tokens_address_sets_a_strict_cookie_and_drops_the_token(ui):
-    status, headers, _ = Browser(ui).request("GET", f"/usage?token={TOKEN}")
-    assert status == 303 and headers["Location"] == "/usage"
+def test_a_sign_in_link_works_once_and_leaves_a_strict_cookie(ui):
+    link = ui.sign_in_link()
+    status, headers, _ = Browser(ui).request("GET", urlsplit(link).path)
+    assert status == 303 and headers["Location"] == "/"
     cookie = headers["Set-Cookie"]
-    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and TOKEN not in cookie
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/" in cookie
+    assert "Max-Age" not in cookie and "Expires" not in cookie  # the browser keeps it in memory only
+    assert urlsplit(link).path.rsplit("/", 1)[1] not in cookie
+    status, headers, page = Browser(ui).request("GET", urlsplit(link).path, Accept="text/html")
+    assert status == 410 and b'data-signed-out="used"' in page and b"crew ui" in page  # the history's copy
+    assert b'<link rel="stylesheet" href="/static/app.css">' in page and b"<script" not in page
+    assert Browser(ui).request("GET", "/static/app.css")[0] == 200  # its style needs no sign-in
+
+
+def test_a_browser_without_a_session_is_told_how_to_sign_in(ui):
+    status, _, page = Browser(ui).request("GET", "/usage", Accept="text/html,*/*")
+    assert status == 401 and b'data-signed-out="out"' in page and b"Run crew ui in a terminal" in page
+    status, _, text = Browser(ui).request("GET", "/api/runs", Accept="text/html,*/*")
+    assert status == 401 and text.startswith(b"crew ui needs a sign-in: run `crew ui`")
+
+
+def test_a_session_s_cookie_is_replaced_as_it_is_used(ui, monkeypatch):
+    from crewbridge.ui import signin
+
+    browser = Browser(ui).sign_in()
+    first = browser.cookie
+    now = signin.time.monotonic() + signin.ROTATE + 1
+    monkeypatch.setattr(signin.time, "monotonic", lambda: now)
+    status, headers, _ = browser.request("GET", "/api/runs")
+    assert status == 200 and headers["Set-Cookie"].startswith("crew_ui=")
+    browser.cookie = re.match(r"crew_ui=([^;]+);", headers["Set-Cookie"]).group(1)
+    assert browser.cookie != first and browser.post("/api/runs/20250101-000000-abc123/cancel")[0] == 404
+    now += signin.GRACE + 1
+    thief = Browser(ui)
+    thief.cookie = first  # a copy of the replaced value, read from the browser's store
+    assert thief.request("GET", "/api/runs")[0] == 401
+    assert browser.request("GET", "/api/runs")[0] == 401  # signed out together
 
 
 def test_pages_run_only_crews_own_script(ui):
@@ -198,6 +233,31 @@ def test_a_live_runs_events_arrive_as_they_are_written(ui):
     assert kinds == ["start", "tool_call", "end"]
 
 
+def test_a_worktrees_diff_comes_from_the_git_folder_crew_recorded_and_runs_no_filter(ui, tmp_path):
+    """The agent points its worktree's `.git` at a repository it made, whose config has a clean
+    filter its attributes name (and fsmonitor): the page's diff is the worktree's against its base,
+    by the git folders crew recorded, and nothing of the trap runs."""
+    from crewbridge.worktrees import make
+
+    repo = make_repo(tmp_path / "repo", {"notes.txt": "deploy: Friday\n"})
+    transcript = Transcript.open(command="execute", agents=["claude"], task="edit")
+    made = make(repo, transcript.run_id, ["claude"])
+    made.announce(transcript, lambda *said: None)
+    worktree = made.worktrees[0].path
+    pwned = tmp_path / "pwned"
+    trap = make_repo(tmp_path / "trap", {"x.txt": "x\n"})
+    git(trap, "config", "filter.evil.clean", f"touch {pwned}; cat")
+    git(trap, "config", "core.fsmonitor", f"touch {pwned}-fsmonitor; false")
+    write(worktree, {".gitattributes": "* filter=evil\n", "notes.txt": "deploy: Tuesday\n"})
+    (worktree / ".git").unlink()
+    (trap / ".git").rename(worktree / ".git")
+    shown = Browser(ui).sign_in().get_json(f"/api/runs/{transcript.run_id}/diff?agent=claude")
+    assert "-deploy: Friday\n+deploy: Tuesday" in shown["diff"] and "+* filter=evil" in shown["diff"]
+    assert "x.txt" not in shown["diff"] and shown["apply"] == f"crew apply {transcript.run_id} claude"
+    assert not list(tmp_path.glob("pwned*"))
+    transcript.close("ok")
+
+
 def test_usage_is_the_same_as_crew_log_by_agent(ui, tmp_path):
     runs = socket_path().parent / "runs"
     write_run(runs, "20250101-000000-aaa111", agents=["claude"], end="ok", tokens=(100, 20), cost=0.01)
@@ -274,6 +334,30 @@ def test_a_question_is_answered_from_the_page_once(ui, verdict):
     transcript.close("ok")
 
 
+def test_a_question_reaches_the_page_with_nothing_in_it_hidden(ui):
+    from crewbridge.approval import Question
+
+    transcript = Transcript.open(command="execute", agents=["claude"], task="run")
+    channel = BrowserChannel(transcript.run_id)
+    command = "ls -la" + " " * 220 + "; echo owned > pwned.txt\n\x1b[8mrm -rf ~\u202e"
+    question = Question("claude", "native:Bash\u200b", {"command": command, "note": "a\nb"})
+    thread = threading.Thread(target=channel.ask, args=(question, time.monotonic() + 60))
+    thread.start()
+    [asked] = open_questions(Browser(ui).sign_in())
+    assert asked["tool"] == "native:Bash\\u200b"
+    assert asked["shown"] == (
+        r'{"command": "ls -la⟨220 spaces⟩; echo owned > pwned.txt\n\u001b[8mrm -rf ~\u202e", "note": "a\nb"}'
+    )
+    # the strings an edit's diff is drawn from: line breaks kept, the rest drawn as in `shown`
+    assert asked["input"] == {
+        "command": "ls -la⟨220 spaces⟩; echo owned > pwned.txt\n" + r"\x1b[8mrm -rf ~\u202e",
+        "note": "a\nb",
+    }
+    channel.withdraw()
+    thread.join(30)
+    transcript.close("ok")
+
+
 def test_an_answer_elsewhere_shows_on_the_page(ui):
     from crewbridge.approval import Answer, Question
 
@@ -323,18 +407,27 @@ def test_cancel_from_the_page_reaches_the_run(ui):
 # -- crew ui, as a person starts it ----------------------------------------------------------------
 
 
-def test_crew_ui_prints_one_address_with_the_token_and_serves_it(tmp_path):
+def test_crew_ui_prints_a_sign_in_link_on_stdout_and_a_second_one_prints_a_fresh_link(tmp_path):
     env = crew_env(tmp_path / "home", CREW_UI_TOKEN=TOKEN)
     proc = start_crew(["ui", "--listen", "127.0.0.1:0"], env=env, cwd=tmp_path)
     try:
-        line = proc.stderr.readline()
-        url = re.fullmatch(r"crew ui: open (http://127\.0\.0\.1:\d+/\?token=(\S+))\n", line)
-        assert url and url.group(2) == TOKEN
-        connection = http.client.HTTPConnection("127.0.0.1", urlsplit(url.group(1)).port, timeout=30)
-        connection.request("GET", "/api/runs", headers={"Authorization": f"Bearer {TOKEN}"})
-        assert connection.getresponse().status == 200
+        line = proc.stdout.readline()
+        url = re.fullmatch(r"crew ui: open (http://127\.0\.0\.1:(\d+))/sign-in/([\w-]{43})\n", line)
+        assert url and TOKEN not in line, line
+        assert "signs in one browser, once, within 5 minutes" in proc.stderr.readline()
+        connection = http.client.HTTPConnection("127.0.0.1", int(url.group(2)), timeout=30)
+        connection.request("GET", "/api/runs", headers={"Authorization": f"Bearer {TOKEN}"})  # programs: the token
+        answer = connection.getresponse()
+        assert answer.status == 200 and answer.read() == b"[]"
         second = run_crew(["ui", "--listen", "127.0.0.1:0"], env=env, cwd=tmp_path)
-        assert second.returncode == 2 and "another crew ui serves for this user" in error_line(second.stderr)
+        fresh = re.fullmatch(r"crew ui: open (http://127\.0\.0\.1:\d+)/sign-in/([\w-]{43})\n", second.stdout)
+        assert second.returncode == 0 and fresh and fresh.group(1) == url.group(1), second
+        assert fresh.group(2) != url.group(3) and "one serves already" in second.stderr
+        for code in (url.group(3), fresh.group(2)):
+            connection.request("GET", f"/sign-in/{code}")
+            answer = connection.getresponse()
+            answer.read()
+            assert answer.status == 303 and answer.headers["Set-Cookie"].startswith("crew_ui=")
     finally:
         end_group(proc)
 

@@ -270,6 +270,27 @@ def test_an_agent_rewriting_its_worktrees_git_link_cannot_steer_crews_git(repo: 
     assert not pwned.exists()
 
 
+def test_no_filter_the_agents_attributes_name_runs_in_crews_git(repo: Path, tmp_path: Path) -> None:
+    """The agent names a clean filter its trap repository configures (and one the user's own
+    repository configures, as git-lfs is): `crew worktrees`, `crew apply` and `crew worktrees clean`
+    run neither, and see the bytes on disk."""
+    worktree = make(repo, RUN, ["claude"]).worktrees[0]
+    pwned = tmp_path / "pwned"
+    git(repo, "config", "filter.users.clean", f"touch {pwned}-users; cat")
+    trap = make_repo(tmp_path / "trap", {"x.txt": "x\n"})
+    git(trap, "config", "filter.evil.clean", f"touch {pwned}; cat")
+    write(worktree.path, {".gitattributes": "* filter=evil\n*.txt filter=users\n", "notes.txt": "deploy: Tuesday\n"})
+    (worktree.path / ".git").unlink()
+    (trap / ".git").rename(worktree.path / ".git")
+    [row] = [json.loads(line) for line in table(listed(repo), as_json=True)]
+    assert [c["path"] for c in row["changes"]] == [".gitattributes", "notes.txt"]
+    with pytest.raises(RunsCode):  # a new driver in the attributes: refused, as always
+        apply(repo, RUN, "claude")
+    assert clean(repo)[0].why.startswith("uncommitted changes (2 files)")
+    assert not pwned.exists() and not Path(f"{pwned}-users").exists()
+    assert b"+deploy: Tuesday" in worktree.patch()
+
+
 @pytest.mark.slow
 def test_apply_refuses_changes_that_would_run_code_on_the_next_git_command(repo: Path) -> None:
     """A gitlink (a run cut short before crew disarmed it), a new attributes driver: refused, nothing applied."""

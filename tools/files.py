@@ -1,10 +1,14 @@
 """File tools: read_file, write_file, edit_file, list_files, inside the working directory.
 
-read_file, write_file and edit_file take a file's text from the editor's buffers, and give it
-back there, when the run has an editor (`ToolContext.files`, crew acp): the path is resolved
-beneath the working directory as on the disk, and the editor is handed its real path; crew then
-checks that the path still leads to what it resolved (a name swapped for a link meanwhile fails
-the call). Each write or edit says what it changed (`ToolContext.change`: a face's diff).
+read_file and edit_file take a file's text from the editor's buffers (unsaved changes too) when
+the run has an editor (`ToolContext.files`, crew acp): the path is resolved beneath the working
+directory as on the disk, and the editor is handed its real path only while crew watches every
+folder on it (crewbridge.beneath.by_name: a name swapped for a link meanwhile fails the call, and
+where crew cannot watch, the disk is read). Writes are crew's own, always: through the folder crew
+resolved and holds, never by a name the editor would look up again (an agent's shell swapping a
+folder for a symlink in a loop made the editor's writes land outside). The editor sees the new
+text through the call's diff and its own watch of the disk. Each write or edit says what it
+changed (`ToolContext.change`: a face's diff).
 """
 
 from __future__ import annotations
@@ -161,24 +165,22 @@ def read_file(ctx: ToolContext, path: str, offset: int = 1, limit: int | None = 
 
 def _source(ctx: ToolContext, fd: int, path: str) -> BinaryIO:
     """The file open as `fd`, to read: its text in the editor when the run has one, else the disk."""
-    real = beneath.fd_path(fd)
-    if ctx.files is None or real is None:
-        return open(fd, "rb", closefd=False)
-    text = ctx.files.read_text(os.fsdecode(real))
-    _still(real, os.fstat(fd), path)
-    return io.BytesIO(text.encode("utf-8", "surrogateescape"))
+    text = _in_editor(ctx, fd, path)
+    return open(fd, "rb", closefd=False) if text is None else io.BytesIO(text)
 
 
-def _still(real: bytes, info: os.stat_result, path: str) -> None:
-    """Refuse a call whose file the editor was handed by name (`real`) when that name no longer
-    leads, without a link, to what crew resolved (`info`): it was swapped meanwhile."""
+def _in_editor(ctx: ToolContext, fd: int, path: str) -> bytes | None:
+    """The text of the file open as `fd` in the editor's buffer, read by its name while crew watches
+    that name (crewbridge.beneath.by_name); None when the run has no editor or crew cannot watch
+    the name: then the disk, through `fd`."""
+    files = ctx.files
+    if files is None:
+        return None
     try:
-        now = os.stat(real)
-        same = os.path.realpath(real) == real and (now.st_dev, now.st_ino) == (info.st_dev, info.st_ino)
-    except OSError:
-        same = False
-    if not same:
-        raise ToolFailure(f"'{path}' was moved or replaced while the editor used it; try again")
+        text = beneath.by_name(fd, lambda name: files.read_text(os.fsdecode(name)))
+    except beneath.Moved:
+        raise ToolFailure(f"'{path}' was moved or replaced while the editor read it; try again") from None
+    return None if text is None else text.encode("utf-8", "surrogateescape")
 
 
 @dataclass
@@ -267,8 +269,8 @@ def write_file(ctx: ToolContext, path: str, content: str) -> dict[str, Any]:
     with place(ctx.workdir, path) as where, fs_errors(path):
         folder, name = where.parent(make_dirs=True)
         try:
-            showable, old = _before(ctx, folder, name)
-            created = store(ctx, folder, name, path, encoded)
+            showable, old = _before(ctx, folder, name, path)
+            created = replace(folder, name, path, lambda out: _write_all(out, encoded))
             ctx.change = _change(folder, name, old, encoded) if showable else None
             shown = where.shown(folder, name)
         finally:
@@ -276,19 +278,7 @@ def write_file(ctx: ToolContext, path: str, content: str) -> dict[str, Any]:
     return {"path": shown, "bytes": len(encoded), "created": created}
 
 
-def store(ctx: ToolContext, folder: int, name: bytes, path: str, data: bytes) -> bool:
-    """`data` as the new contents of `name` in the directory `folder`: through the editor when the
-    run has one, else replaced on the disk (see replace()). True when the file was created."""
-    real = beneath.fd_path(folder)
-    if ctx.files is None or real is None:
-        return replace(folder, name, path, lambda out: _write_all(out, data))
-    created = _existing(folder, name, path) is None
-    ctx.files.write_text(os.fsdecode(os.path.join(real, name)), data.decode("utf-8", "surrogateescape"))
-    _still(real, os.fstat(folder), path)
-    return created
-
-
-def _before(ctx: ToolContext, folder: int, name: bytes) -> tuple[bool, bytes | None]:
+def _before(ctx: ToolContext, folder: int, name: bytes, path: str) -> tuple[bool, bytes | None]:
     """The contents of `name` before a write, as a diff shows them (the editor's when the run has
     one; None: not there), and whether a diff can show them (not too large, text)."""
     try:
@@ -299,10 +289,8 @@ def _before(ctx: ToolContext, folder: int, name: bytes) -> tuple[bool, bytes | N
         info = os.fstat(source)
         if not stat.S_ISREG(info.st_mode) or info.st_size > SHOWN_CHANGE or looks_binary(source):
             return False, None
-        real = beneath.fd_path(source)
-        if ctx.files is not None and real is not None:
-            return True, ctx.files.read_text(os.fsdecode(real)).encode("utf-8", "surrogateescape")
-        return True, os.pread(source, SHOWN_CHANGE + 1, 0)
+        text = _in_editor(ctx, source, path)
+        return True, text if text is not None else os.pread(source, SHOWN_CHANGE + 1, 0)
     finally:
         os.close(source)
 
@@ -403,22 +391,21 @@ def edit_file(ctx: ToolContext, path: str, old_string: str, new_string: str) -> 
 
 def _edit(ctx: ToolContext, folder: int, name: bytes, source: int, path: str, old: bytes, new: bytes) -> int:
     """Replace the one `old` in the file open as `source` (`name` in `folder`) with `new`: in the
-    editor's text when the run has one, else on the disk; → the line it was on (from 0)."""
-    real = beneath.fd_path(source)
-    size = os.fstat(source).st_size
-    if ctx.files is not None and real is not None:
-        text = ctx.files.read_text(os.fsdecode(real)).encode("utf-8", "surrogateescape")
-        _still(real, os.fstat(source), path)
-        found = _scan(lambda pos: text[pos : pos + CHUNK], old)
+    editor's text when the run has one, else in the disk's; → the line it was on (from 0). The
+    result is written by crew, in `folder`, either way."""
+    buffer = _in_editor(ctx, source, path)
+    if buffer is not None:
+        text = buffer
+        found = _scan(lambda pos: buffer[pos : pos + CHUNK], old)
     else:
-        text = os.pread(source, SHOWN_CHANGE + 1, 0) if size <= SHOWN_CHANGE else b""
+        text = os.pread(source, SHOWN_CHANGE + 1, 0) if os.fstat(source).st_size <= SHOWN_CHANGE else b""
         found = _scan(lambda pos: os.pread(source, CHUNK, pos), old)
     if found.count != 1:
         raise ToolFailure(_not_once(path, old, found))
     at, line = found.first[0]
     edited = text[:at] + new + text[at + len(old) :] if text else b""
-    if ctx.files is not None and real is not None:
-        store(ctx, folder, name, path, edited)
+    if buffer is not None:
+        replace(folder, name, path, lambda out: _write_all(out, edited))
     else:
         replace(folder, name, path, lambda out: _splice(source, out, at, len(old), new))
     ctx.change = _change(folder, name, text, edited) if text else None

@@ -188,11 +188,7 @@ class CrewAgent(Agent):
                 courier=Courier(asyncio.get_running_loop(), self._sender(session_id)),
                 sandboxing=self.sandboxing,
                 serving=self.serving,
-                files=bool(
-                    self.capabilities.fs
-                    and self.capabilities.fs.read_text_file
-                    and self.capabilities.fs.write_text_file
-                ),
+                files=bool(self.capabilities.fs and self.capabilities.fs.read_text_file),
                 last_run=last_run,
                 mcp_servers=servers,
             )

@@ -1,13 +1,14 @@
 """The editor as one of crew's approval channels (`session/request_permission`: allow once, allow
-always, reject) and as the file tools' files (`fs/read_text_file`, `fs/write_text_file`, only when
-the client offered them)."""
+always, reject) and as where the file tools read a file's text (`fs/read_text_file`, only when the
+client offered it). crew never asks the editor to write (`fs/write_text_file`): the editor would
+look the name up again, and a folder on it may have been swapped for a symlink meanwhile; crew
+writes through the folder it resolved (tools/files.py, docs/acp.md)."""
 
 from __future__ import annotations
 
 import concurrent.futures
 import threading
 import time
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from acp import RequestError
@@ -25,7 +26,7 @@ OPTIONS = [
     PermissionOption(option_id="reject", name="Reject", kind="reject_once"),
 ]
 VERDICTS: dict[str, Verdict] = {"allow_once": "yes", "allow_always": "always", "reject": "no"}
-FILE_WAIT = 30.0  # seconds the editor has to read or write a file
+FILE_WAIT = 30.0  # seconds the editor has to read a file
 
 
 class Session(Protocol):
@@ -98,32 +99,21 @@ class EditorChannel:
 
 
 class EditorFiles:
-    """The file tools' files (crewbridge.registry.Files) in the editor's buffers."""
+    """The file tools' text (crewbridge.registry.Files) from the editor's buffers."""
 
     def __init__(self, session: Session) -> None:
         self.session = session
 
     def read_text(self, path: str) -> str:
-        answer = self._wait(
-            path, "read", lambda: self.session.client.read_text_file(session_id=self.session.id, path=path)
+        future = self.session.courier.request(
+            lambda: self.session.client.read_text_file(session_id=self.session.id, path=path)
         )
-        return str(answer.content)
-
-    def write_text(self, path: str, text: str) -> None:
-        self._wait(
-            path,
-            "write",
-            lambda: self.session.client.write_text_file(session_id=self.session.id, path=path, content=text),
-        )
-
-    def _wait(self, path: str, what: str, make: Callable[[], Awaitable[Any]]) -> Any:
-        future = self.session.courier.request(make)
         try:
-            return future.result(FILE_WAIT)
+            return str(future.result(FILE_WAIT).content)
         except concurrent.futures.TimeoutError:
             future.cancel()
-            raise ToolFailure(f"the editor did not {what} '{path}' within {FILE_WAIT:g}s; try again") from None
+            raise ToolFailure(f"the editor did not read '{path}' within {FILE_WAIT:g}s; try again") from None
         except RequestError as exc:
-            raise ToolFailure(f"the editor could not {what} '{path}': {exc}") from None
+            raise ToolFailure(f"the editor could not read '{path}': {exc}") from None
         except (ConnectionError, concurrent.futures.CancelledError):
-            raise ToolFailure(f"the editor is gone; '{path}' was not {what}") from None
+            raise ToolFailure(f"the editor is gone; '{path}' was not read") from None

@@ -28,9 +28,11 @@ from acp.schema import (
 
 from crewbridge.loop import PATH_KEYS, CallRecord, Progress
 from crewbridge.registry import ToolResult
+from crewbridge.visible import visible
 
 Update = AgentMessageChunk | UserMessageChunk | ToolCallStart | ToolCallProgress | AgentPlanUpdate | UsageUpdate
 SHOWN_OUTPUT = 20_000  # characters of a tool's result shown in its tool_call_update
+TITLE = 200  # characters of a tool call's title; a longer one says how many more there are
 # a tool's kind by the words of its name (crew's tools and the CLIs' own), the first that matches
 KINDS = (
     ("fetch", ("fetch", "web")),
@@ -151,6 +153,9 @@ class Updates:
             native = name.startswith("native:")
             started = self.start(agent, name if native else f"{self.prefix}:{name}", data, native=native)
             call = self._open[-1]
+        whole: list[Any] | None = None  # a title that had to be cut: the whole input is said in the body
+        if len(visible(self._heading(call))) > TITLE:
+            whole = [tool_content(text_block(visible(json.dumps(data, ensure_ascii=False, default=str), SHOWN_OUTPUT)))]
         shown = ToolCallUpdate(
             tool_call_id=call.id,
             title=self._title(call),
@@ -158,6 +163,7 @@ class Updates:
             status="pending",
             raw_input=data,
             locations=self._locations(data),
+            content=whole,
         )
         return shown, started
 
@@ -222,6 +228,10 @@ class Updates:
         return plan_entry(f"Round {number}: @{self.writer} writes; {reviewed}", status=status)  # type: ignore[arg-type]
 
     def _title(self, call: Call) -> str:
+        """What the call does, in one line an editor shows whole: nothing hidden, and a cut says so."""
+        return visible(self._heading(call), TITLE)
+
+    def _heading(self, call: Call) -> str:
         data = call.input if isinstance(call.input, dict) else {}
         detail = (
             data.get("command")
@@ -231,7 +241,7 @@ class Updates:
         detail = " ".join(detail) if isinstance(detail, list) else str(detail)
         name = call.name.removeprefix(f"{self.prefix}:")
         who = f"@{call.agent} " if self.several else ""
-        return f"{who}{name} {detail}".strip()[:200]
+        return f"{who}{name} {detail}".strip()
 
     def _locations(self, data: Any, result: ToolResult | None = None) -> list[ToolCallLocation] | None:
         """Where a call reads or writes: absolute paths, lines from 1."""

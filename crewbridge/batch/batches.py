@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from itertools import groupby
 from pathlib import Path
 from typing import Any
 
+from crewbridge.batch.database import database_files
 from crewbridge.batch.report import COMPLETE, FINISHED, paused, state
 from crewbridge.batch.repos import Place
 from crewbridge.batch.spec import BatchSpec, Repo, batch_id
@@ -31,6 +33,7 @@ def open_working(url: str, config: Config, listen: Sequence[str] | None, new: Se
     from crewbridge.batch.workflow import BatchWorker, Runtime  # loads DBOS
 
     sandboxing = Sandboxing()
+    config = replace(config, hide=[*config.hide, *database_files(url)])  # also where --db put it
     return Store.open(
         url,
         worker=lambda running, side: BatchWorker(Runtime(config, state_dir(), sandboxing, running, side)),

@@ -73,6 +73,15 @@ def database_url(given: str | None, env: Mapping[str, str] | None = None) -> str
     return url
 
 
+def database_files(url: str) -> list[str]:
+    """The files of a SQLite database `url` names (its journals too), absolute: what the agents'
+    sandbox hides besides crew's state folder, where it usually is. None for a server's URL."""
+    if not url.startswith("sqlite:///"):
+        return []
+    path = os.path.abspath(url[len("sqlite:///") :])
+    return [path, *(f"{path}-{suffix}" for suffix in ("wal", "shm", "journal"))]
+
+
 def take_database_url(given: str | None) -> str:
     """database_url(), then $CREW_BATCH_DB out of this process's environment: nothing crew starts
     (an agent's CLI, its commands) inherits the database's address or password."""

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from crewbridge.batch.spec import BatchSpec, Repo
+from crewbridge.childenv import FORGE
 from crewbridge.errors import CrewError
 from crewbridge.git import Checkout, run_git
 from crewbridge.worktrees import Worktree, add, listed_in
@@ -177,10 +178,11 @@ class Place:
 
     def _fetch(self, checkout: Checkout, refspecs: list[str]) -> None:
         assert self.repo.url is not None
-        checkout.git(["fetch", "--quiet", "--no-tags", "--", self.repo.url, *refspecs])
+        checkout.git(["fetch", "--quiet", "--no-tags", "--", self.repo.url, *refspecs], passed=FORGE)
 
     def _git(self, args: list[str], cwd: Path) -> None:
-        run_git(["-c", "core.hooksPath=/dev/null", *args], cwd)
+        """A git command that reaches the forge (a clone, a push), with the user's way there."""
+        run_git(["-c", "core.hooksPath=/dev/null", *args], cwd, passed=FORGE)
 
     @contextmanager
     def _locked(self) -> Iterator[None]:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Protocol
 from crewbridge.errors import CrewError
 from crewbridge.events import Event, Failure, Session, Text, Usage
 from crewbridge.process import Child
-from crewbridge.providers.base import Provider, Turn
+from crewbridge.providers.base import Provider, Turn, cli_environment
 
 if TYPE_CHECKING:
     from crewbridge.native import Channel
@@ -70,7 +70,7 @@ class ProcessConversation:
         self.provider = provider
         self.base = base
         self.cwd = cwd
-        self.env = {**os.environ, **provider.env(), **(env or {})}
+        self.env, self.passed = cli_environment(provider, base, env)
         self.session_id: str | None = None
         self.reported: Usage | None = None
         self.history: list[tuple[str, str]] = []  # (role, text), for replay
@@ -117,6 +117,7 @@ class ProcessConversation:
             keep_stdin=keep_stdin,
             install_hint=self.provider.install_hint,
             sandbox=turn.sandbox,
+            passed=self.passed,
         )
 
     def send(self, message: str, deadline: float | None) -> Generator[Event, None, None]:

@@ -47,7 +47,7 @@ from crewbridge.jsonrpc import (
     RpcError,
     Wire,
 )
-from crewbridge.providers.base import JsonLineDecoder, Provider, Turn
+from crewbridge.providers.base import JsonLineDecoder, Provider, Turn, cli_environment
 from crewbridge.version import __version__
 
 if TYPE_CHECKING:
@@ -73,7 +73,7 @@ class Peer:
         self.base = base
         self.argv = argv
         self.cwd = cwd
-        self.env = {**os.environ, **provider.env(), **(env or {})}
+        self.env, self.passed = cli_environment(provider, base, env)
         self.session_id: str | None = None
         self.reported: Usage | None = None  # live CLIs report each reply's usage, not totals
         self.late: list[Usage] = []  # usage read while finishing a reply the loop stopped reading
@@ -286,7 +286,12 @@ class Peer:
 
     def _new_process(self) -> LiveProcess:
         return LiveProcess(
-            self.argv, env=self.env, cwd=self.cwd, install_hint=self.provider.install_hint, sandbox=self.base.sandbox
+            self.argv,
+            env=self.env,
+            passed=self.passed,
+            cwd=self.cwd,
+            install_hint=self.provider.install_hint,
+            sandbox=self.base.sandbox,
         )
 
     def _next(self) -> list[Event]:

@@ -13,7 +13,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,10 +36,20 @@ class LiveProcess:
     through Child (its own process group, ended as a whole)."""
 
     def __init__(
-        self, argv: list[str], *, env: dict[str, str], cwd: Path, install_hint: str = "", sandbox: Sandbox | None = None
+        self,
+        argv: list[str],
+        *,
+        env: dict[str, str],
+        cwd: Path,
+        install_hint: str = "",
+        sandbox: Sandbox | None = None,
+        passed: Collection[str] = (),
     ) -> None:
+        """`passed`: the names in `env` the CLI gets although crewbridge.childenv withholds them."""
         self.name = os.path.basename(argv[0])
-        self.child = Child(argv, env=env, cwd=cwd, keep_stdin=True, install_hint=install_hint, sandbox=sandbox)
+        self.child = Child(
+            argv, env=env, cwd=cwd, keep_stdin=True, install_hint=install_hint, sandbox=sandbox, passed=passed
+        )
 
     @property
     def pid(self) -> int:

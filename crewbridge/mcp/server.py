@@ -76,7 +76,9 @@ class McpServer(McpCore):
         wanted = level(config.sandbox, self.client.sandbox)
         network = self.client.sandbox_network  # a sandbox required and not to be had is refused now
         denied = self.client.deny_commands  # the programs they deny are masked in the sandbox too
-        self.sandbox = self.sandboxing.commands(wanted, workdir, self.mode, network=network, denied=denied)
+        self.sandbox = self.sandboxing.commands(
+            wanted, workdir, self.mode, network=network, denied=denied, hiding=config.hiding
+        )
         self.sandbox_notice = self.sandboxing.notice([wanted])
         self._lock = threading.Lock()
         self._jobs: list[Job] = []  # every session's, to stop and wait for at close()
@@ -179,7 +181,7 @@ class McpServer(McpCore):
                     if self.config.transcripts
                     else Transcript()
                 )
-                hooks = Hooks(self.config.hooks, workdir=self.workdir)
+                hooks = Hooks(self.config.hooks, workdir=self.workdir, passed=self.config.env_pass)
                 # Each call that may write is followed by crewbridge.gitguard: the client's next git
                 # command runs outside crew's sandbox, at once.
                 guarded = self.workdir if self.mode == "execute" else None

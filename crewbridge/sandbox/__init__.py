@@ -24,7 +24,7 @@ import shutil
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,18 +32,21 @@ from typing import Any
 from crewbridge.childenv import without_secrets
 from crewbridge.errors import SandboxUnavailable, UsageError
 from crewbridge.sandbox.base import Confinement, Launch, Mechanism
+from crewbridge.sandbox.hidden import LISTED_ONLY, NOTHING, Hiding
 from crewbridge.sandbox.state import Prepared, State, prepare
 
 __all__ = [
     "LEVELS",
     "Confinement",
     "Detection",
+    "Hiding",
     "Launch",
     "Sandbox",
     "Sandboxing",
     "State",
     "choose",
     "detect",
+    "git_folders",
     "level",
     "quick",
     "spawn",
@@ -66,11 +69,20 @@ class Sandbox:
 
     def launch(self, argv: list[str], env: Mapping[str, str], cwd: Path) -> Launch:
         """How to start `argv` inside: a CLI's state made ready for this launch (its data made, its
-        view filled), removed with the rest once the process ended (Launch.ended)."""
-        state = self.confinement.state
-        prepared = prepare(state(env)) if state is not None else Prepared()
+        view filled), removed with the rest once the process ended (Launch.ended), and the places
+        hidden from it found."""
+        confinement = self.confinement
+        state = confinement.state(env) if confinement.state is not None else None
+        hidden = NOTHING
+        if confinement.hiding is not None:
+            # A CLI still reads its own login and the files crew names on its command line (a
+            # policy file in crew's state folder); a command's line is the model's, so not there.
+            named = [Path(arg) for arg in argv[1:] if arg.startswith("/") and os.path.isfile(arg)] if state else []
+            visible = (*confinement.visible, *named)
+            hidden = confinement.hiding.places(env, own=state.login if state else (), visible=visible)
+        prepared = prepare(state) if state is not None else Prepared()
         try:
-            launch = self.mechanism.launch(argv, {**env, **prepared.env}, cwd, self.confinement.resolved(prepared))
+            launch = self.mechanism.launch(argv, {**env, **prepared.env}, cwd, confinement.resolved(prepared, hidden))
         except BaseException:
             if prepared.view is not None:
                 shutil.rmtree(prepared.view, ignore_errors=True)
@@ -193,12 +205,19 @@ def notice(detection: Detection) -> str:
 
 
 def spawn(
-    argv: list[str], *, sandbox: Sandbox | None, env: Mapping[str, str] | None, cwd: Path | None, **popen: Any
+    argv: list[str],
+    *,
+    sandbox: Sandbox | None,
+    env: Mapping[str, str] | None,
+    cwd: Path | None,
+    passed: Collection[str] = (),
+    **popen: Any,
 ) -> tuple[subprocess.Popen[bytes], Launch]:
-    """Start `argv` (inside `sandbox` when given) in a process group of its own, without crew's own
-    secrets in its environment (crewbridge.childenv): the process and its Launch (call `ended()`
-    once it is reaped). OSError (FileNotFoundError for a program not on PATH) when it cannot start."""
-    env = without_secrets(os.environ if env is None else env)
+    """Start `argv` (inside `sandbox` when given) in a process group of its own, with no secret in
+    its environment but the names `passed` (crewbridge.childenv): the process and its Launch (call
+    `ended()` once it is reaped). OSError (FileNotFoundError for a program not on PATH) when it
+    cannot start."""
+    env = without_secrets(os.environ if env is None else env, passed)
     launch = Launch(argv, env) if sandbox is None else sandbox.launch(argv, env, cwd or Path.cwd())
     try:
         proc = subprocess.Popen(
@@ -277,15 +296,29 @@ class Sandboxing:
         return said
 
     def commands(
-        self, wanted: str, workdir: Path, mode: str, *, network: bool, denied: Sequence[str] = ()
+        self,
+        wanted: str,
+        workdir: Path,
+        mode: str,
+        *,
+        network: bool,
+        denied: Sequence[str] = (),
+        hiding: Hiding | None = LISTED_ONLY,
     ) -> Sandbox | None:
         """Where an agent's commands (run_command, command tools) run: they may write the working
         directory only in execute mode (query mode's tools only read) and their private /tmp;
         no network unless `network`; nothing they start outlives them; a program `denied` (the
-        agent's deny_commands) denies whatever its arguments is masked where the mechanism can."""
+        agent's deny_commands) denies whatever its arguments is masked where the mechanism can;
+        what `hiding` hides (crewbridge.sandbox.hidden) they cannot read."""
         writable, kept = _project(workdir, mode)
         confinement = Confinement(
-            writable, kept, visible=(workdir,), network=network, leave_group=False, denied=tuple(denied)
+            writable,
+            kept,
+            visible=(workdir, *git_folders(workdir)),
+            network=network,
+            leave_group=False,
+            denied=tuple(denied),
+            hiding=hiding,
         )
         return self._sandbox(wanted, confinement)
 
@@ -296,12 +329,17 @@ class Sandboxing:
         mode: str,
         state: Callable[[Mapping[str, str]], State],
         denied: Sequence[str] = (),
+        hiding: Hiding | None = LISTED_ONLY,
     ) -> Sandbox | None:
         """Where an agent's CLI runs: it may write its own state folders (`state`, from its
         environment) and temp, and the working directory in execute mode; its network stays; its
-        own shell tool's commands meet the masks of `denied` as crew's do."""
+        own shell tool's commands meet the masks of `denied` as crew's do; what `hiding` hides, but
+        its own login (State.login), it cannot read."""
         writable, kept = _project(workdir, mode)
-        confinement = Confinement(writable, kept, visible=(workdir,), network=True, state=state, denied=tuple(denied))
+        visible = (workdir, *git_folders(workdir))
+        confinement = Confinement(
+            writable, kept, visible=visible, network=True, state=state, denied=tuple(denied), hiding=hiding
+        )
         return self._sandbox(wanted, confinement)
 
     def _sandbox(self, wanted: str, confinement: Confinement) -> Sandbox | None:
@@ -329,6 +367,25 @@ def _project(workdir: Path, mode: str) -> tuple[tuple[Path, ...], tuple[Path, ..
         return (), ()
     pinned, kept = git_protected((workdir,))
     return (workdir, *pinned), kept
+
+
+def git_folders(workdir: Path) -> tuple[Path, ...]:
+    """The git folders of a worktree at `workdir` (its `.git` file names one; that one's `commondir`
+    names the repository's), which git inside the sandbox reads and which may lie in crew's state
+    folder (crew batch's clones): none for a repository of its own."""
+    try:
+        with open(workdir / ".git", encoding="utf-8") as pointer:
+            line = pointer.readline(4096)
+    except (OSError, UnicodeDecodeError):
+        return ()
+    if not line.startswith("gitdir:"):
+        return ()
+    git_dir = (workdir / line[len("gitdir:") :].strip()).resolve()
+    try:
+        common = (git_dir / (git_dir / "commondir").read_text(encoding="utf-8").strip()).resolve()
+    except (OSError, UnicodeDecodeError):
+        return (git_dir,)
+    return (git_dir, common)
 
 
 def git_protected(writable: tuple[Path, ...]) -> tuple[tuple[Path, ...], tuple[Path, ...]]:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
+from crewbridge.sandbox.hidden import NOTHING, Hidden, Hiding
 from crewbridge.sandbox.state import Prepared, State
 
 TMP = Path("/tmp")
@@ -17,9 +18,9 @@ TMP = Path("/tmp")
 
 @dataclass(frozen=True)
 class Confinement:
-    """What a sandboxed process may do. Everything is readable; it may write only beneath
-    `writable` (and its private temp folder), not to `read_only` inside them; a CLI also what its
-    `state` lets it write (crewbridge.sandbox.state)."""
+    """What a sandboxed process may do. Everything is readable but what `hiding` hides; it may write
+    only beneath `writable` (and its private temp folder), not to `read_only` inside them; a CLI
+    also what its `state` lets it write (crewbridge.sandbox.state)."""
 
     writable: tuple[Path, ...] = ()
     read_only: tuple[Path, ...] = ()
@@ -28,14 +29,19 @@ class Confinement:
     leave_group: bool = True  # False: it may not start processes that outlive its group (setsid)
     state: Callable[[Mapping[str, str]], State] | None = None  # a CLI's state folders, from its environment
     denied: tuple[str, ...] = ()  # deny_commands globs: the programs they deny whatever the arguments are masked
+    hiding: Hiding | None = None  # what of the user's files it must not read (crewbridge.sandbox.hidden)
+    hidden: Hidden = NOTHING  # `hiding` for one launch: the places, and what beneath them stays readable
 
-    def resolved(self, prepared: Prepared) -> Confinement:
-        """This confinement with a CLI's state made ready for one launch (crewbridge.sandbox.state)."""
+    def resolved(self, prepared: Prepared, hidden: Hidden) -> Confinement:
+        """This confinement for one launch: with a CLI's state made ready (crewbridge.sandbox.state)
+        and the places `hiding` hides found (crewbridge.sandbox.hidden)."""
         return replace(
             self,
             writable=(*self.writable, *prepared.writable),
             read_only=(*self.read_only, *prepared.read_only),
             state=None,
+            hiding=None,
+            hidden=hidden,
         )
 
 

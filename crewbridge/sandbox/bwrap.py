@@ -24,7 +24,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 from crewbridge.childenv import without_secrets
@@ -93,7 +93,7 @@ class Bubblewrap:
         self.binary = self.detail = binary
         self.unproven = unproven  # not yet seen to make a sandbox here: a launch reports (Launch.status)
         self._masks: dict[tuple[str, str], Path] = {}  # (name, glob) → the file shown in its place
-        self._mask_folder: Path | None = None
+        self._mask_folder: Path | None = None  # where those files are, and the empty one of hidden files
 
     def launch(self, argv: list[str], env: dict[str, str], cwd: Path, confinement: Confinement) -> Launch:
         path = program(argv, env, cwd)
@@ -113,12 +113,15 @@ class Bubblewrap:
             *(p for p in named if p.exists()),
         ]
         installed = [top_under_tmp(p) for p in installed if under_tmp(p)]
-        for place in sorted({*installed, *(p for p in shown if under_tmp(p))}, key=lambda p: len(p.parts)):
+        in_tmp = sorted({*installed, *(p for p in shown if under_tmp(p))}, key=lambda p: len(p.parts))
+        for place in in_tmp:
             args += ["--ro-bind-try", str(place), str(place)]  # a folder before those inside it
-        for place in confinement.writable:
-            args += ["--bind-try", str(place), str(place)]
-        for place in confinement.read_only:
-            args += ["--ro-bind-try", str(place), str(place)]
+        hidden = [  # those the sandbox shows at all; a writable place is what it works in: never hidden
+            p
+            for p in confinement.hidden.places
+            if (not under_tmp(p) or any(p == t or t in p.parents for t in in_tmp)) and p not in confinement.writable
+        ]
+        args += _mounts(confinement, hidden, self._empty)
         spared = [path, *_interpreter(path, env)]  # the program started and its interpreter run
         for masked in masked_programs(confinement.denied, env, spared):
             args += ["--ro-bind", str(self._mask(masked)), str(masked.path)]  # deny_commands, enforced
@@ -149,21 +152,52 @@ class Bubblewrap:
 
         key = (masked.name, masked.glob)
         if key not in self._masks:
-            if self._mask_folder is None:
-                import tempfile
-                import weakref
-
-                self._mask_folder = Path(tempfile.mkdtemp(prefix="crew-masks-"))
-                weakref.finalize(self, shutil.rmtree, self._mask_folder, True)
             why = (
                 f"crew: {masked.name} is denied by deny_commands in crew.yaml ({masked.glob!r}); "
                 "this sandbox does not run it"
             )
-            mask = self._mask_folder / f"{len(self._masks)}-{masked.name}"
+            mask = self._folder() / f"{len(self._masks)}-{masked.name}"
             mask.write_text(f"#!/bin/sh\necho {shlex.quote(why)} >&2\nexit 126\n")
             mask.chmod(0o755)
             self._masks[key] = mask
         return self._masks[key]
+
+    def _empty(self) -> Path:
+        """An empty file, shown in place of a hidden file (made when first needed)."""
+        empty = self._folder() / "empty"
+        if not empty.exists():
+            empty.touch(0o444)
+        return empty
+
+    def _folder(self) -> Path:
+        """A 0700 folder of crew's temp for the files the sandbox shows in place of others, made
+        when first needed, removed with this mechanism."""
+        if self._mask_folder is None:
+            import tempfile  # for start-up speed: only a launch that masks or hides a file needs it
+            import weakref
+
+            self._mask_folder = Path(tempfile.mkdtemp(prefix="crew-masks-"))
+            weakref.finalize(self, shutil.rmtree, self._mask_folder, True)
+        return self._mask_folder
+
+
+def _mounts(confinement: Confinement, hidden: list[Path], empty: Callable[[], Path]) -> list[str]:
+    """The binds of the writable places and of the read-only ones in them, and the `hidden` places
+    covered (a folder by an empty tmpfs of the sandbox's own, a file or socket by the read-only
+    `empty` file) with what beneath them stays readable bound again: each place before those inside
+    it, as bwrap mounts them. (What is written in such a tmpfs is gone with the sandbox; keeping it
+    read-only would cost a remount each, ~0.15 ms.)"""
+    writable = set(confinement.writable)
+    mounts: list[tuple[int, int, list[str]]] = []
+    for place in hidden:
+        cover = ["--tmpfs", str(place)] if place.is_dir() else ["--ro-bind", str(empty()), str(place)]
+        mounts.append((len(place.parts), 0, cover))
+    mounts += [(len(p.parts), 1, ["--bind-try", str(p), str(p)]) for p in confinement.writable]
+    mounts += [(len(p.parts), 2, ["--ro-bind-try", str(p), str(p)]) for p in confinement.read_only]
+    for place in confinement.hidden.shown:  # what a writable place holds is bound with it
+        if not any(place == w or w in place.parents for w in writable):
+            mounts.append((len(place.parts), 3, ["--ro-bind-try", str(place), str(place)]))
+    return [arg for _, _, mount in sorted(mounts, key=lambda m: m[:2]) for arg in mount]
 
 
 def came_up(status: int, timeout: float = PROBE_TIMEOUT) -> bool:

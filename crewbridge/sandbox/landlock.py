@@ -15,12 +15,14 @@ from __future__ import annotations
 import ctypes
 import os
 import shutil
+import stat
 import struct
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from crewbridge.sandbox import seccomp
 from crewbridge.sandbox.base import Confinement, Launch, private_temp, program
+from crewbridge.sandbox.hidden import NOTHING, Hidden
 
 CREATE_RULESET, ADD_RULE, RESTRICT_SELF = 444, 445, 446  # the same numbers on every architecture
 CREATE_RULESET_VERSION = 1
@@ -32,11 +34,13 @@ PR_CAPBSET_DROP = 24
 PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
 CAP_VERSION_3 = 0x20080522
 
-# LANDLOCK_ACCESS_FS_*: the rights that change something, by the ABI that brought them in
+# LANDLOCK_ACCESS_FS_*: reading (ABI 1), and the rights that change something, by the ABI that brought them in
+READ_FILE, READ_DIR = 1 << 2, 1 << 3
+READ = READ_FILE | READ_DIR
 WRITE_FILE, REMOVE_DIR, REMOVE_FILE = 1 << 1, 1 << 4, 1 << 5
 MAKE = sum(1 << bit for bit in range(6, 13))  # MAKE_CHAR, _DIR, _REG, _SOCK, _FIFO, _BLOCK, _SYM
 REFER, TRUNCATE, IOCTL_DEV = 1 << 13, 1 << 14, 1 << 15
-FILE_RIGHTS = WRITE_FILE | TRUNCATE | IOCTL_DEV  # those a rule on a file (not a folder) may grant
+FILE_RIGHTS = READ_FILE | WRITE_FILE | TRUNCATE | IOCTL_DEV  # those a rule on a file (not a folder) may grant
 NET_BIND_TCP, NET_CONNECT_TCP = 1 << 0, 1 << 1
 SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1 << 0, 1 << 1
 # Devices every program may write: the sink, the sources, the terminal, and new pseudo-terminals
@@ -66,11 +70,11 @@ def written_rights(version: int) -> int:
     return rights
 
 
-def ruleset(writable: Sequence[Path], *, network: bool, version: int) -> int:
+def ruleset(writable: Sequence[Path], *, network: bool, version: int, hidden: Hidden = NOTHING) -> int:
     """A ruleset (its descriptor) that lets a process write only beneath `writable` (and to the
-    common devices), and, without `network`, make no TCP connection (ABI 4+). OSError when the
-    kernel refuses it."""
-    handled = written_rights(version)
+    common devices), read everything but `hidden`'s places (what beneath them it shows excepted),
+    and, without `network`, make no TCP connection (ABI 4+). OSError when the kernel refuses it."""
+    handled = written_rights(version) | (READ if hidden.places else 0)
     net = 0 if network or version < 4 else NET_BIND_TCP | NET_CONNECT_TCP
     scoped = SCOPE_SIGNAL | (0 if network else SCOPE_ABSTRACT_UNIX_SOCKET) if version >= 6 else 0
     attr = struct.pack("=QQQ", handled, net, scoped)
@@ -78,21 +82,50 @@ def ruleset(writable: Sequence[Path], *, network: bool, version: int) -> int:
     try:
         for path in [*writable, *map(Path, DEVICES)]:
             _allow(fd, path, handled)
+        if hidden.places:
+            for place in [*readable(hidden.places), *map(str, hidden.shown)]:
+                _allow(fd, place, READ, follow=False)
     except BaseException:
         os.close(fd)
         raise
     return fd
 
 
-def _allow(ruleset_fd: int, path: Path, rights: int) -> None:
+def readable(hidden: Sequence[Path]) -> list[str]:
+    """The places to grant reading beneath so that all is readable but `hidden`: Landlock only
+    grants, and a grant on a folder holds for everything beneath it, so each folder on the way to a
+    hidden place is granted nothing itself (it cannot be listed) and each of its other entries is
+    granted instead; a link is left out (its target is granted, or not, where it is: a link in HOME
+    to ~/.ssh must not grant it)."""
+    places = {str(place) for place in hidden}
+    on_the_way = {str(folder) for place in hidden for folder in place.parents}
+    out = []
+    for folder in sorted(on_the_way):
+        try:
+            with os.scandir(folder) as entries:
+                out += [
+                    entry.path
+                    for entry in entries
+                    if not entry.is_symlink() and entry.path not in on_the_way and entry.path not in places
+                ]
+        except OSError:
+            continue
+    return out
+
+
+def _allow(ruleset_fd: int, path: Path | str, rights: int, *, follow: bool = True) -> None:
     """Grant `rights` beneath `path` (a file gets the rights a file can have); a path that does not
-    exist is left out."""
+    exist is left out, and so is a link when not to `follow` it (its target is granted, or not,
+    where it is: a link in HOME to ~/.ssh must not open it)."""
     try:
-        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        fd = os.open(path, os.O_PATH | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW))
     except OSError:
         return
     try:
-        if not os.path.isdir(f"/proc/self/fd/{fd}"):
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISLNK(mode):
+            return
+        if not stat.S_ISDIR(mode):
             rights &= FILE_RIGHTS
         rule = struct.pack("=Qi", rights, fd)  # struct landlock_path_beneath_attr, packed
         _call(ADD_RULE, ctypes.c_int(ruleset_fd), ctypes.c_int(RULE_PATH_BENEATH), ctypes.c_char_p(rule), 0)
@@ -167,7 +200,8 @@ class Landlock:
         path = program(argv, env, cwd)
         temp = private_temp()
         try:
-            fd = ruleset([*confinement.writable, temp], network=confinement.network, version=self.version)
+            writable = [*confinement.writable, temp]
+            fd = ruleset(writable, network=confinement.network, version=self.version, hidden=confinement.hidden)
         except BaseException:
             shutil.rmtree(temp, ignore_errors=True)
             raise

@@ -3,7 +3,8 @@ on Linux, where only the profile's text is checked.
 
 The profile allows everything, then denies writing outside the writable folders (and the process's
 own temp folder and the common devices), denies writing the protected files in them (a later rule
-wins), and with the network off denies network use (Unix sockets included). It gives no private
+wins), denies reading and writing the hidden places (crewbridge.sandbox.hidden) but what beneath
+them it works in or is shown, and with the network off denies network use (Unix sockets included). It gives no private
 /tmp and no PID namespace; sandbox-exec execs the program, so crew's stop reaches it directly.
 """
 
@@ -24,12 +25,21 @@ def profile(confinement: Confinement, temp: Path) -> str:
     lines = ["(version 1)", "(allow default)", "(deny file-write*)"]
     allowed = [f"(subpath {_quote(_real(p))})" for p in writable] + [f"(literal {_quote(d)})" for d in DEVICES]
     lines.append(f"(allow file-write* {' '.join(allowed)})")
+    if confinement.hidden.places:  # then what beneath them it reads, and may write (a later rule wins)
+        lines.append(f"(deny file-read* file-write* {' '.join(_place(p) for p in confinement.hidden.places)})")
+        lines.append(f"(allow file-read* {' '.join(_place(p) for p in (*confinement.hidden.shown, *writable))})")
+        lines.append(f"(allow file-write* {' '.join(allowed[: len(writable)])})")
     if confinement.read_only:
         kept = " ".join(f"(literal {_quote(_real(p))})" for p in confinement.read_only)
         lines.append(f"(deny file-write* {kept})")
     if not confinement.network:
         lines.append("(deny network*)")
     return "\n".join(lines) + "\n"
+
+
+def _place(path: Path) -> str:
+    """A folder and all beneath it, or a file."""
+    return f"({'subpath' if path.is_dir() else 'literal'} {_quote(_real(path))})"
 
 
 def _real(path: Path) -> Path:

@@ -55,6 +55,9 @@ class State:
     also: tuple[tuple[str, Path], ...] = ()  # more entries of the view, as links (claude's ~/.claude.json)
     view_env: tuple[tuple[str, str], ...] = ()  # variables naming an entry of the view (CODEX_SQLITE_HOME)
     read_only: tuple[Path, ...] = ()  # inside `data`: kept read-only where the mechanism can (bubblewrap)
+    # The files it reads to log in (its credentials): the sandbox hides them from every other CLI and
+    # from crew's commands, not from it (crewbridge.sandbox.hidden).
+    login: tuple[Path, ...] = ()
 
 
 @dataclass

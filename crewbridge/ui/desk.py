@@ -1,11 +1,12 @@
 """The UI's end of crewbridge.uilink: the Unix socket runs reach `crew ui` on, the approval questions
 they ask (open, and answered lately), the runs attending it (to cancel them, and their reply text as
-it streams).
+it streams); and a second `crew ui` of the user's asking for a fresh sign-in link
+(crewbridge.ui.signin: it must prove it runs as the user outside any sandbox).
 
 Only the user's own processes connect (the socket is 0600 in the 0700 state folder), and a message
 about a run is taken only from the process that run's transcript names (SO_PEERCRED: the kernel
 says who connected). A sandboxed command of the model's, which may reach the socket, can neither
-ask in a run's name nor hear its cancel.
+ask in a run's name, nor hear its cancel, nor get a sign-in link.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import socket
 import struct
 import threading
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -24,6 +26,7 @@ from typing import Any
 
 from crewbridge.errors import UsageError
 from crewbridge.ui.runs import Runs
+from crewbridge.ui.signin import ASKING, claimed, no_new_privs
 from crewbridge.uilink import VERDICTS, Lines, at_socket, connect, hang_up, send
 
 KEPT_ANSWERED = 50  # answered or withdrawn questions still shown
@@ -66,11 +69,13 @@ class Question:
 
 
 class Desk:
-    """Listens at `path` for runs, from a thread of its own, until close()."""
+    """Listens at `path` for runs, from a thread of its own, until close(); and for a second
+    `crew ui` of the user's, which `link()` gives a fresh sign-in link (crewbridge.ui.signin)."""
 
-    def __init__(self, path: Path, runs: Runs) -> None:
+    def __init__(self, path: Path, runs: Runs, link: Callable[[], str]) -> None:
         self.path = path
         self.runs = runs
+        self.link = link
         self._lock = threading.Condition()
         self.version = 0  # grows with every change a page shows (questions)
         self._questions: dict[str, Question] = {}
@@ -132,6 +137,8 @@ class Desk:
         try:
             lines = Lines(sock)
             first = lines.next()
+            if first is not None and first.get("op") == "sign-in":
+                return self._sign_in(sock, lines)
             if first is None or not self._from_the_run(sock, first.get("run")):
                 return
             run = str(first["run"])
@@ -154,6 +161,23 @@ class Desk:
             return True
         pid, uid = peer
         return uid == os.getuid() and pid == row.pid
+
+    def _sign_in(self, sock: socket.socket, lines: Lines) -> None:
+        """A fresh sign-in link for a second `crew ui`, once it proved it runs as this user outside
+        any sandbox: it made the file named here in crew's state folder (no crew sandbox lets an
+        agent write there), and it is no more confined than this process (no_new_privs)."""
+        sock.settimeout(ASKING)
+        peer = peer_of(sock)
+        if peer is not None and (peer[1] != os.getuid() or (no_new_privs(peer[0]) and not no_new_privs(os.getpid()))):
+            send(sock, {"op": "refused", "why": "it runs inside a sandbox"})
+            return
+        name = f"ui-claim-{secrets.token_hex(16)}"
+        send(sock, {"op": "prove", "name": name})
+        said = lines.next()
+        if not claimed(self.path.parent, name) or said is None or said.get("op") != "proved":
+            send(sock, {"op": "refused", "why": f"it did not make {self.path.parent / name}"})
+            return
+        send(sock, {"op": "link", "url": self.link()})
 
     # -- questions ------------------------------------------------------------------------------
 

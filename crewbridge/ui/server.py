@@ -2,8 +2,8 @@
 
 Served by crewbridge.webserver (loopback unless --allow-remote, Host and Origin checked, bodies
 bounded, requests under a deadline, strangers' connections limited). Every page and API answers 401
-without the token or the session cookie: opening `/?token=TOKEN` sets the cookie (HttpOnly,
-SameSite=Strict) and sends the browser to the same page without the token. A request that changes
+without a session's cookie or the token (`Authorization: Bearer`, for programs; never in an
+address): a one-time link `/sign-in/CODE` opens a session (crewbridge.ui.signin). A request that changes
 something (an approval's answer, a cancel) needs the cookie, its session's CSRF token in
 `X-CSRF-Token`, a JSON body, and an Origin that is this very server (a page on another port of the
 same host is another origin, though the same site). Pages run only crew's own script and style
@@ -23,7 +23,7 @@ from http.cookies import CookieError, SimpleCookie
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, quote, urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 from crewbridge.childenv import UI_TOKEN
 from crewbridge.errors import CrewError
@@ -33,8 +33,9 @@ from crewbridge.transcript import runs_dir
 from crewbridge.ui.batches import BatchSource, CrewBatches
 from crewbridge.ui.desk import Desk
 from crewbridge.ui.runs import STATUSES, Runs, read_events
+from crewbridge.ui.signin import CODE_LIFE, ROTATE, Seen, SignIns, new_link
 from crewbridge.uilink import socket_path
-from crewbridge.webserver import Handler, Keys, Listening, Server
+from crewbridge.webserver import EventStream, Handler, Keys, Listening, Server
 
 TOKEN_VARIABLE = UI_TOKEN  # left out of everything crew starts (crewbridge.childenv)
 FLAG = "--listen"
@@ -44,6 +45,19 @@ TAIL = 0.05  # seconds between looks at a live run's transcript
 LOOK = 0.5  # seconds between looks for new runs and changed ones (the list page)
 KEEPALIVE = 15.0  # seconds between keep-alive lines on a quiet event stream
 MAX_DIFF = 2 << 20  # bytes of a worktree's diff shown
+ONCE = f"the link signs in one browser, once, within {CODE_LIFE / 60:g} minutes; `crew ui` again prints a new one"
+SIGNED_OUT = {  # why → the page's title and text (crewbridge/ui/static/signin.html)
+    "out": (
+        "Sign in to crew ui",
+        "Run crew ui in a terminal on this machine and open the link it prints. "
+        "While crew ui runs, running it again prints a new link to it.",
+    ),
+    "used": (
+        "This sign-in link is used up or expired",
+        f"A link crew ui prints signs in one browser, once, within {CODE_LIFE / 60:g} minutes. "
+        "Run crew ui again in a terminal on this machine: while crew ui runs, it prints a new link to it.",
+    ),
+}
 PAGES = re.compile(r"^/(?:runs/[0-9]{8}-[0-9]{6}-[0-9a-f]{6}|batches|usage)?$")
 STATIC = {"app.js": "text/javascript; charset=utf-8", "app.css": "text/css; charset=utf-8"}
 SECURITY = {
@@ -56,16 +70,24 @@ SECURITY = {
 }
 
 
-def serve_ui(listening: Listening, say: Callable[[str], None]) -> None:
-    """Serve the UI at http://ADDRESS/ until stopped (Ctrl-C, SIGTERM); `say` gets the URL to open."""
-    host, port, token, _ = listening.settle(flag=FLAG, variable=TOKEN_VARIABLE, face="crew ui", say=say)
-    ui = Ui(host, port, token=token, allowed_hosts=listening.allowed_hosts)
-    try:
-        ui.open()
-        say(f"crew ui: open {ui.url}/?token={quote(token)}")
-        ui.serve()
-    finally:
-        ui.close()
+def serve_ui(listening: Listening, say: Callable[[str], None], out: Callable[[str], None]) -> None:
+    """Serve the UI at http://ADDRESS/ until stopped (Ctrl-C, SIGTERM); `out` gets the one-time
+    sign-in link to open, `say` the rest. While a `crew ui` of this user serves already, `out` gets
+    a fresh link to that one instead (crewbridge.ui.signin)."""
+    link = new_link(socket_path())
+    if link is None:
+        host, port, token, _ = listening.settle(flag=FLAG, variable=TOKEN_VARIABLE, face="crew ui", say=say)
+        ui = Ui(host, port, token=token, allowed_hosts=listening.allowed_hosts, say=say)
+        try:
+            ui.open()
+            out(f"crew ui: open {ui.sign_in_link()}")
+            say(f"crew ui: {ONCE}")
+            ui.serve()
+        finally:
+            ui.close()
+    else:
+        out(f"crew ui: open {link}")
+        say(f"crew ui: one serves already: a new sign-in link to it; {ONCE}")
 
 
 class Ui:
@@ -82,20 +104,27 @@ class Ui:
         directory: Path | None = None,
         socket: Path | None = None,
         batches: BatchSource | None = None,
+        say: Callable[[str], None] | None = None,
     ) -> None:
         directory = directory or runs_dir()
         self.runs = Runs(directory, directory.parent / "ui-index.json")
-        self.desk = Desk(socket or socket_path(), self.runs)
+        self.signins = SignIns(said=(lambda line: say(f"crew ui: {line}")) if say else None)
+        self.desk = Desk(socket or socket_path(), self.runs, self.sign_in_link)
         self.batches = batches or CrewBatches()
         self.closed = threading.Event()
         self.static = {
-            name: (files("crewbridge.ui") / "static" / name).read_bytes() for name in [*STATIC, "index.html"]
+            name: (files("crewbridge.ui") / "static" / name).read_bytes()
+            for name in [*STATIC, "index.html", "signin.html"]
         }
         self.etags = {name: hashlib.sha256(data).hexdigest()[:16] for name, data in self.static.items()}
         handler = type("Handler", (_Handler,), {"ui": self, "keys": Keys(token)})
         self.httpd = Server(host, port, handler, flag=FLAG, allowed_hosts=allowed_hosts)
         self.httpd.face = "crew ui"
         self.url = self.httpd.url
+
+    def sign_in_link(self) -> str:
+        """A new one-time sign-in link (crewbridge.ui.signin)."""
+        return f"{self.url}/sign-in/{self.signins.code()}"
 
     def open(self) -> None:
         """Listen on the desk's socket, and read the runs once meanwhile (the first page lists them warm)."""
@@ -135,22 +164,45 @@ class Ui:
 class _Handler(Handler):
     ui: Ui
     max_body = MAX_BODY
-    _session: str | None = None  # the nonce of the request's valid session cookie
-    _signing_in = False  # the request brought the token in its address
+    _seen: Seen | None = None  # the request's session, if its cookie is one's
 
     # -- who --------------------------------------------------------------------------------------
 
     def authorized(self) -> bool:
-        self._signing_in = False  # a handler serves every request of its connection
-        self._session = self.keys.session(self._cookie())
-        if self._session is not None or self.keys.bearer(self.headers):
-            return True
-        given = parse_qs(urlsplit(self.path).query).get("token", [])
-        self._signing_in = self.command == "GET" and len(given) == 1 and self.keys.matches(given[0])
-        return self._signing_in
+        self._seen = self.ui.signins.seen(self._cookie())  # a handler serves every request of its connection
+        return self._seen is not None or self.keys.bearer(self.headers)
 
     def unauthorized(self) -> None:
-        self.refuse(401, "crew ui needs its token: open the address `crew ui` printed (it ends in ?token=…)")
+        if self.command == "GET" and self.accepts("text/html") and not self.path.startswith("/api/"):
+            return self._signed_out(401, "out")
+        self.refuse(401, "crew ui needs a sign-in: run `crew ui` and open the link it prints (or send the token)")
+
+    def _public(self) -> bool:
+        """Answer what needs no sign-in (after Host and Origin): a sign-in link, and the style of
+        the page that says to get one; True when answered. Such a request takes no slot of the
+        signed-in connections' (crewbridge.webserver)."""
+        path = urlsplit(self.path).path
+        code = re.fullmatch(r"/sign-in/([A-Za-z0-9_-]{1,100})", path)
+        if path != "/static/app.css" and code is None:
+            return False
+        if not self.addressed():
+            return True
+        if code is None:
+            self._static("app.css")
+        elif (seen := self.ui.signins.redeem(code[1])) is not None:
+            self._seen = seen
+            self.send(303, b"", Location="/")
+        else:
+            self._signed_out(410, "used")
+        return True
+
+    def _signed_out(self, status: int, why: str) -> None:
+        """The page that says how to sign in (`why`: out, or a link used or expired)."""
+        title, text = SIGNED_OUT[why]
+        page = self.ui.static["signin.html"].replace(b"{{why}}", why.encode())
+        page = page.replace(b"{{title}}", title.encode()).replace(b"{{text}}", text.encode())
+        self.discard_body()
+        self.send(status, page, "text/html; charset=utf-8")
 
     def _cookie(self) -> str | None:
         cookies: SimpleCookie = SimpleCookie()
@@ -165,8 +217,8 @@ class _Handler(Handler):
     def _may_change(self) -> bool:
         """A state-changing request: the session cookie, its CSRF token, a JSON body, from this
         very origin; False (and the refusal sent) else."""
-        if self._session is None:
-            self.refuse(403, "changes need the session crew ui's address opened (its cookie)")
+        if self._seen is None:
+            self.refuse(403, "changes need a signed-in page (its cookie); run `crew ui` for a sign-in link")
             return False
         origin = self.headers.get("Origin")
         host = self.headers.get("Host", "")
@@ -177,7 +229,7 @@ class _Handler(Handler):
             self.refuse(403, "a change from another site is refused")
             return False
         given = self.headers.get("X-CSRF-Token", "")
-        if not hmac.compare_digest(given.encode("utf-8", "surrogateescape"), self.keys.csrf(self._session).encode()):
+        if not hmac.compare_digest(given.encode("utf-8", "surrogateescape"), self._seen.session.csrf.encode()):
             self.refuse(403, "the page's CSRF token is missing or wrong; reload the page")
             return False
         if self.headers.get("Content-Type", "").partition(";")[0].strip().lower() != "application/json":
@@ -188,18 +240,19 @@ class _Handler(Handler):
     def end_headers(self) -> None:
         for name, value in SECURITY.items():
             self.send_header(name, value)
+        if self._seen is not None and self._seen.cookie is not None:  # a new session, or its value replaced
+            self.send_header("Set-Cookie", f"{COOKIE}={self._seen.cookie}; HttpOnly; SameSite=Strict; Path=/")
         super().end_headers()
 
     # -- methods ----------------------------------------------------------------------------------
 
     def do_GET(self) -> None:
+        self._seen = None
         if not self.path.startswith("/"):
             return self.refuse(404, "crew ui serves paths only")
-        if not self.admitted():
+        if self._public() or not self.admitted():
             return
         url = urlsplit(self.path)
-        if self._signing_in:
-            return self._sign_in(url.path)
         query = {name: values[0] for name, values in parse_qs(url.query).items()}
         path = url.path
         if PAGES.match(path):
@@ -212,7 +265,7 @@ class _Handler(Handler):
                 return self.refuse(400, f"status '{status}' is not one of {', '.join(STATUSES)}")
             return self.send_json(200, self.ui.runs.listed(query.get("agent") or None, status, query.get("q") or None))
         if path == "/api/live":
-            return self._live()
+            return self._streamed(self._live)
         if path == "/api/questions":
             return self.send_json(200, self.ui.desk.questions())
         if path == "/api/usage":
@@ -227,7 +280,7 @@ class _Handler(Handler):
         if found and self.ui.runs.path(found[1]) is not None:
             run_id, part = found[1], found[2]
             if part == "/events":
-                return self._events(run_id)
+                return self._streamed(lambda stream: self._events(stream, run_id))
             if part == "/diff":
                 return self._diff(run_id, query.get("agent", ""))
             row = self.ui.runs.row(run_id)
@@ -235,6 +288,7 @@ class _Handler(Handler):
         self.refuse(404, f"crew ui has no {path}")
 
     def do_POST(self) -> None:
+        self._seen = None
         if not self.path.startswith("/") or not self.admitted() or not self._may_change():
             return
         length = self.body_length()
@@ -260,13 +314,8 @@ class _Handler(Handler):
 
     # -- answers ----------------------------------------------------------------------------------
 
-    def _sign_in(self, path: str) -> None:
-        """Set the session cookie, and go to the same page without the token in its address."""
-        cookie = f"{COOKIE}={self.keys.new_session()}; HttpOnly; SameSite=Strict; Path=/"
-        self.send(303, b"", Location=path if PAGES.match(path) else "/", **{"Set-Cookie": cookie})
-
     def _page(self) -> None:
-        csrf = self.keys.csrf(self._session) if self._session else ""
+        csrf = self._seen.session.csrf if self._seen is not None else ""
         page = self.ui.static["index.html"].replace(b"{{csrf}}", csrf.encode())
         self.send(200, page, "text/html; charset=utf-8")
 
@@ -277,32 +326,30 @@ class _Handler(Handler):
         self.send(200, self.ui.static[name], STATIC[name], ETag=etag)
 
     def _diff(self, run_id: str, agent: str) -> None:
-        """The whole diff of `agent`'s worktree in run `run_id` (its snapshot against the base)."""
+        """The whole diff of `agent`'s worktree in run `run_id` (its snapshot against the base), by
+        the git folders crew recorded when it made the worktree: the worktree's `.git`, which the
+        agent could have pointed at a repository of its own, is never read (crewbridge.git)."""
         path = self.ui.runs.path(run_id)
         assert path is not None
         events, _ = read_events(path, 0)
         made = [e for _, e in events if e.get("kind") == "worktree" and e.get("agent") == agent]
-        if not made or not isinstance(made[0].get("worktree"), str) or not isinstance(made[0].get("base"), str):
+        if not made or not all(isinstance(made[0].get(key), str) for key in ("worktree", "base")):
             return self.send_json(404, {"error": f"run {run_id} made no worktree for @{agent}"})
-        folder = Path(made[0]["worktree"])
+        folder, apply = Path(made[0]["worktree"]), f"crew apply {run_id} {agent}"
+        if not all(isinstance(made[0].get(key), str) for key in ("git_dir", "common")):
+            said = f"run {run_id} did not record its worktree's git folder (an older crew made it); `{apply}` shows it"
+            return self.send_json(200, {"diff": None, "error": said, "apply": apply})
         if not folder.is_dir():
-            return self.send_json(200, {"diff": None, "gone": True, "apply": f"crew apply {run_id} {agent}"})
+            return self.send_json(200, {"diff": None, "gone": True, "apply": apply})
         try:
-            checkout = Checkout.of(folder, "crew ui's diff")
+            checkout = Checkout(folder, Path(made[0]["git_dir"]), Path(made[0]["common"]))
             diff = checkout.diff(made[0]["base"], checkout.snapshot())
         except CrewError as exc:
-            return self.send_json(200, {"diff": None, "error": str(exc), "apply": f"crew apply {run_id} {agent}"})
+            return self.send_json(200, {"diff": None, "error": str(exc), "apply": apply})
         cut = len(diff) > MAX_DIFF
-        self.send_json(
-            200,
-            {
-                "diff": diff[:MAX_DIFF].decode("utf-8", "replace"),
-                "cut": cut,
-                "apply": f"crew apply {run_id} {agent}",
-            },
-        )
+        self.send_json(200, {"diff": diff[:MAX_DIFF].decode("utf-8", "replace"), "cut": cut, "apply": apply})
 
-    def _events(self, run_id: str) -> None:
+    def _events(self, stream: EventStream, run_id: str) -> None:
         """The run's events from the start (or from Last-Event-ID, a byte offset), then each as it
         is appended, and its reply text as it streams, until its end."""
         path = self.ui.runs.path(run_id)
@@ -310,10 +357,10 @@ class _Handler(Handler):
         last = self.headers.get("Last-Event-ID", "0")
         offset = int(last) if last.isdigit() and last.isascii() else 0
         texts = self.ui.desk.watch(run_id)
-        stream = self.event_stream()
         quiet, checked = time.monotonic(), time.monotonic()
+        until = quiet + ROTATE
         try:
-            while not self.ui.closed.is_set():
+            while not self.ui.closed.is_set() and time.monotonic() < until and not self.hung_up():
                 events, offset = read_events(path, offset)
                 for after, event in events:
                     if not stream.send(dumps_bytes(event), event="event", id=str(after)):
@@ -345,12 +392,27 @@ class _Handler(Handler):
         finally:
             self.ui.desk.unwatch(run_id, texts)
 
-    def _live(self) -> None:
+    def _streamed(self, serve: Callable[[EventStream], None]) -> None:
+        """Answer with server-sent events from `serve`, which ends them within ROTATE seconds: the
+        page's reconnection (within a second) is a request, which picks up its cookie's next value.
+        Meanwhile the page is open: its session lives (crewbridge.ui.signin)."""
+        session = self._seen.session if self._seen is not None else None
+        stream = self.event_stream()
+        stream.write(b"retry: 1000\n\n")
+        if session is not None:
+            self.ui.signins.attached(session)
+        try:
+            serve(stream)
+        finally:
+            if session is not None:
+                self.ui.signins.detached(session)
+
+    def _live(self, stream: EventStream) -> None:
         """What every page keeps up with: the approval questions (each time they change) and a cue
         when runs start, end or write (the list fetches itself again)."""
-        stream = self.event_stream()
         version, mark, quiet = -1, None, time.monotonic()
-        while not self.ui.closed.is_set():
+        until = quiet + ROTATE
+        while not self.ui.closed.is_set() and time.monotonic() < until and not self.hung_up():
             if self.ui.desk.version != version:
                 version = self.ui.desk.version
                 if not stream.send(dumps_bytes(self.ui.desk.questions()), event="questions"):

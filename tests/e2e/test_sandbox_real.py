@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import socket
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -210,3 +211,82 @@ STOPPED_BY = {
     ("codex", "1"): "crew refused it",  # app-server, approval policy untrusted: it asks crew first
     ("codex", "0"): "its own read-only sandbox",  # exec --sandbox read-only: it cannot start inside crew's
 }
+
+
+# --- the user's secrets are not there -----------------------------------------------------------------
+# Planted in the test's HOME and environment, each with a mark no model could guess. Each CLI's own
+# shell, and crew's run_command (through claude), read the credential stores, a Chromium profile,
+# crew's transcripts of other runs and another CLI's login, and print their environment; the model
+# (the mock) sees what they got. Inside the sandbox: none of it, while the CLI still logs in with
+# its own credentials (claude with a ~/.claude/.credentials.json login, no key in its environment).
+# The control, --sandbox off with every planted variable passed by a trusted crew.yaml, sees all of
+# it: the check can fail.
+
+LOGIN_FILES = {"claude": ".claude/.credentials.json", "codex": ".codex/auth.json", "gemini": ".gemini/oauth_creds.json"}
+CLAUDE_LOGIN = "sk-ant-oat01-OWN-LOGIN-OF-CLAUDE"
+# Names of variables holding secrets, and a key of a vendor other than the CLI's own.
+PLANTED_ENV = {
+    "AWS_SECRET_ACCESS_KEY": "ENV-SECRET-aws",
+    "GITHUB_TOKEN": "ENV-SECRET-github",
+    "CREW_BATCH_DB": "postgresql://crew:ENV-SECRET-batch@127.0.0.1/crew",
+    "DATABASE_URL": "postgres://app:ENV-SECRET-database@db.example/app",
+}
+OTHER_VENDOR = {"claude": "OPENAI_API_KEY", "codex": "ANTHROPIC_API_KEY", "gemini": "OPENAI_API_KEY"}
+
+
+def plant_secrets(cli: str, env: dict[str, str]) -> tuple[dict[Path, str], dict[str, str]]:
+    """The secrets planted for `cli` run with `env` (its HOME, XDG folders): the files written,
+    with the mark each holds, and the variables to run crew with."""
+    home, config, state = Path(env["HOME"]), Path(env["XDG_CONFIG_HOME"]), Path(env["XDG_STATE_HOME"])
+    files = {
+        home / ".ssh/id_ed25519": "FILE-SECRET-ssh",
+        home / ".aws/credentials": "FILE-SECRET-aws",
+        config / "chromium/Default/Cookies": "FILE-SECRET-cookie",
+        config / "chromium/Default/History": "http://127.0.0.1:9/?code=FILE-SECRET-history",
+        state / "crewbridge/runs/2020-01-01T00-00-00-other.jsonl": "FILE-SECRET-transcript",
+        **{home / path: f"FILE-SECRET-login-of-{other}" for other, path in LOGIN_FILES.items() if other != cli},
+    }
+    for path, text in files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text + "\n")
+    return files, {**PLANTED_ENV, OTHER_VENDOR[cli]: f"ENV-SECRET-{OTHER_VENDOR[cli]}"}
+
+
+@pytest.mark.parametrize("mechanism", ["bwrap", "landlock", "off"])
+def test_the_agents_shell_and_crews_commands_find_no_secret_of_the_user_but_the_cli_logs_in(
+    cli, mechanism, cli_env, mock_server, workdir
+):
+    env = cli_env(cli)
+    files, planted_env = plant_secrets(cli, env)
+    marks = [*files.values(), *planted_env.values()]
+    if cli == "claude":  # logs in with its own login file, not a key in its environment
+        env.pop("ANTHROPIC_API_KEY")
+        login = {"accessToken": CLAUDE_LOGIN, "refreshToken": "r", "expiresAt": int(time.time() + 3600) * 1000}
+        (Path(env["HOME"]) / ".claude").mkdir(exist_ok=True)
+        (Path(env["HOME"]) / LOGIN_FILES["claude"]).write_text(
+            json.dumps({"claudeAiOauth": {**login, "scopes": ["user:inference"], "subscriptionType": "max"}})
+        )
+    if mechanism == "off":  # the control: unconfined, and every planted variable passed
+        (workdir / "crew.yaml").write_text(json.dumps({"env": {"pass": sorted(planted_env)}}))
+        assert run_crew(["config", "trust"], env=env, cwd=workdir).returncode == 0
+    attack = f"cat {' '.join(str(p) for p in files)}; env; echo END-OF-ATTACK"
+    shell, args = SHELL[cli]
+    replies = [shell(attack), *([tool_block("crew:run_command", command=attack)] if cli == "claude" else []), "Done."]
+    mock_server.script(*replies)
+    sandbox = ["--sandbox", "off"] if mechanism == "off" else ["--sandbox", "required"]
+    done = run_crew(
+        ["execute", *sandbox, "--yes", *args, f"@{cli}{MODEL.get(cli, '')} look around"],
+        env={**env, **planted_env, MECHANISM_ENV: mechanism if mechanism != "off" else ""},
+        cwd=workdir,
+    )
+    assert done.returncode == 0, done.stderr
+    mock_server.problems[:] = [p for p in mock_server.problems if "CONNECT api.anthropic.com:443" not in p]
+    results = [json.dumps(request.body) for request in mock_server.requests[1:]]
+    assert len(results) == len(replies) - 1 and all("END-OF-ATTACK" in result for result in results)  # each ran
+    seen = [[mark for mark in marks if mark in result] for result in results]
+    if mechanism == "off":
+        assert all(found == marks for found in seen), seen
+    else:
+        assert seen == [[]] * len(results)
+    if cli == "claude":  # each request carried the login it read from its own file, in the sandbox too
+        assert {r.headers.get("Authorization") for r in mock_server.requests} == {f"Bearer {CLAUDE_LOGIN}"}

@@ -5,14 +5,18 @@ does, and the page refuses what a stranger or another site sends."""
 
 from __future__ import annotations
 
+import hashlib
+import http.client
 import http.server
 import json
 import re
+import sqlite3
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -32,29 +36,47 @@ def env(cli_env):
     return {**cli_env("claude"), "CREW_UI_TOKEN": TOKEN}
 
 
+LINK = re.compile(r"crew ui: open (http://127\.0\.0\.1:\d+)(/sign-in/[\w-]+)\n")
+
+
 @pytest.fixture
-def ui(env, tmp_path):
-    """`crew ui` serving for the test's user: its address (without the token)."""
+def served(env, tmp_path):
+    """`crew ui` serving for the test's user: its address, and the sign-in link it printed."""
     proc = start_crew(["ui", "--listen", "127.0.0.1:0"], env=env, cwd=tmp_path)
-    line = proc.stderr.readline()
-    found = re.match(r"crew ui: open (http://127\.0\.0\.1:\d+)/\?token=", line)
-    assert found, line
-    yield found.group(1)
+    line = proc.stdout.readline()
+    found = LINK.fullmatch(line)
+    assert found, line + proc.stderr.read() if proc.poll() is not None else line
+    yield found.group(1), found.group(1) + found.group(2)
     end_group(proc)
 
 
 @pytest.fixture
-def page(ui):
-    """A browser page signed in to the UI (its cookie set by the token's address)."""
+def ui(served):
+    """crew ui's address."""
+    return served[0]
+
+
+def new_link(env, cwd) -> str:
+    """A fresh sign-in link to the crew ui that serves, as a second `crew ui` prints it."""
+    done = run_crew(["ui"], env=env, cwd=cwd)
+    found = LINK.fullmatch(done.stdout)
+    assert done.returncode == 0 and found, done
+    return found.group(1) + found.group(2)
+
+
+@pytest.fixture
+def page(served):
+    """A browser page signed in to the UI with the link crew ui printed."""
     if missing():
         pytest.fail(missing(), pytrace=False)
+    ui, link = served
     with chromium() as browser:
         page = browser.new_page()
         page.set_default_timeout(WAIT)
         errors: list[str] = []
         page.on("pageerror", lambda error: errors.append(str(error)))
-        page.goto(f"{ui}/?token={TOKEN}")
-        assert page.url == f"{ui}/"  # the token left the address
+        page.goto(link)
+        assert page.url == f"{ui}/"  # signed in, and the address holds no code
         yield page
         assert errors == [], errors
 
@@ -148,6 +170,27 @@ def test_an_approval_answered_on_the_page_decides_the_write(page, ui, env, workd
     assert (approval["answer"], approval["source"]) == (verdict, "browser")
 
 
+def test_an_approval_on_the_page_shows_the_whole_command(page, ui, env, workdir, mock_server):
+    """Issue 39: `ls -la` + 220 spaces + `; echo owned > pwned.txt` (and a line break, an ANSI
+    sequence, a bidi override): the page shows every part, the tail in sight; denied, nothing ran."""
+    write_config(workdir / "crew.yaml", agents={"claude": {"approval": ["run_command"]}})
+    command = "ls -la" + " " * 220 + "; echo owned > pwned.txt\n\x1b[8mtouch also.txt\u202e"
+    mock_server.script(reply("Listing.\n", tool_block("crew:run_command", command=command)), reply("Done."))
+    proc = start_crew(["execute", "--timeout", "240", "@claude list the files"], env=env, cwd=workdir)
+    try:
+        question = page.locator('[data-approval-id][data-state="open"]')
+        question.wait_for()
+        shown = question.locator("pre.shown")
+        assert "ls -la⟨220 spaces⟩; echo owned > pwned.txt\\n\\u001b[8mtouch also.txt\\u202e" in shown.inner_text()
+        assert shown.evaluate("pre => pre.scrollWidth <= pre.clientWidth")  # wrapped: nothing out of sight
+        question.locator('[data-action="deny"]').click()
+        page.locator('[data-approval-id][data-state="answered"] [data-answer="no"]').wait_for()
+    finally:
+        code, _, err = finish(proc)
+    assert code == 0, err
+    assert not (workdir / "pwned.txt").exists() and not (workdir / "also.txt").exists()
+
+
 def test_cancel_on_the_page_ends_the_run_as_ctrl_c_does(page, ui, env, workdir, mock_server):
     mock_server.script(reply("Thinking ", *["more " for _ in range(100)], delay=1.0))
     proc = start_crew(["query", "@claude think for a long time"], env=env, cwd=workdir)
@@ -167,14 +210,94 @@ def test_cancel_on_the_page_ends_the_run_as_ctrl_c_does(page, ui, env, workdir, 
     assert processes_in(workdir) == []  # claude ended too
 
 
-def test_without_the_token_the_page_answers_401(ui):
+def test_without_a_sign_in_the_page_says_how_to_get_one_and_a_used_link_signs_in_nothing(served, env, tmp_path):
     if missing():
         pytest.fail(missing(), pytrace=False)
+    ui, link = served
     with chromium() as browser:
         page = browser.new_page()
-        assert page.goto(f"{ui}/").status == 401
-        assert page.goto(f"{ui}/?token=not-{TOKEN}").status == 401
+        answer = page.goto(f"{ui}/")
+        assert answer.status == 401 and page.locator('[data-signed-out="out"]').inner_text().startswith("Sign in")
+        assert page.goto(f"{ui}/?token={TOKEN}").status == 401  # the token signs in nothing in an address
         assert page.goto(f"{ui}/api/runs").status == 401
+        assert page.goto(link).status == 200 and page.url == f"{ui}/"
+        other = browser.new_page()  # a copy of the link (the history's): spent
+        assert other.goto(link).status == 410 and other.locator('[data-signed-out="used"]').is_visible()
+        assert "run crew ui again" in other.inner_text("main").lower()
+        assert other.goto(new_link(env, tmp_path)).status == 200 and other.url == f"{ui}/"  # a second crew ui's
+
+
+def signs_in(url: str, cookie: str | None = None) -> int:
+    """The status an address answers a stranger with (a cookie, when given); fails on a new cookie."""
+    address = urlsplit(url)
+    connection = http.client.HTTPConnection("127.0.0.1", address.port, timeout=30)
+    headers = {"Cookie": f"crew_ui={cookie}"} if cookie else {}
+    connection.request("GET", address.path + (f"?{address.query}" if address.query else ""), headers=headers)
+    answer = connection.getresponse()
+    answer.read()
+    connection.close()
+    assert answer.getheader("Set-Cookie") is None, url
+    return answer.status
+
+
+def stolen_cookie(profile: Path) -> str:
+    """crew ui's cookie as an agent reads it from Chromium's store on Linux (no keyring: the key is
+    Chromium's own, "peanuts"; AES-128-CBC, decrypted here with openssl)."""
+    store = sqlite3.connect(profile / "Default" / "Cookies")
+    host, encrypted = store.execute("SELECT host_key, encrypted_value FROM cookies WHERE name = 'crew_ui'").fetchone()
+    store.close()
+    key = hashlib.pbkdf2_hmac("sha1", b"peanuts", b"saltysalt", 1, 16)
+    plain = subprocess.run(
+        ["openssl", "enc", "-d", "-aes-128-cbc", "-K", key.hex(), "-iv", (b" " * 16).hex()],
+        input=encrypted[3:],
+        capture_output=True,
+        check=True,
+    ).stdout
+    return plain.removeprefix(hashlib.sha256(host.encode()).digest()).decode()
+
+
+@pytest.mark.slow
+def test_chromiums_history_and_cookie_store_hold_nothing_that_signs_in(tmp_path, monkeypatch):
+    """Issue 39's attack: an agent read Chromium's History, signed in and approved its own write. A
+    real Chromium profile on disk, signed in and used, then closed: every address its History
+    holds signs in nothing, and the cookie its store holds (read and decrypted as an agent would)
+    signs in nothing once the page has been closed for DETACHED seconds (here 2)."""
+    if missing():
+        pytest.fail(missing(), pytrace=False)
+    from playwright.sync_api import sync_playwright
+
+    from browser import ARGS, CHROMIUM
+    from crewbridge.ui import signin
+    from crewbridge.ui.server import Ui
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.setattr(signin, "DETACHED", 2.0)
+    ui = Ui(token=TOKEN)
+    ui.start()
+    profile = tmp_path / "profile"
+    try:
+        link = ui.sign_in_link()
+        with sync_playwright() as playwright:
+            context = playwright.chromium.launch_persistent_context(profile, executable_path=CHROMIUM, args=ARGS)
+            page = context.new_page()
+            page.goto(link)
+            page.goto(f"{ui.url}/usage")
+            page.locator("#main h1", has_text="Usage").wait_for()
+            [cookie] = [c["value"] for c in context.cookies() if c["name"] == "crew_ui"]
+            assert signs_in(f"{ui.url}/api/runs", cookie) == 200  # a copy works while the page is open (docs/ui.md)
+            context.close()  # Chromium writes its History and cookies as it closes
+        history = sqlite3.connect(profile / "Default" / "History")
+        visited = [url for (url,) in history.execute("SELECT url FROM urls")]
+        history.close()
+        assert link in visited  # the attack's first step works: the link is there
+        assert {url: signs_in(url) for url in visited} == {url: 410 if url == link else 401 for url in visited}
+        assert stolen_cookie(profile) == cookie  # and so does its second: the cookie is in the store
+        deadline = time.monotonic() + 30  # a bound: the page closed, its session ends DETACHED seconds later
+        while signs_in(f"{ui.url}/api/runs", cookie) == 200 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert signs_in(f"{ui.url}/api/runs", cookie) == 401
+    finally:
+        ui.close()
 
 
 class Elsewhere:

@@ -29,8 +29,14 @@ function el(tag, attrs, ...children) {
 
 async function api(path) {
   const answer = await fetch(path, { credentials: "same-origin" });
+  if (answer.status === 401) signedOut();
   if (!answer.ok) throw new Error(`${path}: ${answer.status} ${await answer.text()}`);
   return answer.json();
+}
+
+function signedOut() {
+  // The session ended (an hour without a request, crew ui restarted, its cookie copied and used elsewhere).
+  document.getElementById("connection").textContent = "signed out: run `crew ui` for a new sign-in link";
 }
 
 async function post(path, body) {
@@ -125,7 +131,7 @@ function showQuestions(questions) {
   const recent = questions.filter((q) => q.state === "open" || Date.now() - Date.parse(q.ended) < SHOWN_AFTER);
   panel.replaceChildren(
     ...recent.map((q) => {
-      const input = q.input ?? q.shown;
+      // Every string here was drawn by the run (crewbridge.visible): nothing in it can hide a part.
       const box = el(
         "div",
         { class: "question", "data-approval-id": q.id, "data-state": q.state },
@@ -133,7 +139,7 @@ function showQuestions(questions) {
           el("strong", { text: `@${q.agent} wants to run ${q.tool}` }), " ",
           el("a", { href: `/runs/${q.run}`, class: "dim", text: `run ${q.run}` })),
         q.note ? el("div", { class: "decision no", text: q.note }) : null,
-        writeDiff(toolName(q.tool), q.input) || el("pre", { text: cut(json(input), 4000) }),
+        writeDiff(toolName(q.tool), q.input) || el("pre", { class: "shown", text: q.shown }),
       );
       if (q.state === "open") {
         const actions = el("div", { class: "actions" });
@@ -179,7 +185,10 @@ function listen() {
   live.addEventListener("questions", (e) => showQuestions(JSON.parse(e.data)));
   live.addEventListener("runs", () => cues.forEach((cue) => cue()));
   live.onopen = () => { shown.textContent = ""; };
-  live.onerror = () => { shown.textContent = "reconnecting…"; };
+  live.onerror = () => {
+    if (live.readyState === EventSource.CLOSED) signedOut(); // refused, not dropped: it does not reconnect
+    else shown.textContent = "reconnecting…";
+  };
 }
 
 // -- the runs list -------------------------------------------------------------------------------
