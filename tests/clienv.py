@@ -442,16 +442,19 @@ class Run:
 
 def run_cli(name: str, turn: Turn, env: dict[str, str], cwd: Path, timeout: float = 60.0) -> Run:
     """Run `turn` through provider `name` (prompt on stdin) and decode its whole output. As crew
-    runs a CLI, none of the MCP servers the user added to it starts (Provider.own_mcp_only)."""
+    runs a CLI: none of the MCP servers the user added to it starts (Provider.own_mcp_only), and of
+    the secrets in `env` it gets its own login (crewbridge.childenv)."""
     provider = providers.load(name)
     turn = replace(turn, options=[*turn.options, *provider.own_mcp_only(turn, env, cwd)])
+    env = {**provider.env(), **env}
     start = time.monotonic()
     child = Child(
         provider.argv(turn),
-        env={**provider.env(), **env},
+        env=env,
         cwd=cwd,
         stdin=turn.prompt,
         install_hint=provider.install_hint,
+        passed={*provider.env(), *provider.logins(env)},
     )
     try:
         lines = list(child.lines(deadline=start + timeout))
