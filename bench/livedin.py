@@ -1,4 +1,4 @@
-"""Figure 14: a lived-in home costs nothing. `crew query "@CLI hello"` (one answer, no tool, crew's
+"""Figure 15: a lived-in home costs nothing. `crew query "@CLI hello"` (one answer, no tool, crew's
 default sandbox: bubblewrap here) from a home where the CLI was already used (tests/clienv.py
 `live_in`: the user's own MCP server added with the CLI's command, two plain runs in this project,
 the folder trusted) vs from a fresh one, in pairs, for claude, gemini and codex (crew installed as
@@ -47,7 +47,7 @@ def run(settings: Settings) -> list[Row]:
                 fresh = cli_env(cli, mock.url, root / f"fresh-{cli}" / "home")
                 pairs = paired(partial(timed, lived, cli), partial(timed, fresh, cli), settings.repeats(9, 3))
                 what = f"crew query @{cli}: a lived-in home vs a fresh one (wall)"
-                rows.append(ratio_row("14 livedin", what, *pairs, unit="s", scale=1, target=None))
+                rows.append(ratio_row("15 livedin", what, *pairs, unit="s", scale=1, target=None))
             if mock.problems:
                 raise RuntimeError(f"the mock model server saw: {'; '.join(mock.problems)}")
     finally:

@@ -45,6 +45,7 @@ FIGURES = {  # name → module; issue 26's table first, then the rest of issue 6
     "gitguard": "bench.gitguard",
     "commands": "bench.commands",
     "ui": "bench.ui",
+    "egress": "bench.egress",
     "livedin": "bench.livedin",
 }
 

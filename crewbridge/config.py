@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from crewbridge.providers.base import Provider
     from crewbridge.providers.generic import GenericSpec
     from crewbridge.registry import ToolRegistry
+    from crewbridge.sandbox.allowlist import Entry
     from crewbridge.trust import Fingerprint
 
 BUILTIN_AGENTS = ("claude", "gemini", "codex", "demo")
@@ -76,7 +77,7 @@ class AgentSpec:
     max_tokens: int | None = None  # tokens (input + output) its run may use
     tools_via: str = "text"  # text: the catalogue in the prompt; native: the CLI's own tool channel (crewbridge.native)
     sandbox: str | None = None  # auto | required | off: replaces the run's, where stricter (crewbridge.sandbox.level)
-    sandbox_network: bool = False  # its commands may use the network inside the sandbox
+    sandbox_network: bool = False  # its commands reach network: allow's hosts inside the sandbox (else none)
     user_mcp_servers: bool = False  # its CLI also starts the MCP servers its user registered
     # allow, allow_commands and skills lists of later files (crewbridge.config_layers): a name must match these too
     narrowing: dict[str, list[list[str]]] = field(default_factory=dict)
@@ -103,6 +104,8 @@ class Config:
     transcripts: bool = True
     skills: list[Path] = field(default_factory=list)  # skill folders crew.yaml names (crewbridge.skills)
     sandbox: str = "auto"  # the run's sandbox level (crewbridge.sandbox); --sandbox replaces it
+    network: str = "allow"  # "allow": the sandboxes reach only what is allowed; "open": any host (--network)
+    allowed: tuple[Entry, ...] = ()  # network: allow: hosts the agents reach besides each CLI's model API
     hide: list[str] = field(default_factory=list)  # sandbox.hide: more places the sandbox hides
     show: list[str] = field(default_factory=list)  # sandbox.show: places it leaves visible (trusted files)
     env_pass: list[str] = field(default_factory=list)  # env.pass: secret-named variables the CLIs get
@@ -513,6 +516,7 @@ def _build(combined: Combined, files: list[Source]) -> Config:
         (built.base(("skills", i)) / os.path.expanduser(folder)).resolve()
         for i, folder in enumerate(data.get("skills", []))
     ]
+    built.network(data.get("network"))
     built.providers(data.get("providers", {}))
     built.agents(data.get("agents", {}))
     built.tools(data.get("tools", {}))
@@ -538,6 +542,20 @@ class _Built:
         except CrewError as exc:  # the object's own check: put the file and line in front
             key = (exc.key,) if isinstance(exc, ConfigKeyError) else ()
             raise self.config.error((*keys, *key), str(exc)) from None
+
+    def network(self, network: str | dict[str, Any] | None) -> None:
+        from crewbridge.sandbox.allowlist import entry  # for start-up speed (see top)
+
+        if isinstance(network, str):  # the schema's one word: open
+            self.config.network = network
+            return
+        allowed = []
+        for i, text in enumerate((network or {}).get("allow", [])):
+            try:
+                allowed.append(entry(text, "network: allow"))
+            except ValueError as exc:
+                raise self.config.error(("network", "allow", i), str(exc)) from None
+        self.config.allowed = tuple(dict.fromkeys(allowed))  # each once, though several files list it
 
     def providers(self, entries: dict[str, Any]) -> None:
         from crewbridge.providers.generic import GenericSpec  # for start-up speed (see top)

@@ -10,6 +10,8 @@ has one, so a new key cannot be forgotten):
 - NARROW: each file's list must match (allow, allow_commands, an agent's skills). A later list can
   only narrow what the earlier ones let through: a name passes when it matches every list.
 - Within: a mapping of fixed keys (`sandbox: {level, hide, show}`), each by its own rule.
+- HOSTS (`network:`): `open`, or `allow:` lists that add up; a file that is not trusted may only
+  narrow them (its list, each host of which the files before allow), never open them.
 - stricter(loosest, …, strictest): a later file may only move the value toward the strict end,
   unless it is trusted (the user's file, --config, a project file after `crew config trust`).
   LIMIT is that rule for numbers: a lower limit is stricter, no limit is the loosest. A key that
@@ -65,6 +67,7 @@ OVERRIDE = Rule("override")
 ACCUMULATE = Rule("accumulate")
 NARROW = Rule("narrow")
 LIMIT = Rule("stricter")  # numbers: lower is stricter, none is the loosest
+HOSTS = Rule("hosts")  # network: open, or allow lists that add up; narrowed only by a file not trusted
 
 
 def stricter(*order: Any) -> Rule:
@@ -110,6 +113,7 @@ TOP: Table = {
         shorthand="level",
     ),
     "env": Within({"pass": ACCUMULATE}),  # variables the CLIs get although secret-named: trusted files only
+    "network": HOSTS,
     "agents": Each(AGENT),
     "providers": Each(OVERRIDE),
     "tools": Each(OVERRIDE),
@@ -222,6 +226,8 @@ class _Merge:
             self.note(here, here)
             for i in range(len(value)):
                 self.copy((*here, i), (*here, start + i))
+        elif rule.kind == "hosts":
+            self.hosts(into, key, value, here)
         elif rule.kind == "narrow":
             into[key] = [*into.get(key, []), value]
             self.copy(here, (*here, len(into[key]) - 1))
@@ -232,6 +238,36 @@ class _Merge:
                     self.refuse_loosening(value, before, here, merged)
             into[key] = value
             self.copy(here, merged)
+
+    def hosts(self, into: dict[str, Any], key: str, value: Any, here: Keys) -> None:
+        """`network:`: a trusted file opens it, or adds its hosts; one that is not trusted may only
+        narrow it (its list alone, every host of which the files before allow)."""
+        before = into.get(key)
+        start = 0
+        if not self.layer.source.trusted:
+            wider = _wider(before, value)
+            if wider is not None:
+                origin = self.out.origins.get(here)
+                where = f"allowed by {origin}" if origin else "allowed"
+                raise ConfigError(
+                    located(
+                        Origin(self.layer.source, self.layer.marks.get(wider[0]), wider[0]),
+                        (),
+                        f"{wider[1]} is not {where}; a project file may only narrow the network until "
+                        f"you trust it (it {_reason(self.layer.source)}): read it, then run `crew config trust`",
+                    )
+                )
+            into[key] = value
+        elif value == "open" or before in (None, "open"):
+            into[key] = value
+        else:
+            start = len(before.get("allow", []))
+            into[key] = {"allow": [*before.get("allow", []), *value.get("allow", [])]}
+        self.note(here, here)
+        if isinstance(value, dict) and "allow" in value:
+            self.note((*here, "allow"), (*here, "allow"))
+            for i in range(len(value["allow"])):
+                self.copy((*here, "allow", i), (*here, "allow", start + i))
 
     def refuse_loosening(self, value: Any, before: Any, here: Keys, merged: Keys) -> None:
         origin = self.out.origins.get(merged)
@@ -255,6 +291,29 @@ class _Merge:
             source, target = stack.pop()
             self.note(source, target)
             stack += [(child, (*target, child[-1])) for child in self.children.get(source, [])]
+
+
+def _wider(before: Any, value: Any) -> tuple[Keys, str] | None:
+    """What of `network:` value `value` the files before (`before`) do not allow, as its key path
+    and a description; None when it only narrows them."""
+    if before == "open":
+        return None
+    if value == "open":
+        return ("network",), "network: open"
+    from crewbridge.sandbox.allowlist import AllowList, entry  # for start-up speed: a project's network: only
+
+    try:
+        allowed = AllowList(tuple(entry(text) for text in (before or {}).get("allow", [])))
+        for i, text in enumerate(value.get("allow", [])):
+            wanted = entry(text)
+            if wanted in allowed.entries or (
+                not wanted.wildcard and all(allowed.find(wanted.host, port) for port in wanted.ports or (443, 80))
+            ):
+                continue
+            return ("network", "allow", i), f"'{text}'"
+    except ValueError:
+        return None  # the file's own check names it (config._Built)
+    return None
 
 
 def _reason(source: Source) -> str:

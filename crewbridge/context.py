@@ -26,7 +26,7 @@ from crewbridge.errors import CrewError, UsageError
 from crewbridge.mentions import Mention, parse_mentions
 from crewbridge.modes import MODES, Mode
 from crewbridge.options import RunOptions
-from crewbridge.providers.base import McpServer, Turn
+from crewbridge.providers.base import McpServer, Provider, Turn
 from crewbridge.sandbox import Sandboxing, level
 
 # For start-up speed, what a run needs only once the agents' CLIs have started (the loop, hooks,
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from crewbridge.approval import Channel
     from crewbridge.loop import AgentLoop, Progress
     from crewbridge.registry import Files, Tool, ToolRegistry
+    from crewbridge.sandbox.egress import Hosts
     from crewbridge.sessions import Prior
     from crewbridge.skills import Found, Skill
     from crewbridge.stop import Stop
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
     from crewbridge.usage import Budget
     from crewbridge.worktrees import Made, Worktree
 
-Key = tuple[Mention, Mode, "str | None", "str | None"]  # a CLI started ahead: for whom, how
+Key = tuple[Mention, Mode, "str | None", "str | None", "str | None"]  # a CLI started ahead: for whom, how
 
 
 class Tools:
@@ -144,13 +145,30 @@ class RunContext:
 
     def check_sandbox(self, options: RunOptions, agents: list[AgentSpec]) -> None:
         """Refuse a run whose sandbox is required and not to be had here (SandboxUnavailable), before
-        anything starts; say once when `auto` finds none."""
+        anything starts; say once when `auto` finds none, and when the network is open."""
         levels = [self.sandbox_level(options, agent) for agent in agents]
         for wanted in levels:
             self.sandboxing.mechanism(wanted)
         said = self.sandboxing.notice(levels)
         if said:
             self.say("sandbox", agents[0].id, said)
+        if self.network(options) == "open" and any(wanted != "off" for wanted in levels):
+            why = "--network open" if options.network == "open" else f"network: open in {self.config.shown}"
+            self.say(
+                "warning", agents[0].id, f"the network is open ({why}): the CLIs and all they start reach any host"
+            )
+
+    def network(self, options: RunOptions) -> str:
+        """The run's network: "allow" (only what is allowed, through crew's proxy) or "open"."""
+        return options.network or self.config.network
+
+    def hosts(self, options: RunOptions, provider: Provider | None = None) -> Hosts | None:
+        """What an agent's CLI (its `provider`'s: its model API, from its environment, and crew.yaml's
+        network: allow) or its commands (network: allow, where sandbox_network lets them use the
+        network) may reach; None when the network is open."""
+        from crewbridge.sandbox.egress import reaching  # for start-up speed: with a sandbox only
+
+        return reaching(self.network(options), self.config.allowed, provider.endpoints if provider else None)
 
     def skills(self, agent: AgentSpec) -> dict[str, Skill]:
         """The skills `agent` gets: those found from its working directory, chosen by its `skills:` globs."""
@@ -207,7 +225,7 @@ class RunContext:
         mentions = parse_mentions(text)[0]
         self.check_sandbox(options, [self.config.agent(mention.agent) for mention in mentions])
         for mention in mentions:
-            key = (mention, mode, options.tools_via, options.sandbox)
+            key = (mention, mode, options.tools_via, options.sandbox, options.network)
             if key not in self.started:
                 conversation, _ = self.conversation(mention, mode, options)
                 if not isinstance(conversation, CrewError):
@@ -233,7 +251,7 @@ class RunContext:
         CLI holds it (else the first message replays it). The one start() started for the same, if
         there is one."""
         if self.started and prior is None and (spec is None or spec == self.config.agent(mention.agent)):
-            started = self.started.pop((mention, mode, options.tools_via, options.sandbox), None)
+            started = self.started.pop((mention, mode, options.tools_via, options.sandbox, options.network), None)
             if started is not None:
                 return started, True
         try:
@@ -255,6 +273,7 @@ class RunContext:
                     mode,
                     provider.state,
                     agent.deny_commands,
+                    hosts=self.hosts(options, provider),
                     hiding=self.config.hiding,
                 ),
                 passed=tuple(self.config.env_pass),
@@ -337,11 +356,15 @@ class RunContext:
                 work.mode,
                 network=agent.sandbox_network,
                 denied=agent.deny_commands,  # what they deny whatever its arguments is masked inside
+                hosts=self.hosts(options),
                 hiding=self.config.hiding,
             ),
             files=self.files,
         )
         work.transcript.on_cancel(loop.close)  # cancelled from crew ui: as Ctrl-C, the CLI ends
+        for sandbox in (conversation.base.sandbox, loop.ctx.sandbox):  # the CLI's and its commands'
+            if sandbox is not None and sandbox.confinement.egress is not None:
+                sandbox.confinement.egress.refusals.listen(loop.refused)
         return loop
 
 

@@ -18,6 +18,7 @@ import re
 import shlex
 import shutil
 import signal
+import sys
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -33,7 +34,9 @@ from crewbridge.errors import CrewError, CrewTimeout, UsageError
 from crewbridge.mcp.install import registered
 from crewbridge.providers import BUILTIN, load, load_plugin, plugins
 from crewbridge.providers.base import Provider, Turn
-from crewbridge.sandbox import INSTALL, State, detect
+from crewbridge.sandbox import INSTALL, Detection, Mechanism, Sandboxing, State, detect, spawn
+from crewbridge.sandbox.allowlist import AllowList
+from crewbridge.sandbox.proxy import Upstream
 from crewbridge.skills import discover, roots
 
 if TYPE_CHECKING:
@@ -164,9 +167,14 @@ def diagnose(
     yield from _skills(config, cwd, env)
     yield _mcp(env, cwd)
     yield _native(config, env)
-    yield _sandbox(config, env)
+    try:
+        found: Detection | CrewError = detect(env, every=True)
+    except CrewError as exc:
+        found = exc
+    yield _sandbox(config, found)
     yield _hidden(config, env)
     yield _withheld(config, env)
+    yield from _network(config, env, cwd, found)
     prober = Prober(env, cwd, timeout)
     try:
         for subject in subjects:
@@ -187,12 +195,10 @@ def _mcp(env: Mapping[str, str], cwd: Path) -> Check:
     return Check(OK, "mcp", "crew is registered in " + ", ".join(f"{cli} ({path})" for cli, path in where.items()))
 
 
-def _sandbox(config: Config, env: Mapping[str, str]) -> Check:
+def _sandbox(config: Config, found: Detection | CrewError) -> Check:
     """Which sandbox mechanism the CLIs and commands get here, and why not the others."""
-    try:
-        found = detect(env, every=True)
-    except CrewError as exc:
-        return Check(FAIL, "sandbox", str(exc))
+    if isinstance(found, CrewError):
+        return Check(FAIL, "sandbox", str(found))
     if found.mechanism is not None:
         return Check(OK, "sandbox", f"{found.mechanism.name} ({found.mechanism.detail}); {found.reasons()}")
     wanted = {config.sandbox, *(agent.sandbox for agent in config.agents.values() if agent.sandbox)}
@@ -235,6 +241,61 @@ def _withheld(config: Config, env: Mapping[str, str]) -> Check:
 
 def _home_relative(path: Path, home: str) -> str:
     return f"~/{path.relative_to(home)}" if home and path.is_relative_to(home) and str(path) != home else str(path)
+
+
+def _network(config: Config, env: Mapping[str, str], cwd: Path, found: Detection | CrewError) -> Iterator[Check]:
+    """How the sandboxes' network is held here (checked by opening one), and what each agent's CLI,
+    and its commands, may reach."""
+    if isinstance(found, CrewError) or found.mechanism is None:
+        return  # the sandbox line says why
+    wanted = {config.sandbox, *(agent.sandbox for agent in config.agents.values() if agent.sandbox)}
+    if config.network == "open":
+        yield Check(
+            WARN, "network", f"open ({config.shown}: network: open): the CLIs and all they start reach any host"
+        )
+        return
+    mechanism = found.mechanism
+    gap = mechanism.holds_network()
+    if gap:
+        status = FAIL if "required" in wanted else WARN
+        yield Check(status, "network", f"{gap}; --sandbox required refuses to run; {INSTALL}, or network: open")
+    else:
+        yield _gate(mechanism, env, cwd)
+    upstream = Upstream.of(env)
+    if upstream.unusable:
+        yield Check(WARN, "network", f"{upstream.unusable} is not an http:// proxy: crew's proxy connects directly")
+    elif upstream.https or upstream.http:
+        via = upstream.https or upstream.http
+        assert via is not None
+        yield Check(OK, "network", f"allowed destinations go on through your proxy {via[0]}:{via[1]} (NO_PROXY kept)")
+    for agent in config.agents.values():
+        try:
+            provider = config.provider(agent.provider)
+        except CrewError:
+            continue  # the provider's own line says what is wrong
+        allowed = AllowList((*provider.endpoints(env), *config.allowed))
+        commands = AllowList(config.allowed).shown() if agent.sandbox_network else "nothing (sandbox_network: false)"
+        yield Check(OK, "network", f"@{agent.id} reaches {allowed.shown()}; its commands reach {commands}")
+
+
+def _gate(mechanism: Mechanism, env: Mapping[str, str], cwd: Path) -> Check:
+    """The mechanism's line, once a process has been started through a gate of crew's proxy here."""
+    held = {
+        "bwrap": "each sandbox in a network namespace of its own, out only through crew's proxy",
+        "landlock": "TCP only to crew's proxy's port (and each carried loopback port), UDP and Unix sockets "
+        "refused; any host on those ports is reachable (docs/sandbox.md)",
+        "sandbox-exec": "only TCP to crew's proxy's port on localhost (and each carried one)",
+    }[mechanism.name]
+    sandboxing = Sandboxing(env)
+    try:
+        box = sandboxing.commands("required", cwd, "query", network=True, hosts=lambda env: AllowList())
+        assert box is not None
+        proc, launch = spawn([sys.executable, "-S", "-c", ""], sandbox=box, env=env, cwd=cwd)
+        proc.wait(timeout=PROBE_TIMEOUT)
+        launch.ended()
+    except (CrewError, OSError) as exc:
+        return Check(FAIL, "network", f"{mechanism.name}: a sandbox's way out cannot be opened here ({exc})")
+    return Check(OK, "network", f"{mechanism.name}: {held}")
 
 
 def _native(config: Config, env: Mapping[str, str]) -> Check:

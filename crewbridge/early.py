@@ -26,13 +26,15 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Reading:
-    """What `crew MODE ARGS…` names: the mode, the task's words, --config, --tools-via and --sandbox."""
+    """What `crew MODE ARGS…` names: the mode, the task's words, --config, --tools-via, --sandbox and
+    --network."""
 
     mode: Mode
     text: str
     config_path: Path | None = None
     tools_via: str | None = None
     sandbox: str | None = None
+    network: str | None = None
 
 
 @dataclass
@@ -57,7 +59,12 @@ def read(args: list[str]) -> Reading | None:
     config = values.get("--config")
     mode: Mode = "query" if args[0] == "query" else "execute"
     return Reading(
-        mode, " ".join(words), Path(config) if config else None, values.get("--tools-via"), values.get("--sandbox")
+        mode,
+        " ".join(words),
+        Path(config) if config else None,
+        values.get("--tools-via"),
+        values.get("--sandbox"),
+        values.get("--network"),
     )
 
 
@@ -75,7 +82,8 @@ def start(args: list[str]) -> Early | None:
     try:
         # No sandbox probe first: the first CLI starts in bwrap at once, and says whether it came up.
         bridge = Bridge(load_config(reading.config_path, Path.cwd()))
-        bridge.start(reading.text, reading.mode, RunOptions(tools_via=reading.tools_via, sandbox=reading.sandbox))
+        options = RunOptions(tools_via=reading.tools_via, sandbox=reading.sandbox, network=reading.network)
+        bridge.start(reading.text, reading.mode, options)
     except CrewError:
         return None
     return Early(bridge, reading)

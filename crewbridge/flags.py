@@ -130,6 +130,12 @@ SANDBOX_HELP = (
     "required (refuse to run without one, exit 2) or off. Default: crew.yaml's sandbox."
 )
 SANDBOX = Flag(("--sandbox",), "sandbox", SANDBOX_HELP, kind="choice", choices=("auto", "required", "off"))
+NETWORK_HELP = (
+    "Where the sandboxed CLIs (and all they start) may connect: allow (each CLI's model API and crew.yaml's "
+    "network: allow, through crew's proxy; the default) or open (any host, with a warning). Default: "
+    "crew.yaml's network."
+)
+NETWORK = Flag(("--network",), "network", NETWORK_HELP, kind="choice", choices=("allow", "open"))
 CONFIG = Flag(
     ("--config",),
     "config_path",
@@ -202,6 +208,7 @@ LOOP = (
         early=False,
     ),
     SANDBOX,
+    NETWORK,
     CONFIG,
 )
 
@@ -409,6 +416,7 @@ BATCH = (
     BATCH_DB,
     BATCH_JSON,
     SANDBOX,
+    NETWORK,
     CONFIG,
 )
 

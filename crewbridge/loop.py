@@ -44,6 +44,7 @@ from crewbridge.usage import Budget, Tally
 
 if TYPE_CHECKING:
     from crewbridge.sandbox import Sandbox
+    from crewbridge.sandbox.proxy import Refused
     from crewbridge.sessions import Prior
     from crewbridge.stop import Stop
 
@@ -64,7 +65,8 @@ class CallRecord:
 class Progress:
     """What the loop reports while it runs (for live output, --jsonl and the Python API)."""
 
-    kind: str  # turn | text | call | result | native | usage | answer | fallback | resume | notice | warning | review
+    # turn | text | call | result | native | usage | answer | fallback | resume | notice | warning | review | egress
+    kind: str
     agent: str
     text: str = ""
     call: CallRecord | None = None
@@ -150,6 +152,13 @@ class AgentLoop:
             self._prepared = True
             self._pool.submit(self.registry.prepare)
         self.tools_via = tools_via
+
+    def refused(self, refused: Refused) -> None:
+        """A connection of the agent's sandbox that crew's proxy refused (told from the proxy's
+        thread): in the transcript and the run's events."""
+        record = {**refused.to_dict(), "text": refused.text()}
+        self.transcript.write("egress", agent=self.agent, **record)
+        self.emit(Progress("egress", self.agent, refused.text(), data=record))
 
     def run(self, task: str, prior: Prior | None = None, held: bool = True) -> RunResult:
         """The task, catalogue first, to its answer; then the conversation ends. With `prior`, the

@@ -30,6 +30,7 @@ class RunOptions:
     review: str | None = None  # an agent that reviews the one writer's change (crewbridge.review)
     rounds: int = 3  # review rounds at most
     sandbox: str | None = None  # "auto", "required" or "off": replaces crew.yaml's sandbox: (crewbridge.sandbox)
+    network: str | None = None  # "allow" or "open": replaces crew.yaml's network: (crewbridge.sandbox.egress)
 
     @classmethod
     def names(cls) -> list[str]:

@@ -46,6 +46,8 @@
   that would run code on the user's next git command, disarmed once its CLI ended;
   ``{"type": "sandbox", "text": "…"}`` the sandbox is wanted (auto) but no mechanism works here:
   the run goes on unconfined;
+  ``{"type": "egress", "text", "host", "port", "why", "process"}`` crew's egress proxy refused a
+  connection of the agent's sandbox (``process``: "pid N: its command line", or null);
   ``{"type": "notice", "text": "…"}`` anything else worth knowing.
 """
 

@@ -219,6 +219,7 @@ class Renderer:
                 "warning",
                 "sandbox",
                 "disarmed",
+                "egress",
             ):  # stderr, --json too
                 getattr(self, f"_on_{event.kind}", self._on_notice)(agent, event)
             if event.kind == "turn":
@@ -290,6 +291,11 @@ class Renderer:
         self._end_line()
         lines = [one_line(line) for line in event.text.splitlines()]
         self._write_err(self.style.paint("\n".join(f"crew: @{agent.name}: {line}" for line in lines), "33") + "\n")
+
+    def _on_egress(self, agent: _Agent, event: Progress) -> None:
+        if self._trace is not None:  # a refused connection: recorded always, shown with --verbose
+            self._end_line()
+            self._write_err(self.style.paint(f"crew: @{agent.name}: {one_line(event.text, CREW_LINE)}", "33") + "\n")
 
     def _on_notice(self, agent: _Agent, event: Progress) -> None:
         self._err_line(agent, self.style.paint(f"  {one_line(event.text)}", "2"))

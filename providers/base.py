@@ -8,13 +8,16 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from crewbridge import jsonio
 from crewbridge.events import Event, Notice
 from crewbridge.mentions import refuse_option
 from crewbridge.modes import Mode
 from crewbridge.sandbox import Sandbox, State
+
+if TYPE_CHECKING:
+    from crewbridge.sandbox.allowlist import Entry
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,14 @@ def cli_environment(
 def cli_home(env: Mapping[str, str], variable: str, default: str) -> Path:
     """Where a CLI keeps its state: `variable` if set in `env`, else `default` under its HOME."""
     return Path(env.get(variable) or Path(env.get("HOME") or Path.home()) / default)
+
+
+def base_urls(env: Mapping[str, str], variables: Sequence[str]) -> list[Entry]:
+    """The entries of the base URLs `variables` name in `env` (those set to an http(s) URL)."""
+    from crewbridge.sandbox.allowlist import from_url  # for start-up speed: a run with a sandbox only
+
+    found = [from_url(env[name], name) for name in variables if env.get(name)]
+    return [one for one in found if one is not None]
 
 
 def mcp_servers(path: Path, kind: str) -> dict[str, object]:
@@ -198,6 +209,11 @@ class Provider:
     # (on its command line: mcp_options, and mcp_env), "session" (in the session its `native`
     # conversation opens, which then runs), "" not at all
     mcp_via = ""
+    # Where it reaches its model API, the only places it (and all it starts) may connect to inside
+    # crew's sandbox besides crew.yaml's network: allow (crewbridge.sandbox.allowlist entries), and
+    # the variables that name a base URL its user configured instead.
+    hosts: tuple[str, ...] = ()
+    base_url_variables: tuple[str, ...] = ()
     # The variables it logs in with (its documented keys and tokens): it gets them although
     # crewbridge.childenv withholds such names from everything else crew starts. Its login files are
     # its State's `login`.
@@ -238,6 +254,15 @@ class Provider:
     def mcp_env(self, servers: Sequence[McpServer]) -> dict[str, str]:
         """What the CLI's environment needs for mcp_options' servers (the values they refer to)."""
         return {}
+
+    def endpoints(self, env: Mapping[str, str]) -> list[Entry]:
+        """Where the CLI (run with `env`) may connect inside crew's sandbox: its model API's known
+        hosts (never to a non-public address), and the base URLs its user configured (any address:
+        a local gateway or model server)."""
+        from crewbridge.sandbox.allowlist import entry  # for start-up speed: a run with a sandbox only
+
+        found = [entry(host, f"{self.name}'s API", private_ok=False) for host in self.hosts]
+        return found + base_urls(env, self.base_url_variables)
 
     def logins(self, env: Mapping[str, str]) -> frozenset[str]:
         """The variables the CLI (run with `env`) logs in with: `login_env`, and those its own

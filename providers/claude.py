@@ -6,13 +6,25 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
-from crewbridge.providers.base import JsonLineDecoder, McpServer, Provider, Turn, cli_home, mcp_variables
+from crewbridge.providers.base import (
+    JsonLineDecoder,
+    McpServer,
+    Provider,
+    Turn,
+    base_urls,
+    cli_home,
+    mcp_variables,
+)
 
+from crewbridge import jsonio
 from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session, Text, Usage
 from crewbridge.native import SERVER
 from crewbridge.sandbox import State
+
+if TYPE_CHECKING:
+    from crewbridge.sandbox.allowlist import Entry
 
 # Query mode offers only these of Claude's own tools. An allow list, not a deny list: 2.1.197 also
 # has CronCreate, EnterWorktree, Skill, Workflow, … and each version adds more.
@@ -193,6 +205,9 @@ class ClaudeProvider(Provider):
     native_via = "an SDK MCP server in its live process"
     read_only_tools = frozenset(READ_ONLY_TOOLS.split(","))
     mcp_via = "options"
+    # The Messages API, and where a subscription's login is refreshed (2.1.197's binary names both).
+    hosts = ("api.anthropic.com", "platform.claude.com")
+    base_url_variables = ("ANTHROPIC_BASE_URL", "ANTHROPIC_BEDROCK_BASE_URL", "ANTHROPIC_VERTEX_BASE_URL")
     # An API key, a gateway's token, a subscription's token (`claude setup-token`), Bedrock's and
     # Foundry's keys (claude 2.1.197 reads each).
     login_env = (
@@ -256,6 +271,16 @@ class ClaudeProvider(Provider):
         # Only the servers of --mcp-config (crew's own, for native tools; else none): not those of
         # ~/.claude.json (claude mcp add), .mcp.json or plugins.
         return ["--strict-mcp-config"]
+
+    def endpoints(self, env: Mapping[str, str]) -> list[Entry]:
+        # The user's settings.json may set the base URL too ("env"; a project's settings are the
+        # project's, not the user's word).
+        try:
+            settings = jsonio.loads((cli_home(env, "CLAUDE_CONFIG_DIR", ".claude") / "settings.json").read_text())
+            configured = {k: v for k, v in settings.get("env", {}).items() if isinstance(v, str)}
+        except (OSError, ValueError, AttributeError):
+            configured = {}
+        return [*super().endpoints(env), *base_urls(configured, self.base_url_variables)]
 
     def state(self, env: Mapping[str, str]) -> State:
         # Measured with 2.1.197 (strace; docs/sandbox.md): it writes its sessions (projects/), a file

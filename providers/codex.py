@@ -6,13 +6,16 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crewbridge.providers.base import JsonLineDecoder, McpServer, Provider, Turn, cli_home, mcp_servers
 
 from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session, Text, Usage
 from crewbridge.native import SERVER
 from crewbridge.sandbox import State
+
+if TYPE_CHECKING:
+    from crewbridge.sandbox.allowlist import Entry
 
 
 class CodexDecoder(JsonLineDecoder):
@@ -50,6 +53,7 @@ class CodexDecoder(JsonLineDecoder):
 # each of its tools runs (mcpServer/elicitation/request, where crew's policy asks for one: the
 # conversation's approval policy) — else it runs them unasked.
 MCP_SETTINGS = {"required": "true", "default_tools_approval_mode": '"prompt"'}
+CONFIGURED_URL = r'(?m)^\s*(\w*base_url)\s*=\s*"([^"]+)"'  # a base URL in config.toml: its key, the URL
 
 
 def _toml(value: str | list[str]) -> str:
@@ -75,6 +79,9 @@ class CodexProvider(Provider):
     live = "crewbridge.conversations.codex:CodexLiveConversation"
     native_via = "dynamic tools on its app-server thread"
     mcp_via = "options"
+    # The Responses API, a ChatGPT login's backend, and where that login is refreshed.
+    hosts = ("api.openai.com", "chatgpt.com", "auth.openai.com")
+    base_url_variables = ("OPENAI_BASE_URL",)
     login_env = ("OPENAI_API_KEY", "CODEX_API_KEY", "CODEX_ACCESS_TOKEN")  # 0.169.0 reads each
 
     def logins(self, env: Mapping[str, str]) -> frozenset[str]:
@@ -132,6 +139,18 @@ class CodexProvider(Provider):
         given = {server.name for server in turn.mcp_servers}  # an editor's, by the same name: kept on
         names = sorted({name for path in files for name in mcp_servers(path, "toml")} - given)
         return [option for name in names for option in ("-c", f"mcp_servers.{name}.enabled=false")]
+
+    def endpoints(self, env: Mapping[str, str]) -> list[Entry]:
+        # The base URLs of $CODEX_HOME/config.toml ([model_providers.NAME] base_url, and the like);
+        # a project's .codex/config.toml is the project's, not the user's word.
+        try:
+            text = (cli_home(env, "CODEX_HOME", ".codex") / "config.toml").read_text()
+        except (OSError, UnicodeDecodeError):
+            text = ""
+        from crewbridge.sandbox.allowlist import from_url  # for start-up speed: a run with a sandbox only
+
+        found = [from_url(url, f"{key} in config.toml") for key, url in re.findall(CONFIGURED_URL, text)]
+        return [*super().endpoints(env), *(one for one in found if one is not None)]
 
     def state(self, env: Mapping[str, str]) -> State:
         # Measured with 0.169.0 (strace; docs/sandbox.md): it writes its sessions, an id it makes once,

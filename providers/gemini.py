@@ -5,9 +5,10 @@ from __future__ import annotations
 import contextlib
 import glob
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crewbridge.providers.base import JsonLineDecoder, Provider, Turn, cli_home
 
@@ -15,6 +16,9 @@ from crewbridge import jsonio
 from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session, Text, Usage
 from crewbridge.native import SERVER  # the name `crew mcp install` registers crew under
 from crewbridge.sandbox import State
+
+if TYPE_CHECKING:
+    from crewbridge.sandbox.allowlist import Entry
 
 # What the native conversation (conversations/gemini_acp.py) runs instead of stream-json: ACP on stdio, in the
 # approval mode in which Gemini asks its client before each use of its own tools that write or run
@@ -88,6 +92,14 @@ class GeminiProvider(Provider):
         {"read_file", "read_many_files", "list_directory", "glob", "grep_search", "write_todos", "update_topic"}
     )
     default_model = "gemini-2.5-pro"  # naming a model skips the CLI's extra routing call
+    # The Gemini API; Code Assist (a Google login) and where that login is refreshed; Vertex AI.
+    hosts = (
+        "generativelanguage.googleapis.com",
+        "cloudcode-pa.googleapis.com",
+        "oauth2.googleapis.com",
+        "aiplatform.googleapis.com",
+    )
+    base_url_variables = ("GOOGLE_GEMINI_BASE_URL", "GOOGLE_VERTEX_BASE_URL")
 
     def argv(self, turn: Turn) -> list[str]:
         argv = [self.binary, "-o", "stream-json", "-m", turn.model or self.default_model]
@@ -131,6 +143,15 @@ class GeminiProvider(Provider):
         # The servers an editor gives a crew acp session (turn.mcp_servers) are allowed by name too.
         names = [*([ACP_SERVER] if turn.native else []), *(server.name for server in turn.mcp_servers)]
         return ["--allowed-mcp-server-names", ",".join(names) or NO_SERVER]
+
+    def endpoints(self, env: Mapping[str, str]) -> list[Entry]:
+        from crewbridge.sandbox.allowlist import entry  # for start-up speed: a run with a sandbox only
+
+        found = super().endpoints(env)
+        location = env.get("GOOGLE_CLOUD_LOCATION", "")
+        if re.fullmatch(r"[a-z0-9-]{1,40}", location) and location != "global":  # Vertex AI's regional host
+            found.append(entry(f"{location}-aiplatform.googleapis.com", "GOOGLE_CLOUD_LOCATION", private_ok=False))
+        return found
 
     def state(self, env: Mapping[str, str]) -> State:
         # Measured with 0.61.0 (strace; docs/sandbox.md): it writes its sessions and logs under tmp/.

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from crewbridge.providers.base import Decoder, JsonLineDecoder, Provider, Turn, as_text
+from crewbridge.providers.base import Decoder, JsonLineDecoder, Provider, Turn, as_text, base_urls
 
 from crewbridge.errors import ConfigKeyError
 from crewbridge.events import Event, Failure, MessageEnd, Session, Text
 from crewbridge.modes import Mode
 from crewbridge.places import expand
 from crewbridge.sandbox import State
+
+if TYPE_CHECKING:
+    from crewbridge.sandbox.allowlist import Entry
 
 SAMPLE = 160  # characters of an unreadable line quoted in the error
 
@@ -113,6 +117,9 @@ class GenericSpec:
     state_read_only: list[str] = field(default_factory=list)  # inside state_dirs: kept read-only
     # its state folder, seen through a view: {variable, default, within, data, private, copies: [names]}
     state_home: dict[str, Any] = field(default_factory=dict)
+    endpoints: list[str] = field(default_factory=list)  # where it reaches its model: hosts, $VARIABLES of base URLs
+    # base URLs its user set in its own configuration: [{file: path (~, $VAR), key: dotted path, * for each}]
+    endpoints_from: list[dict[str, str]] = field(default_factory=list)
     login_env: list[str] = field(default_factory=list)  # the variables it logs in with (Provider.login_env)
     login_files: list[str] = field(default_factory=list)  # the files it logs in with (State.login): ~, $VAR
 
@@ -157,6 +164,23 @@ class GenericSpec:
                     raise ConfigKeyError(
                         "state_home", f"copies '{name}' is not the name of a file in the folder; e.g. projects.json"
                     )
+        from crewbridge.sandbox.allowlist import entry  # for start-up speed: a crew.yaml's provider only
+
+        for host in self.endpoints:
+            if not host.startswith("$"):
+                try:
+                    entry(host)
+                except ValueError as exc:
+                    raise ConfigKeyError("endpoints", str(exc)) from None
+            elif not re.fullmatch(r"\$\w+", host):
+                raise ConfigKeyError("endpoints", f"'{host}' is not a $VARIABLE; e.g. $OPENAI_BASE_URL")
+        for source in self.endpoints_from:
+            if not source.get("file", "").startswith(("/", "~", "$")) or not source.get("key"):
+                raise ConfigKeyError(
+                    "endpoints_from",
+                    f"{source} needs an absolute file (/, ~ or a $VARIABLE) and a key, e.g. "
+                    '{file: "~/.config/mycli/config.json", key: "providers.*.base_url"}',
+                )
         if self.resume and not self.session_key:
             raise ConfigKeyError(
                 "resume",
@@ -203,6 +227,17 @@ class GenericProvider(Provider):
     def commands(self) -> list[list[str]]:
         return super().commands() if self.spec.probe else []
 
+    def endpoints(self, env: Mapping[str, str]) -> list[Entry]:
+        from crewbridge.sandbox.allowlist import entry  # for start-up speed: a run with a sandbox only
+
+        hosts = [entry(host, f"{self.name}'s endpoints") for host in self.spec.endpoints if not host.startswith("$")]
+        hosts += base_urls(env, [name[1:] for name in self.spec.endpoints if name.startswith("$")])
+        for source in self.spec.endpoints_from:
+            path = expand(source["file"], env)
+            found = {f"{path}: {source['key']}": url for url in _configured(path, source["key"])} if path else {}
+            hosts += base_urls(found, list(found))
+        return hosts
+
     def state(self, env: Mapping[str, str]) -> State:
         def places(entries: list[str]) -> tuple[Path, ...]:
             return tuple(path for path in (expand(entry, env) for entry in entries) if path is not None)
@@ -225,3 +260,19 @@ class GenericProvider(Provider):
             read_only=read_only,
             login=login,
         )
+
+
+MAX_CONFIG = 1 << 20  # bytes of a CLI's own configuration file read for its base URLs
+
+
+def _configured(path: Path, key: str) -> list[str]:
+    """The text values at dotted `key` (* for each item) of the JSON or YAML file `path`; none
+    when it cannot be read."""
+    import yaml  # for start-up speed: a provider of crew.yaml's, whose yaml is loaded already
+
+    try:
+        with open(path, "rb") as file:
+            data = yaml.safe_load(file.read(MAX_CONFIG))
+    except (OSError, yaml.YAMLError, RecursionError):
+        return []
+    return [value for value in _dig(data, key.split(".")) if isinstance(value, str)]

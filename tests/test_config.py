@@ -1021,3 +1021,29 @@ def test_a_project_file_may_only_make_the_sandbox_stricter_until_it_is_trusted(u
         load_config(None, project)
     trust_config(path)
     assert load_config(None, project).sandbox == "auto"
+
+
+def test_network_allow_is_read_into_entries_and_a_wrong_one_named_with_how_to_write_it(user_dirs, project):
+    user_file(user_dirs, "network:\n  allow: [pypi.org, '*.github.com', 'db.internal:5432', '[::1]:8080']\n")
+    config = load_config(None, project)
+    assert config.network == "allow"
+    assert [one.shown() for one in config.allowed] == ["pypi.org", "*.github.com", "db.internal:5432", "[::1]:8080"]
+    assert all(one.why == "network: allow" for one in config.allowed)
+    user_file(user_dirs, "network:\n  allow:\n    - pypi.org\n    - http://pypi.org/simple\n")
+    with pytest.raises(ConfigError, match=r"crew.yaml:4: network.allow\[1\]: 'http://pypi.org/simple' is a URL"):
+        load_config(None, project)
+    user_file(user_dirs, "network: open\n")
+    assert load_config(None, project).network == "open"
+    assert Config().network == "allow" and Config().allowed == ()  # the default: only each CLI's model API
+
+
+def test_a_project_file_may_only_narrow_the_network_until_it_is_trusted(user_dirs, project):
+    user_file(user_dirs, "network:\n  allow: [pypi.org, github.com]\n")
+    path = write(project / "crew.yaml", "network:\n  allow: [github.com]\n")
+    assert [one.host for one in load_config(None, project).allowed] == ["github.com"]
+    for text in ("network: open\n", "network:\n  allow: [github.com, attacker.example]\n"):
+        write(path, text)
+        with pytest.raises(ConfigError, match="a project file may only narrow the network until you trust it"):
+            load_config(None, project)  # a cloned repository cannot open the network
+    trust_config(path)
+    assert [one.host for one in load_config(None, project).allowed] == ["pypi.org", "github.com", "attacker.example"]

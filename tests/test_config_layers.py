@@ -188,6 +188,36 @@ def test_top_level_switches_of_the_user_only_get_stricter_from_a_project():
     }
 
 
+def test_network_allow_lists_add_up_and_a_trusted_file_may_open_it():
+    user = layer(USER, {"network": {"allow": ["pypi.org", "github.com"]}})
+    combined = combine(user, layer(TRUSTED, {"network": {"allow": ["example.com:8443"]}}, first_line=40))
+    assert combined.data["network"] == {"allow": ["pypi.org", "github.com", "example.com:8443"]}
+    assert str(combined.origins[("network", "allow", 2)]) == "crew.yaml:42"
+    assert combine(user, layer(TRUSTED, {"network": "open"})).data["network"] == "open"
+    assert combine(layer(USER, {"network": "open"}), layer(TRUSTED, {"network": {"allow": []}})).data["network"] == {
+        "allow": []
+    }
+
+
+def test_a_file_that_is_not_trusted_may_only_narrow_the_network():
+    user = layer(USER, {"network": {"allow": ["pypi.org", "github.com", "*.example.com"]}})
+    narrowed = combine(user, layer(PROJECT, {"network": {"allow": ["github.com", "api.example.com:443"]}}))
+    assert narrowed.data["network"] == {"allow": ["github.com", "api.example.com:443"]}  # its list alone
+    assert combine(layer(USER, {"network": "open"}), layer(PROJECT, {"network": {"allow": ["x.org"]}})).data[
+        "network"
+    ] == {"allow": ["x.org"]}
+    with pytest.raises(
+        ConfigError, match=r"crew.yaml:4: network.allow\[1\]: 'evil.org' is not allowed by user.yaml:1; a project file"
+    ):
+        combine(user, layer(PROJECT, {"network": {"allow": ["github.com", "evil.org"]}}))
+    with pytest.raises(
+        ConfigError, match=r"network.allow\[0\]: 'example.com' is not allowed; a project file may only narrow"
+    ):
+        combine(layer(PROJECT, {"network": {"allow": ["example.com"]}}))  # nothing was allowed before it
+    with pytest.raises(ConfigError, match=r"network: open is not allowed by user.yaml.*crew config trust"):
+        combine(user, layer(PROJECT, {"network": "open"}))
+
+
 def test_a_trusted_file_may_loosen_a_value():
     combined = combine(
         layer(USER, {"agents": {"a": {"profile": "read-only", "max_cost": 1}}}),

@@ -220,7 +220,7 @@ def test_a_cli_started_ahead_is_taken_by_the_next_run_of_that_agent_mode_and_opt
     ctx = context(tmp_path)
     ctx.start("@script hello")
     ctx.start("@script hello")  # already started for that run: not again
-    assert len(started_clis) == 1 and list(ctx.started) == [(Mention("script"), "query", None, None)]
+    assert len(started_clis) == 1 and list(ctx.started) == [(Mention("script"), "query", None, None, None)]
     other, _ = ctx.conversation(Mention("script"), "execute", RunOptions())  # another mode: its own CLI
     taken, held = ctx.conversation(Mention("script"), "query", RunOptions())
     assert held and ctx.started == {} and len(started_clis) == 2

@@ -242,6 +242,7 @@ def test_a_missing_cli_is_a_warning_unless_it_is_needed(workdir: Path, bin_dir: 
         "sandbox": [OK],
         "hidden": [OK],
         "env": [OK],
+        "network": [OK] * 5,  # how it is held, and each of the four built-in agents
         "gemini": [FAIL],
     }
 
@@ -449,6 +450,10 @@ def test_the_command_prints_one_line_per_finding_and_exits_1_on_a_failure(
         ["ok", "sandbox"],
         ["ok", "hidden"],
         ["ok", "env"],
+        ["ok", "network"],
+        ["ok", "network"],
+    ]
+    assert [line.split()[:2] for line in lines[1:] if line.split()[1] in ("claude", "demo")] == [
         ["FAIL", "claude"],
         ["ok", "demo"],
     ]
@@ -470,6 +475,7 @@ def test_the_command_exits_0_when_nothing_is_broken(
         "ok",
         "ok",
         "ok",
+        *["ok"] * 5,  # the network: how it is held, what each agent reaches
         "warn",
         "warn",
         "warn",
@@ -567,3 +573,51 @@ def test_doctor_names_what_the_sandbox_hides_here_and_the_variables_it_withholds
     assert "each CLI still gets its own login: claude ANTHROPIC_API_KEY" in env.message
     assert env.message.endswith("env.pass lets through MY_TOKEN")
     assert not any(value in hidden.message + env.message for value in secrets.values())
+
+
+# --- the network ---------------------------------------------------------------------------------
+
+
+def test_the_network_lines_name_how_it_is_held_and_what_each_agent_reaches(
+    workdir: Path, bin_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:4000")
+    (workdir / "crew.yaml").write_text(
+        "network:\n  allow: [pypi.org]\nagents:\n  claude:\n    sandbox_network: true\n  quiet:\n    provider: demo\n"
+    )
+    held, *agents = doctor(workdir, bin_dir, config=workdir / "crew.yaml", only=("demo",))["network"]
+    assert (held.status, held.message) == (
+        OK,
+        "bwrap: each sandbox in a network namespace of its own, out only through crew's proxy",
+    )  # a process was started through a gate to say so
+    lines = {check.message.split(" ", 1)[0]: check.message for check in agents}
+    assert lines["@claude"] == (
+        "@claude reaches api.anthropic.com, platform.claude.com (claude's API), 127.0.0.1:4000 (ANTHROPIC_BASE_URL), "
+        "pypi.org (network: allow); its commands reach pypi.org (network: allow)"
+    )
+    assert (
+        lines["@quiet"]
+        == "@quiet reaches pypi.org (network: allow); its commands reach nothing (sandbox_network: false)"
+    )
+
+
+def test_landlock_without_network_rules_is_a_warning_and_a_failure_when_required(
+    workdir: Path, bin_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from crewbridge.sandbox import landlock
+
+    monkeypatch.setenv(MECHANISM_ENV, "landlock")
+    monkeypatch.setattr(landlock, "abi", lambda: 3)
+    (held, *_) = doctor(workdir, bin_dir)["network"]
+    assert held.status == WARN and held.message.startswith(
+        "Landlock ABI 3 has no network rules (ABI 4, Linux 6.7, has them): the CLIs' network is not cut; "
+        "--sandbox required refuses to run"
+    )
+    (workdir / "crew.yaml").write_text("sandbox: required\n")
+    assert statuses(doctor(workdir, bin_dir, config=workdir / "crew.yaml"))["network"][0] == FAIL
+
+
+def test_an_open_network_is_a_warning(workdir: Path, bin_dir: Path) -> None:
+    (workdir / "crew.yaml").write_text("network: open\n")
+    (only,) = doctor(workdir, bin_dir, config=workdir / "crew.yaml")["network"]
+    assert only.status == WARN and only.message.endswith("the CLIs and all they start reach any host")

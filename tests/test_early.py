@@ -35,6 +35,10 @@ def scratch_user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
             Reading("query", "@a @b go", Path("team.yaml"), "native"),
         ),
         (["query", "--max-cost", "0.5", "--max-turns=3", "@gemini", "-"], Reading("query", "@gemini -")),
+        (
+            ["execute", "--network", "open", "--sandbox=required", "@codex go"],
+            Reading("execute", "@codex go", sandbox="required", network="open"),
+        ),
     ],
 )
 def test_the_task_and_the_options_that_name_the_clis_are_read(args: list[str], reading: Reading) -> None:
@@ -58,6 +62,7 @@ def test_the_task_and_the_options_that_name_the_clis_are_read(args: list[str], r
         ["query", "--timeout", "soon", "@claude hi"],
         ["query", "--max-turns=0", "@claude hi"],
         ["query", "--tools-via", "Native", "@claude hi"],
+        ["query", "--network", "closed", "@claude hi"],
         ["query", "--json", "--jsonl", "@claude hi"],
         ["query", "-v", "@claude hi"],
         ["execute", "--worktree", "@claude fix it"],

@@ -91,6 +91,9 @@ def test_text_output_read_as_jsonl_fails_quoting_the_text() -> None:
         ({"format": "json"}, "format"),
         ({"model_args": ["--model"]}, "model_args"),
         ({"format": "jsonl", "resume": ["-r", "{session}"]}, "resume"),
+        ({"endpoints": ["http://api.example.com"]}, "endpoints"),
+        ({"endpoints": ["$not a variable"]}, "endpoints"),
+        ({"endpoints_from": [{"file": "relative.json", "key": "url"}]}, "endpoints_from"),
     ],
 )
 def test_a_description_that_cannot_work_names_its_key(spec, key) -> None:
@@ -103,3 +106,25 @@ def test_deltas_are_pieces_of_one_message_so_a_block_may_span_them() -> None:
     decoder = provider(format="jsonl", text_key="event.delta.text", deltas=True).decoder()
     lines = [{"event": {"delta": {"text": "```js"}}}, {"event": {"delta": {"text": "on\n"}}}]
     assert [e for line in lines for e in decoder.decode(json.dumps(line))] == [Text("```js"), Text("on\n")]
+
+
+def test_a_configured_cli_reaches_its_endpoints_its_variables_base_urls_and_those_in_its_own_config(tmp_path) -> None:
+    (tmp_path / "models.yaml").write_text("- model_id: a\n  api_base: http://127.0.0.1:11434/v1\n- model_id: b\n")
+    (tmp_path / "config.json").write_text(
+        json.dumps({"provider": {"x": {"options": {"baseURL": "https://gw.example"}}}})
+    )
+    spec = {
+        "endpoints": ["api.example.com", "$MY_BASE_URL", "$UNSET_URL"],
+        "endpoints_from": [
+            {"file": "$HOME/models.yaml", "key": "*.api_base"},
+            {"file": "~/config.json", "key": "provider.*.options.baseURL"},
+            {"file": "~/missing.json", "key": "url"},
+        ],
+    }
+    env = {"HOME": str(tmp_path), "MY_BASE_URL": "http://10.0.0.7:8000/v1"}
+    assert [one.shown() for one in provider(**spec).endpoints(env)] == [
+        "api.example.com",
+        "10.0.0.7:8000",
+        "127.0.0.1:11434",
+        "gw.example:443",
+    ]

@@ -98,6 +98,9 @@ def test_the_schemas_refuse_what_crew_does_not_write():
     assert problems("event.json", {"type": "turn", "agent": "demo"})
     assert problems("event.json", {"type": "whatever", "agent": "demo", "text": "x"})
     assert problems("event.json", {"type": "disarmed", "agent": "demo", "text": "x", "found": []})
+    refused = {"type": "egress", "agent": "demo", "text": "x", "host": "h", "port": 80, "why": "w", "process": None}
+    assert problems("event.json", refused) == []
+    assert problems("event.json", {**refused, "port": 70000})
 
 
 @pytest.mark.slow

@@ -388,3 +388,43 @@ def test_gemini_takes_mcp_servers_in_its_acp_session_and_other_clis_take_none(tm
         "env": [{"name": "VAULT_TOKEN", "value": "s3cret"}],
     }
     assert providers.load("demo").mcp_via == ""
+
+
+def test_each_cli_reaches_its_model_apis_hosts_and_the_base_urls_its_user_configured(tmp_path: Path) -> None:
+    """Its API's hosts never lead into the machine; the base URLs the user set (a variable, claude's
+    user settings, codex's config.toml; never a project's) may: a local gateway or model server."""
+    (tmp_path / ".claude").mkdir()
+    (tmp_path / ".claude" / "settings.json").write_text(json.dumps({"env": {"ANTHROPIC_BASE_URL": "http://gw:8080"}}))
+    (tmp_path / "work" / ".codex").mkdir(parents=True)
+    (tmp_path / "work" / ".codex" / "config.toml").write_text(
+        '[model_providers.x]\nbase_url = "https://evil.example"\n'
+    )
+    codex_home = tmp_path / ".codex"
+    codex_home.mkdir()
+    (codex_home / "config.toml").write_text(
+        'model_provider = "a"\n[model_providers.a]\nbase_url = "http://127.0.0.1:9000/v1"\n'
+        '[model_providers.b]\n  base_url = "https://llm.corp.example/v1"\nchatgpt_base_url = "not a url"\n'
+    )
+    env = {"HOME": str(tmp_path), "CODEX_HOME": str(codex_home), "ANTHROPIC_BASE_URL": "http://127.0.0.1:8123"}
+    shown = {
+        name: [(one.shown(), one.private_ok) for one in providers.load(name).endpoints(env)]
+        for name in ("claude", "codex", "gemini")
+    }
+    assert shown["claude"] == [
+        ("api.anthropic.com", False),
+        ("platform.claude.com", False),
+        ("127.0.0.1:8123", True),
+        ("gw:8080", True),
+    ]
+    assert shown["codex"] == [
+        ("api.openai.com", False),
+        ("chatgpt.com", False),
+        ("auth.openai.com", False),
+        ("127.0.0.1:9000", True),
+        ("llm.corp.example:443", True),
+    ]
+    assert shown["gemini"][0] == ("generativelanguage.googleapis.com", False)
+    vertex = providers.load("gemini").endpoints({"GOOGLE_CLOUD_LOCATION": "europe-west4", "HOME": str(tmp_path)})
+    assert vertex[-1].shown() == "europe-west4-aiplatform.googleapis.com"
+    evil = providers.load("gemini").endpoints({"GOOGLE_CLOUD_LOCATION": "x.evil.org/", "HOME": str(tmp_path)})
+    assert all("evil" not in one.host for one in evil)

@@ -19,6 +19,7 @@ from crewbridge.loop import CallRecord, Progress, RunResult
 from crewbridge.process import Child
 from crewbridge.registry import ToolResult
 from crewbridge.render import Renderer, brief, one_line, summary
+from crewbridge.sandbox.proxy import Refused
 from ttys import Terminal as Pty
 from ttys import close_terminals  # noqa: F401 - a fixture
 
@@ -714,3 +715,21 @@ def test_verbose_shows_the_exact_command_crew_ran(crew):
     commands = [line for line in result.stderr.splitlines() if "] $ " in line]
     assert len(commands) == 2 and all(line.endswith(" -m crewbridge.demo") for line in commands)
     assert result.stdout == "notes.txt has 2 non-empty lines (2 lines in all). It begins:\n  alpha\n  beta\n"
+
+
+def test_a_refused_connection_is_a_line_on_stderr_with_verbose_and_an_event_with_jsonl():
+    refused = Refused("169.254.169.254", 80, "not in the allow-list", "pid 7: curl http://169.254.169.254/")
+    event = Progress("egress", "claude", refused.text(), data={**refused.to_dict(), "text": refused.text()})
+    quiet, loud, out = io.StringIO(), io.StringIO(), io.StringIO()
+    with renderer(err=quiet) as r:
+        r.progress(event)
+    with renderer(err=loud, verbose=True) as r:
+        r.progress(event)
+    with renderer(out=out, output="jsonl") as r:
+        r.progress(event)
+    assert quiet.getvalue() == ""
+    assert loud.getvalue() == (
+        "crew: @claude: network: refused 169.254.169.254:80 (by pid 7: curl http://169.254.169.254/): "
+        "not in the allow-list\n"
+    )
+    assert json.loads(out.getvalue()) == {"type": "egress", "agent": "claude", **event.data}

@@ -47,3 +47,12 @@ def test_hidden_places_are_denied_then_what_it_works_in_beneath_them_allowed_aga
     )
     assert lines[6] == f'(allow file-write* (subpath "{real}/state/work") (subpath "{real}/t"))'
     assert lines[7] == f'(deny file-write* (literal "{real}/state/work/kept"))'  # still last but the network
+
+
+def test_through_crews_proxy_only_tcp_to_its_port_and_the_carried_ones_on_localhost_is_left():
+    rules = profile(Confinement(network=True), Path("/t"), ports=[41234, 8080]).splitlines()
+    assert rules[-3:] == [
+        "(deny network*)",
+        '(allow network-outbound (remote tcp "localhost:41234"))',
+        '(allow network-outbound (remote tcp "localhost:8080"))',
+    ]

@@ -32,6 +32,8 @@ def run(code: bytes, arch: int, nr: int, *args: int) -> int:
             pc += jt if acc == k else jf
         elif op == seccomp.JGE_K:
             pc += jt if acc >= k else jf
+        elif op == seccomp.AND_K:
+            acc &= k
         elif op == seccomp.RET_K:
             return k
         else:
@@ -46,6 +48,21 @@ def test_unix_sockets_are_refused_and_every_other_family_and_call_allowed(arch):
     assert run(code, arch.audit, arch.socket, socket.AF_INET6, socket.SOCK_DGRAM) == RET_ALLOW
     assert run(code, arch.audit, arch.setsid) == RET_ALLOW
     assert run(code, arch.audit, 0) == RET_ALLOW
+
+
+@pytest.mark.parametrize("arch", [X86, ARM])
+def test_without_datagrams_an_internet_socket_must_be_a_stream(arch):
+    """Through crew's proxy under Landlock, which holds TCP's ports only: UDP, ICMP and raw sockets
+    are refused here, whatever flags the type carries; TCP and socketpair's family stay."""
+    code = program(arch, families=frozenset({socket.AF_UNIX}), datagrams=False)
+    nonblocking = socket.SOCK_NONBLOCK | socket.SOCK_CLOEXEC
+    for family in (socket.AF_INET, socket.AF_INET6):
+        assert run(code, arch.audit, arch.socket, family, socket.SOCK_STREAM) == RET_ALLOW
+        assert run(code, arch.audit, arch.socket, family, socket.SOCK_STREAM | nonblocking) == RET_ALLOW
+        for kind in (socket.SOCK_DGRAM, socket.SOCK_DGRAM | nonblocking, socket.SOCK_RAW, socket.SOCK_SEQPACKET):
+            assert run(code, arch.audit, arch.socket, family, kind) == DENIED
+    assert run(code, arch.audit, arch.socket, socket.AF_UNIX, socket.SOCK_STREAM) == DENIED
+    assert run(code, arch.audit, arch.socket, socket.AF_NETLINK, socket.SOCK_DGRAM) == RET_ALLOW
 
 
 def test_only_the_low_word_of_the_family_is_compared_as_the_kernel_takes_an_int():
@@ -76,10 +93,10 @@ def test_another_architectures_calls_kill_the_process_rather_than_pass_unfiltere
     assert run(program(ARM, families=None), X86.audit, ARM.socket) == RET_KILL_PROCESS
 
 
-def test_the_kernel_refuses_a_unix_socket_to_a_process_that_loaded_it(tmp_path):
+def test_the_kernel_refuses_a_unix_socket_and_udp_to_a_process_that_loaded_it(tmp_path):
     if seccomp.native_arch() is None:
         pytest.fail("crew has no seccomp filter for this architecture")
-    code = program(seccomp.native_arch(), families=frozenset({socket.AF_UNIX}))
+    code = program(seccomp.native_arch(), families=frozenset({socket.AF_UNIX}), datagrams=False)
     (tmp_path / "filter").write_bytes(code)
     probe = f"""
 import ctypes, socket
@@ -93,12 +110,14 @@ assert libc.prctl(38, 1, 0, 0, 0) == 0
 assert libc.prctl(22, 2, ctypes.byref(prog), 0, 0) == 0, ctypes.get_errno()
 socket.socket(socket.AF_INET).close()
 print("inet ok")
-try:
-    socket.socket(socket.AF_UNIX)
-except PermissionError:
-    print("unix refused")
+for family, kind in ((socket.AF_UNIX, socket.SOCK_STREAM), (socket.AF_INET, socket.SOCK_DGRAM)):
+    try:
+        socket.socket(family, kind)
+    except PermissionError:
+        print(family.name, kind.name, "refused")
 a, b = socket.socketpair()
 print("socketpair ok")
 """
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=30)
-    assert done.stdout.split("\n") == ["inet ok", "unix refused", "socketpair ok", ""], done.stderr
+    said = ["inet ok", "AF_UNIX SOCK_STREAM refused", "AF_INET SOCK_DGRAM refused", "socketpair ok", ""]
+    assert done.stdout.split("\n") == said, done.stderr

@@ -34,7 +34,7 @@ def run_command(ctx: ToolContext, command: str, timeout: float | None = None) ->
     stdout and stderr come back merged; stdin is empty. When the command ends (or times out),
     its whole process group is ended too, background jobs included. Inside crew's sandbox (when
     the run has one) it may write only the working directory and its private /tmp, and has no
-    network unless the agent's `sandbox_network` is true.
+    network unless the agent's `sandbox_network` is true (then the hosts crew.yaml allows).
     """
     limit = min(timeout or ctx.timeout, ctx.timeout)
     capture = _Capture(ctx.max_output)

@@ -26,6 +26,7 @@ LIVE_ENV = "CREW_LIVE"  # "0" makes every provider start a fresh CLI process per
 class Conversation(Protocol):
     session_id: str | None
     reported: Usage | None  # the session's totals as the CLI last reported them (cumulative usage)
+    base: Turn  # how its CLI starts, the sandbox it runs in among it
 
     def serve(self, channel: Channel) -> bool:
         """Take the loop's channel, before the first message: crew decides on the CLI's own tools

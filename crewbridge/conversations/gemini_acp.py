@@ -29,6 +29,7 @@ import os
 import secrets
 import tempfile
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
@@ -44,6 +45,7 @@ from crewbridge.providers.gemini import ACP_SERVER, GeminiProvider
 
 if TYPE_CHECKING:
     from crewbridge.native import Channel
+    from crewbridge.sandbox.allowlist import Entry
     from crewbridge.sessions import Prior
 
 PROTOCOL_VERSION = 1
@@ -210,6 +212,21 @@ def asking_policy(servers: Sequence[McpServer]) -> Path | None:
     return Path(name)
 
 
+def _unserved(message: Any, session: Any, send: Any) -> dict[str, Any] | None:
+    """crew's MCP server before the conversation serves its tools: nothing is asked of it then
+    (Gemini learns its address in session/new)."""
+    raise RuntimeError("crew's MCP server was asked before it served its tools")
+
+
+def mcp_entry(url: str) -> Entry:
+    """crew's own MCP server at `url` (127.0.0.1), as an allowed destination of Gemini's sandbox."""
+    from crewbridge.sandbox.allowlist import from_url  # for start-up speed: a native run only
+
+    found = from_url(url, "crew's MCP server")
+    assert found is not None
+    return found
+
+
 class GeminiAcpConversation(Peer):
     decoder = AcpDecoder
     native_tools = True
@@ -217,8 +234,15 @@ class GeminiAcpConversation(Peer):
     def __init__(self, provider: GeminiProvider, base: Turn, *, cwd: Path, env: dict[str, str] | None = None) -> None:
         self._policy = asking_policy(base.mcp_servers)
         policy = ["--policy", str(self._policy)] if self._policy else []
-        super().__init__(provider, base, [*provider.native_argv(base), *policy], cwd=cwd, env=env)
         self._http: McpHttp | None = None
+        self._token = ""
+        if base.native:  # crew's MCP server listens before Gemini starts: its sandbox lets it reach it
+            self._token = secrets.token_urlsafe(32)
+            self._http = McpHttp(_unserved, token=self._token)
+            self._http.start()
+            if base.sandbox is not None:
+                base = replace(base, sandbox=base.sandbox.reaching(mcp_entry(self._http.url)))
+        super().__init__(provider, base, [*provider.native_argv(base), *policy], cwd=cwd, env=env)
 
     def routes(self) -> dict[str, Route]:
         return {"session/request_permission": Route(self._permission, Permission)}
@@ -237,11 +261,11 @@ class GeminiAcpConversation(Peer):
         ]
 
     def _mcp_server(self, channel: Channel) -> dict[str, Any]:
-        """Start crew's MCP server for this conversation: its entry in session/new's mcpServers."""
-        token = secrets.token_urlsafe(32)
-        self._http = McpHttp(self.on_loop(McpTools(channel).respond), token=token)
-        self._http.start()
-        header = {"name": "Authorization", "value": f"Bearer {token}"}
+        """Serve crew's tools on crew's MCP server for this conversation: its entry in session/new's
+        mcpServers."""
+        assert self._http is not None
+        self._http.respond = self.on_loop(McpTools(channel).respond)
+        header = {"name": "Authorization", "value": f"Bearer {self._token}"}
         return {"type": "http", "name": ACP_SERVER, "url": self._http.url, "headers": [header]}
 
     def begin(self, message: str) -> list[Event]:

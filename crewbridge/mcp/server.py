@@ -76,8 +76,11 @@ class McpServer(McpCore):
         wanted = level(config.sandbox, self.client.sandbox)
         network = self.client.sandbox_network  # a sandbox required and not to be had is refused now
         denied = self.client.deny_commands  # the programs they deny are masked in the sandbox too
+        from crewbridge.sandbox.egress import reaching  # for start-up speed: the allow-list's parsing
+
+        hosts = reaching(config.network, config.allowed)  # with sandbox_network: network: allow's hosts
         self.sandbox = self.sandboxing.commands(
-            wanted, workdir, self.mode, network=network, denied=denied, hiding=config.hiding
+            wanted, workdir, self.mode, network=network, denied=denied, hiding=config.hiding, hosts=hosts
         )
         self.sandbox_notice = self.sandboxing.notice([wanted])
         self._lock = threading.Lock()

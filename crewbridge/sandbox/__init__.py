@@ -21,19 +21,25 @@ import contextlib
 import functools
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crewbridge.childenv import without_secrets
 from crewbridge.errors import SandboxUnavailable, UsageError
 from crewbridge.sandbox.base import Confinement, Launch, Mechanism
 from crewbridge.sandbox.hidden import LISTED_ONLY, NOTHING, Hiding
 from crewbridge.sandbox.state import Prepared, State, prepare
+
+if TYPE_CHECKING:
+    from crewbridge.sandbox.allowlist import Entry
+    from crewbridge.sandbox.egress import Egress, Hosts
+    from crewbridge.sandbox.proxy import Proxy
 
 __all__ = [
     "LEVELS",
@@ -61,11 +67,20 @@ INSTALL = "install bubblewrap (apt install bubblewrap, or pip install bubblewrap
 @dataclass(frozen=True)
 class Sandbox:
     """A mechanism and what it lets one kind of process do; `instead`, for an unproven mechanism:
-    the sandbox (None: none) to start the process in when this one did not come up, and why."""
+    the sandbox (None: none) to start the process in, with this confinement, when this one did not
+    come up, and why."""
 
     mechanism: Mechanism
     confinement: Confinement
-    instead: Callable[[str], Sandbox | None] | None = field(default=None, compare=False)
+    instead: Callable[[Confinement, str], Sandbox | None] | None = field(default=None, compare=False)
+
+    def reaching(self, *more: Entry) -> Sandbox:
+        """This sandbox, its processes reaching `more` too (crew's own server, for a CLI's native
+        tools), where it holds them to an allow-list."""
+        egress = self.confinement.egress
+        if egress is None or not more:
+            return self
+        return replace(self, confinement=replace(self.confinement, egress=egress.plus(more)))
 
     def launch(self, argv: list[str], env: Mapping[str, str], cwd: Path) -> Launch:
         """How to start `argv` inside: a CLI's state made ready for this launch (its data made, its
@@ -233,23 +248,38 @@ def spawn(
         launch.ended()
         raise
     launch.started()
-    if launch.status is None or sandbox is None or sandbox.instead is None:
+    if launch.status is None or sandbox is None:
         return proc, launch
-    why = _came_up(proc, launch)  # an unproven mechanism: the first process says whether it works here
+    why = _came_up(proc, launch)  # the first process of an unproven mechanism says whether it works here
     if why is None:
         sandbox.mechanism.unproven = False  # it works: later launches need not report
         return proc, launch
-    return spawn(argv, sandbox=sandbox.instead(why), env=env, cwd=cwd, **popen)
+    if sandbox.instead is None:  # it works here, but its way out could not be opened
+        raise SandboxUnavailable(f"{why}; pass --network open to run without crew's proxy, or --sandbox off")
+    return spawn(argv, sandbox=sandbox.instead(sandbox.confinement, why), env=env, cwd=cwd, **popen)
 
 
 def _came_up(proc: subprocess.Popen[bytes], launch: Launch) -> str | None:
-    """None when the sandbox `proc` was started in came up; else why not (`proc` is then reaped and
-    its pipes closed)."""
-    from crewbridge.sandbox import bwrap  # the one mechanism that starts unproven: loaded already
+    """None when the sandbox `proc` was started in came up, and its gate is open (the process then
+    goes on: bwrap waits for that); else why not (`proc` is then ended and reaped and its pipes
+    closed)."""
+    from crewbridge.sandbox import bwrap  # the one mechanism that reports: loaded already
 
     assert launch.status is not None
-    if bwrap.came_up(launch.status):
-        return None  # its status stays open until it ends (launch.ended): bwrap writes its exit there
+    pid = bwrap.child_pid(launch.status)  # its status stays open until it ends: bwrap writes its exit there
+    why = None
+    if pid is not None and launch.gate is not None:
+        try:
+            launch.gate.open_in(pid)
+        except OSError as exc:
+            why = str(exc)
+            with contextlib.suppress(OSError):
+                os.killpg(proc.pid, signal.SIGKILL)  # held back: it never ran
+    if launch.held is not None:
+        os.close(launch.held)  # bwrap goes on (its block fd read to its end)
+        launch.held = None
+    if pid is not None and why is None:
+        return None
     code = proc.wait()
     output = proc.stderr or proc.stdout  # where bwrap said why: stderr, or stdout it was joined to
     said = output.read().decode(errors="replace").strip().splitlines() if output else []
@@ -257,7 +287,7 @@ def _came_up(proc: subprocess.Popen[bytes], launch: Launch) -> str | None:
         if pipe is not None:
             pipe.close()
     launch.ended()
-    return f"{launch.argv[0]} cannot make namespaces here ({said[-1] if said else f'exit status {code}'})"
+    return why or f"{launch.argv[0]} cannot make namespaces here ({said[-1] if said else f'exit status {code}'})"
 
 
 class Sandboxing:
@@ -270,6 +300,8 @@ class Sandboxing:
         self._detection: Detection | None = None
         self._lock = threading.Lock()
         self._unsaid: str | None = None  # the notice of an `auto` left with no mechanism at a launch
+        self._proxy: Proxy | None = None  # crew's egress proxy, made when a sandbox first needs it
+        self._gap_said = False  # that the mechanism cannot hold the network here (said once)
 
     @property
     def detection(self) -> Detection:
@@ -304,18 +336,21 @@ class Sandboxing:
         network: bool,
         denied: Sequence[str] = (),
         hiding: Hiding | None = LISTED_ONLY,
+        hosts: Hosts | None = None,
     ) -> Sandbox | None:
         """Where an agent's commands (run_command, command tools) run: they may write the working
         directory only in execute mode (query mode's tools only read) and their private /tmp;
-        no network unless `network`; nothing they start outlives them; a program `denied` (the
-        agent's deny_commands) denies whatever its arguments is masked where the mechanism can;
-        what `hiding` hides (crewbridge.sandbox.hidden) they cannot read."""
+        no network unless `network`, and then only what `hosts` allows, through crew's proxy (None:
+        the network open); nothing they start outlives them; a program `denied` (the agent's
+        deny_commands) denies whatever its arguments is masked where the mechanism can; what
+        `hiding` hides (crewbridge.sandbox.hidden) they cannot read."""
         writable, kept = _project(workdir, mode)
         confinement = Confinement(
             writable,
             kept,
             visible=(workdir, *git_folders(workdir)),
             network=network,
+            egress=self._egress(hosts) if network else None,
             leave_group=False,
             denied=tuple(denied),
             hiding=hiding,
@@ -330,23 +365,57 @@ class Sandboxing:
         state: Callable[[Mapping[str, str]], State],
         denied: Sequence[str] = (),
         hiding: Hiding | None = LISTED_ONLY,
+        hosts: Hosts | None = None,
     ) -> Sandbox | None:
         """Where an agent's CLI runs: it may write its own state folders (`state`, from its
-        environment) and temp, and the working directory in execute mode; its network stays; its
-        own shell tool's commands meet the masks of `denied` as crew's do; what `hiding` hides, but
-        its own login (State.login), it cannot read."""
+        environment) and temp, and the working directory in execute mode; it (and all it starts)
+        reaches only what `hosts` allows (from its environment: its model API), through crew's
+        proxy (None: the network open); its own shell tool's commands meet the masks of `denied`
+        as crew's do; what `hiding` hides, but its own login (State.login), it cannot read."""
         writable, kept = _project(workdir, mode)
         visible = (workdir, *git_folders(workdir))
         confinement = Confinement(
-            writable, kept, visible=visible, network=True, state=state, denied=tuple(denied), hiding=hiding
+            writable,
+            kept,
+            visible=visible,
+            network=True,
+            egress=self._egress(hosts),
+            state=state,
+            denied=tuple(denied),
+            hiding=hiding,
         )
         return self._sandbox(wanted, confinement)
+
+    def _egress(self, hosts: Hosts | None) -> Egress | None:
+        if hosts is None:
+            return None
+        from crewbridge.sandbox.egress import Egress
+
+        return Egress(self.proxy, hosts)
+
+    def proxy(self) -> Proxy:
+        """crew's egress proxy, made when a sandbox's doors first open."""
+        from crewbridge.sandbox.proxy import Proxy  # for start-up speed: once a process has started
+
+        with self._lock:
+            if self._proxy is None:
+                self._proxy = Proxy()
+            return self._proxy
 
     def _sandbox(self, wanted: str, confinement: Confinement) -> Sandbox | None:
         mechanism = self.mechanism(wanted)
         if mechanism is None:
             return None
-        instead = functools.partial(self._instead, mechanism, wanted, confinement) if mechanism.unproven else None
+        gap = confinement.egress is not None and mechanism.holds_network()
+        if gap and wanted == "required":
+            raise SandboxUnavailable(
+                f"the sandbox is required, but {gap}; {INSTALL}, or pass --network open (or --sandbox auto)"
+            )
+        if gap:
+            with self._lock:
+                if not self._gap_said:  # said once, as a sandbox that did not come up is
+                    self._gap_said, self._unsaid = True, f"{gap}: they reach any host; {INSTALL}"
+        instead = functools.partial(self._instead, mechanism, wanted) if mechanism.unproven else None
         return Sandbox(mechanism, confinement, instead)
 
     def _instead(self, failed: Mechanism, wanted: str, confinement: Confinement, why: str) -> Sandbox | None:

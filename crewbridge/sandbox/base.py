@@ -8,10 +8,13 @@ import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from crewbridge.sandbox.hidden import NOTHING, Hidden, Hiding
 from crewbridge.sandbox.state import Prepared, State
+
+if TYPE_CHECKING:
+    from crewbridge.sandbox.egress import Egress, Gate
 
 TMP = Path("/tmp")
 
@@ -26,6 +29,7 @@ class Confinement:
     read_only: tuple[Path, ...] = ()
     visible: tuple[Path, ...] = ()  # folders it reads that a private /tmp must not hide
     network: bool = False  # off: no TCP/UDP, and no Unix socket files (docker.sock, ssh-agent, D-Bus)
+    egress: Egress | None = None  # with `network`: only through crew's proxy, to what it allows (else open)
     leave_group: bool = True  # False: it may not start processes that outlive its group (setsid)
     state: Callable[[Mapping[str, str]], State] | None = None  # a CLI's state folders, from its environment
     denied: tuple[str, ...] = ()  # deny_commands globs: the programs they deny whatever the arguments are masked
@@ -58,6 +62,8 @@ class Launch:
     parent_fds: list[int] = field(default_factory=list)  # closed in crew once the process started
     status: int | None = None  # where an unproven mechanism says whether the sandbox came up (bwrap's),
     # read by crewbridge.sandbox.spawn; open until the process ended
+    gate: Gate | None = None  # its way out through crew's proxy (crewbridge.sandbox.egress), closed once it ended
+    held: int | None = None  # closed once its gate is open: the process waits for that (bwrap's --block-fd)
 
     def started(self) -> None:
         """The process started (or failed to): crew's copies of what it was handed are closed."""
@@ -69,10 +75,13 @@ class Launch:
     def ended(self) -> None:
         """The process ended: its private temp folder and its view go (rmtree follows no link)."""
         self.started()
-        if self.status is not None:
-            with contextlib.suppress(OSError):
-                os.close(self.status)
-            self.status = None
+        for fd in (self.status, self.held):
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self.status = self.held = None
+        if self.gate is not None:
+            self.gate.close()
         folders, self.removed = self.removed, []
         for folder in folders:
             shutil.rmtree(folder, ignore_errors=True)
@@ -85,6 +94,9 @@ class Mechanism(Protocol):
 
     def launch(self, argv: list[str], env: dict[str, str], cwd: Path, confinement: Confinement) -> Launch:
         """`argv` run inside the sandbox; FileNotFoundError when its program is not on PATH."""
+
+    def holds_network(self) -> str | None:
+        """Why it cannot keep a process to crew's proxy here (crewbridge.sandbox.egress); None when it can."""
 
 
 def program(argv: Sequence[str], env: Mapping[str, str], cwd: Path) -> str:

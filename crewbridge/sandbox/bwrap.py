@@ -19,6 +19,7 @@ namespaces are made, nothing when they could not be): crewbridge.sandbox.spawn t
 from __future__ import annotations
 
 import os
+import re
 import select
 import shutil
 import subprocess
@@ -26,9 +27,13 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from crewbridge.childenv import without_secrets
 from crewbridge.sandbox.base import TMP, Confinement, Launch, Masked, masked_programs, program, top_under_tmp, under_tmp
+
+if TYPE_CHECKING:
+    from crewbridge.sandbox.egress import Egress
 
 PROBE_TIMEOUT = 10.0
 COMMON = [
@@ -95,6 +100,9 @@ class Bubblewrap:
         self._masks: dict[tuple[str, str], Path] = {}  # (name, glob) → the file shown in its place
         self._mask_folder: Path | None = None  # where those files are, and the empty one of hidden files
 
+    def holds_network(self) -> str | None:
+        return None  # a network namespace, out through crew's proxy only
+
     def launch(self, argv: list[str], env: dict[str, str], cwd: Path, confinement: Confinement) -> Launch:
         path = program(argv, env, cwd)
         args = [self.binary, *COMMON]
@@ -125,25 +133,31 @@ class Bubblewrap:
         spared = [path, *_interpreter(path, env)]  # the program started and its interpreter run
         for masked in masked_programs(confinement.denied, env, spared):
             args += ["--ro-bind", str(self._mask(masked)), str(masked.path)]  # deny_commands, enforced
-        if not confinement.network:
-            # For start-up speed: a CLI keeps its network, so its launch never loads the filter's maker
-            # (nor socket, ~2 ms, for one constant).
-            import socket
-
-            from crewbridge.sandbox import seccomp
-
-            args.append("--unshare-net")
-            arch = seccomp.native_arch()
-            if arch is not None:
-                fd = _readable(seccomp.program(arch, families=frozenset({socket.AF_UNIX})))
-                args += ["--seccomp", str(fd)]
-                launch.pass_fds, launch.parent_fds = (fd,), [fd]
-        if self.unproven:
+        if not confinement.network or confinement.egress is not None:
+            args += self._network_cut(launch)
+        if confinement.network and confinement.egress is not None:
+            args += _gated(launch, confinement.egress)
+        if self.unproven or launch.gate is not None:
             launch.status, write = os.pipe()
             args += ["--json-status-fd", str(write)]
             launch.pass_fds, launch.parent_fds = (*launch.pass_fds, write), [*launch.parent_fds, write]
         launch.argv = [*args, "--chdir", str(cwd), "--", path, *argv[1:]]
         return launch
+
+    @staticmethod
+    def _network_cut(launch: Launch) -> list[str]:
+        """A network namespace of its own (only loopback), and a seccomp filter refusing
+        socket(AF_UNIX): Unix socket files (docker.sock, ssh-agent, D-Bus) stay reachable through a
+        plain network namespace."""
+        from crewbridge.sandbox import seccomp
+
+        args = ["--unshare-net"]
+        arch = seccomp.native_arch()
+        if arch is not None:
+            fd = _readable(seccomp.program(arch, families=frozenset({seccomp.AF_UNIX})))
+            args += ["--seccomp", str(fd)]
+            launch.pass_fds, launch.parent_fds = (*launch.pass_fds, fd), [*launch.parent_fds, fd]
+        return args
 
     def _mask(self, masked: Masked) -> Path:
         """A file that refuses to run, saying why, shown in place of a program deny_commands denies
@@ -200,21 +214,33 @@ def _mounts(confinement: Confinement, hidden: list[Path], empty: Callable[[], Pa
     return [arg for _, _, mount in sorted(mounts, key=lambda m: m[:2]) for arg in mount]
 
 
-def came_up(status: int, timeout: float = PROBE_TIMEOUT) -> bool:
-    """Whether the bwrap reporting on `status` (--json-status-fd) made its sandbox: its first line
-    names the child's pid once the namespaces are made; it closes with nothing said when they could
-    not be (and exits, its reason on stderr)."""
+def _gated(launch: Launch, egress: Egress) -> list[str]:
+    """The way out of the namespace: crew's proxy, whose doors crew opens inside once bwrap made
+    it (crewbridge.sandbox.spawn reads the child's pid from --json-status-fd), the program held
+    back until then (--block-fd)."""
+    launch.gate = egress.gate(launch.env)
+    launch.env = launch.gate.env(launch.env)
+    block, launch.held = os.pipe()
+    launch.pass_fds, launch.parent_fds = (*launch.pass_fds, block), [*launch.parent_fds, block]
+    return ["--block-fd", str(block)]
+
+
+def child_pid(status: int, timeout: float = PROBE_TIMEOUT) -> int | None:
+    """The pid of the sandbox's first process, as the bwrap reporting on `status` (--json-status-fd)
+    names it once the namespaces are made; None when they could not be (it closes with nothing
+    said, and exits, its reason on stderr)."""
     said = b""
     deadline = time.monotonic() + timeout
     while b"\n" not in said:
         left = deadline - time.monotonic()
         if left <= 0 or not select.select([status], [], [], left)[0]:
-            return False
+            return None
         chunk = os.read(status, 4096)
         if not chunk:
-            return False
+            return None
         said += chunk
-    return b"child-pid" in said.split(b"\n", 1)[0]
+    found = re.search(rb'"child-pid"\s*:\s*(\d+)', said.split(b"\n", 1)[0])
+    return int(found.group(1)) if found else None
 
 
 def _with_target(path: str) -> tuple[Path, Path]:

@@ -26,7 +26,7 @@ from crewbridge.sandbox.hidden import NOTHING, Hidden
 
 CREATE_RULESET, ADD_RULE, RESTRICT_SELF = 444, 445, 446  # the same numbers on every architecture
 CREATE_RULESET_VERSION = 1
-RULE_PATH_BENEATH = 1
+RULE_PATH_BENEATH, RULE_NET_PORT = 1, 2
 PR_SET_NO_NEW_PRIVS = 38
 PR_SET_SECCOMP = 22
 SECCOMP_MODE_FILTER = 2
@@ -70,13 +70,23 @@ def written_rights(version: int) -> int:
     return rights
 
 
-def ruleset(writable: Sequence[Path], *, network: bool, version: int, hidden: Hidden = NOTHING) -> int:
+def ruleset(
+    writable: Sequence[Path],
+    *,
+    network: bool,
+    version: int,
+    hidden: Hidden = NOTHING,
+    ports: Sequence[int] | None = None,
+) -> int:
     """A ruleset (its descriptor) that lets a process write only beneath `writable` (and to the
     common devices), read everything but `hidden`'s places (what beneath them it shows excepted),
-    and, without `network`, make no TCP connection (ABI 4+). OSError when the kernel refuses it."""
+    and, without `network`, make no TCP connection (ABI 4+); with `network` and `ports`, connect
+    over TCP to those ports only (ABI 4+: crew's proxy's, the carried ones). OSError when the
+    kernel refuses it."""
     handled = written_rights(version) | (READ if hidden.places else 0)
-    net = 0 if network or version < 4 else NET_BIND_TCP | NET_CONNECT_TCP
-    scoped = SCOPE_SIGNAL | (0 if network else SCOPE_ABSTRACT_UNIX_SOCKET) if version >= 6 else 0
+    net = 0 if version < 4 else NET_BIND_TCP | NET_CONNECT_TCP if not network else NET_CONNECT_TCP if ports else 0
+    open_net = network and ports is None
+    scoped = SCOPE_SIGNAL | (0 if open_net else SCOPE_ABSTRACT_UNIX_SOCKET) if version >= 6 else 0
     attr = struct.pack("=QQQ", handled, net, scoped)
     fd = _call(CREATE_RULESET, ctypes.c_char_p(attr), ctypes.c_size_t(len(attr)), ctypes.c_uint32(0))
     try:
@@ -85,10 +95,20 @@ def ruleset(writable: Sequence[Path], *, network: bool, version: int, hidden: Hi
         if hidden.places:
             for place in [*readable(hidden.places), *map(str, hidden.shown)]:
                 _allow(fd, place, READ, follow=False)
+        for port in ports if net == NET_CONNECT_TCP and ports else ():
+            rule = struct.pack("=QQ", NET_CONNECT_TCP, port)  # struct landlock_net_port_attr, packed
+            _call(ADD_RULE, ctypes.c_int(fd), ctypes.c_int(RULE_NET_PORT), ctypes.c_char_p(rule), 0)
     except BaseException:
         os.close(fd)
         raise
     return fd
+
+
+def holds_network(version: int) -> str | None:
+    """Why Landlock ABI `version` cannot keep a process to crew's proxy; None when it can (ABI 4+)."""
+    if version >= 4:
+        return None
+    return f"Landlock ABI {version} has no network rules (ABI 4, Linux 6.7, has them): the CLIs' network is not cut"
 
 
 def readable(hidden: Sequence[Path]) -> list[str]:
@@ -196,25 +216,47 @@ class Landlock:
         self.version = version
         self.detail = f"ABI {version}"
 
+    def holds_network(self) -> str | None:
+        return holds_network(self.version)
+
     def launch(self, argv: list[str], env: dict[str, str], cwd: Path, confinement: Confinement) -> Launch:
         path = program(argv, env, cwd)
         temp = private_temp()
+        gate = confinement.egress.gate(env) if confinement.network and confinement.egress is not None else None
         try:
+            ports = None
+            if gate is not None:
+                gate.open_here()
+                env = gate.env(env)
+                ports = [gate.port, *(port for _, port in gate.carried())]
             writable = [*confinement.writable, temp]
-            fd = ruleset(writable, network=confinement.network, version=self.version, hidden=confinement.hidden)
+            fd = ruleset(
+                writable, network=confinement.network, version=self.version, hidden=confinement.hidden, ports=ports
+            )
         except BaseException:
             shutil.rmtree(temp, ignore_errors=True)
+            if gate is not None:
+                gate.close()
             raise
-        arch = seccomp.native_arch()
-        refused = None
-        if arch is not None and not (confinement.network and confinement.leave_group):
-            refused = seccomp.program(
-                arch, families=frozenset() if confinement.network else None, keep_group=not confinement.leave_group
-            )
         return Launch(
             [path, *argv[1:]],
             {**env, "TMPDIR": str(temp)},
-            preexec_fn=restrictor(fd, refused),
+            preexec_fn=restrictor(fd, _filter(confinement)),
             removed=[temp],
             parent_fds=[fd],
+            gate=gate,
         )
+
+
+def _filter(confinement: Confinement) -> bytes | None:
+    """The seccomp filter of a process: no socket at all without network; through crew's proxy,
+    TCP alone (Landlock holds its ports) and no Unix socket; none with the network open; and
+    setsid()/setpgid() refused to one that may not leave its group."""
+    arch = seccomp.native_arch()
+    gated = confinement.network and confinement.egress is not None
+    if arch is None or (confinement.network and not gated and confinement.leave_group):
+        return None
+    families: frozenset[int] | None = None if not confinement.network else frozenset()
+    if gated:
+        families = frozenset({seccomp.AF_UNIX})
+    return seccomp.program(arch, families=families, keep_group=not confinement.leave_group, datagrams=not gated)
