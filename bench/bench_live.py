@@ -27,6 +27,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
@@ -34,12 +35,13 @@ sys.path.insert(0, str(REPO / "tests"))
 from crewbridge.providers.base import Turn  # noqa: E402
 from crewbridge.tools import builtin_registry  # noqa: E402
 
+from bench.harness import reporting  # noqa: E402
 from clienv import cli_env  # noqa: E402
 from crewbridge import providers  # noqa: E402
 from crewbridge.config import AgentSpec  # noqa: E402
 from crewbridge.conversations import new_conversation  # noqa: E402
-from crewbridge.loop import AgentLoop, Progress  # noqa: E402
-from crewbridge.policy import Policy  # noqa: E402
+from crewbridge.engine.loop import AgentLoop  # noqa: E402
+from crewbridge.work.policy import Policy  # noqa: E402
 from mockserver import MockServer, reply  # noqa: E402
 
 TAIL = "INVENTED: the file says 7."
@@ -73,12 +75,12 @@ def model_time(mock: MockServer) -> float:
 
 
 def one_run(
-    cli: str, live: bool, turns: int, shape: str, also: Callable[[Progress], None] | None = None
+    cli: str, live: bool, turns: int, shape: str, also: Callable[[Any], None] | None = None
 ) -> tuple[list[float], list[float], list[float]]:
     """Per tool turn, in milliseconds: what crew and the CLI added between the stop and the next
     reply; of that, the time crew spent putting the history right (Conversation.keep); and crew's
     whole part, from the stop to handing the CLI the next message (stop, tool, history, send).
-    `also` gets every Progress event too (a Renderer, to time it)."""
+    `also` gets every event the loop reports too (a Renderer, to time it)."""
     with MockServer() as mock, tempfile.TemporaryDirectory() as tmp:
         home, work = Path(tmp) / "home", Path(tmp) / "work"
         work.mkdir()
@@ -90,11 +92,12 @@ def one_run(
         firsts: list[float] = []
         seen_turn = [0]
 
-        def progress(event: Progress) -> None:
+        def progress(event: Any) -> None:  # an event of the record (a Progress before it, --before)
             if also is not None:
                 also(event)
             if event.kind == "turn":
-                seen_turn[0] = int(event.text)
+                turn = getattr(event, "turn", None)
+                seen_turn[0] = turn if isinstance(turn, int) else int(event.text)
             elif event.kind == "text":
                 if len(firsts) < seen_turn[0]:
                     firsts.append(time.monotonic())
@@ -129,7 +132,7 @@ def one_run(
             workdir=work,
             timeout=120,
             max_turns=turns + 1,
-            on_progress=progress,
+            **reporting(progress),
         )
         result = loop.run("what does notes.txt say?")
         assert result.answer == "Done.", result.answer

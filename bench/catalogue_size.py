@@ -15,12 +15,19 @@ from crewbridge.tools import builtin_registry
 
 from bench.common import Row, Settings
 from bench.harness import claude_conversation, claude_env, run_loop
-from crewbridge.catalogue import COMPACT_TOKENS, SKILLS_TOKENS, offered_tools, render_catalogue, skills_section, tokens
+from crewbridge.base.modes import Mode
+from crewbridge.base.skills import Skill
 from crewbridge.config import AgentSpec
-from crewbridge.modes import Mode
-from crewbridge.policy import Policy
-from crewbridge.registry import Tool, ToolContext, ToolRegistry
-from crewbridge.skills import Skill
+from crewbridge.toolkit.catalogue import (
+    COMPACT_TOKENS,
+    SKILLS_TOKENS,
+    offered_tools,
+    render_catalogue,
+    skills_section,
+    tokens,
+)
+from crewbridge.toolkit.registry import Tool, ToolContext, ToolRegistry
+from crewbridge.work.policy import Policy
 
 SYSTEMS = ("jira", "github", "slack", "sentry", "grafana", "postgres", "s3", "stripe", "notion", "k8s")
 ACTIONS = ("search", "get", "list", "create", "update", "comment", "archive", "export", "count", "watch")

@@ -1,4 +1,4 @@
-"""Figure 12: what the command rules cost (crewbridge.policy.command_problem under
+"""Figure 12: what the command rules cost (crewbridge.work.policy.command_problem under
 `deny_commands: ["rm *"]`) on a 128 KB command line — the most one argument can hold — of each
 shape that made the reading slow or quadratic before (`"env " * 32000` took 115 s of CPU): the
 time to decide it (read it and allow it, or refuse it), wall and CPU (the process's own time, the
@@ -24,7 +24,7 @@ SHAPES = {  # name → (one unit, what it is)
 
 
 def run(settings: Settings) -> list[Row]:
-    from crewbridge.policy import command_problem
+    from crewbridge.work.policy import command_problem
 
     command_problem("ls", ["rm *"])  # the grammar loads once per process: not what is measured
     rows = []

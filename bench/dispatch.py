@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 from bench.common import Row, Settings, in_process, interleaved, median, scratch, spread
-from bench.harness import claude_conversation, claude_env, fake_conversation, python_argv, run_loop
-from crewbridge.functions import tool
-from crewbridge.loop import Progress, RunResult
-from crewbridge.registry import ToolContext, ToolRegistry
+from bench.harness import claude_conversation, claude_env, fake_conversation, python_argv, reporting, run_loop
+from crewbridge.engine.loop import RunResult
+from crewbridge.toolkit.functions import tool
+from crewbridge.toolkit.registry import ToolContext, ToolRegistry
 
 TARGET_MS = 20.0
 FAKE = Path(__file__).with_name("fake_claude.py")
@@ -96,12 +97,12 @@ def real_claude_once(linger: float = 2.0) -> dict[str, float]:
         mock.script(Reply(chunks, delay=linger), "Done: the mark was set.")
         texts: list[float] = []  # when each text delta reached the loop
 
-        def progress(event: Progress) -> None:
+        def progress(event: Any) -> None:  # an event of the record (a Progress before it)
             if event.kind == "text":
                 texts.append(time.monotonic())
 
         started = marks.check(
-            run_loop(claude_conversation(env, work), marks.registry, "mark", work, on_progress=progress)
+            run_loop(claude_conversation(env, work), marks.registry, "mark", work, **reporting(progress))
         )
         assert chunks.sent is not None
         return {"delay": started - chunks.sent, "own": started - max(t for t in texts if t <= started)}

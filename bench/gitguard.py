@@ -1,8 +1,8 @@
-"""Figure 11: what the git guard costs (crewbridge.gitguard): the snapshot an execute run takes
+"""Figure 11: what the git guard costs (crewbridge.system.gitguard): the snapshot an execute run takes
 before its agent starts (`Watch`: a walk of the working directory for `.git` entries and
 .gitattributes files, the watched files' bytes, the index's gitlinks), and the check after it
 (`disarm`: the same again, compared), on a git repository of many files in many folders, when the
-run left nothing to disarm; and the snapshot of what an agent changed (crewbridge.git: every file
+run left nothing to disarm; and the snapshot of what an agent changed (crewbridge.system.git: every file
 read by crew itself, so that no filter or fsmonitor the folder names runs). The run's own time (a
 CLI start is ~0.2-1.3 s) is what these compare with."""
 
@@ -17,7 +17,7 @@ from bench.common import Row, Settings, median, scratch, spread
 
 
 def run(settings: Settings) -> list[Row]:
-    from crewbridge.gitguard import Watch
+    from crewbridge.system.gitguard import Watch
 
     folders, files = (200, 10) if settings.quick else (2000, 10)
     repo = _repository(folders, files)
@@ -32,7 +32,7 @@ def run(settings: Settings) -> list[Row]:
         checks.append(time.perf_counter() - start)
         if found:
             raise RuntimeError(f"an untouched repository had something to disarm: {found}")
-    from crewbridge.git import Checkout
+    from crewbridge.system.git import Checkout
 
     checkout = Checkout.of(repo, "bench")
     trees: list[float] = []

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +16,9 @@ from crewbridge.providers.claude import ClaudeDecoder, ClaudeProvider
 from bench.common import PYTHON, REPO
 from crewbridge.config import AgentSpec
 from crewbridge.conversations import Conversation, ProcessConversation, new_conversation
-from crewbridge.loop import AgentLoop, RunResult
-from crewbridge.policy import Policy
-from crewbridge.registry import ToolRegistry
+from crewbridge.engine.loop import AgentLoop, RunResult
+from crewbridge.toolkit.registry import ToolRegistry
+from crewbridge.work.policy import Policy
 
 
 class FakeProvider(Provider):
@@ -45,6 +45,18 @@ def fake_conversation(argv: list[str], cwd: Path) -> Conversation:
 def claude_conversation(env: dict[str, str], cwd: Path, mode: str = "query") -> Conversation:
     """The real claude CLI, the way crew runs it (live, unless env says CREW_LIVE=0)."""
     return new_conversation(ClaudeProvider(), Turn("", mode=mode), cwd=cwd, env=env)
+
+
+def reporting(sink: Callable[[Any], None]) -> dict[str, Any]:
+    """The loop's options that hand `sink` each event the loop reports: its record's
+    (crewbridge.record), or, in a checkout from before the record (--before), its on_progress."""
+    try:
+        from crewbridge.record.stream import Record
+    except ImportError:
+        return {"on_progress": sink}
+    record = Record()
+    record.attach(sink)
+    return {"record": record}
 
 
 def run_loop(

@@ -39,10 +39,10 @@ def worker(path: Path, way: str) -> dict[str, float]:
     from crewbridge.providers.claude import ClaudeDecoder
 
     from bench.harness import fake_conversation, run_loop
+    from crewbridge.base.decoded import MessageEnd, Text
     from crewbridge.errors import ProviderError
-    from crewbridge.events import MessageEnd, Text
-    from crewbridge.extract import Extractor
-    from crewbridge.registry import ToolRegistry
+    from crewbridge.toolkit.extract import Extractor
+    from crewbridge.toolkit.registry import ToolRegistry
 
     baseline = rss_mb("VmRSS")
     Path("/proc/self/clear_refs").write_text("5")  # forget the peak of the imports: VmHWM = VmRSS

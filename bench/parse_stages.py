@@ -28,8 +28,8 @@ def measure(path: str) -> dict[str, float]:
     from crewbridge.providers.base import parse_object
     from crewbridge.providers.claude import ClaudeDecoder
 
-    from crewbridge.events import MessageEnd, Text
-    from crewbridge.extract import Extractor
+    from crewbridge.base.decoded import MessageEnd, Text
+    from crewbridge.toolkit.extract import Extractor
 
     def cpu(func) -> float:  # type: ignore[no-untyped-def]
         start = time.process_time()

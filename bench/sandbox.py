@@ -50,8 +50,8 @@ def run(settings: Settings) -> list[Row]:
 def _run_command(settings: Settings, mechanism: str, work: Path) -> Row:
     from crewbridge.tools import builtin_registry
 
-    from crewbridge.registry import ToolContext
     from crewbridge.sandbox import MECHANISM_ENV, Sandboxing
+    from crewbridge.toolkit.registry import ToolContext
 
     registry = builtin_registry()
     sandbox = Sandboxing({**os.environ, MECHANISM_ENV: mechanism}).commands("required", work, "execute", network=False)

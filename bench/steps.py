@@ -28,14 +28,15 @@ if __package__ in (None, ""):  # run as a script: make `bench` importable
 # step → the functions it times, as "module:Class.method" or "module:function"
 STEPS = {
     "decode": ["crewbridge.providers.base:JsonLineDecoder.decode_object", "crewbridge.providers.base:parse_object"],
-    "extract": ["crewbridge.extract:Extractor.feed", "crewbridge.extract:Extractor.end_message"],
-    "validate": ["crewbridge.registry:Tool.check"],
-    "policy": ["crewbridge.policy:Policy.allowed", "crewbridge.policy:Policy.check"],
-    "hooks": ["crewbridge.hooks:Hooks.before", "crewbridge.hooks:Hooks.after"],
-    "transcript": ["crewbridge.transcript:Transcript.write"],
-    "render": ["crewbridge.render:Renderer.progress"],
-    "tool": ["crewbridge.registry:ToolRegistry.call"],
-    "stop": ["crewbridge.process:Child.send_line"],
+    "extract": ["crewbridge.toolkit.extract:Extractor.feed", "crewbridge.toolkit.extract:Extractor.end_message"],
+    "validate": ["crewbridge.toolkit.registry:Tool.check"],
+    "policy": ["crewbridge.work.policy:Policy.allowed", "crewbridge.work.policy:Policy.check"],
+    "hooks": ["crewbridge.toolkit.hooks:Hooks.before", "crewbridge.toolkit.hooks:Hooks.after"],
+    # the record written down (a checkout from --before that predates the record: its transcript)
+    "transcript": ["crewbridge.record.transcript:Transcript.write", "crewbridge.transcript:Transcript.write"],
+    "render": ["crewbridge.terminal.render:Renderer.progress"],
+    "tool": ["crewbridge.toolkit.registry:ToolRegistry.call"],
+    "stop": ["crewbridge.system.process:Child.send_line"],
 }
 ORDER = ["decode", "extract", "validate", "policy", "hooks", "transcript", "hand-off", "tool", "render", "write"]
 
@@ -76,7 +77,10 @@ def instrument(clock: Clock) -> None:
     for step, targets in STEPS.items():
         for target in targets:
             module_name, _, path = target.partition(":")
-            module = importlib.import_module(module_name)
+            try:
+                module = importlib.import_module(module_name)
+            except ModuleNotFoundError:  # another checkout's name for the step
+                continue
             owner: Any = module
             *outer, name = path.split(".")
             for part in outer:
@@ -87,7 +91,8 @@ def instrument(clock: Clock) -> None:
                 for other in ("crewbridge.conversations.peer", "crewbridge.peer", "crewbridge.providers.live_process"):
                     if other in sys.modules and hasattr(sys.modules[other], name):
                         setattr(sys.modules[other], name, getattr(module, name))
-    from crewbridge import loop, registry
+    from crewbridge.engine import loop
+    from crewbridge.toolkit import registry
 
     pool_submit = loop._DaemonPool.submit
 
@@ -110,7 +115,7 @@ def instrument(clock: Clock) -> None:
 def measure(cli: str, turns: int) -> dict[str, float]:
     """One run of `turns` tool turns: milliseconds per tool turn, by step."""
     from bench import bench_live
-    from crewbridge.render import Renderer
+    from crewbridge.terminal.render import Renderer
 
     clock = Clock()
     instrument(clock)

@@ -17,11 +17,11 @@ from crewbridge.providers.claude import ClaudeDecoder
 
 from bench.common import Row, Settings, kill_group, paired, ratio_row, scratch
 from bench.streams import write_stream
+from crewbridge.base.decoded import Event, MessageEnd, Text
 from crewbridge.conversations.transport import LiveProcess
 from crewbridge.errors import ProviderError
-from crewbridge.events import Event, MessageEnd, Text
-from crewbridge.extract import Extractor
-from crewbridge.process import Child
+from crewbridge.system.process import Child
+from crewbridge.toolkit.extract import Extractor
 
 TARGET = 1.5
 

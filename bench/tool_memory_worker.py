@@ -13,7 +13,7 @@ from pathlib import Path
 
 from crewbridge.tools import builtin_registry
 
-from crewbridge.registry import ToolContext
+from crewbridge.toolkit.registry import ToolContext
 
 
 def status_mb() -> dict[str, float]:

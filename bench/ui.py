@@ -1,9 +1,9 @@
 """Figure 13: crew ui, in Debian's Chromium (tests/browser.py). From a tool call's start (its
-`tool_call` event, written by crew's own Transcript as the caller writes it) to its row on an open
+`call` event, written down by the run's record as the caller emits it) to its row on an open
 run page (a MutationObserver in the page notes when the row appears; both clocks are this
 machine's); the runs page's load with 1,000 runs in the list, from navigation to every row shown,
 the first load after `crew ui` starts (nothing read yet) and loads after it; and, for the server
-both faces share (crewbridge.webserver), a token holder's request to `crew mcp --http` while 32
+both faces share (crewbridge.protocol.webserver), a token holder's request to `crew mcp --http` while 32
 strangers hold every slot of theirs, trickling header bytes (issue 31's slowloris)."""
 
 from __future__ import annotations
@@ -91,28 +91,42 @@ def _cookie(link: str) -> str:
     return (answer.getheader("Set-Cookie") or "").partition(";")[0].partition("=")[2]
 
 
+def _started(runs: Path, task: str) -> Any:
+    """A run's record, written down in folder `runs`, its start emitted as crew's is."""
+    from crewbridge.record.events import Start
+    from crewbridge.record.stream import Record, now
+    from crewbridge.record.transcript import Transcript
+
+    record = Record()
+    record.keep(Transcript.create(record.run, runs))
+    fields = {"command": "query", "mode": "query", "agents": ["claude"], "task": task, "cwd": str(runs)}
+    record.emit(Start(run=record.run, at=now(), pid=os.getpid(), **fields))
+    return record
+
+
 def _tool_call_to_row(browser: Any, state: Path, env: dict[str, str], calls: int) -> Row:
-    from crewbridge.transcript import Transcript
+    from crewbridge.record.events import Call, Result
 
     proc, url, link = _ui(env)
-    transcript = Transcript.open(state / "crewbridge" / "runs", command="query", agents=["claude"], task="bench")
+    record = _started(state / "crewbridge" / "runs", "bench")
     try:
         page = browser.new_page()
         page.goto(link)
-        page.goto(f"{url}/runs/{transcript.run_id}")
+        page.goto(f"{url}/runs/{record.run}")
         page.wait_for_selector(".meta .status")
         page.evaluate(SEEN)
         took = []
         for number in range(calls):
             time.sleep(random.uniform(0.05, 0.15))  # calls land anywhere in the server's look at the file
             started = time.time() * 1000
-            transcript.write("tool_call", agent="claude", name=f"crew:bench_{number}", input={"n": number})
+            call, name = record.next_call(), f"crew:bench_{number}"
+            record.emit(Call(agent="claude", call=call, name=name, input={"n": number}))
             page.wait_for_function("(n) => window.seen['bench_' + n] !== undefined", arg=number)
             took.append(page.evaluate("(n) => window.seen['bench_' + n]", number) - started)
-            transcript.write("tool_result", agent="claude", name=f"crew:bench_{number}", result={"success": True})
+            record.emit(Result(agent="claude", call=call, name=name, success=True))
         page.close()
     finally:
-        transcript.close("ok")
+        record.end("done")
         _end(proc)
     return Row(
         "13 ui",
@@ -125,18 +139,18 @@ def _tool_call_to_row(browser: Any, state: Path, env: dict[str, str], calls: int
 
 
 def _list_load(browser: Any, state: Path, env: dict[str, str], loads: int) -> list[Row]:
-    from crewbridge.transcript import Transcript
+    from crewbridge.record import events as ev
     from crewbridge.ui.server import COOKIE
 
     runs = state / "crewbridge" / "runs"
     for number in range(RUNS):  # as crew writes them: a turn, a tool call, usage, the answer
-        transcript = Transcript.open(runs, command="query", agents=["claude"], task=f"task number {number}")
-        transcript.write("prompt", agent="claude", turn=1, text="[crew tools] " + "x" * 2000)
-        transcript.write("tool_call", agent="claude", name="crew:read_file", input={"path": "notes.txt"})
-        transcript.write("tool_result", agent="claude", name="crew:read_file", result={"success": True, "data": "hi"})
-        transcript.write("usage", agent="claude", turn=1, input_tokens=11, output_tokens=7, cost_usd=0.0002)
-        transcript.write("answer", agent="claude", text="done")
-        transcript.close("ok")
+        record = _started(runs, f"task number {number}")
+        record.emit(ev.Turn(agent="claude", turn=1, prompt="[crew tools] " + "x" * 2000))
+        record.emit(ev.Call(agent="claude", call="c1", name="crew:read_file", input={"path": "notes.txt"}))
+        record.emit(ev.Result(agent="claude", call="c1", name="crew:read_file", success=True, data="hi"))
+        record.emit(ev.Usage(agent="claude", turn=1, input_tokens=11, output_tokens=7, cost_usd=0.0002))
+        record.emit(ev.Answer(agent="claude", text="done"))
+        record.end("done")
     first, again = [], []
     for _ in range(loads):
         proc, url, link = _ui(env)  # a fresh crew ui: nothing of the runs read yet
@@ -171,7 +185,7 @@ def _list_load(browser: Any, state: Path, env: dict[str, str], loads: int) -> li
 
 
 def _slowloris(samples: int) -> Row:
-    from crewbridge.webserver import MAX_PENDING
+    from crewbridge.protocol.webserver import MAX_PENDING
 
     env = {**os.environ, "CREW_MCP_TOKEN": TOKEN}
     with tempfile.TemporaryDirectory(prefix="crew-bench-web-") as scratch:

@@ -26,21 +26,21 @@ TYPE_CHECKING = False  # typing itself is ~5 ms to import; type checkers read th
 
 _EXPORTS = {
     "Bridge": "crewbridge.bridge",
-    "Chat": "crewbridge.dialogue",
-    "RunOptions": "crewbridge.options",
+    "Chat": "crewbridge.engine.dialogue",
+    "RunOptions": "crewbridge.base.options",
     "Outcome": "crewbridge.api",
     "EventStream": "crewbridge.api",
-    "Stop": "crewbridge.stop",
-    "Progress": "crewbridge.loop",
-    "RunResult": "crewbridge.loop",
-    "CallRecord": "crewbridge.loop",
-    "tool": "crewbridge.functions",
-    "Tool": "crewbridge.registry",
-    "ToolContext": "crewbridge.registry",
-    "ToolFailure": "crewbridge.registry",
-    "ToolRegistry": "crewbridge.registry",
-    "ToolResult": "crewbridge.registry",
-    "function_tool": "crewbridge.functions",
+    "Stop": "crewbridge.base.stop",
+    "Event": "crewbridge.record.events",
+    "RunResult": "crewbridge.engine.loop",
+    "CallRecord": "crewbridge.engine.loop",
+    "tool": "crewbridge.toolkit.functions",
+    "Tool": "crewbridge.toolkit.registry",
+    "ToolContext": "crewbridge.toolkit.registry",
+    "ToolFailure": "crewbridge.toolkit.registry",
+    "ToolRegistry": "crewbridge.toolkit.registry",
+    "ToolResult": "crewbridge.toolkit.registry",
+    "function_tool": "crewbridge.toolkit.functions",
     "Config": "crewbridge.config",
     "load_config": "crewbridge.config",
     "Provider": "crewbridge.providers.base",
@@ -58,9 +58,9 @@ __all__ = [  # _EXPORTS' names, spelled out for tools that read __all__ (a test 
     "Config",
     "ConfigError",
     "CrewError",
+    "Event",
     "EventStream",
     "Outcome",
-    "Progress",
     "Provider",
     "ProviderError",
     "RunOptions",
@@ -83,16 +83,17 @@ if TYPE_CHECKING:
     from typing import Any
 
     from crewbridge.api import EventStream, Outcome
+    from crewbridge.base.options import RunOptions
+    from crewbridge.base.stop import Stop
     from crewbridge.bridge import Bridge
     from crewbridge.config import Config, load_config
-    from crewbridge.dialogue import Chat
+    from crewbridge.engine.dialogue import Chat
+    from crewbridge.engine.loop import CallRecord, RunResult
     from crewbridge.errors import ConfigError, CrewError, ProviderError, UsageError
-    from crewbridge.functions import function_tool, tool
-    from crewbridge.loop import CallRecord, Progress, RunResult
-    from crewbridge.options import RunOptions
     from crewbridge.providers.base import Provider, Turn
-    from crewbridge.registry import Tool, ToolContext, ToolFailure, ToolRegistry, ToolResult
-    from crewbridge.stop import Stop
+    from crewbridge.record.events import Event
+    from crewbridge.toolkit.functions import function_tool, tool
+    from crewbridge.toolkit.registry import Tool, ToolContext, ToolFailure, ToolRegistry, ToolResult
 
 
 def __getattr__(name: str) -> Any:

@@ -10,14 +10,14 @@ if TYPE_CHECKING:
     from types import FrameType
 
     from crewbridge.acp.early import Greeting as AcpGreeting
-    from crewbridge.early import Early
     from crewbridge.mcp.early import Greeting
+    from crewbridge.terminal.early import Early
 
 
 def run() -> None:
     """Load the CLI and run it. A Ctrl-C (or SIGTERM, SIGHUP) while crew is still loading exits with
     128 + the signal and one line, as a later one does, not with a traceback from an import; the
-    CLIs crewbridge.early started are ended first."""
+    CLIs crewbridge.terminal.early started are ended first."""
     if sys.argv[1:] in (["--version"], ["-V"]):  # answered without loading click: ~45 ms of imports
         from crewbridge.version import VERSION_MESSAGE, __version__
 
@@ -44,7 +44,7 @@ def run() -> None:
     early: Early | None = None
     greeting: Greeting | AcpGreeting | None = None
     if sys.argv[1:2] in (["query"], ["execute"]):  # their CLIs start before click and the engine load
-        from crewbridge.early import start
+        from crewbridge.terminal.early import start
 
         early = start(sys.argv[1:])
     elif sys.argv[1:2] == ["mcp"]:  # initialize is answered before click and the engine load
@@ -65,8 +65,8 @@ def run() -> None:
 def _stopped_while_loading(signum: int, frame: FrameType | None) -> None:
     import signal
 
-    process = sys.modules.get("crewbridge.process")
-    if process is not None:  # crewbridge.early may have started CLIs: none outlives crew
+    process = sys.modules.get("crewbridge.system.process")
+    if process is not None:  # crewbridge.terminal.early may have started CLIs: none outlives crew
         process.end_all()
     sys.stderr.write(
         "crew: interrupted\n" if signum == signal.SIGINT else f"crew: stopped by {signal.Signals(signum).name}\n"

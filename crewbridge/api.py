@@ -5,7 +5,7 @@ from crewbridge import Bridge
 with Bridge().stream("@claude what does notes.txt say?") as events:
     for event in events:
         if event.kind == "text":
-            print(event.text, end="", flush=True)
+            print(event.visible, end="", flush=True)
 answer = events.outcomes[0].result.answer
 """
 
@@ -17,20 +17,21 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from crewbridge.errors import CrewError, Interrupted, UsageError
-from crewbridge.stop import Stop
+from crewbridge.base.stop import Stop
+from crewbridge.errors import CrewError, UsageError
 
 if TYPE_CHECKING:
-    from crewbridge.git import Change
-    from crewbridge.gitguard import Armed
-    from crewbridge.loop import Progress, RunResult
-    from crewbridge.verdict import Review
-    from crewbridge.worktrees import Worktree
+    from crewbridge.engine.loop import RunResult
+    from crewbridge.record.events import Event
+    from crewbridge.system.git import Change
+    from crewbridge.system.gitguard import Armed
+    from crewbridge.toolkit.verdict import Review
+    from crewbridge.work.worktrees import Worktree
 
-__all__ = ["EventStream", "Outcome", "Stop"]  # Stop lives in crewbridge.stop; it is the API's too
+__all__ = ["EventStream", "Outcome", "Stop"]  # Stop lives in crewbridge.base.stop; it is the API's too
 
 # runs the task, reporting to a callback, ended by the Stop (its CLIs and commands at once)
-Start = Callable[[Callable[["Progress"], None], Stop], "list[Outcome]"]
+Start = Callable[[Callable[["Event"], None], Stop], "list[Outcome]"]
 _END = object()
 
 
@@ -45,13 +46,15 @@ class Outcome:
     worktree: Worktree | None = None  # where it worked, with --worktree
     changes: list[Change] | None = None  # what it changed there
     review: Review | None = None  # with --review: the review's rounds and last verdict
-    disarmed: list[Armed] = field(default_factory=list)  # what the run left for git, disarmed (crewbridge.gitguard)
+    disarmed: list[Armed] = field(
+        default_factory=list
+    )  # what the run left for git, disarmed (crewbridge.system.gitguard)
     run: str | None = None  # the run's id (what --resume takes); None when transcripts are off
 
     def __post_init__(self) -> None:
         # An answer whose calls were refused because nobody could be asked is not the run's success.
         if self.error is None and self.result is not None and self.result.needed_approval:
-            from crewbridge.policy import not_approved  # for start-up speed, as the loop's modules are
+            from crewbridge.work.policy import not_approved  # for start-up speed, as the loop's modules are
 
             self.error = not_approved(self.result.agent, self.result.needed_approval)
 
@@ -66,10 +69,11 @@ class _Run:
     outcomes: list[Outcome] | None = None
     error: BaseException | None = None
 
-    def emit(self, event: Progress) -> None:
-        if self.stop.is_set():
-            raise Interrupted("the caller stopped reading this run's events")
-        self.queue.put(event)
+    def emit(self, event: Event) -> None:
+        """Hand `event` to the reader; once it stopped reading, nothing (the stop ends the run, which
+        still records how it ended)."""
+        if not self.stop.is_set():
+            self.queue.put(event)
 
     def work(self, start: Start) -> None:
         try:
@@ -81,11 +85,11 @@ class _Run:
 
 
 class EventStream:
-    """The Progress events of a run that goes on in a thread of its own, in the order they happen.
-    Iterate over it; once the iteration ends, `outcomes` holds each agent's result or error.
-    To leave early, `close()` it or read it in a `with` block (a stream dropped unfinished stops
-    too): the run is stopped at once (its Stop: the CLIs' process groups and the commands' are
-    ended), and each unfinished outcome holds an Interrupted error."""
+    """The events of a run's record (crewbridge.record.events), in the order they happen, as the
+    run goes on in a thread of its own. Iterate over it; once the iteration ends, `outcomes` holds
+    each agent's result or error. To leave early, `close()` it or read it in a `with` block (a
+    stream dropped unfinished stops too): the run is stopped at once (its Stop: the CLIs' process
+    groups and the commands' are ended), and each unfinished outcome holds an Interrupted error."""
 
     def __init__(self, start: Start) -> None:
         self._run = _Run()
@@ -95,7 +99,7 @@ class EventStream:
     def __iter__(self) -> EventStream:
         return self
 
-    def __next__(self) -> Progress:
+    def __next__(self) -> Event:
         item = self._run.queue.get()
         if item is _END:
             self._run.queue.put(_END)  # a later next() ends at once too

@@ -1,6 +1,6 @@
-"""The Python API's entry point, a thin facade over a run's context (crewbridge.context): run a task
-on one or more agents at once (crewbridge.parallel), reviewed (crewbridge.review), or talk with one
-(crewbridge.dialogue)."""
+"""The Python API's entry point, a thin facade over a run's context (crewbridge.engine.context): run a task
+on one or more agents at once (crewbridge.engine.parallel), reviewed (crewbridge.engine.review), or talk with one
+(crewbridge.engine.dialogue)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from crewbridge.base.mentions import parse_mentions
+from crewbridge.base.modes import Mode
+from crewbridge.base.options import RunOptions
 from crewbridge.config import Config
-from crewbridge.context import RunContext, found_skills
+from crewbridge.engine.context import RunContext, found_skills
 from crewbridge.errors import UsageError
-from crewbridge.mentions import parse_mentions
-from crewbridge.modes import Mode
-from crewbridge.options import RunOptions
 from crewbridge.sandbox import Sandboxing
 
 # For start-up speed, what a run needs only once its CLIs have started (crew query starts them
@@ -21,14 +21,16 @@ from crewbridge.sandbox import Sandboxing
 # streams, chats) is imported where it is used.
 if TYPE_CHECKING:
     from crewbridge.api import EventStream, Outcome
-    from crewbridge.approval import Channel
-    from crewbridge.dialogue import Chat
-    from crewbridge.loop import Progress, RunResult
+    from crewbridge.base.skills import Found
+    from crewbridge.base.stop import Stop
+    from crewbridge.engine.context import Observer
+    from crewbridge.engine.dialogue import Chat
+    from crewbridge.engine.loop import RunResult
     from crewbridge.providers.base import McpServer
-    from crewbridge.registry import Files, Tool, ToolRegistry
-    from crewbridge.skills import Found
-    from crewbridge.stop import Stop
-    from crewbridge.transcript import Transcript
+    from crewbridge.record.events import Parent
+    from crewbridge.record.stream import Sink
+    from crewbridge.system.approval import Channel
+    from crewbridge.toolkit.registry import Files, Tool, ToolRegistry
 
 
 class Bridge:
@@ -42,14 +44,16 @@ class Bridge:
         approvals: Sequence[Channel] = (),
         files: Files | None = None,
         mcp_servers: Sequence[McpServer] = (),
+        observers: Sequence[Observer] = (),
     ) -> None:
         """`config`: default crew.yaml found as the command finds it; `workdir`: default here; `env`:
         added to the environment of the CLIs it starts; `tools`: added to the configured ones;
         `sandboxing`: the machine's sandbox as another Bridge detected it (or is detecting it);
         `approvals`: channels besides the terminal that ask a person about a call (an editor over
-        ACP, the browser of `crew ui`; crewbridge.approval); `files`: where the file tools read and
+        ACP, the browser of `crew ui`; crewbridge.system.approval); `files`: where the file tools read and
         write text instead of the disk (an editor's buffers over ACP); `mcp_servers`: given to each
-        CLI that takes them (Provider.mcp_via), besides crew's own tools (an editor's, over ACP)."""
+        CLI that takes them (Provider.mcp_via), besides crew's own tools (an editor's, over ACP);
+        `observers`: join each run's record (crewbridge.engine.context.Observer: the browser's link)."""
         self.context = RunContext.of(
             config,
             workdir,
@@ -59,6 +63,7 @@ class Bridge:
             approvals=list(approvals),
             files=files,
             mcp_servers=tuple(mcp_servers),
+            observers=tuple(observers),
         )
 
     @property
@@ -92,10 +97,10 @@ class Bridge:
         timeout: float | None = None,
     ) -> Any:
         """Offer a plain typed function to the agents as a tool: its input schema comes from the type
-        hints, its description from the docstring (crewbridge.functions). `bridge.tool(func)`, or as
+        hints, its description from the docstring (crewbridge.toolkit.functions). `bridge.tool(func)`, or as
         a decorator, `@bridge.tool` / `@bridge.tool(read_only=True)`; the function is returned as it was.
         A function already declared with @crewbridge.tool is registered as declared."""
-        from crewbridge.functions import function_tool
+        from crewbridge.toolkit.functions import function_tool
 
         def register(target: Callable[..., Any]) -> Callable[..., Any]:
             declared = hasattr(target, "__crew_tool__")
@@ -117,22 +122,26 @@ class Bridge:
         *,
         options: RunOptions | None = None,
         context: str | None = None,
-        transcript: Transcript | None = None,
-        on_progress: Callable[[Progress], None] | None = None,
+        on_progress: Sink | None = None,
         stop: Stop | None = None,
+        run: str | None = None,
+        command: str | None = None,
+        parent: Parent | None = None,
         **values: Any,
     ) -> list[Outcome]:
         """Run the task in `text` ("@agent[:model] … task") on every mentioned agent at once, with
         `options` and any RunOptions given by name (`max_turns=3`, `tools_via="native"`; see
-        crewbridge.options). `max_cost` (dollars) and `max_tokens` bound the whole run, every agent's
+        crewbridge.base.options). `max_cost` (dollars) and `max_tokens` bound the whole run, every agent's
         usage summed: past one, each agent stops before its next tool turn (BudgetExceeded). `resume`:
-        the id of an earlier run whose agents' conversations the task continues (crewbridge.sessions).
+        the id of an earlier run whose agents' conversations the task continues (crewbridge.work.sessions).
         `context` is added to the task; `stop`, when set from another thread, ends the run
-        (crewbridge.stop.Stop); `on_progress` gets each Progress event as it happens."""
-        from crewbridge.parallel import run_task
+        (crewbridge.base.stop.Stop); `on_progress` gets each event of the run's record as it happens
+        (crewbridge.record.events). The record has the id `run` (default: a new one), says `command`
+        (default: the mode) and what the run is part of (`parent`: an editor's session, a batch)."""
+        from crewbridge.engine.parallel import run_task
 
-        run = self.context.reporting(on_progress, stop)
-        return run_task(run, text, mode, options, context=context, transcript=transcript, **values)
+        ctx = self.context.reporting(on_progress, stop)
+        return run_task(ctx, text, mode, options, context=context, run=run, command=command, parent=parent, **values)
 
     def ask(self, text: str, mode: Mode = "query", **options: Any) -> RunResult:
         """Run a task on one agent ("@agent task") and return its result; an error is raised
@@ -147,14 +156,14 @@ class Bridge:
         return outcome.result
 
     def stream(self, text: str, mode: Mode = "query", **options: Any) -> EventStream:
-        """Run a task in the background and iterate over its Progress events as they happen (text,
-        call, result, turn); `.outcomes` holds the results once the iteration ends. Leaving the loop
-        early stops the run. Takes the options of `run`."""
+        """Run a task in the background and iterate over its record's events as they happen (text,
+        call, result, turn: crewbridge.record.events); `.outcomes` holds the results once the
+        iteration ends. Leaving the loop early stops the run. Takes the options of `run`."""
         from crewbridge.api import EventStream
 
         given: Stop | None = options.pop("stop", None)
 
-        def start(emit: Callable[[Progress], None], stop: Stop) -> list[Outcome]:
+        def start(emit: Sink, stop: Stop) -> list[Outcome]:
             if given is not None:
                 given.on_set(stop.set)
             return self.run(text, mode, on_progress=emit, stop=stop, **options)
@@ -167,13 +176,13 @@ class Bridge:
         mode: Mode = "query",
         *,
         options: RunOptions | None = None,
-        on_progress: Callable[[Progress], None] | None = None,
+        on_progress: Sink | None = None,
         **values: Any,
     ) -> Chat:
         """A conversation with one agent ("@claude", "@claude:haiku" or "claude") that goes on across
         messages: `chat.ask(text)` for each, `chat.close()` at the end. Its CLI starts now. Takes the
         options of `run`; with `resume`, the conversation continues that run's with the agent."""
-        from crewbridge.dialogue import open_chat
+        from crewbridge.engine.dialogue import open_chat
 
         return open_chat(self.context.reporting(on_progress), agent, mode, options, **values)
 
@@ -194,11 +203,11 @@ class Bridge:
 
     def skills_section(self, text: str) -> str:
         """The catalogue's skills section for the (first) agent `text` mentions ("" without skills)."""
-        from crewbridge.catalogue import skills_section
+        from crewbridge.toolkit.catalogue import skills_section
 
         skills = self.context.skills(self.config.agent(parse_mentions(text)[0][0].agent))
         return skills_section(self.registry, list(skills.values()))
 
     def found_skills(self, workdir: Path | None = None) -> Found:
-        """Every skill folder found from `workdir` (default the Bridge's) (crewbridge.context.found_skills)."""
+        """Every skill folder found from `workdir` (default the Bridge's) (crewbridge.engine.context.found_skills)."""
         return found_skills(self.config, workdir or self.workdir)

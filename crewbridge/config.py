@@ -2,13 +2,13 @@
 
 The files, in order: the user's ($XDG_CONFIG_HOME/crewbridge/crew.yaml, default ~/.config), the
 project's (crew.yaml or .crew.yaml in the working directory or its nearest parent), the one named by
-`--config`. They combine by the rules of crewbridge.config_layers: rules add up or narrow, so a
+`--config`. They combine by the rules of crewbridge.base.config_layers: rules add up or narrow, so a
 project file cannot drop the user's. Errors name the file, the line, the key and the fix:
 `crew.yaml:7: agents.claude.timeout: 'soon' is not of type 'number'; give seconds, e.g. 120`.
 
 A project file that can run commands (hooks, tools, providers, CLI options, a working directory
 outside the project), that is a link, or that loosens a rule is used only once a person has trusted
-it (crewbridge.trust: its path as used, its content and the scripts it runs), or named it with
+it (crewbridge.system.trust: its path as used, its content and the scripts it runs), or named it with
 --config. Otherwise cloning a repository and running crew in it would run whatever its crew.yaml says.
 """
 
@@ -23,32 +23,32 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from crewbridge.base.globs import DEFAULT_PREFIX, NATIVE, matches
+from crewbridge.base.places import CONFIG_NAMES as CONFIG_NAMES
+from crewbridge.base.places import config_dir as config_dir
+from crewbridge.base.places import find_project_config as find_project_config
+from crewbridge.base.places import state_dir as state_dir
 from crewbridge.errors import AgentNotFound, ConfigError, ConfigKeyError, CrewError, UsageError
-from crewbridge.globs import DEFAULT_PREFIX, NATIVE, matches
-from crewbridge.places import CONFIG_NAMES as CONFIG_NAMES
-from crewbridge.places import config_dir as config_dir
-from crewbridge.places import find_project_config as find_project_config
-from crewbridge.places import state_dir as state_dir
 from crewbridge.providers import BUILTIN, load, names, plugins
 from crewbridge.sandbox.hidden import Hiding
 
 # For start-up speed, what only a crew.yaml needs (yaml, jsonschema, the rules that combine the
 # files and locate their keys, command tools, hooks, custom providers) is imported where it is used:
-# without a crew.yaml, none of it is; nor are the tools (crewbridge.registry) before crew query's
+# without a crew.yaml, none of it is; nor are the tools (crewbridge.toolkit.registry) before crew query's
 # CLIs have started.
 if TYPE_CHECKING:
     import yaml
     from jsonschema import Draft202012Validator
     from jsonschema.exceptions import ValidationError
 
-    from crewbridge.config_layers import Combined, Keys, Layer, Origin, Setting, Source
-    from crewbridge.custom_tools import CommandTool
-    from crewbridge.hooks import HookSpec
+    from crewbridge.base.config_layers import Combined, Keys, Layer, Origin, Setting, Source
     from crewbridge.providers.base import Provider
     from crewbridge.providers.generic import GenericSpec
-    from crewbridge.registry import ToolRegistry
     from crewbridge.sandbox.allowlist import Entry
-    from crewbridge.trust import Fingerprint
+    from crewbridge.system.trust import Fingerprint
+    from crewbridge.toolkit.custom_tools import CommandTool
+    from crewbridge.toolkit.hooks import HookSpec
+    from crewbridge.toolkit.registry import ToolRegistry
 
 BUILTIN_AGENTS = ("claude", "gemini", "codex", "demo")
 MAX_NODES = 100_000  # YAML aliases can make a small file expand without end
@@ -75,11 +75,13 @@ class AgentSpec:
     fallback: list[str] = field(default_factory=list)  # agents that take over when its provider cannot serve
     max_cost: float | None = None  # dollars its run may cost (the CLI's own figure)
     max_tokens: int | None = None  # tokens (input + output) its run may use
-    tools_via: str = "text"  # text: the catalogue in the prompt; native: the CLI's own tool channel (crewbridge.native)
+    tools_via: str = (
+        "text"  # text: the catalogue in the prompt; native: the CLI's own tool channel (crewbridge.toolkit.native)
+    )
     sandbox: str | None = None  # auto | required | off: replaces the run's, where stricter (crewbridge.sandbox.level)
     sandbox_network: bool = False  # its commands reach network: allow's hosts inside the sandbox (else none)
     user_mcp_servers: bool = False  # its CLI also starts the MCP servers its user registered
-    # allow, allow_commands and skills lists of later files (crewbridge.config_layers): a name must match these too
+    # allow, allow_commands and skills lists of later files (crewbridge.base.config_layers): a name must match these too
     narrowing: dict[str, list[list[str]]] = field(default_factory=dict)
 
     def allow_lists(self, key: str) -> list[list[str]]:
@@ -102,7 +104,7 @@ class Config:
     tools: dict[str, CommandTool] = field(default_factory=dict)
     plugins: bool = True  # tools from the `crewbridge.tools` entry point group
     transcripts: bool = True
-    skills: list[Path] = field(default_factory=list)  # skill folders crew.yaml names (crewbridge.skills)
+    skills: list[Path] = field(default_factory=list)  # skill folders crew.yaml names (crewbridge.base.skills)
     sandbox: str = "auto"  # the run's sandbox level (crewbridge.sandbox); --sandbox replaces it
     network: str = "allow"  # "allow": the sandboxes reach only what is allowed; "open": any host (--network)
     allowed: tuple[Entry, ...] = ()  # network: allow: hosts the agents reach besides each CLI's model API
@@ -162,7 +164,7 @@ class Config:
         Globs in allow/deny/approval and hook `tools:` must each match a tool (a typo in a deny list
         would otherwise deny nothing)."""
         # For start-up speed: the tools are built after the agents' CLIs have started.
-        from crewbridge.custom_tools import plugin_tools
+        from crewbridge.toolkit.custom_tools import plugin_tools
         from crewbridge.tools import builtin_registry
 
         registry = builtin_registry(self.prefix)
@@ -210,7 +212,7 @@ class Config:
 
     def error(self, keys: Keys, message: str) -> ConfigError:
         """A ConfigError that names the file `keys` was written in, its line and its key path there."""
-        from crewbridge import config_layers as layers  # for start-up speed (see top)
+        from crewbridge.base import config_layers as layers  # for start-up speed (see top)
 
         found = layers.nearest(self.origins, keys)
         if found is None:
@@ -219,7 +221,7 @@ class Config:
 
     def file_of(self, keys: Keys) -> str:
         """The file that wrote `keys` (or the nearest key path above it)."""
-        from crewbridge import config_layers as layers  # for start-up speed (see top)
+        from crewbridge.base import config_layers as layers  # for start-up speed (see top)
 
         found = layers.nearest(self.origins, keys)
         return found[0].source.shown if found else self.shown
@@ -227,7 +229,7 @@ class Config:
     def described(self) -> list[Setting]:
         """Every setting in force with the file and line it came from (`crew config show`); each
         agent's provider and profile, and the top-level switches, also when they are the defaults."""
-        from crewbridge import config_layers as layers  # for start-up speed (see top)
+        from crewbridge.base import config_layers as layers  # for start-up speed (see top)
 
         defaults = {key: getattr(self, key) for key in ("prefix", "transcripts", "plugins")}
         data = {**defaults, **self.settings}
@@ -276,7 +278,7 @@ def read_config(path: Path, cwd: Path | None = None, *, trusted: bool = True) ->
 
 def _layer(path: Path, kind: str, cwd: Path | None) -> Layer:
     """One file read and validated; a project file's trust checked."""
-    from crewbridge.config_layers import Layer, Source  # for start-up speed (see top)
+    from crewbridge.base.config_layers import Layer, Source  # for start-up speed (see top)
 
     shown = _shown(path, cwd)
     raw, data, marks = _read(path, shown)
@@ -304,7 +306,7 @@ def _read(path: Path, shown: str) -> tuple[bytes, dict[str, Any], dict[Keys, int
 
 
 def _combined(read: list[Layer]) -> Config:
-    from crewbridge import config_layers as layers  # for start-up speed (see top)
+    from crewbridge.base import config_layers as layers  # for start-up speed (see top)
 
     combined = layers.combine(read, _baseline)
     return _build(combined, [layer.source for layer in read])
@@ -396,7 +398,7 @@ def _plain(
 def _schema_validator() -> Draft202012Validator:
     from jsonschema import Draft202012Validator  # for start-up speed (see top)
 
-    from crewbridge.templates import package_text  # for start-up speed (see top)
+    from crewbridge.base.templates import package_text  # for start-up speed (see top)
 
     schema = json.loads(package_text("crewbridge", "config_schema.json"))
     return Draft202012Validator(schema)
@@ -475,7 +477,7 @@ def _short(value: Any) -> str:
 
 def _located(shown: str, marks: dict[Keys, int], keys: Keys, message: str, line: int | None = None) -> str:
     """`file:line: key.path: message`; the line of the nearest key path that has one."""
-    from crewbridge.config_layers import prefixed  # for start-up speed (see top)
+    from crewbridge.base.config_layers import prefixed  # for start-up speed (see top)
 
     if line is None:
         for n in range(len(keys), -1, -1):
@@ -565,7 +567,7 @@ class _Built:
                 self.config.providers[name] = GenericSpec(name=name, **entry)
 
     def agents(self, entries: dict[str, Any]) -> None:
-        from crewbridge.config_layers import AGENT, NARROW  # for start-up speed (see top)
+        from crewbridge.base.config_layers import AGENT, NARROW  # for start-up speed (see top)
 
         providers = sorted({*BUILTIN, *self.config.providers})
         narrowing = [key for key, rule in AGENT.items() if rule is NARROW]
@@ -596,7 +598,7 @@ class _Built:
                     )
 
     def tools(self, entries: dict[str, Any]) -> None:
-        from crewbridge.custom_tools import CommandTool  # for start-up speed (see top)
+        from crewbridge.toolkit.custom_tools import CommandTool  # for start-up speed (see top)
 
         for name, entry in entries.items():
             schema = entry.get("schema", {"type": "object", "properties": {}, "additionalProperties": False})
@@ -615,7 +617,7 @@ class _Built:
                 self.config.tools[name].tool()  # compiles the schema
 
     def hooks(self, entries: dict[str, Any]) -> None:
-        from crewbridge.hooks import HookSpec  # for start-up speed (see top)
+        from crewbridge.toolkit.hooks import HookSpec  # for start-up speed (see top)
 
         for event, items in entries.items():
             self.config.hooks[event] = []
@@ -642,7 +644,7 @@ def _bare_off(data: dict[str, Any]) -> None:
 def trust_config(path: Path, cwd: Path | None = None) -> Fingerprint:
     """Remember that a person has read this crew.yaml, through the path given (a link stays the
     link), with the scripts it runs, as they are now; a later change needs trust again."""
-    from crewbridge import trust  # for start-up speed: most runs check no trust
+    from crewbridge.system import trust  # for start-up speed: most runs check no trust
 
     raw, data, _ = _read(path, _shown(path, cwd))
     found = trust.fingerprint(path, raw, data)
@@ -651,7 +653,7 @@ def trust_config(path: Path, cwd: Path | None = None) -> Fingerprint:
 
 
 def _doubt(path: Path, raw: bytes, data: dict[str, Any]) -> tuple[Keys, str] | None:
-    from crewbridge import trust  # for start-up speed: most runs check no trust
+    from crewbridge.system import trust  # for start-up speed: most runs check no trust
 
     return trust.refusal(trust.fingerprint(path, raw, data))
 

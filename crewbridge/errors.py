@@ -44,9 +44,10 @@ class SandboxUnavailable(UsageError):
 
 
 class ProviderError(CrewError):
-    """The wrapped CLI failed or reported an API error."""
+    """The wrapped CLI failed or reported an API error (`status`: its HTTP status, when it said one)."""
 
     exit_code = 3
+    status: int | None = None
 
 
 class ProviderUnavailable(ProviderError):
@@ -84,7 +85,7 @@ class ReviewNotApproved(CrewError):
 
 class NotApproved(CrewError):
     """The run answered, but calls that needed a person's approval were refused because nobody could
-    be asked (no terminal): its work was not done (crewbridge.policy.not_approved says which)."""
+    be asked (no terminal): its work was not done (crewbridge.work.policy.not_approved says which)."""
 
     exit_code = 8
 

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 
 from crewbridge.providers.base import Provider
 
+from crewbridge.base.plugins import entry_points
 from crewbridge.errors import ConfigError, UsageError
-from crewbridge.plugins import entry_points
 
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint

@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from crewbridge import jsonio
-from crewbridge.events import Event, Notice
-from crewbridge.mentions import refuse_option
-from crewbridge.modes import Mode
+from crewbridge.base import jsonio
+from crewbridge.base.decoded import Event, Notice
+from crewbridge.base.mentions import refuse_option
+from crewbridge.base.modes import Mode
 from crewbridge.sandbox import Sandbox, State
 
 if TYPE_CHECKING:
@@ -51,7 +51,9 @@ class Turn:
     session_id: str | None = None  # continue this session (the CLI's own resume)
     system_prompt: str | None = None
     options: list[str] = field(default_factory=list)  # extra CLI options from configuration
-    native: bool = False  # crew's tools go through the CLI's native channel, not the catalogue (crewbridge.native)
+    native: bool = (
+        False  # crew's tools go through the CLI's native channel, not the catalogue (crewbridge.toolkit.native)
+    )
     sandbox: Sandbox | None = None  # the CLI runs inside it (crewbridge.sandbox)
     passed: tuple[str, ...] = ()  # secret-named variables it gets all the same (crew.yaml's env.pass)
     mcp_servers: tuple[McpServer, ...] = ()  # MCP servers it is given besides crew's (Provider.mcp_via)
@@ -71,7 +73,7 @@ def cli_environment(
     provider: Provider, turn: Turn, env: Mapping[str, str] | None
 ) -> tuple[dict[str, str], frozenset[str]]:
     """The environment a CLI runs with (crew's, with its provider's variables and `env`, what crew
-    sets for it), and the names in it that reach it although crewbridge.childenv withholds such
+    sets for it), and the names in it that reach it although crewbridge.system.childenv withholds such
     names from what crew starts: those crew sets for it, its own logins, `turn.passed`."""
     added = {**provider.env(), **(env or {})}
     full = {**os.environ, **added}
@@ -127,7 +129,7 @@ def parse_object(line: str | bytes, fields: Any = None) -> dict[str, Any] | Noti
     Nesting: the fast decoder (jsonio.decode) stops at its recursion limit (RecursionError, a Notice
     here), so no line can crash a reader. A line it decodes is not counted for jsonio.MAX_DEPTH: that
     would cost a fifth of the time of a streamed delta, and decoders read fields by name. A value
-    handed on whole (a tool's input) is bounded where it is handed on (crewbridge.caller,
+    handed on whole (a tool's input) is bounded where it is handed on (crewbridge.work.caller,
     LoopChannel.permit)."""
     try:
         obj = jsonio.decode(line, fields)
@@ -215,7 +217,7 @@ class Provider:
     hosts: tuple[str, ...] = ()
     base_url_variables: tuple[str, ...] = ()
     # The variables it logs in with (its documented keys and tokens): it gets them although
-    # crewbridge.childenv withholds such names from everything else crew starts. Its login files are
+    # crewbridge.system.childenv withholds such names from everything else crew starts. Its login files are
     # its State's `login`.
     login_env: tuple[str, ...] = ()
 

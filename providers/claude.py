@@ -18,10 +18,10 @@ from crewbridge.providers.base import (
     mcp_variables,
 )
 
-from crewbridge import jsonio
-from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session, Text, Usage
-from crewbridge.native import SERVER
+from crewbridge.base import jsonio
+from crewbridge.base.decoded import Done, Event, Failure, MessageEnd, Notice, OwnCall, OwnResult, Session, Text, Usage
 from crewbridge.sandbox import State
+from crewbridge.toolkit.native import SERVER
 
 if TYPE_CHECKING:
     from crewbridge.sandbox.allowlist import Entry
@@ -48,12 +48,21 @@ NATIVE_FLAGS = [
 ]
 
 
-# What ClaudeDecoder reads of a line, and nothing else (JsonLineDecoder.fields): a tool's result, the
-# text the `assistant` event repeats after its deltas, each event's uuid are skipped unbuilt.
-class _Block(TypedDict, total=False):  # a content block, or a stream event's delta
+CREW_TOOLS = f"mcp__{SERVER}__"  # crew's own tools, natively: recorded by crew's channel, not as the CLI's own
+
+
+# What ClaudeDecoder reads of a line, and nothing else (JsonLineDecoder.fields): the structured copy
+# of a tool's result, the text the `assistant` event repeats after its deltas, each event's uuid are
+# skipped unbuilt.
+class _Block(TypedDict, total=False):  # a content block (text, tool_use, tool_result), or a stream event's delta
     type: Any
     text: Any
     name: Any
+    id: Any
+    input: Any
+    tool_use_id: Any
+    content: Any
+    is_error: Any
 
 
 class _Message(TypedDict, total=False):
@@ -90,7 +99,11 @@ class ClaudeDecoder(JsonLineDecoder):
     stream_event deltas, and the full `assistant` event that follows repeats it: skip that copy.
     Without it, each content block is an `assistant` event of its own. Either way the text blocks of
     one message (one `message.id`) are one text: the message ends (MessageEnd) when another message
-    starts, a native tool is used or the result comes, not at each block."""
+    starts, a native tool is used or the result comes, not at each block.
+
+    Claude's own tools' uses (tool_use blocks, its subagents' too) are OwnCall events, their
+    results (the `user` events' tool_result blocks) OwnResult events; crew's own tools (CREW_TOOLS)
+    are neither."""
 
     fields = _Line
 
@@ -99,6 +112,7 @@ class ClaudeDecoder(JsonLineDecoder):
         self._current: str | None = None  # the streaming message, until its first delta
         self._message: str | None = None  # the streaming message's id
         self._open: str | None = None  # the message whose text was given and not yet ended
+        self._crews: set[str] = set()  # ids of uses of crew's own tools: their results are not the CLI's
 
     def event(self, obj: dict[str, Any]) -> list[Event]:
         kind = obj.get("type")
@@ -118,11 +132,13 @@ class ClaudeDecoder(JsonLineDecoder):
                 return [Session(obj.get("session_id"), obj.get("model"))]
             return [Notice("system", str(obj.get("subtype")))]
         if obj.get("parent_tool_use_id") and kind in ("stream_event", "assistant"):
-            return [Notice("subagent", str(kind))]  # a native Task subagent wrote it, not the model we asked
+            # a native Task subagent wrote it, not the model we asked: only its tools' uses count
+            uses = self._uses(obj["message"].get("content") or []) if kind == "assistant" else []
+            return [Notice("subagent", str(kind)), *uses]
         if kind == "assistant":
             return self._assistant(obj["message"])
         if kind == "user":
-            return [*self._end(), Notice("native_tool_result")]
+            return [*self._end(), *self._results(obj["message"])]
         if kind == "result":
             return self._end() + self._result(obj)
         return [Notice("unknown", str(kind))]
@@ -150,14 +166,37 @@ class ClaudeDecoder(JsonLineDecoder):
     def _assistant(self, msg: dict[str, Any]) -> list[Event]:
         if msg.get("model") == "<synthetic>":  # written by the CLI (API error), not by the model
             return [*self._end(), Notice("synthetic", _text_of(msg))]
-        if msg.get("id") in self._streamed:
-            return []
+        streamed = msg.get("id") in self._streamed  # its text came as deltas, its tools' uses did not
         out: list[Event] = []
         for block in msg.get("content") or []:
-            if block.get("type") == "text":
+            if block.get("type") == "text" and not streamed:
                 out += self._text(msg.get("id"), block["text"])
             elif block.get("type") == "tool_use":
-                out += [*self._end(), Notice("native_tool", block.get("name", ""))]
+                out += [*self._end(), *self._uses([block])]
+        return out
+
+    def _uses(self, blocks: list[dict[str, Any]]) -> list[Event]:
+        """The CLI's own tools' uses among a message's content blocks."""
+        out: list[Event] = []
+        for block in blocks:
+            if block.get("type") != "tool_use":
+                continue
+            name, ref = str(block.get("name")), str(block.get("id"))
+            if name.startswith(CREW_TOOLS):
+                self._crews.add(ref)
+            else:
+                out.append(OwnCall(ref, name, block.get("input")))
+        return out
+
+    def _results(self, msg: dict[str, Any]) -> list[Event]:
+        """The results of the CLI's own tools a `user` event holds (what else it holds, a subagent's
+        prompt, is not the model's and not a tool's)."""
+        content = msg.get("content")
+        out: list[Event] = []
+        for block in content if isinstance(content, list) else []:
+            ref = block.get("tool_use_id")
+            if block.get("type") == "tool_result" and ref not in self._crews:
+                out.append(OwnResult.of(str(ref), not block.get("is_error"), _result_text(block.get("content"))))
         return out
 
     def _result(self, obj: dict[str, Any]) -> list[Event]:
@@ -191,6 +230,18 @@ def _context_window(models: Any) -> int | None:
     counts = ("inputTokens", "outputTokens", "cacheReadInputTokens", "cacheCreationInputTokens")
     main = max(used, key=lambda m: sum(m.get(k) or 0 for k in counts if isinstance(m.get(k), int)), default=None)
     return None if main is None else main["contextWindow"]
+
+
+def _result_text(content: Any) -> str:
+    """A tool_result's content as text: a string, or its blocks' text (another block by its type)."""
+    if isinstance(content, str):
+        return content
+    parts = content if isinstance(content, list) else []
+    return "\n".join(
+        str(part.get("text")) if part.get("type") == "text" else f"[{part.get('type')}]"
+        for part in parts
+        if isinstance(part, dict)
+    )
 
 
 def _text_of(msg: dict[str, Any]) -> str:

@@ -10,16 +10,95 @@ from typing import TYPE_CHECKING, Any
 
 from crewbridge.providers.base import JsonLineDecoder, McpServer, Provider, Turn, cli_home, mcp_servers
 
-from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session, Text, Usage
-from crewbridge.native import SERVER
+from crewbridge.base.decoded import Done, Event, Failure, MessageEnd, Notice, OwnCall, OwnResult, Session, Text, Usage
 from crewbridge.sandbox import State
+from crewbridge.toolkit.native import SERVER
 
 if TYPE_CHECKING:
     from crewbridge.sandbox.allowlist import Entry
 
+# Codex's own tools' items (exec --json's names; app-server's are these in camelCase) → the tool, as
+# its model calls it and crew's policy names it; an MCP server's tool is mcp__SERVER__TOOL.
+OWN_ITEMS = {
+    "command_execution": "exec_command",
+    "file_change": "apply_patch",
+    "web_search": "web_search",
+    "image_view": "view_image",
+}
+
+
+class OwnItems:
+    """Codex's own tools' items → OwnCall when one starts (or completes unseen), OwnResult when it
+    completes. Items are read with exec --json's names (app-server's: snake_case() first)."""
+
+    def __init__(self) -> None:
+        self._started: set[str] = set()
+
+    def events(self, item: dict[str, Any], completed: bool) -> list[Event]:
+        kind = item.get("type")
+        if kind != "mcp_tool_call" and kind not in OWN_ITEMS:
+            return [Notice("item", str(kind))]  # the model's reasoning, a plan, …
+        ref = str(item.get("id"))
+        out: list[Event] = []
+        if ref not in self._started:
+            self._started.add(ref)
+            out.append(_own_call(ref, item))
+        if completed:
+            out.append(_own_result(ref, item))
+        return out
+
+
+def _own_call(ref: str, item: dict[str, Any]) -> OwnCall:
+    """The use, named and read as codex asks crew about it (crewbridge/conversations/codex.py)."""
+    kind = item.get("type")
+    if kind == "mcp_tool_call":
+        return OwnCall(ref, f"mcp__{item.get('server')}__{item.get('tool')}", item.get("arguments"))
+    if kind == "command_execution":
+        data = {"command": item.get("command"), **({"cwd": item["cwd"]} if item.get("cwd") else {})}
+    elif kind == "file_change":
+        data = {"changes": item.get("changes")}
+    else:
+        data = {key: item[key] for key in ("query", "path") if item.get(key) is not None}
+    return OwnCall(ref, OWN_ITEMS[str(kind)], data)
+
+
+def _own_result(ref: str, item: dict[str, Any]) -> OwnResult:
+    status = item.get("status")
+    ok = status in ("completed", None)  # a web search has no status
+    if item.get("type") == "mcp_tool_call":
+        result, error = item.get("result") or {}, item.get("error") or {}
+        texts = [part.get("text") for part in result.get("content") or [] if isinstance(part, dict)]
+        output = str(error.get("message") or "") if error else "\n".join(map(str, filter(None, texts)))
+    elif item.get("type") == "file_change":
+        output = "\n".join(f"{_kind(change.get('kind'))} {change.get('path')}" for change in item.get("changes") or [])
+    else:
+        output = str(item.get("aggregated_output") or "")
+    exit_code = item.get("exit_code")
+    return OwnResult.of(
+        ref, ok, output or ("" if ok else f"codex: {status}"), exit_code if isinstance(exit_code, int) else None
+    )
+
+
+def _kind(kind: Any) -> str:
+    """A file change's kind: exec --json's "add", app-server's {"type": "add"}."""
+    return str(kind.get("type") if isinstance(kind, dict) else kind)
+
+
+def snake_case(item: dict[str, Any]) -> dict[str, Any]:
+    """An app-server item with exec --json's names: its keys and type in snake_case."""
+    snake = {re.sub("([A-Z])", r"_\1", key).lower(): value for key, value in item.items()}
+    snake["type"] = re.sub("([A-Z])", r"_\1", str(item.get("type"))).lower()
+    if snake.get("status") == "inProgress":
+        snake["status"] = "in_progress"
+    return snake
+
 
 class CodexDecoder(JsonLineDecoder):
-    """exec --json events → assistant text (one agent_message item per message; no deltas)."""
+    """exec --json events → assistant text (one agent_message item per message; no deltas), and
+    codex's own tools' uses (OwnItems)."""
+
+    def __init__(self) -> None:
+        self._own = OwnItems()
 
     def event(self, obj: dict[str, Any]) -> list[Event]:
         kind = obj.get("type")
@@ -29,7 +108,7 @@ class CodexDecoder(JsonLineDecoder):
             item = obj["item"]
             if item.get("type") == "agent_message":
                 return [Text(item.get("text") or ""), MessageEnd()] if kind == "item.completed" else []
-            return [Notice("native_" + str(item.get("type")))]
+            return self._own.events(item, kind == "item.completed")
         if kind == "turn.completed":
             usage = obj.get("usage") or {}
             # the thread's totals so far: on a resumed thread they include the earlier turns

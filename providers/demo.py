@@ -1,4 +1,4 @@
-"""The offline demo agent: a small scripted local model (crewbridge.demo) run as a CLI, so the
+"""The offline demo agent: a small scripted local model (crewbridge.base.demo) run as a CLI, so the
 whole loop — catalogue, real fenced tool calls, results, answer — works with no account or network."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ class DemoProvider(GenericProvider):
         super().__init__(
             GenericSpec(
                 name="demo",
-                command=[sys.executable, "-m", "crewbridge.demo"],
+                command=[sys.executable, "-m", "crewbridge.base.demo"],
                 format="text",
                 install_hint="it ships with crewbridge",
                 probe=False,  # a script of crew's own: there is nothing to check

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 from crewbridge.providers.base import JsonLineDecoder, Provider, Turn, cli_home
 
-from crewbridge import jsonio
-from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session, Text, Usage
-from crewbridge.native import SERVER  # the name `crew mcp install` registers crew under
+from crewbridge.base import jsonio
+from crewbridge.base.decoded import Done, Event, Failure, MessageEnd, Notice, OwnCall, OwnResult, Session, Text, Usage
 from crewbridge.sandbox import State
+from crewbridge.toolkit.native import SERVER  # the name `crew mcp install` registers crew under
 
 if TYPE_CHECKING:
     from crewbridge.sandbox.allowlist import Entry
@@ -32,7 +32,9 @@ NATIVE_FLAGS = ["--acp", "--approval-mode", "default", "--allowed-tools", f"mcp_
 
 
 class GeminiDecoder(JsonLineDecoder):
-    """stream-json events → assistant text. The prompt is echoed as a role "user" message: skip it."""
+    """stream-json events → assistant text. The prompt is echoed as a role "user" message: skip it.
+    Its own tools' uses and results (tool_use, tool_result) are OwnCall and OwnResult events, and
+    end a message."""
 
     def event(self, obj: dict[str, Any]) -> list[Event]:
         kind = obj.get("type")
@@ -42,8 +44,12 @@ class GeminiDecoder(JsonLineDecoder):
             if obj.get("role") == "assistant":
                 return [Text(obj.get("content") or "")]
             return [Notice("echo", str(obj.get("role")))]
-        if kind in ("tool_use", "tool_result"):
-            return [MessageEnd(), Notice("native_" + kind, str(obj.get("tool_name") or obj.get("tool_id")))]
+        if kind == "tool_use":
+            return [MessageEnd(), OwnCall(str(obj.get("tool_id")), str(obj.get("tool_name")), obj.get("parameters"))]
+        if kind == "tool_result":
+            error = obj.get("error")
+            output = obj.get("output") or (error.get("message") if isinstance(error, dict) else error) or ""
+            return [MessageEnd(), OwnResult.of(str(obj.get("tool_id")), obj.get("status") == "success", str(output))]
         if kind == "result":
             return self._result(obj)
         if kind == "error":

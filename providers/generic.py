@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 from crewbridge.providers.base import Decoder, JsonLineDecoder, Provider, Turn, as_text, base_urls
 
+from crewbridge.base.decoded import Event, Failure, MessageEnd, Session, Text
+from crewbridge.base.modes import Mode
+from crewbridge.base.places import expand
 from crewbridge.errors import ConfigKeyError
-from crewbridge.events import Event, Failure, MessageEnd, Session, Text
-from crewbridge.modes import Mode
-from crewbridge.places import expand
 from crewbridge.sandbox import State
 
 if TYPE_CHECKING:

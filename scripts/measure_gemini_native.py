@@ -29,8 +29,8 @@ from clienv import cli_env
 from crewbridge import providers
 from crewbridge.config import AgentSpec
 from crewbridge.conversations.gemini_acp import GeminiAcpConversation
-from crewbridge.loop import AgentLoop
-from crewbridge.policy import Policy
+from crewbridge.engine.loop import AgentLoop
+from crewbridge.work.policy import Policy
 from crewcli import CREW, tool_block
 from mockserver import MockServer, tool_call
 

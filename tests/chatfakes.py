@@ -1,21 +1,22 @@
-"""Small honest fakes for the tests of a conversation across messages (crewbridge.dialogue, the
+"""Small honest fakes for the tests of a conversation across messages (crewbridge.engine.dialogue, the
 `crew chat` face): a conversation with scripted replies that records what it was sent, how often its
 reply was stopped and whether it was closed, and the loop an agent runs over it."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from crewbridge.providers.base import Turn
 from crewbridge.tools import builtin_registry
 
+from crewbridge.base.decoded import Done, Event, MessageEnd, Text
 from crewbridge.config import AgentSpec
 from crewbridge.conversations import FULL
-from crewbridge.events import Done, Event, MessageEnd, Text
-from crewbridge.loop import AgentLoop, Progress
-from crewbridge.policy import Policy
+from crewbridge.engine.loop import AgentLoop
+from crewbridge.record.stream import Record, Sink
+from crewbridge.work.policy import Policy
 
 CATALOGUE_MARK = "[crew tools]"
 
@@ -39,6 +40,7 @@ class Script:
         self.closed = False
         self.session_id = "sess-1"
         self.reported = None
+        self.base = Turn(prompt="", mode="query")  # what its CLI is started with: no sandbox
 
     def serve(self, channel: Any) -> bool:
         return False
@@ -63,9 +65,11 @@ class Script:
         self.closed = True
 
 
-def scripted_loop(
-    workdir: Path, script: Script, mode: str = "query", on_progress: Callable[[Progress], None] | None = None
-) -> AgentLoop:
-    """@claude's loop over `script`, with the built-in tools, working in `workdir`."""
+def scripted_loop(workdir: Path, script: Script, mode: str = "query", sink: Sink | None = None) -> AgentLoop:
+    """@claude's loop over `script`, with the built-in tools, working in `workdir`, its record's
+    events given to `sink`."""
     policy = Policy(AgentSpec("claude", "claude"), mode)
-    return AgentLoop("claude", script, builtin_registry(), policy, workdir=workdir, on_progress=on_progress)
+    record = Record()
+    if sink is not None:
+        record.attach(sink)
+    return AgentLoop("claude", script, builtin_registry(), policy, workdir=workdir, record=record)

@@ -35,8 +35,8 @@ import pytest
 from crewbridge.providers.base import Turn
 
 from crewbridge import providers
-from crewbridge.events import Done, Event, Failure, Session, Text, Usage
-from crewbridge.process import Child
+from crewbridge.base.decoded import Done, Event, Failure, Session, Text, Usage
+from crewbridge.system.process import Child
 from mockserver import MockServer
 
 REPO = Path(__file__).resolve().parent.parent
@@ -442,19 +442,18 @@ class Run:
 
 def run_cli(name: str, turn: Turn, env: dict[str, str], cwd: Path, timeout: float = 60.0) -> Run:
     """Run `turn` through provider `name` (prompt on stdin) and decode its whole output. As crew
-    runs a CLI: none of the MCP servers the user added to it starts (Provider.own_mcp_only), and of
-    the secrets in `env` it gets its own login (crewbridge.childenv)."""
+    runs a CLI, none of the MCP servers the user added to it starts (Provider.own_mcp_only)."""
     provider = providers.load(name)
     turn = replace(turn, options=[*turn.options, *provider.own_mcp_only(turn, env, cwd)])
-    env = {**provider.env(), **env}
     start = time.monotonic()
+    env = {**provider.env(), **env}
     child = Child(
         provider.argv(turn),
         env=env,
         cwd=cwd,
         stdin=turn.prompt,
         install_hint=provider.install_hint,
-        passed={*provider.env(), *provider.logins(env)},
+        passed=provider.logins(env),  # as crew starts it: its own credentials, no other secret
     )
     try:
         lines = list(child.lines(deadline=start + timeout))

@@ -11,8 +11,8 @@ import pytest
 
 from clienv import BIN, CLIS, PACKAGES, PLAIN_ANSWER, LivedInHomes, missing, require_cli
 from clienv import cli_env as build_env
-from crewbridge import beneath, process
 from crewbridge.sandbox import MECHANISM_ENV, Sandboxing, detect
+from crewbridge.system import beneath, process
 from mockserver import MockServer
 from pgserver import BIN_GLOB, Postgres, binaries
 
@@ -103,7 +103,7 @@ def cli_env(mock_server: MockServer, tmp_path: Path, lived_in_homes: LivedInHome
 
 @pytest.fixture(params=["openat2", "walk"])
 def way(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Each way crewbridge.beneath resolves a path: openat2, and the O_NOFOLLOW walk (forced by
+    """Each way crewbridge.system.beneath resolves a path: openat2, and the O_NOFOLLOW walk (forced by
     CREW_BENEATH=walk). Fails where openat2 is missing rather than test only the walk unsaid."""
     if request.param == "walk":
         monkeypatch.setenv(beneath.WALK, "walk")

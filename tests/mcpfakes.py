@@ -9,8 +9,8 @@ import threading
 import time
 from pathlib import Path
 
-from crewbridge.mcp.core import McpCore
-from crewbridge.registry import Tool, ToolResult
+from crewbridge.protocol.mcp import McpCore
+from crewbridge.toolkit.registry import Tool, ToolResult
 from crewcli import CREW, crew_env, executable, running, write_config
 
 
@@ -31,8 +31,11 @@ class FakeChannel:
             raise self.error
         return ToolResult(True, data={"content": "hi"}) if name == "read_file" else ToolResult(False, error="no tool")
 
-    def permit(self, tool, arguments, read_only):
+    def permit(self, tool, arguments, read_only, ref=None):
         return None
+
+    def own(self, event):
+        pass  # what the CLI reports of its own tools: nothing to record here
 
 
 class Held(McpCore):

@@ -64,6 +64,7 @@ class Reply:
     tool: str = ""  # a native tool call: the offered tool whose name ends with this
     arguments: dict[str, Any] = field(default_factory=dict)
     cached_tokens: int = 0  # of the input tokens, those read from the provider's cache
+    own: bool = False  # the tool is the CLI's own, named exactly `tool` (gemini's write_file, not crew's)
 
     @property
     def text(self) -> str:
@@ -72,7 +73,10 @@ class Reply:
     def tool_name(self, request: Request) -> str | None:
         """The name of the tool this reply calls, as `request` offered it (the CLIs prefix MCP
         tools: claude `mcp__crew__read_file`, gemini `mcp_crew_read_file`), or None. crew's tool
-        comes first when the CLI has one of its own by that name (gemini's `read_file`)."""
+        comes first when the CLI has one of its own by that name (gemini's `read_file`), unless the
+        reply calls the CLI's `own`."""
+        if self.own:
+            return self.tool if self.tool in request.tool_names() else None
         named = [name for name in request.tool_names() if re.search(rf"(^|_){re.escape(self.tool)}$", name)]
         return min(named, key=lambda name: ("crew" not in name, len(name)), default=None)
 
@@ -83,10 +87,10 @@ def reply(*chunks: str, delay: float = 0.0, **usage: int) -> Reply:
     return Reply(list(chunks), delay, **usage)
 
 
-def tool_call(name: str, arguments: dict[str, Any] | None = None, *chunks: str) -> Reply:
+def tool_call(name: str, arguments: dict[str, Any] | None = None, *chunks: str, own: bool = False) -> Reply:
     """An answer that calls the offered native tool whose name ends with `name` (after the text
-    `chunks`, if any)."""
-    return Reply(list(chunks), tool=name, arguments=arguments or {})
+    `chunks`, if any); with `own`, the CLI's own tool of exactly that name."""
+    return Reply(list(chunks), tool=name, arguments=arguments or {}, own=own)
 
 
 def error(status: int, message: str | None = None) -> Reply:

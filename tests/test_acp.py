@@ -123,7 +123,7 @@ def test_initialize_is_answered_as_the_sdk_says_and_early(tmp_path: Path, workdi
 
 
 def test_initialize_is_answered_having_imported_only_what_the_answer_needs(tmp_path: Path, workdir: Path) -> None:
-    heavy = ("typing", "pathlib", "click", "acp", "pydantic", "crewbridge.jsonrpc", "crewbridge.mcp.core")
+    heavy = ("typing", "pathlib", "click", "acp", "pydantic", "crewbridge.protocol.jsonrpc", "crewbridge.protocol.mcp")
     script = (
         "import json, sys\nbefore = set(sys.modules)\nfrom crewbridge.acp.early import greet\ngreet([])\n"
         f"print(json.dumps(sorted(m for m in {heavy!r} if m in set(sys.modules) - before)), file=sys.stderr)\n"

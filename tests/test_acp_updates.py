@@ -1,6 +1,8 @@
-"""crewbridge.acp.updates: what the editor is shown of a tool call, and of a permission request about
-one, hides no part of it (the title of `ls -la` + 220 spaces + `; echo owned > pwned.txt` was cut
-at 200 characters with no sign, and the editor allowed it)."""
+"""What the editor is shown of a run's record (crewbridge/acp/updates.py): the CLI's own tool calls
+— started by their record id, finished by their result (or by crew's refusal), a write shown as the
+diff its input asked for — and a permission request that hides no part of the call (the title of
+`ls -la` + 220 spaces + `; echo owned > pwned.txt` was cut at 200 characters with no sign, and the
+editor allowed it)."""
 
 from __future__ import annotations
 
@@ -9,13 +11,62 @@ from pathlib import Path
 import pytest
 
 from crewbridge.acp.updates import TITLE, Updates
+from crewbridge.record import events as ev
+from crewbridge.system.approval import Question
+
+
+def own_call(call: str, name: str, data: dict) -> ev.Call:
+    return ev.Call(agent="claude", call=call, name=name, input=data, via="own", ref=f"toolu_{call}")
+
+
+def shown(tmp_path: Path, *events: ev.Event) -> list:
+    updates = Updates(tmp_path, run="r1")
+    return [update for event in events for update in updates.of(event)]
+
+
+def test_a_command_the_cli_ran_unasked_starts_and_ends_with_its_output(tmp_path: Path) -> None:
+    started, ended = shown(
+        tmp_path,
+        own_call("c1", "native:exec_command", {"command": "/bin/bash -lc 'make'"}),
+        ev.Decision(agent="claude", call="c1", decision="allowed", by="cli"),
+        ev.Result(agent="claude", call="c1", name="native:exec_command", success=True, data={"output": "built\n"}),
+    )
+    assert (started.tool_call_id, started.status, started.kind) == ("r1:c1", "in_progress", "execute")
+    assert started.title == "native:exec_command /bin/bash -lc 'make'"
+    assert (ended.tool_call_id, ended.status) == ("r1:c1", "completed")
+    assert ended.content[0].content.text == "built\n"
+
+
+def test_the_clis_own_write_ends_with_the_diff_it_asked_for_and_a_failure_with_its_error(tmp_path: Path) -> None:
+    write = {"file_path": "w.txt", "content": "written\n"}
+    _, ended, _, failed = shown(
+        tmp_path,
+        own_call("c1", "native:Write", write),
+        ev.Result(agent="claude", call="c1", name="native:Write", success=True, data={"output": "File created"}),
+        own_call("c2", "native:Bash", {"command": "false"}),
+        ev.Result(agent="claude", call="c2", name="native:Bash", success=False, error="Exit code 1"),
+    )
+    assert ended.status == "completed" and ended.content[0].type == "diff"
+    assert (ended.content[0].path, ended.content[0].new_text) == (str(tmp_path / "w.txt"), "written\n")
+    assert (failed.tool_call_id, failed.status, failed.content[0].content.text) == ("r1:c2", "failed", "Exit code 1")
+
+
+def test_a_call_crew_refused_ends_at_the_refusal_and_its_result_changes_nothing(tmp_path: Path) -> None:
+    updates = shown(
+        tmp_path,
+        own_call("c1", "native:Bash", {"command": "rm x"}),
+        ev.Decision(agent="claude", call="c1", decision="refused", reason="crew's policy does not allow Bash"),
+        ev.Result(agent="claude", call="c1", name="native:Bash", success=False, error="crew's policy does not allow"),
+    )
+    assert [u.status for u in updates] == ["in_progress", "failed"]
+    assert updates[1].content[0].content.text == "crew's policy does not allow Bash"
+
 
 ATTACK = "ls -la" + " " * 220 + "; echo owned > pwned.txt"
 
 
 def asked(command: str) -> dict:
-    update, started = Updates(Path("/project")).asked("claude", "run_command", {"command": command})
-    assert started is not None  # not shown before: started now
+    update = Updates(Path("/project")).asked(Question("claude", "run_command", {"command": command}))
     return update.model_dump(by_alias=True, exclude_none=True)
 
 
@@ -46,5 +97,8 @@ def test_a_command_too_long_for_a_title_says_so_and_the_body_holds_it_whole():
 
 
 def test_a_tool_calls_title_is_drawn_the_same_when_it_starts():
-    started = Updates(Path("/project")).start("claude", "crew:run_command", {"command": ATTACK})
+    updates = Updates(Path("/project"), run="r1")
+    [started] = updates.of(ev.Call(agent="claude", call="c1", name="crew:run_command", input={"command": ATTACK}))
     assert started.title == "run_command ls -la⟨220 spaces⟩; echo owned > pwned.txt"
+    asked = updates.asked(Question("claude", "run_command", {"command": ATTACK}, call="c1"))
+    assert asked.tool_call_id == started.tool_call_id == "r1:c1"  # the question is about that very call

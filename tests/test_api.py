@@ -14,10 +14,11 @@ import pytest
 from crewbridge.providers.generic import GenericSpec
 
 import crewbridge
-from crewbridge import Bridge, Config, Progress, process
+from crewbridge import Bridge, Config, Event
 from crewbridge.config import AgentSpec, default_agents
 from crewbridge.errors import AgentNotFound, ConfigError, Interrupted, UsageError
 from crewbridge.sandbox import Sandboxing
+from crewbridge.system import process
 
 # A scripted model run as a CLI: the first turn calls the tool given as its argument, the next
 # answers with what the tool returned. Each turn's whole prompt arrives on stdin (no session resume).
@@ -71,10 +72,11 @@ def test_importing_crewbridge_loads_none_of_the_engine() -> None:
 
 def test_the_api_names_are_exported_lazily_and_listed() -> None:
     from crewbridge.bridge import Bridge as EngineBridge
-    from crewbridge.functions import tool
+    from crewbridge.toolkit.functions import tool
 
     assert crewbridge.Bridge is EngineBridge and crewbridge.tool is tool
-    assert {"Bridge", "EventStream", "Progress", "tool", "function_tool", "ToolContext"} <= set(dir(crewbridge))
+    assert {"Bridge", "EventStream", "Event", "tool", "function_tool", "ToolContext"} <= set(dir(crewbridge))
+    assert "Progress" not in crewbridge.__all__  # the loop's events before the record
     assert set(crewbridge.__all__) == {"VERSION_MESSAGE", "__version__", *crewbridge._EXPORTS}
     assert set(crewbridge.__all__) <= set(dir(crewbridge))
     with pytest.raises(AttributeError, match="module 'crewbridge' has no attribute 'Bridg'"):
@@ -112,7 +114,7 @@ def test_a_run_takes_its_options_as_one_object_or_by_name(workdir: Path) -> None
 
 @pytest.mark.slow
 def test_a_chat_goes_on_across_messages_in_one_transcript(workdir: Path) -> None:
-    from crewbridge.transcript import read_run
+    from crewbridge.record.transcript import read_run
 
     (workdir / "plan.txt").write_text("ship\n")
     chat = Bridge(workdir=workdir).chat("@demo")
@@ -122,8 +124,8 @@ def test_a_chat_goes_on_across_messages_in_one_transcript(workdir: Path) -> None
     finally:
         chat.close()
     events = read_run("last")
-    assert (events[0]["command"], events[0]["mode"], events[-1]["status"]) == ("chat", "query", "ok")
-    assert len([event for event in events if event["kind"] == "answer"]) == 2
+    assert (events[0].command, events[0].mode, events[-1].status) == ("chat", "query", "done")
+    assert len([event for event in events if event.kind == "answer"]) == 2
 
 
 def test_ask_takes_one_agent(workdir: Path) -> None:
@@ -133,13 +135,18 @@ def test_ask_takes_one_agent(workdir: Path) -> None:
 
 @pytest.mark.slow
 def test_events_arrive_through_a_callback_in_order(workdir: Path) -> None:
-    seen: list[Progress] = []
+    seen: list[Event] = []
     Bridge(workdir=workdir).ask("@demo what is in notes.txt?", on_progress=seen.append)
+    assert all(isinstance(event, Event) for event in seen)
     kinds = [event.kind for event in seen]
+    assert (kinds[0], kinds[-1]) == ("start", "end")  # the run's whole record, its id first
+    assert seen[0].run and seen[-1].status == "done"
     turns = [i for i, kind in enumerate(kinds) if kind == "turn"]
-    assert turns[0] == 0 and len(turns) == 2 and "text" in kinds[: turns[1]]
+    assert len(turns) == 2 and "text" in kinds[turns[0] : turns[1]]
     assert kinds.index("call") < kinds.index("result") < turns[1]  # the result is sent in turn 2
-    assert "".join(e.text for e in seen if e.kind == "text").startswith("I'll read notes.txt")
+    call, result = (next(e for e in seen if e.kind == kind) for kind in ("call", "result"))
+    assert call.call == result.call and (call.name, result.success) == ("crew:read_file", True)
+    assert "".join(e.visible for e in seen if e.kind == "text").startswith("I'll read notes.txt")
 
 
 @pytest.mark.slow
@@ -275,7 +282,7 @@ def test_stream_yields_events_as_they_happen_then_holds_the_outcomes(workdir: Pa
 def test_leaving_a_stream_early_stops_the_run(workdir: Path) -> None:
     with Bridge(workdir=workdir).stream("@demo what is in notes.txt?") as events:
         first = next(events)
-    assert first.kind == "turn"
+    assert first.kind == "start"
     (outcome,) = events.outcomes
     assert isinstance(outcome.error, Interrupted) and outcome.result is None
 
@@ -285,7 +292,7 @@ def test_closing_a_stream_ends_a_cli_that_says_nothing_at_once(workdir: Path) ->
     agents = {**default_agents(), "quiet": AgentSpec(id="quiet", provider="quiet")}
     config = Config(agents=agents, providers={"quiet": GenericSpec(name="quiet", command=silent)}, transcripts=False)
     with Bridge(config, workdir=workdir).stream("@quiet hello", timeout=None) as events:
-        assert next(events).kind == "turn"
+        assert [next(events).kind for _ in range(3)] == ["start", "part", "turn"]
     # close() returned: the run did not wait for an event the CLI would never send (its Stop ended it)
     (outcome,) = events.outcomes
     assert isinstance(outcome.error, Interrupted) and outcome.result is None
@@ -302,17 +309,17 @@ def test_a_stream_raises_an_error_of_the_run_itself_to_its_reader(workdir: Path)
 
 @pytest.mark.slow
 def test_ask_reports_usage_takes_a_budget_and_continues_an_earlier_run(tmp_path: Path, workdir: Path) -> None:
-    from crewbridge.transcript import read_run
+    from crewbridge.record.transcript import read_run
 
     config = scripted(tmp_path, "crew:read_file", {"path": "notes.txt"})
     config.transcripts = True
     bridge = Bridge(config, workdir=workdir)
     first = bridge.ask("@fake what is in notes.txt?", max_tokens=10)  # a generic text CLI reports no usage
     assert first.usage == {"input_tokens": 0, "output_tokens": 0, "cached_tokens": 0, "cost_usd": None}
-    run_id = read_run("last")[0]["run_id"]
+    run_id = read_run("last")[0].run
     again = bridge.ask("@fake and now?", resume=run_id)
     assert again.answer.startswith("The tool said:") and again.tool_calls == []  # the replay held the result
-    assert read_run("last")[0]["resumed_from"] == run_id
+    assert read_run("last")[0].resumed_from == run_id
 
 
 @pytest.mark.slow

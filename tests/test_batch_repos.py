@@ -11,7 +11,7 @@ import pytest
 
 from crewbridge.batch.repos import FALLBACK_IDENT, Place, RepoError, Stamp, patch_of
 from crewbridge.batch.spec import BatchSpec, Repo, repo_of
-from crewbridge.git import GitError
+from crewbridge.system.git import GitError
 from gitrepo import git, make_repo, status
 
 SPEC = BatchSpec("b1", "@claude add todo.md")

@@ -101,7 +101,7 @@ def test_bad_input_is_refused_before_anything_starts(tmp_path):
         done = run_crew(args, env=env, cwd=tmp_path)
         assert done.returncode == 2, done.stderr
         assert said in error_line(done.stderr) and "secret" not in done.stderr
-    refused_by_click = [  # the options' own checks (crewbridge.flags.BATCH)
+    refused_by_click = [  # the options' own checks (crewbridge.base.flags.BATCH)
         (["batch", "--repos", "good", "@demo hi"], "'good' is a directory"),
         (["batch", "--retries", "-1", "@demo hi", "good"], "-1 is not in the range x>=0"),
         (["batch", "--max-turns", "0", "@demo hi", "good"], "0 is not in the range x>=1"),

@@ -703,7 +703,7 @@ def test_a_linked_project_file_is_refused_until_trusted_through_the_link(crew, t
 
 
 def test_a_usage_error_found_after_the_agents_cli_started_early_leaves_nothing_running(crew, tmp_path, notes):
-    # crewbridge.early starts @demo's CLI before click reads the arguments and finds the clash
+    # crewbridge.terminal.early starts @demo's CLI before click reads the arguments and finds the clash
     out = crew("query", "--json", "--jsonl", "@demo what is in notes.txt?")
     assert out.returncode == 2
     assert error_line(out.stderr).startswith("crew: error: --json and --jsonl were both given")
@@ -867,7 +867,7 @@ def test_a_review_through_the_command_that_runs_out_of_rounds_exits_6(repo, env,
         env=env,
         cwd=repo,
     )
-    reviews = [e for e in map(json.loads, jsonl.stdout.splitlines()) if e["type"] == "review"]
+    reviews = [e for e in map(json.loads, jsonl.stdout.splitlines()) if e["kind"] == "review"]
     assert [(e["agent"], e["round"], e["rounds"], e["verdict"]) for e in reviews] == [("other", 1, 1, "changes")]
 
 

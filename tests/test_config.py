@@ -12,7 +12,7 @@ import pytest
 from crewbridge.providers.generic import GenericProvider
 from jsonschema import Draft202012Validator
 
-from crewbridge import custom_tools
+from crewbridge.base.skills import chosen
 from crewbridge.config import (
     AgentSpec,
     Config,
@@ -22,11 +22,11 @@ from crewbridge.config import (
     trust_config,
 )
 from crewbridge.errors import AgentNotFound, ConfigError, UsageError
-from crewbridge.functions import tool
-from crewbridge.hooks import Hooks, HookSpec
-from crewbridge.policy import Approver, Policy
-from crewbridge.registry import Tool, ToolContext
-from crewbridge.skills import chosen
+from crewbridge.toolkit import custom_tools
+from crewbridge.toolkit.functions import tool
+from crewbridge.toolkit.hooks import Hooks, HookSpec
+from crewbridge.toolkit.registry import Tool, ToolContext
+from crewbridge.work.policy import Approver, Policy
 from crewcli import executable
 
 
@@ -664,14 +664,16 @@ def test_a_project_file_cannot_drop_the_users_deny_deny_commands_or_approval(use
     registry, rules = config.registry(), policy(config)
     assert config.agent("claude").model == "sonnet"
     assert "write_file" not in rules.offered(registry)
-    assert rules.check(registry.resolve("write_file"), {"path": "x", "content": ""}).startswith(
+    assert rules.check(registry.resolve("write_file"), {"path": "x", "content": ""}).refusal.startswith(
         "tool 'write_file' is not allowed for agent 'claude' by its configuration"
     )
-    assert rules.check(registry.resolve("run_command"), {"command": "ls; rm -rf src"}).startswith(
+    assert rules.check(registry.resolve("run_command"), {"command": "ls; rm -rf src"}).refusal.startswith(
         "the command policy forbids 'rm -rf src' (deny_commands in crew.yaml: 'rm *')"
     )
-    assert rules.check(registry.resolve("run_command"), {"command": "ls"}) is None
-    assert rules.check(registry.resolve("edit_file"), {"path": "x", "old_string": "a", "new_string": "b"}).startswith(
+    assert rules.check(registry.resolve("run_command"), {"command": "ls"}).refusal is None
+    assert rules.check(
+        registry.resolve("edit_file"), {"path": "x", "old_string": "a", "new_string": "b"}
+    ).refusal.startswith(
         "tool 'edit_file' needs a person's approval and there is nobody to ask (no terminal, no crew ui serving)"
     )
 
@@ -708,9 +710,9 @@ def test_allow_lists_only_narrow_a_name_must_match_every_files_list(user_dirs, p
     rules = policy(config)
     assert set(rules.offered(config.registry()).names()) == {"read_file", "run_command"}
     command = config.registry().resolve("run_command")
-    assert rules.check(command, {"command": "git status"}) is None
+    assert rules.check(command, {"command": "git status"}).refusal is None
     for denied in ("make", "rm -rf x"):
-        assert "the command policy does not allow" in rules.check(command, {"command": denied})
+        assert "the command policy does not allow" in rules.check(command, {"command": denied}).refusal
     found = {name: object() for name in ("release-1", "notes", "review")}
     assert list(chosen(found, *config.agent("claude").allow_lists("skills"))) == ["notes"]
 

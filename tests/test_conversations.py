@@ -10,13 +10,13 @@ from crewbridge.providers.base import Turn
 from crewbridge.providers.generic import GenericProvider, GenericSpec
 
 from crewbridge import providers
+from crewbridge.base.decoded import Failure, Session, Text
 from crewbridge.conversations import EXACT, FULL, LOST, ProcessConversation, live_enabled, new_conversation
 from crewbridge.conversations.claude import ClaudeLiveConversation
 from crewbridge.conversations.codex import CodexLiveConversation
 from crewbridge.conversations.gemini import GeminiSessionConversation
 from crewbridge.errors import CLINotFound
-from crewbridge.events import Failure, Session, Text
-from crewbridge.sessions import Prior
+from crewbridge.work.sessions import Prior
 
 # A CLI with sessions: prints its session id, then what it was asked and which session it resumed.
 SESSION_CLI = """
@@ -200,7 +200,7 @@ print(json.dumps({'type': 'turn.completed', 'usage': usage}))
 def test_usage_reported_as_the_sessions_total_is_counted_once(tmp_path):
     from crewbridge.providers.codex import CodexProvider
 
-    from crewbridge.events import Usage
+    from crewbridge.base.decoded import Usage
 
     provider = CodexProvider()
     provider.binary = str(tmp_path / "codex")

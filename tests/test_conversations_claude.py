@@ -13,10 +13,10 @@ import pytest
 from crewbridge.providers.base import Turn
 from crewbridge.providers.claude import ClaudeProvider
 
+from crewbridge.base.decoded import Failure, Session, Text, Usage
 from crewbridge.conversations import EXACT, FULL
 from crewbridge.conversations.claude import ClaudeLiveConversation
 from crewbridge.errors import CLINotFound, CrewTimeout, ProviderError
-from crewbridge.events import Failure, Session, Text, Usage
 
 BLOCK = '```json\n{"type":"tool_use","name":"crew:read_file","input":{"path":"a"}}\n```\n'
 REPLY = ["Reading.\n", BLOCK, "It says 7.", " Invented."]

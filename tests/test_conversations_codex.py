@@ -6,16 +6,18 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import pytest
 from crewbridge.providers.base import Turn
 from crewbridge.providers.codex import CodexProvider
 
+from crewbridge.base.decoded import Done, Failure, MessageEnd, Notice, OwnCall, OwnResult, Session, Text, Usage
 from crewbridge.conversations import EXACT, FULL
 from crewbridge.conversations.codex import AppServerDecoder, CodexLiveConversation
-from crewbridge.events import Done, Failure, MessageEnd, Notice, Session, Text, Usage
-from crewbridge.registry import Tool, ToolResult
+from crewbridge.toolkit.registry import Tool, ToolResult
 
+FIXTURES = Path(__file__).parent / "fixtures"
 BLOCK = '```json\n{"type":"tool_use","name":"crew:read_file","input":{"path":"a"}}\n```\n'
 
 # Streams argv[3] (a list of agent messages, each a list of deltas) for every turn. argv[2]: "slow"
@@ -250,11 +252,11 @@ READ = Tool(
 
 
 class Channel:
-    """A loop's channel (crewbridge.native.Channel) that records what it is asked."""
+    """A loop's channel (crewbridge.toolkit.native.Channel) that records what it is asked."""
 
     def __init__(self, refusal=None, decides=True):
         self.refusal, self.decides_ = refusal, decides
-        self.calls, self.asked = [], []
+        self.calls, self.asked, self.refs, self.owned = [], [], [], []
 
     def decides(self):
         return self.decides_
@@ -270,9 +272,13 @@ class Channel:
             else ToolResult(False, error="invalid input for crew:read_file: 'path' is a required property")
         )
 
-    def permit(self, tool, arguments, read_only):
+    def permit(self, tool, arguments, read_only, ref=None):
         self.asked.append((tool, arguments, read_only))
+        self.refs.append(ref)
         return self.refusal
+
+    def own(self, event):
+        self.owned.append(event)
 
 
 def test_with_a_channel_codex_asks_crew_before_its_own_tools_and_without_one_it_does_not(start):
@@ -340,6 +346,7 @@ def test_a_command_crews_policy_allows_is_accepted(start, tmp_path):
     )
     list(conversation.send("make it", None))
     assert channel.asked == [("exec_command", {"command": "/bin/bash -lc 'touch made.txt'", "cwd": "/w"}, False)]
+    assert channel.refs == ["c1"]  # the item's id: the record links the question to codex's item
     assert [answer["result"] for answer in answers(tmp_path)] == [{"decision": "accept"}]
 
 
@@ -405,6 +412,7 @@ def test_an_mcp_servers_tool_is_run_as_crews_policy_says(start, tmp_path):
     )
     list(conversation.send("ask the vault", None))
     assert channel.asked == [("mcp__vault__launch_code", {"which": 1}, False)]
+    assert channel.refs == [None]  # codex's question names no item: the record links it by the tool
     assert [answer["result"] for answer in answers(tmp_path)] == [{"action": "accept"}]
 
 
@@ -461,8 +469,8 @@ def n(method, **params):
         (n("item/started", item={"type": "agentMessage", "id": "m1", "text": ""}), []),
         (n("item/completed", item={"type": "agentMessage", "id": "m1", "text": "Hi"}), [MessageEnd()]),
         (n("item/started", item={"type": "userMessage", "id": "u", "content": []}), []),
-        (n("item/started", item={"type": "commandExecution", "id": "c"}), [Notice("native_commandExecution")]),
-        (n("item/completed", item={"type": "commandExecution", "id": "c"}), []),
+        (n("item/started", item={"type": "reasoning", "id": "r"}), [Notice("item", "reasoning")]),
+        (n("item/started", item={"type": "dynamicToolCall", "id": "d", "tool": "crew_read_file"}), []),
         (
             n(
                 "thread/tokenUsage/updated",
@@ -492,3 +500,44 @@ def n(method, **params):
 )
 def test_app_server_notifications_decode_to_events(notification, events):
     assert AppServerDecoder().event(notification) == events
+
+
+def own_events(name):
+    """The OwnCall and OwnResult events of a captured app-server stream (fixtures/own_*.jsonl)."""
+    decoder = AppServerDecoder()
+    lines = map(json.loads, (FIXTURES / name).read_text().splitlines())
+    notifications = [line for line in lines if "method" in line and "id" not in line]
+    return [e for line in notifications for e in decoder.event(line) if isinstance(e, (OwnCall, OwnResult))]
+
+
+def test_codexs_own_items_are_own_calls_named_and_read_as_its_questions_are():
+    # codex 0.169.0 asked about each (approval policy untrusted): the command crew allowed, the one
+    # crew refused (rm: declined), the patch; each item's input is what its question carried
+    cwd = "/tmp/cap-296856wo/work"
+    made, rm, patch = (e for e in own_events("own_codex_app_asked.jsonl") if isinstance(e, OwnCall))
+    assert (made.name, made.input) == ("exec_command", {"command": "/bin/bash -lc 'echo made > made.txt'", "cwd": cwd})
+    assert (rm.name, rm.input["command"]) == ("exec_command", "/bin/bash -lc 'rm notes.txt'")
+    change = {"path": f"{cwd}/p.txt", "kind": {"type": "add"}, "diff": "made\n"}
+    assert (patch.name, patch.input) == ("apply_patch", {"changes": [change]})
+    results = [
+        (e.ref, e.ok, e.output, e.exit_code)
+        for e in own_events("own_codex_app_asked.jsonl")
+        if isinstance(e, OwnResult)
+    ]
+    assert results == [
+        (made.ref, True, "", 0),
+        (rm.ref, False, "codex: declined", None),
+        (patch.ref, True, f"add {cwd}/p.txt", None),
+    ]
+
+
+def test_a_command_codex_runs_unasked_and_an_mcp_tool_are_own_calls_with_their_output():
+    command = own_events("own_codex_app_command.jsonl")
+    assert [type(e).__name__ for e in command] == ["OwnCall", "OwnResult"]
+    assert command[0].input["command"] == "/bin/bash -lc 'echo made > made.txt; cat notes.txt'"
+    assert (command[1].ok, command[1].output, command[1].exit_code) == (True, "secret 7-4-1\n", 0)
+    ref = "exec-ec4b2f9b-9d92-4d42-929c-45ea4bd67387"
+    assert own_events("own_codex_app_mcp.jsonl") == [
+        OwnCall(ref, "mcp__vault__launch_code", {}),
+        OwnResult(ref, True, "the vault says 7-4-1"),
+    ]

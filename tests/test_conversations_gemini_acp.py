@@ -11,12 +11,14 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
 import tomllib
 from crewbridge.providers.base import McpServer, Turn
 from crewbridge.providers.gemini import GeminiProvider
 
+from crewbridge.base.decoded import Done, Failure, MessageEnd, Notice, OwnCall, OwnResult, Session, Text, Usage
 from crewbridge.conversations import FULL
 from crewbridge.conversations.gemini_acp import (
     AcpDecoder,
@@ -27,9 +29,10 @@ from crewbridge.conversations.gemini_acp import (
     prompt_end,
 )
 from crewbridge.errors import MaxTurnsReached
-from crewbridge.events import Done, Failure, MessageEnd, Notice, Session, Text, Usage
-from crewbridge.jsonrpc import Reply
-from crewbridge.registry import Tool, ToolResult
+from crewbridge.protocol.jsonrpc import Reply
+from crewbridge.toolkit.registry import Tool, ToolResult
+
+FIXTURES = Path(__file__).parent / "fixtures"
 
 OPTIONS = [
     {"optionId": "proceed_always", "name": "Allow for this session", "kind": "allow_always"},
@@ -118,7 +121,7 @@ class FakeChannel:
 
     def __init__(self, refusal=None, error=None):
         self.refusal, self.error = refusal, error
-        self.calls, self.permits, self.threads = [], [], []
+        self.calls, self.permits, self.threads, self.refs, self.owned = [], [], [], [], []
 
     def tools(self):
         return [
@@ -138,9 +141,13 @@ class FakeChannel:
             raise self.error
         return ToolResult(True, data="the secret is 42")
 
-    def permit(self, tool, arguments, read_only):
+    def permit(self, tool, arguments, read_only, ref=None):
         self.permits.append((tool, arguments, read_only))
+        self.refs.append(ref)
         return self.refusal
+
+    def own(self, event):
+        self.owned.append(event)
 
 
 @pytest.fixture
@@ -247,6 +254,7 @@ def test_geminis_own_tools_are_decided_by_crews_policy(start, refusal, option):
     events = reply(conversation, "make a file")
     assert json.loads(text(events)) == {"outcome": {"outcome": "selected", "optionId": option}}
     assert channel.permits == [("run_shell_command", {"command": "touch made.txt"}, False)]
+    assert channel.refs == ["run_shell_command__run_shell_command_1_0"]  # the call's id: the record links them
     assert MessageEnd() in events[: events.index(next(e for e in events if isinstance(e, Text)))]
 
 
@@ -284,7 +292,7 @@ def test_a_conversation_cannot_be_resumed_by_gemini_itself(tmp_path):
     assert conversation.resume(None) is False  # the first message replays the history
 
 
-def test_the_decoder_reads_text_chunks_and_sets_tool_calls_aside():
+def test_the_decoder_reads_text_chunks_and_geminis_tool_calls():
     decoder = AcpDecoder()
 
     def update(**fields):
@@ -294,15 +302,53 @@ def test_the_decoder_reads_text_chunks_and_sets_tool_calls_aside():
     assert decoder.decode(update(sessionUpdate="agent_message_chunk", content={"type": "text", "text": "Hi"})) == [
         Text("Hi")
     ]
-    assert decoder.decode(
-        update(
-            sessionUpdate="tool_call", toolCallId="read_file__1", title="notes.txt", status="in_progress", kind="read"
-        )
-    ) == [MessageEnd(), Notice("native_tool_call", "notes.txt")]
+    started = dict(sessionUpdate="tool_call", toolCallId="read_file__1", title="notes.txt", status="in_progress")
+    assert decoder.decode(update(**started, kind="read", content=[], locations=[{"path": "/w/notes.txt"}])) == [
+        MessageEnd(),
+        OwnCall("read_file__1", "read_file", {"title": "notes.txt", "paths": ["/w/notes.txt"]}),
+    ]
+    assert decoder.decode(update(sessionUpdate="tool_call_update", toolCallId="read_file__1", status="completed")) == [
+        OwnResult("read_file__1", True)
+    ]
+    crews = dict(sessionUpdate="tool_call", toolCallId="mcp_crewbridge_read_file__2", status="in_progress")
+    assert decoder.decode(update(**crews, title="read_file", kind="other")) == [MessageEnd()]  # crew's own
     assert decoder.decode(update(sessionUpdate="agent_thought_chunk", content={"type": "text", "text": "hm"})) == [
         Notice("agent_thought_chunk")
     ]
-    assert isinstance(decoder.decode(update(sessionUpdate="agent_message_chunk"))[0], Notice)  # corrupt
+    assert isinstance(decoder.decode(update(sessionUpdate="agent_message_chunk"))[0], Notice)  # no text: a notice
+
+
+def captured(name):
+    """The OwnCall and OwnResult events of a captured gemini --acp stream (fixtures/own_*.jsonl)."""
+    decoder = AcpDecoder()
+    return [
+        event
+        for line in (FIXTURES / name).read_text().splitlines()
+        for event in decoder.decode(line)
+        if isinstance(event, (OwnCall, OwnResult))
+    ]
+
+
+def test_each_of_geminis_own_calls_is_one_call_whether_it_asked_first_or_not():
+    # gemini 0.61 asked about write_file and run_shell_command (no tool_call before the question: the
+    # first update is the call's last), ran read_file unasked, and refused a read outside the project
+    events = captured("own_gemini_acp.jsonl")
+    calls = [(e.name, e.input) for e in events if isinstance(e, OwnCall)]
+    assert [name for name, _ in calls] == ["write_file", "run_shell_command", "read_file", "read_file"]
+    assert calls[0][1] == {"file_path": "/tmp/cap-t_vs5pwf/work/w.txt", "content": "written\n"}
+    assert calls[1][1] == {"command": "echo made > made.txt"}  # as its question showed it
+    results = [(e.ok, e.output) for e in events if isinstance(e, OwnResult)]
+    assert [ok for ok, _ in results] == [True, True, True, False]
+    assert results[0][1] == "changed /tmp/cap-t_vs5pwf/work/w.txt" and "Path not in workspace" in results[3][1]
+    assert [e.ref for e in events] == [ref for e in events if isinstance(e, OwnCall) for ref in (e.ref, e.ref)]
+
+
+def test_an_mcp_servers_tool_is_an_own_call_with_its_output():
+    ref = "mcp_vault_launch_code__mcp_vault_launch_code_1796609010467_0"
+    assert captured("own_gemini_acp_mcp.jsonl") == [
+        OwnCall(ref, "mcp_vault_launch_code", {"title": "launch_code (vault MCP Server)"}),
+        OwnResult(ref, True, "the vault says 7-4-1"),
+    ]
 
 
 def test_a_prompt_that_ends_early_is_a_failure():

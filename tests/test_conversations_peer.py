@@ -18,13 +18,13 @@ import pytest
 from crewbridge.providers.base import JsonLineDecoder, Provider, Turn
 
 from crewbridge import providers
+from crewbridge.base.decoded import Done, Failure, Notice, OwnCall, Text, Usage
 from crewbridge.conversations.claude import ClaudeLiveConversation
 from crewbridge.conversations.codex import CodexLiveConversation
 from crewbridge.conversations.peer import Peer
 from crewbridge.conversations.transport import LiveProcess
 from crewbridge.errors import CLINotFound, CrewTimeout, MaxTurnsReached, ProviderError
-from crewbridge.events import Done, Failure, Notice, Text, Usage
-from crewbridge.jsonrpc import METHOD_NOT_FOUND, Route, RpcError, notification
+from crewbridge.protocol.jsonrpc import METHOD_NOT_FOUND, Route, RpcError, notification
 
 # Answers each JSON line on stdin with {"echo": …}; "slow" lines are answered after a pause.
 ECHO = """
@@ -136,9 +136,9 @@ def test_a_cli_that_is_not_installed_says_how_to_install_it(live_class, provider
 
 # A JSON-RPC CLI that logs what it reads (argv[1]). Its requests are answered {"method": …}, but
 # "silent" (never answered) and "refuse" (an error). A "prompt" request is a turn: its params.steps
-# are done in order — say a text; ask crew a request (id, method, params) and say its answer; wait
-# for a notification from crew; exit with a line on stderr — and the turn ends with a "done"
-# notification carrying its usage.
+# are done in order — say a text; use one of its own tools; ask crew a request (id, method, params)
+# and say its answer; wait for a notification from crew; exit with a line on stderr — and the turn
+# ends with a "done" notification carrying its usage.
 FAKE = r"""
 import json, sys
 log = open(sys.argv[1], "a")
@@ -159,6 +159,8 @@ while True:
         for step in params["steps"]:
             if "say" in step:
                 out({"method": "say", "params": {"text": step["say"]}})
+            elif "use" in step:
+                out({"method": "used", "params": {"ref": step["use"]}})
             elif "ask" in step:
                 out({"jsonrpc": "2.0", "id": step["ask"], "method": step["method"], "params": step.get("params", {})})
                 got = read()
@@ -185,6 +187,8 @@ class Said(JsonLineDecoder):
             return [Text(obj["params"]["text"])]
         if obj["method"] == "done":
             return [Usage(*obj["params"]["usage"]), Done()]
+        if obj["method"] == "used":
+            return [OwnCall(obj["params"]["ref"], "Bash", {"command": "true"})]
         return [Notice("unknown", obj["method"])]
 
 
@@ -240,7 +244,17 @@ def peer(tmp_path):
 
 
 class Channel:
-    """A loop's channel (crewbridge.native.Channel): the handlers only pass it on here."""
+    """A loop's channel (crewbridge.toolkit.native.Channel): the handlers only pass it on here."""
+
+
+class Owned(Channel):
+    """A channel that records what the CLI reported of its own tools."""
+
+    def __init__(self):
+        self.owned = []
+
+    def own(self, event):
+        self.owned.append(event)
 
 
 def turn(peer, *steps, deadline=None):
@@ -379,6 +393,18 @@ def test_a_stopped_reply_is_read_to_its_end_before_the_next_turn_and_its_usage_c
     assert said(turn(conversation, {"say": "next"})) == "next"
     assert conversation.late_usage() == [Usage(3, 4)]
     assert [line["method"] for line in conversation.sent()] == ["prompt", "cancel", "prompt"]
+
+
+def test_the_clis_own_tools_used_in_a_stopped_reply_reach_the_channel_as_it_is_read_to_its_end(peer):
+    conversation = peer()
+    channel = Owned()
+    conversation.serve(channel)
+    events = conversation.send(json.dumps([{"say": "a"}, {"say": "b"}, {"use": "t1"}]), None)
+    assert next(events) == Text("a")
+    conversation.stop()
+    events.close()
+    assert said(turn(conversation, {"say": "next"})) == "next"
+    assert channel.owned == [OwnCall("t1", "Bash", {"command": "true"})]  # the record has it, as crew read it
 
 
 def test_a_cli_that_exits_is_the_turns_failure_also_while_a_stopped_reply_is_read_to_its_end(peer):

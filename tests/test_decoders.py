@@ -1,7 +1,9 @@
 """Output decoders (providers/*.py): real CLI output → assistant text and metadata.
 
 Only assistant-authored text becomes `Text`: never the echoed prompt, tool results, the CLI's own
-native tool events, a subagent's words, claude's final `result`, or the same text twice.
+native tool events, a subagent's words, claude's final `result`, or the same text twice. The CLI's
+own tools' uses and results are OwnCall and OwnResult events, named and read as crew's policy names
+and reads them (fixtures/own/: real output of the pinned CLIs whose own tools the mock made them use).
 """
 
 from __future__ import annotations
@@ -16,14 +18,26 @@ from crewbridge.providers.base import parse_object
 from crewbridge.providers.claude import ClaudeDecoder
 from crewbridge.providers.codex import CodexDecoder
 from crewbridge.providers.gemini import GeminiDecoder
+from crewbridge.providers.parse import decoder_for, formats
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crewbridge import jsonio
-from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session, Text, Usage
-from crewbridge.extract import Extractor
-from crewbridge.jsonio import MAX_DEPTH
-from crewbridge.parse import decoder_for, formats
+from crewbridge.base import jsonio
+from crewbridge.base.decoded import (
+    OUTPUT_CHARS,
+    Done,
+    Event,
+    Failure,
+    MessageEnd,
+    Notice,
+    OwnCall,
+    OwnResult,
+    Session,
+    Text,
+    Usage,
+)
+from crewbridge.base.jsonio import MAX_DEPTH
+from crewbridge.toolkit.extract import Extractor
 from crewcli import tool_block
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -48,6 +62,15 @@ def only(kind: type, events: list[Event]) -> list[Event]:
 
 def notices(events: list[Event]) -> list[str]:
     return [e.kind for e in events if isinstance(e, Notice)]
+
+
+def own(events: list[Event]) -> list[tuple]:
+    """The CLI's own calls and results: (name, input) and (ok, output), each with its ref."""
+    return [
+        ("call", e.ref, e.name, e.input) if isinstance(e, OwnCall) else ("result", e.ref, e.ok, e.output)
+        for e in events
+        if isinstance(e, (OwnCall, OwnResult))
+    ]
 
 
 class TestClaude:
@@ -94,10 +117,69 @@ class TestClaude:
             MessageEnd(),
         ]
 
-    def test_native_tool_calls_and_results_are_not_text(self) -> None:
+    def test_native_tool_calls_and_results_are_own_calls_not_text(self) -> None:
         events = decode("claude", "claude_stream.jsonl")
-        assert "native_tool" in notices(events) and "native_tool_result" in notices(events)
+        assert own(events) == [
+            ("call", "toolu_mock0002928da633", "Bash", {"command": "echo hello-from-tool", "description": "Echo test"}),
+            ("result", "toolu_mock0002928da633", True, "hello-from-tool"),
+        ]
         assert "hello-from-tool" not in text_of(events)
+
+    def test_a_streamed_messages_tool_use_is_an_own_call_though_its_text_came_as_deltas(self) -> None:
+        # the model wrote "Running." then used Bash; the `assistant` event of each block follows the deltas
+        events = decode("claude", "own_claude_stream.jsonl")
+        assert text_of(events) == "Running.Made it."
+        bash, read = "toolu_mock140609108813648", "toolu_mock140609108871568"
+        assert own(events)[:3] == [
+            ("call", bash, "Bash", {"command": "false"}),
+            ("result", bash, False, "Exit code 1"),  # claude ran it unasked; it failed
+            ("call", read, "Read", {"file_path": "/etc/hostname"}),
+        ]
+        (_, ref, ok, output) = own(events)[3]
+        assert (ref, ok) == (read, False) and "outside the working directory" in output  # crew's refusal
+        end = events.index(OwnCall(bash, "Bash", {"command": "false"}))
+        assert isinstance(events[end - 1], MessageEnd)  # the text before the call is a message of its own
+
+    def test_each_own_tool_use_is_one_call_with_its_result_whatever_claude_asked(self) -> None:
+        events = decode("claude", "own_claude_asked.jsonl")
+        names = [(kind, name) for kind, _, name, _ in own(events)]
+        calls = [("call", "Bash"), ("result", True), ("call", "Write"), ("result", True), ("call", "Read")]
+        assert names == [*calls, ("result", True)]  # Bash and Write asked about, Read not
+        assert own(events)[2][3] == {"file_path": "w.txt", "content": "written\n"}
+        assert own(events)[1][3] == "secret 7-4-1" and own(events)[5][3] == "1\tsecret 7-4-1\n2\t"
+
+    def test_a_subagents_tool_uses_are_own_calls_and_its_words_are_not_text(self) -> None:
+        events = decode("claude", "own_claude_subagent.jsonl")
+        task, read = "toolu_mock139923324020944", "toolu_mock139923323870672"
+        assert [(kind, ref, name) for kind, ref, name, _ in own(events)] == [
+            ("call", task, "Task"),
+            ("call", read, "Read"),  # the subagent's
+            ("result", read, True),
+            ("result", task, True),
+        ]
+        assert own(events)[3][3].startswith("It says 7-4-1.\nagentId:")  # the result's text blocks
+        assert text_of(events) == "Done." and "read notes.txt" not in text_of(events)
+
+    def test_an_mcp_servers_tool_is_an_own_call_by_its_mcp_name(self) -> None:
+        events = decode("claude", "own_claude_mcp.jsonl")
+        assert own(events) == [
+            ("call", "toolu_mock139752090074704", "mcp__vault__launch_code", {}),
+            ("result", "toolu_mock139752090074704", True, '{"result":"the vault says 7-4-1"}'),
+        ]
+
+    def test_crews_own_tools_natively_are_not_the_clis(self) -> None:
+        use = {"type": "tool_use", "id": "toolu_1", "name": "mcp__crew__read_file", "input": {"path": "a"}}
+        done = {"type": "tool_result", "tool_use_id": "toolu_1", "content": "A TEXT"}
+        decoder = ClaudeDecoder()
+        events = decoder.decode(json.dumps({"type": "assistant", "message": {"id": "m", "content": [use]}}))
+        events += decoder.decode(json.dumps({"type": "user", "message": {"role": "user", "content": [done]}}))
+        assert own(events) == []
+
+    def test_an_own_tools_output_is_bounded(self) -> None:
+        done = {"type": "tool_result", "tool_use_id": "toolu_1", "content": "x" * (OUTPUT_CHARS + 5)}
+        [result] = ClaudeDecoder().decode(json.dumps({"type": "user", "message": {"content": [done]}}))
+        assert isinstance(result, OwnResult)
+        assert (len(result.output), result.truncated) == (OUTPUT_CHARS, True)
 
     def test_partial_messages_give_the_text_once(self) -> None:
         events = decode("claude", "claude_stream_partial.jsonl")
@@ -221,9 +303,26 @@ class TestGemini:
         assert events[0] == Session("8f9b0b9a-7e54-4ddc-9aed-173675d437f5", "gemini-2.5-pro")
         first_end = next(i for i, e in enumerate(events) if isinstance(e, MessageEnd))
         assert text_of(events[:first_end]) == "Running a tool."
-        assert {"native_tool_use", "native_tool_result"} <= set(notices(events))
+        ref = "run_shell_command__run_shell_command_1795320380738_0"
+        assert own(events) == [
+            ("call", ref, "run_shell_command", {"command": "echo hello-from-tool", "description": "Echo test"}),
+            ("result", ref, True, "hello-from-tool"),
+        ]
         assert "hello-from-tool" not in text_of(events)
         assert only(Usage, events) == [Usage(200, 40)] and events[-1] == Done()
+
+    def test_its_own_tools_succeed_or_fail_as_it_reports(self) -> None:
+        events = decode("gemini", "own_gemini_stream.jsonl")
+        assert [(kind, name) for kind, _, name, _ in own(events)] == [
+            ("call", "write_file"),
+            ("result", True),
+            ("call", "run_shell_command"),
+            ("result", False),  # not registered in headless auto_edit mode: gemini says so
+            ("call", "read_file"),
+            ("result", True),
+        ]
+        assert own(events)[0][3] == {"file_path": "w.txt", "content": "written\n"}
+        assert own(events)[3][3].startswith('Tool "run_shell_command" not found')
 
     def test_cached_tokens_come_from_the_stats(self) -> None:
         line = json.dumps(
@@ -256,10 +355,35 @@ class TestCodex:
         )
         assert CodexDecoder().decode(line)[0] == Usage(50, 5, cached_tokens=30, cumulative=True)
 
-    def test_a_native_command_is_not_text(self) -> None:
+    def test_a_native_command_is_an_own_call_not_text(self) -> None:
         events = decode("codex", "codex.jsonl")
         assert text_of(events) == "Tool said hello. " + MOCK_REPLY
-        assert notices(events).count("native_command_execution") == 2
+        assert own(events) == [
+            ("call", "item_0", "exec_command", {"command": "/bin/bash -lc 'echo hello-from-tool'"}),
+            ("result", "item_0", True, "hello-from-tool\n"),
+        ]
+        assert only(OwnResult, events)[0].exit_code == 0
+
+    @pytest.mark.parametrize(
+        "name, call, output",
+        [
+            (
+                "codex_command",
+                ("exec_command", {"command": "/bin/bash -lc 'echo made > made.txt; cat notes.txt'"}),
+                "secret 7-4-1\n",
+            ),
+            (
+                "codex_patch",
+                ("apply_patch", {"changes": [{"path": "/tmp/cap-_dpuufjv/work/made.txt", "kind": "add"}]}),
+                "add /tmp/cap-_dpuufjv/work/made.txt",
+            ),
+            ("codex_mcp", ("mcp__vault__launch_code", {}), "the vault says 7-4-1"),
+        ],
+    )
+    def test_its_commands_patches_and_mcp_calls_are_own_calls(self, name, call, output) -> None:
+        events = decode("codex", f"own_{name}.jsonl")
+        assert own(events) == [("call", "item_0", *call), ("result", "item_0", True, output)]
+        assert text_of(events) == "Made it." if name != "codex_mcp" else "The vault says 7-4-1."
 
     def test_a_failed_turn(self) -> None:
         decoder = decoder_for("codex")

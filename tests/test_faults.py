@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from crewbridge.jsonio import MAX_DEPTH
+from crewbridge.base.jsonio import MAX_DEPTH
 from crewcli import (
     CREW,
     FakeModel,
@@ -222,7 +222,7 @@ def test_ctrl_c_ends_every_cli_closes_the_transcript_and_exits_130(agents, tmp_p
     [transcript] = runs.glob("*.jsonl")
     last = json.loads(transcript.read_text().splitlines()[-1])
     assert last["kind"] == "end", transcript.read_text()[-3000:]
-    assert (last["kind"], last["status"]) == ("end", "interrupted")
+    assert (last["kind"], last["status"]) == ("end", "cancelled")
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
@@ -327,7 +327,7 @@ def test_no_secret_from_crew_yaml_is_on_disk_after_runs(model, tmp_path, env):
 
 def interrupted_while_loading(tmp_path: Path, env: dict[str, str], *args: str, views: Path | None = None):
     """`crew query ARGS…` with a Ctrl-C landing while the `crew` entry point imports click's CLI
-    (crewbridge.early may have started a CLI by then). With `views`, the sandbox makes its views of
+    (crewbridge.terminal.early may have started a CLI by then). With `views`, the sandbox makes its views of
     state folders there, and those present as the Ctrl-C comes are listed in tmp_path/seen."""
     prelude = ""
     if views is not None:
@@ -362,7 +362,7 @@ def test_ctrl_c_while_crew_is_still_loading_exits_130_without_a_traceback(tmp_pa
 
 @pytest.mark.needs("bwrap")
 def test_ctrl_c_while_crew_is_still_loading_leaves_no_view_of_the_clis_state_behind(tmp_path, env):
-    # crewbridge.early has started claude in bwrap, with a view of its state folder, when the Ctrl-C
+    # crewbridge.terminal.early has started claude in bwrap, with a view of its state folder, when the Ctrl-C
     # lands; crew exits at once (os._exit): the CLI must be gone and its view removed.
     executable(tmp_path / "bin" / "claude", HANGS)
     views = tmp_path / "views"
@@ -554,7 +554,7 @@ def test_a_lone_surrogate_in_a_call_reaches_the_model_and_the_transcript_escaped
     record = run_file(env).read_bytes()
     assert b'"path": "a\\udc80b"' in record  # escaped in the JSON, so the file is UTF-8
     record.decode("utf-8")
-    assert [e["input"] for e in events(run_file(env), "tool_call")] == [{"path": "a\udc80b"}]
+    assert [e["input"] for e in events(run_file(env), "call")] == [{"path": "a\udc80b"}]
     if output:
         json.loads(done.stdout.splitlines()[-1])  # what --json/--jsonl print is JSON still
 
@@ -569,12 +569,12 @@ def test_a_file_name_that_is_not_utf8_is_listed_read_and_recorded_escaped(model,
     assert (done.returncode, done.stdout) == (0, "Read it.\n"), done.stderr
     follow_up = model.prompts[1]
     assert "caf\\udce9.txt" in follow_up and "latin-1 named" in follow_up  # the model reads the escape
-    results = {e["name"]: e["result"] for e in events(run_file(env), "tool_result")}  # in the order they ended
+    results = {e["name"]: e for e in events(run_file(env), "result")}  # in the order they ended
     listed, read = results["crew:list_files"], results["crew:read_file"]
     assert listed["success"] and read["success"] and read["data"]["content"] == "latin-1 named\n"
     assert b'"path": "caf\\udce9.txt"' in run_file(env).read_bytes()  # recorded escaped
-    shown = run_crew(["log", "show", "last"], env=env, cwd=work)
-    assert shown.returncode == 0 and "caf\\udce9.txt" in shown.stdout
+    shown = run_crew(["log", "show", "last"], env=env, cwd=work)  # as the live tool line showed it
+    assert shown.returncode == 0 and "→ crew:read_file caf\ufffd.txt" in shown.stdout, shown.stdout
 
 
 @pytest.mark.slow
@@ -630,7 +630,7 @@ def test_transcripts_read_back_skip_a_record_nested_past_the_limit(model, tmp_pa
     assert listed.returncode == 0 and path.stem in listed.stdout
     shown = run_crew(["log", "show", "--json", path.stem], env=env, cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
-    corrupt = [e for e in map(json.loads, shown.stdout.splitlines()) if e["kind"] == "corrupt"]
+    corrupt = [e for e in map(json.loads, shown.stdout.splitlines()) if e["kind"] == "unreadable"]
     assert [e["error"] for e in corrupt] == [f"JSON nested more than {MAX_DEPTH} levels deep; send flatter data"] * 2
     model.script("Again.")
     resumed = run_crew(["query", "--config", str(model.config), "--continue", "@fake go on"], env=env, cwd=tmp_path)

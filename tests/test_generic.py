@@ -8,8 +8,8 @@ import pytest
 from crewbridge.providers.base import Turn
 from crewbridge.providers.generic import GenericProvider, GenericSpec
 
+from crewbridge.base.decoded import Failure, MessageEnd, Session, Text
 from crewbridge.errors import ConfigKeyError
-from crewbridge.events import Failure, MessageEnd, Session, Text
 
 
 def provider(**spec) -> GenericProvider:

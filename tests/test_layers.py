@@ -11,17 +11,25 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = {
-    "crewbridge": ROOT / "crewbridge",
-    "crewbridge.conversations": ROOT / "crewbridge" / "conversations",
-    "crewbridge.mcp": ROOT / "crewbridge" / "mcp",
-    "crewbridge.acp": ROOT / "crewbridge" / "acp",
-    "crewbridge.sandbox": ROOT / "crewbridge" / "sandbox",
-    "crewbridge.ui": ROOT / "crewbridge" / "ui",
-    "crewbridge.batch": ROOT / "crewbridge" / "batch",
-    "crewbridge.providers": ROOT / "providers",
-    "crewbridge.tools": ROOT / "tools",
-}
+
+
+def _packages() -> dict[str, Path]:
+    """crew's packages and their folders, as setup.cfg lists and maps them (package_dir)."""
+    import configparser
+
+    setup = configparser.ConfigParser()
+    setup.read(ROOT / "setup.cfg")
+    options = setup["options"]
+    mapped = dict(line.split(" = ") for line in options["package_dir"].strip().splitlines())
+    found = {}
+    for package in options["packages"].split():
+        folder = ROOT / mapped[package] if package in mapped else ROOT / package.replace(".", "/")
+        if (folder / "__init__.py").exists() and not package.endswith((".prompts", ".static", ".recipes")):
+            found[package] = folder
+    return found
+
+
+PACKAGES = _packages()
 
 
 @dataclass(frozen=True)

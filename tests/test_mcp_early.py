@@ -31,7 +31,7 @@ ENGINE = (
     "crewbridge.cli",
     "crewbridge.config",
     "crewbridge.mcp.server",
-    "crewbridge.registry",
+    "crewbridge.toolkit.registry",
     "crewbridge.sandbox",
     "yaml",
     "jsonschema",

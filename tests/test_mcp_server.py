@@ -1,7 +1,7 @@
 """`crew mcp`, the MCP server: driven by the official MCP SDK's own client over stdio and streamable
 HTTP (initialize, tools/list, tools/call, progress, cancel, background jobs, jobs per session).
-Agents are the offline `demo` and small fake CLIs. What a client should never send: test_mcp_core.py,
-test_mcp_stdio.py, test_mcp_http.py."""
+Agents are the offline `demo` and small fake CLIs. What a client should never send: test_protocol_mcp.py,
+test_mcp_stdio.py, test_protocol_mcp_http.py."""
 
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from crewbridge.config import Config, default_agents
-from crewbridge.mcp.core import INTERNAL_ERROR, PROTOCOL_VERSIONS
 from crewbridge.mcp.server import McpServer
+from crewbridge.protocol.mcp import INTERNAL_ERROR, PROTOCOL_VERSIONS
 from crewcli import CREW, end_group, run_crew, running, start_crew, write_config
 from mcpfakes import env_for, gone, mcp_project, slow_pid
 
@@ -104,7 +104,7 @@ def test_tool_calls_give_crews_results_and_errors(project, tmp_path):
 
 
 @pytest.mark.slow
-def test_an_agents_policy_governs_the_clients_calls_and_the_transcript_records_them(project, tmp_path):
+def test_an_agents_policy_governs_the_clients_calls_and_the_record_has_them(project, tmp_path):
     async def main():
         async with session(serve(project, tmp_path, "--policy-of", "guarded")) as client:
             names = [tool.name for tool in (await client.list_tools()).tools]
@@ -119,14 +119,20 @@ def test_an_agents_policy_governs_the_clients_calls_and_the_transcript_records_t
     log = run_crew(["log"], env=env_for(tmp_path), cwd=project)
     run_id = log.stdout.split()[0]
     events = run_crew(["log", "show", "--json", run_id], env=env_for(tmp_path), cwd=project).stdout
-    calls = [e for e in map(json.loads, events.splitlines()) if e["kind"].startswith("tool_")]
-    assert [(e["kind"], e["name"], e["agent"]) for e in calls] == [
-        ("tool_call", "list_files", "guarded"),
-        ("tool_result", "list_files", "guarded"),
-        ("tool_call", "read_file", "guarded"),
-        ("tool_result", "read_file", "guarded"),
+    calls = [e for e in map(json.loads, events.splitlines()) if e["kind"] in ("call", "decision", "result")]
+    assert [(e["kind"], e["call"], e.get("name"), e["agent"]) for e in calls] == [
+        ("call", "c1", "list_files", "guarded"),
+        ("decision", "c1", None, "guarded"),
+        ("result", "c1", "list_files", "guarded"),
+        ("call", "c2", "read_file", "guarded"),
+        ("decision", "c2", None, "guarded"),
+        ("result", "c2", "read_file", "guarded"),
     ]
-    assert json.loads(events.splitlines()[0])["command"] == "mcp"
+    assert calls[0]["via"] == "mcp"
+    assert (calls[1]["decision"], calls[1]["by"]) == ("refused", "nobody")  # nobody could be asked
+    assert (calls[4]["decision"], calls[4].get("by", "policy")) == ("allowed", "policy")  # the default, left out
+    start = json.loads(events.splitlines()[0])
+    assert (start["command"], start["agents"], start["cwd"]) == ("mcp", ["guarded"], str(project))
 
 
 @pytest.mark.slow

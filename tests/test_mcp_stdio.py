@@ -11,8 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from crewbridge.mcp.core import BUSY, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, NOT_INITIALIZED, PARSE_ERROR
 from crewbridge.mcp.stdio import BACKLOG, MAX_LINE, WORKERS
+from crewbridge.protocol.mcp import (
+    BUSY,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    NOT_INITIALIZED,
+    PARSE_ERROR,
+)
 from crewcli import CREW, end_group, start_crew
 from mcpfakes import env_for, gone, mcp_project, slow_pid
 

@@ -19,15 +19,15 @@ from crewbridge.providers.codex import CodexProvider
 from crewbridge import providers
 from crewbridge.bridge import Bridge
 from crewbridge.config import load_config
-from crewbridge.doctor import OK, diagnose
 from crewbridge.errors import ConfigError, UsageError
+from crewbridge.terminal.doctor import OK, diagnose
 
 PLUGIN_MODULE = '''
 import json
 import os
 import sys
 from crewbridge.providers.generic import GenericProvider, GenericSpec
-from crewbridge.functions import tool
+from crewbridge.toolkit.functions import tool
 
 class EchoProvider(GenericProvider):
     """A CLI that always answers the same."""
@@ -247,7 +247,7 @@ def test_each_cli_gets_its_own_logins_and_what_crew_sets_for_it_and_no_other_ven
     from crewbridge.providers.base import cli_environment
     from crewbridge.providers.gemini import GeminiProvider
 
-    from crewbridge.childenv import without_secrets
+    from crewbridge.system.childenv import without_secrets
 
     keys = {"ANTHROPIC_API_KEY": "a", "OPENAI_API_KEY": "o", "GEMINI_API_KEY": "g", "MY_GATEWAY_KEY": "m"}
     codex_home = tmp_path / "codex"

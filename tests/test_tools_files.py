@@ -14,7 +14,7 @@ import pytest
 from crewbridge.tools import builtin_registry, files
 from crewbridge.tools.files import MAX_ENTRIES
 
-from crewbridge.registry import ToolContext
+from crewbridge.toolkit.registry import ToolContext
 from swapping import swapped
 
 REGISTRY = builtin_registry()
@@ -642,7 +642,7 @@ def test_a_path_swapped_for_a_link_while_the_editor_reads_fails_the_call(work: P
 
 def test_a_folder_swapped_and_swapped_back_while_the_editor_reads_fails_the_call(work: Path) -> None:
     """The swap is undone before the editor answers: the name leads where it did, but what the
-    editor read may have been elsewhere (crewbridge.beneath.by_name saw the renames)."""
+    editor read may have been elsewhere (crewbridge.system.beneath.by_name saw the renames)."""
     (work / "d").mkdir()
     (work / "d" / "notes.txt").write_text("inside\n")
     (work.parent / "outside" / "notes.txt").write_text("TOPSECRET\n")

@@ -10,7 +10,7 @@ from crewbridge.tools import builtin_registry
 from crewbridge.tools.files import READ_SCHEMA
 from crewbridge.tools.meta import crew_help
 
-from crewbridge.registry import ToolContext, ToolFailure, ToolRegistry
+from crewbridge.toolkit.registry import ToolContext, ToolFailure, ToolRegistry
 
 
 def help_call(registry: ToolRegistry, tmp_path: Path, **data: Any) -> dict[str, Any]:

@@ -11,7 +11,7 @@ import pytest
 from crewbridge.tools import builtin_registry, search
 from crewbridge.tools.search import LINE_WIDTH, MAX_MATCHES
 
-from crewbridge.registry import ToolContext
+from crewbridge.toolkit.registry import ToolContext
 
 REGISTRY = builtin_registry()
 

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from crewbridge.tools import builtin_registry
 
-from crewbridge.registry import ToolContext
 from crewbridge.sandbox import Sandbox, Sandboxing
+from crewbridge.toolkit.registry import ToolContext
 
 REGISTRY = builtin_registry()
 

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from crewbridge.tools import builtin_registry
 
-from crewbridge.registry import ToolContext
-from crewbridge.skills import Skill, parse
+from crewbridge.base.skills import Skill, parse
+from crewbridge.toolkit.registry import ToolContext
 
 REGISTRY = builtin_registry()
 

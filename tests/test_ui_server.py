@@ -14,10 +14,12 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from crewbridge import uilink
-from crewbridge.transcript import Transcript, read_run
+from crewbridge.record import events as ev
+from crewbridge.record.stream import Record
+from crewbridge.record.transcript import Transcript, read_run
+from crewbridge.ui import link as uilink
+from crewbridge.ui.link import BrowserChannel, socket_path
 from crewbridge.ui.server import Ui
-from crewbridge.uilink import BrowserChannel, socket_path
 from crewcli import crew_env, end_group, error_line, run_crew, start_crew
 from gitrepo import git, make_repo, write
 from runfiles import write_run
@@ -73,6 +75,23 @@ class Browser:
         data = json.dumps(body or {}).encode()
         status, _, answer = self.request("POST", path, data, Content_Length=str(len(data)), **sent)
         return status, answer
+
+
+def recorded(command: str, task: str, agents: tuple[str, ...] = ("claude",)) -> Record:
+    """A run of this process, written down as crew writes one, attending a crew ui as crew's faces join it."""
+    import os
+
+    record = Record()
+    record.keep(Transcript.create(record.run))
+    record.emit(ev.Start(run=record.run, at=ev_now(), command=command, agents=list(agents), task=task, pid=os.getpid()))
+    uilink.attend(record)
+    return record
+
+
+def ev_now() -> str:
+    from crewbridge.record.stream import now
+
+    return now()
 
 
 @pytest.fixture
@@ -213,36 +232,61 @@ def test_a_runs_events_stream_whole_and_end(ui):
     events = [
         json.loads(block.split("data: ", 1)[1]) for block in data.decode().split("\n\n") if "event: event" in block
     ]
-    assert [event["kind"] for event in events] == ["start", "prompt", "tool_call", "tool_result", "answer", "end"]
-    assert data.decode().rstrip().endswith("event: end\ndata: {}")
+    assert [event["kind"] for event in events] == ["start", "turn", "call", "result", "answer", "end"]
+    assert events[2]["call"] == events[3]["call"]  # a result finds its call by id, a version 0 record's too
+    assert data.decode().rstrip().endswith('event: end\ndata: {"status": "done"}')
 
 
-def test_a_live_runs_events_arrive_as_they_are_written(ui):
-    transcript = Transcript.open(command="query", agents=["claude"], task="live")
+def test_a_run_that_died_ends_its_stream_with_what_it_wrote_last(ui):
+    run = write_run(socket_path().parent / "runs", "20250101-000000-abc123", end=None, pid=(1 << 22) + 1)
+    _, _, data = Browser(ui).sign_in().request("GET", f"/api/runs/{run}/events")
+    blocks = data.decode().split("\n\n")
+    kinds = [json.loads(b.split("data: ", 1)[1])["kind"] for b in blocks if "event: event" in b]
+    assert kinds == ["start", "turn", "call", "result"]
+    assert data.decode().rstrip().endswith('event: end\ndata: {"status": "unfinished"}')
+
+
+def test_a_live_runs_events_arrive_as_they_are_written_the_models_text_among_them(ui):
+    record = recorded("query", "live")
     browser = Browser(ui).sign_in()
     got: list[bytes] = []
-    reader = threading.Thread(
-        target=lambda: got.append(browser.request("GET", f"/api/runs/{transcript.run_id}/events")[2])
-    )
+    reader = threading.Thread(target=lambda: got.append(browser.request("GET", f"/api/runs/{record.run}/events")[2]))
     reader.start()
     time.sleep(0.3)
-    transcript.write("tool_call", agent="claude", name="crew:read_file", input={"path": "a"})
-    transcript.close("ok")
+    record.emit(ev.Text(agent="claude", text="I'll read a."))
+    record.emit(ev.Call(agent="claude", call=record.next_call(), name="crew:read_file", input={"path": "a"}))
+    record.end("done")
     reader.join(30)
-    kinds = [json.loads(b.split("data: ", 1)[1])["kind"] for b in got[0].decode().split("\n\n") if "event: event" in b]
-    assert kinds == ["start", "tool_call", "end"]
+    events = [json.loads(b.split("data: ", 1)[1]) for b in got[0].decode().split("\n\n") if "event: event" in b]
+    assert [event["kind"] for event in events] == ["start", "text", "call", "end"]
+    assert events[1]["text"] == "I'll read a." and events[2]["call"] == "c1"
+
+
+def test_a_page_opened_mid_reply_has_the_reply_from_its_first_word(ui):
+    record = recorded("query", "long reply")
+    for word in ["It ", "goes ", "on ", "and ", "on."]:
+        record.emit(ev.Text(agent="claude", text=word))
+    browser = Browser(ui).sign_in()
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(browser.request("GET", f"/api/runs/{record.run}/events")[2]))
+    reader.start()
+    time.sleep(0.3)
+    record.end("done")
+    reader.join(30)
+    texts = [json.loads(b.split("data: ", 1)[1]) for b in got[0].decode().split("\n\n") if '"kind":"text"' in b]
+    assert "".join(text["text"] for text in texts) == "It goes on and on."
 
 
 def test_a_worktrees_diff_comes_from_the_git_folder_crew_recorded_and_runs_no_filter(ui, tmp_path):
     """The agent points its worktree's `.git` at a repository it made, whose config has a clean
     filter its attributes name (and fsmonitor): the page's diff is the worktree's against its base,
     by the git folders crew recorded, and nothing of the trap runs."""
-    from crewbridge.worktrees import make
+    from crewbridge.work.worktrees import make
 
     repo = make_repo(tmp_path / "repo", {"notes.txt": "deploy: Friday\n"})
-    transcript = Transcript.open(command="execute", agents=["claude"], task="edit")
-    made = make(repo, transcript.run_id, ["claude"])
-    made.announce(transcript, lambda *said: None)
+    record = recorded("execute", "edit")
+    made = make(repo, record.run, ["claude"])
+    made.changed(made.worktrees[0], record)  # as the run's end records it: where it worked, its git folders
     worktree = made.worktrees[0].path
     pwned = tmp_path / "pwned"
     trap = make_repo(tmp_path / "trap", {"x.txt": "x\n"})
@@ -251,11 +295,11 @@ def test_a_worktrees_diff_comes_from_the_git_folder_crew_recorded_and_runs_no_fi
     write(worktree, {".gitattributes": "* filter=evil\n", "notes.txt": "deploy: Tuesday\n"})
     (worktree / ".git").unlink()
     (trap / ".git").rename(worktree / ".git")
-    shown = Browser(ui).sign_in().get_json(f"/api/runs/{transcript.run_id}/diff?agent=claude")
+    shown = Browser(ui).sign_in().get_json(f"/api/runs/{record.run}/diff?agent=claude")
     assert "-deploy: Friday\n+deploy: Tuesday" in shown["diff"] and "+* filter=evil" in shown["diff"]
-    assert "x.txt" not in shown["diff"] and shown["apply"] == f"crew apply {transcript.run_id} claude"
+    assert "x.txt" not in shown["diff"] and shown["apply"] == f"crew apply {record.run} claude"
     assert not list(tmp_path.glob("pwned*"))
-    transcript.close("ok")
+    record.end("done")
 
 
 def test_usage_is_the_same_as_crew_log_by_agent(ui, tmp_path):
@@ -298,7 +342,7 @@ def test_a_batch_database_that_cannot_be_read_is_said_so(tmp_path, monkeypatch):
 
 def ask_on_thread(run_id: str, deadline: float = 60.0):
     """A run's question about write_file, asked on the browser from a thread; its verdict lands in the list."""
-    from crewbridge.approval import Question
+    from crewbridge.system.approval import Question
 
     got: list = []
     channel = BrowserChannel(run_id)
@@ -320,25 +364,25 @@ def open_questions(browser: Browser, count: int = 1) -> list[dict]:
 
 @pytest.mark.parametrize("verdict", ["yes", "no", "always"])
 def test_a_question_is_answered_from_the_page_once(ui, verdict):
-    transcript = Transcript.open(command="execute", agents=["claude"], task="write")
-    _, thread, got = ask_on_thread(transcript.run_id)
+    record = recorded("execute", "write")
+    _, thread, got = ask_on_thread(record.run)
     browser = Browser(ui).sign_in()
     [question] = open_questions(browser)
     assert QUESTION_ID.match(question["id"]) and question["tool"] == "write_file"
-    assert question["input"] == {"path": "a.txt", "content": "hi\n"} and question["run"] == transcript.run_id
+    assert question["input"] == {"path": "a.txt", "content": "hi\n"} and question["run"] == record.run
     assert browser.post(f"/api/questions/{question['id']}", {"verdict": verdict})[0] == 200
     thread.join(30)
     assert got == [verdict]
     status, answer = browser.post(f"/api/questions/{question['id']}", {"verdict": "yes"})
     assert status == 409 and b"already answered" in answer
-    transcript.close("ok")
+    record.end("done")
 
 
 def test_a_question_reaches_the_page_with_nothing_in_it_hidden(ui):
-    from crewbridge.approval import Question
+    from crewbridge.system.approval import Question
 
-    transcript = Transcript.open(command="execute", agents=["claude"], task="run")
-    channel = BrowserChannel(transcript.run_id)
+    record = recorded("execute", "run")
+    channel = BrowserChannel(record.run)
     command = "ls -la" + " " * 220 + "; echo owned > pwned.txt\n\x1b[8mrm -rf ~\u202e"
     question = Question("claude", "native:Bash\u200b", {"command": command, "note": "a\nb"})
     thread = threading.Thread(target=channel.ask, args=(question, time.monotonic() + 60))
@@ -355,14 +399,14 @@ def test_a_question_reaches_the_page_with_nothing_in_it_hidden(ui):
     }
     channel.withdraw()
     thread.join(30)
-    transcript.close("ok")
+    record.end("done")
 
 
 def test_an_answer_elsewhere_shows_on_the_page(ui):
-    from crewbridge.approval import Answer, Question
+    from crewbridge.system.approval import Answer, Question
 
-    transcript = Transcript.open(command="execute", agents=["claude"], task="write")
-    channel = BrowserChannel(transcript.run_id)
+    record = recorded("execute", "write")
+    channel = BrowserChannel(record.run)
     question = Question("claude", "write_file", {"path": "a"})
     thread = threading.Thread(target=channel.ask, args=(question, None))
     thread.start()
@@ -380,7 +424,7 @@ def test_an_answer_elsewhere_shows_on_the_page(ui):
         "no",
         "terminal",
     )
-    transcript.close("ok")
+    record.end("done")
 
 
 def test_a_question_in_the_name_of_a_run_another_process_runs_is_not_shown(ui):
@@ -391,17 +435,30 @@ def test_a_question_in_the_name_of_a_run_another_process_runs_is_not_shown(ui):
 
 
 def test_cancel_from_the_page_reaches_the_run(ui):
-    transcript = Transcript.open(command="query", agents=["claude"], task="long")
+    record = recorded("query", "long")
     ended = threading.Event()
-    transcript.on_cancel(ended.set)
+    record.on_cancel(ended.set)
     browser = Browser(ui).sign_in()
     deadline = time.monotonic() + 30
-    while not browser.get_json(f"/api/runs/{transcript.run_id}")["attended"] and time.monotonic() < deadline:
+    while not browser.get_json(f"/api/runs/{record.run}")["attended"] and time.monotonic() < deadline:
         time.sleep(0.02)
-    assert browser.post(f"/api/runs/{transcript.run_id}/cancel")[0] == 200
+    assert browser.post(f"/api/runs/{record.run}/cancel")[0] == 200
     assert ended.wait(30)
-    transcript.close("failed")
-    assert read_run(transcript.run_id)[-1]["status"] == "cancelled"
+    record.end("failed")
+    events = read_run(record.run)
+    assert isinstance(events[-2], ev.Cancel) and events[-2].source == "browser"
+    assert isinstance(events[-1], ev.End) and events[-1].status == "cancelled"
+
+
+def test_a_run_waiting_for_an_answer_is_listed_waiting(ui):
+    record = recorded("execute", "write")
+    record.emit(ev.Ask(agent="claude", call="c1", name="write_file", input={"path": "a"}))
+    browser = Browser(ui).sign_in()
+    assert browser.get_json(f"/api/runs/{record.run}")["status"] == "waiting"
+    record.emit(ev.Approval(agent="claude", call="c1", name="write_file", answer="yes", source="terminal"))
+    assert browser.get_json(f"/api/runs/{record.run}")["status"] == "running"
+    record.end("done")
+    assert browser.get_json(f"/api/runs/{record.run}")["status"] == "done"
 
 
 # -- crew ui, as a person starts it ----------------------------------------------------------------

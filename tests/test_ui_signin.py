@@ -14,9 +14,9 @@ import pytest
 from crewbridge.errors import UsageError
 from crewbridge.sandbox import Confinement, Sandbox, spawn
 from crewbridge.ui import signin
+from crewbridge.ui.link import Lines, connect, send, socket_path
 from crewbridge.ui.server import Ui
 from crewbridge.ui.signin import CODE_LIFE, DETACHED, GRACE, ROTATE, SignIns, new_link
-from crewbridge.uilink import Lines, connect, send, socket_path
 
 TOKEN = "signin-test-token-0123456789"
 

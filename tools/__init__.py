@@ -8,7 +8,7 @@ from crewbridge.tools.search import grep
 from crewbridge.tools.shell import run_command
 from crewbridge.tools.skills import skill
 
-from crewbridge.registry import DEFAULT_PREFIX, ToolRegistry
+from crewbridge.toolkit.registry import DEFAULT_PREFIX, ToolRegistry
 
 BUILTINS = [read_file, write_file, edit_file, list_files, grep, run_command, crew_help, skill]
 

@@ -3,7 +3,7 @@
 read_file and edit_file take a file's text from the editor's buffers (unsaved changes too) when
 the run has an editor (`ToolContext.files`, crew acp): the path is resolved beneath the working
 directory as on the disk, and the editor is handed its real path only while crew watches every
-folder on it (crewbridge.beneath.by_name: a name swapped for a link meanwhile fails the call, and
+folder on it (crewbridge.system.beneath.by_name: a name swapped for a link meanwhile fails the call, and
 where crew cannot watch, the disk is read). Writes are crew's own, always: through the folder crew
 resolved and holds, never by a name the editor would look up again (an agent's shell swapping a
 folder for a symlink in a loop made the editor's writes land outside). The editor sees the new
@@ -23,11 +23,11 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
-from crewbridge import beneath
-from crewbridge.beneath import printable
-from crewbridge.functions import tool
-from crewbridge.paths import Place, place
-from crewbridge.registry import FileChange, ToolContext, ToolFailure
+from crewbridge.system import beneath
+from crewbridge.system.beneath import printable
+from crewbridge.toolkit.functions import tool
+from crewbridge.toolkit.paths import Place, place
+from crewbridge.toolkit.registry import FileChange, ToolContext, ToolFailure
 
 SNIFF_BYTES = 8192  # a NUL byte in this much of a file's start means binary (as git and grep say)
 LINE_LIMIT = 1 << 16  # bytes of a line kept: a longer one is cut, with a marker saying so
@@ -171,7 +171,7 @@ def _source(ctx: ToolContext, fd: int, path: str) -> BinaryIO:
 
 def _in_editor(ctx: ToolContext, fd: int, path: str) -> bytes | None:
     """The text of the file open as `fd` in the editor's buffer, read by its name while crew watches
-    that name (crewbridge.beneath.by_name); None when the run has no editor or crew cannot watch
+    that name (crewbridge.system.beneath.by_name); None when the run has no editor or crew cannot watch
     the name: then the disk, through `fd`."""
     files = ctx.files
     if files is None:

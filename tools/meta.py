@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from crewbridge.base.templates import render
 from crewbridge.errors import ToolNotFound
-from crewbridge.functions import tool
-from crewbridge.registry import ToolContext, ToolFailure
-from crewbridge.templates import render
+from crewbridge.toolkit.functions import tool
+from crewbridge.toolkit.registry import ToolContext, ToolFailure
 
 HELP_SCHEMA = {
     "type": "object",

@@ -22,10 +22,10 @@ from crewbridge.tools.files import (
     visible,
 )
 
-from crewbridge import beneath
-from crewbridge.functions import tool
-from crewbridge.paths import Place, place
-from crewbridge.registry import ToolContext, ToolFailure
+from crewbridge.system import beneath
+from crewbridge.toolkit.functions import tool
+from crewbridge.toolkit.paths import Place, place
+from crewbridge.toolkit.registry import ToolContext, ToolFailure
 
 if TYPE_CHECKING:
     import re2

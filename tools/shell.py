@@ -9,10 +9,10 @@ import subprocess
 import threading
 from typing import IO, Any
 
-from crewbridge.functions import tool
-from crewbridge.process import wait_exit
-from crewbridge.registry import ToolContext, ToolFailure
 from crewbridge.sandbox import spawn
+from crewbridge.system.process import wait_exit
+from crewbridge.toolkit.functions import tool
+from crewbridge.toolkit.registry import ToolContext, ToolFailure
 
 DRAIN_WAIT = 0.25  # after the group is ended, how long to wait for output still in the pipe
 

@@ -1,12 +1,12 @@
-"""Skill tool: a skill's instructions, read by the model once it has chosen the skill (crewbridge.skills)."""
+"""Skill tool: a skill's instructions, read by the model once it has chosen the skill (crewbridge.base.skills)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from crewbridge.functions import tool
-from crewbridge.registry import ToolContext, ToolFailure
-from crewbridge.skills import SKILL_TOOL, body, files, unknown
+from crewbridge.base.skills import SKILL_TOOL, body, files, unknown
+from crewbridge.toolkit.functions import tool
+from crewbridge.toolkit.registry import ToolContext, ToolFailure
 
 SKILL_SCHEMA = {
     "type": "object",

@@ -38,8 +38,9 @@ from crewbridge.acp.session import Serving, Session, new_session_id, runs_of, se
 from crewbridge.acp.wire import Courier, stdio
 from crewbridge.config import Config, load_config
 from crewbridge.errors import CrewError
-from crewbridge.native import SERVER
+from crewbridge.protocol.jsonrpc import INVALID_PARAMS
 from crewbridge.providers.base import McpServer
+from crewbridge.toolkit.native import SERVER
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -104,8 +105,8 @@ class CrewAgent(Agent):
         if not runs:
             raise _refused(f"session '{session_id}' not found; session/list lists crew's sessions")
         session = self._session(session_id, cwd, last_run=runs[-1].run_id, servers=_servers(mcp_servers))
-        agents, mode = runs[-1].fields.get("agents"), runs[-1].fields.get("mode")
-        if isinstance(agents, list) and agents and agents[0] in session.config.agents:
+        agents, mode = runs[-1].agents, runs[-1].mode
+        if agents and agents[0] in session.config.agents:
             session.choices = dataclasses.replace(session.choices, agent=agents[0])
         if mode in ("query", "execute"):
             session.choices = dataclasses.replace(session.choices, mode=str(mode))
@@ -226,7 +227,7 @@ class CrewAgent(Agent):
 
 def _refused(message: str) -> RequestError:
     """An error the editor shows as it is."""
-    return RequestError(-32602, message)
+    return RequestError(INVALID_PARAMS, message)
 
 
 def _servers(given: list[Any] | None) -> tuple[McpServer, ...]:
@@ -277,7 +278,7 @@ def serve(
         asyncio.run(_serve(agent, greeting.leftover if greeting else b""))
     finally:
         agent.close()
-        from crewbridge.process import end_all
+        from crewbridge.system.process import end_all
 
         end_all()
 

@@ -32,6 +32,7 @@ from acp.schema import (
 )
 
 from crewbridge.acp.wire import MAX_FRAME, StdioTransport
+from crewbridge.protocol.jsonrpc import METHOD_NOT_FOUND, PARSE_ERROR
 
 HELD, FAILED, NOT_EXERCISED = "held", "FAILED", "not exercised"
 ASKED = 2.0  # seconds the agent has to answer a malformed frame
@@ -209,8 +210,12 @@ class Checker:
     async def _malformed(self, agent: Agent) -> Result:
         name = "malformed frames get JSON-RPC errors"
         problems = []
-        for line, code in ((b"{not json\n", -32700), (b'{"jsonrpc":"2.0","id":"x1","method":"crew/none"}\n', -32601)):
-            answer = await agent.raw(line, functools.partial(_error_to, None if code == -32700 else "x1"))
+        frames = (
+            (b"{not json\n", PARSE_ERROR),
+            (b'{"jsonrpc":"2.0","id":"x1","method":"crew/none"}\n', METHOD_NOT_FOUND),
+        )
+        for line, code in frames:
+            answer = await agent.raw(line, functools.partial(_error_to, None if code == PARSE_ERROR else "x1"))
             if answer is None:
                 problems.append(f"no error answered {line.decode().strip()!r}")
             elif answer["error"].get("code") != code:

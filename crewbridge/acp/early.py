@@ -4,7 +4,7 @@ reads the answer. The answer needs none of them: the protocol version, crew's ca
 name. The SDK's agent answers it the same way (`hello`, validated there by the SDK's own model).
 
 As for `crew mcp` (crewbridge.mcp.early), only when nothing that loads could refuse to start
-(crewbridge.flags.unrefusable): no crew.yaml found, no sandbox mechanism named, and every argument
+(crewbridge.base.flags.unrefusable): no crew.yaml found, no sandbox mechanism named, and every argument
 one whose value cannot be refused (`--sandbox required` can: it is read by click, and refused
 before any answer). Nothing is imported here that the answer does not need: no typing, no pathlib,
 none of crew's JSON-RPC (a Python start and ~3 ms of imports come before the answer)."""
@@ -14,8 +14,8 @@ from __future__ import annotations
 import json
 import os
 
-from crewbridge import flags
-from crewbridge.jsonio import loads
+from crewbridge.base import flags
+from crewbridge.base.jsonio import loads
 from crewbridge.version import __version__
 
 TYPE_CHECKING = False  # typing itself is ~5 ms to import; type checkers read this name as True

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from acp import RequestError
 from acp.schema import PermissionOption
 
-from crewbridge.approval import Answer, Question, Verdict
-from crewbridge.registry import ToolFailure
+from crewbridge.system.approval import Answer, Question, Verdict
+from crewbridge.toolkit.registry import ToolFailure
 
 if TYPE_CHECKING:
     from crewbridge.acp.wire import Courier
@@ -99,7 +99,7 @@ class EditorChannel:
 
 
 class EditorFiles:
-    """The file tools' text (crewbridge.registry.Files) from the editor's buffers."""
+    """The file tools' text (crewbridge.toolkit.registry.Files) from the editor's buffers."""
 
     def __init__(self, session: Session) -> None:
         self.session = session

@@ -1,7 +1,7 @@
 """One ACP session: the folder it works in (its crew.yaml and trust apply), the choices the editor
 shows as pickers (agent, model, mode, reviewer, worktree), and its runs.
 
-A session is crew runs: each prompt is one (`command: acp` in its transcript, which names the
+A session is crew runs: each prompt is one (`command: acp` in its record, whose `parent` names the
 session), continuing the last one's conversations by the CLI's own resume (`resumed_from`), so a
 session survives a restart of the editor and of crew: loading it replays its transcripts and the
 next prompt continues where it ended. The first prompt's run has the session's id. A review starts
@@ -9,7 +9,6 @@ afresh each prompt (as `crew execute --review` does)."""
 
 from __future__ import annotations
 
-import itertools
 import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -27,6 +26,9 @@ from acp.schema import (
 
 from crewbridge.acp.editor import EditorChannel, EditorFiles
 from crewbridge.acp.updates import Updates, message, replayed
+from crewbridge.base.mentions import parse_mentions
+from crewbridge.base.options import RunOptions
+from crewbridge.base.stop import Stop
 from crewbridge.bridge import Bridge
 from crewbridge.errors import (
     BudgetExceeded,
@@ -37,21 +39,22 @@ from crewbridge.errors import (
     SandboxUnavailable,
     UsageError,
 )
-from crewbridge.mentions import parse_mentions
-from crewbridge.options import RunOptions
-from crewbridge.stop import Stop
-from crewbridge.transcript import RunSummary, Transcript, list_runs, new_run_id, read_run
+from crewbridge.record.events import Parent
+from crewbridge.record.ids import new_run_id
+from crewbridge.record.index import Row, Runs
+from crewbridge.record.transcript import read_run
+from crewbridge.ui.link import attend
 
 if TYPE_CHECKING:
     from crewbridge.acp.wire import Courier
     from crewbridge.api import Outcome
-    from crewbridge.approval import Question
     from crewbridge.config import Config
-    from crewbridge.loop import Progress
     from crewbridge.providers.base import McpServer
+    from crewbridge.record.events import Event
     from crewbridge.sandbox import Sandboxing
+    from crewbridge.system.approval import Question
 
-COMMAND = "acp"  # the transcripts' command: what makes a run a session's
+COMMAND = "acp"  # the records' command: what makes a run a session's
 MODE_NAMES = {"query": "Query (read-only)", "execute": "Execute (may write and run commands)"}
 TITLE = 80  # characters of the first task that name a session in a list
 
@@ -99,8 +102,7 @@ class Session:
         self.closed = False
         self.stop: Stop | None = None  # the running prompt's
         self.lock = threading.Lock()
-        self.numbers = itertools.count(1)  # of the tool calls shown
-        self.updates = Updates(cwd, config.prefix, numbers=self.numbers)
+        self.updates = Updates(cwd, config.prefix)
         self.channel = EditorChannel(self)
         self.bridge = Bridge(
             config,
@@ -109,6 +111,7 @@ class Session:
             approvals=[self.channel],
             files=EditorFiles(self) if files else None,
             mcp_servers=mcp_servers,
+            observers=[attend],
         )
 
     # --- the choices ------------------------------------------------------------------------
@@ -166,7 +169,6 @@ class Session:
         choices = self.choices
         task = text if _mentions(text) else f"{self._mention()} {text}"
         options = self._run_options()
-        transcript = Transcript()
         outcomes: list[Outcome] = []
         try:
             mentions = parse_mentions(task)[0]
@@ -179,28 +181,25 @@ class Session:
                     rounds=options.rounds if options.review else 0,
                     writer=writer,
                     reviewer=choices.reviewer,
-                    numbers=self.numbers,
                 )
                 for update in self.updates.opening():
                     self.courier.notify(update)
-            transcript = self._transcript(text, [m.agent for m in mentions], options)
             outcomes = self.bridge.run(
                 task,
                 choices.mode,  # type: ignore[arg-type]
                 options=options,
                 context=context,
-                transcript=transcript,
                 on_progress=self.show,
                 stop=stop,
+                run=None if self.last_run else self.id,  # the first prompt's run has the session's id
+                command=COMMAND,
+                parent=Parent(session=self.id),
             )
         except CrewError as exc:
-            transcript.write("error", message=str(exc))
             self.courier.notify(message(f"crew: {exc}"))
             return "refusal" if isinstance(exc, (ConfigError, SandboxUnavailable)) else "end_turn"
         finally:
-            failed = stop.is_set() or any(o.error for o in outcomes)
-            transcript.close("interrupted" if stop.is_set() else "failed" if failed else "ok")
-            self.last_run = transcript.run_id or self.last_run
+            self.last_run = next((o.run for o in outcomes if o.run), None) or self.last_run
             self.stop = None
         return self._ended(outcomes, stop)
 
@@ -226,19 +225,16 @@ class Session:
             return "max_turn_requests"
         return "end_turn"
 
-    def show(self, progress: Progress) -> None:
-        """A Progress event of the run, sent to the editor as its updates (in order)."""
+    def show(self, event: Event) -> None:
+        """An event of the run's record, sent to the editor as its updates (in order)."""
         with self.lock:
-            for update in self.updates.of(progress):
+            for update in self.updates.of(event):
                 self.courier.notify(update)
 
     def asked(self, question: Question) -> ToolCallUpdate:
-        """The tool call a permission request is about, shown now if it was not yet."""
+        """The tool call a permission request is about (shown already: the record has its start)."""
         with self.lock:
-            call, started = self.updates.asked(question.agent, question.tool, question.input)
-            if started is not None:
-                self.courier.notify(started)
-        return call
+            return self.updates.asked(question)
 
     def cancel(self) -> None:
         """Stop the running prompt: its CLIs' process groups are ended, its question withdrawn."""
@@ -264,21 +260,6 @@ class Session:
             review=review,
         )
 
-    def _transcript(self, task: str, agents: list[str], options: RunOptions) -> Transcript:
-        if not self.config.transcripts:
-            return Transcript()
-        return Transcript.open(
-            run_id=None if self.last_run else self.id,
-            secrets=self.config.provider_env(),
-            command=COMMAND,
-            mode=self.choices.mode,
-            agents=agents,
-            task=task,
-            acp_session=self.id,
-            workdir=str(self.cwd),
-            resumed_from=options.resume,
-        )
-
     def replay(self) -> None:
         """Send the session's history as updates (session/load)."""
         for run in runs_of(self.id):
@@ -299,27 +280,24 @@ def new_session_id() -> str:
     return new_run_id()
 
 
-def runs_of(session_id: str) -> list[RunSummary]:
+def runs_of(session_id: str) -> list[Row]:
     """The runs of session `session_id`, oldest first."""
-    runs = [
-        r for r in list_runs(None) if r.fields.get("command") == COMMAND and r.fields.get("acp_session") == session_id
-    ]
+    runs = [row for row in Runs().rows() if row.command == COMMAND and row.parent.get("session") == session_id]
     return sorted(runs, key=lambda run: run.run_id)
 
 
 def sessions(cwd: str | None = None) -> list[SessionInfo]:
-    """Every session crew has a transcript of (in `cwd`, when given), the last one used first."""
-    found: dict[str, list[RunSummary]] = {}
-    for run in list_runs(None):
-        session = run.fields.get("acp_session")
-        if run.fields.get("command") == COMMAND and isinstance(session, str):
-            if cwd is None or run.fields.get("workdir") == cwd:
-                found.setdefault(session, []).append(run)
+    """Every session crew has a record of (in folder `cwd`, when given: links resolved, as the
+    runs' own folders are), the last one used first."""
+    here = str(Path(cwd).resolve()) if cwd is not None else None
+    found: dict[str, list[Row]] = {}
+    for row in Runs().rows():
+        session = row.parent.get("session")
+        if row.command == COMMAND and session and (here is None or row.cwd == here):
+            found.setdefault(session, []).append(row)
     listed = []
     for session, runs in found.items():
         first, last = min(runs, key=lambda r: r.run_id), max(runs, key=lambda r: r.run_id)
-        title = (str(first.fields.get("task", "")).splitlines() or [""])[0][:TITLE]
-        listed.append(
-            SessionInfo(session_id=session, cwd=str(first.fields.get("workdir")), title=title, updated_at=last.started)
-        )
+        title = (first.task.splitlines() or [""])[0][:TITLE]
+        listed.append(SessionInfo(session_id=session, cwd=first.cwd, title=title, updated_at=last.started))
     return sorted(listed, key=lambda info: info.updated_at or "", reverse=True)

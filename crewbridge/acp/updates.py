@@ -1,13 +1,13 @@
-"""crew's Progress events as ACP `session/update`s: the model's text as `agent_message_chunk` (what a
-person sees of it: never a tool call's JSON), each tool call as `tool_call` then `tool_call_update`
-(a diff for every write), a review's rounds as `plan` entries, usage as `usage_update`."""
+"""A run's record as ACP `session/update`s, live and replayed alike: the model's text as
+`agent_message_chunk` (what a person sees of it: never a tool call's JSON), each tool call as
+`tool_call` then `tool_call_update`, matched by the record's call id (a diff for every write), a
+review's rounds as `plan` entries, usage as `usage_update`."""
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,9 +26,11 @@ from acp.schema import (
     UserMessageChunk,
 )
 
-from crewbridge.loop import PATH_KEYS, CallRecord, Progress
-from crewbridge.registry import ToolResult
-from crewbridge.visible import visible
+from crewbridge.base.visible import visible
+from crewbridge.engine.loop import PATH_KEYS
+from crewbridge.record import events as ev
+from crewbridge.system.approval import Question
+from crewbridge.toolkit.registry import ToolResult
 
 Update = AgentMessageChunk | UserMessageChunk | ToolCallStart | ToolCallProgress | AgentPlanUpdate | UsageUpdate
 SHOWN_OUTPUT = 20_000  # characters of a tool's result shown in its tool_call_update
@@ -59,18 +61,20 @@ def kind(tool: str) -> str:
 
 @dataclass
 class Call:
-    """A tool call shown to the editor: its id and what was asked."""
+    """A tool call shown to the editor: its id there and in the run's record, and what was asked."""
 
-    id: str
+    id: str  # the editor's: the run's id and the record's call id
     agent: str
     name: str  # crew's qualified name (crew:read_file), or native:NAME
     input: Any
+    own: bool = False  # one of the CLI's own tools
 
 
 @dataclass
 class Updates:
-    """One prompt's Progress events turned into updates. `workdir` makes paths absolute; `several`:
-    more than one agent answers (their text is headed by who speaks); `rounds`: the review's, if any."""
+    """A run's record turned into updates, live or replayed alike. `workdir` makes paths absolute;
+    `several`: more than one agent answers (their text is headed by who speaks); `rounds`: the
+    review's, if any."""
 
     workdir: Path
     prefix: str = "crew"
@@ -78,8 +82,11 @@ class Updates:
     rounds: int = 0
     writer: str = ""
     reviewer: str = ""
-    numbers: Iterator[int] = field(default_factory=itertools.count)  # the session's: tool call ids stay unique
-    _open: list[Call] = field(default_factory=list)  # calls started, not finished
+    run: str = ""  # the run's id (its `start` event's): tool call ids are unique in the session
+    _open: dict[str, Call] = field(default_factory=dict)  # calls started, not finished, by record id
+    _reviewing: set[str] = field(default_factory=set)  # agents whose part is a review's
+    _used: dict[str, int] = field(default_factory=dict)  # tokens per agent so far
+    _cost: dict[str, float] = field(default_factory=dict)
     _speaking: str = ""
     _plan: list[PlanEntry] = field(default_factory=list)
 
@@ -90,99 +97,98 @@ class Updates:
         self._plan = [self._round(1, "in_progress")]
         return [update_plan(self._plan)]
 
-    def of(self, progress: Progress) -> list[Update]:
-        """The updates one Progress event stands for (none for most of crew's notices)."""
-        kind_ = progress.kind
-        if kind_ == "text":
-            return self._text(progress.agent, progress.shown)
-        if kind_ == "call" and progress.call is not None:
-            return [self.start(progress.agent, progress.call.name, progress.call.input)]
-        if kind_ == "result" and progress.call is not None:
-            return self._result(progress.agent, progress.call)
-        if kind_ == "native" and progress.data is not None:
-            return self._native(progress.agent, progress.data)
-        if kind_ == "usage" and progress.usage is not None:
-            cost = progress.usage.cost_usd
-            return [
-                UsageUpdate(
-                    session_update="usage_update",
-                    used=progress.usage.tokens,
-                    size=progress.usage.context_window or 0,  # 0: the CLI does not say it (gemini)
-                    cost=Cost(amount=cost, currency="USD") if cost is not None else None,
-                )
-            ]
-        if kind_ == "review" and progress.data is not None:
-            return self._review(progress.agent, progress.data)
-        if kind_ in ("fallback", "resume", "notice", "warning", "sandbox") and progress.text:
-            return [message(f"\n_crew: {progress.text}_\n")]
+    def of(self, event: ev.Event) -> list[Update]:
+        """The updates one event of the record stands for (none for most of crew's notices)."""
+        agent = event.agent or ""
+        if isinstance(event, ev.Start):
+            self.run = event.run
+        elif isinstance(event, ev.Part):
+            (self._reviewing.add if event.role == "reviewer" else self._reviewing.discard)(agent)
+        elif isinstance(event, ev.Text):
+            return [] if agent in self._reviewing else self._text(agent, event.visible)
+        elif isinstance(event, ev.Call):
+            return [self._start(agent, event)]
+        elif isinstance(event, ev.Decision):
+            return self._decided(event)
+        elif isinstance(event, ev.Result):
+            return self._result(event)
+        elif isinstance(event, ev.Usage):
+            return [self._usage(agent, event)]
+        elif isinstance(event, ev.Review):
+            return self._review(agent, event)
+        elif isinstance(event, ev.Fallback):
+            return [message(f"\n_crew: @{agent} cannot answer ({event.reason}); @{event.to} takes over_\n")]
+        elif isinstance(event, (ev.Notice, ev.Resume)) and event.text:
+            return [message(f"\n_crew: {event.text}_\n")]
         return []
 
-    def start(self, agent: str, name: str, data: Any, native: bool = False) -> ToolCallStart:
+    def asked(self, question: Question) -> ToolCallUpdate:
+        """The call a permission request is about, as pending: the open one of the record (the
+        question's `call`), else one named by the question alone."""
+        found = self._open.get(question.call) if question.call else None
+        if found is None:
+            found = Call(f"{self.run}:ask-{len(self._open)}", question.agent, question.tool, question.input)
+        whole: list[Any] | None = None  # a title that had to be cut: the whole input is said in the body
+        if len(visible(self._heading(found))) > TITLE:
+            text = json.dumps(found.input, ensure_ascii=False, default=str)
+            whole = [tool_content(text_block(visible(text, SHOWN_OUTPUT)))]
+        return ToolCallUpdate(
+            tool_call_id=found.id,
+            title=self._title(found),
+            kind=kind(found.name),  # type: ignore[arg-type]
+            status="pending",
+            raw_input=found.input,
+            locations=self._locations(found.input),
+            content=whole,
+        )
+
+    def _start(self, agent: str, event: ev.Call) -> ToolCallStart:
         """A new tool call, shown in progress: its kind, title, where it reads or writes."""
-        call = Call(f"{agent}-{next(self.numbers)}", agent, name, data)
-        self._open.append(call)
+        own = event.via == "own"
+        call = Call(f"{self.run}:{event.call}", agent, event.name, event.input, own)
+        self._open[event.call] = call
         return start_tool_call(
             call.id,
             self._title(call),
-            kind=kind(name),  # type: ignore[arg-type]  # one of the kinds ACP names
+            kind=kind(call.name),  # type: ignore[arg-type]  # one of the kinds ACP names
             status="in_progress",
-            locations=self._locations(data),
-            raw_input=data,
-            content=_native_diff(self.workdir, data) if native else None,
+            locations=self._locations(event.input),
+            raw_input=event.input,
+            content=_native_diff(self.workdir, event.input) if own else None,
         )
 
-    def find(self, agent: str, name: str, data: Any = ...) -> Call | None:
-        """The open call of `agent` to `name` with `data` (any, when not given): the oldest, as calls
-        finish in order."""
-        short = name.rsplit(":", 1)[-1]
-        return next(
-            (
-                c
-                for c in self._open
-                if c.agent == agent and c.name.rsplit(":", 1)[-1] == short and (data is ... or c.input == data)
-            ),
-            None,
-        )
+    def _decided(self, event: ev.Decision) -> list[Update]:
+        """A refused call of the CLI's own is over (crew's own calls end with their result)."""
+        call = self._open.get(event.call)
+        if call is None or not call.own or not event.reason:
+            return []
+        del self._open[event.call]
+        return [update_tool_call(call.id, status="failed", content=[tool_content(text_block(event.reason))])]
 
-    def asked(self, agent: str, name: str, data: Any) -> tuple[ToolCallUpdate, ToolCallStart | None]:
-        """The call a permission request is about: the open one (crew's tool `name`, or
-        native:NAME), else one started now (the CLIs' own tools are asked about before they show)."""
-        call = self.find(agent, name, data)
-        started = None
-        if call is None:
-            native = name.startswith("native:")
-            started = self.start(agent, name if native else f"{self.prefix}:{name}", data, native=native)
-            call = self._open[-1]
-        whole: list[Any] | None = None  # a title that had to be cut: the whole input is said in the body
-        if len(visible(self._heading(call))) > TITLE:
-            whole = [tool_content(text_block(visible(json.dumps(data, ensure_ascii=False, default=str), SHOWN_OUTPUT)))]
-        shown = ToolCallUpdate(
-            tool_call_id=call.id,
-            title=self._title(call),
-            kind=kind(call.name),  # type: ignore[arg-type]
-            status="pending",
-            raw_input=data,
-            locations=self._locations(data),
-            content=whole,
-        )
-        return shown, started
-
-    def finish(self, call: Call, result: ToolResult) -> ToolCallProgress:
+    def _result(self, event: ev.Result) -> list[Update]:
         """The call done: completed or failed, with what it shows (a diff for a write)."""
-        self._open.remove(call)
-        return update_tool_call(
-            call.id,
-            status="completed" if result.success else "failed",
-            content=_content(result),
-            locations=self._locations(call.input, result),
-            raw_output=result.to_dict(),
-        )
+        call = self._open.pop(event.call, None)
+        if call is None:  # not seen starting (an event dropped by a bounded sink): nothing to finish
+            return []
+        result = ToolResult(event.success, event.data, event.error)
+        change = event.change
+        # the CLI's own write or edit that went well: the diff its input asked for, shown when it started
+        diff = _native_diff(self.workdir, call.input) if call.own and event.success else None
+        return [
+            update_tool_call(
+                call.id,
+                status="completed" if event.success else "failed",
+                content=diff or _content(result, change),
+                locations=self._locations(call.input, change, event.data),
+                raw_output={"success": event.success, "data": event.data, "error": event.error},
+            )
+        ]
 
     def finish_native(self, agent: str) -> list[Update]:
-        """The CLI's own calls still open are done: the model goes on talking after them."""
-        done = [c for c in self._open if c.agent == agent and c.name.startswith("native:")]
-        self._open = [c for c in self._open if c not in done]
-        return [update_tool_call(c.id, status="completed") for c in done]
+        """The CLI's own calls still open are done: the model goes on talking after them (the CLI
+        reports each one's result, which finishes it first; this finishes any it did not)."""
+        done = [key for key, c in self._open.items() if c.agent == agent and c.own]
+        return [update_tool_call(self._open.pop(key).id, status="completed") for key in done]
 
     def _text(self, agent: str, shown: str) -> list[Update]:
         if not shown:
@@ -193,30 +199,25 @@ class Updates:
         self._speaking = agent
         return [*updates, message(shown)]
 
-    def _result(self, agent: str, record: CallRecord) -> list[Update]:
-        call = self.find(agent, record.name, record.input)
-        started: list[Update] = []
-        if call is None:  # not shown when it started: shown whole now
-            started.append(self.start(agent, record.name, record.input))
-            call = self._open[-1]
-        return [*started, self.finish(call, record.result)]
+    def _usage(self, agent: str, event: ev.Usage) -> UsageUpdate:
+        self._used[agent] = self._used.get(agent, 0) + event.tokens
+        if event.cost_usd is not None:
+            self._cost[agent] = self._cost.get(agent, 0.0) + event.cost_usd
+        cost = self._cost.get(agent)
+        return UsageUpdate(
+            session_update="usage_update",
+            used=self._used[agent],
+            size=event.context_window or 0,  # 0: the CLI does not say it (gemini)
+            cost=Cost(amount=round(cost, 8), currency="USD") if cost is not None else None,
+        )
 
-    def _native(self, agent: str, data: dict[str, Any]) -> list[Update]:
-        name = f"native:{data['tool']}"
-        refusal = data.get("refusal")
-        call = self.find(agent, name, data["input"])  # asked about already (an approval)
-        updates: list[Update] = [] if call is not None else [self.start(agent, name, data["input"], native=True)]
-        call = call or self._open[-1]
-        if refusal:
-            self._open.remove(call)
-            updates.append(update_tool_call(call.id, status="failed", content=[tool_content(text_block(refusal))]))
-        return updates
-
-    def _review(self, reviewer: str, data: dict[str, Any]) -> list[Update]:
-        number, verdict = int(data.get("round", 0)), str(data.get("verdict", ""))
-        findings = data.get("findings") or []
+    def _review(self, reviewer: str, event: ev.Review) -> list[Update]:
+        number, verdict = event.round, event.verdict
+        if not self._plan:  # replayed: the plan is made as the rounds come
+            self.rounds = max(self.rounds, event.rounds)
+            self._plan = [self._round(n, "completed") for n in range(1, number + 1)]
         if 0 < number <= len(self._plan):
-            said = verdict + (f", {len(findings)} finding(s)" if findings else "")
+            said = verdict + (f", {len(event.findings)} finding(s)" if event.findings else "")
             self._plan[number - 1] = self._round(number, "completed", f"@{reviewer}: {said}")
         if verdict != "approve" and number < self.rounds:
             self._plan.append(self._round(number + 1, "in_progress"))
@@ -243,14 +244,14 @@ class Updates:
         who = f"@{call.agent} " if self.several else ""
         return f"{who}{name} {detail}".strip()
 
-    def _locations(self, data: Any, result: ToolResult | None = None) -> list[ToolCallLocation] | None:
+    def _locations(self, data: Any, change: ev.Change | None = None, out: Any = None) -> list[ToolCallLocation] | None:
         """Where a call reads or writes: absolute paths, lines from 1."""
         if not isinstance(data, dict):
             return None
         paths = [data[key] for key in PATH_KEYS if isinstance(data.get(key), str)]
-        if result is not None and result.change is not None:
-            paths = [result.change.path]
-        out = result.data if result is not None and isinstance(result.data, dict) else {}
+        if change is not None:
+            paths = [change.path]
+        out = out if isinstance(out, dict) else {}
         line = out.get("line") or out.get("start_line") or data.get("offset")
         return [
             ToolCallLocation(path=os.path.join(self.workdir, path), line=line if isinstance(line, int) else None)
@@ -258,10 +259,10 @@ class Updates:
         ] or None
 
 
-def _content(result: ToolResult) -> list[Any]:
+def _content(result: ToolResult, change: ev.Change | None) -> list[Any]:
     """What a finished call shows: a diff for a write or edit, else its text (or its error)."""
-    if result.change is not None:
-        return [tool_diff_content(result.change.path, result.change.new, result.change.old)]
+    if change is not None:
+        return [tool_diff_content(change.path, change.new, change.old)]
     if not result.success:
         return [tool_content(text_block(result.error or "failed"))]
     data = result.data
@@ -293,30 +294,12 @@ def _native_diff(workdir: Path, data: Any) -> list[Any] | None:
     return None
 
 
-def replayed(events: Iterable[dict[str, Any]], workdir: Path) -> list[Update]:
-    """A past run's transcript events as the updates that showed it: the task, each tool call and
-    its result, each answer, each review round."""
+def replayed(events: Iterable[ev.Event], workdir: Path) -> list[Update]:
+    """A past run's record as the updates that showed it live, the task first."""
     updates = Updates(workdir)
     out: list[Update] = []
-    start = True
     for event in events:
-        kind_, agent = event.get("kind"), str(event.get("agent", ""))
-        if kind_ == "start" and start:
-            out.append(user_message(str(event.get("task", ""))))
-            start = False
-        elif kind_ == "tool_call":
-            out.append(updates.start(agent, str(event.get("name")), event.get("input")))
-        elif kind_ == "tool_result" and isinstance(event.get("result"), dict):
-            call = updates.find(agent, str(event.get("name")))
-            envelope = event["result"]
-            if call is not None:
-                out.append(
-                    updates.finish(
-                        call, ToolResult(envelope.get("success") is True, envelope.get("data"), envelope.get("error"))
-                    )
-                )
-        elif kind_ == "review" and isinstance(event.get("round"), int):
-            out.append(message(f"\n_review round {event['round']}: @{agent}: {event.get('verdict')}_\n"))
-        elif kind_ == "answer":
-            out.append(message(str(event.get("text", ""))))
+        if isinstance(event, ev.Start):
+            out.append(user_message(event.task))
+        out += updates.of(event)
     return out

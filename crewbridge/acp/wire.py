@@ -15,7 +15,7 @@ import os
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from crewbridge.jsonrpc import INVALID_REQUEST, RpcError, invalid, read_message, refusal, request_id
+from crewbridge.protocol.jsonrpc import INVALID_REQUEST, RpcError, invalid, read_message, refusal, request_id
 
 T = TypeVar("T")
 MAX_FRAME = 50 << 20  # bytes of one message (the SDK's own limit)
@@ -133,6 +133,7 @@ class Courier:
         self.loop = loop
         self._send = send
         self._queue: asyncio.Queue[tuple[str, Any, Any]] = asyncio.Queue()
+        self._failed: BaseException | None = None  # crew's own error sending an update (a bug)
         self._pump = loop.create_task(self._run())
 
     def notify(self, update: Any) -> None:
@@ -145,7 +146,10 @@ class Courier:
         return future
 
     async def drain(self) -> None:
-        """Wait until everything said so far was sent."""
+        """Wait until everything said so far was sent; raise crew's own error if an update could
+        not be sent for one (the prompt then ends with it, instead of waiting for ever)."""
+        if self._pump.done():  # closed: nothing more is sent
+            return
         done = self.loop.create_future()
         self._queue.put_nowait(("mark", done, None))
         await done
@@ -161,15 +165,21 @@ class Courier:
         return True
 
     async def _run(self) -> None:
+        """Send what comes, in order, for as long as the session lives: no error ends the pump
+        (a mark left waiting would hang its prompt); crew's own is kept for the next drain()."""
         while True:
             kind, item, future = await self._queue.get()
             if kind == "mark":
-                item.set_result(None)
+                failed, self._failed = self._failed, None
+                item.set_exception(failed) if failed is not None else item.set_result(None)
             elif kind == "update":
                 try:
                     await self._send(item)
                 except (ConnectionError, OSError):  # the editor is gone; the run is being ended
                     log.debug("an update was not sent: the editor is gone")
+                except Exception as exc:  # crew's bug: raised by the prompt's drain(), not lost
+                    log.exception("an update could not be sent")
+                    self._failed = self._failed or exc
             elif not future.cancelled():
                 self._start(item, future)
 

@@ -10,6 +10,8 @@ from itertools import groupby
 from pathlib import Path
 from typing import Any
 
+from crewbridge.base.mentions import parse_agent
+from crewbridge.base.options import RunOptions
 from crewbridge.batch.database import database_files
 from crewbridge.batch.report import COMPLETE, FINISHED, paused, state
 from crewbridge.batch.repos import Place
@@ -17,8 +19,6 @@ from crewbridge.batch.spec import BatchSpec, Repo, batch_id
 from crewbridge.batch.store import Row, Store, per_repository
 from crewbridge.config import Config, state_dir
 from crewbridge.errors import UsageError
-from crewbridge.mentions import parse_agent
-from crewbridge.options import RunOptions
 from crewbridge.sandbox import Sandboxing
 
 RECOVER_EVERY = 2.0  # seconds between two looks for dead executors while waiting or working

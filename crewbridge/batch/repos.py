@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from crewbridge.batch.spec import BatchSpec, Repo
-from crewbridge.childenv import FORGE
 from crewbridge.errors import CrewError
-from crewbridge.git import Checkout, run_git
-from crewbridge.worktrees import Worktree, add, listed_in
+from crewbridge.system.childenv import FORGE
+from crewbridge.system.git import Checkout, run_git
+from crewbridge.work.worktrees import Worktree, add, listed_in
 
 FALLBACK_IDENT = ("crew", "crew@localhost")  # when git has no user.name/user.email here
 _IDENT = re.compile(r"^(?P<name>[^<>\n]*?) <(?P<email>[^<>\n]*)> \d+ [+-]\d{4}$")

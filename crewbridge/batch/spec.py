@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from crewbridge.base.mentions import parse_mentions
+from crewbridge.base.options import RunOptions
 from crewbridge.errors import UsageError
-from crewbridge.git import Checkout
-from crewbridge.mentions import parse_mentions
-from crewbridge.options import RunOptions
+from crewbridge.system.git import Checkout
 
 # A git URL: scheme://… (file, http, https, ssh, git), or scp's user@host:path.
 _URL = re.compile(r"^(?:(?:file|https?|ssh|git(?:\+ssh)?)://\S+|[\w.-]+@[\w.-]+:\S+)$")
@@ -104,7 +104,7 @@ def repos_file_text(path: Path | None) -> str | None:
 def batch_id(given: str | None) -> str:
     """The batch's id: `given` (checked: it goes into branch names), or a new one from the time."""
     if given is None:
-        from crewbridge.transcript import new_run_id
+        from crewbridge.record.ids import new_run_id
 
         return new_run_id()
     if not _BATCH_ID.match(given) or ".." in given or given.endswith((".", ".lock")):
@@ -146,7 +146,7 @@ class BatchSpec:
 
     @property
     def run_id(self) -> str:
-        """What crewbridge.worktrees calls the run its worktrees belong to."""
+        """What crewbridge.work.worktrees calls the run its worktrees belong to."""
         return f"batch-{self.batch}"
 
     def options(self) -> RunOptions:

@@ -26,6 +26,8 @@ from typing import Any
 
 from dbos import DBOS, DBOSConfiguredInstance
 
+from crewbridge.base.stop import Stop
+from crewbridge.base.usage import Tally
 from crewbridge.batch.database import Side
 from crewbridge.batch.repos import Place, RepoError, Stamp, patch_of
 from crewbridge.batch.spec import BatchSpec, Repo
@@ -33,10 +35,9 @@ from crewbridge.batch.store import INSTANCE, Running
 from crewbridge.bridge import Bridge
 from crewbridge.config import Config
 from crewbridge.errors import CrewError
-from crewbridge.git import Change
 from crewbridge.sandbox import Sandboxing
-from crewbridge.stop import Stop
-from crewbridge.usage import Tally
+from crewbridge.system.git import Change
+from crewbridge.ui.link import attend
 
 MAX_PATCH = 8 * 1024 * 1024  # bytes of an agent's patch kept in the database (to commit it elsewhere)
 
@@ -177,7 +178,9 @@ class BatchWorker(DBOSConfiguredInstance):
             worktree = self._place(repo_data).worktree(spec, base)
         except CrewError as exc:
             return {"error": str(exc)}
-        bridge = Bridge(self.runtime.config, workdir=worktree.path, sandboxing=self.runtime.sandboxing)
+        bridge = Bridge(
+            self.runtime.config, workdir=worktree.path, sandboxing=self.runtime.sandboxing, observers=[attend]
+        )
         outcome = bridge.run(spec.task, "execute", options=spec.options(), stop=stop)[0]
         result = outcome.result
         ran: dict[str, Any] = {

@@ -10,14 +10,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from crewbridge.base.decoded import Event, Failure, Session, Text, Usage
 from crewbridge.errors import CrewError
-from crewbridge.events import Event, Failure, Session, Text, Usage
-from crewbridge.process import Child
 from crewbridge.providers.base import Provider, Turn, cli_environment
+from crewbridge.system.process import Child
 
 if TYPE_CHECKING:
-    from crewbridge.native import Channel
-    from crewbridge.sessions import Prior
+    from crewbridge.toolkit.native import Channel
+    from crewbridge.work.sessions import Prior
 
 EXACT, LOST, FULL = "exact", "lost", "full"
 LIVE_ENV = "CREW_LIVE"  # "0" makes every provider start a fresh CLI process per turn
@@ -194,7 +194,7 @@ class ProcessConversation:
 
 def replay(history: list[tuple[str, str]], message: str) -> str:
     """`message` after the conversation so far, for a CLI that does not hold it."""
-    from crewbridge.templates import render  # for start-up speed: string.Template, not needed to start a CLI
+    from crewbridge.base.templates import render  # for start-up speed: string.Template, not needed to start a CLI
 
     return render("replay.md", history="\n".join(f"[{role}]\n{text}" for role, text in history), message=message)
 

@@ -14,10 +14,10 @@ the process starts with an empty assistant line, which Claude leaves out of ever
 
 Claude's questions come on the same stream, as control requests, and are answered as they come:
 `can_use_tool` (one of its own tools, by crew's policy: the loop's channel) and, with native tools,
-`mcp_message` (crew's tools as an SDK MCP server named crew, served by crewbridge.mcp.core.McpTools).
+`mcp_message` (crew's tools as an SDK MCP server named crew, served by crewbridge.protocol.mcp.McpTools).
 crew's own requests (interrupt, rewind_conversation) are control requests too: the control protocol
 is the Wire of this live peer (crewbridge.conversations.peer). What crew reads of claude's requests
-and answers is typed (the TypedDicts below, checked by msgspec as they arrive: crewbridge.jsonrpc).
+and answers is typed (the TypedDicts below, checked by msgspec as they arrive: crewbridge.protocol.jsonrpc).
 """
 
 from __future__ import annotations
@@ -26,18 +26,18 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
+from crewbridge.base.decoded import Event, Usage
 from crewbridge.conversations import EXACT, FULL
 from crewbridge.conversations.peer import Peer
-from crewbridge.events import Event, Usage
-from crewbridge.jsonrpc import METHOD_NOT_FOUND, Reply, Request, Route, RpcError
-from crewbridge.native import SERVER
+from crewbridge.protocol.jsonrpc import METHOD_NOT_FOUND, Reply, Request, Route, RpcError
 from crewbridge.providers.base import Turn
 from crewbridge.providers.claude import LIVE_FLAGS, NATIVE_FLAGS, ClaudeDecoder, ClaudeProvider
+from crewbridge.toolkit.native import SERVER
 
 if TYPE_CHECKING:
-    from crewbridge.mcp.core import McpTools
-    from crewbridge.native import Channel
-    from crewbridge.sessions import Prior
+    from crewbridge.protocol.mcp import McpTools
+    from crewbridge.toolkit.native import Channel
+    from crewbridge.work.sessions import Prior
 
 
 class _CanUseTool(TypedDict):
@@ -48,6 +48,7 @@ class CanUseTool(_CanUseTool, total=False):
     """can_use_tool: Claude asks before one of its own tools runs."""
 
     input: dict[str, Any]
+    tool_use_id: str
 
 
 class McpMessage(TypedDict):
@@ -173,7 +174,8 @@ class ClaudeLiveConversation(Peer):
     def _can_use_tool(self, request: Request, channel: Channel) -> dict[str, Any]:
         """One of Claude's own tools: crew's policy decides."""
         tool, data = request.params["tool_name"], request.params.get("input") or {}
-        refusal = channel.permit(tool, data, read_only=tool in self.provider.read_only_tools)
+        read_only, ref = tool in self.provider.read_only_tools, request.params.get("tool_use_id")
+        refusal = channel.permit(tool, data, read_only, ref)
         return {"behavior": "deny", "message": refusal} if refusal else {"behavior": "allow", "updatedInput": data}
 
     def _mcp_message(self, request: Request, channel: Channel) -> dict[str, Any] | None:
@@ -183,7 +185,7 @@ class ClaudeLiveConversation(Peer):
         if request.params["server_name"] != SERVER:
             raise RpcError(METHOD_NOT_FOUND, f"crew serves no MCP server named {request.params['server_name']}")
         if self._mcp is None:
-            from crewbridge.mcp.core import McpTools  # for start-up speed: with the first native call
+            from crewbridge.protocol.mcp import McpTools  # for start-up speed: with the first native call
 
             self._mcp = McpTools(channel)
         mcp, message = self._mcp, request.params["message"]

@@ -21,7 +21,7 @@ in the sandbox, and Codex reruns it outside the sandbox, without asking again, w
 refuses it.
 
 What crew reads of Codex's messages is typed (the TypedDicts below, checked by msgspec as they
-arrive: crewbridge.jsonrpc); a notification of another shape is set aside as a corrupt line.
+arrive: crewbridge.protocol.jsonrpc); a notification of another shape is set aside as a corrupt line.
 """
 
 from __future__ import annotations
@@ -30,21 +30,22 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
+from crewbridge.base.decoded import Done, Event, Failure, MessageEnd, Notice, Session, Text, Usage
+from crewbridge.base.templates import render
 from crewbridge.conversations import EXACT, FULL
 from crewbridge.conversations.peer import CLIENT, Peer
-from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session, Text, Usage
-from crewbridge.jsonrpc import Misshapen, Reply, Request, Route, notification, shaped
-from crewbridge.native import SERVER, result_text
+from crewbridge.protocol.jsonrpc import Misshapen, Reply, Request, Route, notification, shaped
 from crewbridge.providers.base import JsonLineDecoder, Turn
-from crewbridge.providers.codex import CodexProvider, own_sandbox
-from crewbridge.templates import render
+from crewbridge.providers.codex import CodexProvider, OwnItems, own_sandbox, snake_case
+from crewbridge.toolkit.native import SERVER, result_text
 
 if TYPE_CHECKING:
-    from crewbridge.native import Channel
-    from crewbridge.registry import Tool
-    from crewbridge.sessions import Prior
+    from crewbridge.toolkit.native import Channel
+    from crewbridge.toolkit.registry import Tool
+    from crewbridge.work.sessions import Prior
 
 CONVERSATION_ITEMS = ("agentMessage", "userMessage")  # every other item is a tool's
+CREWS_ITEMS = "dynamicToolCall"  # a call to crew's own tool (native): recorded by crew's channel
 PREFIX = SERVER + "_"  # crew's dynamic tools: crew_read_file, … (Codex has tools of its own)
 # Codex's approval requests → its tool they are about, as the model calls it
 APPROVALS = {"item/commandExecution/requestApproval": "exec_command", "item/fileChange/requestApproval": "apply_patch"}
@@ -55,6 +56,19 @@ class _Item(TypedDict, total=False):
     id: str
     text: str | None
     changes: Any
+    # codex's own tools' (crewbridge.providers.codex.OwnItems)
+    status: Any
+    command: Any
+    cwd: Any
+    aggregatedOutput: Any
+    exitCode: Any
+    server: Any
+    tool: Any
+    arguments: Any
+    result: Any
+    error: Any
+    query: Any
+    path: Any
 
 
 class ItemNote(TypedDict):
@@ -162,27 +176,36 @@ NOTES: dict[str, Any] = {  # what crew reads of each notification's params; othe
 
 
 class AppServerDecoder(JsonLineDecoder):
-    """app-server notifications → events, each read in its shape first (`note`). Codex's own tool
-    items are set aside as notices."""
+    """app-server notifications → events, each read in its shape first (`note`). Codex's own tools'
+    items are OwnCall and OwnResult events (crewbridge.providers.codex.OwnItems)."""
+
+    def __init__(self) -> None:
+        self._own = OwnItems()
 
     def decode_object(self, obj: dict[str, Any] | Notice, line: str | bytes | None = None) -> list[Event]:
         return [obj] if isinstance(obj, Notice) else self.event(obj)
 
     def event(self, obj: dict[str, Any]) -> list[Event]:
         noted = note(obj)
-        return [noted] if isinstance(noted, Notice) else events_of(*noted)
+        return [noted] if isinstance(noted, Notice) else self.events_of(*noted)
+
+    def events_of(self, method: str, params: Any) -> list[Event]:
+        """The events of notification `method`, its `params` in their shape (NOTES)."""
+        if method in ("item/started", "item/completed"):
+            item = params["item"]
+            kind = item.get("type")
+            if kind == "agentMessage":
+                return [MessageEnd()] if method == "item/completed" else []
+            if kind in CONVERSATION_ITEMS or kind == CREWS_ITEMS:
+                return []
+            return self._own.events(snake_case(item), method == "item/completed")
+        return events_of(method, params)
 
 
 def events_of(method: str, params: Any) -> list[Event]:
-    """The events of notification `method`, its `params` in their shape (NOTES)."""
+    """The events of notification `method` (not an item's), its `params` in their shape (NOTES)."""
     if method == "item/agentMessage/delta":
         return [Text(params["delta"])]
-    if method in ("item/started", "item/completed"):
-        kind = params["item"].get("type")
-        if kind == "agentMessage":
-            return [MessageEnd()] if method == "item/completed" else []
-        started = method == "item/started" and kind not in CONVERSATION_ITEMS
-        return [Notice("native_" + str(kind))] if started else []
     if method == "thread/tokenUsage/updated":
         usage = params["tokenUsage"]
         last = usage["last"]
@@ -226,6 +249,7 @@ def assistant_item(text: str) -> dict[str, Any]:
 
 class CodexLiveConversation(Peer):
     decoder = AppServerDecoder
+    reading: AppServerDecoder
     native_tools = True
 
     def __init__(self, provider: CodexProvider, base: Turn, *, cwd: Path, env: dict[str, str] | None = None) -> None:
@@ -307,7 +331,7 @@ class CodexLiveConversation(Peer):
             # codex 0.169.0 sends it before it answers turn/start, and the whole turn may come
             # before that answer too (it answers and streams from different tasks)
             self._turn = params["turn"].get("id")
-        return events_of(method, params)
+        return self.reading.events_of(method, params)
 
     def _tool_call(self, request: Request, channel: Channel) -> dict[str, Any]:
         """A call to one of crew's tools (item/tool/call), run through the channel."""
@@ -322,7 +346,9 @@ class CodexLiveConversation(Peer):
     def _approval(self, request: Request, channel: Channel) -> dict[str, Any] | None:
         """An approval request about a command or a patch: crew's policy decides."""
         tool = APPROVALS[request.method]
-        refusal = channel.permit(tool, self._about(tool, request.params), tool in self.provider.read_only_tools)
+        params = request.params
+        about = self._about(tool, params)
+        refusal = channel.permit(tool, about, tool in self.provider.read_only_tools, params.get("itemId"))
         if refusal is None:
             return {"decision": "accept"}
         self._refuse(request, tool, refusal, {"decision": "decline"})
@@ -337,6 +363,7 @@ class CodexLiveConversation(Peer):
             return {"action": "decline"}
         tool = f"mcp__{request.params.get('serverName')}__{asked.get('tool_name')}"
         data = asked.get("tool_params")
+        # The question names no call: the channel links it to the call of that tool (its item) by name
         refusal = channel.permit(tool, data if isinstance(data, dict) else {"input": data}, False)
         if refusal is None:
             return {"action": "accept"}

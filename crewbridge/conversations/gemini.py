@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from crewbridge import jsonio
+from crewbridge.base import jsonio
 from crewbridge.conversations import EXACT, ProcessConversation
 from crewbridge.providers.gemini import session_file
 

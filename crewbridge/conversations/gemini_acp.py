@@ -6,7 +6,7 @@ message as a `session/prompt`; the reply streams as `session/update` notificatio
 prompt's answer (its stopReason and token counts). crew's tools are served over MCP's streamable
 HTTP inside crew's own process (127.0.0.1, a free port, a random bearer token). Each message that
 arrives there is handed to the thread that reads Gemini (crewbridge.conversations.peer.Peer.on_loop), so a call
-takes the loop's path (crewbridge.native.Channel) as a text call does, one at a time and in order:
+takes the loop's path (crewbridge.toolkit.native.Channel) as a text call does, one at a time and in order:
 transcript, hooks, progress events. The model sees them as `mcp_crewbridge_<tool>`, apart from Gemini's
 own `read_file` and the like.
 
@@ -19,7 +19,7 @@ question shows (the command of a shell call, the file of an edit).
 ACP cannot rewind a reply: a stopped one stays whole in Gemini's history (FULL).
 
 What crew reads of Gemini's messages is typed (the TypedDicts below, checked by msgspec as they
-arrive: crewbridge.jsonrpc); an update of another shape is set aside as a corrupt line.
+arrive: crewbridge.protocol.jsonrpc); an update of another shape is set aside as a corrupt line.
 """
 
 from __future__ import annotations
@@ -33,20 +33,20 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
+from crewbridge.base.decoded import Done, Event, Failure, MessageEnd, Notice, OwnCall, OwnResult, Session, Text, Usage
+from crewbridge.base.places import state_dir
 from crewbridge.conversations import FULL
 from crewbridge.conversations.peer import CLIENT, Peer
-from crewbridge.events import Done, Event, Failure, MessageEnd, Notice, Session, Text, Usage
-from crewbridge.jsonrpc import Misshapen, Reply, Request, Route, notification, shaped
-from crewbridge.mcp.core import McpTools
-from crewbridge.mcp.http import McpHttp
-from crewbridge.places import state_dir
+from crewbridge.protocol.jsonrpc import Misshapen, Reply, Request, Route, notification, shaped
+from crewbridge.protocol.mcp import McpTools
+from crewbridge.protocol.mcp_http import McpHttp
 from crewbridge.providers.base import JsonLineDecoder, McpServer, Turn
 from crewbridge.providers.gemini import ACP_SERVER, GeminiProvider
 
 if TYPE_CHECKING:
-    from crewbridge.native import Channel
     from crewbridge.sandbox.allowlist import Entry
-    from crewbridge.sessions import Prior
+    from crewbridge.toolkit.native import Channel
+    from crewbridge.work.sessions import Prior
 
 PROTOCOL_VERSION = 1
 ENDED = ("end_turn", "cancelled")  # stop reasons of a reply that ended as it should
@@ -59,8 +59,14 @@ class _Content(TypedDict, total=False):
 
 class _Update(TypedDict, total=False):
     sessionUpdate: str
-    content: _Content
+    content: Any  # a chunk's content block (_Content); a tool call's list of contents
+    # a tool call's (ToolCall)
+    toolCallId: Any
     title: Any
+    kind: Any
+    status: Any
+    rawInput: Any
+    locations: Any
 
 
 class Update(TypedDict):
@@ -118,8 +124,13 @@ class SessionMade(TypedDict):
 
 class AcpDecoder(JsonLineDecoder):
     """session/update notifications → events, each read in its shape first. Gemini's tool calls end
-    a message (the text around a call is two messages) and are set aside as notices; so does a
-    permission question."""
+    a message (the text around a call is two messages); so does a permission question. Its own
+    tools' calls are OwnCall events when first seen (a tool_call; an update or a permission question
+    may come first: then its update is the first crew sees), OwnResult when done; crew's own
+    (mcp_crewbridge_*) are recorded by crew's channel."""
+
+    def __init__(self) -> None:
+        self._seen: set[str] = set()  # the calls given as OwnCall
 
     def decode_object(self, obj: dict[str, Any] | Notice, line: str | bytes | None = None) -> list[Event]:
         return [obj] if isinstance(obj, Notice) else self.event(obj)
@@ -136,13 +147,28 @@ class AcpDecoder(JsonLineDecoder):
             return [Notice("corrupt", f"{exc}: {json.dumps(obj)[:120]}")]
         kind = update.get("sessionUpdate")
         if kind == "agent_message_chunk":
-            content = update.get("content") or {}
-            if content.get("type") == "text" and "text" in content:
+            content = update.get("content")
+            content = content if isinstance(content, dict) else {}
+            if content.get("type") == "text" and isinstance(content.get("text"), str):
                 return [Text(content["text"])]
             return [Notice("content", str(content.get("type")))]
-        if kind == "tool_call":
-            return [MessageEnd(), Notice("native_tool_call", str(update.get("title")))]
+        if kind in ("tool_call", "tool_call_update"):
+            return self._tool_call(kind, update)
         return [Notice(str(kind))]
+
+    def _tool_call(self, kind: str, update: _Update) -> list[Event]:
+        call: ToolCall = update  # a tool call's update holds its fields
+        ref, tool = str(call.get("toolCallId")), own_tool(call)
+        out: list[Event] = [MessageEnd()] if kind == "tool_call" else []
+        if tool.startswith(f"mcp_{ACP_SERVER}_"):
+            return out
+        if ref not in self._seen:
+            self._seen.add(ref)
+            out = [MessageEnd(), OwnCall(ref, tool, native_input(call))]
+        status = update.get("status")
+        if status in ("completed", "failed"):
+            out.append(OwnResult.of(ref, status == "completed", _output(call.get("content"))))
+        return out
 
 
 def prompt_end(reply: Reply) -> list[Event]:
@@ -157,6 +183,24 @@ def prompt_end(reply: Reply) -> list[Event]:
     if reason in ENDED:
         return [*out, Done()]
     return [*out, Failure(f"gemini ended the reply early: {reason}"), Done()]
+
+
+def own_tool(call: ToolCall) -> str:
+    """Which of Gemini's tools a call is: its id names it (`<tool>__<id>`), else its title."""
+    tool, named, _ = str(call.get("toolCallId")).partition("__")
+    return tool if named else str(call.get("title"))
+
+
+def _output(content: Any) -> str:
+    """What a finished call shows: its text, and the files it changed."""
+    parts = []
+    for item in content if isinstance(content, list) else []:
+        inner = item.get("content") if isinstance(item, dict) else None
+        if isinstance(inner, dict) and isinstance(inner.get("text"), str):
+            parts.append(inner["text"])
+        elif isinstance(item, dict) and item.get("type") == "diff":
+            parts.append(f"changed {item.get('path')}")
+    return "\n".join(parts)
 
 
 def native_input(call: ToolCall) -> dict[str, Any]:
@@ -281,12 +325,12 @@ class GeminiAcpConversation(Peer):
         call, options = params.get("toolCall") or ToolCall(), params.get("options") or []
         if self.stopped:
             return choose(options, "reject_once")
-        tool, named, _ = str(call.get("toolCallId")).partition("__")
-        tool = tool if named else str(call.get("title"))
+        tool = own_tool(call)
         if tool in {f"mcp_{ACP_SERVER}_{spec.name}" for spec in channel.tools()}:
             refusal = None  # crew's own tool (asked about when the user's policy files say so): its call decides
         else:
-            refusal = channel.permit(tool, native_input(call), read_only=tool in self.provider.read_only_tools)
+            read_only = tool in self.provider.read_only_tools
+            refusal = channel.permit(tool, native_input(call), read_only, ref=str(call.get("toolCallId")))
         return choose(options, "reject_once" if refusal else "allow_once")
 
     def interrupt(self) -> None:

@@ -2,7 +2,7 @@
 JSON lines both ways — claude's stream-json control protocol, codex app-server's and gemini
 --acp's JSON-RPC 2.0. `Peer` is a live conversation's turn state over two parts it is made of:
 the transport (crewbridge.conversations.transport: the process, and the inbox of other threads)
-and the endpoint (crewbridge.jsonrpc: crew's requests matched to their answers, the CLI's routed
+and the endpoint (crewbridge.protocol.jsonrpc: crew's requests matched to their answers, the CLI's routed
 to handlers). Each crewbridge/conversations/CLI.py gives its wire, its decoder, its routes (the
 CLI's requests crew answers, with the shape of their params), its message builders and its
 repair of the CLI's history (`keep`).
@@ -33,10 +33,10 @@ from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from crewbridge.base.decoded import Done, Event, Failure, Notice, OwnCall, OwnResult, Session, Text, Usage
 from crewbridge.conversations.transport import Answer, Inbox, LiveProcess
 from crewbridge.errors import CrewError, ProviderError
-from crewbridge.events import Done, Event, Failure, Notice, Session, Text, Usage
-from crewbridge.jsonrpc import (
+from crewbridge.protocol.jsonrpc import (
     INTERNAL_ERROR,
     JSONRPC,
     METHOD_NOT_FOUND,
@@ -51,7 +51,7 @@ from crewbridge.providers.base import JsonLineDecoder, Provider, Turn, cli_envir
 from crewbridge.version import __version__
 
 if TYPE_CHECKING:
-    from crewbridge.native import Channel
+    from crewbridge.toolkit.native import Channel
 
 CLIENT = {"name": "crewbridge", "title": "crewbridge", "version": __version__}  # how crew names itself to a CLI
 
@@ -321,10 +321,13 @@ class Peer:
         return events
 
     def _aside(self, events: list[Event]) -> None:
-        """Events read while the loop is not reading: only the usage counts (late_usage)."""
-        self.late += [
-            event for event in events if isinstance(event, Usage) and (event.input_tokens or event.output_tokens)
-        ]
+        """Events read while the loop is not reading: only the usage counts (late_usage), and the
+        CLI's own tools' uses and results (the channel records them)."""
+        for event in events:
+            if isinstance(event, Usage) and (event.input_tokens or event.output_tokens):
+                self.late.append(event)
+            elif isinstance(event, (OwnCall, OwnResult)) and self.channel is not None:
+                self.channel.own(event)
 
     def _handle(self, request: Request) -> None:
         """Answer the CLI's request by its route (an unanswered one would hang the CLI). A handler

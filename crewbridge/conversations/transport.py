@@ -17,11 +17,11 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from crewbridge.base.decoded import Notice
 from crewbridge.errors import CrewError, ProviderError
-from crewbridge.events import Notice
-from crewbridge.jsonrpc import INTERNAL_ERROR, refusal
-from crewbridge.process import Child
+from crewbridge.protocol.jsonrpc import INTERNAL_ERROR, refusal
 from crewbridge.providers.base import parse_object
+from crewbridge.system.process import Child
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -45,7 +45,7 @@ class LiveProcess:
         sandbox: Sandbox | None = None,
         passed: Collection[str] = (),
     ) -> None:
-        """`passed`: the names in `env` the CLI gets although crewbridge.childenv withholds them."""
+        """`passed`: the names in `env` the CLI gets although crewbridge.system.childenv withholds them."""
         self.name = os.path.basename(argv[0])
         self.child = Child(
             argv, env=env, cwd=cwd, keep_stdin=True, install_hint=install_hint, sandbox=sandbox, passed=passed

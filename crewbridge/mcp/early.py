@@ -8,7 +8,7 @@ broken crew.yaml, --policy-of naming no agent, a sandbox required where none wor
 before: crew's one line on stderr and its exit, before any answer, because a client that got an
 answer to initialize shows the server as connected (the real claude does), not failed. So this
 answers early only when no configuration file is found, CREW_SANDBOX_MECHANISM is unset, and
-every argument is one whose value cannot be refused (crewbridge.flags.MCP, from which click's
+every argument is one whose value cannot be refused (crewbridge.base.flags.MCP, from which click's
 options are made, says which, and checks each value as click's type does); otherwise everything
 loads first, as before."""
 
@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import os
 
-from crewbridge import flags
-from crewbridge.mcp.core import McpCore, RpcError, read_message
+from crewbridge.base import flags
 from crewbridge.mcp.stdio import Link
+from crewbridge.protocol.mcp import McpCore, RpcError, read_message
 
 TYPE_CHECKING = False  # typing itself is ~5 ms to import; type checkers read this name as True
 if TYPE_CHECKING:

@@ -12,11 +12,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from crewbridge.childenv import without_secrets
 from crewbridge.errors import CLINotFound, ProviderError, UsageError
-from crewbridge.native import SERVER  # crew's name in each CLI: claude shows mcp__crew__read_file
 from crewbridge.providers import BUILTIN, Provider, load, plugins
 from crewbridge.providers.base import mcp_servers
+from crewbridge.system.childenv import without_secrets
+from crewbridge.toolkit.native import SERVER  # crew's name in each CLI: claude shows mcp__crew__read_file
 
 
 @dataclass

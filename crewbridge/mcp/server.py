@@ -1,6 +1,6 @@
-"""`crew mcp`'s configuration of the MCP core (crewbridge.mcp.core): crew's tools under their plain
+"""`crew mcp`'s configuration of the MCP core (crewbridge.protocol.mcp): crew's tools under their plain
 names, and `ask`, `job` and `cancel` to run agents, over stdio (crewbridge.mcp.stdio) or streamable
-HTTP (crewbridge.mcp.http)."""
+HTTP (crewbridge.protocol.mcp_http)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from crewbridge.base.modes import Mode
 from crewbridge.config import AgentSpec, Config
 from crewbridge.errors import CrewError
-from crewbridge.mcp.core import (
+from crewbridge.mcp.early import instructions
+from crewbridge.protocol.mcp import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     Call,
@@ -29,18 +31,16 @@ from crewbridge.mcp.core import (
     request_id,
     tool_content,
 )
-from crewbridge.mcp.early import instructions
-from crewbridge.modes import Mode
 from crewbridge.sandbox import Sandboxing, level
 
 # For start-up speed: `initialize` is answered before the engine is imported; it loads when the
 # client first lists or calls a tool.
 if TYPE_CHECKING:
-    from crewbridge.asking import Asker
-    from crewbridge.caller import Caller
-    from crewbridge.loop import Progress
-    from crewbridge.registry import ToolContext, ToolRegistry
-    from crewbridge.transcript import Transcript
+    from crewbridge.engine.asking import Asker
+    from crewbridge.record.events import Event
+    from crewbridge.record.stream import Record
+    from crewbridge.toolkit.registry import ToolContext, ToolRegistry
+    from crewbridge.work.caller import Caller
 
 SERVER_TOOLS = ("ask", "job", "cancel")
 CLIENT = "mcp"  # how the MCP client is named in transcripts and hooks, unless --policy-of names an agent
@@ -86,7 +86,7 @@ class McpServer(McpCore):
         self._lock = threading.Lock()
         self._jobs: list[Job] = []  # every session's, to stop and wait for at close()
         self._closed = False
-        self._tools: tuple[ToolRegistry, Caller, ToolContext, Transcript] | None = None
+        self._tools: tuple[ToolRegistry, Caller, ToolContext, Record] | None = None
 
     def respond(self, message: Any, session: McpSession, notify: Send) -> dict[str, Any] | None:
         """As McpCore.respond; an error of crew's own (its configuration) is answered as an internal error."""
@@ -102,7 +102,7 @@ class McpServer(McpCore):
 
     def tool_list(self) -> list[dict[str, Any]]:
         """crew's tools this mode offers, then ask, job and cancel."""
-        from crewbridge.asking import CHANGE_PROPERTIES, TASK_PROPERTY
+        from crewbridge.engine.asking import CHANGE_PROPERTIES, TASK_PROPERTY
 
         modes = ["query", "execute"] if self.mode == "execute" else ["query"]
         ask_schema = {
@@ -162,15 +162,18 @@ class McpServer(McpCore):
         caller.policy.take_unasked()  # a call nobody could approve: the client has its refusal, in the result
         return tool_content(result)
 
-    def _crew_tools(self) -> tuple[ToolRegistry, Caller, ToolContext, Transcript]:
+    def _crew_tools(self) -> tuple[ToolRegistry, Caller, ToolContext, Record]:
         """The tools this mode offers the client, and the one path their calls take (made once)."""
         with self._lock:
             if self._tools is None:
-                from crewbridge.caller import Caller
-                from crewbridge.hooks import Hooks
-                from crewbridge.policy import Policy
-                from crewbridge.registry import ToolContext
-                from crewbridge.transcript import Transcript
+                from crewbridge.record.events import Start
+                from crewbridge.record.stream import Record, now
+                from crewbridge.record.transcript import Transcript
+                from crewbridge.toolkit.hooks import Hooks
+                from crewbridge.toolkit.registry import ToolContext
+                from crewbridge.version import __version__
+                from crewbridge.work.caller import Caller
+                from crewbridge.work.policy import Policy
 
                 policy = Policy(self.client, self.mode)
                 registry = policy.offered(self.config.registry())
@@ -179,18 +182,28 @@ class McpServer(McpCore):
                     where = self.config.file_of(("tools", clash))
                     problem = f"a tool is named '{clash}', as crew mcp's own; rename it in {where}"
                     raise RpcError(INTERNAL_ERROR, problem)
-                transcript = (
-                    Transcript.open(command="mcp", agents=[self.client.id], task="", secrets=self.config.provider_env())
-                    if self.config.transcripts
-                    else Transcript()
+                record = Record()
+                if self.config.transcripts:
+                    record.keep(Transcript.create(record.run, secrets=self.config.provider_env()))
+                record.emit(
+                    Start(
+                        run=record.run,
+                        at=now(),
+                        version=__version__,
+                        command="mcp",
+                        mode=self.mode,
+                        agents=[self.client.id],
+                        cwd=str(self.workdir),
+                        pid=os.getpid(),
+                    )
                 )
                 hooks = Hooks(self.config.hooks, workdir=self.workdir, passed=self.config.env_pass)
-                # Each call that may write is followed by crewbridge.gitguard: the client's next git
+                # Each call that may write is followed by crewbridge.system.gitguard: the client's next git
                 # command runs outside crew's sandbox, at once.
                 guarded = self.workdir if self.mode == "execute" else None
-                caller = Caller(self.client.id, registry, policy, hooks, transcript, guarded=guarded)
+                caller = Caller(self.client.id, registry, policy, hooks, record, guarded=guarded)
                 context = ToolContext(self.workdir, registry=registry, sandbox=self.sandbox)
-                self._tools = (registry, caller, context, transcript)
+                self._tools = (registry, caller, context, record)
             return self._tools
 
     def _unknown(self, name: str, registry: ToolRegistry) -> str:
@@ -214,7 +227,8 @@ class McpServer(McpCore):
         problem = _ask_problem(arguments, self.mode)
         if problem:
             return content(problem, error=True)
-        from crewbridge.asking import Asker, change_options, current_depth
+        from crewbridge.engine.asking import Asker, change_options, current_depth
+        from crewbridge.ui.link import attend
 
         change = change_options(arguments)
         if isinstance(change, str):
@@ -222,7 +236,16 @@ class McpServer(McpCore):
 
         task, mode = arguments["task"], arguments.get("mode", "query")
         depth = current_depth() if self.depth is None else self.depth
-        asker = Asker(self.config, self.workdir, depth, self.max_depth, self.timeout, self.max_turns, self.sandboxing)
+        asker = Asker(
+            self.config,
+            self.workdir,
+            depth,
+            self.max_depth,
+            self.timeout,
+            self.max_turns,
+            self.sandboxing,
+            observers=[attend],
+        )
         try:
             asker.check(task)
         except CrewError as exc:
@@ -267,7 +290,7 @@ class McpServer(McpCore):
             if job.thread is not None:
                 job.thread.join(max(deadline - time.monotonic(), 0))
         if tools is not None:
-            tools[3].close("ok")
+            tools[3].end("done")
 
 
 def _ask_problem(arguments: dict[str, Any], mode: Mode) -> str | None:
@@ -286,23 +309,23 @@ def _ask_problem(arguments: dict[str, Any], mode: Mode) -> str | None:
     return None
 
 
-def _reporter(report: Callable[[str], None]) -> Callable[[Progress], None]:
+def _reporter(report: Callable[[str], None]) -> Callable[[Event], None]:
     """A run's turns, calls, results and answers as one-line messages."""
+    from crewbridge.record import events as ev  # for start-up speed: once an ask runs
 
-    def on_progress(event: Progress) -> None:
-        if event.kind == "turn":
-            report(f"@{event.agent} turn {event.text}")
-        elif event.kind == "call" and event.call is not None:
-            report(f"@{event.agent} calls {event.call.name} {json.dumps(event.call.input, ensure_ascii=False)[:200]}")
-        elif event.kind == "result" and event.call is not None:
-            result = event.call.result
-            report(f"@{event.agent} {event.call.name} " + ("ok" if result.success else f"failed: {result.error}"))
-        elif event.kind == "answer":
+    def on_progress(event: Event) -> None:
+        if isinstance(event, ev.Turn):
+            report(f"@{event.agent} turn {event.turn}")
+        elif isinstance(event, ev.Call) and event.via != "own":
+            report(f"@{event.agent} calls {event.name} {json.dumps(event.input, ensure_ascii=False)[:200]}")
+        elif isinstance(event, ev.Result):
+            report(f"@{event.agent} {event.name} " + ("ok" if event.success else f"failed: {event.error}"))
+        elif isinstance(event, ev.Answer):
             report(f"@{event.agent} answered")
-        elif event.kind in ("notice", "warning"):
+        elif isinstance(event, ev.Notice):
             report(f"@{event.agent}: {event.text}")
-        elif event.kind == "review" and event.data is not None:
-            verdict = "approves" if event.text == "approve" else "asks for changes"
-            report(f"@{event.agent} review {event.data['round']} of {event.data['rounds']}: {verdict}")
+        elif isinstance(event, ev.Review):
+            verdict = "approves" if event.verdict == "approve" else "asks for changes"
+            report(f"@{event.agent} review {event.round} of {event.rounds}: {verdict}")
 
     return on_progress

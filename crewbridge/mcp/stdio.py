@@ -1,5 +1,5 @@
 """How `crew mcp` talks on stdio: a JSON-RPC message a line, one session (streamable HTTP:
-crewbridge.mcp.http).
+crewbridge.protocol.mcp_http).
 
 Every line read gets its answer: tool calls run on a few worker threads (more wait in line, and past
 the line's length a call is answered at once as busy), everything else on the reader, so a
@@ -18,8 +18,8 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import IO, Any
 
-from crewbridge.jsonio import dumps_bytes
-from crewbridge.mcp.core import (
+from crewbridge.base.jsonio import dumps_bytes
+from crewbridge.protocol.mcp import (
     BUSY,
     INTERNAL_ERROR,
     INVALID_REQUEST,

@@ -30,11 +30,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from crewbridge.childenv import without_secrets
 from crewbridge.errors import SandboxUnavailable, UsageError
 from crewbridge.sandbox.base import Confinement, Launch, Mechanism
 from crewbridge.sandbox.hidden import LISTED_ONLY, NOTHING, Hiding
 from crewbridge.sandbox.state import Prepared, State, prepare
+from crewbridge.system.childenv import without_secrets
 
 if TYPE_CHECKING:
     from crewbridge.sandbox.allowlist import Entry
@@ -229,7 +229,7 @@ def spawn(
     **popen: Any,
 ) -> tuple[subprocess.Popen[bytes], Launch]:
     """Start `argv` (inside `sandbox` when given) in a process group of its own, with no secret in
-    its environment but the names `passed` (crewbridge.childenv): the process and its Launch (call
+    its environment but the names `passed` (crewbridge.system.childenv): the process and its Launch (call
     `ended()` once it is reaped). OSError (FileNotFoundError for a program not on PATH) when it
     cannot start."""
     env = without_secrets(os.environ if env is None else env, passed)
@@ -465,7 +465,7 @@ def git_protected(writable: tuple[Path, ...]) -> tuple[tuple[Path, ...], tuple[P
     the `.git` folder and the submodules' git folders, so that they cannot be renamed away and
     replaced by one of the sandbox's (a mount point cannot be moved). Kept so where the mechanism can
     (bubblewrap); commits still work. A missing hooks folder is made first, empty, so that it cannot
-    be planted. What is made anew during the run is crewbridge.gitguard's."""
+    be planted. What is made anew during the run is crewbridge.system.gitguard's."""
     pinned: list[Path] = []
     kept: list[Path] = []
     for folder in writable:

@@ -29,8 +29,8 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from crewbridge.childenv import without_secrets
 from crewbridge.sandbox.base import TMP, Confinement, Launch, Masked, masked_programs, program, top_under_tmp, under_tmp
+from crewbridge.system.childenv import without_secrets
 
 if TYPE_CHECKING:
     from crewbridge.sandbox.egress import Egress

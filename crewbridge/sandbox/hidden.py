@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from crewbridge.places import expand, state_dir
+from crewbridge.base.places import expand, state_dir
 from crewbridge.sandbox.state import State
 
 CONFIG = "${XDG_CONFIG_HOME:-~/.config}"

@@ -12,10 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from crewbridge.base.places import state_dir
 from crewbridge.batch.database import DB_ENV
 from crewbridge.batch.report import FINISHED, state
 from crewbridge.batch.store import Reader
-from crewbridge.places import state_dir
 
 
 @dataclass

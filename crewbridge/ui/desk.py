@@ -1,6 +1,6 @@
-"""The UI's end of crewbridge.uilink: the Unix socket runs reach `crew ui` on, the approval questions
-they ask (open, and answered lately), the runs attending it (to cancel them, and their reply text as
-it streams); and a second `crew ui` of the user's asking for a fresh sign-in link
+"""The UI's end of crewbridge.ui.link: the Unix socket runs reach `crew ui` on, the approval questions
+they ask (open, and answered lately), the runs attending it (to cancel them; the page reads the
+rest of a run from its record); and a second `crew ui` of the user's asking for a fresh sign-in link
 (crewbridge.ui.signin: it must prove it runs as the user outside any sandbox).
 
 Only the user's own processes connect (the socket is 0600 in the 0700 state folder), and a message
@@ -12,7 +12,6 @@ ask in a run's name, nor hear its cancel, nor get a sign-in link.
 from __future__ import annotations
 
 import os
-import queue
 import secrets
 import socket
 import struct
@@ -25,12 +24,11 @@ from pathlib import Path
 from typing import Any
 
 from crewbridge.errors import UsageError
-from crewbridge.ui.runs import Runs
+from crewbridge.record.index import Runs
+from crewbridge.ui.link import VERDICTS, Lines, at_socket, connect, hang_up, send
 from crewbridge.ui.signin import ASKING, claimed, no_new_privs
-from crewbridge.uilink import VERDICTS, Lines, at_socket, connect, hang_up, send
 
 KEPT_ANSWERED = 50  # answered or withdrawn questions still shown
-LIVE_QUEUE = 4096  # text messages held for one page that does not read
 
 
 @dataclass
@@ -81,7 +79,6 @@ class Desk:
         self._questions: dict[str, Question] = {}
         self._answered: deque[Question] = deque(maxlen=KEPT_ANSWERED)
         self._attending: dict[str, set[socket.socket]] = {}  # run id → its processes' connections
-        self._watchers: dict[str, set[queue.Queue[dict[str, Any]]]] = {}  # run id → its open pages
         self._listener: socket.socket | None = None
 
     # -- the socket -----------------------------------------------------------------------------
@@ -238,9 +235,8 @@ class Desk:
         with self._lock:
             self._attending.setdefault(run, set()).add(sock)
         try:
-            while (message := lines.next()) is not None:
-                if message.get("op") == "text" and isinstance(message.get("text"), str):
-                    self._tell(run, {"agent": str(message.get("agent", "")), "text": message["text"]})
+            while lines.next() is not None:  # it says nothing more: its connection is its attendance
+                pass
         finally:
             with self._lock:
                 self._attending[run].discard(sock)
@@ -256,29 +252,6 @@ class Desk:
         with self._lock:
             connections = list(self._attending.get(run, ()))
         return any([send(sock, {"op": "cancel"}) for sock in connections])
-
-    def watch(self, run: str) -> queue.Queue[dict[str, Any]]:
-        """A queue of the run's reply text as it streams, for one page until unwatch()."""
-        texts: queue.Queue[dict[str, Any]] = queue.Queue(LIVE_QUEUE)
-        with self._lock:
-            self._watchers.setdefault(run, set()).add(texts)
-        return texts
-
-    def unwatch(self, run: str, texts: queue.Queue[dict[str, Any]]) -> None:
-        with self._lock:
-            watchers = self._watchers.get(run, set())
-            watchers.discard(texts)
-            if not watchers:
-                self._watchers.pop(run, None)
-
-    def _tell(self, run: str, text: dict[str, Any]) -> None:
-        with self._lock:
-            watchers = list(self._watchers.get(run, ()))
-        for texts in watchers:
-            try:
-                texts.put_nowait(text)
-            except queue.Full:  # a page that does not read loses text; the transcript has it whole
-                pass
 
     # -- changes --------------------------------------------------------------------------------
 

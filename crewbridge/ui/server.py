@@ -1,6 +1,6 @@
 """`crew ui`'s HTTP face: the pages, the API they call, and the server-sent events that keep them live.
 
-Served by crewbridge.webserver (loopback unless --allow-remote, Host and Origin checked, bodies
+Served by crewbridge.protocol.webserver (loopback unless --allow-remote, Host and Origin checked, bodies
 bounded, requests under a deadline, strangers' connections limited). Every page and API answers 401
 without a session's cookie or the token (`Authorization: Bearer`, for programs; never in an
 address): a one-time link `/sign-in/CODE` opens a session (crewbridge.ui.signin). A request that changes
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import queue
 import re
 import threading
 import time
@@ -25,19 +24,21 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from crewbridge.childenv import UI_TOKEN
+from crewbridge.base.jsonio import dumps_bytes, loads
 from crewbridge.errors import CrewError
-from crewbridge.git import Checkout
-from crewbridge.jsonio import dumps_bytes, loads
-from crewbridge.transcript import runs_dir
+from crewbridge.protocol.webserver import EventStream, Handler, Keys, Listening, Server
+from crewbridge.record import events as ev
+from crewbridge.record.index import Runs, read_from
+from crewbridge.record.transcript import Reader, read_path, runs_dir
+from crewbridge.system.childenv import UI_TOKEN
+from crewbridge.system.git import Checkout
 from crewbridge.ui.batches import BatchSource, CrewBatches
 from crewbridge.ui.desk import Desk
-from crewbridge.ui.runs import STATUSES, Runs, read_events
+from crewbridge.ui.link import socket_path
+from crewbridge.ui.runs import listed, usage
 from crewbridge.ui.signin import CODE_LIFE, ROTATE, Seen, SignIns, new_link
-from crewbridge.uilink import socket_path
-from crewbridge.webserver import EventStream, Handler, Keys, Listening, Server
 
-TOKEN_VARIABLE = UI_TOKEN  # left out of everything crew starts (crewbridge.childenv)
+TOKEN_VARIABLE = UI_TOKEN  # left out of everything crew starts (crewbridge.system.childenv)
 FLAG = "--listen"
 COOKIE = "crew_ui"
 MAX_BODY = 16 << 10  # bytes of a request's body (an answer, a cancel)
@@ -106,8 +107,7 @@ class Ui:
         batches: BatchSource | None = None,
         say: Callable[[str], None] | None = None,
     ) -> None:
-        directory = directory or runs_dir()
-        self.runs = Runs(directory, directory.parent / "ui-index.json")
+        self.runs = Runs(directory or runs_dir())
         self.signins = SignIns(said=(lambda line: say(f"crew ui: {line}")) if say else None)
         self.desk = Desk(socket or socket_path(), self.runs, self.sign_in_link)
         self.batches = batches or CrewBatches()
@@ -152,7 +152,7 @@ class Ui:
             mark: list[Any] = [self.runs.directory.stat().st_mtime_ns]
         except OSError:
             return ()
-        for run_id in self.runs.running():
+        for run_id in self.runs.live():
             path = self.runs.directory / f"{run_id}.jsonl"
             try:
                 mark.append((run_id, path.stat().st_size))
@@ -180,7 +180,7 @@ class _Handler(Handler):
     def _public(self) -> bool:
         """Answer what needs no sign-in (after Host and Origin): a sign-in link, and the style of
         the page that says to get one; True when answered. Such a request takes no slot of the
-        signed-in connections' (crewbridge.webserver)."""
+        signed-in connections' (crewbridge.protocol.webserver)."""
         path = urlsplit(self.path).path
         code = re.fullmatch(r"/sign-in/([A-Za-z0-9_-]{1,100})", path)
         if path != "/static/app.css" and code is None:
@@ -261,15 +261,15 @@ class _Handler(Handler):
             return self._static(path[len("/static/") :])
         if path == "/api/runs":
             status = query.get("status") or None
-            if status is not None and status not in STATUSES:
-                return self.refuse(400, f"status '{status}' is not one of {', '.join(STATUSES)}")
-            return self.send_json(200, self.ui.runs.listed(query.get("agent") or None, status, query.get("q") or None))
+            if status is not None and status not in ev.STATUSES:
+                return self.refuse(400, f"status '{status}' is not one of {', '.join(ev.STATUSES)}")
+            return self.send_json(200, listed(self.ui.runs, query.get("agent") or None, status, query.get("q") or None))
         if path == "/api/live":
             return self._streamed(self._live)
         if path == "/api/questions":
             return self.send_json(200, self.ui.desk.questions())
         if path == "/api/usage":
-            return self.send_json(200, self.ui.runs.usage())
+            return self.send_json(200, usage(self.ui.runs))
         if path == "/api/batches":
             try:
                 batches = self.ui.batches.batches()
@@ -328,69 +328,62 @@ class _Handler(Handler):
     def _diff(self, run_id: str, agent: str) -> None:
         """The whole diff of `agent`'s worktree in run `run_id` (its snapshot against the base), by
         the git folders crew recorded when it made the worktree: the worktree's `.git`, which the
-        agent could have pointed at a repository of its own, is never read (crewbridge.git)."""
+        agent could have pointed at a repository of its own, is never read (crewbridge.system.git)."""
         path = self.ui.runs.path(run_id)
         assert path is not None
-        events, _ = read_events(path, 0)
-        made = [e for _, e in events if e.get("kind") == "worktree" and e.get("agent") == agent]
-        if not made or not all(isinstance(made[0].get(key), str) for key in ("worktree", "base")):
+        made = [e for e in read_path(path) if isinstance(e, ev.Worktree) and e.agent == agent]
+        if not made:
             return self.send_json(404, {"error": f"run {run_id} made no worktree for @{agent}"})
-        folder, apply = Path(made[0]["worktree"]), f"crew apply {run_id} {agent}"
-        if not all(isinstance(made[0].get(key), str) for key in ("git_dir", "common")):
+        folder, apply = Path(made[0].worktree), f"crew apply {run_id} {agent}"
+        if not made[0].git_dir or not made[0].common:
             said = f"run {run_id} did not record its worktree's git folder (an older crew made it); `{apply}` shows it"
             return self.send_json(200, {"diff": None, "error": said, "apply": apply})
         if not folder.is_dir():
             return self.send_json(200, {"diff": None, "gone": True, "apply": apply})
         try:
-            checkout = Checkout(folder, Path(made[0]["git_dir"]), Path(made[0]["common"]))
-            diff = checkout.diff(made[0]["base"], checkout.snapshot())
+            checkout = Checkout(folder, Path(made[0].git_dir), Path(made[0].common))
+            diff = checkout.diff(made[0].base, checkout.snapshot())
         except CrewError as exc:
             return self.send_json(200, {"diff": None, "error": str(exc), "apply": apply})
         cut = len(diff) > MAX_DIFF
         self.send_json(200, {"diff": diff[:MAX_DIFF].decode("utf-8", "replace"), "cut": cut, "apply": apply})
 
     def _events(self, stream: EventStream, run_id: str) -> None:
-        """The run's events from the start (or from Last-Event-ID, a byte offset), then each as it
-        is appended, and its reply text as it streams, until its end."""
+        """The run's record from its start (or from Last-Event-ID, a byte offset), then each event
+        as it is written (the model's text included, as it streams), until its `end` (or ROTATE:
+        the page reconnects). A run whose process died writes no end: once its file is read to its
+        last line and the index says it is over, the stream ends with the status it says."""
         path = self.ui.runs.path(run_id)
         assert path is not None
         last = self.headers.get("Last-Event-ID", "0")
         offset = int(last) if last.isdigit() and last.isascii() else 0
-        texts = self.ui.desk.watch(run_id)
+        reader = Reader()
         quiet, checked = time.monotonic(), time.monotonic()
         until = quiet + ROTATE
-        try:
-            while not self.ui.closed.is_set() and time.monotonic() < until and not self.hung_up():
-                events, offset = read_events(path, offset)
-                for after, event in events:
-                    if not stream.send(dumps_bytes(event), event="event", id=str(after)):
-                        return
-                    if event.get("kind") == "end":
-                        stream.send(b"{}", event="end")
-                        return
-                if events:
-                    quiet = time.monotonic()
-                if time.monotonic() - checked > 1.0:  # a run that died writes no end: look at its process
-                    checked = time.monotonic()
-                    row = self.ui.runs.row(run_id)
-                    if row is not None and row.status != "running":
-                        stream.send(dumps_bytes({"status": row.status}), event="end")
-                        return
-                try:
-                    text = texts.get(timeout=TAIL)
-                except queue.Empty:
-                    text = None
-                while text is not None:
-                    if not stream.send(dumps_bytes(text), event="text"):
-                        return
-                    quiet = time.monotonic()
-                    text = texts.get_nowait() if not texts.empty() else None
-                if time.monotonic() - quiet > KEEPALIVE:
-                    if not stream.comment():
-                        return
-                    quiet = time.monotonic()
-        finally:
-            self.ui.desk.unwatch(run_id, texts)
+        while not self.ui.closed.is_set() and time.monotonic() < until and not self.hung_up():
+            events, offset = read_from(path, offset, reader)
+            for after, event in events:
+                if not stream.send(ev.encode(event), event="event", id=str(after)):
+                    return
+                if isinstance(event, ev.End):
+                    stream.send(dumps_bytes({"status": event.status}), event="end")
+                    return
+            if events:
+                quiet = time.monotonic()
+            elif time.monotonic() - checked > 1.0:  # read to its end, and nothing new: did its process die?
+                checked = time.monotonic()
+                row = self.ui.runs.row(run_id)
+                if row is not None and row.status not in ("running", "waiting"):
+                    events, offset = read_from(path, offset, reader)  # what it wrote as it died
+                    for after, event in events:
+                        stream.send(ev.encode(event), event="event", id=str(after))
+                    stream.send(dumps_bytes({"status": row.status}), event="end")
+                    return
+            if time.monotonic() - quiet > KEEPALIVE:
+                if not stream.comment():
+                    return
+                quiet = time.monotonic()
+            self.ui.closed.wait(TAIL)
 
     def _streamed(self, serve: Callable[[EventStream], None]) -> None:
         """Answer with server-sent events from `serve`, which ends them within ROTATE seconds: the

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from crewbridge.errors import UsageError
-from crewbridge.uilink import Lines, connect, send
+from crewbridge.ui.link import Lines, connect, send
 
 CODE_LIFE = 300.0  # seconds a sign-in link is good for
 ROTATE = 300.0  # seconds of use after which a session's cookie value is replaced

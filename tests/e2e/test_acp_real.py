@@ -116,6 +116,33 @@ def test_text_a_read_a_write_as_a_diff_approved_and_rejected_then_a_load_after_a
     assert "what did you save?" in last and "Saved the code." in last  # the same CLI conversation, resumed
 
 
+OWN_COMMAND = {
+    "claude": tool_call("Bash", {"command": "echo made > made.txt; cat notes.txt"}),
+    "codex": tool_call("exec_command", {"cmd": "echo made > made.txt; cat notes.txt"}),
+    "gemini": tool_call("run_shell_command", {"command": "echo made > made.txt; cat notes.txt"}, own=True),
+}
+
+
+def test_the_clis_own_command_is_a_tool_call_started_and_finished_with_its_output(
+    cli: str, cli_env: Any, mock_server: Any, project: Path, tmp_path: Path
+) -> None:
+    """Whether the CLI asked crew (claude, gemini) or ran it under its own rules (codex): one
+    tool_call for the command, finished by its own id with what the command printed."""
+    model = {"model": "gpt-5.5"} if cli == "codex" else {}  # the model whose tools include exec_command
+    write_config(project / "crew.yaml", agents={cli: {"provider": cli, "tools_via": "native", **model}})
+    mock_server.script(OWN_COMMAND[cli], "Made it.")
+    options = {"agent": cli, "mode": "execute"}
+    out = acp_client({"options": options, "prompts": [{"text": "make made.txt"}]}, cli_env(cli), project)
+    assert out["stops"] == ["end_turn"] and (project / "made.txt").read_text() == "made\n"
+    [started] = [u for u in out["updates"] if u["sessionUpdate"] == "tool_call"]
+    assert started["kind"] == "execute" and "echo made > made.txt" in started["title"]
+    [done] = [u for u in out["updates"] if u["sessionUpdate"] == "tool_call_update"]
+    assert (done["toolCallId"], done["status"]) == (started["toolCallId"], "completed")
+    said = done["content"][0]["content"]["text"]
+    assert said == "" if cli == "gemini" else "the launch code is 7-4-1" in said  # gemini 0.61 reports no output
+    assert processes_in(tmp_path) == []
+
+
 def test_cancel_ends_the_cli_within_two_seconds(
     cli: str, cli_env: Any, mock_server: Any, project: Path, tmp_path: Path
 ) -> None:

@@ -286,7 +286,7 @@ def test_cancel_ends_the_running_agent_and_the_queued_never_start(mock_server, e
 
 
 def test_a_batchs_commit_holds_nothing_the_agent_armed_for_git(mock_server, env, tmp_path):
-    """The agent's run in its worktree is disarmed like any execute run (crewbridge.gitguard): a
+    """The agent's run in its worktree is disarmed like any execute run (crewbridge.system.gitguard): a
     planted repository and a new attributes driver never reach the batch's commit."""
     [repo] = local_repos(tmp_path, "a")
     head = git(repo, "rev-parse", "HEAD").strip()

@@ -105,7 +105,7 @@ def test_ctrl_c_while_the_model_streams_ends_the_cli_and_exits_130(cli, cli_env,
     assert processes_in(tmp_path) == []
     [transcript] = (tmp_path / f"home-{cli}" / ".local" / "state" / "crewbridge" / "runs").glob("*.jsonl")
     last = json.loads(transcript.read_text().splitlines()[-1])
-    assert (last["kind"], last["status"]) == ("end", "interrupted")
+    assert (last["kind"], last["status"]) == ("end", "cancelled")
 
 
 def test_a_model_that_keeps_calling_tools_stops_at_max_turns_with_exit_4(cli, crew, mock_server, notes):

@@ -79,6 +79,6 @@ def test_the_clis_own_shell_cannot_leave_git_armed(cli, cli_env, mock_server, wo
     assert done.returncode == 0, done.stderr
     assert processes_in(tmp_path) == []
     events = [json.loads(line) for line in done.stdout.splitlines()]
-    disarmed = [event for event in events if event["type"] == "disarmed"]
+    disarmed = [event for event in events if event["kind"] == "disarmed"]
     assert [[d["path"] for d in event["found"]] for event in disarmed] == [["sub/.git", "sub"]]
     users_next_git_status(workdir, marker)

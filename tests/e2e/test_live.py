@@ -15,9 +15,10 @@ from crewbridge.tools import builtin_registry
 from crewbridge import providers
 from crewbridge.config import AgentSpec
 from crewbridge.conversations import new_conversation
+from crewbridge.engine.loop import AgentLoop
 from crewbridge.errors import ProviderError
-from crewbridge.loop import AgentLoop
-from crewbridge.policy import Policy
+from crewbridge.record.stream import Record
+from crewbridge.work.policy import Policy
 from mockserver import error, reply
 
 pytestmark = pytest.mark.e2e
@@ -37,10 +38,13 @@ def run(cli_env, mock_server, workdir):
     (workdir / "notes.txt").write_text("the secret is 42")
     (workdir / "plan.txt").write_text("ship on friday")
 
-    def go(cli, *replies, on_progress=None):
+    def go(cli, *replies, sink=None):
         mock_server.script(*replies)
         env = {**cli_env(cli), "CREW_LIVE": "1"}  # whatever the caller set
         conversation = new_conversation(providers.load(cli), Turn(prompt=""), cwd=workdir, env=env)
+        record = Record()
+        if sink is not None:
+            record.attach(sink(conversation))
         loop = AgentLoop(
             cli,
             conversation,
@@ -48,7 +52,7 @@ def run(cli_env, mock_server, workdir):
             Policy(AgentSpec(cli, cli), "query"),
             workdir=workdir,
             timeout=90,
-            on_progress=on_progress and on_progress(conversation),
+            record=record,
         )
         return loop.run(TASK), conversation
 
@@ -56,8 +60,8 @@ def run(cli_env, mock_server, workdir):
 
 
 def watching(pids: set[int]):
-    """An on_progress factory noting the pid of the CLI process behind each piece of text."""
-    return lambda conversation: lambda progress: progress.kind == "text" and pids.add(conversation.process.pid)
+    """A sink factory noting the pid of the CLI process behind each piece of the record's text."""
+    return lambda conversation: lambda event: event.kind == "text" and pids.add(conversation.process.pid)
 
 
 def assistant_texts(request) -> list[str]:
@@ -137,7 +141,7 @@ def test_one_process_carries_every_turn_and_ends_with_the_run(cli, run, mock_ser
         reply("First.\n", block("notes.txt"), INVENTED, delay=SLOW),
         reply("Then.\n", block("plan.txt"), "The plan says monday.", delay=SLOW),
         "42, friday.",
-        on_progress=watching(pids),
+        sink=watching(pids),
     )
     assert result.answer == "42, friday." and result.turns == 3
     [pid] = pids
@@ -158,7 +162,7 @@ def test_a_model_error_mid_conversation_ends_the_run_with_its_message_and_the_pr
             cli,
             reply("Let me read it.\n", block("notes.txt"), INVENTED, delay=SLOW),
             error(500, "mock overloaded"),
-            on_progress=watching(pids),
+            sink=watching(pids),
         )
     [pid] = pids
     with pytest.raises(ProcessLookupError):

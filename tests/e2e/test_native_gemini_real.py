@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_native_real import logged, no_catalogue, tool_results
+from test_native_real import no_catalogue, own_tools, tool_results
 
 from crewcli import only_result
 from mockserver import tool_call
@@ -20,8 +20,8 @@ CANCELED = "was canceled by the user"  # what gemini tells the model of a use cr
 
 
 def decisions(crew) -> list[tuple[str, str]]:
-    """(tool, decision) of each of gemini's own tool uses in the last run's transcript."""
-    return [(event["tool"], event["decision"]) for event in logged(crew, "gemini", "native_tool")]
+    """(tool, decision) of each of gemini's own tool uses in the last run's record."""
+    return [(event["name"].removeprefix("native:"), event["decision"]) for event in own_tools(crew, "gemini")]
 
 
 def test_gemini_reads_a_file_through_crews_mcp_server(crew, mock_server, notes):
@@ -104,7 +104,7 @@ def test_gemini_shell_command_crew_cannot_read_is_refused_by_the_command_rules(c
     done = crew("gemini", "execute", "--tools-via", "native", "@gemini delete f")
     assert done.returncode == 0, done.stderr
     assert (workdir / "f").read_text() == "keep me"
-    [decided] = logged(crew, "gemini", "native_tool")
+    [decided] = own_tools(crew, "gemini")
     assert decided["decision"] == "refused" and "its program '${X:-rm}'" in decided["reason"]
 
 
@@ -113,7 +113,8 @@ def test_gemini_native_calls_are_events_of_the_jsonl_stream(crew, mock_server, n
     done = crew("gemini", "query", "--tools-via", "native", "--jsonl", "@gemini what does notes.txt say?")
     assert done.returncode == 0, done.stderr
     events = [json.loads(line) for line in done.stdout.splitlines()]
-    kinds = [event["type"] for event in events if event["type"] in ("call", "result", "answer")]
+    kinds = [event["kind"] for event in events if event["kind"] in ("call", "result", "answer")]
     assert kinds == ["call", "result", "answer"]
-    result = events[[e["type"] for e in events].index("result")]
-    assert result["result"]["success"] is True and notes in json.dumps(result)
+    call, result = (next(e for e in events if e["kind"] == kind) for kind in ("call", "result"))
+    assert (call["via"], result["call"], result["success"]) == ("native", call["call"], True)
+    assert notes in json.dumps(result)

@@ -28,10 +28,14 @@ def no_catalogue(requests) -> bool:
     return not any(mark in request.text() for request in requests for mark in CATALOGUE_MARKS)
 
 
-def logged(crew, cli: str, kind: str) -> list[dict]:
-    """The records of `kind` in the last run's transcript (`crew log show last`)."""
+def own_tools(crew, cli: str, asked: bool = True) -> list[dict]:
+    """Each of the CLI's own tool uses in the last run's record (`crew log show --json last`): its
+    call (`name`: native:NAME, `input`) with crew's decision on it (`decision`, `reason`, `by`);
+    those crew was asked about (`asked`), or every one (the CLI's own rules ran the others: `by: cli`)."""
     events = [json.loads(line) for line in crew(cli, "log", "show", "--json", "last").stdout.splitlines()]
-    return [event for event in events if event.get("kind") == kind]
+    calls = {e["call"]: e for e in events if e["kind"] == "call" and e.get("via") == "own"}
+    decided = [{**calls[e["call"]], **e} for e in events if e["kind"] == "decision" and e["call"] in calls]
+    return [event for event in decided if not asked or event.get("by") != "cli"]
 
 
 def tool_output(request) -> str:
@@ -85,8 +89,8 @@ def test_claude_in_query_mode_is_offered_no_tool_of_its_own_that_writes_or_runs_
     assert set(own) <= {"Read", "Glob", "Grep"}, own
     # Claude asks its client before reading outside the working directory: crew refuses, and says why
     assert "outside the working directory" in tool_results(second)
-    [decision] = logged(crew, "claude", "native_tool")
-    assert (decision["tool"], decision["decision"]) == ("Read", "refused")
+    [decision] = own_tools(crew, "claude")
+    assert (decision["name"], decision["decision"]) == ("native:Read", "refused")
 
 
 @pytest.mark.parametrize("via", ["native", "text"])  # Claude asks crew in either: its live process is the same
@@ -95,7 +99,7 @@ def test_claude_runs_its_own_bash_in_execute_mode_unless_crews_policy_denies_it(
     done = crew("claude", "execute", "--tools-via", via, "@claude make made.txt")
     assert done.returncode == 0, done.stderr
     assert (workdir / "made.txt").read_text() == "made\n"
-    assert [(d["tool"], d["decision"]) for d in logged(crew, "claude", "native_tool")] == [("Bash", "allowed")]
+    assert [(d["name"], d["decision"]) for d in own_tools(crew, "claude")] == [("native:Bash", "allowed")]
 
     (workdir / "made.txt").unlink()
     (workdir / "crew.yaml").write_text("agents:\n  claude:\n    deny: ['native:Bash']\n")
@@ -105,8 +109,8 @@ def test_claude_runs_its_own_bash_in_execute_mode_unless_crews_policy_denies_it(
     assert not (workdir / "made.txt").exists()
     told = tool_results(mock_server.requests[-1])
     assert "crew's policy does not allow Bash" in told and "native:" in told
-    [decision] = logged(crew, "claude", "native_tool")
-    assert (decision["tool"], decision["decision"]) == ("Bash", "refused")
+    [decision] = own_tools(crew, "claude")
+    assert (decision["name"], decision["decision"]) == ("native:Bash", "refused")
 
 
 @pytest.mark.parametrize("via", ["native", "text"])
@@ -118,8 +122,8 @@ def test_claudes_bash_with_a_program_crew_cannot_know_is_refused_by_the_command_
     assert done.returncode == 0, done.stderr
     assert (workdir / "f").read_text() == "keep me"
     assert "its program '$X' is known only when the shell runs" in tool_results(mock_server.requests[-1])
-    [decision] = logged(crew, "claude", "native_tool")
-    assert (decision["tool"], decision["decision"]) == ("Bash", "refused")
+    [decision] = own_tools(crew, "claude")
+    assert (decision["name"], decision["decision"]) == ("native:Bash", "refused")
 
 
 def test_claude_native_calls_are_events_of_the_jsonl_stream(crew, mock_server, notes):
@@ -127,9 +131,10 @@ def test_claude_native_calls_are_events_of_the_jsonl_stream(crew, mock_server, n
     done = crew("claude", "query", "--tools-via", "native", "--jsonl", "@claude what does notes.txt say?")
     assert done.returncode == 0, done.stderr
     events = [json.loads(line) for line in done.stdout.splitlines()]
-    kinds = [event["type"] for event in events if event["type"] in ("call", "result", "answer")]
+    kinds = [event["kind"] for event in events if event["kind"] in ("call", "result", "answer")]
     assert kinds == ["call", "result", "answer"]
-    assert events[[e["type"] for e in events].index("result")]["result"]["success"] is True
+    call, result = (next(e for e in events if e["kind"] == kind) for kind in ("call", "result"))
+    assert (call["via"], result["call"], result["success"]) == ("native", call["call"], True)
 
 
 # --- codex
@@ -200,10 +205,10 @@ def test_codex_query_refuses_its_own_shell_and_patch_tools(tools_via, crew, mock
     assert "did not let your apply_patch call run: crew does not allow apply_patch for query mode" in tool_output(
         after_patch
     )
-    decided = logged(crew, "codex", "native_tool")
-    assert [(event["tool"], event["decision"]) for event in decided] == [
-        ("exec_command", "refused"),
-        ("apply_patch", "refused"),
+    decided = own_tools(crew, "codex")
+    assert [(event["name"], event["decision"]) for event in decided] == [
+        ("native:exec_command", "refused"),
+        ("native:apply_patch", "refused"),
     ]
     assert "echo made > made.txt" in decided[0]["input"]["command"]
     assert decided[1]["input"]["changes"][0]["path"] == str(workdir / "made.txt")
@@ -215,8 +220,8 @@ def test_codex_asks_about_every_command_so_query_refuses_even_one_that_reads(cre
     done = crew("codex", "query", "@codex:gpt-5.5 what does notes.txt say?")
     assert done.returncode == 0, done.stderr
     assert notes not in mock_server.requests[1].text()
-    decided = logged(crew, "codex", "native_tool")
-    assert [(event["tool"], event["decision"]) for event in decided] == [("exec_command", "refused")]
+    decided = own_tools(crew, "codex")
+    assert [(event["name"], event["decision"]) for event in decided] == [("native:exec_command", "refused")]
 
 
 def test_codex_execute_runs_its_shell_and_deny_refuses_it_with_the_reason(crew, mock_server, workdir):
@@ -224,8 +229,11 @@ def test_codex_execute_runs_its_shell_and_deny_refuses_it_with_the_reason(crew, 
     done = crew("codex", "execute", "@codex:gpt-5.5 make made.txt")
     assert done.returncode == 0, done.stderr
     assert (workdir / "made.txt").read_text() == "made\n"
-    # nothing in crew's policy could refuse it: codex was not made to ask, its sandbox decides
-    assert not logged(crew, "codex", "native_tool")
+    # nothing in crew's policy could refuse it: codex was not made to ask, its sandbox decides; the
+    # record has the command all the same, run by codex's own rules
+    assert not own_tools(crew, "codex")
+    [ran] = own_tools(crew, "codex", asked=False)
+    assert (ran["name"], ran["decision"], ran["by"]) == ("native:exec_command", "allowed", "cli")
 
     (workdir / "made.txt").unlink()
     write_config(workdir / "crew.yaml", agents={"codex": {"deny": ["native:exec_command"]}})
@@ -235,15 +243,15 @@ def test_codex_execute_runs_its_shell_and_deny_refuses_it_with_the_reason(crew, 
     assert done.stdout == "I was not allowed to.\n"
     assert not (workdir / "made.txt").exists()
     assert "crew's policy does not allow exec_command for agent 'codex'" in tool_output(mock_server.requests[-1])
-    [decided] = logged(crew, "codex", "native_tool")
-    assert (decided["tool"], decided["decision"]) == ("exec_command", "refused")
+    [decided] = own_tools(crew, "codex")
+    assert (decided["name"], decided["decision"]) == ("native:exec_command", "refused")
 
     write_config(workdir / "crew.yaml", agents={"codex": {"deny_commands": ["rm *"]}})
     mock_server.script(tool_call("exec_command", {"cmd": "echo made > made.txt"}), "Made it.")
     done = crew("codex", "execute", "@codex:gpt-5.5 make made.txt")
     assert done.returncode == 0 and (workdir / "made.txt").exists()  # asked, and allowed
-    [decided] = logged(crew, "codex", "native_tool")
-    assert (decided["tool"], decided["decision"]) == ("exec_command", "allowed")
+    [decided] = own_tools(crew, "codex")
+    assert (decided["name"], decided["decision"]) == ("native:exec_command", "allowed")
 
 
 def test_codex_commands_are_read_inside_its_bash_lc_and_checked(crew, mock_server, workdir):
@@ -253,7 +261,7 @@ def test_codex_commands_are_read_inside_its_bash_lc_and_checked(crew, mock_serve
     done = crew("codex", "execute", "@codex:gpt-5.5 delete f")
     assert done.returncode == 0, done.stderr
     assert (workdir / "f").read_text() == "keep me"
-    [decided] = logged(crew, "codex", "native_tool")
+    [decided] = own_tools(crew, "codex")
     assert decided["input"]["command"] == "/bin/bash -lc 'X=rm; $X f'"  # as codex asks about it
     assert (decided["decision"], "its program '$X'" in decided["reason"]) == ("refused", True)
     assert "its program '$X'" in tool_output(mock_server.requests[-1])
@@ -264,11 +272,17 @@ def test_codex_native_calls_are_jsonl_call_and_result_events(crew, mock_server, 
     done = crew("codex", "query", "--jsonl", "--tools-via", "native", f"@codex:gpt-5.5 {TASK}")
     assert done.returncode == 0, done.stderr
     events = [json.loads(line) for line in done.stdout.splitlines()]
-    call, result = [event for event in events if event["type"] in ("call", "result")]
-    assert call == {"type": "call", "agent": "codex", "name": "crew:read_file", "input": {"path": "notes.txt"}}
-    assert result["name"] == "crew:read_file" and result["result"]["success"] is True
-    assert notes in result["result"]["data"]["content"]
-    assert events[-1]["type"] == "answer" and events[-1]["answer"] == ANSWER
+    call, result = [event for event in events if event["kind"] in ("call", "result")]
+    assert {k: call[k] for k in ("agent", "name", "input", "via")} == {
+        "agent": "codex",
+        "name": "crew:read_file",
+        "input": {"path": "notes.txt"},
+        "via": "native",
+    }
+    assert (result["call"], result["name"], result["success"]) == (call["call"], "crew:read_file", True)
+    assert notes in result["data"]["content"]
+    answer = next(event for event in events if event["kind"] == "answer")
+    assert answer["text"] == ANSWER and events[-1]["kind"] == "end"
 
 
 def test_a_native_call_claude_gives_up_on_is_cancelled_at_once_and_its_command_ended(

@@ -9,7 +9,7 @@ import pytest
 from crewbridge.providers.base import Turn
 
 from clienv import run_cli
-from crewbridge.events import Done
+from crewbridge.base.decoded import Done
 from mockserver import error, reply
 
 pytestmark = pytest.mark.e2e

@@ -30,7 +30,7 @@ def first_exchange(cli, crew, mock_server):
 @pytest.mark.parametrize("how", ["--continue", "--resume"])
 def test_a_second_command_continues_the_conversation_by_the_clis_session(how, cli, crew, mock_server, notes):
     first_exchange(cli, crew, mock_server)
-    run_id = log_events(crew, cli)[0]["run_id"]
+    run_id = log_events(crew, cli)[0]["run"]
     mock_server.script("You asked what notes.txt says.")
     args = ["--continue"] if how == "--continue" else ["--resume", run_id]
     second = crew(cli, "query", *args, f"@{cli} what did I ask you before?")
@@ -46,7 +46,7 @@ def test_a_second_command_continues_the_conversation_by_the_clis_session(how, cl
     events = log_events(crew, cli)
     assert events[0]["resumed_from"] == run_id
     [resume] = [e for e in events if e["kind"] == "resume"]
-    assert (resume["agent"], resume["how"], resume["run"]) == (cli, "continued", run_id)
+    assert (resume["agent"], resume["how"], resume["of"]) == (cli, "continued", run_id)
 
 
 def test_a_third_command_continues_the_chain(cli, crew, mock_server, notes):
@@ -148,9 +148,7 @@ def test_resuming_a_run_from_another_directory_replays_it_with_a_notice(
 ):
     env = cli_env(cli)
     first_exchange(cli, lambda name, *args: run_crew(list(args), env=env, cwd=workdir), mock_server)
-    run_id = json.loads(run_crew(["log", "show", "--json", "last"], env=env, cwd=workdir).stdout.splitlines()[0])[
-        "run_id"
-    ]
+    run_id = json.loads(run_crew(["log", "show", "--json", "last"], env=env, cwd=workdir).stdout.splitlines()[0])["run"]
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     (elsewhere / "notes.txt").write_text(notes + "\n")

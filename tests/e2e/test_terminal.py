@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from crewbridge.render import STATUS_IDLE
+from crewbridge.terminal.render import STATUS_IDLE
 from crewcli import processes_in
 from mockserver import reply
 

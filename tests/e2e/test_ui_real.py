@@ -23,7 +23,7 @@ import pytest
 from browser import chromium, missing
 from crewcli import end_group, processes_in, run_crew, start_crew, tool_block, write_config
 from gitrepo import make_repo
-from mockserver import reply
+from mockserver import reply, tool_call
 
 pytestmark = pytest.mark.e2e
 TOKEN = "ui-e2e-token-0123456789abc"
@@ -367,3 +367,21 @@ def test_the_batches_page_shows_a_crew_batch_and_its_progress(page, ui, env, tmp
     for repo in repos:
         row = batch.locator(f'[data-repo="{repo}"]')
         assert "done" in row.inner_text() and "crew/batch-two/claude" in row.inner_text()
+
+
+def test_the_clis_own_tools_show_with_who_decided_and_their_result(page, ui, env, workdir, mock_server):
+    (workdir / "notes.txt").write_text("the code is 7-4-1\n")
+    mock_server.script(
+        tool_call("Bash", {"command": "echo made > made.txt"}),  # claude asks crew: crew's policy allows it
+        tool_call("Read", {"file_path": "notes.txt"}),  # inside the project: claude reads without asking
+        reply("Done."),
+    )
+    code, _, err = finish(start_crew(["execute", "@claude make made.txt"], env=env, cwd=workdir))
+    assert code == 0, err
+    page.goto(f"{ui}/runs/{runs_in(env)[0].stem}")
+    bash, read = page.locator('[data-tool-call="Bash"]'), page.locator('[data-tool-call="Read"]')
+    bash.locator('[data-result="ok"]').wait_for()
+    assert bash.locator('[data-result="allowed"]').inner_text() == "allowed (policy)"
+    read.locator('[data-result="ok"]').wait_for()
+    assert read.locator('[data-result="allowed"]').inner_text() == "run by the CLI (crew was not asked)"
+    assert "the code is 7-4-1" in read.inner_text()

@@ -131,7 +131,7 @@ function showQuestions(questions) {
   const recent = questions.filter((q) => q.state === "open" || Date.now() - Date.parse(q.ended) < SHOWN_AFTER);
   panel.replaceChildren(
     ...recent.map((q) => {
-      // Every string here was drawn by the run (crewbridge.visible): nothing in it can hide a part.
+      // Every string here was drawn by the run (crewbridge.base.visible): nothing in it can hide a part.
       const box = el(
         "div",
         { class: "question", "data-approval-id": q.id, "data-state": q.state },
@@ -255,15 +255,20 @@ function runsView() {
 
 // -- a run's page --------------------------------------------------------------------------------
 
+// The run's record, read from its start and then as it is written: the model's text, each tool call
+// (by the id the record gives it: its decision, approval and result find it), usage, the end.
+const INTERRUPTED = 130; // the exit code of an agent stopped by a cancel (not an error of its own)
+
 function runView(id) {
   const title = el("h1", { text: `Run ${id}` });
   const meta = el("div", { class: "meta" });
   const cancel = el("button", { type: "button", "data-action": "cancel", text: "Cancel run", hidden: true });
   const note = el("span", { class: "dim" });
   const log = el("div", { class: "log" });
-  const calls = []; // calls waiting for their result: {agent, name, node}
-  const streaming = {}; // agent → the block its reply text streams into
-  const replied = {}; // agent → a reply of it was read: its streamed text is shown whole
+  const calls = new Map(); // the record's call id → its item
+  const writing = {}; // agent → the item its reply streams into, while it does
+  const reviewing = new Set(); // agents whose part is a review's: their words are their verdict
+  const live = { tokens: 0, cost: null, status: null, errors: 0 }; // summed from the record as it comes
   main.replaceChildren(title, el("div", { class: "actions" }, cancel, " ", note), meta, log);
 
   cancel.onclick = async () => {
@@ -273,18 +278,27 @@ function runView(id) {
     if (!done.ok) cancel.disabled = false;
   };
 
+  let row = null;
   async function header() {
-    const run = await api(`/api/runs/${id}`);
-    title.textContent = run.task ? run.task.split("\n")[0] : `Run ${id}`;
+    row = await api(`/api/runs/${id}`);
+    title.textContent = row.task ? row.task.split("\n")[0] : `Run ${id}`;
+    draw();
+  }
+
+  function draw() {
+    if (!row) return;
+    const state = live.status || row.status;
+    const tokens = row.status === "running" || row.status === "waiting" || live.status ? live.tokens : row.tokens;
+    const cost = live.status || row.status === "running" || row.status === "waiting" ? live.cost : row.cost;
     meta.replaceChildren(
-      status(run.status),
+      status(state),
       el("span", { class: "mono", text: id }),
-      el("span", { text: run.agents.map((a) => "@" + a + (run.models[a] ? ":" + run.models[a] : "")).join(" ") }),
-      el("span", { text: run.command === run.mode ? run.mode : `${run.command} (${run.mode})` }),
-      el("span", { class: "mono", text: run.cwd }),
-      el("span", { text: `${number(run.tokens)} tokens, ${dollars(run.cost)}` }),
-      el("span", { text: duration(run.seconds) }));
-    cancel.hidden = run.status !== "running";
+      el("span", { text: row.agents.map((a) => "@" + a + (row.models[a] ? ":" + row.models[a] : "")).join(" ") }),
+      el("span", { text: row.command === row.mode ? row.mode : `${row.command} (${row.mode})` }),
+      el("span", { class: "mono", text: row.cwd }),
+      el("span", { "data-tokens": tokens, text: `${number(tokens)} tokens, ${dollars(cost)}` }),
+      el("span", { text: duration(row.seconds) }));
+    cancel.hidden = !["running", "waiting"].includes(state) || live.ended;
   }
 
   function add(node) {
@@ -300,85 +314,120 @@ function runView(id) {
 
   function head(agent, what, extra) {
     return el("div", { class: "head" }, agent ? el("span", { class: "who", text: "@" + agent }) : null,
-      el("span", { class: "dim", text: what }), extra || null);
+      el("span", { class: "dim", "data-what": "", text: what }), extra || null);
   }
 
-  function waiting(agent, name) {
-    const index = calls.findIndex((c) => c.agent === agent && toolName(c.name) === toolName(name));
-    return index < 0 ? null : calls[index];
+  function stopWriting(agent, as) { // the reply that streamed is over: it stays where it was, named
+    const block = writing[agent];
+    if (!block) return;
+    delete writing[agent];
+    if (!block.querySelector(".text").textContent.trim()) { block.remove(); return; }
+    block.querySelector("[data-what]").textContent = as;
+    block.classList.remove("streaming");
+    block.dataset.kind = as === "answer" ? "answer" : "reply";
+    block.classList.add(block.dataset.kind);
+  }
+
+  function outcome(call, kind, text) {
+    const line = call.querySelector('[data-result="pending"]') || call.appendChild(el("div"));
+    line.setAttribute("data-result", kind);
+    line.className = `decision ${kind === "ok" || kind === "allowed" ? "yes" : kind === "pending" ? "dim" : "no"}`;
+    line.textContent = text;
   }
 
   function show(event) {
     const agent = event.agent;
     switch (event.kind) {
       case "start":
-        return;
-      case "prompt":
-        replied[agent] = false;
-        return add(item("turn", agent, `turn ${event.turn} → @${agent} `,
-          el("details", {}, el("summary", { text: "message sent" }), el("pre", { text: cut(event.text, 20000) }))));
+      case "session":
       case "reply":
-      case "answer": {
-        replied[agent] = true;
-        const text = event.text.replace(/```json\s*\n\{"type":\s*"tool_use"[\s\S]*?```\n?/g, "").trim();
-        const shown = item(event.kind, agent, head(agent, event.kind === "answer" ? "answer" : "said"), el("div", { class: "text", text }));
-        const streamed = streaming[agent];
-        delete streaming[agent];
-        if (streamed) { // where its text streamed: before the calls it made
-          if (text || event.kind === "answer") streamed.replaceWith(shown);
-          else streamed.remove();
-          return;
-        }
-        if (!text && event.kind === "reply") return;
-        return add(shown);
+        return;
+      case "part":
+        if (event.role === "reviewer") reviewing.add(agent); else reviewing.delete(agent);
+        if (event.role) add(item("turn", agent, `@${agent} ${event.role === "reviewer" ? "reviews" : "writes"}, round ${event.round}`));
+        return;
+      case "turn":
+        stopWriting(agent, "said");
+        return add(item("turn", agent, `turn ${event.turn} → @${agent} `,
+          el("details", {}, el("summary", { text: "message sent" }), el("pre", { text: cut(event.prompt, 20000) }))));
+      case "text": {
+        const text = event.shown ?? event.text;
+        if (!text || reviewing.has(agent)) return;
+        if (!writing[agent]) writing[agent] = add(item("streaming", agent, head(agent, "is writing…"), el("div", { class: "text" })));
+        writing[agent].querySelector(".text").append(text);
+        return;
       }
-      case "tool_call": {
+      case "answer":
+        if (reviewing.has(agent)) return;
+        if (writing[agent]) return stopWriting(agent, "answer");
+        return add(item("answer", agent, head(agent, "answer"), el("div", { class: "text", text: event.text })));
+      case "call": {
+        stopWriting(agent, "said"); // its lead-in stays above the call it made
+        const own = event.via === "own";
         const name = toolName(event.name);
         const node = add(item("call", agent,
-          head(agent, "calls", el("strong", { class: "mono", text: event.name })),
+          head(agent, own ? "its own tool" : "calls", el("strong", { class: "mono", text: event.name })),
           writeDiff(name, event.input) || el("pre", { text: cut(json(event.input), 4000) }),
           el("div", { class: "decision dim", "data-result": "pending", text: "running…" })));
         node.setAttribute("data-tool-call", name);
-        calls.push({ agent, name: event.name, node });
+        node.setAttribute("data-call", event.call);
+        if (own) node.dataset.own = "1";
+        calls.set(event.call, node);
         return;
       }
-      case "approval": {
-        const call = waiting(agent, event.name);
-        const verdict = event.answer ? `${said[event.answer] || event.answer} on the ${event.source}` : "nobody answered";
-        const line = el("div", { class: `decision ${event.answer === "no" || !event.answer ? "no" : "yes"}`,
-          "data-approval": event.answer || "none", text: `approval: ${verdict}` });
-        if (call) call.node.insertBefore(line, call.node.lastChild);
-        else add(item("notice", agent, line));
-        return;
-      }
-      case "tool_result": {
-        const call = waiting(agent, event.name);
-        const result = event.result || {};
-        const node = call ? call.node : add(item("call", agent, head(agent, "result of", event.name)));
-        if (call) calls.splice(calls.indexOf(call), 1);
-        const refused = !result.success && /not run|declined|not allowed|refus/i.test(result.error || "");
-        node.classList.add(result.success ? "ok" : refused ? "refused" : "failed");
-        const outcome = node.querySelector('[data-result="pending"]') || node.appendChild(el("div"));
-        outcome.setAttribute("data-result", result.success ? "ok" : refused ? "refused" : "failed");
-        outcome.className = `decision ${result.success ? "yes" : "no"}`;
-        outcome.textContent = result.success ? `✓ ${cut(json(result.data), 160).split("\n").join(" ")}` : `✗ ${result.error}`;
-        if (result.success && result.data !== undefined) {
-          node.append(el("details", {}, el("summary", { text: "result" }), el("pre", { text: cut(json(result.data), 20000) })));
+      case "decision": {
+        const call = calls.get(event.call);
+        if (!call) return;
+        const by = event.by || "policy"; // the record leaves out its default
+        if (event.decision === "refused") {
+          call.classList.add("refused");
+          return outcome(call, "refused", `refused (${by}): ${event.reason}`);
+        }
+        if (call.dataset.own) { // the CLI runs it itself: its result, when it reports one, follows
+          outcome(call, "allowed", by === "cli" ? "run by the CLI (crew was not asked)" : `allowed (${by})`);
         }
         return;
       }
-      case "native_tool": {
-        const node = add(item(event.allowed === false ? "call refused" : "call ok", agent,
-          head(agent, "its own tool", el("strong", { class: "mono", text: event.tool })),
-          writeDiff(toolName(event.tool), event.input) || el("pre", { text: cut(json(event.input), 4000) }),
-          el("div", { class: "decision", text: event.reason || (event.allowed === false ? "refused" : "allowed") })));
-        node.setAttribute("data-tool-call", toolName(event.tool));
+      case "ask": {
+        const call = calls.get(event.call);
+        live.status = "waiting"; draw();
+        if (call) outcome(call, "pending", "waiting for your answer…");
         return;
       }
-      case "usage":
-        return add(item("turn", agent,
-          `@${agent} turn ${event.turn ?? ""}: ${number((event.input_tokens || 0) + (event.output_tokens || 0))} tokens` +
-          ` (${number(event.input_tokens)} in, ${number(event.output_tokens)} out), ${dollars(event.cost_usd)}`));
+      case "approval": {
+        const call = calls.get(event.call);
+        if (live.status === "waiting") { live.status = "running"; draw(); }
+        const verdict = event.answer ? `${said[event.answer] || event.answer} on the ${event.source}` : "nobody answered";
+        const line = el("div", { class: `decision ${event.answer === "no" || !event.answer ? "no" : "yes"}`,
+          "data-approval": event.answer || "none", text: `approval: ${verdict}` });
+        if (call) call.insertBefore(line, call.querySelector("[data-result]"));
+        else add(item("notice", agent, line));
+        if (call && event.answer && event.answer !== "no") outcome(call, "pending", "running…");
+        return;
+      }
+      case "result": {
+        const call = calls.get(event.call) || add(item("call", agent, head(agent, "result of", event.name)));
+        calls.delete(event.call);
+        const refused = call.classList.contains("refused");
+        call.classList.add(event.success ? "ok" : refused ? "refused" : "failed");
+        if (!refused) {
+          outcome(call, event.success ? "ok" : "failed",
+            event.success ? `✓ ${cut(json(event.data), 160).split("\n").join(" ")}` : `✗ ${event.error}`);
+        }
+        if (event.success && event.data !== undefined && event.data !== null) {
+          call.append(el("details", {}, el("summary", { text: "result" }), el("pre", { text: cut(json(event.data), 20000) })));
+        }
+        return;
+      }
+      case "usage": {
+        const tokens = (event.input_tokens || 0) + (event.output_tokens || 0);
+        live.tokens += tokens;
+        if (event.cost_usd !== undefined && event.cost_usd !== null) live.cost = (live.cost || 0) + event.cost_usd;
+        draw();
+        return add(item("turn", agent, `@${agent} turn ${event.turn ?? ""}: ${number(tokens)} tokens` +
+          ` (${number(event.input_tokens || 0)} in, ${number(event.output_tokens || 0)} out)` +
+          (event.cost_usd !== undefined && event.cost_usd !== null ? `, ${dollars(event.cost_usd)}` : "")));
+      }
       case "review":
         return add(item(event.verdict === "approve" ? "answer" : "reply", agent,
           head(agent, `review round ${event.round}/${event.rounds}: ${event.verdict}`),
@@ -396,40 +445,42 @@ function runView(id) {
             text: data.gone ? "the worktree is gone (applied or cleaned)" : data.error || "no changes" }));
           if (data.cut) output.append(el("div", { class: "dim", text: "(cut: the diff is longer)" }));
         } });
-        return add(item("notice", agent, head(agent, `works in ${event.worktree} on ${event.branch}`),
+        const changed = (event.changes || []).map((f) => `${f.status} ${f.path} ${f.added === null ? "binary" : `+${f.added} -${f.removed}`}`);
+        return add(item("notice", agent, head(agent, `worked in ${event.worktree} on ${event.branch}`),
+          el("pre", { text: event.changes === null || event.changes === undefined ? "its changes are unknown" : changed.join("\n") || "no changes" }),
           el("div", {}, "apply its change with ", el("code", { text: apply })), button, output));
       }
-      case "changes":
-        return add(item("notice", agent, head(agent, "changed"), el("pre", {
-          text: (event.files || []).map((f) => `${f.status} ${f.path} ${f.added === null ? "binary" : `+${f.added} -${f.removed}`}`).join("\n") || "no changes",
-        })));
       case "error":
+        stopWriting(agent, "said");
+        if (event.exit_code === INTERRUPTED) return add(item("notice", agent, head(agent, "stopped"), el("div", { class: "dim", text: event.message })));
+        live.errors += 1;
         return add(item("error", agent, head(agent, "error"), el("div", { class: "text", text: event.message })));
       case "cancel":
+        note.textContent = "";
         return add(item("notice", agent, `cancelled from the ${event.source}`));
       case "end":
-        return add(item("notice", null, `ended: ${event.status}`, ` — ${event.tool_calls} tool calls, ${event.errors} errors`));
-      case "session":
-        return;
+        for (const name of Object.keys(writing)) stopWriting(name, "said");
+        live.status = event.status; live.ended = true; note.textContent = "";
+        draw();
+        return add(item("notice", null, `ended: ${event.status}`, ` — ${number(event.calls)} tool call${event.calls === 1 ? "" : "s"}, ${number(live.errors)} error${live.errors === 1 ? "" : "s"}`));
       default:
         return add(item("notice", agent, head(agent, event.kind), event.text || event.message || event.reason
           ? el("div", { class: "text", text: event.text || event.message || event.reason }) : null));
     }
   }
 
-  function stream(text) {
-    const agent = text.agent;
-    if (replied[agent]) return; // the reply was read whole already
-    if (!streaming[agent]) {
-      streaming[agent] = add(item("streaming", agent, head(agent, "is writing…"), el("div", { class: "text" })));
-    }
-    streaming[agent].querySelector(".text").append(text.text);
-  }
-
   const source = new EventSource(`/api/runs/${id}/events`);
   source.addEventListener("event", (e) => show(JSON.parse(e.data)));
-  source.addEventListener("text", (e) => stream(JSON.parse(e.data)));
-  source.addEventListener("end", () => { source.close(); header(); });
+  source.addEventListener("end", (e) => {
+    source.close();
+    const ended = JSON.parse(e.data || "{}");
+    if (!live.ended && ended.status) { // its process died: no `end` in its record
+      for (const name of Object.keys(writing)) stopWriting(name, "said");
+      live.status = ended.status; live.ended = true; note.textContent = "";
+      add(item("notice", null, `ended: ${ended.status} (its process ended without a word)`));
+    }
+    header();
+  });
   header();
   return () => source.close();
 }

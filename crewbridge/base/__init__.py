@@ -1,0 +1,1 @@
+"""Foundations (layer 1): values and mechanisms that know nothing of tools, CLIs or runs."""
