@@ -1,4 +1,4 @@
-"""Figure 19: what OpenTelemetry export costs a run (docs/observability.md).
+"""Figure 16: what OpenTelemetry export costs a run (docs/observability.md).
 
 `crew query "@claude say hello"` against the real claude and the mock model, in the same rounds:
 - telemetry off (no OTEL_* variable), this checkout against the one before (--before): goal, no change;
@@ -71,7 +71,7 @@ def run(settings: Settings) -> list[Row]:
     rows = []
     if "before" in values:
         rows += side_rows(
-            "19 telemetry",
+            "16 telemetry",
             "crew query, telemetry off: this checkout vs the one before (wall)",
             {"crew": values["crew"], "before": values["before"]},
             "before",
@@ -82,7 +82,7 @@ def run(settings: Settings) -> list[Row]:
     on, off = values["on"], values["crew"]
     added = median([a - b for a, b in zip(on, off, strict=True)]) * 1000
     row = ratio_row(
-        "19 telemetry",
+        "16 telemetry",
         "crew query, telemetry on (OTLP/HTTP to 127.0.0.1) vs off (wall, exit included)",
         on,
         off,
@@ -92,4 +92,4 @@ def run(settings: Settings) -> list[Row]:
         target=None,
         note=f"{added:+.1f} ms a run (median of the paired differences; goal ≤ {ADDED_TARGET:g} ms)",
     )
-    return [*rows, row, Row("19 telemetry", "ms telemetry on adds to a run", added, "ms", target=ADDED_TARGET)]
+    return [*rows, row, Row("16 telemetry", "ms telemetry on adds to a run", added, "ms", target=ADDED_TARGET)]
