@@ -35,8 +35,10 @@ from crewbridge.batch.store import INSTANCE, Running
 from crewbridge.bridge import Bridge
 from crewbridge.config import Config
 from crewbridge.errors import CrewError
+from crewbridge.record.events import Parent
 from crewbridge.sandbox import Sandboxing
 from crewbridge.system.git import Change
+from crewbridge.telemetry.exporter import Exporter
 from crewbridge.ui.link import attend
 
 MAX_PATCH = 8 * 1024 * 1024  # bytes of an agent's patch kept in the database (to commit it elsewhere)
@@ -54,6 +56,7 @@ class Runtime:
     sandboxing: Sandboxing
     running: Running
     side: Side
+    traced: Exporter | None = None  # the repositories' runs as traces, when telemetry is on
 
 
 @DBOS.dbos_class()
@@ -178,10 +181,16 @@ class BatchWorker(DBOSConfiguredInstance):
             worktree = self._place(repo_data).worktree(spec, base)
         except CrewError as exc:
             return {"error": str(exc)}
+        traced = self.runtime.traced
         bridge = Bridge(
-            self.runtime.config, workdir=worktree.path, sandboxing=self.runtime.sandboxing, observers=[attend]
+            self.runtime.config,
+            workdir=worktree.path,
+            sandboxing=self.runtime.sandboxing,
+            observers=[attend, *([traced.observe] if traced else [])],
+            tracing=traced.tracing if traced else None,
         )
-        outcome = bridge.run(spec.task, "execute", options=spec.options(), stop=stop)[0]
+        parent = Parent(batch=spec.batch, repo=Repo.of(repo_data).text)  # its trace: the batch's
+        outcome = bridge.run(spec.task, "execute", options=spec.options(), stop=stop, parent=parent)[0]
         result = outcome.result
         ran: dict[str, Any] = {
             "usage": result.usage if result is not None else None,

@@ -144,9 +144,9 @@ class RunContext:
 
     def traced(self, parent: Parent | None = None) -> RunContext:
         """This context for one run whose trace is chosen now, before its CLIs start (when its runs
-        are traced): the trace `parent` names (an editor's prompt, an MCP client's request), else the
-        one the CLIs start() started for it are in, else a new one under the context's own parent
-        (the TRACEPARENT crew was started with)."""
+        are traced): the trace `parent` names (an editor's prompt, an MCP client's request; a batch's,
+        made from its id), else the one the CLIs start() started for it are in, else a new one under
+        the context's own parent (the TRACEPARENT crew was started with)."""
         if self.tracing is None or self.trace is not None:
             return self
         from crewbridge.record.trace import RunTrace, TraceParent, state_of
@@ -154,6 +154,10 @@ class RunContext:
         given = TraceParent.parse(parent.traceparent) if parent is not None else None
         if given is not None:
             return replace(self, trace=RunTrace.begin(given, state_of(parent.tracestate) if parent else None))
+        if parent is not None and parent.batch:  # a batch's repositories: its runs side by side in one trace
+            from crewbridge.record.trace import trace_of_batch
+
+            return replace(self, trace=RunTrace.begin(None, trace_id=trace_of_batch(parent.batch)))
         ahead = (trace_of(conversation) for conversation in self.started.values())
         started = next((found.trace_id for found in ahead if found is not None), None)
         return replace(self, trace=RunTrace.begin(self.tracing.parent, self.tracing.state, started))

@@ -67,6 +67,14 @@ def carried(meta: Mapping[str, object]) -> dict[str, str | None]:
     return {key: value if isinstance(value := meta.get(key), str) else None for key in ("traceparent", "tracestate")}
 
 
+def trace_of_batch(batch: str) -> str:
+    """The trace id of batch `batch`'s runs: made from its id, so that every repository's run, on
+    whatever machine and after whatever recovery, lands in the one trace."""
+    import hashlib  # for start-up speed: a batch's runs only
+
+    return hashlib.sha256(f"crew batch {batch}".encode()).hexdigest()[:32]
+
+
 def new_trace_id() -> str:
     return os.urandom(16).hex()
 

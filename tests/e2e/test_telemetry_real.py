@@ -22,6 +22,7 @@ from test_acp_real import acp_client
 
 from clienv import cli_env as build_env
 from clienv import require_cli
+from crewbridge.record.trace import trace_of_batch
 from crewcli import CREW, run_crew, tool_block
 from gitrepo import make_repo
 from mockserver import MockServer, reply
@@ -247,3 +248,25 @@ def test_a_reviews_rounds_are_agent_spans_of_the_writer_and_each_reviewer_round(
     reviewer_spans = {s["context"]["span_id"] for s in reviewers.values()}
     verdict_calls = by_name(spans, "execute_tool crew:verdict")
     assert len(verdict_calls) == 2 and {s["parent_id"] for s in verdict_calls} == reviewer_spans
+
+
+def test_a_batchs_repositories_are_runs_of_one_trace(tmp_path, mock_server, phoenix):
+    require_cli("claude")
+    repos = [make_repo(tmp_path / f"repo-{n}", {"notes.txt": f"repository {n}\n"}) for n in "ab"]
+    write = tool_block("crew:write_file", path="todo.md", content="- ship it\n")
+    mock_server.respond(lambda request: "Done." if '"success": true' in request.text() else write)
+    project = f"batch-{uuid.uuid4().hex[:8]}"
+    env = traced(build_env("claude", mock_server.url, tmp_path / "home"), phoenix, project)
+    done = run_crew(
+        ["batch", "--id", "traced", "--json", "@claude add todo.md", *map(str, repos)],
+        env=env,
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    spans = phoenix.spans(project, trace_of_batch("traced"), want=4)
+    runs = by_name(spans, "invoke_workflow crew execute")
+    assert sorted(run["attributes"]["crew.parent.repo"] for run in runs) == sorted(map(str, repos))
+    assert {run["attributes"]["crew.parent.batch"] for run in runs} == {"traced"}
+    agents = by_name(spans, "invoke_agent claude")
+    assert {agent["parent_id"] for agent in agents} == {run["context"]["span_id"] for run in runs}
