@@ -209,3 +209,15 @@ def test_the_latest_semantic_conventions_drop_the_older_names():
     assert "gen_ai.system" not in spans["invoke_agent claude"].attributes
     assert spans["invoke_workflow crew query"].attributes["gen_ai.agent.name"] == "crew query"
     assert "gen_ai.system" in traced(two_agents())["invoke_agent claude"].attributes
+
+
+def test_the_users_resource_variables_win_over_crew_yaml_and_the_default(monkeypatch):
+    monkeypatch.delenv("OTEL_SERVICE_NAME", raising=False)
+    monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", "team=env,service.name=from-attributes")
+    given = Settings(resource=(("team", "yaml"), ("openinference.project.name", "crew")))
+    resource = traced([], given)["invoke_workflow crew query"].resource.attributes
+    assert resource["team"] == "env" and resource["openinference.project.name"] == "crew"
+    assert resource["service.name"] == "from-attributes"  # not crew's default
+    monkeypatch.setenv("OTEL_SERVICE_NAME", "from-service-name")  # the most particular of all
+    resource = traced([], Settings(service_name="from-service-name"))["invoke_workflow crew query"].resource.attributes
+    assert resource["service.name"] == "from-service-name" and resource["service.version"]

@@ -133,7 +133,7 @@ class Exporter:
     def _ready(self) -> bool:
         """Load the SDK and make the processor; False (said once) when the SDK is not installed."""
         try:
-            from opentelemetry.sdk.resources import Resource
+            from opentelemetry.sdk.resources import OTELResourceDetector, Resource
         except ImportError:
             self._say(
                 f"crew: telemetry is on ({self.settings.where}) but OpenTelemetry's SDK is not installed; "
@@ -142,8 +142,10 @@ class Exporter:
             return False
         from crewbridge.version import __version__
 
-        given = {"service.name": self.settings.service_name, "service.version": __version__}
-        self._resource = Resource.create({**dict(self.settings.resource), **given})  # OTEL_RESOURCE_ATTRIBUTES wins
+        given = {**dict(self.settings.resource), "service.name": self.settings.service_name, "service.version": __version__}
+        # the SDK's create() lets the attributes given win; the user's OTEL_RESOURCE_ATTRIBUTES and
+        # OTEL_SERVICE_NAME are the more particular, so they are merged last
+        self._resource = Resource.create(given).merge(OTELResourceDetector().detect())
         if self._processor is None:
             try:
                 self._processor = _processor(self.settings)

@@ -2,7 +2,7 @@
 runs of the real CLIs against the mock model server: the span tree and its attributes, claude's own
 spans nested under crew's agent span, the tokens and cost `crew log` sums, an editor's trace
 continued over ACP, an MCP client's over `ask`, a review's rounds, and a collector that never
-answers costing a run nothing but the bound."""
+answers costing a run nothing but the bound (and given the user's headers), spans over gRPC too."""
 
 from __future__ import annotations
 
@@ -164,10 +164,15 @@ def test_a_collector_that_never_answers_costs_a_run_only_the_bound(tmp_path, moc
     silent.listen(16)
     held: list[socket.socket] = []
 
-    def accept() -> None:  # takes each connection and never answers
+    heard = bytearray()
+
+    def accept() -> None:  # takes each connection, reads what it is sent and never answers
         while True:
             try:
-                held.append(silent.accept()[0])
+                conn = silent.accept()[0]
+                held.append(conn)
+                conn.settimeout(5)
+                heard.extend(conn.recv(65536))
             except OSError:
                 return
 
@@ -176,6 +181,7 @@ def test_a_collector_that_never_answers_costs_a_run_only_the_bound(tmp_path, moc
         **build_env("claude", mock_server.url, tmp_path / "home"),
         "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{silent.getsockname()[1]}",
         "OTEL_EXPORTER_OTLP_TIMEOUT": "60",  # the SDK's own would wait a minute: crew's bound ends it first
+        "OTEL_EXPORTER_OTLP_HEADERS": "authorization=Bearer%20t0ken,x-team=crew",  # the user's, as the spec writes them
     }
     mock_server.script(reply("Done.", **USAGE))
     began = time.monotonic()
@@ -189,7 +195,28 @@ def test_a_collector_that_never_answers_costs_a_run_only_the_bound(tmp_path, moc
     assert done.returncode == 0, done.stderr
     assert "Done." in done.stdout
     assert held, "crew never tried to send its spans"
+    head = bytes(heard).split(b"\r\n\r\n")[0].lower()
+    assert head.startswith(b"post /v1/traces ") and b"\r\nauthorization: bearer t0ken" in head
+    assert b"\r\nx-team: crew" in head and b"application/x-protobuf" in head
     assert took < 30, f"crew took {took:.1f} s: the exit bound (2 s) did not hold against a silent collector"
+
+
+def test_spans_reach_the_collector_over_grpc_when_the_protocol_says_so(tmp_path, mock_server, workdir, phoenix):
+    require_cli("claude")
+    project = f"grpc-{uuid.uuid4().hex[:8]}"
+    env = {
+        **traced(build_env("claude", mock_server.url, tmp_path / "home"), phoenix, project),
+        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{phoenix.grpc_port}",
+        "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+    }
+    mock_server.script(reply("Sent by gRPC.", **USAGE))
+    done = run_crew(["query", "@claude hi"], env=env, cwd=workdir)
+    assert done.returncode == 0 and "telemetry" not in done.stderr, done.stderr
+    start = record_of(workdir, env)[0]
+    spans = phoenix.spans(project, start["trace"], want=2)
+    [agent] = by_name(spans, "invoke_agent claude")
+    assert agent["parent_id"] == start["span"]
+    assert agent["attributes"]["gen_ai.usage.input_tokens"] > 0
 
 
 def test_an_mcp_clients_ask_continues_the_clients_trace(tmp_path, mock_server, workdir, phoenix):
