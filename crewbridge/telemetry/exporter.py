@@ -142,7 +142,11 @@ class Exporter:
             return False
         from crewbridge.version import __version__
 
-        given = {**dict(self.settings.resource), "service.name": self.settings.service_name, "service.version": __version__}
+        given = {
+            **dict(self.settings.resource),
+            "service.name": self.settings.service_name,
+            "service.version": __version__,
+        }
         # the SDK's create() lets the attributes given win; the user's OTEL_RESOURCE_ATTRIBUTES and
         # OTEL_SERVICE_NAME are the more particular, so they are merged last
         self._resource = Resource.create(given).merge(OTELResourceDetector().detect())
