@@ -201,6 +201,25 @@ def test_a_collector_that_never_answers_costs_a_run_only_the_bound(tmp_path, moc
     assert took < 30, f"crew took {took:.1f} s: the exit bound (2 s) did not hold against a silent collector"
 
 
+def test_with_telemetry_off_nothing_of_it_loads(tmp_path, mock_server, workdir):
+    """Python's import log of the whole `crew query` (PYTHONPROFILEIMPORTTIME): no OpenTelemetry and
+    none of crew's exporter without an endpoint; both with one (the log would show them)."""
+    require_cli("claude")
+    env = {**build_env("claude", mock_server.url, tmp_path / "home"), "PYTHONPROFILEIMPORTTIME": "1"}
+
+    def imported(run_env: dict[str, str]) -> set[str]:
+        mock_server.script(reply("Done.", **USAGE))
+        done = run_crew(["query", "@claude hi"], env=run_env, cwd=workdir)
+        assert done.returncode == 0 and "Done." in done.stdout, done.stderr[-2000:]
+        return {line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+
+    off = imported(env)
+    assert "crewbridge.engine.loop" in off  # the log is there
+    assert not {name for name in off if name.startswith(("opentelemetry", "crewbridge.telemetry."))}
+    on = imported({**env, "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"})  # nothing listens: sent nowhere
+    assert {"opentelemetry.sdk.trace", "crewbridge.telemetry.exporter", "crewbridge.telemetry.spans"} <= on
+
+
 def test_spans_reach_the_collector_over_grpc_when_the_protocol_says_so(tmp_path, mock_server, workdir, phoenix):
     require_cli("claude")
     project = f"grpc-{uuid.uuid4().hex[:8]}"
