@@ -7,6 +7,8 @@ import sys
 from types import SimpleNamespace
 
 import pytest
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from crewbridge.record import events as ev
 from crewbridge.record.stream import Record
@@ -89,3 +91,21 @@ def test_without_the_sdk_one_line_names_the_pip_command_and_the_run_goes_on(monk
         + install_hint()
     ]
     assert install_hint().startswith("pip install '") and install_hint().endswith("[otel]'")
+
+
+def test_a_protocol_crew_does_not_send_is_said_once_and_http_protobuf_sent(capsys):
+    found = settings(config(), {**ENDPOINT, "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"})
+    assert found.protocol == "http/protobuf"
+    assert settings(config(), {**ENDPOINT, "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}).notice == ""
+    memory = InMemorySpanExporter()
+    exporter = Exporter(found, SimpleSpanProcessor(memory))
+    for _ in range(2):
+        record = Record()
+        record.emit(ev.Start(run=record.run, command="query"))
+        exporter.observe(record)
+        record.end("done")
+    exporter.close()
+    assert capsys.readouterr().err.splitlines() == [
+        "crew: OTEL_EXPORTER_OTLP_PROTOCOL=http/json is not a protocol crew sends; sending http/protobuf (or set grpc)"
+    ]
+    assert len(memory.get_finished_spans()) == 2  # the runs are traced all the same

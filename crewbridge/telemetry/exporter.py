@@ -140,6 +140,8 @@ class Exporter:
                 f"{install_hint()}"
             )
             return False
+        if self.settings.notice:
+            print(self.settings.notice, file=sys.stderr, flush=True)
         from crewbridge.version import __version__
 
         given = {

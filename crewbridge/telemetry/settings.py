@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from crewbridge.config import Config
 
 PROTOCOLS = ("http/protobuf", "grpc")
+PROTOCOL_VARIABLES = ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL")
 LATEST = "gen_ai_latest_experimental"  # OTEL_SEMCONV_STABILITY_OPT_IN's value for the newest GenAI names
 CAPTURE = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 EXIT_WAIT = 2.0  # seconds a command waits at its end for its spans to be sent, at most
@@ -38,6 +39,7 @@ class Settings:
     latest: bool = False  # OTEL_SEMCONV_STABILITY_OPT_IN has gen_ai_latest_experimental
     exit_wait: float = EXIT_WAIT
     where: str = ""  # what turned it on, for messages
+    notice: str = ""  # what crew could not follow (a protocol it does not send), said once when a run is traced
 
     @property
     def traces_endpoint(self) -> str | None:
@@ -60,12 +62,11 @@ def settings(config: Config | None, env: Mapping[str, str] | None = None) -> Set
     if not wanted(given, env):
         return None
     variable = next((name for name in ENDPOINTS if env.get(name)), None)
-    protocol = (
-        env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
-        or env.get("OTEL_EXPORTER_OTLP_PROTOCOL")
-        or given.get("protocol")
-        or "http/protobuf"
-    ).strip()
+    named = next((name for name in PROTOCOL_VARIABLES if env.get(name)), None)
+    protocol = (env[named] if named else given.get("protocol") or "http/protobuf").strip()
+    notice = ""
+    if protocol not in PROTOCOLS:  # http/json, which the SDK has no exporter for, or a typo
+        notice = f"crew: {named}={protocol} is not a protocol crew sends; sending http/protobuf (or set grpc)"
     capture = env.get(CAPTURE)
     return Settings(
         endpoint=None if variable else given.get("endpoint"),
@@ -79,6 +80,7 @@ def settings(config: Config | None, env: Mapping[str, str] | None = None) -> Set
         latest=LATEST in [part.strip() for part in env.get("OTEL_SEMCONV_STABILITY_OPT_IN", "").split(",")],
         exit_wait=float(given.get("exit_wait", EXIT_WAIT)),
         where=variable or "telemetry: in crew.yaml",
+        notice=notice,
     )
 
 
