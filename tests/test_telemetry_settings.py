@@ -76,15 +76,20 @@ def test_content_capture_and_the_newest_names_are_opt_in():
     assert settings(config(), {**ENDPOINT, "OTEL_SEMCONV_STABILITY_OPT_IN": "http, gen_ai_latest_experimental"}).latest
 
 
-def test_without_the_sdk_one_line_names_the_pip_command_and_the_run_goes_on(monkeypatch, capsys):
-    monkeypatch.setitem(sys.modules, "opentelemetry.sdk.resources", None)  # as if it were not installed
-    exporter = Exporter(Settings(where="OTEL_EXPORTER_OTLP_ENDPOINT"))
+def two_runs(exporter: Exporter) -> None:
+    """Two runs traced by `exporter`, then the exporter closed as a command's end closes it."""
     for _ in range(2):
         record = Record()
         record.emit(ev.Start(run=record.run, command="query"))
         exporter.observe(record)
         record.end("done")
     exporter.close()
+
+
+def test_without_the_sdk_one_line_names_the_pip_command_and_the_run_goes_on(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "opentelemetry.sdk.resources", None)  # as if it were not installed
+    exporter = Exporter(Settings(where="OTEL_EXPORTER_OTLP_ENDPOINT"))
+    two_runs(exporter)
     lines = capsys.readouterr().err.splitlines()
     assert lines == [
         "crew: telemetry is on (OTEL_EXPORTER_OTLP_ENDPOINT) but OpenTelemetry's SDK is not installed; "
@@ -99,12 +104,7 @@ def test_a_protocol_crew_does_not_send_is_said_once_and_http_protobuf_sent(capsy
     assert settings(config(), {**ENDPOINT, "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}).notice == ""
     memory = InMemorySpanExporter()
     exporter = Exporter(found, SimpleSpanProcessor(memory))
-    for _ in range(2):
-        record = Record()
-        record.emit(ev.Start(run=record.run, command="query"))
-        exporter.observe(record)
-        record.end("done")
-    exporter.close()
+    two_runs(exporter)
     assert capsys.readouterr().err.splitlines() == [
         "crew: OTEL_EXPORTER_OTLP_PROTOCOL=http/json is not a protocol crew sends; sending http/protobuf (or set grpc)"
     ]
