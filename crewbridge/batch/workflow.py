@@ -29,14 +29,14 @@ from dbos import DBOS, DBOSConfiguredInstance
 from crewbridge.base.stop import Stop
 from crewbridge.base.usage import Tally
 from crewbridge.batch.database import Side
-from crewbridge.batch.repos import Place, RepoError, Stamp, patch_of
+from crewbridge.batch.repos import Place, RepoError, patch_of
 from crewbridge.batch.spec import BatchSpec, Repo
 from crewbridge.batch.store import INSTANCE, Running
 from crewbridge.bridge import Bridge
 from crewbridge.config import Config
 from crewbridge.errors import CrewError
 from crewbridge.sandbox import Sandboxing
-from crewbridge.system.git import Change
+from crewbridge.system.git import Change, Stamp
 from crewbridge.ui.link import attend
 
 MAX_PATCH = 8 * 1024 * 1024  # bytes of an agent's patch kept in the database (to commit it elsewhere)
@@ -209,7 +209,7 @@ class BatchWorker(DBOSConfiguredInstance):
         """The commit of the agent's tree on the batch's branch, and who made it when."""
         place = self._place(repo_data)
         try:
-            stamp = place.stamp(time.time())
+            stamp = place.checkout().stamp(time.time())
             commit = place.commit(BatchSpec.of(spec_data), base, tree, _bytes(patch), stamp)
         except CrewError as exc:
             return {"error": str(exc)}

@@ -34,6 +34,7 @@ from crewbridge.engine.context import Named, RunContext, Work
 from crewbridge.engine.fallback import record_failure
 from crewbridge.engine.gate import Gate, seconds_left
 from crewbridge.engine.loop import AgentLoop, RunResult
+from crewbridge.engine.pulls import Proposer
 from crewbridge.errors import BudgetExceeded, CrewError, Interrupted, ReviewNotApproved, UsageError
 from crewbridge.record.events import Notice
 from crewbridge.record.events import Review as ReviewEvent
@@ -72,6 +73,7 @@ def review_run(
     as crewbridge.engine.parallel.run_task's."""
     named = named or Named(command=mode)
     writer, checker, task = _parties(text, options)
+    proposer = Proposer.of(ctx.workdir, options)  # --pr that could not be proposed: refused before all
     made = ctx.worktrees([writer], options, named.run) if options.worktree else None
     writer_spec = _with_tool(ctx.config.agent(writer.agent), DISPUTE_TOOL)
     if made is not None:
@@ -94,6 +96,8 @@ def review_run(
         outcome = replace(outcome, run=record.run if record.kept else None)
         if made is not None:
             outcome = _placed(outcome, made, record)
+        if proposer is not None:
+            outcome = proposer.deliver(work, outcome)
         status = "done" if outcome.error is None else "failed"
         return [outcome]
     except BaseException as exc:
