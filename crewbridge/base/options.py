@@ -15,7 +15,8 @@ from typing import Any
 from crewbridge.errors import UsageError
 
 # of a task (query, execute, Bridge.run), not of a chat
-TASK_ONLY = ("worktree", "review", "rounds", "checks", "check_rounds", "pr", "draft", "pr_title", "pr_body", "labels")
+PULL = ("pr", "draft", "pr_title", "pr_body", "labels")  # whether and how a change is proposed as a pull request
+TASK_ONLY = ("worktree", "review", "rounds", "checks", "check_rounds", *PULL)
 
 
 @dataclass(frozen=True)

@@ -90,13 +90,14 @@ class Place:
         return commit
 
     def push(self, spec: BatchSpec, commit: str) -> None:
-        """Push `commit` to the URL as the batch's branch (replacing it there), then drop the worktree."""
-        assert self.repo.url is not None
+        """Push `commit` as the batch's branch (replacing it there) to the URL, then drop the worktree;
+        or, for a local repository (--pr), to its origin, its worktree kept for `crew apply`."""
         checkout = self.checkout()
         if not self._exists(checkout, commit):
-            raise RepoError(f"commit {commit[:10]} is not in {self.clone}; `crew batch resume` makes it again")
-        push(checkout, self.repo.url, commit, spec.branch)
-        self._release(checkout, spec.branch, keep_branch=False)
+            raise RepoError(f"commit {commit[:10]} is not in {checkout.top}; `crew batch resume` makes it again")
+        push(checkout, self.repo.url or "origin", commit, spec.branch)
+        if self.repo.url is not None:
+            self._release(checkout, spec.branch, keep_branch=False)
 
     def diff(self, commit: str) -> bytes:
         """What the batch's `commit` changed (from its parent, the commit the batch started from), as a

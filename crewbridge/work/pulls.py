@@ -29,11 +29,13 @@ class Told:
 
     task: str  # as given, its mention first
     answer: str | None = None  # the agent's (its summary of the change)
-    changes: Sequence[Mapping[str, Any]] = ()  # each file: path, status, added, removed
+    changes: Sequence[Mapping[str, Any]] = ()  # each file (the first FILES at least): path, status, added, removed
+    counts: Mapping[str, int] | None = None  # files, added, removed (default: counted from `changes`)
     checks: Sequence[Mapping[str, Any]] = ()  # each check run, as --json has it (command, round, passed, …)
     review: Mapping[str, Any] | None = None  # the review's verdict, as --json has it
     usage: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # each agent's tokens and cost
-    run: str | None = None  # the run (or batch) it comes from
+    run: str | None = None  # the run it comes from
+    batch: str | None = None  # … and the batch that run is part of
     intro: str | None = None  # --pr-body's text, in place of the task
 
 
@@ -58,16 +60,19 @@ def body(told: Told) -> str:
         answer = answer if len(answer) <= ANSWER else answer[:ANSWER] + "…"
         parts.append("### What the agent did\n\n" + "\n".join(f"> {line}" for line in answer.splitlines()))
     if told.changes:
+        counts = told.counts or _counted(told.changes)
         lines = [_file(change) for change in told.changes[:FILES]]
-        more = f"\n- … and {len(told.changes) - FILES} more" if len(told.changes) > FILES else ""
-        parts.append(f"### Changes\n\n{_changed(told.changes)}\n\n" + "\n".join(lines) + more)
+        more = f"\n- … and {counts['files'] - len(lines)} more" if counts["files"] > len(lines) else ""
+        files = f"{counts['files']} file{'' if counts['files'] == 1 else 's'} changed"
+        parts.append(f"### Changes\n\n{files}, +{counts['added']} -{counts['removed']}\n\n" + "\n".join(lines) + more)
     if told.checks:
         parts.append("### Checks\n\n" + _checks(told.checks))
     if told.review:
         parts.append("### Review\n\n" + _review(told.review))
     if told.usage:
         parts.append("### Usage\n\n" + _usage(told.usage))
-    parts.append(f"---\n_Proposed by crew{f', run `{told.run}`' if told.run else ''}._")
+    run = f", run `{told.run}`" if told.run else ""
+    parts.append(f"---\n_Proposed by crew{run}{f' of batch `{told.batch}`' if told.batch else ''}._")
     return "\n\n".join(parts) + "\n"
 
 
@@ -76,10 +81,9 @@ def _file(change: Mapping[str, Any]) -> str:
     return f"- {change.get('status', 'modified')} `{change.get('path')}` ({counts})"
 
 
-def _changed(changes: Sequence[Mapping[str, Any]]) -> str:
+def _counted(changes: Sequence[Mapping[str, Any]]) -> dict[str, int]:
     added = sum(change.get("added") or 0 for change in changes)
-    removed = sum(change.get("removed") or 0 for change in changes)
-    return f"{len(changes)} file{'' if len(changes) == 1 else 's'} changed, +{added} -{removed}"
+    return {"files": len(changes), "added": added, "removed": sum(change.get("removed") or 0 for change in changes)}
 
 
 def _checks(checks: Sequence[Mapping[str, Any]]) -> str:
