@@ -1,4 +1,4 @@
-"""Figure 15: the check gate's cost beyond the check itself (crewbridge.engine.gate), per round: a round
+"""Figure 16: the check gate's cost beyond the check itself (crewbridge.engine.gate), per round: a round
 that fails (the command run where the agent's commands run, in its sandbox, with its process group
 ended after it; the `check` event; the message to the agent made from the output's end) and one that
 passes, against the same command run bare (`/bin/sh -c CMD` from Python, no sandbox). The agent's
@@ -50,7 +50,7 @@ def run(settings: Settings) -> list[Row]:
         per_round = [(a - b) / 2 for a, b in zip(ours, base, strict=True)]
         rows.append(
             Row(
-                "15 gate",
+                "16 gate",
                 f"the check gate beyond the check, a round (--sandbox {level}: {mechanism}; 2 rounds, fail then pass)",
                 median(per_round) * 1000,
                 "ms",

@@ -1,4 +1,4 @@
-"""Figure 16: pull requests for many repositories against the stand-in of GitHub's REST API
+"""Figure 17: pull requests for many repositories against the stand-in of GitHub's REST API
 (tests/forgeserver.py: no forge is reachable here) with a secondary rate limit every 10th request
 (403, Retry-After: 1 s), as crew batch --pr makes them: two worker processes, each two repositories at
 once, sharing the forges' pace in one SQLite batch database (crewbridge.batch.database.Paced), each
@@ -62,15 +62,15 @@ def run(settings: Settings) -> list[Row]:
     what = f"{count} repositories, {WORKERS} workers × {AT_ONCE} at once, a secondary limit every 10th request"
     return [
         Row(
-            "16 pulls",
+            "17 pulls",
             f"pull requests for {what}: wall time",
             wall,
             "s",
             note=f"{count - missing} opened; {requests} requests, {limits} limits of 1 s waited out",
         ),
-        Row("16 pulls", f"pull requests duplicated or missing ({what})", duplicated + missing, target=0),
+        Row("17 pulls", f"pull requests duplicated or missing ({what})", duplicated + missing, target=0),
         Row(
-            "16 pulls",
+            "17 pulls",
             f"limits not waited out exactly once: |waits - limits| + requests during a wait ({what})",
             abs(waits - limits) + early,
             target=0,

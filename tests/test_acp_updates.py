@@ -118,3 +118,25 @@ def test_each_run_of_the_check_is_a_finished_command_with_its_output_and_a_pull_
     assert failed.content[0].content.text == "1 failed\n" and failed.raw_output == {"exit_code": 1, "passed": False}
     assert (passed.tool_call_id, passed.status, passed.content) == ("r1:check-2", "completed", None)
     assert pull.content.text == "\n_crew: pull request opened: https://github.com/o/r/pull/7_\n"
+
+
+def test_a_replay_gives_each_result_to_its_own_call_though_they_ended_in_another_order(tmp_path):
+    """Issue 40: two read_file calls at once were replayed as a.txt ← "B TEXT" and b.txt ← "A TEXT"
+    (results were matched by the tool's name): the record's call ids keep them apart."""
+    from crewbridge.acp.updates import replayed
+
+    events = [
+        ev.Start(run="r1", task="read both"),
+        ev.Call(agent="claude", call="c1", name="crew:read_file", input={"path": "a.txt"}),
+        ev.Call(agent="claude", call="c2", name="crew:read_file", input={"path": "b.txt"}),
+        ev.Result(agent="claude", call="c2", name="crew:read_file", success=True, data={"content": "B TEXT"}),
+        ev.Result(agent="claude", call="c1", name="crew:read_file", success=True, data={"content": "A TEXT"}),
+    ]
+    shown = [update.model_dump(by_alias=True, exclude_none=True) for update in replayed(events, tmp_path)]
+    started = {u["toolCallId"]: u["rawInput"]["path"] for u in shown if u.get("sessionUpdate") == "tool_call"}
+    finished = {
+        u["toolCallId"]: u["content"][0]["content"]["text"]
+        for u in shown
+        if u.get("sessionUpdate") == "tool_call_update"
+    }
+    assert {started[call]: text for call, text in finished.items()} == {"a.txt": "A TEXT", "b.txt": "B TEXT"}
