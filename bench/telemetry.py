@@ -1,4 +1,4 @@
-"""Figure 16: what OpenTelemetry export costs a run (docs/observability.md).
+"""Figure 18: what OpenTelemetry export costs a run (docs/observability.md).
 
 `crew query "@claude say hello"` against the real claude and the mock model, in the same rounds:
 - telemetry off (no OTEL_* variable), this checkout against the one before (--before): goal, no change;
@@ -76,7 +76,7 @@ def run(settings: Settings) -> list[Row]:
     rows = []
     if "before" in values:
         rows += side_rows(
-            "16 telemetry",
+            "18 telemetry",
             "crew query, telemetry off: this checkout vs the one before (wall)",
             {"crew": values["crew"], "before": values["before"]},
             "before",
@@ -87,7 +87,7 @@ def run(settings: Settings) -> list[Row]:
     on, off = values["on"], values["crew"]
     added = median([a - b for a, b in zip(on, off, strict=True)]) * 1000
     row = ratio_row(
-        "16 telemetry",
+        "18 telemetry",
         "crew query, telemetry on (OTLP/HTTP to 127.0.0.1) vs off (wall, exit included)",
         on,
         off,
@@ -101,14 +101,14 @@ def run(settings: Settings) -> list[Row]:
     def more_cpu(ours: str, base: str) -> float:  # each list starts with its warm-up run: the pairs line up
         return median([a - b for a, b in zip(cpu[ours], cpu[base], strict=True)]) * 1000
 
-    rows += [row, Row("16 telemetry", "ms telemetry on adds to a run", added, "ms", target=ADDED_TARGET)]
+    rows += [row, Row("18 telemetry", "ms telemetry on adds to a run", added, "ms", target=ADDED_TARGET)]
     rows.append(
-        Row("16 telemetry", "ms of CPU (crew + claude) telemetry on adds to a run", more_cpu("on", "crew"), "ms")
+        Row("18 telemetry", "ms of CPU (crew + claude) telemetry on adds to a run", more_cpu("on", "crew"), "ms")
     )
     if "before" in cpu:
         rows.append(
             Row(
-                "16 telemetry",
+                "18 telemetry",
                 "ms of CPU, telemetry off: this checkout vs the one before",
                 more_cpu("crew", "before"),
                 "ms",

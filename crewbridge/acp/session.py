@@ -1,5 +1,6 @@
 """One ACP session: the folder it works in (its crew.yaml and trust apply), the choices the editor
-shows as pickers (agent, model, mode, reviewer, worktree), and its runs.
+shows as pickers (agent, model, mode, reviewer, worktree, and crew.yaml's check when it has one),
+and its runs.
 
 A session is crew runs: each prompt is one (`command: acp` in its record, whose `parent` names the
 session), continuing the last one's conversations by the CLI's own resume (`resumed_from`), so a
@@ -70,6 +71,7 @@ class Choices:
     mode: str = "query"
     reviewer: str = "off"
     worktree: str = "off"
+    check: str = "on"  # crew.yaml's check: on each execute prompt's change (offered when it has one)
 
 
 @dataclass(frozen=True)
@@ -137,13 +139,16 @@ class Session:
                 options=[SessionConfigSelectOption(value=value, name=label) for value, label in values],
             )
 
-        return [
+        pickers: list[SessionConfigOptionSelect | SessionConfigOptionBoolean] = [
             select("agent", "Agent", [(a, f"@{a} ({self.config.agents[a].provider})") for a in agents]),
             select("model", "Model", [("default", "the agent's default"), *((m, m) for m in models)], "model"),
             select("mode", "Mode", list(MODE_NAMES.items()), "mode"),
             select("reviewer", "Reviewer", [("off", "off"), *((a, f"@{a}") for a in agents)]),
             select("worktree", "Worktree", [("off", "off"), ("on", "on: a git worktree per prompt")]),
         ]
+        if self.config.check:  # crew.yaml's, run on each execute prompt's change
+            pickers.append(select("check", "Check", [("on", f"on: {' && '.join(self.config.check)}"), ("off", "off")]))
+        return pickers
 
     def modes(self) -> SessionModeState:
         return SessionModeState(
@@ -263,6 +268,7 @@ class Session:
             resume=None if review else self.last_run,
             worktree=self.choices.worktree == "on",
             review=review,
+            checks=() if self.choices.check == "off" else None,  # None: crew.yaml's
         )
 
     def replay(self) -> None:

@@ -120,6 +120,7 @@ TOP: Table = {
             OVERRIDE,
         )
     ),
+    "check": OVERRIDE,  # commands: a project file must be trusted (config._risky)
     "agents": Each(AGENT),
     "providers": Each(OVERRIDE),
     "tools": Each(OVERRIDE),

@@ -1,5 +1,5 @@
-"""Batches as `crew ui` shows them: each a table of repositories with their status and branch, and
-its progress, read from `crew batch`'s own database through its own reading
+"""Batches as `crew ui` shows them: each a table of repositories with their status, branch and pull
+request, and its progress, read from `crew batch`'s own database through its own reading
 (crewbridge.batch.store.Reader): SQLite in crew's state folder, or $CREW_BATCH_DB. The UI reads them
 through the small `BatchSource` interface; without DBOS installed (the `batch` extra) there are none.
 """
@@ -26,6 +26,7 @@ class Repo:
     status: str  # queued | held | running | done | unchanged | failed | cancelled | skipped (crewbridge.batch.report)
     branch: str | None = None
     error: str | None = None
+    pull: str | None = None  # its pull request's address (crew batch --pr)
 
 
 @dataclass
@@ -76,7 +77,10 @@ class CrewBatches:
         for row in rows:
             batch = found.setdefault(row.spec.batch, Batch(row.spec.batch, row.spec.task.splitlines()[0]))
             output = row.output or {}
-            batch.repos.append(Repo(row.repo.text, state(row), output.get("branch"), output.get("error") or row.error))
+            pull = (output.get("pull") or {}).get("url")
+            batch.repos.append(
+                Repo(row.repo.text, state(row), output.get("branch"), output.get("error") or row.error, pull)
+            )
         newest = {row.spec.batch: row.created for row in sorted(rows, key=lambda row: row.created)}
         return sorted(found.values(), key=lambda batch: -newest[batch.id])
 

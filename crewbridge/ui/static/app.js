@@ -27,6 +27,11 @@ function el(tag, attrs, ...children) {
   return node;
 }
 
+function link(url) { // an address from a forge's answer: a link only when it is a web page's
+  return /^https?:\/\//i.test(url || "") ? el("a", { href: url, target: "_blank", rel: "noopener noreferrer", text: url })
+    : el("span", { class: "mono", text: url || "-" });
+}
+
 async function api(path) {
   const answer = await fetch(path, { credentials: "same-origin" });
   if (answer.status === 401) signedOut();
@@ -435,6 +440,17 @@ function runView(id) {
             ? el("ul", { class: "findings" }, event.findings.map((f) => el("li", { class: `sev-${f.severity}` },
               `[${f.severity}] ${f.path ? f.path + (f.line ? ":" + f.line : "") + ": " : ""}${f.message}`)))
             : el("div", { class: "dim", text: "no findings" })));
+      case "check": {
+        const node = add(item(event.passed ? "answer" : "error", agent,
+          head(agent, `check ${event.round}/${event.rounds} ${event.passed ? "passed" : `failed, exit status ${event.exit_code}`}`,
+            el("code", { text: event.command })),
+          event.output ? el("details", { open: !event.passed || null }, el("summary", { text: "output" }), el("pre", { text: event.output })) : null));
+        node.dataset.check = event.passed ? "passed" : "failed";
+        return node;
+      }
+      case "pull":
+        return add(item("notice", agent, head(agent, `${event.forge === "gitlab" ? "merge" : "pull"} request ${event.opened ? "opened" : "updated"}`),
+          link(event.url)));
       case "worktree": {
         const output = el("div");
         const apply = `crew apply ${id} ${agent}`;
@@ -499,10 +515,10 @@ function batchesView() {
       el("div", { class: "bar", role: "progressbar", "aria-valuenow": batch.finished, "aria-valuemax": batch.total },
         el("div", { style: `width: ${batch.total ? (100 * batch.finished) / batch.total : 0}%` })),
       el("table", {}, el("thead", {}, el("tr", {}, el("th", { text: "Repository" }), el("th", { text: "Status" }),
-        el("th", { text: "Branch" }), el("th", { text: "Error" }))),
+        el("th", { text: "Branch" }), el("th", { text: "Pull request" }), el("th", { text: "Error" }))),
         el("tbody", {}, batch.repos.map((repo) => el("tr", { "data-repo": repo.repo },
           el("td", { class: "mono", text: repo.repo }), el("td", {}, status(repo.status)),
-          el("td", { class: "mono", text: repo.branch || "-" }),
+          el("td", { class: "mono", text: repo.branch || "-" }), el("td", { "data-pull": "" }, link(repo.pull)),
           el("td", { class: "dim", text: repo.error || "" }))))))));
     if (!batches.length) list.append(el("p", { class: "empty", text: "No batches yet: `crew batch` runs a task over many repositories." }));
   }
