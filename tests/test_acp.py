@@ -405,6 +405,9 @@ def test_bad_frames_get_json_rpc_errors_and_crew_reads_on(tmp_path: Path, workdi
     frames = [
         b"{not json\n",
         b"[1, 2]\n",
+        b'{"id":5,"method":"initialize"}\n',  # no jsonrpc
+        b'{"foo":1}\n',  # neither a request nor an answer
+        b'{"id":6,"result":1}\n',  # a malformed answer: said on stderr, never answered
         b'{"jsonrpc":"2.0","id":1,"method":"nothing/here"}\n',
         b'{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"relative","mcpServers":[]}}\n',
         b'{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"none","prompt":[]}}\n',
@@ -419,10 +422,25 @@ def test_bad_frames_get_json_rpc_errors_and_crew_reads_on(tmp_path: Path, workdi
         timeout=60,
     )
     answers = [json.loads(line) for line in done.stdout.splitlines()]
-    assert [a.get("error", {}).get("code") for a in answers] == [-32700, -32600, -32601, -32602, -32602, None]
-    assert "relative" in answers[3]["error"]["message"] and answers[-1]["result"] == hello()
+    codes = [a.get("error", {}).get("code") for a in answers]
+    assert codes == [-32700, -32600, -32600, -32600, -32601, -32602, -32602, None]
+    assert [a["id"] for a in answers[:4]] == [None, None, 5, None]
+    assert "relative" in answers[5]["error"]["message"] and answers[-1]["result"] == hello()
     assert answers[1]["error"]["message"] == "a batch: crew takes no batches; send one JSON-RPC message at a time"
     assert done.returncode == 0 and b"Traceback" not in done.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stdin", ["empty", "devnull", "closed"])
+def test_an_empty_or_closed_stdin_ends_crew_acp_at_once_and_quietly(stdin: str, tmp_path: Path, workdir: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.write_bytes(b"")
+    how = {"empty": f"< {empty}", "devnull": "< /dev/null", "closed": "<&-"}[stdin]
+    command = " ".join(f"'{part}'" for part in [*CREW, "acp"])
+    done = subprocess.run(
+        f"exec {command} {how}", shell=True, cwd=workdir, env=crew_env(tmp_path / "home"), capture_output=True, timeout=60
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
 
 
 @pytest.mark.slow
