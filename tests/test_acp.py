@@ -438,7 +438,12 @@ def test_an_empty_or_closed_stdin_ends_crew_acp_at_once_and_quietly(stdin: str, 
     how = {"empty": f"< {empty}", "devnull": "< /dev/null", "closed": "<&-"}[stdin]
     command = " ".join(f"'{part}'" for part in [*CREW, "acp"])
     done = subprocess.run(
-        f"exec {command} {how}", shell=True, cwd=workdir, env=crew_env(tmp_path / "home"), capture_output=True, timeout=60
+        f"exec {command} {how}",
+        shell=True,
+        cwd=workdir,
+        env=crew_env(tmp_path / "home"),
+        capture_output=True,
+        timeout=60,
     )
     assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
 
