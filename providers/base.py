@@ -200,6 +200,7 @@ class Provider:
     name = ""
     binary = ""
     install_hint = ""  # how a person installs the CLI
+    tested = ""  # the version crew's tests drive (package.json's pin; `crew doctor` compares)
     resumable = True  # has its own session resume; otherwise crew replays the transcript
     prompt_on_stdin = True  # argv is capped at 128 KiB; stdin is not. Then argv() must not read turn.prompt:
     # the first turn's CLI is started before its prompt is built (Conversation.start)

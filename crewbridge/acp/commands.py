@@ -20,6 +20,9 @@ from crewbridge.terminal.options import (
 def acp_group(ctx: click.Context, timeout: float, max_turns: int, config: Config, sandbox: str | None) -> None:
     """Serve crew as an Agent Client Protocol agent on stdio, for editors (Zed, JetBrains, Neovim,
     acpx): every configured agent, crew's policy and sandbox. See docs/acp.md."""
+    from crewbridge.base.extras import require
+
+    require("acp", f"crew acp{' ' + ctx.invoked_subcommand if ctx.invoked_subcommand else ''}")
     if ctx.invoked_subcommand is not None:
         return
     from crewbridge.acp.agent import serve
