@@ -45,6 +45,7 @@ class Bridge:
         files: Files | None = None,
         mcp_servers: Sequence[McpServer] = (),
         observers: Sequence[Observer] = (),
+        roots: Sequence[Path] = (),
     ) -> None:
         """`config`: default crew.yaml found as the command finds it; `workdir`: default here; `env`:
         added to the environment of the CLIs it starts; `tools`: added to the configured ones;
@@ -53,7 +54,9 @@ class Bridge:
         ACP, the browser of `crew ui`; crewbridge.system.approval); `files`: where the file tools read and
         write text instead of the disk (an editor's buffers over ACP); `mcp_servers`: given to each
         CLI that takes them (Provider.mcp_via), besides crew's own tools (an editor's, over ACP);
-        `observers`: join each run's record (crewbridge.engine.context.Observer: the browser's link)."""
+        `observers`: join each run's record (crewbridge.engine.context.Observer: the browser's link);
+        `roots`: folders besides `workdir` that crew's path rules and the sandbox treat as they treat
+        it (an editor's additional directories, over ACP)."""
         self.context = RunContext.of(
             config,
             workdir,
@@ -64,6 +67,7 @@ class Bridge:
             files=files,
             mcp_servers=tuple(mcp_servers),
             observers=tuple(observers),
+            roots=tuple(roots),
         )
 
     @property

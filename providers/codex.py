@@ -156,6 +156,7 @@ class CodexProvider(Provider):
     binary = "codex"
     install_hint = "npm install -g @openai/codex"
     tested = "0.169.0"
+    login = ("login",)
     live = "crewbridge.conversations.codex:CodexLiveConversation"
     native_via = "dynamic tools on its app-server thread"
     mcp_via = "options"

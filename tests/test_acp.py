@@ -109,6 +109,12 @@ def test_initialize_is_answered_as_the_sdk_says_and_early(tmp_path: Path, workdi
 
     answer = InitializeResponse.model_validate(hello())
     assert answer.agent_capabilities.load_session and answer.agent_capabilities.prompt_capabilities.embedded_context
+    sessions = answer.agent_capabilities.session_capabilities
+    assert sessions.list and sessions.resume and sessions.close and sessions.additional_directories
+    # as the ACP registry's launch check reads them: a terminal method runs `crew acp login CLI`
+    assert [(m.id, m.type, m.args) for m in answer.auth_methods] == [
+        (cli, "terminal", ["login", cli]) for cli in ("claude", "gemini", "codex")
+    ]
     assert answer.agent_info.name == "crew" and answer.protocol_version == 1
     start = subprocess.Popen(
         [*CREW, "acp"], cwd=workdir, env=crew_env(tmp_path / "home"), stdin=subprocess.PIPE, stdout=subprocess.PIPE
@@ -359,6 +365,122 @@ def test_a_session_is_listed_and_loaded_after_a_restart_and_its_conversation_goe
 
 
 @pytest.mark.slow
+def test_a_session_not_yet_prompted_is_loaded_resumed_and_closed(setup: dict[str, Any], workdir: Path) -> None:
+    editor = Editor()
+
+    async def scenario() -> list[str]:
+        context, conn, _ = await opened(setup, workdir, editor)
+        refusals = []
+        try:
+            sid = (await conn.new_session(cwd=str(workdir), mcp_servers=[])).session_id
+            loaded = await conn.load_session(cwd=str(workdir), session_id=sid, mcp_servers=[])
+            assert loaded.config_options and editor.updates == []  # nothing to replay
+            resumed = await conn.resume_session(cwd=str(workdir), session_id=sid, mcp_servers=[])
+            assert [o.id for o in resumed.config_options][:1] == ["agent"]
+            await conn.close_session(session_id=sid)
+            for attempt in (
+                conn.prompt(session_id=sid, prompt=[text_block("hi")]),
+                conn.close_session(session_id=sid),
+                conn.resume_session(cwd=str(workdir), session_id="20000101-000000-000000", mcp_servers=[]),
+            ):
+                try:
+                    await attempt
+                except Exception as exc:
+                    refusals.append(str(exc))
+        finally:
+            await context.__aexit__(None, None, None)
+        return refusals
+
+    refusals = run(scenario())
+    assert len(refusals) == 3 and "is not open" in refusals[0] and "is not open" in refusals[1]
+    assert "not found" in refusals[2]
+
+
+@pytest.mark.slow
+def test_a_session_resumed_after_a_restart_goes_on_without_a_replay(
+    setup: dict[str, Any], workdir: Path, fake: FakeModel
+) -> None:
+    fake.script("First answer.", "Second answer.")
+    editor = Editor()
+
+    async def first() -> str:
+        context, conn, _ = await opened(setup, workdir, editor)
+        try:
+            sid = (await conn.new_session(cwd=str(workdir), mcp_servers=[])).session_id
+            await conn.prompt(session_id=sid, prompt=[text_block("remember this")])
+            return str(sid)
+        finally:
+            await context.__aexit__(None, None, None)
+
+    sid = run(first())
+    editor = Editor()
+
+    async def again() -> int:
+        context, conn, _ = await opened(setup, workdir, editor)
+        try:
+            await conn.resume_session(cwd=str(workdir), session_id=sid, mcp_servers=[])
+            replayed = len(editor.updates)
+            await conn.prompt(session_id=sid, prompt=[text_block("and now?")])
+            return replayed
+        finally:
+            await context.__aexit__(None, None, None)
+
+    assert run(again()) == 0  # the editor keeps the history it showed
+    assert "Second answer." in editor.text()
+    assert "remember this" in fake.prompts[-1] and "and now?" in fake.prompts[-1]  # the same conversation
+
+
+@pytest.mark.slow
+@pytest.mark.needs("bwrap")
+def test_additional_directories_are_written_as_the_folder_is_and_nothing_else(
+    setup: dict[str, Any], workdir: Path, fake: FakeModel, tmp_path: Path
+) -> None:
+    extra, outside = tmp_path / "extra", tmp_path / "outside"
+    extra.mkdir()
+    outside.mkdir()
+    fake.script(
+        tool_block("crew:write_file", path=str(extra / "made.txt"), content="made\n")
+        + tool_block("crew:write_file", path=str(outside / "no.txt"), content="no\n")
+        + tool_block("crew:run_command", command=f"echo ran > {extra}/ran.txt; echo ran > {outside}/ran.txt"),
+        "Done.",
+    )
+    editor = Editor()
+    setup = {**setup, "args": [*setup["args"], "--sandbox", "required"]}
+
+    async def scenario() -> None:
+        context, conn, _ = await opened(setup, workdir, editor)
+        try:
+            sid = (
+                await conn.new_session(cwd=str(workdir), additional_directories=[str(extra)], mcp_servers=[])
+            ).session_id
+            await conn.set_config_option(config_id="mode", session_id=sid, value="execute")
+            await conn.prompt(session_id=sid, prompt=[text_block("write in both")])
+        finally:
+            await context.__aexit__(None, None, None)
+
+    run(scenario())
+    assert (extra / "made.txt").read_text() == "made\n" and (extra / "ran.txt").read_text() == "ran\n"
+    assert list(outside.iterdir()) == []  # neither crew's write nor the command's reached it
+    failed = [u for u in editor.of("tool_call_update") if u["status"] == "failed"]
+    assert len(failed) == 1 and "is outside the working directory" in failed[0]["content"][0]["content"]["text"]
+
+
+@pytest.mark.slow
+def test_an_additional_directory_that_is_not_a_folder_is_refused(setup: dict[str, Any], workdir: Path) -> None:
+    async def scenario() -> str:
+        context, conn, _ = await opened(setup, workdir, Editor())
+        try:
+            await conn.new_session(cwd=str(workdir), additional_directories=["relative/dir"], mcp_servers=[])
+        except Exception as exc:
+            return str(exc)
+        finally:
+            await context.__aexit__(None, None, None)
+        return ""
+
+    assert "additional directory 'relative/dir' is not an absolute path to a folder" in run(scenario())
+
+
+@pytest.mark.slow
 def test_an_untrusted_project_is_refused_with_crews_message(tmp_path: Path, workdir: Path) -> None:
     (workdir / "crew.yaml").write_text("providers:\n  x:\n    command: [./run.sh]\n")
     editor = Editor()
@@ -533,3 +655,23 @@ def test_crew_acp_check_passes_on_crew_acp(setup: dict[str, Any], workdir: Path,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "0 failed" in done.stdout.splitlines()[-1]
+
+
+@pytest.mark.slow
+def test_crew_acp_login_runs_the_clis_own_login_in_the_terminal(tmp_path: Path, workdir: Path) -> None:
+    from crewbridge.providers import BUILTIN, load
+
+    from crewbridge.acp.early import LOGINS
+
+    assert {name for name in BUILTIN if load(name).login is not None} == set(LOGINS)
+    for name in ("claude", "codex"):
+        executable(tmp_path / "bin" / name, "import sys\nprint('logging in:', *sys.argv[1:])\n")
+    env = {**crew_env(tmp_path / "home"), "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}"}
+    said = [
+        subprocess.run([*CREW, "acp", "login", cli], cwd=workdir, env=env, capture_output=True, text=True, timeout=60)
+        for cli in ("claude", "codex", "demo")
+    ]
+    assert [s.stdout for s in said[:2]] == ["logging in: auth login\n", "logging in: login\n"]
+    assert said[2].returncode == 2 and said[2].stderr == (
+        "crew: error: crew knows no login for demo; log in as its documentation says\n"
+    )

@@ -141,7 +141,7 @@ def read_file(ctx: ToolContext, path: str, offset: int = 1, limit: int | None = 
     A long file comes back in parts: when next_offset is present, call again with that offset.
     """
     last = offset + limit - 1 if limit else None
-    with place(ctx.workdir, path, ctx.read_roots) as where, fs_errors(path), opened(where) as fd:
+    with place(ctx.workdir, path, ctx.read_roots, ctx.roots) as where, fs_errors(path), opened(where) as fd:
         text_file(fd, path)
         shown = where.shown(fd)
         with _source(ctx, fd, path) as handle:
@@ -266,7 +266,7 @@ def write_file(ctx: ToolContext, path: str, content: str) -> dict[str, Any]:
     if not path or path.endswith("/"):
         raise ToolFailure(f"'{path}' names a directory; give the path of a file to write")
     encoded = _encode(content, "content")
-    with place(ctx.workdir, path) as where, fs_errors(path):
+    with place(ctx.workdir, path, roots=ctx.roots) as where, fs_errors(path):
         folder, name = where.parent(make_dirs=True)
         try:
             showable, old = _before(ctx, folder, name, path)
@@ -374,7 +374,7 @@ def edit_file(ctx: ToolContext, path: str, old_string: str, new_string: str) -> 
     # surrogateescape: bytes that are not UTF-8 (as read_file cannot show them) match as they are
     old = _encode(old_string, "old_string", errors="surrogateescape")
     new = _encode(new_string, "new_string", errors="surrogateescape")
-    with place(ctx.workdir, path) as where, fs_errors(path):
+    with place(ctx.workdir, path, roots=ctx.roots) as where, fs_errors(path):
         folder, name = where.parent()
         try:
             source = os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
@@ -504,7 +504,7 @@ def list_files(ctx: ToolContext, path: str = ".") -> dict[str, Any]:
     .venv, …) are listed but not entered; list one by name to see inside.
     """
     closed: list[str] = []
-    with place(ctx.workdir, path, ctx.read_roots) as where, fs_errors(path), opened(where) as fd:
+    with place(ctx.workdir, path, ctx.read_roots, ctx.roots) as where, fs_errors(path), opened(where) as fd:
         if not stat.S_ISDIR(os.fstat(fd).st_mode):
             raise ToolFailure(f"'{path}' is not a directory; read it as a file instead")
         top = where.shown(fd)

@@ -94,6 +94,7 @@ class Session:
         files: bool,
         last_run: str | None = None,
         mcp_servers: tuple[McpServer, ...] = (),
+        roots: tuple[Path, ...] = (),
     ) -> None:
         self.id, self.cwd, self.config = session_id, cwd, config
         self.client, self.courier, self.serving = client, courier, serving
@@ -112,6 +113,7 @@ class Session:
             files=EditorFiles(self) if files else None,
             mcp_servers=mcp_servers,
             observers=[attend],
+            roots=roots,
         )
 
     # --- the choices ------------------------------------------------------------------------

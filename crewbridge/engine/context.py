@@ -113,11 +113,13 @@ class RunContext:
     observers: Sequence[Observer] = ()  # join each run's record (crew ui's link)
     files: Files | None = None  # where the file tools read and write text instead of the disk (an editor's)
     mcp_servers: Sequence[McpServer] = ()  # given to each CLI that takes them, besides crew's tools (an editor's)
+    roots: tuple[Path, ...] = ()  # folders used as the working directory is (an editor's additional directories)
     stop: Stop | None = None  # set from another thread, it ends the run
     started: dict[Key, Conversation] = field(default_factory=dict)  # start()'s CLIs, not yet taken
 
     def __post_init__(self) -> None:
         self.workdir = self.workdir.resolve()
+        self.roots = tuple(root.resolve() for root in self.roots)
         if self.tools is None:
             self.tools = Tools(self.config)
 
@@ -329,6 +331,7 @@ class RunContext:
                     agent.deny_commands,
                     hosts=self.hosts(options, provider),
                     hiding=self.config.hiding,
+                    roots=self.roots,
                 ),
                 passed=tuple(self.config.env_pass),
             )
@@ -435,8 +438,10 @@ class RunContext:
                 denied=agent.deny_commands,  # what they deny whatever its arguments is masked inside
                 hosts=self.hosts(options),
                 hiding=self.config.hiding,
+                roots=self.roots,
             ),
             files=self.files,
+            roots=self.roots,
         )
         record.on_cancel(loop.close)  # cancelled from the browser or the editor: as Ctrl-C, the CLI ends
         for sandbox in (conversation.base.sandbox, loop.ctx.sandbox):  # the CLI's and its commands'
