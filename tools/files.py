@@ -295,6 +295,30 @@ def _before(ctx: ToolContext, folder: int, name: bytes, path: str) -> tuple[bool
         os.close(source)
 
 
+def planned(ctx: ToolContext, path: str, make: Callable[[str | None], str | None]) -> FileChange | None:
+    """The change a write or edit of `path` asks for, before it runs (what a person approving it
+    sees): the file's text as write_file and edit_file read it (the editor's, where the run has
+    one; None: no file), and `make` of that text (None: the edit could not be made). None too where
+    the tools would refuse the path, or the file is too large or not text."""
+    try:
+        with place(ctx.workdir, path, roots=ctx.roots) as where:
+            try:
+                folder, name = where.parent()
+            except FileNotFoundError:  # its folder is made by the write
+                new = make(None)
+                joined = os.path.join(os.fsdecode(where.top), os.fsdecode(where.rel))
+                return None if new is None else FileChange(os.path.normpath(joined), None, new)
+            try:
+                showable, old = _before(ctx, folder, name, path)
+                text = None if old is None else old.decode("utf-8", "replace")
+                new = make(text) if showable else None
+                return None if new is None else _change(folder, name, old, new.encode("utf-8", "surrogatepass"))
+            finally:
+                os.close(folder)
+    except (ToolFailure, OSError, UnicodeError):
+        return None
+
+
 def _change(folder: int, name: bytes, old: bytes | None, new: bytes) -> FileChange | None:
     """What a write did, for a diff (None when the new text is too large to show one)."""
     real = beneath.fd_path(folder)

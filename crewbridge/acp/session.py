@@ -103,14 +103,16 @@ class Session:
         self.closed = False
         self.stop: Stop | None = None  # the running prompt's
         self.lock = threading.Lock()
-        self.updates = Updates(cwd, config.prefix)
+        self.files = EditorFiles(self) if files else None
+        self.roots = roots
+        self.updates = Updates(cwd, config.prefix, files=self.files, roots=roots)
         self.channel = EditorChannel(self)
         self.bridge = Bridge(
             config,
             workdir=cwd,
             sandboxing=sandboxing,
             approvals=[self.channel],
-            files=EditorFiles(self) if files else None,
+            files=self.files,
             mcp_servers=mcp_servers,
             observers=[attend],
             roots=roots,
@@ -183,6 +185,8 @@ class Session:
                     rounds=options.rounds if options.review else 0,
                     writer=writer,
                     reviewer=choices.reviewer,
+                    files=self.files,
+                    roots=self.roots,
                 )
                 for update in self.updates.opening():
                     self.courier.notify(update)

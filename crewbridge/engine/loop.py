@@ -39,6 +39,7 @@ from crewbridge.toolkit.catalogue import build_prompt, offered_tools, render_cat
 from crewbridge.toolkit.extract import Extractor, Shown, ToolCall
 from crewbridge.toolkit.hooks import Hooks
 from crewbridge.toolkit.paths import resolve_inside
+from crewbridge.toolkit.preview import PATH_KEYS
 from crewbridge.toolkit.registry import TIMEOUT_GRACE, Files, Tool, ToolContext, ToolFailure, ToolRegistry, ToolResult
 from crewbridge.work.caller import Caller
 from crewbridge.work.policy import Policy, Ruling, Unasked
@@ -50,7 +51,6 @@ if TYPE_CHECKING:
     from crewbridge.work.sessions import Prior
 
 REPEAT_LIMIT = 3  # the same failing call this many times ends the run
-PATH_KEYS = ("file_path", "path", "notebook_path", "absolute_path", "dir_path")  # the CLIs' own tools' path inputs
 CALLS_PER_TURN = 5  # native calls a run may make per --max-turns (one reply may make several)
 MAX_REPLY = 8 << 20  # characters of one reply; past this the CLI is stopped (memory stays bounded)
 
