@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from crewbridge.engine.context import Observer
     from crewbridge.engine.dialogue import Chat
     from crewbridge.engine.loop import RunResult
-    from crewbridge.providers.base import McpServer
+    from crewbridge.providers.base import Image, McpServer
     from crewbridge.record.events import Parent
     from crewbridge.record.stream import Sink
     from crewbridge.system.approval import Channel
@@ -131,6 +131,7 @@ class Bridge:
         run: str | None = None,
         command: str | None = None,
         parent: Parent | None = None,
+        images: Sequence[Image] = (),
         **values: Any,
     ) -> list[Outcome]:
         """Run the task in `text` ("@agent[:model] … task") on every mentioned agent at once, with
@@ -141,11 +142,23 @@ class Bridge:
         `context` is added to the task; `stop`, when set from another thread, ends the run
         (crewbridge.base.stop.Stop); `on_progress` gets each event of the run's record as it happens
         (crewbridge.record.events). The record has the id `run` (default: a new one), says `command`
-        (default: the mode) and what the run is part of (`parent`: an editor's session, a batch)."""
+        (default: the mode) and what the run is part of (`parent`: an editor's session, a batch).
+        `images` go with the task to each agent's model (crewbridge.providers.base.Image)."""
         from crewbridge.engine.parallel import run_task
 
         ctx = self.context.reporting(on_progress, stop)
-        return run_task(ctx, text, mode, options, context=context, run=run, command=command, parent=parent, **values)
+        return run_task(
+            ctx,
+            text,
+            mode,
+            options,
+            context=context,
+            run=run,
+            command=command,
+            parent=parent,
+            images=tuple(images),
+            **values,
+        )
 
     def ask(self, text: str, mode: Mode = "query", **options: Any) -> RunResult:
         """Run a task on one agent ("@agent task") and return its result; an error is raised

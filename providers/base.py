@@ -43,6 +43,23 @@ def mcp_variables(servers: Sequence[McpServer]) -> dict[str, str]:
     }
 
 
+@dataclass(frozen=True)
+class Image:
+    """An image given with a task (an editor's prompt): its MIME type and bytes."""
+
+    mime: str  # image/png, image/jpeg, image/gif or image/webp
+    data: bytes
+
+    def base64(self) -> str:
+        import base64  # for start-up speed: a task with an image only
+
+        return base64.b64encode(self.data).decode("ascii")
+
+    def url(self) -> str:
+        """As a data: URL."""
+        return f"data:{self.mime};base64,{self.base64()}"
+
+
 @dataclass
 class Turn:
     """One invocation of a CLI: the message to send and how."""
@@ -59,6 +76,7 @@ class Turn:
     sandbox: Sandbox | None = None  # the CLI runs inside it (crewbridge.sandbox)
     passed: tuple[str, ...] = ()  # secret-named variables it gets all the same (crew.yaml's env.pass)
     mcp_servers: tuple[McpServer, ...] = ()  # MCP servers it is given besides crew's (Provider.mcp_via)
+    images: tuple[Image, ...] = ()  # given with the conversation's first message (Provider.images_via)
 
     def __post_init__(self) -> None:
         # Each goes to the CLI as an argument: `--model --dangerously-skip-permissions` must never be
@@ -203,6 +221,8 @@ class Provider:
     binary = ""
     install_hint = ""  # how a person installs the CLI
     tested = ""  # the version crew's tests drive (package.json's pin; `crew doctor` compares)
+    # which of its conversations gives the model images with the task: "live" or "native" ("": none)
+    images_via = ""
     login: tuple[str, ...] | None = None  # its arguments that log a person in, in a terminal (`crew acp login`)
     resumable = True  # has its own session resume; otherwise crew replays the transcript
     prompt_on_stdin = True  # argv is capped at 128 KiB; stdin is not. Then argv() must not read turn.prompt:

@@ -157,6 +157,7 @@ class CodexProvider(Provider):
     install_hint = "npm install -g @openai/codex"
     tested = "0.169.0"
     login = ("login",)
+    images_via = "live"
     live = "crewbridge.conversations.codex:CodexLiveConversation"
     native_via = "dynamic tools on its app-server thread"
     mcp_via = "options"

@@ -675,3 +675,38 @@ def test_crew_acp_login_runs_the_clis_own_login_in_the_terminal(tmp_path: Path, 
     assert said[2].returncode == 2 and said[2].stderr == (
         "crew: error: crew knows no login for demo; log in as its documentation says\n"
     )
+
+
+@pytest.mark.slow
+def test_an_image_for_a_cli_that_takes_none_or_not_an_image_is_refused_in_one_line(
+    setup: dict[str, Any], workdir: Path, fake: FakeModel
+) -> None:
+    from acp import image_block
+
+    png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+    fake.script("I cannot see it.")
+    editor = Editor()
+
+    async def scenario() -> list[str]:
+        context, conn, _ = await opened(setup, workdir, editor)
+        said = []
+        try:
+            sid = (await conn.new_session(cwd=str(workdir), mcp_servers=[])).session_id
+            said.append(
+                (
+                    await conn.prompt(session_id=sid, prompt=[text_block("see"), image_block(png, "image/png")])
+                ).stop_reason
+            )
+            for block in (image_block("not base64!", "image/png"), image_block(png, "image/tiff")):
+                try:
+                    await conn.prompt(session_id=sid, prompt=[text_block("see"), block])
+                except Exception as exc:
+                    said.append(str(exc))
+        finally:
+            await context.__aexit__(None, None, None)
+        return said
+
+    stop, not_base64, tiff = run(scenario())
+    assert stop == "end_turn" and "fake cannot be given the prompt's images" in editor.text()
+    assert fake.prompts == []  # nothing reached the model
+    assert "not base64" in not_base64 and "image/tiff" in tiff

@@ -8,6 +8,7 @@ synchronous), and what it says goes back through the session's courier (crewbrid
 from __future__ import annotations
 
 import asyncio
+import base64
 import dataclasses
 import logging
 import os
@@ -24,6 +25,7 @@ from acp.schema import (
     ConfigOptionUpdate,
     CurrentModeUpdate,
     EmbeddedResourceContentBlock,
+    ImageContentBlock,
     InitializeResponse,
     ListSessionsResponse,
     LoadSessionResponse,
@@ -43,7 +45,7 @@ from crewbridge.acp.wire import Courier, stdio
 from crewbridge.config import Config, load_config
 from crewbridge.errors import CrewError
 from crewbridge.protocol.jsonrpc import INVALID_PARAMS
-from crewbridge.providers.base import McpServer
+from crewbridge.providers.base import Image, McpServer
 from crewbridge.toolkit.native import SERVER
 
 TYPE_CHECKING = False
@@ -51,6 +53,8 @@ if TYPE_CHECKING:
     from crewbridge.sandbox import Sandboxing
 
 log = logging.getLogger("crewbridge.acp")
+IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")  # what claude, gemini and codex take
+MAX_IMAGE = 20 << 20  # bytes of one image (decoded)
 SERVER_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # a TOML key as codex takes it, a tool name's part for claude
 
 
@@ -178,10 +182,10 @@ class CrewAgent(Agent):
         session = self._get(session_id)
         if session.stop is not None:
             raise RequestError.invalid_request({"details": "a prompt is running in this session; cancel it first"})
-        text, context = _task(prompt)
+        text, context, images = _task(prompt)
         if not text.strip():
             raise RequestError.invalid_params({"details": "the prompt has no text; say what the agent should do"})
-        reason = await asyncio.to_thread(session.run, text, context, session.begin())
+        reason = await asyncio.to_thread(session.run, text, context, session.begin(), images)
         await session.courier.drain()
         return PromptResponse(stop_reason=reason)  # type: ignore[arg-type]
 
@@ -292,9 +296,9 @@ def _servers(given: list[Any] | None) -> tuple[McpServer, ...]:
     return tuple(servers)
 
 
-def _task(blocks: list[Any]) -> tuple[str, str | None]:
-    """The prompt's text, and the context its embedded resources and links give."""
-    text, context = [], []
+def _task(blocks: list[Any]) -> tuple[str, str | None, tuple[Image, ...]]:
+    """The prompt's text, the context its embedded resources and links give, and its images."""
+    text, context, images = [], [], []
     for block in blocks:
         if isinstance(block, TextContentBlock):
             text.append(block.text)
@@ -302,7 +306,22 @@ def _task(blocks: list[Any]) -> tuple[str, str | None]:
             context.append(f'<context uri="{block.resource.uri}">\n{block.resource.text}\n</context>')
         elif isinstance(block, ResourceContentBlock):
             context.append(f"(the user points at {block.uri})")
-    return "".join(text), "\n\n".join(context) or None
+        elif isinstance(block, ImageContentBlock):
+            images.append(_image(block))
+    return "".join(text), "\n\n".join(context) or None, tuple(images)
+
+
+def _image(block: ImageContentBlock) -> Image:
+    """An image of the prompt, its bytes decoded; refused when its type or bytes cannot go to a model."""
+    if block.mime_type not in IMAGE_TYPES:
+        raise _refused(f"an image of type '{block.mime_type}' cannot be sent; send {', '.join(IMAGE_TYPES)}")
+    try:
+        data = base64.b64decode(block.data, validate=True)
+    except ValueError:
+        raise _refused("an image's data is not base64; send the image's bytes in base64") from None
+    if len(data) > MAX_IMAGE:
+        raise _refused(f"an image of {len(data):,} bytes is too large; send one of {MAX_IMAGE >> 20} MB at most")
+    return Image(block.mime_type, data)
 
 
 def serve(

@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from crewbridge.acp.wire import Courier
     from crewbridge.api import Outcome
     from crewbridge.config import Config
-    from crewbridge.providers.base import McpServer
+    from crewbridge.providers.base import Image, McpServer
     from crewbridge.record.events import Event
     from crewbridge.sandbox import Sandboxing
     from crewbridge.system.approval import Question
@@ -167,7 +167,7 @@ class Session:
         self.stop = Stop()
         return self.stop
 
-    def run(self, text: str, context: str | None, stop: Stop) -> str:
+    def run(self, text: str, context: str | None, stop: Stop, images: tuple[Image, ...] = ()) -> str:
         """Run one prompt to its end (`stop`: begin()'s); → its ACP stop reason. Runs on a thread
         of its own."""
         choices = self.choices
@@ -200,6 +200,7 @@ class Session:
                 run=None if self.last_run else self.id,  # the first prompt's run has the session's id
                 command=COMMAND,
                 parent=Parent(session=self.id),
+                images=images,
             )
         except CrewError as exc:
             self.courier.notify(message(f"crew: {exc}"))

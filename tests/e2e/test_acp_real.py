@@ -293,3 +293,58 @@ def test_crew_acp_check_reports_truthfully_on_gemini(cli: str, cli_env: Any, moc
         assert loaded == "FAILED" and "No previous sessions found for this project." in done.stdout
         assert done.stdout.splitlines()[-1] == "7 held, 2 failed, 0 not exercised"
     assert done.returncode == 1
+
+
+# a 1x1 PNG: its bytes must reach the model's request as the CLI sends them
+PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+
+
+def test_an_image_in_the_prompt_reaches_the_models_request(
+    cli: str, cli_env: Any, mock_server: Any, project: Path
+) -> None:
+    mock_server.script("It is a single pixel.")
+    out = acp_client(
+        {
+            "prompts": [{"text": "what is in this picture?", "images": [{"mimeType": "image/png", "data": PNG}]}],
+            "options": {"agent": cli},
+        },
+        cli_env(cli),
+        project,
+    )
+    assert out["stops"] == ["end_turn"] and out["initialize"]["agentCapabilities"]["promptCapabilities"]["image"]
+    text = "".join(u["content"]["text"] for u in out["updates"] if u["sessionUpdate"] == "agent_message_chunk")
+    assert "It is a single pixel." in text
+    sent = [json.dumps(request.body) for request in mock_server.requests]
+    assert any(PNG in body for body in sent), "the image's bytes reached no model request"
+
+
+@pytest.mark.parametrize("cli", ["claude"])
+def test_a_session_is_resumed_after_a_restart_closed_and_its_additional_directory_written(
+    cli: str, cli_env: Any, mock_server: Any, project: Path, tmp_path: Path
+) -> None:
+    extra = tmp_path / "extra"
+    extra.mkdir()
+    mock_server.script(
+        reply("Writing.\n", tool_block("crew:write_file", path=str(extra / "made.txt"), content="made\n")),
+        "Wrote it.",
+    )
+    write_config(project / "crew.yaml", agents={cli: {"provider": cli, "tools_via": "text"}})
+    env = cli_env(cli)
+    out = acp_client(
+        {
+            "additionalDirectories": [str(extra)],
+            "options": {"agent": cli, "mode": "execute"},
+            "prompts": [{"text": "write made.txt in the other folder"}],
+        },
+        env,
+        project,
+    )
+    assert out["stops"] == ["end_turn"] and (extra / "made.txt").read_text() == "made\n"
+    mock_server.script("You wrote made.txt.")
+    again = acp_client(
+        {"resume": out["sessionId"], "prompts": [{"text": "what did you write?"}], "close": True}, env, project
+    )
+    assert again["replayed"] == 0 and again["stops"] == ["end_turn"]  # resumed: no replay
+    assert "what did you write?" in mock_server.requests[-1].text()
+    assert "Wrote it." in mock_server.requests[-1].text()  # the same CLI conversation, resumed
+    assert "is not open" in again["afterClose"]
