@@ -164,7 +164,10 @@ def test_a_prompt_streams_text_a_read_and_a_write_as_a_diff_approved_then_reject
         context, conn, _ = await opened(setup, workdir, editor)
         try:
             session = await conn.new_session(cwd=str(workdir), mcp_servers=[])
-            assert {o.id for o in session.config_options} == {"agent", "model", "mode", "reviewer", "worktree"}
+            ids = [o.id for o in session.config_options]
+            assert ids == ["agent", "model", "mode", "reviewer", "rounds", "worktree", "tools"]
+            chosen = await conn.set_config_option(config_id="tools", session_id=session.session_id, value="text")
+            assert [o.current_value for o in chosen.config_options if o.id == "tools"] == ["text"]
             await conn.set_config_option(config_id="agent", session_id=session.session_id, value="fake")
             await conn.set_session_mode(mode_id="execute", session_id=session.session_id)
             first = await conn.prompt(session_id=session.session_id, prompt=[text_block("read and write")])
@@ -640,10 +643,19 @@ def test_the_sandbox_required_where_none_works_is_refused_before_serving(tmp_pat
 
 
 @pytest.mark.slow
-def test_crew_acp_check_passes_on_crew_acp(setup: dict[str, Any], workdir: Path, fake: FakeModel) -> None:
-    fake.script("Hello there.")
+def test_crew_acp_check_passes_on_crew_acp_and_reaches_its_permissions(
+    setup: dict[str, Any], workdir: Path, fake: FakeModel, tmp_path: Path
+) -> None:
+    write = tool_block("crew:write_file", path="acp-check.txt", content="ok\n")
+    fake.script("Hello there.", write, "Done.", write, "Understood.", "Hello there.")
     env = {**setup["env"], "PATH": os.environ["PATH"]}
-    config = setup["args"][2]
+    config = str(
+        write_config(
+            tmp_path / "crew.yaml",  # the file setup made, given with --config: trusted
+            providers={"fake": fake.provider()},
+            agents={"claude": {"provider": "fake", "approval": ["write_file"]}},
+        )
+    )
     agent = [sys.executable, "-m", "crewbridge", "acp", "--config", config]
     done = subprocess.run(
         [*CREW, "acp", "--config", config, "check", "--timeout", "60", "--", *agent],
@@ -655,6 +667,13 @@ def test_crew_acp_check_passes_on_crew_acp(setup: dict[str, Any], workdir: Path,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "0 failed" in done.stdout.splitlines()[-1]
+    rows = {line.split("  ")[0]: line for line in done.stdout.splitlines()}
+    assert (
+        "switched from query to execute (session/set_mode)"
+        in rows["a mode that may write, for the permission requests"]
+    )
+    for answered in ("allow_once", "reject_once"):
+        assert " held " in rows[f"a permission request answered {answered}"]
 
 
 @pytest.mark.slow

@@ -57,6 +57,11 @@ if TYPE_CHECKING:
 COMMAND = "acp"  # the records' command: what makes a run a session's
 MODE_NAMES = {"query": "Query (read-only)", "execute": "Execute (may write and run commands)"}
 TITLE = 80  # characters of the first task that name a session in a list
+TOOLS_VIA = {  # how crew's tools reach the agent (crewbridge.toolkit.native)
+    "default": "the agent's setting (crew.yaml tools_via)",
+    "text": "text: a catalogue in the prompt",
+    "native": "native: the CLI's own tool channel",
+}
 
 
 @dataclass
@@ -67,7 +72,9 @@ class Choices:
     model: str = "default"  # the agent's own (crew.yaml's, else its CLI's)
     mode: str = "query"
     reviewer: str = "off"
+    rounds: str = "3"  # a review's rounds at most
     worktree: str = "off"
+    tools: str = "default"  # how crew's tools reach the agent: the agent's own setting, text or native
 
 
 @dataclass(frozen=True)
@@ -142,7 +149,9 @@ class Session:
             select("model", "Model", [("default", "the agent's default"), *((m, m) for m in models)], "model"),
             select("mode", "Mode", list(MODE_NAMES.items()), "mode"),
             select("reviewer", "Reviewer", [("off", "off"), *((a, f"@{a}") for a in agents)]),
+            select("rounds", "Review rounds", [(str(n), f"{n} at most") for n in range(1, 6)]),
             select("worktree", "Worktree", [("off", "off"), ("on", "on: a git worktree per prompt")]),
+            select("tools", "crew's tools", list(TOOLS_VIA.items())),
         ]
 
     def modes(self) -> SessionModeState:
@@ -265,6 +274,8 @@ class Session:
             resume=None if review else self.last_run,
             worktree=self.choices.worktree == "on",
             review=review,
+            rounds=int(self.choices.rounds),
+            tools_via=None if self.choices.tools == "default" else self.choices.tools,
         )
 
     def replay(self) -> None:
