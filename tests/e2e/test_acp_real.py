@@ -349,3 +349,37 @@ def test_a_session_is_resumed_after_a_restart_closed_and_its_additional_director
     assert "what did you write?" in mock_server.requests[-1].text()
     assert "Wrote it." in mock_server.requests[-1].text()  # the same CLI conversation, resumed
     assert "is not open" in again["afterClose"]
+
+
+@pytest.mark.parametrize("cli", ["claude"])
+def test_acpx_asks_once_for_a_write_and_sees_its_diff_in_the_question(
+    cli: str, cli_env: Any, mock_server: Any, project: Path
+) -> None:
+    """acpx offers its files and asks before it writes one itself: crew never asks it to write, so
+    the person is asked once, by crew's permission request, which carries the change."""
+    require_sdk()
+    write_config(project / "crew.yaml", agents={cli: {"provider": cli, "tools_via": "text", "approval": ["edit_file"]}})
+    (project / "greet.py").write_text("print('hi')\n")
+    mock_server.script(
+        reply(tool_block("crew:edit_file", path="greet.py", old_string="'hi'", new_string="'hello'")), "Edited."
+    )
+    acpx = REPO / "node_modules" / ".bin" / "acpx"
+    done = subprocess.run(
+        [str(acpx), "--agent", " ".join([*CREW, "acp"]), "--approve-all", "--format", "json", "exec"]
+        + ["--config-option", f"agent={cli}", "--config-option", "mode=execute", "say hello louder"],
+        env=cli_env(cli),
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    frames = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    methods = [frame.get("method") for frame in frames]
+    assert methods.count("session/request_permission") == 1 and "fs/write_text_file" not in methods
+    (asked,) = [f["params"]["toolCall"] for f in frames if f.get("method") == "session/request_permission"]
+    assert asked["title"] == "Edit greet.py"
+    assert asked["content"] == [
+        {"type": "diff", "path": str(project / "greet.py"), "oldText": "print('hi')\n", "newText": "print('hello')\n"}
+    ]
+    assert (project / "greet.py").read_text() == "print('hello')\n"
