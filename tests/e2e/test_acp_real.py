@@ -364,9 +364,9 @@ def test_acpx_asks_once_for_a_write_and_sees_its_diff_in_the_question(
         reply(tool_block("crew:edit_file", path="greet.py", old_string="'hi'", new_string="'hello'")), "Edited."
     )
     acpx = REPO / "node_modules" / ".bin" / "acpx"
+    options = ["--config-option", f"agent={cli}", "--config-option", "mode=execute"]
     done = subprocess.run(
-        [str(acpx), "--agent", " ".join([*CREW, "acp"]), "--approve-all", "--format", "json", "exec"]
-        + ["--config-option", f"agent={cli}", "--config-option", "mode=execute", "say hello louder"],
+        [str(acpx), "--agent", " ".join([*CREW, "acp"]), "--approve-all", "--format", "json", "exec", *options, "go"],
         env=cli_env(cli),
         cwd=project,
         capture_output=True,
