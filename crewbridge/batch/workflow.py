@@ -35,6 +35,7 @@ from crewbridge.batch.store import INSTANCE, Running
 from crewbridge.bridge import Bridge
 from crewbridge.config import Config
 from crewbridge.errors import CrewError
+from crewbridge.record.events import Parent
 from crewbridge.sandbox import Sandboxing
 from crewbridge.system.git import Change
 from crewbridge.ui.link import attend
@@ -181,7 +182,8 @@ class BatchWorker(DBOSConfiguredInstance):
         bridge = Bridge(
             self.runtime.config, workdir=worktree.path, sandboxing=self.runtime.sandboxing, observers=[attend]
         )
-        outcome = bridge.run(spec.task, "execute", options=spec.options(), stop=stop)[0]
+        parent = Parent(batch=spec.batch, repo=Repo.of(repo_data).text)  # the runs list names both
+        outcome = bridge.run(spec.task, "execute", options=spec.options(), stop=stop, parent=parent)[0]
         result = outcome.result
         ran: dict[str, Any] = {
             "usage": result.usage if result is not None else None,
