@@ -311,7 +311,9 @@ function runView(id) {
     draw();
   }
 
+  let batching = false, dirty = false; // while a frame's events are shown, the header is drawn once, after
   function draw() {
+    if (batching) { dirty = true; return; }
     if (!row) return;
     const state = live.status || row.status;
     const tokens = row.status === "running" || row.status === "waiting" || live.status ? live.tokens : row.tokens;
@@ -327,10 +329,10 @@ function runView(id) {
     cancel.hidden = !["running", "waiting"].includes(state) || live.ended;
   }
 
+  let added = null; // the last item added since the page last looked at where it is scrolled
   function add(node) {
-    const bottom = window.innerHeight + window.scrollY >= document.body.scrollHeight - 40;
     log.append(node);
-    if (bottom) node.scrollIntoView({ block: "end" });
+    added = node;
     return node;
   }
 
@@ -495,10 +497,32 @@ function runView(id) {
     }
   }
 
+  // The record's events are shown a frame's worth at a time: where the page is scrolled is read once
+  // a frame, not once an event (each read lays the whole log out again: a long run's page took
+  // seconds), and a page scrolled to its end stays there.
+  const queued = [];
+  function shown(event) {
+    if (!queued.length) requestAnimationFrame(flush);
+    queued.push(event);
+  }
+  function flush() {
+    const bottom = window.innerHeight + window.scrollY >= document.body.scrollHeight - 40;
+    batching = true;
+    try {
+      for (const event of queued.splice(0)) show(event);
+    } finally {
+      batching = false;
+    }
+    if (dirty) { dirty = false; draw(); }
+    if (bottom && added) added.scrollIntoView({ block: "end" });
+    added = null;
+  }
+
   const source = new EventSource(`/api/runs/${id}/events`);
-  source.addEventListener("event", (e) => show(JSON.parse(e.data)));
+  source.addEventListener("event", (e) => shown(JSON.parse(e.data)));
   source.addEventListener("end", (e) => {
     source.close();
+    if (queued.length) flush(); // the record's own end comes first, if it has one
     const ended = JSON.parse(e.data || "{}");
     if (!live.ended && ended.status) { // its process died: no `end` in its record
       for (const name of Object.keys(writing)) stopWriting(name, "said");
