@@ -46,6 +46,7 @@ FIGURES = {  # name → module; issue 26's table first, then the rest of issue 6
     "commands": "bench.commands",
     "ui": "bench.ui",
     "egress": "bench.egress",
+    "livedin": "bench.livedin",
 }
 
 

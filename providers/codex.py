@@ -239,8 +239,11 @@ class CodexProvider(Provider):
         # lock files, and sqlite databases, which it keeps beside config.toml unless CODEX_SQLITE_HOME
         # names another folder: in the view they are private, fresh each start (it resumes a thread
         # from its sessions all the same). Its shell snapshots, which its commands source, are
-        # private. It reads config.toml (MCP servers, notify), .env (its environment: PATH, keys),
-        # auth.json, rules/, hooks.json, AGENTS.md, skills/ there: read-only.
+        # private, and so is tmp/, where each start makes links to itself (apply_patch, its sandbox
+        # helper): where a plain run had left tmp/, the view led codex to the real one, its chmod
+        # failed and it went on without them (no effect on its commands was seen). It reads
+        # config.toml (MCP servers, notify), .env (its environment: PATH, keys), auth.json, rules/,
+        # hooks.json, AGENTS.md, skills/ there: read-only.
         # It logs in with auth.json (a ChatGPT sign-in's tokens, or a key) or a key in its .env.
         home = cli_home(env, "CODEX_HOME", ".codex")
         sqlite = env.get("CODEX_SQLITE_HOME")
@@ -253,6 +256,6 @@ class CodexProvider(Provider):
                 *((Path(sqlite),) if sqlite else ()),
             ),
             data_files=(home / "installation_id",),
-            private=("shell_snapshots", *(() if sqlite else ("sqlite",))),
+            private=("shell_snapshots", "tmp", *(() if sqlite else ("sqlite",))),
             view_env=() if sqlite else (("CODEX_SQLITE_HOME", "sqlite"),),
         )

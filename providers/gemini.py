@@ -163,10 +163,12 @@ class GeminiProvider(Provider):
         return found
 
     def state(self, env: Mapping[str, str]) -> State:
-        # Measured with 0.61.0 (strace; docs/sandbox.md): it writes its sessions and logs under tmp/,
-        # and projects.json (by a temp file and a lock folder beside it: in the view, so its changes
-        # are dropped; it finds a project's folder again by the .project_root file in it). history/
-        # holds git repositories it runs git in (checkpoints): private. It reads settings.json, .env,
+        # Measured with 0.61.0 (strace; docs/sandbox.md): it writes its sessions and logs under tmp/.
+        # At each start it rewrites projects.json by a temp file and a rename, holding a lock folder
+        # it makes beside the file a link leads to (proper-lockfile resolves links), retried with a
+        # growing delay for hours: a copy of its own in the view, so its changes are dropped (it
+        # finds a project's folder again by the .project_root file in it). history/ holds git
+        # repositories it runs git in (checkpoints): private. It reads settings.json, .env,
         # GEMINI.md, extensions/, policies/, agents/, skills/, trustedFolders.json there: read-only,
         # and so is tmp/bin, where it looks for the ripgrep it runs. GEMINI_CLI_HOME names the folder
         # holding .gemini: the view holds links to that folder's other entries (~/.agents, ~/.env).
@@ -182,6 +184,7 @@ class GeminiProvider(Provider):
             within=".gemini",
             data=(home / "tmp",),
             private=("history",),
+            copies=("projects.json",),
             read_only=(home / "tmp" / "bin",),
             login=(
                 *(home / name for name in (*logins, "a2a-oauth-tokens.json", ".env")),

@@ -115,7 +115,7 @@ class GenericSpec:
     probe: bool = True  # crew doctor runs its --version and --help (false: a CLI that would do more)
     state_dirs: list[str] = field(default_factory=list)  # data folders it writes (~, $VAR, ${VAR:-default})
     state_read_only: list[str] = field(default_factory=list)  # inside state_dirs: kept read-only
-    # its state folder, seen through a view: {variable, default, within, data: [names], private: [names]}
+    # its state folder, seen through a view: {variable, default, within, data, private, copies: [names]}
     state_home: dict[str, Any] = field(default_factory=dict)
     endpoints: list[str] = field(default_factory=list)  # where it reaches its model: hosts, $VARIABLES of base URLs
     # base URLs its user set in its own configuration: [{file: path (~, $VAR), key: dotted path, * for each}]
@@ -159,6 +159,11 @@ class GenericSpec:
                         raise ConfigKeyError(
                             "state_home", f"{key} '{name}' is not a name inside the folder; e.g. sessions"
                         )
+            for name in self.state_home.get("copies", []):
+                if "/" in name or name in (".", ".."):
+                    raise ConfigKeyError(
+                        "state_home", f"copies '{name}' is not the name of a file in the folder; e.g. projects.json"
+                    )
         from crewbridge.sandbox.allowlist import entry  # for start-up speed: a crew.yaml's provider only
 
         for host in self.endpoints:
@@ -251,6 +256,7 @@ class GenericProvider(Provider):
             within=within,
             data=(*dirs, *(home / name for name in home_spec.get("data", []))),
             private=tuple(home_spec.get("private", [])),
+            copies=tuple(home_spec.get("copies", [])),
             read_only=read_only,
             login=login,
         )

@@ -6,20 +6,30 @@ which runs one provider turn through crew's own process handling and decodes it.
 directory per test) and returns the complete environment to run that CLI with. Nothing of the
 caller's own credentials or CLI settings leaks in, and nothing leaves 127.0.0.1: the model base URL
 is the mock, and every HTTP(S) proxy variable points at the mock too, which refuses and records any
-request for another host (`MockServer.problems`).
+request for another host (`MockServer.problems`). A home that already holds the CLI's settings (a
+lived-in one) keeps them: the test's are written over them.
+
+`live_in(name, env, project)` uses a CLI in its home as a person does before they meet crew: an MCP
+server of their own added with the CLI's own command, two plain runs in `project` (a session and
+its continuation: sessions, project registries, databases, what the CLI writes about itself), the
+folder trusted. The e2e tier's homes are copies of such a home (`copy_home`), made once a session.
 """
 
 from __future__ import annotations
 
 import configparser
+import fcntl
 import json
 import os
+import re
 import shutil
+import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from urllib.parse import parse_qs
 
 import pytest
 from crewbridge.providers.base import Turn
@@ -27,6 +37,7 @@ from crewbridge.providers.base import Turn
 from crewbridge import providers
 from crewbridge.base.decoded import Done, Event, Failure, Session, Text, Usage
 from crewbridge.system.process import Child
+from mockserver import MockServer
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = REPO / "node_modules" / ".bin"  # where `npm install` in the repo root puts the pinned CLIs
@@ -151,8 +162,18 @@ GEMINI_SETTINGS = {
 
 
 def _settings(path: Path, settings: dict) -> None:
+    """`settings` written over what the JSON file at `path` holds (a lived-in home's own)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(settings, indent=2))
+    current = json.loads(path.read_text()) if path.exists() else {}
+    path.write_text(json.dumps(_over(current, settings), indent=2))
+
+
+def _over(current: dict, ours: dict) -> dict:
+    merged = dict(current)
+    for key, value in ours.items():
+        inner = merged.get(key)
+        merged[key] = _over(inner, value) if isinstance(value, dict) and isinstance(inner, dict) else value
+    return merged
 
 
 def _gemini(mock_url: str, home: Path) -> dict[str, str]:
@@ -188,7 +209,12 @@ api_key_model_discovery = false
 def _codex(mock_url: str, home: Path) -> dict[str, str]:
     codex_home = home / ".codex"
     codex_home.mkdir(parents=True, exist_ok=True)
-    (codex_home / "config.toml").write_text(CODEX_CONFIG.format(url=mock_url))
+    config = codex_home / "config.toml"
+    if config.exists():  # what codex itself wrote in it stays (`codex mcp add`); the mock is this one
+        text = re.sub(r'(?m)^base_url = ".*/v1"$', f'base_url = "{mock_url}/v1"', config.read_text())
+    else:
+        text = CODEX_CONFIG.format(url=mock_url)
+    config.write_text(text)
     return {"CODEX_HOME": str(codex_home), "OPENAI_API_KEY": "dummy"}
 
 
@@ -250,6 +276,136 @@ def _opencode(mock_url: str, home: Path) -> dict[str, str]:
 
 _SETUP = {"claude": _claude, "gemini": _gemini, "codex": _codex, "llm": _llm, "qwen": _qwen, "opencode": _opencode}
 
+# --- lived-in homes -------------------------------------------------------------------------------
+# Users' machines are not fresh: each CLI ran there before crew, and wrote what crew's sandbox must
+# serve (gemini's projects.json hung every @gemini once it existed: docs/sandbox.md).
+
+USER_MCP = Path(__file__).resolve().parent / "usermcp.py"  # the user's own MCP server: it reports each start
+GEMINI_MODEL = "gemini-2.5-pro"  # named: no routing call first
+# How a person adds an MCP server of their own to each built-in CLI (the recipes' CLIs get none).
+ADD_MCP = {
+    "claude": ["claude", "mcp", "add", "--scope", "user", "usertools", "--"],
+    "gemini": ["gemini", "mcp", "add", "--scope", "user", "--trust", "usertools"],
+    "codex": ["codex", "mcp", "add", "usertools", "--"],
+}
+# Two plain runs: a session, then that session continued.
+PLAIN = {
+    "claude": (["claude", "-p", "hi"], ["claude", "-p", "--continue", "and again"]),
+    "gemini": (
+        ["gemini", "-p", "hi", "-m", GEMINI_MODEL],
+        ["gemini", "-p", "and again", "-m", GEMINI_MODEL, "--resume", "latest"],
+    ),
+    "codex": (
+        ["codex", "exec", "--skip-git-repo-check", "hi"],
+        ["codex", "exec", "--skip-git-repo-check", "resume", "--last", "and again"],
+    ),
+    "llm": (["llm", "hi"], ["llm", "-c", "and again"]),
+    "qwen": (["qwen", "-p", "hi"], ["qwen", "-p", "and again", "--continue"]),
+    "opencode": (["opencode", "run", "hi"], ["opencode", "run", "--continue", "and again"]),
+}
+PLAIN_ANSWER = "Plain answer."  # what a mock answers the plain runs (MockServer.respond)
+
+
+def live_in(name: str, env: dict[str, str], project: Path, witness: str) -> None:
+    """Use CLI `name` (run with `env`) as a person does before they meet crew: add their own MCP
+    server (which reports each start to `witness`, a mock's URL), run the CLI plainly in `project`,
+    trust that folder."""
+    project.mkdir(parents=True, exist_ok=True)
+    if name in ADD_MCP:
+        plainly(env, project, [*ADD_MCP[name], sys.executable, str(USER_MCP), witness])
+    run_plainly(name, env, project)
+    trust(name, env, project)
+
+
+def run_plainly(name: str, env: dict[str, str], project: Path) -> None:
+    """Run CLI `name` plainly in `project` twice (a session, then that session continued), against a
+    mock that answers PLAIN_ANSWER."""
+    project.mkdir(parents=True, exist_ok=True)
+    for argv in PLAIN[name]:
+        said = plainly(env, project, argv)
+        assert said.strip().endswith(PLAIN_ANSWER), f"plain {' '.join(argv)} in {project} said: {said}"
+
+
+def plainly(env: dict[str, str], cwd: Path, argv: list[str]) -> str:
+    """Run `argv` outside crew in `cwd`; → its stdout. TMPDIR is a folder beside the home, as /tmp
+    is on a machine (codex makes no links to itself below a temporary folder)."""
+    temp = Path(env["HOME"]).parent / "tmp-plain"
+    temp.mkdir(exist_ok=True)
+    done = subprocess.run(
+        argv,
+        env={**env, "TMPDIR": str(temp)},
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 0, f"plain {' '.join(argv)} in {cwd}: exit {done.returncode}: {done.stderr}"
+    return done.stdout
+
+
+def trust(name: str, env: dict[str, str], project: Path) -> None:
+    """Trust folder `project` as each CLI's trust prompt does when the user accepts it (only the
+    interactive CLIs ask, so it is written here as they write it)."""
+    home = Path(env["HOME"])
+    if name == "claude":
+        path = home / ".claude.json"
+        config = json.loads(path.read_text())
+        config["hasCompletedOnboarding"] = True
+        config.setdefault("projects", {}).setdefault(str(project), {}).update(hasTrustDialogAccepted=True)
+        path.write_text(json.dumps(config, indent=2))
+    elif name == "gemini":
+        path = home / ".gemini" / "trustedFolders.json"
+        folders = json.loads(path.read_text()) if path.exists() else {}
+        path.write_text(json.dumps({**folders, str(project): "TRUST_FOLDER"}, indent=2))
+    elif name == "codex":
+        with (Path(env["CODEX_HOME"]) / "config.toml").open("a") as config:
+            config.write(f'\n[projects."{project}"]\ntrust_level = "trusted"\n')
+
+
+@dataclass
+class LivedInHomes:
+    """Homes where each CLI was used (`live_in`, in a project folder named `work` as the tests' is,
+    elsewhere), made once in `root` by whichever test process asks first (pytest-xdist's workers
+    share it), against the mock at `url` (which answers PLAIN_ANSWER); `copy` gives a test its own."""
+
+    root: Path
+    url: str
+
+    def copy(self, name: str, home: Path, mock_url: str) -> None:
+        """A copy of the lived-in home of CLI `name` at `home`, pointing at the mock at `mock_url`."""
+        made = self.root / name
+        with open(self.root / f"{name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # one process makes it; the others wait for it
+            if not made.exists():
+                building = self.root / f"{name}.building"
+                shutil.rmtree(building, ignore_errors=True)
+                live_in(name, cli_env(name, self.url, building / "home"), building / "work", self.url)
+                (building / "url").write_text(self.url)
+                building.rename(made)
+        copy_home(made / "home", home, (made / "url").read_text(), mock_url)
+
+
+def copy_home(lived: Path, home: Path, old_url: str, new_url: str) -> None:
+    """A copy of lived-in home `lived` at `home`, its settings files (.json, .toml, .yaml) pointing at
+    the mock at `new_url` where they named `old_url` (the user's MCP server reports there)."""
+    shutil.copytree(lived, home, symlinks=True)
+    for path in home.rglob("*"):
+        if path.suffix in (".json", ".toml", ".yaml") and path.is_file() and not path.is_symlink():
+            text = path.read_text()
+            if old_url in text:
+                path.write_text(text.replace(old_url, new_url))
+
+
+def user_mcp_starts(mock: MockServer, below: Path) -> int:
+    """How often the user's own MCP server (USER_MCP) started in a folder below `below`, as `mock` saw it."""
+    return sum(
+        1
+        for request in mock.aux
+        if request.path == "/user-mcp-started"
+        and Path(parse_qs(request.query).get("cwd", ["/"])[0]).is_relative_to(below)
+    )
+
 
 @dataclass
 class Run:
@@ -285,8 +441,10 @@ class Run:
 
 
 def run_cli(name: str, turn: Turn, env: dict[str, str], cwd: Path, timeout: float = 60.0) -> Run:
-    """Run `turn` through provider `name` (prompt on stdin) and decode its whole output."""
+    """Run `turn` through provider `name` (prompt on stdin) and decode its whole output. As crew
+    runs a CLI, none of the MCP servers the user added to it starts (Provider.own_mcp_only)."""
     provider = providers.load(name)
+    turn = replace(turn, options=[*turn.options, *provider.own_mcp_only(turn, env, cwd)])
     start = time.monotonic()
     env = {**provider.env(), **env}
     child = Child(

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from clienv import BIN, CLIS, PACKAGES, missing, require_cli
+from clienv import BIN, CLIS, PACKAGES, PLAIN_ANSWER, LivedInHomes, missing, require_cli
 from clienv import cli_env as build_env
 from crewbridge.sandbox import MECHANISM_ENV, Sandboxing, detect
 from crewbridge.system import beneath, process
@@ -72,15 +72,31 @@ def cli(request: pytest.FixtureRequest) -> str:
     return request.param
 
 
+@pytest.fixture(scope="session")
+def lived_in_homes(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Iterator[LivedInHomes]:
+    """Homes where the real CLIs were used before crew, made once a session: in the folder the
+    pytest-xdist workers' temporary folders share."""
+    base = tmp_path_factory.getbasetemp()
+    root = (base if worker_id == "master" else base.parent) / "lived-in"
+    root.mkdir(exist_ok=True)
+    with MockServer() as mock:
+        mock.respond(lambda request: PLAIN_ANSWER)
+        yield LivedInHomes(root, mock.url)
+
+
 @pytest.fixture
-def cli_env(mock_server: MockServer, tmp_path: Path) -> Callable[[str], dict[str, str]]:
-    """`cli_env(name)`: the environment for real CLI `name`, with a scratch HOME under this test's
-    tmp_path and the model API pointed at `mock_server`. The same name gives the same HOME, so a
-    second turn finds the first turn's session."""
+def cli_env(mock_server: MockServer, tmp_path: Path, lived_in_homes: LivedInHomes) -> Callable[[str], dict[str, str]]:
+    """`cli_env(name)`: the environment for real CLI `name`, with a HOME under this test's tmp_path
+    where the CLI was already used (a copy of a lived-in home: users' machines are not fresh), the
+    model API pointed at `mock_server`. The same name gives the same HOME, so a second turn finds
+    the first turn's session."""
 
     def env(name: str) -> dict[str, str]:
         require_cli(name)
-        return build_env(name, mock_server.url, tmp_path / f"home-{name}")
+        home = tmp_path / f"home-{name}"
+        if not home.exists():
+            lived_in_homes.copy(name, home, mock_server.url)
+        return build_env(name, mock_server.url, home)
 
     return env
 

@@ -210,3 +210,25 @@ def test_a_finished_calls_raw_output_is_the_text_the_model_was_given(tmp_path: P
         ev.Result(agent="claude", call="c2", name="crew:run_command", success=False, error="exit code 1"),
     )
     assert (ended.raw_output, failed.raw_output) == ("one\n", "exit code 1")
+
+
+def test_a_replay_gives_each_result_to_its_own_call_though_they_ended_in_another_order(tmp_path):
+    """Issue 40: two read_file calls at once were replayed as a.txt ← "B TEXT" and b.txt ← "A TEXT"
+    (results were matched by the tool's name): the record's call ids keep them apart."""
+    from crewbridge.acp.updates import replayed
+
+    events = [
+        ev.Start(run="r1", task="read both"),
+        ev.Call(agent="claude", call="c1", name="crew:read_file", input={"path": "a.txt"}),
+        ev.Call(agent="claude", call="c2", name="crew:read_file", input={"path": "b.txt"}),
+        ev.Result(agent="claude", call="c2", name="crew:read_file", success=True, data={"content": "B TEXT"}),
+        ev.Result(agent="claude", call="c1", name="crew:read_file", success=True, data={"content": "A TEXT"}),
+    ]
+    shown = [update.model_dump(by_alias=True, exclude_none=True) for update in replayed(events, tmp_path)]
+    started = {u["toolCallId"]: u["rawInput"]["path"] for u in shown if u.get("sessionUpdate") == "tool_call"}
+    finished = {
+        u["toolCallId"]: u["content"][0]["content"]["text"]
+        for u in shown
+        if u.get("sessionUpdate") == "tool_call_update"
+    }
+    assert {started[call]: text for call, text in finished.items()} == {"a.txt": "A TEXT", "b.txt": "B TEXT"}

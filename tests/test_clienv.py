@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 
 import pytest
 import tomllib
 
-from clienv import ALL, BIN, cli_env, require_cli
+from clienv import ALL, BIN, CODEX_CONFIG, USER_MCP, cli_env, copy_home, require_cli, user_mcp_starts
+from mockserver import MockServer
 
 URL = "http://127.0.0.1:4321"
 
@@ -112,3 +115,60 @@ def test_another_version_than_the_pinned_one_fails_the_test(tmp_path):
         require_cli("codex", repo=tmp_path)
     (package / "package.json").write_text('{"version": "1.0.0"}')
     assert require_cli("codex", repo=tmp_path) == str(binary)
+
+
+# --- lived-in homes
+
+
+def test_a_lived_in_home_keeps_what_the_cli_wrote_and_takes_the_tests_settings_over_it(home):
+    settings = home / ".gemini" / "settings.json"
+    settings.parent.mkdir(parents=True)
+    settings.write_text(json.dumps({"mcpServers": {"usertools": {"command": "x"}}, "general": {"vimMode": True}}))
+    codex = home / ".codex" / "config.toml"
+    codex.parent.mkdir()
+    codex.write_text(CODEX_CONFIG.format(url="http://127.0.0.1:1") + '\n[mcp_servers.usertools]\ncommand = "x"\n')
+    cli_env("gemini", URL, home)
+    cli_env("codex", URL, home)
+    kept = json.loads(settings.read_text())
+    assert kept["mcpServers"] == {"usertools": {"command": "x"}}
+    assert kept["general"]["vimMode"] is True and kept["general"]["maxAttempts"] == 1
+    config = tomllib.loads(codex.read_text())
+    assert config["mcp_servers"] == {"usertools": {"command": "x"}}
+    assert config["model_providers"]["mock"]["base_url"] == URL + "/v1"
+
+
+def test_a_copy_of_a_lived_in_home_names_the_tests_mock_in_its_settings_only(tmp_path):
+    lived, old = tmp_path / "lived", "http://127.0.0.1:1111"
+    (lived / ".codex" / "sessions").mkdir(parents=True)
+    (lived / ".claude.json").write_text(json.dumps({"mcpServers": {"u": {"args": [old]}}}))
+    (lived / ".codex" / "config.toml").write_text(f'base_url = "{old}/v1"\n')
+    (lived / ".codex" / "sessions" / "s.jsonl").write_text(old)  # what the CLI recorded stays as it was
+    copy_home(lived, tmp_path / "home", old, URL)
+    home = tmp_path / "home"
+    assert json.loads((home / ".claude.json").read_text()) == {"mcpServers": {"u": {"args": [URL]}}}
+    assert (home / ".codex" / "config.toml").read_text() == f'base_url = "{URL}/v1"\n'
+    assert (home / ".codex" / "sessions" / "s.jsonl").read_text() == old
+
+
+@pytest.mark.slow
+def test_the_users_own_mcp_server_reports_its_start_and_answers_as_an_mcp_server(tmp_path):
+    with MockServer() as mock:
+        server = subprocess.run(
+            [sys.executable, str(USER_MCP), mock.url],
+            input="\n".join(
+                json.dumps(message)
+                for message in (
+                    {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18"}},
+                    {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                    {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+                )
+            ),
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        assert user_mcp_starts(mock, tmp_path) == 1 and user_mcp_starts(mock, tmp_path / "elsewhere") == 0
+    initialized, listed = (json.loads(line) for line in server.stdout.splitlines())
+    assert initialized["result"]["protocolVersion"] == "2025-06-18"
+    assert [tool["name"] for tool in listed["result"]["tools"]] == ["weather"]

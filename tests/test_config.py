@@ -332,6 +332,11 @@ def test_an_unknown_provider_is_an_error_at_its_line(tmp_path):
             "crew.yaml:4: providers.qwen.state_home: data '../.ssh' is not a name inside the folder; e.g. sessions",
         ),
         (
+            "command: [qwen]\n    state_home: {variable: QWEN_HOME, copies: [/etc/shadow]}",
+            "crew.yaml:4: providers.qwen.state_home: copies '/etc/shadow' is not the name of a file in the folder; "
+            "e.g. projects.json",
+        ),
+        (
             "command: [qwen]\n    state_home: {default: ~/.qwen}",
             "crew.yaml:4: providers.qwen.state_home: 'variable' is missing; its state folder, read-only in the "
             "sandbox and seen through a view: {variable: MYCLI_HOME, default: ~/.mycli, data: [sessions]}",
@@ -972,7 +977,7 @@ def test_a_generic_provider_with_a_state_home_sees_it_through_a_view_and_writes_
           mine:
             command: [mine]
             state_dirs: ["~/.cache/mine"]
-            state_home: {variable: MINE_HOME, default: ~/.mine, data: [sessions], private: [locks]}
+            state_home: {variable: MINE_HOME, default: ~/.mine, data: [sessions], private: [locks], copies: [r.json]}
           xdg:
             command: [xdg]
             state_home: {variable: XDG_CONFIG_HOME, default: ~/.config, within: xdg}
@@ -981,6 +986,7 @@ def test_a_generic_provider_with_a_state_home_sees_it_through_a_view_and_writes_
     mine = config.provider("mine").state({"HOME": "/h"})
     assert (mine.home, mine.variable, mine.within) == (Path("/h/.mine"), "MINE_HOME", "")
     assert mine.data == (Path("/h/.cache/mine"), Path("/h/.mine/sessions")) and mine.private == ("locks",)
+    assert mine.copies == ("r.json",)
     assert config.provider("mine").state({"HOME": "/h", "MINE_HOME": "/m"}).home == Path("/m")
     xdg = config.provider("xdg").state({"HOME": "/h", "XDG_CONFIG_HOME": "/c"})
     assert (xdg.home, xdg.variable, xdg.within, xdg.data) == (Path("/c/xdg"), "XDG_CONFIG_HOME", "xdg", ())

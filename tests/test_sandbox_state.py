@@ -120,3 +120,53 @@ def test_under_each_mechanism_the_cli_writes_its_data_and_nothing_it_reads_as_se
     assert sorted(p.name for p in home.iterdir()) == ["locks", "sessions", "settings.json"]
     assert (home / "locks" / "old.lock").read_text() == "the user's own\n"
     assert not view.exists()  # the view went with the process: no later start reads what it holds
+
+
+def test_a_copy_in_the_view_holds_the_real_files_bytes_and_the_lock_beside_it_is_left_out(prepare, tmp_path):
+    home = a_home(tmp_path)
+    (home / "projects.json").write_text('{"projects": {"/w": "w"}}')
+    (home / "projects.json.lock").mkdir()  # held by a run of the CLI still going, or one that was killed
+    (home / "other.json").symlink_to(tmp_path / "secret")
+    (tmp_path / "secret").write_text("a key")
+    state = State(home=home, variable="CLI_HOME", copies=("projects.json", "absent.json", "other.json"))
+    view = prepare(state).view
+    assert view is not None
+    copy = view / "projects.json"
+    assert not copy.is_symlink() and copy.read_text() == '{"projects": {"/w": "w"}}'
+    # no lock, nothing where there was no file, and a link is never followed: the CLI makes those anew
+    assert sorted(p.name for p in view.iterdir()) == ["locks", "projects.json", "sessions", "settings.json"]
+
+
+# What a CLI does to a registry it rewrites (gemini 0.61's projects.json, through proper-lockfile):
+# resolve the path, make a lock folder beside the file, write a temp file, rename it over the file.
+REWRITE = """
+real=$(realpath "$CLI_HOME/projects.json")
+mkdir "$real.lock" && echo locked
+echo '{"projects": {"/new": "new"}}' > "$real.tmp" && mv "$real.tmp" "$real" && echo rewrote
+rmdir "$real.lock" && echo unlocked
+"""
+
+
+def test_under_each_mechanism_a_cli_rewrites_its_copy_under_a_lock_and_the_real_file_stays(sandboxing, tmp_path):
+    """Through a link, the lock beside the real file cannot be made: gemini waited for it for ever."""
+    home = a_home(tmp_path)
+    (home / "projects.json").write_text('{"projects": {"/w": "w"}}')
+    work = tmp_path / "work"
+    work.mkdir()
+    said = {}
+    for copies in ((), ("projects.json",)):
+        state = State(home=home, variable="CLI_HOME", copies=copies)
+        sandbox = sandboxing.cli("required", work, "execute", lambda env, state=state: state)
+        proc, launch = spawn(
+            ["sh", "-c", REWRITE],
+            sandbox=sandbox,
+            env={**os.environ, "HOME": str(tmp_path / "home")},
+            cwd=work,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
+        said[copies] = proc.communicate()[0].decode().splitlines()
+        launch.ended()
+    assert said == {(): [], ("projects.json",): ["locked", "rewrote", "unlocked"]}
+    assert (home / "projects.json").read_text() == '{"projects": {"/w": "w"}}'
+    assert sorted(p.name for p in home.iterdir()) == ["locks", "projects.json", "sessions", "settings.json"]

@@ -15,6 +15,7 @@ from crewbridge.errors import CrewError, UsageError
 if TYPE_CHECKING:
     from crewbridge.conversations import Conversation
     from crewbridge.engine.loop import AgentLoop, RunResult
+    from crewbridge.record.events import Ended
     from crewbridge.work.sessions import Prior
 
 
@@ -51,7 +52,7 @@ class Chat:
         self.loop.policy.withdraw()
         self.loop.conv.stop()
 
-    def close(self, status: str = "done") -> None:
+    def close(self, status: Ended = "done") -> None:
         """End the conversation and its record (`status`: done, cancelled)."""
         try:
             self.loop.close()

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from crewbridge.conversations import Conversation
     from crewbridge.engine.loop import AgentLoop
     from crewbridge.providers.base import Image
-    from crewbridge.record.events import Parent
+    from crewbridge.record.events import Ended, Parent
     from crewbridge.record.stream import Record
     from crewbridge.system.approval import Channel
     from crewbridge.work.sessions import Prior
@@ -81,7 +81,7 @@ def _run(
     earlier = _priors(options.resume)
     started: list[tuple[Conversation | CrewError, bool]] = []
     record: Record | None = None
-    status = "cancelled"
+    status: Ended = "cancelled"
     try:
         for mention, spec in zip(mentions, specs, strict=True):  # every CLI starts first, to boot meanwhile
             started.append(

@@ -33,7 +33,7 @@ from crewbridge.engine.fallback import record_failure
 from crewbridge.engine.loop import AgentLoop, RunResult
 from crewbridge.errors import BudgetExceeded, CrewError, CrewTimeout, Interrupted, ReviewNotApproved, UsageError
 from crewbridge.providers.base import Image
-from crewbridge.record.events import Notice
+from crewbridge.record.events import Ended, Notice
 from crewbridge.record.events import Review as ReviewEvent
 from crewbridge.record.stream import Record
 from crewbridge.system.git import GIT_TIMEOUT, Change, Checkout, summary
@@ -82,7 +82,7 @@ def review_run(
     models = {writer.agent: writer.model or writer_spec.model, checker.agent: checker.model}
     run = made.run_id if made is not None else named.run
     record = ctx.record(named.command, mode, agents, task, run=run, models=models, workdir=folder, parent=named.parent)
-    status = "cancelled"
+    status: Ended = "cancelled"
     try:
         channels = ctx.keep(record)
         if made is not None:

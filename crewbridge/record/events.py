@@ -15,7 +15,7 @@ has. A transcript written before the record (version 0) is read through `upgrade
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -23,7 +23,8 @@ from crewbridge.base import jsonio
 
 VERSION = 2  # of the stream's shape (1: the --jsonl lines with `type` before the record)
 STATUSES = ("running", "waiting", "done", "failed", "cancelled", "unfinished")  # a run's, everywhere
-ENDED = ("done", "failed", "cancelled")  # what a run's `end` event says
+Ended = Literal["done", "failed", "cancelled"]  # what a run's `end` event says
+ENDED: tuple[Ended, ...] = ("done", "failed", "cancelled")
 
 
 class Event(msgspec.Struct, tag_field="kind", omit_defaults=True, kw_only=True):
@@ -46,8 +47,9 @@ class Parent(msgspec.Struct, omit_defaults=True):
     run: str | None = None  # the run that asked for this one (an agent's MCP `ask`)
 
 
-class Start(Event, tag="start"):
-    """The run begins: its id and everything that names it."""
+class Start(Event, tag="start", omit_defaults=False):
+    """The run begins: its id and everything that names it, every field written (`v` among them:
+    which shape the stream has)."""
 
     run: str
     at: str = ""  # wall-clock time, ISO 8601 (UTC)
@@ -286,7 +288,7 @@ class Cancel(Event, tag="cancel"):
 class End(Event, tag="end"):
     """The run ended: its status (one of ENDED), its calls and errors, each agent's usage."""
 
-    status: str
+    status: Ended
     at: str = ""
     calls: int = 0
     errors: int = 0
@@ -364,5 +366,11 @@ def to_builtins(event: Event) -> dict[str, Any]:
 
 
 def schema() -> dict[str, Any]:
-    """The JSON Schema of one event (docs/schemas/event.json)."""
-    return msgspec.json.schema(AnyEvent)
+    """The JSON Schema of one event (docs/schemas/event.json), its version named."""
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": f"One event of a run's record, version {VERSION}",
+        "description": "A line of crew query --jsonl, of a transcript (crew log show --json), and what every face "
+        "reads (crewbridge/record/events.py). `kind` says which; the first event, `start`, names the run and `v`.",
+        **msgspec.json.schema(AnyEvent),
+    }

@@ -87,6 +87,7 @@ def row_of(path: Path) -> Row:
     upgrade_tail = [first, *tail] if start.v == 0 else tail  # a version 0 tail reads after its start
     events = list(decoded((line, len(line)) for line in upgrade_tail))
     end = next((e for e in reversed(events) if isinstance(e, ev.End)), None)
+    status: str
     if end is not None:
         status = end.status
     elif start.pid and alive(start.pid, start.at):

@@ -130,7 +130,7 @@ class Record:
     def cancelled(self) -> bool:
         return self.cancelled_by is not None
 
-    def fail(self, exc: BaseException) -> str:
+    def fail(self, exc: BaseException) -> ev.Ended:
         """How a run that `exc` ended ends: `cancelled` (Ctrl-C, a stop), else `failed`, with the
         error recorded. Events still held (it failed before its transcript was made) are dropped."""
         if self._pending is not None:
@@ -140,7 +140,7 @@ class Record:
         self.emit(ev.Error(message=str(exc), exit_code=getattr(exc, "exit_code", 1)))
         return "failed"
 
-    def end(self, status: str) -> ev.End:
+    def end(self, status: ev.Ended) -> ev.End:
         """Emit the `end` event (status, counts, usage) and close the transcript; a second end
         does nothing. A run cancelled that did not finish ends `cancelled`."""
         with self._lock:

@@ -198,7 +198,12 @@ def find_run(run_id: str, directory: Path | None = None) -> Path:
     raise UsageError(f"run id '{run_id}' matches {len(found)} runs ({', '.join(found[:5])}); give more of it")
 
 
-_STATUS_V0 = {"ok": "done", "interrupted": "cancelled", "cancelled": "cancelled", "error": "failed"}
+_STATUS_V0: dict[str, ev.Ended] = {
+    "ok": "done",
+    "interrupted": "cancelled",
+    "cancelled": "cancelled",
+    "error": "failed",
+}
 
 
 class Upgrade:

@@ -13,6 +13,12 @@ folder by (CLAUDE_CONFIG_DIR, CODEX_HOME, GEMINI_CLI_HOME, QWEN_HOME), in which
 - each `private` entry is left out: what the CLI must write but must never find again (the shell
   snapshots it sources, the environment scripts of a session, an extension store that replays its
   transactions at start) it makes anew in the view;
+- each of its `copies` is a copy of the real file, its own: a registry the CLI rewrites by a temp
+  file and a rename under a lock it makes beside the file (gemini's projects.json) reads as it is
+  and takes that lock and rename in the view. A link would not do: the lock is made beside the
+  file the link leads to, where nothing can be made, and a CLI that waits for that lock waits for
+  ever. A lock left beside the real file (`<name>.lock`, by a run of the CLI that is still going
+  or was killed) is left out of the view with it;
 - whatever the CLI makes or replaces there (a planted .env, a file it rewrites by rename, a lock)
   stays in the view, which is removed once the process ended: no later start reads it.
 
@@ -25,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import stat
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +51,7 @@ class State:
     data: tuple[Path, ...] = ()  # folders it writes as data (sessions, logs): writable, made first
     data_files: tuple[Path, ...] = ()  # files it writes in place as data: writable, made first, empty
     private: tuple[str, ...] = ()  # entries of `home` it writes but must never read again: left out of the view
+    copies: tuple[str, ...] = ()  # files of `home` it rewrites under a lock: a copy of its own in the view
     also: tuple[tuple[str, Path], ...] = ()  # more entries of the view, as links (claude's ~/.claude.json)
     view_env: tuple[tuple[str, str], ...] = ()  # variables naming an entry of the view (CODEX_SQLITE_HOME)
     read_only: tuple[Path, ...] = ()  # inside `data`: kept read-only where the mechanism can (bubblewrap)
@@ -98,7 +106,10 @@ def _view(state: State, view: Path) -> Path:
         _link_entries(state.home.parent, view, leave_out={state.within})
         inner = view / state.within
         inner.mkdir()
-    _link_entries(state.home, inner, leave_out=set(state.private))
+    locks = {f"{name}.lock" for name in state.copies}
+    _link_entries(state.home, inner, leave_out={*state.private, *state.copies, *locks})
+    for name in state.copies:
+        _copy(state.home / name, inner / name)
     for name, target in state.also:
         with contextlib.suppress(FileExistsError):
             (inner / name).symlink_to(target)
@@ -109,6 +120,19 @@ def _link_entries(real: Path, view: Path, *, leave_out: set[str]) -> None:
     for name in os.listdir(real):
         if name not in leave_out:
             (view / name).symlink_to(real / name)
+
+
+def _copy(real: Path, copy: Path) -> None:
+    """`real`'s bytes in a new file `copy`; nothing where `real` is not a plain file (absent, or a
+    link: never followed) and the CLI makes the file anew."""
+    try:
+        fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return
+    with open(fd, "rb") as source:
+        if stat.S_ISREG(os.fstat(source.fileno()).st_mode):
+            with open(copy, "xb") as target:
+                shutil.copyfileobj(source, target)
 
 
 def _make_empty(path: Path) -> None:

@@ -15,7 +15,7 @@ import re
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from crewbridge.api import Outcome
 from crewbridge.base.mentions import parse_agent
@@ -27,6 +27,9 @@ from crewbridge.engine.dialogue import Chat
 from crewbridge.errors import CLINotFound, CrewError
 from crewbridge.system.approval import isatty
 from crewbridge.terminal.render import Renderer
+
+if TYPE_CHECKING:
+    from crewbridge.record.events import Ended
 
 HISTORY_FILE = "chat_history"
 HISTORY_LENGTH = 1000
@@ -59,7 +62,7 @@ def converse(chat: Chat, reader: LineReader, renderer: Renderer, greeting: str) 
     """Read messages and answer them until /exit or the end of input; then end the conversation."""
     reader.say(f"{greeting} {HELP}.")
     renderer.idle()  # the CLI boots while the person types: no status line over the prompt
-    status = "done"
+    status: Ended = "done"
     try:
         for text in reader:
             if _COMMAND.fullmatch(text):

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from crewcli import error_line, only_result, tool_block, write_config
+from clienv import cli_env
+from crewcli import error_line, only_result, processes_in, run_crew, tool_block, write_config
 from mockserver import reply
 
 pytestmark = pytest.mark.e2e
@@ -132,11 +133,17 @@ OWN_ENTRY = {
 
 
 @pytest.mark.parametrize("cli", OWN_ENTRY)
-def test_a_configured_cli_that_cannot_write_its_state_in_the_sandbox_is_told_the_fix(cli, crew, workdir, mock_server):
+def test_a_configured_cli_that_cannot_write_its_state_in_the_sandbox_is_told_the_fix(
+    cli, workdir, mock_server, tmp_path
+):
+    """On a machine where the CLI never ran (a fresh HOME), it must make its state first (where it
+    ran, llm finds its database made, and with --no-log writes nothing: it answers)."""
+    env = cli_env(cli, mock_server.url, tmp_path / "fresh-home")
     write_config(workdir / "crew.yaml", providers={cli: OWN_ENTRY[cli]}, agents={cli: {"provider": cli}})
-    assert crew(cli, "config", "trust").returncode == 0
+    assert run_crew(["config", "trust"], env=env, cwd=workdir).returncode == 0
     mock_server.script("Hello.")
-    done = crew(cli, "query", "--sandbox", "required", f"@{cli} hello")
+    done = run_crew(["query", "--sandbox", "required", f"@{cli} hello"], env=env, cwd=workdir)
+    assert processes_in(tmp_path) == []
     assert done.returncode != 0
     message = error_line(done.stderr)
     assert f"{cli} could not write its own state inside crew's sandbox (" in message

@@ -120,6 +120,15 @@ def test_the_list_shows_a_finished_run(page, ui, env, workdir, mock_server):
     row.click()
     page.locator('[data-tool-call="list_files"] [data-result="ok"]').wait_for()
     assert page.locator('[data-kind="answer"]').inner_text().endswith("One file: notes.txt.")
+    # issue 40: the model's lead-in shows above the call it preceded, and the header's tokens are
+    # the usage the page lists (the record's usage events, summed)
+    items = page.locator(".log .item").evaluate_all("nodes => nodes.map(n => n.dataset.kind)")
+    said, called = items.index("reply"), items.index("call")
+    assert said < called and "Let me look." in page.locator('[data-kind="reply"]').first.inner_text()
+    header = int(page.locator(".meta [data-tokens]").get_attribute("data-tokens"))
+    events = [json.loads(line) for line in runs_in(env)[0].read_text().splitlines()]
+    used = sum(e.get("input_tokens", 0) + e.get("output_tokens", 0) for e in events if e["kind"] == "usage")
+    assert header == used > 0
 
 
 def test_a_live_runs_text_appears_while_it_streams(page, ui, env, workdir, mock_server):
@@ -206,6 +215,11 @@ def test_cancel_on_the_page_ends_the_run_as_ctrl_c_does(page, ui, env, workdir, 
         end_group(proc)
     assert code == 130, err
     page.locator('.meta [data-status="cancelled"]').wait_for()
+    page.locator('[data-kind="notice"]', has_text="ended: cancelled").wait_for()
+    # issue 40: after the cancel nothing says it goes on, and the stop is no error of the agent's
+    assert "cancelling…" not in page.inner_text("main") and "is writing…" not in page.inner_text("main")
+    assert page.locator('[data-kind="error"]').count() == 0
+    assert "0 errors" in page.locator('[data-kind="notice"]', has_text="ended: cancelled").inner_text()
     events = [json.loads(line) for line in runs_in(env)[0].read_text().splitlines()]
     assert [e["source"] for e in events if e["kind"] == "cancel"] == ["browser"]
     assert events[-1]["kind"] == "end" and events[-1]["status"] == "cancelled"
