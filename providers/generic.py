@@ -144,26 +144,37 @@ class GenericSpec:
             for entry in getattr(self, key):
                 if not entry.startswith(("/", "~", "$")):
                     raise ConfigKeyError(key, f"'{entry}' is not absolute; start it with /, ~ or a $VARIABLE")
-        if self.state_home:
-            default = self.state_home.get("default", "")
-            if default and not default.startswith(("/", "~", "$")):
+        self._check_state_home()
+        self._check_endpoints()
+        if self.resume and not self.session_key:
+            raise ConfigKeyError(
+                "resume",
+                "is never used without session_key (where the session id is in the output); give "
+                "session_key, or remove resume and crew replays the conversation",
+            )
+
+    def _check_state_home(self) -> None:
+        if not self.state_home:
+            return
+        default = self.state_home.get("default", "")
+        if default and not default.startswith(("/", "~", "$")):
+            raise ConfigKeyError(
+                "state_home", f"default '{default}' is not absolute; start it with /, ~ or a $VARIABLE"
+            )
+        within = self.state_home.get("within", "")
+        if "/" in within or within in (".", ".."):
+            raise ConfigKeyError("state_home", f"within '{within}' is not one folder's name; e.g. .mycli")
+        for key in ("data", "private"):
+            for name in self.state_home.get(key, []):
+                if name.startswith("/") or ".." in Path(name).parts:
+                    raise ConfigKeyError("state_home", f"{key} '{name}' is not a name inside the folder; e.g. sessions")
+        for name in self.state_home.get("copies", []):
+            if "/" in name or name in (".", ".."):
                 raise ConfigKeyError(
-                    "state_home", f"default '{default}' is not absolute; start it with /, ~ or a $VARIABLE"
+                    "state_home", f"copies '{name}' is not the name of a file in the folder; e.g. projects.json"
                 )
-            within = self.state_home.get("within", "")
-            if "/" in within or within in (".", ".."):
-                raise ConfigKeyError("state_home", f"within '{within}' is not one folder's name; e.g. .mycli")
-            for key in ("data", "private"):
-                for name in self.state_home.get(key, []):
-                    if name.startswith("/") or ".." in Path(name).parts:
-                        raise ConfigKeyError(
-                            "state_home", f"{key} '{name}' is not a name inside the folder; e.g. sessions"
-                        )
-            for name in self.state_home.get("copies", []):
-                if "/" in name or name in (".", ".."):
-                    raise ConfigKeyError(
-                        "state_home", f"copies '{name}' is not the name of a file in the folder; e.g. projects.json"
-                    )
+
+    def _check_endpoints(self) -> None:
         from crewbridge.sandbox.allowlist import entry  # for start-up speed: a crew.yaml's provider only
 
         for host in self.endpoints:
@@ -181,12 +192,6 @@ class GenericSpec:
                     f"{source} needs an absolute file (/, ~ or a $VARIABLE) and a key, e.g. "
                     '{file: "~/.config/mycli/config.json", key: "providers.*.base_url"}',
                 )
-        if self.resume and not self.session_key:
-            raise ConfigKeyError(
-                "resume",
-                "is never used without session_key (where the session id is in the output); give "
-                "session_key, or remove resume and crew replays the conversation",
-            )
 
 
 class GenericProvider(Provider):

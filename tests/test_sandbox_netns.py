@@ -99,3 +99,28 @@ def test_an_address_that_cannot_be_bound_there_is_named(held, way):
 def test_a_process_that_is_not_there_has_no_namespace_to_join():
     with pytest.raises(OSError):
         listeners(2**22 + 12345, [("127.0.0.1", 0)])
+
+
+def _unshared(script: str) -> subprocess.Popen[bytes]:
+    """A shell in a user and network namespace of its own (its loopback down), once it is there."""
+    proc = subprocess.Popen(["unshare", "-rn", "sh", "-c", script], start_new_session=True)
+    mine = os.readlink("/proc/self/ns/net")
+    while os.readlink(f"/proc/{proc.pid}/ns/net") == mine:
+        assert proc.poll() is None, "unshare made no namespace"
+    return proc
+
+
+def test_a_namespace_whose_loopback_comes_up_late_is_waited_for(way):
+    # bwrap names its child before the child brings loopback up: a bind then found no 127.0.0.1
+    proc = _unshared("sleep 0.3; ip link set lo up; exec sleep 30")
+    try:
+        made = listeners(proc.pid, [("127.0.0.1", 4711)])
+        there = subprocess.run(
+            ["nsenter", "-t", str(proc.pid), "-n", "ip", "-o", "link", "show", "lo"], capture_output=True
+        )
+        assert made[0] is not None and made[0].getsockname() == ("127.0.0.1", 4711)
+        made[0].close()
+        assert b"<LOOPBACK,UP," in there.stdout, there  # made once it was up, not before
+    finally:
+        os.killpg(proc.pid, 9)
+        proc.wait()

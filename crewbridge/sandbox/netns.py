@@ -18,13 +18,18 @@ no fork, whose cost grows with crew's memory.
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import os
 import socket
+import struct
 import threading
+import time
 import warnings
 from collections.abc import Collection, Sequence
 
 CLONE_NEWUSER, CLONE_NEWNET = 0x10000000, 0x40000000
+SIOCGIFFLAGS, IFF_UP = 0x8913, 0x1
+LOOPBACK_WAIT = 5.0  # seconds: bwrap brings it up in microseconds; this bounds a sandbox that never does
 Plan = tuple[int, tuple[str, int], bool]  # a socket's family, its address, whether it is optional
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -134,6 +139,7 @@ def _child(user: int, net: int, plans: list[Plan], backlog: int, out: socket.soc
 def _made(plans: list[Plan], backlog: int) -> list[socket.socket | None]:
     """The listening sockets of `plans`, made in this thread's network namespace (None for an
     optional one that cannot be bound). OSError naming the address that cannot."""
+    _await_loopback()
     made: list[socket.socket | None] = []
     try:
         for family, address, optional in plans:
@@ -157,6 +163,22 @@ def _made(plans: list[Plan], backlog: int) -> list[socket.socket | None]:
                 kept.close()
         raise
     return made
+
+
+def _await_loopback() -> None:
+    """Return once this namespace's loopback is up, or after LOOPBACK_WAIT. bwrap reports its
+    child's pid (--json-status-fd) before the child gives loopback its address and brings it up:
+    binding before that fails (EADDRNOTAVAIL), as it did on a loaded machine."""
+    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        request = struct.pack("16sH14x", b"lo", 0)
+        end = time.monotonic() + LOOPBACK_WAIT
+        while not struct.unpack("16sH14x", fcntl.ioctl(probe, SIOCGIFFLAGS, request))[1] & IFF_UP:
+            if time.monotonic() > end:
+                return  # binding says why
+            time.sleep(0.0005)
+    finally:
+        probe.close()
 
 
 def _family(host: str) -> int:
