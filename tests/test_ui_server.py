@@ -128,6 +128,7 @@ def test_a_sign_in_link_works_once_and_leaves_a_strict_cookie(ui):
     assert urlsplit(link).path.rsplit("/", 1)[1] not in cookie
     status, headers, page = Browser(ui).request("GET", urlsplit(link).path, Accept="text/html")
     assert status == 410 and b'data-signed-out="used"' in page and b"crew ui" in page  # the history's copy
+    assert b'<a href="/" data-back="">' in page  # a used link's way back is to the runs
     assert b'<link rel="stylesheet" href="/static/app.css">' in page and b"<script" not in page
     assert Browser(ui).request("GET", "/static/app.css")[0] == 200  # its style needs no sign-in
 
@@ -135,6 +136,10 @@ def test_a_sign_in_link_works_once_and_leaves_a_strict_cookie(ui):
 def test_a_browser_without_a_session_is_told_how_to_sign_in(ui):
     status, _, page = Browser(ui).request("GET", "/usage", Accept="text/html,*/*")
     assert status == 401 and b'data-signed-out="out"' in page and b"Run crew ui in a terminal" in page
+    assert b'<a href="/usage" data-back="">back to /usage</a>' in page  # the way back, once signed in
+    for path in ("/nothing/<b>", "//evil.example/usage", "/usage%0a"):  # not a page of crew ui's: the runs
+        page = Browser(ui).request("GET", path, Accept="text/html")[2]
+        assert b'<a href="/" data-back="">back to /</a>' in page and b"evil" not in page and b"<b>" not in page
     status, _, text = Browser(ui).request("GET", "/api/runs", Accept="text/html,*/*")
     assert status == 401 and text.startswith(b"crew ui needs a sign-in: run `crew ui`")
 

@@ -199,9 +199,12 @@ class _Handler(Handler):
         return True
 
     def _signed_out(self, status: int, why: str) -> None:
-        """The page that says how to sign in (`why`: out, or a link used or expired)."""
+        """The page that says how to sign in (`why`: out, or a link used or expired), with the way
+        back to the page asked for once signed in (one of crew ui's pages, else the runs)."""
         title, text = SIGNED_OUT[why]
-        page = self.ui.static["signin.html"].replace(b"{{why}}", why.encode())
+        path = urlsplit(self.path).path
+        back = path if why == "out" and PAGES.fullmatch(path) else "/"
+        page = self.ui.static["signin.html"].replace(b"{{why}}", why.encode()).replace(b"{{back}}", back.encode())
         page = page.replace(b"{{title}}", title.encode()).replace(b"{{text}}", text.encode())
         self.discard_body()
         self.send(status, page, "text/html; charset=utf-8")

@@ -241,6 +241,15 @@ def test_without_a_sign_in_the_page_says_how_to_get_one_and_a_used_link_signs_in
         assert other.goto(link).status == 410 and other.locator('[data-signed-out="used"]').is_visible()
         assert "run crew ui again" in other.inner_text("main").lower()
         assert other.goto(new_link(env, tmp_path)).status == 200 and other.url == f"{ui}/"  # a second crew ui's
+    with chromium() as browser:  # a tab told to sign in, then signed in from another tab: its way back
+        context = browser.new_context()
+        asked = context.new_page()
+        assert asked.goto(f"{ui}/usage").status == 401
+        assert context.new_page().goto(new_link(env, tmp_path)).status == 200
+        with asked.expect_navigation() as back:
+            asked.click("[data-back]")
+        assert back.value.status == 200 and asked.url == f"{ui}/usage"
+        asked.locator('[data-empty="usage"], .chart svg').first.wait_for()  # the usage page itself
 
 
 def signs_in(url: str, cookie: str | None = None) -> int:
