@@ -17,7 +17,7 @@ from bench.common import Row, Settings, installed, interleaved, median, run_time
 from bench.harness import claude_env
 
 TARGET = 2.0
-FAKE = '#!/bin/bash\nprintf "%s\\n" "$EPOCHREALTIME" >> "$CREW_BENCH_STAMPS"\n'
+FAKE = '#!/bin/bash\nprintf "%s\\n" "$EPOCHREALTIME" >> "$BENCH_LAUNCH_STAMPS"\n'
 
 
 def run(settings: Settings) -> list[Row]:
@@ -29,7 +29,7 @@ def run(settings: Settings) -> list[Row]:
     with claude_env() as (_mock, env, work):
         stamps = Path(env["HOME"]) / ".claude" / "debug" / "launch-stamps.txt"
         stamps.parent.mkdir(parents=True, exist_ok=True)
-        env = {**env, "PATH": f"{fake.parent}{os.pathsep}{env['PATH']}", "CREW_BENCH_STAMPS": str(stamps)}
+        env = {**env, "PATH": f"{fake.parent}{os.pathsep}{env['PATH']}", "BENCH_LAUNCH_STAMPS": str(stamps)}
 
         def until_exec(argv: list[str]) -> float:
             stamps.write_text("")

@@ -27,7 +27,7 @@ if __package__ in (None, ""):  # run as a script: make `bench` and `crewbridge` 
 
 from bench.common import Row, Settings, fmt
 
-FIGURES = {  # name → module; issue 26's table first, then the rest of issue 6's
+FIGURES = {  # name → module; issue 26's table first, then the rest of issue 6's, then the later issues'
     "overhead": "bench.overhead",
     "launch": "bench.launch",
     "turn": "bench.turn",
@@ -47,6 +47,8 @@ FIGURES = {  # name → module; issue 26's table first, then the rest of issue 6
     "ui": "bench.ui",
     "egress": "bench.egress",
     "livedin": "bench.livedin",
+    "gate": "bench.gate",
+    "pulls": "bench.pulls",
 }
 
 

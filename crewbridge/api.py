@@ -22,7 +22,7 @@ from crewbridge.errors import CrewError, UsageError
 
 if TYPE_CHECKING:
     from crewbridge.engine.loop import RunResult
-    from crewbridge.record.events import Event
+    from crewbridge.record.events import Check, Event, Pull
     from crewbridge.system.git import Change
     from crewbridge.system.gitguard import Armed
     from crewbridge.toolkit.verdict import Review
@@ -50,6 +50,8 @@ class Outcome:
         default_factory=list
     )  # what the run left for git, disarmed (crewbridge.system.gitguard)
     run: str | None = None  # the run's id (what --resume takes); None when transcripts are off
+    checks: list[Check] = field(default_factory=list)  # each run of its check (crewbridge.engine.gate)
+    pull: Pull | None = None  # with --pr: the pull request opened or updated (crewbridge.engine.pulls)
 
     def __post_init__(self) -> None:
         # An answer whose calls were refused because nobody could be asked is not the run's success.

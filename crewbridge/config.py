@@ -6,7 +6,7 @@ project's (crew.yaml or .crew.yaml in the working directory or its nearest paren
 project file cannot drop the user's. Errors name the file, the line, the key and the fix:
 `crew.yaml:7: agents.claude.timeout: 'soon' is not of type 'number'; give seconds, e.g. 120`.
 
-A project file that can run commands (hooks, tools, providers, CLI options, a working directory
+A project file that can run commands (hooks, tools, providers, checks, CLI options, a working directory
 outside the project), that is a link, or that loosens a rule is used only once a person has trusted
 it (crewbridge.system.trust: its path as used, its content and the scripts it runs), or named it with
 --config. Otherwise cloning a repository and running crew in it would run whatever its crew.yaml says.
@@ -111,6 +111,8 @@ class Config:
     hide: list[str] = field(default_factory=list)  # sandbox.hide: more places the sandbox hides
     show: list[str] = field(default_factory=list)  # sandbox.show: places it leaves visible (trusted files)
     env_pass: list[str] = field(default_factory=list)  # env.pass: secret-named variables the CLIs get
+    check: tuple[str, ...] = ()  # check: the commands an execute run's change must pass (crewbridge.engine.gate)
+    check_rounds: int | None = None  # check: {rounds: N}
     files: list[Source] = field(default_factory=list)  # the files read, in order
     origins: dict[Keys, Origin] = field(default_factory=dict, repr=False)  # key path → where it was written
     settings: dict[str, Any] = field(default_factory=dict, repr=False)  # the files' settings, combined
@@ -519,11 +521,19 @@ def _build(combined: Combined, files: list[Source]) -> Config:
         for i, folder in enumerate(data.get("skills", []))
     ]
     built.network(data.get("network"))
+    config.check, config.check_rounds = _check(data.get("check"))
     built.providers(data.get("providers", {}))
     built.agents(data.get("agents", {}))
     built.tools(data.get("tools", {}))
     built.hooks(data.get("hooks", {}))
     return config
+
+
+def _check(given: str | list[str] | dict[str, Any] | None) -> tuple[tuple[str, ...], int | None]:
+    """`check:` as written (a command, a list, or {run, rounds}; the schema checked it): its commands
+    and rounds."""
+    run, rounds = (given.get("run"), given.get("rounds")) if isinstance(given, dict) else (given, None)
+    return (run,) if isinstance(run, str) else tuple(run or ()), rounds
 
 
 class _Built:
@@ -688,7 +698,7 @@ def _risky(data: dict[str, Any], base: Path, project: Path) -> tuple[Keys, str] 
     def outside(folder: str) -> bool:
         return not (base / os.path.expanduser(folder)).resolve().is_relative_to(project.resolve())
 
-    for key in ("hooks", "tools", "providers"):
+    for key in ("hooks", "tools", "providers", "check"):
         if data.get(key):
             return (key,), "can run commands"
     sandbox, env = data.get("sandbox"), data.get("env", {})

@@ -90,6 +90,20 @@ class NotApproved(CrewError):
     exit_code = 8
 
 
+class CheckFailed(CrewError):
+    """The run's check still failed after --check-rounds rounds (crewbridge.engine.gate)."""
+
+    exit_code = 9
+
+
+class ForgeError(CrewError):
+    """A forge (GitHub, GitLab) could not be reached, or refused a pull request; what the agent
+    changed stays on its branch."""
+
+    exit_code = 3
+    status: int | None = None  # the HTTP status, when it answered
+
+
 class CrewTimeout(CrewError):
     """A deadline passed; the process group was ended."""
 

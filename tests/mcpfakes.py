@@ -72,8 +72,9 @@ time.sleep(600)
 """
 
 
-def mcp_project(tmp_path: Path, **agents: dict) -> Path:
-    """tmp_path/work with notes.txt and a trusted crew.yaml whose agent `slow` never answers (and `agents`)."""
+def mcp_project(tmp_path: Path, check: str | None = None, **agents: dict) -> Path:
+    """tmp_path/work with notes.txt and a trusted crew.yaml whose agent `slow` never answers (and
+    `agents`; `check`: what every change must pass)."""
     work = tmp_path / "work"
     work.mkdir()
     (work / "notes.txt").write_text("deploy window: Tuesday\n")
@@ -83,6 +84,7 @@ def mcp_project(tmp_path: Path, **agents: dict) -> Path:
         work / "crew.yaml",
         providers={"slow": {"command": [str(slow)], "state_dirs": ["$FAKE_PIDS"]}},
         agents={"slow": {"provider": "slow"}, **agents},
+        **({"check": check} if check else {}),
     )
     subprocess.run(
         [*CREW, "config", "trust", str(work / "crew.yaml")],

@@ -729,3 +729,52 @@ def test_an_image_for_a_cli_that_takes_none_or_not_an_image_is_refused_in_one_li
     assert stop == "end_turn" and "fake cannot be given the prompt's images" in editor.text()
     assert fake.prompts == []  # nothing reached the model
     assert "not base64" in not_base64 and "image/tiff" in tiff
+
+
+@pytest.mark.slow
+def test_crew_yaml_s_check_is_a_picker_and_each_run_of_it_a_finished_command(
+    tmp_path: Path, workdir: Path, fake: FakeModel
+) -> None:
+    check = "grep -q Tuesday notes.txt || { echo 'no Tuesday yet'; exit 1; }"
+    config = write_config(
+        tmp_path / "checked.yaml",
+        providers={"fake": fake.provider()},
+        agents={"fake": {}},
+        check={"run": check, "rounds": 2},
+    )
+    setup = {"args": ["acp", "--config", str(config)], "env": crew_env(tmp_path / "home")}
+    fake.script(
+        tool_block("crew:write_file", path="notes.txt", content="Tusday\n"),
+        "Set it.",
+        tool_block("crew:write_file", path="notes.txt", content="Tuesday\n"),
+        "Fixed.",
+        tool_block("crew:write_file", path="notes.txt", content="Friday\n"),
+        "Set it back.",
+    )
+    editor = Editor()
+
+    async def scenario() -> list[Any]:
+        context, conn, _ = await opened(setup, workdir, editor)
+        try:
+            sid = await writing_session(conn, workdir)
+            options = (await conn.set_config_option(config_id="mode", session_id=sid, value="execute")).config_options
+            [picker] = [o for o in options if o.id == "check"]
+            checked = await conn.prompt(session_id=sid, prompt=[text_block("set the day")])
+            await conn.set_config_option(config_id="check", session_id=sid, value="off")
+            unchecked = await conn.prompt(session_id=sid, prompt=[text_block("set it back")])
+            return [picker, checked.stop_reason, unchecked.stop_reason]
+        finally:
+            await context.__aexit__(None, None, None)
+
+    picker, *stops = run(scenario())
+    assert (picker.current_value, [o.value for o in picker.options]) == ("on", ["on", "off"])
+    assert picker.options[0].name == f"on: {check}"
+    assert stops == ["end_turn", "end_turn"]
+    checks = [u for u in editor.of("tool_call") if u["kind"] == "execute"]
+    assert [(u["title"].split(":")[0], u["status"]) for u in checks] == [
+        ("check 1/2", "failed"),
+        ("check 2/2", "completed"),
+    ]
+    assert checks[0]["content"][0]["content"]["text"] == "no Tuesday yet\n"
+    assert "no Tuesday yet" in fake.prompts[2]  # the failure went back to the agent
+    assert (workdir / "notes.txt").read_text() == "Friday\n" and len(fake.prompts) == 6  # off: not checked

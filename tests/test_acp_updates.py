@@ -212,6 +212,22 @@ def test_a_finished_calls_raw_output_is_the_text_the_model_was_given(tmp_path: P
     assert (ended.raw_output, failed.raw_output) == ("one\n", "exit code 1")
 
 
+def test_each_run_of_the_check_is_a_finished_command_with_its_output_and_a_pull_request_a_line(tmp_path: Path) -> None:
+    failed, passed, pull = shown(
+        tmp_path,
+        ev.Check(
+            agent="claude", command="pytest -q", round=1, rounds=3, passed=False, exit_code=1, output="1 failed\n"
+        ),
+        ev.Check(agent="claude", command="pytest -q", round=2, rounds=3, passed=True, exit_code=0),
+        ev.Pull(agent="claude", url="https://github.com/o/r/pull/7", number=7, branch="crew/x/claude", forge="github"),
+    )
+    assert (failed.tool_call_id, failed.kind, failed.status) == ("r1:check-1", "execute", "failed")
+    assert failed.title == "check 1/3: pytest -q (failed, exit status 1)"
+    assert failed.content[0].content.text == "1 failed\n" and failed.raw_output == {"exit_code": 1, "passed": False}
+    assert (passed.tool_call_id, passed.status, passed.content) == ("r1:check-2", "completed", None)
+    assert pull.content.text == "\n_crew: pull request opened: https://github.com/o/r/pull/7_\n"
+
+
 def test_a_replay_gives_each_result_to_its_own_call_though_they_ended_in_another_order(tmp_path):
     """Issue 40: two read_file calls at once were replayed as a.txt ← "B TEXT" and b.txt ← "A TEXT"
     (results were matched by the tool's name): the record's call ids keep them apart."""

@@ -6,6 +6,7 @@ process dies (a flock beside a SQLite file; a Postgres session's advisory lock).
 from __future__ import annotations
 
 import base64
+import itertools
 import os
 import pickle
 import signal
@@ -152,14 +153,17 @@ def check_liveness(url: str) -> None:
         holder.wait()
 
 
-@pytest.mark.slow
-def test_a_killed_executor_is_seen_dead_on_sqlite(tmp_path: Path):
-    check_liveness(f"sqlite:///{tmp_path / 'batches.sqlite'}")
+@pytest.fixture(params=["sqlite", "postgres"])
+def each_database(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A batch database of each kind: a SQLite file, and the tests' Postgres."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'batches.sqlite'}"
+    return str(request.getfixturevalue("postgres_url"))
 
 
 @pytest.mark.slow
-def test_a_killed_executor_is_seen_dead_on_postgres(postgres_url: str):
-    check_liveness(postgres_url)
+def test_a_killed_executor_is_seen_dead(each_database: str):
+    check_liveness(each_database)
 
 
 @pytest.mark.slow
@@ -186,3 +190,45 @@ def test_a_password_in_the_environment_is_shown_nowhere(tmp_path: Path, postgres
     unreachable = run_crew(["batch", "status"], env=away, cwd=tmp_path)
     assert unreachable.returncode == 3 and "crew:***@127.0.0.1:1/none" in unreachable.stderr
     assert not any("hunter2" in text for text in [*said, unreachable.stderr])
+
+
+TAKER = """
+import sys, time
+from crewbridge.batch.database import Side
+pace = Side.of(sys.argv[1]).pace()
+with pace.turn("github https://api.github.com"):
+    began = time.time()
+    if sys.argv[2] == "limited":
+        pace.hold("github https://api.github.com", time.time() + 1.0)  # as a limited request does
+    time.sleep(0.3)
+    print(sys.argv[2], began, time.time(), flush=True)
+"""
+
+
+def check_pace(url: str) -> None:
+    """Processes working on one database take a forge's turns one at a time, and once one is told to
+    wait, the others wait until then; another forge's turn is its own."""
+    takers = [
+        subprocess.Popen([sys.executable, "-c", TAKER, url, how], stdout=subprocess.PIPE, text=True)
+        for how in ("limited", "plain", "plain")
+    ]
+    spans = sorted(
+        (float(start), float(end), how) for how, start, end in (t.communicate(timeout=60)[0].split() for t in takers)
+    )
+    assert all(taker.returncode == 0 for taker in takers)
+    for (_, end, _), (start, _, _) in itertools.pairwise(spans):
+        assert start >= end  # never two at once
+    side = Side.of(url)
+    limited = side.not_before("github https://api.github.com")
+    after = spans[[how for _, _, how in spans].index("limited") + 1 :]
+    assert limited > 0 and all(start >= limited for start, _, _ in after)  # the wait it was told of, waited out
+    assert side.not_before("gitlab https://gitlab.com/api/v4") == 0.0
+    side.hold_forge("gitlab https://gitlab.com/api/v4", 5.0)
+    side.hold_forge("gitlab https://gitlab.com/api/v4", 3.0)  # an earlier time does not shorten a wait
+    assert side.not_before("gitlab https://gitlab.com/api/v4") == 5.0
+    side.close()
+
+
+@pytest.mark.slow
+def test_the_forges_pace_is_shared_by_the_processes_of_a_database(each_database: str):
+    check_pace(each_database)

@@ -118,6 +118,8 @@ def test_the_json_object_is_what_its_schema_says():
         "disarmed": DONE["disarmed"],
         "answer": "Added todo.md.\n\nIt says: - ship it",
         "run": "20260101-120000-abcdef",
+        "checks": [],
+        "pull": None,
     }
     assert record["next"][0] == "crew batch status b1  # 2 still to finish"
     assert record["repos"][1]["disarmed"] == [] and record["repos"][3]["disarmed"] == []  # nothing, or not yet
@@ -165,3 +167,35 @@ def test_terminal_progress_redraws_its_lines_and_a_total_bar():
     first, second = out.getvalue().split("\x1b[5F")  # up over the 4 repositories and the bar
     assert first.count("\x1b[2K") == 5 and "running: agent (try 2)" in first
     assert "[#####.....] 2/4  4 repositories: 1 done, 1 failed, 1 running, 1 queued; $0.0100" in second
+
+
+PROPOSED = {
+    **DONE,
+    "checks": [{"command": "pytest -q", "round": 2, "passed": True, "exit_code": 0, "output": "", "ms": 812.0}],
+    "pull": {
+        "url": "https://github.com/o/a/pull/7",
+        "number": 7,
+        "forge": "github",
+        "opened": True,
+        "draft": False,
+        "limits": 1,
+        "waited": 1.0,
+    },
+}
+
+
+def test_a_pull_request_is_in_the_table_and_the_json_with_its_state_and_checks_when_asked():
+    rows = [row("a", "SUCCESS", PROPOSED), ROWS[1]]
+    record = report.batch_record("b1", rows)
+    jsonschema.validate(record, SCHEMA)
+    assert record["repos"][0]["pull"] == {**PROPOSED["pull"], "state": None, "checks": None}
+    assert record["repos"][0]["checks"] == PROPOSED["checks"]
+    assert "https://github.com/o/a/pull/7" in report.table(rows)[1]
+    states = {"b1:a:1": {"state": "merged", "checks": "2 passed"}}
+    asked = report.batch_record("b1", rows, states)
+    jsonschema.validate(asked, SCHEMA)
+    assert (asked["repos"][0]["pull"]["state"], asked["repos"][0]["pull"]["checks"]) == ("merged", "2 passed")
+    assert report.table(rows, states)[1].endswith(
+        "https://github.com/o/a/pull/7 merged, checks: 2 passed  Added todo.md."
+    )
+    assert "crew batch status b1  # each pull request's state and checks now" in report.next_steps("b1", rows)

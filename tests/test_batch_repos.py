@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from crewbridge.batch.repos import FALLBACK_IDENT, Place, RepoError, Stamp, patch_of
+from crewbridge.batch.repos import Place, RepoError, patch_of
 from crewbridge.batch.spec import BatchSpec, Repo, repo_of
-from crewbridge.system.git import GitError
+from crewbridge.system.git import FALLBACK_IDENT, GitError, Stamp
 from gitrepo import git, make_repo, status
 
 SPEC = BatchSpec("b1", "@claude add todo.md")
@@ -102,14 +102,14 @@ def test_the_identity_is_gits_else_crews_own(tmp_path, monkeypatch):
     place = Place(repo_of(str(top), tmp_path), tmp_path / "state")
     git(top, "config", "user.name", "Grace")
     git(top, "config", "user.email", "grace@example.com")
-    assert place.stamp(1700000000.7) == Stamp("Grace", "grace@example.com", "1700000000 +0000")
+    assert place.checkout().stamp(1700000000.7) == Stamp("Grace", "grace@example.com", "1700000000 +0000")
     git(top, "config", "--unset", "user.name")
     git(top, "config", "--unset", "user.email")
     for name, value in {"GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_COUNT": "1"}.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("GIT_CONFIG_KEY_0", "user.useConfigOnly")  # no identity guessed from the host
     monkeypatch.setenv("GIT_CONFIG_VALUE_0", "true")
-    assert place.stamp(1.0) == Stamp(*FALLBACK_IDENT, "1 +0000")
+    assert place.checkout().stamp(1.0) == Stamp(*FALLBACK_IDENT, "1 +0000")
 
 
 def test_an_unreachable_url_is_an_error_of_crews(tmp_path):

@@ -544,12 +544,32 @@ def test_a_trusted_file_that_changes_must_be_trusted_again(tmp_path):
         ),
         ("agents:\n  claude:\n    workdir: ..\n", "agents.claude.workdir", "reaches outside its folder"),
         ("skills: [skills, ~/elsewhere]\n", r"skills\[1\]", "reaches outside its folder"),
+        ("check: make test\n", "check", "can run commands"),
     ],
 )
 def test_every_setting_that_runs_commands_or_leaves_the_project_needs_trust(tmp_path, text, key, why):
     write(tmp_path / "crew.yaml", text)
     with pytest.raises(ConfigError, match=f": {key}: this project file {why} and is not trusted yet"):
         load_config(None, tmp_path)
+
+
+@pytest.mark.parametrize(
+    "text, commands, rounds",
+    [
+        ("check: pytest -q\n", ("pytest -q",), None),
+        ("check: [ruff check ., pytest -q]\n", ("ruff check .", "pytest -q"), None),
+        ("check: {run: make test, rounds: 5}\n", ("make test",), 5),
+        ("", (), None),
+    ],
+)
+def test_check_is_a_command_a_list_or_one_with_its_rounds(tmp_path, text, commands, rounds):
+    config = load(tmp_path, text)
+    assert (config.check, config.check_rounds) == (commands, rounds)
+
+
+@pytest.mark.parametrize("text", ["check: {rounds: 2}\n", "check: []\n", "check: {run: x, rounds: 0}\n", "check: ''\n"])
+def test_a_check_without_a_command_or_rounds_is_refused_at_its_line(tmp_path, text):
+    assert error_of(tmp_path, text).startswith("crew.yaml:1: check")
 
 
 def test_a_project_file_without_commands_needs_no_trust(tmp_path):
@@ -848,6 +868,7 @@ def test_editing_a_script_a_trusted_file_runs_asks_again(project):
             "checks/lint.py",
         ),
         ("hooks:\n  after_tool_call:\n    - shell: sh checks/audit.sh >> audit.log\n", "checks/audit.sh"),
+        ("check:\n  run: [ruff check ., sh checks/test.sh --fast]\n  rounds: 2\n", "checks/test.sh"),
     ],
 )
 def test_a_script_named_as_an_argument_or_a_python_hook_is_part_of_what_is_trusted(project, text, script):

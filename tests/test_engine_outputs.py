@@ -169,7 +169,18 @@ def test_a_reviewed_change_in_a_worktree_holds_to_the_schemas(tmp_path):
         providers={f.name: f.provider() for f in (writer, reviewer)},
         agents={f.name: {"provider": f.name} for f in (writer, reviewer)},
     )
-    args = ["execute", "--config", str(config), "--worktree", "--review", "reviewer", "--rounds", "1"]
+    args = [
+        "execute",
+        "--config",
+        str(config),
+        "--worktree",
+        "--review",
+        "reviewer",
+        "--rounds",
+        "1",
+        "--check",
+        "true",
+    ]
     for output in ("--json", "--jsonl"):
         writer.script(tool_block("crew:write_file", path="notes.txt", content="deploy: Tusday\n"), "Set.")
         reviewer.script(tool_block("crew:verdict", verdict="changes", findings=[finding]))
@@ -182,12 +193,30 @@ def test_a_reviewed_change_in_a_worktree_holds_to_the_schemas(tmp_path):
             assert problems("outcome.json", record) == []
             [result] = record["results"]
             assert result["review"]["findings"] == [finding] and result["changes"][0]["path"] == "notes.txt"
+            assert [(check["command"], check["passed"]) for check in result["checks"]] == [("true", True)]
             assert record["run"] == result["run_id"]  # the worktrees' run
         else:
             events = jsonl(done.stdout)
             for event in events:
                 assert problems("event.json", event) == [], event
-            assert {"review", "worktree", "answer", "error"} <= {event["kind"] for event in events}
+            assert {"review", "worktree", "answer", "error", "check"} <= {event["kind"] for event in events}
+
+
+@pytest.mark.slow
+def test_a_check_that_never_passes_holds_to_the_schema_with_exit_9(tmp_path):
+    repo = make_repo(tmp_path / "repo", {"notes.txt": "hi\n"})
+    model = FakeModel(tmp_path / "bin")
+    config = write_config(tmp_path / "crew.yaml", providers={"fake": model.provider()}, agents={"fake": {}})
+    model.script("Nothing to do.")
+    args = ["execute", "--config", str(config), "--json", "--check", "echo nope; exit 4", "--check-rounds", "2"]
+    done = run_crew([*args, "@fake look"], env=crew_env(tmp_path / "home"), cwd=repo)
+    assert done.returncode == 9, done.stderr
+    record = json.loads(done.stdout)
+    assert problems("outcome.json", record) == []
+    [result] = record["results"]
+    assert result["exit_code"] == 9 and result["answer"] == "Nothing to do."
+    assert [(c["round"], c["exit_code"], c["output"]) for c in result["checks"]] == [(1, 4, "nope\n"), (2, 4, "nope\n")]
+    assert "crew: @fake: check 2/2 failed, exit status 4: echo nope; exit 4" in done.stderr
 
 
 @pytest.mark.slow

@@ -158,6 +158,25 @@ def test_ask_runs_the_agent_with_crews_tools_and_reports_progress(project, tmp_p
 
 
 @pytest.mark.slow
+def test_an_execute_asks_checks_are_in_its_progress(tmp_path):
+    """crew.yaml's check runs on an ask in execute mode, and the client sees each run of it."""
+    project = mcp_project(tmp_path, check="grep -q Tuesday notes.txt")
+    progress: list[str] = []
+
+    async def on_progress(value, total, message):
+        progress.append(message)
+
+    async def main():
+        async with session(serve(project, tmp_path, "--execute")) as client:
+            arguments = {"task": "@demo what is in notes.txt?", "mode": "execute"}
+            return await client.call_tool("ask", arguments, progress_callback=on_progress)
+
+    result = anyio.run(main)
+    assert not result.is_error, text(result)
+    assert progress[-2:] == ["@demo answered", "@demo check 1/3 passed: grep -q Tuesday notes.txt"]
+
+
+@pytest.mark.slow
 def test_ask_refuses_execute_mode_unless_the_server_allows_it(project, tmp_path):
     async def main():
         async with session(serve(project, tmp_path)) as client:

@@ -43,6 +43,8 @@ ONE_OF_EACH = [
     ev.Notice(text="no sandbox", about="sandbox"),
     ev.Disarmed(agent="claude", text="disarmed a hook", found=[{"path": ".git/hooks/x", "what": "hook"}], call="c1"),
     ev.Review(agent="gemini", round=1, rounds=2, verdict="approve"),
+    ev.Check(agent="claude", command="pytest -q", round=1, rounds=3, passed=False, exit_code=1, output="1 failed"),
+    ev.Pull(agent="claude", url="https://github.com/o/r/pull/7", number=7, branch="crew/x/claude", forge="github"),
     ev.Worktree(agent="claude", worktree="/w/.crew/x", branch="crew/x", base="abc", changes=None),
     ev.Egress(agent="claude", host="169.254.169.254", port=80, why="not in the allow-list", process="pid 7: curl"),
     ev.Cancel(source="browser"),
@@ -53,7 +55,7 @@ ONE_OF_EACH = [
 
 def test_there_is_an_example_here_of_every_kind():
     kinds = {kind.__struct_config__.tag for kind in typing.get_args(ev.AnyEvent)}
-    assert {event.kind for event in ONE_OF_EACH} == kinds and len(kinds) == 24
+    assert {event.kind for event in ONE_OF_EACH} == kinds and len(kinds) == 26
 
 
 @pytest.mark.parametrize("event", ONE_OF_EACH, ids=lambda e: e.kind)

@@ -120,6 +120,10 @@ AFTER_THE_START = (
     "crewbridge.base.templates",
     "crewbridge.base.piped",
     "crewbridge.engine.loop",
+    "crewbridge.record.events",  # the record's types: decoding into them costs the launch nothing
+    "crewbridge.record.stream",
+    "crewbridge.record.transcript",
+    "msgspec",
 )
 
 

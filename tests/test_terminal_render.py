@@ -848,3 +848,54 @@ def test_a_refused_connection_is_a_line_on_stderr_with_verbose_and_an_event_with
         "why": "not in the allow-list",
         "process": "pid 7: curl http://169.254.169.254/",
     }
+
+
+def test_a_check_is_one_line_on_stderr_with_the_end_of_a_failures_output_and_json_has_each_run():
+    failed = ev.Check(agent="claude", command="pytest -q", round=1, rounds=3, passed=False, exit_code=1, ms=1234.0)
+    failed.output = "".join(f"line {n}\n" for n in range(1, 9)) + "1 failed\n"
+    passed = ev.Check(agent="claude", command="pytest -q", round=2, rounds=3, passed=True, exit_code=0, ms=80.0)
+    out, err = io.StringIO(), io.StringIO()
+    with renderer(out, err, output="json") as r:  # what crew did besides the agent: on stderr with --json too
+        r.progress(failed)
+        r.progress(passed)
+        r.finish([Outcome("claude", result=run_result(), checks=[failed, passed])])
+    assert err.getvalue() == (
+        "crew: @claude: check 1/3 failed, exit status 1: pytest -q (1.23s)\n"
+        "  line 5\n  line 6\n  line 7\n  line 8\n  1 failed\n"
+        "crew: @claude: check 2/3 passed: pytest -q (0.08s)\n"
+    )
+    [result] = json.loads(out.getvalue())["results"]
+    assert result["checks"][0] == {
+        "command": "pytest -q",
+        "round": 1,
+        "passed": False,
+        "exit_code": 1,
+        "output": failed.output,
+        "ms": 1234.0,
+    }
+    assert [c["passed"] for c in result["checks"]] == [False, True]
+
+
+def test_a_pull_request_is_a_crew_line_with_its_address():
+    err = io.StringIO()
+    with renderer(err=err) as r:
+        r.progress(
+            ev.Pull(
+                agent="claude", url="https://github.com/o/r/pull/7", number=7, branch="crew/x/claude", forge="github"
+            )
+        )
+        r.progress(
+            ev.Pull(
+                agent="claude",
+                url="https://gitlab.com/g/r/-/merge_requests/2",
+                number=2,
+                branch="b",
+                forge="gitlab",
+                opened=False,
+                draft=True,
+            )
+        )
+    assert err.getvalue() == (
+        "crew: pull request opened: https://github.com/o/r/pull/7 (crew/x/claude)\n"
+        "crew: draft merge request updated: https://gitlab.com/g/r/-/merge_requests/2 (b)\n"
+    )

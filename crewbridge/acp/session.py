@@ -1,5 +1,6 @@
 """One ACP session: the folder it works in (its crew.yaml and trust apply), the choices the editor
-shows as pickers (agent, model, mode, reviewer, worktree), and its runs.
+shows as pickers (agent, model, mode, reviewer, worktree, and crew.yaml's check when it has one),
+and its runs.
 
 A session is crew runs: each prompt is one (`command: acp` in its record, whose `parent` names the
 session), continuing the last one's conversations by the CLI's own resume (`resumed_from`), so a
@@ -75,6 +76,7 @@ class Choices:
     rounds: str = "3"  # a review's rounds at most
     worktree: str = "off"
     tools: str = "default"  # how crew's tools reach the agent: the agent's own setting, text or native
+    check: str = "on"  # crew.yaml's check: on each execute prompt's change (offered when it has one)
 
 
 @dataclass(frozen=True)
@@ -144,7 +146,7 @@ class Session:
                 options=[SessionConfigSelectOption(value=value, name=label) for value, label in values],
             )
 
-        return [
+        pickers: list[SessionConfigOptionSelect | SessionConfigOptionBoolean] = [
             select("agent", "Agent", [(a, f"@{a} ({self.config.agents[a].provider})") for a in agents]),
             select("model", "Model", [("default", "the agent's default"), *((m, m) for m in models)], "model"),
             select("mode", "Mode", list(MODE_NAMES.items()), "mode"),
@@ -153,6 +155,9 @@ class Session:
             select("worktree", "Worktree", [("off", "off"), ("on", "on: a git worktree per prompt")]),
             select("tools", "crew's tools", list(TOOLS_VIA.items())),
         ]
+        if self.config.check:  # crew.yaml's, run on each execute prompt's change
+            pickers.append(select("check", "Check", [("on", f"on: {' && '.join(self.config.check)}"), ("off", "off")]))
+        return pickers
 
     def modes(self) -> SessionModeState:
         return SessionModeState(
@@ -276,6 +281,7 @@ class Session:
             review=review,
             rounds=int(self.choices.rounds),
             tools_via=None if self.choices.tools == "default" else self.choices.tools,
+            checks=() if self.choices.check == "off" else None,  # None: crew.yaml's
         )
 
     def replay(self) -> None:

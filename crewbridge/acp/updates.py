@@ -1,10 +1,11 @@
 """A run's record as ACP `session/update`s, live and replayed alike: the model's text as
 `agent_message_chunk` (what a person sees of it: never a tool call's JSON), each tool call as
 `tool_call` then `tool_call_update`, matched by the record's call id (a diff for every write), a
-review's rounds as `plan` entries, usage as `usage_update`. A tool call's title says in words what
-it does ("Edit greet.py", "Run `ls -la`"), drawn so that nothing in it hides; a permission request
-carries the diff the write or edit asks for, and a finished call's `rawOutput` the text the model
-was given of its result."""
+review's rounds as `plan` entries, each run of the check as a finished `tool_call` of kind execute
+(its output in it), a pull request as a line of text, usage as `usage_update`. A tool call's title
+says in words what it does ("Edit greet.py", "Run `ls -la`"), drawn so that nothing in it hides; a
+permission request carries the diff the write or edit asks for, and a finished call's `rawOutput`
+the text the model was given of its result."""
 
 from __future__ import annotations
 
@@ -95,6 +96,7 @@ class Updates:
     _cost: dict[str, float] = field(default_factory=dict)
     _speaking: str = ""
     _plan: list[PlanEntry] = field(default_factory=list)
+    _checks: int = 0  # check runs shown (each a tool call of its own)
 
     def opening(self) -> list[Update]:
         """The updates a prompt starts with: a review's plan, its first round in progress."""
@@ -124,6 +126,11 @@ class Updates:
             return [self._usage(agent, event)]
         elif isinstance(event, ev.Review):
             return self._review(agent, event)
+        elif isinstance(event, ev.Check):
+            return [self._check(event)]
+        elif isinstance(event, ev.Pull):
+            what = "merge request" if event.forge == "gitlab" else "pull request"
+            return [message(f"\n_crew: {what} {'opened' if event.opened else 'updated'}: {event.url}_\n")]
         elif isinstance(event, ev.Fallback):
             return [message(f"\n_crew: @{agent} cannot answer ({event.reason}); @{event.to} takes over_\n")]
         elif isinstance(event, (ev.Notice, ev.Resume)) and event.text:
@@ -230,6 +237,20 @@ class Updates:
             used=self._used[agent],
             size=event.context_window or 0,  # 0: the CLI does not say it (gemini)
             cost=Cost(amount=round(cost, 8), currency="USD") if cost is not None else None,
+        )
+
+    def _check(self, event: ev.Check) -> ToolCallStart:
+        """A run of the check, as a finished command of crew's own (the editor shows its output)."""
+        self._checks += 1
+        said = "passed" if event.passed else f"failed, exit status {event.exit_code}"
+        return start_tool_call(
+            f"{self.run}:check-{self._checks}",
+            visible(f"check {event.round}/{event.rounds}: {event.command} ({said})", TITLE),
+            kind="execute",
+            status="completed" if event.passed else "failed",
+            content=[tool_content(text_block(event.output))] if event.output else None,
+            raw_input={"command": event.command},
+            raw_output={"exit_code": event.exit_code, "passed": event.passed},
         )
 
     def _review(self, reviewer: str, event: ev.Review) -> list[Update]:

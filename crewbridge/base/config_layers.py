@@ -114,6 +114,7 @@ TOP: Table = {
     ),
     "env": Within({"pass": ACCUMULATE}),  # variables the CLIs get although secret-named: trusted files only
     "network": HOSTS,
+    "check": OVERRIDE,  # commands: a project file must be trusted (config._risky)
     "agents": Each(AGENT),
     "providers": Each(OVERRIDE),
     "tools": Each(OVERRIDE),

@@ -212,6 +212,57 @@ LOOP = (
     CONFIG,
 )
 
+
+def _checks(where: str = "the agent's folder") -> tuple[Flag, Flag, Flag]:
+    """--check, --check-rounds and --no-check (crewbridge.engine.gate), run in `where`."""
+    return (
+        Flag(
+            ("--check",),
+            "checks",
+            f"A command that must pass once the agent answers, run in {where} in crew's sandbox (repeat for "
+            "more); when it fails, its output goes back to the agent, up to --check-rounds times (exit 9). "
+            "Default: crew.yaml's check.",
+            metavar="CMD",
+            multiple=True,
+        ),
+        Flag(
+            ("--check-rounds",),
+            "check_rounds",
+            "Times the check runs at most (default: crew.yaml's, else 3).",
+            kind="int",
+            low=1,
+            metavar="N",
+        ),
+        Flag(("--no-check",), "no_check", "Run no check, not even crew.yaml's.", kind="flag"),
+    )
+
+
+def _pulls(what: str = "each agent's worktree branch") -> tuple[Flag, ...]:
+    """--pr and how the pull request is opened: --draft, --pr-title, --pr-body, --label."""
+    return (
+        Flag(
+            ("--pr",),
+            "pr",
+            f"Push {what} to the repository's remote and open its pull request (GitHub) or merge request "
+            "(GitLab), or update the one open for that branch; the token: $GH_TOKEN, $GITHUB_TOKEN, `gh auth "
+            "token`, $GITLAB_TOKEN.",
+            kind="flag",
+            early=False,
+        ),
+        Flag(("--draft",), "draft", "Open the pull request as a draft.", kind="flag", early=False),
+        Flag(("--pr-title",), "pr_title", "The pull request's title (default: the task's first line).", early=False),
+        Flag(
+            ("--pr-body",),
+            "pr_body_file",
+            "A file whose text starts the pull request's body (default: the task); crew adds the checks, the "
+            "review's verdict, tokens and cost.",
+            kind="path",
+            early=False,
+        ),
+        Flag(("--label",), "labels", "A label for the pull request (repeat for more).", multiple=True, early=False),
+    )
+
+
 # What only a task takes (query, execute): its output, and its worktrees and review (crewbridge.base.options.
 # TASK_ONLY), whose CLIs start in worktrees made first, or as the review's rounds go.
 TASK = (
@@ -232,6 +283,8 @@ TASK = (
         early=False,
     ),
     Flag(("--rounds",), "rounds", "Review rounds at most (default 3).", kind="int", low=1),
+    *_checks(),
+    *_pulls(),
     NO_STDIN,
     Flag(
         ("--json",),
@@ -399,6 +452,8 @@ BATCH = (
     Flag(("--retries",), "retries", "Tries after a failure.", kind="int", default=1, show_default=True),
     _again(TASK, "review", "AGENT reviews each change (as crew execute --review)."),
     _again(TASK, "rounds", "Review rounds at most.", default=3, show_default=True),
+    *_checks("each repository's worktree; a repository is committed only once it passes"),
+    *_pulls("each repository's branch"),
     _again(LOOP, "max_cost", "Dollars each repository's run may cost."),
     _again(LOOP, "max_tokens", "Tokens each repository's run may use."),
     Flag(

@@ -14,7 +14,9 @@ from typing import Any
 
 from crewbridge.errors import UsageError
 
-TASK_ONLY = ("worktree", "review", "rounds")  # of a task (query, execute, Bridge.run), not of a chat
+# of a task (query, execute, Bridge.run), not of a chat
+PULL = ("pr", "draft", "pr_title", "pr_body", "labels")  # whether and how a change is proposed as a pull request
+TASK_ONLY = ("worktree", "review", "rounds", "checks", "check_rounds", *PULL)
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,13 @@ class RunOptions:
     rounds: int = 3  # review rounds at most
     sandbox: str | None = None  # "auto", "required" or "off": replaces crew.yaml's sandbox: (crewbridge.sandbox)
     network: str | None = None  # "allow" or "open": replaces crew.yaml's network: (crewbridge.sandbox.egress)
+    checks: tuple[str, ...] | None = None  # commands that must pass (crewbridge.engine.gate); None: crew.yaml's check:
+    check_rounds: int | None = None  # check rounds at most (None: crew.yaml's, else 3)
+    pr: bool = False  # push each agent's worktree branch and open its pull request (crewbridge.engine.pulls)
+    draft: bool = False  # the pull request as a draft
+    pr_title: str | None = None  # its title (default: the task's first line)
+    pr_body: str | None = None  # the text its body starts with (default: the task)
+    labels: tuple[str, ...] = ()  # labels it gets
 
     @classmethod
     def names(cls) -> list[str]:
@@ -45,13 +54,23 @@ class RunOptions:
         return replace(self, **values)
 
     def check(self, mode: str) -> None:
-        """A UsageError when these options cannot go with `mode`: --worktree and --review are for a
-        task that changes files, which query mode never does."""
-        given = [flag for flag, on in (("--worktree", self.worktree), ("--review", self.review)) if on]
+        """A UsageError when these options cannot go with `mode` or with each other: --worktree,
+        --review, --check and --pr are for a task that changes files, which query mode never does;
+        --pr pushes a worktree's branch; --draft, --pr-title, --pr-body and --label say how."""
+        pairs = (("--worktree", self.worktree), ("--review", self.review), ("--check", self.checks), ("--pr", self.pr))
+        given = [flag for flag, on in pairs if on]
         if given and mode != "execute":
             raise UsageError(
                 f"{' and '.join(given)} go{'' if len(given) > 1 else 'es'} with crew execute only: {mode} mode "
-                "changes no file, so there is nothing to keep in a worktree or to review"
+                "changes no file, so there is nothing to keep in a worktree, check, review or propose"
+            )
+        if self.pr and not self.worktree:
+            raise UsageError("--pr proposes the branch of an agent's worktree; give --worktree too")
+        how = (("--draft", self.draft), ("--pr-title", self.pr_title), ("--pr-body", self.pr_body))
+        loose = [flag for flag, on in (*how, ("--label", self.labels)) if on]
+        if loose and not self.pr:
+            raise UsageError(
+                f"{', '.join(loose)} say{'s' if len(loose) == 1 else ''} how to open a pull request; give --pr too"
             )
 
     @classmethod
@@ -59,3 +78,24 @@ class RunOptions:
         """The run options among `values` (a click command's keyword arguments), taken out of it:
         what is left is the command's own."""
         return cls().given({name: values.pop(name) for name in cls.names() if name in values})
+
+
+def command_line(values: dict[str, Any]) -> None:
+    """click's values of the check and pull request options (crewbridge.base.flags) made what
+    RunOptions takes, in place: no --check is crew.yaml's check (None), --no-check none at all;
+    --pr-body's file read (a UsageError naming it when it cannot be)."""
+    no_check = values.pop("no_check", False)
+    given = tuple(values.get("checks") or ())
+    if no_check and given:
+        raise UsageError("--check and --no-check were both given; choose one")
+    if "checks" in values or no_check:
+        values["checks"] = () if no_check else given or None
+    if "labels" in values:
+        values["labels"] = tuple(values["labels"])
+    path = values.pop("pr_body_file", None)
+    if path is not None:
+        try:
+            values["pr_body"] = open(path, encoding="utf-8").read()
+        except (OSError, UnicodeDecodeError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise UsageError(f"--pr-body {path}: cannot read it ({why}); give a text file") from None

@@ -11,15 +11,18 @@ from pathlib import Path
 from typing import Any
 
 from crewbridge.base.mentions import parse_agent
-from crewbridge.base.options import RunOptions
+from crewbridge.base.options import PULL, RunOptions, command_line
 from crewbridge.batch.database import database_files
 from crewbridge.batch.report import COMPLETE, FINISHED, paused, state
 from crewbridge.batch.repos import Place
 from crewbridge.batch.spec import BatchSpec, Repo, batch_id
 from crewbridge.batch.store import Row, Store, per_repository
 from crewbridge.config import Config, state_dir
-from crewbridge.errors import UsageError
+from crewbridge.errors import CrewError, UsageError
 from crewbridge.sandbox import Sandboxing
+from crewbridge.system.forge import Client, Pace, forge_of, remote_of, state_of
+from crewbridge.system.git import Checkout
+from crewbridge.work.pulls import remote_url
 
 RECOVER_EVERY = 2.0  # seconds between two looks for dead executors while waiting or working
 READ_EVERY = 0.25  # seconds between two reads of what this process waits for (a batch; a worker's work)
@@ -45,6 +48,9 @@ def open_working(url: str, config: Config, listen: Sequence[str] | None, new: Se
 def spec_of(task: str, given: dict[str, Any], config: Config) -> BatchSpec:
     """The batch the command line describes (`given`: its options by name); an agent that is not
     configured (the writer, the reviewer) is a UsageError."""
+    command_line(given)
+    pull = {name: value for name in PULL if (value := given.pop(name, None))}
+    RunOptions(worktree=True, **pull).check("execute")  # --draft, --pr-title, --pr-body, --label need --pr
     run = {name: given[name] for name in RunOptions.names() if name in given}
     spec = BatchSpec(
         batch_id(given.get("given_id")),
@@ -55,11 +61,22 @@ def spec_of(task: str, given: dict[str, Any], config: Config) -> BatchSpec:
         worker_concurrency=given.get("worker_concurrency"),
         canary=given.get("canary") or 0,
         run=run,
+        pull=pull,
     )
     config.agent(spec.agent)
     if spec.run.get("review"):
         config.agent(parse_agent(spec.run["review"]).agent)
     return spec
+
+
+def proposable(spec: BatchSpec, repos: Sequence[Repo], *, token: bool) -> None:
+    """With --pr, a UsageError before anything starts for a repository whose change could not be
+    proposed: no origin (a local one), a remote on no forge crew can tell, or (`token`) no token here."""
+    if not spec.proposes:
+        return
+    for repo in repos:
+        url = repo.url or remote_url(Checkout.of(Path(repo.path or "."), "--pr"))
+        forge_of(remote_of(url), token=token)
 
 
 def submit(store: Store, spec: BatchSpec, repos: list[Repo]) -> BatchSpec:
@@ -183,6 +200,26 @@ def diffs(rows: Sequence[Row], repo: str | None, folder: Path) -> Iterator[bytes
         commit = str(row.output["commit"]) if row.output else ""
         yield f"# {row.repo.text}: {row.spec.branch} {commit[:10]}\n".encode()
         yield Place(row.repo, folder).diff(commit)
+
+
+def pull_states(rows: Sequence[Row], pace: Pace) -> dict[str, dict[str, str]]:
+    """Each pull request of `rows` now, from its forge (paced as the workers are): its state (open,
+    merged, closed) and checks, by workflow; one that cannot be asked is `unknown`, and says why."""
+    states: dict[str, dict[str, str]] = {}
+    clients: dict[str, Client] = {}
+    for row in rows:
+        pull = (row.output or {}).get("pull")
+        if not pull:
+            continue
+        try:
+            url = row.repo.url or remote_url(Checkout.of(Path(row.repo.path or "."), "crew batch status"))
+            remote = remote_of(url)
+            forge = forge_of(remote)
+            client = clients.setdefault(forge.pace, Client(forge, pace))
+            states[row.workflow] = state_of(client, remote, int(pull["number"])).to_dict()
+        except CrewError as exc:
+            states[row.workflow] = {"state": "unknown", "checks": str(exc)}
+    return states
 
 
 def existing(store: Store, batch: str) -> list[Row]:

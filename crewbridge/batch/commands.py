@@ -65,6 +65,7 @@ def batch_submit_command(
     config: Config = given.pop("config")
     spec = batches.spec_of(task, given, config)  # an unknown agent is named before anything starts
     found = read_repos(repos, repos_file_text(repos_file), Path.cwd())
+    batches.proposable(spec, found, token=not detach)  # workers elsewhere bring their own tokens
     url = take_database_url(given["db"])
     store = Store.open(url) if detach else batches.open_working(url, config, [spec.batch], [spec])
     try:
@@ -121,15 +122,16 @@ def batch_resume_command(batch_id: str, failed_only: bool, db: str | None, as_js
 @BATCH_DB
 @BATCH_JSON
 def batch_status_command(batch_id: str | None, db: str | None, as_json: bool) -> None:
-    """A batch's repositories now (default: the batch submitted last). Exit 0 while they run, 7 once
-    one failed or was cancelled."""
+    """A batch's repositories now (default: the batch submitted last), with each pull request's state
+    and checks asked of its forge. Exit 0 while they run, 7 once one failed or was cancelled."""
     from crewbridge.batch import batches
 
     with _batch_store(db) as store:
         batch_id = batch_id or batches.latest(store)
         rows = batches.existing(store, batch_id)
         store.interrupted(rows)
-    _batch_end(batch_id, rows, as_json)
+        states = batches.pull_states(rows, store.side.pace())  # each pull request now, from its forge
+    _batch_end(batch_id, rows, as_json, states)
 
 
 @batch_group.command("diff")
@@ -200,13 +202,14 @@ def _batch_wait(store: Any, batch_id: str) -> Any:
         raise
 
 
-def _batch_end(batch_id: str, rows: Any, as_json: bool) -> None:
-    """The summary (or --json), and exit 7 when a repository failed, was cancelled or skipped."""
+def _batch_end(batch_id: str, rows: Any, as_json: bool, states: Any = None) -> None:
+    """The summary (or --json; with the pull requests' `states` now), and exit 7 when a repository
+    failed, was cancelled or skipped."""
     from crewbridge.batch import report
 
     if as_json:
-        click.echo(json.dumps(report.batch_record(batch_id, rows), ensure_ascii=False))
+        click.echo(json.dumps(report.batch_record(batch_id, rows, states), ensure_ascii=False))
     else:
-        for text in report.summary(batch_id, rows):
+        for text in report.summary(batch_id, rows, states):
             click.echo(text)
     sys.exit(report.exit_code(rows))

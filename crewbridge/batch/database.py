@@ -25,8 +25,10 @@ import re
 import sqlite3
 import sys
 import threading
+import time
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import IO, Any
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
@@ -153,6 +155,9 @@ class Side(ABC):
     operation_outputs, workflow_events; docs/batch.md, "What DBOS stores"), whose `serialization`
     column DBOS's API does not show."""
 
+    _MARK = "?"  # the database's placeholder of a value in SQL
+    _LATER = "max"  # … and its function of the later of two values
+
     @staticmethod
     def of(url: str) -> Side:
         if url.startswith("sqlite:///"):
@@ -183,6 +188,60 @@ class Side(ABC):
 
     @abstractmethod
     def close(self) -> None: ...
+
+    def pace(self) -> Paced:
+        """The forges' pace of every process working on this database (Paced)."""
+        return Paced(self)
+
+    @abstractmethod
+    def forge_turn(self, forge: str) -> AbstractContextManager[None]:
+        """The block holds `forge`'s turn among every process of this database."""
+
+    def not_before(self, forge: str) -> float:
+        """The time before which no request may go to `forge` (seconds since the epoch; 0: none)."""
+        found = self._pace(f"SELECT not_before FROM {PACE_TABLE} WHERE forge = {self._MARK}", (forge,))
+        return float(found[0][0]) if found else 0.0
+
+    def hold_forge(self, forge: str, until: float) -> None:
+        """No request goes to `forge` before `until` (a later time already held stays)."""
+        later = f"not_before = {self._LATER}({PACE_TABLE}.not_before, excluded.not_before)"
+        values = f"({self._MARK}, {self._MARK})"
+        self._pace(
+            f"INSERT INTO {PACE_TABLE} VALUES {values} ON CONFLICT (forge) DO UPDATE SET {later}", (forge, until)
+        )
+
+    @abstractmethod
+    def _pace(self, sql: str, values: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        """The rows of `sql` on the forges' pace table (made when first used)."""
+
+
+class Paced:
+    """crew batch's Pace of each forge (crewbridge.system.forge.Pace), kept in the batch database and
+    shared by every worker of every batch there: a request to a forge at a time across all of them
+    (a lock of the database: a file lock beside SQLite, an advisory lock on Postgres, with a thread
+    lock in each process), and the time before which none may go (a row of crew_forge_pace), set by
+    the request the forge limited. One pace per forge: its API's address names it."""
+
+    def __init__(self, side: Side) -> None:
+        self.side = side
+        self._turns: dict[str, threading.Lock] = {}
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def turn(self, forge: str) -> Iterator[None]:
+        with self._lock:
+            local = self._turns.setdefault(forge, threading.Lock())
+        with local, self.side.forge_turn(forge):
+            while (left := self.side.not_before(forge) - time.time()) > 0:
+                time.sleep(left)
+            yield
+
+    def hold(self, forge: str, until: float) -> None:
+        self.side.hold_forge(forge, until)
+
+
+PACE_TABLE = "crew_forge_pace"  # crew's own table beside DBOS's: each forge's time before which none may be asked
+_PACE = f"CREATE TABLE IF NOT EXISTS {PACE_TABLE} (forge TEXT PRIMARY KEY, not_before DOUBLE PRECISION NOT NULL)"
 
 
 # A row's serialization is crew's JSON, or none (DBOS reads those with crew's JSON serializer too).
@@ -242,14 +301,34 @@ class SqliteSide(Side):
     def _file(self, executor: str) -> Path:
         return self.folder / f"{hashlib.sha256(executor.encode()).hexdigest()[:24]}.lock"
 
+    @contextlib.contextmanager
+    def forge_turn(self, forge: str) -> Iterator[None]:
+        folder = Path(f"{self.database}.forges")
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with open(folder / f"{hashlib.sha256(forge.encode()).hexdigest()[:24]}.lock", "a") as turn:
+            fcntl.flock(turn, fcntl.LOCK_EX)
+            yield
+
+    def _pace(self, sql: str, values: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        try:
+            with contextlib.closing(sqlite3.connect(self.database, timeout=30)) as db, db:
+                db.execute(_PACE)
+                return list(db.execute(sql, values))
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot keep the forges' pace in the batch database {self.database}: {exc}") from None
+
 
 class PostgresSide(Side):
     """A session-level advisory lock per executor, on a connection of crew's own held open."""
+
+    _MARK, _LATER = "%s", "GREATEST"
 
     def __init__(self, url: str) -> None:
         import psycopg  # installed with DBOS
 
         conninfo = url.replace("postgresql+psycopg://", "postgresql://", 1)
+        self._conninfo = conninfo
+        self._pacer: Any = None  # the forges' pace's own connection, made when first used
         try:
             self._connection = psycopg.connect(conninfo, autocommit=True, connect_timeout=CONNECT_TIMEOUT)
         except psycopg.Error as exc:
@@ -281,6 +360,36 @@ class PostgresSide(Side):
     def close(self) -> None:
         with self._lock:
             self._connection.close()
+            if self._pacer is not None:
+                self._pacer.close()
+
+    @contextlib.contextmanager
+    def forge_turn(self, forge: str) -> Iterator[None]:
+        key = _key("forge:" + forge)
+        self._pace("SELECT pg_advisory_lock(%s)", (key,))  # one thread at a time here (Paced): it may wait
+        try:
+            yield
+        finally:
+            self._pace("SELECT pg_advisory_unlock(%s)", (key,))
+
+    def _pace(self, sql: str, values: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        """`sql` on a connection of the pace's own (a turn's lock may wait: the side's other uses do not)."""
+        import psycopg
+
+        try:
+            with self._lock:
+                if self._pacer is None:
+                    self._pacer = psycopg.connect(self._conninfo, autocommit=True, connect_timeout=CONNECT_TIMEOUT)
+                    with contextlib.suppress(psycopg.errors.UniqueViolation):  # made at once by another process
+                        self._pacer.execute(_PACE)
+                pacer = self._pacer
+            cursor = pacer.execute(sql, values)
+            return [tuple(row) for row in cursor.fetchall()] if cursor.description else []
+        except psycopg.Error as exc:
+            url = self._conninfo
+            raise StoreError(
+                f"cannot keep the forges' pace in the batch database {shown(url)}: {scrubbed(first_line(exc), url)}"
+            ) from None
 
 
 def _key(executor: str) -> int:

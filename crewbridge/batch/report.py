@@ -5,7 +5,7 @@ piped), the summary table, and the --json object (docs/schemas/batch.json)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
 from crewbridge.batch.store import Row
@@ -52,9 +52,13 @@ def elapsed(row: Row, now: float | None = None) -> float | None:
     return None
 
 
-def repo_record(row: Row) -> dict[str, Any]:
-    """One repository in --json."""
+def repo_record(row: Row, states: Mapping[str, Mapping[str, str]] | None = None) -> dict[str, Any]:
+    """One repository in --json; `states`: its pull request's state and checks now, by workflow."""
     out = row.output or {}
+    pull = out.get("pull")
+    if pull is not None:
+        now = (states or {}).get(row.workflow, {})
+        pull = {**pull, "state": now.get("state"), "checks": now.get("checks")}
     return {
         "repo": row.repo.text,
         "status": state(row),
@@ -68,6 +72,8 @@ def repo_record(row: Row) -> dict[str, Any]:
         "disarmed": out.get("disarmed", []),
         "answer": out.get("answer"),
         "run": out.get("run"),
+        "checks": out.get("checks", []),
+        "pull": pull,
     }
 
 
@@ -87,12 +93,14 @@ def batch_status(rows: Sequence[Row]) -> str:
     return "cancelled" if "cancelled" in states else "failed"
 
 
-def batch_record(batch: str, rows: Sequence[Row]) -> dict[str, Any]:
-    """The --json object of a batch."""
+def batch_record(
+    batch: str, rows: Sequence[Row], states: Mapping[str, Mapping[str, str]] | None = None
+) -> dict[str, Any]:
+    """The --json object of a batch (`states`: its pull requests' now, by workflow)."""
     return {
         "batch": batch,
         "status": batch_status(rows),
-        "repos": [repo_record(row) for row in rows],
+        "repos": [repo_record(row, states) for row in rows],
         "next": next_steps(batch, rows),
     }
 
@@ -113,11 +121,12 @@ def headline(batch: str, rows: Sequence[Row]) -> str:
     return f"batch {batch}: {status}"
 
 
-def summary(batch: str, rows: Sequence[Row]) -> list[str]:
-    """What a person reads at the end (or of `crew batch status`): the table, the batch's state,
-    and the next steps."""
+def summary(batch: str, rows: Sequence[Row], states: Mapping[str, Mapping[str, str]] | None = None) -> list[str]:
+    """What a person reads at the end (or of `crew batch status`, with its pull requests' `states`):
+    the table, the batch's state, and the next steps."""
     steps = next_steps(batch, rows)
-    return [*table(rows), headline(batch, rows), *(["next:"] if steps else []), *(f"  {step}" for step in steps)]
+    lines = [*table(rows, states), headline(batch, rows)]
+    return [*lines, *(["next:"] if steps else []), *(f"  {step}" for step in steps)]
 
 
 def next_steps(batch: str, rows: Sequence[Row]) -> list[str]:
@@ -133,6 +142,8 @@ def next_steps(batch: str, rows: Sequence[Row]) -> list[str]:
         if "failed" in states and len(set(states) - set(COMPLETE)) > 1:
             steps.append(f"crew batch resume {batch} --failed  # run only the {states.count('failed')} failed again")
     done = [row for row in rows if state(row) == "done"]
+    if any((row.output or {}).get("pull") for row in rows):
+        steps.append(f"crew batch status {batch}  # each pull request's state and checks now")
     if done:
         agent = done[0].spec.agent
         steps.append(f"crew batch diff {batch} [REPO]  # what the agent changed, per repository")
@@ -160,14 +171,19 @@ def line(row: Row, now: float | None = None) -> tuple[str, ...]:
     return row.repo.text, status, shown, "" if seconds is None else f"{seconds:.1f}s"
 
 
-def table(rows: Sequence[Row]) -> list[str]:
+def table(rows: Sequence[Row], states: Mapping[str, Mapping[str, str]] | None = None) -> list[str]:
     """The summary: a line per repository (repo, status, changes, tries, time, run id, branch and
-    commit or error, the answer's first line) under a header, then the totals."""
+    commit or error (or its pull request: its address, its state and checks when `states` has them),
+    the answer's first line) under a header, then the totals."""
     cells: list[tuple[str, ...]] = [("REPO", "STATUS", "CHANGES", "TRIES", "TIME", "RUN", "RESULT", "ANSWER")]
     for row in rows:
-        record = repo_record(row)
+        record = repo_record(row, states)
         repo, status, changes, seconds = line(row)
         result = record["error"] or (f"{record['branch']} {record['commit'][:10]}" if record["commit"] else "")
+        if record["pull"] is not None:
+            pull = record["pull"]
+            now = f" {pull['state']}, checks: {pull['checks']}" if pull["state"] else ""
+            result = f"{pull['url']}{now}"
         cells.append(
             (
                 repo,

@@ -11,36 +11,20 @@ the commit from its recorded author and date (the same bytes, so the same id).""
 from __future__ import annotations
 
 import fcntl
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 from crewbridge.batch.spec import BatchSpec, Repo
 from crewbridge.errors import CrewError
 from crewbridge.system.childenv import FORGE
-from crewbridge.system.git import Checkout, run_git
+from crewbridge.system.git import Checkout, Stamp
+from crewbridge.work.pulls import push, reach
 from crewbridge.work.worktrees import Worktree, add, listed_in
-
-FALLBACK_IDENT = ("crew", "crew@localhost")  # when git has no user.name/user.email here
-_IDENT = re.compile(r"^(?P<name>[^<>\n]*?) <(?P<email>[^<>\n]*)> \d+ [+-]\d{4}$")
 
 
 class RepoError(CrewError):
     """A repository of a batch could not be reached, cloned, committed to or pushed."""
-
-
-@dataclass(frozen=True)
-class Stamp:
-    """Who made a commit and when: kept with the commit so any machine can make the same one again."""
-
-    name: str
-    email: str
-    date: str  # "SECONDS +ZZZZ", as git writes it
-
-    def line(self) -> str:
-        return f"{self.name} <{self.email}> {self.date}"
 
 
 class Place:
@@ -66,9 +50,7 @@ class Place:
         with self._locked():
             if not (self.clone / ".git").is_dir():
                 self.clone.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-                self._git(
-                    ["clone", "--quiet", "--no-checkout", "--", self.repo.url, str(self.clone)], self.clone.parent
-                )
+                reach(["clone", "--quiet", "--no-checkout", "--", self.repo.url, str(self.clone)], self.clone.parent)
         return self.clone
 
     def base(self, batch: str) -> str:
@@ -101,22 +83,21 @@ class Place:
         self._have(checkout, base)
         if not self._exists(checkout, tree):
             self._rebuild(checkout, base, tree, patch)
-        text = f"tree {tree}\nparent {base}\nauthor {stamp.line()}\ncommitter {stamp.line()}\n\n{spec.message()}"
-        commit = checkout.git(["hash-object", "-t", "commit", "-w", "--stdin"], input=text.encode()).stdout.decode()
-        commit = commit.strip()
+        commit = checkout.commit(tree, base, spec.message(), stamp)
         checkout.git(["update-ref", f"refs/heads/{spec.branch}", commit])
         for worktree in listed_in(checkout, spec.run_id):  # its index follows the branch it has out
             worktree.checkout.git(["reset", "--quiet"])
         return commit
 
     def push(self, spec: BatchSpec, commit: str) -> None:
-        """Push `commit` to the URL as the batch's branch (replacing it there), then drop the worktree."""
-        assert self.repo.url is not None
+        """Push `commit` as the batch's branch (replacing it there) to the URL, then drop the worktree;
+        or, for a local repository (--pr), to its origin, its worktree kept for `crew apply`."""
         checkout = self.checkout()
         if not self._exists(checkout, commit):
-            raise RepoError(f"commit {commit[:10]} is not in {self.clone}; `crew batch resume` makes it again")
-        self._git(["push", "--quiet", "--", self.repo.url, f"+{commit}:refs/heads/{spec.branch}"], checkout.top)
-        self._release(checkout, spec.branch, keep_branch=False)
+            raise RepoError(f"commit {commit[:10]} is not in {checkout.top}; `crew batch resume` makes it again")
+        push(checkout, self.repo.url or "origin", commit, spec.branch)
+        if self.repo.url is not None:
+            self._release(checkout, spec.branch, keep_branch=False)
 
     def diff(self, commit: str) -> bytes:
         """What the batch's `commit` changed (from its parent, the commit the batch started from), as a
@@ -124,13 +105,6 @@ class Place:
         checkout = self.checkout()
         self._have(checkout, commit)
         return checkout.diff(f"{commit}^", commit, binary=True)
-
-    def stamp(self, when: float) -> Stamp:
-        """This machine's git identity (crew's own when it has none) at time `when`."""
-        found = self.checkout().git(["var", "GIT_COMMITTER_IDENT"], check=False)
-        match = _IDENT.match(found.stdout.decode("utf-8", "replace").strip()) if found.returncode == 0 else None
-        name, email = (match["name"], match["email"]) if match and match["name"] else FALLBACK_IDENT
-        return Stamp(name, email, f"{int(when)} +0000")
 
     def _release(self, checkout: Checkout, branch: str, *, keep_branch: bool) -> None:
         """Remove the worktree that has the batch's branch out, wherever it is (an earlier try's,
@@ -179,10 +153,6 @@ class Place:
     def _fetch(self, checkout: Checkout, refspecs: list[str]) -> None:
         assert self.repo.url is not None
         checkout.git(["fetch", "--quiet", "--no-tags", "--", self.repo.url, *refspecs], passed=FORGE)
-
-    def _git(self, args: list[str], cwd: Path) -> None:
-        """A git command that reaches the forge (a clone, a push), with the user's way there."""
-        run_git(["-c", "core.hooksPath=/dev/null", *args], cwd, passed=FORGE)
 
     @contextmanager
     def _locked(self) -> Iterator[None]:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from crewbridge.base.mentions import parse_mentions
-from crewbridge.base.options import RunOptions
+from crewbridge.base.options import PULL, RunOptions
 from crewbridge.errors import UsageError
 from crewbridge.system.git import Checkout
 
@@ -127,6 +127,7 @@ class BatchSpec:
     worker_concurrency: int | None = None  # repositories at once on each worker (None: `concurrency`)
     canary: int = 0  # repositories run first; the others start once these are done or unchanged
     run: dict[str, Any] = field(default_factory=dict)  # RunOptions fields (per repository)
+    pull: dict[str, Any] = field(default_factory=dict)  # --pr and how (RunOptions' PULL): the batch proposes itself
 
     def __post_init__(self) -> None:
         mentions = parse_mentions(self.task)[0]
@@ -149,9 +150,17 @@ class BatchSpec:
         """What crewbridge.work.worktrees calls the run its worktrees belong to."""
         return f"batch-{self.batch}"
 
+    @property
+    def proposes(self) -> bool:
+        """Whether each repository's change is proposed as a pull request (--pr)."""
+        return bool(self.pull.get("pr"))
+
     def options(self) -> RunOptions:
         """One repository's run options (the worktree is the batch's own, made beforehand)."""
-        return RunOptions().given({name: value for name, value in self.run.items() if name in RunOptions.names()})
+        given = {name: value for name, value in self.run.items() if name in RunOptions.names() and name not in PULL}
+        if given.get("checks") is not None:  # stored as a JSON list
+            given["checks"] = tuple(given["checks"])
+        return RunOptions().given(given)
 
     def message(self) -> str:
         """The commit message: the task's first line (its mention left out) and the batch id."""

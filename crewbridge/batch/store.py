@@ -44,7 +44,7 @@ from crewbridge.batch.spec import BatchSpec, Repo
 from crewbridge.errors import CrewError
 
 APP = "crew-batch"  # DBOS's application name
-WORKFLOW_VERSION = "crew-batch-3"  # DBOS's application version: change it when the workflow's steps change
+WORKFLOW_VERSION = "crew-batch-4"  # DBOS's application version: change it when the workflow's steps change
 WORKFLOW = "BatchWorker.repo"  # the workflow's name as DBOS records it
 QUEUE_PREFIX = "crew-batch:"
 INSTANCE = "crew"  # the name DBOS records for the workflows' instance (crewbridge.batch.workflow)

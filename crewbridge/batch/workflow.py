@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import base64
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,16 +29,19 @@ from dbos import DBOS, DBOSConfiguredInstance
 from crewbridge.base.stop import Stop
 from crewbridge.base.usage import Tally
 from crewbridge.batch.database import Side
-from crewbridge.batch.repos import Place, RepoError, Stamp, patch_of
+from crewbridge.batch.repos import Place, RepoError, patch_of
 from crewbridge.batch.spec import BatchSpec, Repo
 from crewbridge.batch.store import INSTANCE, Running
 from crewbridge.bridge import Bridge
 from crewbridge.config import Config
+from crewbridge.engine.outputs import check_record
 from crewbridge.errors import CrewError
-from crewbridge.record.events import Parent
+from crewbridge.record.events import End, Event, Parent
 from crewbridge.sandbox import Sandboxing
-from crewbridge.system.git import Change
+from crewbridge.system.forge import Client, Pace, Proposal, forge_of, propose, remote_of
+from crewbridge.system.git import Change, Stamp
 from crewbridge.ui.link import attend
+from crewbridge.work.pulls import FILES, Told, base_branch, body, remote_url, title_of
 
 MAX_PATCH = 8 * 1024 * 1024  # bytes of an agent's patch kept in the database (to commit it elsewhere)
 
@@ -47,14 +50,18 @@ MAX_PATCH = 8 * 1024 * 1024  # bytes of an agent's patch kept in the database (t
 class Runtime:
     """What this process brings to each repository's run: its crew.yaml, its state folder (clones,
     worktrees), the machine's sandbox, where the workflows running here say so (their agents are
-    stopped there when they are cancelled), and crew's own look at the database (a workflow whose
-    rows are not crew's JSON refuses itself)."""
+    stopped there when they are cancelled), crew's own look at the database (a workflow whose rows
+    are not crew's JSON refuses itself), and the forges' pace all workers share."""
 
     config: Config
     state: Path
     sandboxing: Sandboxing
     running: Running
     side: Side
+    pace: Pace = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.pace = self.side.pace()
 
 
 @DBOS.dbos_class()
@@ -97,7 +104,7 @@ class BatchWorker(DBOSConfiguredInstance):
             if base is not None:
                 error = self._attempt(spec, repo, base, attempt, record, usage, stop)
             record["error"] = error
-            if error is None:
+            if error is None or record["commit"] is not None:  # a change committed is not made again
                 break
         record.update(usage=usage.to_dict() if usage else None, ended=time.time())
         return record
@@ -111,7 +118,7 @@ class BatchWorker(DBOSConfiguredInstance):
         ran = self.agent(spec_data, repo_data, base, stop)
         usage.add(Tally.of(ran.get("usage")))
         record["disarmed"] += [{**armed, "attempt": attempt} for armed in ran.get("disarmed", [])]
-        record.update(answer=ran.get("answer"), run=ran.get("run"))
+        record.update(answer=ran.get("answer"), run=ran.get("run"), checks=ran.get("checks", []))
         if ran.get("error"):
             return str(ran["error"])
         record["changes"] = ran["changes"]
@@ -122,12 +129,19 @@ class BatchWorker(DBOSConfiguredInstance):
         committed = self.commit(spec_data, repo_data, base, ran["tree"], ran.get("patch"))
         if committed.get("error"):
             return str(committed["error"])
-        if repo.url is not None:
+        if repo.url is not None or spec.proposes:  # to the URL, or to the repository's origin
             self._phase("push", attempt, record["started"])
             pushed = self.push(spec_data, repo_data, committed["commit"], committed["stamp"], base, ran)
             if pushed.get("error"):
                 return str(pushed["error"])
         record.update(status="done", branch=spec.branch, commit=committed["commit"])
+        if spec.proposes:
+            self._phase("pull", attempt, record["started"])
+            pulled = self.pull(spec_data, repo_data, told(spec, ran))
+            if pulled.get("error"):  # the branch is pushed: no try makes the change again
+                record["status"] = "failed"
+                return f"pushed {spec.branch}; no {pulled.get('noun', 'pull request')}: {pulled['error']}"
+            record["pull"] = pulled["pull"]
         return None
 
     def _phase(self, step: str, attempt: int, started: float) -> None:
@@ -182,14 +196,25 @@ class BatchWorker(DBOSConfiguredInstance):
         bridge = Bridge(
             self.runtime.config, workdir=worktree.path, sandboxing=self.runtime.sandboxing, observers=[attend]
         )
+        ended: list[End] = []  # the record's end: each agent's usage (the reviewer's too)
+
+        def keep(event: Event) -> None:
+            if isinstance(event, End):
+                ended.append(event)
+
         parent = Parent(batch=spec.batch, repo=Repo.of(repo_data).text)  # the runs list names both
-        outcome = bridge.run(spec.task, "execute", options=spec.options(), stop=stop, parent=parent)[0]
+        outcome = bridge.run(spec.task, "execute", options=spec.options(), stop=stop, on_progress=keep, parent=parent)[
+            0
+        ]
         result = outcome.result
         ran: dict[str, Any] = {
             "usage": result.usage if result is not None else None,
             "answer": result.answer if result is not None else None,
             "run": outcome.run,
             "disarmed": [armed.to_dict() for armed in outcome.disarmed],
+            "checks": [check_record(check) for check in outcome.checks],
+            "review": outcome.review.to_dict() if outcome.review is not None else None,
+            "agents": ended[0].usage if ended else {},
         }
         if outcome.error is not None:
             return {**ran, "error": str(outcome.error)}
@@ -202,7 +227,8 @@ class BatchWorker(DBOSConfiguredInstance):
         except CrewError as exc:
             return {**ran, "error": str(exc)}
         shown = base64.b64encode(patch).decode() if patch is not None else None
-        return {**ran, "tree": tree, "patch": shown, "changes": counted(changes)}
+        files = [change.to_dict() for change in changes[:FILES]]
+        return {**ran, "tree": tree, "patch": shown, "changes": counted(changes), "files": files}
 
     @DBOS.step()
     def commit(
@@ -211,7 +237,7 @@ class BatchWorker(DBOSConfiguredInstance):
         """The commit of the agent's tree on the batch's branch, and who made it when."""
         place = self._place(repo_data)
         try:
-            stamp = place.stamp(time.time())
+            stamp = place.checkout().stamp(time.time())
             commit = place.commit(BatchSpec.of(spec_data), base, tree, _bytes(patch), stamp)
         except CrewError as exc:
             return {"error": str(exc)}
@@ -227,7 +253,8 @@ class BatchWorker(DBOSConfiguredInstance):
         base: str,
         ran: dict[str, Any],
     ) -> dict[str, Any]:
-        """The branch pushed to the URL (the commit made again first when it was made elsewhere)."""
+        """The branch pushed to the URL, or to a local repository's origin for --pr (the commit made
+        again first when it was made elsewhere)."""
         spec, place = BatchSpec.of(spec_data), self._place(repo_data)
         try:
             if place.commit(spec, base, ran["tree"], _bytes(ran.get("patch")), Stamp(**stamp)) != commit:
@@ -236,6 +263,31 @@ class BatchWorker(DBOSConfiguredInstance):
         except CrewError as exc:
             return {"error": str(exc)}
         return {}
+
+    @DBOS.step()
+    def pull(self, spec_data: dict[str, Any], repo_data: dict[str, Any], told_data: dict[str, Any]) -> dict[str, Any]:
+        """The pull request of the batch's branch, pushed: opened, or the one open for it updated
+        (its forge paced across every worker: Runtime.pace)."""
+        spec, place = BatchSpec.of(spec_data), self._place(repo_data)
+        noun = "pull request"
+        try:
+            checkout = place.checkout()
+            remote = remote_of(place.repo.url or remote_url(checkout))
+            client = Client(forge_of(remote), self.runtime.pace)
+            noun = client.forge.noun
+            proposal = Proposal(
+                spec.branch,
+                base_branch(checkout, place.repo.url or "origin"),
+                title_of(spec.task, spec.pull.get("pr_title")),
+                body(Told(**told_data, intro=spec.pull.get("pr_body"))),
+                bool(spec.pull.get("draft")),
+                tuple(spec.pull.get("labels") or ()),
+            )
+            pull = propose(client, remote, proposal)
+        except CrewError as exc:
+            return {"error": str(exc), "noun": noun}
+        waits = {"limits": len(client.waits), "waited": sum(client.waits)}
+        return {"pull": {**pull.to_dict(), "forge": client.forge.kind, **waits}}
 
     def _place(self, repo_data: dict[str, Any]) -> Place:
         """The repository on this machine (one Place a repository: it knows its checkout once found)."""
@@ -246,8 +298,23 @@ class BatchWorker(DBOSConfiguredInstance):
 def new_record(repo: str, started: float) -> dict[str, Any]:
     """A repository's record as it starts: failed until a try says otherwise."""
     record: dict[str, Any] = {"repo": repo, "status": "failed", "branch": None, "commit": None, "changes": None}
-    record.update(usage=None, attempts=0, error=None, disarmed=[], answer=None, run=None)
+    record.update(usage=None, attempts=0, error=None, disarmed=[], answer=None, run=None, checks=[], pull=None)
     return {**record, "started": started, "ended": None}
+
+
+def told(spec: BatchSpec, ran: dict[str, Any]) -> dict[str, Any]:
+    """What a repository's pull request says (crewbridge.work.pulls.Told), from its agent's step."""
+    return {
+        "task": spec.task,
+        "answer": ran.get("answer"),
+        "changes": ran.get("files", []),
+        "counts": ran.get("changes"),
+        "checks": ran.get("checks", []),
+        "review": ran.get("review"),
+        "usage": ran.get("agents", {}),
+        "run": ran.get("run"),
+        "batch": spec.batch,
+    }
 
 
 def _bytes(patch: str | None) -> bytes | None:

@@ -3,7 +3,7 @@
 list takes the task over — its own CLI and model, the asked agent's tools, limits and working
 directory — and the outcome says whom it stood in for. Any other error ends the agent's part: it is
 the outcome's error (Interrupted once the run was stopped: what the stopped CLI said last is beside
-the point)."""
+the point). With a check (crewbridge.engine.gate), the answer must pass it, in the same conversation."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from crewbridge.api import Outcome
 from crewbridge.base.mentions import Mention
 from crewbridge.config import AgentSpec, Config
+from crewbridge.engine.gate import Gate
 from crewbridge.errors import CLINotFound, CrewError, Interrupted, ProviderError, ProviderUnavailable
 from crewbridge.record.events import Error, Fallback
 
@@ -37,6 +38,8 @@ def run_agent(
     stand-in is given it replayed). Each loop made is added to `loops` (to be closed on Ctrl-C)."""
     prior, held = earlier
     chain = [mention, *(Mention(name) for name in asked.fallback)]
+    gate = Gate.of(ctx, work)  # its deadline: --timeout from the part's start
+    checks = gate.runs if gate is not None else []
     for step, current in enumerate(chain):
         fell_back_from = mention.agent if step else None
         loop: AgentLoop | None = None
@@ -50,12 +53,25 @@ def run_agent(
             loops.append(loop)
             if ctx.stop is not None:
                 ctx.stop.on_set(loop.close)
-            result = loop.run(work.task, prior, held and not step)
-            return Outcome(current.agent, result=result, fell_back_from=fell_back_from, disarmed=loop.disarmed)
+            try:
+                result = loop.converse(loop.opening(work.task, prior, held and not step))
+                result, failed = gate.through(loop, result, work) if gate is not None else (result, None)
+            finally:
+                loop.close()
+            if failed is not None:
+                record_failure(work, current.agent, failed)
+            return Outcome(
+                current.agent,
+                result=result,
+                error=failed,
+                fell_back_from=fell_back_from,
+                disarmed=loop.disarmed,
+                checks=checks,
+            )
         except (ProviderUnavailable, CLINotFound) as exc:
             if step + 1 == len(chain):
                 record_failure(work, current.agent, exc)
-                return Outcome(current.agent, error=exc, fell_back_from=fell_back_from)
+                return Outcome(current.agent, error=exc, fell_back_from=fell_back_from, checks=checks)
             _fall_back(ctx, work, current.agent, chain[step + 1].agent, exc)
         except CrewError as exc:
             error = exc
@@ -63,7 +79,7 @@ def run_agent(
                 error = Interrupted(f"@{current.agent} was stopped")
             record_failure(work, current.agent, error)
             disarmed = loop.disarmed if loop is not None else []  # a run that failed may have left them too
-            return Outcome(current.agent, error=error, fell_back_from=fell_back_from, disarmed=disarmed)
+            return Outcome(current.agent, error=error, fell_back_from=fell_back_from, disarmed=disarmed, checks=checks)
     raise AssertionError("unreachable: the chain's last agent returns")
 
 

@@ -13,7 +13,10 @@
   ``changes``; with --review ``review`` (``reviewer``, ``rounds``, ``verdict``, ``findings``,
   ``disputed``), and ``error`` and ``exit_code`` beside the answer when it was not approved. When
   the run left what would run code on the user's next git command, ``disarmed``: each thing
-  (``path``, ``what``, ``done``) as crewbridge.system.gitguard disarmed it.
+  (``path``, ``what``, ``done``) as crewbridge.system.gitguard disarmed it. With a check
+  (--check, crew.yaml's check:), ``checks``: each command's run (``command``, ``round``, ``passed``,
+  ``exit_code``, ``output``: its end, ``ms``); exit code 9 when it never passed. With --pr, ``pull``:
+  the pull request (``url``, ``number``, ``branch``, ``opened``: false when an open one was updated).
   MCP's `ask` returns the same object as its structured content (and the `ask` tool an agent is
   given, as its data).
 
@@ -31,6 +34,7 @@ from crewbridge.base import jsonio
 if TYPE_CHECKING:
     from crewbridge.api import Outcome
     from crewbridge.engine.loop import CallRecord, RunResult
+    from crewbridge.record.events import Check
 
 
 def result_record(result: RunResult) -> dict[str, Any]:
@@ -66,7 +70,24 @@ def outcome_record(outcome: Outcome) -> dict[str, Any]:
         record["review"] = outcome.review.to_dict()
     if outcome.disarmed:
         record["disarmed"] = [armed.to_dict() for armed in outcome.disarmed]
+    if outcome.checks:
+        record["checks"] = [check_record(check) for check in outcome.checks]
+    if outcome.pull is not None:
+        pull = outcome.pull
+        record["pull"] = {"url": pull.url, "number": pull.number, "branch": pull.branch, "opened": pull.opened}
     return record
+
+
+def check_record(check: Check) -> dict[str, Any]:
+    """One run of a check command (crewbridge.engine.gate) as --json shows it."""
+    return {
+        "command": check.command,
+        "round": check.round,
+        "passed": check.passed,
+        "exit_code": check.exit_code,
+        "output": check.output,
+        "ms": check.ms,
+    }
 
 
 def _worktree(outcome: Outcome) -> dict[str, Any]:

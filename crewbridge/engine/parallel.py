@@ -1,8 +1,8 @@
 """A task on every agent it mentions at once (`crew query "@claude @gemini …"`, Bridge.run): each
 agent's CLI starts first, to boot while the rest is built; one record and one budget cover the
 run; each agent's part (with its fallbacks: crewbridge.engine.fallback) runs on a thread of its own. With
---worktree each works in a git worktree of its own; with --review the task goes to
-crewbridge.engine.review instead."""
+--worktree each works in a git worktree of its own (with --pr, each change is then proposed:
+crewbridge.engine.pulls); with --review the task goes to crewbridge.engine.review instead."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from crewbridge.base.piped import with_context
 from crewbridge.config import AgentSpec
 from crewbridge.engine.context import Named, RunContext, Work, checked
 from crewbridge.engine.fallback import run_agent
+from crewbridge.engine.pulls import Proposer
 from crewbridge.errors import CrewError
 
 if TYPE_CHECKING:
@@ -74,6 +75,7 @@ def _run(
     mentions, task = parse_mentions(text)
     specs = [ctx.config.agent(mention.agent) for mention in mentions]  # fail before starting anything
     ctx.check_sandbox(options, specs)  # a required sandbox that is not to be had: refused before all
+    proposer = Proposer.of(ctx.workdir, options)  # --pr that could not be proposed: refused before all
     made = ctx.worktrees(mentions, options, named.run) if options.worktree else None
     if made is not None:
         specs = [ctx.placed(spec, made, worktree) for spec, worktree in zip(specs, made.worktrees, strict=True)]
@@ -103,6 +105,8 @@ def _run(
         ctx.check_sandbox(options, specs, record)  # `auto` with no mechanism here: said once, in the record
         work = _work(task, mode, options, record, ctx.keep(record), images)
         outcomes = _run_started(ctx, work, mentions, specs, started, earlier, made)
+        if proposer is not None:
+            outcomes = [proposer.deliver(work, outcome) for outcome in outcomes]
         status = "done" if all(o.error is None for o in outcomes) else "failed"
         return outcomes
     except BaseException as exc:

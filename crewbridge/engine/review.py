@@ -7,6 +7,8 @@ by calling crew's tool `verdict` (crewbridge.toolkit.verdict). "approve" ends th
 findings, numbered, to the writer as its next message, where it may fix each or `dispute` it with a
 reason. The reviewer starts each round afresh and is shown every earlier finding and dispute, so no
 finding is argued twice. After N rounds without approval the run ends with ReviewNotApproved (exit 6).
+With a check (crewbridge.engine.gate), each of the writer's answers passes it before the reviewer sees
+the change; one that still fails after the check's rounds ends the run (exit 9), unreviewed.
 
 A reviewer that answers in prose is asked once more to call `verdict`; if it still does not, its
 answer stands as one finding of a "changes" verdict. The diff it is given is cut at MAX_DIFF
@@ -30,8 +32,10 @@ from crewbridge.base.usage import Budget
 from crewbridge.config import AgentSpec
 from crewbridge.engine.context import Named, RunContext, Work
 from crewbridge.engine.fallback import record_failure
+from crewbridge.engine.gate import Gate, seconds_left
 from crewbridge.engine.loop import AgentLoop, RunResult
-from crewbridge.errors import BudgetExceeded, CrewError, CrewTimeout, Interrupted, ReviewNotApproved, UsageError
+from crewbridge.engine.pulls import Proposer
+from crewbridge.errors import BudgetExceeded, CrewError, Interrupted, ReviewNotApproved, UsageError
 from crewbridge.providers.base import Image
 from crewbridge.record.events import Ended, Notice
 from crewbridge.record.events import Review as ReviewEvent
@@ -71,6 +75,7 @@ def review_run(
     as crewbridge.engine.parallel.run_task's."""
     named = named or Named(command=mode)
     writer, checker, task = _parties(text, options)
+    proposer = Proposer.of(ctx.workdir, options)  # --pr that could not be proposed: refused before all
     made = ctx.worktrees([writer], options, named.run) if options.worktree else None
     writer_spec = _with_tool(ctx.config.agent(writer.agent), DISPUTE_TOOL)
     if made is not None:
@@ -93,6 +98,8 @@ def review_run(
         outcome = replace(outcome, run=record.run if record.kept else None)
         if made is not None:
             outcome = _placed(outcome, made, record)
+        if proposer is not None:
+            outcome = proposer.deliver(work, outcome)
         status = "done" if outcome.error is None else "failed"
         return [outcome]
     except BaseException as exc:
@@ -151,6 +158,7 @@ class Session:
         self.history: list[Round] = []
         timeout = work.options.timeout
         self.deadline = time.monotonic() + timeout if timeout else None
+        self.gate = Gate.of(ctx, work, self.deadline)
 
     def run(self, writer_spec: AgentSpec) -> Outcome:
         """The rounds, to approval or their end; errors become the outcome's."""
@@ -168,6 +176,11 @@ class Session:
                     self.history[-1].disputes = self.ballot.disputes()
                     self.review.disputes += self.history[-1].disputes
                 self._check()
+                if self.gate is not None:  # the change passes its check before the reviewer sees it
+                    result, unchecked = self.gate.through(loop, result, self.work)
+                    if unchecked is not None:
+                        record_failure(self.work, self.writer.agent, unchecked)
+                        return self._outcome(result, unchecked)
                 verdict = self._verdict(number, result, base)
                 if verdict.approved:
                     return self._outcome(result)
@@ -266,15 +279,13 @@ class Session:
 
     def _left(self) -> float | None:
         """Seconds left of the run's --timeout (None without one; CrewTimeout once none are left)."""
-        if self.deadline is None:
-            return None
-        left = self.deadline - time.monotonic()
-        if left <= 0:
-            raise CrewTimeout(
+        return seconds_left(
+            self.deadline,
+            lambda: (
                 f"@{self.writer.agent}'s review passed --timeout after round {self.review.rounds}; crew ended "
                 "both agents (raise --timeout for more rounds)"
-            )
-        return left
+            ),
+        )
 
     def _bound(self, loop: AgentLoop) -> None:
         """The loop's next message bounded by what is left of the run's --timeout too."""
@@ -303,7 +314,10 @@ class Session:
         return "\n".join(lines)
 
     def _outcome(self, result: RunResult | None, error: CrewError | None = None) -> Outcome:
-        return Outcome(self.writer.agent, result=result, error=error, review=self.review, disarmed=self.disarmed)
+        checks = self.gate.runs if self.gate is not None else []
+        return Outcome(
+            self.writer.agent, result=result, error=error, review=self.review, disarmed=self.disarmed, checks=checks
+        )
 
 
 def _numbered(findings: list[Finding]) -> str:

@@ -310,7 +310,7 @@ def _ask_problem(arguments: dict[str, Any], mode: Mode) -> str | None:
 
 
 def _reporter(report: Callable[[str], None]) -> Callable[[Event], None]:
-    """A run's turns, calls, results and answers as one-line messages."""
+    """A run's turns, calls, results, answers, reviews and checks as one-line messages."""
     from crewbridge.record import events as ev  # for start-up speed: once an ask runs
 
     def on_progress(event: Event) -> None:
@@ -327,5 +327,8 @@ def _reporter(report: Callable[[str], None]) -> Callable[[Event], None]:
         elif isinstance(event, ev.Review):
             verdict = "approves" if event.verdict == "approve" else "asks for changes"
             report(f"@{event.agent} review {event.round} of {event.rounds}: {verdict}")
+        elif isinstance(event, ev.Check):
+            outcome = "passed" if event.passed else f"failed, exit status {event.exit_code}"
+            report(f"@{event.agent} check {event.round}/{event.rounds} {outcome}: {event.command}")
 
     return on_progress

@@ -253,6 +253,32 @@ class Review(Event, tag="review"):
     disputed: list[dict[str, Any]] = []
 
 
+class Check(Event, tag="check"):
+    """crew ran a check command (--check, crew.yaml's `check:`) on the agent's change, in round
+    `round` of `rounds`: its exit status (None: it did not end on its own, or could not start), the
+    end of its output (bounded), whether it passed, and how long it took."""
+
+    command: str
+    round: int
+    rounds: int
+    passed: bool
+    exit_code: int | None = None
+    output: str = ""
+    ms: float = 0.0
+
+
+class Pull(Event, tag="pull"):
+    """The agent's branch was pushed and its pull request (a merge request on GitLab) opened, or the
+    one open for the branch updated (`opened` False)."""
+
+    url: str
+    number: int
+    branch: str
+    forge: str  # github | gitlab
+    opened: bool = True
+    draft: bool = False
+
+
 class Worktree(Event, tag="worktree"):
     """Where the agent worked (--worktree) and what it changed (None: it could not be told)."""
 
@@ -323,6 +349,8 @@ AnyEvent = (
     | Notice
     | Disarmed
     | Review
+    | Check
+    | Pull
     | Worktree
     | Egress
     | Cancel

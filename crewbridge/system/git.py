@@ -52,8 +52,24 @@ CHUNK = 1 << 20  # bytes of a file read at a time
 _PLAIN_DIFF = ["--no-ext-diff", "--no-textconv", "--no-color", "--no-relative", "--src-prefix=a/", "--dst-prefix=b/"]
 
 
+FALLBACK_IDENT = ("crew", "crew@localhost")  # who makes crew's commits where git has no user.name/user.email
+_IDENT = re.compile(r"^(?P<name>[^<>\n]*?) <(?P<email>[^<>\n]*)> \d+ [+-]\d{4}$")
+
+
 class GitError(CrewError):
     """A git command crew ran failed; the message holds what git said."""
+
+
+@dataclass(frozen=True)
+class Stamp:
+    """Who made a commit and when: kept with the commit, so that any machine makes the same one again."""
+
+    name: str
+    email: str
+    date: str  # "SECONDS +ZZZZ", as git writes it
+
+    def line(self) -> str:
+        return f"{self.name} <{self.email}> {self.date}"
 
 
 @dataclass(frozen=True)
@@ -256,6 +272,19 @@ class Checkout:
                 counts = (None, None) if added == "-" else (int(added), int(removed))
                 found.append(Change(path, status.get(path, "modified"), *counts))
         return found
+
+    def stamp(self, when: float) -> Stamp:
+        """This checkout's git identity (crew's own where it has none) at time `when`."""
+        found = self.git(["var", "GIT_COMMITTER_IDENT"], check=False)
+        match = _IDENT.match(found.stdout.decode("utf-8", "replace").strip()) if found.returncode == 0 else None
+        name, email = (match["name"], match["email"]) if match and match["name"] else FALLBACK_IDENT
+        return Stamp(name, email, f"{int(when)} +0000")
+
+    def commit(self, tree: str, parent: str, message: str, stamp: Stamp) -> str:
+        """The commit of `tree` on `parent`, written as its bytes say (no hook, no signing, no
+        template runs): the same tree, parent, message and stamp are the same commit anywhere."""
+        text = f"tree {tree}\nparent {parent}\nauthor {stamp.line()}\ncommitter {stamp.line()}\n\n{message}"
+        return self.git(["hash-object", "-t", "commit", "-w", "--stdin"], input=text.encode()).stdout.decode().strip()
 
     def diff(self, old: str, new: str, *, binary: bool = False) -> bytes:
         """The patch from tree (or commit) `old` to `new`: with `binary`, one `git apply` takes it

@@ -114,6 +114,11 @@ def script_words(data: dict[str, Any]) -> Iterator[tuple[Keys, str]]:
     for agent_id, agent in data.get("agents", {}).items():
         for mode, items in agent.get("options", {}).items():
             argv(("agents", agent_id, "options", mode), items)
+    check = data.get("check")
+    commands = check.get("run") if isinstance(check, dict) else check
+    place: Keys = ("check", "run") if isinstance(check, dict) else ("check",)
+    for i, line in enumerate([commands] if isinstance(commands, str) else commands or []):
+        words.extend(((*place, i), word) for word in shell_words(line))
     for keys, word in words:
         if word and "{" not in word and not os.path.isabs(word):
             yield keys, word

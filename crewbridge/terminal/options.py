@@ -131,7 +131,7 @@ def piped_context(timeout: float | None) -> str | None:
 
 def run_options_of(continue_last: bool, values: dict[str, Any]) -> RunOptions:
     """The RunOptions loop_options gave (--continue resolved to the run it continues)."""
-    from crewbridge.base.options import RunOptions
+    from crewbridge.base.options import RunOptions, command_line
     from crewbridge.work.sessions import run_to_resume
 
     if values.get("rounds", 0) is None:  # not given: the default
@@ -139,4 +139,5 @@ def run_options_of(continue_last: bool, values: dict[str, Any]) -> RunOptions:
     elif "rounds" in values and not values.get("review"):
         raise UsageError("--rounds counts review rounds; give --review AGENT too")
     values["resume"] = run_to_resume(continue_last, values.get("resume"))
+    command_line(values)
     return RunOptions.pick(values)

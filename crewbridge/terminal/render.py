@@ -60,6 +60,7 @@ ABOUT_THE_RUN = ("warning", "sandbox")  # notices shown on stderr with --json to
 TRACE_CHARS = 1000  # a --verbose line is cut after this many characters
 CREW_LINE = 2000  # characters of a `crew:` line of crew's own (a bound for what it quotes, not a width)
 SHOWN_CHANGES = 20  # files listed per agent after a --worktree run
+CHECK_LINES = 5  # lines of a failing check's output shown (the agent is given more)
 STATUS_IDLE = 0.3  # seconds without output before the status line shows
 TICK = 0.1
 
@@ -370,6 +371,21 @@ class Renderer:
         self._crew_line(f"review {event.round} of {event.rounds} by @{agent.name}: {verdict}")
         for n, finding in enumerate(event.findings, 1):
             self._write_err(f"  {n}. {one_line(Finding.of(finding).shown())}\n")
+
+    def _on_check(self, agent: _Agent | None, event: ev.Check) -> None:
+        who = f"@{agent.name}: " if agent is not None else ""
+        said = "passed" if event.passed else f"failed, exit status {event.exit_code}"
+        head = f"crew: {who}check {event.round}/{event.rounds} {said}: {one_line(event.command)} ({_seconds(event.ms)})"
+        self._end_line()
+        self._write_err(self.style.paint(head, "32" if event.passed else "31") + "\n")
+        if not event.passed:  # the end of what it said, as the agent is given it whole
+            tail = [one_line(line) for line in event.output.rstrip().splitlines()[-CHECK_LINES:]]
+            self._write_err("".join(self.style.paint(f"  {line}", "2") + "\n" for line in tail))
+
+    def _on_pull(self, agent: _Agent | None, event: ev.Pull) -> None:
+        what = "merge request" if event.forge == "gitlab" else "pull request"
+        done = "opened" if event.opened else "updated"
+        self._crew_line(f"{'draft ' if event.draft else ''}{what} {done}: {event.url} ({event.branch})")
 
     def _on_error(self, agent: _Agent | None, event: ev.Error) -> None:
         if self.replay:  # live, the outcomes say it once the run is over (finish)
@@ -724,9 +740,10 @@ def _escape(match: re.Match[str]) -> str:
 
 
 def _about_the_run(event: ev.Event) -> bool:
-    """Whether `event` is shown on stderr with --json too: a fallback, a resume, a disarm, a warning."""
+    """Whether `event` is shown on stderr with --json too: a fallback, a resume, a disarm, a check, a
+    pull request, a warning."""
     kind = event.kind
-    return kind in ("fallback", "resume", "disarmed", "egress") or (
+    return kind in ("fallback", "resume", "disarmed", "egress", "check", "pull") or (
         kind == "notice" and getattr(event, "about", "") in ABOUT_THE_RUN
     )
 

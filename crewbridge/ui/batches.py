@@ -1,5 +1,5 @@
-"""Batches as `crew ui` shows them: each a table of repositories with their status and branch, and
-its progress, read from `crew batch`'s own database through its own reading
+"""Batches as `crew ui` shows them: each a table of repositories with their status, branch and pull
+request, and its progress, read from `crew batch`'s own database through its own reading
 (crewbridge.batch.store.Reader): SQLite in crew's state folder, or $CREW_BATCH_DB. The UI reads them
 through the small `BatchSource` interface; without DBOS installed (the `batch` extra) there are none.
 """
@@ -28,6 +28,7 @@ class Repo:
     branch: str | None = None
     error: str | None = None
     run: str | None = None  # its run's id, once it ran
+    pull: str | None = None  # its pull request's address (crew batch --pr)
 
 
 @dataclass
@@ -92,7 +93,8 @@ class CrewBatches:
             batch = found.setdefault(row.spec.batch, Batch(row.spec.batch, row.spec.task.splitlines()[0]))
             output = row.output or {}
             error = output.get("error") or row.error
-            batch.repos.append(Repo(row.repo.text, state(row), output.get("branch"), error, output.get("run")))
+            pull = (output.get("pull") or {}).get("url")
+            batch.repos.append(Repo(row.repo.text, state(row), output.get("branch"), error, output.get("run"), pull))
         newest = {row.spec.batch: row.created for row in sorted(rows, key=lambda row: row.created)}
         return sorted(found.values(), key=lambda batch: -newest[batch.id])
 

@@ -501,3 +501,47 @@ def test_a_first_runs_list_says_what_to_run(page, ui):
     page.locator('[data-empty="filtered"]').wait_for()
     page.goto(f"{ui}/batches")
     assert "crew batch" in page.locator('[data-empty="batches"]').inner_text()
+
+
+def test_a_runs_checks_show_on_its_page_each_with_its_output(page, ui, env, workdir, mock_server):
+    make_repo(workdir, {"notes.txt": "deploy: Friday\n"})
+    mock_server.script(
+        tool_block("crew:write_file", path="notes.txt", content="deploy: Tusday\n"),
+        "Set it.",
+        tool_block("crew:write_file", path="notes.txt", content="deploy: Tuesday\n"),
+        "Fixed.",
+    )
+    check = "grep -q Tuesday notes.txt || { echo 'still no Tuesday'; exit 1; }"
+    code, _, err = finish(start_crew(["execute", "--check", check, "@claude set the day"], env=env, cwd=workdir))
+    assert code == 0, err
+    page.goto(f"{ui}/runs/{runs_in(env)[0].stem}")
+    failed, passed = page.locator('[data-check="failed"]'), page.locator('[data-check="passed"]')
+    passed.wait_for()
+    assert "check 1/3 failed, exit status 1" in failed.inner_text() and "still no Tuesday" in failed.inner_text()
+    assert "check 2/3 passed" in passed.inner_text() and check in passed.inner_text()
+
+
+def test_the_batches_page_links_each_pull_request(page, ui, env, tmp_path, mock_server):
+    from forgeserver import ForgeServer
+    from gitrepo import git
+
+    source = make_repo(tmp_path / "sources" / "repo-a", {"notes.txt": "repository a\n"})
+    bare = tmp_path / "forge" / "o" / "repo-a.git"
+    git(tmp_path, "clone", "-q", "--bare", str(source), str(bare))
+    repo = tmp_path / "repo-a"
+    git(tmp_path, "clone", "-q", str(bare), str(repo))
+    git(repo, "remote", "set-url", "origin", "https://github.com/o/repo-a.git")  # the forge's, as configured
+    rewrite = f"url.file://{tmp_path / 'forge'}/.insteadOf"
+    git(tmp_path, "config", "--file", str(Path(env["HOME"]) / ".gitconfig"), rewrite, "https://github.com/")
+    write = tool_block("crew:write_file", path="todo.md", content="- ship it\n")
+    mock_server.respond(lambda request: "Done." if '"success": true' in request.text() else write)
+    with ForgeServer({"o/repo-a": bare}, token="ui-forge-token") as forge:
+        proposing = {**env, "GITHUB_API_URL": forge.url, "GH_TOKEN": "ui-forge-token"}
+        done = run_crew(
+            ["batch", "--id", "prs", "--pr", "@claude add todo.md", str(repo)], env=proposing, cwd=tmp_path, timeout=300
+        )
+    assert done.returncode == 0, done.stderr
+    page.goto(f"{ui}/batches")
+    link = page.locator('[data-batch-id="prs"] [data-pull] a')
+    link.wait_for()
+    assert link.get_attribute("href") == link.inner_text() == "https://github.com/o/repo-a/pull/1"

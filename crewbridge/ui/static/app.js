@@ -27,6 +27,11 @@ function el(tag, attrs, ...children) {
   return node;
 }
 
+function link(url) { // an address from a forge's answer: a link only when it is a web page's
+  return /^https?:\/\//i.test(url || "") ? el("a", { href: url, target: "_blank", rel: "noopener noreferrer", text: url })
+    : el("span", { class: "mono", text: url || "-" });
+}
+
 async function api(path) {
   const answer = await fetch(path, { credentials: "same-origin" });
   if (answer.status === 401) signedOut();
@@ -463,6 +468,17 @@ function runView(id) {
             ? el("ul", { class: "findings" }, event.findings.map((f) => el("li", { class: `sev-${f.severity}` },
               `[${f.severity}] ${f.path ? f.path + (f.line ? ":" + f.line : "") + ": " : ""}${f.message}`)))
             : el("div", { class: "dim", text: "no findings" })));
+      case "check": {
+        const node = add(item(event.passed ? "answer" : "error", agent,
+          head(agent, `check ${event.round}/${event.rounds} ${event.passed ? "passed" : `failed, exit status ${event.exit_code}`}`,
+            el("code", { text: event.command })),
+          event.output ? el("details", { open: !event.passed || null }, el("summary", { text: "output" }), el("pre", { text: event.output })) : null));
+        node.dataset.check = event.passed ? "passed" : "failed";
+        return node;
+      }
+      case "pull":
+        return add(item("notice", agent, head(agent, `${event.forge === "gitlab" ? "merge" : "pull"} request ${event.opened ? "opened" : "updated"}`),
+          link(event.url)));
       case "worktree": {
         const output = el("div");
         const apply = `crew apply ${id} ${agent}`;
@@ -563,7 +579,7 @@ function batchSection(batch) {
     el("div", { class: "dim", text: batch.task }),
     batchBar(batch),
     el("div", { class: "scroll" }, el("table", {},
-      el("thead", {}, el("tr", {}, ["Repository", "Status", "Run", "Branch", "Error"].map((h) => el("th", { text: h })))),
+      el("thead", {}, el("tr", {}, ["Repository", "Status", "Run", "Branch", "Pull request", "Error"].map((h) => el("th", { text: h })))),
       el("tbody", {}, batch.repos.map(repoRow)))));
 }
 
@@ -579,7 +595,7 @@ function repoRow(repo) {
   return el("tr", { "data-repo": repo.repo },
     el("td", { class: "mono wrap", text: repo.repo }), el("td", {}, status(repo.status)),
     el("td", { class: "mono" }, repo.run ? el("a", { href: `/runs/${repo.run}`, "data-run-link": repo.run, text: repo.run }) : "-"),
-    el("td", { class: "mono wrap", text: repo.branch || "-" }),
+    el("td", { class: "mono wrap", text: repo.branch || "-" }), el("td", { class: "wrap", "data-pull": "" }, link(repo.pull)),
     el("td", { class: "dim wrap", text: repo.error || "" }));
 }
 
