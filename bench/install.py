@@ -28,7 +28,11 @@ def install(target: str) -> tuple[float, int]:
         env = {**os.environ, "PIP_CACHE_DIR": str(cache), "PIP_NO_INPUT": "1"}
         start = time.perf_counter()
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-        subprocess.run([str(venv / "bin/pip"), "install", "-q", target], cwd=REPO, env=env, check=True)
+        done = subprocess.run(
+            [str(venv / "bin/pip"), "install", "-q", target], cwd=REPO, env=env, capture_output=True, text=True
+        )
+        if done.returncode != 0:
+            raise SystemExit(f"bench install: pip install {target} failed:\n{done.stderr}")
         took = time.perf_counter() - start
         size = sum(path.stat().st_size for path in venv.rglob("*") if path.is_file() and not path.is_symlink())
         return took, size
