@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from crewbridge.engine.context import Observer
     from crewbridge.engine.dialogue import Chat
     from crewbridge.engine.loop import RunResult
-    from crewbridge.providers.base import McpServer
+    from crewbridge.providers.base import Image, McpServer
     from crewbridge.record.events import Parent
     from crewbridge.record.stream import Sink
     from crewbridge.system.approval import Channel
@@ -45,6 +45,7 @@ class Bridge:
         files: Files | None = None,
         mcp_servers: Sequence[McpServer] = (),
         observers: Sequence[Observer] = (),
+        roots: Sequence[Path] = (),
     ) -> None:
         """`config`: default crew.yaml found as the command finds it; `workdir`: default here; `env`:
         added to the environment of the CLIs it starts; `tools`: added to the configured ones;
@@ -53,7 +54,9 @@ class Bridge:
         ACP, the browser of `crew ui`; crewbridge.system.approval); `files`: where the file tools read and
         write text instead of the disk (an editor's buffers over ACP); `mcp_servers`: given to each
         CLI that takes them (Provider.mcp_via), besides crew's own tools (an editor's, over ACP);
-        `observers`: join each run's record (crewbridge.engine.context.Observer: the browser's link)."""
+        `observers`: join each run's record (crewbridge.engine.context.Observer: the browser's link);
+        `roots`: folders besides `workdir` that crew's path rules and the sandbox treat as they treat
+        it (an editor's additional directories, over ACP)."""
         self.context = RunContext.of(
             config,
             workdir,
@@ -64,6 +67,7 @@ class Bridge:
             files=files,
             mcp_servers=tuple(mcp_servers),
             observers=tuple(observers),
+            roots=tuple(roots),
         )
 
     @property
@@ -127,6 +131,7 @@ class Bridge:
         run: str | None = None,
         command: str | None = None,
         parent: Parent | None = None,
+        images: Sequence[Image] = (),
         **values: Any,
     ) -> list[Outcome]:
         """Run the task in `text` ("@agent[:model] … task") on every mentioned agent at once, with
@@ -137,11 +142,23 @@ class Bridge:
         `context` is added to the task; `stop`, when set from another thread, ends the run
         (crewbridge.base.stop.Stop); `on_progress` gets each event of the run's record as it happens
         (crewbridge.record.events). The record has the id `run` (default: a new one), says `command`
-        (default: the mode) and what the run is part of (`parent`: an editor's session, a batch)."""
+        (default: the mode) and what the run is part of (`parent`: an editor's session, a batch).
+        `images` go with the task to each agent's model (crewbridge.providers.base.Image)."""
         from crewbridge.engine.parallel import run_task
 
         ctx = self.context.reporting(on_progress, stop)
-        return run_task(ctx, text, mode, options, context=context, run=run, command=command, parent=parent, **values)
+        return run_task(
+            ctx,
+            text,
+            mode,
+            options,
+            context=context,
+            run=run,
+            command=command,
+            parent=parent,
+            images=tuple(images),
+            **values,
+        )
 
     def ask(self, text: str, mode: Mode = "query", **options: Any) -> RunResult:
         """Run a task on one agent ("@agent task") and return its result; an error is raised

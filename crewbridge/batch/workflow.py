@@ -36,7 +36,7 @@ from crewbridge.bridge import Bridge
 from crewbridge.config import Config
 from crewbridge.engine.outputs import check_record
 from crewbridge.errors import CrewError
-from crewbridge.record.events import End, Event
+from crewbridge.record.events import End, Event, Parent
 from crewbridge.sandbox import Sandboxing
 from crewbridge.system.forge import Client, Pace, Proposal, forge_of, propose, remote_of
 from crewbridge.system.git import Change, Stamp
@@ -202,7 +202,10 @@ class BatchWorker(DBOSConfiguredInstance):
             if isinstance(event, End):
                 ended.append(event)
 
-        outcome = bridge.run(spec.task, "execute", options=spec.options(), stop=stop, on_progress=keep)[0]
+        parent = Parent(batch=spec.batch, repo=Repo.of(repo_data).text)  # the runs list names both
+        outcome = bridge.run(spec.task, "execute", options=spec.options(), stop=stop, on_progress=keep, parent=parent)[
+            0
+        ]
         result = outcome.result
         ran: dict[str, Any] = {
             "usage": result.usage if result is not None else None,

@@ -313,7 +313,8 @@ class GeminiAcpConversation(Peer):
         return {"type": "http", "name": ACP_SERVER, "url": self._http.url, "headers": [header]}
 
     def begin(self, message: str) -> list[Event]:
-        prompt = [{"type": "text", "text": message}]
+        images = [{"type": "image", "mimeType": image.mime, "data": image.base64()} for image in self.images()]
+        prompt = [{"type": "text", "text": message}, *images]
         self.request("session/prompt", {"sessionId": self.session_id, "prompt": prompt}, prompt_end, PromptEnd)
         return [Session(self.session_id)]
 
