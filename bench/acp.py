@@ -1,9 +1,13 @@
 """crew acp's figures: its start to its answer to `initialize` (goal ≤ 50 ms), and the time from
-`session/prompt` to the first `agent_message_chunk` against `claude -p`'s time from its start to
-its first text delta, the real claude on the same mock (goal ≤ 1.1×). crew is installed as users
+`session/prompt` (and from crew acp's start, through `initialize` and `session/new`) to the first
+`agent_message_chunk` against `claude -p`'s time from its start to its first text delta, the real
+claude on the same mock (goal ≤ 1.1×). crew is installed as users
 install it (bench.common.installed); runs alternate, medians are printed.
 
-    .venv/bin/python -m bench.acp [--runs N]
+    .venv/bin/python -m bench.acp [--runs N] [--before CHECKOUT]
+
+--before CHECKOUT (a copy of another commit's sources: `git archive`) installs that one too and
+times it in the same rounds, its rows marked [before].
 
 The ACP client is this process: JSON lines on the pipes, no SDK (its import would be measured too)."""
 
@@ -59,9 +63,11 @@ def initialize(crew: str, env: dict[str, str], work: Path) -> tuple[float, float
         proc.wait()
 
 
-def first_chunk(crew: str, env: dict[str, str], work: Path, mock: Any) -> float:
-    """Seconds from session/prompt to the first agent_message_chunk (the session made just before)."""
+def first_chunk(crew: str, env: dict[str, str], work: Path, mock: Any) -> tuple[float, float]:
+    """Seconds from session/prompt to the first agent_message_chunk (the session made just before),
+    and from crew acp's start (initialize, session/new, session/prompt) to it."""
     mock.script(ANSWER)
+    began = time.perf_counter()
     proc = subprocess.Popen(
         [crew, "acp"], cwd=work, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True
     )
@@ -79,9 +85,9 @@ def first_chunk(crew: str, env: dict[str, str], work: Path, mock: Any) -> float:
             {"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": {"sessionId": sid, "prompt": prompt}},
         )
         _until(proc, lambda m: m.get("params", {}).get("update", {}).get("sessionUpdate") == "agent_message_chunk")
-        took = time.perf_counter() - start
+        ended = time.perf_counter()
         _until(proc, lambda m: m.get("id") == 2)
-        return took
+        return ended - start, ended - began
     finally:
         kill_group(proc.pid)
         proc.wait()
@@ -108,28 +114,45 @@ def claude_first_delta(env: dict[str, str], work: Path, mock: Any) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=9)
-    runs = parser.parse_args().runs
-    crew = str(installed() / "crew")
+    parser.add_argument("--before", type=Path, help="another checkout, timed in the same rounds")
+    args = parser.parse_args()
+    crews = {"": str(installed() / "crew")}
+    if args.before is not None:
+        crews[" [before]"] = str(installed(args.before.resolve()) / "crew")
+    starts: dict[str, list[tuple[float, float, float]]] = {mark: [] for mark in crews}
+    chunks: dict[str, list[tuple[float, float]]] = {mark: [] for mark in crews}
+    deltas = []
     with claude_env() as (mock, env, work):
-        starts, chunks, deltas = [], [], []
-        for _ in range(runs + 1):  # the first of each is a warm-up
-            starts.append(initialize(crew, env, work))
-            chunks.append(first_chunk(crew, env, work, mock))
+        for _ in range(args.runs + 1):  # the first of each is a warm-up
+            for mark, crew in crews.items():
+                starts[mark].append(initialize(crew, env, work))
+                chunks[mark].append(first_chunk(crew, env, work, mock))
             deltas.append(claude_first_delta(env, work, mock))
-        starts, chunks, deltas = starts[1:], chunks[1:], deltas[1:]
-    ratio = median(chunks) / median(deltas)
-    rows = [
-        ("crew acp: start to its answer to initialize", [s[0] for s in starts], f"goal <= {INITIALIZE_TARGET:g} ms"),
-        ("  of which on a CPU (crew's own work)", [s[1] for s in starts], ""),
-        ("  of which waiting for a CPU (the load)", [s[2] for s in starts], ""),
-        ("crew acp: session/prompt to first chunk", chunks, ""),
-        ("claude -p: start to first text delta", deltas, ""),
-    ]
-    for name, values, goal in rows:
-        print(f"{name:46} {median(values) * 1000:7.1f} ms  ({spread(values, ' ms', 1000)}) {goal}")
-    print(f"{'ratio':46} {ratio:7.2f}x     (goal <= {CHUNK_TARGET}x; load {os.getloadavg()[0]:.1f})")
+    deltas = deltas[1:]
+    for mark in crews:
+        started, chunked = starts[mark][1:], chunks[mark][1:]
+        prompt, whole = [c[0] for c in chunked], [c[1] for c in chunked]
+        rows = [
+            (
+                "crew acp: start to its answer to initialize",
+                [s[0] for s in started],
+                f"goal <= {INITIALIZE_TARGET:g} ms",
+            ),
+            ("  of which on a CPU (crew's own work)", [s[1] for s in started], ""),
+            ("  of which waiting for a CPU (the load)", [s[2] for s in started], ""),
+            ("crew acp: session/prompt to first chunk", prompt, ""),
+            ("crew acp: its start (initialize) to first chunk", whole, ""),
+        ]
+        for name, values, goal in rows:
+            print(f"{name + mark:56} {median(values) * 1000:7.1f} ms  ({spread(values, ' ms', 1000)}) {goal}")
+        print(f"{'ratio to claude -p' + mark:56} {median(prompt) / median(deltas):7.2f}x     (goal <= {CHUNK_TARGET}x)")
+        print(f"{'ratio to claude -p, from crew acp start' + mark:56} {median(whole) / median(deltas):7.2f}x")
+    print(
+        f"{'claude -p: start to first text delta':56} {median(deltas) * 1000:7.1f} ms  ({spread(deltas, ' ms', 1000)})"
+    )
+    print(f"load {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 `call` event, written down by the run's record as the caller emits it) to its row on an open
 run page (a MutationObserver in the page notes when the row appears; both clocks are this
 machine's); the runs page's load with 1,000 runs in the list, from navigation to every row shown,
-the first load after `crew ui` starts (nothing read yet) and loads after it; and, for the server
+the first load after `crew ui` starts (nothing read yet) and loads after it; a finished run's page
+with 1,000 events in its record, from navigation to its last event shown; and, for the server
 both faces share (crewbridge.protocol.webserver), a token holder's request to `crew mcp --http` while 32
 strangers hold every slot of theirs, trickling header bytes (issue 31's slowloris)."""
 
@@ -27,6 +28,8 @@ from bench.mcp import INITIALIZE
 
 CALL_TARGET = 250.0  # ms
 LIST_TARGET = 500.0  # ms
+PAGE_TARGET = 1000.0  # ms
+EVENTS = 1000  # of the run whose page loads
 SLOWLORIS_TARGET = 1000.0  # ms
 RUNS = 1000
 TOKEN = "bench-ui-token-0123456789abcdef"
@@ -35,6 +38,8 @@ SEEN = """() => { window.seen = {}; new MutationObserver(() => {
     const name = node.getAttribute('data-tool-call'); if (!(name in window.seen)) window.seen[name] = Date.now();
   } }).observe(document.body, {childList: true, subtree: true}); }"""
 ALL_ROWS = "(runs) => document.querySelectorAll('[data-run-id]').length >= runs"
+ENDED = """(calls) => document.querySelectorAll('[data-tool-call="read_file"]').length >= calls
+  && [...document.querySelectorAll('[data-kind="notice"]')].some((n) => n.textContent.startsWith('ended:'))"""
 
 
 def run(settings: Settings) -> list[Row]:
@@ -50,6 +55,7 @@ def run(settings: Settings) -> list[Row]:
         try:
             with chromium() as browser:
                 rows = [_tool_call_to_row(browser, state, env, settings.repeats(40, 12))]
+                rows.append(_run_page_load(browser, state, env, settings.repeats(9, 3)))
                 rows += _list_load(browser, state, env, settings.repeats(9, 3))
         finally:
             if kept is None:
@@ -136,6 +142,58 @@ def _tool_call_to_row(browser: Any, state: Path, env: dict[str, str], calls: int
         target=CALL_TARGET,
         spread=spread(took, " ms"),
     )
+
+
+def _run_page_load(browser: Any, state: Path, env: dict[str, str], loads: int) -> Row:
+    """A finished run of EVENTS events (turns, the model's text, tool calls with their decisions
+    and results, usage) whose page is loaded: navigation → its end shown (each load a new page)."""
+    from crewbridge.record import events as ev
+    from crewbridge.ui.server import COOKIE
+
+    record = _started(state / "crewbridge" / "runs", "a long run")
+    calls = (EVENTS - 3) // 5  # start, answer, end, and five events a round
+    for turn in range(calls):
+        call = record.next_call()
+        record.emit(ev.Text(agent="claude", text=f"Reading part {turn}.\n"))
+        record.emit(ev.Call(agent="claude", call=call, name="crew:read_file", input={"path": f"part{turn}.txt"}))
+        record.emit(ev.Decision(agent="claude", call=call, decision="allowed"))
+        data = {"path": f"part{turn}.txt", "content": "line\n" * 20}
+        record.emit(ev.Result(agent="claude", call=call, name="crew:read_file", success=True, data=data))
+        record.emit(ev.Usage(agent="claude", turn=turn + 1, input_tokens=1200, output_tokens=40, cost_usd=0.0003))
+    record.emit(ev.Answer(agent="claude", text="Read every part."))
+    record.end("done")
+    took = []
+    proc, url, link = _ui(env)
+    try:
+        for _ in range(loads):
+            page = browser.new_page()
+            page.context.add_cookies([{"name": COOKIE, "value": _cookie(link), "url": url}])
+            page.goto(f"{url}/runs/{record.run}")
+            page.wait_for_function(ENDED, arg=calls, polling="raf")
+            took.append(page.evaluate("() => performance.now()"))
+            page.close()
+            url, link = _again(env)
+    finally:
+        _end(proc)
+    return Row(
+        "13 ui",
+        f"a run's page, {EVENTS:,} events in its record: navigation → its end shown",
+        median(took),
+        "ms",
+        target=PAGE_TARGET,
+        spread=spread(took, " ms"),
+    )
+
+
+def _again(env: dict[str, str]) -> tuple[str, str]:
+    """The address of the crew ui that serves, and a new sign-in link to it (a link works once)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "crewbridge", "ui"], env=env, cwd=REPO, capture_output=True, text=True, timeout=60
+    )
+    found = re.match(r"crew ui: open ((http://\S+)/sign-in/\S+)", done.stdout)
+    if not found:
+        raise SystemExit(f"bench ui: no new sign-in link: {done.stdout}{done.stderr}")
+    return found.group(2), found.group(1)
 
 
 def _list_load(browser: Any, state: Path, env: dict[str, str], loads: int) -> list[Row]:

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from crewbridge.engine.context import Observer
     from crewbridge.engine.dialogue import Chat
     from crewbridge.engine.loop import RunResult
-    from crewbridge.providers.base import McpServer
+    from crewbridge.providers.base import Image, McpServer
     from crewbridge.record.events import Parent
     from crewbridge.record.stream import Sink
     from crewbridge.record.trace import Tracing
@@ -47,6 +47,7 @@ class Bridge:
         mcp_servers: Sequence[McpServer] = (),
         observers: Sequence[Observer] = (),
         tracing: Tracing | None = None,
+        roots: Sequence[Path] = (),
     ) -> None:
         """`config`: default crew.yaml found as the command finds it; `workdir`: default here; `env`:
         added to the environment of the CLIs it starts; `tools`: added to the configured ones;
@@ -57,7 +58,9 @@ class Bridge:
         CLI that takes them (Provider.mcp_via), besides crew's own tools (an editor's, over ACP);
         `observers`: join each run's record (crewbridge.engine.context.Observer: the browser's link);
         `tracing`: the runs are traced (their trace ids chosen as their CLIs start: the exporter of
-        crewbridge.telemetry is among the observers)."""
+        crewbridge.telemetry is among the observers).
+        `roots`: folders besides `workdir` that crew's path rules and the sandbox treat as they treat
+        it (an editor's additional directories, over ACP)."""
         self.context = RunContext.of(
             config,
             workdir,
@@ -69,6 +72,7 @@ class Bridge:
             mcp_servers=tuple(mcp_servers),
             observers=tuple(observers),
             tracing=tracing,
+            roots=tuple(roots),
         )
 
     @property
@@ -132,6 +136,7 @@ class Bridge:
         run: str | None = None,
         command: str | None = None,
         parent: Parent | None = None,
+        images: Sequence[Image] = (),
         **values: Any,
     ) -> list[Outcome]:
         """Run the task in `text` ("@agent[:model] … task") on every mentioned agent at once, with
@@ -142,11 +147,23 @@ class Bridge:
         `context` is added to the task; `stop`, when set from another thread, ends the run
         (crewbridge.base.stop.Stop); `on_progress` gets each event of the run's record as it happens
         (crewbridge.record.events). The record has the id `run` (default: a new one), says `command`
-        (default: the mode) and what the run is part of (`parent`: an editor's session, a batch)."""
+        (default: the mode) and what the run is part of (`parent`: an editor's session, a batch).
+        `images` go with the task to each agent's model (crewbridge.providers.base.Image)."""
         from crewbridge.engine.parallel import run_task
 
         ctx = self.context.reporting(on_progress, stop)
-        return run_task(ctx, text, mode, options, context=context, run=run, command=command, parent=parent, **values)
+        return run_task(
+            ctx,
+            text,
+            mode,
+            options,
+            context=context,
+            run=run,
+            command=command,
+            parent=parent,
+            images=tuple(images),
+            **values,
+        )
 
     def ask(self, text: str, mode: Mode = "query", **options: Any) -> RunResult:
         """Run a task on one agent ("@agent task") and return its result; an error is raised

@@ -146,6 +146,14 @@ def _main(started: Early | Greeting | AcpGreeting | None) -> None:
     except Exception as exc:  # a bug in crew: one line, and the traceback only on request
         if os.environ.get("CREW_DEBUG"):
             raise
+        if isinstance(exc, ModuleNotFoundError):  # an extra's module, where no command required it
+            from crewbridge.base.extras import missing, of_module
+
+            extra = of_module(exc.name)
+            if extra is not None:
+                error = missing(extra, f"crew {' '.join(sys.argv[1:2])}".strip())
+                click.echo(f"crew: error: {error}", err=True)
+                sys.exit(error.exit_code)
         click.echo(
             f"crew: internal error: {type(exc).__name__}: {exc} (CREW_DEBUG=1 shows the traceback; please report it)",
             err=True,

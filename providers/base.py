@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,6 +15,7 @@ from crewbridge.base import jsonio
 from crewbridge.base.decoded import Event, Notice
 from crewbridge.base.mentions import refuse_option
 from crewbridge.base.modes import Mode
+from crewbridge.errors import CLINotFound, UsageError
 from crewbridge.sandbox import Sandbox, State
 
 if TYPE_CHECKING:
@@ -41,6 +43,23 @@ def mcp_variables(servers: Sequence[McpServer]) -> dict[str, str]:
     }
 
 
+@dataclass(frozen=True)
+class Image:
+    """An image given with a task (an editor's prompt): its MIME type and bytes."""
+
+    mime: str  # image/png, image/jpeg, image/gif or image/webp
+    data: bytes
+
+    def base64(self) -> str:
+        import base64  # for start-up speed: a task with an image only
+
+        return base64.b64encode(self.data).decode("ascii")
+
+    def url(self) -> str:
+        """As a data: URL."""
+        return f"data:{self.mime};base64,{self.base64()}"
+
+
 @dataclass
 class Turn:
     """One invocation of a CLI: the message to send and how."""
@@ -58,6 +77,7 @@ class Turn:
     passed: tuple[str, ...] = ()  # secret-named variables it gets all the same (crew.yaml's env.pass)
     mcp_servers: tuple[McpServer, ...] = ()  # MCP servers it is given besides crew's (Provider.mcp_via)
     trace: tuple[tuple[str, str], ...] = ()  # TRACEPARENT (its agent's span) and TRACESTATE, when the run is traced
+    images: tuple[Image, ...] = ()  # given with the conversation's first message (Provider.images_via)
 
     def __post_init__(self) -> None:
         # Each goes to the CLI as an argument: `--model --dangerously-skip-permissions` must never be
@@ -206,6 +226,10 @@ class Provider:
     name = ""
     binary = ""
     install_hint = ""  # how a person installs the CLI
+    tested = ""  # the version crew's tests drive (package.json's pin; `crew doctor` compares)
+    # which of its conversations gives the model images with the task: "live" or "native" ("": none)
+    images_via = ""
+    login: tuple[str, ...] | None = None  # its arguments that log a person in, in a terminal (`crew acp login`)
     resumable = True  # has its own session resume; otherwise crew replays the transcript
     prompt_on_stdin = True  # argv is capped at 128 KiB; stdin is not. Then argv() must not read turn.prompt:
     # the first turn's CLI is started before its prompt is built (Conversation.start)
@@ -299,6 +323,16 @@ class Provider:
         server (`crew doctor` says which does), each with how it lists servers: "json" (an
         `mcpServers` object) or "toml" (`[mcp_servers.NAME]` tables)."""
         return []
+
+    def login_argv(self) -> list[str]:
+        """The command that logs a person in to this CLI in a terminal; UsageError where it has none,
+        CLINotFound where it is not installed."""
+        if self.login is None:
+            raise UsageError(f"crew knows no login for {self.name}; log in as its documentation says")
+        path = shutil.which(self.binary)
+        if path is None:
+            raise CLINotFound(f"{self.binary} is not on PATH; install it ({self.install_hint}), then log in")
+        return [path, *self.login]
 
     def commands(self) -> list[list[str]]:
         """Every command line crew may run, with sample values: `crew doctor` checks each one's

@@ -253,6 +253,9 @@ class ClaudeProvider(Provider):
     name = "claude"
     binary = "claude"
     install_hint = "npm install -g @anthropic-ai/claude-code"
+    tested = "2.1.197"
+    login = ("auth", "login")
+    images_via = "live"
     live = "crewbridge.conversations.claude:ClaudeLiveConversation"
     native_via = "an SDK MCP server in its live process"
     read_only_tools = frozenset(READ_ONLY_TOOLS.split(","))

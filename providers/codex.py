@@ -155,6 +155,9 @@ class CodexProvider(Provider):
     name = "codex"
     binary = "codex"
     install_hint = "npm install -g @openai/codex"
+    tested = "0.169.0"
+    login = ("login",)
+    images_via = "live"
     live = "crewbridge.conversations.codex:CodexLiveConversation"
     native_via = "dynamic tools on its app-server thread"
     mcp_via = "options"

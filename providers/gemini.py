@@ -86,6 +86,9 @@ class GeminiProvider(Provider):
     name = "gemini"
     binary = "gemini"
     install_hint = "npm install -g @google/gemini-cli"
+    tested = "0.61.0"
+    login = ()  # its first interactive start asks how to log in
+    images_via = "native"
     live = "crewbridge.conversations.gemini:GeminiSessionConversation"
     native = "crewbridge.conversations.gemini_acp:GeminiAcpConversation"
     native_via = "an MCP server in crew's process, over ACP (gemini --acp)"

@@ -1,7 +1,7 @@
 """docs/ui.md's screenshots: `crew ui` in Debian's Chromium over runs of the real claude and gemini
 (node_modules/.bin, pinned) against the tests' mock model server, in a scratch folder; an approval
 answered on the page, a run stopped with Ctrl-C, a failed one, and a `crew batch` over three
-repositories.
+repositories, one of which fails; the runs, the batches and usage on a 390 px phone.
 
     PATH="$PWD/node_modules/.bin:$PATH" .venv/bin/python scripts/ui_screenshots.py [OUT_FOLDER]
 """
@@ -75,7 +75,13 @@ with MockServer() as mock:
         end_group(stopped)
         repos = [make_repo(base / name, {"notes.txt": f"the {name} service\n"}) for name in ("api", "web", "worker")]
         write = tool_block("crew:write_file", path="CHANGELOG.md", content="- logging 2.x\n")
-        mock.respond(lambda request: "Done." if '"success": true' in request.text() else write)
+
+        def answer(request):  # the worker's model refuses: a batch with a failed repository
+            if "/worker" in json.dumps(request.body):
+                return error(400, "the model refused this request")
+            return "Done." if '"success": true' in request.text() else write
+
+        mock.respond(answer)
         crew(env, "batch", "--id", "logging", "@claude bump the logging library to 2.x", *map(str, repos))
         mock.responder = None  # the script again
         write_config(work / "crew.yaml", agents={"claude": {"approval": ["edit_file"]}})
@@ -122,6 +128,11 @@ with MockServer() as mock:
             phone.locator("[data-run-id]").nth(5).wait_for()
             phone.wait_for_timeout(300)
             phone.screenshot(path=str(out / "ui-phone.png"))
+            for name in ("batches", "usage"):  # 390 px wide: nothing scrolls sideways (tests/e2e/test_ui_real.py)
+                phone.goto(f"{url}/{name}")
+                phone.locator("[data-batch-id]" if name == "batches" else ".chart svg").first.wait_for()
+                phone.wait_for_timeout(300)
+                phone.screenshot(path=str(out / f"ui-phone-{name}.png"), full_page=True)
     finally:
         end_group(ui)
 print(json.dumps(sorted(str(path) for path in out.glob("ui-*.png"))))

@@ -109,6 +109,12 @@ def test_initialize_is_answered_as_the_sdk_says_and_early(tmp_path: Path, workdi
 
     answer = InitializeResponse.model_validate(hello())
     assert answer.agent_capabilities.load_session and answer.agent_capabilities.prompt_capabilities.embedded_context
+    sessions = answer.agent_capabilities.session_capabilities
+    assert sessions.list and sessions.resume and sessions.close and sessions.additional_directories
+    # as the ACP registry's launch check reads them: a terminal method runs `crew acp login CLI`
+    assert [(m.id, m.type, m.args) for m in answer.auth_methods] == [
+        (cli, "terminal", ["login", cli]) for cli in ("claude", "gemini", "codex")
+    ]
     assert answer.agent_info.name == "crew" and answer.protocol_version == 1
     start = subprocess.Popen(
         [*CREW, "acp"], cwd=workdir, env=crew_env(tmp_path / "home"), stdin=subprocess.PIPE, stdout=subprocess.PIPE
@@ -158,7 +164,10 @@ def test_a_prompt_streams_text_a_read_and_a_write_as_a_diff_approved_then_reject
         context, conn, _ = await opened(setup, workdir, editor)
         try:
             session = await conn.new_session(cwd=str(workdir), mcp_servers=[])
-            assert {o.id for o in session.config_options} == {"agent", "model", "mode", "reviewer", "worktree"}
+            ids = [o.id for o in session.config_options]
+            assert ids == ["agent", "model", "mode", "reviewer", "rounds", "worktree", "tools"]
+            chosen = await conn.set_config_option(config_id="tools", session_id=session.session_id, value="text")
+            assert [o.current_value for o in chosen.config_options if o.id == "tools"] == ["text"]
             await conn.set_config_option(config_id="agent", session_id=session.session_id, value="fake")
             await conn.set_session_mode(mode_id="execute", session_id=session.session_id)
             first = await conn.prompt(session_id=session.session_id, prompt=[text_block("read and write")])
@@ -359,6 +368,122 @@ def test_a_session_is_listed_and_loaded_after_a_restart_and_its_conversation_goe
 
 
 @pytest.mark.slow
+def test_a_session_not_yet_prompted_is_loaded_resumed_and_closed(setup: dict[str, Any], workdir: Path) -> None:
+    editor = Editor()
+
+    async def scenario() -> list[str]:
+        context, conn, _ = await opened(setup, workdir, editor)
+        refusals = []
+        try:
+            sid = (await conn.new_session(cwd=str(workdir), mcp_servers=[])).session_id
+            loaded = await conn.load_session(cwd=str(workdir), session_id=sid, mcp_servers=[])
+            assert loaded.config_options and editor.updates == []  # nothing to replay
+            resumed = await conn.resume_session(cwd=str(workdir), session_id=sid, mcp_servers=[])
+            assert [o.id for o in resumed.config_options][:1] == ["agent"]
+            await conn.close_session(session_id=sid)
+            for attempt in (
+                conn.prompt(session_id=sid, prompt=[text_block("hi")]),
+                conn.close_session(session_id=sid),
+                conn.resume_session(cwd=str(workdir), session_id="20000101-000000-000000", mcp_servers=[]),
+            ):
+                try:
+                    await attempt
+                except Exception as exc:
+                    refusals.append(str(exc))
+        finally:
+            await context.__aexit__(None, None, None)
+        return refusals
+
+    refusals = run(scenario())
+    assert len(refusals) == 3 and "is not open" in refusals[0] and "is not open" in refusals[1]
+    assert "not found" in refusals[2]
+
+
+@pytest.mark.slow
+def test_a_session_resumed_after_a_restart_goes_on_without_a_replay(
+    setup: dict[str, Any], workdir: Path, fake: FakeModel
+) -> None:
+    fake.script("First answer.", "Second answer.")
+    editor = Editor()
+
+    async def first() -> str:
+        context, conn, _ = await opened(setup, workdir, editor)
+        try:
+            sid = (await conn.new_session(cwd=str(workdir), mcp_servers=[])).session_id
+            await conn.prompt(session_id=sid, prompt=[text_block("remember this")])
+            return str(sid)
+        finally:
+            await context.__aexit__(None, None, None)
+
+    sid = run(first())
+    editor = Editor()
+
+    async def again() -> int:
+        context, conn, _ = await opened(setup, workdir, editor)
+        try:
+            await conn.resume_session(cwd=str(workdir), session_id=sid, mcp_servers=[])
+            replayed = len(editor.updates)
+            await conn.prompt(session_id=sid, prompt=[text_block("and now?")])
+            return replayed
+        finally:
+            await context.__aexit__(None, None, None)
+
+    assert run(again()) == 0  # the editor keeps the history it showed
+    assert "Second answer." in editor.text()
+    assert "remember this" in fake.prompts[-1] and "and now?" in fake.prompts[-1]  # the same conversation
+
+
+@pytest.mark.slow
+@pytest.mark.needs("bwrap")
+def test_additional_directories_are_written_as_the_folder_is_and_nothing_else(
+    setup: dict[str, Any], workdir: Path, fake: FakeModel, tmp_path: Path
+) -> None:
+    extra, outside = tmp_path / "extra", tmp_path / "outside"
+    extra.mkdir()
+    outside.mkdir()
+    fake.script(
+        tool_block("crew:write_file", path=str(extra / "made.txt"), content="made\n")
+        + tool_block("crew:write_file", path=str(outside / "no.txt"), content="no\n")
+        + tool_block("crew:run_command", command=f"echo ran > {extra}/ran.txt; echo ran > {outside}/ran.txt"),
+        "Done.",
+    )
+    editor = Editor()
+    setup = {**setup, "args": [*setup["args"], "--sandbox", "required"]}
+
+    async def scenario() -> None:
+        context, conn, _ = await opened(setup, workdir, editor)
+        try:
+            sid = (
+                await conn.new_session(cwd=str(workdir), additional_directories=[str(extra)], mcp_servers=[])
+            ).session_id
+            await conn.set_config_option(config_id="mode", session_id=sid, value="execute")
+            await conn.prompt(session_id=sid, prompt=[text_block("write in both")])
+        finally:
+            await context.__aexit__(None, None, None)
+
+    run(scenario())
+    assert (extra / "made.txt").read_text() == "made\n" and (extra / "ran.txt").read_text() == "ran\n"
+    assert list(outside.iterdir()) == []  # neither crew's write nor the command's reached it
+    failed = [u for u in editor.of("tool_call_update") if u["status"] == "failed"]
+    assert len(failed) == 1 and "is outside the working directory" in failed[0]["content"][0]["content"]["text"]
+
+
+@pytest.mark.slow
+def test_an_additional_directory_that_is_not_a_folder_is_refused(setup: dict[str, Any], workdir: Path) -> None:
+    async def scenario() -> str:
+        context, conn, _ = await opened(setup, workdir, Editor())
+        try:
+            await conn.new_session(cwd=str(workdir), additional_directories=["relative/dir"], mcp_servers=[])
+        except Exception as exc:
+            return str(exc)
+        finally:
+            await context.__aexit__(None, None, None)
+        return ""
+
+    assert "additional directory 'relative/dir' is not an absolute path to a folder" in run(scenario())
+
+
+@pytest.mark.slow
 def test_an_untrusted_project_is_refused_with_crews_message(tmp_path: Path, workdir: Path) -> None:
     (workdir / "crew.yaml").write_text("providers:\n  x:\n    command: [./run.sh]\n")
     editor = Editor()
@@ -405,6 +530,9 @@ def test_bad_frames_get_json_rpc_errors_and_crew_reads_on(tmp_path: Path, workdi
     frames = [
         b"{not json\n",
         b"[1, 2]\n",
+        b'{"id":5,"method":"initialize"}\n',  # no jsonrpc
+        b'{"foo":1}\n',  # neither a request nor an answer
+        b'{"id":6,"result":1}\n',  # a malformed answer: said on stderr, never answered
         b'{"jsonrpc":"2.0","id":1,"method":"nothing/here"}\n',
         b'{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"relative","mcpServers":[]}}\n',
         b'{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"none","prompt":[]}}\n',
@@ -419,10 +547,30 @@ def test_bad_frames_get_json_rpc_errors_and_crew_reads_on(tmp_path: Path, workdi
         timeout=60,
     )
     answers = [json.loads(line) for line in done.stdout.splitlines()]
-    assert [a.get("error", {}).get("code") for a in answers] == [-32700, -32600, -32601, -32602, -32602, None]
-    assert "relative" in answers[3]["error"]["message"] and answers[-1]["result"] == hello()
+    codes = [a.get("error", {}).get("code") for a in answers]
+    assert codes == [-32700, -32600, -32600, -32600, -32601, -32602, -32602, None]
+    assert [a["id"] for a in answers[:4]] == [None, None, 5, None]
+    assert "relative" in answers[5]["error"]["message"] and answers[-1]["result"] == hello()
     assert answers[1]["error"]["message"] == "a batch: crew takes no batches; send one JSON-RPC message at a time"
     assert done.returncode == 0 and b"Traceback" not in done.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stdin", ["empty", "devnull", "closed"])
+def test_an_empty_or_closed_stdin_ends_crew_acp_at_once_and_quietly(stdin: str, tmp_path: Path, workdir: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.write_bytes(b"")
+    how = {"empty": f"< {empty}", "devnull": "< /dev/null", "closed": "<&-"}[stdin]
+    command = " ".join(f"'{part}'" for part in [*CREW, "acp"])
+    done = subprocess.run(
+        f"exec {command} {how}",
+        shell=True,
+        cwd=workdir,
+        env=crew_env(tmp_path / "home"),
+        capture_output=True,
+        timeout=60,
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
 
 
 @pytest.mark.slow
@@ -495,10 +643,19 @@ def test_the_sandbox_required_where_none_works_is_refused_before_serving(tmp_pat
 
 
 @pytest.mark.slow
-def test_crew_acp_check_passes_on_crew_acp(setup: dict[str, Any], workdir: Path, fake: FakeModel) -> None:
-    fake.script("Hello there.")
+def test_crew_acp_check_passes_on_crew_acp_and_reaches_its_permissions(
+    setup: dict[str, Any], workdir: Path, fake: FakeModel, tmp_path: Path
+) -> None:
+    write = tool_block("crew:write_file", path="acp-check.txt", content="ok\n")
+    fake.script("Hello there.", write, "Done.", write, "Understood.", "Hello there.")
     env = {**setup["env"], "PATH": os.environ["PATH"]}
-    config = setup["args"][2]
+    config = str(
+        write_config(
+            tmp_path / "crew.yaml",  # the file setup made, given with --config: trusted
+            providers={"fake": fake.provider()},
+            agents={"claude": {"provider": "fake", "approval": ["write_file"]}},
+        )
+    )
     agent = [sys.executable, "-m", "crewbridge", "acp", "--config", config]
     done = subprocess.run(
         [*CREW, "acp", "--config", config, "check", "--timeout", "60", "--", *agent],
@@ -510,6 +667,68 @@ def test_crew_acp_check_passes_on_crew_acp(setup: dict[str, Any], workdir: Path,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "0 failed" in done.stdout.splitlines()[-1]
+    rows = {line.split("  ")[0]: line for line in done.stdout.splitlines()}
+    assert (
+        "switched from query to execute (session/set_mode)"
+        in rows["a mode that may write, for the permission requests"]
+    )
+    for answered in ("allow_once", "reject_once"):
+        assert " held " in rows[f"a permission request answered {answered}"]
+
+
+@pytest.mark.slow
+def test_crew_acp_login_runs_the_clis_own_login_in_the_terminal(tmp_path: Path, workdir: Path) -> None:
+    from crewbridge.providers import BUILTIN, load
+
+    from crewbridge.acp.early import LOGINS
+
+    assert {name for name in BUILTIN if load(name).login is not None} == set(LOGINS)
+    for name in ("claude", "codex"):
+        executable(tmp_path / "bin" / name, "import sys\nprint('logging in:', *sys.argv[1:])\n")
+    env = {**crew_env(tmp_path / "home"), "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}"}
+    said = [
+        subprocess.run([*CREW, "acp", "login", cli], cwd=workdir, env=env, capture_output=True, text=True, timeout=60)
+        for cli in ("claude", "codex", "demo")
+    ]
+    assert [s.stdout for s in said[:2]] == ["logging in: auth login\n", "logging in: login\n"]
+    assert said[2].returncode == 2 and said[2].stderr == (
+        "crew: error: crew knows no login for demo; log in as its documentation says\n"
+    )
+
+
+@pytest.mark.slow
+def test_an_image_for_a_cli_that_takes_none_or_not_an_image_is_refused_in_one_line(
+    setup: dict[str, Any], workdir: Path, fake: FakeModel
+) -> None:
+    from acp import image_block
+
+    png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+    fake.script("I cannot see it.")
+    editor = Editor()
+
+    async def scenario() -> list[str]:
+        context, conn, _ = await opened(setup, workdir, editor)
+        said = []
+        try:
+            sid = (await conn.new_session(cwd=str(workdir), mcp_servers=[])).session_id
+            said.append(
+                (
+                    await conn.prompt(session_id=sid, prompt=[text_block("see"), image_block(png, "image/png")])
+                ).stop_reason
+            )
+            for block in (image_block("not base64!", "image/png"), image_block(png, "image/tiff")):
+                try:
+                    await conn.prompt(session_id=sid, prompt=[text_block("see"), block])
+                except Exception as exc:
+                    said.append(str(exc))
+        finally:
+            await context.__aexit__(None, None, None)
+        return said
+
+    stop, not_base64, tiff = run(scenario())
+    assert stop == "end_turn" and "fake cannot be given the prompt's images" in editor.text()
+    assert fake.prompts == []  # nothing reached the model
+    assert "not base64" in not_base64 and "image/tiff" in tiff
 
 
 @pytest.mark.slow

@@ -32,7 +32,7 @@ def test_a_command_the_cli_ran_unasked_starts_and_ends_with_its_output(tmp_path:
         ev.Result(agent="claude", call="c1", name="native:exec_command", success=True, data={"output": "built\n"}),
     )
     assert (started.tool_call_id, started.status, started.kind) == ("r1:c1", "in_progress", "execute")
-    assert started.title == "native:exec_command /bin/bash -lc 'make'"
+    assert started.title == "Run `/bin/bash -lc 'make'`"
     assert (ended.tool_call_id, ended.status) == ("r1:c1", "completed")
     assert ended.content[0].content.text == "built\n"
 
@@ -73,10 +73,10 @@ def asked(command: str) -> dict:
 @pytest.mark.parametrize(
     ("command", "title"),
     [
-        (ATTACK, "run_command ls -la⟨220 spaces⟩; echo owned > pwned.txt"),
-        ("ls\necho owned > pwned.txt", "run_command ls\\necho owned > pwned.txt"),
-        ("ls \x1b[8m; echo owned\x1b[0m", "run_command ls \\x1b[8m; echo owned\\x1b[0m"),
-        ("echo safe #\u202e;\techo owned\u200b", "run_command echo safe #\\u202e;\\techo owned\\u200b"),
+        (ATTACK, "Run `ls -la⟨220 spaces⟩; echo owned > pwned.txt`"),
+        ("ls\necho owned > pwned.txt", "Run `ls\\necho owned > pwned.txt`"),
+        ("ls \x1b[8m; echo owned\x1b[0m", "Run `ls \\x1b[8m; echo owned\\x1b[0m`"),
+        ("echo safe #\u202e;\techo owned\u200b", "Run `echo safe #\\u202e;\\techo owned\\u200b`"),
     ],
 )
 def test_a_permission_request_titles_the_whole_command_with_nothing_hidden(command, title):
@@ -90,7 +90,8 @@ def test_a_command_too_long_for_a_title_says_so_and_the_body_holds_it_whole():
     command = "echo " + "a" * 300 + "; echo owned > pwned.txt"
     shown = asked(command)
     assert len(shown["title"]) <= TITLE + len("… (999 more characters)")
-    assert shown["title"] == ("run_command " + command)[:TITLE] + "… (141 more characters)"
+    heading = f"Run `{command}`"
+    assert shown["title"] == heading[:TITLE] + f"… ({len(heading) - TITLE} more characters)"
     [body] = shown["content"]
     assert body["content"]["text"] == '{"command": "' + command + '"}'
     assert shown["rawInput"] == {"command": command}
@@ -99,9 +100,116 @@ def test_a_command_too_long_for_a_title_says_so_and_the_body_holds_it_whole():
 def test_a_tool_calls_title_is_drawn_the_same_when_it_starts():
     updates = Updates(Path("/project"), run="r1")
     [started] = updates.of(ev.Call(agent="claude", call="c1", name="crew:run_command", input={"command": ATTACK}))
-    assert started.title == "run_command ls -la⟨220 spaces⟩; echo owned > pwned.txt"
+    assert started.title == "Run `ls -la⟨220 spaces⟩; echo owned > pwned.txt`"
     asked = updates.asked(Question("claude", "run_command", {"command": ATTACK}, call="c1"))
     assert asked.tool_call_id == started.tool_call_id == "r1:c1"  # the question is about that very call
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "title"),
+    [
+        ("crew:read_file", {"path": "notes.txt"}, "Read notes.txt"),
+        ("crew:edit_file", {"path": "greet.py", "old_string": "a", "new_string": "b"}, "Edit greet.py"),
+        ("crew:write_file", {"path": "new.py", "content": "x"}, "Write new.py"),
+        ("crew:list_files", {"path": "src"}, "List src"),
+        ("crew:grep", {"pattern": "TODO", "path": "src"}, "Search for `TODO` in src"),
+        ("crew:run_command", {"command": "ls -la"}, "Run `ls -la`"),
+        ("native:Read", {"file_path": "/project/notes.txt"}, "Read notes.txt"),
+        ("native:Edit", {"file_path": "/project/greet.py", "old_string": "a", "new_string": "b"}, "Edit greet.py"),
+        ("native:Write", {"file_path": "/elsewhere/x.py", "content": "x"}, "Write /elsewhere/x.py"),
+        ("native:Bash", {"command": "ls -la", "description": "list"}, "Run `ls -la`"),
+        ("native:Glob", {"pattern": "*.py"}, "Search for `*.py`"),
+        ("native:WebFetch", {"url": "https://example.com", "prompt": "sum"}, "Fetch https://example.com"),
+        ("native:read_file", {"absolute_path": "/project/a.md"}, "Read a.md"),
+        ("native:replace", {"file_path": "a.py", "old_string": "x", "new_string": "y"}, "Edit a.py"),
+        ("native:run_shell_command", {"command": "make"}, "Run `make`"),
+        ("native:google_web_search", {"query": "crew"}, "Search the web for `crew`"),
+        ("native:exec_command", {"command": ["git", "status"]}, "Run `git status`"),
+        ("native:apply_patch", {"changes": [{"path": "/project/a.py"}, {"path": "b.py"}]}, "Edit a.py, b.py"),
+        ("native:mcp__vault__get", {"key": "x"}, 'mcp__vault__get {"key": "x"}'),
+    ],
+)
+def test_a_tool_calls_title_says_in_words_what_it_does(name: str, data: dict, title: str) -> None:
+    [started] = Updates(Path("/project"), run="r1").of(ev.Call(agent="a", call="c1", name=name, input=data))
+    assert started.title == title
+
+
+def test_a_permission_for_crews_edit_carries_the_diff_its_result_shows(tmp_path: Path) -> None:
+    from crewbridge.tools import files
+
+    from crewbridge.toolkit.registry import ToolContext
+
+    (tmp_path / "greet.py").write_text("def greet():\n    return 'hi'\n")
+    edit = {"path": "greet.py", "old_string": "'hi'", "new_string": "'hello'"}
+    updates = Updates(tmp_path, run="r1")
+    updates.of(ev.Call(agent="claude", call="c1", name="crew:edit_file", input=edit))
+    asked = updates.asked(Question("claude", "edit_file", edit, call="c1"))
+    [diff] = asked.content
+    context = ToolContext(workdir=tmp_path)
+    files.edit_file(context, **edit)  # the tool itself, as it runs once allowed
+    change = context.change
+    assert change is not None and (diff.type, diff.path) == ("diff", change.path) == (
+        "diff",
+        str(tmp_path / "greet.py"),
+    )
+    assert (
+        (diff.old_text, diff.new_text)
+        == (change.old, change.new)
+        == (
+            "def greet():\n    return 'hi'\n",
+            "def greet():\n    return 'hello'\n",
+        )
+    )
+    write = {"path": "sub/new.txt", "content": "new\n"}  # its folder is made by the write
+    [made] = updates.asked(Question("claude", "write_file", write)).content
+    assert (made.path, made.old_text, made.new_text) == (str(tmp_path / "sub/new.txt"), None, "new\n")
+    outside = updates.asked(Question("claude", "write_file", {"path": "/etc/x", "content": "x"}))
+    assert outside.content is None  # a path the tool refuses: no diff, its result will say why
+
+
+def test_a_permission_for_the_clis_own_edit_carries_the_diff_its_start_and_end_show(tmp_path: Path) -> None:
+    edit = {
+        "file_path": "a.py",
+        "edits": [{"old_string": "x", "new_string": "y"}, {"old_string": "1", "new_string": "2"}],
+    }
+    updates = Updates(tmp_path, run="r1")
+    [started] = updates.of(own_call("c1", "native:MultiEdit", edit))
+    asked = updates.asked(Question("claude", "native:MultiEdit", edit, call="c1"))
+    [ended] = updates.of(ev.Result(agent="claude", call="c1", name="native:MultiEdit", success=True))
+    assert asked.content == started.content == ended.content
+    assert [(d.old_text, d.new_text) for d in asked.content] == [("x", "y"), ("1", "2")]
+
+
+def test_codexs_patch_is_asked_about_with_each_file_and_hunk(tmp_path: Path) -> None:
+    patch = {
+        "changes": [
+            {"path": "new.txt", "kind": {"type": "add"}, "diff": "made\n"},
+            {"path": "old.txt", "kind": {"type": "delete"}, "diff": ""},
+            {"path": "a.py", "kind": {"type": "update"}, "diff": "@@ -1,2 +1,2 @@\n a\n-b\n+c\n@@ -9 +9 @@\n-y\n+z\n"},
+        ]
+    }
+    updates = Updates(tmp_path, run="r1")
+    updates.of(own_call("c1", "native:apply_patch", patch))
+    content = updates.asked(Question("codex", "native:apply_patch", patch, call="c1")).content
+    shown = [(c.path, c.old_text, c.new_text) if c.type == "diff" else c.content.text for c in content]
+    assert shown == [
+        (str(tmp_path / "new.txt"), None, "made\n"),
+        f"Delete {tmp_path / 'old.txt'}",
+        (str(tmp_path / "a.py"), "a\nb\n", "a\nc\n"),
+        (str(tmp_path / "a.py"), "y\n", "z\n"),
+    ]
+
+
+def test_a_finished_calls_raw_output_is_the_text_the_model_was_given(tmp_path: Path) -> None:
+    read = {"path": "notes.txt", "start_line": 1, "end_line": 1, "total_lines": 1, "content": "one\n"}
+    _, ended, _, failed = shown(
+        tmp_path,
+        ev.Call(agent="claude", call="c1", name="crew:read_file", input={"path": "notes.txt"}),
+        ev.Result(agent="claude", call="c1", name="crew:read_file", success=True, data=read, metadata={"tool": "x"}),
+        ev.Call(agent="claude", call="c2", name="crew:run_command", input={"command": "false"}),
+        ev.Result(agent="claude", call="c2", name="crew:run_command", success=False, error="exit code 1"),
+    )
+    assert (ended.raw_output, failed.raw_output) == ("one\n", "exit code 1")
 
 
 def test_each_run_of_the_check_is_a_finished_command_with_its_output_and_a_pull_request_a_line(tmp_path: Path) -> None:

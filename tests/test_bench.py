@@ -67,7 +67,7 @@ def test_every_figure_and_the_live_benchmark_import() -> None:
     code = (
         "import importlib, bench.run\n"
         "for name in [*bench.run.FIGURES.values(), 'bench.bench_live', 'bench.worker', 'bench.steps',\n"
-        "             'bench.parse_stages']:\n"
+        "             'bench.parse_stages', 'bench.acp', 'bench.install']:\n"
         "    importlib.import_module(name)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)

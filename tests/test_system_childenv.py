@@ -142,6 +142,8 @@ STARTS = {
     "crewbridge.sandbox.bwrap:probe": "the rule",  # crew doctor's try of bwrap
     "crewbridge.mcp.install:_run": "the rule",  # `claude mcp add`, … for crew mcp install
     "crewbridge.acp.check:__aenter__": "the user's own command",  # crew acp check's agent, as the user runs it
+    "crewbridge.acp.commands:acp_login_command": "the user's own command",  # the CLI's login, exec'd in its place
+    "crewbridge.system.forge:_gh_token": "the rule",  # `gh auth token` for a pull request's forge
     "crewbridge.sandbox.netns:_forked": "no program",  # a fork of crew that makes a sandbox's doors, then exits
 }
 PACKAGES = {"crewbridge": "crewbridge", "providers": "crewbridge.providers", "tools": "crewbridge.tools"}

@@ -222,9 +222,35 @@ def test_a_cli_with_every_option_passes_with_its_version(workdir: Path, bin_dir:
     (check,) = doctor(workdir, bin_dir, only=("claude",))["claude"]
     assert (check.status, check.message) == (
         OK,
-        f"2.1.197 (Claude Code) at {bin_dir / 'claude'}; accepts the 12 options crew uses",
+        f"2.1.197 (Claude Code) at {bin_dir / 'claude'}; accepts the 12 options crew uses; "
+        "the version crew is tested with",
     )
     assert sorted(runs(bin_dir, "claude")) == ["--help", "--version"]  # each probe once, nothing else
+
+
+def test_a_cli_at_another_version_than_crew_is_tested_with_says_which_and_how_to_get_it(
+    workdir: Path, bin_dir: Path
+) -> None:
+    fake_cli(bin_dir, "claude", version="2.2.0 (Claude Code)", help_text=CLAUDE_HELP)
+    (check,) = doctor(workdir, bin_dir, only=("claude",))["claude"]
+    assert check.status == OK and check.message.endswith(
+        "; crew is tested with 2.1.197 (npm install -g @anthropic-ai/claude-code@2.1.197)"
+    )
+
+
+def test_the_extras_are_listed_installed_or_with_the_pip_command(
+    workdir: Path, bin_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    found = doctor(workdir, bin_dir)["extras"]
+    assert [check.status for check in found] == [OK, OK]
+    assert found[0].message.startswith("acp: agent-client-protocol 0.12.1 (")
+    monkeypatch.setitem(sys.modules, "dbos", None)  # not importable
+    found = doctor(workdir, bin_dir)["extras"]
+    assert [check.status for check in found] == [OK, WARN]
+    assert found[1].message == (
+        "batch: not installed; crew batch, crew ui's batches page need it: pip install '.[batch]' in a clone "
+        "of crewbridge, pip install 'crewbridge[batch]' otherwise"
+    )
 
 
 def test_a_missing_cli_is_a_warning_unless_it_is_needed(workdir: Path, bin_dir: Path) -> None:
@@ -232,11 +258,12 @@ def test_a_missing_cli_is_a_warning_unless_it_is_needed(workdir: Path, bin_dir: 
     assert statuses(found)["gemini"] == [WARN]
     assert found["gemini"][0].message == (
         "not installed: `gemini` is not on PATH; only @gemini needs it, so "
-        "install it to use that: npm install -g @google/gemini-cli"
+        "install it to use that: npm install -g @google/gemini-cli (crew is tested with 0.61.0)"
     )
     assert statuses(doctor(workdir, bin_dir, only=("gemini",))) == {
         "config": [OK],
         "tools": [OK],
+        "extras": [OK, OK],
         "mcp": [OK],
         "native": [OK],
         "sandbox": [OK],
@@ -442,9 +469,11 @@ def test_the_command_prints_one_line_per_finding_and_exits_1_on_a_failure(
     result = CliRunner().invoke(cli, ["doctor", "claude", "demo"])
     lines = result.output.splitlines()
     assert result.exit_code == 1 and lines[0].startswith("crew 0.1.0, Python ")
-    assert [line.split()[:2] for line in lines[1:10]] == [
+    assert [line.split()[:2] for line in lines[1:12]] == [
         ["ok", "config"],
         ["ok", "tools"],
+        ["ok", "extras"],
+        ["ok", "extras"],
         ["ok", "mcp"],
         ["ok", "native"],
         ["ok", "sandbox"],
@@ -468,13 +497,7 @@ def test_the_command_exits_0_when_nothing_is_broken(
     result = CliRunner().invoke(cli, ["doctor"])  # the three CLIs are missing: warnings only
     assert result.exit_code == 0, result.output
     assert [line.split()[0] for line in result.output.splitlines()[1:]] == [
-        "ok",
-        "ok",
-        "ok",
-        "ok",
-        "ok",
-        "ok",
-        "ok",
+        *["ok"] * 9,  # config, tools, the two extras, mcp, native, sandbox, hidden, env
         *["ok"] * 5,  # the network: how it is held, what each agent reaches
         "warn",
         "warn",

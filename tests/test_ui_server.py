@@ -7,6 +7,7 @@ from __future__ import annotations
 import http.client
 import json
 import re
+import sys
 import threading
 import time
 from pathlib import Path
@@ -127,6 +128,7 @@ def test_a_sign_in_link_works_once_and_leaves_a_strict_cookie(ui):
     assert urlsplit(link).path.rsplit("/", 1)[1] not in cookie
     status, headers, page = Browser(ui).request("GET", urlsplit(link).path, Accept="text/html")
     assert status == 410 and b'data-signed-out="used"' in page and b"crew ui" in page  # the history's copy
+    assert b'<a href="/" data-back="">' in page  # a used link's way back is to the runs
     assert b'<link rel="stylesheet" href="/static/app.css">' in page and b"<script" not in page
     assert Browser(ui).request("GET", "/static/app.css")[0] == 200  # its style needs no sign-in
 
@@ -134,6 +136,10 @@ def test_a_sign_in_link_works_once_and_leaves_a_strict_cookie(ui):
 def test_a_browser_without_a_session_is_told_how_to_sign_in(ui):
     status, _, page = Browser(ui).request("GET", "/usage", Accept="text/html,*/*")
     assert status == 401 and b'data-signed-out="out"' in page and b"Run crew ui in a terminal" in page
+    assert b'<a href="/usage" data-back="">back to /usage</a>' in page  # the way back, once signed in
+    for path in ("/nothing/<b>", "//evil.example/usage", "/usage%0a"):  # not a page of crew ui's: the runs
+        page = Browser(ui).request("GET", path, Accept="text/html")[2]
+        assert b'<a href="/" data-back="">back to /</a>' in page and b"evil" not in page and b"<b>" not in page
     status, _, text = Browser(ui).request("GET", "/api/runs", Accept="text/html,*/*")
     assert status == 401 and text.startswith(b"crew ui needs a sign-in: run `crew ui`")
 
@@ -321,8 +327,33 @@ def test_usage_is_the_same_as_crew_log_by_agent(ui, tmp_path):
 
 
 def test_without_a_batch_database_there_are_no_batches_and_none_is_made(ui):
-    assert Browser(ui).sign_in().get_json("/api/batches") == []
+    assert Browser(ui).sign_in().get_json("/api/batches") == {"batches": []}
     assert not (socket_path().parent / "batch").exists()
+
+
+def test_without_the_batch_extra_the_batches_say_how_to_install_it(ui, monkeypatch):
+    monkeypatch.setitem(sys.modules, "dbos", None)  # not importable
+    said = Browser(ui).sign_in().get_json("/api/batches")
+    assert said["batches"] == [] and "pip install '.[batch]'" in said["missing"]
+
+
+def test_a_batch_says_how_many_repositories_ended_in_each_state_and_links_their_runs():
+    from crewbridge.ui.batches import Batch, Repo
+
+    batch = Batch(
+        "two", "bump it", [Repo("a", "done", "crew/batch-two/claude", run="r1"), Repo("b", "failed", error="boom")]
+    )
+    data = batch.to_dict()
+    assert (data["counts"], data["finished"], data["incomplete"], data["total"]) == ({"done": 1, "failed": 1}, 2, 1, 2)
+    assert [repo["run"] for repo in data["repos"]] == ["r1", None]
+
+
+def test_a_page_crew_ui_has_not_is_a_page_with_the_way_back(ui):
+    status, headers, page = Browser(ui).sign_in().request("GET", "/no/such/<page>", Accept="text/html")
+    assert status == 404 and headers["Content-Type"] == "text/html; charset=utf-8"
+    assert b'<a href="/">Back to the runs</a>' in page and b"/no/such/&lt;page&gt;" in page
+    status, _, text = Browser(ui).sign_in().request("GET", "/api/nothing", Accept="text/html")
+    assert status == 404 and b"crew ui has no /api/nothing" in text  # programs get the plain answer
 
 
 def test_a_batch_database_that_cannot_be_read_is_said_so(tmp_path, monkeypatch):

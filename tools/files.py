@@ -141,7 +141,7 @@ def read_file(ctx: ToolContext, path: str, offset: int = 1, limit: int | None = 
     A long file comes back in parts: when next_offset is present, call again with that offset.
     """
     last = offset + limit - 1 if limit else None
-    with place(ctx.workdir, path, ctx.read_roots) as where, fs_errors(path), opened(where) as fd:
+    with place(ctx.workdir, path, ctx.read_roots, ctx.roots) as where, fs_errors(path), opened(where) as fd:
         text_file(fd, path)
         shown = where.shown(fd)
         with _source(ctx, fd, path) as handle:
@@ -266,7 +266,7 @@ def write_file(ctx: ToolContext, path: str, content: str) -> dict[str, Any]:
     if not path or path.endswith("/"):
         raise ToolFailure(f"'{path}' names a directory; give the path of a file to write")
     encoded = _encode(content, "content")
-    with place(ctx.workdir, path) as where, fs_errors(path):
+    with place(ctx.workdir, path, roots=ctx.roots) as where, fs_errors(path):
         folder, name = where.parent(make_dirs=True)
         try:
             showable, old = _before(ctx, folder, name, path)
@@ -293,6 +293,30 @@ def _before(ctx: ToolContext, folder: int, name: bytes, path: str) -> tuple[bool
         return True, text if text is not None else os.pread(source, SHOWN_CHANGE + 1, 0)
     finally:
         os.close(source)
+
+
+def planned(ctx: ToolContext, path: str, make: Callable[[str | None], str | None]) -> FileChange | None:
+    """The change a write or edit of `path` asks for, before it runs (what a person approving it
+    sees): the file's text as write_file and edit_file read it (the editor's, where the run has
+    one; None: no file), and `make` of that text (None: the edit could not be made). None too where
+    the tools would refuse the path, or the file is too large or not text."""
+    try:
+        with place(ctx.workdir, path, roots=ctx.roots) as where:
+            try:
+                folder, name = where.parent()
+            except FileNotFoundError:  # its folder is made by the write
+                new = make(None)
+                joined = os.path.join(os.fsdecode(where.top), os.fsdecode(where.rel))
+                return None if new is None else FileChange(os.path.normpath(joined), None, new)
+            try:
+                showable, old = _before(ctx, folder, name, path)
+                text = None if old is None else old.decode("utf-8", "replace")
+                new = make(text) if showable else None
+                return None if new is None else _change(folder, name, old, new.encode("utf-8", "surrogatepass"))
+            finally:
+                os.close(folder)
+    except (ToolFailure, OSError, UnicodeError):
+        return None
 
 
 def _change(folder: int, name: bytes, old: bytes | None, new: bytes) -> FileChange | None:
@@ -374,7 +398,7 @@ def edit_file(ctx: ToolContext, path: str, old_string: str, new_string: str) -> 
     # surrogateescape: bytes that are not UTF-8 (as read_file cannot show them) match as they are
     old = _encode(old_string, "old_string", errors="surrogateescape")
     new = _encode(new_string, "new_string", errors="surrogateescape")
-    with place(ctx.workdir, path) as where, fs_errors(path):
+    with place(ctx.workdir, path, roots=ctx.roots) as where, fs_errors(path):
         folder, name = where.parent()
         try:
             source = os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
@@ -504,7 +528,7 @@ def list_files(ctx: ToolContext, path: str = ".") -> dict[str, Any]:
     .venv, …) are listed but not entered; list one by name to see inside.
     """
     closed: list[str] = []
-    with place(ctx.workdir, path, ctx.read_roots) as where, fs_errors(path), opened(where) as fd:
+    with place(ctx.workdir, path, ctx.read_roots, ctx.roots) as where, fs_errors(path), opened(where) as fd:
         if not stat.S_ISDIR(os.fstat(fd).st_mode):
             raise ToolFailure(f"'{path}' is not a directory; read it as a file instead")
         top = where.shown(fd)

@@ -54,7 +54,7 @@ def grep(ctx: ToolContext, pattern: str, path: str = ".") -> dict[str, Any]:
     """
     regex = _compile(pattern)
     counts = {"files_searched": 0, "binary_files_skipped": 0, "lines_cut": 0}
-    with place(ctx.workdir, path, ctx.read_roots) as where, fs_errors(path), opened(where) as fd:
+    with place(ctx.workdir, path, ctx.read_roots, ctx.roots) as where, fs_errors(path), opened(where) as fd:
         matches = take(ctx, _hits(where, fd, path, regex, counts), MAX_MATCHES)
     data: dict[str, Any] = {"matches": matches, "files_searched": counts["files_searched"]}
     if counts["binary_files_skipped"]:

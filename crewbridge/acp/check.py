@@ -2,7 +2,8 @@
 official suite exists). It drives the agent as an editor would, with the SDK's client: initialize
 and version negotiation, capability gating (the client offers no fs and no terminal: the agent must
 call neither), session/new, a prompt with streamed updates, a permission request answered each
-way, cancel, load of a past session where advertised, malformed frames. Each check held, failed,
+way (the session first switched to a mode that may write, when it starts in one that only reads),
+cancel, load of a past session where advertised, malformed frames. Each check held, failed,
 or was not exercised (what the agent could not be made to do, such as its model never asking for a
 permission): only a failed required check fails the whole."""
 
@@ -189,7 +190,9 @@ class Checker:
             results.append(Result("session/new", HELD, f"session {session.session_id}"))
             sid = session.session_id
             results.append(await self._prompt(agent, sid))
-            results += await self._permissions(agent, sid)
+            writing = await self._writing(agent, session)
+            results.append(writing)
+            results += await self._permissions(agent, sid, writing)
             results.append(await self._cancel(agent, sid))
             results.append(
                 Result("no fs or terminal call to a client that offered none", FAILED, ", ".join(client.forbidden))
@@ -238,7 +241,39 @@ class Checker:
             return Result(name, FAILED, f"stopReason {answer.stop_reason}, but no agent_message_chunk before it")
         return Result(name, HELD, f"{chunks} agent_message_chunk, stopReason {answer.stop_reason}")
 
-    async def _permissions(self, agent: Agent, sid: str) -> list[Result]:
+    async def _writing(self, agent: Agent, session: Any) -> Result:
+        """Switch the session to a mode that may write (where it starts in one that only reads), so
+        that a write asks for a permission: a session mode (session/set_mode), or a config option of
+        the mode category (session/set_config_option)."""
+        name = "a mode that may write, for the permission requests"
+        modes = session.modes
+        option = next((o for o in session.config_options or [] if o.category == "mode"), None)
+        if modes is not None:
+            current, offered = modes.current_mode_id, [(m.id, m.name) for m in modes.available_modes]
+        elif option is not None and hasattr(option, "options"):
+            current, offered = str(option.current_value), [(o.value, o.name) for o in option.options]
+        else:
+            return Result(name, NOT_EXERCISED, "the agent offers no modes: its session as it starts", required=False)
+        if not _reads_only(current, dict(offered).get(current, "")):
+            return Result(name, HELD, f"mode {current} as the session started", required=False)
+        chosen = next((m for m, label in offered if not _reads_only(m, label) and not _asks_nothing(m, label)), None)
+        if chosen is None:
+            shown = ", ".join(m for m, _ in offered)
+            return Result(name, NOT_EXERCISED, f"every mode it offers only reads or asks nothing: {shown}", False)
+        try:
+            if modes is not None:
+                await self._in_time(agent.connection.set_session_mode(mode_id=chosen, session_id=session.session_id))
+            else:
+                assert option is not None
+                await self._in_time(
+                    agent.connection.set_config_option(config_id=option.id, session_id=session.session_id, value=chosen)
+                )
+        except Exception as exc:
+            return Result(name, FAILED, f"switching to mode {chosen}: {_said(exc)}")
+        how = "session/set_mode" if modes is not None else f"session/set_config_option {option.id if option else ''}"
+        return Result(name, HELD, f"switched from {current} to {chosen} ({how})")
+
+    async def _permissions(self, agent: Agent, sid: str, writing: Result) -> list[Result]:
         results = []
         for answered in ("allow_once", "reject_once"):
             name = f"a permission request answered {answered}"
@@ -251,7 +286,8 @@ class Checker:
                 results.append(Result(name, FAILED, _said(exc)))
                 continue
             if len(agent.client.asked) == asked:
-                results.append(Result(name, NOT_EXERCISED, "the agent asked no permission", required=False))
+                mode = f" ({writing.detail})" if writing.status == HELD else f" ({writing.status}: {writing.detail})"
+                results.append(Result(name, NOT_EXERCISED, f"the agent asked no permission{mode}", required=False))
             else:
                 results.append(Result(name, HELD, f"the prompt went on to stopReason {answer.stop_reason}"))
         return results
@@ -305,6 +341,19 @@ class Checker:
 
     def passed(self, results: list[Result]) -> bool:
         return not any(r.status == FAILED and r.required for r in results)
+
+
+READING = ("query", "read", "plan", "ask", "chat")  # words of a mode that only reads
+UNASKING = ("yolo", "bypass", "auto", "accept", "dontask", "full")  # words of a mode that asks nothing
+
+
+def _reads_only(mode: str, label: str) -> bool:
+    words = f"{mode} {label}".lower()
+    return any(word in words for word in READING) and "write" not in words and "execute" not in words
+
+
+def _asks_nothing(mode: str, label: str) -> bool:
+    return any(word in f"{mode} {label}".lower().replace(" ", "").replace("-", "") for word in UNASKING)
 
 
 def _error_to(rid: str | None, message: dict[str, Any]) -> bool:

@@ -20,6 +20,11 @@ from crewbridge.terminal.options import (
 def acp_group(ctx: click.Context, timeout: float, max_turns: int, config: Config, sandbox: str | None) -> None:
     """Serve crew as an Agent Client Protocol agent on stdio, for editors (Zed, JetBrains, Neovim,
     acpx): every configured agent, crew's policy and sandbox. See docs/acp.md."""
+    from crewbridge.base.extras import require
+
+    if ctx.invoked_subcommand == "login":  # the CLI's own login: no ACP
+        return
+    require("acp", f"crew acp{' ' + ctx.invoked_subcommand if ctx.invoked_subcommand else ''}")
     if ctx.invoked_subcommand is not None:
         return
     from crewbridge.acp.agent import serve
@@ -32,6 +37,19 @@ def acp_group(ctx: click.Context, timeout: float, max_turns: int, config: Config
     greeting = ctx.obj if isinstance(ctx.obj, Greeting) else None  # its initialize answered already
     path = config.files[-1].path if config.files and config.files[-1].kind == "config" else None
     serve(greeting, config_path=path, sandbox=sandbox, sandboxing=sandboxing, serving=Serving(timeout, max_turns))
+
+
+@acp_group.command("login")
+@click.argument("cli")
+def acp_login_command(cli: str) -> None:
+    """Log in to CLI (claude, gemini, codex) with the CLI's own login, in this terminal: what an
+    editor runs for crew's auth methods (docs/acp.md)."""
+    import os
+
+    from crewbridge.providers import load
+
+    argv = load(cli).login_argv()
+    os.execvp(argv[0], argv)  # the CLI's own login, in this terminal: crew has no part in it
 
 
 @acp_group.command("check", context_settings={"ignore_unknown_options": True})

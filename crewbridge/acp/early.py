@@ -23,6 +23,9 @@ if TYPE_CHECKING:
     from typing import Any
 
 PROTOCOL_VERSION = 1  # the ACP version crew speaks (the SDK's)
+# the CLIs a person logs in to through the editor (`crew acp login CLI` runs the CLI's own login in
+# a terminal): the ACP registry launches an agent and requires a terminal or agent auth method
+LOGINS = {"claude": "Claude Code", "gemini": "Gemini CLI", "codex": "Codex CLI"}
 
 
 def hello() -> dict[str, Any]:
@@ -32,11 +35,20 @@ def hello() -> dict[str, Any]:
         "protocolVersion": PROTOCOL_VERSION,
         "agentCapabilities": {
             "loadSession": True,
-            "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
+            "promptCapabilities": {"image": True, "audio": False, "embeddedContext": True},
             "mcpCapabilities": {"http": False, "sse": False},
-            "sessionCapabilities": {"list": {}},
+            "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "additionalDirectories": {}},
         },
-        "authMethods": [],
+        "authMethods": [
+            {
+                "id": cli,
+                "name": f"Log in to {name}",
+                "description": f"crew runs {cli} with {cli}'s own login; this runs that login in a terminal",
+                "type": "terminal",
+                "args": ["login", cli],
+            }
+            for cli, name in LOGINS.items()
+        ],
         "agentInfo": {"name": "crew", "title": "crew", "version": __version__},
     }
 

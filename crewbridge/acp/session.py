@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from crewbridge.acp.wire import Courier
     from crewbridge.api import Outcome
     from crewbridge.config import Config
-    from crewbridge.providers.base import McpServer
+    from crewbridge.providers.base import Image, McpServer
     from crewbridge.record.events import Event
     from crewbridge.sandbox import Sandboxing
     from crewbridge.system.approval import Question
@@ -60,6 +60,11 @@ if TYPE_CHECKING:
 COMMAND = "acp"  # the records' command: what makes a run a session's
 MODE_NAMES = {"query": "Query (read-only)", "execute": "Execute (may write and run commands)"}
 TITLE = 80  # characters of the first task that name a session in a list
+TOOLS_VIA = {  # how crew's tools reach the agent (crewbridge.toolkit.native)
+    "default": "the agent's setting (crew.yaml tools_via)",
+    "text": "text: a catalogue in the prompt",
+    "native": "native: the CLI's own tool channel",
+}
 
 
 @dataclass
@@ -70,7 +75,9 @@ class Choices:
     model: str = "default"  # the agent's own (crew.yaml's, else its CLI's)
     mode: str = "query"
     reviewer: str = "off"
+    rounds: str = "3"  # a review's rounds at most
     worktree: str = "off"
+    tools: str = "default"  # how crew's tools reach the agent: the agent's own setting, text or native
     check: str = "on"  # crew.yaml's check: on each execute prompt's change (offered when it has one)
 
 
@@ -98,6 +105,7 @@ class Session:
         files: bool,
         last_run: str | None = None,
         mcp_servers: tuple[McpServer, ...] = (),
+        roots: tuple[Path, ...] = (),
     ) -> None:
         self.id, self.cwd, self.config = session_id, cwd, config
         self.client, self.courier, self.serving = client, courier, serving
@@ -106,7 +114,9 @@ class Session:
         self.closed = False
         self.stop: Stop | None = None  # the running prompt's
         self.lock = threading.Lock()
-        self.updates = Updates(cwd, config.prefix)
+        self.files = EditorFiles(self) if files else None
+        self.roots = roots
+        self.updates = Updates(cwd, config.prefix, files=self.files, roots=roots)
         self.channel = EditorChannel(self)
         traced = exporter(config)  # the session's runs as traces, when telemetry is on
         self.bridge = Bridge(
@@ -114,10 +124,11 @@ class Session:
             workdir=cwd,
             sandboxing=sandboxing,
             approvals=[self.channel],
-            files=EditorFiles(self) if files else None,
+            files=self.files,
             mcp_servers=mcp_servers,
             observers=[attend, *([traced.observe] if traced else [])],
             tracing=traced.tracing if traced else None,
+            roots=roots,
         )
 
     # --- the choices ------------------------------------------------------------------------
@@ -144,7 +155,9 @@ class Session:
             select("model", "Model", [("default", "the agent's default"), *((m, m) for m in models)], "model"),
             select("mode", "Mode", list(MODE_NAMES.items()), "mode"),
             select("reviewer", "Reviewer", [("off", "off"), *((a, f"@{a}") for a in agents)]),
+            select("rounds", "Review rounds", [(str(n), f"{n} at most") for n in range(1, 6)]),
             select("worktree", "Worktree", [("off", "off"), ("on", "on: a git worktree per prompt")]),
+            select("tools", "crew's tools", list(TOOLS_VIA.items())),
         ]
         if self.config.check:  # crew.yaml's, run on each execute prompt's change
             pickers.append(select("check", "Check", [("on", f"on: {' && '.join(self.config.check)}"), ("off", "off")]))
@@ -172,7 +185,14 @@ class Session:
         self.stop = Stop()
         return self.stop
 
-    def run(self, text: str, context: str | None, stop: Stop, meta: dict[str, Any] | None = None) -> str:
+    def run(
+        self,
+        text: str,
+        context: str | None,
+        stop: Stop,
+        images: tuple[Image, ...] = (),
+        meta: dict[str, Any] | None = None,
+    ) -> str:
         """Run one prompt to its end (`stop`: begin()'s); → its ACP stop reason. Runs on a thread
         of its own. `meta`: the prompt's `_meta`, whose trace context its run continues when
         crew's telemetry is on."""
@@ -191,6 +211,8 @@ class Session:
                     rounds=options.rounds if options.review else 0,
                     writer=writer,
                     reviewer=choices.reviewer,
+                    files=self.files,
+                    roots=self.roots,
                 )
                 for update in self.updates.opening():
                     self.courier.notify(update)
@@ -204,6 +226,7 @@ class Session:
                 run=None if self.last_run else self.id,  # the first prompt's run has the session's id
                 command=COMMAND,
                 parent=Parent(session=self.id, **carried(meta or {})),
+                images=images,
             )
         except CrewError as exc:
             self.courier.notify(message(f"crew: {exc}"))
@@ -268,6 +291,8 @@ class Session:
             resume=None if review else self.last_run,
             worktree=self.choices.worktree == "on",
             review=review,
+            rounds=int(self.choices.rounds),
+            tools_via=None if self.choices.tools == "default" else self.choices.tools,
             checks=() if self.choices.check == "off" else None,  # None: crew.yaml's
         )
 

@@ -2,7 +2,10 @@
 `agent_message_chunk` (what a person sees of it: never a tool call's JSON), each tool call as
 `tool_call` then `tool_call_update`, matched by the record's call id (a diff for every write), a
 review's rounds as `plan` entries, each run of the check as a finished `tool_call` of kind execute
-(its output in it), a pull request as a line of text, usage as `usage_update`."""
+(its output in it), a pull request as a line of text, usage as `usage_update`. A tool call's title
+says in words what it does ("Edit greet.py", "Run `ls -la`"), drawn so that nothing in it hides; a
+permission request carries the diff the write or edit asks for, and a finished call's `rawOutput`
+the text the model was given of its result."""
 
 from __future__ import annotations
 
@@ -28,10 +31,10 @@ from acp.schema import (
 )
 
 from crewbridge.base.visible import visible
-from crewbridge.engine.loop import PATH_KEYS
 from crewbridge.record import events as ev
 from crewbridge.system.approval import Question
-from crewbridge.toolkit.registry import ToolResult
+from crewbridge.toolkit.preview import PATH_KEYS, asked_change, path_of
+from crewbridge.toolkit.registry import Files, ToolContext, ToolResult
 
 Update = AgentMessageChunk | UserMessageChunk | ToolCallStart | ToolCallProgress | AgentPlanUpdate | UsageUpdate
 SHOWN_OUTPUT = 20_000  # characters of a tool's result shown in its tool_call_update
@@ -84,6 +87,9 @@ class Updates:
     writer: str = ""
     reviewer: str = ""
     run: str = ""  # the run's id (its `start` event's): tool call ids are unique in the session
+    files: Files | None = None  # where crew's file tools read a file's text (the editor's buffers)
+    roots: tuple[Path, ...] = ()  # the session's additional directories
+    _workdirs: dict[str, Path] = field(default_factory=dict)  # each agent's (a worktree's, a subfolder)
     _open: dict[str, Call] = field(default_factory=dict)  # calls started, not finished, by record id
     _reviewing: set[str] = field(default_factory=set)  # agents whose part is a review's
     _used: dict[str, int] = field(default_factory=dict)  # tokens per agent so far
@@ -106,6 +112,8 @@ class Updates:
             self.run = event.run
         elif isinstance(event, ev.Part):
             (self._reviewing.add if event.role == "reviewer" else self._reviewing.discard)(agent)
+            if event.workdir:
+                self._workdirs[agent] = Path(event.workdir)
         elif isinstance(event, ev.Text):
             return [] if agent in self._reviewing else self._text(agent, event.visible)
         elif isinstance(event, ev.Call):
@@ -135,19 +143,32 @@ class Updates:
         found = self._open.get(question.call) if question.call else None
         if found is None:
             found = Call(f"{self.run}:ask-{len(self._open)}", question.agent, question.tool, question.input)
-        whole: list[Any] | None = None  # a title that had to be cut: the whole input is said in the body
-        if len(visible(self._heading(found))) > TITLE:
+        content = self._asked_diff(found)
+        if len(visible(self._heading(found))) > TITLE:  # a title that had to be cut: the whole input is said
             text = json.dumps(found.input, ensure_ascii=False, default=str)
-            whole = [tool_content(text_block(visible(text, SHOWN_OUTPUT)))]
+            content.append(tool_content(text_block(visible(text, SHOWN_OUTPUT))))
         return ToolCallUpdate(
             tool_call_id=found.id,
             title=self._title(found),
             kind=kind(found.name),  # type: ignore[arg-type]
             status="pending",
             raw_input=found.input,
-            locations=self._locations(found.input),
-            content=whole,
+            locations=self._locations(found.input, workdir=self._workdir(found.agent)),
+            content=content or None,
         )
+
+    def _asked_diff(self, call: Call) -> list[Any]:
+        """The diff a write or edit asks for (the one its finished update shows), before it runs:
+        crew's from the file and the input, the CLI's own from its input alone."""
+        workdir = self._workdir(call.agent)
+        if call.name.startswith("native:"):
+            return _native_diff(workdir, call.input) or []
+        context = ToolContext(workdir=workdir, files=self.files, roots=self.roots)
+        change = asked_change(context, call.name.removeprefix(f"{self.prefix}:"), call.input)
+        return [tool_diff_content(change.path, change.new, change.old)] if change is not None else []
+
+    def _workdir(self, agent: str) -> Path:
+        return self._workdirs.get(agent, self.workdir)
 
     def _start(self, agent: str, event: ev.Call) -> ToolCallStart:
         """A new tool call, shown in progress: its kind, title, where it reads or writes."""
@@ -159,9 +180,9 @@ class Updates:
             self._title(call),
             kind=kind(call.name),  # type: ignore[arg-type]  # one of the kinds ACP names
             status="in_progress",
-            locations=self._locations(event.input),
+            locations=self._locations(event.input, workdir=self._workdir(agent)),
             raw_input=event.input,
-            content=_native_diff(self.workdir, event.input) if own else None,
+            content=_native_diff(self._workdir(agent), event.input) if own else None,
         )
 
     def _decided(self, event: ev.Decision) -> list[Update]:
@@ -180,14 +201,14 @@ class Updates:
         result = ToolResult(event.success, event.data, event.error)
         change = event.change
         # the CLI's own write or edit that went well: the diff its input asked for, shown when it started
-        diff = _native_diff(self.workdir, call.input) if call.own and event.success else None
+        diff = _native_diff(self._workdir(call.agent), call.input) if call.own and event.success else None
         return [
             update_tool_call(
                 call.id,
                 status="completed" if event.success else "failed",
                 content=diff or _content(result, change),
-                locations=self._locations(call.input, change, event.data),
-                raw_output={"success": event.success, "data": event.data, "error": event.error},
+                locations=self._locations(call.input, change, event.data, self._workdir(call.agent)),
+                raw_output=_said(result),
             )
         ]
 
@@ -254,18 +275,13 @@ class Updates:
         return visible(self._heading(call), TITLE)
 
     def _heading(self, call: Call) -> str:
-        data = call.input if isinstance(call.input, dict) else {}
-        detail = (
-            data.get("command")
-            or data.get("pattern")
-            or next((data[key] for key in PATH_KEYS if isinstance(data.get(key), str)), "")
-        )
-        detail = " ".join(detail) if isinstance(detail, list) else str(detail)
-        name = call.name.removeprefix(f"{self.prefix}:")
         who = f"@{call.agent} " if self.several else ""
-        return f"{who}{name} {detail}".strip()
+        name = call.name.removeprefix(f"{self.prefix}:").removeprefix("native:")
+        return who + words(name, call.input, self._workdir(call.agent))
 
-    def _locations(self, data: Any, change: ev.Change | None = None, out: Any = None) -> list[ToolCallLocation] | None:
+    def _locations(
+        self, data: Any, change: ev.Change | None = None, out: Any = None, workdir: Path | None = None
+    ) -> list[ToolCallLocation] | None:
         """Where a call reads or writes: absolute paths, lines from 1."""
         if not isinstance(data, dict):
             return None
@@ -275,7 +291,9 @@ class Updates:
         out = out if isinstance(out, dict) else {}
         line = out.get("line") or out.get("start_line") or data.get("offset")
         return [
-            ToolCallLocation(path=os.path.join(self.workdir, path), line=line if isinstance(line, int) else None)
+            ToolCallLocation(
+                path=os.path.join(workdir or self.workdir, path), line=line if isinstance(line, int) else None
+            )
             for path in paths
         ] or None
 
@@ -284,35 +302,114 @@ def _content(result: ToolResult, change: ev.Change | None) -> list[Any]:
     """What a finished call shows: a diff for a write or edit, else its text (or its error)."""
     if change is not None:
         return [tool_diff_content(change.path, change.new, change.old)]
-    if not result.success:
-        return [tool_content(text_block(result.error or "failed"))]
+    return [tool_content(text_block(_said(result)))]
+
+
+def _said(result: ToolResult) -> str:
+    """A result as the model was given it, in text (bounded): the text read, a command's output,
+    the error; else its data as JSON. Never crew's envelope around it."""
     data = result.data
-    if isinstance(data, dict) and isinstance(data.get("content"), str):
+    if not result.success:
+        text = result.error or "failed"
+    elif isinstance(data, dict) and isinstance(data.get("content"), str):
         text = data["content"]
     elif isinstance(data, dict) and isinstance(data.get("output"), str):
         text = data["output"] + (f"\n(exit code {data['exit_code']})" if data.get("exit_code") else "")
+    elif isinstance(data, str):
+        text = data
     else:
         text = json.dumps(data, ensure_ascii=False, indent=2, default=str)
     if len(text) > SHOWN_OUTPUT:
         text = text[:SHOWN_OUTPUT] + f"\n[… {len(text) - SHOWN_OUTPUT:,} more characters]"
-    return [tool_content(text_block(text))]
+    return text
+
+
+# what a tool does, in a word, by the kind of its name (a title's verb)
+VERBS = {"read": "Read", "edit": "Edit", "execute": "Run", "search": "Search", "fetch": "Fetch"}
+
+
+def words(name: str, data: Any, workdir: Path) -> str:
+    """What a call does, in words: "Read notes.txt", "Edit greet.py", "Write new.py", "Run `ls -la`",
+    "Search for `TODO` in src", "List src", "Fetch https://…"; the tool's name and its input
+    where its kind says nothing (an MCP server's tool)."""
+    data = data if isinstance(data, dict) else {}
+    path = path_of(data)
+    path = None if path is None else _relative(path, workdir)
+    command, pattern = data.get("command") or data.get("cmd"), data.get("pattern") or data.get("query")
+    url = data.get("url")
+    changes: list[Any] = data["changes"] if isinstance(data.get("changes"), list) else []
+    patched = [_relative(c["path"], workdir) for c in changes if isinstance(c, dict) and isinstance(c.get("path"), str)]
+    verb = VERBS.get(kind(name))
+    if command is not None:
+        return f"Run `{' '.join(map(str, command)) if isinstance(command, list) else command}`"
+    if isinstance(pattern, str):
+        where = f" in {path}" if path else ""
+        return f"Search {'the web ' if 'web' in name.lower() else ''}for `{pattern}`{where}"
+    if isinstance(url, str) and url:
+        return f"Fetch {url}"
+    if patched:
+        return f"Edit {', '.join(patched)}"
+    if path is not None:
+        if "list" in name.lower() or name.lower() in ("ls", "glob"):
+            return f"List {path}"
+        if verb == "Edit" and "content" in data:
+            return f"Write {path}"
+        return f"{verb or name} {path}"
+    detail = json.dumps(data, ensure_ascii=False, default=str) if data else ""
+    return f"{name} {detail}".strip()
+
+
+def _relative(path: str, workdir: Path) -> str:
+    """A path as a title shows it: relative to the agent's folder when inside it."""
+    return os.path.relpath(path, workdir) if os.path.isabs(path) and Path(path).is_relative_to(workdir) else path
 
 
 def _native_diff(workdir: Path, data: Any) -> list[Any] | None:
-    """The diff a CLI's own write or edit asks for, from its input (claude's Write and Edit,
-    gemini's write_file and replace), when it names one file and its text."""
+    """The diff a CLI's own write or edit asks for, from its input alone (so a replay shows what
+    the run showed): claude's Write, Edit and MultiEdit, gemini's write_file and replace (a file's
+    text, or the strings replaced), codex's apply_patch (each file added, deleted, or changed by
+    hunks: each hunk's lines before and after)."""
     if not isinstance(data, dict):
         return None
-    path = next((data[key] for key in PATH_KEYS if isinstance(data.get(key), str)), None)
+    if isinstance(data.get("changes"), list):
+        return [part for change in data["changes"] for part in _patch_diff(workdir, change)] or None
+    path = path_of(data)
     if path is None:
         return None
     path = os.path.join(workdir, path)
     if isinstance(data.get("content"), str):
         return [tool_diff_content(path, data["content"])]
-    old, new = data.get("old_string"), data.get("new_string")
-    if isinstance(old, str) and isinstance(new, str):
-        return [tool_diff_content(path, new, old)]
-    return None
+    edits: list[Any] = data["edits"] if isinstance(data.get("edits"), list) else [data]
+    replaced = [(e.get("old_string"), e.get("new_string")) for e in edits if isinstance(e, dict)]
+    shown = [
+        tool_diff_content(path, new, old) for old, new in replaced if isinstance(old, str) and isinstance(new, str)
+    ]
+    return shown or None
+
+
+def _patch_diff(workdir: Path, change: Any) -> list[Any]:
+    """One file of codex's patch (`{path, kind: {type: add|delete|update}, diff}`) as diffs."""
+    if not isinstance(change, dict) or not isinstance(change.get("path"), str):
+        return []
+    path, diff = os.path.join(workdir, change["path"]), change.get("diff")
+    kind = change["kind"].get("type") if isinstance(change.get("kind"), dict) else change.get("kind")
+    if kind == "delete":
+        return [tool_content(text_block(f"Delete {path}"))]
+    if not isinstance(diff, str):
+        return []
+    if kind == "add":
+        return [tool_diff_content(path, diff)]
+    hunks: list[tuple[list[str], list[str]]] = []
+    for line in diff.splitlines(keepends=True):
+        if line.startswith("@@"):
+            hunks.append(([], []))
+        elif hunks and line[:1] in (" ", "-", "+"):
+            before, after = hunks[-1]
+            if line[0] != "+":
+                before.append(line[1:])
+            if line[0] != "-":
+                after.append(line[1:])
+    return [tool_diff_content(path, "".join(after), "".join(before)) for before, after in hunks]
 
 
 def replayed(events: Iterable[ev.Event], workdir: Path) -> list[Update]:

@@ -3,7 +3,10 @@ requests in the order the run's threads make them.
 
 The SDK's own stdio transport logs a frame that is not JSON and drops it, and a frame that is JSON
 but no message (an array, a number) ends its read loop. Here each gets its JSON-RPC error (parse
-error, invalid request) and the agent reads on: a client's bad frame never ends crew acp."""
+error, invalid request) and the agent reads on: a client's bad frame never ends crew acp. The one
+bad frame not answered is a malformed answer (an object with `result` or `error`): it is said on
+stderr and dropped, since answering an answer could start an endless exchange with a client that
+does the same."""
 
 from __future__ import annotations
 
@@ -58,8 +61,10 @@ class StdioTransport:
             problem = invalid(message)  # MCP's core judges JSON-RPC 2.0 for both
             if problem is None:
                 return message
-            if "method" in message if isinstance(message, dict) else True:  # never answer an answer
-                await self.send(refusal(request_id(message), INVALID_REQUEST, problem))
+            if isinstance(message, dict) and ("result" in message or "error" in message):  # never answer an answer
+                log.warning("a malformed answer was dropped: %s", problem)
+                continue
+            await self.send(refusal(request_id(message), INVALID_REQUEST, problem))
 
     async def close(self) -> None:
         self.writer.close()
@@ -84,22 +89,37 @@ async def stdio(leftover: bytes = b"") -> StdioTransport:
     reader = asyncio.StreamReader(limit=MAX_FRAME)
     if leftover:
         reader.feed_data(leftover)
-    try:
+    if _polled(0):
         await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
-    except ValueError:  # not a pipe: read in a thread
+    else:  # a file, /dev/null, a terminal, or no stdin at all: read in a thread
 
         def feed() -> None:
-            while chunk := os.read(0, 1 << 16):
-                loop.call_soon_threadsafe(reader.feed_data, chunk)
+            try:
+                while chunk := os.read(0, 1 << 16):
+                    loop.call_soon_threadsafe(reader.feed_data, chunk)
+            except OSError:  # stdin closed: the end of input
+                pass
             loop.call_soon_threadsafe(reader.feed_eof)
 
         threading.Thread(target=feed, name="crew-acp-stdin", daemon=True).start()
-    try:
+    if _polled(1):
         transport, protocol = await loop.connect_write_pipe(_Drained, sys.stdout)
         writer: Any = asyncio.StreamWriter(transport, protocol, None, loop)
-    except ValueError:  # not a pipe: plain writes
-        writer = _Plain(sys.stdout.fileno())
+    else:  # not a pipe: plain writes
+        writer = _Plain(1)
     return StdioTransport(reader, writer)
+
+
+def _polled(fd: int) -> bool:
+    """Whether the event loop can watch `fd`: a pipe or a socket (epoll refuses a file and
+    /dev/null, and asyncio then fails in a callback, after the pipe was accepted)."""
+    import stat
+
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
 
 
 class _Drained(asyncio.streams.FlowControlMixin):
@@ -115,7 +135,10 @@ class _Plain:
     def write(self, data: bytes) -> None:
         view = memoryview(data)
         while view:
-            view = view[os.write(self.fd, view) :]
+            try:
+                view = view[os.write(self.fd, view) :]
+            except OSError as exc:  # no stdout (closed, a full disk): the editor is gone
+                raise ConnectionError(f"stdout cannot be written: {exc}") from None
 
     async def drain(self) -> None:
         return None

@@ -39,9 +39,13 @@ BATCH_JSON = click_option(flags.BATCH_JSON)
 
 
 @click.group("batch", cls=_BatchGroup)
-def batch_group() -> None:
+@click.pass_context
+def batch_group(ctx: click.Context) -> None:
     """One task across many repositories, durable: crew batch "@claude bump the linter" REPO… (each on
     branch crew/batch-ID/AGENT; docs/batch.md). Exit 7 when a repository is not done or unchanged."""
+    from crewbridge.base.extras import require
+
+    require("batch", f"crew batch {ctx.invoked_subcommand}".strip())
 
 
 @batch_group.command("submit")

@@ -38,9 +38,10 @@ from pathlib import Path
 from typing import Any
 
 from crewbridge.api import Stop
+from crewbridge.base.extras import EXTRAS, missing
 from crewbridge.batch.database import Side, StoreError, first_line, guard, scrubbed, shown
 from crewbridge.batch.spec import BatchSpec, Repo
-from crewbridge.errors import CrewError, UsageError
+from crewbridge.errors import CrewError
 
 APP = "crew-batch"  # DBOS's application name
 WORKFLOW_VERSION = "crew-batch-4"  # DBOS's application version: change it when the workflow's steps change
@@ -146,7 +147,7 @@ class Store:
         try:
             from dbos import DBOS  # for start-up speed: only crew batch loads DBOS (and SQLAlchemy)
         except ImportError:
-            raise UsageError("crew batch needs DBOS, which is not installed: pip install 'crewbridge[batch]'") from None
+            raise missing(EXTRAS["batch"], "crew batch") from None
         guard()
         executor = f"{socket.gethostname()}-{os.getpid()}-{os.urandom(3).hex()}"
         if url.startswith("sqlite:///"):

@@ -203,7 +203,9 @@ class BatchWorker(DBOSConfiguredInstance):
             observers=[attend, *([traced.observe] if traced else [])],
             tracing=traced.tracing if traced else None,
         )
-        parent = Parent(batch=spec.batch, repo=Repo.of(repo_data).text)  # its trace: the batch's
+        parent = Parent(
+            batch=spec.batch, repo=Repo.of(repo_data).text
+        )  # the runs list names both; its trace: the batch's
         ended: list[End] = []  # the record's end: each agent's usage (the reviewer's too)
 
         def keep(event: Event) -> None:

@@ -8,10 +8,10 @@ import os
 from collections.abc import Callable, Generator
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, NoReturn, Protocol
 
 from crewbridge.base.decoded import Event, Failure, Session, Text, Usage
-from crewbridge.errors import CrewError
+from crewbridge.errors import CrewError, UsageError
 from crewbridge.providers.base import Provider, Turn, cli_environment
 from crewbridge.system.process import Child
 
@@ -204,14 +204,27 @@ def live_enabled(env: dict[str, str] | None) -> bool:
     return {**os.environ, **(env or {})}.get(LIVE_ENV, "1").strip() != "0"
 
 
+def refuse_images(provider: Provider) -> NoReturn:
+    """A task with images for a CLI crew cannot give them to."""
+    able = ", ".join(f"@{name}" for name in ("claude", "gemini", "codex"))
+    why = "not with CREW_LIVE=0 (a process per turn)" if provider.images_via else "it takes no images from crew"
+    raise UsageError(f"{provider.name} cannot be given the prompt's images ({why}); send them to {able}, or send text")
+
+
 def new_conversation(provider: Provider, base: Turn, cwd: Path, env: dict[str, str] | None = None) -> Conversation:
     """How crew talks to this provider's CLI across turns: the provider's `live` conversation (exact
     continuation, in one process where the CLI allows; its `native` one when the turn asks for
     native tools and it has one, or gives it MCP servers its native session takes), else — and
     always with CREW_LIVE=0 — a new process per turn, continued by the CLI's resume or a replayed
     transcript."""
-    native = base.native or (bool(base.mcp_servers) and provider.mcp_via == "session")
+    native = (
+        base.native
+        or (bool(base.mcp_servers) and provider.mcp_via == "session")
+        or (bool(base.images) and provider.images_via == "native")
+    )
     target = provider.native if native and provider.native else provider.live
+    if base.images and (not provider.images_via or not live_enabled(env)):
+        refuse_images(provider)
     if target and live_enabled(env):
         module, _, name = target.partition(":")
         live: Callable[..., Conversation] = getattr(importlib.import_module(module), name)

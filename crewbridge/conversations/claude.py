@@ -150,7 +150,12 @@ class ClaudeLiveConversation(Peer):
         self.write(assistant_line(""))  # an anchor for rewinding to the first message
 
     def begin(self, message: str) -> list[Event]:
-        self._prompt_line = user_line({"role": "user", "content": message})
+        images = [
+            {"type": "image", "source": {"type": "base64", "media_type": image.mime, "data": image.base64()}}
+            for image in self.images()
+        ]
+        content = [{"type": "text", "text": message}, *images] if images else message
+        self._prompt_line = user_line({"role": "user", "content": content})
         self._used_tools = False
         self.write(self._prompt_line)
         return []

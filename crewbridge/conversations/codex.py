@@ -35,7 +35,7 @@ from crewbridge.base.templates import render
 from crewbridge.conversations import EXACT, FULL
 from crewbridge.conversations.peer import CLIENT, Peer
 from crewbridge.protocol.jsonrpc import Misshapen, Reply, Request, Route, notification, shaped
-from crewbridge.providers.base import JsonLineDecoder, Turn
+from crewbridge.providers.base import Image, JsonLineDecoder, Turn
 from crewbridge.providers.codex import CodexProvider, OwnItems, own_sandbox, snake_case
 from crewbridge.toolkit.native import SERVER, result_text
 
@@ -239,8 +239,9 @@ def note(obj: dict[str, Any]) -> tuple[str, Any] | Notice:
         return Notice("corrupt", f"{exc}: {json.dumps(obj)[:120]}")
 
 
-def user_item(text: str) -> dict[str, Any]:
-    return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
+def user_item(text: str, images: tuple[Image, ...] = ()) -> dict[str, Any]:
+    shown = [{"type": "input_image", "image_url": image.url()} for image in images]
+    return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}, *shown]}
 
 
 def assistant_item(text: str) -> dict[str, Any]:
@@ -300,9 +301,11 @@ class CodexLiveConversation(Peer):
 
     def begin(self, message: str) -> list[Event]:
         self._stored, self._used_tools, self._changes = "", False, {}
-        self._remember(user_item(message))
+        images = self.images()
+        self._remember(user_item(message, images))
         self._turn = None
-        params = {"threadId": self.session_id, "input": [{"type": "text", "text": message}]}
+        given = [{"type": "image", "url": image.url()} for image in images]
+        params = {"threadId": self.session_id, "input": [{"type": "text", "text": message}, *given]}
         self._turn_request = self.request("turn/start", params, self._started, TurnStarted)
         return [Session(self.session_id)]
 

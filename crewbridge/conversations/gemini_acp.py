@@ -313,7 +313,9 @@ class GeminiAcpConversation(Peer):
         return {"type": "http", "name": ACP_SERVER, "url": self._http.url, "headers": [header]}
 
     def begin(self, message: str) -> list[Event]:
-        params: dict[str, Any] = {"sessionId": self.session_id, "prompt": [{"type": "text", "text": message}]}
+        images = [{"type": "image", "mimeType": image.mime, "data": image.base64()} for image in self.images()]
+        prompt = [{"type": "text", "text": message}, *images]
+        params: dict[str, Any] = {"sessionId": self.session_id, "prompt": prompt}
         if self.base.trace:  # ACP's reserved trace context: the prompt's spans go under its agent's span
             params["_meta"] = {name.lower(): value for name, value in self.base.trace}
         self.request("session/prompt", params, prompt_end, PromptEnd)

@@ -47,7 +47,7 @@ from crewbridge.protocol.jsonrpc import (
     RpcError,
     Wire,
 )
-from crewbridge.providers.base import JsonLineDecoder, Provider, Turn, cli_environment
+from crewbridge.providers.base import Image, JsonLineDecoder, Provider, Turn, cli_environment
 from crewbridge.version import __version__
 
 if TYPE_CHECKING:
@@ -81,6 +81,7 @@ class Peer:
         self.endpoint = Endpoint(self.wire, self.routes())
         self.process: LiveProcess | None = None
         self.deadline: float | None = None  # the run's: no read or write waits past it
+        self._images = base.images  # given with the first message, then never again
         self.open = False  # a reply whose end (Done) has not been read
         self.stopped = False  # stop() was sent for that reply
         self.reading = self.decoder()  # the current reply's decoder
@@ -204,6 +205,11 @@ class Peer:
 
     def answer(self, request_id: Any, result: dict[str, Any]) -> None:
         self.write(self.wire.answer(request_id, result))
+
+    def images(self) -> tuple[Image, ...]:
+        """The task's images, for the message that begins now: the first one's only."""
+        images, self._images = self._images, ()
+        return images
 
     def finish(self) -> None:
         """Read what is left of a reply the loop stopped reading, up to its end; its usage comes late."""

@@ -27,7 +27,7 @@ from crewbridge.base.options import RunOptions
 from crewbridge.config import AgentSpec, Config, load_config
 from crewbridge.conversations import Conversation, new_conversation
 from crewbridge.errors import CrewError, UsageError
-from crewbridge.providers.base import McpServer, Provider, Turn
+from crewbridge.providers.base import Image, McpServer, Provider, Turn
 from crewbridge.sandbox import Sandboxing, level
 from crewbridge.version import __version__
 
@@ -91,6 +91,7 @@ class Work:
     budget: Budget
     record: Record
     channels: Sequence[Channel] = ()
+    images: tuple[Image, ...] = ()  # given with the task's first message (an editor's prompt)
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,7 @@ class RunContext:
     observers: Sequence[Observer] = ()  # join each run's record (crew ui's link)
     files: Files | None = None  # where the file tools read and write text instead of the disk (an editor's)
     mcp_servers: Sequence[McpServer] = ()  # given to each CLI that takes them, besides crew's tools (an editor's)
+    roots: tuple[Path, ...] = ()  # folders used as the working directory is (an editor's additional directories)
     stop: Stop | None = None  # set from another thread, it ends the run
     started: dict[Key, Conversation] = field(default_factory=dict)  # start()'s CLIs, not yet taken
     tracing: Tracing | None = None  # its runs are traced (a face exports them: crewbridge.telemetry)
@@ -121,6 +123,7 @@ class RunContext:
 
     def __post_init__(self) -> None:
         self.workdir = self.workdir.resolve()
+        self.roots = tuple(root.resolve() for root in self.roots)
         if self.tools is None:
             self.tools = Tools(self.config)
 
@@ -335,14 +338,15 @@ class RunContext:
         options: RunOptions,
         spec: AgentSpec | None = None,
         prior: Prior | None = None,
+        images: tuple[Image, ...] = (),
     ) -> tuple[Conversation | CrewError, bool]:
         """The agent's conversation, its CLI started where it can wait for the first message (or the
         error that stops this agent alone, such as an unknown provider). The options' `tools_via`
         replaces the agent's; `spec`: the agent's settings, when not the configured ones (a
         fallback's). With `prior`, the conversation continues that one; the flag says whether the
-        CLI holds it (else the first message replays it). The one start() started for the same, if
-        there is one."""
-        if self.started and prior is None and (spec is None or spec == self.config.agent(mention.agent)):
+        CLI holds it (else the first message replays it); `images` go with the first message. The
+        one start() started for the same, if there is one."""
+        if self.started and prior is None and not images and (spec is None or spec == self.config.agent(mention.agent)):
             started = self.started.pop((mention, mode, options.tools_via, options.sandbox, options.network), None)
             if started is not None and _trace_id(trace_of(started)) == _trace_id(self.trace):
                 return started, True
@@ -369,9 +373,11 @@ class RunContext:
                     agent.deny_commands,
                     hosts=self.hosts(options, provider),
                     hiding=self.config.hiding,
+                    roots=self.roots,
                 ),
                 passed=tuple(self.config.env_pass),
                 trace=tuple(self.trace.env(self.trace.child()).items()) if self.trace else (),
+                images=images,
             )
             if not agent.user_mcp_servers:  # only the MCP servers crew gives it, never crew itself again
                 base.options += provider.own_mcp_only(base, {**os.environ, **self.env}, workdir)
@@ -398,7 +404,7 @@ class RunContext:
         CrewError that kept the conversation from starting is raised; the conversation is closed if
         the loop cannot be made."""
         if conversation is None:
-            conversation = self.conversation(mention, work.mode, work.options, spec)[0]
+            conversation = self.conversation(mention, work.mode, work.options, spec, images=work.images)[0]
         if isinstance(conversation, CrewError):
             raise conversation
         from crewbridge.record import events as ev
@@ -477,8 +483,10 @@ class RunContext:
                 denied=agent.deny_commands,  # what they deny whatever its arguments is masked inside
                 hosts=self.hosts(options),
                 hiding=self.config.hiding,
+                roots=self.roots,
             ),
             files=self.files,
+            roots=self.roots,
         )
         record.on_cancel(loop.close)  # cancelled from the browser or the editor: as Ctrl-C, the CLI ends
         for sandbox in (conversation.base.sandbox, loop.ctx.sandbox):  # the CLI's and its commands'

@@ -39,6 +39,7 @@ from crewbridge.toolkit.catalogue import build_prompt, offered_tools, render_cat
 from crewbridge.toolkit.extract import Extractor, Shown, ToolCall
 from crewbridge.toolkit.hooks import Hooks
 from crewbridge.toolkit.paths import resolve_inside
+from crewbridge.toolkit.preview import PATH_KEYS
 from crewbridge.toolkit.registry import TIMEOUT_GRACE, Files, Tool, ToolContext, ToolFailure, ToolRegistry, ToolResult
 from crewbridge.work.caller import Caller
 from crewbridge.work.policy import Policy, Ruling, Unasked
@@ -50,7 +51,6 @@ if TYPE_CHECKING:
     from crewbridge.work.sessions import Prior
 
 REPEAT_LIMIT = 3  # the same failing call this many times ends the run
-PATH_KEYS = ("file_path", "path", "notebook_path", "absolute_path", "dir_path")  # the CLIs' own tools' path inputs
 CALLS_PER_TURN = 5  # native calls a run may make per --max-turns (one reply may make several)
 MAX_REPLY = 8 << 20  # characters of one reply; past this the CLI is stopped (memory stays bounded)
 
@@ -102,6 +102,7 @@ class AgentLoop:
         tools_via: str = "text",
         sandbox: Sandbox | None = None,
         files: Files | None = None,
+        roots: tuple[Path, ...] = (),
     ) -> None:
         self.agent = agent
         self.conv = conversation
@@ -109,7 +110,9 @@ class AgentLoop:
         self.policy = policy
         self.skills = skills or {}
         self.offered = offered_tools(policy.offered(registry), self.skills)  # the tools the model is told of
-        self.ctx = ToolContext(workdir=workdir, registry=self.offered, skills=self.skills, sandbox=sandbox, files=files)
+        self.ctx = ToolContext(
+            workdir=workdir, registry=self.offered, skills=self.skills, sandbox=sandbox, files=files, roots=roots
+        )
         self.record = record or Record()
         hooks = hooks or Hooks()
         execute = policy.mode == "execute"
@@ -567,7 +570,7 @@ class LoopChannel:
                 own = self._start(NATIVE + tool, arguments, ref)
             own.decided = True
         paths = [data[key] for key in PATH_KEYS if isinstance(data.get(key), str)]
-        refusal = next(filter(None, (_outside(loop.ctx.workdir, path) for path in paths)), None)
+        refusal = next(filter(None, (_outside(loop.ctx.workdir, path, loop.ctx.roots) for path in paths)), None)
         try:
             jsonio.check_depth(data)  # a CLI's line is not bounded as it is decoded (providers.base)
         except jsonio.TooDeep as exc:
@@ -630,10 +633,11 @@ class LoopChannel:
         return records
 
 
-def _outside(workdir: Path, path: str) -> str | None:
-    """Why the CLI's own tool may not use `path`: it leads outside the working directory."""
+def _outside(workdir: Path, path: str, roots: tuple[Path, ...]) -> str | None:
+    """Why the CLI's own tool may not use `path`: it leads outside the working directory (and the
+    additional directories `roots`)."""
     try:
-        resolve_inside(workdir, path)
+        resolve_inside(workdir, path, roots)
     except ToolFailure as exc:
         return f"{exc} (crew lets the CLI's own tools use files inside it only)"
     return None

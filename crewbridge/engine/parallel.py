@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from crewbridge.api import Outcome
     from crewbridge.conversations import Conversation
     from crewbridge.engine.loop import AgentLoop
+    from crewbridge.providers.base import Image
     from crewbridge.record.events import Ended, Parent
     from crewbridge.record.stream import Record
     from crewbridge.system.approval import Channel
@@ -41,10 +42,12 @@ def run_task(
     run: str | None = None,
     command: str | None = None,
     parent: Parent | None = None,
+    images: tuple[Image, ...] = (),
     **values: Any,
 ) -> list[Outcome]:
     """Run the task in `text` ("@agent[:model] … task") on every mentioned agent at once, with
-    `options` and any RunOptions given by name; `context` is added to the task. The run's record
+    `options` and any RunOptions given by name; `context` is added to the task, `images` go with
+    it to each agent's model (a CLI that cannot take them is refused: UsageError). The run's record
     has the id `run` (default: a new one), says `command` (default: the mode) and what the run is
     part of (`parent`). Each agent's Outcome, in mention order. The CLIs ctx.start() started and no
     agent took are ended."""
@@ -55,8 +58,8 @@ def run_task(
         if options.review:
             from crewbridge.engine.review import review_run
 
-            return review_run(ctx, text, mode, options, context, named)
-        return _run(ctx, text, mode, options, context, named)
+            return review_run(ctx, text, mode, options, context, named, images)
+        return _run(ctx, text, mode, options, context, named, images)
     finally:
         ctx.close_started()
 
@@ -68,6 +71,7 @@ def _run(
     options: RunOptions,
     context: str | None,
     named: Named,
+    images: tuple[Image, ...] = (),
 ) -> list[Outcome]:
     mentions, task = parse_mentions(text)
     specs = [ctx.config.agent(mention.agent) for mention in mentions]  # fail before starting anything
@@ -83,7 +87,9 @@ def _run(
     status: Ended = "cancelled"
     try:
         for mention, spec in zip(mentions, specs, strict=True):  # every CLI starts first, to boot meanwhile
-            started.append(ctx.conversation(mention, mode, options, spec, prior=earlier.get(mention.agent)))
+            started.append(
+                ctx.conversation(mention, mode, options, spec, prior=earlier.get(mention.agent), images=images)
+            )
         agents = [m.agent for m in mentions]
         models = {m.agent: m.model or spec.model for m, spec in zip(mentions, specs, strict=True)}
         record = ctx.record(
@@ -98,7 +104,7 @@ def _run(
             parent=named.parent,
         )
         ctx.check_sandbox(options, specs, record)  # `auto` with no mechanism here: said once, in the record
-        work = _work(task, mode, options, record, ctx.keep(record))
+        work = _work(task, mode, options, record, ctx.keep(record), images)
         outcomes = _run_started(ctx, work, mentions, specs, started, earlier, made)
         if proposer is not None:
             outcomes = [proposer.deliver(work, outcome) for outcome in outcomes]
@@ -120,10 +126,17 @@ def _run(
             record.end(status)
 
 
-def _work(task: str, mode: Mode, options: RunOptions, record: Record, channels: Sequence[Channel]) -> Work:
+def _work(
+    task: str,
+    mode: Mode,
+    options: RunOptions,
+    record: Record,
+    channels: Sequence[Channel],
+    images: tuple[Image, ...] = (),
+) -> Work:
     from crewbridge.base.usage import Budget  # for start-up speed: once the CLIs have started
 
-    return Work(task, mode, options, Budget(options.max_cost, options.max_tokens), record, channels)
+    return Work(task, mode, options, Budget(options.max_cost, options.max_tokens), record, channels, images)
 
 
 def _priors(resume: str | None) -> dict[str, Prior]:

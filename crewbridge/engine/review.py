@@ -36,6 +36,7 @@ from crewbridge.engine.gate import Gate, seconds_left
 from crewbridge.engine.loop import AgentLoop, RunResult
 from crewbridge.engine.pulls import Proposer
 from crewbridge.errors import BudgetExceeded, CrewError, Interrupted, ReviewNotApproved, UsageError
+from crewbridge.providers.base import Image
 from crewbridge.record.events import Ended, Notice
 from crewbridge.record.events import Review as ReviewEvent
 from crewbridge.record.stream import Record
@@ -66,6 +67,7 @@ def review_run(
     options: RunOptions,
     context: str | None = None,
     named: Named | None = None,
+    images: tuple[Image, ...] = (),
 ) -> list[Outcome]:
     """Run the task in `text` ("@writer task") in `mode`, reviewed by agent `options.review`
     ("gemini", "@gemini:model") for at most `options.rounds` rounds: the writer's outcome, with its
@@ -91,7 +93,7 @@ def review_run(
         if made is not None:
             made.announce(record)
         checker_spec = replace(_with_tool(ctx.config.agent(checker.agent), VERDICT_TOOL), workdir=str(folder))
-        work = Work(task, mode, options, Budget(options.max_cost, options.max_tokens), record, channels)
+        work = Work(task, mode, options, Budget(options.max_cost, options.max_tokens), record, channels, images)
         outcome = Session(ctx, work, writer, checker, checker_spec, checkout).run(writer_spec)
         outcome = replace(outcome, run=record.run if record.kept else None)
         if made is not None:

@@ -337,18 +337,20 @@ class Sandboxing:
         denied: Sequence[str] = (),
         hiding: Hiding | None = LISTED_ONLY,
         hosts: Hosts | None = None,
+        roots: Sequence[Path] = (),
     ) -> Sandbox | None:
         """Where an agent's commands (run_command, command tools) run: they may write the working
-        directory only in execute mode (query mode's tools only read) and their private /tmp;
+        directory (and `roots`, folders used as it is: an editor's additional directories) only in
+        execute mode (query mode's tools only read) and their private /tmp;
         no network unless `network`, and then only what `hosts` allows, through crew's proxy (None:
         the network open); nothing they start outlives them; a program `denied` (the agent's
         deny_commands) denies whatever its arguments is masked where the mechanism can; what
         `hiding` hides (crewbridge.sandbox.hidden) they cannot read."""
-        writable, kept = _project(workdir, mode)
+        writable, kept, visible = _project(workdir, mode, roots)
         confinement = Confinement(
             writable,
             kept,
-            visible=(workdir, *git_folders(workdir)),
+            visible=visible,
             network=network,
             egress=self._egress(hosts) if network else None,
             leave_group=False,
@@ -366,14 +368,14 @@ class Sandboxing:
         denied: Sequence[str] = (),
         hiding: Hiding | None = LISTED_ONLY,
         hosts: Hosts | None = None,
+        roots: Sequence[Path] = (),
     ) -> Sandbox | None:
         """Where an agent's CLI runs: it may write its own state folders (`state`, from its
-        environment) and temp, and the working directory in execute mode; it (and all it starts)
+        environment) and temp, and the working directory (and `roots`) in execute mode; it (and all it starts)
         reaches only what `hosts` allows (from its environment: its model API), through crew's
         proxy (None: the network open); its own shell tool's commands meet the masks of `denied`
         as crew's do; what `hiding` hides, but its own login (State.login), it cannot read."""
-        writable, kept = _project(workdir, mode)
-        visible = (workdir, *git_folders(workdir))
+        writable, kept, visible = _project(workdir, mode, roots)
         confinement = Confinement(
             writable,
             kept,
@@ -429,13 +431,18 @@ class Sandboxing:
         return self._sandbox(wanted, confinement)
 
 
-def _project(workdir: Path, mode: str) -> tuple[tuple[Path, ...], tuple[Path, ...]]:
-    """What of the working directory may be written (all of it, in execute mode only; its git
-    folders pinned) and what in it stays read-only (git_protected)."""
+def _project(
+    workdir: Path, mode: str, roots: Sequence[Path] = ()
+) -> tuple[tuple[Path, ...], tuple[Path, ...], tuple[Path, ...]]:
+    """What of the working directory and `roots` may be written (all of them, in execute mode
+    only; their git folders pinned), what in them stays read-only (git_protected), and what a
+    private /tmp must not hide (them and their git folders)."""
+    folders = (workdir, *roots)
+    visible = tuple(path for folder in folders for path in (folder, *git_folders(folder)))
     if mode != "execute":
-        return (), ()
-    pinned, kept = git_protected((workdir,))
-    return (workdir, *pinned), kept
+        return (), (), visible
+    pinned, kept = git_protected(folders)
+    return (*folders, *pinned), kept, visible
 
 
 def git_folders(workdir: Path) -> tuple[Path, ...]:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from crewbridge.base.extras import EXTRAS
 from crewbridge.base.skills import discover, roots
 from crewbridge.config import Config, default_agents, load_config
 from crewbridge.conversations import live_enabled
@@ -164,6 +165,7 @@ def diagnose(
     subjects = _subjects(config, only)  # a name that is not a provider is an error before any line
     yield from checks
     yield from _programs(config, env)
+    yield from _extras()
     yield from _skills(config, cwd, env)
     yield _mcp(env, cwd)
     yield _native(config, env)
@@ -186,6 +188,16 @@ def diagnose(
                 yield Check(OK, subject.name, _state_line(subject.provider.state(env)))
     finally:
         prober.close()
+
+
+def _extras() -> Iterator[Check]:
+    """Each optional extra: installed (its version), or what needs it and the pip command."""
+    for extra in EXTRAS.values():
+        version = extra.installed()
+        if version is None:
+            yield Check(WARN, "extras", f"{extra.name}: not installed; {extra.needed_by} need it: {extra.install()}")
+        else:
+            yield Check(OK, "extras", f"{extra.name}: {extra.package} {version} ({extra.needed_by})")
 
 
 def _mcp(env: Mapping[str, str], cwd: Path) -> Check:
@@ -447,6 +459,8 @@ def _provider_checks(subject: _Subject, needed: bool, config: Config) -> Iterato
     if subject.path is None:
         where = f"`{provider.binary}` is not on PATH" if "/" not in provider.binary else f"{provider.binary} is missing"
         install = provider.install_hint or f"install '{provider.binary}'"
+        if provider.tested:
+            install += f" (crew is tested with {provider.tested})"
         if needed:
             yield Check(FAIL, name, f"not installed{origin}: {where}; install it: {install}")
         else:
@@ -464,7 +478,7 @@ def _provider_checks(subject: _Subject, needed: bool, config: Config) -> Iterato
     if problems:
         yield from (Check(FAIL, name, f"{head}: {problem}") for problem in problems)
         return
-    yield Check(OK, name, f"{head}; accepts the {_count(counted, 'option')} crew uses")
+    yield Check(OK, name, f"{head}; accepts the {_count(counted, 'option')} crew uses{_tested(provider, version)}")
     yield from _agent_options(subject, config)
 
 
@@ -506,6 +520,16 @@ def _probe_results(subject: _Subject, config: Config) -> tuple[list[str], str, i
             if missing:
                 problems.append(f"`{shown}` does not list {', '.join(missing)}, which crew uses; {fix}")
     return problems, version, counted
+
+
+def _tested(provider: Provider, version: str) -> str:
+    """The version against the one crew's tests drive, when crew knows it."""
+    if not provider.tested:
+        return ""
+    found = re.search(r"\d+\.\d+\.\d+", version)
+    if found is not None and found.group() == provider.tested:
+        return "; the version crew is tested with"
+    return f"; crew is tested with {provider.tested} ({provider.install_hint}@{provider.tested})"
 
 
 def _outcome(future: Future[Finished], *, help_text: bool = False) -> tuple[str, str | None]:

@@ -19,6 +19,8 @@ from crewbridge.system.beneath import printable
 from crewbridge.toolkit.registry import ToolFailure
 
 WORKDIR = "the working directory"
+ROOT = "the additional directory"
+SKILL = "the skill folder"
 GIT = b".git"  # git's own folder (or, in a worktree, the file naming it)
 ESCAPED = re.compile(rb"\\x([0-9a-fA-F]{2})")  # a byte that is not UTF-8, as names are shown
 
@@ -27,8 +29,9 @@ class PathOutside(CrewError, ToolFailure):
     """A path that leads outside the working directory (by `..`, an absolute path or a symlink)."""
 
 
-def resolve_inside(workdir: Path, user_path: str) -> Path:
-    """The real path `user_path` names, relative to `workdir`; refused if it leads outside.
+def resolve_inside(workdir: Path, user_path: str, roots: Iterable[Path] = ()) -> Path:
+    """The real path `user_path` names, relative to `workdir`; refused if it leads outside (and
+    outside every one of `roots`, folders used as the working directory is: an editor's).
 
     Symlinks are followed (also dangling ones and symlinked parent directories), so the answer is
     where a read or write would land now. Paths that do not exist yet resolve through their existing
@@ -41,7 +44,7 @@ def resolve_inside(workdir: Path, user_path: str) -> Path:
         raise ToolFailure(f"working directory {root} does not exist; start crew in an existing directory")
     target = Path(root, user_path or ".")  # an absolute user_path replaces root here
     real = Path(os.path.realpath(target))
-    if real.is_relative_to(root):
+    if real.is_relative_to(root) or any(real.is_relative_to(os.path.realpath(other)) for other in roots):
         return real
     through = None if not Path(os.path.normpath(target)).is_relative_to(root) else str(real)
     raise _outside(user_path, str(root), WORKDIR, through)
@@ -108,10 +111,14 @@ class Place:
 
 
 @contextmanager
-def place(workdir: Path, user_path: str, read_roots: Iterable[Path] = ()) -> Iterator[Place]:
+def place(
+    workdir: Path, user_path: str, read_roots: Iterable[Path] = (), roots: Iterable[Path] = ()
+) -> Iterator[Place]:
     """The directory `user_path` resolves beneath, open, and the path below it: the working
-    directory, for a relative path or an absolute one inside it; a skill's folder (one of
-    `read_roots`, real paths, for tools that only read) for an absolute path inside one.
+    directory, for a relative path or an absolute one inside it; one of `roots` (real paths:
+    folders read and written as the working directory is, an editor's additional directories)
+    for an absolute path inside one; a skill's folder (one of `read_roots`, real paths, for tools
+    that only read) for an absolute path inside one.
 
     Refused: a NUL, a character no file name can hold, an absolute path anywhere else.
     """
@@ -121,10 +128,10 @@ def place(workdir: Path, user_path: str, read_roots: Iterable[Path] = ()) -> Ite
     rel = raw if not raw.startswith(b"/") else beneath.below(raw, given) or beneath.below(raw, real)
     top, label = real, WORKDIR
     if rel is None:
-        for folder in map(os.fsencode, read_roots):
-            rel = beneath.below(raw, folder)
+        for folder, kind in (*((f, ROOT) for f in roots), *((f, SKILL) for f in read_roots)):
+            rel = beneath.below(raw, os.fsencode(folder))
             if rel is not None:
-                top, label = folder, "the skill folder"
+                top, label = os.fsencode(folder), kind
                 break
         else:
             raise _outside(user_path, printable(real), WORKDIR, None)

@@ -71,6 +71,9 @@ class ToolContext:
     skills: dict[str, Skill] = field(default_factory=dict)  # the agent's skills, by name (crew:skill)
     sandbox: Sandbox | None = None  # where the tools' commands run (run_command, command tools)
     files: Files | None = None  # where the file tools read and write text (None: the disk)
+    roots: tuple[
+        Path, ...
+    ] = ()  # folders used as the working directory is, real paths (an editor's additional directories)
     change: FileChange | None = None  # set by a write or edit tool for its result (one call's context)
 
     def stoppable(self, stop: Stop) -> ToolContext:

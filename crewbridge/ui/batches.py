@@ -12,9 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from crewbridge.base.extras import EXTRAS
 from crewbridge.base.places import state_dir
 from crewbridge.batch.database import DB_ENV
-from crewbridge.batch.report import FINISHED, state
+from crewbridge.batch.report import FINISHED, INCOMPLETE, state
 from crewbridge.batch.store import Reader
 
 
@@ -26,6 +27,7 @@ class Repo:
     status: str  # queued | held | running | done | unchanged | failed | cancelled | skipped (crewbridge.batch.report)
     branch: str | None = None
     error: str | None = None
+    run: str | None = None  # its run's id, once it ran
     pull: str | None = None  # its pull request's address (crew batch --pr)
 
 
@@ -36,11 +38,18 @@ class Batch:
     repos: list[Repo] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
+        """The batch for the page: its repositories, how many are in each state, how many ended and
+        how many of those did not end well (failed, cancelled, skipped: `crew batch` exits 7)."""
+        counts: dict[str, int] = {}
+        for repo in self.repos:
+            counts[repo.status] = counts.get(repo.status, 0) + 1
         return {
             "id": self.id,
             "task": self.task,
             "repos": [vars(repo) for repo in self.repos],
+            "counts": counts,
             "finished": sum(repo.status in FINISHED for repo in self.repos),
+            "incomplete": sum(repo.status in INCOMPLETE for repo in self.repos),
             "total": len(self.repos),
         }
 
@@ -49,6 +58,8 @@ class BatchSource(Protocol):
     """Where the UI reads batches from."""
 
     def batches(self) -> list[Batch]: ...
+
+    def installed(self) -> bool: ...
 
     def close(self) -> None: ...
 
@@ -62,6 +73,10 @@ class CrewBatches:
         self._file = state_dir(env) / "batch" / "batches.sqlite"  # crew batch's own default (its store)
         self._reader: Reader | None = None
         self._lock = threading.Lock()
+
+    def installed(self) -> bool:
+        """Whether crew batch can run here (its extra is installed)."""
+        return EXTRAS["batch"].installed() is not None
 
     def batches(self) -> list[Batch]:
         with self._lock:
@@ -77,10 +92,9 @@ class CrewBatches:
         for row in rows:
             batch = found.setdefault(row.spec.batch, Batch(row.spec.batch, row.spec.task.splitlines()[0]))
             output = row.output or {}
+            error = output.get("error") or row.error
             pull = (output.get("pull") or {}).get("url")
-            batch.repos.append(
-                Repo(row.repo.text, state(row), output.get("branch"), output.get("error") or row.error, pull)
-            )
+            batch.repos.append(Repo(row.repo.text, state(row), output.get("branch"), error, output.get("run"), pull))
         newest = {row.spec.batch: row.created for row in sorted(rows, key=lambda row: row.created)}
         return sorted(found.values(), key=lambda batch: -newest[batch.id])
 

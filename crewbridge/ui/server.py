@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import html
 import re
 import threading
 import time
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from crewbridge.base.extras import EXTRAS, missing
 from crewbridge.base.jsonio import dumps_bytes, loads
 from crewbridge.errors import CrewError
 from crewbridge.protocol.webserver import EventStream, Handler, Keys, Listening, Server
@@ -114,7 +116,7 @@ class Ui:
         self.closed = threading.Event()
         self.static = {
             name: (files("crewbridge.ui") / "static" / name).read_bytes()
-            for name in [*STATIC, "index.html", "signin.html"]
+            for name in [*STATIC, "index.html", "signin.html", "missing.html"]
         }
         self.etags = {name: hashlib.sha256(data).hexdigest()[:16] for name, data in self.static.items()}
         handler = type("Handler", (_Handler,), {"ui": self, "keys": Keys(token)})
@@ -197,9 +199,12 @@ class _Handler(Handler):
         return True
 
     def _signed_out(self, status: int, why: str) -> None:
-        """The page that says how to sign in (`why`: out, or a link used or expired)."""
+        """The page that says how to sign in (`why`: out, or a link used or expired), with the way
+        back to the page asked for once signed in (one of crew ui's pages, else the runs)."""
         title, text = SIGNED_OUT[why]
-        page = self.ui.static["signin.html"].replace(b"{{why}}", why.encode())
+        path = urlsplit(self.path).path
+        back = path if why == "out" and PAGES.fullmatch(path) else "/"
+        page = self.ui.static["signin.html"].replace(b"{{why}}", why.encode()).replace(b"{{back}}", back.encode())
         page = page.replace(b"{{title}}", title.encode()).replace(b"{{text}}", text.encode())
         self.discard_body()
         self.send(status, page, "text/html; charset=utf-8")
@@ -275,7 +280,9 @@ class _Handler(Handler):
                 batches = self.ui.batches.batches()
             except Exception as exc:  # DBOS's own errors (a database busy or gone) come in many kinds
                 return self.send_json(503, {"error": f"cannot read crew batch's database: {exc}"})
-            return self.send_json(200, [batch.to_dict() for batch in batches])
+            if not batches and not self.ui.batches.installed():  # the page says how to install it
+                return self.send_json(200, {"batches": [], "missing": str(missing(EXTRAS["batch"], "crew batch"))})
+            return self.send_json(200, {"batches": [batch.to_dict() for batch in batches]})
         found = re.fullmatch(r"/api/runs/([0-9a-f-]+)(/events|/diff)?", path)
         if found and self.ui.runs.path(found[1]) is not None:
             run_id, part = found[1], found[2]
@@ -285,6 +292,8 @@ class _Handler(Handler):
                 return self._diff(run_id, query.get("agent", ""))
             row = self.ui.runs.row(run_id)
             return self.send_json(200, {**(row.to_dict() if row else {}), "attended": self.ui.desk.attended(run_id)})
+        if self.accepts("text/html") and not path.startswith("/api/"):
+            return self._missing(path)
         self.refuse(404, f"crew ui has no {path}")
 
     def do_POST(self) -> None:
@@ -313,6 +322,11 @@ class _Handler(Handler):
         self.send_json(404, {"error": f"crew ui has no {path}"})
 
     # -- answers ----------------------------------------------------------------------------------
+
+    def _missing(self, path: str) -> None:
+        """The page of a path crew ui has no page at, with the way back."""
+        page = self.ui.static["missing.html"].replace(b"{{path}}", html.escape(path).encode("utf-8", "replace"))
+        self.send(404, page, "text/html; charset=utf-8")
 
     def _page(self) -> None:
         csrf = self._seen.session.csrf if self._seen is not None else ""

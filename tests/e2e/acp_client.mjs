@@ -1,9 +1,11 @@
 // A small ACP client on the official TypeScript SDK's ClientSideConnection (@agentclientprotocol/sdk,
 // pinned in package.json), for the end-to-end tests of `crew acp` (tests/e2e/test_acp_real.py).
-// argv[2]: a JSON plan {command: [...], cwd, load?: sessionId, mcpServers?: [...], options?: {id: value},
-// prompts: [{text, cancel?: true, meta?: {…} (the prompt's _meta)}], answers: [optionId, ...]}. Prints one JSON object: the session id, every update,
-// the permission requests, each prompt's stop reason and, for a cancelled one, the milliseconds from
-// the cancel to its answer.
+// argv[2]: a JSON plan {command: [...], cwd, load?: sessionId, resume?: sessionId, close?: true,
+// additionalDirectories?: [...], mcpServers?: [...], options?: {id: value},
+// prompts: [{text, images?: [{mimeType, data}], cancel?: true, meta?: {…} (the prompt's _meta)}], answers: [optionId, ...]}.
+// Prints one JSON object: the initialize answer, the session id, every update, the permission requests, each prompt's
+// stop reason and, for a cancelled one, the milliseconds from the cancel to its answer; with close, what a prompt
+// after it got.
 import { spawn } from "node:child_process";
 import { Readable, Writable } from "node:stream";
 import * as acp from "@agentclientprotocol/sdk";
@@ -34,21 +36,28 @@ const out = { updates, asked, stops: [], cancelMs: null };
 try {
   const init = await connection.initialize({ protocolVersion: acp.PROTOCOL_VERSION, clientCapabilities: {} });
   out.protocolVersion = init.protocolVersion;
-  let sessionId = plan.load;
-  if (sessionId) {
-    await connection.loadSession({ sessionId, cwd: plan.cwd, mcpServers: [] });
+  out.initialize = init;
+  const directories = plan.additionalDirectories ? { additionalDirectories: plan.additionalDirectories } : {};
+  let sessionId = plan.load ?? plan.resume;
+  if (plan.load) {
+    await connection.loadSession({ sessionId, cwd: plan.cwd, mcpServers: [], ...directories });
+    out.replayed = updates.length;
+  } else if (plan.resume) {
+    await connection.resumeSession({ sessionId, cwd: plan.cwd, mcpServers: [], ...directories });
     out.replayed = updates.length;
   } else {
-    sessionId = (await connection.newSession({ cwd: plan.cwd, mcpServers: plan.mcpServers ?? [] })).sessionId;
+    const made = { cwd: plan.cwd, mcpServers: plan.mcpServers ?? [], ...directories };
+    sessionId = (await connection.newSession(made)).sessionId;
   }
   out.sessionId = sessionId;
   for (const [configId, value] of Object.entries(plan.options ?? {})) {
     await connection.setSessionConfigOption({ sessionId, configId, value });
   }
   for (const prompt of plan.prompts ?? []) {
+    const images = (prompt.images ?? []).map((image) => ({ type: "image", ...image }));
     const answer = connection.prompt({
       sessionId,
-      prompt: [{ type: "text", text: prompt.text }],
+      prompt: [{ type: "text", text: prompt.text }, ...images],
       ...(prompt.meta ? { _meta: prompt.meta } : {}),
     });
     if (prompt.cancel) {
@@ -62,6 +71,15 @@ try {
       onUpdate = () => {};
     } else {
       out.stops.push((await answer).stopReason);
+    }
+  }
+  if (plan.close) {
+    await connection.closeSession({ sessionId });
+    try {
+      await connection.prompt({ sessionId, prompt: [{ type: "text", text: "after close" }] });
+      out.afterClose = "answered";
+    } catch (error) {
+      out.afterClose = String(error?.message ?? error) + (error?.data ? ` ${JSON.stringify(error.data)}` : "");
     }
   }
 } catch (error) {

@@ -280,6 +280,7 @@ def test_crew_acp_check_reports_truthfully_on_gemini(cli: str, cli_env: Any, moc
         "malformed frames get JSON-RPC errors": "FAILED",
         "session/new": "held",
         "session/prompt streams updates": "held",
+        "a mode that may write, for the permission requests": "held",
         "a permission request answered allow_once": "held",
         "a permission request answered reject_once": "held",
         "session/cancel ends the prompt with stopReason cancelled": "held",
@@ -288,8 +289,97 @@ def test_crew_acp_check_reports_truthfully_on_gemini(cli: str, cli_env: Any, moc
     loaded = rows.pop("session/load replays a past session (a new process)")
     assert "no error answered '{not json'" in done.stdout
     if loaded == "held":
-        assert done.stdout.splitlines()[-1] == "8 held, 1 failed, 0 not exercised"
+        assert done.stdout.splitlines()[-1] == "9 held, 1 failed, 0 not exercised"
     else:  # loaded within the minute the session began
         assert loaded == "FAILED" and "No previous sessions found for this project." in done.stdout
-        assert done.stdout.splitlines()[-1] == "7 held, 2 failed, 0 not exercised"
+        assert done.stdout.splitlines()[-1] == "8 held, 2 failed, 0 not exercised"
     assert done.returncode == 1
+
+
+# a 1x1 PNG: its bytes must reach the model's request as the CLI sends them
+PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+
+
+def test_an_image_in_the_prompt_reaches_the_models_request(
+    cli: str, cli_env: Any, mock_server: Any, project: Path
+) -> None:
+    mock_server.script("It is a single pixel.")
+    out = acp_client(
+        {
+            "prompts": [{"text": "what is in this picture?", "images": [{"mimeType": "image/png", "data": PNG}]}],
+            "options": {"agent": cli},
+        },
+        cli_env(cli),
+        project,
+    )
+    assert out["stops"] == ["end_turn"] and out["initialize"]["agentCapabilities"]["promptCapabilities"]["image"]
+    text = "".join(u["content"]["text"] for u in out["updates"] if u["sessionUpdate"] == "agent_message_chunk")
+    assert "It is a single pixel." in text
+    sent = [json.dumps(request.body) for request in mock_server.requests]
+    assert any(PNG in body for body in sent), "the image's bytes reached no model request"
+
+
+@pytest.mark.parametrize("cli", ["claude"])
+def test_a_session_is_resumed_after_a_restart_closed_and_its_additional_directory_written(
+    cli: str, cli_env: Any, mock_server: Any, project: Path, tmp_path: Path
+) -> None:
+    extra = tmp_path / "extra"
+    extra.mkdir()
+    mock_server.script(
+        reply("Writing.\n", tool_block("crew:write_file", path=str(extra / "made.txt"), content="made\n")),
+        "Wrote it.",
+    )
+    write_config(project / "crew.yaml", agents={cli: {"provider": cli, "tools_via": "text"}})
+    env = cli_env(cli)
+    out = acp_client(
+        {
+            "additionalDirectories": [str(extra)],
+            "options": {"agent": cli, "mode": "execute"},
+            "prompts": [{"text": "write made.txt in the other folder"}],
+        },
+        env,
+        project,
+    )
+    assert out["stops"] == ["end_turn"] and (extra / "made.txt").read_text() == "made\n"
+    mock_server.script("You wrote made.txt.")
+    again = acp_client(
+        {"resume": out["sessionId"], "prompts": [{"text": "what did you write?"}], "close": True}, env, project
+    )
+    assert again["replayed"] == 0 and again["stops"] == ["end_turn"]  # resumed: no replay
+    assert "what did you write?" in mock_server.requests[-1].text()
+    assert "Wrote it." in mock_server.requests[-1].text()  # the same CLI conversation, resumed
+    assert "is not open" in again["afterClose"]
+
+
+@pytest.mark.parametrize("cli", ["claude"])
+def test_acpx_asks_once_for_a_write_and_sees_its_diff_in_the_question(
+    cli: str, cli_env: Any, mock_server: Any, project: Path
+) -> None:
+    """acpx offers its files and asks before it writes one itself: crew never asks it to write, so
+    the person is asked once, by crew's permission request, which carries the change."""
+    require_sdk()
+    write_config(project / "crew.yaml", agents={cli: {"provider": cli, "tools_via": "text", "approval": ["edit_file"]}})
+    (project / "greet.py").write_text("print('hi')\n")
+    mock_server.script(
+        reply(tool_block("crew:edit_file", path="greet.py", old_string="'hi'", new_string="'hello'")), "Edited."
+    )
+    acpx = REPO / "node_modules" / ".bin" / "acpx"
+    options = ["--config-option", f"agent={cli}", "--config-option", "mode=execute"]
+    done = subprocess.run(
+        [str(acpx), "--agent", " ".join([*CREW, "acp"]), "--approve-all", "--format", "json", "exec", *options, "go"],
+        env=cli_env(cli),
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    frames = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    methods = [frame.get("method") for frame in frames]
+    assert methods.count("session/request_permission") == 1 and "fs/write_text_file" not in methods
+    (asked,) = [f["params"]["toolCall"] for f in frames if f.get("method") == "session/request_permission"]
+    assert asked["title"] == "Edit greet.py"
+    assert asked["content"] == [
+        {"type": "diff", "path": str(project / "greet.py"), "oldText": "print('hi')\n", "newText": "print('hello')\n"}
+    ]
+    assert (project / "greet.py").read_text() == "print('hello')\n"

@@ -8,7 +8,9 @@ from __future__ import annotations
 import hashlib
 import http.client
 import http.server
+import itertools
 import json
+import math
 import re
 import sqlite3
 import subprocess
@@ -23,7 +25,7 @@ import pytest
 from browser import chromium, missing
 from crewcli import end_group, processes_in, run_crew, start_crew, tool_block, write_config
 from gitrepo import make_repo
-from mockserver import reply, tool_call
+from mockserver import error, reply, tool_call
 
 pytestmark = pytest.mark.e2e
 TOKEN = "ui-e2e-token-0123456789abc"
@@ -239,6 +241,15 @@ def test_without_a_sign_in_the_page_says_how_to_get_one_and_a_used_link_signs_in
         assert other.goto(link).status == 410 and other.locator('[data-signed-out="used"]').is_visible()
         assert "run crew ui again" in other.inner_text("main").lower()
         assert other.goto(new_link(env, tmp_path)).status == 200 and other.url == f"{ui}/"  # a second crew ui's
+    with chromium() as browser:  # a tab told to sign in, then signed in from another tab: its way back
+        context = browser.new_context()
+        asked = context.new_page()
+        assert asked.goto(f"{ui}/usage").status == 401
+        assert context.new_page().goto(new_link(env, tmp_path)).status == 200
+        with asked.expect_navigation() as back:
+            asked.click("[data-back]")
+        assert back.value.status == 200 and asked.url == f"{ui}/usage"
+        asked.locator('[data-empty="usage"], .chart svg').first.wait_for()  # the usage page itself
 
 
 def signs_in(url: str, cookie: str | None = None) -> int:
@@ -377,10 +388,14 @@ def test_the_batches_page_shows_a_crew_batch_and_its_progress(page, ui, env, tmp
     page.goto(f"{ui}/batches")
     batch = page.locator('[data-batch-id="two"]')
     batch.wait_for()
-    assert "2/2 finished" in batch.inner_text() and "add todo.md" in batch.inner_text()
+    assert (
+        batch.locator("[data-summary]").inner_text() == "2 done — 2 of 2 ended" and "add todo.md" in batch.inner_text()
+    )
+    assert batch.get_attribute("data-outcome") == "done"
     for repo in repos:
         row = batch.locator(f'[data-repo="{repo}"]')
         assert "done" in row.inner_text() and "crew/batch-two/claude" in row.inner_text()
+        assert row.locator("[data-run-link]").get_attribute("href").startswith("/runs/")  # to its run
 
 
 def test_the_clis_own_tools_show_with_who_decided_and_their_result(page, ui, env, workdir, mock_server):
@@ -399,6 +414,93 @@ def test_the_clis_own_tools_show_with_who_decided_and_their_result(page, ui, env
     read.locator('[data-result="ok"]').wait_for()
     assert read.locator('[data-result="allowed"]').inner_text() == "run by the CLI (crew was not asked)"
     assert "the code is 7-4-1" in read.inner_text()
+
+
+PHONE = {"width": 390, "height": 760}
+
+
+def round_tick(value: float) -> bool:
+    """A step between ticks: 1, 2, 2.5 or 5 × 10^n."""
+    if value == 0:
+        return True
+    mantissa = value / 10 ** math.floor(math.log10(value))
+    return any(math.isclose(mantissa, m) for m in (1, 2, 2.5, 5, 10))
+
+
+def test_on_a_phone_no_page_scrolls_sideways_and_a_failed_batch_says_so(served, env, tmp_path, workdir, mock_server):
+    """At 390 px: the runs (with their folders), a run, a batch with a failed repository (said in
+    text and in red, its rows linked to their runs), usage (round ticks, text at its size), and a
+    page crew ui has not (with the way back)."""
+    if missing():
+        pytest.fail(missing(), pytrace=False)
+    repos = [make_repo(tmp_path / f"repo-{name}", {"notes.txt": f"repository {name}\n"}) for name in "ab"]
+    write = tool_block("crew:write_file", path="todo.md", content="- ship it\n")
+
+    def answer(request):
+        if "repo-b" in json.dumps(request.body):
+            return error(400, "this repository's request is refused")
+        return "Done." if '"success": true' in request.text() else write
+
+    mock_server.respond(answer)
+    done = run_crew(
+        ["batch", "--id", "mixed", "@claude add todo.md", *map(str, repos)], env=env, cwd=tmp_path, timeout=300
+    )
+    assert done.returncode == 7, done.stdout + done.stderr  # a repository failed
+    ui, link = served
+    with chromium() as browser:
+        page = browser.new_page(viewport=PHONE, device_scale_factor=2)
+        page.set_default_timeout(WAIT)
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(link)
+
+        def fits(path: str) -> None:
+            width = page.evaluate("document.documentElement.scrollWidth")
+            assert width <= PHONE["width"], f"{path} is {width} px wide on a {PHONE['width']} px phone"
+
+        page.locator("[data-run-id]").nth(1).wait_for()
+        fits("/")
+        folders = page.locator("[data-run-id] .folder").all_inner_texts()
+        assert sorted(set(folders)) == ["repo-a (batch mixed)", "repo-b (batch mixed)"]  # b: tried twice
+
+        page.goto(f"{ui}/batches")
+        batch = page.locator('[data-batch-id="mixed"]')
+        batch.wait_for()
+        fits("/batches")
+        assert batch.get_attribute("data-outcome") == "failed"
+        assert batch.locator("[data-summary]").inner_text() == "1 done, 1 failed — 2 of 2 ended"
+        red = batch.locator('[data-part="failed"]').evaluate("node => getComputedStyle(node).backgroundColor")
+        green = batch.locator('[data-part="done"]').evaluate("node => getComputedStyle(node).backgroundColor")
+        assert red != green and batch.locator('[data-part="failed"]').bounding_box()["width"] > 0
+        failed = batch.locator(f'[data-repo="{repos[1]}"]')
+        assert "failed" in failed.inner_text()
+        failed.locator("[data-run-link]").click()
+        page.locator('[data-kind="error"]').wait_for()
+        fits("/runs/…")
+
+        page.goto(f"{ui}/usage")
+        page.locator(".chart svg").wait_for()
+        fits("/usage")
+        ticks = [float(t) for t in page.locator("[data-tick]").evaluate_all("nodes => nodes.map(n => n.dataset.tick)")]
+        steps = {round(b - a, 9) for a, b in itertools.pairwise(ticks)}
+        assert ticks[0] == 0 and len(ticks) >= 3 and len(steps) == 1 and round_tick(steps.pop()), ticks
+        size = page.locator("[data-tick]").first.evaluate("node => node.getBoundingClientRect().height")
+        assert size >= 10  # drawn at its size: not a 900 px chart shrunk to fit
+        page.goto(f"{ui}/nothing/here")
+        fits("/nothing/here")
+        page.get_by_text("Back to the runs").click()
+        page.locator("[data-run-id]").first.wait_for()
+        assert errors == [], errors
+
+
+def test_a_first_runs_list_says_what_to_run(page, ui):
+    empty = page.locator('[data-empty="none"]')
+    empty.wait_for()
+    assert 'crew query "@claude what does README.md say?"' in empty.inner_text()
+    page.goto(f"{ui}/?status=failed")
+    page.locator('[data-empty="filtered"]').wait_for()
+    page.goto(f"{ui}/batches")
+    assert "crew batch" in page.locator('[data-empty="batches"]').inner_text()
 
 
 def test_a_runs_checks_show_on_its_page_each_with_its_output(page, ui, env, workdir, mock_server):

@@ -208,7 +208,7 @@ function runsView() {
   state.value = params.get("status") || "";
   text.value = params.get("q") || "";
   const body = el("div", { class: "rows", role: "rowgroup" });
-  const cells = ["Started", "Status", "Agents", "Mode", "Task", "Time", "Tokens", "Cost"];
+  const cells = ["Started", "Status", "Agents", "Mode", "Task", "Time", "Tokens", "Cost", "Folder"];
   const narrow = new Set(["Mode", "Time", "Cost"]);
   const table = el("div", { class: "runs", role: "table" },
     el("div", { class: "row head", role: "row" },
@@ -229,7 +229,8 @@ function runsView() {
     agent.replaceChildren(el("option", { value: "", text: "every agent" }),
       [...agents].sort().map((name) => el("option", { value: name, text: "@" + name })));
     agent.value = chosen;
-    body.innerHTML = runs.length ? runs.map(row).join("") : '<p class="empty">No runs match.</p>';
+    body.innerHTML = runs.length ? runs.map(row).join("") : "";
+    if (!runs.length) body.append(noRuns(query.toString() !== ""));
   }
 
   // A thousand rows are written as one piece of HTML (every value escaped), and the browser lays out
@@ -245,7 +246,8 @@ function runsView() {
       `<span>${escape(agents)}</span><span class="hide-narrow">${escape(mode)}</span>` +
       `<span class="task" title="${escape(run.task)}">${escape(run.task.split("\n")[0] || "(no task)")}</span>` +
       `<span class="num hide-narrow">${duration(run.seconds)}</span><span class="num">${number(run.tokens)}</span>` +
-      `<span class="num hide-narrow">${dollars(run.cost)}</span></a>`;
+      `<span class="num hide-narrow">${dollars(run.cost)}</span>` +
+      `<span class="folder" title="${escape(run.cwd)}">${escape(folder(run))}</span></a>`;
   }
 
   const again = () => { clearTimeout(pending); pending = setTimeout(load, 150); };
@@ -256,6 +258,23 @@ function runsView() {
   cues.add(again);
   load();
   return () => cues.delete(again);
+}
+
+// Where a run worked, in a word: a batch's repository (and the batch), else its folder's name.
+function folder(run) {
+  const name = (path) => String(path || "").replace(/\/+$/, "").split("/").pop() || path || "";
+  const parent = run.parent || {};
+  if (parent.batch) return `${name(parent.repo || run.cwd)} (batch ${parent.batch})`;
+  return name(run.cwd);
+}
+
+// What the runs list says when it lists none: what to run, or that the filters match none.
+function noRuns(filtered) {
+  if (filtered) return el("p", { class: "empty", "data-empty": "filtered", text: "No runs match these filters." });
+  return el("div", { class: "empty", "data-empty": "none" },
+    el("p", { text: "No runs yet. Run a task and it shows here, live:" }),
+    el("pre", { class: "command", text: 'crew query "@claude what does README.md say?"\ncrew query "@demo what is in README.md?"   # offline, no account' }),
+    el("p", { text: "Runs from an editor (crew acp), an MCP client (crew mcp) and crew batch show here too." }));
 }
 
 // -- a run's page --------------------------------------------------------------------------------
@@ -285,12 +304,21 @@ function runView(id) {
 
   let row = null;
   async function header() {
-    row = await api(`/api/runs/${id}`);
+    try {
+      row = await api(`/api/runs/${id}`);
+    } catch (e) {
+      source.close();
+      return main.replaceChildren(el("h1", { text: "No such run" }), el("div", { class: "empty", "data-empty": "run" },
+        el("p", { text: `crew has no record of run ${id} here (its transcript was removed, or it ran as another user).` }),
+        el("p", {}, el("a", { href: "/", text: "Back to the runs" }))));
+    }
     title.textContent = row.task ? row.task.split("\n")[0] : `Run ${id}`;
     draw();
   }
 
+  let batching = false, dirty = false; // while a frame's events are shown, the header is drawn once, after
   function draw() {
+    if (batching) { dirty = true; return; }
     if (!row) return;
     const state = live.status || row.status;
     const tokens = row.status === "running" || row.status === "waiting" || live.status ? live.tokens : row.tokens;
@@ -306,10 +334,10 @@ function runView(id) {
     cancel.hidden = !["running", "waiting"].includes(state) || live.ended;
   }
 
+  let added = null; // the last item added since the page last looked at where it is scrolled
   function add(node) {
-    const bottom = window.innerHeight + window.scrollY >= document.body.scrollHeight - 40;
     log.append(node);
-    if (bottom) node.scrollIntoView({ block: "end" });
+    added = node;
     return node;
   }
 
@@ -485,10 +513,32 @@ function runView(id) {
     }
   }
 
+  // The record's events are shown a frame's worth at a time: where the page is scrolled is read once
+  // a frame, not once an event (each read lays the whole log out again: a long run's page took
+  // seconds), and a page scrolled to its end stays there.
+  const queued = [];
+  function shown(event) {
+    if (!queued.length) requestAnimationFrame(flush);
+    queued.push(event);
+  }
+  function flush() {
+    const bottom = window.innerHeight + window.scrollY >= document.body.scrollHeight - 40;
+    batching = true;
+    try {
+      for (const event of queued.splice(0)) show(event);
+    } finally {
+      batching = false;
+    }
+    if (dirty) { dirty = false; draw(); }
+    if (bottom && added) added.scrollIntoView({ block: "end" });
+    added = null;
+  }
+
   const source = new EventSource(`/api/runs/${id}/events`);
-  source.addEventListener("event", (e) => show(JSON.parse(e.data)));
+  source.addEventListener("event", (e) => shown(JSON.parse(e.data)));
   source.addEventListener("end", (e) => {
     source.close();
+    if (queued.length) flush(); // the record's own end comes first, if it has one
     const ended = JSON.parse(e.data || "{}");
     if (!live.ended && ended.status) { // its process died: no `end` in its record
       for (const name of Object.keys(writing)) stopWriting(name, "said");
@@ -507,24 +557,53 @@ function batchesView() {
   const list = el("div");
   main.replaceChildren(el("h1", { text: "Batches" }), list);
   async function load() {
-    let batches;
-    try { batches = await api("/api/batches"); } catch (e) { list.replaceChildren(el("p", { class: "decision no", text: String(e.message) })); return; }
-    list.replaceChildren(...batches.map((batch) => el("section", { "data-batch-id": batch.id },
-      el("h2", { text: `${batch.id} — ${batch.finished}/${batch.total} finished` }),
-      el("div", { class: "dim", text: batch.task }),
-      el("div", { class: "bar", role: "progressbar", "aria-valuenow": batch.finished, "aria-valuemax": batch.total },
-        el("div", { style: `width: ${batch.total ? (100 * batch.finished) / batch.total : 0}%` })),
-      el("table", {}, el("thead", {}, el("tr", {}, el("th", { text: "Repository" }), el("th", { text: "Status" }),
-        el("th", { text: "Branch" }), el("th", { text: "Pull request" }), el("th", { text: "Error" }))),
-        el("tbody", {}, batch.repos.map((repo) => el("tr", { "data-repo": repo.repo },
-          el("td", { class: "mono", text: repo.repo }), el("td", {}, status(repo.status)),
-          el("td", { class: "mono", text: repo.branch || "-" }), el("td", { "data-pull": "" }, link(repo.pull)),
-          el("td", { class: "dim", text: repo.error || "" }))))))));
-    if (!batches.length) list.append(el("p", { class: "empty", text: "No batches yet: `crew batch` runs a task over many repositories." }));
+    let data;
+    try { data = await api("/api/batches"); } catch (e) { list.replaceChildren(el("p", { class: "decision no", text: String(e.message) })); return; }
+    list.replaceChildren(...data.batches.map(batchSection));
+    if (!data.batches.length) list.append(noBatches(data.missing));
   }
   cues.add(load);
   load();
   return () => cues.delete(load);
+}
+
+// The order a batch's states are said and drawn in: the good ones, those still to come, the bad ones.
+const BATCH_STATES = ["done", "unchanged", "running", "queued", "held", "interrupted", "failed", "cancelled", "skipped"];
+
+function batchSection(batch) {
+  const said = BATCH_STATES.filter((s) => batch.counts[s]).map((s) => `${batch.counts[s]} ${s}`).join(", ");
+  const outcome = batch.incomplete ? "failed" : batch.finished === batch.total ? "done" : "running";
+  return el("section", { "data-batch-id": batch.id, "data-outcome": outcome },
+    el("h2", {}, `${batch.id} `, status(outcome), " ",
+      el("span", { class: "dim", "data-summary": "", text: `${said} — ${batch.finished} of ${batch.total} ended` })),
+    el("div", { class: "dim", text: batch.task }),
+    batchBar(batch),
+    el("div", { class: "scroll" }, el("table", {},
+      el("thead", {}, el("tr", {}, ["Repository", "Status", "Run", "Branch", "Pull request", "Error"].map((h) => el("th", { text: h })))),
+      el("tbody", {}, batch.repos.map(repoRow)))));
+}
+
+// The batch's progress: one segment per state, in its colour (a failed repository shows red).
+function batchBar(batch) {
+  return el("div", { class: "bar", role: "progressbar", "aria-valuenow": batch.finished, "aria-valuemax": batch.total,
+    "aria-valuetext": `${batch.finished} of ${batch.total} ended, ${batch.incomplete} not done` },
+  BATCH_STATES.filter((s) => batch.counts[s]).map((s) => el("div", { class: `part ${s}`, "data-part": s,
+    style: `width: ${(100 * batch.counts[s]) / Math.max(batch.total, 1)}%` })));
+}
+
+function repoRow(repo) {
+  return el("tr", { "data-repo": repo.repo },
+    el("td", { class: "mono wrap", text: repo.repo }), el("td", {}, status(repo.status)),
+    el("td", { class: "mono" }, repo.run ? el("a", { href: `/runs/${repo.run}`, "data-run-link": repo.run, text: repo.run }) : "-"),
+    el("td", { class: "mono wrap", text: repo.branch || "-" }), el("td", { class: "wrap", "data-pull": "" }, link(repo.pull)),
+    el("td", { class: "dim wrap", text: repo.error || "" }));
+}
+
+function noBatches(missing) {
+  return el("div", { class: "empty", "data-empty": "batches" },
+    el("p", { text: "No batches yet. crew batch runs one task across many repositories, each on a branch of its own:" }),
+    el("pre", { class: "command", text: 'crew batch "@claude bump ruff and fix what it finds" ../api ../web' }),
+    missing ? el("p", { class: "decision no", "data-missing": "batch", text: missing }) : null);
 }
 
 // -- usage ---------------------------------------------------------------------------------------
@@ -547,8 +626,14 @@ function usageView() {
     const keys = [...new Set(data.series.map(key))].sort();
     const sums = days.map((day) => Object.fromEntries(keys.map((k) => [k, 0])));
     for (const s of data.series) sums[days.indexOf(s.day)][key(s)] += Number(s[field] || 0);
-    const top = Math.max(1e-9, ...sums.map((d) => Object.values(d).reduce((a, b) => a + b, 0)));
-    const W = 900, H = 300, left = 64, bottom = 28, width = W - left - 10, height = H - bottom - 10;
+    const most = Math.max(0, ...sums.map((d) => Object.values(d).reduce((a, b) => a + b, 0)));
+    const label = (v) => (field === "tokens" ? number(v) : "$" + trimmed(v));
+    const ticks = roundTicks(most, field === "tokens");
+    const top = ticks[ticks.length - 1];
+    // Drawn at the width it is shown at: its text stays its size on a phone, nothing is scaled down.
+    const W = Math.max(280, Math.round(chart.clientWidth - 18)), H = W < 600 ? 220 : 300;
+    const left = 12 + 7 * Math.max(...ticks.map((t) => label(t).length)), bottom = 28;
+    const width = W - left - 10, height = H - bottom - 10;
     const ns = "http://www.w3.org/2000/svg";
     const svg = document.createElementNS(ns, "svg");
     svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
@@ -561,11 +646,10 @@ function usageView() {
       svg.append(node);
       return node;
     };
-    const label = (v) => (field === "tokens" ? number(Math.round(v)) : "$" + v.toFixed(v < 1 ? 4 : 2));
-    for (let i = 0; i <= 4; i++) {
-      const y = 10 + height - (height * i) / 4;
+    for (const tick of ticks) {
+      const y = 10 + height - (height * tick) / top;
       shape("line", { x1: left, x2: W - 10, y1: y, y2: y, class: "grid" });
-      shape("text", { x: left - 6, y: y + 4, "text-anchor": "end" }, label((top * i) / 4));
+      shape("text", { x: left - 6, y: y + 4, "text-anchor": "end", "data-tick": tick }, label(tick));
     }
     const step = width / Math.max(days.length, 1);
     days.forEach((day, i) => {
@@ -581,12 +665,16 @@ function usageView() {
         }
         y -= h;
       });
-      if (days.length <= 16 || i % Math.ceil(days.length / 16) === 0) {
+      const shown = Math.max(1, Math.floor(width / 48)); // day labels that fit side by side
+      if (days.length <= shown || i % Math.ceil(days.length / shown) === 0) {
         shape("text", { x: left + i * step + step / 2, y: H - 8, "text-anchor": "middle" }, day.slice(5));
       }
     });
     chart.replaceChildren(svg, el("div", { class: "legend" }, keys.map((k, j) => el("span", {}, el("i", { style: `background: ${palette[j % palette.length]}` }), k))));
-    if (!days.length) chart.replaceChildren(el("p", { class: "empty", text: "No usage recorded yet." }));
+    if (!days.length) {
+      chart.replaceChildren(el("p", { class: "empty", "data-empty": "usage",
+        text: "No usage recorded yet: each run of claude, gemini or codex adds the tokens (and cost) its CLI reports, per day." }));
+    }
   }
 
   function table() {
@@ -596,12 +684,12 @@ function usageView() {
       for (const f of ["runs", "turns", "input_tokens", "cached_tokens", "output_tokens"]) total[f] += r[f];
       if (r.cost_usd !== null) total.cost_usd = (total.cost_usd || 0) + r.cost_usd;
     }
-    totals.replaceChildren(el("table", { class: "usage" },
+    totals.replaceChildren(el("div", { class: "scroll" }, el("table", { class: "usage" },
       el("thead", {}, el("tr", {}, ["Agent", "Runs", "Turns", "Input", "Cached", "Output", "Cost"].map((h, i) => el("th", { class: i ? "num" : null, text: h })))),
       el("tbody", {}, [...rows, total].map((r) => el("tr", { "data-agent": r.agent },
         el("td", { text: r === total ? "total" : "@" + r.agent }),
         ["runs", "turns", "input_tokens", "cached_tokens", "output_tokens"].map((f) => el("td", { class: "num", text: number(r[f]) })),
-        el("td", { class: "num", text: dollars(r.cost_usd) }))))));
+        el("td", { class: "num", text: dollars(r.cost_usd) })))))));
   }
 
   async function load() {
@@ -610,9 +698,29 @@ function usageView() {
     table();
   }
   measure.onchange = by.onchange = draw;
+  let resized = null;
+  const resize = () => { clearTimeout(resized); resized = setTimeout(() => data && draw(), 100); };
+  window.addEventListener("resize", resize);
   cues.add(load);
   load();
-  return () => cues.delete(load);
+  return () => { cues.delete(load); window.removeEventListener("resize", resize); };
+}
+
+// A chart's ticks from 0: four or so, each a round number (1, 2, 2.5 or 5 × 10^n; whole ones for
+// counts), the last at or above `most`.
+function roundTicks(most, whole) {
+  if (!(most > 0)) return [0, 1];
+  const rough = most / 4;
+  const power = Math.pow(10, Math.floor(Math.log10(rough)));
+  let step = [1, 2, 2.5, 5, 10].map((m) => m * power).find((s) => s >= rough);
+  if (whole && !Number.isInteger(step)) step = step < 1 ? 1 : 5; // no "2.5 tokens"
+  const ticks = [];
+  for (let i = 0; ticks.length === 0 || ticks[ticks.length - 1] < most; i++) ticks.push(Number((i * step).toPrecision(12)));
+  return ticks;
+}
+
+function trimmed(v) {
+  return v === 0 ? "0" : v < 0.01 ? v.toPrecision(2) : String(Number(v.toFixed(v < 1 ? 4 : 2)));
 }
 
 // -- routing -------------------------------------------------------------------------------------
