@@ -19,7 +19,6 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from crewbridge.record.trace import Tracing
@@ -35,14 +34,6 @@ if TYPE_CHECKING:
     from crewbridge.telemetry.spans import RunSpans
 
 _STOP = object()
-
-
-def install_hint() -> str:
-    """The pip command that installs the `otel` extra: in a clone, from its folder."""
-    root = Path(__file__).resolve().parents[2]
-    if (root / "setup.cfg").is_file() and (root / "crewbridge").is_dir():
-        return f"pip install '{root}[otel]'"
-    return "pip install 'crewbridge[otel]'"
 
 
 class Exporter:
@@ -132,13 +123,13 @@ class Exporter:
 
     def _ready(self) -> bool:
         """Load the SDK and make the processor; False (said once) when the SDK is not installed."""
+        # for start-up speed: importlib.metadata (extras) loads here, on this thread, not as crew starts
+        from crewbridge.base.extras import EXTRAS, missing
+
         try:
             from opentelemetry.sdk.resources import OTELResourceDetector, Resource
         except ImportError:
-            self._say(
-                f"crew: telemetry is on ({self.settings.where}) but OpenTelemetry's SDK is not installed; "
-                f"{install_hint()}"
-            )
+            self._say(f"crew: {missing(EXTRAS['otel'], f'telemetry ({self.settings.where})')}; the runs go on untraced")
             return False
         if self.settings.notice:
             print(self.settings.notice, file=sys.stderr, flush=True)
@@ -158,7 +149,7 @@ class Exporter:
             except ImportError:
                 self._say(
                     f"crew: telemetry is on ({self.settings.where}) but the OTLP exporter for "
-                    f"{self.settings.protocol} is not installed; {install_hint()}"
+                    f"{self.settings.protocol} is not installed: {EXTRAS['otel'].install()}"
                 )
                 return False
         return True
