@@ -49,6 +49,7 @@ FIGURES = {  # name → module; issue 26's table first, then the rest of issue 6
     "livedin": "bench.livedin",
     "gate": "bench.gate",
     "pulls": "bench.pulls",
+    "telemetry": "bench.telemetry",
 }
 
 

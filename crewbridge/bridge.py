@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from crewbridge.providers.base import Image, McpServer
     from crewbridge.record.events import Parent
     from crewbridge.record.stream import Sink
+    from crewbridge.record.trace import Tracing
     from crewbridge.system.approval import Channel
     from crewbridge.toolkit.registry import Files, Tool, ToolRegistry
 
@@ -45,6 +46,7 @@ class Bridge:
         files: Files | None = None,
         mcp_servers: Sequence[McpServer] = (),
         observers: Sequence[Observer] = (),
+        tracing: Tracing | None = None,
         roots: Sequence[Path] = (),
     ) -> None:
         """`config`: default crew.yaml found as the command finds it; `workdir`: default here; `env`:
@@ -55,6 +57,8 @@ class Bridge:
         write text instead of the disk (an editor's buffers over ACP); `mcp_servers`: given to each
         CLI that takes them (Provider.mcp_via), besides crew's own tools (an editor's, over ACP);
         `observers`: join each run's record (crewbridge.engine.context.Observer: the browser's link);
+        `tracing`: the runs are traced (their trace ids chosen as their CLIs start: the exporter of
+        crewbridge.telemetry is among the observers).
         `roots`: folders besides `workdir` that crew's path rules and the sandbox treat as they treat
         it (an editor's additional directories, over ACP)."""
         self.context = RunContext.of(
@@ -67,6 +71,7 @@ class Bridge:
             files=files,
             mcp_servers=tuple(mcp_servers),
             observers=tuple(observers),
+            tracing=tracing,
             roots=tuple(roots),
         )
 

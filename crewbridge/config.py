@@ -111,6 +111,7 @@ class Config:
     hide: list[str] = field(default_factory=list)  # sandbox.hide: more places the sandbox hides
     show: list[str] = field(default_factory=list)  # sandbox.show: places it leaves visible (trusted files)
     env_pass: list[str] = field(default_factory=list)  # env.pass: secret-named variables the CLIs get
+    telemetry: dict[str, Any] = field(default_factory=dict)  # where runs' traces go (crewbridge.telemetry)
     check: tuple[str, ...] = ()  # check: the commands an execute run's change must pass (crewbridge.engine.gate)
     check_rounds: int | None = None  # check: {rounds: N}
     files: list[Source] = field(default_factory=list)  # the files read, in order
@@ -511,6 +512,7 @@ def _build(combined: Combined, files: list[Source]) -> Config:
         hide=data.get("sandbox", {}).get("hide", []),
         show=data.get("sandbox", {}).get("show", []),
         env_pass=data.get("env", {}).get("pass", []),
+        telemetry=data.get("telemetry", {}),
         files=files,
         origins=combined.origins,
         settings=data,
@@ -706,6 +708,8 @@ def _risky(data: dict[str, Any], base: Path, project: Path) -> tuple[Keys, str] 
         return ("sandbox", "show"), "shows the agents what the sandbox hides"
     if env.get("pass"):
         return ("env", "pass"), "hands secrets to the agents' CLIs"
+    if any(value not in (None, False) for value in data.get("telemetry", {}).values()):
+        return ("telemetry",), "sends the runs' traces to a collector"
     for agent_id, entry in data.get("agents", {}).items():
         if any(entry.get("options", {}).values()):
             return ("agents", agent_id, "options"), "can run commands"

@@ -76,6 +76,7 @@ class Turn:
     sandbox: Sandbox | None = None  # the CLI runs inside it (crewbridge.sandbox)
     passed: tuple[str, ...] = ()  # secret-named variables it gets all the same (crew.yaml's env.pass)
     mcp_servers: tuple[McpServer, ...] = ()  # MCP servers it is given besides crew's (Provider.mcp_via)
+    trace: tuple[tuple[str, str], ...] = ()  # TRACEPARENT (its agent's span) and TRACESTATE, when the run is traced
     images: tuple[Image, ...] = ()  # given with the conversation's first message (Provider.images_via)
 
     def __post_init__(self) -> None:
@@ -95,9 +96,14 @@ def cli_environment(
     """The environment a CLI runs with (crew's, with its provider's variables and `env`, what crew
     sets for it), and the names in it that reach it although crewbridge.system.childenv withholds such
     names from what crew starts: those crew sets for it, its own logins, `turn.passed`."""
-    added = {**provider.env(), **(env or {})}
+    added = {**provider.env(), **(env or {}), **dict(turn.trace)}
     full = {**os.environ, **added}
     return full, frozenset({*added, *provider.logins(full), *turn.passed})
+
+
+OTLP_ENDPOINTS = tuple(
+    f"OTEL_EXPORTER_OTLP{signal}_ENDPOINT" for signal in ("", "_TRACES", "_METRICS", "_LOGS")
+)  # the standard variables that name an OpenTelemetry collector
 
 
 def cli_home(env: Mapping[str, str], variable: str, default: str) -> Path:
@@ -288,7 +294,12 @@ class Provider:
         from crewbridge.sandbox.allowlist import entry  # for start-up speed: a run with a sandbox only
 
         found = [entry(host, f"{self.name}'s API", private_ok=False) for host in self.hosts]
-        return found + base_urls(env, self.base_url_variables)
+        return found + base_urls(env, self.base_url_variables) + self.telemetry_endpoints(env)
+
+    def telemetry_endpoints(self, env: Mapping[str, str]) -> list[Entry]:
+        """Where the CLI (run with `env`) sends its own telemetry, when its user turned that on
+        (docs/observability.md): its sandbox lets it reach them. None by default."""
+        return []
 
     def logins(self, env: Mapping[str, str]) -> frozenset[str]:
         """The variables the CLI (run with `env`) logs in with: `login_env`, and those its own

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from crewbridge.providers.base import (
+    OTLP_ENDPOINTS,
     JsonLineDecoder,
     McpServer,
     Provider,
@@ -335,6 +336,12 @@ class ClaudeProvider(Provider):
         except (OSError, ValueError, AttributeError):
             configured = {}
         return [*super().endpoints(env), *base_urls(configured, self.base_url_variables)]
+
+    def telemetry_endpoints(self, env: Mapping[str, str]) -> list[Entry]:
+        # CLAUDE_CODE_ENABLE_TELEMETRY=1 makes it export to the standard OTLP variables' collector.
+        if env.get("CLAUDE_CODE_ENABLE_TELEMETRY", "").strip().lower() not in ("1", "true"):
+            return []
+        return base_urls(env, OTLP_ENDPOINTS)
 
     def state(self, env: Mapping[str, str]) -> State:
         # Measured with 2.1.197 (strace; docs/sandbox.md): it writes its sessions (projects/), a file

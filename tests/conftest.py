@@ -15,6 +15,8 @@ from crewbridge.sandbox import MECHANISM_ENV, Sandboxing, detect
 from crewbridge.system import beneath, process
 from mockserver import MockServer
 from pgserver import BIN_GLOB, Postgres, binaries
+from phoenix import Phoenix
+from phoenix import binary as phoenix_binary
 
 
 @functools.cache
@@ -159,6 +161,18 @@ def postgres_server() -> Iterator[Postgres]:
     if found is None:
         missing(f"Postgres is not installed here ({BIN_GLOB}); scripts/test installs Debian's postgresql")
     server = Postgres(found).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def phoenix() -> Iterator[Phoenix]:
+    """A real Arize Phoenix on 127.0.0.1 for the whole session (tests/phoenix.py): the tracing backend
+    the telemetry tests send to; skipped, saying why, only where scripts/test has not made its venv."""
+    found = phoenix_binary()
+    if found is None:
+        missing("Arize Phoenix is not installed (.venv-phoenix); scripts/test makes its venv")
+    server = Phoenix(found).start()
     yield server
     server.stop()
 

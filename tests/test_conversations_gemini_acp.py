@@ -154,9 +154,10 @@ class FakeChannel:
 def start(tmp_path):
     made = []
 
-    def go(mode, channel=None, native=True, asked="run_shell_command"):
+    def go(mode, channel=None, native=True, asked="run_shell_command", trace=()):
         log = tmp_path / "messages.jsonl"
-        conversation = GeminiAcpConversation(GeminiProvider(), Turn(prompt="", native=native), cwd=tmp_path)
+        turn = Turn(prompt="", native=native, trace=trace)
+        conversation = GeminiAcpConversation(GeminiProvider(), turn, cwd=tmp_path)
         conversation.argv = [sys.executable, "-c", FAKE, str(log), mode, asked]
         assert conversation.serve(channel or FakeChannel()) is native
         made.append(conversation)
@@ -201,6 +202,17 @@ def test_a_message_is_a_session_prompt_and_its_answer_ends_the_reply_with_usage(
     assert prompt["params"] == {"sessionId": "S1", "prompt": [{"type": "text", "text": "say hello"}]}
     assert text(reply(conversation)) == "Hello there."  # the same process and session
     assert [m["method"] for m in messages()].count("session/new") == 1
+
+
+@pytest.mark.slow
+def test_a_traced_runs_prompt_carries_its_agents_span_in_acps_meta(start):
+    traceparent = "00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01"
+    conversation, messages = start("text", trace=(("TRACEPARENT", traceparent), ("TRACESTATE", "crew=1")))
+    assert conversation.env["TRACEPARENT"] == traceparent
+    assert text(reply(conversation, "say hello")) == "Hello there."
+    prompt = messages()[-1]
+    assert prompt["method"] == "session/prompt"
+    assert prompt["params"]["_meta"] == {"traceparent": traceparent, "tracestate": "crew=1"}
 
 
 @pytest.mark.slow

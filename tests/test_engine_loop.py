@@ -9,6 +9,7 @@ import threading
 from dataclasses import replace
 
 import pytest
+from crewbridge.providers.base import Turn
 
 from crewbridge.base.decoded import Done, Failure, MessageEnd, OwnCall, OwnResult, Text
 from crewbridge.base.jsonio import MAX_DEPTH
@@ -42,6 +43,7 @@ class Script:
         self.closed = False
         self.reported = None
         self.late: list = []  # usage reported after the loop stopped reading a reply
+        self.base = Turn(prompt="")  # what its CLI is started with (the model asked for: none)
 
     def serve(self, channel):
         return False

@@ -242,11 +242,12 @@ def test_the_extras_are_listed_installed_or_with_the_pip_command(
     workdir: Path, bin_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     found = doctor(workdir, bin_dir)["extras"]
-    assert [check.status for check in found] == [OK, OK]
+    assert [check.status for check in found] == [OK, OK, OK]
+    assert found[2].message.startswith("otel: opentelemetry-sdk 1.45.2 (")
     assert found[0].message.startswith("acp: agent-client-protocol 0.12.1 (")
     monkeypatch.setitem(sys.modules, "dbos", None)  # not importable
     found = doctor(workdir, bin_dir)["extras"]
-    assert [check.status for check in found] == [OK, WARN]
+    assert [check.status for check in found] == [OK, WARN, OK]
     assert found[1].message == (
         "batch: not installed; crew batch, crew ui's batches page need it: pip install '.[batch]' in a clone "
         "of crewbridge, pip install 'crewbridge[batch]' otherwise"
@@ -263,7 +264,7 @@ def test_a_missing_cli_is_a_warning_unless_it_is_needed(workdir: Path, bin_dir: 
     assert statuses(doctor(workdir, bin_dir, only=("gemini",))) == {
         "config": [OK],
         "tools": [OK],
-        "extras": [OK, OK],
+        "extras": [OK, OK, OK],
         "mcp": [OK],
         "native": [OK],
         "sandbox": [OK],
@@ -469,9 +470,10 @@ def test_the_command_prints_one_line_per_finding_and_exits_1_on_a_failure(
     result = CliRunner().invoke(cli, ["doctor", "claude", "demo"])
     lines = result.output.splitlines()
     assert result.exit_code == 1 and lines[0].startswith("crew 0.1.0, Python ")
-    assert [line.split()[:2] for line in lines[1:12]] == [
+    assert [line.split()[:2] for line in lines[1:13]] == [
         ["ok", "config"],
         ["ok", "tools"],
+        ["ok", "extras"],
         ["ok", "extras"],
         ["ok", "extras"],
         ["ok", "mcp"],
@@ -497,7 +499,7 @@ def test_the_command_exits_0_when_nothing_is_broken(
     result = CliRunner().invoke(cli, ["doctor"])  # the three CLIs are missing: warnings only
     assert result.exit_code == 0, result.output
     assert [line.split()[0] for line in result.output.splitlines()[1:]] == [
-        *["ok"] * 9,  # config, tools, the two extras, mcp, native, sandbox, hidden, env
+        *["ok"] * 10,  # config, tools, the three extras, mcp, native, sandbox, hidden, env
         *["ok"] * 5,  # the network: how it is held, what each agent reaches
         "warn",
         "warn",

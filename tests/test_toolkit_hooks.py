@@ -2,6 +2,7 @@ import json
 import threading
 
 import pytest
+from crewbridge.providers.base import Turn
 from crewbridge.tools import builtin_registry
 
 from crewbridge.base.decoded import Done, MessageEnd, Text
@@ -314,6 +315,7 @@ class Scripted:
 
     session_id = None
     reported = None
+    base = Turn(prompt="")
 
     def __init__(self, *replies):
         self.replies = list(replies)

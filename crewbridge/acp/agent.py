@@ -185,7 +185,8 @@ class CrewAgent(Agent):
         text, context, images = _task(prompt)
         if not text.strip():
             raise RequestError.invalid_params({"details": "the prompt has no text; say what the agent should do"})
-        reason = await asyncio.to_thread(session.run, text, context, session.begin(), images)
+        # the SDK hands the prompt's _meta over as keywords: its trace context is the run's parent
+        reason = await asyncio.to_thread(session.run, text, context, session.begin(), images, kwargs)
         await session.courier.drain()
         return PromptResponse(stop_reason=reason)  # type: ignore[arg-type]
 

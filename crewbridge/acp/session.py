@@ -43,7 +43,9 @@ from crewbridge.errors import (
 from crewbridge.record.events import Parent
 from crewbridge.record.ids import new_run_id
 from crewbridge.record.index import Row, Runs
+from crewbridge.record.trace import carried
 from crewbridge.record.transcript import read_run
+from crewbridge.telemetry.exporter import exporter
 from crewbridge.ui.link import attend
 
 if TYPE_CHECKING:
@@ -116,6 +118,7 @@ class Session:
         self.roots = roots
         self.updates = Updates(cwd, config.prefix, files=self.files, roots=roots)
         self.channel = EditorChannel(self)
+        traced = exporter(config)  # the session's runs as traces, when telemetry is on
         self.bridge = Bridge(
             config,
             workdir=cwd,
@@ -123,7 +126,8 @@ class Session:
             approvals=[self.channel],
             files=self.files,
             mcp_servers=mcp_servers,
-            observers=[attend],
+            observers=[attend, *([traced.observe] if traced else [])],
+            tracing=traced.tracing if traced else None,
             roots=roots,
         )
 
@@ -181,9 +185,17 @@ class Session:
         self.stop = Stop()
         return self.stop
 
-    def run(self, text: str, context: str | None, stop: Stop, images: tuple[Image, ...] = ()) -> str:
+    def run(
+        self,
+        text: str,
+        context: str | None,
+        stop: Stop,
+        images: tuple[Image, ...] = (),
+        meta: dict[str, Any] | None = None,
+    ) -> str:
         """Run one prompt to its end (`stop`: begin()'s); → its ACP stop reason. Runs on a thread
-        of its own."""
+        of its own. `meta`: the prompt's `_meta`, whose trace context its run continues when
+        crew's telemetry is on."""
         choices = self.choices
         task = text if _mentions(text) else f"{self._mention()} {text}"
         options = self._run_options()
@@ -213,7 +225,7 @@ class Session:
                 stop=stop,
                 run=None if self.last_run else self.id,  # the first prompt's run has the session's id
                 command=COMMAND,
-                parent=Parent(session=self.id),
+                parent=Parent(session=self.id, **carried(meta or {})),
                 images=images,
             )
         except CrewError as exc:

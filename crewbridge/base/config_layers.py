@@ -114,6 +114,12 @@ TOP: Table = {
     ),
     "env": Within({"pass": ACCUMULATE}),  # variables the CLIs get although secret-named: trusted files only
     "network": HOSTS,
+    "telemetry": Within(  # where the traces go: a project file that sets it must be trusted (config._risky)
+        dict.fromkeys(
+            ("enabled", "endpoint", "protocol", "headers", "service_name", "resource", "capture_content", "exit_wait"),
+            OVERRIDE,
+        )
+    ),
     "check": OVERRIDE,  # commands: a project file must be trusted (config._risky)
     "agents": Each(AGENT),
     "providers": Each(OVERRIDE),

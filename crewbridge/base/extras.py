@@ -39,6 +39,7 @@ class Extra:
 EXTRAS = {
     "acp": Extra("acp", "agent-client-protocol", "acp", "crew acp, crew acp check"),
     "batch": Extra("batch", "dbos", "dbos", "crew batch, crew ui's batches page"),
+    "otel": Extra("otel", "opentelemetry-sdk", "opentelemetry.sdk", "crew's traces (docs/observability.md)"),
 }
 
 

@@ -34,12 +34,14 @@ def open_working(url: str, config: Config, listen: Sequence[str] | None, new: Se
     and sandbox), on the queues of the batches `listen` (None: every batch's, as a worker); `new`:
     the batch it submits."""
     from crewbridge.batch.workflow import BatchWorker, Runtime  # loads DBOS
+    from crewbridge.telemetry.exporter import exporter
 
     sandboxing = Sandboxing()
     config = replace(config, hide=[*config.hide, *database_files(url)])  # also where --db put it
+    traced = exporter(config)  # the repositories' runs as one trace per batch, when telemetry is on
     return Store.open(
         url,
-        worker=lambda running, side: BatchWorker(Runtime(config, state_dir(), sandboxing, running, side)),
+        worker=lambda running, side: BatchWorker(Runtime(config, state_dir(), sandboxing, running, side, traced)),
         listen=listen,
         new=new,
     )

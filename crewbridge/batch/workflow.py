@@ -40,6 +40,7 @@ from crewbridge.record.events import End, Event, Parent
 from crewbridge.sandbox import Sandboxing
 from crewbridge.system.forge import Client, Pace, Proposal, forge_of, propose, remote_of
 from crewbridge.system.git import Change, Stamp
+from crewbridge.telemetry.exporter import Exporter
 from crewbridge.ui.link import attend
 from crewbridge.work.pulls import FILES, Told, base_branch, body, remote_url, title_of
 
@@ -58,6 +59,7 @@ class Runtime:
     sandboxing: Sandboxing
     running: Running
     side: Side
+    traced: Exporter | None = None  # the repositories' runs as traces, when telemetry is on
     pace: Pace = field(init=False)
 
     def __post_init__(self) -> None:
@@ -193,16 +195,23 @@ class BatchWorker(DBOSConfiguredInstance):
             worktree = self._place(repo_data).worktree(spec, base)
         except CrewError as exc:
             return {"error": str(exc)}
+        traced = self.runtime.traced
         bridge = Bridge(
-            self.runtime.config, workdir=worktree.path, sandboxing=self.runtime.sandboxing, observers=[attend]
+            self.runtime.config,
+            workdir=worktree.path,
+            sandboxing=self.runtime.sandboxing,
+            observers=[attend, *([traced.observe] if traced else [])],
+            tracing=traced.tracing if traced else None,
         )
+        parent = Parent(
+            batch=spec.batch, repo=Repo.of(repo_data).text
+        )  # the runs list names both; its trace: the batch's
         ended: list[End] = []  # the record's end: each agent's usage (the reviewer's too)
 
         def keep(event: Event) -> None:
             if isinstance(event, End):
                 ended.append(event)
 
-        parent = Parent(batch=spec.batch, repo=Repo.of(repo_data).text)  # the runs list names both
         outcome = bridge.run(spec.task, "execute", options=spec.options(), stop=stop, on_progress=keep, parent=parent)[
             0
         ]

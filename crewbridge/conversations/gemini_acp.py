@@ -315,7 +315,10 @@ class GeminiAcpConversation(Peer):
     def begin(self, message: str) -> list[Event]:
         images = [{"type": "image", "mimeType": image.mime, "data": image.base64()} for image in self.images()]
         prompt = [{"type": "text", "text": message}, *images]
-        self.request("session/prompt", {"sessionId": self.session_id, "prompt": prompt}, prompt_end, PromptEnd)
+        params: dict[str, Any] = {"sessionId": self.session_id, "prompt": prompt}
+        if self.base.trace:  # ACP's reserved trace context: the prompt's spans go under its agent's span
+            params["_meta"] = {name.lower(): value for name, value in self.base.trace}
+        self.request("session/prompt", params, prompt_end, PromptEnd)
         return [Session(self.session_id)]
 
     def _permission(self, request: Request, channel: Channel) -> dict[str, Any]:

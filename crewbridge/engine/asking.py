@@ -29,7 +29,9 @@ from crewbridge.system.git import summary
 from crewbridge.toolkit.registry import Tool, ToolContext, ToolFailure
 
 if TYPE_CHECKING:
+    from crewbridge.record.events import Parent
     from crewbridge.record.stream import Sink
+    from crewbridge.record.trace import Tracing
 
 DEPTH_ENV = "CREW_ASK_DEPTH"
 DEFAULT_MAX_DEPTH = 1  # an asked agent may ask one more agent, which may not ask again
@@ -110,6 +112,7 @@ class Asker:
     # the machine's sandbox, detected once for every ask of this server (a probe is a process)
     sandboxing: Sandboxing = field(default_factory=Sandboxing)
     observers: Sequence[Observer] = ()  # join each ask's run (the face's: crew ui's link)
+    tracing: Tracing | None = None  # the asks' runs are traced (the face's exporter is an observer)
 
     def ask(
         self,
@@ -121,11 +124,12 @@ class Asker:
         worktree: bool = False,
         review: str | None = None,
         rounds: int = 3,
+        parent: Parent | None = None,
     ) -> Asked:
         """Run `task` as `crew query` (or `crew execute`) would, minus stdin: the answers. With
         `worktree`, each agent works in a git worktree of its own; with `review`, that agent reviews
         the one mentioned agent's change for at most `rounds` rounds (as --worktree, --review and
-        --rounds do)."""
+        --rounds do). `parent`: what the ask's run is part of (the client's trace context)."""
         self.check(task)
         deeper = replace(self, depth=self.depth + 1)
         tools = [deeper.tool()] if deeper.depth <= self.max_depth else []
@@ -139,11 +143,12 @@ class Asker:
             emit=on_progress,
             stop=stop,
             observers=self.observers,
+            tracing=self.tracing,
         )
         options = RunOptions(
             max_turns=self.max_turns, timeout=self.timeout, worktree=worktree, review=review, rounds=rounds
         )
-        return asked(run_task(ctx, task, mode, options))
+        return asked(run_task(ctx, task, mode, options, parent=parent))
 
     def check(self, task: str) -> None:
         """Why this ask may not run, as a UsageError: too deep, no agent or task, an unknown agent."""

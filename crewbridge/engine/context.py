@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from crewbridge.record import events as ev
     from crewbridge.record.events import Parent
     from crewbridge.record.stream import Record, Sink
+    from crewbridge.record.trace import RunTrace, TraceParent, Tracing
     from crewbridge.sandbox.egress import Hosts
     from crewbridge.system.approval import Channel
     from crewbridge.toolkit.registry import Files, Tool, ToolRegistry
@@ -117,6 +118,8 @@ class RunContext:
     roots: tuple[Path, ...] = ()  # folders used as the working directory is (an editor's additional directories)
     stop: Stop | None = None  # set from another thread, it ends the run
     started: dict[Key, Conversation] = field(default_factory=dict)  # start()'s CLIs, not yet taken
+    tracing: Tracing | None = None  # its runs are traced (a face exports them: crewbridge.telemetry)
+    trace: RunTrace | None = None  # this run's trace (traced()), its CLIs' spans in it
 
     def __post_init__(self) -> None:
         self.workdir = self.workdir.resolve()
@@ -141,6 +144,26 @@ class RunContext:
     def reporting(self, emit: Sink | None, stop: Stop | None = None) -> RunContext:
         """This context for one run that reports to `emit` and is stopped by `stop`."""
         return replace(self, emit=emit, stop=stop)
+
+    def traced(self, parent: Parent | None = None) -> RunContext:
+        """This context for one run whose trace is chosen now, before its CLIs start (when its runs
+        are traced): the trace `parent` names (an editor's prompt, an MCP client's request; a batch's,
+        made from its id), else the one the CLIs start() started for it are in, else a new one under
+        the context's own parent (the TRACEPARENT crew was started with)."""
+        if self.tracing is None or self.trace is not None:
+            return self
+        from crewbridge.record.trace import RunTrace, TraceParent, state_of
+
+        given = TraceParent.parse(parent.traceparent) if parent is not None else None
+        if given is not None:
+            return replace(self, trace=RunTrace.begin(given, state_of(parent.tracestate) if parent else None))
+        if parent is not None and parent.batch:  # a batch's repositories: its runs side by side in one trace
+            from crewbridge.record.trace import trace_of_batch
+
+            return replace(self, trace=RunTrace.begin(None, trace_id=trace_of_batch(parent.batch)))
+        ahead = (trace_of(conversation) for conversation in self.started.values())
+        started = next((found.trace_id for found in ahead if found is not None), None)
+        return replace(self, trace=RunTrace.begin(self.tracing.parent, self.tracing.state, started))
 
     @property
     def registry(self) -> ToolRegistry:
@@ -231,6 +254,18 @@ class RunContext:
         record = Record(run, pending=True)
         if self.emit is not None:
             record.attach(self.emit)
+        trace = self.trace
+        continued = trace.parent if trace is not None else None
+        if continued is not None or (parent is not None and parent.traceparent):
+            # the record says what trace the run continues, as read (never what was given, unread)
+            from msgspec.structs import replace as with_fields
+
+            from crewbridge.record.events import Parent
+
+            state = trace.state if trace is not None and continued is not None else None
+            parent = with_fields(
+                parent or Parent(), traceparent=continued.header if continued else None, tracestate=state
+            )
         record.emit(
             Start(
                 run=record.run,
@@ -245,6 +280,8 @@ class RunContext:
                 pid=os.getpid(),
                 resumed_from=resume,
                 parent=parent,
+                trace=trace.trace_id if trace else None,
+                span=trace.span_id if trace else None,
             )
         )
         return record
@@ -281,10 +318,11 @@ class RunContext:
         options = options or RunOptions()
         mentions = parse_mentions(text)[0]
         self.check_sandbox(options, [self.config.agent(mention.agent) for mention in mentions])
+        traced = self.traced()  # the next run's trace: its CLIs start in it
         for mention in mentions:
             key = (mention, mode, options.tools_via, options.sandbox, options.network)
             if key not in self.started:
-                conversation, _ = self.conversation(mention, mode, options)
+                conversation, _ = traced.conversation(mention, mode, options)
                 if not isinstance(conversation, CrewError):
                     self.started[key] = conversation
 
@@ -310,8 +348,10 @@ class RunContext:
         one start() started for the same, if there is one."""
         if self.started and prior is None and not images and (spec is None or spec == self.config.agent(mention.agent)):
             started = self.started.pop((mention, mode, options.tools_via, options.sandbox, options.network), None)
-            if started is not None:
+            if started is not None and _trace_id(trace_of(started)) == _trace_id(self.trace):
                 return started, True
+            if started is not None:  # started in another trace than this run's: its spans would be lost
+                started.close()
         try:
             agent = spec or self.config.agent(mention.agent)
             provider = self.config.provider(agent.provider)
@@ -336,6 +376,7 @@ class RunContext:
                     roots=self.roots,
                 ),
                 passed=tuple(self.config.env_pass),
+                trace=tuple(self.trace.env(self.trace.child()).items()) if self.trace else (),
                 images=images,
             )
             if not agent.user_mcp_servers:  # only the MCP servers crew gives it, never crew itself again
@@ -387,6 +428,7 @@ class RunContext:
                 via="native" if loop.native else "text",
                 role=role,
                 round=round,
+                span=getattr(trace_of(conversation), "span_id", None),
             )
         )
         return loop
@@ -451,6 +493,19 @@ class RunContext:
             if sandbox is not None and sandbox.confinement.egress is not None:
                 sandbox.confinement.egress.refusals.listen(loop.refused)
         return loop
+
+
+def trace_of(conversation: Conversation) -> TraceParent | None:
+    """The traceparent `conversation`'s CLI was started with (its agent's span; None: not traced)."""
+    if not conversation.base.trace:
+        return None
+    from crewbridge.record.trace import TRACEPARENT, TraceParent  # for start-up speed: a traced run only
+
+    return TraceParent.parse(dict(conversation.base.trace).get(TRACEPARENT))
+
+
+def _trace_id(trace: TraceParent | RunTrace | None) -> str | None:
+    return trace.trace_id if trace is not None else None
 
 
 def found_skills(config: Config, workdir: Path) -> Found:

@@ -70,6 +70,7 @@ def open_chat(
     from crewbridge.work.sessions import Resumed, priors
 
     options = checked(mode, options, values)
+    ctx = ctx.traced()
     if options.worktree or options.review:
         raise UsageError("a chat takes no worktree or review; crew execute --worktree or --review runs a task so")
     mention = parse_agent(agent)

@@ -128,6 +128,7 @@ class AgentLoop:
         self.timeout = timeout
         self.compact = compact
         self.usage = Tally()  # this run's, so far
+        self.model = conversation.base.model  # the one asked for, then the one the CLI says it runs (its price)
         self.turn = 0  # the current turn
         self.budgets = [budget for budget in budgets or [] if budget]  # checked before each tool turn
         self.failures: dict[str, int] = {}
@@ -336,7 +337,7 @@ class AgentLoop:
                 elif isinstance(event, Usage):
                     self._add_usage(event)
                 elif isinstance(event, Session):
-                    self.record.emit(ev.Session(agent=self.agent, session=event.session_id, model=event.model))
+                    self._session(event)
                 elif isinstance(event, (OwnCall, OwnResult)):
                     self.channel.own(event)
                 for call in new:
@@ -467,7 +468,20 @@ class AgentLoop:
             )
         return "\n" + render("repeated_failure.md").strip() if seen > 1 else ""
 
+    def _session(self, session: Session) -> None:
+        """Record the session and model the CLI named (the model its usage is priced by)."""
+        self.model = session.model or self.model
+        self.record.emit(ev.Session(agent=self.agent, session=session.session_id, model=session.model))
+
     def _add_usage(self, usage: Usage) -> None:
+        """Add a reply's usage (priced by crew's table when the CLI reported no cost) and record it."""
+        priced = None
+        if usage.cost_usd is None and (usage.input_tokens or usage.output_tokens):
+            from crewbridge.base import prices  # for start-up speed: once a CLI reported tokens without a cost
+
+            cost = prices.cost(self.model, usage.input_tokens, usage.output_tokens, usage.cached_tokens)
+            if cost is not None:
+                usage, priced = replace(usage, cost_usd=cost), prices.table().date
         self.usage.add(usage)
         for budget in self.budgets:
             budget.add(usage)
@@ -479,6 +493,7 @@ class AgentLoop:
                 output_tokens=usage.output_tokens,
                 cached_tokens=usage.cached_tokens,
                 cost_usd=usage.cost_usd,
+                priced=priced,
                 context_window=usage.context_window,
             )
         )

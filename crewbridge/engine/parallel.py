@@ -53,6 +53,7 @@ def run_task(
     agent took are ended."""
     options = checked(mode, options, values)
     named = Named(run, command or mode, parent)
+    ctx = ctx.traced(parent)  # before its CLIs start: each is given its span
     try:
         if options.review:
             from crewbridge.engine.review import review_run

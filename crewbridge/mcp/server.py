@@ -87,6 +87,9 @@ class McpServer(McpCore):
         self._jobs: list[Job] = []  # every session's, to stop and wait for at close()
         self._closed = False
         self._tools: tuple[ToolRegistry, Caller, ToolContext, Record] | None = None
+        from crewbridge.telemetry.exporter import exporter  # for start-up speed: with the engine
+
+        self.traced = exporter(config)  # the asks' runs as traces, when telemetry is on
 
     def respond(self, message: Any, session: McpSession, notify: Send) -> dict[str, Any] | None:
         """As McpCore.respond; an error of crew's own (its configuration) is answered as an internal error."""
@@ -236,6 +239,7 @@ class McpServer(McpCore):
 
         task, mode = arguments["task"], arguments.get("mode", "query")
         depth = current_depth() if self.depth is None else self.depth
+        traced = self.traced
         asker = Asker(
             self.config,
             self.workdir,
@@ -244,12 +248,17 @@ class McpServer(McpCore):
             self.timeout,
             self.max_turns,
             self.sandboxing,
-            observers=[attend],
+            observers=[attend, *([traced.observe] if traced else [])],
+            tracing=traced.tracing if traced else None,
         )
         try:
             asker.check(task)
         except CrewError as exc:
             return content(str(exc), error=True)
+        from crewbridge.record.events import Parent
+        from crewbridge.record.trace import carried
+
+        change["parent"] = Parent(**carried(call.meta))  # the client's trace context (MCP: params._meta)
         if not arguments.get("background"):
             answer = asker.ask(task, mode, on_progress=_reporter(call.progress), stop=call.stop, **change)
             return content(answer.text, error=answer.failed, structured=answer.data)

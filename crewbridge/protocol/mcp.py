@@ -182,11 +182,15 @@ class McpSession:
 
 
 class Call:
-    """One tools/call, as a configuration runs it: its session, the Stop a cancellation sets, and
-    where its progress messages go. (A plain class: a dataclass costs start-up time.)"""
+    """One tools/call, as a configuration runs it: its session, the Stop a cancellation sets, where
+    its progress messages go, and its `_meta` (the client's trace context among it). (A plain
+    class: a dataclass costs start-up time.)"""
 
-    def __init__(self, session: McpSession, stop: Stop, progress: Callable[[str], None]) -> None:
+    def __init__(
+        self, session: McpSession, stop: Stop, progress: Callable[[str], None], meta: dict[str, Any] | None = None
+    ) -> None:
         self.session, self.stop, self.progress = session, stop, progress
+        self.meta = meta or {}
 
 
 class McpCore:
@@ -283,7 +287,8 @@ class McpCore:
         token = meta.get("progressToken") if isinstance(meta, dict) else None
         stop = session.begin(request.id)
         try:
-            result = self.call_tool(name, arguments, Call(session, stop, _progress(notify, token)))
+            meta = meta if isinstance(meta, dict) else None
+            result = self.call_tool(name, arguments, Call(session, stop, _progress(notify, token), meta))
         finally:
             session.end(request.id)
         return None if stop.is_set() else result

@@ -45,6 +45,8 @@ class Parent(msgspec.Struct, omit_defaults=True):
     repo: str | None = None  # … and the repository this run works on
     session: str | None = None  # an ACP session's id
     run: str | None = None  # the run that asked for this one (an agent's MCP `ask`)
+    traceparent: str | None = None  # the W3C trace context it continues (an editor's, an MCP client's, TRACEPARENT)
+    tracestate: str | None = None
 
 
 class Start(Event, tag="start", omit_defaults=False):
@@ -64,6 +66,8 @@ class Start(Event, tag="start", omit_defaults=False):
     pid: int = 0
     resumed_from: str | None = None
     parent: Parent | None = None
+    trace: str | None = None  # when crew exports traces: the run's trace id (crewbridge.record.trace) …
+    span: str | None = None  # … and its own span's id
 
 
 class Part(Event, tag="part"):
@@ -76,6 +80,7 @@ class Part(Event, tag="part"):
     via: str = "text"  # how crew's tools reach it: text | native
     role: str = ""  # "" | writer | reviewer (a review's)
     round: int | None = None  # the review round it works in
+    span: str | None = None  # its span's id when the run is traced (its CLI's TRACEPARENT names it)
 
 
 class Turn(Event, tag="turn"):
@@ -176,6 +181,7 @@ class Usage(Event, tag="usage"):
     output_tokens: int = 0
     cached_tokens: int = 0
     cost_usd: float | None = None
+    priced: str | None = None  # the date of crew's price table, when crew priced the tokens (the CLI gave no cost)
     context_window: int | None = None
 
     @property

@@ -47,6 +47,7 @@ class Record:
         self._parts: dict[str, int] = {}
         self._cancel = Stop()  # set by cancel(): its callbacks end the run's loops
         self.cancelled_by: str | None = None
+        self.start: ev.Start | None = None  # the run's first event (for a sink that joins later)
         self.ended: ev.End | None = None
 
     @property
@@ -73,6 +74,8 @@ class Record:
             if self.ended is not None:
                 return
             event.t = round((time.monotonic() - self.started) * 1000, 1)
+            if isinstance(event, ev.Start):
+                self.start = event
             self._count(event)
             if self.transcript is not None:
                 self.transcript.write(event)

@@ -16,7 +16,7 @@ from crewbridge import __version__
 from crewbridge.base import jsonio
 from crewbridge.base.modes import Mode
 from crewbridge.errors import UsageError
-from crewbridge.terminal.early import attend_ui
+from crewbridge.terminal.early import terminal_bridge
 
 if TYPE_CHECKING:
     from crewbridge.config import Config
@@ -43,7 +43,6 @@ def _run(
     **values: Any,
 ) -> None:
     from crewbridge.base.mentions import parse_agent, parse_mentions
-    from crewbridge.bridge import Bridge
     from crewbridge.terminal.render import Renderer
 
     if as_json and as_jsonl:
@@ -60,9 +59,7 @@ def _run(
     context = None if no_stdin else piped_context(options.timeout)
     output = "json" if as_json else "jsonl" if as_jsonl else "text"
     early = early_reading()
-    bridge = (
-        early.bridge if early is not None and early.bridge.config is config else Bridge(config, observers=[attend_ui])
-    )
+    bridge = early.bridge if early is not None and early.bridge.config is config else terminal_bridge(config)
     # The tools are built once the agents' CLIs have started (Bridge.run), while those boot.
     with Renderer(output=output, agents=agents, verbose=verbose, secrets=config.provider_env()) as renderer:
         outcomes = bridge.run(task, mode, options=options, context=context or None, on_progress=renderer.progress)
@@ -150,11 +147,10 @@ def chat_command(agent: str, mode: Mode, config: Config, verbose: bool, continue
 
     /exit or Ctrl-D leaves, Ctrl-C stops a reply. Line editing and history on a terminal; piped
     stdin is read as one message a line."""
-    from crewbridge.bridge import Bridge
     from crewbridge.terminal.chat import run_chat
 
     options = run_options_of(continue_last, values)
-    run_chat(Bridge(config, observers=[attend_ui]), agent, mode=mode, options=options, verbose=verbose)
+    run_chat(terminal_bridge(config), agent, mode=mode, options=options, verbose=verbose)
 
 
 @click.command("prompt")

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from crewbridge.bridge import Bridge
+    from crewbridge.config import Config
     from crewbridge.record.stream import Record
     from crewbridge.system.approval import Channel
 
@@ -80,17 +81,31 @@ def start(args: list[str]) -> Early | None:
         return None
     # For start-up speed: imported once the arguments are known to start CLIs.
     from crewbridge.base.options import RunOptions
-    from crewbridge.bridge import Bridge
     from crewbridge.config import load_config
 
     try:
         # No sandbox probe first: the first CLI starts in bwrap at once, and says whether it came up.
-        bridge = Bridge(load_config(reading.config_path, Path.cwd()), observers=[attend_ui])
+        bridge = terminal_bridge(load_config(reading.config_path, Path.cwd()))
         options = RunOptions(tools_via=reading.tools_via, sandbox=reading.sandbox, network=reading.network)
         bridge.start(reading.text, reading.mode, options)
     except CrewError:
         return None
     return Early(bridge, reading)
+
+
+def terminal_bridge(config: Config) -> Bridge:
+    """The Bridge of a terminal's command: its runs joined to a `crew ui` serving for this user, and
+    traced when telemetry is on (crewbridge.telemetry)."""
+    from crewbridge.bridge import Bridge
+    from crewbridge.telemetry import wanted
+
+    if not wanted(config.telemetry):
+        return Bridge(config, observers=[attend_ui])
+    from crewbridge.telemetry.exporter import exporter  # for start-up speed: only with telemetry on
+
+    traced = exporter(config)
+    assert traced is not None
+    return Bridge(config, observers=[attend_ui, traced.observe], tracing=traced.tracing)
 
 
 def attend_ui(record: Record) -> Sequence[Channel]:

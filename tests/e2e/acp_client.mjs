@@ -2,9 +2,10 @@
 // pinned in package.json), for the end-to-end tests of `crew acp` (tests/e2e/test_acp_real.py).
 // argv[2]: a JSON plan {command: [...], cwd, load?: sessionId, resume?: sessionId, close?: true,
 // additionalDirectories?: [...], mcpServers?: [...], options?: {id: value},
-// prompts: [{text, images?: [{mimeType, data}], cancel?: true}], answers: [optionId, ...]}. Prints one JSON object:
-// the initialize answer, the session id, every update, the permission requests, each prompt's stop reason and,
-// for a cancelled one, the milliseconds from the cancel to its answer; with close, what a prompt after it got.
+// prompts: [{text, images?: [{mimeType, data}], cancel?: true, meta?: {…} (the prompt's _meta)}], answers: [optionId, ...]}.
+// Prints one JSON object: the initialize answer, the session id, every update, the permission requests, each prompt's
+// stop reason and, for a cancelled one, the milliseconds from the cancel to its answer; with close, what a prompt
+// after it got.
 import { spawn } from "node:child_process";
 import { Readable, Writable } from "node:stream";
 import * as acp from "@agentclientprotocol/sdk";
@@ -54,7 +55,11 @@ try {
   }
   for (const prompt of plan.prompts ?? []) {
     const images = (prompt.images ?? []).map((image) => ({ type: "image", ...image }));
-    const answer = connection.prompt({ sessionId, prompt: [{ type: "text", text: prompt.text }, ...images] });
+    const answer = connection.prompt({
+      sessionId,
+      prompt: [{ type: "text", text: prompt.text }, ...images],
+      ...(prompt.meta ? { _meta: prompt.meta } : {}),
+    });
     if (prompt.cancel) {
       await new Promise((resolve) => {
         onUpdate = (update) => update.sessionUpdate === "agent_message_chunk" && resolve();
