@@ -50,6 +50,7 @@ def held() -> Iterator[tuple[subprocess.Popen[bytes], int, int]]:
         [*argv, "--", sys.executable, "-c", program, "4711", "4712"],
         pass_fds=(status_w, block_r),
         stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         start_new_session=True,
     )
     os.close(status_w)
@@ -72,7 +73,11 @@ def test_a_process_in_the_namespace_reaches_what_crew_listens_on_there_and_nothi
     made = listeners(pid, [("127.0.0.1", 4711), ("::1", 4711)], optional={1})
     assert made[0] is not None and made[0].getsockname() == ("127.0.0.1", 4711)
     os.close(block)  # the program goes on
-    conn, _ = made[0].accept()
+    made[0].settimeout(30)  # a program that never connects fails the test, not hangs it
+    try:
+        conn, _ = made[0].accept()
+    except TimeoutError:
+        pytest.fail(f"nothing connected; the sandbox said {proc.communicate(timeout=30)}")
     conn.sendall(b"from-crew")
     conn.close()
     out, _ = proc.communicate(timeout=30)
