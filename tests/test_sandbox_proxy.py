@@ -90,13 +90,15 @@ def read_all(client: socket.socket) -> bytes:
 
 
 def answer_to(client: socket.socket) -> bytes:
-    """The proxy's answer head to a CONNECT (up to its blank line)."""
+    """The proxy's answer head to a CONNECT (up to its blank line), read a byte at a time: what the
+    tunnel relays next may already be there, and stays to be read (a loaded machine lets it come
+    in the same segment)."""
     data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = client.recv(4096)
-        if not chunk:
+    while not data.endswith(b"\r\n\r\n"):
+        byte = client.recv(1)
+        if not byte:
             break
-        data += chunk
+        data += byte
     return data
 
 
