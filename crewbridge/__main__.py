@@ -47,6 +47,12 @@ def run() -> None:
         from crewbridge.terminal.early import start
 
         early = start(sys.argv[1:])
+    elif sys.argv[1:2] == ["parse"]:  # the whole command runs before click loads
+        from crewbridge.terminal.parsing import early as parse
+
+        code = parse(sys.argv[2:])
+        if code is not None:
+            sys.exit(code)
     elif sys.argv[1:2] == ["mcp"]:  # initialize is answered before click and the engine load
         from crewbridge.mcp.early import greet
 

@@ -16,6 +16,7 @@ import click
 
 from crewbridge import VERSION_MESSAGE, __version__
 from crewbridge.errors import CrewError
+from crewbridge.terminal.failure import failure
 
 if TYPE_CHECKING:
     from crewbridge.acp.early import Greeting as AcpGreeting
@@ -140,22 +141,9 @@ def _main(started: Early | Greeting | AcpGreeting | None) -> None:
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
-    except CrewError as exc:
-        click.echo(f"crew: error: {exc}", err=True)
-        sys.exit(exc.exit_code)
-    except Exception as exc:  # a bug in crew: one line, and the traceback only on request
-        if os.environ.get("CREW_DEBUG"):
+    except Exception as exc:  # crew's error, or a bug in crew: one line, the traceback only on request
+        if os.environ.get("CREW_DEBUG") and not isinstance(exc, CrewError):
             raise
-        if isinstance(exc, ModuleNotFoundError):  # an extra's module, where no command required it
-            from crewbridge.base.extras import missing, of_module
-
-            extra = of_module(exc.name)
-            if extra is not None:
-                error = missing(extra, f"crew {' '.join(sys.argv[1:2])}".strip())
-                click.echo(f"crew: error: {error}", err=True)
-                sys.exit(error.exit_code)
-        click.echo(
-            f"crew: internal error: {type(exc).__name__}: {exc} (CREW_DEBUG=1 shows the traceback; please report it)",
-            err=True,
-        )
-        sys.exit(1)
+        line, code = failure(exc)
+        click.echo(line, err=True)
+        sys.exit(code)

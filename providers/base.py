@@ -16,9 +16,10 @@ from crewbridge.base.decoded import Event, Notice
 from crewbridge.base.mentions import refuse_option
 from crewbridge.base.modes import Mode
 from crewbridge.errors import CLINotFound, UsageError
-from crewbridge.sandbox import Sandbox, State
+from crewbridge.sandbox.state import State
 
 if TYPE_CHECKING:
+    from crewbridge.sandbox import Sandbox
     from crewbridge.sandbox.allowlist import Entry
 
 

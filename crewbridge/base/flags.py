@@ -23,7 +23,8 @@ if TYPE_CHECKING:
 class Flag:
     """One option: its names (the first names it), the keyword it gives the command, its help, and
     what it takes: `kind` "flag" (no value), "int" or "float" (not below `low`; not even `low` when
-    `above`), "choice" (one of `choices`), "text" or "path" (a file). `early`: whether a quick reading
+    `above`), "choice" (one of `choices`), "text" or "path" (a file); `required`: the command refuses
+    to run without it. `early`: whether a quick reading
     takes it (False: the reading is not sure, click reads the arguments), or the values it takes as
     sure (where click takes more that only the loaded command can check)."""
 
@@ -39,6 +40,7 @@ class Flag:
         "metavar",
         "multiple",
         "names",
+        "required",
         "show_default",
     )
 
@@ -56,12 +58,13 @@ class Flag:
         show_default: bool = False,
         metavar: str | None = None,
         multiple: bool = False,
+        required: bool = False,
         early: bool | tuple[str, ...] = True,
     ) -> None:
         self.names, self.dest, self.help, self.kind = names, dest, help, kind
         self.low, self.above, self.choices = low, above, choices
         self.default, self.show_default, self.metavar, self.multiple = default, show_default, metavar, multiple
-        self.early = early
+        self.required, self.early = required, early
 
     def takes(self, text: str) -> bool:
         """Whether click takes `text` as this option's value (as its type converts it)."""
@@ -385,6 +388,19 @@ MCP = (
 
 # crew acp's, read early as crew mcp's are (crewbridge.acp.early answers initialize before click loads).
 ACP = _served_runs("prompt")
+
+# crew parse's, read early: the whole command runs before click loads (crewbridge.terminal.parsing).
+PARSE = (
+    Flag(
+        ("--format",),
+        "fmt",
+        "Which CLI wrote the output on stdin: a provider's name (claude, gemini, codex, an installed "
+        "plugin's), or text.",
+        required=True,
+    ),
+    Flag(("--prefix",), "prefix", "Tool-name prefix (default: the configured one, crew)."),
+    CONFIG,
+)
 
 # crew ui's.
 UI = (

@@ -22,12 +22,14 @@ import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crewbridge.base import jsonio
-from crewbridge.base.config_layers import Keys
 from crewbridge.base.places import state_dir
 from crewbridge.errors import ConfigError
+
+if TYPE_CHECKING:
+    from crewbridge.base.config_layers import Keys
 
 STORE = "trusted.json"
 _REDIRECTS = frozenset({">", ">>", ">|", "&>", "&>>"})  # the word after one is written, not run

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from crewbridge import __version__
-from crewbridge.base import jsonio
+from crewbridge.base import flags, jsonio
 from crewbridge.base.modes import Mode
 from crewbridge.errors import UsageError
 from crewbridge.terminal.early import terminal_bridge
@@ -28,6 +28,7 @@ from crewbridge.terminal.options import (
     piped_context,
     run_options,
     run_options_of,
+    table_options,
 )
 
 
@@ -266,28 +267,12 @@ def tools_call_command(name: str, raw_input: str, config: Config) -> None:
 
 
 @click.command("parse")
-@click.option(
-    "--format",
-    "fmt",
-    required=True,
-    help="Which CLI wrote the output on stdin: a provider's name (claude, gemini, codex, "
-    "an installed plugin's), or text.",
-)
-@click.option("--prefix", default=None, help="Tool-name prefix (default: the configured one, crew).")
-@config_option
+@table_options(flags.PARSE)
 def parse_command(fmt: str, prefix: str | None, config: Config) -> None:
     """Read raw CLI output on stdin; print one JSON line per tool-call attempt, validated."""
-    from crewbridge.providers.parse import parse_stream
+    from crewbridge.terminal.parsing import run
 
-    registry = config.registry()
-    if prefix:
-        registry.prefix = prefix
-    warn = functools.partial(click.echo, err=True)
-    if sys.stdin is None:  # started with its stdin closed
-        raise UsageError("stdin is closed; pipe a CLI's output in, e.g. claude -p … | crew parse --format claude")
-    lines = sys.stdin.buffer  # bytes: the JSON decoders make text only of the fields they read
-    for record in parse_stream(lines, fmt, registry, registry.prefix, warn=lambda m: warn(f"crew: {m}")):
-        click.echo(json.dumps(record))  # ASCII: an input may hold a lone surrogate (a "\ud800" escape)
+    run(fmt, prefix, config, functools.partial(click.echo, err=True))
 
 
 @click.group("log", invoke_without_command=True)

@@ -35,7 +35,15 @@ def click_option(flag: flags.Flag) -> Callable[[Callable[..., Any]], Callable[..
     kind = kinds[flag.kind]
     if flag.default is not None:
         kind.update(default=flag.default, show_default=flag.show_default)
-    return click.option(*flag.names, flag.dest, help=flag.help, metavar=flag.metavar, multiple=flag.multiple, **kind)
+    return click.option(
+        *flag.names,
+        flag.dest,
+        help=flag.help,
+        metavar=flag.metavar,
+        multiple=flag.multiple,
+        required=flag.required,
+        **kind,
+    )
 
 
 def config_option(func: Callable[..., Any]) -> Callable[..., Any]:

@@ -12,14 +12,16 @@ import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crewbridge.base.plugins import entry_points
 from crewbridge.errors import ConfigError, CrewError, CrewTimeout
-from crewbridge.sandbox import Sandbox
 from crewbridge.system.pinned import Pins
 from crewbridge.system.process import Child
 from crewbridge.toolkit.registry import MAX_OUTPUT_CHARS, Tool, ToolContext, ToolFailure, as_tool
+
+if TYPE_CHECKING:
+    from crewbridge.sandbox import Sandbox
 
 PLUGIN_GROUP = "crewbridge.tools"
 STDERR_SHOWN = 2000  # characters of stderr put in a failing tool's error
