@@ -12,7 +12,7 @@ another (x86_64's int 0x80 or x32 calls use other numbers) is killed rather than
 
 from __future__ import annotations
 
-import platform
+import os
 import struct
 from dataclasses import dataclass
 
@@ -49,7 +49,7 @@ ARCHES = {
 
 def native_arch() -> Arch | None:
     """This machine's system call numbers, or None where crew has no filter for it."""
-    return ARCHES.get(platform.machine())
+    return ARCHES.get(os.uname().machine)  # platform.machine()'s answer, without platform's ~1.4 ms import
 
 
 def program(arch: Arch, *, families: frozenset[int] | None, keep_group: bool = False, datagrams: bool = True) -> bytes:
