@@ -8,6 +8,7 @@ same `run`."""
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import sys
@@ -70,6 +71,7 @@ def early(args: list[str]) -> int | None:
     config_path = values.get("--config")
     try:
         config = load_config(Path(config_path) if config_path else None, Path.cwd())
+        gc.enable()  # off while crew loaded (crewbridge.__main__); a stream may go on for hours
         run(values["--format"], values.get("--prefix"), config, warn)
     except Exception as exc:
         if os.environ.get("CREW_DEBUG") and not isinstance(exc, CrewError):
