@@ -275,9 +275,7 @@ def _came_up(proc: subprocess.Popen[bytes], launch: Launch) -> str | None:
             why = str(exc)
             with contextlib.suppress(OSError):
                 os.killpg(proc.pid, signal.SIGKILL)  # held back: it never ran
-    if launch.held is not None:
-        os.close(launch.held)  # bwrap goes on (its block fd read to its end)
-        launch.held = None
+    launch.release()  # bwrap goes on (its block fd read to its end)
     if pid is not None and why is None:
         return None
     code = proc.wait()

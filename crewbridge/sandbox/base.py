@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -64,25 +65,37 @@ class Launch:
     # read by crewbridge.sandbox.spawn; open until the process ended
     gate: Gate | None = None  # its way out through crew's proxy (crewbridge.sandbox.egress), closed once it ended
     held: int | None = None  # closed once its gate is open: the process waits for that (bwrap's --block-fd)
+    # end_all() (an interrupt) and the process's own end may end it on two threads at once: each
+    # descriptor is taken under the lock and closed once, never a number another part opened since.
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
 
     def started(self) -> None:
         """The process started (or failed to): crew's copies of what it was handed are closed."""
-        fds, self.parent_fds = self.parent_fds, []
+        with self._lock:
+            fds, self.parent_fds = self.parent_fds, []
         for fd in fds:
             with contextlib.suppress(OSError):
                 os.close(fd)
 
+    def release(self) -> None:
+        """Close `held` (once): the process, held back until its gate opened, goes on."""
+        with self._lock:
+            fd, self.held = self.held, None
+        if fd is not None:
+            os.close(fd)
+
     def ended(self) -> None:
         """The process ended: its private temp folder and its view go (rmtree follows no link)."""
         self.started()
-        for fd in (self.status, self.held):
+        with self._lock:
+            fds, self.status, self.held = (self.status, self.held), None, None
+            folders, self.removed = self.removed, []
+        for fd in fds:
             if fd is not None:
                 with contextlib.suppress(OSError):
                     os.close(fd)
-        self.status = self.held = None
         if self.gate is not None:
             self.gate.close()
-        folders, self.removed = self.removed, []
         for folder in folders:
             shutil.rmtree(folder, ignore_errors=True)
 
