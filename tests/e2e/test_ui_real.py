@@ -116,7 +116,10 @@ def test_the_list_shows_a_finished_run(page, ui, env, workdir, mock_server):
     page.goto(f"{ui}/")
     row = page.locator(f'[data-run-id="{run}"]')
     row.locator('[data-status="done"]').wait_for()
-    assert "what is here?" in row.inner_text() and "@claude" in row.inner_text()
+    # Its text as written, not as laid out: a row is `content-visibility: auto`, and one the browser
+    # has not yet laid out has no rendered text (inner_text() gave "" once, under load).
+    text = row.text_content() or ""
+    assert "what is here?" in text and "@claude" in text
     row.click()
     page.locator('[data-tool-call="list_files"] [data-result="ok"]').wait_for()
     assert page.locator('[data-kind="answer"]').inner_text().endswith("One file: notes.txt.")
