@@ -16,7 +16,7 @@ import click
 
 from crewbridge import VERSION_MESSAGE, __version__
 from crewbridge.errors import CrewError
-from crewbridge.terminal.failure import failure
+from crewbridge.terminal.failure import failure, silence
 
 if TYPE_CHECKING:
     from crewbridge.acp.early import Greeting as AcpGreeting
@@ -118,10 +118,8 @@ def _exit_now(code: int) -> NoReturn:
 def _silence() -> None:
     """Send what is written to stdout and stderr from now on to /dev/null (crew is exiting, and its
     last line is written: click flushes each echo)."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    for fd in (1, 2):
-        os.dup2(devnull, fd)
-    os.close(devnull)
+    for stream in (sys.stdout, sys.stderr):
+        silence(stream)
 
 
 def _main(started: Early | Greeting | AcpGreeting | None) -> None:

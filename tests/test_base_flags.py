@@ -13,7 +13,7 @@ from crewbridge.acp.commands import acp_group
 from crewbridge.base import flags
 from crewbridge.batch.commands import batch_submit_command, batch_worker_command
 from crewbridge.mcp.commands import mcp_group
-from crewbridge.terminal.commands import chat_command, execute_command, query_command
+from crewbridge.terminal.commands import chat_command, execute_command, parse_command, query_command
 from crewbridge.terminal.options import click_option
 
 VALUES = st.one_of(
@@ -65,6 +65,7 @@ def test_a_value_is_taken_exactly_when_the_click_option_made_from_the_same_entry
         (acp_group, (flags.ACP,)),
         (batch_submit_command, (flags.BATCH,)),
         (batch_worker_command, (flags.BATCH_WORKER,)),
+        (parse_command, (flags.PARSE,)),
     ],
 )
 def test_the_commands_have_exactly_the_tables_options(command, tables) -> None:
@@ -73,6 +74,16 @@ def test_the_commands_have_exactly_the_tables_options(command, tables) -> None:
     }
     declared = {(flag.dest, *flag.names) for table in tables for flag in table}
     assert made - {("mode", "--mode")} == declared
+    required = {param.name for param in command.params if isinstance(param, click.Option) and param.required}
+    assert required == {flag.dest for table in tables for flag in table if flag.required}
+
+
+def test_a_reading_without_a_required_option_is_not_sure() -> None:
+    assert flags.read(["--prefix", "x"], flags.PARSE) is None
+    assert flags.read(["--format", "claude", "--prefix", "x"], flags.PARSE) == (
+        {"--format": "claude", "--prefix": "x"},
+        [],
+    )
 
 
 def test_options_are_read_by_any_of_their_names_and_the_other_words_kept_in_order() -> None:

@@ -96,7 +96,7 @@ def read(args: Iterable[str], table: Iterable[Flag]) -> tuple[dict[str, str], li
     """`args` read with the options of `table`: each option given, by its first name, with its
     value ("" for a flag), and the other words in order; None when an argument is not surely what
     this reading takes (an option it does not know or does not read early, a value click could
-    refuse, a flag given a value)."""
+    refuse, a flag given a value, a required option missing)."""
     known = {name: flag for flag in table for name in flag.names}
     values: dict[str, str] = {}
     words: list[str] = []
@@ -118,6 +118,8 @@ def read(args: Iterable[str], table: Iterable[Flag]) -> tuple[dict[str, str], li
         if not flag.sure(value):
             return None
         values[flag.names[0]] = value
+    if any(flag.required and flag.names[0] not in values for flag in known.values()):
+        return None
     return values, words
 
 

@@ -1,9 +1,11 @@
 """How a command that failed says so: crew's one line for its error, and its exit code (click's
-errors aside: click shows its own)."""
+errors aside: click shows its own); and a stream whose reader went away, silenced."""
 
 from __future__ import annotations
 
+import os
 import sys
+from typing import IO, Any
 
 from crewbridge.errors import CrewError
 
@@ -24,3 +26,14 @@ def failure(exc: Exception) -> tuple[str, int]:
             error = missing(extra, f"crew {' '.join(sys.argv[1:2])}".strip())
             return f"crew: error: {error}", error.exit_code
     return f"crew: internal error: {type(exc).__name__}: {exc} (CREW_DEBUG=1 shows the traceback; please report it)", 1
+
+
+def silence(stream: IO[Any]) -> None:
+    """Point a stream whose reader left (`| head`) at /dev/null, so later writes and the exit's
+    flush pass instead of failing."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+        os.close(devnull)
+    except (AttributeError, OSError, ValueError):
+        pass

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from crewbridge.base import flags
 from crewbridge.errors import CrewError, UsageError
-from crewbridge.terminal.failure import failure
+from crewbridge.terminal.failure import failure, silence
 
 TYPE_CHECKING = False  # typing itself is ~5 ms to import; type checkers read this name as True
 if TYPE_CHECKING:
@@ -49,16 +49,14 @@ def run(fmt: str, prefix: str | None, config: Config, warn: Callable[[str], None
             out.write(json.dumps(record) + "\n")  # ASCII: an input may hold a lone surrogate (a "\ud800" escape)
             out.flush()  # a record as soon as its block closes, for a reader at the pipe's other end
     except BrokenPipeError:  # the reader went away (`| head -1`): it has what it wanted
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, out.fileno())  # what is still buffered goes nowhere at exit, not to an error
-        os.close(devnull)
+        silence(out)  # what is still buffered goes nowhere at exit, not to an error
 
 
 def early(args: list[str]) -> int | None:
     """Run `crew parse ARGS` (the arguments after `parse`) before click loads, and give its exit
     code; None, having done nothing, when the quick reading is not sure of the arguments."""
     found = flags.read(args, flags.PARSE)
-    if found is None or found[1] or "--format" not in found[0]:  # a word, or no --format: click says
+    if found is None or found[1]:  # a word the command takes none of: click says so
         return None
     values = found[0]
     # For start-up speed: the configuration once the arguments are known to be right.

@@ -49,6 +49,7 @@ from crewbridge.engine.outputs import json_line, outcomes_record
 from crewbridge.errors import CrewError
 from crewbridge.system.approval import isatty, terminal  # an approval question owns the terminal while it waits
 from crewbridge.system.process import LOGGER as PROCESS_LOGGER
+from crewbridge.terminal.failure import silence
 from crewbridge.toolkit.verdict import Finding
 
 if TYPE_CHECKING:
@@ -561,7 +562,7 @@ class Renderer:
             self.out.write(_encodable(text, self.out))
             self.out.flush()
         except BrokenPipeError:  # the reader left (`| head`): the run goes on, its output goes nowhere
-            _silence(self.out)
+            silence(self.out)
 
     def _write_err(self, text: str) -> None:
         """A line on stderr (the status line, if drawn, wiped first); while a person is asked an
@@ -574,7 +575,7 @@ class Renderer:
                 self.err.write(_encodable(text, self.err))
                 self.err.flush()
             except BrokenPipeError:
-                _silence(self.err)
+                silence(self.err)
 
         terminal.write(write)
 
@@ -783,13 +784,3 @@ def _same_terminal(a: Any, b: Any) -> bool:
         return os.path.samestat(os.fstat(a.fileno()), os.fstat(b.fileno()))
     except (AttributeError, OSError, ValueError):
         return True  # terminals we cannot look into: assume the usual, one screen
-
-
-def _silence(stream: Any) -> None:
-    """Point a stream whose reader left at /dev/null, so later writes and the exit flush pass."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, stream.fileno())
-        os.close(devnull)
-    except (AttributeError, OSError, ValueError):
-        pass
