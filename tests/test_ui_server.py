@@ -409,6 +409,20 @@ def test_a_question_is_answered_from_the_page_once(ui, verdict):
     record.end("done")
 
 
+def test_a_second_answer_is_refused_while_the_asker_is_still_reading_the_first(ui):
+    record = recorded("execute", "write")
+    asker = uilink.connect(socket_path())
+    assert uilink.send(asker, {"op": "ask", "run": record.run, "agent": "claude", "tool": "write_file", "input": {}})
+    browser = Browser(ui).sign_in()
+    [question] = open_questions(browser)
+    assert browser.post(f"/api/questions/{question['id']}", {"verdict": "no"})[0] == 200
+    status, answer = browser.post(f"/api/questions/{question['id']}", {"verdict": "yes"})  # asker still connected
+    assert status == 409 and b"already answered on the browser" in answer
+    assert uilink.Lines(asker).next() == {"op": "answer", "verdict": "no"}
+    asker.close()
+    record.end("done")
+
+
 def test_a_question_reaches_the_page_with_nothing_in_it_hidden(ui):
     from crewbridge.system.approval import Question
 

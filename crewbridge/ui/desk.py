@@ -216,12 +216,13 @@ class Desk:
         if verdict not in VERDICTS:
             return f"verdict '{verdict}' is not one of {', '.join(VERDICTS)}"
         with self._lock:
-            question = self._questions.get(question_id)
+            question = self._questions.get(question_id) or next(
+                (q for q in self._answered if q.id == question_id), None
+            )
             if question is None:
-                kept = next((q for q in self._answered if q.id == question_id), None)
-                if kept is None:
-                    return "no such question"
-                return f"already {kept.state}" + (f" on the {kept.source}" if kept.source else "")
+                return "no such question"
+            if question.state != "open":  # answered here a moment ago, its asker not yet gone, or kept
+                return f"already {question.state}" + (f" on the {question.source}" if question.source else "")
             question.state, question.verdict, question.source = "answered", verdict, "browser"
             question.ended = _now()
             self._changed()
