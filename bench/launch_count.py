@@ -3,7 +3,9 @@ to its spawn of claude (or of bwrap, which runs claude), and on to claude's rele
 claude back until crew's proxy has its doors in the sandbox's network: --block-fd), against the bare
 launcher's (bench/launcher.py) from its start to its spawn, each counted by valgrind's callgrind
 (the process's instructions, every thread's: exact and repeatable however loaded the machine is).
-The same installed venvs, fake claude and folders as figure "3 launch".
+The same installed venvs, fake claude and folders as figure "3 launch". A third line counts the
+launcher after importing the standard modules crew's start is written with (FLOOR): the least any
+start in crew's style can cost, against which the launch goal's 2.0× is read.
 
     .venv/bin/python bench/launch_count.py [--before ../before] [--importtime]
 
@@ -30,6 +32,8 @@ from bench.launch import FAKE
 
 # Where a Python process starts a child: subprocess's fork and exec, os.posix_spawn(p).
 SPAWNS = ("subprocess_fork_exec", "os_posix_spawn", "os_posix_spawnp")
+# The standard modules every module of crew's start path is written with (the launch's floor).
+FLOOR = ("dataclasses", "pathlib", "json")
 # crew's first fcntl.fcntl after the spawn: crewbridge.system.process grows the CLI's stdout pipe once
 # crewbridge.sandbox.spawn returned, the sandbox's gate opened and the CLI released (bwrap's --block-fd).
 STARTED = "fcntl_fcntl"
@@ -110,16 +114,28 @@ def main() -> None:
         env = with_bytecode(
             {**env, "PATH": f"{fake.parent}{os.pathsep}{env['PATH']}", "BENCH_LAUNCH_STAMPS": str(stamps)}
         )
-        argvs = {"launcher": [str(installed() / "python"), str(Path(__file__).with_name("launcher.py")), "-p", "hi"]}
+        launcher = Path(__file__).with_name("launcher.py")
+        argvs = {
+            "launcher": [str(installed() / "python"), str(launcher), "-p", "hi"],
+            # The launcher after the standard modules crew's values and paths are made of: the floor of
+            # any start written in crew's style (dataclasses for values, pathlib for paths, JSON records).
+            "launcher + " + ", ".join(FLOOR): [
+                str(installed() / "python"),
+                "-c",
+                f"import {', '.join(FLOOR)}; exec(compile(open({str(launcher)!r}).read(), 'launcher.py', 'exec'))",
+                "-p",
+                "hi",
+            ],
+        }
         for side, repo in sides.items():
             argvs[side] = [str(installed(repo) / "crew"), "query", "@claude hi"]
         for argv in argvs.values():  # bytecode written, caches warm
             subprocess.run(argv, env=env, cwd=work, capture_output=True)
         counts = {name: count(argv, env, work) for name, argv in argvs.items()}
         base = counts["launcher"][0]
-        print("instructions (callgrind)   to the spawn         to the CLI's release")
+        print(f"{'instructions (callgrind)':40} to the spawn         to the CLI's release")
         for name, (spawn, started) in counts.items():
-            print(f"{name:26} {spawn / 1e6:7.1f}M {spawn / base:5.2f}×   {started / 1e6:7.1f}M {started / base:5.2f}×")
+            print(f"{name:40} {spawn / 1e6:7.1f}M {spawn / base:5.2f}×   {started / 1e6:7.1f}M {started / base:5.2f}×")
         if args.importtime:
             for name, ms in imports(argvs["crew"], env, work):
                 if ms >= 0.2:

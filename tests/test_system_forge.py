@@ -6,6 +6,7 @@ threads, refusals that are no limit, no redirect followed, and a pull request's 
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -251,6 +252,23 @@ def test_a_refusal_names_the_status_and_message_never_the_token(forge):
     assert raised.value.status == 401 and "t0ken" not in str(raised.value) and wrong.waits == []
     with pytest.raises(ForgeError, match=r"^cannot reach http://127.0.0.1:1: "):
         Client(Forge("github", "github.com", "http://127.0.0.1:1", TOKEN)).call("GET", "/")
+
+
+def test_an_api_that_does_not_answer_in_http_is_one_line_not_a_traceback():
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def echo() -> None:  # what a connection to itself gives: the request back as the answer
+        sock, _ = listener.accept()
+        with sock:
+            sock.sendall(sock.recv(65536))
+
+    thread = threading.Thread(target=echo)
+    thread.start()
+    api = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    with listener, pytest.raises(ForgeError) as raised:
+        Client(Forge("github", "github.com", api, TOKEN)).call("GET", "/repos/o/r/pulls")
+    thread.join()
+    assert str(raised.value) == f"{api} did not answer in HTTP (BadStatusLine); check that it is the forge's API"
 
 
 def test_no_redirect_is_followed_so_the_token_goes_nowhere_else(forge):

@@ -28,6 +28,7 @@ batch --pr` use them (crewbridge.engine.pulls, crewbridge.batch.workflow).
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import re
@@ -278,6 +279,10 @@ class Client:
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             raise ForgeError(f"cannot reach {self.forge.api}: {self._scrub(str(reason))}") from None
+        except http.client.HTTPException as exc:  # it answered, but not in HTTP
+            raise ForgeError(
+                f"{self.forge.api} did not answer in HTTP ({type(exc).__name__}); check that it is the forge's API"
+            ) from None
 
     def _read(self, response: Any) -> Any:
         raw = response.read(MAX_ANSWER + 1)
