@@ -552,10 +552,16 @@ def test_the_socket_is_the_users_alone(ui):
     assert path.stat().st_mode & 0o777 == 0o600
 
 
-def test_a_closed_ui_leaves_no_socket(tmp_path, monkeypatch):
+def test_a_closed_ui_leaves_no_socket_and_no_thread(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    before = set(threading.enumerate())
     served = Ui(token=TOKEN)
     served.start()
     assert socket_path().exists() and BrowserChannel("20250101-000000-abc123").available()
+    started = set(threading.enumerate()) - before
+    assert "crew-ui-desk" in {thread.name for thread in started}
     served.close()
     assert not socket_path().exists() and not BrowserChannel("20250101-000000-abc123").available()
+    for thread in started:
+        thread.join(10)
+    assert [thread.name for thread in started if thread.is_alive()] == []

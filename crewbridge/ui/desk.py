@@ -115,6 +115,7 @@ class Desk:
                 self.path.unlink()
             except OSError:
                 pass
+            hang_up(listener)  # wakes the accepting thread: a close alone leaves it in accept() for good
             listener.close()
         with self._lock:
             connections = [q.sock for q in self._questions.values()]
