@@ -16,3 +16,13 @@ def connected(sock: socket.socket) -> bool:
         return False
     finally:
         sock.setblocking(True)
+
+
+def stop_listening(listener: socket.socket) -> None:
+    """Close a listening socket another thread accepts on, and end that thread: a close alone leaves
+    it in accept(), and the socket listening, until one more connection comes (whoever it is from)."""
+    try:
+        listener.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    listener.close()

@@ -28,7 +28,7 @@ from crewbridge.protocol.mcp_http import MAX_BODY, McpHttp
 from crewbridge.protocol.webserver import MAX_PENDING
 from crewcli import crew_env, end_group, error_line, run_crew, start_crew
 from mcpfakes import FakeChannel, Held
-from sockets import connected
+from sockets import connected, stop_listening
 
 TOKEN = "test-token-0123456789abcdef"
 INITIALIZE = {
@@ -609,7 +609,7 @@ class TokenProxy:
         threading.Thread(target=self._accept, daemon=True).start()
 
     def close(self) -> None:
-        self.listener.close()
+        stop_listening(self.listener)
 
     def _accept(self) -> None:
         while True:

@@ -18,6 +18,7 @@ import pytest
 from crewbridge.sandbox import proxy
 from crewbridge.sandbox.allowlist import AllowList, entry
 from crewbridge.sandbox.proxy import Door, Proxy, Refused, Upstream
+from sockets import stop_listening
 
 
 @dataclass
@@ -106,7 +107,7 @@ def answer_to(client: socket.socket) -> bytes:
 def echo() -> Iterator[Echo]:
     server = Echo()
     yield server
-    server.sock.close()
+    stop_listening(server.sock)
 
 
 @pytest.fixture

@@ -18,6 +18,7 @@ from crewbridge.record.transcript import Transcript, read_run
 from crewbridge.system.approval import Answer, Approver, Question
 from crewbridge.ui import link as uilink
 from crewbridge.ui.link import Attendance, BrowserChannel, Lines, at_socket, attend, connect, socket_path
+from sockets import stop_listening
 
 QUESTION = Question("claude", "write_file", {"path": "a.txt", "content": "hi"})
 
@@ -64,7 +65,7 @@ class FakeUi:
             sock.sendall(json.dumps(message).encode() + b"\n")
 
     def close(self) -> None:
-        self.listener.close()
+        stop_listening(self.listener)
         for sock in self.connections:
             sock.close()
 

@@ -26,6 +26,7 @@ from crewbridge.record.trace import trace_of_batch
 from crewcli import CREW, run_crew, tool_block
 from gitrepo import make_repo
 from mockserver import MockServer, reply
+from sockets import stop_listening
 
 pytestmark = pytest.mark.e2e
 
@@ -188,7 +189,7 @@ def test_a_collector_that_never_answers_costs_a_run_only_the_bound(tmp_path, moc
     try:
         done = run_crew(["query", "@claude hi"], env=env, cwd=workdir)
     finally:
-        silent.close()
+        stop_listening(silent)
         for conn in held:
             conn.close()
     took = time.monotonic() - began
