@@ -256,6 +256,7 @@ def test_a_refusal_names_the_status_and_message_never_the_token(forge):
 
 def test_an_api_that_does_not_answer_in_http_is_one_line_not_a_traceback():
     listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(30)  # a client that never comes fails the test, not hangs it
 
     def echo() -> None:  # what a connection to itself gives: the request back as the answer
         sock, _ = listener.accept()
@@ -267,7 +268,7 @@ def test_an_api_that_does_not_answer_in_http_is_one_line_not_a_traceback():
     api = f"http://127.0.0.1:{listener.getsockname()[1]}"
     with listener, pytest.raises(ForgeError) as raised:
         Client(Forge("github", "github.com", api, TOKEN)).call("GET", "/repos/o/r/pulls")
-    thread.join()
+    thread.join(30)
     assert str(raised.value) == f"{api} did not answer in HTTP (BadStatusLine); check that it is the forge's API"
 
 

@@ -412,6 +412,7 @@ def test_a_question_is_answered_from_the_page_once(ui, verdict):
 def test_a_second_answer_is_refused_while_the_asker_is_still_reading_the_first(ui):
     record = recorded("execute", "write")
     asker = uilink.connect(socket_path())
+    asker.settimeout(30)  # an answer that never comes fails the test, not hangs it
     assert uilink.send(asker, {"op": "ask", "run": record.run, "agent": "claude", "tool": "write_file", "input": {}})
     browser = Browser(ui).sign_in()
     [question] = open_questions(browser)
