@@ -1,5 +1,7 @@
+import json
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -10,7 +12,7 @@ import pytest
 from crewbridge.errors import CLINotFound, CrewTimeout, ProviderError
 from crewbridge.sandbox import State
 from crewbridge.system import process
-from crewbridge.system.process import MAX_LINE, Child, end_all
+from crewbridge.system.process import MAX_LINE, Child
 from crewcli import running
 
 PY = sys.executable
@@ -236,23 +238,77 @@ def test_kill_wakes_a_reader_even_when_an_escaped_process_keeps_the_pipe_open():
     assert not reader.is_alive() and reader_saw == [[]]
 
 
-def test_end_all_returns_once_the_clis_crew_started_are_dead_and_reaped(monkeypatch):
-    monkeypatch.setattr(process, "_ending", False)  # put back afterwards: end_all() is for good
-    script = (
-        "import subprocess, sys, time\n"
-        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)'])\n"
-        "print(p.pid, flush=True)\ntime.sleep(30)"
+def after_end_all(tmp_path: Path, script: str) -> dict:
+    """What `script` (run in a Python of its own, with crew's process module as `process` and
+    SLEEP, a command that sleeps 30 s) saved as `seen`, and then `end_all()` ended: it ends every
+    child of its process, which in pytest's would be the test servers too."""
+    out = tmp_path / "seen.json"
+    prelude = (
+        "import json, subprocess, sys, threading, time\n"
+        "from crewbridge.system import process\n"
+        "SLEEP = [sys.executable, '-c', 'import time; time.sleep(30)']\n"
+        "seen = {}\n"
     )
-    child = Child([PY, "-c", script])
-    grandchild = int(next(child.lines()))
-    end_all()  # crew exits right after it (Ctrl-C): its CLIs must be gone, not just told
-    assert not Path(f"/proc/{child.proc.pid}").exists()  # dead and reaped
-    gone = time.monotonic() + 1  # the grandchild got the same SIGKILL; the kernel ends it apace
-    while running(grandchild) and time.monotonic() < gone:
+    coda = f"\nprocess.end_all()\nopen({str(out)!r}, 'w').write(json.dumps(seen))\n"
+    with open(tmp_path / "stderr", "w+") as err:  # not a pipe: a child left running would hold it open
+        done = subprocess.run([PY, "-c", prelude + script + coda], stdout=err, stderr=err, timeout=60)
+        err.seek(0)
+        assert done.returncode == 0, err.read()
+    return json.loads(out.read_text())
+
+
+def gone(pid: int) -> bool:
+    """True once `pid` is dead (its parent exited: init reaps it), within 5 s."""
+    end = time.monotonic() + 5
+    while running(pid) and time.monotonic() < end:
         time.sleep(0.01)
-    assert not running(grandchild)
-    late = Child([PY, "-c", "import time; time.sleep(30)"])  # started after end_all: killed at once
-    assert late.proc.wait(5) == -signal.SIGKILL
+    return not running(pid)
+
+
+def test_end_all_returns_once_the_clis_crew_started_are_dead_and_reaped(tmp_path):
+    script = (
+        "child = process.Child([sys.executable, '-c', 'import subprocess, sys, time\\n"
+        'p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])\\n'
+        "print(p.pid, flush=True); time.sleep(30)'])\n"
+        "seen['grandchild'] = int(next(child.lines()))\n"
+        "seen['child'] = child.proc.pid\n"
+        "process.end_all()  # crew exits right after it (Ctrl-C): its CLIs must be gone, not just told\n"
+        "seen['reaped'] = not __import__('os').path.exists(f'/proc/{child.proc.pid}')\n"
+        "try:\n"
+        "    process.Child(SLEEP)\n"
+        "except process.Interrupted as exc:  # nothing starts after end_all\n"
+        "    seen['late'] = str(exc)\n"
+    )
+    seen = after_end_all(tmp_path, script)
+    assert seen["reaped"] and gone(seen["grandchild"])  # the grandchild got the same SIGKILL
+    assert seen["late"] == "crew is stopping: no process is started any more"
+
+
+def test_a_process_whose_start_an_interrupt_caught_half_way_is_ended_too(tmp_path):
+    # a tool's thread has forked its command and not yet tracked its group when Ctrl-C's end_all()
+    # runs: end_all waits for that start, and the group is killed as it is tracked
+    script = (
+        "forked = threading.Event()\n"
+        "real = process.spawn\n"
+        "def slow(*args, **kwargs):\n"
+        "    proc, launch = real(*args, **kwargs)\n"
+        "    seen['pid'] = proc.pid\n"
+        "    forked.set()\n"
+        "    time.sleep(0.5)  # still starting\n"
+        "    return proc, launch\n"
+        "process.spawn = slow\n"
+        "threading.Thread(target=process.Child, args=(SLEEP,), daemon=True).start()\n"
+        "forked.wait(10)\n"
+    )
+    seen = after_end_all(tmp_path, script)
+    assert gone(seen["pid"])
+
+
+def test_a_process_started_and_never_tracked_is_ended_too(tmp_path):
+    # the main thread's own start cut short by the signal whose handler runs end_all(), or any
+    # process crew started without a Child: the kernel's list of its children has it
+    seen = after_end_all(tmp_path, "seen['pid'] = subprocess.Popen(SLEEP, start_new_session=True).pid\n")
+    assert gone(seen["pid"])
 
 
 def test_input_that_comes_after_the_cli_was_killed_is_dropped_quietly():

@@ -24,7 +24,7 @@ from pathlib import Path
 from crewbridge.errors import CLINotFound, CrewError, CrewTimeout, UsageError
 from crewbridge.system import beneath
 from crewbridge.system.childenv import without_secrets
-from crewbridge.system.process import track_group, untrack_group
+from crewbridge.system.process import starting, track_group, untrack_group
 
 GIT_TIMEOUT = 120.0  # seconds one git command may take
 # Variables that point git at another repository, index or object store than the folder's own:
@@ -124,21 +124,22 @@ def run_git(
     env["GIT_TERMINAL_PROMPT"] = "0"  # never ask for a password on the terminal
     if index is not None:
         env["GIT_INDEX_FILE"] = str(index)
-    try:
-        proc = subprocess.Popen(
-            ["git", *args],
-            cwd=cwd,
-            env=env,
-            stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
-    except FileNotFoundError:
-        raise CLINotFound("git is not installed (not on PATH); install it to use --worktree or --review") from None
-    except OSError as exc:
-        raise GitError(f"cannot run git in {cwd}: {exc.strerror or exc}") from None
-    track_group(proc.pid)
+    with starting():  # tracked before an interrupt's end_all() goes on
+        try:
+            proc = subprocess.Popen(
+                ["git", *args],
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+            )
+        except FileNotFoundError:
+            raise CLINotFound("git is not installed (not on PATH); install it to use --worktree or --review") from None
+        except OSError as exc:
+            raise GitError(f"cannot run git in {cwd}: {exc.strerror or exc}") from None
+        track_group(proc.pid)
     try:
         out, err = proc.communicate(input, timeout=timeout)
     except subprocess.TimeoutExpired:

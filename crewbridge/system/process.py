@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 
-from crewbridge.errors import CLINotFound, CrewTimeout, ProviderError
+from crewbridge.errors import CLINotFound, CrewTimeout, Interrupted, ProviderError
 from crewbridge.sandbox import Launch, Sandbox, spawn
 
 CHUNK = 1 << 16
@@ -33,6 +33,11 @@ DEBUG = 10  # logging.DEBUG: logging itself loads once a CLI started (Child)
 _groups: dict[int, Launch | None] = {}
 _groups_lock = threading.RLock()  # end_all() may run in a signal handler that interrupted its holder
 _ending = False
+# Threads between the start of a process and its track_group: end_all() waits for them, else one
+# forked as crew exits would outlive it, in a group nobody knew of.
+_starting: set[int] = set()
+_started = threading.Condition(_groups_lock)
+START_WAIT = 5.0  # seconds end_all() waits for starts under way (each takes milliseconds)
 
 
 def track_group(pgid: int, launch: Launch | None = None) -> None:
@@ -51,16 +56,40 @@ def untrack_group(pgid: int) -> None:
         _groups.pop(pgid, None)
 
 
+@contextlib.contextmanager
+def starting() -> Iterator[None]:
+    """Around a process's start, up to its track_group: end_all() waits for it to be tracked (and so
+    killed). Interrupted once end_all() ran: nothing more starts."""
+    me = threading.get_ident()
+    with _groups_lock:
+        if _ending:
+            raise Interrupted("crew is stopping: no process is started any more")
+        _starting.add(me)
+    try:
+        yield
+    finally:
+        with _groups_lock:
+            _starting.discard(me)
+            _started.notify_all()
+
+
 def end_all() -> None:
-    """Kill every process group crew started that may still run, and any started from now on, and
-    remove the views and temp folders of their launches: for an interrupted crew, so that nothing it
-    started outlives it (crew exits next, skipping the runs' own clean-up)."""
+    """Kill every process group crew started that may still run, and every process it started that
+    is not reaped yet (one whose start an interrupt cut short was never tracked), refuse any more
+    starts, and remove the views and temp folders of their launches: for an interrupted crew, so
+    that nothing it started outlives it (crew exits next, skipping the runs' own clean-up)."""
     global _ending
+    me = threading.get_ident()  # the signal handler's thread may have been starting one itself
     with _groups_lock:
         _ending = True
+        _started.wait_for(lambda: not _starting - {me}, START_WAIT)
         groups = dict(_groups)
     for pgid in groups:
         _signal_group(pgid, signal.SIGKILL)
+    for pid in _children():
+        _signal_group(pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
     deadline = time.monotonic() + 1.0  # crew exits next: the CLIs must be gone, not just told
     for pgid in groups:
         while not _reaped(pgid) and time.monotonic() < deadline:
@@ -213,6 +242,15 @@ def _grow_pipe(fd: int) -> None:
         pass  # not Linux, or a limit we may not raise: the default pipe still works for most output
 
 
+def _children() -> list[int]:
+    """The processes this one started, of any thread, that are not reaped yet (the kernel's list)."""
+    pids: list[int] = []
+    for task in os.listdir("/proc/self/task"):
+        with contextlib.suppress(OSError), open(f"/proc/self/task/{task}/children") as listed:
+            pids += [int(pid) for pid in listed.read().split()]
+    return pids
+
+
 def _reaped(pid: int) -> bool:
     """Reap child `pid` if it has died (the leader of a group crew started); True once it is gone.
     As Child.kill does, the wait is for the leader: the rest of its group got the same SIGKILL."""
@@ -239,23 +277,24 @@ class Child:
     ) -> None:
         self.argv = argv
         self.sandboxed = sandbox is not None
-        try:
-            self.proc, self._launch = _popen(argv, env=env, cwd=cwd, sandbox=sandbox, passed=passed)
-        except FileNotFoundError:
-            hint = f"; install it with: {install_hint}" if install_hint else "; install it or fix PATH"
-            raise CLINotFound(f"'{argv[0]}' not found on PATH{hint}") from None
-        except OSError as exc:  # there, but not runnable: not executable, a folder, a bad #! line
-            raise ProviderError(
-                f"'{argv[0]}' cannot be started ({exc.strerror}); make it an executable program or fix the command"
-            ) from None
+        with starting():  # tracked before an interrupt's end_all() goes on
+            try:
+                self.proc, self._launch = _popen(argv, env=env, cwd=cwd, sandbox=sandbox, passed=passed)
+            except FileNotFoundError:
+                hint = f"; install it with: {install_hint}" if install_hint else "; install it or fix PATH"
+                raise CLINotFound(f"'{argv[0]}' not found on PATH{hint}") from None
+            except OSError as exc:  # there, but not runnable: not executable, a folder, a bad #! line
+                raise ProviderError(
+                    f"'{argv[0]}' cannot be started ({exc.strerror}); make it an executable program or fix the command"
+                ) from None
+            self.pgid = self.proc.pid
+            track_group(self.pgid, self._launch)
         pipe_in, pipe_out, pipe_err = self.proc.stdin, self.proc.stdout, self.proc.stderr
         assert pipe_in is not None and pipe_out is not None and isinstance(pipe_err, io.BufferedReader)  # _popen's
         self._stdin = pipe_in
         os.set_blocking(pipe_in.fileno(), False)  # a write waits in poll(), bounded by its deadline
         self._stdin_lock = threading.Lock()  # held by a write, and by kill() closing stdin
         self._stderr_pipe = pipe_err
-        self.pgid = self.proc.pid
-        track_group(self.pgid, self._launch)
         self._start_trace()
         # pexpect reads stdout; imported here, after the CLI started, so its ~20 ms import overlaps
         # the CLI's own start-up. It gets the only descriptor of the pipe, closed once by _release().
