@@ -19,6 +19,7 @@ from crewbridge.providers.base import JsonLineDecoder, Provider, Turn
 
 from crewbridge import providers
 from crewbridge.base.decoded import Done, Failure, Notice, OwnCall, Text, Usage
+from crewbridge.conversations import transport
 from crewbridge.conversations.claude import ClaudeLiveConversation
 from crewbridge.conversations.codex import CodexLiveConversation
 from crewbridge.conversations.peer import Peer
@@ -113,6 +114,29 @@ def test_close_ends_a_running_process(tmp_path):
     process.close()
     assert gone(process.pid)
     process.close()  # twice is harmless
+
+
+def test_close_lets_the_cli_end_by_itself_first(tmp_path):
+    # as claude does: stdin's end ends it, after a shutdown that takes a while (its telemetry's
+    # flush: up to 2 s); a SIGTERM half a second in, as close() sent before, cut that short
+    script = (
+        "import signal, sys, time\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "sys.stdin.read()\n"
+        "time.sleep(1.0)\n"
+        f"open({str(tmp_path / 'flushed')!r}, 'w').close()\n"
+    )
+    process = live(tmp_path, script)
+    process.close()
+    assert (tmp_path / "flushed").exists() and gone(process.pid)
+
+
+def test_a_cli_that_goes_on_after_its_stdin_ends_is_ended_at_end_wait(tmp_path, monkeypatch):
+    monkeypatch.setattr(transport, "END_WAIT", 0.3)
+    process = live(tmp_path, "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\ntime.sleep(60)")
+    began = time.monotonic()
+    process.close()
+    assert gone(process.pid) and time.monotonic() - began < 10
 
 
 def test_decode_object_turns_an_object_into_events_and_a_bad_shape_into_a_notice():

@@ -28,6 +28,9 @@ if TYPE_CHECKING:
 
     from crewbridge.sandbox import Sandbox
 
+# Seconds a live CLI has to exit once its stdin is closed. A SIGTERM, half a second after it, cut
+# short claude's own shutdown, which gives its OpenTelemetry exporter 2 s (its spans were lost).
+END_WAIT = 3.0
 Answer = Callable[..., "dict[str, Any] | None"]  # an MCP message (and what its transport adds) → its answer
 
 
@@ -77,8 +80,9 @@ class LiveProcess:
         return self.child.failure(self.name)
 
     def close(self) -> None:
-        """End the whole process group (SIGTERM, then SIGKILL if it lingers)."""
-        self.child.kill()
+        """End the CLI as its own end would: its stdin closed, it exits (claude, codex and gemini
+        within ~70 ms); one still running after END_WAIT, and the rest of its group, are ended."""
+        self.child.end(END_WAIT)
 
 
 class Inbox:

@@ -531,6 +531,13 @@ class Child:
             self.kill()
         return self.proc.wait()
 
+    def end(self, timeout: float) -> None:
+        """End the CLI as its own end would: stdin closed, and up to `timeout` seconds for it to exit
+        by itself (its shutdown saves its session and flushes its telemetry), then the whole group."""
+        self._close_stdin()
+        self.wait(timeout)
+        self.close()
+
     def kill(self, grace: float = 0.5) -> None:
         """End the whole process group: SIGTERM, then SIGKILL after `grace` seconds. Safe from any
         thread, and more than once: a reader blocked on the CLI is woken and ends its lines."""
