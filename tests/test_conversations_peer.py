@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import threading
 import time
@@ -116,7 +117,7 @@ def test_close_ends_a_running_process(tmp_path):
     process.close()  # twice is harmless
 
 
-def test_close_lets_the_cli_end_by_itself_first(tmp_path):
+def test_end_lets_the_cli_end_by_itself_first(tmp_path):
     # as claude does: stdin's end ends it, after a shutdown that takes a while (its telemetry's
     # flush: up to 2 s); a SIGTERM half a second in, as close() sent before, cut that short
     script = (
@@ -127,7 +128,7 @@ def test_close_lets_the_cli_end_by_itself_first(tmp_path):
         f"open({str(tmp_path / 'flushed')!r}, 'w').close()\n"
     )
     process = live(tmp_path, script)
-    process.close()
+    process.end()
     assert (tmp_path / "flushed").exists() and gone(process.pid)
 
 
@@ -135,7 +136,7 @@ def test_a_cli_that_goes_on_after_its_stdin_ends_is_ended_at_end_wait(tmp_path, 
     monkeypatch.setattr(transport, "END_WAIT", 0.3)
     process = live(tmp_path, "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\ntime.sleep(60)")
     began = time.monotonic()
-    process.close()
+    process.end()
     assert gone(process.pid) and time.monotonic() - began < 10
 
 
@@ -299,6 +300,19 @@ def test_a_turn_streams_its_events_up_to_done(peer):
     ]
     assert said(turn(conversation, {"say": "Again."})) == "Again."  # the same process
     assert [line["method"] for line in conversation.sent()] == ["prompt", "prompt"]
+
+
+def test_a_cli_whose_replies_were_read_ends_by_itself_and_one_in_the_midst_of_a_reply_at_once(peer):
+    finished = peer()
+    turn(finished, {"say": "done"})
+    finished.close()
+    assert finished.process.child.proc.returncode == 0  # its stdin ended: it exited as it does
+    cut = peer()
+    events = cut.send(json.dumps([{"say": "a"}, {"wait": "never"}]), None)
+    assert next(events) == Text("a")
+    began = time.monotonic()
+    cut.close()  # a cancel: the reply is not waited for
+    assert cut.process.child.proc.returncode == -signal.SIGTERM and time.monotonic() - began < 2
 
 
 def test_a_request_from_the_cli_is_answered_by_its_handler_on_the_reading_thread(peer):

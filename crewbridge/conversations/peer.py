@@ -156,8 +156,10 @@ class Peer:
     def close(self) -> None:
         with self._lock:
             self._closed = True
-        if self.process is not None:
+        if self.process is not None and self.open:  # in the midst of a reply (a cancel, Ctrl-C, an error)
             self.process.close()
+        elif self.process is not None:  # its replies read: it ends by itself (session saved, telemetry sent)
+            self.process.end()
         if self._inbox is not None:
             self._inbox.close()  # after the process: nothing reads any more
         with self._lock:

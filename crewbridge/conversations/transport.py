@@ -79,10 +79,15 @@ class LiveProcess:
     def _exit_message(self) -> str:
         return self.child.failure(self.name)
 
-    def close(self) -> None:
-        """End the CLI as its own end would: its stdin closed, it exits (claude, codex and gemini
-        within ~70 ms); one still running after END_WAIT, and the rest of its group, are ended."""
+    def end(self) -> None:
+        """End the CLI as its own end would, once its last reply is read: its stdin closed, it exits
+        (claude, codex and gemini within ~70 ms); one still running after END_WAIT, and the rest of
+        its group, are ended."""
         self.child.end(END_WAIT)
+
+    def close(self) -> None:
+        """End the whole process group now (SIGTERM, then SIGKILL if it lingers): a reply cut short."""
+        self.child.kill()
 
 
 class Inbox:
